@@ -1,0 +1,265 @@
+"""Trace schema, version 1: one row per drafted token.
+
+Required columns (seed 004's record plus ``seq_id``):
+
+=================  =======  ==========================================================
+column             dtype    meaning
+=================  =======  ==========================================================
+seq_id             int64    sequence the token belongs to
+position           int64    0-based index of the token in its sequence
+draft_prob         float64  q(x), in (0, 1]
+target_prob        float64  p(x), in [0, 1]
+draft_entropy      float64  H(q) in nats, >= 0
+target_entropy     float64  H(p) in nats, >= 0
+top_token_match    bool     argmax q == argmax p
+rand_value         float64  u ~ U[0, 1) of the seed benchmark's accept test
+baseline_accepts   bool     rand_value < min(1, target_prob / draft_prob)
+=================  =======  ==========================================================
+
+Optional columns, written by generators that know whole distributions:
+``draft_index`` (int64, depth inside the speculation block, 0..gamma-1; rows of a
+block are consecutive), ``draft_top_prob`` and ``target_top_prob`` (float64,
+max_v q(v) and max_v p(v)), ``overlap`` (float64, sum_v min(p(v), q(v))).
+
+:func:`validate` checks a whole split and returns it with canonical dtypes, or
+raises :class:`data.errors.InputError` naming the file, the column and the first
+offending row.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from data.errors import InputError
+
+SCHEMA_VERSION = 1
+
+#: Slack allowed when comparing a drafted token's probability with the top probability.
+TOP_PROB_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Column:
+    """One schema column: name, kind (``int``, ``float`` or ``bool``) and valid range."""
+
+    name: str
+    kind: str
+    required: bool
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    doc: str = ""
+
+    def range_text(self) -> str:
+        """The valid range in interval notation, e.g. ``(0, 1]``."""
+        lo = "-inf" if self.low is None else f"{self.low:g}"
+        hi = "inf" if self.high is None else f"{self.high:g}"
+        return f"{'(' if self.low_open or self.low is None else '['}{lo}, {hi}{')' if self.high_open or self.high is None else ']'}"
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("seq_id", "int", True, 0, None, doc="sequence id"),
+    Column("position", "int", True, 0, None, doc="0-based token index in its sequence"),
+    Column("draft_prob", "float", True, 0.0, 1.0, low_open=True, doc="q(x)"),
+    Column("target_prob", "float", True, 0.0, 1.0, doc="p(x)"),
+    Column("draft_entropy", "float", True, 0.0, None, doc="H(q), nats"),
+    Column("target_entropy", "float", True, 0.0, None, doc="H(p), nats"),
+    Column("top_token_match", "bool", True, doc="argmax q == argmax p"),
+    Column("rand_value", "float", True, 0.0, 1.0, high_open=True, doc="u ~ U[0, 1)"),
+    Column("baseline_accepts", "bool", True, doc="rand_value < min(1, p/q)"),
+    Column("draft_index", "int", False, 0, None, doc="depth inside the block, 0..gamma-1"),
+    Column("draft_top_prob", "float", False, 0.0, 1.0, low_open=True, doc="max_v q(v)"),
+    Column("target_top_prob", "float", False, 0.0, 1.0, low_open=True, doc="max_v p(v)"),
+    Column("overlap", "float", False, 0.0, 1.0, doc="sum_v min(p(v), q(v))"),
+)
+COLUMN_BY_NAME = {c.name: c for c in COLUMNS}
+REQUIRED_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.required)
+OPTIONAL_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if not c.required)
+
+
+def standard_threshold(target_prob: np.ndarray, draft_prob: np.ndarray) -> np.ndarray:
+    """Standard rule r = min(1, p/q) (Leviathan et al. 2023, arXiv 2211.17192).
+
+    Args: float64 arrays of shape (n,), ``draft_prob`` > 0. Returns float64 (n,).
+    """
+    return np.minimum(1.0, target_prob / draft_prob)
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _bad(source: str, column: str, row: int, value, why: str) -> InputError:
+    return InputError(f"{source}: column '{column}', row {row}: {why} (value {value!r})")
+
+
+def _coerce(df: pd.DataFrame, col: Column, source: str) -> np.ndarray:
+    series = df[col.name]
+    values = series.to_numpy()
+    if col.kind == "bool":
+        if values.dtype == bool:
+            return values
+        if values.dtype.kind in "iu":
+            bad = (values != 0) & (values != 1)
+            if bad.any():
+                i = _first(bad)
+                raise _bad(source, col.name, i, values[i].item(), "expected a boolean (true/false or 0/1)")
+            return values.astype(bool)
+        i = _first_non_type(values, (bool, np.bool_))
+        raise _bad(source, col.name, i, _py(values[i]), f"expected a boolean, column has dtype {series.dtype}")
+    if col.kind == "int":
+        if values.dtype.kind in "iu":
+            return values.astype(np.int64, copy=False)
+        if values.dtype.kind == "f":
+            bad = ~np.isfinite(values) | (values != np.round(values))
+            if bad.any():
+                i = _first(bad)
+                raise _bad(source, col.name, i, values[i].item(), "expected an integer")
+            return values.astype(np.int64)
+        i = _first_non_type(values, (int, np.integer))
+        raise _bad(source, col.name, i, _py(values[i]), f"expected an integer, column has dtype {series.dtype}")
+    # float
+    if values.dtype.kind in "fiu" and values.dtype != bool:
+        out = values.astype(np.float64, copy=False)
+        bad = ~np.isfinite(out)
+        if bad.any():
+            i = _first(bad)
+            raise _bad(source, col.name, i, out[i].item(), "NaN or infinite")
+        return out
+    i = _first_non_type(values, (float, int, np.floating, np.integer))
+    raise _bad(source, col.name, i, _py(values[i]), f"expected a number, column has dtype {series.dtype}")
+
+
+def _py(value):
+    return value.item() if hasattr(value, "item") else value
+
+
+def _first_non_type(values: np.ndarray, types: tuple) -> int:
+    """Index of the first value that is not an instance of ``types`` (booleans count only as bool)."""
+    wants_bool = bool in types
+    for i, v in enumerate(values):
+        is_bool = isinstance(v, (bool, np.bool_))
+        if is_bool != wants_bool or not isinstance(v, types):
+            return i
+    return 0
+
+
+def _check_range(values: np.ndarray, col: Column, source: str) -> None:
+    bad = np.zeros(values.shape, dtype=bool)
+    if col.low is not None:
+        bad |= values <= col.low if col.low_open else values < col.low
+    if col.high is not None:
+        bad |= values >= col.high if col.high_open else values > col.high
+    if bad.any():
+        i = _first(bad)
+        raise _bad(source, col.name, i, values[i].item(), f"outside {col.range_text()}")
+
+
+def validate(df: pd.DataFrame, source: str) -> dict[str, np.ndarray]:
+    """Validate one split and return its schema columns with canonical dtypes.
+
+    Args:
+        df: the split as read from disk; extra columns are ignored unless their
+            name is a near-miss of a schema column (then it is reported as misspelt).
+        source: file name used in error messages.
+
+    Returns:
+        dict from column name to a 1-D numpy array (int64, float64 or bool) of
+        length n, holding every required column and the optional ones present.
+
+    Raises:
+        InputError: empty split, missing or misspelt column, wrong dtype, NaN or
+            infinity, value out of range, ``baseline_accepts`` inconsistent with
+            ``rand_value < min(1, target_prob/draft_prob)``, a top probability
+            below the drafted token's, or ``draft_index`` not counting 0, 1, ...
+            inside a block. The message names the first offending row.
+    """
+    if len(df) == 0:
+        raise InputError(f"{source}: the split is empty (no rows)")
+    present = set(map(str, df.columns))
+    for name in present - set(COLUMN_BY_NAME):
+        close = difflib.get_close_matches(name, list(COLUMN_BY_NAME), n=1, cutoff=0.8)
+        if close and close[0] not in present:
+            raise InputError(f"{source}: unknown column '{name}' (did you mean '{close[0]}'?)")
+    missing = [c for c in REQUIRED_COLUMNS if c not in present]
+    if missing:
+        raise InputError(f"{source}: missing required column '{missing[0]}' "
+                         f"(required: {', '.join(REQUIRED_COLUMNS)})")
+    cols: dict[str, np.ndarray] = {}
+    for col in COLUMNS:
+        if col.name not in present:
+            continue
+        values = _coerce(df, col, source)
+        if col.kind != "bool":
+            _check_range(values, col, source)
+        cols[col.name] = values
+    _check_consistency(cols, source)
+    return cols
+
+
+def _check_consistency(cols: dict[str, np.ndarray], source: str) -> None:
+    r = standard_threshold(cols["target_prob"], cols["draft_prob"])
+    expected = cols["rand_value"] < r
+    bad = expected != cols["baseline_accepts"]
+    if bad.any():
+        i = _first(bad)
+        raise _bad(source, "baseline_accepts", i, bool(cols["baseline_accepts"][i]),
+                   f"inconsistent with rand_value < min(1, target_prob/draft_prob) = {bool(expected[i])}")
+    for top, prob in (("draft_top_prob", "draft_prob"), ("target_top_prob", "target_prob")):
+        if top in cols:
+            bad = cols[top] < cols[prob] - TOP_PROB_TOLERANCE
+            if bad.any():
+                i = _first(bad)
+                raise _bad(source, top, i, cols[top][i].item(), f"below {prob} = {cols[prob][i]!r}")
+    if "draft_index" in cols:
+        d = cols["draft_index"]
+        prev = np.concatenate(([-1], d[:-1]))
+        same_seq = np.concatenate(([False], cols["seq_id"][1:] == cols["seq_id"][:-1]))
+        ok = (d == 0) | (same_seq & (d == prev + 1))
+        if not ok.all():
+            i = _first(~ok)
+            raise _bad(source, "draft_index", i, int(d[i]),
+                       "a block's rows must be consecutive with draft_index 0, 1, ... in one sequence")
+
+
+def derive_seq_id(position: np.ndarray) -> np.ndarray:
+    """Sequence ids for records without ``seq_id``: a new sequence starts where position resets.
+
+    Args: ``position`` int64 (n,). Returns int64 (n,), starting at 0.
+    """
+    position = np.asarray(position)
+    if position.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.concatenate(([False], position[1:] <= position[:-1]))
+    return np.cumsum(starts).astype(np.int64)
+
+
+def split_stats(cols: dict[str, np.ndarray]) -> dict[str, float]:
+    """Summary statistics of one split (as printed by ``generate_data.py`` and kept in metadata).
+
+    Returns a dict of plain floats/ints: tokens, sequences, standard_acceptance
+    (mean of ``baseline_accepts``), expected_standard_acceptance (mean of
+    min(1, p/q)), top_token_match rate, mean and median entropies in nats, and,
+    with ``draft_index``, the expected acceptance at each depth.
+    """
+    r = standard_threshold(cols["target_prob"], cols["draft_prob"])
+    stats: dict = {
+        "tokens": int(r.size),
+        "sequences": int(np.unique(cols["seq_id"]).size),
+        "standard_acceptance": float(np.mean(cols["baseline_accepts"])),
+        "expected_standard_acceptance": float(np.mean(r)),
+        "top_token_match": float(np.mean(cols["top_token_match"])),
+        "mean_draft_entropy": float(np.mean(cols["draft_entropy"])),
+        "mean_target_entropy": float(np.mean(cols["target_entropy"])),
+        "median_target_entropy": float(np.median(cols["target_entropy"])),
+    }
+    if "overlap" in cols:
+        stats["mean_overlap"] = float(np.mean(cols["overlap"]))
+    if "draft_index" in cols:
+        d = cols["draft_index"]
+        stats["acceptance_by_depth"] = [float(np.mean(r[d == k])) for k in range(int(d.max()) + 1)]
+    return stats

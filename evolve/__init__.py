@@ -1,0 +1,1 @@
+"""The search: primitive set, GP compiler, Numba evaluator and the evolution loop."""

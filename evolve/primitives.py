@@ -1,0 +1,252 @@
+"""The primitive set (version 1): features, operators and their exact semantics.
+
+Every operator is defined once here, as a scalar Numba function (used by the
+interpreter and by generated champion files) and as a numpy function (the
+reference path and DEAP's stock ``gp.compile`` path). Tests check the two agree
+bit for bit, NaN and infinity included.
+
+Protected operators (Koza-style closure, all inputs are valid):
+
+* ``div(a, b)`` = a / b if \\|b\\| > 1e-9 else 1.0
+* ``log(a)``    = log(\\|a\\|) if \\|a\\| > 1e-9 else 0.0
+* ``exp(a)``    = exp(a) if a <= 50 else exp(50)
+* ``sqrt(a)``   = sqrt(\\|a\\|)
+* ``min(a, b)`` = a if a < b else b;  ``max(a, b)`` = a if a > b else b
+* ``if_gt(a, b, c, d)`` = c if a > b else d
+
+Comparisons with NaN are false, so NaN takes the ``else`` branch everywhere.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from numba import njit
+
+PRIMITIVE_SET_VERSION = 1
+
+#: Features of seed 004's contract, in its argument order.
+SEED_FEATURES: tuple[str, ...] = (
+    "draft_prob", "target_prob", "position", "draft_entropy", "target_entropy", "top_token_match",
+)
+#: Optional schema columns that become terminals when a dataset has them.
+OPTIONAL_FEATURES: tuple[str, ...] = ("draft_index", "draft_top_prob", "target_top_prob", "overlap")
+#: All features; a program's FEATURE opcode indexes this tuple.
+FEATURES: tuple[str, ...] = SEED_FEATURES + OPTIONAL_FEATURES
+
+DIV_EPS = 1e-9
+LOG_EPS = 1e-9
+EXP_MAX = 50.0
+EXP_CAP = math.exp(EXP_MAX)
+
+# opcodes (module-level ints are compile-time constants for Numba)
+OP_FEATURE = 0
+OP_CONST = 1
+OP_ADD = 2
+OP_SUB = 3
+OP_MUL = 4
+OP_DIV = 5
+OP_MIN = 6
+OP_MAX = 7
+OP_LOG = 8
+OP_EXP = 9
+OP_SQRT = 10
+OP_IF_GT = 11
+
+
+# --- scalar semantics (Numba) ---------------------------------------------------------------
+
+@njit(cache=True)
+def add(a, b):
+    """a + b (float64)."""
+    return a + b
+
+
+@njit(cache=True)
+def sub(a, b):
+    """a - b (float64)."""
+    return a - b
+
+
+@njit(cache=True)
+def mul(a, b):
+    """a * b (float64)."""
+    return a * b
+
+
+@njit(cache=True)
+def div(a, b):
+    """Protected division: a / b if |b| > 1e-9 else 1.0."""
+    return a / b if abs(b) > DIV_EPS else 1.0
+
+
+@njit(cache=True)
+def min_(a, b):
+    """a if a < b else b (NaN in a gives b)."""
+    return a if a < b else b
+
+
+@njit(cache=True)
+def max_(a, b):
+    """a if a > b else b (NaN in a gives b)."""
+    return a if a > b else b
+
+
+@njit(cache=True)
+def log(a):
+    """Protected natural log: log(|a|) if |a| > 1e-9 else 0.0 (nats)."""
+    x = abs(a)
+    return math.log(x) if x > LOG_EPS else 0.0
+
+
+@njit(cache=True)
+def exp(a):
+    """Protected exp: exp(a) if a <= 50 else exp(50)."""
+    return math.exp(a) if a <= EXP_MAX else EXP_CAP
+
+
+@njit(cache=True)
+def sqrt(a):
+    """Protected square root: sqrt(|a|)."""
+    return math.sqrt(abs(a))
+
+
+@njit(cache=True)
+def if_gt(a, b, c, d):
+    """c if a > b else d."""
+    return c if a > b else d
+
+
+# --- numpy semantics (reference path, DEAP's gp.compile path) -------------------------------
+
+def _np_div(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        return np.where(np.abs(b) > DIV_EPS, a / b, 1.0)
+
+
+def _np_log(a):
+    x = np.abs(np.asarray(a, dtype=np.float64))
+    with np.errstate(all="ignore"):
+        return np.where(x > LOG_EPS, np.log(x), 0.0)
+
+
+def _np_exp(a):
+    a = np.asarray(a, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        return np.where(a <= EXP_MAX, np.exp(a), EXP_CAP)
+
+
+def _np_sqrt(a):
+    return np.sqrt(np.abs(np.asarray(a, dtype=np.float64)))
+
+
+def _np_binary(op):
+    def f(a, b):
+        with np.errstate(all="ignore"):
+            return op(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    f.__name__ = op.__name__
+    return f
+
+
+def _np_min(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return np.where(a < b, a, b)
+
+
+def _np_max(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return np.where(a > b, a, b)
+
+
+def _np_if_gt(a, b, c, d):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return np.where(a > b, np.asarray(c, dtype=np.float64), np.asarray(d, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class Primitive:
+    """One operator of the primitive set.
+
+    ``scalar`` is the Numba function (float64 arguments), ``vector`` the numpy
+    function over float64 arrays; ``python_name`` is the name generated
+    champion files import from this module; ``sympy`` renders it for display.
+    """
+
+    name: str
+    arity: int
+    opcode: int
+    scalar: Callable
+    vector: Callable
+    python_name: str
+    sympy: Callable
+
+
+def _sympy_table():
+    import sympy as sp
+    return {
+        "add": lambda a, b: a + b,
+        "sub": lambda a, b: a - b,
+        "mul": lambda a, b: a * b,
+        "div": lambda a, b: a / b,
+        "min": sp.Min,
+        "max": sp.Max,
+        "log": lambda a: sp.log(sp.Abs(a)),
+        "exp": sp.exp,
+        "sqrt": lambda a: sp.sqrt(sp.Abs(a)),
+        "if_gt": lambda a, b, c, d: sp.Piecewise((c, sp.StrictGreaterThan(a, b)), (d, True)),
+    }
+
+
+def _lazy_sympy(name: str) -> Callable:
+    def render(*args):
+        return _sympy_table()[name](*args)
+    return render
+
+
+PRIMITIVES: tuple[Primitive, ...] = (
+    Primitive("add", 2, OP_ADD, add, _np_binary(np.add), "add", _lazy_sympy("add")),
+    Primitive("sub", 2, OP_SUB, sub, _np_binary(np.subtract), "sub", _lazy_sympy("sub")),
+    Primitive("mul", 2, OP_MUL, mul, _np_binary(np.multiply), "mul", _lazy_sympy("mul")),
+    Primitive("div", 2, OP_DIV, div, _np_div, "div", _lazy_sympy("div")),
+    Primitive("min", 2, OP_MIN, min_, _np_min, "min_", _lazy_sympy("min")),
+    Primitive("max", 2, OP_MAX, max_, _np_max, "max_", _lazy_sympy("max")),
+    Primitive("log", 1, OP_LOG, log, _np_log, "log", _lazy_sympy("log")),
+    Primitive("exp", 1, OP_EXP, exp, _np_exp, "exp", _lazy_sympy("exp")),
+    Primitive("sqrt", 1, OP_SQRT, sqrt, _np_sqrt, "sqrt", _lazy_sympy("sqrt")),
+    Primitive("if_gt", 4, OP_IF_GT, if_gt, _np_if_gt, "if_gt", _lazy_sympy("if_gt")),
+)
+PRIMITIVE_BY_NAME: dict[str, Primitive] = {p.name: p for p in PRIMITIVES}
+
+#: Range of ephemeral constants (uniform, rounded to 3 decimals).
+CONSTANT_RANGE = (-1.0, 1.0)
+
+
+def random_constant() -> float:
+    """An ephemeral constant: uniform in [-1, 1], rounded to 3 decimals (Python's ``random``)."""
+    return round(random.uniform(*CONSTANT_RANGE), 3)
+
+
+def build_pset(features: tuple[str, ...] = SEED_FEATURES):
+    """DEAP primitive set over ``features`` (names from :data:`FEATURES`).
+
+    Primitives carry their numpy implementations, so ``deap.gp.compile`` gives
+    DEAP's stock vectorised path. Ephemeral constants come from
+    :func:`random_constant`.
+
+    Raises: ValueError for an unknown feature name.
+    """
+    from deap import gp
+
+    unknown = [f for f in features if f not in FEATURES]
+    if unknown:
+        raise ValueError(f"unknown feature {unknown[0]!r} (known: {', '.join(FEATURES)})")
+    pset = gp.PrimitiveSet("acceptance_threshold", len(features))
+    pset.renameArguments(**{f"ARG{i}": name for i, name in enumerate(features)})
+    for prim in PRIMITIVES:
+        pset.addPrimitive(prim.vector, prim.arity, name=prim.name)
+    pset.addEphemeralConstant("const", random_constant)
+    return pset

@@ -1,0 +1,169 @@
+"""The acceptance-rule contract and the registry of rules by name.
+
+Contract (seed 004): a rule maps one drafted token's features to a threshold
+tau; the token is accepted iff u < tau with u ~ U[0, 1). Values outside [0, 1]
+are clamped; NaN or infinity counts as 0 (reject)::
+
+    acceptance_threshold(draft_prob: float, target_prob: float, position: int,
+                         draft_entropy: float, target_entropy: float,
+                         top_token_match: bool) -> float
+
+Probabilities are q(x) and p(x) of the drafted token x, entropies are in nats.
+
+A :class:`Rule` is either
+
+* an *expression* over the primitive set (:mod:`evolve.primitives`), run by the
+  fused Numba interpreter: baselines, published rules and evolved champions; or
+* a Numba-compilable Python *function* with the contract's signature. A rule
+  declaring ``extra_columns`` (optional schema columns such as
+  ``target_top_prob``) receives them as a seventh argument, a float64 array in
+  declared order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from data.errors import InputError
+from evolve.compiler import Node, Program, compile_nodes, parse, to_python, to_string
+from evolve.primitives import OPTIONAL_FEATURES, SEED_FEATURES
+
+CONTRACT_ARGUMENTS: tuple[str, ...] = SEED_FEATURES
+
+
+@dataclass
+class Rule:
+    """A named acceptance rule (expression or function; see the module doc).
+
+    Attributes:
+        name: registry name, e.g. ``standard_rejection``.
+        description: one line.
+        source: paper or seed the formula comes from.
+        expression: prefix expression over the primitive set, or None.
+        function: Python function with the contract's signature, or None.
+        extra_columns: optional schema columns a function rule receives.
+        lossless: whether the output is distributed exactly as the target's
+            (tau <= p/q for every token).
+    """
+
+    name: str
+    description: str = ""
+    source: str = ""
+    expression: str | None = None
+    function: Callable | None = None
+    extra_columns: tuple[str, ...] = ()
+    lossless: bool = False
+    _program: Program | None = field(default=None, init=False, repr=False)
+    _nodes: list[Node] | None = field(default=None, init=False, repr=False)
+    _compiled: Callable | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if (self.expression is None) == (self.function is None):
+            raise ValueError(f"rule {self.name!r}: give exactly one of expression and function")
+        bad = [c for c in self.extra_columns if c not in OPTIONAL_FEATURES]
+        if bad:
+            raise ValueError(f"rule {self.name!r}: unknown extra column {bad[0]!r}")
+        if self.expression is not None:
+            self._nodes = parse(self.expression, f"rule {self.name}")
+            self.expression = to_string(self._nodes)
+            self._program = compile_nodes(self._nodes)
+
+    @property
+    def nodes(self) -> list[Node] | None:
+        """Prefix nodes of an expression rule (None for a function rule)."""
+        return self._nodes
+
+    @property
+    def program(self) -> Program | None:
+        """Compiled postfix program of an expression rule (None for a function rule)."""
+        return self._program
+
+    @property
+    def columns_needed(self) -> tuple[str, ...]:
+        """Optional schema columns the rule reads."""
+        if self._program is not None:
+            return tuple(f for f in self._program.features if f in OPTIONAL_FEATURES)
+        return self.extra_columns
+
+    def compiled(self) -> Callable:
+        """The Numba-compiled function of a function rule (compiled once, lazily)."""
+        if self.function is None:
+            raise TypeError(f"rule {self.name!r} is an expression rule")
+        if self._compiled is None:
+            from numba import njit
+            from numba.core.registry import CPUDispatcher
+            self._compiled = self.function if isinstance(self.function, CPUDispatcher) else njit(self.function)
+        return self._compiled
+
+    def python_source(self, function_name: str = "acceptance_threshold") -> str:
+        """Readable, Numba-compilable Python source of an expression rule (contract signature)."""
+        if self._nodes is None:
+            raise TypeError(f"rule {self.name!r} is a function rule")
+        return python_source(self._nodes, function_name, self.description or self.name)
+
+
+def python_source(nodes: list[Node], function_name: str, doc: str) -> str:
+    """Source of a module defining ``function_name`` with the contract's signature for ``nodes``.
+
+    Optional features the expression reads become keyword arguments after the
+    six contract arguments.
+    """
+    extra = [f for f in OPTIONAL_FEATURES if any(n.kind == "feature" and n.value == f for n in nodes)]
+    params = ", ".join(list(CONTRACT_ARGUMENTS) + [f"{e}=float('nan')" for e in extra])
+    used = sorted({n.value for n in nodes if n.kind == "prim"})
+    from evolve.primitives import PRIMITIVE_BY_NAME
+    imports = ", ".join(sorted(PRIMITIVE_BY_NAME[u].python_name for u in used))
+    lines = [
+        f'"""{doc}"""',
+        "from numba import njit",
+        "",
+    ]
+    if imports:
+        lines.append(f"from evolve.primitives import {imports}")
+    lines += [
+        "",
+        "",
+        "@njit(cache=True)",
+        f"def {function_name}({params}):",
+        f'    """Acceptance threshold tau; accept the drafted token iff u < tau, u ~ U[0, 1)."""',
+        "    position = float(position)",
+        "    top_token_match = 1.0 if top_token_match else 0.0",
+        f"    return {to_python(nodes)}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+REGISTRY: dict[str, Rule] = {}
+
+
+def register(rule: Rule, replace: bool = False) -> Rule:
+    """Add ``rule`` to the registry under ``rule.name``. Raises ValueError on a duplicate name."""
+    if rule.name in REGISTRY and not replace:
+        raise ValueError(f"a rule named {rule.name!r} is already registered")
+    REGISTRY[rule.name] = rule
+    return rule
+
+
+def rule(name: str, description: str = "", source: str = "", extra_columns: tuple[str, ...] = (),
+         lossless: bool = False):
+    """Decorator registering a Python function with the contract's signature as a rule."""
+    def wrap(fn: Callable) -> Callable:
+        register(Rule(name, description, source, function=fn, extra_columns=extra_columns, lossless=lossless))
+        return fn
+    return wrap
+
+
+def get_rule(name: str) -> Rule:
+    """The registered rule ``name``. Raises InputError naming the known rules."""
+    import heuristics.baselines  # noqa: F401  (registers the built-in rules)
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise InputError(f"unknown rule '{name}' (known: {', '.join(sorted(REGISTRY))})") from None
+
+
+def rule_names() -> list[str]:
+    """Names of all registered rules, built-ins first in registration order."""
+    import heuristics.baselines  # noqa: F401
+    return list(REGISTRY)
