@@ -76,6 +76,9 @@ def parse(text: str, source: str = "expression", features: tuple[str, ...] = FEA
             offset = pos + len(text[pos:]) - len(text[pos:].lstrip())
             raise InputError(f"{source}: unexpected character {text[offset]!r} at offset {offset}")
         kind = m.lastgroup
+        if kind == "name" and m.group(kind) not in PRIMITIVE_BY_NAME and m.group(kind) not in features:
+            known = ", ".join(list(PRIMITIVE_BY_NAME) + list(features))
+            raise InputError(f"{source}: unknown name {m.group(kind)!r} at offset {m.start(kind)} (known: {known})")
         tokens.append((kind, m.group(kind), m.start(kind)))
         pos = m.end()
         if len(tokens) > 4 * MAX_NODES:
@@ -111,12 +114,8 @@ def parse(text: str, source: str = "expression", features: tuple[str, ...] = FEA
                 if len(nodes) > MAX_NODES:
                     raise InputError(f"{source}: expression has more than {MAX_NODES} nodes")
                 continue
-            if tok in features:
-                nodes.append(Node("feature", tok))
-                i += 1
-            else:
-                known = ", ".join(list(PRIMITIVE_BY_NAME) + list(features))
-                raise InputError(f"{source}: unknown name {tok!r} at offset {off} (known: {known})")
+            nodes.append(Node("feature", tok))
+            i += 1
         else:
             raise InputError(f"{source}: unexpected {tok!r} at offset {off}")
         if len(nodes) > MAX_NODES:
