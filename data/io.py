@@ -96,7 +96,7 @@ def _read_frame(path: Path) -> pd.DataFrame:
 
 def _short(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
-    return text[:160] if text else type(exc).__name__
+    return text[:300] if text else type(exc).__name__
 
 
 def load_split(data_dir: str | os.PathLike, split: str) -> Traces:

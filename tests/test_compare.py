@@ -1,0 +1,169 @@
+"""evolve.compare: scoring every rule on a split, deltas, skipping, and the four output formats."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+
+from data.errors import InputError
+from data.io import Traces
+from data.seed_model import generate_split
+from evolve import compare
+from evolve.compiler import evaluate_numpy
+from evolve.evaluator import EvalData, evaluate, reference_metrics
+from heuristics.baselines import BASELINES
+from heuristics.contract import Rule
+
+
+@pytest.fixture(scope="module")
+def split() -> EvalData:
+    traces = Traces.from_frame(generate_split(20, 11), source="mem/test.parquet", split="test")
+    return EvalData.from_traces(traces)
+
+
+@pytest.fixture(scope="module")
+def traces() -> Traces:
+    return Traces.from_frame(generate_split(20, 11), source="mem/test.parquet", split="test")
+
+
+def _champion(name: str, expression: str) -> compare.Entry:
+    return compare.Entry(Rule(name, expression=expression), "champion", f"{name}.json")
+
+
+def _comparison(split, entries, repeats=1) -> compare.Comparison:
+    rows, notes = compare.score_split(entries, split, repeats)
+    return compare.Comparison(rows, notes, repeats, (split.split,), {split.split: split.n},
+                              {split.split: split.source})
+
+
+def test_baseline_entries_are_the_registry():
+    names = [e.rule.name for e in compare.baseline_entries()]
+    assert names[:len(BASELINES)] == [r.name for r in BASELINES]
+    assert all(e.kind == "baseline" for e in compare.baseline_entries())
+
+
+def test_rows_match_the_numpy_reference(split, traces):
+    rows, notes = compare.score_split(compare.baseline_entries(), split, repeats=2)
+    assert not notes and [r.heuristic for r in rows] == [e.rule.name for e in compare.baseline_entries()]
+    cols = {k: traces[k].astype(np.float64) for k in ("draft_prob", "target_prob", "position", "draft_entropy",
+                                                     "target_entropy", "top_token_match")}
+    for row in rows:
+        rule = next(r for r in BASELINES if r.name == row.heuristic)
+        ref = reference_metrics(evaluate_numpy(rule.nodes, cols, traces.n), traces)
+        got = row.metrics.to_dict()
+        for key, value in ref.to_dict().items():
+            if value is None:  # block metrics: not asked for
+                assert got[key] is None, (row.heuristic, key)
+            else:
+                assert got[key] == pytest.approx(value, rel=1e-12, abs=1e-12), (row.heuristic, key)
+        assert row.time_ms > 0 and row.split == "test" and row.delta_fitness is None
+
+
+def test_timed_evaluate_returns_the_metrics_and_a_time(split):
+    rule = BASELINES[0]
+    metrics, ms = compare.timed_evaluate(rule, split, repeats=2)
+    assert metrics == evaluate(rule, split)
+    assert 0 < ms < 60_000
+    with pytest.raises(ValueError):
+        compare.timed_evaluate(rule, split, repeats=0)
+
+
+def test_champion_deltas_against_standard_rejection(split):
+    entries = compare.baseline_entries() + [_champion("floor_half", "max(min(1.0, div(target_prob, draft_prob)), 0.5)"),
+                                            _champion("same_as_standard", "min(1.0, div(target_prob, draft_prob))")]
+    rows, _ = compare.score_split(entries, split, repeats=1)
+    by = {r.heuristic: r for r in rows}
+    std, floor, same = by["standard_rejection"], by["floor_half"], by["same_as_standard"]
+    assert floor.kind == "champion"
+    assert floor.delta_fitness == pytest.approx(floor.metrics.fitness - std.metrics.fitness)
+    assert floor.delta_acceptance == pytest.approx(floor.metrics.acceptance_rate - std.metrics.acceptance_rate)
+    assert floor.delta_expected_tv > 0 and floor.delta_acceptance > 0  # a floor accepts more and damages
+    assert floor.delta_fitness < 0
+    assert same.delta_fitness == 0 and same.delta_acceptance == 0 and same.delta_expected_tv == 0
+    assert all(r.delta_fitness is None for r in rows if r.kind == "baseline")
+
+
+def test_rule_needing_a_missing_column_is_skipped_with_a_note(split):
+    needs = _champion("uses_overlap", "min(1.0, add(div(target_prob, draft_prob), overlap))")
+    rows, notes = compare.score_split(compare.baseline_entries() + [needs], split, repeats=1)
+    assert "uses_overlap" not in {r.heuristic for r in rows}
+    assert len(notes) == 1 and "uses_overlap" in notes[0] and "'overlap'" in notes[0]
+    assert "mem/test.parquet" in notes[0]
+
+
+def test_duplicate_labels_are_disambiguated(split):
+    entries = compare.baseline_entries() + [_champion("x", "0.5"), compare.Entry(Rule("x", expression="0.25"),
+                                                                                  "champion", "other/x.json")]
+    rows, _ = compare.score_split(entries, split, repeats=1)
+    labels = [r.heuristic for r in rows if r.kind == "champion"]
+    assert labels == ["x", "x (x.json)"]
+
+
+def test_resolve_options():
+    assert compare.resolve_splits("all") == ("train", "valid", "test")
+    assert compare.resolve_splits("valid") == ("valid",)
+    with pytest.raises(InputError, match="--split"):
+        compare.resolve_splits("holdout")
+    assert compare.resolve_format(None, None) == "table"
+    assert compare.resolve_format(None, "out/x.json") == "json"
+    assert compare.resolve_format(None, "x.md") == "markdown"
+    assert compare.resolve_format(None, "x.csv") == "csv"
+    assert compare.resolve_format("csv", "x.json") == "csv"
+    with pytest.raises(InputError, match="--format"):
+        compare.resolve_format("html", None)
+
+
+def test_json_and_csv_hold_the_same_rows(split):
+    comp = _comparison(split, compare.baseline_entries() + [_champion("c", "0.9")])
+    records = json.loads(compare.format_json(comp))
+    assert [list(r) for r in records] == [list(compare.ROW_KEYS)] * len(comp.rows)
+    table = list(csv.DictReader(io.StringIO(compare.format_csv(comp))))
+    assert len(table) == len(records)
+    for rec, line in zip(records, table):
+        for key in compare.ROW_KEYS:
+            if rec[key] is None:
+                assert line[key] == ""
+            elif isinstance(rec[key], (int, float)):
+                assert float(line[key]) == pytest.approx(rec[key], rel=1e-15)
+            else:
+                assert line[key] == str(rec[key])
+    champ = records[-1]
+    assert champ["kind"] == "champion" and champ["delta_fitness"] is not None
+    assert records[0]["delta_fitness"] is None
+
+
+def test_table_and_markdown_show_every_rule_and_the_notes(split):
+    needs = _champion("uses_overlap", "overlap")
+    comp = _comparison(split, compare.baseline_entries() + [_champion("c", "0.9"), needs])
+    table = compare.format_table(comp)
+    md = compare.format_markdown(comp)
+    for text in (table, md):
+        for name in [r.name for r in BASELINES] + ["c"]:
+            assert name in text
+        for header in ("Heuristic", "Accept%", "Accuracy", "Quality", "Fitness", "Time", "E[accept]", "E[TV]",
+                       "E[fitness]", "ΔFitness", "ΔAccept"):
+            assert header in text
+        assert "uses_overlap" in text  # only in the note
+    lines = [line for line in md.splitlines() if line.startswith("|")]
+    assert len(lines) == 2 + len(comp.rows)
+    assert len({line.count("|") for line in lines}) == 1
+    std = next(r for r in comp.rows if r.heuristic == "standard_rejection")
+    std_line = next(line for line in md.splitlines() if line.startswith("| standard_rejection "))
+    assert f"{100 * std.metrics.acceptance_rate:.1f}%" in std_line and f"{std.metrics.fitness:.3f}" in std_line
+
+
+def test_no_delta_columns_without_champions(split):
+    comp = _comparison(split, compare.baseline_entries())
+    assert "ΔFitness" not in compare.format_table(comp) and "ΔFitness" not in compare.format_markdown(comp)
+
+
+def test_write_output_is_atomic_and_refuses_directories(tmp_path):
+    target = tmp_path / "sub" / "out.txt"
+    compare.write_output("hello\n", target)
+    assert target.read_text() == "hello\n"
+    assert not [p for p in target.parent.iterdir() if ".tmp-" in p.name]
+    with pytest.raises(InputError, match="--output"):
+        compare.write_output("x", tmp_path)
