@@ -26,6 +26,23 @@ FORMATS: tuple[str, ...] = ("parquet", "json")
 METADATA_FILE = "metadata.json"
 
 
+def _file_mode() -> int:
+    """Permissions of a new file under the current umask (mkstemp alone would give 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_FILE_MODE = _file_mode()
+
+
+def _mkstemp(directory: Path, name: str) -> tuple[int, str]:
+    """A temporary file beside ``name`` in ``directory``, with ordinary permissions."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.tmp-")
+    os.chmod(tmp, _FILE_MODE)
+    return fd, tmp
+
+
 @dataclass
 class Traces:
     """One validated split: schema columns as numpy arrays of length ``n``.
@@ -158,7 +175,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-")
+    fd, tmp = _mkstemp(path.parent, path.name)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -211,7 +228,7 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
         for name, frame in splits.items():
             df = frame.to_frame() if isinstance(frame, Traces) else frame
             target = out / f"{name}.{fmt}"
-            fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{target.name}.tmp-")
+            fd, tmp = _mkstemp(out, target.name)
             os.close(fd)
             staged.append((tmp, target))
             if fmt == "parquet":
@@ -219,7 +236,7 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
             else:
                 Path(tmp).write_bytes(_frame_to_json_records(df))
         meta = {"schema_version": SCHEMA_VERSION, "format": fmt, **metadata}
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{METADATA_FILE}.tmp-")
+        fd, tmp = _mkstemp(out, METADATA_FILE)
         with os.fdopen(fd, "w") as fh:
             json.dump(meta, fh, indent=2, sort_keys=False, default=_json_default)
         staged.append((tmp, out / METADATA_FILE))
