@@ -14,6 +14,7 @@ import click
 from data import generate
 from data.errors import CliGroup
 from data.io import FORMATS
+from data.harvest_cli import harvest
 
 
 def _model_options(fn):
@@ -55,6 +56,8 @@ def cli(ctx: click.Context, model: str, out: str, seed: int, sequences: int, fmt
     paths = generate.write(dataset, out, fmt)
     click.echo(f"wrote {', '.join(str(p) for p in paths)}")
 
+
+cli.add_command(harvest)
 
 if __name__ == "__main__":
     cli()

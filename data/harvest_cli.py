@@ -1,0 +1,83 @@
+"""``generate_data.py harvest``: trace datasets from local language models (see :mod:`data.harvest`).
+
+The command object :data:`harvest` is registered by ``generate_data.py`` with
+``cli.add_command(harvest)``. torch and transformers (the optional extra ``models``) are imported
+only when the command runs.
+"""
+from __future__ import annotations
+
+import click
+
+from data.errors import CliCommand
+from data.generate import format_stats
+from data.harvest import DTYPES, HarvestConfig, parse_layer_list, parse_window
+
+EXIT_INTERRUPTED = 130
+
+
+@click.command("harvest", cls=CliCommand)
+@click.option("--target", "target", required=True, metavar="PATH",
+              help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
+@click.option("--draft", "draft", default=None, metavar="PATH",
+              help="Draft model (directory or .gguf) sharing the target's tokenizer.")
+@click.option("--draft-skip-layers", "skip_layers", default=None, metavar="LIST",
+              help="Self-speculation: the target skipping these 0-based decoder layers, e.g. '2,4,6-9' "
+                   "(Draft & Verify; Llama-like models).")
+@click.option("--draft-window", "window", default=None, metavar="SINK,RECENT",
+              help="Self-speculation: the target attending only to the first SINK and the RECENT last "
+                   "tokens (StreamingLLM-style sparse KV, as in TriForce/MagicDec), e.g. '4,64'.")
+@click.option("--prompts", "prompts", required=True, metavar="FILE",
+              help="Text file, one prompt per line (the tokenizer's chat template is applied when it has one).")
+@click.option("--gamma", default=5, show_default=True, type=int, help="Draft length (tokens per block).")
+@click.option("--max-new-tokens", default=128, show_default=True, type=int, help="Tokens generated per prompt.")
+@click.option("--temperature", default=1.0, show_default=True, type=float,
+              help="Sampling temperature of target and drafter (0 = greedy).")
+@click.option("--seed", default=0, show_default=True, type=int,
+              help="Seed of the split assignment and of every text's random stream.")
+@click.option("--out", default="data/harvest", show_default=True, metavar="DIR",
+              help="Dataset directory; running the same command again resumes an interrupted harvest.")
+@click.option("--dtype", default="float32", show_default=True, type=click.Choice(DTYPES),
+              help="Torch dtype the models run in (probabilities are always computed in float64).")
+@click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu or cuda.")
+@click.option("--threads", default=None, type=int, metavar="N",
+              help="Torch CPU threads (default: torch's choice); fix it for bit-identical reruns.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show the progress bar.")
+def harvest(target, draft, skip_layers, window, prompts, gamma, max_new_tokens, temperature, seed, out, dtype,
+            device, threads, progress):
+    """Harvest genuine speculative-decoding traces from a local target model and a drafter.
+
+    One record per drafted token (all gamma drafts of every block, also past the first
+    rejection); the text advances by the standard rule, so it is distributed as the target's.
+    Splits are by prompt. Ctrl-C keeps every finished text; the same command resumes.
+    """
+    from data.harvest import harvest as run
+
+    config = HarvestConfig(
+        target=target, prompts=prompts, draft=draft,
+        skip_layers=parse_layer_list(skip_layers) if skip_layers is not None else None,
+        window=parse_window(window) if window is not None else None,
+        gamma=gamma, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, out=out,
+        dtype=dtype, device=device, threads=threads)
+    result = run(config, progress=progress)
+    if result.consolidated:
+        click.echo(format_stats(result.stats))
+        click.echo(format_harvest_stats(result.stats))
+    if result.interrupted:
+        saved = "consolidated" if result.consolidated else "kept (not every split has a finished text yet)"
+        click.echo(f"interrupted: {result.texts_done}/{result.texts_total} texts done and {saved} in {result.out}; "
+                   f"run the same command again to resume", err=True)
+        return EXIT_INTERRUPTED
+    click.echo(f"{result.texts_done}/{result.texts_total} texts done, {result.tokens_generated} tokens generated "
+               f"in this run "
+               f"({result.tokens_generated / result.seconds if result.seconds > 0 else 0.0:.1f} tok/s)")
+    click.echo(str(result.out))
+    return 0
+
+
+def format_harvest_stats(stats: dict[str, dict]) -> str:
+    """Per-split harvest figures: texts, generated tokens, tokens per target call, texts ended by EOS."""
+    rows = [f"{'split':<6} {'texts':>6} {'generated':>9} {'tok/call':>8} {'ended by EOS':>12}"]
+    for name, s in stats.items():
+        rows.append(f"{name:<6} {s['texts']:>6d} {s['generated_tokens']:>9d} {s['tokens_per_target_call']:>8.3f} "
+                    f"{s['eos_finished']:>12d}")
+    return "\n".join(rows)
