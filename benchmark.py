@@ -6,8 +6,11 @@
 scores every baseline and every champion (``heuristics/champions/*.json`` and
 the files given) and prints Heuristic, Accept%, Accuracy, Quality, Fitness and
 Time, the expected metrics and each champion's change against
-standard_rejection. The logic lives in :mod:`evolve.compare`. Subcommands
-(``python benchmark.py perf ...``) may be added to :data:`cli`.
+standard_rejection. The logic lives in :mod:`evolve.compare`.
+
+Subcommands: ``python benchmark.py simulate ...`` (decode-loop simulator and
+draft trees, :mod:`evolve.simulate`) and ``python benchmark.py perf ...``
+(evaluator speed against DEAP and Operon, :mod:`evolve.perf`).
 """
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ import click
 
 from data.errors import CliGroup
 from evolve import compare
+from evolve.perf import perf
+from evolve.simulate import simulate
 
 
 @click.group(cls=CliGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -50,6 +55,9 @@ def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, .
         for note in comparison.notes:
             click.echo(f"note: {note}", err=True)
 
+
+cli.add_command(simulate)
+cli.add_command(perf)
 
 if __name__ == "__main__":
     cli()

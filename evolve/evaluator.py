@@ -1,6 +1,6 @@
 """Scoring acceptance rules and evolved programs over a trace split.
 
-Metrics (seed 004, ``../shared/seeds/004``; notes ``acceptance-math.md`` sections 1-2):
+Metrics (seed 004, ``../shared/seeds/004``; notes ``acceptance-math.md`` sections 1-3):
 
 * seed metrics, sampled with the record's own ``rand_value`` u (accept iff u < tau):
   acceptance_rate A, accuracy (agreement with ``baseline_accepts``), false accepts
@@ -14,22 +14,48 @@ Metrics (seed 004, ``../shared/seeds/004``; notes ``acceptance-math.md`` section
   between the rule's output and p, i.e. the rule's damage), expected_false_reject
   = mean(max(0, r - tau)), expected_quality and expected_fitness by the same
   formulas;
-* n_invalid: thresholds that were NaN or infinite (treated as 0: reject).
+* n_invalid: thresholds that were NaN or infinite (treated as 0: reject);
+* block metrics, for a draft length ``gamma`` and a draft/target cost ratio c,
+  on splits with ``draft_index`` (rows of one speculation block are
+  consecutive with draft_index 0..gamma_data-1; depths >= gamma are ignored),
+  tau_k the clamped threshold at depth k and r_k = min(1, p/q) there
+  (Leviathan et al. 2023, arXiv 2211.17192, section 3):
+
+  - tokens_per_call = mean over blocks of 1 + sum_{k=1..gamma} prod_{i<=k} tau_i
+    (expected tokens one target call emits: the accepted prefix plus one);
+  - speedup = tokens_per_call / (gamma*c + 1) (expected wall-time speedup over
+    plain decoding when one draft step costs c target steps);
+  - tv_per_token = sum over blocks of sum_k prod_{i<k} tau_i * max(0, tau_k - r_k),
+    divided by the sum over blocks of their expected tokens per call (each
+    depth's damage weighted by the probability it is reached, per emitted token).
+
+Everything goes through the fused fast path of :mod:`evolve.interpreter`
+(programs and expression rules; function rules are called per token, then
+reduced by the same kernels). Results do not depend on the number of threads.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+import weakref
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
+from data.errors import InputError
 from data.io import Traces
 from data.schema import standard_threshold
 from evolve.compiler import Program
 from evolve.interpreter import (
-    C_ACCEPT, C_FALSE_ACCEPT, C_FALSE_REJECT, C_INVALID, C_SUM_EXPECTED_FR, C_SUM_TAU, C_SUM_TV,
-    function_thresholds, function_thresholds_extra, program_thresholds, score_program, score_thresholds,
+    C_ACCEPT, C_BLOCKS, C_FALSE_ACCEPT, C_FALSE_REJECT, C_INVALID, C_SUM_BLOCK_TV, C_SUM_EXPECTED_FR,
+    C_SUM_TAU, C_SUM_TOKENS, C_SUM_TV, N_COUNTS, Lowered, Packed, chunk_bounds, function_thresholds,
+    function_thresholds_extra, lower, pack, packed_thresholds, score_packed, score_tau,
 )
-from evolve.primitives import FEATURES
+from evolve.primitives import FEATURES, OP_IF_GT
+
+#: Default draft/target cost ratio c of the speedup (a draft model at about 5% of the target's cost).
+DEFAULT_COST_RATIO = 0.05
+#: Memory the derived rows of one split may take (log/exp of features, see EvalData.derived_rows).
+DERIVED_BUDGET_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -55,10 +81,17 @@ class SeedFitness:
 class EvalData:
     """A split prepared for the interpreter.
 
-    ``X`` float64 (len(FEATURES), n), C-contiguous, one row per feature of
-    :data:`evolve.primitives.FEATURES` (missing optional features are NaN and
-    listed as unavailable); ``r`` float64 (n,) = min(1, p/q); ``u`` float64 (n,)
-    rand_value; ``b`` bool (n,) baseline_accepts.
+    ``X`` float64 (k, n), C-contiguous: one row per *available* feature, in the
+    order of :data:`evolve.primitives.FEATURES` (the six seed features first, so
+    rows 0..5 are always seed 004's contract arguments); ``feature_rows`` maps
+    each index of FEATURES to its row (-1 when the split lacks it). An ``X``
+    with one row per FEATURES entry (the v1 layout) is accepted as well.
+    ``r`` float64 (n,) = min(1, p/q); ``u`` float64 (n,) rand_value; ``b`` bool
+    (n,) baseline_accepts, which must equal u < r (as the schema guarantees;
+    ValueError otherwise). ``bounds`` int64 (C+1,) are the work-item boundaries
+    of the fast path (:func:`evolve.interpreter.chunk_bounds`, at speculation-block
+    starts when the split has ``draft_index``); ``block_length`` is the split's
+    draft length (max draft_index + 1) or None.
     """
 
     X: np.ndarray
@@ -69,35 +102,136 @@ class EvalData:
     source: str = "<memory>"
     split: str = ""
     block_start: np.ndarray | None = field(default=None, repr=False)
+    feature_rows: tuple[int, ...] = field(default=(), repr=False)
+    bounds: np.ndarray | None = field(default=None, repr=False)
+    block_length: int | None = None
+    _derived: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _derived_map: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _derived_count: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.X = np.ascontiguousarray(self.X, dtype=np.float64)
+        self.r = np.ascontiguousarray(self.r, dtype=np.float64)
+        self.u = np.ascontiguousarray(self.u, dtype=np.float64)
+        self.b = np.ascontiguousarray(self.b, dtype=np.bool_)
+        if not (self.X.shape[1] == self.r.size == self.u.size == self.b.size):
+            raise ValueError(f"X, r, u and b disagree in length ({self.X.shape[1]}, {self.r.size}, "
+                             f"{self.u.size}, {self.b.size})")
+        bad = self.b != (self.u < self.r)
+        if bad.any():  # the kernels recompute the baseline decision as u < r
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{self.source}: baseline_accepts, row {i}: differs from rand_value < min(1, p/q)")
+        if not self.feature_rows:
+            if self.X.shape[0] == len(FEATURES):
+                rows = [i if f in self.available else -1 for i, f in enumerate(FEATURES)]
+            else:
+                avail = [f for f in FEATURES if f in self.available]
+                if len(avail) != self.X.shape[0]:
+                    raise ValueError(f"X has {self.X.shape[0]} rows for {len(avail)} available features")
+                rows = [avail.index(f) if f in avail else -1 for f in FEATURES]
+            self.feature_rows = tuple(rows)
+        depth = self.depth
+        if self.bounds is None:
+            self.bounds = chunk_bounds(self.n, depth)
+        if self.block_length is None and depth is not None and depth.size:
+            self.block_length = int(depth.max()) + 1
 
     @property
     def n(self) -> int:
         """Number of records."""
         return int(self.r.size)
 
+    @property
+    def depth(self) -> np.ndarray | None:
+        """The ``draft_index`` row of ``X`` (float64 (n,)), or None when the split lacks it."""
+        row = self.feature_rows[FEATURES.index("draft_index")]
+        return self.X[row] if row >= 0 else None
+
     @classmethod
-    def from_traces(cls, traces: Traces) -> "EvalData":
-        """Prepare a validated split. Memory: about 8*(len(FEATURES)+2)+1 bytes per token."""
+    def from_traces(cls, traces: Traces, share: bool = True) -> "EvalData":
+        """Prepare a validated split.
+
+        Memory: 8*(k+2)+1 bytes per token for k available features (65 for the
+        seed features, 97 with all optional ones), and nothing else: arrays that
+        are views into a larger buffer (a DataFrame block) are copied so that
+        the buffer can be freed. With ``share`` (default) the float64 feature
+        columns, ``rand_value`` and ``baseline_accepts`` of ``traces`` are
+        replaced by the arrays used here (same values), so keeping ``traces``
+        alive costs no second copy of them.
+        """
         n = traces.n
-        X = np.full((len(FEATURES), n), np.nan)
-        available = []
-        for i, name in enumerate(FEATURES):
-            if traces.has(name):
-                X[i] = traces[name]
-                available.append(name)
-        r = standard_threshold(traces["target_prob"], traces["draft_prob"])
-        return cls(X, r, np.ascontiguousarray(traces["rand_value"], dtype=np.float64),
-                   np.ascontiguousarray(traces["baseline_accepts"], dtype=np.bool_),
-                   tuple(available), traces.source, traces.split)
+        avail = [f for f in FEATURES if traces.has(f)]
+        X = np.empty((len(avail), n))
+        for i, name in enumerate(avail):
+            X[i] = traces[name]
+            if share and traces[name].dtype == np.float64:
+                traces.columns[name] = X[i]
+        r = standard_threshold(X[avail.index("target_prob")], X[avail.index("draft_prob")])
+        u = _owned(traces["rand_value"], np.float64)
+        b = _owned(traces["baseline_accepts"], np.bool_)
+        if share:
+            traces.columns["rand_value"] = u
+            traces.columns["baseline_accepts"] = b
+        return cls(X, r, u, b, tuple(avail), traces.source, traces.split)
 
     def feature(self, name: str) -> np.ndarray:
-        """Row of ``X`` for feature ``name``, float64 (n,)."""
-        return self.X[FEATURES.index(name)]
+        """Row of ``X`` for feature ``name``, float64 (n,). Raises KeyError if the split lacks it."""
+        row = self.feature_rows[FEATURES.index(name)]
+        if row < 0:
+            raise KeyError(name)
+        return self.X[row]
+
+    def nbytes(self) -> int:
+        """Bytes held by the arrays (X, r, u, b, bounds, computed derived rows)."""
+        return int(self.X.nbytes + self.r.nbytes + self.u.nbytes + self.b.nbytes + self.bounds.nbytes
+                   + 8 * self.n * self._derived_count)
+
+    def clear_derived(self) -> None:
+        """Drop the derived rows (they are recomputed on the next request)."""
+        self._derived, self._derived_map, self._derived_count = None, None, 0
+
+    def derived_rows(self, pairs) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Derived rows for ``pairs`` of (opcode, FEATURES index): log or exp of a feature, computed once.
+
+        Rows are computed on first request with the interpreter's own loops (bit
+        for bit what the instruction gives) and kept, up to
+        :data:`DERIVED_BUDGET_BYTES` in total (none at all for splits so large
+        that one row exceeds it). Returns (D float64 (k, n), map int64
+        (opcodes, X rows) of D rows or -1), or (None, None) when none exist.
+        """
+        from evolve.interpreter import derive_row
+        capacity = min(2 * self.X.shape[0], DERIVED_BUDGET_BYTES // max(8 * self.n, 1))
+        if capacity <= 0:
+            return None, None
+        if self._derived is None:
+            self._derived = np.empty((capacity, self.n))  # pages are touched only when a row is written
+            self._derived_map = np.full((OP_IF_GT + 1, self.X.shape[0]), -1, dtype=np.int64)
+        for op, feature in sorted(pairs):
+            row = self.feature_rows[feature]
+            if row < 0 or self._derived_map[op, row] >= 0 or self._derived_count >= capacity:
+                continue
+            derive_row(op, self.X[row], self._derived[self._derived_count])
+            self._derived_map[op, row] = self._derived_count
+            self._derived_count += 1
+        if self._derived_count == 0:
+            return None, None
+        return self._derived, self._derived_map
+
+
+def _owned(a: np.ndarray, dtype) -> np.ndarray:
+    """``a`` as a C-contiguous array of ``dtype`` that owns its memory (copied if it is a view)."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    return a if a.base is None else a.copy()
 
 
 @dataclass(frozen=True)
 class Metrics:
-    """Metrics of one rule on one split (see module doc). Rates are fractions, not percent."""
+    """Metrics of one rule on one split (see module doc). Rates are fractions, not percent.
+
+    ``tokens_per_call``, ``speedup`` and ``tv_per_token`` are None unless block
+    metrics were asked for (``gamma``) on a split with ``draft_index``;
+    :meth:`to_dict` leaves them out while they are None.
+    """
 
     tokens: int
     acceptance_rate: float
@@ -112,104 +246,185 @@ class Metrics:
     expected_quality: float
     expected_fitness: float
     n_invalid: int
+    tokens_per_call: float | None = None
+    speedup: float | None = None
+    tv_per_token: float | None = None
 
     def to_dict(self) -> dict:
-        """Plain dict of the fields."""
-        return asdict(self)
+        """Plain dict of the fields; the block metrics (:data:`BLOCK_FIELDS`) only when they were computed."""
+        d = asdict(self)
+        for k in BLOCK_FIELDS:
+            if d[k] is None:
+                del d[k]
+        return d
 
 
-def metrics_from_counts(counts: np.ndarray, n: int, fitness: SeedFitness = SeedFitness()) -> Metrics:
-    """Turn interpreter counts (float64 (N_COUNTS,)) over ``n`` tokens into :class:`Metrics`.
+#: Metrics fields of the block-level metrics (None unless asked for with ``gamma``).
+BLOCK_FIELDS: tuple[str, ...] = ("tokens_per_call", "speedup", "tv_per_token")
+_METRIC_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Metrics))
 
-    With n == 0 every rate is 0.
+
+def metrics_from_counts(counts: np.ndarray, n: int, fitness: SeedFitness = SeedFitness(),
+                        gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
+    """Turn interpreter counts (float64 (7,) or (N_COUNTS,)) over ``n`` tokens into :class:`Metrics`.
+
+    With n == 0 every rate is 0. Block metrics are filled when ``gamma`` is
+    given and the counts hold at least one speculation block.
     """
     if n == 0:
         return Metrics(0, 0.0, 0.0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
-    fa, fr = int(counts[C_FALSE_ACCEPT]), int(counts[C_FALSE_REJECT])
-    acceptance = counts[C_ACCEPT] / n
+    c = counts.tolist()  # plain floats: much faster than numpy scalars here
+    fa, fr = int(c[C_FALSE_ACCEPT]), int(c[C_FALSE_REJECT])
+    acceptance = c[C_ACCEPT] / n
     quality = fitness.quality(fa / n, fr / n)
-    e_acc, e_tv, e_fr = counts[C_SUM_TAU] / n, counts[C_SUM_TV] / n, counts[C_SUM_EXPECTED_FR] / n
+    e_acc, e_tv, e_fr = c[C_SUM_TAU] / n, c[C_SUM_TV] / n, c[C_SUM_EXPECTED_FR] / n
     e_quality = fitness.quality(e_tv, e_fr)
-    return Metrics(
-        tokens=n,
-        acceptance_rate=float(acceptance),
-        accuracy=float((n - fa - fr) / n),
-        false_accepts=fa,
-        false_rejects=fr,
-        quality_score=float(quality),
-        fitness=float(fitness.fitness(acceptance, quality)),
-        expected_acceptance=float(e_acc),
-        expected_tv=float(e_tv),
-        expected_false_reject=float(e_fr),
-        expected_quality=float(e_quality),
-        expected_fitness=float(fitness.fitness(e_acc, e_quality)),
-        n_invalid=int(counts[C_INVALID]),
-    )
+    tpc = speedup = tv_tok = None
+    if gamma is not None and len(c) > C_BLOCKS and c[C_BLOCKS] > 0:
+        tpc = c[C_SUM_TOKENS] / c[C_BLOCKS]
+        speedup = tpc / (gamma * cost_ratio + 1.0)
+        tv_tok = c[C_SUM_BLOCK_TV] / c[C_SUM_TOKENS]
+    # a frozen dataclass's __init__ sets fields one by one through object.__setattr__; filling
+    # __dict__ directly gives the same object several times faster (this runs once per program)
+    m = object.__new__(Metrics)
+    m.__dict__.update(zip(_METRIC_FIELDS, (
+        n, acceptance, (n - fa - fr) / n, fa, fr, quality, fitness.fitness(acceptance, quality),
+        e_acc, e_tv, e_fr, e_quality, fitness.fitness(e_acc, e_quality), int(c[C_INVALID]), tpc, speedup, tv_tok)))
+    return m
 
 
 def check_features(program: Program, data: EvalData, what: str = "program") -> None:
     """Raise InputError if ``program`` reads a feature the split lacks."""
-    from data.errors import InputError
     missing = [f for f in program.features if f not in data.available]
     if missing:
         raise InputError(f"{data.source}: {what} needs column '{missing[0]}', which this split lacks")
 
 
-def program_counts(program: Program, data: EvalData) -> np.ndarray:
-    """Interpreter counts of a compiled program (float64 (N_COUNTS,))."""
-    return score_program(program.ops, program.args, program.consts, program.stack_size,
-                         data.X, data.r, data.u, data.b)
+def check_gamma(gamma: int | None, data: EvalData, option: str = "--gamma") -> int:
+    """The draft length to use for block counts (0: none) after validating ``gamma``.
+
+    Returns 0 when ``gamma`` is None or the split has no ``draft_index``.
+    Raises: InputError naming ``option`` when gamma < 1 or gamma exceeds the
+    split's block length.
+    """
+    if gamma is None:
+        return 0
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, np.integer)) or gamma < 1:
+        raise InputError(f"option '{option}': the draft length must be an integer >= 1 (value {gamma!r})")
+    if data.block_length is None:
+        return 0
+    if gamma > data.block_length:
+        raise InputError(f"option '{option}': larger than the block length {data.block_length} of "
+                         f"{data.source} (draft_index 0..{data.block_length - 1}) (value {gamma})")
+    return int(gamma)
 
 
-def evaluate_program(program: Program, data: EvalData, fitness: SeedFitness = SeedFitness()) -> Metrics:
-    """Metrics of a compiled program on ``data``. Raises InputError for a missing feature."""
+# lowered/packed programs, cached per (program object, feature layout)
+_PACKED: dict[tuple[int, tuple[int, ...]], tuple[weakref.ref, Lowered, Packed]] = {}
+_PACKED_LIMIT = 4096
+
+
+def lowered_program(program: Program, data: EvalData) -> tuple[Lowered, Packed]:
+    """The program lowered to register code for ``data``'s feature rows, and packed alone (cached)."""
+    key = (id(program), data.feature_rows)
+    hit = _PACKED.get(key)
+    if hit is not None and hit[0]() is program:
+        return hit[1], hit[2]
+    lo = lower(program.ops, program.args, program.consts, data.feature_rows)
+    packed = pack([lo])
+    if len(_PACKED) >= _PACKED_LIMIT:
+        _PACKED.clear()
+    _PACKED[key] = (weakref.ref(program), lo, packed)
+    return lo, packed
+
+
+def program_counts(program: Program, data: EvalData, gamma: int = 0) -> np.ndarray:
+    """Fast-path counts of a compiled program (float64 (N_COUNTS,)); block counts when gamma > 0."""
+    _, packed = lowered_program(program, data)
+    return score_packed(packed, data.X, data.r, data.u, data.bounds, data.depth, gamma)[0]
+
+
+def evaluate_program(program: Program, data: EvalData, fitness: SeedFitness = SeedFitness(), *,
+                     gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
+    """Metrics of a compiled program on ``data``. Raises InputError for a missing feature or a bad gamma."""
     check_features(program, data)
-    return metrics_from_counts(program_counts(program, data), data.n, fitness)
+    g = check_gamma(gamma, data)
+    return metrics_from_counts(program_counts(program, data, g), data.n, fitness, gamma, cost_ratio)
 
 
 def thresholds(rule, data: EvalData) -> np.ndarray:
     """Raw thresholds (float64 (n,), before NaN handling and clamping) of a rule or program.
 
     ``rule`` is a :class:`Program` or a :class:`heuristics.contract.Rule`.
+    Raises: InputError if the rule needs a column the split lacks.
     """
     program = rule if isinstance(rule, Program) else rule.program
     if program is not None:
         check_features(program, data, getattr(rule, "name", "program"))
-        return program_thresholds(program.ops, program.args, program.consts, program.stack_size, data.X)
+        lo, _ = lowered_program(program, data)
+        return packed_thresholds(lo, data.X, data.bounds)
     out = np.empty(data.n)
     if rule.extra_columns:
         missing = [c for c in rule.extra_columns if c not in data.available]
         if missing:
-            from data.errors import InputError
             raise InputError(f"{data.source}: rule '{rule.name}' needs column '{missing[0]}', which this split lacks")
         E = np.ascontiguousarray(np.stack([data.feature(c) for c in rule.extra_columns]))
         return function_thresholds_extra(rule.compiled(), data.X, E, out)
     return function_thresholds(rule.compiled(), data.X, out)
 
 
-def evaluate_thresholds(tau: np.ndarray, data: EvalData, fitness: SeedFitness = SeedFitness()) -> Metrics:
-    """Metrics of given raw thresholds ``tau`` float64 (n,)."""
+def threshold_counts(tau: np.ndarray, data: EvalData, gamma: int = 0) -> np.ndarray:
+    """Counts (float64 (N_COUNTS,)) of given raw thresholds ``tau`` float64 (n,), by the fast-path reductions."""
     tau = np.ascontiguousarray(tau, dtype=np.float64)
-    return metrics_from_counts(score_thresholds(tau, data.r, data.u, data.b), data.n, fitness)
+    if tau.shape != (data.n,):
+        raise ValueError(f"tau has shape {tau.shape}, expected ({data.n},)")
+    return score_tau(tau, data.r, data.u, data.bounds, data.depth, gamma)
 
 
-def evaluate(rule, data: EvalData, fitness: SeedFitness = SeedFitness()) -> Metrics:
+def evaluate_thresholds(tau: np.ndarray, data: EvalData, fitness: SeedFitness = SeedFitness(), *,
+                        gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
+    """Metrics of given raw thresholds ``tau`` float64 (n,)."""
+    g = check_gamma(gamma, data)
+    return metrics_from_counts(threshold_counts(tau, data, g), data.n, fitness, gamma, cost_ratio)
+
+
+def evaluate(rule, data: EvalData, fitness: SeedFitness = SeedFitness(), *,
+             gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
     """Metrics of a :class:`Program` or :class:`heuristics.contract.Rule` on ``data``.
 
-    Expression rules and programs run through the fused interpreter; function
-    rules are called per token by a compiled loop, then reduced.
+    Expression rules and programs run through the fused interpreter (parallel
+    over token chunks); function rules are called per token by a compiled loop,
+    then reduced by the same kernels.
 
-    Raises: InputError if the rule needs a column the split lacks.
+    Args:
+        gamma: draft length for the block metrics (tokens_per_call, speedup,
+            tv_per_token); None skips them. They stay None on a split without
+            ``draft_index``.
+        cost_ratio: draft/target cost ratio c of the speedup (>= 0).
+
+    Raises: InputError if the rule needs a column the split lacks, or for a
+    gamma below 1 or above the split's block length (naming ``--gamma``).
     """
+    if gamma is not None and not (isinstance(cost_ratio, (int, float)) and math.isfinite(cost_ratio)
+                                  and cost_ratio >= 0):
+        raise InputError(f"option '--cost-ratio': must be a finite number >= 0 (value {cost_ratio!r})")
     program = rule if isinstance(rule, Program) else rule.program
     if program is not None:
         check_features(program, data, getattr(rule, "name", "program"))
-        return metrics_from_counts(program_counts(program, data), data.n, fitness)
-    return evaluate_thresholds(thresholds(rule, data), data, fitness)
+        g = check_gamma(gamma, data)
+        return metrics_from_counts(program_counts(program, data, g), data.n, fitness, gamma, cost_ratio)
+    g = check_gamma(gamma, data)
+    return metrics_from_counts(threshold_counts(thresholds(rule, data), data, g), data.n, fitness,
+                               gamma, cost_ratio)
 
 
-def reference_metrics(tau: np.ndarray, traces: Traces, fitness: SeedFitness = SeedFitness()) -> Metrics:
-    """Plain-numpy metrics of raw thresholds, independent of the interpreter (for tests)."""
+def reference_metrics(tau: np.ndarray, traces: Traces, fitness: SeedFitness = SeedFitness(), *,
+                      gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
+    """Plain-numpy metrics of raw thresholds, independent of the interpreter (for tests).
+
+    Block metrics (with ``gamma``, on traces with ``draft_index``) are computed
+    by an explicit loop over blocks.
+    """
     tau = np.asarray(tau, dtype=np.float64)
     n = tau.size
     invalid = ~np.isfinite(tau)
@@ -217,6 +432,58 @@ def reference_metrics(tau: np.ndarray, traces: Traces, fitness: SeedFitness = Se
     r = standard_threshold(traces["target_prob"], traces["draft_prob"])
     accept = traces["rand_value"] < t
     base = traces["baseline_accepts"]
-    counts = np.array([accept.sum(), (accept & ~base).sum(), (base & ~accept).sum(), invalid.sum(),
-                       t.sum(), np.maximum(0.0, t - r).sum(), np.maximum(0.0, r - t).sum()], dtype=np.float64)
-    return metrics_from_counts(counts, n, fitness)
+    counts = np.zeros(N_COUNTS)
+    counts[:7] = [accept.sum(), (accept & ~base).sum(), (base & ~accept).sum(), invalid.sum(),
+                  t.sum(), np.maximum(0.0, t - r).sum(), np.maximum(0.0, r - t).sum()]
+    if gamma is not None and traces.has("draft_index"):
+        d = traces["draft_index"]
+        starts = np.flatnonzero(d == 0).tolist() + [n]
+        for s, e in zip(starts[:-1], starts[1:]):
+            reach, tokens, tv = 1.0, 1.0, 0.0
+            for k in range(s, min(e, s + gamma)):
+                tv += reach * max(0.0, t[k] - r[k])
+                reach *= t[k]
+                tokens += reach
+            counts[C_BLOCKS] += 1
+            counts[C_SUM_TOKENS] += tokens
+            counts[C_SUM_BLOCK_TV] += tv
+    return metrics_from_counts(counts, n, fitness, gamma, cost_ratio)
+
+
+# --- closed forms for a constant acceptance rate ------------------------------------------------
+
+def tokens_per_call_constant(alpha: float, gamma: int) -> float:
+    """Expected tokens per target call when every drafted token is accepted with probability ``alpha``.
+
+    (1 - alpha^(gamma+1)) / (1 - alpha), and gamma + 1 at alpha = 1
+    (Leviathan et al. 2023, arXiv 2211.17192, eq. 1). Equals
+    1 + sum_{k=1..gamma} alpha^k, the block formula with every tau = alpha.
+    """
+    if alpha == 1.0:
+        return float(gamma + 1)
+    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
+
+
+def speedup_constant(alpha: float, gamma: int, cost_ratio: float) -> float:
+    """Expected wall-time speedup for a constant acceptance rate ``alpha`` and cost ratio c.
+
+    (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma*c + 1)) (Leviathan et al. 2023,
+    theorem 3.8): one call costs gamma draft steps (c each) plus one target step.
+    """
+    return tokens_per_call_constant(alpha, gamma) / (gamma * cost_ratio + 1.0)
+
+
+def seed001_theoretical_speedup(gamma: int, alpha: float) -> float:
+    """Seed 001's ``theoretical_speedup`` = gamma*alpha / (1 + gamma*(1 - alpha)), for comparison only.
+
+    Where it differs from the expected tokens per call (:func:`tokens_per_call_constant`)
+    and why: it is not derived from the decode step. It counts gamma*alpha
+    accepted drafts as if each position were accepted independently (a
+    rejection really ends the block, so the prefix is geometric, not binomial),
+    drops the token every step emits after the accepted prefix (the residual
+    sample or the bonus token), and divides by an ad hoc 1 + gamma*(1 - alpha).
+    So at alpha = 0 it gives 0 although every target call still emits one token
+    (true tokens per call 1), at alpha = 1 it gives gamma instead of gamma + 1,
+    and it ignores the draft's cost (the cost ratio c of :func:`speedup_constant`).
+    """
+    return gamma * alpha / (1.0 + gamma * (1.0 - alpha))

@@ -1,0 +1,385 @@
+"""The decode-loop simulator command: generation-length sweeps and chain-vs-tree comparisons.
+
+    python benchmark.py simulate [--rule NAME | --champion FILE] [--gamma N]
+        [--lengths 50,100,200,500,1000] [--samples N] [--vocab N] [--cost-ratio C] [--seed N]
+        [--format table|json] [--output FILE] [--no-plot]
+        [--trees [--budgets 4,8,16] [--widths 3,1] [--max-width 3]]
+
+Length sweep (default; seed 002's table): for each generation length L,
+``--samples`` sequences are decoded twice from the same prompt, by chain
+speculative decoding with the rule (:func:`evolve.decoding.simulate_chain`)
+and by the plain autoregressive loop. Columns, per length:
+
+* target_calls: mean target calls per sequence (autoregressive: L);
+* calls_per_token: total target calls / (samples * L);
+* acceptance_rate: accepted drafted tokens / drafted tokens (gamma per call);
+* tokens_per_call: emitted tokens / calls (last block not truncated);
+* analytic_tokens_per_call: mean over the simulated blocks of
+  1 + sum_{k=1..gamma} prod_{i<=k} tau_i (notes section 3);
+* autoregressive_time, speculative_time: mean simulated time per sequence
+  (target call = 1, draft step = c; speculative = calls * (1 + gamma*c));
+* speedup: autoregressive time / speculative time;
+* tv_expected: sum over blocks of sum_k prod_{i<k} tau_i max(0, tau_k - r_k)
+  over the sum of the blocks' analytic tokens (the evaluator's tv_per_token
+  on the simulated blocks); tv_empirical: drafted tokens accepted with
+  r <= u < tau per emitted token, its sampled counterpart (both 0 for a
+  lossless rule).
+
+Tree comparison (``--trees``): at each node budget N (drafted tokens one target
+call verifies), sequences of max(--lengths) tokens are decoded with a chain
+(gamma = N), a fixed tree (``--widths`` schedule), an adaptive-width tree
+(seed 000, maximum ``--max-width``) and Medusa heads (``--widths``), each
+verified by lossless multi-draft rejection sampling and by greedy match
+(:mod:`evolve.trees`). Tree decoding uses the standard rule; ``--rule`` and
+``--champion`` apply to the length sweep only.
+
+A bar chart (PNG, matplotlib Agg) of the speedups (sweep) or tokens per call
+(trees) is written next to ``--output`` (same name, ``.png``) or, without
+``--output``, into ``results/``; ``--no-plot`` skips it.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from data.errors import CliCommand, InputError
+from data.io import atomic_write_bytes
+from evolve.decoding import (
+    DEFAULT_COST_RATIO, SyntheticModel, check_cost_ratio, check_gamma, rule_program, simulate_chain,
+)
+from evolve.trees import TreeConfig, simulate_tree
+
+DEFAULT_LENGTHS = (50, 100, 200, 500, 1000)
+DEFAULT_BUDGETS = (4, 8, 16)
+DEFAULT_WIDTHS = (3, 1)
+DEFAULT_RESULTS_DIR = Path("results")
+FORMATS = ("table", "json")
+MAX_LENGTH = 1_000_000
+MAX_SAMPLES = 100_000
+
+#: Keys of one JSON object of the length sweep (the first nine are the issue's contract).
+SWEEP_KEYS = ("length", "target_calls", "calls_per_token", "acceptance_rate", "tokens_per_call",
+              "analytic_tokens_per_call", "speedup", "tv_empirical", "tv_expected", "autoregressive_calls",
+              "autoregressive_time", "speculative_time", "expected_acceptance", "samples", "gamma", "cost_ratio",
+              "vocab", "rule", "seed")
+#: Keys of one JSON object of the tree comparison.
+TREE_KEYS = ("budget", "draft", "shape", "verification", "nodes_per_call", "depth", "draft_steps_per_call",
+             "tokens_per_call", "calls_per_token", "accepted_per_node", "speedup", "length", "samples",
+             "cost_ratio", "vocab", "seed")
+
+
+def parse_int_list(text: str, option: str, low: int, high: int) -> tuple[int, ...]:
+    """Comma-separated integers in [low, high]. Raises InputError naming ``option`` and the first bad item."""
+    items = [s.strip() for s in str(text).split(",")]
+    if not items or items == [""]:
+        raise InputError(f"option '{option}': expected comma-separated integers (value {text!r})")
+    out = []
+    for s in items:
+        if not re.fullmatch(r"[0-9]+", s):
+            raise InputError(f"option '{option}': not a positive integer: {s!r} (value {text!r})")
+        v = int(s)
+        if not low <= v <= high:
+            raise InputError(f"option '{option}': {v} is outside [{low}, {high}] (value {text!r})")
+        out.append(v)
+    return tuple(out)
+
+
+def resolve_rule(rule_name: str | None, champion: str | os.PathLike | None):
+    """The rule of ``--rule`` or ``--champion`` (default standard_rejection), checked to be an expression.
+
+    Raises: InputError for both options at once, an unknown rule, a missing or
+    invalid champion file, or a function rule.
+    """
+    from heuristics.contract import get_rule
+    if rule_name is not None and champion is not None:
+        raise InputError("options '--rule' and '--champion': give at most one of them")
+    if champion is not None:
+        path = Path(champion)
+        if not path.is_file():
+            raise InputError(f"option '--champion': {path}: no such file")
+        from evolve.compare import _call_loader
+        from heuristics.champions import load_champion
+        rule = _call_loader(load_champion, path, str(path))
+    else:
+        rule = get_rule(rule_name or "standard_rejection")
+    rule_program(rule)  # refuses function rules
+    return rule
+
+
+@dataclass
+class Simulation:
+    """A finished simulation: ``mode`` ``sweep`` or ``trees``, its JSON-ready ``rows`` and a caption."""
+
+    mode: str
+    rows: list[dict]
+    caption: str
+
+
+def run_sweep(rule, gamma: int = 5, lengths=DEFAULT_LENGTHS, samples: int = 20, vocab: int = 1000,
+              cost_ratio: float = DEFAULT_COST_RATIO, seed: int = 0) -> Simulation:
+    """Length sweep of chain speculative decoding against the autoregressive baseline (module doc)."""
+    model = SyntheticModel(vocab_size=vocab, seed=seed)
+    results = simulate_chain(model, rule, lengths, samples, gamma, cost_ratio)
+    rows = []
+    for r in results:
+        rows.append({
+            "length": r.length, "target_calls": r.target_calls, "calls_per_token": r.calls_per_token,
+            "acceptance_rate": r.acceptance_rate, "tokens_per_call": r.tokens_per_call,
+            "analytic_tokens_per_call": r.analytic_tokens_per_call, "speedup": r.speedup,
+            "tv_empirical": r.tv_empirical, "tv_expected": r.tv_expected,
+            "autoregressive_calls": r.autoregressive_calls / r.sequences,
+            "autoregressive_time": r.autoregressive_time, "speculative_time": r.speculative_time,
+            "expected_acceptance": r.expected_acceptance, "samples": samples, "gamma": gamma,
+            "cost_ratio": cost_ratio, "vocab": vocab, "rule": rule.name, "seed": seed,
+        })
+    caption = (f"Chain speculative decoding vs autoregressive: rule {rule.name}, gamma {gamma}, vocab {vocab}, "
+               f"cost ratio {cost_ratio:g}, {samples} sequences per length, seed {seed}")
+    return Simulation("sweep", rows, caption)
+
+
+def tree_configs(budget: int, widths=DEFAULT_WIDTHS, max_width: int = 3) -> list[TreeConfig]:
+    """The compared drafts at one node budget: chain, tree, adaptive, medusa x sample, greedy."""
+    out = []
+    for verification in ("sample", "greedy"):
+        for kind in ("chain", "tree", "adaptive", "medusa"):
+            out.append(TreeConfig(kind, budget, tuple(widths), max_width, verification))
+    return out
+
+
+def run_trees(budgets=DEFAULT_BUDGETS, widths=DEFAULT_WIDTHS, max_width: int = 3, length: int = 1000,
+              samples: int = 20, vocab: int = 1000, cost_ratio: float = DEFAULT_COST_RATIO,
+              seed: int = 0) -> Simulation:
+    """Tokens per target call of chains and trees at equal node budgets (module doc)."""
+    model = SyntheticModel(vocab_size=vocab, seed=seed)
+    rows = []
+    for budget in budgets:
+        for cfg in tree_configs(budget, widths, max_width):
+            r = simulate_tree(model, cfg, length, samples, cost_ratio)
+            rows.append({
+                "budget": budget, "draft": cfg.kind, "shape": cfg.label, "verification": cfg.verification,
+                "nodes_per_call": r.nodes_per_call, "depth": r.depth, "draft_steps_per_call": r.draft_steps_per_call,
+                "tokens_per_call": r.tokens_per_call, "calls_per_token": r.calls_per_token,
+                "accepted_per_node": r.accepted_per_node, "speedup": r.speedup, "length": length,
+                "samples": samples, "cost_ratio": cost_ratio, "vocab": vocab, "seed": seed,
+            })
+    caption = (f"Chains vs draft trees at equal node budgets: {samples} sequences of {length} tokens, vocab {vocab}, "
+               f"cost ratio {cost_ratio:g}, seed {seed}; tree widths {','.join(map(str, widths))}, "
+               f"adaptive max width {max_width}")
+    return Simulation("trees", rows, caption)
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        lines.append("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    return lines
+
+
+def format_table(sim: Simulation) -> str:
+    """Plain-text table (plus a text bar chart of the speedups for the sweep)."""
+    lines = [sim.caption, ""]
+    if sim.mode == "sweep":
+        header = ["Length", "AR calls", "Spec calls", "Calls/token", "Accept", "Tokens/call", "Analytic",
+                  "AR time", "Spec time", "Speedup", "TV emp", "TV exp"]
+        body = [[f"{r['length']}", f"{r['autoregressive_calls']:.1f}", f"{r['target_calls']:.1f}",
+                 f"{r['calls_per_token']:.3f}", f"{100 * r['acceptance_rate']:.1f}%", f"{r['tokens_per_call']:.3f}",
+                 f"{r['analytic_tokens_per_call']:.3f}", f"{r['autoregressive_time']:.1f}",
+                 f"{r['speculative_time']:.2f}", f"{r['speedup']:.2f}x", f"{r['tv_empirical']:.4f}",
+                 f"{r['tv_expected']:.4f}"] for r in sim.rows]
+        lines += _table(header, body)
+        lines += ["", "Speedup by generation length:"]
+        top = max([r["speedup"] for r in sim.rows] + [1e-12])
+        for r in sim.rows:
+            bar = "#" * max(1, int(round(40 * r["speedup"] / top)))
+            lines.append(f"  {r['length']:>7} tokens: {bar} {r['speedup']:.2f}x")
+        lines += ["", "AR = plain autoregressive decoding (one target call per token). Time: target call = 1, "
+                      "draft step = cost ratio.",
+                  "Accept = accepted drafts / drafted tokens; Analytic = mean block formula 1 + sum_k prod_{i<=k} "
+                  "tau_i; TV = damage per emitted token (0 = lossless)."]
+    else:
+        header = ["Budget", "Draft", "Verify", "Nodes", "Depth", "Draft steps", "Tokens/call", "Calls/token",
+                  "Accepted/node", "Speedup"]
+        body = [[f"{r['budget']}", r["shape"], r["verification"], f"{r['nodes_per_call']:.2f}", f"{r['depth']:.2f}",
+                 f"{r['draft_steps_per_call']:.2f}", f"{r['tokens_per_call']:.3f}", f"{r['calls_per_token']:.3f}",
+                 f"{r['accepted_per_node']:.3f}", f"{r['speedup']:.2f}x"] for r in sim.rows]
+        lines += _table(header, body)
+        lines += ["", "sample = lossless multi-draft recursive rejection sampling (SpecInfer); greedy = greedy match "
+                      "(output = greedy decoding).",
+                  "Draft steps: one per tree level (chain, tree, adaptive), one per call for Medusa heads; "
+                  "speedup = length / (calls + c * draft steps)."]
+    return "\n".join(lines) + "\n"
+
+
+def format_json(sim: Simulation) -> str:
+    """JSON array of the rows (keys :data:`SWEEP_KEYS` or :data:`TREE_KEYS`)."""
+    keys = SWEEP_KEYS if sim.mode == "sweep" else TREE_KEYS
+    return json.dumps([{k: r[k] for k in keys} for r in sim.rows], indent=2) + "\n"
+
+
+def plot_png(sim: Simulation) -> bytes:
+    """Bar chart (PNG bytes): speedup and tokens per call by length, or tokens per call by budget and draft."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if sim.mode == "sweep":
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        labels = [str(r["length"]) for r in sim.rows]
+        x = np.arange(len(labels))
+        axes[0].bar(x, [r["speedup"] for r in sim.rows], color="tab:blue")
+        axes[0].axhline(1.0, color="grey", lw=0.8, ls="--")
+        axes[0].set_ylabel("speedup over autoregressive")
+        axes[1].bar(x - 0.2, [r["tokens_per_call"] for r in sim.rows], 0.4, label="simulated", color="tab:green")
+        axes[1].bar(x + 0.2, [r["analytic_tokens_per_call"] for r in sim.rows], 0.4, label="block formula",
+                    color="tab:olive")
+        axes[1].set_ylabel("tokens per target call")
+        axes[1].legend(loc="lower right")
+        for ax in axes:
+            ax.set_xticks(x, labels)
+            ax.set_xlabel("generation length (tokens)")
+    else:
+        budgets = sorted({r["budget"] for r in sim.rows})
+        series = []
+        for r in sim.rows:
+            key = (r["shape"], r["verification"])
+            if key not in series:
+                series.append(key)
+        fig, ax = plt.subplots(figsize=(11, 4.5))
+        x = np.arange(len(budgets))
+        w = 0.8 / max(1, len(series))
+        for i, key in enumerate(series):
+            vals = [next((r["tokens_per_call"] for r in sim.rows if r["budget"] == b
+                          and (r["shape"], r["verification"]) == key), 0.0) for b in budgets]
+            ax.bar(x - 0.4 + (i + 0.5) * w, vals, w, label=f"{key[0]} ({key[1]})")
+        ax.set_xticks(x, [f"{b} nodes" for b in budgets])
+        ax.set_ylabel("tokens per target call")
+        ax.legend(fontsize=7, ncol=2)
+    fig.suptitle(sim.caption, fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def plot_path(output: str | os.PathLike | None, sim_mode: str, rule_name: str) -> Path:
+    """Where the PNG goes: ``--output`` with suffix .png, else results/simulate_<rule|trees>.png."""
+    if output is not None:
+        return Path(output).with_suffix(".png")
+    stem = "simulate_trees" if sim_mode == "trees" else f"simulate_{rule_name}"
+    return DEFAULT_RESULTS_DIR / f"{stem}.png"
+
+
+def resolve_format(fmt: str | None, output: str | os.PathLike | None) -> str:
+    """``--format``, else json for an ``--output`` ending in .json, else table."""
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise InputError(f"option '--format': must be one of {', '.join(FORMATS)} (value {fmt!r})")
+        return fmt
+    if output is not None and Path(output).suffix.lower() == ".json":
+        return "json"
+    return "table"
+
+
+def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200,500,1000", samples=20,
+                     vocab=1000, cost_ratio=DEFAULT_COST_RATIO, seed=0, fmt=None, output=None, plot=True,
+                     trees=False, budgets="4,8,16", widths="3,1", max_width=3) -> tuple[Simulation, str, Path | None]:
+    """The whole command: validate every option, simulate, render, write. Returns (simulation, text, png path).
+
+    Nothing is written unless everything succeeded; files are written atomically.
+    Raises: InputError for any bad option (one line naming it).
+    """
+    from evolve.compare import write_output
+    fmt = resolve_format(fmt, output)
+    length_list = parse_int_list(lengths, "--lengths", 1, MAX_LENGTH)
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
+        raise InputError(f"option '--samples': must be an integer in [1, {MAX_SAMPLES}] (value {samples!r})")
+    gamma = check_gamma(gamma)
+    cost_ratio = check_cost_ratio(cost_ratio)
+    SyntheticModel(vocab_size=vocab, seed=seed)  # validates --vocab and --seed
+    if output is not None:
+        out = Path(output)
+        if out.is_dir():
+            raise InputError(f"option '--output': {out} is a directory")
+        if plot and out.suffix.lower() == ".png":
+            raise InputError(f"option '--output': the table cannot share the chart's .png name ({out})")
+    if trees and (rule_name is not None or champion is not None):
+        raise InputError("option '--trees': compares lossless tree verification; '--rule' and '--champion' "
+                         "apply to the length sweep only")
+    if trees:
+        budget_list = parse_int_list(budgets, "--budgets", 1, 256)
+        width_list = parse_int_list(widths, "--widths", 1, 64)
+        if isinstance(max_width, bool) or not isinstance(max_width, int) or not 1 <= max_width <= 64:
+            raise InputError(f"option '--max-width': must be an integer in [1, 64] (value {max_width!r})")
+        rule_name_for_plot = "trees"
+        sim = run_trees(budget_list, width_list, max_width, max(length_list), samples, vocab, cost_ratio, seed)
+    else:
+        rule = resolve_rule(rule_name, champion)
+        rule_name_for_plot = rule.name
+        sim = run_sweep(rule, gamma, length_list, samples, vocab, cost_ratio, seed)
+    text = format_json(sim) if fmt == "json" else format_table(sim)
+    png_path = None
+    png = plot_png(sim) if plot else None
+    if output is not None:
+        write_output(text, output)
+    if png is not None:
+        png_path = plot_path(output, sim.mode, rule_name_for_plot)
+        try:
+            atomic_write_bytes(png_path, png)
+        except OSError as exc:
+            raise InputError(f"option '--output': cannot write {png_path} ({exc.strerror or exc})") from None
+    return sim, text, png_path
+
+
+@click.command("simulate", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--rule", "rule_name", default=None, help="Registered rule to simulate [default: standard_rejection].")
+@click.option("--champion", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Champion JSON file to simulate instead of --rule.")
+@click.option("--gamma", type=int, default=5, show_default=True, help="Draft length (tokens drafted per target call).")
+@click.option("--lengths", default="50,100,200,500,1000", show_default=True,
+              help="Comma-separated generation lengths (tokens).")
+@click.option("--samples", type=int, default=20, show_default=True, help="Sequences per length.")
+@click.option("--vocab", type=int, default=1000, show_default=True, help="Vocabulary size of the synthetic models.")
+@click.option("--cost-ratio", type=float, default=DEFAULT_COST_RATIO, show_default=True,
+              help="Cost of one draft step in target calls.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the models and of the decoding.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Output format [default: json for an --output ending in .json, else table].")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result to FILE (atomically); the chart goes next to it as .png.")
+@click.option("--plot/--no-plot", default=True, show_default=True,
+              help="Write the bar chart PNG (next to --output, else into results/).")
+@click.option("--trees", is_flag=True, help="Compare chains and draft trees at equal node budgets instead.")
+@click.option("--budgets", default="4,8,16", show_default=True, help="--trees: node budgets per target call.")
+@click.option("--widths", default="3,1", show_default=True,
+              help="--trees: children per node by level for fixed trees and Medusa heads (the last repeats).")
+@click.option("--max-width", type=int, default=3, show_default=True, help="--trees: maximal adaptive width.")
+def simulate(rule_name, champion, gamma, lengths, samples, vocab, cost_ratio, seed, fmt, output, plot, trees,
+             budgets, widths, max_width) -> None:
+    """Simulate speculative decoding over synthetic draft/target models (length sweep or --trees)."""
+    if not math.isfinite(cost_ratio):
+        raise InputError(f"option '--cost-ratio': must be a finite number >= 0 (value {cost_ratio!r})")
+    sim, text, png_path = simulate_command(rule_name, champion, gamma, lengths, samples, vocab, cost_ratio, seed,
+                                           fmt, output, plot, trees, budgets, widths, max_width)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        click.echo(f"wrote {output} ({len(sim.rows)} rows)", err=True)
+    if png_path is not None:
+        click.echo(f"wrote {png_path}", err=True)
+
+
+if __name__ == "__main__":
+    simulate()
