@@ -20,6 +20,7 @@ import click
 
 from data.errors import CliGroup
 from evolve import compare
+from evolve.evaluator import DEFAULT_COST_RATIO
 from evolve.perf import perf
 from evolve.simulate import simulate
 
@@ -40,13 +41,19 @@ from evolve.simulate import simulate
               help="Write the result to FILE (atomically) instead of stdout.")
 @click.option("--repeats", type=click.IntRange(min=1), default=compare.DEFAULT_REPEATS, show_default=True,
               help="Timed evaluations per rule after one warm-up; Time is the best of them.")
+@click.option("--gamma", type=click.IntRange(min=1), default=None,
+              help="Draft length for tokens per target call, speedup and TV per token [default: the split's "
+                   "block length when it has draft_index].")
+@click.option("--cost-ratio", type=click.FloatRange(min=0.0), default=DEFAULT_COST_RATIO, show_default=True,
+              help="Draft/target cost ratio c of the speedup (Leviathan et al. 2023).")
 @click.pass_context
 def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, ...], champions_dir: Path,
-        fmt: str | None, output: Path | None, repeats: int) -> None:
+        fmt: str | None, output: Path | None, repeats: int, gamma: int | None, cost_ratio: float) -> None:
     """Score every baseline and champion on a split and print seed 004's table."""
     if ctx.invoked_subcommand is not None:
         return
-    comparison, text = compare.benchmark(data_dir, split, champions, champions_dir, fmt, output, repeats)
+    comparison, text = compare.benchmark(data_dir, split, champions, champions_dir, fmt, output, repeats,
+                                          gamma, cost_ratio)
     if output is None:
         click.echo(text, nl=False)
     else:

@@ -38,7 +38,7 @@ from typing import Iterable, Sequence
 
 from data.errors import InputError
 from data.io import SPLITS, atomic_write_text, load_split
-from evolve.evaluator import EvalData, Metrics, SeedFitness, evaluate
+from evolve.evaluator import BLOCK_FIELDS, DEFAULT_COST_RATIO, EvalData, Metrics, SeedFitness, evaluate
 from heuristics.contract import Rule, get_rule, rule_names
 
 #: Values of ``--format``.
@@ -61,6 +61,7 @@ ROW_KEYS: tuple[str, ...] = (
     "false_accepts", "false_rejects", "expected_acceptance", "expected_tv", "expected_false_reject",
     "expected_quality", "expected_fitness", "n_invalid", "time_ms", "delta_fitness", "delta_acceptance",
     "delta_expected_fitness", "delta_expected_acceptance", "delta_expected_tv", "expression", "data",
+    "tokens_per_call", "speedup", "tv_per_token", "gamma", "cost_ratio",
 )
 
 
@@ -95,11 +96,14 @@ class Row:
     delta_expected_fitness: float | None = None
     delta_expected_acceptance: float | None = None
     delta_expected_tv: float | None = None
+    gamma: int | None = None
+    cost_ratio: float | None = None
 
     def to_dict(self) -> dict:
         """Plain dict with exactly the keys :data:`ROW_KEYS`, in that order."""
-        m = self.metrics.to_dict()
-        values = {**m, **{k: getattr(self, k) for k in (
+        m = {**dict.fromkeys(BLOCK_FIELDS), **self.metrics.to_dict()}
+        values = {**m, "gamma": self.gamma, "cost_ratio": self.cost_ratio if self.gamma else None,
+                  **{k: getattr(self, k) for k in (
             "heuristic", "kind", "split", "data", "time_ms", "expression", "delta_fitness", "delta_acceptance",
             "delta_expected_fitness", "delta_expected_acceptance", "delta_expected_tv")}}
         return {k: values[k] for k in ROW_KEYS}
@@ -115,6 +119,8 @@ class Comparison:
     splits: tuple[str, ...] = ()
     tokens: dict[str, int] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    gamma: dict[str, int | None] = field(default_factory=dict)
+    cost_ratio: float = DEFAULT_COST_RATIO
 
 
 # --- which rules ------------------------------------------------------------------------------
@@ -252,20 +258,23 @@ def _label(entries: list[Entry]) -> list[str]:
 # --- scoring ----------------------------------------------------------------------------------
 
 def timed_evaluate(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS,
-                   fitness: SeedFitness = SeedFitness()) -> tuple[Metrics, float]:
+                   fitness: SeedFitness = SeedFitness(), gamma: int | None = None,
+                   cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[Metrics, float]:
     """Metrics of ``rule`` on ``data`` and the best wall time of one evaluation, in milliseconds.
 
     One untimed warm-up evaluation (compilation), then ``repeats`` (>= 1) timed ones.
+    With ``gamma`` the block-level metrics (tokens per target call, speedup under
+    draft/target cost ratio ``cost_ratio``, TV per emitted token) are computed too.
 
     Raises: InputError if the rule needs a column the split lacks; ValueError for repeats < 1.
     """
     if repeats < 1:
         raise ValueError("repeats must be >= 1")
-    metrics = evaluate(rule, data, fitness)
+    metrics = evaluate(rule, data, fitness, gamma=gamma, cost_ratio=cost_ratio)
     best = math.inf
     for _ in range(repeats):
         t0 = time.perf_counter()
-        evaluate(rule, data, fitness)
+        evaluate(rule, data, fitness, gamma=gamma, cost_ratio=cost_ratio)
         best = min(best, time.perf_counter() - t0)
     return metrics, best * 1e3
 
@@ -276,7 +285,8 @@ def missing_columns(rule: Rule, data: EvalData) -> list[str]:
 
 
 def score_split(entries: Sequence[Entry], data: EvalData, repeats: int = DEFAULT_REPEATS,
-                fitness: SeedFitness = SeedFitness()) -> tuple[list[Row], list[str]]:
+                fitness: SeedFitness = SeedFitness(), gamma: int | None = None,
+                cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[list[Row], list[str]]:
     """Score every entry on one prepared split.
 
     Returns (rows in entry order, notes): a rule needing an optional column the
@@ -291,7 +301,7 @@ def score_split(entries: Sequence[Entry], data: EvalData, repeats: int = DEFAULT
             notes.append(f"skipped {label} on {data.split or 'split'}: it needs column '{missing[0]}', "
                          f"which {data.source} lacks")
             continue
-        metrics, ms = timed_evaluate(entry.rule, data, repeats, fitness)
+        metrics, ms = timed_evaluate(entry.rule, data, repeats, fitness, gamma, cost_ratio)
         scored.append((entry, label, metrics, ms))
     ref = next((m for e, label, m, _ in scored if e.kind == "baseline" and e.rule.name == REFERENCE_RULE), None)
     rows = []
@@ -305,12 +315,25 @@ def score_split(entries: Sequence[Entry], data: EvalData, repeats: int = DEFAULT
                 delta_expected_acceptance=m.expected_acceptance - ref.expected_acceptance,
                 delta_expected_tv=m.expected_tv - ref.expected_tv,
             )
-        rows.append(Row(label, entry.kind, data.split, data.source, m, ms, entry.rule.expression, **deltas))
+        rows.append(Row(label, entry.kind, data.split, data.source, m, ms, entry.rule.expression, **deltas,
+                        gamma=gamma, cost_ratio=cost_ratio))
     return rows, notes
 
 
+def block_gamma(data: EvalData, gamma: int | None) -> int | None:
+    """The draft length for block-level metrics on ``data``.
+
+    ``gamma`` if given; otherwise the split's own block length (max draft_index + 1)
+    when it has ``draft_index``, else None (no block-level metrics).
+    """
+    if gamma is not None or "draft_index" not in data.available or data.n == 0:
+        return gamma
+    return int(data.feature("draft_index").max()) + 1
+
+
 def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Sequence[Entry] | None = None,
-                   repeats: int = DEFAULT_REPEATS, fitness: SeedFitness = SeedFitness()) -> Comparison:
+                   repeats: int = DEFAULT_REPEATS, fitness: SeedFitness = SeedFitness(),
+                   gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Comparison:
     """Load the split(s) of ``data_dir`` and score every entry on each.
 
     Every split is loaded and validated before any rule is scored.
@@ -320,6 +343,10 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         split: ``train``, ``valid``, ``test`` or ``all``.
         entries: rules to score; default :func:`collect_entries` ().
         repeats: timed evaluations per rule (>= 1).
+        gamma: draft length for the block-level metrics (default: each split's
+            block length, see :func:`block_gamma`); an InputError naming --gamma
+            if it exceeds the split's block length.
+        cost_ratio: draft/target cost ratio c for the speedup (Leviathan et al. 2023).
 
     Raises: InputError for a missing or invalid dataset (see :func:`data.io.load_split`)
     or an unknown split.
@@ -330,9 +357,10 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
     loaded = {s: EvalData.from_traces(load_split(data_dir, s)) for s in splits}
     if entries is None:
         entries = collect_entries()
-    result = Comparison([], repeats=repeats, splits=splits)
+    result = Comparison([], repeats=repeats, splits=splits, cost_ratio=cost_ratio)
     for s, data in loaded.items():
-        rows, notes = score_split(entries, data, repeats, fitness)
+        result.gamma[s] = block_gamma(data, gamma)
+        rows, notes = score_split(entries, data, repeats, fitness, result.gamma[s], cost_ratio)
         result.rows += rows
         result.notes += notes
         result.tokens[s] = data.n
@@ -374,6 +402,11 @@ def _display_columns(comparison: Comparison) -> list[tuple[str, bool, callable]]
         ("E[TV]", True, lambda r: f"{r.metrics.expected_tv:.4f}"),
         ("E[fitness]", True, lambda r: f"{r.metrics.expected_fitness:.3f}"),
     ]
+    if any(r.metrics.tokens_per_call is not None for r in comparison.rows):
+        def block(name: str, spec: str):
+            return lambda r: "n/a" if getattr(r.metrics, name) is None else format(getattr(r.metrics, name), spec)
+        cols += [("Tok/call", True, block("tokens_per_call", ".3f")), ("Speedup", True, block("speedup", ".3f")),
+                 ("TV/tok", True, block("tv_per_token", ".4f"))]
     if any(r.metrics.n_invalid for r in comparison.rows):
         cols.append(("Invalid", True, lambda r: str(r.metrics.n_invalid)))
     if any(r.kind == "champion" for r in comparison.rows):
@@ -390,6 +423,11 @@ def _caption(comparison: Comparison) -> list[str]:
     lines = [f"{s}: {comparison.tokens[s]:,} tokens from {comparison.sources[s]}" for s in comparison.splits]
     text = (f"Time: best of {comparison.repeats} timed evaluations after a warm-up. E[accept] = mean tau, "
             "E[TV] = mean max(0, tau - min(1, p/q)), E[fitness] = seed fitness on those.")
+    gammas = {g for g in comparison.gamma.values() if g}
+    if gammas:
+        text += (f" Tok/call = expected tokens per target call with gamma {', '.join(map(str, sorted(gammas)))}"
+                 f" (1 + sum_k prod_(i<=k) tau_i per block), Speedup = Tok/call / (gamma*c + 1) with draft/target"
+                 f" cost ratio c = {comparison.cost_ratio:g}, TV/tok = expected TV per emitted token.")
     if any(r.kind == "champion" for r in comparison.rows):
         text += f" Δ = champion minus {REFERENCE_RULE} on the same split (pp: percentage points)."
     lines.append(text)
@@ -475,7 +513,8 @@ def benchmark(data_dir: str | os.PathLike = "data", split: str = "test",
               champion_files: Iterable[str | os.PathLike] = (),
               champions_dir: str | os.PathLike | None = None,
               fmt: str | None = None, output: str | os.PathLike | None = None,
-              repeats: int = DEFAULT_REPEATS) -> tuple[Comparison, str]:
+              repeats: int = DEFAULT_REPEATS, gamma: int | None = None,
+              cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[Comparison, str]:
     """The whole comparison command: validate options, load, score, render, write.
 
     Everything is validated and computed before anything is written; with
@@ -490,7 +529,7 @@ def benchmark(data_dir: str | os.PathLike = "data", split: str = "test",
     if output is not None and Path(output).is_dir():
         raise InputError(f"option '--output': {output} is a directory")
     entries = collect_entries(list(champion_files), champions_dir)
-    comparison = run_comparison(data_dir, split, entries, repeats)
+    comparison = run_comparison(data_dir, split, entries, repeats, gamma=gamma, cost_ratio=cost_ratio)
     text = format_comparison(comparison, fmt)
     if output is not None:
         write_output(text, output)

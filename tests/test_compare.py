@@ -167,3 +167,29 @@ def test_write_output_is_atomic_and_refuses_directories(tmp_path):
     assert not [p for p in target.parent.iterdir() if ".tmp-" in p.name]
     with pytest.raises(InputError, match="--output"):
         compare.write_output("x", tmp_path)
+
+
+def test_block_level_columns(tmp_path):
+    """Datasets with draft_index get tokens per call, speedup and TV per token; others get nulls."""
+    import json as _json
+
+    from click.testing import CliRunner
+
+    import benchmark
+    from data.generate import generate_dataset, write
+
+    write(generate_dataset("vocab", 3, 30), tmp_path / "vocab", "parquet")
+    runner = CliRunner()
+    res = runner.invoke(benchmark.cli, ["--data", str(tmp_path / "vocab"), "--format", "json", "--repeats", "1",
+                                        "--cost-ratio", "0.1"])
+    assert res.exit_code == 0, res.output
+    rows = {r["heuristic"]: r for r in _json.loads(res.stdout)}
+    std, always = rows["standard_rejection"], rows["always_accept"]
+    assert std["gamma"] == 5 and std["cost_ratio"] == 0.1
+    assert std["tv_per_token"] == 0.0 and 1.0 < std["tokens_per_call"] < 6.0
+    assert always["tokens_per_call"] == 6.0 and always["speedup"] == pytest.approx(6.0 / 1.5)
+    res = runner.invoke(benchmark.cli, ["--data", str(tmp_path / "vocab"), "--format", "json", "--repeats", "1",
+                                        "--gamma", "2"])
+    rows2 = {r["heuristic"]: r for r in _json.loads(res.stdout)}
+    assert rows2["always_accept"]["tokens_per_call"] == 3.0
+    assert rows2["standard_rejection"]["tokens_per_call"] < std["tokens_per_call"]
