@@ -1,0 +1,357 @@
+"""Champion files: evolved rules saved as data, loaded without eval or exec.
+
+A champion is ``NAME.json`` (the source of truth) plus a generated, readable
+``NAME.py`` (the same rule as a Numba-compilable function with seed 004's
+signature; never read back). Champions live in ``heuristics/champions/`` unless
+the environment variable ``SPECDEC_CHAMPIONS_DIR`` names another directory
+(tests use that so they never write into the repository).
+
+``NAME.json`` is a JSON object with exactly these keys::
+
+    format                 "specdec-evolve champion"
+    format_version         1
+    name                   NAME, [A-Za-z_][A-Za-z0-9_]* (at most 64 characters)
+    description            one line of text
+    expression             prefix notation over the primitive set, e.g. "min(1.0, div(target_prob, draft_prob))"
+    primitive_set_version  evolve.primitives.PRIMITIVE_SET_VERSION the expression was evolved with
+    features               terminal features of the run (names from evolve.primitives.FEATURES)
+    fitness                "seed" or "expected": the objective the run optimised
+    metrics                {"train": {...}, "valid": {...}}: evolve.evaluator.Metrics fields (numbers;
+                           null for a metric that was not computed; "fitness" is required)
+    provenance             run directory, seed, data directory and generator metadata, full config,
+                           creation date, package versions (free-form JSON object)
+
+Loading checks every key and type, the primitive-set version, and parses the
+expression with :func:`evolve.compiler.parse` against the declared features: a
+name that is not a primitive or one of those features, any other character
+(attribute access, lambda, ``__import__``...), or an expression beyond the
+parser's size limits is refused with one line naming the file.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from data.errors import InputError
+from data.io import atomic_write_text
+from evolve.compiler import Node, parse, to_string
+from evolve.primitives import FEATURES, PRIMITIVE_SET_VERSION
+from heuristics.contract import REGISTRY, Rule, python_source
+
+FORMAT = "specdec-evolve champion"
+FORMAT_VERSION = 1
+FITNESS_KINDS: tuple[str, ...] = ("seed", "expected")
+#: Environment variable overriding the champions directory.
+ENV_DIR = "SPECDEC_CHAMPIONS_DIR"
+#: Largest champion file read, in bytes.
+MAX_FILE_BYTES = 1_000_000
+NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_KEYS: dict[str, type | tuple[type, ...]] = {
+    "format": str, "format_version": int, "name": str, "description": str, "expression": str,
+    "primitive_set_version": int, "features": list, "fitness": str, "metrics": dict, "provenance": dict,
+}
+
+
+@dataclass
+class Champion:
+    """The contents of a champion file (see the module doc).
+
+    ``metrics`` maps split name (``train``, ``valid``) to {metric: number};
+    ``path`` is the file it was read from (None if built in memory).
+    """
+
+    name: str
+    expression: str
+    description: str = ""
+    features: tuple[str, ...] = ()
+    fitness: str = "seed"
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    primitive_set_version: int = PRIMITIVE_SET_VERSION
+    path: str | None = None
+
+    @property
+    def nodes(self) -> list[Node]:
+        """Prefix nodes of the expression (parsed safely)."""
+        return parse(self.expression, self.path or f"champion {self.name}", tuple(self.features) or FEATURES)
+
+    def rule(self) -> Rule:
+        """The champion as an expression :class:`heuristics.contract.Rule` (not registered)."""
+        return Rule(self.name, self.description, f"champion file {self.path}" if self.path else "evolved champion",
+                    expression=self.expression)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of the file format (keys in the documented order)."""
+        return {
+            "format": FORMAT, "format_version": FORMAT_VERSION, "name": self.name,
+            "description": self.description, "expression": self.expression,
+            "primitive_set_version": self.primitive_set_version, "features": list(self.features),
+            "fitness": self.fitness, "metrics": self.metrics, "provenance": self.provenance,
+        }
+
+
+def champions_dir() -> Path:
+    """The champions directory: ``$SPECDEC_CHAMPIONS_DIR`` if set, else ``heuristics/champions/``."""
+    env = os.environ.get(ENV_DIR)
+    return Path(env) if env else Path(__file__).resolve().parent / "champions"
+
+
+def champion_json(champion: Champion) -> str:
+    """The file text of ``champion`` (indented JSON, trailing newline). Raises InputError if invalid."""
+    text = json.dumps(champion.to_dict(), indent=2, allow_nan=False, default=_json_default) + "\n"
+    _validate(json.loads(text), champion.path or f"champion {champion.name}")
+    return text
+
+
+def champion_python(champion: Champion) -> str:
+    """Readable ``NAME.py`` source: ``acceptance_threshold`` with seed 004's signature.
+
+    Built only from validated parts (the canonical expression, the name and
+    numbers), never from free text of the file.
+    """
+    nodes = champion.nodes
+    m = champion.metrics
+    lines = [f"Evolved acceptance rule '{champion.name}' (generated from {champion.name}.json; do not edit).",
+             "", f"Expression: {to_string(nodes)}"]
+    def num(split: str, key: str) -> float:
+        v = m.get(split, {}).get(key)
+        return math.nan if v is None else float(v)
+
+    for split in ("train", "valid"):
+        if split in m:
+            lines.append(f"{split}: fitness {num(split, 'fitness'):.6f}, acceptance "
+                         f"{num(split, 'acceptance_rate'):.4f}, expected TV {num(split, 'expected_tv'):.6f}")
+    return python_source(nodes, "acceptance_threshold", "\n".join(lines))
+
+
+def _json_default(obj: Any) -> Any:
+    import numpy as np
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, (Path, os.PathLike)):
+        return os.fspath(obj)
+    if isinstance(obj, tuple):
+        return list(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """Validate a champion name (an identifier of at most 64 characters, not a built-in rule).
+
+    Raises: InputError naming ``what``.
+    """
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise InputError(f"{what}: {name!r} is not a valid champion name (letters, digits and _, not starting "
+                         f"with a digit, at most 64 characters)")
+    import heuristics.baselines  # noqa: F401  (registers the built-in rules)
+    if name in REGISTRY and not REGISTRY[name].source.startswith("champion file"):
+        raise InputError(f"{what}: {name!r} is the name of a built-in rule")
+    return name
+
+
+def _validate(doc: Any, source: str) -> Champion:
+    """Check a decoded champion object; return it as a :class:`Champion`. Raises InputError naming ``source``."""
+    if not isinstance(doc, dict):
+        raise InputError(f"{source}: expected a JSON object, found {_json_type(doc)}")
+    missing = [k for k in _KEYS if k not in doc]
+    if missing:
+        raise InputError(f"{source}: missing key '{missing[0]}'")
+    extra = [k for k in doc if k not in _KEYS]
+    if extra:
+        raise InputError(f"{source}: unknown key {extra[0]!r}")
+    for key, kind in _KEYS.items():
+        value = doc[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise InputError(f"{source}: key '{key}' must be a JSON {_json_name(kind)}, found {_json_type(value)}")
+    if doc["format"] != FORMAT:
+        raise InputError(f"{source}: key 'format' is {doc['format']!r}, expected {FORMAT!r}")
+    if doc["format_version"] != FORMAT_VERSION:
+        raise InputError(f"{source}: format_version {doc['format_version']} is not supported "
+                         f"(expected {FORMAT_VERSION})")
+    if doc["primitive_set_version"] != PRIMITIVE_SET_VERSION:
+        raise InputError(f"{source}: primitive_set_version {doc['primitive_set_version']} does not match this "
+                         f"version of evolve (primitive set {PRIMITIVE_SET_VERSION})")
+    check_name(doc["name"], f"{source}: key 'name'")
+    if "\n" in doc["description"] or len(doc["description"]) > 1000:
+        raise InputError(f"{source}: key 'description' must be one line of at most 1000 characters")
+    features = doc["features"]
+    for i, f in enumerate(features):
+        if not isinstance(f, str) or f not in FEATURES:
+            raise InputError(f"{source}: key 'features', item {i}: unknown feature {f!r} "
+                             f"(known: {', '.join(FEATURES)})")
+    if doc["fitness"] not in FITNESS_KINDS:
+        raise InputError(f"{source}: key 'fitness' is {doc['fitness']!r} (expected one of "
+                         f"{', '.join(FITNESS_KINDS)})")
+    metrics = doc["metrics"]
+    for split in ("train", "valid"):
+        if split not in metrics:
+            raise InputError(f"{source}: key 'metrics' lacks '{split}'")
+    for split, values in metrics.items():
+        if split not in ("train", "valid", "test"):
+            raise InputError(f"{source}: key 'metrics': unknown split {split!r}")
+        if not isinstance(values, dict):
+            raise InputError(f"{source}: key 'metrics.{split}' must be a JSON object, found {_json_type(values)}")
+        for k, v in values.items():
+            if v is None and k != "fitness":
+                continue  # a metric that was not computed (e.g. block metrics without draft_index)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise InputError(f"{source}: key 'metrics.{split}.{k}' must be a finite number or null "
+                                 f"(value {v!r})")
+        if "fitness" not in values:
+            raise InputError(f"{source}: key 'metrics.{split}' lacks 'fitness'")
+    nodes = parse(doc["expression"], f"{source}: expression", tuple(features) or FEATURES)
+    return Champion(name=doc["name"], expression=to_string(nodes), description=doc["description"],
+                    features=tuple(features), fitness=doc["fitness"], metrics=metrics,
+                    provenance=doc["provenance"], primitive_set_version=doc["primitive_set_version"],
+                    path=source)
+
+
+def _json_name(kind) -> str:
+    return {str: "string", int: "integer", list: "array", dict: "object"}.get(kind, str(kind))
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {str: "string", int: "integer", float: "number", list: "array", dict: "object"}.get(
+        type(value), type(value).__name__)
+
+
+def read_champion(path: str | os.PathLike) -> Champion:
+    """Read and validate a champion file.
+
+    Args:
+        path: a ``NAME.json`` file, or a run directory holding ``champion.json``.
+
+    Returns: :class:`Champion` (``path`` set to the file read).
+
+    Raises: InputError (one line naming the file) for a missing, unreadable,
+    oversized or invalid file, wrong key types, a foreign primitive-set
+    version, or an unsafe or unknown expression.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "champion.json"
+        if not p.exists():
+            raise InputError(f"{path}: not a run directory (no champion.json); create one with "
+                             f"`python -m evolve run`")
+    source = str(p)
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
+        raise InputError(f"{source}: no such champion file") from None
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read ({' '.join(str(exc).split())})") from None
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"{source}: champion file is larger than {MAX_FILE_BYTES} bytes ({size})")
+    try:
+        raw = p.read_bytes()
+        doc = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        raise InputError(f"{source}: not UTF-8 text") from None
+    except RecursionError:
+        raise InputError(f"{source}: JSON nested too deeply") from None
+    except ValueError as exc:
+        raise InputError(f"{source}: not valid JSON ({' '.join(str(exc).split())[:160]})") from None
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read ({' '.join(str(exc).split())})") from None
+    return _validate(doc, source)
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not allowed")
+
+
+def load_champion(path: str | os.PathLike) -> Rule:
+    """The champion in ``path`` (a ``NAME.json`` or a run directory) as a :class:`Rule`.
+
+    The rule's ``name`` is the champion's name, its ``source`` names the file.
+    Raises: InputError as :func:`read_champion`.
+    """
+    return read_champion(path).rule()
+
+
+def champion_files(directory: str | os.PathLike | None = None) -> list[Path]:
+    """``*.json`` files of the champions directory (default :func:`champions_dir`), sorted by name."""
+    d = Path(directory) if directory is not None else champions_dir()
+    if not d.is_dir():
+        return []
+    return sorted(p for p in d.glob("*.json") if p.is_file() and not p.name.startswith("."))
+
+
+def list_champions(directory: str | os.PathLike | None = None) -> list[Rule]:
+    """Every champion of a directory (default :func:`champions_dir`) as rules, sorted by file name.
+
+    A missing directory gives an empty list. Raises: InputError for the first
+    invalid file (one line naming it), or for two files declaring the same name.
+    """
+    rules: list[Rule] = []
+    seen: dict[str, Path] = {}
+    for p in champion_files(directory):
+        rule = load_champion(p)
+        if rule.name in seen:
+            raise InputError(f"{p}: champion name {rule.name!r} is also used by {seen[rule.name]}")
+        seen[rule.name] = p
+        rules.append(rule)
+    return rules
+
+
+def save_champion(champion: Champion, directory: str | os.PathLike | None = None,
+                  overwrite: bool = False) -> tuple[Path, Path]:
+    """Write ``NAME.json`` and the generated ``NAME.py`` atomically into ``directory``.
+
+    Args:
+        champion: validated on the way out (same checks as loading).
+        directory: default :func:`champions_dir`.
+        overwrite: replace an existing champion of that name.
+
+    Returns: (json path, py path). Raises: InputError for an invalid champion or
+    name, or an existing file when ``overwrite`` is False (nothing is written).
+    """
+    d = Path(directory) if directory is not None else champions_dir()
+    check_name(champion.name)
+    json_path, py_path = d / f"{champion.name}.json", d / f"{champion.name}.py"
+    if not overwrite:
+        for p in (json_path, py_path):
+            if p.exists():
+                raise InputError(f"{p}: a champion named {champion.name!r} exists already (use --force to "
+                                 f"replace it)")
+    if d.exists() and not d.is_dir():
+        raise InputError(f"{d}: not a directory")
+    text = champion_json(champion)
+    source = champion_python(champion)
+    atomic_write_text(py_path, source)
+    atomic_write_text(json_path, text)
+    return json_path, py_path
+
+
+def promote(run_dir: str | os.PathLike, name: str, directory: str | os.PathLike | None = None,
+            overwrite: bool = False) -> tuple[Path, Path]:
+    """Copy the champion of a run directory into the champions directory as ``name``.
+
+    The provenance gains ``promoted`` (UTC date) and ``promoted_from`` (the run's
+    champion file). Returns (json path, py path). Raises: InputError for a bad
+    run directory, champion file or name, or an existing champion.
+    """
+    check_name(name, "NAME")
+    champ = read_champion(run_dir)
+    prov = dict(champ.provenance)
+    prov["promoted"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    prov["promoted_from"] = champ.path
+    champ = Champion(name=name, expression=champ.expression, description=champ.description,
+                     features=champ.features, fitness=champ.fitness, metrics=champ.metrics, provenance=prov,
+                     primitive_set_version=champ.primitive_set_version)
+    return save_champion(champ, directory, overwrite)
+
+
+__all__ = ["Champion", "FORMAT", "FORMAT_VERSION", "ENV_DIR", "champions_dir", "champion_json", "champion_python",
+           "check_name", "read_champion", "load_champion", "list_champions", "champion_files", "save_champion",
+           "promote"]
