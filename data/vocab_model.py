@@ -559,6 +559,26 @@ def overlap(p, q):
 
 
 @njit(cache=True)
+def sample_scaled(state, weights, total):
+    """Draw index v with probability weights[v] / total (float64 (V,) >= 0, ``total`` = their sum).
+
+    One uniform from ``state``, then a linear scan; a zero-weight index is never
+    returned (the last positive one absorbs rounding); -1 only if every weight is 0.
+    """
+    target = next_double(state) * total
+    cum = 0.0
+    last = -1
+    for v in range(weights.shape[0]):
+        w = weights[v]
+        if w > 0.0:
+            cum += w
+            last = v
+            if cum > target:
+                return v
+    return last
+
+
+@njit(cache=True)
 def sample_index(state, probs):
     """Draw v ~ probs (float64 (V,), summing to about 1) by inverse CDF with one uniform.
 
@@ -566,17 +586,7 @@ def sample_index(state, probs):
     stops in the head of a Zipf-like distribution; a zero-probability index is
     never returned (the last positive one absorbs rounding).
     """
-    target = next_double(state)
-    cum = 0.0
-    last = -1
-    for v in range(probs.shape[0]):
-        pv = probs[v]
-        if pv > 0.0:
-            cum += pv
-            last = v
-            if cum > target:
-                return v
-    return last
+    return sample_scaled(state, probs, 1.0)
 
 
 @njit(cache=True)

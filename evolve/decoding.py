@@ -94,15 +94,14 @@ from numba import njit, prange
 from data.errors import InputError
 from data.vocab_model import (
     VocabModelConfig, difficulty_step, draw_logits, draw_pair, next_double, next_normal, sample_index,
-    seed_state, softmax_given_max, zipf_log_rank,
+    sample_scaled, seed_state, softmax_given_max, zipf_log_rank,
 )
+from evolve.evaluator import DEFAULT_COST_RATIO
 from evolve.interpreter import eval_block
 from evolve.primitives import FEATURES
 
 #: Tokens of context hashed into a position's RNG key.
 DEFAULT_WINDOW = 4
-#: Default draft/target cost ratio c (one draft step costs c target calls).
-DEFAULT_COST_RATIO = 0.05
 
 STREAM_MODEL = 11
 STREAM_DECODE = 21
@@ -255,17 +254,7 @@ def sample_normalised(state, weights):
         total += weights[v]
     if not total > 0.0:
         return -1
-    target = next_double(state) * total
-    cum = 0.0
-    last = -1
-    for v in range(weights.shape[0]):
-        w = weights[v]
-        if w > 0.0:
-            cum += w
-            last = v
-            if cum > target:
-                return v
-    return last
+    return sample_scaled(state, weights, total)
 
 
 @njit(cache=True)
