@@ -152,7 +152,9 @@ def test_duplicates_are_scored_once():
 
 def test_built_in_rules_use_the_fused_path_and_match_the_reference(seed_traces):
     data = EvalData.from_traces(Traces(dict(seed_traces.columns), seed_traces.source))
-    names = rule_names()
+    # rules reading optional columns the seed model lacks (published rules) are left out
+    names = [n for n in rule_names() if all(c in data.available for c in get_rule(n).columns_needed)]
+    assert "standard_rejection" in names and len(names) >= 7
     fused = evaluate_population([get_rule(n) for n in names], data)
     for name, m in zip(names, fused):
         rule = get_rule(name)
