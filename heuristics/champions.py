@@ -15,7 +15,7 @@ the environment variable ``SPECDEC_CHAMPIONS_DIR`` names another directory
     expression             prefix notation over the primitive set, e.g. "min(1.0, div(target_prob, draft_prob))"
     primitive_set_version  evolve.primitives.PRIMITIVE_SET_VERSION the expression was evolved with
     features               terminal features of the run (names from evolve.primitives.FEATURES)
-    fitness                "seed" or "expected": the objective the run optimised
+    fitness                "seed", "expected", "speed_at_tv" or "pareto": the objective the run optimised
     metrics                {"train": {...}, "valid": {...}}: evolve.evaluator.Metrics fields (numbers;
                            null for a metric that was not computed; "fitness" is required)
     provenance             run directory, seed, data directory and generator metadata, full config,
@@ -46,7 +46,8 @@ from heuristics.contract import REGISTRY, Rule, python_source
 
 FORMAT = "specdec-evolve champion"
 FORMAT_VERSION = 1
-FITNESS_KINDS: tuple[str, ...] = ("seed", "expected")
+#: Objectives a champion may have been evolved with (`python -m evolve run --fitness`).
+FITNESS_KINDS: tuple[str, ...] = ("seed", "expected", "speed_at_tv", "pareto")
 #: Environment variable overriding the champions directory.
 ENV_DIR = "SPECDEC_CHAMPIONS_DIR"
 #: Largest champion file read, in bytes.
