@@ -10,7 +10,8 @@ standard_rejection. The logic lives in :mod:`evolve.compare`.
 
 Subcommands: ``python benchmark.py simulate ...`` (decode-loop simulator and
 draft trees, :mod:`evolve.simulate`) and ``python benchmark.py perf ...``
-(evaluator speed against DEAP and Operon, :mod:`evolve.perf`).
+(evaluator speed against DEAP and Operon, :mod:`evolve.perf`) and ``python benchmark.py pareto ...``
+(published rule families against evolved fronts: tokens per call at TV budgets, :mod:`evolve.pareto`).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import click
 from data.errors import CliGroup
 from evolve import compare
 from evolve.evaluator import DEFAULT_COST_RATIO
+from evolve.pareto import pareto
 from evolve.perf import perf
 from evolve.simulate import simulate
 
@@ -55,7 +57,7 @@ def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, .
     comparison, text = compare.benchmark(data_dir, split, champions, champions_dir, fmt, output, repeats,
                                           gamma, cost_ratio)
     if output is None:
-        click.echo(text, nl=False)
+        click.echo(text if text.endswith("\n") else text + "\n", nl=False)
     else:
         click.echo(f"wrote {output} ({len(comparison.rows)} rows)", err=True)
     if compare.resolve_format(fmt, output) in ("csv", "json"):  # table and markdown carry their notes
@@ -65,6 +67,7 @@ def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, .
 
 cli.add_command(simulate)
 cli.add_command(perf)
+cli.add_command(pareto)
 
 if __name__ == "__main__":
     cli()

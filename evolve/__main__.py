@@ -41,8 +41,12 @@ def _opt(name: str, type_, help_: str):
 @_opt("generations", int, "Generations after the initial population.")
 @_opt("seed", int, "Random seed (same seed + same data = same champion).")
 @click.option("--fitness", type=click.Choice(FITNESS_CHOICES), default=None,
-              help=f"Objective on train: seed 004's sampled fitness or its expected (noise-free) form "
-                   f"[default: {DEFAULTS.fitness}].")
+              help=f"Objective on train: seed 004's sampled fitness or its expected (noise-free) form; "
+                   f"speed_at_tv (tokens per target call with TV per token <= --tv-budget); pareto (NSGA-II "
+                   f"over tokens per call, TV per token and size; writes front.json) [default: {DEFAULTS.fitness}].")
+@_opt("gamma", int, "Draft length of the block objectives (speed_at_tv, pareto).")
+@_opt("tv-budget", float, "TV-per-token budget of speed_at_tv and of a pareto run's champion.")
+@_opt("tv-cap", float, "pareto: TV per token beyond which the speed objective is penalised.")
 @click.option("--seed-standard/--no-seed-standard", default=None,
               help="Put standard rejection min(1, p/q) into the initial population [default: no].")
 @_opt("features", str, "Terminal features: auto or a comma-separated list.")
@@ -70,15 +74,21 @@ def run(config_file, progress, **options) -> None:
     if res.interrupted:
         click.echo(f"interrupted after generation {res.generations}; champion written", err=True)
     click.echo(f"champion: {champ.expression}")
-    click.echo(f"size {champ.size}, {cfg.fitness} fitness train {_fit(champ.train, cfg.fitness):.6f}, "
-               f"valid {_fit(champ.valid, cfg.fitness):.6f}; {res.programs} programs scored "
+    click.echo(f"size {champ.size}, {cfg.fitness} fitness train {_fit(champ.train, cfg):.6f}, "
+               f"valid {_fit(champ.valid, cfg):.6f}; {res.programs} programs scored "
                f"in {res.seconds:.1f} s")
+    if champ.valid.tokens_per_call is not None:
+        click.echo(f"valid: {champ.valid.tokens_per_call:.4f} tokens per target call, "
+                   f"{champ.valid.tv_per_token:.5f} TV per token (gamma {cfg.gamma})")
+    if res.front is not None:
+        click.echo(f"front: {len(res.front)} rules in {info.run_dir / 'front.json'}")
     click.echo(str(info.run_dir))
 
 
-def _fit(metrics, fitness: str) -> float:
+def _fit(metrics, cfg) -> float:
+    """The run's objective (the champion criterion for pareto runs) of ``metrics``."""
     from evolve.search import score
-    return score(metrics, fitness)
+    return score(metrics, cfg.fitness, cfg.tv_budget)
 
 
 class _progress_bar:

@@ -8,7 +8,9 @@ fitness on those; notes ``acceptance-math.md`` sections 1-2) and, for every
 champion, its change against ``standard_rejection`` on the same split.
 
 Rules compared: every rule of the registry (:func:`heuristics.contract.rule_names`,
-i.e. seed 004's baselines and anything registered), every champion in the
+i.e. seed 004's baselines, the default of every published rule family of
+:mod:`heuristics.published` and anything registered; rules that need an
+optional column the split lacks are skipped with a note), every champion in the
 champions directory (``heuristics/champions/*.json``) and every champion file
 given explicitly. Champion files are read by
 :func:`heuristics.champions.load_champion` / :func:`heuristics.champions.list_champions`
@@ -147,7 +149,9 @@ def resolve_format(fmt: str | None, output: str | os.PathLike | None) -> str:
 
 
 def baseline_entries() -> list[Entry]:
-    """Every registered rule (seed 004's baselines first), as entries of kind ``baseline``."""
+    """Every registered rule (seed 004's baselines first, then the published rules'
+    defaults of :mod:`heuristics.published`), as entries of kind ``baseline``."""
+    import heuristics.published  # noqa: F401  (registers the published rules)
     return [Entry(get_rule(name), "baseline", "registry") for name in rule_names()]
 
 

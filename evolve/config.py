@@ -23,7 +23,9 @@ from typing import Any
 from data.errors import InputError
 from evolve.primitives import FEATURES, SEED_FEATURES
 
-FITNESS_CHOICES: tuple[str, ...] = ("seed", "expected")
+FITNESS_CHOICES: tuple[str, ...] = ("seed", "expected", "speed_at_tv", "pareto")
+#: Objectives that read the block metrics (need ``draft_index`` and use ``gamma``).
+BLOCK_FITNESS: tuple[str, ...] = ("speed_at_tv", "pareto")
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,21 @@ class RunConfig:
         population: individuals per generation (>= 2).
         generations: generations after the initial one (>= 0).
         seed: seed of Python's ``random`` (DEAP) and numpy.
-        fitness: ``seed`` (seed 004's sampled fitness, ``Metrics.fitness``) or
-            ``expected`` (the noise-free ``Metrics.expected_fitness``).
+        fitness: ``seed`` (seed 004's sampled fitness, ``Metrics.fitness``),
+            ``expected`` (the noise-free ``Metrics.expected_fitness``),
+            ``speed_at_tv`` (expected tokens per target call subject to TV per
+            emitted token <= ``tv_budget``, :mod:`evolve.objectives`) or
+            ``pareto`` (NSGA-II over tokens per call, TV per token and program
+            size; the run keeps the final non-dominated front in ``front.json``
+            and its champion is the front member with the best ``speed_at_tv``
+            on valid). The last two need ``draft_index`` in the data.
+        gamma: draft length of the block metrics (speed_at_tv, pareto); at most
+            the data's block length.
+        tv_budget: TV-per-token budget of ``speed_at_tv`` (and of the champion
+            choice of a ``pareto`` run), in [0, 1].
+        tv_cap: ``pareto``: TV per token beyond which the speed objective is
+            penalised as in ``speed_at_tv`` with this budget, so the front stays
+            in the region compared by ``benchmark.py pareto`` (in [0, 1]).
         seed_standard: put standard rejection, min(1, p/q), into the initial
             population (seed 004's starting point); off by default so that a
             run starts from random trees.
@@ -77,6 +92,9 @@ class RunConfig:
     fitness: str = "seed"
     seed_standard: bool = False
     features: Any = "auto"
+    gamma: int = 5
+    tv_budget: float = 0.01
+    tv_cap: float = 0.05
     crossover_prob: float = 0.5
     mutation_prob: float = 0.5
     tournament_size: int = 3
@@ -110,9 +128,9 @@ FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunConfig))
 DEFAULTS = RunConfig()
 
 _INT = {"population", "generations", "seed", "tournament_size", "elitism", "hall_of_fame", "max_depth",
-        "init_min_depth", "init_max_depth", "mutation_max_depth"}
+        "init_min_depth", "init_max_depth", "mutation_max_depth", "gamma"}
 _FLOAT = {"crossover_prob", "mutation_prob", "parsimony_size", "false_accept_weight", "false_reject_weight",
-          "quality_floor", "below_floor_scale"}
+          "quality_floor", "below_floor_scale", "tv_budget", "tv_cap"}
 _STR = {"data", "out", "fitness"}
 _BOOL = {"seed_standard"}
 
@@ -135,6 +153,9 @@ _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "false_reject_weight": (0.0, None),
     "quality_floor": (0.0, 1.0),
     "below_floor_scale": (0.0, None),
+    "gamma": (1, 1000),
+    "tv_budget": (0.0, 1.0),
+    "tv_cap": (0.0, 1.0),
 }
 
 
@@ -302,5 +323,5 @@ def resolve_features(cfg: RunConfig, available: tuple[str, ...], source: str) ->
     return tuple(cfg.features)
 
 
-__all__ = ["RunConfig", "DEFAULTS", "FIELD_NAMES", "FITNESS_CHOICES", "load_toml", "resolve", "to_toml",
+__all__ = ["RunConfig", "DEFAULTS", "FIELD_NAMES", "FITNESS_CHOICES", "BLOCK_FITNESS", "load_toml", "resolve", "to_toml",
            "resolve_features", "option_name"]

@@ -19,6 +19,24 @@ with fitness on train, and writes a run directory. The loop (:func:`search`):
   tree); each member is also scored on valid, and the champion is the member with the best validation
   fitness (ties: the smaller tree, then the better train fitness).
 
+Objectives (``fitness``): ``seed`` and ``expected`` (seed 004's fitness, sampled
+or expected), ``speed_at_tv`` (expected tokens per target call with draft
+length ``gamma``, penalised steeply beyond ``tv_budget`` TV per emitted token;
+:mod:`evolve.objectives`) and ``pareto``. The block objectives need
+``draft_index`` in the data. A ``pareto`` run replaces the loop above by NSGA-II
+(Deb et al. 2002): mating by binary tournaments on Pareto dominance, then
+crowding distance (as DEAP's ``selTournamentDCD``, for any population size),
+the same variation operators, and survivor selection of the parents plus the
+offspring (duplicate expressions last) by ``deap.tools.selNSGA2`` (with DEAP's
+O(N log^2 N) non-dominated sort, ``nd="log"``; the quadratic one took most of
+the run time at population 1000) over (speed
+up, TV per token down, program size down), speed being tokens per call inside
+``tv_cap`` (:func:`evolve.objectives.pareto_values`). The final population's
+non-dominated front (on train, distinct expressions) is written to
+``front.json`` with each member's objectives on train and valid; the champion
+is the front member with the best ``speed_at_tv`` (budget ``tv_budget``) on
+valid, i.e. the fastest within the budget (ties: the smaller tree).
+
 Seeding Python's ``random`` (DEAP) and numpy with ``seed`` makes a run
 deterministic: same config, same data -> same champion.
 
@@ -52,8 +70,9 @@ import numpy as np
 
 from data.io import Traces, atomic_write_bytes, atomic_write_text, load_split
 from evolve.compiler import Node, compile_nodes, from_tree, parse, to_string, to_tree
-from evolve.config import RunConfig, resolve_features, to_toml
-from evolve.evaluator import EvalData, Metrics, evaluate
+from evolve.config import BLOCK_FITNESS, RunConfig, resolve_features, to_toml
+from evolve.evaluator import EvalData, Metrics, check_gamma, evaluate
+from evolve.objectives import DEFAULT_BUDGET, PARETO_OBJECTIVES, PARETO_WEIGHTS, pareto_values, speed_at_tv
 from evolve.population import PopulationEvaluator
 from evolve.primitives import PRIMITIVE_SET_VERSION, build_pset
 from heuristics.baselines import STANDARD as STANDARD_EXPRESSION  # min(1, p/q), added by seed_standard
@@ -64,6 +83,8 @@ LOGBOOK_COLUMNS: tuple[str, ...] = (
     "size_avg", "size_min", "size_max", "depth_max", "best_valid", "best_valid_size", "eval_seconds",
     "evals_per_s", "seconds",
 )
+#: Fitness given to a program whose objective is not finite (worst for maximised, best negated for minimised).
+WORST = 1e9
 #: Distinct expressions whose train metrics are remembered (least recently used dropped; results unchanged).
 CACHE_LIMIT = 200_000
 
@@ -93,8 +114,10 @@ class SearchResult:
     """Outcome of :func:`search`.
 
     ``logbook`` is one dict per generation (keys :data:`LOGBOOK_COLUMNS`);
-    ``hall_of_fame`` is ordered best train fitness first; ``generations`` is
-    the number of generations completed after the initial population.
+    ``hall_of_fame`` is ordered best train fitness first (for a ``pareto``
+    run: the front, ascending TV per token on train); ``generations`` is
+    the number of generations completed after the initial population;
+    ``front`` is the final non-dominated front of a ``pareto`` run (None otherwise).
     """
 
     config: RunConfig
@@ -107,15 +130,30 @@ class SearchResult:
     evaluations: int
     programs: int
     seconds: float
+    front: list[Entry] | None = None
 
 
-def score(metrics: Metrics, fitness: str) -> float:
-    """The fitness value a run optimises: ``Metrics.fitness`` (``seed``) or ``expected_fitness``."""
-    return metrics.fitness if fitness == "seed" else metrics.expected_fitness
+def score(metrics: Metrics, fitness: str, budget: float = DEFAULT_BUDGET) -> float:
+    """The value a run ranks programs by (on train) and picks its champion by (on valid).
+
+    ``Metrics.fitness`` (``seed``), ``Metrics.expected_fitness`` (``expected``),
+    or :func:`evolve.objectives.speed_at_tv` with TV-per-token ``budget``
+    (``speed_at_tv``, and ``pareto``, whose champion is the fastest front member
+    within the budget). Raises ValueError for a block objective on metrics
+    without block metrics.
+    """
+    if fitness == "seed":
+        return metrics.fitness
+    if fitness == "expected":
+        return metrics.expected_fitness
+    return speed_at_tv(metrics, budget)
 
 
-def _deap_types():
-    """Fitness and individual classes (module-level, no ``creator`` globals)."""
+def _deap_types(pareto: bool = False):
+    """Fitness and individual classes (module-level, no ``creator`` globals).
+
+    ``pareto``: the three-objective fitness of :data:`evolve.objectives.PARETO_WEIGHTS`.
+    """
     global _TYPES
     if _TYPES is None:
         from deap import base, gp
@@ -123,13 +161,21 @@ def _deap_types():
         class FitnessMax(base.Fitness):
             weights = (1.0,)
 
+        class FitnessPareto(base.Fitness):
+            weights = PARETO_WEIGHTS
+
         class Individual(gp.PrimitiveTree):
             def __init__(self, content):
                 super().__init__(content)
                 self.fitness = FitnessMax()
 
-        _TYPES = (FitnessMax, Individual)
-    return _TYPES
+        class ParetoIndividual(gp.PrimitiveTree):
+            def __init__(self, content):
+                super().__init__(content)
+                self.fitness = FitnessPareto()
+
+        _TYPES = {False: (FitnessMax, Individual), True: (FitnessPareto, ParetoIndividual)}
+    return _TYPES[pareto]
 
 
 _TYPES = None
@@ -138,7 +184,7 @@ _TYPES = None
 def _toolbox(cfg: RunConfig, pset):
     from deap import base, gp, tools
 
-    _, Individual = _deap_types()
+    _, Individual = _deap_types(cfg.fitness == "pareto")
     tb = base.Toolbox()
     tb.register("expr", gp.genHalfAndHalf, pset=pset, min_=cfg.init_min_depth, max_=cfg.init_max_depth)
     tb.register("individual", lambda: Individual(tb.expr()))
@@ -228,6 +274,65 @@ def mut_hoist(individual):
     return individual,
 
 
+def dcd_tournament(population, k: int) -> list:
+    """``k`` parents by binary tournaments: the dominating one wins, else the larger crowding distance.
+
+    The comparison of DEAP's ``selTournamentDCD`` (Deb et al. 2002), without its
+    requirement that the population size be a multiple of 4. Individuals need
+    ``fitness.crowding_dist`` (set by ``tools.selNSGA2``); ties go to the first drawn.
+    """
+    out = []
+    for _ in range(k):
+        a, b = random.choice(population), random.choice(population)
+        if b.fitness.dominates(a.fitness):
+            out.append(b)
+        elif a.fitness.dominates(b.fitness):
+            out.append(a)
+        else:
+            out.append(b if b.fitness.crowding_dist > a.fitness.crowding_dist else a)
+    return out
+
+
+def distinct_first(individuals) -> list:
+    """``individuals`` with the first copy of each expression first, repeated expressions after them.
+
+    Survivor selection then keeps duplicates only when there are fewer distinct
+    expressions than places (they would otherwise crowd the front).
+    """
+    seen, first, rest = set(), [], []
+    for ind in individuals:
+        key = str(ind)
+        (rest if key in seen else first).append(ind)
+        seen.add(key)
+    return first + rest
+
+
+def first_front(population) -> list:
+    """The non-dominated individuals of ``population``, one per distinct expression, in population order."""
+    from deap import tools
+    front = tools.sortLogNondominated(population, len(population), first_front_only=True) if population else []
+    in_front = {id(ind) for ind in front}
+    seen, out = set(), []
+    for ind in population:
+        if id(ind) in in_front and str(ind) not in seen:
+            seen.add(str(ind))
+            out.append(ind)
+    return out
+
+
+def _check_block_data(cfg: RunConfig, train: EvalData, valid: EvalData) -> int | None:
+    """The draft length of the block objectives (None for seed/expected). Raises InputError for unusable data."""
+    if cfg.fitness not in BLOCK_FITNESS:
+        return None
+    from data.errors import InputError
+    for data in (train, valid):
+        if data.depth is None:
+            raise InputError(f"{data.source}: --fitness {cfg.fitness} needs column 'draft_index' (speculation "
+                             "blocks); generate the data with `python generate_data.py` (vocab model)")
+        check_gamma(cfg.gamma, data)
+    return cfg.gamma
+
+
 def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str, ...],
            on_generation: Callable[[dict[str, float]], None] | None = None,
            should_stop: Callable[[], bool] | None = None) -> SearchResult:
@@ -245,27 +350,44 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
         should_stop: polled after every generation; True ends the run early
             (the result is complete up to that generation, ``interrupted``).
 
-    Returns: :class:`SearchResult`.
+    Returns: :class:`SearchResult` (with ``front`` for ``pareto``).
 
-    Raises: InputError if a feature is missing from a split.
+    Raises: InputError if a feature is missing from a split, or (block
+    objectives) the splits lack ``draft_index`` or ``gamma`` exceeds their
+    block length.
     """
-    from deap import algorithms
+    from deap import algorithms, tools
 
     for data in (train, valid):
         missing = [f for f in features if f not in data.available]
         if missing:
             from data.errors import InputError
             raise InputError(f"{data.source}: feature '{missing[0]}' is not a column of this split")
+    gamma = _check_block_data(cfg, train, valid)
+    pareto = cfg.fitness == "pareto"
     random.seed(cfg.seed)
     np.random.seed(cfg.seed % 2**32)
     fit = cfg.seed_fitness()
     pset = build_pset(features)
     tb = _toolbox(cfg, pset)
-    _, Individual = _deap_types()
+    _, Individual = _deap_types(pareto)
 
-    scorer = PopulationEvaluator(train, fit, cache_size=CACHE_LIMIT)
-    valid_cache: dict[str, tuple[Metrics, Metrics]] = {}
+    scorer = PopulationEvaluator(train, fit, gamma=gamma, cache_size=CACHE_LIMIT)
+    valid_scorer = PopulationEvaluator(valid, fit, gamma=gamma, cache_size=CACHE_LIMIT)
     counters = {"evaluations": 0, "eval_seconds": 0.0, "new_programs": 0}
+
+    def objective(metrics: Metrics) -> float:
+        return score(metrics, cfg.fitness, cfg.tv_budget)
+
+    def assign(ind, m: Metrics) -> None:
+        if pareto:
+            speed, tv, size = pareto_values(m, len(ind), cfg.tv_cap)
+            ind.fitness.values = (speed if math.isfinite(speed) else -WORST, tv if math.isfinite(tv) else WORST,
+                                  size)
+        else:
+            value = objective(m)
+            floor = -WORST if cfg.fitness in BLOCK_FITNESS else 0.0
+            ind.fitness.values = (value if math.isfinite(value) else floor,)
 
     def evaluate_all(individuals) -> int:
         """Score individuals without a valid fitness on train (one batched call; cached by expression)."""
@@ -273,26 +395,27 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
         before = scorer.stats.scored
         t0 = time.perf_counter()
         for ind, m in zip(todo, scorer.evaluate(todo)):
-            value = score(m, cfg.fitness)
-            ind.fitness.values = (value if math.isfinite(value) else 0.0,)
+            assign(ind, m)
         counters["eval_seconds"] = time.perf_counter() - t0
         counters["evaluations"] += len(todo)
         counters["new_programs"] = scorer.stats.scored - before
         return len(todo)
 
-    def both_metrics(ind) -> tuple[Metrics, Metrics]:
-        key = str(ind)
-        if key not in valid_cache:
-            program = compile_nodes(from_tree(ind))
-            valid_cache[key] = (evaluate(program, train, fit), evaluate(program, valid, fit))
-        return valid_cache[key]
+    def both_metrics(individuals) -> list[tuple[Metrics, Metrics]]:
+        """(train, valid) metrics of each individual (batched, cached by expression)."""
+        return list(zip(scorer.evaluate(individuals), valid_scorer.evaluate(individuals)))
 
     hof = HallOfFame(cfg.hall_of_fame)
 
-    def best_valid() -> tuple[float, int]:
+    def candidates(population) -> list:
+        """Where the champion is picked from: the hall of fame, or (pareto) the current front."""
+        return first_front(population) if pareto else list(hof)
+
+    def best_valid(population) -> tuple[float, int]:
         best = (-math.inf, 0)
-        for member in hof:
-            v = score(both_metrics(member)[1], cfg.fitness)
+        members = candidates(population)
+        for member, (_, va) in zip(members, both_metrics(members)):
+            v = objective(va)
             if v > best[0] or (v == best[0] and len(member) < best[1]):
                 best = (v, len(member))
         return best
@@ -302,7 +425,7 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
     def record(gen: int, population, nevals: int, t_start: float) -> dict[str, float]:
         fits = np.array([ind.fitness.values[0] for ind in population])
         sizes = np.array([len(ind) for ind in population])
-        bv, bv_size = best_valid()
+        bv, bv_size = best_valid(population)
         eval_s = counters["eval_seconds"]
         row = {
             "gen": gen, "nevals": nevals, "new_programs": counters["new_programs"],
@@ -326,7 +449,10 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
     if cfg.seed_standard:
         population[0] = Individual(to_tree(parse(STANDARD_EXPRESSION), pset))
     nevals = evaluate_all(population)
-    hof.update(population)
+    if pareto:
+        population = tools.selNSGA2(population, cfg.population, nd="log")  # assigns the crowding distances
+    else:
+        hof.update(population)
     record(0, population, nevals, t_run)
 
     interrupted = False
@@ -340,25 +466,34 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
                 interrupted = True
                 break
         t_gen = time.perf_counter()
-        n_elite = min(cfg.elitism, len(hof))
-        offspring = tb.select(population, cfg.population - n_elite)
-        offspring = algorithms.varAnd(offspring, tb, cfg.crossover_prob, cfg.mutation_prob)
-        nevals = evaluate_all(offspring)
-        offspring.extend(tb.clone(hof[i]) for i in range(n_elite))
-        hof.update(offspring)
-        population[:] = offspring
+        if pareto:
+            parents = dcd_tournament(population, cfg.population)
+            offspring = algorithms.varAnd(parents, tb, cfg.crossover_prob, cfg.mutation_prob)
+            nevals = evaluate_all(offspring)
+            population = tools.selNSGA2(distinct_first(population + offspring), cfg.population, nd="log")
+        else:
+            n_elite = min(cfg.elitism, len(hof))
+            offspring = tb.select(population, cfg.population - n_elite)
+            offspring = algorithms.varAnd(offspring, tb, cfg.crossover_prob, cfg.mutation_prob)
+            nevals = evaluate_all(offspring)
+            offspring.extend(tb.clone(hof[i]) for i in range(n_elite))
+            hof.update(offspring)
+            population[:] = offspring
         completed = gen
         record(gen, population, nevals, t_gen)
 
+    members = candidates(population)
     entries = []
-    for member in hof:
-        tr, va = both_metrics(member)
+    for member, (tr, va) in zip(members, both_metrics(members)):
         nodes = from_tree(member)
         entries.append(Entry(to_string(nodes), nodes, len(member), member.height, tr, va))
+    if pareto:  # the front, ascending TV per token on train (then more tokens, then smaller)
+        entries.sort(key=lambda e: (e.train.tv_per_token, -e.train.tokens_per_call, e.size, e.expression))
     order = sorted(range(len(entries)),
-                   key=lambda i: (-score(entries[i].valid, cfg.fitness), entries[i].size, i))
+                   key=lambda i: (-objective(entries[i].valid), entries[i].size, -objective(entries[i].train), i))
     return SearchResult(cfg, tuple(features), entries[order[0]], entries, logbook, completed, interrupted,
-                        counters["evaluations"], scorer.stats.scored, time.perf_counter() - t_run)
+                        counters["evaluations"], scorer.stats.scored, time.perf_counter() - t_run,
+                        front=entries if pareto else None)
 
 
 # --- interrupt handling ----------------------------------------------------------------------
@@ -483,7 +618,8 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
     Files: ``config.toml`` (resolved config), ``run.json`` (summary, data
     provenance, versions), ``logbook.csv``, ``hall_of_fame.json``,
     ``champion.json`` (champion file format, :mod:`heuristics.champions`),
-    ``champion.py`` and ``fitness.png``. Every file is written atomically into a
+    ``champion.py``, ``fitness.png`` and, for a ``pareto`` run, ``front.json``
+    (:func:`front_document`). Every file is written atomically into a
     hidden staging directory that is renamed into place at the end, so a run
     directory is either complete or absent. The name is unique: a suffix
     ``-2``, ``-3``... is added when needed.
@@ -505,7 +641,8 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
         provenance["run_dir"] = str(final)
         champ = Champion(
             name="champion", expression=result.champion.expression,
-            description=f"evolved on {data_info.get('dir')} ({cfg.fitness} fitness, seed {cfg.seed})",
+            description=f"evolved on {data_info.get('dir')} ({cfg.fitness} fitness{_objective_text(cfg)}, "
+                        f"seed {cfg.seed})",
             features=result.features, fitness=cfg.fitness,
             metrics={"train": result.champion.train.to_dict(), "valid": result.champion.valid.to_dict()},
             provenance=provenance)
@@ -518,6 +655,8 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
             "champion": result.champion.to_dict(), "data": data_info, "versions": versions(),
             "config": cfg.to_dict(),
         }
+        if result.front is not None:
+            summary["front_size"] = len(result.front)
         atomic_write_text(stage / "run.json", json.dumps(summary, indent=2) + "\n")
         atomic_write_text(stage / "logbook.csv", logbook_csv(result.logbook))
         atomic_write_text(stage / "hall_of_fame.json",
@@ -525,6 +664,8 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
         atomic_write_text(stage / "champion.json", champion_json(champ))
         atomic_write_text(stage / "champion.py", champion_python(champ))
         atomic_write_bytes(stage / "fitness.png", fitness_plot(result.logbook, cfg.fitness))
+        if result.front is not None:
+            atomic_write_text(stage / "front.json", json.dumps(front_document(result), indent=2) + "\n")
         while True:
             try:
                 os.rename(stage, final)
@@ -538,6 +679,39 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
         _rmtree(stage)
         raise
     return final
+
+
+def _objective_text(cfg: RunConfig) -> str:
+    """``, gamma 5, TV budget 0.01`` for block objectives (empty otherwise)."""
+    if cfg.fitness not in BLOCK_FITNESS:
+        return ""
+    text = f", gamma {cfg.gamma}, TV budget {cfg.tv_budget:g}"
+    return text + (f", TV cap {cfg.tv_cap:g}" if cfg.fitness == "pareto" else "")
+
+
+def front_document(result: SearchResult) -> dict[str, Any]:
+    """The ``front.json`` object of a ``pareto`` run.
+
+    Keys: ``objectives`` (names and directions), ``gamma``, ``tv_cap``,
+    ``tv_budget``, ``champion`` (its expression), ``front``: one object per
+    member, ascending TV per token on train, with ``expression``, ``size``,
+    ``depth``, ``objectives`` {``train``, ``valid``: {tokens_per_call,
+    tv_per_token, size}}, ``speed_at_tv`` {``train``, ``valid``} (with
+    ``tv_budget``) and the full ``train`` and ``valid`` metrics.
+    """
+    cfg = result.config
+    members = []
+    for e in result.front or []:
+        objectives = {split: {"tokens_per_call": m.tokens_per_call, "tv_per_token": m.tv_per_token,
+                              "size": e.size} for split, m in (("train", e.train), ("valid", e.valid))}
+        members.append({"expression": e.expression, "size": e.size, "depth": e.depth, "objectives": objectives,
+                        "speed_at_tv": {"train": speed_at_tv(e.train, cfg.tv_budget),
+                                        "valid": speed_at_tv(e.valid, cfg.tv_budget)},
+                        "train": e.train.to_dict(), "valid": e.valid.to_dict()})
+    directions = dict(zip(PARETO_OBJECTIVES, ("max", "min", "min")))
+    return {"objectives": [{"name": k, "direction": v} for k, v in directions.items()], "gamma": cfg.gamma,
+            "tv_cap": cfg.tv_cap, "tv_budget": cfg.tv_budget, "champion": result.champion.expression,
+            "front": members}
 
 
 def _unique(out: Path, base: str) -> Path:
@@ -602,5 +776,6 @@ def fitness_plot(logbook: list[dict[str, float]], fitness: str) -> bytes:
 
 
 __all__ = ["Entry", "SearchResult", "RunInfo", "search", "run", "write_run", "graceful_interrupt", "score",
+           "front_document", "dcd_tournament", "first_front", "distinct_first",
            "load_search_data", "dataset_info", "versions", "logbook_csv", "fitness_plot", "LOGBOOK_COLUMNS",
            "STANDARD_EXPRESSION"]

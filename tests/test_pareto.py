@@ -1,0 +1,319 @@
+"""evolve.pareto: hypervolume, best_at_budget, lossless check, oracle bound, and `benchmark.py pareto`."""
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import benchmark
+from data import generate
+from data.errors import InputError
+from data.io import load_split
+from evolve import pareto as PA
+from evolve.evaluator import EvalData, evaluate
+from heuristics import published as P
+from heuristics.baselines import STANDARD
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("vocab")
+    generate.write(generate.generate_dataset("vocab", 5, 40), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def test_split(dataset) -> EvalData:
+    return EvalData.from_traces(load_split(dataset, "test"))
+
+
+def _run_dir(path: Path, expressions: list[str]) -> Path:
+    path.mkdir(parents=True)
+    front = [{"expression": e, "size": 1} for e in expressions]
+    (path / "front.json").write_text(json.dumps({"objectives": ["tokens_per_call", "tv_per_token", "size"],
+                                                 "front": front}))
+    return path
+
+
+def run(*args):
+    return CliRunner().invoke(benchmark.cli, ["pareto", *[str(a) for a in args]])
+
+
+# --- curve arithmetic -----------------------------------------------------------------------------
+
+def test_hypervolume_by_hand():
+    # staircase: 1 extra token over [0, 0.01), 2 over [0.01, 0.02]
+    assert PA.hypervolume([(0.0, 2.0), (0.01, 3.0)], 0.02) == pytest.approx(0.01 * 1 + 0.01 * 2)
+    # a dominated point, a point beyond the reference TV and one not above 1 token add nothing
+    pts = [(0.0, 2.0), (0.01, 3.0), (0.015, 2.5), (0.03, 9.0), (0.005, 1.0)]
+    assert PA.hypervolume(pts, 0.02) == pytest.approx(0.03)
+    # no point at TV 0: nothing is dominated left of the first point
+    assert PA.hypervolume([(0.005, 3.0)], 0.02) == pytest.approx(0.015 * 2)
+    assert PA.hypervolume([], 0.05) == 0.0
+    assert PA.hypervolume([(0.0, 4.0)], 0.05, tokens_ref=2.0) == pytest.approx(0.1)
+
+
+def test_nondominated_and_best_at_budget():
+    assert PA.nondominated([(0.02, 3.0), (0.0, 2.0), (0.01, 1.5), (0.02, 2.9), (0.0, 2.0)]) == \
+        [(0.0, 2.0), (0.02, 3.0)]
+    rules = [PA.RulePoint("a", 0.0, 3.0, lossless=True), PA.RulePoint("b", 0.0, 3.5, lossless=False),
+             PA.RulePoint("c", 0.004, 3.6), PA.RulePoint("d", 0.011, 3.9)]
+    assert PA.best_at_budget(rules, 0.0).label == "a"  # b has TV 0 but fails the exact check
+    assert PA.best_at_budget(rules, 0.005).label == "c"
+    assert PA.best_at_budget(rules, 0.01).label == "c"
+    assert PA.best_at_budget(rules, 0.011).label == "d"
+    assert PA.best_at_budget(rules[1:], 0.0) is None
+    curve = PA.finish_curve(PA.Curve("x", "family", "", None, rules), (0.0, 0.005, 0.01, 0.02))
+    assert curve.best_at_budget == {"0": 3.0, "0.005": 3.6, "0.01": 3.6, "0.02": 3.9}
+    assert curve.best_rule["0"] == "a"
+
+
+def test_parse_budgets():
+    assert PA.parse_budgets("0.01, 0,0.05,0.01") == (0.0, 0.01, 0.05)
+    for bad, needle in (("a", "not a number"), ("-0.1", "[0, 1]"), ("2", "[0, 1]"), ("", "no budget"),
+                        ("nan", "[0, 1]")):
+        with pytest.raises(InputError, match=needle):
+            PA.parse_budgets(bad)
+    assert [PA.budget_key(b) for b in PA.DEFAULT_BUDGETS] == ["0", "0.005", "0.01", "0.02", "0.05"]
+
+
+# --- lossless check and the bound -----------------------------------------------------------------
+
+def test_lossless_check_passes_standard_and_flags_a_lossy_rule(test_split):
+    assert PA.lossless_violation(P.standard(), test_split) is None
+    assert PA.lossless_violation(P.fuzzy_sd(0.0), test_split) is None
+    first = int(np.flatnonzero(test_split.r < 1.0)[0])  # lenient raises tau exactly where p < q
+    assert PA.lossless_violation(P.lenient(0.5), test_split) == first
+    # lossy only at depths >= gamma: zero TV per token with gamma 3, but not lossless
+    from heuristics.contract import Rule
+    sneaky = Rule("sneaky", expression=f"if_gt(draft_index, 3.5, 1.0, {STANDARD})")
+    m = evaluate(sneaky, test_split, gamma=3)
+    assert m.tv_per_token == 0.0
+    bad = PA.lossless_violation(sneaky, test_split)
+    assert bad is not None and test_split.depth[bad] == 4 and test_split.r[bad] < 1.0
+
+
+def test_oracle_policy_matches_brute_force_and_bounds_every_family(test_split):
+    gamma = 5
+    R, valid = PA.block_matrix(test_split, gamma)
+    assert valid.all() and R.shape == (int((test_split.depth == 0).sum()), gamma)
+    lam = 2.2
+    T, D, V = PA._oracle_policy(R, valid, lam)
+    best = np.full(R.shape[0], -np.inf)
+    for subset in itertools.product([False, True], repeat=gamma):  # every tau_k in {r_k, 1}
+        tau = np.where(np.array(subset)[None, :], 1.0, R)
+        reach, tok, dmg = np.ones(len(R)), np.ones(len(R)), np.zeros(len(R))
+        for k in range(gamma):
+            dmg += reach * (tau[:, k] - R[:, k])
+            reach = reach * tau[:, k]
+            tok += reach
+        best = np.maximum(best, tok - lam * dmg)
+    np.testing.assert_allclose(T - lam * D, best, rtol=1e-12)
+    np.testing.assert_allclose(V, best, rtol=1e-12)
+
+    budgets = (0.0, 0.01, 0.05)
+    bound = PA.oracle_bound(test_split, gamma, budgets)
+    std = evaluate(P.standard(), test_split, gamma=gamma)
+    assert bound["upper_bound"]["0"] == pytest.approx(std.tokens_per_call, rel=1e-12)
+    assert bound["points"][0] == pytest.approx([0.0, std.tokens_per_call], rel=1e-12)
+    for name in ("ears", "fuzzy_sd", "lenient"):
+        curve, _ = PA.family_curve(P.FAMILIES[name], test_split, gamma, budgets)
+        for b in budgets:
+            got = curve.best_at_budget[PA.budget_key(b)]
+            assert got is None or got <= bound["upper_bound"][PA.budget_key(b)] + 1e-12
+        assert curve.hypervolume <= bound["hypervolume"] + 1e-12
+
+
+def test_family_curve_on_a_split_without_the_column(tmp_path):
+    gen = generate.generate_dataset("seed", 1, 5)
+    generate.write(gen, tmp_path)
+    data = EvalData.from_traces(load_split(tmp_path, "test"))
+    curve, note = PA.family_curve(P.FAMILIES["fuzzy_sd"], data, 5, (0.0,))
+    assert curve is None and "fuzzy_sd" in note and "'overlap'" in note
+
+
+# --- the command ------------------------------------------------------------------------------
+
+def test_pareto_json(dataset, tmp_path, test_split):
+    fuzzy = P.fuzzy_sd(0.2).expression
+    sneaky = f"if_gt(draft_index, 3.5, 1.0, {STANDARD})"
+    runs = [_run_dir(tmp_path / "run1", [STANDARD, fuzzy]), _run_dir(tmp_path / "run2", [fuzzy, "1.0"])]
+    res = run("--data", dataset, "--run", runs[0], "--run", runs[1], "--format", "json", "--no-plot")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["budgets"] == [0.0, 0.005, 0.01, 0.02, 0.05] and doc["gamma"] == 5 and doc["split"] == "test"
+    assert list(doc["curves"]) == list(P.FAMILIES) + ["evolved"]
+    for name, c in doc["curves"].items():
+        assert {"points", "best_at_budget", "hypervolume"} <= set(c)
+        assert list(c["best_at_budget"]) == ["0", "0.005", "0.01", "0.02", "0.05"]
+        assert all(len(p) == 2 for p in c["points"]) and c["hypervolume"] >= 0
+    evolved = doc["curves"]["evolved"]
+    assert len(evolved["rules"]) == 3  # duplicates across runs are scored once
+    std = evaluate(P.standard(), test_split, gamma=5)
+    assert evolved["best_at_budget"]["0"] == pytest.approx(std.tokens_per_call)
+    assert doc["curves"]["standard"]["best_at_budget"]["0.05"] == pytest.approx(std.tokens_per_call)
+    fz = evaluate(P.fuzzy_sd(0.2), test_split, gamma=5)
+    for key, value in evolved["best_at_budget"].items():
+        if key != "0" and fz.tv_per_token <= float(key):
+            assert value == pytest.approx(max(fz.tokens_per_call, std.tokens_per_call))
+    assert doc["curves"]["typical_acceptance"]["best_at_budget"]["0"] is None  # never lossless
+    assert set(doc["verdict"]) == {"margins", "beats_all_above_0", "largest_hypervolume"}
+    assert doc["reference_point"] == {"tv_per_token": 0.05, "tokens_per_call": 1.0}
+
+    # a rule with zero TV per token that is not lossless does not count at budget 0
+    only = _run_dir(tmp_path / "run3", [sneaky])
+    res = run("--data", dataset, "--run", only, "--gamma", "3", "--format", "json", "--no-plot")
+    assert res.exit_code == 0, res.output
+    ev = json.loads(res.stdout)["curves"]["evolved"]
+    assert ev["rules"][0]["tv_per_token"] == 0.0 and ev["rules"][0]["lossless"] is False
+    assert ev["best_at_budget"]["0"] is None and ev["best_at_budget"]["0.005"] is not None
+
+
+def test_pareto_table_output_and_plot(dataset, tmp_path):
+    run_dir = _run_dir(tmp_path / "run", [STANDARD, P.fuzzy_sd(0.1).expression])
+    out = tmp_path / "pareto.txt"
+    res = run("--data", dataset, "--run", run_dir, "--output", out, "--budgets", "0,0.01")
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    for word in ["standard", "fuzzy_sd", "lenient", "evolved", "oracle bound", "hypervolume", "TV<=0.01", "✓",
+                 "largest hypervolume"]:
+        assert word in text
+    png = tmp_path / "pareto.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # without a run there is no evolved curve, and a note says so
+    res = run("--data", dataset, "--no-plot")
+    assert res.exit_code == 0 and "evolved" not in res.stdout.split("oracle bound")[0]
+    assert "no --run given" in res.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--budgets", "0,x"], "--budgets"),
+    (["--budgets", "-0.01"], "--budgets"),
+    (["--gamma", "0"], "--gamma"),
+    (["--gamma", "9"], "--gamma"),
+    (["--gamma", "two"], "--gamma"),
+    (["--split", "holdout"], "--split"),
+    (["--format", "xml"], "--format"),
+    (["--run", "no/such/run"], "no such run directory"),
+])
+def test_bad_options_one_line_exit_2(args, needle, dataset, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = run("--data", dataset, *args, "--no-plot")
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], res.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_bad_run_files_and_data(dataset, tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "front.json").write_text('{"front": [{"expression": "__import__(1)"}]}')
+    res = run("--data", dataset, "--run", bad, "--no-plot")
+    assert res.exit_code == 2 and res.output.startswith("error: ") and "front.json" in res.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = run("--data", dataset, "--run", empty, "--no-plot")
+    assert res.exit_code == 2 and "no front.json" in res.output
+    seed = tmp_path / "seeddata"
+    generate.write(generate.generate_dataset("seed", 1, 5), seed)
+    res = run("--data", seed, "--no-plot")
+    assert res.exit_code == 2 and "draft_index" in res.output
+    res = run("--data", dataset, "--output", tmp_path / "x.png")
+    assert res.exit_code == 2 and "--output" in res.output
+
+
+# --- NSGA-II runs (python -m evolve run --fitness pareto) -----------------------------------------
+
+def _dominates(a, b) -> bool:
+    """(tokens up, tv down, size down): a dominates b."""
+    ge = a[0] >= b[0] and a[1] <= b[1] and a[2] <= b[2]
+    return ge and (a[0] > b[0] or a[1] < b[1] or a[2] < b[2])
+
+
+def test_tiny_nsga2_run_writes_its_front(dataset, tmp_path):
+    from evolve.__main__ import cli as evolve_cli
+    from evolve.compiler import compile_expression
+    from evolve.objectives import speed_at_tv
+    args = ["run", "--data", dataset, "--out", tmp_path / "out", "--population", 24, "--generations", 3,
+            "--seed", 1, "--fitness", "pareto", "--seed-standard", "--no-progress"]
+    res = CliRunner().invoke(evolve_cli, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    run_dir = Path(res.stdout.strip().splitlines()[-1])
+    assert "front:" in res.stdout and (run_dir / "front.json").is_file()
+    doc = json.loads((run_dir / "front.json").read_text())
+    assert [o["name"] for o in doc["objectives"]] == ["tokens_per_call", "tv_per_token", "size"]
+    assert doc["gamma"] == 5 and doc["tv_budget"] == 0.01 and doc["tv_cap"] == 0.05
+    front = doc["front"]
+    assert front and len({m["expression"] for m in front}) == len(front)
+    train = EvalData.from_traces(load_split(dataset, "train"))
+    valid = EvalData.from_traces(load_split(dataset, "valid"))
+    objs = []
+    for m in front:
+        got = evaluate(compile_expression(m["expression"]), train, gamma=5)
+        assert m["objectives"]["train"]["tokens_per_call"] == pytest.approx(got.tokens_per_call, rel=1e-12)
+        assert m["objectives"]["train"]["tv_per_token"] == pytest.approx(got.tv_per_token, rel=1e-12, abs=1e-15)
+        tv = m["objectives"]["train"]["tv_per_token"]
+        speed = m["objectives"]["train"]["tokens_per_call"] - 10.0 * max(0.0, tv - 0.05) / 0.05
+        objs.append((speed, tv, m["size"]))
+    # mutually non-dominated on train, ascending TV
+    assert not any(_dominates(a, b) for a in objs for b in objs if a is not b)
+    assert [o[1] for o in objs] == sorted(o[1] for o in objs)
+    # standard rejection was seeded: the lossless corner of the front is at least as fast
+    std = evaluate(P.standard(), train, gamma=5)
+    assert max(o[0] for o in objs if o[1] == 0.0) >= std.tokens_per_call - 1e-12
+    # champion: the front member with the best speed_at_tv on valid (budget 0.01)
+    best = max(front, key=lambda m: (m["speed_at_tv"]["valid"], -m["size"]))
+    assert doc["champion"] == best["expression"]
+    champ = json.loads((run_dir / "champion.json").read_text())
+    assert champ["expression"] == best["expression"] and champ["fitness"] == "pareto"
+    m = evaluate(compile_expression(best["expression"]), valid, gamma=5)
+    assert best["speed_at_tv"]["valid"] == pytest.approx(speed_at_tv(m, 0.01), rel=1e-12)
+    # the same seed gives the same front; the comparison reads it as the evolved curve
+    res2 = CliRunner().invoke(evolve_cli, [str(a) for a in args])
+    again = json.loads((Path(res2.stdout.strip().splitlines()[-1]) / "front.json").read_text())
+    assert [m["expression"] for m in again["front"]] == [m["expression"] for m in front]
+    res = run("--data", dataset, "--run", run_dir, "--format", "json", "--no-plot")
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.stdout)["curves"]["evolved"]["rules"]) == len(front)
+
+
+def test_pareto_search_selection_helpers():
+    import random
+    from evolve.compiler import parse, to_tree
+    from evolve.primitives import FEATURES, build_pset
+    from evolve.search import _deap_types, dcd_tournament, distinct_first, first_front
+    pset = build_pset(FEATURES)
+    _, Ind = _deap_types(True)
+
+    def ind(expr, values, crowding=0.0):
+        i = Ind(to_tree(parse(expr), pset))
+        i.fitness.values = values
+        i.fitness.crowding_dist = crowding
+        return i
+
+    a = ind("target_prob", (3.0, 0.0, 1.0), 0.5)
+    b = ind("draft_prob", (2.0, 0.0, 1.0), 9.0)     # dominated by a (whatever its crowding distance)
+    c = ind("overlap", (4.0, 0.01, 1.0), 1.0)       # trades TV for speed: not dominated by a
+    a2 = ind("target_prob", (3.0, 0.0, 1.0))        # same expression as a
+    assert [str(x) for x in first_front([a, b, c, a2])] == ["target_prob", "overlap"]
+    assert distinct_first([a, a2, b, c]) == [a, b, c, a2]
+    pop = [a, b, c]
+    random.seed(5)
+    picks = dcd_tournament(pop, 300)
+    random.seed(5)
+    expected = []
+    for _ in range(300):  # dominance first, then the larger crowding distance, ties to the first drawn
+        x, y = random.choice(pop), random.choice(pop)
+        if {x.fitness.values[0], y.fitness.values[0]} == {3.0, 2.0}:
+            expected.append(a)
+        elif x is y:
+            expected.append(x)
+        else:
+            expected.append(max((x, y), key=lambda i: i.fitness.crowding_dist))
+    assert picks == expected
+    assert b in picks and all(p is b for p in picks if p is b)  # b wins only against itself
