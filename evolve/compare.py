@@ -136,15 +136,18 @@ def resolve_splits(split: str) -> tuple[str, ...]:
     return (split,)
 
 
-def resolve_format(fmt: str | None, output: str | os.PathLike | None) -> str:
-    """The output format: ``fmt`` if given, else from the output file's suffix
-    (:data:`SUFFIX_FORMATS`), else ``table``. Raises InputError for an unknown format."""
+def resolve_format(fmt: str | None, output: str | os.PathLike | None,
+                   formats: tuple[str, ...] = FORMATS) -> str:
+    """The output format of a command offering ``formats``: ``fmt`` if given, else from the
+    output file's suffix (:data:`SUFFIX_FORMATS`, when the command offers it), else ``table``.
+    Raises InputError for a format not in ``formats``."""
     if fmt is None:
         if output is not None:
-            return SUFFIX_FORMATS.get(Path(output).suffix.lower(), "table")
+            guess = SUFFIX_FORMATS.get(Path(output).suffix.lower(), "table")
+            return guess if guess in formats else "table"
         return "table"
-    if fmt not in FORMATS:
-        raise InputError(f"option '--format': unknown format '{fmt}' (choose from {', '.join(FORMATS)})")
+    if fmt not in formats:
+        raise InputError(f"option '--format': unknown format '{fmt}' (choose from {', '.join(formats)})")
     return fmt
 
 

@@ -54,6 +54,7 @@ import numpy as np
 
 from data.errors import CliCommand, InputError
 from data.io import SPLITS, atomic_write_bytes, load_split
+from evolve.compare import resolve_format as compare_resolve_format
 from evolve.compiler import compile_nodes, parse, to_string
 from evolve.evaluator import EvalData, Metrics, check_gamma, thresholds
 from evolve.objectives import DEFAULT_GAMMA
@@ -659,14 +660,8 @@ def plot_png(comp: ParetoComparison) -> bytes:
 
 
 def resolve_format(fmt: str | None, output: str | os.PathLike | None) -> str:
-    """``--format``, else json for an ``--output`` ending in .json, else table. InputError for an unknown one."""
-    if fmt is not None:
-        if fmt not in FORMATS:
-            raise InputError(f"option '--format': must be one of {', '.join(FORMATS)} (value {fmt!r})")
-        return fmt
-    if output is not None and Path(output).suffix.lower() == ".json":
-        return "json"
-    return "table"
+    """``--format``, else json for an ``--output`` ending in .json, else table (see :func:`evolve.compare.resolve_format`)."""
+    return compare_resolve_format(fmt, output, FORMATS)
 
 
 def plot_path(output: str | os.PathLike | None, split: str) -> Path:

@@ -51,6 +51,7 @@ import click
 
 from data.errors import CliCommand, InputError
 from data.io import atomic_write_bytes
+from evolve.compare import resolve_format as compare_resolve_format
 from evolve.decoding import (
     DEFAULT_COST_RATIO, SyntheticModel, check_cost_ratio, check_gamma, rule_program, simulate_chain,
 )
@@ -283,14 +284,8 @@ def plot_path(output: str | os.PathLike | None, sim_mode: str, rule_name: str) -
 
 
 def resolve_format(fmt: str | None, output: str | os.PathLike | None) -> str:
-    """``--format``, else json for an ``--output`` ending in .json, else table."""
-    if fmt is not None:
-        if fmt not in FORMATS:
-            raise InputError(f"option '--format': must be one of {', '.join(FORMATS)} (value {fmt!r})")
-        return fmt
-    if output is not None and Path(output).suffix.lower() == ".json":
-        return "json"
-    return "table"
+    """``--format``, else json for an ``--output`` ending in .json, else table (see :func:`evolve.compare.resolve_format`)."""
+    return compare_resolve_format(fmt, output, FORMATS)
 
 
 def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200,500,1000", samples=20,
