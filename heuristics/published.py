@@ -6,26 +6,21 @@ set, so it runs through the same fused interpreter as evolved programs. With
 p = ``target_prob`` = p(x), q = ``draft_prob`` = q(x) for the drafted token x,
 s = min(1, p/q) (the standard rule) and u ~ U[0, 1) (accept iff u < tau):
 
-========================  ===================================================  ==============  ======================
-family (registered name)  tau                                                  columns needed  source
-========================  ===================================================  ==============  ======================
-standard                  s (lossless)                                         none            Leviathan et al. 2023;
-                                                                                               Chen et al. 2023
-greedy_match              1 if x = argmax_v p(v) else 0                        target_top_prob seeds 002, 003 (greedy
-                                                                                               verification)
-typical_acceptance        1 if p(x) > min(eps, delta*exp(-H(p))) else 0,       none            Medusa, Cai et al. 2024
-                          delta = sqrt(eps); default eps 0.09, delta 0.3                       (arXiv 2401.10774)
-ears_A                    min(1, p/q + A*(1 - max_v p(v)))                     target_top_prob EARS, Sun, Chen, Xu 2025
-                                                                                               (arXiv 2512.13194)
-fuzzy_sd_T                1 if TV(p, q) = 1 - overlap < T else s               overlap         Holsman et al. 2025
-                                                                                               (arXiv 2502.20704)
-lenient_L                 min(1, p/(L*q)), 0 < L <= 1                          none            common relaxation
-========================  ===================================================  ==============  ======================
+* ``standard`` (the family's one point): s, lossless (Leviathan et al. 2023; Chen et al. 2023);
+* ``greedy_match``: 1 if x = argmax_v p(v) else 0; needs ``target_top_prob``
+  (greedy verification, seeds 002 and 003);
+* ``typical_acceptance`` (parameter eps): 1 if p(x) > min(eps, delta*exp(-H(p))) else 0
+  with delta = sqrt(eps) (Medusa, Cai et al. 2024, arXiv 2401.10774);
+* ``ears_A`` (parameter alpha = A): min(1, p/q + A*(1 - max_v p(v))); needs
+  ``target_top_prob`` (EARS, Sun, Chen, Xu 2025, arXiv 2512.13194);
+* ``fuzzy_sd_T`` (parameter T): 1 if TV(p, q) = 1 - overlap < T else s; needs ``overlap``
+  (fuzzy speculative decoding, Holsman et al., ACL Findings 2025, arXiv 2502.20704);
+* ``lenient_L`` (parameter L in (0, 1]): min(1, p/(L*q)) (a common relaxation of the standard rule).
 
 Defaults (the registered rules): typical acceptance eps = 0.09, delta = 0.3
-(Medusa's published setting, whose code ties delta = sqrt(eps)); EARS A = 0.1,
-fuzzy SD T = 0.1 and lenient L = 0.5 are this project's picks inside each
-paper's tuning range (the papers sweep these knobs; no single value is canonical).
+(Medusa's setting; 0.3 = sqrt(0.09), the tie used for the sweep); EARS A = 0.1,
+fuzzy SD T = 0.1 and lenient L = 0.5 are this project's picks (the papers tune
+these knobs per task; the comparison sweeps each family's whole grid anyway).
 
 Exact ties in greedy match: the drafted token counts as the argmax when
 p(x) > max_v p(v) - 1e-12. When x is an argmax the two columns hold the same
