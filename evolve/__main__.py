@@ -18,8 +18,40 @@ import click
 from data.errors import CliGroup
 from evolve.config import DEFAULTS, FITNESS_CHOICES
 
-#: Expressions larger than this are shown without sympy simplification (which can take minutes).
+#: Expressions larger than this are shown without sympy (building nested Piecewise terms alone
+#: can take hours: sympy folds and simplifies their conditions as it builds them).
 SIMPLIFY_MAX_NODES = 80
+#: Wall-time limit of the sympy simplification in ``show``, seconds.
+SYMPY_SECONDS = 20
+
+
+def _with_time_limit(fn, seconds: int):
+    """``fn()``, or None if it raises an arithmetic/sympy error or runs longer than ``seconds``.
+
+    The limit uses SIGALRM, so it applies only in the main thread on Unix; elsewhere ``fn`` runs
+    without a limit (exceptions are still caught).
+    """
+    import signal
+    import threading
+
+    class _Timeout(Exception):
+        pass
+
+    def alarm(signum, frame):
+        raise _Timeout
+
+    use_alarm = hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGALRM, alarm) if use_alarm else None
+    if use_alarm:
+        signal.alarm(seconds)
+    try:
+        return fn()
+    except (_Timeout, ValueError, TypeError, ZeroDivisionError, RecursionError, AttributeError):
+        return None
+    finally:
+        if use_alarm:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
 
 
 @click.group(cls=CliGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -132,16 +164,19 @@ class _progress_bar:
 @click.argument("run_dir", type=click.Path())
 def show(run_dir) -> None:
     """Print the champion of RUN_DIR (or of a champion .json file), simplified, and its metrics."""
-    from evolve.compiler import simplify, to_sympy
+    from evolve.compiler import simplify
     from heuristics.champions import read_champion
 
     champ = read_champion(run_dir)
     nodes = champ.nodes
     click.echo(f"champion:   {champ.expression}")
     if len(nodes) <= SIMPLIFY_MAX_NODES:
-        click.echo(f"simplified: {simplify(nodes)}")
+        text = _with_time_limit(lambda: str(simplify(nodes)), SYMPY_SECONDS)
+        click.echo(f"simplified: {text}" if text is not None else
+                   f"simplified: (sympy gave up or took over {SYMPY_SECONDS} s; the expression above is exact)")
     else:
-        click.echo(f"sympy:      {to_sympy(nodes)}  (not simplified: {len(nodes)} nodes)")
+        click.echo(f"simplified: (not attempted: {len(nodes)} nodes > {SIMPLIFY_MAX_NODES}; sympy can take hours "
+                   "on large nested if_gt trees)")
     click.echo(f"size:       {len(nodes)} nodes; objective: {champ.fitness} fitness; "
                f"features: {', '.join(champ.features)}")
     prov = champ.provenance

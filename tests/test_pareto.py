@@ -317,3 +317,23 @@ def test_pareto_search_selection_helpers():
             expected.append(max((x, y), key=lambda i: i.fitness.crowding_dist))
     assert picks == expected
     assert b in picks and all(p is b for p in picks if p is b)  # b wins only against itself
+
+
+def test_show_never_hands_a_large_or_awkward_expression_to_sympy_unguarded(tmp_path):
+    import time
+    from evolve.__main__ import SIMPLIFY_MAX_NODES, _with_time_limit
+    from evolve.__main__ import cli as evolve_cli
+    assert _with_time_limit(lambda: "ok", 5) == "ok"
+    assert _with_time_limit(lambda: float("x"), 5) is None  # a ValueError (sympy raises them) is caught
+    assert _with_time_limit(lambda: time.sleep(30), 1) is None  # SIGALRM ends a runaway computation
+    # a champion far above the limit: shown at once, sympy not attempted
+    big = "add(target_prob, " * 60 + "draft_prob" + ")" * 60
+    doc = {"format": "specdec-evolve champion", "format_version": 1, "name": "big", "description": "",
+           "expression": big, "primitive_set_version": 1, "features": ["draft_prob", "target_prob"],
+           "fitness": "pareto", "metrics": {"train": {"fitness": 0.5}, "valid": {"fitness": 0.5}},
+           "provenance": {}}
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(doc))
+    res = CliRunner().invoke(evolve_cli, ["show", str(path)])
+    assert res.exit_code == 0, res.output
+    assert f"not attempted: 121 nodes > {SIMPLIFY_MAX_NODES}" in res.stdout
