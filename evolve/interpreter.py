@@ -319,6 +319,18 @@ def _fold(op, a, b, c, d):
 
 
 @njit(cache=True)
+def _intern_const(v, cbits, cval, nc):
+    """Index of constant ``v`` in the table ``cval[:nc]`` (deduplicated by its bits via ``cbits``),
+    adding it if new. Returns (index, new table length)."""
+    bits = np.int64(np.array([v]).view(np.int64)[0])
+    if bits in cbits:
+        return cbits[bits], nc
+    cbits[bits] = nc
+    cval[nc] = v
+    return nc, nc + 1
+
+
+@njit(cache=True)
 def _lower(ops, args, consts, feature_rows, arity, derived):
     """Register code of one postfix program; see :func:`lower`. Returns (code, consts, n_regs, result, status).
 
@@ -351,15 +363,7 @@ def _lower(ops, args, consts, feature_rows, arity, derived):
             stack[sp] = -1 - row
             sp += 1
         elif op == OP_CONST:
-            v = consts[args[k]]
-            bits = np.int64(np.array([v]).view(np.int64)[0])
-            if bits in cbits:
-                j = cbits[bits]
-            else:
-                j = nc
-                cbits[bits] = j
-                cval[nc] = v
-                nc += 1
+            j, nc = _intern_const(consts[args[k]], cbits, cval, nc)
             stack[sp] = _CONST_BASE - j
             sp += 1
         else:
@@ -383,15 +387,7 @@ def _lower(ops, args, consts, feature_rows, arity, derived):
                 x = np.zeros(4)
                 for q in range(a):
                     x[q] = cval[_CONST_BASE - opnd[q]]
-                v = _fold(op, x[0], x[1], x[2], x[3])
-                bits = np.int64(np.array([v]).view(np.int64)[0])
-                if bits in cbits:
-                    j = cbits[bits]
-                else:
-                    j = nc
-                    cbits[bits] = j
-                    cval[nc] = v
-                    nc += 1
+                j, nc = _intern_const(_fold(op, x[0], x[1], x[2], x[3]), cbits, cval, nc)
                 stack[sp] = _CONST_BASE - j
                 sp += 1
                 continue
