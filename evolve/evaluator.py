@@ -91,7 +91,8 @@ class EvalData:
     ValueError otherwise). ``bounds`` int64 (C+1,) are the work-item boundaries
     of the fast path (:func:`evolve.interpreter.chunk_bounds`, at speculation-block
     starts when the split has ``draft_index``); ``block_length`` is the split's
-    draft length (max draft_index + 1) or None.
+    draft length (max draft_index + 1) or None; ``baseline`` the number of
+    baseline accepts (computed).
     """
 
     X: np.ndarray
@@ -108,6 +109,7 @@ class EvalData:
     _derived: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _derived_map: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _derived_count: int = field(default=0, init=False, repr=False, compare=False)
+    baseline: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.X = np.ascontiguousarray(self.X, dtype=np.float64)
@@ -121,6 +123,7 @@ class EvalData:
         if bad.any():  # the kernels recompute the baseline decision as u < r
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"{self.source}: baseline_accepts, row {i}: differs from rand_value < min(1, p/q)")
+        self.baseline = int(np.count_nonzero(self.b))
         if not self.feature_rows:
             if self.X.shape[0] == len(FEATURES):
                 rows = [i if f in self.available else -1 for i, f in enumerate(FEATURES)]
@@ -341,7 +344,7 @@ def lowered_program(program: Program, data: EvalData) -> tuple[Lowered, Packed]:
 def program_counts(program: Program, data: EvalData, gamma: int = 0) -> np.ndarray:
     """Fast-path counts of a compiled program (float64 (N_COUNTS,)); block counts when gamma > 0."""
     _, packed = lowered_program(program, data)
-    return score_packed(packed, data.X, data.r, data.u, data.bounds, data.depth, gamma)[0]
+    return score_packed(packed, data.X, data.r, data.u, data.bounds, data.depth, gamma, baseline=data.baseline)[0]
 
 
 def evaluate_program(program: Program, data: EvalData, fitness: SeedFitness = SeedFitness(), *,
@@ -378,7 +381,7 @@ def threshold_counts(tau: np.ndarray, data: EvalData, gamma: int = 0) -> np.ndar
     tau = np.ascontiguousarray(tau, dtype=np.float64)
     if tau.shape != (data.n,):
         raise ValueError(f"tau has shape {tau.shape}, expected ({data.n},)")
-    return score_tau(tau, data.r, data.u, data.bounds, data.depth, gamma)
+    return score_tau(tau, data.r, data.u, data.bounds, data.depth, gamma, data.baseline)
 
 
 def evaluate_thresholds(tau: np.ndarray, data: EvalData, fitness: SeedFitness = SeedFitness(), *,

@@ -720,12 +720,14 @@ def reduce_seed(tau, r, u, m, acc):
     ``r``, ``u`` float64 (>= m,): min(1, p/q) and rand_value of the same tokens.
     The baseline decision is recomputed as u < r (the schema guarantees
     ``baseline_accepts`` equals it; :class:`evolve.evaluator.EvalData` checks).
+    False rejects are counted as ``fa - accepts`` here: the number of baseline
+    accepts, a constant of the split, is added once per program by the callers
+    (:func:`_combine`), which saves a comparison and a sum per token.
     Only reassociation of the sums is allowed (it lets the loop vectorise); the
     order is fixed by the compiled code and ``m``, so it is reproducible.
     """
     n_acc = 0
     fa = 0
-    nb = 0
     bad = 0
     s_tau = 0.0
     s_tv = 0.0
@@ -740,17 +742,15 @@ def reduce_seed(tau, r, u, m, acc):
         uj = u[j]
         rj = r[j]
         a = uj < t
-        base = uj < rj
         n_acc += a
-        nb += base
-        fa += a > base
+        fa += a > (uj < rj)
         s_tau += t
         d = t - rj
         s_tv += max(d, 0.0)
         s_fr += max(-d, 0.0)
     acc[C_ACCEPT] += n_acc
     acc[C_FALSE_ACCEPT] += fa
-    acc[C_FALSE_REJECT] += nb - n_acc + fa  # base and not accepted
+    acc[C_FALSE_REJECT] += fa - n_acc  # + baseline accepts: base and not accepted
     acc[C_INVALID] += bad
     acc[C_SUM_TAU] += s_tau
     acc[C_SUM_TV] += s_tv
@@ -855,10 +855,15 @@ def _work(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, b
 
 
 @njit(cache=True)
-def _combine(partial, n_programs, n_chunks):
-    """Counts (P, N_COUNTS): each program's chunk partials added in chunk order."""
+def _combine(partial, n_programs, n_chunks, baseline):
+    """Counts (P, N_COUNTS): each program's chunk partials added in chunk order.
+
+    ``baseline`` (the split's number of baseline accepts) starts each false-reject
+    count (see :func:`reduce_seed`); integer sums in float64 are exact in any order.
+    """
     out = np.zeros((n_programs, N_COUNTS))
     for p in range(n_programs):
+        out[p, C_FALSE_REJECT] = baseline
         for c in range(n_chunks):
             for q in range(N_COUNTS):
                 out[p, q] += partial[p * n_chunks + c, q]
@@ -867,7 +872,7 @@ def _combine(partial, n_programs, n_chunks):
 
 @njit(cache=True, parallel=True)
 def _score_parallel(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bounds, depth, gamma,
-                    nt):
+                    baseline, nt):
     """Counts (P, N_COUNTS) of every program, ``nt`` workers taking (program, chunk) items dynamically."""
     n_programs = result.size
     n_chunks = bounds.size - 1
@@ -877,11 +882,12 @@ def _score_parallel(code, code_off, consts, const_off, n_regs, result, rows, X, 
     for w in prange(max(1, min(nt, items.size))):
         _work(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bounds, depth, gamma,
               items, counter, partial)
-    return _combine(partial, n_programs, n_chunks)
+    return _combine(partial, n_programs, n_chunks, baseline)
 
 
 @njit(cache=True)
-def _score_serial(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bounds, depth, gamma):
+def _score_serial(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bounds, depth, gamma,
+                  baseline):
     """As :func:`_score_parallel` in the calling thread alone (same items, same partials, same sums)."""
     n_programs = result.size
     n_chunks = bounds.size - 1
@@ -890,7 +896,7 @@ def _score_serial(code, code_off, consts, const_off, n_regs, result, rows, X, D,
     counter = np.zeros(1, dtype=np.int64)
     _work(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bounds, depth, gamma,
           items, counter, partial)
-    return _combine(partial, n_programs, n_chunks)
+    return _combine(partial, n_programs, n_chunks, baseline)
 
 
 def threads() -> int:
@@ -960,9 +966,14 @@ class _Scheduler:
 SCHEDULER = _Scheduler()
 
 
+def baseline_accepts(r: np.ndarray, u: np.ndarray) -> int:
+    """Number of tokens the standard rule accepts, u < r (r, u float64 (n,)); a constant of the split."""
+    return int(np.count_nonzero(u < r))
+
+
 def score_packed(packed: Packed, X: np.ndarray, r: np.ndarray, u: np.ndarray,
                  bounds: np.ndarray, depth: np.ndarray | None = None, gamma: int = 0,
-                 D: np.ndarray | None = None) -> np.ndarray:
+                 D: np.ndarray | None = None, baseline: int | None = None) -> np.ndarray:
     """Counts (float64 (P, N_COUNTS)) of every packed program over all tokens, in one compiled call.
 
     Args:
@@ -973,6 +984,8 @@ def score_packed(packed: Packed, X: np.ndarray, r: np.ndarray, u: np.ndarray,
         depth: float64 (n,) draft_index row (needed when ``gamma`` > 0).
         gamma: draft length for the block counts; 0 skips them (they stay 0).
         D: float64 (k, n) derived rows the programs were lowered against (see :func:`lower`).
+        baseline: the number of tokens with u < r (:func:`baseline_accepts`), when the
+            caller knows it; None counts them.
 
     Work items (program, chunk) run on all threads, or in the calling thread
     when the work is small (:class:`_Scheduler`); results do not depend on
@@ -984,7 +997,8 @@ def score_packed(packed: Packed, X: np.ndarray, r: np.ndarray, u: np.ndarray,
         depth = r[:0]
         gamma = 0
     args = (packed.code, packed.code_off, packed.consts, packed.const_off, packed.n_regs, packed.result,
-            packed.rows, X, NO_ROWS if D is None else D, r, u, bounds, depth, float(gamma))
+            packed.rows, X, NO_ROWS if D is None else D, r, u, bounds, depth, float(gamma),
+            float(baseline_accepts(r, u) if baseline is None else baseline))
     est = SCHEDULER.estimate(r.size, packed.code.size // WIDTH, packed.size)
     return SCHEDULER.run(est, lambda nt: _score_parallel(*args, nt), lambda: _score_serial(*args))
 
@@ -1037,33 +1051,33 @@ def _tau_chunk(tau, r, u, lo, hi, depth, gamma, acc):
 
 
 @njit(cache=True, parallel=True)
-def _score_tau_parallel(tau, r, u, bounds, depth, gamma):
+def _score_tau_parallel(tau, r, u, bounds, depth, gamma, baseline):
     n_chunks = bounds.size - 1
     partial = np.zeros((n_chunks, N_COUNTS))
     for c in prange(n_chunks):
         _tau_chunk(tau, r, u, bounds[c], bounds[c + 1], depth, gamma, partial[c])
-    return _combine(partial, 1, n_chunks)[0]
+    return _combine(partial, 1, n_chunks, baseline)[0]
 
 
 @njit(cache=True)
-def _score_tau_serial(tau, r, u, bounds, depth, gamma):
+def _score_tau_serial(tau, r, u, bounds, depth, gamma, baseline):
     n_chunks = bounds.size - 1
     partial = np.zeros((n_chunks, N_COUNTS))
     for c in range(n_chunks):
         _tau_chunk(tau, r, u, bounds[c], bounds[c + 1], depth, gamma, partial[c])
-    return _combine(partial, 1, n_chunks)[0]
+    return _combine(partial, 1, n_chunks, baseline)[0]
 
 
 def score_tau(tau: np.ndarray, r: np.ndarray, u: np.ndarray, bounds: np.ndarray,
-              depth: np.ndarray | None = None, gamma: int = 0) -> np.ndarray:
+              depth: np.ndarray | None = None, gamma: int = 0, baseline: int | None = None) -> np.ndarray:
     """Counts (float64 (N_COUNTS,)) of given raw thresholds ``tau`` float64 (n,), parallel over chunks.
 
-    Same reductions and chunking as :func:`score_packed`, so a program's counts
-    equal the counts of its thresholds bit for bit.
+    Same reductions and chunking as :func:`score_packed` (arguments as there),
+    so a program's counts equal the counts of its thresholds bit for bit.
     """
     if depth is None:
         depth = r[:0]
         gamma = 0
-    args = (tau, r, u, bounds, depth, float(gamma))
+    args = (tau, r, u, bounds, depth, float(gamma), float(baseline_accepts(r, u) if baseline is None else baseline))
     est = SCHEDULER.estimate(tau.size, 0, 1)
     return SCHEDULER.run(est, lambda nt: _score_tau_parallel(*args), lambda: _score_tau_serial(*args))

@@ -22,8 +22,11 @@ One process, one run, five measurements (issue 3) plus the trace generator's spe
    outside evaluation, and the extrapolated time of 100 generations;
 5. evaluation time of the standard rule and of a batch of 32 programs (derived
    rows off, so every size does the same work per token) on 10k, 100k, 1M and
-   10M tokens (train rows tiled, validated like a loaded split), and
-   resident/peak memory per token of the prepared data.
+   10M tokens (train rows tiled, validated like a loaded split; the sizes are
+   timed in turn over three rounds, best of each), the linearity of both from
+   100k to 10M, the rate at which all threads can read the four rows the rule
+   reads (its memory bound at 10M tokens, where the rows no longer fit in the
+   caches), and resident/peak memory per token of the prepared data.
 
 Timings are wall-clock (``time.perf_counter``); process CPU time is recorded
 too, so that a run on a machine shared with other processes can be read
@@ -55,6 +58,7 @@ from data.errors import CliCommand, InputError
 from data.io import Traces, atomic_write_text, load_split, split_path
 from evolve.compiler import from_tree, to_string
 from evolve.evaluator import EvalData, evaluate, reference_metrics
+from evolve.interpreter import CHUNK
 from evolve.population import PopulationEvaluator
 from evolve.primitives import FEATURES, PRIMITIVE_BY_NAME, build_pset, random_constant
 
@@ -70,7 +74,8 @@ TARGETS = {
     "gp_vs_deap": 5.0,
     "gp_vs_operon": 1.0,
     "evolve_100_generations_s": 60.0,
-    "scaling_linearity": 1.10,
+    "scaling_linearity": 1.10,        # the population evaluation (the search's work)
+    "scaling_linearity_rule": 1.10,   # the standard rule alone (memory-bound at 10M tokens)
     "bytes_per_token": 120.0,
 }
 DEFAULT_SCALING = (10_000, 100_000, 1_000_000, 10_000_000)
@@ -92,9 +97,10 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, Timing]:
     return value, Timing(time.perf_counter() - t0, time.process_time() - c0)
 
 
-def repeat(fn: Callable[[], Any], min_repeats: int = 5, budget: float = 1.0) -> list[Timing]:
-    """Time ``fn`` at least ``min_repeats`` times and until ``budget`` seconds have passed (after one warm-up)."""
-    fn()
+def repeat(fn: Callable[[], Any], min_repeats: int = 5, budget: float = 1.0, warm_up: bool = True) -> list[Timing]:
+    """Time ``fn`` at least ``min_repeats`` times and until ``budget`` seconds have passed (after one warm-up call)."""
+    if warm_up:
+        fn()
     out: list[Timing] = []
     start = time.perf_counter()
     while len(out) < min_repeats or time.perf_counter() - start < budget:
@@ -248,14 +254,26 @@ def operon_infix(tree, names: dict[str, str]) -> str:
 # --- the five measurements ------------------------------------------------------------------------
 
 def measure_rule(train: EvalData, threads: int) -> dict:
-    """(1) Tokens per second of ``evaluate(standard_rejection)`` on ``train``."""
+    """(1) Tokens per second of ``evaluate(standard_rejection)`` on ``train``.
+
+    Also the kernel alone (:func:`evolve.interpreter.score_packed` on the
+    already lowered program, no Metrics built): the difference is the fixed
+    cost of a call (Python, argument checks, starting the threads), which
+    matters on a split this small.
+    """
     from heuristics.contract import get_rule
+    from evolve.evaluator import lowered_program
+    from evolve.interpreter import score_packed
     rule = get_rule("standard_rejection")
     times = repeat(lambda: evaluate(rule, train), min_repeats=50, budget=2.0)
     walls = sorted(t.wall for t in times)
+    _, packed = lowered_program(rule.program, train)
+    kernel = repeat(lambda: score_packed(packed, train.X, train.r, train.u, train.bounds, train.depth, 0,
+                                         baseline=train.baseline), min_repeats=50, budget=1.0)
     return {"tokens": train.n, "repeats": len(times), "best_seconds": walls[0],
             "median_seconds": walls[len(walls) // 2], "tokens_per_s": train.n / walls[0],
             "median_tokens_per_s": train.n / walls[len(walls) // 2],
+            "kernel_tokens_per_s": train.n / min(t.wall for t in kernel),
             "cpu_utilisation": utilisation(times, threads)}
 
 
@@ -399,8 +417,8 @@ def measure_evolution(train: EvalData, valid: EvalData, population: int, generat
     }
 
 
-def _scaling_point(traces: Traces, size: int, rule, batch: list, threads: int) -> dict:
-    """Load tiled data of ``size`` tokens like a split (validated), then time the rule and the batch on it."""
+def _load_point(traces: Traces, size: int) -> tuple[EvalData, dict]:
+    """Tiled data of ``size`` tokens loaded like a split (validated), with its resident and peak bytes per token."""
     import pandas as pd
     gc.collect()
     with RssSampler() as sampler:
@@ -410,25 +428,20 @@ def _scaling_point(traces: Traces, size: int, rule, batch: list, threads: int) -
         del tiled
         gc.collect()
         resident = sampler.rss() - before
-        data_bytes = data.nbytes()
-        t_rule = repeat(lambda: evaluate(rule, data), min_repeats=3, budget=min(2.0, 1e-7 * size + 0.5))
-        # derived log/exp rows off: they fit the budget on small splits only, and each size should do the same work
-        runs = [timed(lambda: PopulationEvaluator(data, cache_size=0, derive=False).evaluate(batch))[1]
-                for _ in range(3)]
-    best = min(t.wall for t in t_rule)
-    pop_best = min(runs, key=lambda t: t.wall)
-    return {"tokens": size, "seconds": best, "tokens_per_s": size / best,
-            "cpu_seconds": min(t.cpu for t in t_rule),
-            "cpu_utilisation": utilisation(t_rule, threads),
-            "rule_bytes_read_per_s": 32 * size / best,
-            "population_seconds": pop_best.wall, "population_cpu_seconds": pop_best.cpu,
-            "population_programs": len(batch),
-            "resident_bytes_per_token": resident / size, "data_bytes_per_token": data_bytes / size,
-            "peak_bytes_per_token": (sampler.peak - before) / size}
+    return data, {"tokens": size, "resident_bytes_per_token": resident / size,
+                  "data_bytes_per_token": data.nbytes() / size, "peak_bytes_per_token": (sampler.peak - before) / size}
 
 
-def measure_scaling(traces: Traces, sizes: tuple[int, ...], trees: list, threads: int) -> dict:
+def measure_scaling(traces: Traces, sizes: tuple[int, ...], trees: list, threads: int,
+                    rounds: int = 3) -> dict:
     """(5) Evaluation time on tiled data of each size; resident and peak bytes per token of the largest.
+
+    Every size is loaded first (sizes ascending); then ``rounds`` rounds time
+    each size in turn, the standard rule (best of many calls) and a batch of 32
+    random programs (derived rows off, no cache, so each call lowers and
+    scores the whole batch), and each figure is the best over the rounds.
+    Taking the sizes in turn spreads changes in the machine's speed (other
+    processes, other virtual machines) over all sizes alike.
 
     Resident bytes: growth of the process's resident set from before building
     the data to after the loaded frame and traces were dropped (the prepared
@@ -439,45 +452,80 @@ def measure_scaling(traces: Traces, sizes: tuple[int, ...], trees: list, threads
     from heuristics.contract import get_rule
     rule = get_rule("standard_rejection")
     batch = trees[:32]
-    points = [_scaling_point(traces, size, rule, batch, threads) for size in sizes]
+    loaded = [_load_point(traces, size) for size in sizes]
+    rule_t: dict[int, list[Timing]] = {size: [] for size in sizes}
+    pop_t: dict[int, list[Timing]] = {size: [] for size in sizes}
+    stream_t: list[Timing] = []
+    for k in range(rounds):
+        stream_t += read_bandwidth(loaded[-1][0])
+        for data, point in loaded:
+            size = point["tokens"]
+            rule_t[size] += repeat(lambda: evaluate(rule, data), min_repeats=3, budget=min(0.7, 3e-8 * size + 0.2))
+            scorer = PopulationEvaluator(data, cache_size=0, derive=False)
+            pop_t[size] += repeat(lambda: scorer.evaluate(batch), min_repeats=1, budget=0.3, warm_up=k == 0)
+    points = []
+    for data, point in loaded:
+        size = point["tokens"]
+        best = min(rule_t[size], key=lambda t: t.wall)
+        pop_best = min(pop_t[size], key=lambda t: t.wall)
+        points.append({**point, "seconds": best.wall, "tokens_per_s": size / best.wall, "cpu_seconds": best.cpu,
+                       "cpu_utilisation": utilisation(rule_t[size], threads),
+                       "rule_bytes_read_per_s": RULE_BYTES_PER_TOKEN * size / best.wall, "repeats": len(rule_t[size]),
+                       "population_seconds": pop_best.wall, "population_cpu_seconds": pop_best.cpu,
+                       "population_programs": len(batch), "population_repeats": len(pop_t[size])})
+    del loaded
     memory = points[-1]
     by = {p["tokens"]: p for p in points}
     lo = min((s for s in by if s >= 100_000), default=min(by))
     hi = max(by)
+
     def ratio(key):
         return (by[hi][key] / hi) / (by[lo][key] / lo)
 
     lin_rule, lin_pop = ratio("seconds"), ratio("population_seconds")
+    bandwidth = RULE_BYTES_PER_TOKEN * hi / min(t.wall for t in stream_t)
     return {"points": points, "linearity_rule": lin_rule, "linearity_population": lin_pop,
             "linearity_rule_cpu": ratio("cpu_seconds"), "linearity_population_cpu": ratio("population_cpu_seconds"),
             "linearity": "(seconds per token at the largest size) / (seconds per token at 100k); 1 = linear",
-            "memory_read_bandwidth_bytes_per_s": read_bandwidth(),
+            "rounds": rounds,
+            "memory_read_bandwidth_bytes_per_s": bandwidth,
+            "memory_read_bandwidth": "all threads summing the 4 rows the rule reads at the largest size, "
+                                     "chunk by chunk (the rule's access pattern), best over the rounds",
+            "rule_memory_bound_tokens_per_s": bandwidth / RULE_BYTES_PER_TOKEN,
+            "rule_fraction_of_memory_bound": by[hi]["tokens_per_s"] * RULE_BYTES_PER_TOKEN / bandwidth,
             "rule_bytes_per_token_read": "32 (target_prob, draft_prob, r, rand_value: float64)",
             "linearity_range": [lo, hi], "bytes_per_token": memory["resident_bytes_per_token"],
             "data_bytes_per_token": memory["data_bytes_per_token"],
             "peak_bytes_per_token": memory["peak_bytes_per_token"]}
 
 
-@numba.njit(cache=True, parallel=True, fastmath={"reassoc"})
-def _stream_sum(a):
-    rows = a.shape[0]
-    out = np.zeros(rows)
-    for i in numba.prange(rows):
+#: Bytes of the split the standard rule reads per token (target_prob, draft_prob, r, rand_value).
+RULE_BYTES_PER_TOKEN = 32
+
+
+@numba.njit(cache=True, parallel=True, fastmath=True)
+def _stream_sum(a, b, c, d, chunk):
+    n = a.size
+    n_chunks = (n + chunk - 1) // chunk
+    out = np.zeros(n_chunks)
+    for k in numba.prange(n_chunks):
         s = 0.0
-        row = a[i]
-        for j in range(row.size):
-            s += row[j]
-        out[i] = s
+        for j in range(k * chunk, min(n, (k + 1) * chunk)):
+            s += a[j] + b[j] + c[j] + d[j]
+        out[k] = s
     return out
 
 
-def read_bandwidth(megabytes: int = 512) -> float:
-    """Bytes per second all threads read from a ``megabytes`` array (best of 3): the DRAM stream rate."""
-    rows = max(2, numba.get_num_threads() * 4)
-    a = np.ones((rows, megabytes * 2 ** 20 // 8 // rows))
-    _stream_sum(a)
-    best = min(timed(lambda: _stream_sum(a))[1].wall for _ in range(3))
-    return a.nbytes / best
+def read_bandwidth(data: EvalData, repeats: int = 5, chunk: int = CHUNK) -> list[Timing]:
+    """Timings of all threads reading the rows the standard rule reads (target_prob, draft_prob, r, rand_value).
+
+    The rows are summed together, chunk by chunk as work items, the way the
+    rule's kernel reads them: the memory rate a memory-bound rule can reach
+    on ``data`` (bytes: :data:`RULE_BYTES_PER_TOKEN` x tokens).
+    """
+    rows = (data.feature("target_prob"), data.feature("draft_prob"), data.r, data.u)
+    _stream_sum(*rows, chunk)
+    return [timed(lambda: _stream_sum(*rows, chunk))[1] for _ in range(repeats)]
 
 
 def measure_generator(seed: int, tokens: int = 1_000_000) -> dict:
@@ -591,13 +639,18 @@ def check_targets(report: dict) -> dict:
         "gp_vs_deap": report["gp_vs_deap"],
         "gp_vs_operon": report["gp_vs_operon"],
         "evolve_100_generations_s": report["evolve_100_generations_s"],
-        "scaling_linearity": max(sc["linearity_rule"], sc["linearity_population"]),
+        "scaling_linearity": sc["linearity_population"],
+        "scaling_linearity_rule": sc["linearity_rule"],
         "bytes_per_token": report["bytes_per_token"],
     }
     out = {}
     for key, target in TARGETS.items():
         v = values[key]
-        lower_is_better = key in ("evolve_100_generations_s", "scaling_linearity", "bytes_per_token")
+        lower_is_better = key in ("evolve_100_generations_s", "bytes_per_token")
+        if key.startswith("scaling_linearity"):  # within the target's fraction of linear, either way
+            met = None if v is None else abs(v - 1.0) <= target - 1.0
+            out[key] = {"value": v, "target": target, "met": met, "better": "closer to 1"}
+            continue
         met = None if v is None else (v <= target if lower_is_better else v >= target)
         out[key] = {"value": v, "target": target, "met": met, "better": "lower" if lower_is_better else "higher"}
     return out
@@ -618,14 +671,18 @@ def render(report: dict) -> str:
     table.add_column("target", justify="right")
     table.add_column("met")
 
-    def row(label, value, fmt, key=None):
+    def row(label, value, fmt, key=None, text=None):
         target = t[key] if key else None
-        table.add_row(label, "n/a" if value is None else format(value, fmt),
-                      "" if target is None else ("<= " if target["better"] == "lower" else ">= ")
-                      + format(target["target"], fmt),
+        bound = "" if target is None else {"lower": "<= ", "higher": ">= "}.get(target["better"], "1 ± ")
+        if target is not None and target["better"] == "closer to 1":
+            bound += format(target["target"] - 1.0, ".2f")
+        elif target is not None:
+            bound += format(target["target"], fmt)
+        table.add_row(label, text if text is not None else "n/a" if value is None else format(value, fmt), bound,
                       "" if target is None or target["met"] is None else ("yes" if target["met"] else "NO"))
 
     row("(1) standard_rejection tokens/s", report["rule_tokens_per_s"], ".3g", "rule_tokens_per_s")
+    row("    tokens/s (kernel only)", report["details"]["rule"]["kernel_tokens_per_s"], ".3g")
     row("(2) node evals/s (ours, incl. compile)", report["gp_node_evals_per_s"], ".3g", "gp_node_evals_per_s")
     row("    node evals/s (kernel only)", gp_res["kernel_node_evals_per_s"], ".3g")
     row("    node evals/s (no derived log/exp rows)", gp_res["node_evals_per_s_without_derived_rows"], ".3g")
@@ -640,11 +697,16 @@ def render(report: dict) -> str:
         "evolve_100_generations_s")
     row("    share of time outside evaluation", evo["share_outside_evaluation"], ".2f")
     for p in sc["points"]:
-        row(f"(5) {p['tokens']:,} tokens: seconds (rule)", p["seconds"], ".3g")
+        row(f"(5) {p['tokens']:,} tokens: seconds, rule / {p['population_programs']} programs",
+            None, "", None, f"{p['seconds']:.3g} / {p['population_seconds']:.3g}")
     lo, hi = sc["linearity_range"]
-    row(f"    linearity {lo:,}->{hi:,} (time/token ratio)", t["scaling_linearity"]["value"], ".3f",
+    row(f"    linearity {lo:,}->{hi:,}, population (time/token ratio)", t["scaling_linearity"]["value"], ".3f",
         "scaling_linearity")
-    row("    same, CPU time (rule / population)", max(sc["linearity_rule_cpu"], sc["linearity_population_cpu"]), ".3f")
+    row(f"    linearity {lo:,}->{hi:,}, rule alone", t["scaling_linearity_rule"]["value"], ".3f",
+        "scaling_linearity_rule")
+    row(f"    rule at {hi:,}: share of the DRAM read bound", sc["rule_fraction_of_memory_bound"], ".2f")
+    row(f"    DRAM read bound of the rule, tokens/s ({RULE_BYTES_PER_TOKEN} B/token)",
+        sc["rule_memory_bound_tokens_per_s"], ".3g")
     row("    resident bytes/token", report["bytes_per_token"], ".1f", "bytes_per_token")
     row("    peak bytes/token while loading", report["peak_bytes_per_token"], ".1f")
     row("generator tokens/s", report["generator_tokens_per_s"], ".3g")

@@ -197,7 +197,7 @@ class PopulationEvaluator:
         packed = pack(lowered)
         t1 = time.perf_counter()
         counts = score_packed(packed, self.data.X, self.data.r, self.data.u, self.data.bounds,
-                              self.data.depth, self._gamma, D)
+                              self.data.depth, self._gamma, D, self.data.baseline)
         t2 = time.perf_counter()
         n = self.data.n
         nodes_total = int(packed.nodes.sum())
@@ -225,7 +225,7 @@ def score_counts(programs: Sequence[Program], data: EvalData, gamma: int = 0) ->
     for p in programs:
         check_features(p, data)
     packed = pack([lower(p.ops, p.args, p.consts, data.feature_rows) for p in programs])
-    return score_packed(packed, data.X, data.r, data.u, data.bounds, data.depth, gamma)
+    return score_packed(packed, data.X, data.r, data.u, data.bounds, data.depth, gamma, baseline=data.baseline)
 
 
 __all__ = ["PopulationEvaluator", "EvaluationStats", "evaluate_population", "score_counts", "canonical",

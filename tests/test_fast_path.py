@@ -17,7 +17,7 @@ from evolve.evaluator import (
     EvalData, SeedFitness, evaluate, evaluate_thresholds, metrics_from_counts, reference_metrics, thresholds,
 )
 from evolve.interpreter import (
-    BLOCK, SCHEDULER, chunk_bounds, lower, program_thresholds, score_program,
+    BLOCK, SCHEDULER, chunk_bounds, lower, pack, program_thresholds, score_packed, score_program,
 )
 from evolve.population import PopulationEvaluator, evaluate_population, score_counts
 from evolve.primitives import FEATURES, PRIMITIVES, build_pset
@@ -112,6 +112,18 @@ def test_population_equals_single_programs_exactly():
     single = [evaluate(compile_tree(t), data) for t in trees]
     assert batch == single  # same kernel, same chunks: equal bit for bit
     assert scorer.stats.calls == 1
+
+
+def test_baseline_accepts_given_or_counted_give_the_same_counts():
+    """The split's baseline-accept count (false rejects start from it) is the same whether passed or counted."""
+    _, data = stress_traces(1800, seed=4)
+    programs = [compile_tree(t) for t in random_trees(20, seed=5)]
+    packed = pack([lower(p.ops, p.args, p.consts, data.feature_rows) for p in programs])
+    given = score_packed(packed, data.X, data.r, data.u, data.bounds, baseline=data.baseline)
+    counted = score_packed(packed, data.X, data.r, data.u, data.bounds)
+    assert data.baseline == int(np.count_nonzero(data.b)) > 0
+    assert np.array_equal(given, counted)
+    assert np.array_equal(given, score_counts(programs, data))
 
 
 def test_results_do_not_depend_on_the_thread_count(monkeypatch):
