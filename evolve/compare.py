@@ -38,8 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import click
+
 from data.errors import InputError
-from data.io import SPLITS, atomic_write_text, load_split
+from data.io import SPLITS, atomic_write_bytes, atomic_write_text, load_split
 from evolve.evaluator import BLOCK_FIELDS, DEFAULT_COST_RATIO, EvalData, Metrics, SeedFitness, evaluate
 from heuristics.contract import Rule, get_rule, rule_names
 
@@ -514,6 +516,35 @@ def write_output(text: str, output: str | os.PathLike) -> None:
         atomic_write_text(path, text)
     except OSError as exc:
         raise InputError(f"option '--output': cannot write {path} ({exc.strerror or exc})") from None
+
+
+def write_outputs(text: str, output: str | os.PathLike | None, png: bytes | None,
+                  png_path: str | os.PathLike, option: str = "--output") -> Path | None:
+    """Write ``text`` to ``output`` (when given) and ``png`` to ``png_path`` (when any), each atomically.
+
+    Returns the PNG path written, or None. Raises InputError naming ``option``
+    when the PNG cannot be written (and as :func:`write_output` for the text).
+    """
+    if output is not None:
+        write_output(text, output)
+    if png is None:
+        return None
+    path = Path(png_path)
+    try:
+        atomic_write_bytes(path, png)
+    except OSError as exc:
+        raise InputError(f"option '{option}': cannot write {path} ({exc.strerror or exc})") from None
+    return path
+
+
+def echo_outputs(text: str, output: str | os.PathLike | None, written: str, png_path: Path | None) -> None:
+    """Print ``text`` to stdout when there is no ``output`` file, else say on stderr what was ``written`` there."""
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        click.echo(f"wrote {output} ({written})", err=True)
+    if png_path is not None:
+        click.echo(f"wrote {png_path}", err=True)
 
 
 def benchmark(data_dir: str | os.PathLike = "data", split: str = "test",

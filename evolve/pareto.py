@@ -53,7 +53,8 @@ import click
 import numpy as np
 
 from data.errors import CliCommand, InputError
-from data.io import SPLITS, atomic_write_bytes, load_split
+from data.io import SPLITS, load_split
+from evolve.compare import echo_outputs, write_outputs
 from evolve.compare import resolve_format as compare_resolve_format
 from evolve.compiler import compile_nodes, parse, to_string
 from evolve.evaluator import EvalData, Metrics, check_gamma, thresholds
@@ -677,7 +678,6 @@ def pareto_command(data_dir="data", split="test", runs=(), budgets="0,0.005,0.01
 
     Returns (comparison, rendered text, PNG path or None). Raises InputError for any bad input.
     """
-    from evolve.compare import write_output
     fmt = resolve_format(fmt, output)
     budget_list = parse_budgets(budgets)
     if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
@@ -690,16 +690,7 @@ def pareto_command(data_dir="data", split="test", runs=(), budgets="0,0.005,0.01
             raise InputError(f"option '--output': the table cannot share the plot's .png name ({out})")
     comp = run_pareto(data_dir, split, runs, budget_list, gamma)
     text = format_json(comp) if fmt == "json" else format_table(comp)
-    png = plot_png(comp) if plot else None
-    if output is not None:
-        write_output(text, output)
-    png_path = None
-    if png is not None:
-        png_path = plot_path(output, split)
-        try:
-            atomic_write_bytes(png_path, png)
-        except OSError as exc:
-            raise InputError(f"option '--plot': cannot write {png_path} ({exc.strerror or exc})") from None
+    png_path = write_outputs(text, output, plot_png(comp) if plot else None, plot_path(output, split), "--plot")
     return comp, text, png_path
 
 
@@ -721,12 +712,7 @@ def pareto_command(data_dir="data", split="test", runs=(), budgets="0,0.005,0.01
 def pareto(data_dir, split, runs, budgets, gamma, fmt, output, plot) -> None:
     """Published rule families vs evolved fronts: tokens per call at each TV budget, hypervolumes, plot."""
     comp, text, png_path = pareto_command(data_dir, split, runs, budgets, gamma, fmt, output, plot)
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        click.echo(f"wrote {output} ({len(comp.curves)} curves)", err=True)
-    if png_path is not None:
-        click.echo(f"wrote {png_path}", err=True)
+    echo_outputs(text, output, f"{len(comp.curves)} curves", png_path)
     if resolve_format(fmt, output) == "json":  # the table carries its notes
         for note in comp.notes:
             click.echo(f"note: {note}", err=True)

@@ -50,7 +50,7 @@ from pathlib import Path
 import click
 
 from data.errors import CliCommand, InputError
-from data.io import atomic_write_bytes
+from evolve.compare import echo_outputs, write_outputs
 from evolve.compare import resolve_format as compare_resolve_format
 from evolve.decoding import (
     DEFAULT_COST_RATIO, SyntheticModel, check_cost_ratio, check_gamma, rule_program, simulate_chain,
@@ -296,7 +296,6 @@ def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200
     Nothing is written unless everything succeeded; files are written atomically.
     Raises: InputError for any bad option (one line naming it).
     """
-    from evolve.compare import write_output
     fmt = resolve_format(fmt, output)
     length_list = parse_int_list(lengths, "--lengths", 1, MAX_LENGTH)
     if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
@@ -325,16 +324,8 @@ def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200
         rule_name_for_plot = rule.name
         sim = run_sweep(rule, gamma, length_list, samples, vocab, cost_ratio, seed)
     text = format_json(sim) if fmt == "json" else format_table(sim)
-    png_path = None
-    png = plot_png(sim) if plot else None
-    if output is not None:
-        write_output(text, output)
-    if png is not None:
-        png_path = plot_path(output, sim.mode, rule_name_for_plot)
-        try:
-            atomic_write_bytes(png_path, png)
-        except OSError as exc:
-            raise InputError(f"option '--output': cannot write {png_path} ({exc.strerror or exc})") from None
+    png_path = write_outputs(text, output, plot_png(sim) if plot else None,
+                             plot_path(output, sim.mode, rule_name_for_plot))
     return sim, text, png_path
 
 
@@ -368,12 +359,7 @@ def simulate(rule_name, champion, gamma, lengths, samples, vocab, cost_ratio, se
         raise InputError(f"option '--cost-ratio': must be a finite number >= 0 (value {cost_ratio!r})")
     sim, text, png_path = simulate_command(rule_name, champion, gamma, lengths, samples, vocab, cost_ratio, seed,
                                            fmt, output, plot, trees, budgets, widths, max_width)
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        click.echo(f"wrote {output} ({len(sim.rows)} rows)", err=True)
-    if png_path is not None:
-        click.echo(f"wrote {png_path}", err=True)
+    echo_outputs(text, output, f"{len(sim.rows)} rows", png_path)
 
 
 if __name__ == "__main__":
