@@ -28,8 +28,11 @@ One process, one run, five measurements (issue 3) plus the trace generator's spe
    reads (its memory bound at 10M tokens, where the rows no longer fit in the
    caches), and resident/peak memory per token of the prepared data.
 
-Timings are wall-clock (``time.perf_counter``); process CPU time is recorded
-too, so that a run on a machine shared with other processes can be read
+Figures that are compared (ours against DEAP and Operon, one size against
+another) are timed in turn over several rounds, best of each, so that changes
+in the machine's speed during the run (other processes, other virtual
+machines on the host) hit both sides alike. Timings are wall-clock
+(``time.perf_counter``); process CPU time is recorded too, so that a run on a machine shared with other processes can be read
 (``cpu_utilisation`` = CPU seconds / wall seconds / threads). The figures, the
 targets of issue 3 and whether each is met, the core count, thread count,
 load average and versions are printed as a table and written as JSON
@@ -278,25 +281,18 @@ def measure_rule(train: EvalData, threads: int) -> dict:
 
 
 def measure_gp(train: EvalData, traces: Traces, features: tuple[str, ...], count: int, seed: int,
-               threads: int) -> tuple[dict, list]:
-    """(2) Node evaluations per second: our batched evaluator and DEAP's stock path on the same programs."""
+               threads: int, rounds: int = 3) -> tuple[dict, list]:
+    """(2) Node evaluations per second: our batched evaluator and DEAP's stock path on the same programs.
+
+    The two are timed in turn, ``rounds`` times each (best of each), so that
+    changes in the machine's speed during the run affect both alike.
+    """
     from deap import gp
     pset = build_pset(features)
     trees = random_programs(pset, count, seed)
     nodes = sum(len(t) for t in trees)
     n = train.n
     PopulationEvaluator(train, cache_size=0, derive=False).evaluate(trees[:8])  # compile / load the kernels
-    runs = []
-    for _ in range(3):
-        train.clear_derived()  # the derived rows are built inside the timed call
-        scorer = PopulationEvaluator(train, cache_size=0)
-        metrics, t = timed(lambda: scorer.evaluate(trees))
-        runs.append((t, scorer.stats))
-    best_t, stats = min(runs, key=lambda x: x[0].wall)
-    ours = nodes * n / best_t.wall
-    plain = PopulationEvaluator(train, cache_size=0, derive=False)
-    plain_t = timed(lambda: plain.evaluate(trees))[1]
-
     cols = [np.ascontiguousarray(train.feature(f)) for f in features]
 
     def deap_all() -> list:
@@ -310,7 +306,19 @@ def measure_gp(train: EvalData, traces: Traces, features: tuple[str, ...], count
     with np.errstate(all="ignore"):  # warm-up (numpy, DEAP)
         for tree in trees[:5]:
             reference_metrics(np.broadcast_to(np.asarray(gp.compile(tree, pset)(*cols), float), (n,)), traces)
-    deap_metrics, dt = timed(deap_all)
+    runs, deap_runs = [], []
+    for _ in range(rounds):
+        train.clear_derived()  # the derived rows are built inside the timed call
+        scorer = PopulationEvaluator(train, cache_size=0)
+        metrics, t = timed(lambda: scorer.evaluate(trees))
+        runs.append((t, scorer.stats))
+        deap_metrics, t = timed(deap_all)
+        deap_runs.append(t)
+    best_t, stats = min(runs, key=lambda x: x[0].wall)
+    ours = nodes * n / best_t.wall
+    plain = PopulationEvaluator(train, cache_size=0, derive=False)
+    plain_t = timed(lambda: plain.evaluate(trees))[1]
+    dt = min(deap_runs, key=lambda t: t.wall)
     deap = nodes * n / dt.wall
     mismatch = sum(1 for a, b in zip(metrics, deap_metrics)
                    if a.false_accepts != b.false_accepts or a.false_rejects != b.false_rejects
@@ -343,12 +351,6 @@ def measure_operon(train: EvalData, features: tuple[str, ...], count: int, seed:
     nodes = sum(len(t) for t in trees)
     n = train.n
     PopulationEvaluator(train, cache_size=0).evaluate(trees[:8])
-    ours_runs = []
-    for _ in range(3):
-        scorer = PopulationEvaluator(train, cache_size=0)
-        ours_runs.append(timed(lambda: scorer.evaluate(trees))[1])
-    ours_t = min(ours_runs, key=lambda t: t.wall)
-
     ds = op.Dataset(np.ascontiguousarray(np.stack([train.feature(f) for f in features], axis=1)))
     names = [v.Name for v in ds.Variables]
     hashes = {v.Name: v.Hash for v in ds.Variables}
@@ -357,7 +359,12 @@ def measure_operon(train: EvalData, features: tuple[str, ...], count: int, seed:
     result = np.zeros((len(op_trees), n), dtype=np.float32)
     rng = op.Range(0, n)
     op.EvaluateTrees(op_trees[:8], ds, rng, result[:8], nthread=threads)
-    op_runs = [timed(lambda: op.EvaluateTrees(op_trees, ds, rng, result, nthread=threads))[1] for _ in range(3)]
+    ours_runs, op_runs = [], []
+    for _ in range(5):  # in turn, as in measure_gp
+        scorer = PopulationEvaluator(train, cache_size=0)
+        ours_runs.append(timed(lambda: scorer.evaluate(trees))[1])
+        op_runs.append(timed(lambda: op.EvaluateTrees(op_trees, ds, rng, result, nthread=threads))[1])
+    ours_t = min(ours_runs, key=lambda t: t.wall)
     op_t = min(op_runs, key=lambda t: t.wall)
     ours = nodes * n / ours_t.wall
     operon = nodes * n / op_t.wall
