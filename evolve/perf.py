@@ -32,8 +32,9 @@ Figures that are compared (ours against DEAP and Operon, one size against
 another) are timed in turn over several rounds, best of each, so that changes
 in the machine's speed during the run (other processes, other virtual
 machines on the host) hit both sides alike. Timings are wall-clock
-(``time.perf_counter``); process CPU time is recorded too, so that a run on a machine shared with other processes can be read
-(``cpu_utilisation`` = CPU seconds / wall seconds / threads). The figures, the
+(``time.perf_counter``); process CPU time is recorded too, so that a run on a
+machine shared with other processes can be read (``cpu_utilisation`` = CPU
+seconds / wall seconds / threads). The figures, the
 targets of issue 3 and whether each is met, the core count, thread count,
 load average and versions are printed as a table and written as JSON
 (atomically) with at least the keys of :data:`REQUIRED_KEYS`.
@@ -711,8 +712,8 @@ def render(report: dict) -> str:
         "scaling_linearity")
     row(f"    linearity {lo:,}->{hi:,}, rule alone", t["scaling_linearity_rule"]["value"], ".3f",
         "scaling_linearity_rule")
-    row(f"    rule at {hi:,}: share of the DRAM read bound", sc["rule_fraction_of_memory_bound"], ".2f")
-    row(f"    DRAM read bound of the rule, tokens/s ({RULE_BYTES_PER_TOKEN} B/token)",
+    row(f"    rule at {hi:,}: share of its memory bound", sc["rule_fraction_of_memory_bound"], ".2f")
+    row(f"    memory bound: reading the rule's rows, tokens/s ({RULE_BYTES_PER_TOKEN} B/token)",
         sc["rule_memory_bound_tokens_per_s"], ".3g")
     row("    resident bytes/token", report["bytes_per_token"], ".1f", "bytes_per_token")
     row("    peak bytes/token while loading", report["peak_bytes_per_token"], ".1f")
