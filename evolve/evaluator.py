@@ -110,6 +110,7 @@ class EvalData:
     _derived_map: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _derived_count: int = field(default=0, init=False, repr=False, compare=False)
     baseline: int = field(default=0, init=False)
+    _depth: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.X = np.ascontiguousarray(self.X, dtype=np.float64)
@@ -133,7 +134,8 @@ class EvalData:
                     raise ValueError(f"X has {self.X.shape[0]} rows for {len(avail)} available features")
                 rows = [avail.index(f) if f in avail else -1 for f in FEATURES]
             self.feature_rows = tuple(rows)
-        depth = self.depth
+        row = self.feature_rows[FEATURES.index("draft_index")]
+        self._depth = depth = self.X[row] if row >= 0 else None
         if self.bounds is None:
             self.bounds = chunk_bounds(self.n, depth)
         if self.block_length is None and depth is not None and depth.size:
@@ -147,8 +149,7 @@ class EvalData:
     @property
     def depth(self) -> np.ndarray | None:
         """The ``draft_index`` row of ``X`` (float64 (n,)), or None when the split lacks it."""
-        row = self.feature_rows[FEATURES.index("draft_index")]
-        return self.X[row] if row >= 0 else None
+        return self._depth
 
     @classmethod
     def from_traces(cls, traces: Traces, share: bool = True) -> "EvalData":

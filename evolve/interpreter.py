@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import numba
@@ -552,6 +553,11 @@ class Packed:
         """Number of programs."""
         return int(self.result.size)
 
+    @cached_property
+    def program_args(self) -> tuple:
+        """The program arguments of the scoring kernels, in their order (built once)."""
+        return (self.code, self.code_off, self.consts, self.const_off, self.n_regs, self.result, self.rows)
+
 
 def pack(lowered: list[Lowered]) -> Packed:
     """Concatenate lowered programs (see :class:`Packed`)."""
@@ -991,15 +997,15 @@ def score_packed(packed: Packed, X: np.ndarray, r: np.ndarray, u: np.ndarray,
     when the work is small (:class:`_Scheduler`); results do not depend on
     that nor on the thread count (see module doc).
     """
-    if packed.size == 0:
+    n_programs = packed.result.size
+    if n_programs == 0:
         return np.zeros((0, N_COUNTS))
     if depth is None:
         depth = r[:0]
         gamma = 0
-    args = (packed.code, packed.code_off, packed.consts, packed.const_off, packed.n_regs, packed.result,
-            packed.rows, X, NO_ROWS if D is None else D, r, u, bounds, depth, float(gamma),
-            float(baseline_accepts(r, u) if baseline is None else baseline))
-    est = SCHEDULER.estimate(r.size, packed.code.size // WIDTH, packed.size)
+    args = packed.program_args + (X, NO_ROWS if D is None else D, r, u, bounds, depth, float(gamma),
+                                  float(baseline_accepts(r, u) if baseline is None else baseline))
+    est = SCHEDULER.estimate(r.size, packed.code.size // WIDTH, n_programs)
     return SCHEDULER.run(est, lambda nt: _score_parallel(*args, nt), lambda: _score_serial(*args))
 
 
