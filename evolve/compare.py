@@ -518,6 +518,22 @@ def write_output(text: str, output: str | os.PathLike) -> None:
         raise InputError(f"option '--output': cannot write {path} ({exc.strerror or exc})") from None
 
 
+def check_output(output: str | os.PathLike | None, image: str | None = None) -> None:
+    """Check ``--output`` before any work is done.
+
+    It must not be a directory and, when an image (``image``: "plot", "chart")
+    is written next to it under its name with suffix .png, not be a .png itself.
+    Raises: InputError naming ``--output``.
+    """
+    if output is None:
+        return
+    out = Path(output)
+    if out.is_dir():
+        raise InputError(f"option '--output': {out} is a directory")
+    if image is not None and out.suffix.lower() == ".png":
+        raise InputError(f"option '--output': the table cannot share the {image}'s .png name ({out})")
+
+
 def write_outputs(text: str, output: str | os.PathLike | None, png: bytes | None,
                   png_path: str | os.PathLike, option: str = "--output") -> Path | None:
     """Write ``text`` to ``output`` (when given) and ``png`` to ``png_path`` (when any), each atomically.
@@ -564,8 +580,7 @@ def benchmark(data_dir: str | os.PathLike = "data", split: str = "test",
     resolve_splits(split)
     if repeats < 1:
         raise InputError(f"option '--repeats': must be at least 1 (value {repeats})")
-    if output is not None and Path(output).is_dir():
-        raise InputError(f"option '--output': {output} is a directory")
+    check_output(output)
     entries = collect_entries(list(champion_files), champions_dir)
     comparison = run_comparison(data_dir, split, entries, repeats, gamma=gamma, cost_ratio=cost_ratio)
     text = format_comparison(comparison, fmt)

@@ -54,7 +54,7 @@ import numpy as np
 
 from data.errors import CliCommand, InputError
 from data.io import SPLITS, load_split
-from evolve.compare import echo_outputs, write_outputs
+from evolve.compare import check_output, echo_outputs, write_outputs
 from evolve.compare import resolve_format as compare_resolve_format
 from evolve.compiler import compile_nodes, parse, to_string
 from evolve.evaluator import EvalData, Metrics, check_gamma, thresholds
@@ -682,12 +682,7 @@ def pareto_command(data_dir="data", split="test", runs=(), budgets="0,0.005,0.01
     budget_list = parse_budgets(budgets)
     if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
         raise InputError(f"option '--gamma': the draft length must be an integer >= 1 (value {gamma!r})")
-    if output is not None:
-        out = Path(output)
-        if out.is_dir():
-            raise InputError(f"option '--output': {out} is a directory")
-        if plot and out.suffix.lower() == ".png":
-            raise InputError(f"option '--output': the table cannot share the plot's .png name ({out})")
+    check_output(output, "plot" if plot else None)
     comp = run_pareto(data_dir, split, runs, budget_list, gamma)
     text = format_json(comp) if fmt == "json" else format_table(comp)
     png_path = write_outputs(text, output, plot_png(comp) if plot else None, plot_path(output, split), "--plot")

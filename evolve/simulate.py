@@ -50,7 +50,7 @@ from pathlib import Path
 import click
 
 from data.errors import CliCommand, InputError
-from evolve.compare import echo_outputs, write_outputs
+from evolve.compare import check_output, echo_outputs, write_outputs
 from evolve.compare import resolve_format as compare_resolve_format
 from evolve.decoding import (
     DEFAULT_COST_RATIO, SyntheticModel, check_cost_ratio, check_gamma, rule_program, simulate_chain,
@@ -303,12 +303,7 @@ def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200
     gamma = check_gamma(gamma)
     cost_ratio = check_cost_ratio(cost_ratio)
     SyntheticModel(vocab_size=vocab, seed=seed)  # validates --vocab and --seed
-    if output is not None:
-        out = Path(output)
-        if out.is_dir():
-            raise InputError(f"option '--output': {out} is a directory")
-        if plot and out.suffix.lower() == ".png":
-            raise InputError(f"option '--output': the table cannot share the chart's .png name ({out})")
+    check_output(output, "chart" if plot else None)
     if trees and (rule_name is not None or champion is not None):
         raise InputError("option '--trees': compares lossless tree verification; '--rule' and '--champion' "
                          "apply to the length sweep only")
