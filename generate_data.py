@@ -3,61 +3,11 @@
     python generate_data.py [--model vocab|seed] [--out DIR] [--seed N] [--sequences N]
                             [--format parquet|json] [model options]
 
-Logic lives in :mod:`data.generate`; this is the command line. ``cli`` is a
+Logic lives in :mod:`data.synth.generate`; this is the command line. ``cli`` is a
 click group: with no subcommand its own options generate a dataset; further
 dataset commands are added with ``cli.add_command(...)``.
 """
-from __future__ import annotations
-
-import click
-
-from data import generate
-from data.errors import CliGroup
-from data.io import FORMATS
-from data.harvest_cli import harvest
-
-
-def _model_options(fn):
-    for opt in reversed(generate.model_options()):
-        fn = click.option(opt.flag, opt.field, type=opt.type, default=None, help=opt.help)(fn)
-    return fn
-
-
-@click.group(cls=CliGroup, invoke_without_command=True,
-             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--model", type=click.Choice(list(generate.MODELS)), default=generate.DEFAULT_MODEL,
-              show_default=True, help="trace model: vocab (whole distributions, consistent columns) "
-                                      "or seed (seed 004's independent features)")
-@click.option("--out", default="data", show_default=True, type=click.Path(file_okay=False),
-              help="dataset directory to write")
-@click.option("--seed", type=int, default=generate.DEFAULT_SEED, show_default=True,
-              help="master seed; the splits use seeds derived from it")
-@click.option("--sequences", type=int, default=generate.DEFAULT_SEQUENCES, show_default=True,
-              help="train sequences; valid and test get max(1, round(0.3 * N)) each")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="parquet", show_default=True,
-              help="split file format (json = seed 004's array of records)")
-@_model_options
-@click.pass_context
-def cli(ctx: click.Context, model: str, out: str, seed: int, sequences: int, fmt: str, **knobs) -> None:
-    """Generate a trace dataset; with a subcommand, run that instead.
-
-    Model options apply to the model named in their help; giving one that the
-    chosen model lacks is an error.
-    """
-    if ctx.invoked_subcommand is not None:
-        return
-    config = generate.build_config(model, knobs)
-    generate.split_sizes(sequences)
-    generate.split_seeds(seed)
-    generate.check_output_dir(out)
-    dataset = generate.generate_dataset(model, seed, sequences, config=config)
-    click.echo(f"model {model} (version {dataset.metadata['generator_version']}), seed {seed}")
-    click.echo(generate.format_stats(dataset.metadata["statistics"]))
-    paths = generate.write(dataset, out, fmt)
-    click.echo(f"wrote {', '.join(str(p) for p in paths)}")
-
-
-cli.add_command(harvest)
+from evolve.cli.generate import cli
 
 if __name__ == "__main__":
     cli()

@@ -13,16 +13,16 @@ the environment variable ``SPECDEC_CHAMPIONS_DIR`` names another directory
     name                   NAME, [A-Za-z_][A-Za-z0-9_]* (at most 64 characters)
     description            one line of text
     expression             prefix notation over the primitive set, e.g. "min(1.0, div(target_prob, draft_prob))"
-    primitive_set_version  evolve.primitives.PRIMITIVE_SET_VERSION the expression was evolved with
-    features               terminal features of the run (names from evolve.primitives.FEATURES)
-    fitness                "seed", "expected", "speed_at_tv" or "pareto": the objective the run optimised
-    metrics                {"train": {...}, "valid": {...}}: evolve.evaluator.Metrics fields (numbers;
+    primitive_set_version  evolve.gp.primitives.PRIMITIVE_SET_VERSION the expression was evolved with
+    features               terminal features of the run (names from evolve.gp.primitives.FEATURES)
+    fitness                "acceptance_quality", "expected", "speed_at_tv" or "pareto": the objective the run optimised
+    metrics                {"train": {...}, "valid": {...}}: evolve.eval.evaluator.Metrics fields (numbers;
                            null for a metric that was not computed; "fitness" is required)
     provenance             run directory, seed, data directory and generator metadata, full config,
                            creation date, package versions (free-form JSON object)
 
 Loading checks every key and type, the primitive-set version, and parses the
-expression with :func:`evolve.compiler.parse` against the declared features: a
+expression with :func:`evolve.gp.compiler.parse` against the declared features: a
 name that is not a primitive or one of those features, any other character
 (attribute access, lambda, ``__import__``...), or an expression beyond the
 parser's size limits is refused with one line naming the file.
@@ -40,14 +40,14 @@ from typing import Any
 
 from data.errors import InputError
 from data.io import atomic_write_text
-from evolve.compiler import Node, parse, to_string
-from evolve.primitives import FEATURES, PRIMITIVE_SET_VERSION
+from evolve.gp.compiler import Node, parse, to_string
+from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION
 from heuristics.contract import REGISTRY, Rule, python_source
 
 FORMAT = "specdec-evolve champion"
 FORMAT_VERSION = 1
 #: Objectives a champion may have been evolved with (`python -m evolve run --fitness`).
-FITNESS_KINDS: tuple[str, ...] = ("seed", "expected", "speed_at_tv", "pareto")
+FITNESS_KINDS: tuple[str, ...] = ("acceptance_quality", "expected", "speed_at_tv", "pareto")
 #: Environment variable overriding the champions directory.
 ENV_DIR = "SPECDEC_CHAMPIONS_DIR"
 #: Largest champion file read, in bytes.
@@ -71,7 +71,7 @@ class Champion:
     expression: str
     description: str = ""
     features: tuple[str, ...] = ()
-    fitness: str = "seed"
+    fitness: str = "acceptance_quality"
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     primitive_set_version: int = PRIMITIVE_SET_VERSION
@@ -186,6 +186,8 @@ def _validate(doc: Any, source: str) -> Champion:
         if not isinstance(f, str) or f not in FEATURES:
             raise InputError(f"{source}: key 'features', item {i}: unknown feature {f!r} "
                              f"(known: {', '.join(FEATURES)})")
+    if doc["fitness"] == "seed":  # the acceptance-quality fitness's name in champion files before version 0.2
+        doc["fitness"] = "acceptance_quality"
     if doc["fitness"] not in FITNESS_KINDS:
         raise InputError(f"{source}: key 'fitness' is {doc['fitness']!r} (expected one of "
                          f"{', '.join(FITNESS_KINDS)})")

@@ -12,7 +12,7 @@ Probabilities are q(x) and p(x) of the drafted token x, entropies are in nats.
 
 A :class:`Rule` is either
 
-* an *expression* over the primitive set (:mod:`evolve.primitives`), run by the
+* an *expression* over the primitive set (:mod:`evolve.gp.primitives`), run by the
   fused Numba interpreter: baselines, published rules and evolved champions; or
 * a Numba-compilable Python *function* with the contract's signature. A rule
   declaring ``extra_columns`` (optional schema columns such as
@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from data.errors import InputError
-from evolve.compiler import Node, Program, compile_nodes, parse, to_python, to_string
-from evolve.primitives import OPTIONAL_FEATURES, SEED_FEATURES
+from evolve.gp.compiler import Node, Program, compile_nodes, parse, to_python, to_string
+from evolve.gp.primitives import OPTIONAL_FEATURES, CORE_FEATURES
 
-CONTRACT_ARGUMENTS: tuple[str, ...] = SEED_FEATURES
+CONTRACT_ARGUMENTS: tuple[str, ...] = CORE_FEATURES
 
 
 @dataclass
@@ -111,7 +111,7 @@ def python_source(nodes: list[Node], function_name: str, doc: str) -> str:
     extra = [f for f in OPTIONAL_FEATURES if any(n.kind == "feature" and n.value == f for n in nodes)]
     params = ", ".join(list(CONTRACT_ARGUMENTS) + [f"{e}=float('nan')" for e in extra])
     used = sorted({n.value for n in nodes if n.kind == "prim"})
-    from evolve.primitives import PRIMITIVE_BY_NAME
+    from evolve.gp.primitives import PRIMITIVE_BY_NAME
     imports = ", ".join(sorted(PRIMITIVE_BY_NAME[u].python_name for u in used))
     lines = [
         f'"""{doc}"""',
@@ -119,7 +119,7 @@ def python_source(nodes: list[Node], function_name: str, doc: str) -> str:
         "",
     ]
     if imports:
-        lines.append(f"from evolve.primitives import {imports}")
+        lines.append(f"from evolve.gp.primitives import {imports}")
     lines += [
         "",
         "",

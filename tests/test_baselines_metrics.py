@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from data.io import Traces
-from evolve.evaluator import EvalData, SeedFitness, evaluate, reference_metrics, thresholds
+from evolve.eval.evaluator import EvalData, AcceptanceQualityFitness, evaluate, reference_metrics, thresholds
 from heuristics.baselines import ratio_floor
 from heuristics.contract import Rule, get_rule, rule_names
 
@@ -95,7 +95,7 @@ def test_seed_metrics_by_hand():
     assert m.expected_false_reject == pytest.approx((0.5 + 0.5 + 0.0 + 0.2) / 4)
     assert m.expected_fitness == pytest.approx(0.25 * (1 - 0.1 * 0.3))
 
-    custom = SeedFitness(false_accept_weight=1.0, false_reject_weight=0.1, quality_floor=0.5, below_floor_scale=0.5)
+    custom = AcceptanceQualityFitness(false_accept_weight=1.0, false_reject_weight=0.1, quality_floor=0.5, below_floor_scale=0.5)
     m = evaluate(ratio_floor(0.45), data, custom)
     assert (m.acceptance_rate, m.false_accepts, m.false_rejects) == (0.75, 1, 0)
     assert m.quality_score == pytest.approx(0.75) and m.fitness == pytest.approx(0.5625)
@@ -105,8 +105,8 @@ def test_seed_metrics_by_hand():
     assert m.expected_fitness == pytest.approx(0.5 * (1 - 10 * 0.0625))
 
 
-def test_standard_rejection_is_exact_on_its_own_labels(seed_traces):
-    m = evaluate(get_rule("standard_rejection"), EvalData.from_traces(seed_traces))
+def test_standard_rejection_is_exact_on_its_own_labels(independent_traces):
+    m = evaluate(get_rule("standard_rejection"), EvalData.from_traces(independent_traces))
     assert m.accuracy == 1.0 and m.false_accepts == 0 and m.false_rejects == 0
     assert m.expected_tv == 0.0 and m.expected_false_reject == 0.0
 
@@ -119,10 +119,10 @@ def _nan_rule(draft_prob, target_prob, position, draft_entropy, target_entropy, 
     return 2.0
 
 
-def test_invalid_thresholds_count_as_reject(seed_traces):
-    data = EvalData.from_traces(seed_traces)
+def test_invalid_thresholds_count_as_reject(independent_traces):
+    data = EvalData.from_traces(independent_traces)
     m = evaluate(Rule("nan_rule", function=_nan_rule), data)
-    pos = seed_traces["position"]
+    pos = independent_traces["position"]
     assert m.n_invalid == int((pos % 3 != 2).sum())
     assert m.acceptance_rate == pytest.approx(np.mean(pos % 3 == 2))
     assert m.expected_acceptance == pytest.approx(np.mean(pos % 3 == 2))
@@ -136,32 +136,32 @@ def _top_fn(draft_prob, target_prob, position, draft_entropy, target_entropy, to
     return extra[0]
 
 
-def test_function_rules_match_expression_rules(seed_traces):
-    data = EvalData.from_traces(seed_traces)
+def test_function_rules_match_expression_rules(independent_traces):
+    data = EvalData.from_traces(independent_traces)
     got = evaluate(Rule("fn", function=_standard_fn), data)
     want = evaluate(get_rule("standard_rejection"), data)
     for a, b in zip(got.to_dict().values(), want.to_dict().values()):
         assert a == pytest.approx(b, rel=1e-12, abs=1e-15)
 
 
-def test_function_rule_extra_columns(seed_traces):
-    frame = seed_traces.to_frame().assign(overlap=0.25)
+def test_function_rule_extra_columns(independent_traces):
+    frame = independent_traces.to_frame().assign(overlap=0.25)
     data = EvalData.from_traces(Traces.from_frame(frame))
     m = evaluate(Rule("extra", function=_top_fn, extra_columns=("overlap",)), data)
     assert m.expected_acceptance == pytest.approx(0.25)
     from data.errors import InputError
     with pytest.raises(InputError, match="needs column 'overlap'"):
-        evaluate(Rule("extra", function=_top_fn, extra_columns=("overlap",)), EvalData.from_traces(seed_traces))
+        evaluate(Rule("extra", function=_top_fn, extra_columns=("overlap",)), EvalData.from_traces(independent_traces))
 
 
-def test_interpreter_metrics_match_numpy_reference(seed_traces):
-    data = EvalData.from_traces(seed_traces)
+def test_interpreter_metrics_match_numpy_reference(independent_traces):
+    data = EvalData.from_traces(independent_traces)
     for name in rule_names():
         rule = get_rule(name)
         if any(c not in data.available for c in rule.columns_needed):
             continue  # published rules reading optional columns the seed model lacks
         got = evaluate(rule, data).to_dict()
-        want = reference_metrics(thresholds(rule, data), seed_traces).to_dict()
+        want = reference_metrics(thresholds(rule, data), independent_traces).to_dict()
         for key in got:
             assert got[key] == pytest.approx(want[key], rel=1e-12, abs=1e-15), (name, key)
 

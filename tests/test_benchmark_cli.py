@@ -12,12 +12,12 @@ import pytest
 from click.testing import CliRunner
 
 import benchmark
-from evolve import compare
-from data.errors import CliGroup
+from evolve.report import compare
+from evolve.cli.errors import CliGroup
 from data.io import load_split, write_dataset
-from data.seed_model import generate_split
-from evolve.compiler import evaluate_numpy
-from evolve.evaluator import reference_metrics
+from data.synth.independent import generate_split
+from evolve.gp.compiler import evaluate_numpy
+from evolve.eval.evaluator import reference_metrics
 from heuristics.baselines import BASELINES
 from heuristics.contract import REGISTRY, Rule
 

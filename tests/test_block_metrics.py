@@ -10,13 +10,13 @@ import pytest
 
 from data.errors import InputError
 from data.io import Traces
-from evolve.compiler import compile_expression
-from evolve.evaluator import (
+from evolve.gp.compiler import compile_expression
+from evolve.eval.evaluator import (
     BLOCK_FIELDS, EvalData, evaluate, evaluate_thresholds, reference_metrics, seed001_theoretical_speedup,
     speedup_constant, thresholds, tokens_per_call_constant,
 )
-from evolve.interpreter import SCHEDULER, chunk_bounds
-from evolve.population import PopulationEvaluator
+from evolve.eval.interpreter import SCHEDULER, chunk_bounds
+from evolve.eval.population import PopulationEvaluator
 from heuristics.contract import Rule, get_rule
 
 
@@ -151,7 +151,7 @@ def test_seed001_formula_differs_from_tokens_per_call():
     assert speedup_constant(0.8, 4, 0.0) == pytest.approx((1 - 0.8 ** 5) / 0.2)
 
 
-def test_gamma_is_checked_and_block_metrics_need_draft_index(seed_traces):
+def test_gamma_is_checked_and_block_metrics_need_draft_index(independent_traces):
     data = EvalData.from_traces(block_traces(HAND))
     with pytest.raises(InputError, match=r"option '--gamma': larger than the block length 3 .*\(value 4\)"):
         evaluate(get_rule("standard_rejection"), data, gamma=4)
@@ -161,7 +161,7 @@ def test_gamma_is_checked_and_block_metrics_need_draft_index(seed_traces):
         evaluate(get_rule("standard_rejection"), data, gamma=2, cost_ratio=-1.0)
     with pytest.raises(InputError, match="option '--gamma'"):
         PopulationEvaluator(data, gamma=9)
-    plain = EvalData.from_traces(Traces(dict(seed_traces.columns), seed_traces.source))
+    plain = EvalData.from_traces(Traces(dict(independent_traces.columns), independent_traces.source))
     m = evaluate(get_rule("standard_rejection"), plain, gamma=4)
     assert m.tokens_per_call is None and m.speedup is None and m.tv_per_token is None
     assert not set(BLOCK_FIELDS) & set(m.to_dict())

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from data.errors import InputError
-from evolve.evaluator import EvalData, evaluate, thresholds
-from evolve.primitives import PRIMITIVE_SET_VERSION
+from evolve.eval.evaluator import EvalData, evaluate, thresholds
+from evolve.gp.primitives import PRIMITIVE_SET_VERSION
 from heuristics.champions import (
     ENV_DIR, Champion, champion_json, champions_dir, list_champions, load_champion, promote, read_champion,
     save_champion,
@@ -20,15 +20,15 @@ EXPR = "if_gt(top_token_match, 0.5, max(div(target_prob, draft_prob), 0.25), mul
 
 
 @pytest.fixture(scope="module")
-def data(seed_traces) -> EvalData:
-    return EvalData.from_traces(seed_traces)
+def data(independent_traces) -> EvalData:
+    return EvalData.from_traces(independent_traces)
 
 
 def make_champion(data: EvalData, name: str = "my_rule", expression: str = EXPR) -> Champion:
     ch = Champion(name=name, expression=expression, description="test champion",
                   features=("draft_prob", "target_prob", "position", "draft_entropy", "target_entropy",
                             "top_token_match"),
-                  fitness="seed", provenance={"seed": 1, "run_dir": "nowhere"})
+                  fitness="acceptance_quality", provenance={"seed": 1, "run_dir": "nowhere"})
     m = evaluate(ch.rule(), data).to_dict()
     ch.metrics = {"train": m, "valid": m}
     return ch
@@ -58,14 +58,14 @@ def test_round_trip_same_metrics(tmp_path, data):
     assert back.primitive_set_version == PRIMITIVE_SET_VERSION
 
 
-def test_generated_python_matches_the_interpreter(tmp_path, data, seed_traces):
+def test_generated_python_matches_the_interpreter(tmp_path, data, independent_traces):
     ch = make_champion(data)
     _, py_path = save_champion(ch, tmp_path)
     spec = importlib.util.spec_from_file_location("generated_champion", py_path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # our own generated file, not a champion JSON
     tau = thresholds(ch.rule(), data)
-    t = seed_traces
+    t = independent_traces
     for i in range(0, t.n, max(1, t.n // 200)):
         got = module.acceptance_threshold(t["draft_prob"][i], t["target_prob"][i], int(t["position"][i]),
                                           t["draft_entropy"][i], t["target_entropy"][i],

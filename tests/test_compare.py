@@ -1,4 +1,4 @@
-"""evolve.compare: scoring every rule on a split, deltas, skipping, and the four output formats."""
+"""evolve.report.compare: scoring every rule on a split, deltas, skipping, and the four output formats."""
 from __future__ import annotations
 
 import csv
@@ -10,10 +10,11 @@ import pytest
 
 from data.errors import InputError
 from data.io import Traces
-from data.seed_model import generate_split
-from evolve import compare
-from evolve.compiler import evaluate_numpy
-from evolve.evaluator import EvalData, evaluate, reference_metrics
+from data.synth.independent import generate_split
+from evolve.report import compare
+from evolve.report.output import resolve_format
+from evolve.gp.compiler import evaluate_numpy
+from evolve.eval.evaluator import EvalData, evaluate, reference_metrics
 from heuristics.baselines import BASELINES
 from heuristics.contract import Rule
 
@@ -112,13 +113,13 @@ def test_resolve_options():
     assert compare.resolve_splits("valid") == ("valid",)
     with pytest.raises(InputError, match="--split"):
         compare.resolve_splits("holdout")
-    assert compare.resolve_format(None, None) == "table"
-    assert compare.resolve_format(None, "out/x.json") == "json"
-    assert compare.resolve_format(None, "x.md") == "markdown"
-    assert compare.resolve_format(None, "x.csv") == "csv"
-    assert compare.resolve_format("csv", "x.json") == "csv"
+    assert resolve_format(None, None, compare.FORMATS) == "table"
+    assert resolve_format(None, "out/x.json", compare.FORMATS) == "json"
+    assert resolve_format(None, "x.md", compare.FORMATS) == "markdown"
+    assert resolve_format(None, "x.csv", compare.FORMATS) == "csv"
+    assert resolve_format("csv", "x.json", compare.FORMATS) == "csv"
     with pytest.raises(InputError, match="--format"):
-        compare.resolve_format("html", None)
+        resolve_format("html", None, compare.FORMATS)
 
 
 def test_json_and_csv_hold_the_same_rows(split):
@@ -181,7 +182,7 @@ def test_block_level_columns(tmp_path):
     from click.testing import CliRunner
 
     import benchmark
-    from data.generate import generate_dataset, write
+    from data.synth.generate import generate_dataset, write
 
     write(generate_dataset("vocab", 3, 30), tmp_path / "vocab", "parquet")
     runner = CliRunner()

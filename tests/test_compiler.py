@@ -9,12 +9,13 @@ from deap import gp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import assert_same_floats
 from data.errors import InputError
-from evolve.compiler import (
+from evolve.gp.compiler import (
     Node, compile_nodes, compile_tree, evaluate_numpy, from_tree, parse, simplify, to_string, to_tree,
 )
-from evolve.interpreter import BLOCK, program_thresholds
-from evolve.primitives import FEATURES, PRIMITIVES, build_pset
+from evolve.eval.interpreter import BLOCK, program_thresholds
+from evolve.gp.primitives import FEATURES, PRIMITIVES, build_pset
 
 PRIM_NAMES = [p.name for p in PRIMITIVES]
 
@@ -109,7 +110,7 @@ def test_interpreter_matches_numpy_and_deap_on_random_trees():
         prog = compile_tree(tree)
         got = program_thresholds(prog.ops, prog.args, prog.consts, prog.stack_size, X)
         want = evaluate_numpy(nodes, cols, n)
-        np.testing.assert_array_equal(got, want, err_msg=str(tree))
+        assert_same_floats(got, want, err_msg=str(tree))
         with np.errstate(all="ignore"):
             stock = np.broadcast_to(gp.compile(tree, pset)(*[cols[f] for f in FEATURES]), (n,))
         np.testing.assert_array_equal(stock, want, err_msg=str(tree))

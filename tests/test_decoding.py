@@ -8,14 +8,14 @@ import pytest
 
 from data.errors import InputError
 from data.io import Traces
-from evolve.compiler import evaluate_numpy
-from evolve.decoding import (
+from evolve.gp.compiler import evaluate_numpy
+from evolve.sim.decoding import (
     B_ANALYTIC, B_TOKENS, B_TV_COUNT, B_TV_EXPECTED, R_R, R_TAU, R_U, S_CALLS, Context, SyntheticModel,
     chain_at_context, chain_traces, chi_square_pvalue, distributions_at, random_context, rule_program,
     simulate_chain,
 )
-from evolve.evaluator import EvalData, evaluate
-from evolve.primitives import FEATURES
+from evolve.eval.evaluator import EvalData, evaluate
+from evolve.gp.primitives import FEATURES
 from heuristics.contract import Rule, get_rule
 
 V = 48

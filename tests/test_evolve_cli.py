@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from data.io import write_dataset
-from data.seed_model import generate_split
-from evolve.__main__ import cli
+from data.synth.independent import generate_split
+from evolve.cli.evolve import cli
 from heuristics.champions import ENV_DIR, load_champion, read_champion
 
 
@@ -17,7 +17,7 @@ from heuristics.champions import ENV_DIR, load_champion, read_champion
 def dataset(tmp_path_factory) -> Path:
     """Train and valid only (the search must never need test)."""
     d = tmp_path_factory.mktemp("cli") / "data"
-    write_dataset(d, {"train": generate_split(25, 1), "valid": generate_split(10, 2)}, {"generator": "seed"})
+    write_dataset(d, {"train": generate_split(25, 1), "valid": generate_split(10, 2)}, {"generator": "independent"})
     return d
 
 
@@ -132,7 +132,7 @@ def test_bad_options(dataset, tmp_path, extra, needles):
     ("popsize = 10\n", ["cfg.toml", "popsize", "population"]),
     ("population = 'ten'\n", ["cfg.toml", "population", "ten"]),
     ("population = 1.5\n", ["cfg.toml", "population"]),
-    ("seed_standard = 1\n", ["cfg.toml", "seed_standard"]),
+    ("include_standard = 1\n", ["cfg.toml", "include_standard"]),
     ("fitness = 'best'\n", ["cfg.toml", "fitness", "best"]),
     ("features = ['draft_prob', 'draft_prob']\n", ["cfg.toml", "features", "twice"]),
     ("init_min_depth = 3\ninit_max_depth = 2\n", ["cfg.toml", "init_min_depth"]),

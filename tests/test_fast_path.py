@@ -9,18 +9,19 @@ import pandas as pd
 import pytest
 from deap import gp
 
+from conftest import assert_same_floats
 from data.errors import InputError
 from data.io import Traces
-from data.seed_model import generate_split
-from evolve.compiler import compile_expression, compile_tree, evaluate_numpy, from_tree, parse, to_string
-from evolve.evaluator import (
-    EvalData, SeedFitness, evaluate, evaluate_thresholds, metrics_from_counts, reference_metrics, thresholds,
+from data.synth.independent import generate_split
+from evolve.gp.compiler import compile_expression, compile_tree, evaluate_numpy, from_tree, parse, to_string
+from evolve.eval.evaluator import (
+    EvalData, AcceptanceQualityFitness, evaluate, evaluate_thresholds, metrics_from_counts, reference_metrics, thresholds,
 )
-from evolve.interpreter import (
+from evolve.eval.interpreter import (
     BLOCK, SCHEDULER, chunk_bounds, lower, pack, program_thresholds, score_packed, score_program,
 )
-from evolve.population import PopulationEvaluator, evaluate_population, score_counts
-from evolve.primitives import FEATURES, PRIMITIVES, build_pset
+from evolve.eval.population import PopulationEvaluator, evaluate_population, score_counts
+from evolve.gp.primitives import FEATURES, PRIMITIVES, build_pset
 from heuristics.contract import get_rule, rule_names
 
 def stress_traces(n: int, seed: int = 0, chunk: int = 700) -> tuple[Traces, EvalData]:
@@ -74,7 +75,7 @@ def test_random_programs_match_numpy_reference_including_nan_and_inf():
         want_tau = evaluate_numpy(nodes, cols, data.n)
         program = compile_tree(tree)
         got_tau = thresholds(program, data)
-        np.testing.assert_array_equal(got_tau, want_tau, err_msg=str(tree))  # bit for bit, NaN included
+        assert_same_floats(got_tau, want_tau, err_msg=str(tree))  # NaN and inf in the same places
         nonfinite += int((~np.isfinite(got_tau)).any())
         got = evaluate(program, data)
         assert_metrics_close(got, reference_metrics(want_tau, traces), str(tree))
@@ -94,7 +95,7 @@ def test_edge_sizes(n):
         nodes = parse(text)
         tau = evaluate_numpy(nodes, cols, n)
         program = compile_expression(text)
-        np.testing.assert_array_equal(thresholds(program, data), tau)
+        assert_same_floats(thresholds(program, data), tau)
         got = evaluate(program, data)
         if n == 0:
             assert got.tokens == 0 and got.acceptance_rate == 0.0
@@ -162,8 +163,8 @@ def test_duplicates_are_scored_once():
     assert scorer.stats.scored == 2 and scorer.stats.cache_hits == 2 and again == [got[0], got[4]]
 
 
-def test_built_in_rules_use_the_fused_path_and_match_the_reference(seed_traces):
-    data = EvalData.from_traces(Traces(dict(seed_traces.columns), seed_traces.source))
+def test_built_in_rules_use_the_fused_path_and_match_the_reference(independent_traces):
+    data = EvalData.from_traces(Traces(dict(independent_traces.columns), independent_traces.source))
     # rules reading optional columns the seed model lacks (published rules) are left out
     names = [n for n in rule_names() if all(c in data.available for c in get_rule(n).columns_needed)]
     assert "standard_rejection" in names and len(names) >= 7
@@ -171,7 +172,7 @@ def test_built_in_rules_use_the_fused_path_and_match_the_reference(seed_traces):
     for name, m in zip(names, fused):
         rule = get_rule(name)
         assert m == evaluate(rule, data)
-        assert_metrics_close(m, reference_metrics(thresholds(rule, data), seed_traces), name)
+        assert_metrics_close(m, reference_metrics(thresholds(rule, data), independent_traces), name)
 
 
 def test_lowering_folds_constants_and_shares_subtrees():
@@ -197,8 +198,8 @@ def _arrays(text):
     return p.ops, p.args, p.consts
 
 
-def test_missing_feature_is_an_input_error(seed_traces):
-    data = EvalData.from_traces(Traces(dict(seed_traces.columns), seed_traces.source))
+def test_missing_feature_is_an_input_error(independent_traces):
+    data = EvalData.from_traces(Traces(dict(independent_traces.columns), independent_traces.source))
     with pytest.raises(InputError, match="needs column 'overlap'"):
         evaluate_population(["add(overlap, 1.0)"], data)
     with pytest.raises(InputError, match="needs column 'overlap'"):
@@ -207,8 +208,8 @@ def test_missing_feature_is_an_input_error(seed_traces):
         score_counts([compile_expression("overlap")], data)
 
 
-def test_compact_rows_and_shared_columns(seed_traces):
-    traces = Traces(dict(seed_traces.columns), seed_traces.source)
+def test_compact_rows_and_shared_columns(independent_traces):
+    traces = Traces(dict(independent_traces.columns), independent_traces.source)
     frame = traces.to_frame()
     data = EvalData.from_traces(traces)
     assert data.X.shape == (6, traces.n)  # only the available features are stored
@@ -232,15 +233,15 @@ def test_chunks_start_at_speculation_blocks():
     assert chunk_bounds(0).tolist() == [0] and chunk_bounds(5, chunk=2).tolist() == [0, 2, 4, 5]
 
 
-def test_seed_fitness_parameters_pass_through(seed_traces):
-    data = EvalData.from_traces(Traces(dict(seed_traces.columns), seed_traces.source))
-    custom = SeedFitness(false_accept_weight=1.0, quality_floor=0.5)
+def test_seed_fitness_parameters_pass_through(independent_traces):
+    data = EvalData.from_traces(Traces(dict(independent_traces.columns), independent_traces.source))
+    custom = AcceptanceQualityFitness(false_accept_weight=1.0, quality_floor=0.5)
     rule = get_rule("ratio_floor_0.3")
     assert evaluate_population([rule], data, custom)[0] == evaluate(rule, data, custom)
     assert evaluate(rule, data, custom).fitness != evaluate(rule, data).fitness
 
 
-def test_generated_seed_data_population_run(seed_traces):
+def test_generated_seed_data_population_run(independent_traces):
     """A DEAP population over the seed features, as the evolution loop scores it."""
     frame = generate_split(30, 11)
     traces = Traces.from_frame(pd.DataFrame(frame))
@@ -271,7 +272,7 @@ def test_derived_rows_give_identical_results(monkeypatch):
     assert data._derived_count == 4  # log(draft_prob), exp(position), log(overlap), log(target_entropy)
     lo = lower(*_arrays(texts[1]), data.feature_rows, data._derived_map)
     assert lo.instructions == 1  # only the mul runs; both logs are precomputed rows
-    import evolve.evaluator as ev
+    import evolve.eval.evaluator as ev
     _, small = stress_traces(1500, seed=6)
     monkeypatch.setattr(ev, "DERIVED_BUDGET_BYTES", 8 * 1500 * 2)  # room for two rows only
     assert PopulationEvaluator(small).evaluate(texts) == plain and small._derived_count == 2
@@ -282,7 +283,8 @@ def test_perf_harness_smoke(tmp_path):
     """`benchmark.py perf` end to end with tiny sizes: every key is written (no timing is asserted)."""
     import json
     from click.testing import CliRunner
-    from evolve.perf import REQUIRED_KEYS, perf
+    from evolve.cli.perf import perf
+    from evolve.report.perf import REQUIRED_KEYS
     out = tmp_path / "perf.json"
     result = CliRunner().invoke(perf, ["--output", str(out), "--data", str(tmp_path / "none"), "--programs", "12",
                                        "--population", "12", "--generations", "1", "--sizes", "1500,3000",

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from data import generate
+from data.synth import generate
 from data.errors import InputError
 from data.io import SPLITS, load_dataset, load_metadata
 from data.schema import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, split_stats
@@ -57,12 +57,12 @@ def test_vocab_dataset_round_trip(tmp_path, fmt):
 
 def test_seed_model_json_has_the_seed_field_names(tmp_path):
     out = tmp_path / "seed"
-    result = run(["--model", "seed", "--format", "json", "--out", str(out), "--sequences", "10"])
+    result = run(["--model", "independent", "--format", "json", "--out", str(out), "--sequences", "10"])
     assert result.exit_code == 0, result.output
     records = json.loads((out / "test.json").read_text())
     assert set(records[0]) == set(REQUIRED_COLUMNS)
     data = load_dataset(out)
-    assert load_metadata(out)["generator"] == "seed"
+    assert load_metadata(out)["generator"] == "independent"
     assert load_metadata(out)["config"] == {"avg_length": 50, "match_rate": 0.72}
     assert data["valid"].n > 0 and not data["train"].has("overlap")
 
@@ -77,7 +77,7 @@ def test_same_seed_same_dataset_and_split_seeds_are_documented(tmp_path):
     assert not pd.read_parquet(a / "train.parquet").equals(pd.read_parquet(c / "train.parquet"))
     # each split can be regenerated alone from its recorded seed
     meta = load_metadata(a)
-    from data.vocab_model import VocabModelConfig, generate_split
+    from data.synth.vocab_model import VocabModelConfig, generate_split
     again = generate_split(6, meta["split_seeds"]["test"], VocabModelConfig(**meta["config"]))
     pd.testing.assert_frame_equal(again, pd.read_parquet(a / "test.parquet"))
 
@@ -113,10 +113,10 @@ BAD = [
     (["--model", "gpt"], "--model"),
     (["--format", "csv"], "--format"),
     (["--gamma", "three"], "--gamma"),
-    (["--model", "seed", "--gamma", "4"], "--gamma"),
+    (["--model", "independent", "--gamma", "4"], "--gamma"),
     (["--match-rate", "0.5"], "--match-rate"),
-    (["--model", "seed", "--match-rate", "1.5"], "--match-rate"),
-    (["--model", "seed", "--avg-length", "1"], "--avg-length"),
+    (["--model", "independent", "--match-rate", "1.5"], "--match-rate"),
+    (["--model", "independent", "--avg-length", "1"], "--avg-length"),
     (["--no-such-option", "1"], "--no-such-option"),
 ]
 
@@ -174,7 +174,7 @@ def test_build_config_and_model_options():
     assert {"--vocab-size", "--gamma", "--draft-quality", "--sharpness-min", "--sharpness-max", "--depth-decay",
             "--difficulty-drift", "--avg-length", "--match-rate"} <= flags
     shared = next(o for o in generate.model_options() if o.field == "avg_length")
-    assert set(shared.models) == {"vocab", "seed"}
+    assert set(shared.models) == {"vocab", "independent"}
     assert generate.build_config("vocab", {"gamma": 3, "vocab_size": None}).gamma == 3
     with pytest.raises(InputError, match="unknown model"):
         generate.build_config("nope")

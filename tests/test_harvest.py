@@ -21,8 +21,8 @@ scipy_stats = pytest.importorskip("scipy.stats")
 
 from click.testing import CliRunner  # noqa: E402
 
-from data import harvest as hv  # noqa: E402
-from data.harvest_cli import harvest as harvest_cmd  # noqa: E402
+from data.harvest import engine as hv  # noqa: E402
+from evolve.cli.harvest import harvest as harvest_cmd  # noqa: E402
 from data.io import SPLITS, load_dataset, load_metadata  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(29)]

@@ -1,4 +1,4 @@
-"""evolve.objectives: the speed_at_tv formula (continuity, steepness) and the pareto objectives."""
+"""evolve.eval.objectives: the speed_at_tv formula (continuity, steepness) and the pareto objectives."""
 from __future__ import annotations
 
 import math
@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from data.errors import InputError
-from evolve.evaluator import Metrics
-from evolve.objectives import (
+from evolve.eval.evaluator import Metrics
+from evolve.eval.objectives import (
     DEFAULT_BUDGET, DEFAULT_PENALTY, TV_UNIT, check_budget, pareto_values, speed_at_tv, speed_at_tv_value,
     within_budget,
 )
@@ -76,20 +76,20 @@ def test_check_budget(bad):
 
 @pytest.fixture(scope="module")
 def vocab_splits():
-    from data import generate
-    from evolve.evaluator import EvalData
+    from data.synth import generate
+    from evolve.eval.evaluator import EvalData
     ds = generate.generate_dataset("vocab", 9, 30)
     return EvalData.from_traces(ds.splits["train"]), EvalData.from_traces(ds.splits["valid"])
 
 
 def test_speed_at_tv_search(vocab_splits):
-    from evolve.compiler import compile_expression
-    from evolve.config import resolve
-    from evolve.evaluator import evaluate
-    from evolve.primitives import FEATURES
-    from evolve.search import search
+    from evolve.gp.compiler import compile_expression
+    from evolve.search.config import resolve
+    from evolve.eval.evaluator import evaluate
+    from evolve.gp.primitives import FEATURES
+    from evolve.search.engine import search
     train, valid = vocab_splits
-    cfg = resolve({"population": 30, "generations": 3, "seed": 2, "fitness": "speed_at_tv", "seed_standard": True,
+    cfg = resolve({"population": 30, "generations": 3, "seed": 2, "fitness": "speed_at_tv", "include_standard": True,
                    "tv_budget": 0.02, "hall_of_fame": 5})
     res = search(cfg, train, valid, FEATURES)
     std = evaluate(compile_expression("min(1.0, div(target_prob, draft_prob))"), train, gamma=5)
@@ -105,18 +105,18 @@ def test_speed_at_tv_search(vocab_splits):
 
 def test_block_objectives_need_draft_index_and_a_valid_gamma(vocab_splits):
     from data.io import Traces
-    from data.seed_model import generate_split
-    from evolve.config import resolve
-    from evolve.evaluator import EvalData
-    from evolve.primitives import SEED_FEATURES
-    from evolve.search import search
+    from data.synth.independent import generate_split
+    from evolve.search.config import resolve
+    from evolve.eval.evaluator import EvalData
+    from evolve.gp.primitives import CORE_FEATURES
+    from evolve.search.engine import search
     seed = EvalData.from_traces(Traces.from_frame(generate_split(10, 1), source="seedtrain", split="train"))
     for fitness in ("speed_at_tv", "pareto"):
         with pytest.raises(InputError, match="draft_index"):
-            search(resolve({"population": 4, "generations": 0, "fitness": fitness}), seed, seed, SEED_FEATURES)
+            search(resolve({"population": 4, "generations": 0, "fitness": fitness}), seed, seed, CORE_FEATURES)
     with pytest.raises(InputError, match="--gamma"):
         search(resolve({"population": 4, "generations": 0, "fitness": "pareto", "gamma": 6}), *vocab_splits,
-               SEED_FEATURES)
+               CORE_FEATURES)
     for bad in ({"tv_budget": -0.1}, {"tv_cap": 2.0}, {"gamma": 0}, {"fitness": "fastest"}):
         with pytest.raises(InputError):
             resolve(bad)

@@ -1,4 +1,4 @@
-"""evolve.pareto: hypervolume, best_at_budget, lossless check, oracle bound, and `benchmark.py pareto`."""
+"""evolve.report.pareto: hypervolume, best_at_budget, lossless check, oracle bound, and `benchmark.py pareto`."""
 from __future__ import annotations
 
 import itertools
@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 import benchmark
-from data import generate
+from data.synth import generate
 from data.errors import InputError
 from data.io import load_split
-from evolve import pareto as PA
-from evolve.evaluator import EvalData, evaluate
+from evolve.report import pareto as PA
+from evolve.eval.evaluator import EvalData, evaluate
 from heuristics import published as P
 from heuristics.baselines import STANDARD
 
@@ -129,7 +129,7 @@ def test_oracle_policy_matches_brute_force_and_bounds_every_family(test_split):
 
 
 def test_family_curve_on_a_split_without_the_column(tmp_path):
-    gen = generate.generate_dataset("seed", 1, 5)
+    gen = generate.generate_dataset("independent", 1, 5)
     generate.write(gen, tmp_path)
     data = EvalData.from_traces(load_split(tmp_path, "test"))
     curve, note = PA.family_curve(P.FAMILIES["fuzzy_sd"], data, 5, (0.0,))
@@ -220,7 +220,7 @@ def test_bad_run_files_and_data(dataset, tmp_path):
     res = run("--data", dataset, "--run", empty, "--no-plot")
     assert res.exit_code == 2 and "no front.json" in res.output
     seed = tmp_path / "seeddata"
-    generate.write(generate.generate_dataset("seed", 1, 5), seed)
+    generate.write(generate.generate_dataset("independent", 1, 5), seed)
     res = run("--data", seed, "--no-plot")
     assert res.exit_code == 2 and "draft_index" in res.output
     res = run("--data", dataset, "--output", tmp_path / "x.png")
@@ -236,11 +236,11 @@ def _dominates(a, b) -> bool:
 
 
 def test_tiny_nsga2_run_writes_its_front(dataset, tmp_path):
-    from evolve.__main__ import cli as evolve_cli
-    from evolve.compiler import compile_expression
-    from evolve.objectives import speed_at_tv
+    from evolve.cli.evolve import cli as evolve_cli
+    from evolve.gp.compiler import compile_expression
+    from evolve.eval.objectives import speed_at_tv
     args = ["run", "--data", dataset, "--out", tmp_path / "out", "--population", 24, "--generations", 3,
-            "--seed", 1, "--fitness", "pareto", "--seed-standard", "--no-progress"]
+            "--seed", 1, "--fitness", "pareto", "--include-standard", "--no-progress"]
     res = CliRunner().invoke(evolve_cli, [str(a) for a in args])
     assert res.exit_code == 0, res.output
     run_dir = Path(res.stdout.strip().splitlines()[-1])
@@ -284,9 +284,9 @@ def test_tiny_nsga2_run_writes_its_front(dataset, tmp_path):
 
 def test_pareto_search_selection_helpers():
     import random
-    from evolve.compiler import parse, to_tree
-    from evolve.primitives import FEATURES, build_pset
-    from evolve.search import _deap_types, dcd_tournament, distinct_first, first_front
+    from evolve.gp.compiler import parse, to_tree
+    from evolve.gp.primitives import FEATURES, build_pset
+    from evolve.search.engine import _deap_types, dcd_tournament, distinct_first, first_front
     pset = build_pset(FEATURES)
     _, Ind = _deap_types(True)
 
@@ -321,8 +321,8 @@ def test_pareto_search_selection_helpers():
 
 def test_show_never_hands_a_large_or_awkward_expression_to_sympy_unguarded(tmp_path):
     import time
-    from evolve.__main__ import SIMPLIFY_MAX_NODES, _with_time_limit
-    from evolve.__main__ import cli as evolve_cli
+    from evolve.cli.evolve import SIMPLIFY_MAX_NODES, _with_time_limit
+    from evolve.cli.evolve import cli as evolve_cli
     assert _with_time_limit(lambda: "ok", 5) == "ok"
     assert _with_time_limit(lambda: float("x"), 5) is None  # a ValueError (sympy raises them) is caught
     assert _with_time_limit(lambda: time.sleep(30), 1) is None  # SIGALRM ends a runaway computation

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from evolve.compiler import evaluate_numpy
-from evolve.evaluator import EvalData, thresholds
-from evolve.primitives import FEATURES
+from evolve.gp.compiler import evaluate_numpy
+from evolve.eval.evaluator import EvalData, thresholds
+from evolve.gp.primitives import FEATURES
 from heuristics import published as P
 from heuristics.contract import get_rule, rule_names
 

@@ -10,7 +10,7 @@ import pytest
 from data.errors import InputError
 from data.io import Traces, load_dataset, load_metadata, load_split, write_dataset
 from data.schema import REQUIRED_COLUMNS, derive_seq_id, split_stats
-from data.seed_model import generate_split
+from data.synth.independent import generate_split
 
 
 @pytest.fixture()

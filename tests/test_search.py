@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import evolve.search as search_mod
+import evolve.search.engine as search_mod
 from data.io import Traces, load_split, write_dataset
-from data.seed_model import generate_split
-from evolve.compiler import compile_expression, parse
-from evolve.config import load_toml, resolve
-from evolve.evaluator import EvalData, evaluate
-from evolve.primitives import SEED_FEATURES
-from evolve.search import graceful_interrupt, run, score, search
+from data.synth.independent import generate_split
+from evolve.gp.compiler import compile_expression, parse
+from evolve.search.config import load_toml, resolve
+from evolve.eval.evaluator import EvalData, evaluate
+from evolve.gp.primitives import CORE_FEATURES
+from evolve.search.engine import graceful_interrupt, run, score, search
 from heuristics.champions import read_champion
 from heuristics.contract import get_rule
 
@@ -35,7 +35,7 @@ def small():
 def small_search(small, **opts):
     train, valid = small
     cfg = resolve({"population": 40, "generations": 4, "seed": 3, **opts})
-    return search(cfg, train, valid, SEED_FEATURES)
+    return search(cfg, train, valid, CORE_FEATURES)
 
 
 def test_same_seed_same_champion(small):
@@ -52,7 +52,7 @@ def test_callbacks_cannot_change_the_search(small):
     """A progress bar or stop poll that draws from Python's random must not change the champion."""
     import random
     plain = small_search(small)
-    noisy = search(resolve({"population": 40, "generations": 4, "seed": 3}), *small, SEED_FEATURES,
+    noisy = search(resolve({"population": 40, "generations": 4, "seed": 3}), *small, CORE_FEATURES,
                    on_generation=lambda row: random.random(), should_stop=lambda: random.random() > 2)
     assert [e.expression for e in noisy.hall_of_fame] == [e.expression for e in plain.hall_of_fame]
     assert [r["train_avg"] for r in noisy.logbook] == [r["train_avg"] for r in plain.logbook]
@@ -82,25 +82,25 @@ def test_depth_limit(small):
 
 def test_champion_is_best_on_valid_smallest_on_ties(small):
     res = small_search(small, generations=6)
-    fits = [score(e.valid, "seed") for e in res.hall_of_fame]
+    fits = [score(e.valid, "acceptance_quality") for e in res.hall_of_fame]
     best = max(fits)
-    assert score(res.champion.valid, "seed") == best
+    assert score(res.champion.valid, "acceptance_quality") == best
     assert res.champion.size == min(e.size for e, f in zip(res.hall_of_fame, fits) if f == best)
     train, valid = small
     program = compile_expression(res.champion.expression)
     assert evaluate(program, valid).to_dict() == res.champion.valid.to_dict()
     assert evaluate(program, train).to_dict() == res.champion.train.to_dict()
     # the hall of fame is ordered by train fitness, then size
-    ranks = [(-score(e.train, "seed"), e.size) for e in res.hall_of_fame]
+    ranks = [(-score(e.train, "acceptance_quality"), e.size) for e in res.hall_of_fame]
     assert ranks == sorted(ranks)
 
 
 def test_hall_of_fame_prefers_smaller_trees_on_ties():
-    from evolve.compiler import to_tree
-    from evolve.primitives import build_pset
-    from evolve.search import HallOfFame, _deap_types
+    from evolve.gp.compiler import to_tree
+    from evolve.gp.primitives import build_pset
+    from evolve.search.engine import HallOfFame, _deap_types
 
-    pset = build_pset(SEED_FEATURES)
+    pset = build_pset(CORE_FEATURES)
     _, Individual = _deap_types()
 
     def ind(text, fit):
@@ -122,7 +122,7 @@ def test_hall_of_fame_prefers_smaller_trees_on_ties():
 def test_seed_standard_and_expected_fitness(small):
     train, _ = small
     std = evaluate(get_rule("standard_rejection"), train)
-    res = small_search(small, seed_standard=True, generations=0, fitness="expected")
+    res = small_search(small, include_standard=True, generations=0, fitness="expected")
     assert res.logbook[0]["train_max"] >= std.expected_fitness
     assert score(res.hall_of_fame[0].train, "expected") == res.logbook[0]["train_max"]
     plain = small_search(small, generations=0)
@@ -131,7 +131,7 @@ def test_seed_standard_and_expected_fitness(small):
 
 def test_should_stop_ends_after_the_current_generation(small):
     calls = []
-    res = search(resolve({"population": 30, "generations": 10, "seed": 1}), *small, SEED_FEATURES,
+    res = search(resolve({"population": 30, "generations": 10, "seed": 1}), *small, CORE_FEATURES,
                  on_generation=lambda row: calls.append(row["gen"]), should_stop=lambda: len(calls) >= 3)
     assert calls == [0, 1, 2] and res.generations == 2 and res.interrupted
 
@@ -139,7 +139,7 @@ def test_should_stop_ends_after_the_current_generation(small):
 def test_missing_feature_is_an_input_error(small):
     from data.errors import InputError
     with pytest.raises(InputError, match="overlap"):
-        search(resolve({"population": 4, "generations": 0}), *small, SEED_FEATURES + ("overlap",))
+        search(resolve({"population": 4, "generations": 0}), *small, CORE_FEATURES + ("overlap",))
 
 
 # --- whole runs --------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ def dataset(tmp_path) -> Path:
     """A dataset directory with train and valid only: a run must not need (or read) test."""
     d = tmp_path / "data"
     write_dataset(d, {"train": generate_split(30, 1), "valid": generate_split(12, 2)},
-                  {"generator": "seed", "generator_version": 1, "seed": 1})
+                  {"generator": "independent", "generator_version": 1, "seed": 1})
     return d
 
 
@@ -175,7 +175,7 @@ def test_run_writes_a_complete_run_directory_without_reading_test(dataset, tmp_p
                                             for k, v in cfg.to_dict().items()}
     rows = list(csv.DictReader((d / "logbook.csv").open()))
     assert [int(r["gen"]) for r in rows] == [0, 1, 2, 3]
-    assert float(rows[-1]["best_valid"]) == pytest.approx(score(info.result.champion.valid, "seed"), abs=1e-6)
+    assert float(rows[-1]["best_valid"]) == pytest.approx(score(info.result.champion.valid, "acceptance_quality"), abs=1e-6)
     assert float(rows[-1]["evals_per_s"]) >= 0
     hof = json.loads((d / "hall_of_fame.json").read_text())
     assert [h["expression"] for h in hof] == [e.expression for e in info.result.hall_of_fame]
@@ -184,7 +184,7 @@ def test_run_writes_a_complete_run_directory_without_reading_test(dataset, tmp_p
     assert champ.metrics["valid"] == info.result.champion.valid.to_dict()
     prov = champ.provenance
     assert prov["run_dir"] == str(d) and prov["seed"] == 5 and prov["data_dir"] == str(dataset)
-    assert prov["data"]["generator"] == "seed" and prov["config"]["population"] == 20
+    assert prov["data"]["generator"] == "independent" and prov["config"]["population"] == 20
     assert {"python", "deap", "numpy", "numba"} <= set(prov["versions"])
     assert "def acceptance_threshold(" in (d / "champion.py").read_text()
     assert (d / "fitness.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -224,7 +224,7 @@ def test_optional_columns_become_terminals(tmp_path):
     write_dataset(d, {"train": df, "valid": df}, {"generator": "test"})
     cfg = resolve({"data": str(d), "out": str(tmp_path / "out"), "population": 60, "generations": 3, "seed": 0})
     info = run(cfg)
-    assert info.result.features == SEED_FEATURES + ("draft_index", "draft_top_prob", "target_top_prob", "overlap")
+    assert info.result.features == CORE_FEATURES + ("draft_index", "draft_top_prob", "target_top_prob", "overlap")
     used = {n.value for e in info.result.hall_of_fame for n in parse(e.expression) if n.kind == "feature"}
     assert used & {"draft_index", "draft_top_prob", "target_top_prob", "overlap"}
     only = resolve({"data": str(d), "out": str(tmp_path / "out"), "population": 10, "generations": 0,
@@ -244,10 +244,10 @@ def test_finding_evolution_from_random_reaches_standard_rejection(tmp_path):
     """Under the seed fitness standard rejection is the optimum: a search from random trees gets there."""
     d = tmp_path / "seed_data"
     write_dataset(d, {"train": generate_split(300, 101), "valid": generate_split(100, 102)},
-                  {"generator": "seed"})
+                  {"generator": "independent"})
     test = EvalData.from_traces(Traces.from_frame(generate_split(100, 103), source="test", split="test"))
     cfg = resolve({"data": str(d), "out": str(tmp_path / "out"), **FINDING})
-    assert not cfg.seed_standard
+    assert not cfg.include_standard
     info = run(cfg)
     champion = compile_expression(info.result.champion.expression)
     standard = evaluate(get_rule("standard_rejection"), test).fitness

@@ -6,7 +6,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from evolve.simulate import SWEEP_KEYS, TREE_KEYS, simulate
+from evolve.cli.simulate import simulate
+from evolve.report.simulate import SWEEP_KEYS, TREE_KEYS
 from heuristics.champions import Champion, save_champion
 
 SMALL = ["--lengths", "30,60", "--samples", "3", "--vocab", "80", "--gamma", "3", "--seed", "4"]
@@ -70,7 +71,7 @@ def test_chart_goes_to_results_without_output(tmp_path, monkeypatch):
 
 def test_champion_file(tmp_path):
     ch = Champion(name="sim_champ", expression="max(min(1.0, div(target_prob, draft_prob)), 0.2)",
-                  description="test", features=("draft_prob", "target_prob"), fitness="seed",
+                  description="test", features=("draft_prob", "target_prob"), fitness="acceptance_quality",
                   metrics={"train": {"fitness": 0.5}, "valid": {"fitness": 0.5}})
     path, _ = save_champion(ch, tmp_path)
     res = run(*SMALL, "--champion", path, "--format", "json", "--no-plot")

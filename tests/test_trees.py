@@ -6,11 +6,11 @@ import pytest
 from scipy import stats
 
 from data.errors import InputError
-from evolve.decoding import (
+from evolve.sim.decoding import (
     S_CALLS, S_EMITTED, Context, SyntheticModel, autoregressive, chi_square_pvalue, distributions_at,
     random_context, simulate_chain,
 )
-from evolve.trees import (
+from evolve.sim.trees import (
     T_CALLS, T_EMITTED, TreeConfig, adaptive_width, draft_tree, medusa_head, simulate_tree, tree_at_context,
     tree_attention_mask, tree_shape, tree_tokens,
 )

@@ -12,7 +12,7 @@ from scipy import special, stats
 from data.errors import InputError
 from data.io import Traces
 from data.schema import split_stats, standard_threshold
-from data.vocab_model import (
+from data.synth.vocab_model import (
     VocabModelConfig, _exp_nonpos, difficulty_step, draw_logits, draw_pair, generate_split, measure_throughput,
     next_double, next_normal, overlap, sample_index, seed_state, softmax_inplace, zipf_log_rank,
 )

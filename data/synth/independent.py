@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-GENERATOR_NAME = "seed"
+GENERATOR_NAME = "independent"
 GENERATOR_VERSION = 1
 
 
 @dataclass(frozen=True)
-class SeedModelConfig:
+class IndependentModelConfig:
     """Knobs of the seed model; defaults are seed 004's."""
 
     avg_length: int = 50
@@ -40,7 +40,7 @@ class SeedModelConfig:
 
 
 def generate_split(sequences: int, seed: int | np.random.SeedSequence,
-                   config: SeedModelConfig = SeedModelConfig()) -> pd.DataFrame:
+                   config: IndependentModelConfig = IndependentModelConfig()) -> pd.DataFrame:
     """Draw ``sequences`` sequences from seed 004's data model.
 
     Args:

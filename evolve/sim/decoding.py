@@ -3,7 +3,7 @@
 Synthetic language models
 -------------------------
 A :class:`SyntheticModel` turns the vocabulary generator's distribution model
-(:mod:`data.vocab_model`, module doc "The distribution model") into a pair of
+(:mod:`data.synth.vocab_model`, module doc "The distribution model") into a pair of
 *context-dependent* categorical distributions over ``V`` tokens. At text
 position ``t`` (0-based index of the generated token) with the ``window`` (K)
 tokens before it:
@@ -38,7 +38,7 @@ One target call (a *block*) at position t:
    target_entropy H(p) in nats, top_token_match argmax p == argmax q,
    draft_index k, draft_top_prob, target_top_prob, overlap sum_v min(p, q))
    and the rule's threshold tau_k by running the rule's compiled program over
-   the block's rows (:func:`evolve.interpreter.eval_block`; NaN/inf -> 0,
+   the block's rows (:func:`evolve.eval.interpreter.eval_block`; NaN/inf -> 0,
    clamped to [0, 1], as the evaluator does);
 3. accept x_k iff u_k < tau_k, left to right; at the first rejection emit a
    token from the residual norm(max(0, p - q*tau)) (tau evaluated for every
@@ -92,13 +92,13 @@ import pandas as pd
 from numba import njit, prange
 
 from data.errors import InputError
-from data.vocab_model import (
+from data.synth.vocab_model import (
     VocabModelConfig, difficulty_step, draw_logits, draw_pair, next_double, next_normal, sample_index,
     sample_scaled, seed_state, softmax_given_max, zipf_log_rank,
 )
-from evolve.evaluator import DEFAULT_COST_RATIO
-from evolve.interpreter import eval_block
-from evolve.primitives import FEATURES
+from evolve.eval.evaluator import DEFAULT_COST_RATIO
+from evolve.eval.interpreter import eval_block
+from evolve.gp.primitives import FEATURES
 
 #: Tokens of context hashed into a position's RNG key.
 DEFAULT_WINDOW = 4
@@ -112,7 +112,7 @@ STREAM_PROMPT = 22
 _FEATURE_ORDER = ("draft_prob", "target_prob", "position", "draft_entropy", "target_entropy", "top_token_match",
                   "draft_index", "draft_top_prob", "target_top_prob", "overlap")
 if tuple(FEATURES) != _FEATURE_ORDER:
-    raise ImportError("evolve.primitives.FEATURES changed; update _FEATURE_ORDER in evolve/decoding.py "
+    raise ImportError("evolve.gp.primitives.FEATURES changed; update _FEATURE_ORDER in evolve/decoding.py "
                       f"(found {FEATURES})")
 N_FEATURES = len(FEATURES)
 F_DRAFT_PROB = FEATURES.index("draft_prob")
@@ -202,7 +202,7 @@ def position_pair(model_seed, position, window, d_prev, depth, params, log_rank,
         position: text position t of the next token; window int64 (K,) the K tokens before it.
         d_prev: latent difficulty at position t - 1.
         depth: tokens drafted since the last verification (draft noise grows with it; p does not).
-        params, log_rank: :class:`data.vocab_model.VocabParams`, :func:`data.vocab_model.zipf_log_rank`.
+        params, log_rank: :class:`data.synth.vocab_model.VocabParams`, :func:`data.synth.vocab_model.zipf_log_rank`.
         work: float64 (V,) scratch.
 
     Returns: (d_t, target_entropy, draft_entropy, target_top_prob, draft_top_prob,
@@ -539,7 +539,7 @@ class SyntheticModel:
 
     @property
     def params(self):
-        """The jitted functions' :class:`data.vocab_model.VocabParams`."""
+        """The jitted functions' :class:`data.synth.vocab_model.VocabParams`."""
         return self.config.params()
 
     @property
@@ -606,12 +606,12 @@ def distributions_at(model: SyntheticModel, context: Context, depth: int = 0) ->
 
 
 def rule_program(rule) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """(ops, args, consts, stack_size) of an expression rule, champion or :class:`evolve.compiler.Program`.
+    """(ops, args, consts, stack_size) of an expression rule, champion or :class:`evolve.gp.compiler.Program`.
 
     Raises: InputError for a function rule (the simulator runs compiled
     programs inside its jitted loop; give the rule as an expression instead).
     """
-    from evolve.compiler import Program
+    from evolve.gp.compiler import Program
     program = rule if isinstance(rule, Program) else getattr(rule, "program", None)
     if program is None:
         name = getattr(rule, "name", "?")
@@ -772,7 +772,7 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
     row as in the vocabulary generator: draft_index 0..gamma-1 consecutive per
     block, rand_value = the u the decode loop drew (a fresh one for untested
     tokens), baseline_accepts = rand_value < min(1, p/q). So
-    :func:`evolve.evaluator.evaluate` on the frame with ``gamma`` reproduces the
+    :func:`evolve.eval.evaluator.evaluate` on the frame with ``gamma`` reproduces the
     run's analytic tokens per call and tv_expected.
 
     Returns: (frame, tau float64 (n,) the thresholds the loop used, blocks

@@ -17,9 +17,9 @@ statistics (:func:`data.schema.split_stats`).
 
 Models (``--model``):
 
-* ``vocab`` (default): :mod:`data.vocab_model`, whole draft and target
+* ``vocab`` (default): :mod:`data.synth.vocab_model`, whole draft and target
   distributions per position, every column consistent;
-* ``seed``: :mod:`data.seed_model`, seed 004's independent-feature model.
+* ``seed``: :mod:`data.synth.independent`, seed 004's independent-feature model.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from data import seed_model, vocab_model
+from data.synth import independent, vocab_model
 from data.errors import InputError
 from data.io import FORMATS, SPLITS, Traces, write_dataset
 from data.schema import split_stats
@@ -57,7 +57,7 @@ class Model:
     option_help: dict[str, str]
 
 
-def _validate_seed_config(config: seed_model.SeedModelConfig) -> seed_model.SeedModelConfig:
+def _validate_independent_config(config: independent.IndependentModelConfig) -> independent.IndependentModelConfig:
     avg, rate = config.avg_length, config.match_rate
     if isinstance(avg, bool) or not isinstance(avg, (int, np.integer)) or not 2 <= avg <= 100_000:
         raise InputError(f"option '--avg-length': must be an integer in [2, 100000] (value {avg!r})")
@@ -75,8 +75,8 @@ MODELS: dict[str, Model] = {
                    vocab_model.generate_split, lambda c: c.validate(),
                    "whole draft/target distributions over a vocabulary, all columns consistent",
                    _field_help(vocab_model.VocabModelConfig)),
-    "seed": Model("seed", seed_model.GENERATOR_VERSION, seed_model.SeedModelConfig,
-                  seed_model.generate_split, _validate_seed_config,
+    "independent": Model("independent", independent.GENERATOR_VERSION, independent.IndependentModelConfig,
+                  independent.generate_split, _validate_independent_config,
                   "seed 004's model: independent features, reproduces its published table",
                   {"avg_length": "average sequence length; a sequence has avg/2 + U{0..avg-1} tokens",
                    "match_rate": "probability that the top tokens match"}),

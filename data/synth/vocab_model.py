@@ -1,6 +1,6 @@
 """Vocabulary trace model (``--model vocab``): whole draft and target distributions per position.
 
-Unlike seed 004's model (:mod:`data.seed_model`), whose features are drawn
+Unlike seed 004's model (:mod:`data.synth.independent`), whose features are drawn
 independently, every record here is derived from a pair of full distributions
 p (target) and q (draft) over a vocabulary of ``V`` tokens, so all columns are
 mutually consistent: ``draft_prob = q(x)``, ``target_prob = p(x)`` for a drafted

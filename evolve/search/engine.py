@@ -1,19 +1,19 @@
 """The evolution loop: DEAP genetic programming of acceptance rules, and the run directory.
 
 One run (:func:`run`) reads the ``train`` and ``valid`` splits of a dataset (never
-``test``), evolves expressions over the primitive set (:mod:`evolve.primitives`)
+``test``), evolves expressions over the primitive set (:mod:`evolve.gp.primitives`)
 with fitness on train, and writes a run directory. The loop (:func:`search`):
 
 * population of ramped half-and-half trees (optionally plus standard rejection,
-  ``seed_standard``); terminals are the run's features and ephemeral constants;
+  ``include_standard``); terminals are the run's features and ephemeral constants;
 * selection by double tournament (fitness tournament, then a size tournament:
   parsimony pressure against bloat; Luke and Panait 2002), one-point subtree
   crossover and a mutation drawn from subtree, node-replacement, constant,
   shrink and hoist mutation, each guarded by Koza's static depth limit (17);
 * ``elitism`` copies of the best individuals so far survive unchanged;
 * each generation's new individuals are compiled to postfix programs and
-  scored on train in one batched call (:class:`evolve.population.PopulationEvaluator`,
-  the same metrics as :func:`evolve.evaluator.evaluate`); scores are cached by
+  scored on train in one batched call (:class:`evolve.eval.population.PopulationEvaluator`,
+  the same metrics as :func:`evolve.eval.evaluator.evaluate`); scores are cached by
   expression string within the run;
 * a hall of fame keeps the best distinct individuals on train (ties: the smaller
   tree); each member is also scored on valid, and the champion is the member with the best validation
@@ -22,7 +22,7 @@ with fitness on train, and writes a run directory. The loop (:func:`search`):
 Objectives (``fitness``): ``seed`` and ``expected`` (seed 004's fitness, sampled
 or expected), ``speed_at_tv`` (expected tokens per target call with draft
 length ``gamma``, penalised steeply beyond ``tv_budget`` TV per emitted token;
-:mod:`evolve.objectives`) and ``pareto``. The block objectives need
+:mod:`evolve.eval.objectives`) and ``pareto``. The block objectives need
 ``draft_index`` in the data. A ``pareto`` run replaces the loop above by NSGA-II
 (Deb et al. 2002): mating by binary tournaments on Pareto dominance, then
 crowding distance (as DEAP's ``selTournamentDCD``, for any population size),
@@ -31,7 +31,7 @@ offspring (duplicate expressions last) by ``deap.tools.selNSGA2`` (with DEAP's
 O(N log^2 N) non-dominated sort, ``nd="log"``; the quadratic one took most of
 the run time at population 1000) over (speed
 up, TV per token down, program size down), speed being tokens per call inside
-``tv_cap`` (:func:`evolve.objectives.pareto_values`). The final population's
+``tv_cap`` (:func:`evolve.eval.objectives.pareto_values`). The final population's
 non-dominated front (on train, distinct expressions) is written to
 ``front.json`` with each member's objectives on train and valid; the champion
 is the front member with the best ``speed_at_tv`` (budget ``tv_budget``) on
@@ -69,13 +69,13 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from data.io import Traces, atomic_write_bytes, atomic_write_text, load_split
-from evolve.compiler import Node, compile_nodes, from_tree, parse, to_string, to_tree
-from evolve.config import BLOCK_FITNESS, RunConfig, resolve_features, to_toml
-from evolve.evaluator import EvalData, Metrics, check_gamma, evaluate
-from evolve.objectives import DEFAULT_BUDGET, PARETO_OBJECTIVES, PARETO_WEIGHTS, pareto_values, speed_at_tv
-from evolve.population import PopulationEvaluator
-from evolve.primitives import PRIMITIVE_SET_VERSION, build_pset
-from heuristics.baselines import STANDARD as STANDARD_EXPRESSION  # min(1, p/q), added by seed_standard
+from evolve.gp.compiler import Node, compile_nodes, from_tree, parse, to_string, to_tree
+from evolve.search.config import BLOCK_FITNESS, RunConfig, resolve_features, to_toml
+from evolve.eval.evaluator import EvalData, Metrics, check_gamma, evaluate
+from evolve.eval.objectives import DEFAULT_BUDGET, PARETO_OBJECTIVES, PARETO_WEIGHTS, pareto_values, speed_at_tv
+from evolve.eval.population import PopulationEvaluator
+from evolve.gp.primitives import PRIMITIVE_SET_VERSION, build_pset
+from heuristics.baselines import STANDARD as STANDARD_EXPRESSION  # min(1, p/q), added by include_standard
 
 #: Columns of the per-generation logbook CSV, in order.
 LOGBOOK_COLUMNS: tuple[str, ...] = (
@@ -137,12 +137,12 @@ def score(metrics: Metrics, fitness: str, budget: float = DEFAULT_BUDGET) -> flo
     """The value a run ranks programs by (on train) and picks its champion by (on valid).
 
     ``Metrics.fitness`` (``seed``), ``Metrics.expected_fitness`` (``expected``),
-    or :func:`evolve.objectives.speed_at_tv` with TV-per-token ``budget``
+    or :func:`evolve.eval.objectives.speed_at_tv` with TV-per-token ``budget``
     (``speed_at_tv``, and ``pareto``, whose champion is the fastest front member
     within the budget). Raises ValueError for a block objective on metrics
     without block metrics.
     """
-    if fitness == "seed":
+    if fitness == "acceptance_quality":
         return metrics.fitness
     if fitness == "expected":
         return metrics.expected_fitness
@@ -152,7 +152,7 @@ def score(metrics: Metrics, fitness: str, budget: float = DEFAULT_BUDGET) -> flo
 def _deap_types(pareto: bool = False):
     """Fitness and individual classes (module-level, no ``creator`` globals).
 
-    ``pareto``: the three-objective fitness of :data:`evolve.objectives.PARETO_WEIGHTS`.
+    ``pareto``: the three-objective fitness of :data:`evolve.eval.objectives.PARETO_WEIGHTS`.
     """
     global _TYPES
     if _TYPES is None:
@@ -367,7 +367,7 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
     pareto = cfg.fitness == "pareto"
     random.seed(cfg.seed)
     np.random.seed(cfg.seed % 2**32)
-    fit = cfg.seed_fitness()
+    fit = cfg.acceptance_quality_fitness()
     pset = build_pset(features)
     tb = _toolbox(cfg, pset)
     _, Individual = _deap_types(pareto)
@@ -446,7 +446,7 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
 
     t_run = time.perf_counter()
     population = [tb.individual() for _ in range(cfg.population)]
-    if cfg.seed_standard:
+    if cfg.include_standard:
         population[0] = Individual(to_tree(parse(STANDARD_EXPRESSION), pset))
     nevals = evaluate_all(population)
     if pareto:
@@ -546,7 +546,7 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     """Load the data, evolve, and write a new run directory under ``cfg.out``.
 
     Args:
-        cfg: resolved configuration (:func:`evolve.config.resolve`).
+        cfg: resolved configuration (:func:`evolve.search.config.resolve`).
         progress: called with each generation's logbook row.
         stop: polled after each generation (e.g. from :func:`graceful_interrupt`).
 

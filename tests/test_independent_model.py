@@ -1,13 +1,13 @@
-"""Seed 004's data model (data/seed_model.py): its published baseline table and its formulas."""
+"""Seed 004's data model (data/independent.py): its published baseline table and its formulas."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from data.generate import generate_dataset
-from data.seed_model import SeedModelConfig, generate_split
-from evolve.evaluator import EvalData, evaluate
+from data.synth.generate import generate_dataset
+from data.synth.independent import IndependentModelConfig, generate_split
+from evolve.eval.evaluator import EvalData, evaluate
 from heuristics.contract import get_rule
 
 # Seed 004's README, "Baseline Performance": accept %, accuracy %, fitness.
@@ -22,7 +22,7 @@ PUBLISHED = {
 
 @pytest.fixture(scope="module")
 def seed_dataset():
-    return generate_dataset(model="seed")  # default size and seed, as `generate_data.py --model seed`
+    return generate_dataset(model="independent")  # default size and seed, as `generate_data.py --model seed`
 
 
 @pytest.mark.parametrize("rule", list(PUBLISHED))
@@ -41,7 +41,7 @@ def test_default_sizes_follow_seed_004(seed_dataset):
     assert 47_000 < tokens["train"] < 51_000  # seed: 49,185 / 14,602 / 14,855
     assert 14_000 < tokens["valid"] < 16_000
     meta = seed_dataset.metadata
-    assert meta["generator"] == "seed" and meta["sequences"] == {"train": 1000, "valid": 300, "test": 300}
+    assert meta["generator"] == "independent" and meta["sequences"] == {"train": 1000, "valid": 300, "test": 300}
     stats = meta["statistics"]["train"]
     assert abs(stats["top_token_match"] - 0.72) < 0.01
     assert abs(stats["standard_acceptance"] - 0.785) < 0.01
@@ -71,7 +71,7 @@ def test_formulas_of_section_5():
 def test_seeded_and_configurable():
     pd.testing.assert_frame_equal(generate_split(20, 1), generate_split(20, 1))
     assert not generate_split(20, 1).equals(generate_split(20, 2))
-    rare = generate_split(200, 3, SeedModelConfig(match_rate=0.2))
+    rare = generate_split(200, 3, IndependentModelConfig(match_rate=0.2))
     assert abs(rare["top_token_match"].mean() - 0.2) < 0.02
-    short = generate_split(200, 3, SeedModelConfig(avg_length=10))
+    short = generate_split(200, 3, IndependentModelConfig(avg_length=10))
     assert abs(len(short) / 200 - 10) < 1.0

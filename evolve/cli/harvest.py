@@ -1,4 +1,4 @@
-"""``generate_data.py harvest``: trace datasets from local language models (see :mod:`data.harvest`).
+"""``generate_data.py harvest``: trace datasets from local language models (see :mod:`data.harvest.engine`).
 
 The command object :data:`harvest` is registered by ``generate_data.py`` with
 ``cli.add_command(harvest)``. torch and transformers (the optional extra ``models``) are imported
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import click
 
-from data.errors import CliCommand
-from data.generate import format_stats
-from data.harvest import DTYPES, HarvestConfig, parse_layer_list, parse_window
+from evolve.cli.errors import CliCommand
+from data.synth.generate import format_stats
+from data.harvest.engine import DTYPES, HarvestConfig, parse_layer_list, parse_window
 
 EXIT_INTERRUPTED = 130
 
@@ -50,7 +50,7 @@ def harvest(target, draft, skip_layers, window, prompts, gamma, max_new_tokens, 
     rejection); the text advances by the standard rule, so it is distributed as the target's.
     Splits are by prompt. Ctrl-C keeps every finished text; the same command resumes.
     """
-    from data.harvest import harvest as run
+    from data.harvest.engine import harvest as run
 
     config = HarvestConfig(
         target=target, prompts=prompts, draft=draft,

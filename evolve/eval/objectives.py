@@ -1,6 +1,6 @@
 """Speed/quality objectives at block level: ``speed_at_tv`` and the ``pareto`` objectives.
 
-Both read the block metrics of :mod:`evolve.evaluator` (notes
+Both read the block metrics of :mod:`evolve.eval.evaluator` (notes
 ``acceptance-math.md`` section 3), computed with a draft length gamma:
 ``tokens_per_call`` (expected tokens one target call emits, in [1, gamma + 1])
 and ``tv_per_token`` (expected total-variation damage per emitted token,
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 
-from evolve.evaluator import Metrics
+from evolve.eval.evaluator import Metrics
 
 #: Default draft length of the block objectives (``--gamma``).
 DEFAULT_GAMMA = 5

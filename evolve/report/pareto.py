@@ -5,7 +5,7 @@
                                [--format table|json] [--output FILE] [--plot/--no-plot]
 
 Every rule is scored on one split with the block metrics of
-:mod:`evolve.evaluator` (notes ``acceptance-math.md`` section 3): x = expected
+:mod:`evolve.eval.evaluator` (notes ``acceptance-math.md`` section 3): x = expected
 TV per emitted token (damage, down), y = expected tokens per target call with
 draft length gamma (speed, up).
 
@@ -52,14 +52,13 @@ from typing import Any, Iterable, Sequence
 import click
 import numpy as np
 
-from data.errors import CliCommand, InputError
+from data.errors import InputError
 from data.io import SPLITS, load_split
-from evolve.compare import check_output, echo_outputs, write_outputs
-from evolve.compare import resolve_format as compare_resolve_format
-from evolve.compiler import compile_nodes, parse, to_string
-from evolve.evaluator import EvalData, Metrics, check_gamma, thresholds
-from evolve.objectives import DEFAULT_GAMMA
-from evolve.population import PopulationEvaluator
+from evolve.report.output import check_output, resolve_format, write_outputs
+from evolve.gp.compiler import compile_nodes, parse, to_string
+from evolve.eval.evaluator import EvalData, Metrics, check_gamma, thresholds
+from evolve.eval.objectives import DEFAULT_GAMMA
+from evolve.eval.population import PopulationEvaluator
 from heuristics.contract import Rule
 
 #: Default TV-per-token budgets of the comparison.
@@ -591,7 +590,7 @@ def format_table(comp: ParetoComparison) -> str:
     out.append(f"Hypervolume: area above tokens_per_call = 1 and left of tv_per_token = {max(comp.budgets):g} "
                "dominated by the curve (tokens per call x TV per token).")
     out.append("Oracle bound: no acceptance rule can exceed it on this split (a block oracle that knows every "
-               "depth's min(1, p/q) in advance; weak duality), see evolve.pareto.oracle_bound.")
+               "depth's min(1, p/q) in advance; weak duality), see evolve.report.pareto.oracle_bound.")
     out += [f"note: {n}" for n in comp.notes]
     return "\n".join(out) + "\n"
 
@@ -660,10 +659,6 @@ def plot_png(comp: ParetoComparison) -> bytes:
     return buf.getvalue()
 
 
-def resolve_format(fmt: str | None, output: str | os.PathLike | None) -> str:
-    """``--format``, else json for an ``--output`` ending in .json, else table (see :func:`evolve.compare.resolve_format`)."""
-    return compare_resolve_format(fmt, output, FORMATS)
-
 
 def plot_path(output: str | os.PathLike | None, split: str) -> Path:
     """``--output`` with suffix .png, else ``results/pareto_<split>.png``."""
@@ -678,7 +673,7 @@ def pareto_command(data_dir="data", split="test", runs=(), budgets="0,0.005,0.01
 
     Returns (comparison, rendered text, PNG path or None). Raises InputError for any bad input.
     """
-    fmt = resolve_format(fmt, output)
+    fmt = resolve_format(fmt, output, FORMATS)
     budget_list = parse_budgets(budgets)
     if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
         raise InputError(f"option '--gamma': the draft length must be an integer >= 1 (value {gamma!r})")
@@ -689,31 +684,7 @@ def pareto_command(data_dir="data", split="test", runs=(), budgets="0,0.005,0.01
     return comp, text, png_path
 
 
-@click.command("pareto", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default="data",
-              show_default=True, help="Dataset directory (needs draft_index: the vocab model).")
-@click.option("--split", type=click.Choice(SPLITS), default="test", show_default=True, help="Split to score.")
-@click.option("--run", "runs", type=click.Path(path_type=Path), multiple=True,
-              help="Run directory of `python -m evolve run` (front.json, else hall of fame + champion); repeatable.")
-@click.option("--budgets", default=",".join(budget_key(b) for b in DEFAULT_BUDGETS), show_default=True,
-              help="Comma-separated TV-per-token budgets in [0, 1].")
-@click.option("--gamma", type=int, default=DEFAULT_GAMMA, show_default=True, help="Draft length.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Output format [default: json for an --output ending in .json, else table].")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result to FILE (atomically); the plot goes next to it as .png.")
-@click.option("--plot/--no-plot", default=True, show_default=True,
-              help="Write the PNG plot (next to --output, else results/pareto_<split>.png).")
-def pareto(data_dir, split, runs, budgets, gamma, fmt, output, plot) -> None:
-    """Published rule families vs evolved fronts: tokens per call at each TV budget, hypervolumes, plot."""
-    comp, text, png_path = pareto_command(data_dir, split, runs, budgets, gamma, fmt, output, plot)
-    echo_outputs(text, output, f"{len(comp.curves)} curves", png_path)
-    if resolve_format(fmt, output) == "json":  # the table carries its notes
-        for note in comp.notes:
-            click.echo(f"note: {note}", err=True)
-
-
-__all__ = ["pareto", "pareto_command", "run_pareto", "ParetoComparison", "Curve", "RulePoint", "parse_budgets",
+__all__ = ["pareto_command", "run_pareto", "ParetoComparison", "Curve", "RulePoint", "parse_budgets",
            "budget_key", "nondominated", "best_at_budget", "hypervolume", "lossless_violation", "oracle_bound",
            "evolved_curve", "family_curve", "run_expressions", "format_table", "format_json", "plot_png",
            "DEFAULT_BUDGETS", "EVOLVED"]

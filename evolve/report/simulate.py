@@ -7,7 +7,7 @@
 
 Length sweep (default; seed 002's table): for each generation length L,
 ``--samples`` sequences are decoded twice from the same prompt, by chain
-speculative decoding with the rule (:func:`evolve.decoding.simulate_chain`)
+speculative decoding with the rule (:func:`evolve.sim.decoding.simulate_chain`)
 and by the plain autoregressive loop. Columns, per length:
 
 * target_calls: mean target calls per sequence (autoregressive: L);
@@ -30,7 +30,7 @@ call verifies), sequences of max(--lengths) tokens are decoded with a chain
 (gamma = N), a fixed tree (``--widths`` schedule), an adaptive-width tree
 (seed 000, maximum ``--max-width``) and Medusa heads (``--widths``), each
 verified by lossless multi-draft rejection sampling and by greedy match
-(:mod:`evolve.trees`). Tree decoding uses the standard rule; ``--rule`` and
+(:mod:`evolve.sim.trees`). Tree decoding uses the standard rule; ``--rule`` and
 ``--champion`` apply to the length sweep only.
 
 A bar chart (PNG, matplotlib Agg) of the speedups (sweep) or tokens per call
@@ -47,15 +47,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
-
-from data.errors import CliCommand, InputError
-from evolve.compare import check_output, echo_outputs, write_outputs
-from evolve.compare import resolve_format as compare_resolve_format
-from evolve.decoding import (
+from data.errors import InputError
+from evolve.report.output import check_output, resolve_format, write_outputs
+from evolve.sim.decoding import (
     DEFAULT_COST_RATIO, SyntheticModel, check_cost_ratio, check_gamma, rule_program, simulate_chain,
 )
-from evolve.trees import TreeConfig, simulate_tree
+from evolve.sim.trees import TreeConfig, simulate_tree
 
 DEFAULT_LENGTHS = (50, 100, 200, 500, 1000)
 DEFAULT_BUDGETS = (4, 8, 16)
@@ -105,7 +102,7 @@ def resolve_rule(rule_name: str | None, champion: str | os.PathLike | None):
         path = Path(champion)
         if not path.is_file():
             raise InputError(f"option '--champion': {path}: no such file")
-        from evolve.compare import _call_loader
+        from evolve.report.compare import _call_loader
         from heuristics.champions import load_champion
         rule = _call_loader(load_champion, path, str(path))
     else:
@@ -283,10 +280,6 @@ def plot_path(output: str | os.PathLike | None, sim_mode: str, rule_name: str) -
     return DEFAULT_RESULTS_DIR / f"{stem}.png"
 
 
-def resolve_format(fmt: str | None, output: str | os.PathLike | None) -> str:
-    """``--format``, else json for an ``--output`` ending in .json, else table (see :func:`evolve.compare.resolve_format`)."""
-    return compare_resolve_format(fmt, output, FORMATS)
-
 
 def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200,500,1000", samples=20,
                      vocab=1000, cost_ratio=DEFAULT_COST_RATIO, seed=0, fmt=None, output=None, plot=True,
@@ -296,7 +289,7 @@ def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200
     Nothing is written unless everything succeeded; files are written atomically.
     Raises: InputError for any bad option (one line naming it).
     """
-    fmt = resolve_format(fmt, output)
+    fmt = resolve_format(fmt, output, FORMATS)
     length_list = parse_int_list(lengths, "--lengths", 1, MAX_LENGTH)
     if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
         raise InputError(f"option '--samples': must be an integer in [1, {MAX_SAMPLES}] (value {samples!r})")
@@ -322,40 +315,3 @@ def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200
     png_path = write_outputs(text, output, plot_png(sim) if plot else None,
                              plot_path(output, sim.mode, rule_name_for_plot))
     return sim, text, png_path
-
-
-@click.command("simulate", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--rule", "rule_name", default=None, help="Registered rule to simulate [default: standard_rejection].")
-@click.option("--champion", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Champion JSON file to simulate instead of --rule.")
-@click.option("--gamma", type=int, default=5, show_default=True, help="Draft length (tokens drafted per target call).")
-@click.option("--lengths", default="50,100,200,500,1000", show_default=True,
-              help="Comma-separated generation lengths (tokens).")
-@click.option("--samples", type=int, default=20, show_default=True, help="Sequences per length.")
-@click.option("--vocab", type=int, default=1000, show_default=True, help="Vocabulary size of the synthetic models.")
-@click.option("--cost-ratio", type=float, default=DEFAULT_COST_RATIO, show_default=True,
-              help="Cost of one draft step in target calls.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the models and of the decoding.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Output format [default: json for an --output ending in .json, else table].")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result to FILE (atomically); the chart goes next to it as .png.")
-@click.option("--plot/--no-plot", default=True, show_default=True,
-              help="Write the bar chart PNG (next to --output, else into results/).")
-@click.option("--trees", is_flag=True, help="Compare chains and draft trees at equal node budgets instead.")
-@click.option("--budgets", default="4,8,16", show_default=True, help="--trees: node budgets per target call.")
-@click.option("--widths", default="3,1", show_default=True,
-              help="--trees: children per node by level for fixed trees and Medusa heads (the last repeats).")
-@click.option("--max-width", type=int, default=3, show_default=True, help="--trees: maximal adaptive width.")
-def simulate(rule_name, champion, gamma, lengths, samples, vocab, cost_ratio, seed, fmt, output, plot, trees,
-             budgets, widths, max_width) -> None:
-    """Simulate speculative decoding over synthetic draft/target models (length sweep or --trees)."""
-    if not math.isfinite(cost_ratio):
-        raise InputError(f"option '--cost-ratio': must be a finite number >= 0 (value {cost_ratio!r})")
-    sim, text, png_path = simulate_command(rule_name, champion, gamma, lengths, samples, vocab, cost_ratio, seed,
-                                           fmt, output, plot, trees, budgets, widths, max_width)
-    echo_outputs(text, output, f"{len(sim.rows)} rows", png_path)
-
-
-if __name__ == "__main__":
-    simulate()

@@ -1,25 +1,25 @@
 """Batched evaluation of a whole population in one compiled call (the evolution loop's evaluator).
 
 :class:`PopulationEvaluator` takes the individuals of a generation (DEAP trees,
-prefix node lists, expression strings, :class:`evolve.compiler.Program` or
+prefix node lists, expression strings, :class:`evolve.gp.compiler.Program` or
 expression :class:`heuristics.contract.Rule` objects), keys each by its
-canonical expression (:func:`evolve.compiler.to_string`), scores every
+canonical expression (:func:`evolve.gp.compiler.to_string`), scores every
 distinct expression not seen before exactly once, and returns one
-:class:`evolve.evaluator.Metrics` per individual, in order.
+:class:`evolve.eval.evaluator.Metrics` per individual, in order.
 
 Scoring: each new expression is compiled once to its postfix program and
-lowered to register code (:func:`evolve.interpreter.lower`; ``log`` and ``exp``
+lowered to register code (:func:`evolve.eval.interpreter.lower`; ``log`` and ``exp``
 of a bare feature read a row computed once per split), the programs are
-concatenated into flat arrays (:func:`evolve.interpreter.pack`) and the whole
-batch runs in one call of :func:`evolve.interpreter.score_packed`: parallel
+concatenated into flat arrays (:func:`evolve.eval.interpreter.pack`) and the whole
+batch runs in one call of :func:`evolve.eval.interpreter.score_packed`: parallel
 over (program, token chunk) work items on all cores, tokens in cache-sized
 blocks, the metric reductions fused into the interpreter. The metrics are
-exactly those of :func:`evolve.evaluator.evaluate` for each program alone (same
+exactly those of :func:`evolve.eval.evaluator.evaluate` for each program alone (same
 kernel, same chunking), whatever the number of threads.
 
 Usage in a DEAP loop::
 
-    scorer = PopulationEvaluator(train, SeedFitness())
+    scorer = PopulationEvaluator(train, AcceptanceQualityFitness())
     invalid = [ind for ind in population if not ind.fitness.valid]
     for ind, m in zip(invalid, scorer.evaluate(invalid)):
         ind.fitness.values = (m.fitness,)
@@ -34,11 +34,11 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from data.errors import InputError
-from evolve.compiler import Node, Program, compile_nodes, from_tree, parse, to_string
-from evolve.evaluator import (
-    DEFAULT_COST_RATIO, EvalData, Metrics, SeedFitness, check_features, check_gamma, metrics_from_counts,
+from evolve.gp.compiler import Node, Program, compile_nodes, from_tree, parse, to_string
+from evolve.eval.evaluator import (
+    DEFAULT_COST_RATIO, EvalData, Metrics, AcceptanceQualityFitness, check_features, check_gamma, metrics_from_counts,
 )
-from evolve.interpreter import derivable_pairs, lower, pack, score_packed
+from evolve.eval.interpreter import derivable_pairs, lower, pack, score_packed
 
 #: Default number of distinct expressions whose metrics are remembered across calls.
 DEFAULT_CACHE_SIZE = 200_000
@@ -80,7 +80,7 @@ class EvaluationStats:
 def canonical(individual: Any) -> tuple[str, list[Node] | None, Program | None]:
     """(key, prefix nodes or None, program or None) of one individual.
 
-    The key is :func:`evolve.compiler.to_string` of the expression; a bare
+    The key is :func:`evolve.gp.compiler.to_string` of the expression; a bare
     :class:`Program` (no expression text) is keyed by its arrays.
     Raises: InputError for an unparsable expression string; TypeError for an
     unsupported object.
@@ -111,12 +111,12 @@ class PopulationEvaluator:
     Args:
         data: the prepared split.
         fitness: seed-fitness parameters.
-        gamma, cost_ratio: block metrics as in :func:`evolve.evaluator.evaluate`
+        gamma, cost_ratio: block metrics as in :func:`evolve.eval.evaluator.evaluate`
             (None: skipped).
         cache_size: distinct expressions remembered across calls (least
             recently used dropped first); 0 remembers only within a call.
         derive: compute ``log(feature)`` and ``exp(feature)`` once per split as
-            derived rows (:meth:`evolve.evaluator.EvalData.derived_rows`) that
+            derived rows (:meth:`evolve.eval.evaluator.EvalData.derived_rows`) that
             every program reads instead of recomputing them (same values, bit
             for bit; the C library's log/exp dominate the cost of random programs).
 
@@ -124,7 +124,7 @@ class PopulationEvaluator:
     """
 
     data: EvalData
-    fitness: SeedFitness = SeedFitness()
+    fitness: AcceptanceQualityFitness = AcceptanceQualityFitness()
     gamma: int | None = None
     cost_ratio: float = DEFAULT_COST_RATIO
     cache_size: int = DEFAULT_CACHE_SIZE
@@ -211,7 +211,7 @@ class PopulationEvaluator:
         return [metrics_from_counts(c, n, self.fitness, self.gamma, self.cost_ratio) for c in counts]
 
 
-def evaluate_population(individuals: Iterable[Any], data: EvalData, fitness: SeedFitness = SeedFitness(), *,
+def evaluate_population(individuals: Iterable[Any], data: EvalData, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), *,
                         gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> list[Metrics]:
     """Metrics of every individual (one batched call; duplicates scored once). See :class:`PopulationEvaluator`.
 

@@ -29,7 +29,7 @@ Metrics (seed 004, ``../shared/seeds/004``; notes ``acceptance-math.md`` section
     divided by the sum over blocks of their expected tokens per call (each
     depth's damage weighted by the probability it is reached, per emitted token).
 
-Everything goes through the fused fast path of :mod:`evolve.interpreter`
+Everything goes through the fused fast path of :mod:`evolve.eval.interpreter`
 (programs and expression rules; function rules are called per token, then
 reduced by the same kernels). Results do not depend on the number of threads.
 """
@@ -44,13 +44,13 @@ import numpy as np
 from data.errors import InputError
 from data.io import Traces
 from data.schema import standard_threshold
-from evolve.compiler import Program
-from evolve.interpreter import (
+from evolve.gp.compiler import Program
+from evolve.eval.interpreter import (
     C_ACCEPT, C_BLOCKS, C_FALSE_ACCEPT, C_FALSE_REJECT, C_INVALID, C_SUM_BLOCK_TV, C_SUM_EXPECTED_FR,
     C_SUM_TAU, C_SUM_TOKENS, C_SUM_TV, N_COUNTS, Lowered, Packed, chunk_bounds, function_thresholds,
     function_thresholds_extra, lower, pack, packed_thresholds, score_packed, score_tau,
 )
-from evolve.primitives import FEATURES, OP_IF_GT
+from evolve.gp.primitives import FEATURES, OP_IF_GT
 
 #: Default draft/target cost ratio c of the speedup (a draft model at about 5% of the target's cost).
 DEFAULT_COST_RATIO = 0.05
@@ -59,7 +59,7 @@ DERIVED_BUDGET_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
-class SeedFitness:
+class AcceptanceQualityFitness:
     """Seed 004's fitness: quality = max(0, 1 - w_fa*FA/N - w_fr*FR/N); A*Q if Q >= floor else scale*Q."""
 
     false_accept_weight: float = 10.0
@@ -82,14 +82,14 @@ class EvalData:
     """A split prepared for the interpreter.
 
     ``X`` float64 (k, n), C-contiguous: one row per *available* feature, in the
-    order of :data:`evolve.primitives.FEATURES` (the six seed features first, so
+    order of :data:`evolve.gp.primitives.FEATURES` (the six seed features first, so
     rows 0..5 are always seed 004's contract arguments); ``feature_rows`` maps
     each index of FEATURES to its row (-1 when the split lacks it). An ``X``
     with one row per FEATURES entry (the v1 layout) is accepted as well.
     ``r`` float64 (n,) = min(1, p/q); ``u`` float64 (n,) rand_value; ``b`` bool
     (n,) baseline_accepts, which must equal u < r (as the schema guarantees;
     ValueError otherwise). ``bounds`` int64 (C+1,) are the work-item boundaries
-    of the fast path (:func:`evolve.interpreter.chunk_bounds`, at speculation-block
+    of the fast path (:func:`evolve.eval.interpreter.chunk_bounds`, at speculation-block
     starts when the split has ``draft_index``); ``block_length`` is the split's
     draft length (max draft_index + 1) or None; ``baseline`` the number of
     baseline accepts (computed).
@@ -203,7 +203,7 @@ class EvalData:
         that one row exceeds it). Returns (D float64 (k, n), map int64
         (opcodes, X rows) of D rows or -1), or (None, None) when none exist.
         """
-        from evolve.interpreter import derive_row
+        from evolve.eval.interpreter import derive_row
         capacity = min(2 * self.X.shape[0], DERIVED_BUDGET_BYTES // max(8 * self.n, 1))
         if capacity <= 0:
             return None, None
@@ -268,7 +268,7 @@ BLOCK_FIELDS: tuple[str, ...] = ("tokens_per_call", "speedup", "tv_per_token")
 _METRIC_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Metrics))
 
 
-def metrics_from_counts(counts: np.ndarray, n: int, fitness: SeedFitness = SeedFitness(),
+def metrics_from_counts(counts: np.ndarray, n: int, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
                         gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
     """Turn interpreter counts (float64 (7,) or (N_COUNTS,)) over ``n`` tokens into :class:`Metrics`.
 
@@ -348,7 +348,7 @@ def program_counts(program: Program, data: EvalData, gamma: int = 0) -> np.ndarr
     return score_packed(packed, data.X, data.r, data.u, data.bounds, data.depth, gamma, baseline=data.baseline)[0]
 
 
-def evaluate_program(program: Program, data: EvalData, fitness: SeedFitness = SeedFitness(), *,
+def evaluate_program(program: Program, data: EvalData, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), *,
                      gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
     """Metrics of a compiled program on ``data``. Raises InputError for a missing feature or a bad gamma."""
     check_features(program, data)
@@ -385,14 +385,14 @@ def threshold_counts(tau: np.ndarray, data: EvalData, gamma: int = 0) -> np.ndar
     return score_tau(tau, data.r, data.u, data.bounds, data.depth, gamma, data.baseline)
 
 
-def evaluate_thresholds(tau: np.ndarray, data: EvalData, fitness: SeedFitness = SeedFitness(), *,
+def evaluate_thresholds(tau: np.ndarray, data: EvalData, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), *,
                         gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
     """Metrics of given raw thresholds ``tau`` float64 (n,)."""
     g = check_gamma(gamma, data)
     return metrics_from_counts(threshold_counts(tau, data, g), data.n, fitness, gamma, cost_ratio)
 
 
-def evaluate(rule, data: EvalData, fitness: SeedFitness = SeedFitness(), *,
+def evaluate(rule, data: EvalData, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), *,
              gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
     """Metrics of a :class:`Program` or :class:`heuristics.contract.Rule` on ``data``.
 
@@ -422,7 +422,7 @@ def evaluate(rule, data: EvalData, fitness: SeedFitness = SeedFitness(), *,
                                gamma, cost_ratio)
 
 
-def reference_metrics(tau: np.ndarray, traces: Traces, fitness: SeedFitness = SeedFitness(), *,
+def reference_metrics(tau: np.ndarray, traces: Traces, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), *,
                       gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
     """Plain-numpy metrics of raw thresholds, independent of the interpreter (for tests).
 

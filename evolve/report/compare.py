@@ -2,7 +2,7 @@
 
 Reproduces seed 004's results table (``../shared/seeds/004_3ed4932ed2edc036.txt``):
 Heuristic, Accept%, Accuracy, Quality, Fitness, Time, with the expected metrics
-of :mod:`evolve.evaluator` beside it (E[accept] = mean clamped tau, E[TV] =
+of :mod:`evolve.eval.evaluator` beside it (E[accept] = mean clamped tau, E[TV] =
 mean max(0, tau - r), the rule's total-variation damage, and E[fitness], seed
 fitness on those; notes ``acceptance-math.md`` sections 1-2) and, for every
 champion, its change against ``standard_rejection`` on the same split.
@@ -16,7 +16,7 @@ given explicitly. Champion files are read by
 :func:`heuristics.champions.load_champion` / :func:`heuristics.champions.list_champions`
 (expressions are parsed, never evaluated as Python).
 
-Time: wall time (``time.perf_counter``) of one :func:`evolve.evaluator.evaluate`
+Time: wall time (``time.perf_counter``) of one :func:`evolve.eval.evaluator.evaluate`
 call on the prepared split, in milliseconds. Each rule is evaluated once first
 (warm-up: Numba compilation or cache loading, not timed), then ``repeats`` more
 times; the best (smallest) of those is reported, as the least disturbed by
@@ -38,11 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import click
-
 from data.errors import InputError
-from data.io import SPLITS, atomic_write_bytes, atomic_write_text, load_split
-from evolve.evaluator import BLOCK_FIELDS, DEFAULT_COST_RATIO, EvalData, Metrics, SeedFitness, evaluate
+from data.io import SPLITS, load_split
+from evolve.eval.evaluator import BLOCK_FIELDS, DEFAULT_COST_RATIO, EvalData, Metrics, AcceptanceQualityFitness, evaluate
+from evolve.report.output import check_output, resolve_format, write_output
 from heuristics.contract import Rule, get_rule, rule_names
 
 #: Values of ``--format``.
@@ -55,10 +54,6 @@ REFERENCE_RULE = "standard_rejection"
 DEFAULT_CHAMPIONS_DIR = Path(__file__).resolve().parent.parent / "heuristics" / "champions"
 #: Default number of timed evaluations per rule (after one warm-up).
 DEFAULT_REPEATS = 3
-#: Output file suffixes that select a format when ``--format`` is not given.
-SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown",
-                  ".txt": "table"}
-
 #: Keys of one JSON record / CSV row, in order.
 ROW_KEYS: tuple[str, ...] = (
     "heuristic", "kind", "split", "tokens", "acceptance_rate", "accuracy", "quality_score", "fitness",
@@ -136,21 +131,6 @@ def resolve_splits(split: str) -> tuple[str, ...]:
     if split not in SPLITS:
         raise InputError(f"option '--split': unknown split '{split}' (choose from {', '.join(SPLIT_CHOICES)})")
     return (split,)
-
-
-def resolve_format(fmt: str | None, output: str | os.PathLike | None,
-                   formats: tuple[str, ...] = FORMATS) -> str:
-    """The output format of a command offering ``formats``: ``fmt`` if given, else from the
-    output file's suffix (:data:`SUFFIX_FORMATS`, when the command offers it), else ``table``.
-    Raises InputError for a format not in ``formats``."""
-    if fmt is None:
-        if output is not None:
-            guess = SUFFIX_FORMATS.get(Path(output).suffix.lower(), "table")
-            return guess if guess in formats else "table"
-        return "table"
-    if fmt not in formats:
-        raise InputError(f"option '--format': unknown format '{fmt}' (choose from {', '.join(formats)})")
-    return fmt
 
 
 def baseline_entries() -> list[Entry]:
@@ -267,7 +247,7 @@ def _label(entries: list[Entry]) -> list[str]:
 # --- scoring ----------------------------------------------------------------------------------
 
 def timed_evaluate(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS,
-                   fitness: SeedFitness = SeedFitness(), gamma: int | None = None,
+                   fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), gamma: int | None = None,
                    cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[Metrics, float]:
     """Metrics of ``rule`` on ``data`` and the best wall time of one evaluation, in milliseconds.
 
@@ -294,7 +274,7 @@ def missing_columns(rule: Rule, data: EvalData) -> list[str]:
 
 
 def score_split(entries: Sequence[Entry], data: EvalData, repeats: int = DEFAULT_REPEATS,
-                fitness: SeedFitness = SeedFitness(), gamma: int | None = None,
+                fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), gamma: int | None = None,
                 cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[list[Row], list[str]]:
     """Score every entry on one prepared split.
 
@@ -341,7 +321,7 @@ def block_gamma(data: EvalData, gamma: int | None) -> int | None:
 
 
 def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Sequence[Entry] | None = None,
-                   repeats: int = DEFAULT_REPEATS, fitness: SeedFitness = SeedFitness(),
+                   repeats: int = DEFAULT_REPEATS, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
                    gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Comparison:
     """Load the split(s) of ``data_dir`` and score every entry on each.
 
@@ -504,63 +484,7 @@ FORMATTERS = {"table": format_table, "csv": format_csv, "json": format_json, "ma
 
 def format_comparison(comparison: Comparison, fmt: str = "table") -> str:
     """Render ``comparison`` in ``fmt`` (one of :data:`FORMATS`). Raises InputError for an unknown format."""
-    return FORMATTERS[resolve_format(fmt, None)](comparison)
-
-
-def write_output(text: str, output: str | os.PathLike) -> None:
-    """Write ``text`` to ``output`` atomically. Raises InputError if it cannot be written."""
-    path = Path(output)
-    if path.is_dir():
-        raise InputError(f"option '--output': {path} is a directory")
-    try:
-        atomic_write_text(path, text)
-    except OSError as exc:
-        raise InputError(f"option '--output': cannot write {path} ({exc.strerror or exc})") from None
-
-
-def check_output(output: str | os.PathLike | None, image: str | None = None) -> None:
-    """Check ``--output`` before any work is done.
-
-    It must not be a directory and, when an image (``image``: "plot", "chart")
-    is written next to it under its name with suffix .png, not be a .png itself.
-    Raises: InputError naming ``--output``.
-    """
-    if output is None:
-        return
-    out = Path(output)
-    if out.is_dir():
-        raise InputError(f"option '--output': {out} is a directory")
-    if image is not None and out.suffix.lower() == ".png":
-        raise InputError(f"option '--output': the table cannot share the {image}'s .png name ({out})")
-
-
-def write_outputs(text: str, output: str | os.PathLike | None, png: bytes | None,
-                  png_path: str | os.PathLike, option: str = "--output") -> Path | None:
-    """Write ``text`` to ``output`` (when given) and ``png`` to ``png_path`` (when any), each atomically.
-
-    Returns the PNG path written, or None. Raises InputError naming ``option``
-    when the PNG cannot be written (and as :func:`write_output` for the text).
-    """
-    if output is not None:
-        write_output(text, output)
-    if png is None:
-        return None
-    path = Path(png_path)
-    try:
-        atomic_write_bytes(path, png)
-    except OSError as exc:
-        raise InputError(f"option '{option}': cannot write {path} ({exc.strerror or exc})") from None
-    return path
-
-
-def echo_outputs(text: str, output: str | os.PathLike | None, written: str, png_path: Path | None) -> None:
-    """Print ``text`` to stdout when there is no ``output`` file, else say on stderr what was ``written`` there."""
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        click.echo(f"wrote {output} ({written})", err=True)
-    if png_path is not None:
-        click.echo(f"wrote {png_path}", err=True)
+    return FORMATTERS[resolve_format(fmt, None, FORMATS)](comparison)
 
 
 def benchmark(data_dir: str | os.PathLike = "data", split: str = "test",
@@ -576,7 +500,7 @@ def benchmark(data_dir: str | os.PathLike = "data", split: str = "test",
 
     Returns: (comparison, rendered text). Raises: InputError for any bad input.
     """
-    fmt = resolve_format(fmt, output)
+    fmt = resolve_format(fmt, output, FORMATS)
     resolve_splits(split)
     if repeats < 1:
         raise InputError(f"option '--repeats': must be at least 1 (value {repeats})")

@@ -24,11 +24,11 @@ Children come from one of two drafts:
 
 * ``DRAFT_CHAIN`` (SpecInfer/EAGLE-style): a node's children are drafted from
   q(.|context + path to the node, depth = level), the chain draft of
-  :mod:`evolve.decoding`; one draft step per tree level;
+  :mod:`evolve.sim.decoding`; one draft step per tree level;
 * ``DRAFT_MEDUSA`` (Medusa heads, seed 001; Cai et al. 2024, arXiv 2401.10774):
   head j proposes position t + j from a distribution that depends only on the
   verified context and j, never on the tokens drafted at depths < j: q_j =
-  the draft of :func:`evolve.decoding.position_pair` at position t + j with the
+  the draft of :func:`evolve.sim.decoding.position_pair` at position t + j with the
   verified window (head 0 is the chain draft). All heads run in one draft step.
 
 and two ways of choosing them:
@@ -67,8 +67,8 @@ import numpy as np
 from numba import njit, prange
 
 from data.errors import InputError
-from data.vocab_model import next_double, sample_index, seed_state
-from evolve.decoding import (
+from data.synth.vocab_model import next_double, sample_index, seed_state
+from evolve.sim.decoding import (
     STREAM_DECODE, Context, SyntheticModel, check_cost_ratio, context_jobs, position_pair, sample_normalised,
     sequence_jobs, start_buffers, target_at,
 )
@@ -279,7 +279,7 @@ def tree_call(model_seed, rng, buf, dpath, t, window_len, params, log_rank, budg
     """One target call at position t with a draft tree (module doc); writes the emitted tokens into ``buf``.
 
     Args (arrays are preallocated scratch, N = budget):
-        buf, dpath: as :func:`evolve.decoding.chain_run` (room for N + 1 tokens past t).
+        buf, dpath: as :func:`evolve.sim.decoding.chain_run` (room for N + 1 tokens past t).
         widths: int64 (L,) width schedule (used unless ``adaptive``); max_width: adaptive maximum.
         draft_kind: DRAFT_CHAIN or DRAFT_MEDUSA; verify: VERIFY_SAMPLE or VERIFY_GREEDY.
         broken: tests only: sampling verification without the residual update.
@@ -353,7 +353,7 @@ def tree_run(model_seed, rng, buf, dpath, t0, length, window_len, params, log_ra
     """Decode ``length`` tokens from position t0 with one draft tree per target call; adds to ``stats``.
 
     ``buf`` needs window_len + t0 + length + budget + 1 entries, ``dpath``
-    t0 + length + budget + 2 (layout as :func:`evolve.decoding.chain_run`);
+    t0 + length + budget + 2 (layout as :func:`evolve.sim.decoding.chain_run`);
     ``stats`` float64 (N_TREE_STATS,).
     """
     V = log_rank.shape[0]
@@ -393,7 +393,7 @@ def tree_run(model_seed, rng, buf, dpath, t0, length, window_len, params, log_ra
 @njit(cache=True, parallel=True)
 def tree_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, params, log_rank, budget, widths,
                max_width, adaptive, max_depth, draft_kind, verify, broken, stats_out, tokens_out):
-    """Independent tree decodes (jobs as :func:`evolve.decoding.chain_batch`), in parallel.
+    """Independent tree decodes (jobs as :func:`evolve.sim.decoding.chain_batch`), in parallel.
 
     Job j decodes ``lengths[j]`` tokens from ``t0s[j]`` after ``windows[j]`` on the
     stream (decode_seed, keys[j], STREAM_DECODE + 200); ``stats_out`` float64
@@ -531,7 +531,7 @@ def simulate_tree(model: SyntheticModel, config: TreeConfig, length: int, sample
                   cost_ratio: float = 0.05) -> TreeResult:
     """Decode ``samples`` sequences of ``length`` tokens with draft trees (parallel over sequences).
 
-    Sequence i starts from the same prompt as :func:`evolve.decoding.simulate_chain`'s
+    Sequence i starts from the same prompt as :func:`evolve.sim.decoding.simulate_chain`'s
     sequence i of that length. Raises InputError for bad options.
     """
     cost_ratio = check_cost_ratio(cost_ratio)

@@ -5,20 +5,20 @@ One process, one run, five measurements (issue 3) plus the trace generator's spe
 1. ``standard_rejection`` with seed 004's fitness on the default train split
    (``DATA/train.*`` when it exists, else the default vocab-model train split
    generated in memory, else seed 004's model): tokens per second of one
-   :func:`evolve.evaluator.evaluate` call (best of many; median also reported);
+   :func:`evolve.eval.evaluator.evaluate` call (best of many; median also reported);
 2. 1,000 distinct random programs (ramped half-and-half, depth 2-6, the full
    primitive set over the split's features, fixed seed) with the seed fitness:
    node evaluations per second (tree nodes x tokens / wall time, compiling
-   included) of :class:`evolve.population.PopulationEvaluator`, and of DEAP's
+   included) of :class:`evolve.eval.population.PopulationEvaluator`, and of DEAP's
    stock path on the same programs (``deap.gp.compile``, a numpy-vectorised
-   call, the same fitness in numpy: :func:`evolve.evaluator.reference_metrics`);
+   call, the same fitness in numpy: :func:`evolve.eval.evaluator.reference_metrics`);
 3. when ``pyoperon`` is installed, Operon's ``EvaluateTrees`` on 1,000 random
    programs of the arithmetic subset (add, sub, mul, div) converted to Operon
    trees, same rows and thread count, against our evaluator on the same
    programs (Operon computes float32 predictions only; we compute float64
    thresholds *and* the fitness);
 4. an end-to-end evolution (population 1000, 20 generations) with
-   :func:`evolve.search.search`: generations per second, the share of time
+   :func:`evolve.search.engine.search`: generations per second, the share of time
    outside evaluation, and the extrapolated time of 100 generations;
 5. evaluation time of the standard rule and of a batch of 32 programs (derived
    rows off, so every size does the same work per token) on 10k, 100k, 1M and
@@ -54,17 +54,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import click
 import numba
 import numpy as np
 
-from data.errors import CliCommand, InputError
+from data.errors import InputError
 from data.io import Traces, atomic_write_text, load_split, split_path
-from evolve.compiler import from_tree, to_string
-from evolve.evaluator import EvalData, evaluate, reference_metrics
-from evolve.interpreter import CHUNK
-from evolve.population import PopulationEvaluator
-from evolve.primitives import FEATURES, PRIMITIVE_BY_NAME, build_pset, random_constant
+from evolve.gp.compiler import from_tree, to_string
+from evolve.eval.evaluator import EvalData, evaluate, reference_metrics
+from evolve.eval.interpreter import CHUNK
+from evolve.eval.population import PopulationEvaluator
+from evolve.gp.primitives import FEATURES, PRIMITIVE_BY_NAME, build_pset, random_constant
 
 REQUIRED_KEYS: tuple[str, ...] = (
     "rule_tokens_per_s", "gp_node_evals_per_s", "deap_node_evals_per_s", "gp_vs_deap", "operon_node_evals_per_s",
@@ -161,11 +160,11 @@ class RssSampler:
 
 # --- data -------------------------------------------------------------------------------------
 
-def load_splits(data_dir: str | os.PathLike, seed_model_fallback: bool = False) -> tuple[Traces, Traces, dict]:
+def load_splits(data_dir: str | os.PathLike, independent_fallback: bool = False) -> tuple[Traces, Traces, dict]:
     """Train and valid splits: ``data_dir`` when it has them, else the default dataset generated in memory.
 
     Returns (train, valid, description). The in-memory dataset is the one
-    ``python generate_data.py`` writes by default (:mod:`data.generate`: vocab
+    ``python generate_data.py`` writes by default (:mod:`data.synth.generate`: vocab
     model, seed 42, 1000 train sequences); when that model is unavailable,
     seed 004's model with the same sizes.
     """
@@ -175,9 +174,9 @@ def load_splits(data_dir: str | os.PathLike, seed_model_fallback: bool = False) 
         return train, valid, {"source": str(Path(data_dir)), "generator": meta.get("generator"),
                               "train_tokens": train.n, "valid_tokens": valid.n}
     try:
-        if seed_model_fallback:
+        if independent_fallback:
             raise ImportError("seed model requested")
-        from data import generate
+        from data.synth import generate
         model, seed = generate.DEFAULT_MODEL, generate.DEFAULT_SEED
         spec = generate.get_model(model)
         config = generate.build_config(model, None)
@@ -187,11 +186,11 @@ def load_splits(data_dir: str | os.PathLike, seed_model_fallback: bool = False) 
         desc = {"source": f"generated in memory ({model} model, seed {seed}, {sizes['train']} train sequences; "
                           f"no dataset in {data_dir})", "generator": model}
     except ImportError:
-        from data.seed_model import generate_split
+        from data.synth.independent import generate_split
         splits = {s: Traces.from_frame(generate_split(n, sd), f"generated {s} split", s)
                   for s, n, sd in (("train", 1000, 42), ("valid", 300, 123))}
         desc = {"source": f"generated in memory (seed 004's model, 1000/300 sequences, seeds 42/123; "
-                          f"no dataset in {data_dir})", "generator": "seed"}
+                          f"no dataset in {data_dir})", "generator": "independent"}
     desc.update(train_tokens=splits["train"].n, valid_tokens=splits["valid"].n)
     return splits["train"], splits["valid"], desc
 
@@ -229,7 +228,7 @@ def random_programs(pset, count: int, seed: int, min_depth: int = 2, max_depth: 
 
 
 def arithmetic_pset(features: tuple[str, ...]):
-    """A DEAP primitive set with only add, sub, mul and div (numpy semantics of :mod:`evolve.primitives`)."""
+    """A DEAP primitive set with only add, sub, mul and div (numpy semantics of :mod:`evolve.gp.primitives`)."""
     from deap import gp
     pset = gp.PrimitiveSet("arithmetic", len(features))
     pset.renameArguments(**{f"ARG{i}": name for i, name in enumerate(features)})
@@ -260,14 +259,14 @@ def operon_infix(tree, names: dict[str, str]) -> str:
 def measure_rule(train: EvalData, threads: int) -> dict:
     """(1) Tokens per second of ``evaluate(standard_rejection)`` on ``train``.
 
-    Also the kernel alone (:func:`evolve.interpreter.score_packed` on the
+    Also the kernel alone (:func:`evolve.eval.interpreter.score_packed` on the
     already lowered program, no Metrics built): the difference is the fixed
     cost of a call (Python, argument checks, starting the threads), which
     matters on a split this small.
     """
     from heuristics.contract import get_rule
-    from evolve.evaluator import lowered_program
-    from evolve.interpreter import score_packed
+    from evolve.eval.evaluator import lowered_program
+    from evolve.eval.interpreter import score_packed
     rule = get_rule("standard_rejection")
     times = repeat(lambda: evaluate(rule, train), min_repeats=50, budget=2.0)
     walls = sorted(t.wall for t in times)
@@ -370,8 +369,8 @@ def measure_operon(train: EvalData, features: tuple[str, ...], count: int, seed:
     ours = nodes * n / ours_t.wall
     operon = nodes * n / op_t.wall
     # sanity: Operon's float32 predictions agree with the float64 thresholds where both are finite and moderate
-    from evolve.evaluator import thresholds
-    from evolve.compiler import compile_tree
+    from evolve.eval.evaluator import thresholds
+    from evolve.gp.compiler import compile_tree
     check = [i for i in range(0, len(trees), max(1, len(trees) // 20))]
     agree = 0
     for i in check:
@@ -397,9 +396,9 @@ def _operon_version(op) -> str:
 
 
 def measure_evolution(train: EvalData, valid: EvalData, population: int, generations: int, seed: int) -> dict:
-    """(4) An end-to-end run of :func:`evolve.search.search` (population x generations)."""
-    from evolve.config import RunConfig, resolve_features
-    from evolve.search import search
+    """(4) An end-to-end run of :func:`evolve.search.engine.search` (population x generations)."""
+    from evolve.search.config import RunConfig, resolve_features
+    from evolve.search.engine import search
     cfg = RunConfig(population=population, generations=generations, seed=seed)
     available = tuple(f for f in train.available if f in valid.available)
     features = resolve_features(cfg, available, "perf")
@@ -411,7 +410,7 @@ def measure_evolution(train: EvalData, valid: EvalData, population: int, generat
     init_seconds = rows[0]["seconds"] if rows else 0.0
     per_gen = gen_seconds / len(gens) if gens else float("nan")
     return {
-        "population": population, "generations": len(gens), "loop": "evolve.search.search",
+        "population": population, "generations": len(gens), "loop": "evolve.search.engine.search",
         "seconds": t.wall, "initial_generation_seconds": init_seconds,
         "generations_per_s": len(gens) / gen_seconds if gen_seconds > 0 else float("nan"),
         "seconds_per_generation": per_gen,
@@ -537,9 +536,9 @@ def read_bandwidth(data: EvalData, repeats: int = 5, chunk: int = CHUNK) -> list
 
 
 def measure_generator(seed: int, tokens: int = 1_000_000) -> dict:
-    """The vocab generator's throughput (:func:`data.vocab_model.measure_throughput`), when available."""
+    """The vocab generator's throughput (:func:`data.synth.vocab_model.measure_throughput`), when available."""
     try:
-        from data.vocab_model import measure_throughput
+        from data.synth.vocab_model import measure_throughput
     except ImportError as exc:
         return {"available": False, "reason": str(exc)}
     return {"available": True, **measure_throughput(tokens, seed)}
@@ -740,7 +739,7 @@ def _json_default(value):
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def _sizes(text: str) -> tuple[int, ...]:
+def parse_sizes(text: str) -> tuple[int, ...]:
     try:
         sizes = tuple(int(s.replace("_", "")) for s in text.split(",") if s.strip())
     except ValueError:
@@ -750,32 +749,4 @@ def _sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
-@click.command("perf", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default="data",
-              show_default=True, help="Dataset directory; without train/valid splits the default dataset "
-                                      "is generated in memory.")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default="results/perf.json",
-              show_default=True, help="JSON report (written atomically).")
-@click.option("--programs", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Random programs for the node-evaluation measurements.")
-@click.option("--population", type=click.IntRange(min=2), default=1000, show_default=True,
-              help="Population of the end-to-end evolution.")
-@click.option("--generations", type=click.IntRange(min=1), default=20, show_default=True,
-              help="Generations of the end-to-end evolution (100 are extrapolated).")
-@click.option("--sizes", default=",".join(str(s) for s in DEFAULT_SCALING), show_default=True,
-              help="Token counts of the scaling measurement, comma-separated.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Seed of the random programs and the evolution.")
-@click.option("--generator-tokens", type=click.IntRange(min=1), default=1_000_000, show_default=True,
-              help="Tokens generated to time the vocab generator.")
-def perf(data_dir: Path, output: Path, programs: int, population: int, generations: int, sizes: str, seed: int,
-         generator_tokens: int) -> None:
-    """Measure evaluation speed against DEAP and Operon, evolution speed, scaling and memory (issue 3)."""
-    report = run_perf(data_dir, programs, population, generations, _sizes(sizes), seed, generator_tokens,
-                      progress=lambda msg: click.echo(f"perf: {msg}", err=True))
-    write_report(report, output)
-    click.echo(render(report), nl=False)
-    click.echo(f"wrote {output}", err=True)
-
-
-__all__ = ["perf", "run_perf", "render", "write_report", "REQUIRED_KEYS", "TARGETS", "load_splits"]
+__all__ = ["parse_sizes", "run_perf", "render", "write_report", "REQUIRED_KEYS", "TARGETS", "load_splits"]

@@ -4,8 +4,8 @@ Two paths compute the same thing:
 
 * the **reference stack machine** (:func:`eval_block`, :func:`score_program`,
   :func:`program_thresholds`): the postfix program of
-  :class:`evolve.compiler.Program` run block by block over ``X`` indexed by
-  :data:`evolve.primitives.FEATURES`; simple, kept for tests and as the
+  :class:`evolve.gp.compiler.Program` run block by block over ``X`` indexed by
+  :data:`evolve.gp.primitives.FEATURES`; simple, kept for tests and as the
   per-program reference;
 * the **fast path** (:func:`lower`, :func:`pack`, :func:`score_packed`,
   :func:`packed_thresholds`): every program is lowered once to *register code*
@@ -20,7 +20,7 @@ Two paths compute the same thing:
   block's thresholds into counts immediately (no array of thresholds is
   materialised). One program alone is parallel over its chunks. ``log`` and
   ``exp`` of a bare feature can read a *derived row* computed once per split
-  (:func:`derive_row`, used by :mod:`evolve.population`). Small calls run in
+  (:func:`derive_row`, used by :mod:`evolve.eval.population`). Small calls run in
   the calling thread, and mid-sized ones too while other processes hold the
   cores (:class:`_Scheduler`): the result is the same either way.
 
@@ -28,7 +28,7 @@ Determinism: chunk boundaries depend only on the data (:func:`chunk_bounds`),
 each item's partial counts are computed sequentially, and the partials of a
 program are added in chunk order, so results do not depend on the number of
 threads, on the schedule, or on whether a program is scored alone or inside a
-population. Operators are the scalar functions of :mod:`evolve.primitives`
+population. Operators are the scalar functions of :mod:`evolve.gp.primitives`
 (bitwise equal to the numpy reference). Every loop is vectorised by LLVM
 (AVX2 here) except ``log`` and ``exp``, which stay calls to the C library's
 scalar functions: numpy calls the same ones for float64 on AVX2 machines, so the
@@ -61,7 +61,7 @@ from numba.core import cgutils, types
 from numba.np.ufunc import parallel as _numba_parallel
 from numba.extending import intrinsic
 
-from evolve.primitives import (
+from evolve.gp.primitives import (
     OP_ADD, OP_CONST, OP_DIV, OP_EXP, OP_FEATURE, OP_IF_GT, OP_LOG, OP_MAX, OP_MIN, OP_MUL,
     OP_SQRT, OP_SUB, PRIMITIVES, div, exp, if_gt, log, max_, min_, sqrt,
 )
@@ -82,7 +82,7 @@ C_BLOCKS = 7
 C_SUM_TOKENS = 8
 C_SUM_BLOCK_TV = 9
 #: Counts of the seed and expected metrics (the first seven).
-N_SEED_COUNTS = 7
+N_FITNESS_COUNTS = 7
 N_COUNTS = 10
 
 #: Width of one register-code instruction: opcode, destination register, four operands.
@@ -198,7 +198,7 @@ def score_program(ops, args, consts, stack_size, X, r, u, b):
     """Counts (float64, N_COUNTS; block counts 0) of one program over all rows of ``X``.
 
     Reference stack machine, one thread; ``X`` float64 (len(FEATURES), n) indexed by
-    :data:`evolve.primitives.FEATURES`.
+    :data:`evolve.gp.primitives.FEATURES`.
     """
     n = X.shape[1]
     stack = np.empty((max(stack_size, 1), BLOCK))
@@ -474,11 +474,11 @@ for _p in PRIMITIVES:
 
 def lower(ops: np.ndarray, args: np.ndarray, consts: np.ndarray, feature_rows,
           derived: np.ndarray | None = None) -> Lowered:
-    """Lower a postfix program (:class:`evolve.compiler.Program` arrays) to register code.
+    """Lower a postfix program (:class:`evolve.gp.compiler.Program` arrays) to register code.
 
     Args:
         ops, args, consts: the program's arrays (int32, int32, float64).
-        feature_rows: for each index of :data:`evolve.primitives.FEATURES`, the row
+        feature_rows: for each index of :data:`evolve.gp.primitives.FEATURES`, the row
             of ``X`` holding it (a sequence of ints; negative for a missing feature).
         derived: optional int64 (opcodes, X rows): ``derived[op, row]`` is the row
             of the derived-row matrix ``D`` holding op applied to feature row ``row``
@@ -498,7 +498,7 @@ def lower(ops: np.ndarray, args: np.ndarray, consts: np.ndarray, feature_rows,
     if status == -1:
         raise ValueError("malformed program")
     if status > 0:
-        from evolve.primitives import FEATURES
+        from evolve.gp.primitives import FEATURES
         raise ValueError(f"program reads feature {FEATURES[status - 1]!r}, which the data lacks")
     return Lowered(code, cvals, int(n_regs), int(result), int(len(ops)))
 
@@ -725,7 +725,7 @@ def reduce_seed(tau, r, u, m, acc):
 
     ``r``, ``u`` float64 (>= m,): min(1, p/q) and rand_value of the same tokens.
     The baseline decision is recomputed as u < r (the schema guarantees
-    ``baseline_accepts`` equals it; :class:`evolve.evaluator.EvalData` checks).
+    ``baseline_accepts`` equals it; :class:`evolve.eval.evaluator.EvalData` checks).
     False rejects are counted as ``fa - accepts`` here: the number of baseline
     accepts, a constant of the split, is added once per program by the callers
     (:func:`_combine`), which saves a comparison and a sum per token.

@@ -2,7 +2,7 @@
 
 An expression is written in prefix call notation, the format DEAP prints a tree
 in: ``min(1.0, div(target_prob, draft_prob))``. Names are primitives of
-:mod:`evolve.primitives` or features; numbers are constants. :func:`parse` reads
+:mod:`evolve.gp.primitives` or features; numbers are constants. :func:`parse` reads
 such text with a small tokenizer and an explicit stack (no ``eval``, no
 recursion), so champion files can be loaded safely.
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from data.errors import InputError
-from evolve.primitives import (
-    FEATURES, OP_CONST, OP_FEATURE, PRIMITIVE_BY_NAME, SEED_FEATURES,
+from evolve.gp.primitives import (
+    FEATURES, OP_CONST, OP_FEATURE, PRIMITIVE_BY_NAME, CORE_FEATURES,
 )
 
 #: Limits that keep a hostile expression from exhausting memory or time.
@@ -147,7 +147,7 @@ def to_string(nodes: list[Node]) -> str:
 
 
 def to_python(nodes: list[Node]) -> str:
-    """A Python expression calling the scalar primitives of :mod:`evolve.primitives`."""
+    """A Python expression calling the scalar primitives of :mod:`evolve.gp.primitives`."""
     return _render(nodes, lambda name, args: f"{PRIMITIVE_BY_NAME[name].python_name}({', '.join(args)})", repr)
 
 
@@ -192,7 +192,7 @@ def simplify(nodes: list[Node]) -> str:
 
 
 def from_tree(tree) -> list[Node]:
-    """Prefix nodes of a DEAP ``PrimitiveTree`` built by :func:`evolve.primitives.build_pset`."""
+    """Prefix nodes of a DEAP ``PrimitiveTree`` built by :func:`evolve.gp.primitives.build_pset`."""
     from deap import gp
     nodes = []
     for node in tree:
@@ -317,5 +317,5 @@ def evaluate_numpy(nodes: list[Node], columns: dict[str, np.ndarray], n: int) ->
 
 __all__ = [
     "Node", "Program", "parse", "to_string", "to_python", "to_sympy", "simplify", "from_tree", "to_tree",
-    "compile_nodes", "compile_expression", "compile_tree", "evaluate_numpy", "SEED_FEATURES",
+    "compile_nodes", "compile_expression", "compile_tree", "evaluate_numpy", "CORE_FEATURES",
 ]

@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from data.errors import InputError
-from evolve.primitives import FEATURES, SEED_FEATURES
+from evolve.gp.primitives import FEATURES, CORE_FEATURES
 
-FITNESS_CHOICES: tuple[str, ...] = ("seed", "expected", "speed_at_tv", "pareto")
+FITNESS_CHOICES: tuple[str, ...] = ("acceptance_quality", "expected", "speed_at_tv", "pareto")
 #: Objectives that read the block metrics (need ``draft_index`` and use ``gamma``).
 BLOCK_FITNESS: tuple[str, ...] = ("speed_at_tv", "pareto")
 
@@ -47,7 +47,7 @@ class RunConfig:
         fitness: ``seed`` (seed 004's sampled fitness, ``Metrics.fitness``),
             ``expected`` (the noise-free ``Metrics.expected_fitness``),
             ``speed_at_tv`` (expected tokens per target call subject to TV per
-            emitted token <= ``tv_budget``, :mod:`evolve.objectives`) or
+            emitted token <= ``tv_budget``, :mod:`evolve.eval.objectives`) or
             ``pareto`` (NSGA-II over tokens per call, TV per token and program
             size; the run keeps the final non-dominated front in ``front.json``
             and its champion is the front member with the best ``speed_at_tv``
@@ -59,7 +59,7 @@ class RunConfig:
         tv_cap: ``pareto``: TV per token beyond which the speed objective is
             penalised as in ``speed_at_tv`` with this budget, so the front stays
             in the region compared by ``benchmark.py pareto`` (in [0, 1]).
-        seed_standard: put standard rejection, min(1, p/q), into the initial
+        include_standard: put standard rejection, min(1, p/q), into the initial
             population (seed 004's starting point); off by default so that a
             run starts from random trees.
         features: ``"auto"`` (the six seed features plus every optional column
@@ -81,7 +81,7 @@ class RunConfig:
         mutation_max_depth: maximum depth of a subtree grown by mutation.
         false_accept_weight, false_reject_weight, quality_floor,
             below_floor_scale: parameters of the seed fitness
-            (:class:`evolve.evaluator.SeedFitness`; defaults are seed 004's).
+            (:class:`evolve.eval.evaluator.AcceptanceQualityFitness`; defaults are seed 004's).
     """
 
     data: str = "data"
@@ -89,8 +89,8 @@ class RunConfig:
     population: int = 1000
     generations: int = 100
     seed: int = 0
-    fitness: str = "seed"
-    seed_standard: bool = False
+    fitness: str = "acceptance_quality"
+    include_standard: bool = False
     features: Any = "auto"
     gamma: int = 5
     tv_budget: float = 0.01
@@ -117,10 +117,10 @@ class RunConfig:
             d["features"] = list(d["features"])
         return d
 
-    def seed_fitness(self):
-        """The :class:`evolve.evaluator.SeedFitness` these parameters describe."""
-        from evolve.evaluator import SeedFitness
-        return SeedFitness(self.false_accept_weight, self.false_reject_weight,
+    def acceptance_quality_fitness(self):
+        """The :class:`evolve.eval.evaluator.AcceptanceQualityFitness` these parameters describe."""
+        from evolve.eval.evaluator import AcceptanceQualityFitness
+        return AcceptanceQualityFitness(self.false_accept_weight, self.false_reject_weight,
                            self.quality_floor, self.below_floor_scale)
 
 
@@ -132,7 +132,7 @@ _INT = {"population", "generations", "seed", "tournament_size", "elitism", "hall
 _FLOAT = {"crossover_prob", "mutation_prob", "parsimony_size", "false_accept_weight", "false_reject_weight",
           "quality_floor", "below_floor_scale", "tv_budget", "tv_cap"}
 _STR = {"data", "out", "fitness"}
-_BOOL = {"seed_standard"}
+_BOOL = {"include_standard"}
 
 #: (low, high) inclusive bounds of numeric fields; None = unbounded.
 _BOUNDS: dict[str, tuple[float | None, float | None]] = {
@@ -315,7 +315,7 @@ def resolve_features(cfg: RunConfig, available: tuple[str, ...], source: str) ->
     Raises InputError naming ``source`` when a requested feature is missing.
     """
     if cfg.features == "auto":
-        return tuple(f for f in FEATURES if f in SEED_FEATURES or f in available)
+        return tuple(f for f in FEATURES if f in CORE_FEATURES or f in available)
     missing = [f for f in cfg.features if f not in available]
     if missing:
         raise InputError(f"{source}: no column '{missing[0]}' in train and valid, but the features setting "

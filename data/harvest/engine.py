@@ -95,7 +95,7 @@ import pandas as pd
 
 from data.errors import InputError
 from data.io import METADATA_FILE, SPLITS, Traces, atomic_write_bytes, atomic_write_text, load_metadata, write_dataset
-from data.generate import check_output_dir
+from data.synth.generate import check_output_dir
 from data.schema import COLUMNS, split_stats
 
 GENERATOR = "harvest"

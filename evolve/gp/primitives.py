@@ -29,13 +29,13 @@ from numba import njit
 PRIMITIVE_SET_VERSION = 1
 
 #: Features of seed 004's contract, in its argument order.
-SEED_FEATURES: tuple[str, ...] = (
+CORE_FEATURES: tuple[str, ...] = (
     "draft_prob", "target_prob", "position", "draft_entropy", "target_entropy", "top_token_match",
 )
 #: Optional schema columns that become terminals when a dataset has them.
 OPTIONAL_FEATURES: tuple[str, ...] = ("draft_index", "draft_top_prob", "target_top_prob", "overlap")
 #: All features; a program's FEATURE opcode indexes this tuple.
-FEATURES: tuple[str, ...] = SEED_FEATURES + OPTIONAL_FEATURES
+FEATURES: tuple[str, ...] = CORE_FEATURES + OPTIONAL_FEATURES
 
 DIV_EPS = 1e-9
 LOG_EPS = 1e-9
@@ -230,7 +230,7 @@ def random_constant() -> float:
     return round(random.uniform(*CONSTANT_RANGE), 3)
 
 
-def build_pset(features: tuple[str, ...] = SEED_FEATURES):
+def build_pset(features: tuple[str, ...] = CORE_FEATURES):
     """DEAP primitive set over ``features`` (names from :data:`FEATURES`).
 
     Primitives carry their numpy implementations, so ``deap.gp.compile`` gives

@@ -1,0 +1,61 @@
+"""``python benchmark.py``: the comparison table and its subcommands ``simulate``, ``perf`` and ``pareto``.
+
+With no subcommand it scores every registered rule and every champion on a
+split (:mod:`evolve.report.compare`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from evolve.cli.errors import CliGroup
+from evolve.cli.pareto import pareto
+from evolve.cli.perf import perf
+from evolve.cli.simulate import simulate
+from evolve.eval.evaluator import DEFAULT_COST_RATIO
+from evolve.report import compare
+from evolve.report.output import resolve_format
+
+
+@click.group(cls=CliGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default="data",
+              show_default=True, help="Dataset directory (written by `python generate_data.py`).")
+@click.option("--split", type=click.Choice(compare.SPLIT_CHOICES), default="test", show_default=True,
+              help="Split to score; `all` scores train, valid and test.")
+@click.option("--champion", "champions", type=click.Path(dir_okay=False, path_type=Path), multiple=True,
+              help="Champion JSON file to compare as well (repeatable).")
+@click.option("--champions-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory of promoted champions (*.json) [default: heuristics/champions/, or "
+                   "$SPECDEC_CHAMPIONS_DIR].")
+@click.option("--format", "fmt", type=click.Choice(compare.FORMATS), default=None,
+              help="Output format [default: from the --output suffix (.json, .csv, .md), else table].")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result to FILE (atomically) instead of stdout.")
+@click.option("--repeats", type=click.IntRange(min=1), default=compare.DEFAULT_REPEATS, show_default=True,
+              help="Timed evaluations per rule after one warm-up; Time is the best of them.")
+@click.option("--gamma", type=click.IntRange(min=1), default=None,
+              help="Draft length for tokens per target call, speedup and TV per token [default: the split's "
+                   "block length when it has draft_index].")
+@click.option("--cost-ratio", type=click.FloatRange(min=0.0), default=DEFAULT_COST_RATIO, show_default=True,
+              help="Draft/target cost ratio c of the speedup (Leviathan et al. 2023).")
+@click.pass_context
+def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, ...], champions_dir: Path,
+        fmt: str | None, output: Path | None, repeats: int, gamma: int | None, cost_ratio: float) -> None:
+    """Score every baseline and champion on a split and print seed 004's table."""
+    if ctx.invoked_subcommand is not None:
+        return
+    comparison, text = compare.benchmark(data_dir, split, champions, champions_dir, fmt, output, repeats,
+                                          gamma, cost_ratio)
+    if output is None:
+        click.echo(text if text.endswith("\n") else text + "\n", nl=False)
+    else:
+        click.echo(f"wrote {output} ({len(comparison.rows)} rows)", err=True)
+    if resolve_format(fmt, output, compare.FORMATS) in ("csv", "json"):  # table and markdown carry their notes
+        for note in comparison.notes:
+            click.echo(f"note: {note}", err=True)
+
+
+cli.add_command(simulate)
+cli.add_command(perf)
+cli.add_command(pareto)

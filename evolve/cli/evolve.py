@@ -1,0 +1,212 @@
+"""``python -m evolve``: evolve acceptance rules, show a run's champion, promote it.
+
+Commands (run ``python -m evolve COMMAND --help`` for every option):
+
+* ``run``: evolve on the train split of ``--data`` (default ``data/``), pick the
+  champion on valid, write a run directory under ``--out`` (default
+  ``results/``) and print its path on the last line of stdout;
+* ``show RUN_DIR``: the champion (simplified with sympy) and its metrics;
+* ``promote RUN_DIR NAME``: copy the champion into ``heuristics/champions/``
+  (or ``--champions-dir`` / ``$SPECDEC_CHAMPIONS_DIR``) as ``NAME.json`` + ``NAME.py``.
+
+Bad input gives one line ``error: ...`` and exit code 2 (:mod:`data.errors`).
+"""
+from __future__ import annotations
+
+import click
+
+from evolve.cli.errors import CliGroup
+from evolve.search.config import DEFAULTS, FITNESS_CHOICES
+
+#: Expressions larger than this are shown without sympy (building nested Piecewise terms alone
+#: can take hours: sympy folds and simplifies their conditions as it builds them).
+SIMPLIFY_MAX_NODES = 80
+#: Wall-time limit of the sympy simplification in ``show``, seconds.
+SYMPY_SECONDS = 20
+
+
+def _with_time_limit(fn, seconds: int):
+    """``fn()``, or None if it raises an arithmetic/sympy error or runs longer than ``seconds``.
+
+    The limit uses SIGALRM, so it applies only in the main thread on Unix; elsewhere ``fn`` runs
+    without a limit (exceptions are still caught).
+    """
+    import signal
+    import threading
+
+    class _Timeout(Exception):
+        pass
+
+    def alarm(signum, frame):
+        raise _Timeout
+
+    use_alarm = hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGALRM, alarm) if use_alarm else None
+    if use_alarm:
+        signal.alarm(seconds)
+    try:
+        return fn()
+    except (_Timeout, ValueError, TypeError, ZeroDivisionError, RecursionError, AttributeError):
+        return None
+    finally:
+        if use_alarm:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+@click.group(cls=CliGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Evolve acceptance heuristics for speculative decoding (DEAP genetic programming)."""
+
+
+def _opt(name: str, type_, help_: str):
+    default = getattr(DEFAULTS, name.replace("-", "_"))
+    return click.option(f"--{name}", type=type_, default=None, help=f"{help_} [default: {default}]")
+
+
+@cli.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="TOML file of run settings (keys as the options, with _); options given here override it.")
+@_opt("data", str, "Dataset directory (train and valid are read, test never).")
+@_opt("out", str, "Directory in which the run directory is created.")
+@_opt("population", int, "Individuals per generation.")
+@_opt("generations", int, "Generations after the initial population.")
+@_opt("seed", int, "Random seed (same seed + same data = same champion).")
+@click.option("--fitness", type=click.Choice(FITNESS_CHOICES), default=None,
+              help=f"Objective on train: seed 004's sampled fitness or its expected (noise-free) form; "
+                   f"speed_at_tv (tokens per target call with TV per token <= --tv-budget); pareto (NSGA-II "
+                   f"over tokens per call, TV per token and size; writes front.json) [default: {DEFAULTS.fitness}].")
+@_opt("gamma", int, "Draft length of the block objectives (speed_at_tv, pareto).")
+@_opt("tv-budget", float, "TV-per-token budget of speed_at_tv and of a pareto run's champion.")
+@_opt("tv-cap", float, "pareto: TV per token beyond which the speed objective is penalised.")
+@click.option("--include-standard/--no-include-standard", default=None,
+              help="Put standard rejection min(1, p/q) into the initial population [default: no].")
+@_opt("features", str, "Terminal features: auto or a comma-separated list.")
+@_opt("crossover-prob", float, "Crossover probability.")
+@_opt("mutation-prob", float, "Mutation probability.")
+@_opt("tournament-size", int, "Fitness tournament size.")
+@_opt("parsimony-size", float, "Size tournament of the double tournament, in [1, 2].")
+@_opt("elitism", int, "Best individuals carried over unchanged.")
+@_opt("hall-of-fame", int, "Hall of fame size (champion = best of it on valid).")
+@_opt("max-depth", int, "Tree depth limit.")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr [default: on].")
+def run(config_file, progress, **options) -> None:
+    """Evolve a rule; print the run directory on the last line.
+
+    Ctrl-C finishes the current generation and still writes the champion.
+    """
+    from evolve.search.config import resolve
+    from evolve.search.engine import graceful_interrupt, run as run_search
+
+    cfg = resolve(options, config_file)
+    with _progress_bar(cfg, progress) as on_generation, graceful_interrupt() as stop:
+        info = run_search(cfg, progress=on_generation, stop=stop)
+    res = info.result
+    champ = res.champion
+    if res.interrupted:
+        click.echo(f"interrupted after generation {res.generations}; champion written", err=True)
+    click.echo(f"champion: {champ.expression}")
+    click.echo(f"size {champ.size}, {cfg.fitness} fitness train {_fit(champ.train, cfg):.6f}, "
+               f"valid {_fit(champ.valid, cfg):.6f}; {res.programs} programs scored "
+               f"in {res.seconds:.1f} s")
+    if champ.valid.tokens_per_call is not None:
+        click.echo(f"valid: {champ.valid.tokens_per_call:.4f} tokens per target call, "
+                   f"{champ.valid.tv_per_token:.5f} TV per token (gamma {cfg.gamma})")
+    if res.front is not None:
+        click.echo(f"front: {len(res.front)} rules in {info.run_dir / 'front.json'}")
+    click.echo(str(info.run_dir))
+
+
+def _fit(metrics, cfg) -> float:
+    """The run's objective (the champion criterion for pareto runs) of ``metrics``."""
+    from evolve.search.engine import score
+    return score(metrics, cfg.fitness, cfg.tv_budget)
+
+
+class _progress_bar:
+    """Context manager yielding a per-generation callback that drives a rich progress bar (stderr)."""
+
+    def __init__(self, cfg, enabled: bool):
+        self.cfg, self.enabled = cfg, enabled
+        self.progress = None
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+
+        def update(row):
+            if self.progress is None:  # started on the first generation, after the data loaded
+                self._start()
+            self.progress.update(self.task, completed=row["gen"] + 1, train=f"{row['train_max']:.5f}",
+                                 valid=f"{row['best_valid']:.5f}", size=f"{row['size_avg']:.1f}", refresh=True)
+        return update
+
+    def _start(self):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            TextColumn("generation"), MofNCompleteColumn(), BarColumn(),
+            TextColumn("best train {task.fields[train]}  valid {task.fields[valid]}  mean size {task.fields[size]}"),
+            TimeElapsedColumn(), console=Console(stderr=True), transient=False,
+            auto_refresh=False)  # no refresh thread: rich draws from `random`, which the search owns
+        self.progress.start()
+        self.task = self.progress.add_task("evolve", total=self.cfg.generations + 1, train="-", valid="-",
+                                           size="-")
+
+    def __exit__(self, *exc):
+        if self.progress is not None:
+            self.progress.stop()
+        return False
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path())
+def show(run_dir) -> None:
+    """Print the champion of RUN_DIR (or of a champion .json file), simplified, and its metrics."""
+    from evolve.gp.compiler import simplify
+    from heuristics.champions import read_champion
+
+    champ = read_champion(run_dir)
+    nodes = champ.nodes
+    click.echo(f"champion:   {champ.expression}")
+    if len(nodes) <= SIMPLIFY_MAX_NODES:
+        text = _with_time_limit(lambda: str(simplify(nodes)), SYMPY_SECONDS)
+        click.echo(f"simplified: {text}" if text is not None else
+                   f"simplified: (sympy gave up or took over {SYMPY_SECONDS} s; the expression above is exact)")
+    else:
+        click.echo(f"simplified: (not attempted: {len(nodes)} nodes > {SIMPLIFY_MAX_NODES}; sympy can take hours "
+                   "on large nested if_gt trees)")
+    click.echo(f"size:       {len(nodes)} nodes; objective: {champ.fitness} fitness; "
+               f"features: {', '.join(champ.features)}")
+    prov = champ.provenance
+    if isinstance(prov, dict) and prov.get("run_dir"):
+        click.echo(f"run:        {prov.get('run_dir')} (seed {prov.get('seed')}, data {prov.get('data_dir')})")
+    splits = [s for s in ("train", "valid", "test") if s in champ.metrics]
+    keys = ["tokens", "acceptance_rate", "accuracy", "false_accepts", "false_rejects", "quality_score",
+            "fitness", "expected_acceptance", "expected_tv", "expected_false_reject", "expected_quality",
+            "expected_fitness", "n_invalid"]
+    keys += sorted({k for s in splits for k in champ.metrics[s]} - set(keys))
+    click.echo(f"{'metric':<24}" + "".join(f"{s:>14}" for s in splits))
+    for k in keys:
+        cells = []
+        for s in splits:
+            v = champ.metrics[s].get(k)
+            cells.append(f"{'-':>14}" if v is None else f"{v:>14d}" if isinstance(v, int) else f"{v:>14.6f}")
+        click.echo(f"{k:<24}" + "".join(cells))
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path())
+@click.argument("name")
+@click.option("--champions-dir", type=click.Path(file_okay=False), default=None, envvar="SPECDEC_CHAMPIONS_DIR",
+              help="Where champions are kept [default: heuristics/champions/, or $SPECDEC_CHAMPIONS_DIR].")
+@click.option("--force", is_flag=True, help="Replace an existing champion of that name.")
+def promote(run_dir, name, champions_dir, force) -> None:
+    """Copy the champion of RUN_DIR into the champions directory as NAME.json and NAME.py."""
+    from heuristics.champions import promote as promote_champion
+
+    json_path, py_path = promote_champion(run_dir, name, champions_dir, overwrite=force)
+    click.echo(f"wrote {py_path}")
+    click.echo(str(json_path))
+

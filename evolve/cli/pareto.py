@@ -1,0 +1,37 @@
+"""``python benchmark.py pareto``: rule families against evolved fronts (:mod:`evolve.report.pareto`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from data.io import SPLITS
+from evolve.cli.errors import CliCommand
+from evolve.cli.output import echo_outputs
+from evolve.eval.objectives import DEFAULT_GAMMA
+from evolve.report.pareto import DEFAULT_BUDGETS, FORMATS, budget_key, pareto_command
+from evolve.report.output import resolve_format
+
+
+@click.command("pareto", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default="data",
+              show_default=True, help="Dataset directory (needs draft_index: the vocab model).")
+@click.option("--split", type=click.Choice(SPLITS), default="test", show_default=True, help="Split to score.")
+@click.option("--run", "runs", type=click.Path(path_type=Path), multiple=True,
+              help="Run directory of `python -m evolve run` (front.json, else hall of fame + champion); repeatable.")
+@click.option("--budgets", default=",".join(budget_key(b) for b in DEFAULT_BUDGETS), show_default=True,
+              help="Comma-separated TV-per-token budgets in [0, 1].")
+@click.option("--gamma", type=int, default=DEFAULT_GAMMA, show_default=True, help="Draft length.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Output format [default: json for an --output ending in .json, else table].")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result to FILE (atomically); the plot goes next to it as .png.")
+@click.option("--plot/--no-plot", default=True, show_default=True,
+              help="Write the PNG plot (next to --output, else results/pareto_<split>.png).")
+def pareto(data_dir, split, runs, budgets, gamma, fmt, output, plot) -> None:
+    """Published rule families vs evolved fronts: tokens per call at each TV budget, hypervolumes, plot."""
+    comp, text, png_path = pareto_command(data_dir, split, runs, budgets, gamma, fmt, output, plot)
+    echo_outputs(text, output, f"{len(comp.curves)} curves", png_path)
+    if resolve_format(fmt, output, FORMATS) == "json":  # the table carries its notes
+        for note in comp.notes:
+            click.echo(f"note: {note}", err=True)
