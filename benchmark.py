@@ -1,17 +1,18 @@
-"""Compare acceptance rules on a trace dataset: seed 004's benchmark table (thin CLI).
+"""Compare acceptance rules on a trace dataset (thin entry point).
 
     python benchmark.py [--data DIR] [--split train|valid|test|all] [--champion FILE ...]
                         [--format table|csv|json|markdown] [--output FILE]
+    python benchmark.py pareto [--run RUN_DIR ...] [--budgets 0,0.005,0.01,0.02,0.05] ...
+    python benchmark.py simulate [--rule NAME | --champion FILE] [--trees] ...
+    python benchmark.py perf [--output results/perf.json] ...
 
-scores every baseline and every champion (``heuristics/champions/*.json`` and
-the files given) and prints Heuristic, Accept%, Accuracy, Quality, Fitness and
-Time, the expected metrics and each champion's change against
-standard_rejection. The logic lives in :mod:`evolve.report.compare`.
-
-Subcommands: ``python benchmark.py simulate ...`` (decode-loop simulator and
-draft trees, :mod:`evolve.report.simulate`) and ``python benchmark.py perf ...``
-(evaluator speed against DEAP and Operon, :mod:`evolve.report.perf`) and ``python benchmark.py pareto ...``
-(published rule families against evolved fronts: tokens per call at TV budgets, :mod:`evolve.report.pareto`).
+Without a subcommand it scores every registered rule and every champion on a split
+(:mod:`evolve.report.compare`): the acceptance-quality metrics, their expected values and, on data
+with ``draft_index``, tokens per target call, speedup and TV per emitted token. ``pareto``
+compares published rule families with evolved fronts at TV budgets (:mod:`evolve.report.pareto`),
+``simulate`` runs the decode-loop simulator (:mod:`evolve.report.simulate`) and ``perf`` measures
+the evaluator's speed (:mod:`evolve.report.perf`). The command line lives in
+:mod:`evolve.cli.benchmark`; every option is listed in docs/commands.md.
 """
 from evolve.cli.benchmark import cli
 

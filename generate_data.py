@@ -1,11 +1,14 @@
-"""Generate a trace dataset (train/valid/test splits and metadata.json).
+"""Write a trace dataset: train, valid and test splits plus metadata.json (thin entry point).
 
-    python generate_data.py [--model vocab|seed] [--out DIR] [--seed N] [--sequences N]
+    python generate_data.py [--model vocab|independent] [--out DIR] [--seed N] [--sequences N]
                             [--format parquet|json] [model options]
+    python generate_data.py harvest --target PATH (--draft PATH | --draft-skip-layers LIST |
+                                    --draft-window SINK,RECENT) --prompts FILE [options]
 
-Logic lives in :mod:`data.synth.generate`; this is the command line. ``cli`` is a
-click group: with no subcommand its own options generate a dataset; further
-dataset commands are added with ``cli.add_command(...)``.
+Without a subcommand it generates a synthetic dataset (:mod:`data.synth.generate`); ``harvest``
+records traces from local language models (:mod:`data.harvest.engine`). The command line lives in
+:mod:`evolve.cli.generate`; every option is listed in docs/commands.md and the files it writes in
+docs/schema.md.
 """
 from evolve.cli.generate import cli
 

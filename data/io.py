@@ -1,7 +1,7 @@
 """Reading and writing trace datasets.
 
 A dataset is a directory holding ``train``, ``valid`` and ``test`` files, either
-``.parquet`` (default) or seed 004's JSON array of records, plus ``metadata.json``
+``.parquet`` (default) or the JSON array-of-records format, plus ``metadata.json``
 (schema version, generator name and version, full config, seed, per-split
 statistics). Every load validates the split (:func:`data.schema.validate`).
 Writes are atomic: each file is written to a temporary name and renamed.
@@ -220,7 +220,7 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
     Returns: the paths written. Raises: InputError for an unknown format.
     """
     if fmt not in FORMATS:
-        raise InputError(f"option '--format': unknown format '{fmt}' (choose from {', '.join(FORMATS)})")
+        raise InputError(f"format: unknown format '{fmt}' (choose from {', '.join(FORMATS)})")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     staged: list[tuple[str, Path]] = []

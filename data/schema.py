@@ -1,6 +1,6 @@
 """Trace schema, version 1: one row per drafted token.
 
-Required columns (seed 004's record plus ``seq_id``):
+Required columns (the record of the independent-features model, :mod:`data.synth.independent`):
 
 =================  =======  ==========================================================
 column             dtype    meaning
@@ -12,7 +12,7 @@ target_prob        float64  p(x), in [0, 1]
 draft_entropy      float64  H(q) in nats, >= 0
 target_entropy     float64  H(p) in nats, >= 0
 top_token_match    bool     argmax q == argmax p
-rand_value         float64  u ~ U[0, 1) of the seed benchmark's accept test
+rand_value         float64  u ~ U[0, 1) of the token's acceptance test
 baseline_accepts   bool     rand_value < min(1, target_prob / draft_prob)
 =================  =======  ==========================================================
 

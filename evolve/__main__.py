@@ -1,4 +1,7 @@
-"""``python -m evolve``: the search's command line (:mod:`evolve.cli.evolve`)."""
+"""``python -m evolve run|show|promote``: evolve acceptance rules (thin entry point of :mod:`evolve.cli.evolve`).
+
+Every option is listed in docs/commands.md.
+"""
 from evolve.cli.evolve import cli
 
 if __name__ == "__main__":

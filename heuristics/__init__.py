@@ -1,4 +1,3 @@
-"""Acceptance rules: the contract, the registry, seed 004's baselines and evolved champions."""
-from heuristics.contract import REGISTRY, Rule, get_rule, register, rule, rule_names
-
-__all__ = ["REGISTRY", "Rule", "get_rule", "register", "rule", "rule_names"]
+"""Acceptance rules: the contract (:mod:`heuristics.contract`), the baselines and the published
+rule families (plain data), champion files, and the one registry assembling them
+(:mod:`heuristics.registry`). Importing the package registers nothing."""

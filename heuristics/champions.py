@@ -1,8 +1,8 @@
 """Champion files: evolved rules saved as data, loaded without eval or exec.
 
 A champion is ``NAME.json`` (the source of truth) plus a generated, readable
-``NAME.py`` (the same rule as a Numba-compilable function with seed 004's
-signature; never read back). Champions live in ``heuristics/champions/`` unless
+``NAME.py`` (the same rule as a Numba-compilable function with the contract's
+signature, :mod:`heuristics.contract`; never read back). Champions live in ``heuristics/champions/`` unless
 the environment variable ``SPECDEC_CHAMPIONS_DIR`` names another directory
 (tests use that so they never write into the repository).
 
@@ -42,7 +42,9 @@ from data.errors import InputError
 from data.io import atomic_write_text
 from evolve.gp.compiler import Node, parse, to_string
 from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION
-from heuristics.contract import REGISTRY, Rule, python_source
+from heuristics.baselines import BASELINES
+from heuristics.contract import Rule, python_source
+from heuristics.published import PUBLISHED
 
 FORMAT = "specdec-evolve champion"
 FORMAT_VERSION = 1
@@ -50,6 +52,9 @@ FORMAT_VERSION = 1
 FITNESS_KINDS: tuple[str, ...] = ("acceptance_quality", "expected", "speed_at_tv", "pareto")
 #: Environment variable overriding the champions directory.
 ENV_DIR = "SPECDEC_CHAMPIONS_DIR"
+#: Names a champion may not take: the built-in rules (the baselines and the published families'
+#: defaults, the rules :mod:`heuristics.registry` registers before any champion).
+RESERVED_NAMES: frozenset[str] = frozenset(r.name for r in (*BASELINES, *PUBLISHED))
 #: Largest champion file read, in bytes.
 MAX_FILE_BYTES = 1_000_000
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -111,7 +116,7 @@ def champion_json(champion: Champion) -> str:
 
 
 def champion_python(champion: Champion) -> str:
-    """Readable ``NAME.py`` source: ``acceptance_threshold`` with seed 004's signature.
+    """Readable ``NAME.py`` source: ``acceptance_threshold`` with the contract's signature.
 
     Built only from validated parts (the canonical expression, the name and
     numbers), never from free text of the file.
@@ -150,8 +155,7 @@ def check_name(name: str, what: str = "name") -> str:
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise InputError(f"{what}: {name!r} is not a valid champion name (letters, digits and _, not starting "
                          f"with a digit, at most 64 characters)")
-    import heuristics.baselines  # noqa: F401  (registers the built-in rules)
-    if name in REGISTRY and not REGISTRY[name].source.startswith("champion file"):
+    if name in RESERVED_NAMES:
         raise InputError(f"{what}: {name!r} is the name of a built-in rule")
     return name
 
@@ -355,6 +359,6 @@ def promote(run_dir: str | os.PathLike, name: str, directory: str | os.PathLike 
     return save_champion(champ, directory, overwrite)
 
 
-__all__ = ["Champion", "FORMAT", "FORMAT_VERSION", "ENV_DIR", "champions_dir", "champion_json", "champion_python",
-           "check_name", "read_champion", "load_champion", "list_champions", "champion_files", "save_champion",
-           "promote"]
+__all__ = ["Champion", "FORMAT", "FORMAT_VERSION", "ENV_DIR", "RESERVED_NAMES", "champions_dir", "champion_json",
+           "champion_python", "check_name", "read_champion", "load_champion", "list_champions", "champion_files",
+           "save_champion", "promote"]

@@ -1,14 +1,18 @@
-"""The acceptance-rule contract and the registry of rules by name.
+"""The acceptance-rule contract: the :class:`Rule` class and the standard rule.
 
-Contract (seed 004): a rule maps one drafted token's features to a threshold
-tau; the token is accepted iff u < tau with u ~ U[0, 1). Values outside [0, 1]
-are clamped; NaN or infinity counts as 0 (reject)::
+Contract: a rule maps one drafted token's features to a threshold tau; the
+token is accepted iff u < tau with u ~ U[0, 1). Values outside [0, 1] are
+clamped; NaN or infinity counts as 0 (reject)::
 
     acceptance_threshold(draft_prob: float, target_prob: float, position: int,
                          draft_entropy: float, target_entropy: float,
                          top_token_match: bool) -> float
 
 Probabilities are q(x) and p(x) of the drafted token x, entropies are in nats.
+The output of speculative sampling is distributed exactly as the target's iff
+tau(x) <= p(x)/q(x) for every token; the standard rule tau = min(1, p/q)
+(:data:`STANDARD_RULE`) meets this with equality where p < q (Leviathan,
+Kalman, Matias 2023, arXiv 2211.17192; Chen et al. 2023, arXiv 2302.01318).
 
 A :class:`Rule` is either
 
@@ -18,17 +22,23 @@ A :class:`Rule` is either
   declaring ``extra_columns`` (optional schema columns such as
   ``target_top_prob``) receives them as a seventh argument, a float64 array in
   declared order.
+
+This module holds no registry: :mod:`heuristics.registry` assembles the named
+rules explicitly.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
 
-from data.errors import InputError
 from evolve.gp.compiler import Node, Program, compile_nodes, parse, to_python, to_string
 from evolve.gp.primitives import OPTIONAL_FEATURES, CORE_FEATURES
 
 CONTRACT_ARGUMENTS: tuple[str, ...] = CORE_FEATURES
+#: The standard rule min(1, p/q) as a primitive-set expression.
+STANDARD = "min(1.0, div(target_prob, draft_prob))"
+#: Citation of the standard rule.
+STANDARD_SOURCE = "Leviathan et al. 2023 (arXiv 2211.17192); Chen et al. 2023 (arXiv 2302.01318)"
 
 
 @dataclass
@@ -38,7 +48,7 @@ class Rule:
     Attributes:
         name: registry name, e.g. ``standard_rejection``.
         description: one line.
-        source: paper or seed the formula comes from.
+        source: paper (authors, year, arXiv id) or project the formula comes from.
         expression: prefix expression over the primitive set, or None.
         function: Python function with the contract's signature, or None.
         extra_columns: optional schema columns a function rule receives.
@@ -134,36 +144,8 @@ def python_source(nodes: list[Node], function_name: str, doc: str) -> str:
     return "\n".join(lines)
 
 
-REGISTRY: dict[str, Rule] = {}
+#: The standard rule, registered as ``standard_rejection``: lossless rejection sampling.
+STANDARD_RULE = Rule("standard_rejection", "min(1, p/q): lossless rejection sampling", STANDARD_SOURCE,
+                     expression=STANDARD, lossless=True)
 
-
-def register(rule: Rule, replace: bool = False) -> Rule:
-    """Add ``rule`` to the registry under ``rule.name``. Raises ValueError on a duplicate name."""
-    if rule.name in REGISTRY and not replace:
-        raise ValueError(f"a rule named {rule.name!r} is already registered")
-    REGISTRY[rule.name] = rule
-    return rule
-
-
-def rule(name: str, description: str = "", source: str = "", extra_columns: tuple[str, ...] = (),
-         lossless: bool = False):
-    """Decorator registering a Python function with the contract's signature as a rule."""
-    def wrap(fn: Callable) -> Callable:
-        register(Rule(name, description, source, function=fn, extra_columns=extra_columns, lossless=lossless))
-        return fn
-    return wrap
-
-
-def get_rule(name: str) -> Rule:
-    """The registered rule ``name``. Raises InputError naming the known rules."""
-    import heuristics.baselines  # noqa: F401  (registers the built-in rules)
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise InputError(f"unknown rule '{name}' (known: {', '.join(sorted(REGISTRY))})") from None
-
-
-def rule_names() -> list[str]:
-    """Names of all registered rules, built-ins first in registration order."""
-    import heuristics.baselines  # noqa: F401
-    return list(REGISTRY)
+__all__ = ["CONTRACT_ARGUMENTS", "Rule", "STANDARD", "STANDARD_RULE", "STANDARD_SOURCE", "python_source"]

@@ -1,4 +1,4 @@
-"""Published acceptance rules as parameterised baseline families (notes ``acceptance-math.md`` section 4).
+"""Published acceptance rules as parameterised families (plain data: :data:`FAMILIES`).
 
 Every family is a function of its parameter returning a
 :class:`heuristics.contract.Rule` whose expression is written over the primitive
@@ -6,16 +6,27 @@ set, so it runs through the same fused interpreter as evolved programs. With
 p = ``target_prob`` = p(x), q = ``draft_prob`` = q(x) for the drafted token x,
 s = min(1, p/q) (the standard rule) and u ~ U[0, 1) (accept iff u < tau):
 
-* ``standard`` (the family's one point): s, lossless (Leviathan et al. 2023; Chen et al. 2023);
-* ``greedy_match``: 1 if x = argmax_v p(v) else 0; needs ``target_top_prob``
-  (greedy verification, seeds 002 and 003);
-* ``typical_acceptance`` (parameter eps): 1 if p(x) > min(eps, delta*exp(-H(p))) else 0
-  with delta = sqrt(eps) (Medusa, Cai et al. 2024, arXiv 2401.10774);
-* ``ears_A`` (parameter alpha = A): min(1, p/q + A*(1 - max_v p(v))); needs
-  ``target_top_prob`` (EARS, Sun, Chen, Xu 2025, arXiv 2512.13194);
-* ``fuzzy_sd_T`` (parameter T): 1 if TV(p, q) = 1 - overlap < T else s; needs ``overlap``
-  (fuzzy speculative decoding, Holsman et al., ACL Findings 2025, arXiv 2502.20704);
-* ``lenient_L`` (parameter L in (0, 1]): min(1, p/(L*q)) (a common relaxation of the standard rule).
+* ``standard`` (the family's one point): s, lossless (Leviathan, Kalman, Matias
+  2023, arXiv 2211.17192; Chen et al. 2023, arXiv 2302.01318).
+* ``greedy_match``: keep the drafted token iff it is the target's most likely
+  token, tau = 1 if x = argmax_v p(v) else 0; needs ``target_top_prob``. This is
+  the verification of blockwise parallel decoding (Stern, Shazeer, Uszkoreit
+  2018, arXiv 1811.03115); its output equals greedy decoding of the target.
+* ``typical_acceptance`` (parameter eps): keep x iff the target gives it more
+  than a threshold that shrinks with the target's entropy H(p) (nats):
+  tau = 1 if p(x) > min(eps, delta*exp(-H(p))) else 0, with delta = sqrt(eps)
+  (Medusa's typical acceptance: Cai, Li, Geng, Peng, Lee, Chen, Dao 2024, arXiv 2401.10774).
+* ``ears_A`` (parameter alpha = A): the standard ratio plus a tolerance that
+  grows with the target's uncertainty 1 - max_v p(v):
+  tau = min(1, p/q + A*(1 - max_v p(v))); needs ``target_top_prob`` (EARS,
+  efficient adaptive rejection sampling: Sun, Mao, Xu, Chen 2025, arXiv 2512.13194).
+* ``fuzzy_sd_T`` (parameter T): accept outright when the two distributions
+  are close, tau = 1 if the total-variation distance TV(p, q) = 1 - overlap
+  is below T, else s; needs ``overlap`` (fuzzy speculative decoding: Holsman,
+  Huang, Dhingra 2025, ACL Findings, arXiv 2502.20704).
+* ``lenient_L`` (parameter L in (0, 1]): the standard ratio with the draft
+  probability scaled down by a lenience factor, tau = min(1, p/(L*q)) (the
+  lenience relaxation discussed by Leviathan, Kalman, Matias 2023, arXiv 2211.17192).
 
 Defaults (the registered rules): typical acceptance eps = 0.09, delta = 0.3
 (Medusa's setting; 0.3 = sqrt(0.09), the tie used for the sweep); EARS A = 0.1,
@@ -35,7 +46,8 @@ divergences, which need whole distributions the traces do not keep.
 Every family has a parameter sweep grid (:data:`FAMILIES`, used by
 ``benchmark.py pareto``); rules that need an optional column declare it through
 :attr:`Rule.columns_needed` and are skipped, with a note, on datasets without it.
-Importing this module registers the default rule of every family.
+This module only defines data; :mod:`heuristics.registry` registers the default
+rule of every family (:data:`PUBLISHED`).
 """
 from __future__ import annotations
 
@@ -45,15 +57,14 @@ from typing import Callable
 
 import numpy as np
 
-from heuristics.baselines import BASELINES, STANDARD
-from heuristics.contract import REGISTRY, Rule, register
+from heuristics.contract import STANDARD, STANDARD_RULE, STANDARD_SOURCE, Rule
 
-LEVIATHAN = "Leviathan et al. 2023 (arXiv 2211.17192); Chen et al. 2023 (arXiv 2302.01318)"
+LEVIATHAN = STANDARD_SOURCE
 MEDUSA = "Medusa typical acceptance, Cai et al. 2024 (arXiv 2401.10774)"
 EARS = "EARS, Sun, Chen, Xu 2025 (arXiv 2512.13194)"
 FUZZY = "Fuzzy speculative decoding, Holsman et al., ACL Findings 2025 (arXiv 2502.20704)"
-GREEDY = "greedy verification (seeds 002, 003: ../shared/seeds/)"
-LENIENT = "common relaxation of the standard rule (notes acceptance-math.md section 4)"
+GREEDY = "greedy verification of blockwise parallel decoding, Stern et al. 2018 (arXiv 1811.03115)"
+LENIENT = "lenience relaxation of the standard rule, Leviathan et al. 2023 (arXiv 2211.17192)"
 
 #: Slack of the greedy-match tie test (see the module doc).
 ARGMAX_SLACK = 1e-12
@@ -76,13 +87,14 @@ def _check(name: str, value: float, low: float, high: float, low_open: bool = Fa
 def standard() -> Rule:
     """The standard rule min(1, p/q) (lossless; Leviathan et al. 2023, Chen et al. 2023).
 
-    The same rule object as the registry's ``standard_rejection``.
+    The same rule object as the registry's ``standard_rejection``
+    (:data:`heuristics.contract.STANDARD_RULE`).
     """
-    return next(r for r in BASELINES if r.name == "standard_rejection")
+    return STANDARD_RULE
 
 
 def greedy_match() -> Rule:
-    """Greedy match: tau = 1 if the drafted token is the target's argmax, else 0.
+    """Greedy match: tau = 1 if the drafted token is the target's argmax, else 0 (arXiv 1811.03115).
 
     Expression: ``if_gt(target_prob, sub(target_top_prob, 1e-12), 1.0, 0.0)``
     (ties: see the module doc). Lossless only for greedy decoding, not for
@@ -93,7 +105,7 @@ def greedy_match() -> Rule:
 
 
 def typical_acceptance(eps: float = DEFAULT_TYPICAL_EPS, delta: float | None = None) -> Rule:
-    """Medusa's typical acceptance: tau = 1 if p(x) > min(eps, delta*exp(-H(p))) else 0.
+    """Medusa's typical acceptance: tau = 1 if p(x) > min(eps, delta*exp(-H(p))) else 0 (arXiv 2401.10774).
 
     Args:
         eps: hard threshold, in (0, 1]; default 0.09 (Cai et al. 2024).
@@ -113,7 +125,7 @@ def typical_acceptance(eps: float = DEFAULT_TYPICAL_EPS, delta: float | None = N
 
 
 def ears(alpha: float = DEFAULT_EARS_ALPHA) -> Rule:
-    """EARS: tau = min(1, p/q + alpha*(1 - max_v p(v))) (Sun, Chen, Xu 2025).
+    """EARS: tau = min(1, p/q + alpha*(1 - max_v p(v))) (Sun et al. 2025, arXiv 2512.13194).
 
     Args: alpha >= 0, the tolerance per unit of target uncertainty 1 - max p
     (0 gives the standard rule). Needs ``target_top_prob``. Lossless iff alpha = 0.
@@ -126,7 +138,7 @@ def ears(alpha: float = DEFAULT_EARS_ALPHA) -> Rule:
 
 
 def fuzzy_sd(threshold: float = DEFAULT_FUZZY_T) -> Rule:
-    """Fuzzy speculative decoding: accept outright iff TV(p, q) = 1 - overlap < T, else standard.
+    """Fuzzy speculative decoding (arXiv 2502.20704): accept outright iff TV(p, q) = 1 - overlap < T, else standard.
 
     Args: threshold T in [0, 1] (0 gives the standard rule: TV is never < 0).
     Needs ``overlap``. Lossless iff T = 0. Raises ValueError for T out of range.
@@ -137,7 +149,7 @@ def fuzzy_sd(threshold: float = DEFAULT_FUZZY_T) -> Rule:
 
 
 def lenient(lenience: float = DEFAULT_LENIENCE) -> Rule:
-    """Lenient ratio: tau = min(1, p/(L*q)) with 0 < L <= 1 (L = 1 is the standard rule).
+    """Lenient ratio: tau = min(1, p/(L*q)) with 0 < L <= 1 (L = 1 is the standard rule; arXiv 2211.17192).
 
     Lossless iff L = 1. Raises ValueError for L out of (0, 1].
     """
@@ -198,12 +210,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("lenient", lenient, "L", DEFAULT_LENIENCE, LENIENT_GRID, LENIENT),
 )}
 
-#: The registered default rule of every published family (standard is seed 004's standard_rejection).
+#: The default rule of every published family but ``standard`` (whose rule is the baseline
+#: ``standard_rejection``), in family order: what :mod:`heuristics.registry` registers.
 PUBLISHED: tuple[Rule, ...] = tuple(f.default_rule() for f in FAMILIES.values() if f.name != "standard")
-
-for _rule in PUBLISHED:
-    if _rule.name not in REGISTRY:
-        register(_rule)
 
 __all__ = ["Family", "FAMILIES", "PUBLISHED", "standard", "greedy_match", "typical_acceptance", "ears",
            "fuzzy_sd", "lenient", "ARGMAX_SLACK"]

@@ -11,7 +11,8 @@ import pytest
 from data.io import Traces
 from evolve.eval.evaluator import EvalData, AcceptanceQualityFitness, evaluate, reference_metrics, thresholds
 from heuristics.baselines import ratio_floor
-from heuristics.contract import Rule, get_rule, rule_names
+from heuristics.contract import Rule
+from heuristics.registry import get_rule, rule_names
 
 
 def make_traces(rows: list[dict]) -> Traces:

@@ -19,17 +19,13 @@ from data.synth.independent import generate_split
 from evolve.gp.compiler import evaluate_numpy
 from evolve.eval.evaluator import reference_metrics
 from heuristics.baselines import BASELINES
-from heuristics.contract import REGISTRY, Rule
+from heuristics.contract import Rule
+from heuristics.registry import REGISTRY
 
 BASELINE_NAMES = [r.name for r in BASELINES]
 JSON_KEYS = {"heuristic", "split", "tokens", "acceptance_rate", "accuracy", "quality_score", "fitness",
              "false_accepts", "false_rejects", "expected_acceptance", "expected_tv", "expected_fitness",
              "n_invalid", "time_ms"}
-
-
-needs_champions = pytest.mark.skipif(
-    compare.champion_module() is None,
-    reason="heuristics.champions provides no load_champion/list_champions (written by another task)")
 
 
 def _splits(seeds=(1, 2, 3), sequences=4) -> dict[str, pd.DataFrame]:
@@ -42,8 +38,9 @@ def _write(path: Path, splits: dict[str, pd.DataFrame], fmt: str = "parquet") ->
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> Path:
-    return _write(tmp_path_factory.mktemp("seedset"), _splits())
+def dataset(independent_dataset) -> Path:
+    """The shared train/valid/test directory (conftest): ``_splits()`` written as Parquet."""
+    return independent_dataset
 
 
 @pytest.fixture()
@@ -406,7 +403,6 @@ def _champion_json(path: Path, name: str, expression: str) -> Path:
     return path
 
 
-@needs_champions
 def test_champion_files_are_compared_with_standard_rejection(tmp_path, dataset, empty_champions):
     cdir = tmp_path / "champs"
     cdir.mkdir()
@@ -424,7 +420,6 @@ def test_champion_files_are_compared_with_standard_rejection(tmp_path, dataset, 
     assert "ΔFitness" in table and "floor_half" in table and "again_standard" in table
 
 
-@needs_champions
 def test_same_champion_twice_is_listed_once(tmp_path, dataset):
     cdir = tmp_path / "champs"
     cdir.mkdir()
@@ -457,7 +452,6 @@ HOSTILE = {
 }
 
 
-@needs_champions
 @pytest.mark.parametrize("case", list(HOSTILE))
 def test_hostile_champion_file_is_refused(tmp_path, dataset, empty_champions, previous_output, case,
                                           monkeypatch):
@@ -470,7 +464,6 @@ def test_hostile_champion_file_is_refused(tmp_path, dataset, empty_champions, pr
     assert not (tmp_path / "PWNED").exists()
 
 
-@needs_champions
 def test_hostile_file_in_the_champions_directory_is_refused(tmp_path, dataset, previous_output):
     cdir = tmp_path / "champs"
     cdir.mkdir()

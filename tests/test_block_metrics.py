@@ -11,13 +11,14 @@ import pytest
 from data.errors import InputError
 from data.io import Traces
 from evolve.gp.compiler import compile_expression
-from evolve.eval.evaluator import (
-    BLOCK_FIELDS, EvalData, evaluate, evaluate_thresholds, reference_metrics, seed001_theoretical_speedup,
-    speedup_constant, thresholds, tokens_per_call_constant,
+from evolve.eval.closed_forms import (
+    naive_theoretical_speedup as seed001_theoretical_speedup, speedup_constant, tokens_per_call_constant,
 )
-from evolve.eval.interpreter import SCHEDULER, chunk_bounds
+from evolve.eval.evaluator import BLOCK_FIELDS, EvalData, evaluate, evaluate_thresholds, reference_metrics, thresholds
+from evolve.eval.scheduler import SCHEDULER, chunk_bounds
 from evolve.eval.population import PopulationEvaluator
-from heuristics.contract import Rule, get_rule
+from heuristics.contract import Rule
+from heuristics.registry import get_rule
 
 
 def block_traces(blocks: list[list[tuple[float, float]]], u: float = 0.5) -> Traces:
@@ -153,13 +154,13 @@ def test_seed001_formula_differs_from_tokens_per_call():
 
 def test_gamma_is_checked_and_block_metrics_need_draft_index(independent_traces):
     data = EvalData.from_traces(block_traces(HAND))
-    with pytest.raises(InputError, match=r"option '--gamma': larger than the block length 3 .*\(value 4\)"):
+    with pytest.raises(InputError, match=r"gamma \(the draft length\) is larger than the block length 3 .*\(value 4\)"):
         evaluate(get_rule("standard_rejection"), data, gamma=4)
-    with pytest.raises(InputError, match="option '--gamma'"):
+    with pytest.raises(InputError, match=r"gamma \(the draft length\)"):
         evaluate(get_rule("standard_rejection"), data, gamma=0)
-    with pytest.raises(InputError, match="option '--cost-ratio'"):
+    with pytest.raises(InputError, match="cost_ratio"):
         evaluate(get_rule("standard_rejection"), data, gamma=2, cost_ratio=-1.0)
-    with pytest.raises(InputError, match="option '--gamma'"):
+    with pytest.raises(InputError, match=r"gamma \(the draft length\)"):
         PopulationEvaluator(data, gamma=9)
     plain = EvalData.from_traces(Traces(dict(independent_traces.columns), independent_traces.source))
     m = evaluate(get_rule("standard_rejection"), plain, gamma=4)

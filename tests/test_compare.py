@@ -20,18 +20,17 @@ from heuristics.contract import Rule
 
 
 @pytest.fixture(scope="module")
-def split() -> EvalData:
-    traces = Traces.from_frame(generate_split(20, 11), source="mem/test.parquet", split="test")
-    return EvalData.from_traces(traces)
-
-
-@pytest.fixture(scope="module")
 def traces() -> Traces:
     return Traces.from_frame(generate_split(20, 11), source="mem/test.parquet", split="test")
 
 
-def _champion(name: str, expression: str) -> compare.Entry:
-    return compare.Entry(Rule(name, expression=expression), "champion", f"{name}.json")
+@pytest.fixture(scope="module")
+def split(traces) -> EvalData:
+    return EvalData.from_traces(traces)
+
+
+def _champion(name: str, expression: str) -> compare.ComparedRule:
+    return compare.ComparedRule(Rule(name, expression=expression), "champion", f"{name}.json")
 
 
 def _comparison(split, entries, repeats=1) -> compare.Comparison:
@@ -47,7 +46,7 @@ def test_baseline_entries_are_the_registry():
 
 
 def test_rows_match_the_numpy_reference(split, traces):
-    entries = [compare.Entry(r, "baseline", "registry") for r in BASELINES]  # seed 004's seven baselines
+    entries = [compare.ComparedRule(r, "baseline", "registry") for r in BASELINES]  # the seven baselines
     rows, notes = compare.score_split(entries, split, repeats=2)
     assert not notes and [r.heuristic for r in rows] == [e.rule.name for e in entries]
     cols = {k: traces[k].astype(np.float64) for k in ("draft_prob", "target_prob", "position", "draft_entropy",
@@ -101,8 +100,8 @@ def test_rule_needing_a_missing_column_is_skipped_with_a_note(split):
 
 
 def test_duplicate_labels_are_disambiguated(split):
-    entries = compare.baseline_entries() + [_champion("x", "0.5"), compare.Entry(Rule("x", expression="0.25"),
-                                                                                  "champion", "other/x.json")]
+    other = compare.ComparedRule(Rule("x", expression="0.25"), "champion", "other/x.json")
+    entries = compare.baseline_entries() + [_champion("x", "0.5"), other]
     rows, _ = compare.score_split(entries, split, repeats=1)
     labels = [r.heuristic for r in rows if r.kind == "champion"]
     assert labels == ["x", "x (x.json)"]

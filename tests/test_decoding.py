@@ -9,22 +9,16 @@ import pytest
 from data.errors import InputError
 from data.io import Traces
 from evolve.gp.compiler import evaluate_numpy
-from evolve.sim.decoding import (
-    B_ANALYTIC, B_TOKENS, B_TV_COUNT, B_TV_EXPECTED, R_R, R_TAU, R_U, S_CALLS, Context, SyntheticModel,
-    chain_at_context, chain_traces, chi_square_pvalue, distributions_at, random_context, rule_program,
-    simulate_chain,
-)
+from evolve.sim.chain import B_ANALYTIC, B_TOKENS, B_TV_COUNT, B_TV_EXPECTED, R_R, R_TAU, R_U, S_CALLS
+from evolve.sim.decoding import chain_at_context, chain_traces, chi_square_pvalue, rule_program, simulate_chain
+from evolve.sim.models import Context, SyntheticModel, distributions_at, random_context
 from evolve.eval.evaluator import EvalData, evaluate
 from evolve.gp.primitives import FEATURES
-from heuristics.contract import Rule, get_rule
+from heuristics.contract import Rule
+from heuristics.registry import get_rule
 
 V = 48
 DRAWS = 100_000  # draws per exactness test (issue 4: at least 100k)
-
-
-@pytest.fixture(scope="module")
-def model() -> SyntheticModel:
-    return SyntheticModel(vocab_size=V, seed=5)
 
 
 @pytest.fixture(scope="module")

@@ -7,18 +7,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from data.io import write_dataset
-from data.synth.independent import generate_split
 from evolve.cli.evolve import cli
 from heuristics.champions import ENV_DIR, load_champion, read_champion
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> Path:
-    """Train and valid only (the search must never need test)."""
-    d = tmp_path_factory.mktemp("cli") / "data"
-    write_dataset(d, {"train": generate_split(25, 1), "valid": generate_split(10, 2)}, {"generator": "independent"})
-    return d
+def dataset(small_search_dataset) -> Path:
+    """Train and valid only (the search must never need test): the shared one of conftest."""
+    return small_search_dataset
 
 
 def invoke(*args, env=None):
@@ -132,7 +128,8 @@ def test_bad_options(dataset, tmp_path, extra, needles):
     ("popsize = 10\n", ["cfg.toml", "popsize", "population"]),
     ("population = 'ten'\n", ["cfg.toml", "population", "ten"]),
     ("population = 1.5\n", ["cfg.toml", "population"]),
-    ("include_standard = 1\n", ["cfg.toml", "include_standard"]),
+    ("warm_start = 1\n", ["cfg.toml", "warm_start"]),
+    ("include_standard = true\n", ["cfg.toml", "include_standard", "warm_start"]),
     ("fitness = 'best'\n", ["cfg.toml", "fitness", "best"]),
     ("features = ['draft_prob', 'draft_prob']\n", ["cfg.toml", "features", "twice"]),
     ("init_min_depth = 3\ninit_max_depth = 2\n", ["cfg.toml", "init_min_depth"]),

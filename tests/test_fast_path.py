@@ -17,12 +17,14 @@ from evolve.gp.compiler import compile_expression, compile_tree, evaluate_numpy,
 from evolve.eval.evaluator import (
     EvalData, AcceptanceQualityFitness, evaluate, evaluate_thresholds, metrics_from_counts, reference_metrics, thresholds,
 )
-from evolve.eval.interpreter import (
-    BLOCK, SCHEDULER, chunk_bounds, lower, pack, program_thresholds, score_packed, score_program,
-)
+from evolve.eval.layouts import TILE as BLOCK
+from evolve.eval.lowering import lower, pack
+from evolve.eval.reference import program_thresholds, score_program
+from evolve.eval.scheduler import SCHEDULER, chunk_bounds
+from evolve.eval.scoring import score_packed
 from evolve.eval.population import PopulationEvaluator, evaluate_population, score_counts
 from evolve.gp.primitives import FEATURES, PRIMITIVES, build_pset
-from heuristics.contract import get_rule, rule_names
+from heuristics.registry import get_rule, rule_names
 
 def stress_traces(n: int, seed: int = 0, chunk: int = 700) -> tuple[Traces, EvalData]:
     """Records with valid p, q, u and every other feature drawn to hit NaN/inf paths (0, +-1e300, +-60, tiny).

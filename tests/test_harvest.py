@@ -98,7 +98,7 @@ def _config(files, out, **kw) -> hv.HarvestConfig:
 
 @pytest.fixture(scope="module")
 def datasets(files):
-    """One harvest per drafter kind: {kind: (out dir, result)}."""
+    """One harvest per drafter kind: {kind: (out dir, result)} (about 12 s: its tests are marked slow)."""
     out = {}
     for kind, kw in (("model", {"draft": files["draft"]}), ("skip_layers", {"skip_layers": (1, 2)}),
                      ("window", {"window": (1, 3)})):
@@ -119,6 +119,7 @@ def _blocks(df: pd.DataFrame):
 # ----------------------------------------------------------------------------- datasets
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["model", "skip_layers", "window"])
 def test_dataset_is_valid_and_complete(datasets, files, kind):
     out, result = datasets[kind]
@@ -148,6 +149,7 @@ def test_dataset_is_valid_and_complete(datasets, files, kind):
     assert all(1 <= t["tokens"] <= MAX_NEW for t in texts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["model", "skip_layers", "window"])
 def test_blocks_follow_the_standard_rule(datasets, kind):
     """Every block records all its drafts (also past the first rejection), and the next block starts
@@ -170,6 +172,7 @@ def test_blocks_follow_the_standard_rule(datasets, kind):
     assert past_rejection > 20
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["model", "skip_layers", "window"])
 def test_standard_acceptance_agrees_with_overlap(datasets, kind):
     """E[baseline_accepts] = E[min(1, p/q)] = E[overlap] for x ~ q (notes, section 1)."""
@@ -359,6 +362,7 @@ def _chi2_pvalue(counts, p):
     return scipy_stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue
 
 
+@pytest.mark.slow
 def test_emitted_token_is_distributed_as_the_target(files, monkeypatch):
     """Chi-square: the first emitted token at a fixed context follows p; with a wrong residual
     (resampling from p after a rejection) the same test rejects."""
@@ -395,6 +399,7 @@ def test_greedy_temperature_zero(files, tmp_path):
 # ----------------------------------------------------------------------------- resume
 
 
+@pytest.mark.slow
 def test_resume_after_interruption_gives_the_same_dataset(files, datasets, monkeypatch):
     ref_out, _ = datasets["window"]
     out = files["root"] / "resumed"
@@ -455,6 +460,7 @@ def test_cli_writes_a_dataset(files, tmp_path):
     assert "train" in output and load_dataset(tmp_path / "d")["test"].n > 0
 
 
+@pytest.mark.slow
 def test_bad_inputs_give_one_line_errors(files, datasets, tmp_path):
     t, p = files["target"], files["prompts"]
     two = tmp_path / "two.txt"

@@ -8,7 +8,7 @@ import pytest
 from data.synth.generate import generate_dataset
 from data.synth.independent import IndependentModelConfig, generate_split
 from evolve.eval.evaluator import EvalData, evaluate
-from heuristics.contract import get_rule
+from heuristics.registry import get_rule
 
 # Seed 004's README, "Baseline Performance": accept %, accuracy %, fitness.
 PUBLISHED = {

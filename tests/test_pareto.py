@@ -20,10 +20,9 @@ from heuristics.baselines import STANDARD
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("vocab")
-    generate.write(generate.generate_dataset("vocab", 5, 40), out)
-    return out
+def dataset(vocab_dataset) -> Path:
+    """The shared vocab-model dataset of conftest (random seed 5, 40 train sequences)."""
+    return vocab_dataset
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +193,7 @@ def test_pareto_table_output_and_plot(dataset, tmp_path):
     (["--budgets", "0,x"], "--budgets"),
     (["--budgets", "-0.01"], "--budgets"),
     (["--gamma", "0"], "--gamma"),
-    (["--gamma", "9"], "--gamma"),
+    (["--gamma", "9"], "gamma (the draft length) is larger than the block length"),
     (["--gamma", "two"], "--gamma"),
     (["--split", "holdout"], "--split"),
     (["--format", "xml"], "--format"),
@@ -240,7 +239,7 @@ def test_tiny_nsga2_run_writes_its_front(dataset, tmp_path):
     from evolve.gp.compiler import compile_expression
     from evolve.eval.objectives import speed_at_tv
     args = ["run", "--data", dataset, "--out", tmp_path / "out", "--population", 24, "--generations", 3,
-            "--seed", 1, "--fitness", "pareto", "--include-standard", "--no-progress"]
+            "--seed", 1, "--fitness", "pareto", "--warm-start", "--no-progress"]
     res = CliRunner().invoke(evolve_cli, [str(a) for a in args])
     assert res.exit_code == 0, res.output
     run_dir = Path(res.stdout.strip().splitlines()[-1])
@@ -286,7 +285,8 @@ def test_pareto_search_selection_helpers():
     import random
     from evolve.gp.compiler import parse, to_tree
     from evolve.gp.primitives import FEATURES, build_pset
-    from evolve.search.engine import _deap_types, dcd_tournament, distinct_first, first_front
+    from evolve.search.individuals import deap_types as _deap_types
+    from evolve.search.operators import dcd_tournament, distinct_first, first_front
     pset = build_pset(FEATURES)
     _, Ind = _deap_types(True)
 

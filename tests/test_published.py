@@ -10,7 +10,7 @@ from evolve.gp.compiler import evaluate_numpy
 from evolve.eval.evaluator import EvalData, thresholds
 from evolve.gp.primitives import FEATURES
 from heuristics import published as P
-from heuristics.contract import get_rule, rule_names
+from heuristics.registry import get_rule, rule_names
 
 
 def _columns(**given) -> tuple[dict[str, np.ndarray], int]:

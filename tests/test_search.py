@@ -10,16 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import evolve.search.engine as search_mod
+import evolve.search.rundir as search_mod
 from data.io import Traces, load_split, write_dataset
 from data.synth.independent import generate_split
 from evolve.gp.compiler import compile_expression, parse
 from evolve.search.config import load_toml, resolve
 from evolve.eval.evaluator import EvalData, evaluate
 from evolve.gp.primitives import CORE_FEATURES
-from evolve.search.engine import graceful_interrupt, run, score, search
+from evolve.cli.evolve import run_and_plot as run
+from evolve.search.algorithms import score, search
+from evolve.search.interrupt import graceful_interrupt
 from heuristics.champions import read_champion
-from heuristics.contract import get_rule
+from heuristics.registry import get_rule
 
 
 def eval_data(sequences: int, seed: int, name: str) -> EvalData:
@@ -34,7 +36,7 @@ def small():
 
 def small_search(small, **opts):
     train, valid = small
-    cfg = resolve({"population": 40, "generations": 4, "seed": 3, **opts})
+    cfg = resolve({"population": 40, "generations": 4, "seed": 3, "warm_start": False, **opts})
     return search(cfg, train, valid, CORE_FEATURES)
 
 
@@ -52,7 +54,7 @@ def test_callbacks_cannot_change_the_search(small):
     """A progress bar or stop poll that draws from Python's random must not change the champion."""
     import random
     plain = small_search(small)
-    noisy = search(resolve({"population": 40, "generations": 4, "seed": 3}), *small, CORE_FEATURES,
+    noisy = search(resolve({"population": 40, "generations": 4, "seed": 3, "warm_start": False}), *small, CORE_FEATURES,
                    on_generation=lambda row: random.random(), should_stop=lambda: random.random() > 2)
     assert [e.expression for e in noisy.hall_of_fame] == [e.expression for e in plain.hall_of_fame]
     assert [r["train_avg"] for r in noisy.logbook] == [r["train_avg"] for r in plain.logbook]
@@ -98,7 +100,7 @@ def test_champion_is_best_on_valid_smallest_on_ties(small):
 def test_hall_of_fame_prefers_smaller_trees_on_ties():
     from evolve.gp.compiler import to_tree
     from evolve.gp.primitives import build_pset
-    from evolve.search.engine import HallOfFame, _deap_types
+    from evolve.search.individuals import HallOfFame, deap_types as _deap_types
 
     pset = build_pset(CORE_FEATURES)
     _, Individual = _deap_types()
@@ -119,10 +121,51 @@ def test_hall_of_fame_prefers_smaller_trees_on_ties():
     assert str(hof[1]) == "min(1.0, div(target_prob, draft_prob))"
 
 
+def test_population_and_hall_of_fame_round_trip_through_pickle(small):
+    """Individuals are module-level classes: they pickle with their fitness, and evolve on identically."""
+    import pickle
+    import random
+    from deap.algorithms import varAnd
+    from evolve.eval.population import evaluate_population
+    from evolve.gp.primitives import build_pset
+    from evolve.search.individuals import HallOfFame, ParetoIndividual
+    from evolve.search.operators import toolbox
+
+    train, _ = small
+    cfg = resolve({"population": 30, "seed": 3})
+    tb = toolbox(cfg, build_pset(CORE_FEATURES))
+    random.seed(cfg.seed)
+    population = [tb.individual() for _ in range(cfg.population)]
+    for ind, m in zip(population, evaluate_population(population, train, cfg.acceptance_quality_fitness())):
+        ind.fitness.values = (score(m, cfg.fitness),)
+    hof = HallOfFame(5)
+    hof.update(population)
+    population2, hof2 = pickle.loads(pickle.dumps((population, hof)))
+    for before, after in ((population, population2), (list(hof), list(hof2))):
+        assert [str(i) for i in after] == [str(i) for i in before]
+        assert [i.fitness.values for i in after] == [i.fitness.values for i in before]
+        assert all(type(a) is type(b) and a.fitness.valid for a, b in zip(after, before))
+    hof2.update(population2)  # the copy keeps working: nothing new to add
+    assert [str(i) for i in hof2] == [str(i) for i in hof]
+
+    def next_generation(pop):
+        random.seed(99)
+        offspring = varAnd(tb.select(pop, len(pop)), tb, cfg.crossover_prob, cfg.mutation_prob)
+        return [(str(i), i.fitness.values if i.fitness.valid else None) for i in offspring]
+
+    assert next_generation(population2) == next_generation(population)
+    # a pareto individual keeps its three objectives and its crowding distance
+    ind = ParetoIndividual(population[0])
+    ind.fitness.values, ind.fitness.crowding_dist = (2.5, 0.01, 3.0), 0.75
+    copy = pickle.loads(pickle.dumps(ind))
+    assert str(copy) == str(ind) and copy.fitness.values == (2.5, 0.01, 3.0)
+    assert copy.fitness.crowding_dist == 0.75 and copy.fitness.weights == ind.fitness.weights
+
+
 def test_seed_standard_and_expected_fitness(small):
     train, _ = small
     std = evaluate(get_rule("standard_rejection"), train)
-    res = small_search(small, include_standard=True, generations=0, fitness="expected")
+    res = small_search(small, warm_start=True, generations=0, fitness="expected")
     assert res.logbook[0]["train_max"] >= std.expected_fitness
     assert score(res.hall_of_fame[0].train, "expected") == res.logbook[0]["train_max"]
     plain = small_search(small, generations=0)
@@ -145,12 +188,9 @@ def test_missing_feature_is_an_input_error(small):
 # --- whole runs --------------------------------------------------------------------------------
 
 @pytest.fixture()
-def dataset(tmp_path) -> Path:
-    """A dataset directory with train and valid only: a run must not need (or read) test."""
-    d = tmp_path / "data"
-    write_dataset(d, {"train": generate_split(30, 1), "valid": generate_split(12, 2)},
-                  {"generator": "independent", "generator_version": 1, "seed": 1})
-    return d
+def dataset(search_dataset) -> Path:
+    """A dataset directory with train and valid only: a run must not need (or read) test (conftest)."""
+    return search_dataset
 
 
 def test_run_writes_a_complete_run_directory_without_reading_test(dataset, tmp_path, monkeypatch):
@@ -236,7 +276,7 @@ def test_optional_columns_become_terminals(tmp_path):
 
 #: Settings of the finding test. Measured with GP seeds 0-59 on three seed-model datasets of this size
 #: (data seeds 1, 7, 101): 179 of 180 runs reached >= 0.97 of standard rejection on test, about 1 s each.
-FINDING = {"population": 500, "generations": 30, "seed": 0}
+FINDING = {"population": 500, "generations": 30, "seed": 0, "warm_start": False}
 
 
 @pytest.mark.slow
@@ -247,7 +287,7 @@ def test_finding_evolution_from_random_reaches_standard_rejection(tmp_path):
                   {"generator": "independent"})
     test = EvalData.from_traces(Traces.from_frame(generate_split(100, 103), source="test", split="test"))
     cfg = resolve({"data": str(d), "out": str(tmp_path / "out"), **FINDING})
-    assert not cfg.include_standard
+    assert not cfg.warm_start
     info = run(cfg)
     champion = compile_expression(info.result.champion.expression)
     standard = evaluate(get_rule("standard_rejection"), test).fitness

@@ -143,8 +143,7 @@ def test_output_must_not_clash_with_the_chart(tmp_path):
 
 def test_registered_in_benchmark_cli():
     import benchmark
-    if "simulate" not in benchmark.cli.commands:
-        pytest.skip("benchmark.py does not register the simulate command yet (lead: cli.add_command(simulate))")
+    assert "simulate" in benchmark.cli.commands, "benchmark.py does not register the simulate command"
     res = CliRunner().invoke(benchmark.cli, ["simulate", *SMALL, "--format", "json", "--no-plot"])
     assert res.exit_code == 0, res.output
     assert [r["length"] for r in json.loads(res.output)] == [30, 60]

@@ -6,23 +6,17 @@ import pytest
 from scipy import stats
 
 from data.errors import InputError
-from evolve.sim.decoding import (
-    S_CALLS, S_EMITTED, Context, SyntheticModel, autoregressive, chi_square_pvalue, distributions_at,
-    random_context, simulate_chain,
-)
+from evolve.sim.chain import S_CALLS, S_EMITTED
+from evolve.sim.decoding import autoregressive, chi_square_pvalue, simulate_chain
+from evolve.sim.models import Context, SyntheticModel, distributions_at, random_context
+from evolve.sim.tree_kernels import T_CALLS, T_EMITTED, adaptive_width
 from evolve.sim.trees import (
-    T_CALLS, T_EMITTED, TreeConfig, adaptive_width, draft_tree, medusa_head, simulate_tree, tree_at_context,
-    tree_attention_mask, tree_shape, tree_tokens,
+    TreeConfig, draft_tree, medusa_head, simulate_tree, tree_at_context, tree_attention_mask, tree_shape, tree_tokens,
 )
-from heuristics.contract import get_rule
+from heuristics.registry import get_rule
 
 V = 48
 DRAWS = 100_000
-
-
-@pytest.fixture(scope="module")
-def model() -> SyntheticModel:
-    return SyntheticModel(vocab_size=V, seed=5)
 
 
 @pytest.fixture(scope="module")

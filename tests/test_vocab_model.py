@@ -12,9 +12,10 @@ from scipy import special, stats
 from data.errors import InputError
 from data.io import Traces
 from data.schema import split_stats, standard_threshold
+from data.synth.rng import next_double, next_normal, sample_index, seed_state
+from data.synth.softmax import _exp_nonpos, overlap, softmax_inplace
 from data.synth.vocab_model import (
-    VocabModelConfig, _exp_nonpos, difficulty_step, draw_logits, draw_pair, generate_split, measure_throughput,
-    next_double, next_normal, overlap, sample_index, seed_state, softmax_inplace, zipf_log_rank,
+    VocabModelConfig, difficulty_step, draw_logits, draw_pair, generate_split, measure_throughput, zipf_log_rank,
 )
 
 # ~20k rows: acceptance, match and overlap estimates have standard errors of about

@@ -2,7 +2,7 @@
 
 A dataset has three splits drawn from one trace model with different seeds:
 
-* sizes: ``train`` has ``sequences`` sequences (default 1000, as seed 004),
+* sizes: ``train`` has ``sequences`` sequences (default 1000),
   ``valid`` and ``test`` have max(1, round(0.3 * sequences)) each (300 by
   default; about 49k/15k/15k tokens with the default models);
 * seeds: split ``i`` (train, valid, test in that order) uses the integer
@@ -19,7 +19,8 @@ Models (``--model``):
 
 * ``vocab`` (default): :mod:`data.synth.vocab_model`, whole draft and target
   distributions per position, every column consistent;
-* ``seed``: :mod:`data.synth.independent`, seed 004's independent-feature model.
+* ``independent``: :mod:`data.synth.independent`, the independent-features model
+  (each feature drawn on its own, records labelled by the standard rule).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from data.schema import split_stats
 DEFAULT_MODEL = "vocab"
 DEFAULT_SEED = 42
 DEFAULT_SEQUENCES = 1000
-#: valid and test have this fraction of the train split's sequences (seed 004: 300 / 1000).
+#: valid and test have this fraction of the train split's sequences (300 / 1000 by default).
 EVAL_FRACTION = 0.3
 
 
@@ -77,7 +78,7 @@ MODELS: dict[str, Model] = {
                    _field_help(vocab_model.VocabModelConfig)),
     "independent": Model("independent", independent.GENERATOR_VERSION, independent.IndependentModelConfig,
                   independent.generate_split, _validate_independent_config,
-                  "seed 004's model: independent features, reproduces its published table",
+                  "independent-features model: each feature drawn on its own, labelled by the standard rule",
                   {"avg_length": "average sequence length; a sequence has avg/2 + U{0..avg-1} tokens",
                    "match_rate": "probability that the top tokens match"}),
 }
@@ -181,7 +182,7 @@ def generate_dataset(model: str = DEFAULT_MODEL, seed: int = DEFAULT_SEED, seque
     """Generate and validate the three splits of a dataset.
 
     Args:
-        model: ``vocab`` or ``seed``.
+        model: ``vocab`` or ``independent``.
         seed: master seed, integer in [0, 2**64).
         sequences: train sequences (valid/test: see :func:`split_sizes`).
         config: a ready model config, or None to build one from ``overrides``

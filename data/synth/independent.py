@@ -1,9 +1,10 @@
-"""Seed 004's synthetic data model (``--model seed``).
+"""The independent-features model (generator ``independent``): the showcase benchmark's trace data.
 
-Specified in ``../shared/notes/acceptance-math.md`` section 5, after the seed's
-``generate_data.rs``. Features are drawn independently of one another, so the
-records are not consistent with any pair of real distributions; the model
-exists to reproduce the seed's published table. Per sequence of length
+Each feature of a record is drawn on its own, so the records are not consistent
+with any pair of real draft/target distributions; the records are labelled by
+the standard rule (``baseline_accepts = rand_value < min(1, target_prob /
+draft_prob)``), so every rule can be scored against it on the same tokens. It
+is the data model of the showcase benchmark. Per sequence of length
 avg/2 + U[0, avg) and per token at index ``position``:
 
 * top_token_match ~ Bernoulli(0.72)
@@ -29,7 +30,7 @@ GENERATOR_VERSION = 1
 
 @dataclass(frozen=True)
 class IndependentModelConfig:
-    """Knobs of the seed model; defaults are seed 004's."""
+    """Knobs of the independent-features model (average sequence length, top-token match rate)."""
 
     avg_length: int = 50
     match_rate: float = 0.72
@@ -41,7 +42,7 @@ class IndependentModelConfig:
 
 def generate_split(sequences: int, seed: int | np.random.SeedSequence,
                    config: IndependentModelConfig = IndependentModelConfig()) -> pd.DataFrame:
-    """Draw ``sequences`` sequences from seed 004's data model.
+    """Draw ``sequences`` sequences from the independent-features model.
 
     Args:
         sequences: number of sequences (>= 1).

@@ -1,12 +1,13 @@
 """Vocabulary trace model (``--model vocab``): whole draft and target distributions per position.
 
-Unlike seed 004's model (:mod:`data.synth.independent`), whose features are drawn
-independently, every record here is derived from a pair of full distributions
+Unlike the independent-features model (:mod:`data.synth.independent`), whose
+features are drawn independently, every record here is derived from a pair of full distributions
 p (target) and q (draft) over a vocabulary of ``V`` tokens, so all columns are
 mutually consistent: ``draft_prob = q(x)``, ``target_prob = p(x)`` for a drafted
 token x ~ q, entropies are H(q) and H(p) in nats, ``top_token_match`` is
 argmax q == argmax p, ``overlap = sum_v min(p(v), q(v))`` = 1 - TV(p, q), which is
-also E_{x~q}[min(1, p(x)/q(x))] (notes ``acceptance-math.md`` section 1).
+also E_{x~q}[min(1, p(x)/q(x))], the standard rule's acceptance probability
+(Leviathan et al. 2023, arXiv 2211.17192).
 
 The distribution model (one position)
 -------------------------------------
@@ -37,10 +38,11 @@ low acceptance.
 Block emulation (one sequence)
 ------------------------------
 A sequence has ``avg_length//2 + U{0..avg_length-1}`` rows rounded to whole
-blocks (at least one) of ``gamma`` rows, as in seed 004 (``position`` is the
-drafted token's index in the text). A block starts at context position t; depth
-k drafts position t+k; each row draws its own (p, q), x ~ q, rand_value u ~ U[0, 1)
-and baseline_accepts = u < min(1, p(x)/q(x)). The standard rule's outcome on the
+blocks (at least one) of ``gamma`` rows, the same length rule as the
+independent-features model (``position`` is the drafted token's index in the
+text). A block starts at context position t; depth k drafts position t+k;
+each row draws its own (p, q), x ~ q, rand_value u ~ U[0, 1) and
+baseline_accepts = u < min(1, p(x)/q(x)). The standard rule's outcome on the
 block decides how far the context advances: by the accepted prefix plus one
 (the corrected or bonus token). All gamma drafts are recorded, including those
 past the first rejection, consecutively with draft_index 0..gamma-1. So
@@ -55,34 +57,30 @@ Each sequence has its own xoshiro256++ stream seeded with splitmix64 from
 ziggurat on that stream. Sequences are generated in parallel with ``prange``,
 so the output depends only on the seed, never on the thread count.
 
-Reusable jitted API (for the decode-loop simulator)
----------------------------------------------------
-All functions below are ``@njit(cache=True)`` and callable from other jitted
-code. ``state`` is a uint64 array of shape (4,), advanced in place; ``params`` is
-a :class:`VocabParams` (a numba-compatible NamedTuple of floats, from
-:meth:`VocabModelConfig.params`); ``log_rank`` = :func:`zipf_log_rank` (V) =
--log(1..V), float64 (V,); ``p``, ``q``, ``work`` are float64 (V,) buffers.
+Jitted building blocks (for the decode-loop simulator)
+------------------------------------------------------
+The functions below are ``@njit(cache=True)`` and callable from other jitted
+code; the random streams they take come from :mod:`data.synth.rng`, the softmax
+and overlap from :mod:`data.synth.softmax`. ``state`` is a uint64 array of shape
+(4,), advanced in place; ``params`` is a :class:`VocabParams` (a numba-compatible
+NamedTuple of floats, from :meth:`VocabModelConfig.params`); ``log_rank`` =
+:func:`zipf_log_rank` (V) = -log(1..V), float64 (V,); ``p``, ``q``, ``work`` are
+float64 (V,) buffers.
 
-``seed_state(seed, key, stream) -> state``
-    a fresh stream for integer key (e.g. sequence index, or a context hash).
-``next_u64(state)``, ``next_double(state)`` (U[0, 1)), ``next_normal(state)`` (N(0, 1)).
 ``difficulty_step(state, d, params) -> d'``
     one AR(1) step of the latent difficulty (start with ``d0 = next_normal(state)``).
 ``draw_logits(state, difficulty, depth, position, params, log_rank, lp, lq) -> (max_lp, argmax_p, max_lq, argmax_q)``
     writes the target and draft logits; a simulator may add context-dependent
-    terms to them before normalising (then use ``softmax_inplace``).
-``softmax_given_max(x, m, arg, work)``, ``softmax_inplace(x, work) -> (entropy_nats, top_prob, argmax)``
-    turn logits into probabilities in place; the entropy costs no extra log.
+    terms to them before normalising (then use :func:`data.synth.softmax.softmax_inplace`).
 ``draw_pair(state, difficulty, depth, position, params, log_rank, p, q, work)
 -> (target_entropy, draft_entropy, target_top_prob, draft_top_prob, target_argmax, draft_argmax, overlap)``
     draw_logits + both softmaxes + overlap: one position's (p, q), about 2V
     normal draws and 2V exponentials (vectorised).
-``overlap(p, q) -> sum_v min(p, q)``; ``sample_index(state, probs) -> v``
-    (inverse CDF with one uniform; never a zero-probability token).
 
 A decode loop draws x = sample_index(state, q), accepts with
 next_double(state) < min(1, p[x]/q[x]) and on rejection samples the residual
-norm(max(0, p - q)) (notes section 1) from a buffer it fills itself.
+norm(max(0, p - q)) (the standard rule's residual, Leviathan et al. 2023,
+arXiv 2211.17192) from a buffer it fills itself.
 
 Python API: :func:`generate_split` (a DataFrame of the schema's required and
 optional columns), :func:`measure_throughput`.
@@ -101,200 +99,12 @@ import pandas as pd
 from numba import njit, prange
 
 from data.errors import InputError
+from data.synth.rng import next_double, next_normal, normal_s, sample_index, seed_state
+from data.synth.softmax import overlap, softmax_given_max
 
 GENERATOR_NAME = "vocab"
 GENERATOR_VERSION = 1
 
-# ---------------------------------------------------------------------------------------------
-# Random numbers: splitmix64 seeding, xoshiro256++ streams (Blackman & Vigna 2018), ziggurat
-# normals (Marsaglia & Tsang 2000, 256 layers, numpy's layout).
-# ---------------------------------------------------------------------------------------------
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_MASK8 = np.uint64(0xFF)
-_U1 = np.uint64(1)
-_DOUBLE_UNIT = 1.0 / 9007199254740992.0  # 2**-53
-
-_ZIG_R = 3.6541528853610088  # tail start of the 256-layer normal ziggurat
-_ZIG_V = 0.00492867323399  # area of each layer
-
-
-def _ziggurat_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ki (int64), wi, fi (float64), 256 entries each, for 52-bit ziggurat normals."""
-    n, r, v = 256, _ZIG_R, _ZIG_V
-    m = 2.0 ** 52
-    ki = np.zeros(n, dtype=np.int64)
-    wi = np.zeros(n)
-    fi = np.zeros(n)
-    f = math.exp(-0.5 * r * r)
-    q = v / f
-    ki[0] = int(r / q * m)
-    ki[1] = 0
-    wi[0] = q / m
-    wi[n - 1] = r / m
-    fi[0] = 1.0
-    fi[n - 1] = f
-    dn = tn = r
-    for i in range(n - 2, 0, -1):
-        dn = math.sqrt(-2.0 * math.log(v / dn + math.exp(-0.5 * dn * dn)))
-        ki[i + 1] = int(dn / tn * m)
-        tn = dn
-        fi[i] = math.exp(-0.5 * dn * dn)
-        wi[i] = dn / m
-    return ki, wi, fi
-
-
-_ZIG_KI, _ZIG_WI, _ZIG_FI = _ziggurat_tables()
-
-
-@njit(cache=True, inline="always")
-def _rotl(x, k):
-    return (x << np.uint64(k)) | (x >> np.uint64(64 - k))
-
-
-@njit(cache=True)
-def _splitmix64(x):
-    """One splitmix64 output for counter value ``x`` (uint64 -> uint64)."""
-    z = x + _GOLDEN
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    return z ^ (z >> np.uint64(31))
-
-
-@njit(cache=True)
-def seed_state(seed, key, stream):
-    """A fresh xoshiro256++ state for (seed, key, stream).
-
-    Args: non-negative integers (seed < 2**64; key e.g. a sequence index or a
-    context hash; stream separates independent uses of one key).
-    Returns: uint64 array (4,), never all zero.
-    """
-    h = _splitmix64(np.uint64(seed))
-    h = _splitmix64(h ^ np.uint64(key))
-    h = _splitmix64(h ^ (np.uint64(stream) * _GOLDEN))
-    state = np.empty(4, dtype=np.uint64)
-    for i in range(4):
-        h = h + _GOLDEN
-        state[i] = _splitmix64(h)
-    if state[0] == 0 and state[1] == 0 and state[2] == 0 and state[3] == 0:
-        state[0] = _GOLDEN
-    return state
-
-
-# The hot loops keep the four state words in registers: the *_s functions take and
-# return them as scalars (s0, s1, s2, s3); the array versions wrap them.
-
-
-@njit(cache=True, inline="always")
-def _u64_s(s0, s1, s2, s3):
-    """xoshiro256++ step: (output, s0, s1, s2, s3)."""
-    result = _rotl(s0 + s3, 23) + s0
-    t = s1 << np.uint64(17)
-    s2 ^= s0
-    s3 ^= s1
-    s1 ^= s2
-    s0 ^= s3
-    s2 ^= t
-    s3 = _rotl(s3, 45)
-    return result, s0, s1, s2, s3
-
-
-@njit(cache=True, inline="always")
-def _double_s(s0, s1, s2, s3):
-    """Uniform [0, 1) with 53 random bits: (u, s0, s1, s2, s3)."""
-    r, s0, s1, s2, s3 = _u64_s(s0, s1, s2, s3)
-    return float(np.int64(r >> np.uint64(11))) * _DOUBLE_UNIT, s0, s1, s2, s3
-
-
-@njit(cache=True, inline="always")
-def _normal_s(s0, s1, s2, s3):
-    """Standard normal (256-layer ziggurat): (x, s0, s1, s2, s3).
-
-    Bits of one uint64: 0-7 layer, 8 sign, 12-63 the 52-bit abscissa; about 99%
-    of draws return after one uint64 and no transcendental function.
-    """
-    while True:
-        r, s0, s1, s2, s3 = _u64_s(s0, s1, s2, s3)
-        idx = np.int64(r & _MASK8)
-        sign = 1.0 - 2.0 * np.float64(np.int64((r >> np.uint64(8)) & _U1))
-        rabs = np.int64(r >> np.uint64(12))
-        x = float(rabs) * _ZIG_WI[idx]
-        if rabs < _ZIG_KI[idx]:
-            return sign * x, s0, s1, s2, s3
-        if idx == 0:  # the tail beyond r (Marsaglia 1964)
-            while True:
-                u1, s0, s1, s2, s3 = _double_s(s0, s1, s2, s3)
-                u2, s0, s1, s2, s3 = _double_s(s0, s1, s2, s3)
-                xx = -math.log1p(-u1) / _ZIG_R
-                yy = -math.log1p(-u2)
-                if yy + yy > xx * xx:
-                    return sign * (_ZIG_R + xx), s0, s1, s2, s3
-        else:
-            u, s0, s1, s2, s3 = _double_s(s0, s1, s2, s3)
-            if (_ZIG_FI[idx - 1] - _ZIG_FI[idx]) * u + _ZIG_FI[idx] < math.exp(-0.5 * x * x):
-                return sign * x, s0, s1, s2, s3
-
-
-@njit(cache=True)
-def next_u64(state):
-    """Next uint64 of the xoshiro256++ stream ``state`` (uint64 (4,), updated in place)."""
-    r, state[0], state[1], state[2], state[3] = _u64_s(state[0], state[1], state[2], state[3])
-    return r
-
-
-@njit(cache=True)
-def next_double(state):
-    """Uniform float64 in [0, 1) with 53 random bits; advances ``state`` by one step."""
-    u, state[0], state[1], state[2], state[3] = _double_s(state[0], state[1], state[2], state[3])
-    return u
-
-
-@njit(cache=True)
-def next_normal(state):
-    """Standard normal float64 (ziggurat, Marsaglia & Tsang 2000); advances ``state``."""
-    x, state[0], state[1], state[2], state[3] = _normal_s(state[0], state[1], state[2], state[3])
-    return x
-
-
-# exp for arguments <= 0 in plain arithmetic (Cody-Waite reduction, degree-13 Taylor
-# polynomial, exponent built from bits), within 1 ulp of math.exp: unlike the libm
-# call, loops over it vectorise, and results do not depend on the platform's libm.
-_EXP_SHIFT = 6755399441055744.0  # 1.5 * 2**52: adding it rounds to an integer in the low bits
-_EXP_SHIFT_BITS = np.int64(np.float64(_EXP_SHIFT).view(np.int64))
-_LOG2E = 1.4426950408889634
-_LN2_HI = 0.693145751953125
-_LN2_LO = 1.42860682030941723212e-06
-_EXP_MIN = -708.0  # below this the result is 0 (exp(-708) ~ 3e-308)
-
-
-@njit(cache=True, inline="always")
-def _exp_nonpos(c):
-    """exp(c) for c <= 0 (0 below -708), within 1 ulp; branch-free so that loops vectorise."""
-    cc = max(c, _EXP_MIN)
-    t = cc * _LOG2E + _EXP_SHIFT
-    k = t - _EXP_SHIFT
-    r = (cc - k * _LN2_HI) - k * _LN2_LO
-    p = 1.0 / 6227020800.0
-    p = p * r + 1.0 / 479001600.0
-    p = p * r + 1.0 / 39916800.0
-    p = p * r + 1.0 / 3628800.0
-    p = p * r + 1.0 / 362880.0
-    p = p * r + 1.0 / 40320.0
-    p = p * r + 1.0 / 5040.0
-    p = p * r + 1.0 / 720.0
-    p = p * r + 1.0 / 120.0
-    p = p * r + 1.0 / 24.0
-    p = p * r + 1.0 / 6.0
-    p = p * r + 0.5
-    p = p * r + 1.0
-    p = p * r + 1.0
-    scale = np.int64((np.float64(t).view(np.int64) - _EXP_SHIFT_BITS + 1023) << 52).view(np.float64)
-    return 0.0 if c < _EXP_MIN else p * scale
-
-
-# ---------------------------------------------------------------------------------------------
 # Configuration
 # ---------------------------------------------------------------------------------------------
 
@@ -328,9 +138,9 @@ def _opt(help_text: str) -> dict:
 class VocabModelConfig:
     """Knobs of the vocabulary model. Each becomes a ``generate_data.py`` option ``--field-name``.
 
-    The defaults are calibrated (tests/test_vocab_model.py) to seed 004's
-    statistics: standard-rule acceptance about 0.785, top-token match about
-    0.72, median target entropy in 2-6 nats.
+    The defaults are calibrated (tests/test_vocab_model.py) to the statistics of the
+    independent-features model: standard-rule acceptance about 0.785, top-token
+    match about 0.72, median target entropy in 2-6 nats.
     """
 
     vocab_size: int = field(default=1000, metadata=_opt("vocabulary size V"))
@@ -407,7 +217,7 @@ class VocabModelConfig:
         if not self.early_scale > 0.0:
             raise bad("early_scale", "must be > 0")
         if self.logit_jitter == 0.0 and self.draft_quality < 1.0:
-            raise bad("logit_jitter", "must be > 0 unless --draft-quality is 1")
+            raise bad("logit_jitter", "must be > 0 unless draft_quality is 1")
         return self
 
     def params(self) -> VocabParams:
@@ -460,7 +270,7 @@ def draw_logits(state, difficulty, depth, position, params, log_rank, lp_out, lq
     for :func:`softmax_given_max`.
     """
     s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
-    g, s0, s1, s2, s3 = _normal_s(s0, s1, s2, s3)
+    g, s0, s1, s2, s3 = normal_s(s0, s1, s2, s3)
     z = params.difficulty_slope * difficulty + params.sharpness_jitter * g
     hardness = 1.0 / (1.0 + math.exp(-z))
     s = params.sharpness_max - (params.sharpness_max - params.sharpness_min) * hardness
@@ -474,8 +284,8 @@ def draw_logits(state, difficulty, depth, position, params, log_rank, lp_out, lq
     ap = 0
     aq = 0
     for v in range(log_rank.shape[0]):
-        g, s0, s1, s2, s3 = _normal_s(s0, s1, s2, s3)
-        e, s0, s1, s2, s3 = _normal_s(s0, s1, s2, s3)
+        g, s0, s1, s2, s3 = normal_s(s0, s1, s2, s3)
+        e, s0, s1, s2, s3 = normal_s(s0, s1, s2, s3)
         shared = log_rank[v] + jitter * g
         lp = s * shared
         lq = sq * (shared + sigma * e)
@@ -489,104 +299,6 @@ def draw_logits(state, difficulty, depth, position, params, log_rank, lp_out, lq
             aq = v
     state[0], state[1], state[2], state[3] = s0, s1, s2, s3
     return mp, ap, mq, aq
-
-
-@njit(cache=True)
-def softmax_given_max(x, m, arg, work):
-    """Softmax of logits ``x`` (float64 (V,)) in place, given m = max(x) = x[arg].
-
-    ``work`` is float64 (V,) scratch. Returns: (entropy in nats >= 0, top
-    probability, ``arg``). The entropy is log Z - sum_v p_v (x_v - m): no log per token.
-    """
-    n = x.shape[0]
-    for v in range(n):  # vectorises: no calls, no reductions
-        c = x[v] - m
-        work[v] = c
-        x[v] = _exp_nonpos(c)
-    n4 = n - n % 4
-    z0 = z1 = z2 = z3 = 0.0
-    l0 = l1 = l2 = l3 = 0.0
-    for v in range(0, n4, 4):  # four fixed partial sums: same result on every machine
-        z0 += x[v]
-        z1 += x[v + 1]
-        z2 += x[v + 2]
-        z3 += x[v + 3]
-        l0 += x[v] * work[v]
-        l1 += x[v + 1] * work[v + 1]
-        l2 += x[v + 2] * work[v + 2]
-        l3 += x[v + 3] * work[v + 3]
-    for v in range(n4, n):
-        z0 += x[v]
-        l0 += x[v] * work[v]
-    z = (z0 + z1) + (z2 + z3)
-    zl = (l0 + l1) + (l2 + l3)
-    inv = 1.0 / z
-    for v in range(n):
-        x[v] *= inv
-    h = math.log(z) - zl * inv
-    return max(h, 0.0), x[arg], arg
-
-
-@njit(cache=True)
-def softmax_inplace(x, work):
-    """Softmax of logits ``x`` (float64 (V,)) in place; ``work`` is float64 (V,) scratch.
-
-    Returns: (entropy in nats >= 0, top probability, argmax index, first on ties).
-    """
-    m = x[0]
-    arg = 0
-    for v in range(1, x.shape[0]):
-        if x[v] > m:
-            m = x[v]
-            arg = v
-    return softmax_given_max(x, m, arg, work)
-
-
-@njit(cache=True)
-def overlap(p, q):
-    """sum_v min(p_v, q_v) = 1 - TV(p, q), clamped to [0, 1]; p, q float64 (V,)."""
-    n = p.shape[0]
-    n4 = n - n % 4
-    a0 = a1 = a2 = a3 = 0.0
-    for v in range(0, n4, 4):
-        a0 += min(p[v], q[v])
-        a1 += min(p[v + 1], q[v + 1])
-        a2 += min(p[v + 2], q[v + 2])
-        a3 += min(p[v + 3], q[v + 3])
-    for v in range(n4, n):
-        a0 += min(p[v], q[v])
-    return min((a0 + a1) + (a2 + a3), 1.0)
-
-
-@njit(cache=True)
-def sample_scaled(state, weights, total):
-    """Draw index v with probability weights[v] / total (float64 (V,) >= 0, ``total`` = their sum).
-
-    One uniform from ``state``, then a linear scan; a zero-weight index is never
-    returned (the last positive one absorbs rounding); -1 only if every weight is 0.
-    """
-    target = next_double(state) * total
-    cum = 0.0
-    last = -1
-    for v in range(weights.shape[0]):
-        w = weights[v]
-        if w > 0.0:
-            cum += w
-            last = v
-            if cum > target:
-                return v
-    return last
-
-
-@njit(cache=True)
-def sample_index(state, probs):
-    """Draw v ~ probs (float64 (V,), summing to about 1) by inverse CDF with one uniform.
-
-    The uniform is scaled by 1 (a normalised ``probs``), so the scan usually
-    stops in the head of a Zipf-like distribution; a zero-probability index is
-    never returned (the last positive one absorbs rounding).
-    """
-    return sample_scaled(state, probs, 1.0)
 
 
 @njit(cache=True)

@@ -42,7 +42,7 @@ from evolve.report.output import resolve_format
 @click.pass_context
 def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, ...], champions_dir: Path,
         fmt: str | None, output: Path | None, repeats: int, gamma: int | None, cost_ratio: float) -> None:
-    """Score every baseline and champion on a split and print seed 004's table."""
+    """Score every registered rule and champion on a split and print the acceptance-quality benchmark table."""
     if ctx.invoked_subcommand is not None:
         return
     comparison, text = compare.benchmark(data_dir, split, champions, champions_dir, fmt, output, repeats,

@@ -73,14 +73,18 @@ def _opt(name: str, type_, help_: str):
 @_opt("generations", int, "Generations after the initial population.")
 @_opt("seed", int, "Random seed (same seed + same data = same champion).")
 @click.option("--fitness", type=click.Choice(FITNESS_CHOICES), default=None,
-              help=f"Objective on train: seed 004's sampled fitness or its expected (noise-free) form; "
+              help=f"Objective on train: acceptance_quality (acceptance rate times quality score; half the "
+                   f"quality score below the quality floor 0.95), expected (its noise-free expected form); "
                    f"speed_at_tv (tokens per target call with TV per token <= --tv-budget); pareto (NSGA-II "
                    f"over tokens per call, TV per token and size; writes front.json) [default: {DEFAULTS.fitness}].")
 @_opt("gamma", int, "Draft length of the block objectives (speed_at_tv, pareto).")
 @_opt("tv-budget", float, "TV-per-token budget of speed_at_tv and of a pareto run's champion.")
 @_opt("tv-cap", float, "pareto: TV per token beyond which the speed objective is penalised.")
-@click.option("--include-standard/--no-include-standard", default=None,
-              help="Put standard rejection min(1, p/q) into the initial population [default: no].")
+@click.option("--warm-start/--from-scratch", "warm_start", default=None,
+              help="Warm start: seed the initial population with the registered rules and the best grid members "
+                   "of the published families, keep the best seeded rule as champion unless evolution beats it "
+                   "on valid, and avoid champions on the quality floor. --from-scratch: random trees only, "
+                   "champion = best on valid (the rediscovery runs) [default: warm start].")
 @_opt("features", str, "Terminal features: auto or a comma-separated list.")
 @_opt("crossover-prob", float, "Crossover probability.")
 @_opt("mutation-prob", float, "Mutation probability.")
@@ -96,16 +100,19 @@ def run(config_file, progress, **options) -> None:
     Ctrl-C finishes the current generation and still writes the champion.
     """
     from evolve.search.config import resolve
-    from evolve.search.engine import graceful_interrupt, run as run_search
+    from evolve.search.interrupt import graceful_interrupt
 
     cfg = resolve(options, config_file)
     with _progress_bar(cfg, progress) as on_generation, graceful_interrupt() as stop:
-        info = run_search(cfg, progress=on_generation, stop=stop)
+        info = run_and_plot(cfg, progress=on_generation, stop=stop)
     res = info.result
     champ = res.champion
     if res.interrupted:
         click.echo(f"interrupted after generation {res.generations}; champion written", err=True)
     click.echo(f"champion: {champ.expression}")
+    line = _source_line(res.champion_source, res.warm_start)
+    if line:
+        click.echo(line)
     click.echo(f"size {champ.size}, {cfg.fitness} fitness train {_fit(champ.train, cfg):.6f}, "
                f"valid {_fit(champ.valid, cfg):.6f}; {res.programs} programs scored "
                f"in {res.seconds:.1f} s")
@@ -117,9 +124,44 @@ def run(config_file, progress, **options) -> None:
     click.echo(str(info.run_dir))
 
 
+def run_and_plot(cfg, progress=None, stop=None):
+    """A whole run as ``python -m evolve run`` makes it: :func:`evolve.search.rundir.run` plus ``fitness.png``.
+
+    The fitness plot (:func:`evolve.report.runplot.plot_logbook`) is drawn
+    after the search and written into the run directory with the other files
+    (atomically, before the directory is renamed into place). Arguments and
+    errors as :func:`evolve.search.rundir.run`; returns its ``RunInfo``.
+    """
+    from evolve.report.runplot import plot_logbook
+    from evolve.search.rundir import run
+
+    plot = {"fitness.png": lambda result: plot_logbook(result.logbook, result.config.fitness)}
+    return run(cfg, progress=progress, stop=stop, extra_files=plot)
+
+
+def _source_line(source: str | None, warm_start) -> str | None:
+    """One line on where the champion comes from, or None when the run did not record it.
+
+    ``source`` is ``"seeded:NAME"`` or ``"evolved"``; ``warm_start`` the seeded
+    rule names (a list, or a :class:`evolve.search.warm_start.WarmStart`), or
+    None for a run from scratch.
+    """
+    from evolve.search.rundir import seeded_name
+
+    if not isinstance(source, str):
+        return None
+    name = seeded_name(source)
+    if name is not None:
+        return f"champion: the seeded rule {name} (evolution found nothing better on valid)"
+    if warm_start is None:
+        return "champion: evolved from random trees (no warm start)"
+    count = len(getattr(warm_start, "seeds", warm_start))
+    return f"champion: evolved (warm start with {count} seeded rules; it beats them on valid)"
+
+
 def _fit(metrics, cfg) -> float:
     """The run's objective (the champion criterion for pareto runs) of ``metrics``."""
-    from evolve.search.engine import score
+    from evolve.search.algorithms import score
     return score(metrics, cfg.fitness, cfg.tv_budget)
 
 
@@ -170,6 +212,10 @@ def show(run_dir) -> None:
     champ = read_champion(run_dir)
     nodes = champ.nodes
     click.echo(f"champion:   {champ.expression}")
+    prov = champ.provenance if isinstance(champ.provenance, dict) else {}
+    line = _source_line(prov.get("champion_source"), prov.get("seeded_rules"))
+    if line:
+        click.echo(line.replace("champion: ", "origin:     ", 1))
     if len(nodes) <= SIMPLIFY_MAX_NODES:
         text = _with_time_limit(lambda: str(simplify(nodes)), SYMPY_SECONDS)
         click.echo(f"simplified: {text}" if text is not None else

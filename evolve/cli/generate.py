@@ -1,4 +1,13 @@
-"""``python generate_data.py``: write a trace dataset; ``harvest`` subcommand for real models."""
+"""``python generate_data.py``: write a synthetic trace dataset; ``harvest`` records one from real models.
+
+:data:`cli` is a click group. Without a subcommand its own options generate a dataset with
+:func:`data.synth.generate.generate_dataset` and write it with :func:`data.synth.generate.write`
+(train, valid and test splits plus ``metadata.json``, see docs/schema.md), after printing the
+per-split statistics. Every knob of every trace model is offered as an option
+(:func:`data.synth.generate.model_options`); giving one the chosen model lacks is an error. The
+``harvest`` subcommand is :data:`evolve.cli.harvest.harvest`. Bad input exits with code 2 and one
+line naming the option (:mod:`evolve.cli.errors`).
+"""
 from __future__ import annotations
 
 import click
@@ -19,7 +28,7 @@ def _model_options(fn):
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--model", type=click.Choice(list(generate.MODELS)), default=generate.DEFAULT_MODEL,
               show_default=True, help="trace model: vocab (whole distributions, consistent columns) "
-                                      "or seed (seed 004's independent features)")
+                                      "or independent (each feature drawn on its own, no optional columns)")
 @click.option("--out", default="data", show_default=True, type=click.Path(file_okay=False),
               help="dataset directory to write")
 @click.option("--seed", type=int, default=generate.DEFAULT_SEED, show_default=True,
@@ -27,7 +36,7 @@ def _model_options(fn):
 @click.option("--sequences", type=int, default=generate.DEFAULT_SEQUENCES, show_default=True,
               help="train sequences; valid and test get max(1, round(0.3 * N)) each")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="parquet", show_default=True,
-              help="split file format (json = seed 004's array of records)")
+              help="split file format (json = an array of records, one object per row)")
 @_model_options
 @click.pass_context
 def cli(ctx: click.Context, model: str, out: str, seed: int, sequences: int, fmt: str, **knobs) -> None:

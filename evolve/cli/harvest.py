@@ -1,8 +1,11 @@
-"""``generate_data.py harvest``: trace datasets from local language models (see :mod:`data.harvest.engine`).
+"""``python generate_data.py harvest``: trace datasets from local language models (:mod:`data.harvest.engine`).
 
-The command object :data:`harvest` is registered by ``generate_data.py`` with
-``cli.add_command(harvest)``. torch and transformers (the optional extra ``models``) are imported
-only when the command runs.
+The command object :data:`harvest` is added to the group of :mod:`evolve.cli.generate`. It
+builds a :class:`data.harvest.engine.HarvestConfig` from the options, runs the harvest and prints
+the per-split statistics. torch and transformers (the optional extra ``models``) are imported only
+when the command runs. Exit codes: 0 when every prompt is done, 130 after Ctrl-C (the finished
+texts are kept and the same command resumes), 2 for bad input. Options and files: docs/commands.md
+and docs/schema.md.
 """
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import click
 
 from evolve.cli.errors import CliCommand
 from data.synth.generate import format_stats
-from data.harvest.engine import DTYPES, HarvestConfig, parse_layer_list, parse_window
+from data.harvest.config import DTYPES, HarvestConfig, parse_layer_list, parse_window
 
 EXIT_INTERRUPTED = 130
 
@@ -34,7 +37,7 @@ EXIT_INTERRUPTED = 130
               help="Sampling temperature of target and drafter (0 = greedy).")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="Seed of the split assignment and of every text's random stream.")
-@click.option("--out", default="data/harvest", show_default=True, metavar="DIR",
+@click.option("--out", default="data/harvested", show_default=True, metavar="DIR",
               help="Dataset directory; running the same command again resumes an interrupted harvest.")
 @click.option("--dtype", default="float32", show_default=True, type=click.Choice(DTYPES),
               help="Torch dtype the models run in (probabilities are always computed in float64).")

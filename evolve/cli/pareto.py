@@ -19,6 +19,8 @@ from evolve.report.output import resolve_format
 @click.option("--split", type=click.Choice(SPLITS), default="test", show_default=True, help="Split to score.")
 @click.option("--run", "runs", type=click.Path(path_type=Path), multiple=True,
               help="Run directory of `python -m evolve run` (front.json, else hall of fame + champion); repeatable.")
+@click.option("--rule", "rules", multiple=True,
+              help="Registered rule or promoted champion to score as its own point beside the curves; repeatable.")
 @click.option("--budgets", default=",".join(budget_key(b) for b in DEFAULT_BUDGETS), show_default=True,
               help="Comma-separated TV-per-token budgets in [0, 1].")
 @click.option("--gamma", type=int, default=DEFAULT_GAMMA, show_default=True, help="Draft length.")
@@ -28,9 +30,9 @@ from evolve.report.output import resolve_format
               help="Write the result to FILE (atomically); the plot goes next to it as .png.")
 @click.option("--plot/--no-plot", default=True, show_default=True,
               help="Write the PNG plot (next to --output, else results/pareto_<split>.png).")
-def pareto(data_dir, split, runs, budgets, gamma, fmt, output, plot) -> None:
+def pareto(data_dir, split, runs, rules, budgets, gamma, fmt, output, plot) -> None:
     """Published rule families vs evolved fronts: tokens per call at each TV budget, hypervolumes, plot."""
-    comp, text, png_path = pareto_command(data_dir, split, runs, budgets, gamma, fmt, output, plot)
+    comp, text, png_path = pareto_command(data_dir, split, runs, budgets, gamma, fmt, output, plot, rules)
     echo_outputs(text, output, f"{len(comp.curves)} curves", png_path)
     if resolve_format(fmt, output, FORMATS) == "json":  # the table carries its notes
         for note in comp.notes:

@@ -13,7 +13,8 @@ from evolve.report.simulate import DEFAULT_COST_RATIO, FORMATS, simulate_command
 
 
 @click.command("simulate", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--rule", "rule_name", default=None, help="Registered rule to simulate [default: standard_rejection].")
+@click.option("--rule", "rule_name", default=None,
+              help="Registered rule or promoted champion to simulate [default: standard_rejection].")
 @click.option("--champion", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Champion JSON file to simulate instead of --rule.")
 @click.option("--gamma", type=int, default=5, show_default=True, help="Draft length (tokens drafted per target call).")

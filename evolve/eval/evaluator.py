@@ -1,13 +1,14 @@
 """Scoring acceptance rules and evolved programs over a trace split.
 
-Metrics (seed 004, ``../shared/seeds/004``; notes ``acceptance-math.md`` sections 1-3):
+Metrics (for the definitions of acceptance and total variation see Leviathan
+et al. 2023, arXiv 2211.17192):
 
-* seed metrics, sampled with the record's own ``rand_value`` u (accept iff u < tau):
+* sampled metrics, with the record's own ``rand_value`` u (accept iff u < tau):
   acceptance_rate A, accuracy (agreement with ``baseline_accepts``), false accepts
-  FA (accepted, baseline rejected), false rejects FR,
-  quality = max(0, 1 - w_fa*FA/N - w_fr*FR/N), fitness = A*quality if
-  quality >= floor else scale*quality (defaults w_fa=10, w_fr=0.1, floor=0.95,
-  scale=0.5);
+  FA (accepted, baseline rejected), false rejects FR, and the
+  acceptance-quality fitness (:class:`AcceptanceQualityFitness`): quality =
+  max(0, 1 - w_fa*FA/N - w_fr*FR/N), fitness = A*quality if quality >= floor
+  else scale*quality (defaults w_fa=10, w_fr=0.1, floor=0.95, scale=0.5);
 * expected metrics, free of sampling noise, with tau clamped to [0, 1] and
   r = min(1, p/q): expected_acceptance = mean(tau), expected_tv =
   mean(max(0, tau - r)) (an unbiased estimate of the total-variation distance
@@ -29,8 +30,9 @@ Metrics (seed 004, ``../shared/seeds/004``; notes ``acceptance-math.md`` section
     divided by the sum over blocks of their expected tokens per call (each
     depth's damage weighted by the probability it is reached, per emitted token).
 
-Everything goes through the fused fast path of :mod:`evolve.eval.interpreter`
-(programs and expression rules; function rules are called per token, then
+Everything goes through the fused fast path (programs and expression rules are
+lowered by :mod:`evolve.eval.lowering` and scored by :mod:`evolve.eval.scoring`;
+function rules are called per token by :mod:`evolve.eval.function_rules`, then
 reduced by the same kernels). Results do not depend on the number of threads.
 """
 from __future__ import annotations
@@ -38,6 +40,7 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import asdict, dataclass, field, fields
+from operator import itemgetter
 
 import numpy as np
 
@@ -45,12 +48,13 @@ from data.errors import InputError
 from data.io import Traces
 from data.schema import standard_threshold
 from evolve.gp.compiler import Program
-from evolve.eval.interpreter import (
-    C_ACCEPT, C_BLOCKS, C_FALSE_ACCEPT, C_FALSE_REJECT, C_INVALID, C_SUM_BLOCK_TV, C_SUM_EXPECTED_FR,
-    C_SUM_TAU, C_SUM_TOKENS, C_SUM_TV, N_COUNTS, Lowered, Packed, chunk_bounds, function_thresholds,
-    function_thresholds_extra, lower, pack, packed_thresholds, score_packed, score_tau,
-)
-from evolve.gp.primitives import FEATURES, OP_IF_GT
+from evolve.eval.function_rules import function_thresholds, function_thresholds_extra
+from evolve.eval.kernels import derive_row
+from evolve.eval.layouts import N_COUNTS, N_FITNESS_COUNTS, Count
+from evolve.eval.lowering import Lowered, Packed, lower, pack
+from evolve.eval.scheduler import chunk_bounds
+from evolve.eval.scoring import packed_thresholds, score_packed, score_tau
+from evolve.gp.primitives import FEATURES, N_OPCODES
 
 #: Default draft/target cost ratio c of the speedup (a draft model at about 5% of the target's cost).
 DEFAULT_COST_RATIO = 0.05
@@ -60,7 +64,14 @@ DERIVED_BUDGET_BYTES = 64 << 20
 
 @dataclass(frozen=True)
 class AcceptanceQualityFitness:
-    """Seed 004's fitness: quality = max(0, 1 - w_fa*FA/N - w_fr*FR/N); A*Q if Q >= floor else scale*Q."""
+    """The acceptance-quality fitness: acceptance rate times a quality score, with a floor.
+
+    quality Q = max(0, 1 - w_fa*FA/N - w_fr*FR/N) for false-accept and
+    false-reject rates FA/N and FR/N; fitness = A*Q if Q >= floor else scale*Q
+    (A: acceptance rate). Below the floor the fitness drops to a fraction of
+    the quality alone, so rules that damage the output are never preferred to
+    the standard rule for accepting more.
+    """
 
     false_accept_weight: float = 10.0
     false_reject_weight: float = 0.1
@@ -82,14 +93,14 @@ class EvalData:
     """A split prepared for the interpreter.
 
     ``X`` float64 (k, n), C-contiguous: one row per *available* feature, in the
-    order of :data:`evolve.gp.primitives.FEATURES` (the six seed features first, so
-    rows 0..5 are always seed 004's contract arguments); ``feature_rows`` maps
+    order of :data:`evolve.gp.primitives.FEATURES` (the six CORE_FEATURES first, so
+    rows 0..5 are always the rule contract's arguments); ``feature_rows`` maps
     each index of FEATURES to its row (-1 when the split lacks it). An ``X``
     with one row per FEATURES entry (the v1 layout) is accepted as well.
     ``r`` float64 (n,) = min(1, p/q); ``u`` float64 (n,) rand_value; ``b`` bool
     (n,) baseline_accepts, which must equal u < r (as the schema guarantees;
     ValueError otherwise). ``bounds`` int64 (C+1,) are the work-item boundaries
-    of the fast path (:func:`evolve.eval.interpreter.chunk_bounds`, at speculation-block
+    of the fast path (:func:`evolve.eval.scheduler.chunk_bounds`, at speculation-block
     starts when the split has ``draft_index``); ``block_length`` is the split's
     draft length (max draft_index + 1) or None; ``baseline`` the number of
     baseline accepts (computed).
@@ -156,8 +167,8 @@ class EvalData:
         """Prepare a validated split.
 
         Memory: 8*(k+2)+1 bytes per token for k available features (65 for the
-        seed features, 97 with all optional ones), and nothing else: arrays that
-        are views into a larger buffer (a DataFrame block) are copied so that
+        six core features, 97 with all optional ones), and nothing else: arrays that
+        are views into a larger buffer (a DataFrame's internal array) are copied so that
         the buffer can be freed. With ``share`` (default) the float64 feature
         columns, ``rand_value`` and ``baseline_accepts`` of ``traces`` are
         replaced by the arrays used here (same values), so keeping ``traces``
@@ -197,19 +208,18 @@ class EvalData:
     def derived_rows(self, pairs) -> tuple[np.ndarray | None, np.ndarray | None]:
         """Derived rows for ``pairs`` of (opcode, FEATURES index): log or exp of a feature, computed once.
 
-        Rows are computed on first request with the interpreter's own loops (bit
+        Rows are computed on first request with the kernels' own loops (bit
         for bit what the instruction gives) and kept, up to
         :data:`DERIVED_BUDGET_BYTES` in total (none at all for splits so large
         that one row exceeds it). Returns (D float64 (k, n), map int64
         (opcodes, X rows) of D rows or -1), or (None, None) when none exist.
         """
-        from evolve.eval.interpreter import derive_row
         capacity = min(2 * self.X.shape[0], DERIVED_BUDGET_BYTES // max(8 * self.n, 1))
         if capacity <= 0:
             return None, None
         if self._derived is None:
             self._derived = np.empty((capacity, self.n))  # pages are touched only when a row is written
-            self._derived_map = np.full((OP_IF_GT + 1, self.X.shape[0]), -1, dtype=np.int64)
+            self._derived_map = np.full((N_OPCODES, self.X.shape[0]), -1, dtype=np.int64)
         for op, feature in sorted(pairs):
             row = self.feature_rows[feature]
             if row < 0 or self._derived_map[op, row] >= 0 or self._derived_count >= capacity:
@@ -268,9 +278,16 @@ BLOCK_FIELDS: tuple[str, ...] = ("tokens_per_call", "speedup", "tv_per_token")
 _METRIC_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Metrics))
 
 
+# the counts metrics_from_counts reads, fetched by one call (an IntEnum lookup per field costs more)
+_FITNESS_COUNTS = itemgetter(Count.ACCEPT, Count.FALSE_ACCEPT, Count.FALSE_REJECT, Count.INVALID, Count.SUM_TAU,
+                             Count.SUM_TV, Count.SUM_EXPECTED_FR)
+_BLOCK_COUNTS = itemgetter(Count.BLOCKS, Count.SUM_TOKENS, Count.SUM_BLOCK_TV)
+
+
 def metrics_from_counts(counts: np.ndarray, n: int, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
                         gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
-    """Turn interpreter counts (float64 (7,) or (N_COUNTS,)) over ``n`` tokens into :class:`Metrics`.
+    """Turn counts (float64 (N_FITNESS_COUNTS,) or (N_COUNTS,), a :class:`evolve.eval.layouts.Count`
+    record) over ``n`` tokens into :class:`Metrics`.
 
     With n == 0 every rate is 0. Block metrics are filled when ``gamma`` is
     given and the counts hold at least one speculation block.
@@ -278,22 +295,25 @@ def metrics_from_counts(counts: np.ndarray, n: int, fitness: AcceptanceQualityFi
     if n == 0:
         return Metrics(0, 0.0, 0.0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
     c = counts.tolist()  # plain floats: much faster than numpy scalars here
-    fa, fr = int(c[C_FALSE_ACCEPT]), int(c[C_FALSE_REJECT])
-    acceptance = c[C_ACCEPT] / n
+    accepts, fa, fr, invalid, s_tau, s_tv, s_fr = _FITNESS_COUNTS(c)
+    fa, fr = int(fa), int(fr)
+    acceptance = accepts / n
     quality = fitness.quality(fa / n, fr / n)
-    e_acc, e_tv, e_fr = c[C_SUM_TAU] / n, c[C_SUM_TV] / n, c[C_SUM_EXPECTED_FR] / n
+    e_acc, e_tv, e_fr = s_tau / n, s_tv / n, s_fr / n
     e_quality = fitness.quality(e_tv, e_fr)
     tpc = speedup = tv_tok = None
-    if gamma is not None and len(c) > C_BLOCKS and c[C_BLOCKS] > 0:
-        tpc = c[C_SUM_TOKENS] / c[C_BLOCKS]
-        speedup = tpc / (gamma * cost_ratio + 1.0)
-        tv_tok = c[C_SUM_BLOCK_TV] / c[C_SUM_TOKENS]
+    if gamma is not None and len(c) == N_COUNTS:
+        blocks, s_tokens, s_block_tv = _BLOCK_COUNTS(c)
+        if blocks > 0:
+            tpc = s_tokens / blocks
+            speedup = tpc / (gamma * cost_ratio + 1.0)
+            tv_tok = s_block_tv / s_tokens
     # a frozen dataclass's __init__ sets fields one by one through object.__setattr__; filling
     # __dict__ directly gives the same object several times faster (this runs once per program)
     m = object.__new__(Metrics)
     m.__dict__.update(zip(_METRIC_FIELDS, (
         n, acceptance, (n - fa - fr) / n, fa, fr, quality, fitness.fitness(acceptance, quality),
-        e_acc, e_tv, e_fr, e_quality, fitness.fitness(e_acc, e_quality), int(c[C_INVALID]), tpc, speedup, tv_tok)))
+        e_acc, e_tv, e_fr, e_quality, fitness.fitness(e_acc, e_quality), int(invalid), tpc, speedup, tv_tok)))
     return m
 
 
@@ -304,21 +324,27 @@ def check_features(program: Program, data: EvalData, what: str = "program") -> N
         raise InputError(f"{data.source}: {what} needs column '{missing[0]}', which this split lacks")
 
 
-def check_gamma(gamma: int | None, data: EvalData, option: str = "--gamma") -> int:
-    """The draft length to use for block counts (0: none) after validating ``gamma``.
+def check_gamma(gamma: int | None, data: EvalData) -> int:
+    """The draft length to use for block counts on ``data`` (0: none) after validating ``gamma``.
 
-    Returns 0 when ``gamma`` is None or the split has no ``draft_index``.
-    Raises: InputError naming ``option`` when gamma < 1 or gamma exceeds the
-    split's block length.
+    Contract: ``gamma`` is the caller's requested draft length, None meaning
+    "no block metrics". Returns 0 when ``gamma`` is None or when the split has
+    no ``draft_index`` (block metrics are then skipped, not an error);
+    otherwise ``int(gamma)``, which is at least 1 and at most the split's block
+    length (:attr:`EvalData.block_length`, max draft_index + 1), since deeper
+    drafted tokens do not exist in the data. There is no fixed upper bound.
+
+    Raises: InputError naming ``gamma`` and its value when gamma is not an
+    integer >= 1 or exceeds the split's block length.
     """
     if gamma is None:
         return 0
     if isinstance(gamma, bool) or not isinstance(gamma, (int, np.integer)) or gamma < 1:
-        raise InputError(f"option '{option}': the draft length must be an integer >= 1 (value {gamma!r})")
+        raise InputError(f"gamma (the draft length) must be an integer >= 1 (value {gamma!r})")
     if data.block_length is None:
         return 0
     if gamma > data.block_length:
-        raise InputError(f"option '{option}': larger than the block length {data.block_length} of "
+        raise InputError(f"gamma (the draft length) is larger than the block length {data.block_length} of "
                          f"{data.source} (draft_index 0..{data.block_length - 1}) (value {gamma})")
     return int(gamma)
 
@@ -406,12 +432,14 @@ def evaluate(rule, data: EvalData, fitness: AcceptanceQualityFitness = Acceptanc
             ``draft_index``.
         cost_ratio: draft/target cost ratio c of the speedup (>= 0).
 
-    Raises: InputError if the rule needs a column the split lacks, or for a
-    gamma below 1 or above the split's block length (naming ``--gamma``).
+    Raises: InputError if the rule needs a column the split lacks, for a
+    gamma below 1 or above the split's block length (:func:`check_gamma`), or
+    for a negative or non-finite cost_ratio when gamma is given.
     """
     if gamma is not None and not (isinstance(cost_ratio, (int, float)) and math.isfinite(cost_ratio)
                                   and cost_ratio >= 0):
-        raise InputError(f"option '--cost-ratio': must be a finite number >= 0 (value {cost_ratio!r})")
+        raise InputError(f"cost_ratio (the draft/target cost ratio) must be a finite number >= 0 "
+                         f"(value {cost_ratio!r})")
     program = rule if isinstance(rule, Program) else rule.program
     if program is not None:
         check_features(program, data, getattr(rule, "name", "program"))
@@ -437,7 +465,7 @@ def reference_metrics(tau: np.ndarray, traces: Traces, fitness: AcceptanceQualit
     accept = traces["rand_value"] < t
     base = traces["baseline_accepts"]
     counts = np.zeros(N_COUNTS)
-    counts[:7] = [accept.sum(), (accept & ~base).sum(), (base & ~accept).sum(), invalid.sum(),
+    counts[:N_FITNESS_COUNTS] = [accept.sum(), (accept & ~base).sum(), (base & ~accept).sum(), invalid.sum(),
                   t.sum(), np.maximum(0.0, t - r).sum(), np.maximum(0.0, r - t).sum()]
     if gamma is not None and traces.has("draft_index"):
         d = traces["draft_index"]
@@ -448,46 +476,7 @@ def reference_metrics(tau: np.ndarray, traces: Traces, fitness: AcceptanceQualit
                 tv += reach * max(0.0, t[k] - r[k])
                 reach *= t[k]
                 tokens += reach
-            counts[C_BLOCKS] += 1
-            counts[C_SUM_TOKENS] += tokens
-            counts[C_SUM_BLOCK_TV] += tv
+            counts[Count.BLOCKS] += 1
+            counts[Count.SUM_TOKENS] += tokens
+            counts[Count.SUM_BLOCK_TV] += tv
     return metrics_from_counts(counts, n, fitness, gamma, cost_ratio)
-
-
-# --- closed forms for a constant acceptance rate ------------------------------------------------
-
-def tokens_per_call_constant(alpha: float, gamma: int) -> float:
-    """Expected tokens per target call when every drafted token is accepted with probability ``alpha``.
-
-    (1 - alpha^(gamma+1)) / (1 - alpha), and gamma + 1 at alpha = 1
-    (Leviathan et al. 2023, arXiv 2211.17192, eq. 1). Equals
-    1 + sum_{k=1..gamma} alpha^k, the block formula with every tau = alpha.
-    """
-    if alpha == 1.0:
-        return float(gamma + 1)
-    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
-
-
-def speedup_constant(alpha: float, gamma: int, cost_ratio: float) -> float:
-    """Expected wall-time speedup for a constant acceptance rate ``alpha`` and cost ratio c.
-
-    (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma*c + 1)) (Leviathan et al. 2023,
-    theorem 3.8): one call costs gamma draft steps (c each) plus one target step.
-    """
-    return tokens_per_call_constant(alpha, gamma) / (gamma * cost_ratio + 1.0)
-
-
-def seed001_theoretical_speedup(gamma: int, alpha: float) -> float:
-    """Seed 001's ``theoretical_speedup`` = gamma*alpha / (1 + gamma*(1 - alpha)), for comparison only.
-
-    Where it differs from the expected tokens per call (:func:`tokens_per_call_constant`)
-    and why: it is not derived from the decode step. It counts gamma*alpha
-    accepted drafts as if each position were accepted independently (a
-    rejection really ends the block, so the prefix is geometric, not binomial),
-    drops the token every step emits after the accepted prefix (the residual
-    sample or the bonus token), and divides by an ad hoc 1 + gamma*(1 - alpha).
-    So at alpha = 0 it gives 0 although every target call still emits one token
-    (true tokens per call 1), at alpha = 1 it gives gamma instead of gamma + 1,
-    and it ignores the draft's cost (the cost ratio c of :func:`speedup_constant`).
-    """
-    return gamma * alpha / (1.0 + gamma * (1.0 - alpha))

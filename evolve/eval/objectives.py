@@ -1,12 +1,12 @@
 """Speed/quality objectives at block level: ``speed_at_tv`` and the ``pareto`` objectives.
 
-Both read the block metrics of :mod:`evolve.eval.evaluator` (notes
-``acceptance-math.md`` section 3), computed with a draft length gamma:
+Both read the block metrics of :mod:`evolve.eval.evaluator` (Leviathan et al.
+2023, arXiv 2211.17192, section 3), computed with a draft length gamma:
 ``tokens_per_call`` (expected tokens one target call emits, in [1, gamma + 1])
 and ``tv_per_token`` (expected total-variation damage per emitted token,
 each depth's TV weighted by the probability that it is reached).
 
-speed_at_tv (``--fitness speed_at_tv``)
+speed_at_tv (fitness kind ``speed_at_tv``)
     Maximise tokens per call subject to TV per token <= budget b:
 
         f = tokens_per_call - K * max(0, tv_per_token - b) / max(b, TV_UNIT)
@@ -21,7 +21,7 @@ speed_at_tv (``--fitness speed_at_tv``)
     0.01 buys about 0.01 tokens per call), so the optimum of f sits on the
     budget, never beyond it.
 
-pareto (``--fitness pareto``)
+pareto (fitness kind ``pareto``)
     Three objectives for NSGA-II (Deb et al. 2002; DEAP's ``selNSGA2``):
     (speed, up), (tv_per_token, down), (program size in nodes, down), where
     speed = speed_at_tv with b = the TV cap (default 0.05, the largest default
@@ -36,11 +36,11 @@ import math
 
 from evolve.eval.evaluator import Metrics
 
-#: Default draft length of the block objectives (``--gamma``).
+#: Default draft length gamma of the block objectives.
 DEFAULT_GAMMA = 5
-#: Default TV-per-token budget of ``speed_at_tv`` (``--tv-budget``).
+#: Default TV-per-token budget (``tv_budget``) of ``speed_at_tv``.
 DEFAULT_BUDGET = 0.01
-#: Default TV-per-token cap of the ``pareto`` speed objective (``--tv-cap``).
+#: Default TV-per-token cap (``tv_cap``) of the ``pareto`` speed objective.
 DEFAULT_TV_CAP = 0.05
 #: K: tokens per call lost per budget's worth of excess TV.
 DEFAULT_PENALTY = 10.0
@@ -52,12 +52,17 @@ PARETO_WEIGHTS: tuple[float, float, float] = (1.0, -1.0, -1.0)
 PARETO_OBJECTIVES: tuple[str, str, str] = ("tokens_per_call", "tv_per_token", "size")
 
 
-def check_budget(budget: float, option: str = "--tv-budget") -> float:
-    """``budget`` as a float after checking 0 <= budget <= 1. Raises InputError naming ``option``."""
+def check_budget(budget: float, name: str = "tv_budget") -> float:
+    """``budget`` as a float after checking that it is a TV per token in [0, 1].
+
+    Raises: InputError naming ``name`` (the value's name, e.g. ``tv_budget``
+    or ``tv_cap``) and the value for a non-number, NaN, infinity or a value
+    outside [0, 1].
+    """
     from data.errors import InputError
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) \
             or not 0.0 <= budget <= 1.0:
-        raise InputError(f"option '{option}': must be a TV per token in [0, 1] (value {budget!r})")
+        raise InputError(f"{name} must be a TV per token in [0, 1] (value {budget!r})")
     return float(budget)
 
 

@@ -8,12 +8,12 @@ distinct expression not seen before exactly once, and returns one
 :class:`evolve.eval.evaluator.Metrics` per individual, in order.
 
 Scoring: each new expression is compiled once to its postfix program and
-lowered to register code (:func:`evolve.eval.interpreter.lower`; ``log`` and ``exp``
+lowered to register code (:func:`evolve.eval.lowering.lower`; ``log`` and ``exp``
 of a bare feature read a row computed once per split), the programs are
-concatenated into flat arrays (:func:`evolve.eval.interpreter.pack`) and the whole
-batch runs in one call of :func:`evolve.eval.interpreter.score_packed`: parallel
+concatenated into flat arrays (:func:`evolve.eval.lowering.pack`) and the whole
+batch runs in one call of :func:`evolve.eval.scoring.score_packed`: parallel
 over (program, token chunk) work items on all cores, tokens in cache-sized
-blocks, the metric reductions fused into the interpreter. The metrics are
+tiles, the metric reductions fused into the interpreter. The metrics are
 exactly those of :func:`evolve.eval.evaluator.evaluate` for each program alone (same
 kernel, same chunking), whatever the number of threads.
 
@@ -38,7 +38,8 @@ from evolve.gp.compiler import Node, Program, compile_nodes, from_tree, parse, t
 from evolve.eval.evaluator import (
     DEFAULT_COST_RATIO, EvalData, Metrics, AcceptanceQualityFitness, check_features, check_gamma, metrics_from_counts,
 )
-from evolve.eval.interpreter import derivable_pairs, lower, pack, score_packed
+from evolve.eval.lowering import derivable_pairs, lower, pack
+from evolve.eval.scoring import score_packed
 
 #: Default number of distinct expressions whose metrics are remembered across calls.
 DEFAULT_CACHE_SIZE = 200_000
@@ -110,7 +111,7 @@ class PopulationEvaluator:
 
     Args:
         data: the prepared split.
-        fitness: seed-fitness parameters.
+        fitness: parameters of the acceptance-quality fitness.
         gamma, cost_ratio: block metrics as in :func:`evolve.eval.evaluator.evaluate`
             (None: skipped).
         cache_size: distinct expressions remembered across calls (least

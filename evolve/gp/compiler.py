@@ -21,7 +21,7 @@ import numpy as np
 
 from data.errors import InputError
 from evolve.gp.primitives import (
-    FEATURES, OP_CONST, OP_FEATURE, PRIMITIVE_BY_NAME, CORE_FEATURES,
+    CORE_FEATURES, FEATURES, PRIMITIVE_BY_NAME, Op,
 )
 
 #: Limits that keep a hostile expression from exhausting memory or time.
@@ -271,12 +271,12 @@ def compile_nodes(nodes: list[Node]) -> Program:
                 raise ValueError("malformed program: an operator lacks arguments")
         else:
             if node.kind == "feature":
-                ops[j] = OP_FEATURE
+                ops[j] = Op.FEATURE
                 args[j] = FEATURES.index(node.value)
                 if node.value not in used:
                     used.append(str(node.value))
             else:
-                ops[j] = OP_CONST
+                ops[j] = Op.CONST
                 args[j] = len(consts)
                 consts.append(float(node.value))
             depth += 1

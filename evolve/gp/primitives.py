@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from enum import IntEnum, unique
 from typing import Callable
 
 import numpy as np
@@ -28,7 +29,7 @@ from numba import njit
 
 PRIMITIVE_SET_VERSION = 1
 
-#: Features of seed 004's contract, in its argument order.
+#: Features every rule receives: the arguments of the rule contract's function, in order.
 CORE_FEATURES: tuple[str, ...] = (
     "draft_prob", "target_prob", "position", "draft_entropy", "target_entropy", "top_token_match",
 )
@@ -42,19 +43,35 @@ LOG_EPS = 1e-9
 EXP_MAX = 50.0
 EXP_CAP = math.exp(EXP_MAX)
 
-# opcodes (module-level ints are compile-time constants for Numba)
-OP_FEATURE = 0
-OP_CONST = 1
-OP_ADD = 2
-OP_SUB = 3
-OP_MUL = 4
-OP_DIV = 5
-OP_MIN = 6
-OP_MAX = 7
-OP_LOG = 8
-OP_EXP = 9
-OP_SQRT = 10
-OP_IF_GT = 11
+
+@unique
+class Op(IntEnum):
+    """Opcodes of a program (:class:`evolve.gp.compiler.Program`) and of register code.
+
+    Written once here and read by both the Python side and the Numba kernels:
+    Numba types a global IntEnum member as a compile-time constant, so
+    ``op == Op.ADD`` costs no more than comparing with a literal.
+    Values index per-opcode tables (arity, derived rows): they run 0..N_OPCODES-1.
+    """
+
+    #: terminal: a feature row (argument: index into FEATURES)
+    FEATURE = 0
+    #: terminal: a constant (argument: index into the program's constants)
+    CONST = 1
+    ADD = 2
+    SUB = 3
+    MUL = 4
+    DIV = 5
+    MIN = 6
+    MAX = 7
+    LOG = 8
+    EXP = 9
+    SQRT = 10
+    IF_GT = 11
+
+
+#: Number of opcodes (the length of per-opcode tables).
+N_OPCODES = len(Op)
 
 
 # --- scalar semantics (Numba) ---------------------------------------------------------------
@@ -178,7 +195,7 @@ class Primitive:
 
     name: str
     arity: int
-    opcode: int
+    opcode: Op
     scalar: Callable
     vector: Callable
     python_name: str
@@ -208,16 +225,16 @@ def _lazy_sympy(name: str) -> Callable:
 
 
 PRIMITIVES: tuple[Primitive, ...] = (
-    Primitive("add", 2, OP_ADD, add, _np_binary(np.add), "add", _lazy_sympy("add")),
-    Primitive("sub", 2, OP_SUB, sub, _np_binary(np.subtract), "sub", _lazy_sympy("sub")),
-    Primitive("mul", 2, OP_MUL, mul, _np_binary(np.multiply), "mul", _lazy_sympy("mul")),
-    Primitive("div", 2, OP_DIV, div, _np_div, "div", _lazy_sympy("div")),
-    Primitive("min", 2, OP_MIN, min_, _np_min, "min_", _lazy_sympy("min")),
-    Primitive("max", 2, OP_MAX, max_, _np_max, "max_", _lazy_sympy("max")),
-    Primitive("log", 1, OP_LOG, log, _np_log, "log", _lazy_sympy("log")),
-    Primitive("exp", 1, OP_EXP, exp, _np_exp, "exp", _lazy_sympy("exp")),
-    Primitive("sqrt", 1, OP_SQRT, sqrt, _np_sqrt, "sqrt", _lazy_sympy("sqrt")),
-    Primitive("if_gt", 4, OP_IF_GT, if_gt, _np_if_gt, "if_gt", _lazy_sympy("if_gt")),
+    Primitive("add", 2, Op.ADD, add, _np_binary(np.add), "add", _lazy_sympy("add")),
+    Primitive("sub", 2, Op.SUB, sub, _np_binary(np.subtract), "sub", _lazy_sympy("sub")),
+    Primitive("mul", 2, Op.MUL, mul, _np_binary(np.multiply), "mul", _lazy_sympy("mul")),
+    Primitive("div", 2, Op.DIV, div, _np_div, "div", _lazy_sympy("div")),
+    Primitive("min", 2, Op.MIN, min_, _np_min, "min_", _lazy_sympy("min")),
+    Primitive("max", 2, Op.MAX, max_, _np_max, "max_", _lazy_sympy("max")),
+    Primitive("log", 1, Op.LOG, log, _np_log, "log", _lazy_sympy("log")),
+    Primitive("exp", 1, Op.EXP, exp, _np_exp, "exp", _lazy_sympy("exp")),
+    Primitive("sqrt", 1, Op.SQRT, sqrt, _np_sqrt, "sqrt", _lazy_sympy("sqrt")),
+    Primitive("if_gt", 4, Op.IF_GT, if_gt, _np_if_gt, "if_gt", _lazy_sympy("if_gt")),
 )
 PRIMITIVE_BY_NAME: dict[str, Primitive] = {p.name: p for p in PRIMITIVES}
 

@@ -1,20 +1,21 @@
 """Scoring every rule on a split and formatting the comparison (``benchmark.py``).
 
-Reproduces seed 004's results table (``../shared/seeds/004_3ed4932ed2edc036.txt``):
-Heuristic, Accept%, Accuracy, Quality, Fitness, Time, with the expected metrics
-of :mod:`evolve.eval.evaluator` beside it (E[accept] = mean clamped tau, E[TV] =
-mean max(0, tau - r), the rule's total-variation damage, and E[fitness], seed
-fitness on those; notes ``acceptance-math.md`` sections 1-2) and, for every
-champion, its change against ``standard_rejection`` on the same split.
+The acceptance-quality benchmark table: Heuristic, Accept%, Accuracy, Quality,
+Fitness and Time of every rule (the acceptance-quality fitness of
+:class:`evolve.eval.evaluator.AcceptanceQualityFitness` on the split's sampled
+accept/reject outcomes), with the expected metrics of
+:mod:`evolve.eval.evaluator` beside it (E[accept] = mean clamped tau; E[TV] =
+mean max(0, tau - min(1, p/q)), the rule's total-variation damage per drafted
+token; E[fitness] = the same fitness computed on those expectations) and, for
+every champion, its change against ``standard_rejection`` on the same split.
 
-Rules compared: every rule of the registry (:func:`heuristics.contract.rule_names`,
-i.e. seed 004's baselines, the default of every published rule family of
-:mod:`heuristics.published` and anything registered; rules that need an
-optional column the split lacks are skipped with a note), every champion in the
-champions directory (``heuristics/champions/*.json``) and every champion file
-given explicitly. Champion files are read by
-:func:`heuristics.champions.load_champion` / :func:`heuristics.champions.list_champions`
-(expressions are parsed, never evaluated as Python).
+Rules compared: every rule of the registry (:func:`heuristics.registry.rules`:
+the baselines, then the default of every published rule family; rules that
+need an optional column the split lacks are skipped with a note), every
+promoted champion of the champions directory (``heuristics/champions/*.json``,
+:func:`heuristics.registry.champion_rules`) and every champion file given
+explicitly (:func:`heuristics.champions.load_champion`; expressions are parsed,
+never evaluated as Python).
 
 Time: wall time (``time.perf_counter``) of one :func:`evolve.eval.evaluator.evaluate`
 call on the prepared split, in milliseconds. Each rule is evaluated once first
@@ -28,7 +29,6 @@ Output formats: ``table`` (rich, plain text), ``markdown`` (a GitHub table),
 from __future__ import annotations
 
 import csv
-import importlib
 import io
 import json
 import math
@@ -40,18 +40,20 @@ from typing import Iterable, Sequence
 
 from data.errors import InputError
 from data.io import SPLITS, load_split
-from evolve.eval.evaluator import BLOCK_FIELDS, DEFAULT_COST_RATIO, EvalData, Metrics, AcceptanceQualityFitness, evaluate
+from evolve.eval.evaluator import (
+    BLOCK_FIELDS, DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, check_gamma, evaluate,
+)
+from evolve.report.options import naming_option
 from evolve.report.output import check_output, resolve_format, write_output
-from heuristics.contract import Rule, get_rule, rule_names
+from heuristics import champions, registry
+from heuristics.contract import Rule
 
 #: Values of ``--format``.
 FORMATS: tuple[str, ...] = ("table", "csv", "json", "markdown")
 #: Values of ``--split``; ``all`` means every split in :data:`data.io.SPLITS` order.
 SPLIT_CHOICES: tuple[str, ...] = SPLITS + ("all",)
 #: The rule champions are compared with.
-REFERENCE_RULE = "standard_rejection"
-#: Directory of promoted champions when heuristics.champions does not name one.
-DEFAULT_CHAMPIONS_DIR = Path(__file__).resolve().parent.parent / "heuristics" / "champions"
+REFERENCE_RULE = registry.STANDARD_NAME
 #: Default number of timed evaluations per rule (after one warm-up).
 DEFAULT_REPEATS = 3
 #: Keys of one JSON record / CSV row, in order.
@@ -65,9 +67,9 @@ ROW_KEYS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
-class Entry:
-    """A rule to score: ``kind`` is ``baseline`` (from the registry) or ``champion``;
-    ``origin`` is ``registry`` or the champion's file/directory."""
+class ComparedRule:
+    """A rule to score in the table: ``kind`` is ``baseline`` (from the registry) or
+    ``champion``; ``origin`` is ``registry`` or the champion's file/directory."""
 
     rule: Rule
     kind: str
@@ -133,31 +135,21 @@ def resolve_splits(split: str) -> tuple[str, ...]:
     return (split,)
 
 
-def baseline_entries() -> list[Entry]:
-    """Every registered rule (seed 004's baselines first, then the published rules'
-    defaults of :mod:`heuristics.published`), as entries of kind ``baseline``."""
-    import heuristics.published  # noqa: F401  (registers the published rules)
-    return [Entry(get_rule(name), "baseline", "registry") for name in rule_names()]
+def baseline_entries() -> list[ComparedRule]:
+    """Every registered rule (:func:`heuristics.registry.rules`: the baselines first, then the
+    published families' defaults), as entries of kind ``baseline``."""
+    return [ComparedRule(rule, "baseline", "registry") for rule in registry.rules()]
 
 
 def champion_module():
-    """:mod:`heuristics.champions` if it provides ``load_champion`` and ``list_champions``, else None."""
-    try:
-        module = importlib.import_module("heuristics.champions")
-    except ImportError:
-        return None
-    if hasattr(module, "load_champion") and hasattr(module, "list_champions"):
-        return module
-    return None
+    """:mod:`heuristics.champions`, which reads, validates and writes champion files."""
+    return champions
 
 
 def default_champions_dir() -> Path:
-    """The champions directory of :func:`heuristics.champions.champions_dir` (which honours
-    ``$SPECDEC_CHAMPIONS_DIR``) when available, else :data:`DEFAULT_CHAMPIONS_DIR`."""
-    module = champion_module()
-    if module is not None and hasattr(module, "champions_dir"):
-        return Path(module.champions_dir())
-    return DEFAULT_CHAMPIONS_DIR
+    """The champions directory: ``$SPECDEC_CHAMPIONS_DIR`` if set, else ``heuristics/champions/``
+    (:func:`heuristics.champions.champions_dir`)."""
+    return Path(champions.champions_dir())
 
 
 def _call_loader(fn, arg, what: str):
@@ -172,7 +164,7 @@ def _call_loader(fn, arg, what: str):
 
 
 def champion_entries(files: Sequence[str | os.PathLike] = (),
-                     champions_dir: str | os.PathLike | None = None) -> list[Entry]:
+                     champions_dir: str | os.PathLike | None = None) -> list[ComparedRule]:
     """Champions of ``champions_dir`` (``*.json``) and of the given ``files``, as entries of kind ``champion``.
 
     Args:
@@ -181,55 +173,48 @@ def champion_entries(files: Sequence[str | os.PathLike] = (),
             :func:`default_champions_dir`. A missing directory holds no champions.
 
     Raises:
-        InputError: a given file does not exist, a champion file is malformed
-            or hostile (message from :mod:`heuristics.champions`, naming the
-            file), or champion files exist but no champion loader is available.
+        InputError: a given file does not exist, or a champion file is
+            malformed or hostile (message from :mod:`heuristics.champions`,
+            naming the file).
     """
-    module = champion_module()
     cdir = Path(champions_dir) if champions_dir is not None else default_champions_dir()
-    entries: list[Entry] = []
-    if cdir.is_dir() and any(cdir.glob("*.json")):
-        if module is None:
-            raise InputError(f"{cdir}: holds champion files but heuristics.champions provides no "
-                             "list_champions() to load them")
-        for rule in _call_loader(module.list_champions, cdir, str(cdir)):
-            entries.append(Entry(rule, "champion", str(cdir)))
-    for f in files:
-        path = Path(f)
-        if not path.is_file():
-            raise InputError(f"option '--champion': {path}: no such file")
-        if module is None:
-            raise InputError(f"option '--champion': {path}: champion loading is unavailable "
-                             "(heuristics.champions provides no load_champion())")
-        entries.append(Entry(_call_loader(module.load_champion, path, str(path)), "champion", str(path)))
+    entries = [ComparedRule(rule, "champion", str(cdir))
+               for rule in _call_loader(registry.champion_rules, cdir, str(cdir))]
+    entries += [ComparedRule(champion_from_file(f), "champion", str(Path(f))) for f in files]
     return entries
+
+
+def champion_from_file(path: str | os.PathLike) -> Rule:
+    """The champion of a ``--champion`` file as a rule.
+
+    Raises: InputError naming ``--champion`` for a missing file, or naming the
+    file for a malformed or hostile one.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"option '--champion': {path}: no such file")
+    return _call_loader(champions.load_champion, path, str(path))
 
 
 def collect_entries(champion_files: Sequence[str | os.PathLike] = (),
-                    champions_dir: str | os.PathLike | None = None) -> list[Entry]:
-    """Baselines then champions (:func:`baseline_entries`, :func:`champion_entries`), without duplicates.
+                    champions_dir: str | os.PathLike | None = None) -> list[ComparedRule]:
+    """Registered rules then champions (:func:`baseline_entries`, :func:`champion_entries`), without duplicates.
 
     A champion identical (same name and expression) to an entry already listed
-    is dropped (e.g. a promoted champion also given with ``--champion``); a
-    registered rule that is not one of seed 004's baselines and equals a
-    loaded champion is listed once, as a champion. Champions that share a name
+    is dropped (e.g. a promoted champion also given with ``--champion``).
+    Champions cannot take a built-in rule's name
+    (:data:`heuristics.champions.RESERVED_NAMES`); champions that share a name
     but differ are all kept (labelled by origin in the output).
     """
-    from heuristics.baselines import BASELINES
-    builtin = {r.name for r in BASELINES}
     entries = baseline_entries()
     for entry in champion_entries(champion_files, champions_dir):
-        same = [i for i, e in enumerate(entries) if e.rule.name == entry.rule.name
-                and e.rule.expression is not None and e.rule.expression == entry.rule.expression]
-        if not same:
-            entries.append(entry)
-        elif entries[same[0]].kind == "baseline" and entry.rule.name not in builtin:
-            del entries[same[0]]
+        if not any(e.rule.name == entry.rule.name and e.rule.expression is not None
+                   and e.rule.expression == entry.rule.expression for e in entries):
             entries.append(entry)
     return entries
 
 
-def _label(entries: list[Entry]) -> list[str]:
+def _label(entries: list[ComparedRule]) -> list[str]:
     """Display names: the rule's name, disambiguated by origin when two entries share it."""
     labels, used = [], set()
     for e in entries:
@@ -273,7 +258,7 @@ def missing_columns(rule: Rule, data: EvalData) -> list[str]:
     return [c for c in rule.columns_needed if c not in data.available]
 
 
-def score_split(entries: Sequence[Entry], data: EvalData, repeats: int = DEFAULT_REPEATS,
+def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = DEFAULT_REPEATS,
                 fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), gamma: int | None = None,
                 cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[list[Row], list[str]]:
     """Score every entry on one prepared split.
@@ -282,7 +267,7 @@ def score_split(entries: Sequence[Entry], data: EvalData, repeats: int = DEFAULT
     split lacks is skipped with a note. Champions get deltas against
     :data:`REFERENCE_RULE` when it was scored.
     """
-    scored: list[tuple[Entry, str, Metrics, float]] = []
+    scored: list[tuple[ComparedRule, str, Metrics, float]] = []
     notes: list[str] = []
     for entry, label in zip(entries, _label(list(entries))):
         missing = missing_columns(entry.rule, data)
@@ -320,7 +305,7 @@ def block_gamma(data: EvalData, gamma: int | None) -> int | None:
     return int(data.feature("draft_index").max()) + 1
 
 
-def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Sequence[Entry] | None = None,
+def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Sequence[ComparedRule] | None = None,
                    repeats: int = DEFAULT_REPEATS, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
                    gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Comparison:
     """Load the split(s) of ``data_dir`` and score every entry on each.
@@ -349,6 +334,9 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
     result = Comparison([], repeats=repeats, splits=splits, cost_ratio=cost_ratio)
     for s, data in loaded.items():
         result.gamma[s] = block_gamma(data, gamma)
+        if gamma is not None:
+            naming_option("--gamma", check_gamma, gamma, data)
+    for s, data in loaded.items():
         rows, notes = score_split(entries, data, repeats, fitness, result.gamma[s], cost_ratio)
         result.rows += rows
         result.notes += notes
@@ -411,7 +399,7 @@ def _display_columns(comparison: Comparison) -> list[tuple[str, bool, callable]]
 def _caption(comparison: Comparison) -> list[str]:
     lines = [f"{s}: {comparison.tokens[s]:,} tokens from {comparison.sources[s]}" for s in comparison.splits]
     text = (f"Time: best of {comparison.repeats} timed evaluations after a warm-up. E[accept] = mean tau, "
-            "E[TV] = mean max(0, tau - min(1, p/q)), E[fitness] = seed fitness on those.")
+            "E[TV] = mean max(0, tau - min(1, p/q)), E[fitness] = acceptance-quality fitness on those.")
     gammas = {g for g in comparison.gamma.values() if g}
     if gammas:
         text += (f" Tok/call = expected tokens per target call with gamma {', '.join(map(str, sorted(gammas)))}"
@@ -424,7 +412,7 @@ def _caption(comparison: Comparison) -> list[str]:
 
 
 def format_table(comparison: Comparison) -> str:
-    """Plain-text table rendered with rich (seed 004's columns plus expected metrics and deltas)."""
+    """Plain-text table rendered with rich (the benchmark table's columns plus expected metrics and deltas)."""
     from rich import box
     from rich.console import Console
     from rich.table import Table

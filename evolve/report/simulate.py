@@ -5,7 +5,7 @@
         [--format table|json] [--output FILE] [--no-plot]
         [--trees [--budgets 4,8,16] [--widths 3,1] [--max-width 3]]
 
-Length sweep (default; seed 002's table): for each generation length L,
+Length sweep (default): for each generation length L,
 ``--samples`` sequences are decoded twice from the same prompt, by chain
 speculative decoding with the rule (:func:`evolve.sim.decoding.simulate_chain`)
 and by the plain autoregressive loop. Columns, per length:
@@ -15,7 +15,9 @@ and by the plain autoregressive loop. Columns, per length:
 * acceptance_rate: accepted drafted tokens / drafted tokens (gamma per call);
 * tokens_per_call: emitted tokens / calls (last block not truncated);
 * analytic_tokens_per_call: mean over the simulated blocks of
-  1 + sum_{k=1..gamma} prod_{i<=k} tau_i (notes section 3);
+  1 + sum_{k=1..gamma} prod_{i<=k} tau_i (the expected tokens of one block:
+  the bonus token plus, for each depth k, the probability that the first k
+  drafts are all accepted);
 * autoregressive_time, speculative_time: mean simulated time per sequence
   (target call = 1, draft step = c; speculative = calls * (1 + gamma*c));
 * speedup: autoregressive time / speculative time;
@@ -28,7 +30,7 @@ and by the plain autoregressive loop. Columns, per length:
 Tree comparison (``--trees``): at each node budget N (drafted tokens one target
 call verifies), sequences of max(--lengths) tokens are decoded with a chain
 (gamma = N), a fixed tree (``--widths`` schedule), an adaptive-width tree
-(seed 000, maximum ``--max-width``) and Medusa heads (``--widths``), each
+(width from the draft's confidence, maximum ``--max-width``) and Medusa heads (``--widths``), each
 verified by lossless multi-draft rejection sampling and by greedy match
 (:mod:`evolve.sim.trees`). Tree decoding uses the standard rule; ``--rule`` and
 ``--champion`` apply to the length sweep only.
@@ -41,17 +43,18 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from data.errors import InputError
+from evolve.report.options import naming_option
 from evolve.report.output import check_output, resolve_format, write_outputs
 from evolve.sim.decoding import (
-    DEFAULT_COST_RATIO, SyntheticModel, check_cost_ratio, check_gamma, rule_program, simulate_chain,
+    DEFAULT_COST_RATIO, check_cost_ratio, check_gamma_range, rule_program, simulate_chain,
 )
+from evolve.sim.models import SyntheticModel
 from evolve.sim.trees import TreeConfig, simulate_tree
 
 DEFAULT_LENGTHS = (50, 100, 200, 500, 1000)
@@ -62,7 +65,7 @@ FORMATS = ("table", "json")
 MAX_LENGTH = 1_000_000
 MAX_SAMPLES = 100_000
 
-#: Keys of one JSON object of the length sweep (the first nine are the issue's contract).
+#: Keys of one JSON object of the length sweep (the first nine are the sweep's core columns).
 SWEEP_KEYS = ("length", "target_calls", "calls_per_token", "acceptance_rate", "tokens_per_call",
               "analytic_tokens_per_call", "speedup", "tv_empirical", "tv_expected", "autoregressive_calls",
               "autoregressive_time", "speculative_time", "expected_acceptance", "samples", "gamma", "cost_ratio",
@@ -92,21 +95,20 @@ def parse_int_list(text: str, option: str, low: int, high: int) -> tuple[int, ..
 def resolve_rule(rule_name: str | None, champion: str | os.PathLike | None):
     """The rule of ``--rule`` or ``--champion`` (default standard_rejection), checked to be an expression.
 
+    ``--rule`` names a registered rule or a promoted champion
+    (:func:`heuristics.registry.get_rule` with champions).
+
     Raises: InputError for both options at once, an unknown rule, a missing or
     invalid champion file, or a function rule.
     """
-    from heuristics.contract import get_rule
+    from heuristics.registry import STANDARD_NAME, get_rule
     if rule_name is not None and champion is not None:
         raise InputError("options '--rule' and '--champion': give at most one of them")
     if champion is not None:
-        path = Path(champion)
-        if not path.is_file():
-            raise InputError(f"option '--champion': {path}: no such file")
-        from evolve.report.compare import _call_loader
-        from heuristics.champions import load_champion
-        rule = _call_loader(load_champion, path, str(path))
+        from evolve.report.compare import champion_from_file
+        rule = champion_from_file(champion)
     else:
-        rule = get_rule(rule_name or "standard_rejection")
+        rule = get_rule(rule_name or STANDARD_NAME, champions=True)
     rule_program(rule)  # refuses function rules
     return rule
 
@@ -293,8 +295,8 @@ def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200
     length_list = parse_int_list(lengths, "--lengths", 1, MAX_LENGTH)
     if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
         raise InputError(f"option '--samples': must be an integer in [1, {MAX_SAMPLES}] (value {samples!r})")
-    gamma = check_gamma(gamma)
-    cost_ratio = check_cost_ratio(cost_ratio)
+    gamma = naming_option("--gamma", check_gamma_range, gamma)
+    cost_ratio = naming_option("--cost-ratio", check_cost_ratio, cost_ratio)
     SyntheticModel(vocab_size=vocab, seed=seed)  # validates --vocab and --seed
     check_output(output, "chart" if plot else None)
     if trees and (rule_name is not None or champion is not None):

@@ -32,20 +32,25 @@ BLOCK_FITNESS: tuple[str, ...] = ("speed_at_tv", "pareto")
 class RunConfig:
     """Everything that determines a run (same config + same data -> same champion).
 
-    Default sizes: under seed 004's fitness the landscape of the default
-    (vocab) data is a needle: about 1 random tree in 2,000 scores above 0.6,
-    the rest sit on a plateau at 0.5 * quality just below the quality floor.
-    Population 1000 for 100 generations found standard rejection in 60 of 60
-    seeds (smaller settings failed in 2-17% of seeds) in about 10 s on 2 cores.
+    Default sizes: under the acceptance-quality fitness the landscape of the
+    default (vocab) data is a needle: about 1 random tree in 2,000 scores
+    above 0.6, the rest sit on a plateau at 0.5 * quality just below the
+    quality floor. From random trees (``warm_start`` off), population 1000
+    for 100 generations found standard rejection with 60 of 60 random seeds
+    (smaller settings failed with 2-17% of the random seeds) in about 10 s
+    on 2 cores; the warm start seeds it, so smaller runs are safe too.
 
     Attributes:
         data: dataset directory (train and valid splits are read; test never).
         out: directory under which the run directory is created.
         population: individuals per generation (>= 2).
         generations: generations after the initial one (>= 0).
-        seed: seed of Python's ``random`` (DEAP) and numpy.
-        fitness: ``seed`` (seed 004's sampled fitness, ``Metrics.fitness``),
-            ``expected`` (the noise-free ``Metrics.expected_fitness``),
+        seed: random seed of Python's ``random`` (DEAP) and numpy.
+        fitness: ``acceptance_quality`` (the acceptance-quality fitness on the
+            sampled accept/reject outcomes, ``Metrics.fitness``: acceptance
+            rate times quality score, or ``below_floor_scale`` times the
+            quality score when it is below ``quality_floor``),
+            ``expected`` (its noise-free form, ``Metrics.expected_fitness``),
             ``speed_at_tv`` (expected tokens per target call subject to TV per
             emitted token <= ``tv_budget``, :mod:`evolve.eval.objectives`) or
             ``pareto`` (NSGA-II over tokens per call, TV per token and program
@@ -59,11 +64,17 @@ class RunConfig:
         tv_cap: ``pareto``: TV per token beyond which the speed objective is
             penalised as in ``speed_at_tv`` with this budget, so the front stays
             in the region compared by ``benchmark.py pareto`` (in [0, 1]).
-        include_standard: put standard rejection, min(1, p/q), into the initial
-            population (seed 004's starting point); off by default so that a
-            run starts from random trees.
-        features: ``"auto"`` (the six seed features plus every optional column
-            present in both train and valid) or an explicit list of names.
+        warm_start: seed the initial population with the registered rules and
+            the best grid members of the published families
+            (:mod:`evolve.search.warm_start`), and let the champion choice fall
+            back on the best seeded rule and avoid the quality cliff
+            (:mod:`evolve.search.champion`). On by default; ``False``
+            (``--from-scratch``) starts from random trees only and picks the
+            champion as before, which is how the rediscovery of standard
+            rejection is shown.
+        features: ``"auto"`` (the six :data:`evolve.gp.primitives.CORE_FEATURES`
+            plus every optional column present in both train and valid) or an
+            explicit list of names.
         crossover_prob: probability that a pair of offspring is recombined
             (one-point subtree crossover).
         mutation_prob: probability that an offspring is mutated (subtree,
@@ -80,8 +91,12 @@ class RunConfig:
             half-and-half initial trees.
         mutation_max_depth: maximum depth of a subtree grown by mutation.
         false_accept_weight, false_reject_weight, quality_floor,
-            below_floor_scale: parameters of the seed fitness
-            (:class:`evolve.eval.evaluator.AcceptanceQualityFitness`; defaults are seed 004's).
+            below_floor_scale: parameters of the acceptance-quality fitness
+            (:class:`evolve.eval.evaluator.AcceptanceQualityFitness`): quality =
+            max(0, 1 - false_accept_weight * false accepts / N -
+            false_reject_weight * false rejects / N); fitness = acceptance
+            rate * quality if quality >= quality_floor, else
+            below_floor_scale * quality.
     """
 
     data: str = "data"
@@ -90,7 +105,7 @@ class RunConfig:
     generations: int = 100
     seed: int = 0
     fitness: str = "acceptance_quality"
-    include_standard: bool = False
+    warm_start: bool = True
     features: Any = "auto"
     gamma: int = 5
     tv_budget: float = 0.01
@@ -132,7 +147,7 @@ _INT = {"population", "generations", "seed", "tournament_size", "elitism", "hall
 _FLOAT = {"crossover_prob", "mutation_prob", "parsimony_size", "false_accept_weight", "false_reject_weight",
           "quality_floor", "below_floor_scale", "tv_budget", "tv_cap"}
 _STR = {"data", "out", "fitness"}
-_BOOL = {"include_standard"}
+_BOOL = {"warm_start"}
 
 #: (low, high) inclusive bounds of numeric fields; None = unbounded.
 _BOUNDS: dict[str, tuple[float | None, float | None]] = {
@@ -246,6 +261,9 @@ def load_toml(path: str | os.PathLike) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         name = key.replace("-", "_")
+        if name == "include_standard":
+            raise InputError(f"{path}: key '{key}' was replaced by 'warm_start' (true seeds the registered "
+                             "rules, standard rejection among them; false starts from random trees)")
         if name not in FIELD_NAMES:
             close = difflib.get_close_matches(name, FIELD_NAMES, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(FIELD_NAMES)})"
@@ -311,7 +329,7 @@ def _toml_value(value: Any) -> str:
 def resolve_features(cfg: RunConfig, available: tuple[str, ...], source: str) -> tuple[str, ...]:
     """The terminal features of a run: ``cfg.features`` checked against the columns ``available``.
 
-    ``"auto"`` gives the six seed features plus every available optional one.
+    ``"auto"`` gives the six :data:`evolve.gp.primitives.CORE_FEATURES` plus every available optional one.
     Raises InputError naming ``source`` when a requested feature is missing.
     """
     if cfg.features == "auto":

@@ -1,0 +1,316 @@
+"""The public Python API: load a trace dataset, score acceptance rules, evolve one, read champions.
+
+A rule gives each drafted token x a threshold tau and the token is accepted iff u < tau with
+u ~ U[0, 1); standard rejection, tau = min(1, p(x)/q(x)), is lossless (Leviathan et al. 2023,
+arXiv 2211.17192). Five functions cover what the command lines do, returning pandas frames and
+plain dataclasses:
+
+* :func:`load_dataset`: a dataset directory as ``{split: pandas.DataFrame}``;
+* :func:`evaluate_rule`: one rule (a registry name, an expression or a loaded rule) on one split,
+  as :class:`evolve.eval.evaluator.Metrics`;
+* :func:`metrics_frame`: several rules on one split, one row per rule;
+* :func:`run_search`: an evolution run (``python -m evolve run``), with the champion, the hall of
+  fame and (for a ``pareto`` run) the front as frames;
+* :func:`load_champion`: a champion file or run directory as a rule.
+
+Errors in the arguments raise :class:`data.errors.InputError` with one line naming the value.
+
+Example (a tiny dataset of the vocab model, which records speculation blocks, so block metrics
+apply)::
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from data.synth import generate
+    >>> from evolve import api
+    >>> work = Path(tempfile.mkdtemp())
+    >>> files = generate.write(generate.generate_dataset("vocab", seed=1, sequences=10), work / "data")
+    >>> splits = api.load_dataset(work / "data")
+    >>> sorted(splits), list(splits["test"].columns[:4])
+    (['test', 'train', 'valid'], ['seq_id', 'position', 'draft_prob', 'target_prob'])
+    >>> standard = api.evaluate_rule("standard_rejection", work / "data", gamma=4)
+    >>> standard.expected_tv, standard.tokens_per_call > 1
+    (0.0, True)
+    >>> floor = api.evaluate_rule("max(div(target_prob, draft_prob), 0.3)", work / "data", gamma=4)
+    >>> floor.expected_acceptance > standard.expected_acceptance and floor.expected_tv > 0
+    True
+    >>> table = api.metrics_frame(["standard_rejection", "max(div(target_prob, draft_prob), 0.3)"],
+    ...                           work / "data", gamma=4)
+    >>> table[["rule", "expected_tv"]].shape
+    (2, 2)
+    >>> run = api.run_search({"data": work / "data", "out": work / "results", "population": 20,
+    ...                       "generations": 2, "seed": 0})
+    >>> hof = run.hall_of_fame_frame()
+    >>> list(hof.columns[:5]), bool(hof["valid_fitness"].notna().all())
+    (['expression', 'size', 'depth', 'sympy', 'latex'], True)
+    >>> champion = api.load_champion(run.run_dir)
+    >>> champion.expression == run.champion.expression
+    True
+    >>> api.evaluate_rule(champion, work / "data", split="valid") == run.champion.valid
+    True
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import pandas as pd
+
+from data.errors import InputError
+from data.io import SPLITS, Traces, load_split, split_path
+from evolve.eval.evaluator import DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, evaluate
+from evolve.gp.compiler import Node, Program, parse, to_sympy
+from evolve.gp.primitives import FEATURES
+from evolve.search.config import RunConfig, resolve
+from heuristics.champions import load_champion, read_champion
+from heuristics.contract import Rule
+from heuristics.registry import get_rule
+
+__all__ = ["load_dataset", "evaluate_rule", "metrics_frame", "run_search", "load_champion", "read_champion",
+           "SearchRun", "Metrics", "RunConfig", "Rule", "InputError", "SYMPY_MAX_NODES"]
+
+#: Expressions with more nodes than this get no ``sympy``/``latex`` rendering in the frames (None):
+#: sympy folds nested Min, Max and Piecewise (if_gt) as it builds them, which takes seconds on larger trees
+#: (about 10 ms per expression up to this size).
+SYMPY_MAX_NODES = 40
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+# --- datasets ----------------------------------------------------------------------------------
+
+def load_dataset(path: str | os.PathLike, splits: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
+    """The splits of a dataset directory as validated DataFrames.
+
+    Args:
+        path: a directory written by ``generate_data.py`` (``train``/``valid``/``test`` as
+            ``.parquet`` or ``.json``, plus ``metadata.json``).
+        splits: names to load; None loads every split the directory has.
+
+    Returns: ``{split: DataFrame}`` in the order train, valid, test; one row per drafted token, the
+    schema's columns (:mod:`data.schema`: int64 ``seq_id`` and ``position``, float64
+    probabilities and entropies in nats, bool ``top_token_match`` and ``baseline_accepts``, float64
+    ``rand_value``, and the optional columns the files have).
+
+    Raises: InputError for a missing directory or split, an unreadable file or any schema
+    violation (the message names the file and the column).
+    """
+    if splits is None:
+        splits = [s for s in SPLITS if split_path(path, s) is not None]
+        if not splits:
+            load_split(path, "train")  # raises the loader's own message (no directory / no split file)
+    return {s: load_split(path, s).to_frame() for s in splits}
+
+
+def _eval_data(data: Any, split: str) -> EvalData:
+    """One split of ``data`` (a dataset directory, a {split: DataFrame} dict, a DataFrame, Traces or
+    EvalData) ready for the evaluator."""
+    if isinstance(data, EvalData):
+        return data
+    if isinstance(data, Traces):
+        return EvalData.from_traces(data)
+    if isinstance(data, pd.DataFrame):
+        return EvalData.from_traces(Traces.from_frame(data, split=split))
+    if isinstance(data, Mapping):
+        if split not in data:
+            raise InputError(f"split '{split}' is not among the given splits ({', '.join(map(str, data))})")
+        return _eval_data(data[split], split)
+    if isinstance(data, (str, os.PathLike)):
+        return EvalData.from_traces(load_split(data, split))
+    raise InputError(f"data must be a dataset directory, a DataFrame, Traces or EvalData "
+                     f"(got {type(data).__name__})")
+
+
+# --- rules -------------------------------------------------------------------------------------
+
+def _rule(rule: Any) -> Rule | Program:
+    """A rule from a registry name, an expression, a champion file path, a Rule or a Program."""
+    if isinstance(rule, (Rule, Program)):
+        return rule
+    if isinstance(rule, os.PathLike):
+        return load_champion(rule)
+    if not isinstance(rule, str):
+        raise InputError(f"rule must be a name, an expression, a champion path or a Rule "
+                         f"(got {type(rule).__name__})")
+    text = rule.strip()
+    if _NAME.fullmatch(text) and text not in FEATURES:
+        return get_rule(text, champions=True)
+    parse(text, "expression")  # one-line InputError naming the offending name or character
+    return Rule(text, expression=text)
+
+
+def _label(rule: Rule | Program) -> tuple[str, str | None]:
+    """(name, expression) of a rule or program for a frame row."""
+    if isinstance(rule, Program):
+        return "program", None
+    return rule.name, rule.expression
+
+
+def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None = None, *,
+                  fitness: AcceptanceQualityFitness | None = None,
+                  cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
+    """Metrics of one acceptance rule on one split.
+
+    Args:
+        rule: a rule name (``"standard_rejection"``, a published rule or a promoted champion), a
+            prefix expression over the primitive set (``"min(1.0, div(target_prob, draft_prob))"``),
+            a :class:`heuristics.contract.Rule`, a compiled :class:`evolve.gp.compiler.Program`, or
+            the path (``pathlib.Path``) of a champion file or run directory.
+        data: a dataset directory, the dict :func:`load_dataset` returns, one split as a DataFrame,
+            :class:`data.io.Traces` or :class:`evolve.eval.evaluator.EvalData`.
+        split: the split read from a directory or dict (``"test"`` by default: searches never read it).
+        gamma: draft length for the block metrics (``tokens_per_call``, ``speedup``,
+            ``tv_per_token``), on splits with ``draft_index``; None leaves them None.
+        fitness: parameters of the acceptance-quality fitness (default weights 10 and 0.1, floor
+            0.95, scale 0.5).
+        cost_ratio: draft/target cost ratio c of ``speedup`` = tokens_per_call / (gamma c + 1).
+
+    Returns: :class:`evolve.eval.evaluator.Metrics` (rates are fractions of tokens; the formulas are
+    in :mod:`evolve.eval.evaluator`).
+
+    Raises: InputError for an unknown rule name, a malformed expression, a rule needing a column the
+    split lacks, a gamma outside [1, the split's block length], or any data error of
+    :func:`load_dataset`.
+    """
+    return evaluate(_rule(rule), _eval_data(data, split), fitness or AcceptanceQualityFitness(),
+                    gamma=gamma, cost_ratio=cost_ratio)
+
+
+def metrics_frame(rules: Iterable[Any] | Mapping[str, Any], data: Any, split: str = "test",
+                  gamma: int | None = None, *, fitness: AcceptanceQualityFitness | None = None,
+                  cost_ratio: float = DEFAULT_COST_RATIO) -> pd.DataFrame:
+    """Several rules on one split: one row per rule, in the order given.
+
+    Args:
+        rules: anything :func:`evaluate_rule` takes, as a list, or a mapping ``{label: rule}``
+            whose labels name the rows.
+        data, split, gamma, fitness, cost_ratio: as :func:`evaluate_rule` (the split is loaded once).
+
+    Returns: DataFrame with columns ``rule`` (the label or rule name), ``expression`` (None for a
+    function rule) and the :class:`Metrics` fields (the block metrics only with ``gamma``; NaN
+    where a split lacks ``draft_index``).
+
+    Raises: InputError as :func:`evaluate_rule` (for the first rule that fails).
+    """
+    split_data = _eval_data(data, split)
+    items = rules.items() if isinstance(rules, Mapping) else ((None, r) for r in rules)
+    rows = []
+    for label, given in items:
+        rule = _rule(given)
+        name, expression = _label(rule)
+        metrics = evaluate_rule(rule, split_data, split, gamma, fitness=fitness, cost_ratio=cost_ratio)
+        rows.append({"rule": name if label is None else label, "expression": expression, **metrics.to_dict()})
+    return pd.DataFrame.from_records(rows, columns=_columns(rows, ["rule", "expression"]))
+
+
+def _columns(rows: list[dict], first: list[str]) -> list[str]:
+    """``first``, then the other keys in order of first appearance (empty rows keep ``first``)."""
+    seen = dict.fromkeys(first)
+    for row in rows:
+        seen.update(dict.fromkeys(row))
+    return list(seen)
+
+
+# --- search ------------------------------------------------------------------------------------
+
+def _render(nodes: list[Node]) -> tuple[str | None, str | None]:
+    """(sympy string, LaTeX) of an expression, or (None, None) above :data:`SYMPY_MAX_NODES` nodes
+    or when sympy fails on it."""
+    if len(nodes) > SYMPY_MAX_NODES:
+        return None, None
+    try:
+        import sympy as sp
+        expr = to_sympy(nodes)
+        return str(expr), sp.latex(expr)
+    except Exception:  # sympy raises assorted types on odd inputs: the expression column stays exact
+        return None, None
+
+
+def entries_frame(entries: Iterable[Any]) -> pd.DataFrame:
+    """Scored expressions (search entries with ``expression``, ``nodes``, ``size``, ``depth``,
+    ``train`` and ``valid`` metrics) as a DataFrame: columns ``expression``, ``size``, ``depth``,
+    ``sympy``, ``latex``, then ``train_<metric>`` and ``valid_<metric>`` for every
+    :class:`Metrics` field computed."""
+    rows = []
+    for e in entries:
+        sympy_text, latex = _render(e.nodes)
+        row = {"expression": e.expression, "size": e.size, "depth": e.depth, "sympy": sympy_text, "latex": latex}
+        for split in ("train", "valid"):
+            row.update({f"{split}_{k}": v for k, v in getattr(e, split).to_dict().items()})
+        rows.append(row)
+    return pd.DataFrame.from_records(rows, columns=_columns(rows, ["expression", "size", "depth", "sympy", "latex"]))
+
+
+@dataclass
+class SearchRun:
+    """The outcome of :func:`run_search`.
+
+    Attributes:
+        config: the resolved :class:`evolve.search.config.RunConfig`.
+        run_dir: the run directory written (``champion.json``, ``hall_of_fame.json``, ``run.json``,
+            ``logbook.csv``, ``config.toml``, ``fitness.png`` and, for ``pareto``, ``front.json``).
+        result: the search's full result (logbook, counts, timing).
+    """
+
+    config: RunConfig
+    run_dir: Path
+    result: Any
+
+    @property
+    def champion(self):
+        """The champion: ``expression``, ``nodes``, ``size``, ``depth``, ``train`` and ``valid``
+        :class:`Metrics` (chosen on valid; see :mod:`evolve.search.algorithms`)."""
+        return self.result.champion
+
+    def champion_rule(self) -> Rule:
+        """The champion as a rule, read back from ``run_dir`` (:func:`load_champion`)."""
+        return load_champion(self.run_dir)
+
+    def hall_of_fame_frame(self) -> pd.DataFrame:
+        """The hall of fame (best train fitness first; for a ``pareto`` run the front) as a
+        DataFrame (columns of :func:`entries_frame`)."""
+        return entries_frame(self.result.hall_of_fame)
+
+    def front_frame(self) -> pd.DataFrame:
+        """The final non-dominated front of a ``pareto`` run, ascending TV per token on train
+        (columns of :func:`entries_frame`).
+
+        Raises: InputError for a run with another fitness (it keeps no front).
+        """
+        if self.result.front is None:
+            raise InputError(f"fitness '{self.config.fitness}' keeps no front: only a fitness 'pareto' run does")
+        return entries_frame(self.result.front)
+
+    def logbook_frame(self) -> pd.DataFrame:
+        """One row per generation (the columns of ``logbook.csv``)."""
+        return pd.DataFrame.from_records(self.result.logbook)
+
+
+def run_search(config: RunConfig | Mapping[str, Any], progress: Callable[[dict[str, float]], None] | None = None
+               ) -> SearchRun:
+    """Evolve an acceptance rule and write a run directory, as ``python -m evolve run`` does.
+
+    Args:
+        config: a :class:`evolve.search.config.RunConfig`, or a dict of its field names (``data``,
+            ``out``, ``population``, ``generations``, ``seed``, ``fitness``...; missing ones take
+            the defaults; paths may be ``pathlib.Path``). Only the ``train`` and ``valid`` splits of
+            ``data`` are read.
+        progress: called with each generation's logbook row (a dict of floats).
+
+    Returns: :class:`SearchRun`. Same config and data give the same champion.
+
+    Raises: InputError for an invalid config value (naming the field), missing or invalid data, or
+    an output directory that cannot be written (nothing is written then).
+    """
+    if isinstance(config, RunConfig):
+        config = config.to_dict()
+    if not isinstance(config, Mapping):
+        raise InputError(f"config must be a RunConfig or a dict (got {type(config).__name__})")
+    cfg = resolve({k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in config.items()})
+    from evolve.report.runplot import plot_logbook
+    from evolve.search.rundir import run
+
+    plot = {"fitness.png": lambda result: plot_logbook(result.logbook, result.config.fitness)}
+    info = run(cfg, progress=progress, extra_files=plot)
+    return SearchRun(cfg, info.run_dir, info.result)

@@ -1,0 +1,83 @@
+"""``python -m evolve.docs``: regenerate, or check, the tables of README.md and docs/.
+
+    python -m evolve.docs                 # rewrite every table block in place
+    python -m evolve.docs --check         # exit 1 naming the first stale table, write nothing
+    python -m evolve.docs --table NAME    # only that table (repeatable)
+    python -m evolve.docs --skip-slow     # leave the slow tables (searches, pareto, trees) as they are
+
+The table producers are :data:`evolve.report.doctables.TABLES` plus, defined
+here because they read the click commands, one option table per command
+(``options_<command>``): every option with its default and help text, as
+``--help`` prints them. Bad input (an unknown table) exits with code 2.
+"""
+from __future__ import annotations
+
+import time
+
+import click
+
+from evolve.cli.errors import CliCommand
+from evolve.report.doctables import ROOT, TABLES, DocTable, markdown_table, refresh
+
+
+def _commands() -> dict[str, click.Command]:
+    """Every documented click command by table suffix (subcommands of a group listed on their own)."""
+    from evolve.cli.benchmark import cli as benchmark_cli
+    from evolve.cli.evolve import cli as evolve_cli
+    from evolve.cli.generate import cli as generate_cli
+    out: dict[str, click.Command] = {"generate": generate_cli, "benchmark": benchmark_cli}
+    for group, prefix in ((generate_cli, ""), (benchmark_cli, ""), (evolve_cli, "evolve_")):
+        for name, cmd in group.commands.items():
+            out[prefix + name] = cmd
+    out["docs"] = docs
+    return out
+
+
+def option_table(command: click.Command) -> str:
+    """A Markdown table of ``command``'s arguments and options (subcommands excluded), as ``--help`` shows them."""
+    ctx = click.Context(command, info_name=command.name)
+    rows = []
+    for param in command.get_params(ctx):
+        if isinstance(param, click.Argument):
+            rows.append([f"`{param.name.upper()}`", "argument (required)" if param.required else "argument"])
+            continue
+        record = param.get_help_record(ctx)
+        if record is None:
+            continue
+        opts, help_text = record
+        rows.append([f"`{opts}`", " ".join(help_text.split())])
+    return markdown_table(["option", "meaning"], rows)
+
+
+def producers() -> dict[str, DocTable]:
+    """Every documented table: the report tables and the option table of every command."""
+    out = dict(TABLES)
+    for name, cmd in _commands().items():
+        out[f"options_{name}"] = DocTable(f"options_{name}", lambda ws, cmd=cmd: option_table(cmd))
+    return out
+
+
+@click.command("docs", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--check", is_flag=True, help="Only compare; exit 1 naming the first stale table, write nothing.")
+@click.option("--table", "tables", multiple=True, metavar="NAME",
+              help="Only this table (repeatable) [default: every table the documents use].")
+@click.option("--skip-slow", is_flag=True,
+              help="Leave the slow tables (the searches, the pareto table, the tree comparison) as they are.")
+def docs(check: bool, tables: tuple[str, ...], skip_slow: bool) -> int:
+    """Regenerate the tables between `<!-- table: NAME -->` and `<!-- /table -->` in README.md and docs/."""
+    started = time.perf_counter()
+    result = refresh(producers(), list(tables) or None, check=check, include_slow=not skip_slow)
+    seconds = time.perf_counter() - started
+    if check:
+        if result.stale:
+            path, name = result.stale[0]
+            click.echo(f"stale table '{name}' in {path.relative_to(ROOT)} ({len(result.stale)} stale in all); "
+                       "run `python -m evolve.docs`", err=True)
+            return 1
+        click.echo(f"{len(result.produced)} tables up to date ({seconds:.1f} s)", err=True)
+        return 0
+    for path in result.written:
+        click.echo(f"updated {path.relative_to(ROOT)}", err=True)
+    click.echo(f"{len(result.produced)} tables produced, {len(result.written)} files updated ({seconds:.1f} s)",
+               err=True)
+    return 0

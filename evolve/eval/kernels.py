@@ -1,0 +1,321 @@
+"""The fused Numba kernels of the fast path: register code, metric reductions, the worker loop.
+
+One work item is a (program, chunk of tokens) pair. :func:`work` takes items
+from a shared atomic counter (:func:`fetch_add`, an LLVM ``atomicrmw``
+intrinsic) until none is left; each item runs its program over the chunk in
+tiles of :data:`evolve.eval.layouts.TILE` tokens with :func:`run_code` and
+reduces every tile's thresholds into the item's counts at once
+(:func:`reduce_fitness_counts`, :func:`reduce_block_counts`), so no array of
+thresholds is materialised. :func:`combine` adds each program's chunk partials
+in chunk order. Counts are laid out as :class:`evolve.eval.layouts.Count`,
+instructions as :class:`evolve.eval.layouts.Instr`, operands as described in
+:mod:`evolve.eval.lowering`.
+
+Determinism: chunk boundaries depend only on the data
+(:func:`evolve.eval.scheduler.chunk_bounds`), each item's partial counts are
+computed sequentially, and the partials of a program are added in chunk order,
+so results depend neither on the number of threads, nor on the schedule, nor on
+whether a program is scored alone or inside a population. Operators are the
+scalar functions of :mod:`evolve.gp.primitives` (bitwise equal to the numpy
+reference). Every loop is vectorised by LLVM (AVX2 here) except ``log`` and
+``exp``, which stay calls to the C library's scalar functions: numpy calls the
+same ones for float64 on AVX2 machines, so the bits agree. Intel SVML
+(``icc_rt`` on PyPI) cannot replace them: llvmlite wheels from PyPI are built
+without SVML support (``llvmlite.binding.targets.has_svml()`` is False, so
+Numba ignores libsvml), and SVML's results differ from glibc's in the last bit
+anyway.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+from evolve.eval.layouts import N_COUNTS, TILE, WIDTH, Count, Instr
+from evolve.eval.lowering import DERIVED_BASE
+from evolve.gp.primitives import Op, div, exp, log, max_, min_, sqrt
+
+
+@intrinsic
+def fetch_add(typingctx, arr, idx, val):
+    """Atomically add ``val`` to ``arr[idx]`` (int64) and return the old value."""
+    sig = types.int64(arr, types.intp, types.int64)
+
+    def codegen(context, builder, signature, args):
+        ary_t = signature.args[0]
+        ary = context.make_array(ary_t)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, ary_t, ary, [args[1]])
+        return builder.atomic_rmw("add", ptr, args[2], "monotonic")
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def operand(v, X, D, buf, s, m):
+    """The float64 (m,) row an encoded operand ``v`` reads for tokens ``s:s+m`` (a view, no copy).
+
+    A buffer row (``buf`` float64 (rows, TILE): registers and constants), a
+    feature row of ``X`` float64 (k, n) or a derived row of ``D`` float64
+    (d, n); the encoding is :mod:`evolve.eval.lowering`'s.
+    """
+    if v >= 0:
+        return buf[v, :m]
+    if v > -DERIVED_BASE:
+        return X[-v - 1, s:s + m]
+    return D[-v - DERIVED_BASE, s:s + m]
+
+
+@njit(cache=True)
+def _k_add(out, a, b, m):
+    for j in range(m):
+        out[j] = a[j] + b[j]
+
+
+@njit(cache=True)
+def _k_sub(out, a, b, m):
+    for j in range(m):
+        out[j] = a[j] - b[j]
+
+
+@njit(cache=True)
+def _k_mul(out, a, b, m):
+    for j in range(m):
+        out[j] = a[j] * b[j]
+
+
+@njit(cache=True)
+def _k_div(out, a, b, m):
+    for j in range(m):
+        out[j] = div(a[j], b[j])
+
+
+@njit(cache=True)
+def _k_min(out, a, b, m):
+    for j in range(m):
+        out[j] = min_(a[j], b[j])
+
+
+@njit(cache=True)
+def _k_max(out, a, b, m):
+    for j in range(m):
+        out[j] = max_(a[j], b[j])
+
+
+@njit(cache=True)
+def _k_log(out, a, m):
+    for j in range(m):
+        out[j] = log(a[j])
+
+
+@njit(cache=True)
+def _k_exp(out, a, m):
+    for j in range(m):
+        out[j] = exp(a[j])
+
+
+@njit(cache=True)
+def _k_sqrt(out, a, m):
+    for j in range(m):
+        out[j] = sqrt(a[j])
+
+
+@njit(cache=True)
+def _k_if_gt(out, a, b, c, d, m):
+    for j in range(m):
+        cj = c[j]  # both branches loaded unconditionally: a select the compiler vectorises
+        dj = d[j]
+        out[j] = cj if a[j] > b[j] else dj
+
+
+@njit(cache=True)
+def run_code(code, c0, c1, X, D, buf, s, m):
+    """Run instructions ``code[c0:c1]`` (int32) over tokens ``s:s+m`` (m <= TILE); registers are rows of ``buf``.
+
+    Operands: registers/constants (rows of ``buf`` float64 (rows, TILE)),
+    feature rows of ``X`` float64 (k, n), derived rows of ``D`` float64 (d, n).
+    """
+    for pc in range(c0, c1, WIDTH):
+        op = code[pc + Instr.OPCODE]
+        out = buf[code[pc + Instr.DEST], :m]
+        a = operand(code[pc + Instr.ARG0], X, D, buf, s, m)
+        if op == Op.ADD:
+            _k_add(out, a, operand(code[pc + Instr.ARG1], X, D, buf, s, m), m)
+        elif op == Op.SUB:
+            _k_sub(out, a, operand(code[pc + Instr.ARG1], X, D, buf, s, m), m)
+        elif op == Op.MUL:
+            _k_mul(out, a, operand(code[pc + Instr.ARG1], X, D, buf, s, m), m)
+        elif op == Op.DIV:
+            _k_div(out, a, operand(code[pc + Instr.ARG1], X, D, buf, s, m), m)
+        elif op == Op.MIN:
+            _k_min(out, a, operand(code[pc + Instr.ARG1], X, D, buf, s, m), m)
+        elif op == Op.MAX:
+            _k_max(out, a, operand(code[pc + Instr.ARG1], X, D, buf, s, m), m)
+        elif op == Op.LOG:
+            _k_log(out, a, m)
+        elif op == Op.EXP:
+            _k_exp(out, a, m)
+        elif op == Op.SQRT:
+            _k_sqrt(out, a, m)
+        else:
+            _k_if_gt(out, a, operand(code[pc + Instr.ARG1], X, D, buf, s, m), operand(code[pc + Instr.ARG2], X, D, buf, s, m),
+                     operand(code[pc + Instr.ARG3], X, D, buf, s, m), m)
+
+
+@njit(cache=True)
+def derive_row(op, x, out):
+    """``out[:] = op(x)`` for a unary opcode (float64 (n,) each), tile by tile with :func:`run_code`'s loops.
+
+    The values are bit for bit what the instruction gives, so a program may
+    read the derived row instead (see :mod:`evolve.eval.lowering`).
+    """
+    n = x.size
+    for s in range(0, n, TILE):
+        m = min(TILE, n - s)
+        if op == Op.LOG:
+            _k_log(out[s:s + m], x[s:s + m], m)
+        elif op == Op.EXP:
+            _k_exp(out[s:s + m], x[s:s + m], m)
+        else:
+            _k_sqrt(out[s:s + m], x[s:s + m], m)
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def reduce_fitness_counts(tau, r, u, m, acc):
+    """Add the counts ACCEPT..SUM_EXPECTED_FR of thresholds ``tau[:m]`` to ``acc`` (a :class:`Count` record).
+
+    ``r``, ``u`` float64 (>= m,): min(1, p/q) and rand_value of the same tokens.
+    The baseline decision is recomputed as u < r (the schema guarantees
+    ``baseline_accepts`` equals it; :class:`evolve.eval.evaluator.EvalData` checks).
+    False rejects are counted as ``fa - accepts`` here: the number of baseline
+    accepts, a constant of the split, is added once per program by the callers
+    (:func:`combine`), which saves a comparison and a sum per token.
+    Only reassociation of the sums is allowed (it lets the loop vectorise); the
+    order is fixed by the compiled code and ``m``, so it is reproducible.
+    """
+    n_acc = 0
+    fa = 0
+    bad = 0
+    s_tau = 0.0
+    s_tv = 0.0
+    s_fr = 0.0
+    for j in range(m):
+        t = tau[j]
+        finite = np.abs(t) < np.inf
+        bad += not finite
+        t = max(t, 0.0)
+        t = min(t, 1.0)
+        t = t if finite else 0.0
+        uj = u[j]
+        rj = r[j]
+        a = uj < t
+        n_acc += a
+        fa += a > (uj < rj)
+        s_tau += t
+        d = t - rj
+        s_tv += max(d, 0.0)
+        s_fr += max(-d, 0.0)
+    acc[Count.ACCEPT] += n_acc
+    acc[Count.FALSE_ACCEPT] += fa
+    acc[Count.FALSE_REJECT] += fa - n_acc  # + baseline accepts: base and not accepted
+    acc[Count.INVALID] += bad
+    acc[Count.SUM_TAU] += s_tau
+    acc[Count.SUM_TV] += s_tv
+    acc[Count.SUM_EXPECTED_FR] += s_fr
+
+
+@njit(cache=True)
+def reduce_block_counts(tau, r, depth, m, gamma, reach, acc):
+    """Add the counts BLOCKS..SUM_BLOCK_TV of thresholds ``tau[:m]`` to ``acc``; return the running product.
+
+    ``r``, ``depth`` float64 (>= m,): min(1, p/q) and ``draft_index`` of the
+    same tokens; ``reach`` is prod_{i<k} tau_i of the speculation block under
+    way, carried over from the previous tile of the same chunk (a chunk starts
+    at a block start). Rows at depth >= ``gamma`` are ignored. Formulas:
+    Leviathan et al. 2023, arXiv 2211.17192 (see :class:`evolve.eval.layouts.Count`).
+    """
+    nb = 0
+    tok = 0.0
+    tv = 0.0
+    for j in range(m):
+        d = depth[j]
+        if d < gamma:
+            t = tau[j]
+            if not np.isfinite(t):
+                t = 0.0
+            elif t < 0.0:
+                t = 0.0
+            elif t > 1.0:
+                t = 1.0
+            if d == 0.0:
+                reach = 1.0
+                nb += 1
+                tok += 1.0
+            e = t - r[j]
+            if e > 0.0:
+                tv += reach * e
+            reach *= t
+            tok += reach
+    acc[Count.BLOCKS] += nb
+    acc[Count.SUM_TOKENS] += tok
+    acc[Count.SUM_BLOCK_TV] += tv
+    return reach
+
+
+@njit(cache=True)
+def work(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bounds, depth, gamma,
+         items, counter, partial):
+    """One worker: take items from ``counter`` until none is left; each item's counts go to ``partial[item]``.
+
+    Program arrays as in :class:`evolve.eval.lowering.Packed`; ``bounds`` int64
+    (C+1,) chunk boundaries; ``items`` int64 (P*C,) item order
+    (:func:`evolve.eval.scheduler.item_order`, item = program * C + chunk);
+    ``counter`` int64 (1,) shared by the workers; ``partial`` float64 (P*C,
+    N_COUNTS). Other arguments as in :func:`evolve.eval.scoring.score_packed`.
+    """
+    n_chunks = bounds.size - 1
+    buf = np.empty((rows, TILE))
+    last_p = -1
+    while True:
+        k = fetch_add(counter, 0, 1)
+        if k >= items.size:
+            break
+        it = items[k]
+        p = it // n_chunks
+        c = it - p * n_chunks
+        base = n_regs[p]
+        if p != last_p:
+            for q in range(const_off[p], const_off[p + 1]):
+                row = buf[base + q - const_off[p]]
+                v = consts[q]
+                for j in range(TILE):
+                    row[j] = v
+            last_p = p
+        acc = partial[it]
+        reach = 1.0
+        lo = bounds[c]
+        hi = bounds[c + 1]
+        for s in range(lo, hi, TILE):
+            m = min(TILE, hi - s)
+            run_code(code, code_off[p], code_off[p + 1], X, D, buf, s, m)
+            tau = operand(result[p], X, D, buf, s, m)
+            reduce_fitness_counts(tau, r[s:s + m], u[s:s + m], m, acc)
+            if gamma > 0:
+                reach = reduce_block_counts(tau, r[s:s + m], depth[s:s + m], m, gamma, reach, acc)
+
+
+@njit(cache=True)
+def combine(partial, n_programs, n_chunks, baseline):
+    """Counts float64 (P, N_COUNTS): each program's chunk partials ``partial`` (P*C, N_COUNTS) added in chunk order.
+
+    ``baseline`` (the split's number of baseline accepts) starts each false-reject
+    count (see :func:`reduce_fitness_counts`); integer sums in float64 are exact in any order.
+    """
+    out = np.zeros((n_programs, N_COUNTS))
+    for p in range(n_programs):
+        out[p, Count.FALSE_REJECT] = baseline
+        for c in range(n_chunks):
+            for q in range(N_COUNTS):
+                out[p, q] += partial[p * n_chunks + c, q]
+    return out
+

@@ -1,0 +1,42 @@
+"""Ctrl-C during a run: the first SIGINT finishes the current generation, a second one aborts.
+
+Inside :func:`graceful_interrupt` (``python -m evolve run`` uses it), Ctrl-C
+(SIGINT) only sets a flag; the search polls it after each generation, stops,
+and the run directory is written as usual (``interrupted: true`` in
+``run.json`` and in the champion's provenance). A second Ctrl-C raises
+KeyboardInterrupt at once, and nothing is written.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+
+@contextmanager
+def graceful_interrupt() -> Iterator[Callable[[], bool]]:
+    """Within the block the first SIGINT only sets a flag (yielded as a poll function).
+
+    A second SIGINT raises KeyboardInterrupt as usual. Outside the main thread
+    (where signal handlers cannot be set) the poll always returns False. The
+    previous SIGINT handler is restored on exit.
+    """
+    state = {"stop": False}
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: state["stop"]
+        return
+
+    def handler(signum, frame):
+        if state["stop"]:
+            raise KeyboardInterrupt
+        state["stop"] = True
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: state["stop"]
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+__all__ = ["graceful_interrupt"]

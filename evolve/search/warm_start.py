@@ -1,0 +1,225 @@
+"""The warm start of a search: which known rules the initial population starts with.
+
+A search from random trees may miss a good rule that the registry holds all
+along (under the acceptance-quality fitness standard rejection, min(1, p/q),
+is a needle in a plateau). With ``warm_start`` (the default) the initial
+population therefore contains known rules as parsed expression trees:
+
+1. the candidates: the registered rules (:func:`heuristics.registry.rules`: the
+   baselines and the default rule of every published family; promoted
+   champions are left out, so a run does not depend on the contents of the
+   champions directory) and every grid member of every published family
+   (:func:`heuristics.registry.families`), one per distinct expression;
+2. a candidate is skipped, and recorded with the reason, when it is not an
+   expression (a function rule) or reads a feature that is not among the run's
+   features (e.g. ``overlap`` on data without that column);
+3. all usable candidates are scored on train in one batched call
+   (:class:`evolve.eval.population.PopulationEvaluator`, the run's evaluator
+   settings) and the seeds are chosen by one mechanism, :func:`best_per_criterion`
+   (for each criterion, the best grid member on train; ties go to the first in
+   registry and grid order):
+
+   * single objective (``acceptance_quality``, ``expected``, ``speed_at_tv``):
+     one criterion, the run's objective (:func:`evolve.search.algorithms.score`),
+     applied per family: each family's best grid member;
+   * ``pareto``: one criterion per TV budget b of :data:`SEED_BUDGETS` plus the
+     run's ``tv_budget`` and ``tv_cap``, applied to all families at once: the
+     member with the most tokens per call among those with TV per token <= b;
+
+4. the seeds, in this order: standard rejection, the chosen grid members, the
+   other registered rules; at most :data:`MAX_SEED_FRACTION` of the population
+   (the rest stays random, for diversity). Seeds that do not fit are recorded
+   as skipped.
+
+The seeds replace the first members of the random initial population, so a
+run with ``warm_start`` off draws exactly the population it drew before.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from evolve.eval.evaluator import EvalData, Metrics
+from evolve.eval.objectives import block_values
+from evolve.eval.population import PopulationEvaluator
+from evolve.gp.compiler import parse, to_tree
+from evolve.search.config import RunConfig
+from heuristics.contract import Rule
+from heuristics.registry import STANDARD_NAME, families, rules
+
+#: TV-per-token budgets of the ``pareto`` seeds (those of ``benchmark.py pareto`` above 0; standard
+#: rejection, always seeded, covers budget 0). The run's ``tv_budget`` and ``tv_cap`` are added.
+SEED_BUDGETS: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05)
+#: At most this fraction of the initial population is seeded (at least one seed).
+MAX_SEED_FRACTION = 0.5
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A rule put into the initial population: registry or grid name, expression and why it was chosen."""
+
+    name: str
+    expression: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        """``{"name", "expression", "reason"}``."""
+        return {"name": self.name, "expression": self.expression, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A rule (or a whole family, ``family NAME``) left out of the warm start, and why."""
+
+    name: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        """``{"name", "reason"}``."""
+        return {"name": self.name, "reason": self.reason}
+
+
+@dataclass
+class WarmStart:
+    """The outcome of :func:`choose_seeds`: the seeds in population order and the skipped rules."""
+
+    seeds: list[Seed] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"seeded_rules": [...], "skipped_rules": [...]}`` (see :meth:`Seed.to_dict`, :meth:`Skipped.to_dict`)."""
+        return {"seeded_rules": [s.to_dict() for s in self.seeds],
+                "skipped_rules": [s.to_dict() for s in self.skipped]}
+
+    def name_of(self, expression: str) -> str | None:
+        """The name of the seed with this expression (as :func:`evolve.gp.compiler.to_string` writes it), or None."""
+        return next((s.name for s in self.seeds if s.expression == expression), None)
+
+
+def unusable(rule: Rule, features: tuple[str, ...]) -> str | None:
+    """Why ``rule`` cannot be seeded into a search over ``features`` (None if it can).
+
+    A function rule has no expression tree; an expression rule may read a
+    feature that is not a terminal of the run.
+    """
+    if rule.expression is None:
+        return "not an expression (a function rule)"
+    missing = [f for f in rule.program.features if f not in features]
+    if missing:
+        return f"reads '{missing[0]}', which is not among the run's features"
+    return None
+
+
+def best_per_criterion(metrics: list[Metrics], groups: list[str],
+                       criteria: dict[str, Callable[[Metrics], float]]) -> list[tuple[int, str, str]]:
+    """For every criterion and every group, the index of the candidate with the highest finite value.
+
+    Args:
+        metrics: train metrics of the candidates, in candidate order.
+        groups: the group of each candidate (a family name, or one shared name).
+        criteria: name -> value of a candidate's metrics (higher is better;
+            -inf or NaN excludes the candidate from that criterion).
+
+    Returns: (index, criterion, group) per criterion and group that has a
+    finite best, criteria in the given order, groups in order of first
+    appearance; ties go to the lower index.
+    """
+    order = list(dict.fromkeys(groups))
+    picks = []
+    for name, value in criteria.items():
+        for group in order:
+            best, best_i = -math.inf, -1
+            for i, (m, g) in enumerate(zip(metrics, groups)):
+                if g != group:
+                    continue
+                v = value(m)
+                if math.isfinite(v) and v > best:
+                    best, best_i = v, i
+            if best_i >= 0:
+                picks.append((best_i, name, group))
+    return picks
+
+
+def _within(budget: float) -> Callable[[Metrics], float]:
+    """Tokens per call when TV per token <= ``budget``, else -inf (the pareto seed criterion)."""
+    def value(m: Metrics) -> float:
+        tpc, tv = block_values(m)
+        return tpc if tv <= budget else -math.inf
+    return value
+
+
+def criteria(cfg: RunConfig, objective: Callable[[Metrics], float]) -> dict[str, Callable[[Metrics], float]]:
+    """The seed criteria of ``cfg`` (see the module doc): criterion name -> value of train metrics."""
+    if cfg.fitness != "pareto":
+        return {f"best {cfg.fitness} on train": objective}
+    budgets = sorted(set(SEED_BUDGETS) | {cfg.tv_budget, cfg.tv_cap})
+    return {f"most tokens per call on train with TV per token <= {b:g}": _within(b) for b in budgets}
+
+
+def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gamma: int | None,
+                 objective: Callable[[Metrics], float]) -> WarmStart:
+    """The seeds of a warm-started search over ``features`` (see the module doc).
+
+    Args:
+        cfg: the run's configuration (fitness, budgets, population size,
+            acceptance-quality parameters).
+        features: the run's terminal features.
+        train: the train split the candidates are scored on.
+        gamma: draft length of the block metrics (None unless the objective needs them).
+        objective: the run's objective of a rule's train metrics (higher is better).
+
+    Returns: :class:`WarmStart` (seeds in population order, skipped rules).
+    """
+    warm = WarmStart()
+    registered: list[Rule] = []
+    for rule in rules():
+        why = unusable(rule, features)
+        if why is None:
+            registered.append(rule)
+        else:
+            warm.skipped.append(Skipped(rule.name, why))
+    grid: list[Rule] = []
+    groups: list[str] = []
+    for family in families().values():
+        members = [rule for _, rule in family.rules()]
+        why = next((w for w in (unusable(r, features) for r in members) if w is not None), None)
+        if why is not None:
+            warm.skipped.append(Skipped(f"family {family.name}", f"its grid {why}"))
+            continue
+        for rule in members:
+            grid.append(rule)
+            groups.append(family.name if cfg.fitness != "pareto" else "all families")
+    scorer = PopulationEvaluator(train, cfg.acceptance_quality_fitness(), gamma=gamma, cache_size=0)
+    metrics = scorer.evaluate(grid) if grid else []
+    chosen: list[Seed] = []
+    for i, criterion, group in best_per_criterion(metrics, groups, criteria(cfg, objective)):
+        rule = grid[i]
+        where = f" in family {group}" if cfg.fitness != "pareto" else ""
+        chosen.append(Seed(rule.name, rule.expression, f"{criterion}{where}"))
+    standard = [r for r in registered if r.name == STANDARD_NAME]
+    ordered = [Seed(r.name, r.expression, "registered rule (the lossless reference)") for r in standard]
+    ordered += chosen
+    ordered += [Seed(r.name, r.expression, "registered rule") for r in registered if r.name != STANDARD_NAME]
+    room = max(1, int(cfg.population * MAX_SEED_FRACTION))
+    for seed in ordered:
+        if warm.name_of(seed.expression) is not None:
+            continue  # the same expression chosen twice (e.g. a family default that is best of its grid)
+        if len(warm.seeds) >= room:
+            warm.skipped.append(Skipped(seed.name, f"no room: at most {room} of the population of "
+                                                   f"{cfg.population} are seeded"))
+            continue
+        warm.seeds.append(seed)
+    return warm
+
+
+def seed_individuals(warm: WarmStart, pset, individual: type) -> list:
+    """The seeds as DEAP individuals of class ``individual`` over ``pset`` (constants become ephemerals).
+
+    Raises: InputError if a seed reads a feature ``pset`` lacks (:func:`choose_seeds` skips those).
+    """
+    return [individual(to_tree(parse(s.expression, f"seeded rule {s.name}"), pset)) for s in warm.seeds]
+
+
+__all__ = ["SEED_BUDGETS", "MAX_SEED_FRACTION", "Seed", "Skipped", "WarmStart", "unusable", "best_per_criterion",
+           "criteria", "choose_seeds", "seed_individuals"]

@@ -1,0 +1,378 @@
+"""The chain decode loop of the simulator, in jitted kernels, and the layouts of what it records.
+
+Chain speculative decoding (Leviathan et al. 2023, arXiv 2211.17192)
+----------------------------------------------------------------------
+One target call (a *block*) at position t, on the synthetic models of
+:mod:`evolve.sim.models`:
+
+1. draft gamma tokens autoregressively, x_k ~ q(.|prefix + x_<k, depth k),
+   k = 0..gamma-1 (one draft step each);
+2. compute each drafted token's features exactly as the vocabulary generator
+   does (draft_prob q(x), target_prob p(x), position t+k, draft_entropy H(q),
+   target_entropy H(p) in nats, top_token_match argmax p == argmax q,
+   draft_index k, draft_top_prob, target_top_prob, overlap sum_v min(p, q))
+   and the rule's threshold tau_k by running the rule's compiled program over
+   the block's rows (:func:`evolve.eval.reference.eval_rows`; NaN/inf -> 0,
+   clamped to [0, 1], as the evaluator does);
+3. accept x_k iff u_k < tau_k, left to right; at the first rejection emit a
+   token from the residual norm(max(0, p - q*tau)) and end the block; if all
+   gamma are accepted, emit a bonus token from p at position t + gamma.
+
+The residual takes tau of every vocabulary token at the rejected position: a
+token v was already emitted by acceptance with probability q(v) tau(v), so
+max(0, p(v) - q(v) tau(v)) is the mass of p still missing, and sampling from it
+brings the output as close to p as any residual can; for the standard rule
+tau = min(1, p/q) it is the standard residual norm(max(0, p - q)). A block
+therefore emits accepted + 1 tokens. If the residual is all zero (only possible
+through rounding: it means a rejection had probability 0) the token is drawn
+from p. The plain autoregressive loop (:func:`autoregressive_run`) is the
+baseline: one target call per token, x_t ~ p (or argmax p when greedy).
+
+Layouts
+-------
+The kernels write float64 rows whose columns are named by the ``IntEnum``
+layouts below (:func:`evolve.eval.layouts.record_layout`), the one definition
+shared by the kernels (Numba folds the members into constants) and the Python
+side: :class:`Feature` (feature matrices, the order of
+:data:`evolve.gp.primitives.FEATURES`), :class:`Stat` (per-sequence
+statistics), :class:`Record` (one drafted token's record: the features, then
+r, u, tau, accepted, tested, block) and :class:`BlockStat` (one block's
+record). ``N_*`` are the row lengths; the flat names ``S_*``,
+``R_*``, ``B_*`` are the same members.
+
+Randomness: the decoding (drafted tokens, u, residual and bonus samples) uses a
+separate xoshiro256++ stream per job keyed by (seed, job key, ``STREAM_DECODE``;
+``+ 100`` for the autoregressive baseline). Jobs run in parallel with ``prange``
+(:func:`chain_batch`); every output depends only on the seed, never on the
+thread count.
+"""
+from __future__ import annotations
+
+from enum import IntEnum
+
+import numpy as np
+from numba import njit, prange
+
+from data.synth.rng import next_double, sample_index, sample_normalised, seed_state
+from evolve.eval.layouts import record_layout, record_size
+from evolve.eval.reference import eval_rows
+from evolve.gp.primitives import FEATURES
+from evolve.sim.models import STREAM_DECODE, position_pair, start_buffers, target_at
+
+
+@record_layout
+class Feature(IntEnum):
+    """Row of each feature in the kernels' feature matrices: the order of ``FEATURES``."""
+
+    DRAFT_PROB = 0
+    TARGET_PROB = 1
+    POSITION = 2
+    DRAFT_ENTROPY = 3
+    TARGET_ENTROPY = 4
+    TOP_TOKEN_MATCH = 5
+    DRAFT_INDEX = 6
+    DRAFT_TOP_PROB = 7
+    TARGET_TOP_PROB = 8
+    OVERLAP = 9
+
+
+# The layouts are compile-time constants of cached kernels, which Numba re-compiles only when this
+# file changes: a different FEATURES order must fail here, not silently use stale rows.
+if tuple(FEATURES) != tuple(f.name.lower() for f in Feature):
+    raise ImportError("evolve.gp.primitives.FEATURES changed; update Feature in evolve/sim/chain.py "
+                      f"(found {FEATURES})")
+N_FEATURES = record_size(Feature)
+
+
+@record_layout
+class Stat(IntEnum):
+    """Per-sequence statistics of a chain run (float64 rows of length ``N_STATS``)."""
+
+    CALLS = 0          # target calls (blocks)
+    EMITTED = 1        # tokens emitted by all blocks (not truncated at the length)
+    ACCEPTED = 2       # drafted tokens accepted
+    DRAFTED = 3        # drafted tokens (gamma per block)
+    ANALYTIC = 4       # sum over blocks of 1 + sum_k prod_{i<=k} tau_i
+    TV_EXPECTED = 5    # sum over blocks of sum_k prod_{i<k} tau_i max(0, tau_k - r_k)
+    TV_COUNT = 6       # accepted drafted tokens with r <= u < tau
+    DRAFT_STEPS = 7    # sequential draft steps
+    LENGTH = 8         # tokens asked for
+    SUM_TAU = 9        # sum of tau over all drafted tokens
+    ROWS = 10          # rows recorded (record mode)
+
+
+N_STATS = record_size(Stat)
+
+
+class Record(IntEnum):
+    """Columns of one drafted token's record (record mode) after its feature columns 0..N_FEATURES-1,
+    which follow :class:`Feature`; a record has ``N_RECORD`` columns."""
+
+    R = N_FEATURES             # min(1, p(x)/q(x))
+    U = N_FEATURES + 1         # the uniform drawn for the acceptance test
+    TAU = N_FEATURES + 2       # the rule's threshold
+    ACCEPTED = N_FEATURES + 3  # 1 if accepted
+    TESTED = N_FEATURES + 4    # 1 if the acceptance test ran (depth <= first rejection)
+    BLOCK = N_FEATURES + 5     # index of the block (target call) in the sequence
+
+
+N_RECORD = N_FEATURES + len(Record)
+
+
+@record_layout
+class BlockStat(IntEnum):
+    """One block's record (float64 rows of length ``N_BLOCK_RECORD``)."""
+
+    TOKENS = 0       # realized tokens emitted
+    ANALYTIC = 1     # 1 + sum_k prod_{i<=k} tau_i
+    TV_COUNT = 2     # accepted drafted tokens with r <= u < tau
+    TV_EXPECTED = 3  # sum_k prod_{i<k} tau_i max(0, tau_k - r_k)
+
+
+N_BLOCK_RECORD = record_size(BlockStat)
+
+# Flat names of the same members (unpacking fails at import if a layout gains a member).
+(S_CALLS, S_EMITTED, S_ACCEPTED, S_DRAFTED, S_ANALYTIC, S_TV_EXPECTED, S_TV_COUNT, S_DRAFT_STEPS, S_LENGTH,
+ S_SUM_TAU, S_ROWS) = Stat
+R_R, R_U, R_TAU, R_ACCEPTED, R_TESTED, R_BLOCK = Record
+B_TOKENS, B_ANALYTIC, B_TV_COUNT, B_TV_EXPECTED = BlockStat
+
+RESIDUAL_BEST = 0
+RESIDUAL_BROKEN_FROM_P = 1  # deliberately wrong (tests only): sample from p after a rejection
+
+
+@njit(cache=True)
+def _clamp_tau(t):
+    """The evaluator's threshold semantics: NaN/inf -> 0, then clamp to [0, 1]."""
+    if not np.isfinite(t):
+        return 0.0
+    if t < 0.0:
+        return 0.0
+    if t > 1.0:
+        return 1.0
+    return t
+
+
+@njit(cache=True)
+def _window(buf, window_len, position, out):
+    """out[:] = the ``window_len`` tokens before ``position`` (buffer index window_len + position)."""
+    for i in range(window_len):
+        out[i] = buf[position + i]
+
+
+@njit(cache=True)
+def _residual_sample(rng, ops, args, consts, p, q, feats, XV, stack, resid, mode):
+    """Token after a rejection: from norm(max(0, p - q*tau)) with tau of every token (see module doc).
+
+    ``feats`` float64 (N_FEATURES,) the position's features (the drafted
+    token's draft_prob/target_prob are replaced by each token's q(v), p(v));
+    ``XV`` float64 (N_FEATURES, V), ``stack`` float64 (>= stack_size, V), ``resid`` float64 (V,).
+    """
+    V = p.shape[0]
+    if mode == RESIDUAL_BROKEN_FROM_P:
+        return sample_index(rng, p)
+    for f in range(N_FEATURES):
+        if f != Feature.DRAFT_PROB and f != Feature.TARGET_PROB:
+            val = feats[f]
+            for v in range(V):
+                XV[f, v] = val
+    for v in range(V):
+        XV[Feature.DRAFT_PROB, v] = q[v]
+        XV[Feature.TARGET_PROB, v] = p[v]
+    eval_rows(ops, args, consts, XV, 0, V, stack)
+    for v in range(V):
+        resid[v] = max(0.0, p[v] - q[v] * _clamp_tau(stack[0, v]))
+    y = sample_normalised(rng, resid)
+    if y < 0:
+        y = sample_index(rng, p)
+    return y
+
+
+# ---------------------------------------------------------------------------------------------
+# The chain decode loop
+# ---------------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params, log_rank,
+              ops, args, consts, stack_size, residual_mode, stats, rows, blocks):
+    """Chain speculative decoding of ``length`` tokens from position ``t0`` (module doc).
+
+    Args:
+        model_seed: uint64 seed of the synthetic models; rng: uint64 (4,) decoding stream.
+        buf: int64 (window_len + t0 + length + gamma + 1,); token at position s lives at
+            ``buf[window_len + s]``; ``buf[t0:t0+window_len]`` must hold the context window.
+        dpath: float64 (t0 + length + gamma + 2,); ``dpath[s + 1]`` is the difficulty of
+            position s; ``dpath[t0]`` must hold d_{t0-1}.
+        gamma: draft length >= 1; ops, args, consts, stack_size: the rule's compiled program.
+        residual_mode: :data:`RESIDUAL_BEST` (correct) or :data:`RESIDUAL_BROKEN_FROM_P` (tests).
+        stats: float64 (N_STATS,) accumulated in place (columns: :class:`Stat`).
+        rows: float64 (R, N_RECORD) records of every drafted token while R allows (else (0, N_RECORD)).
+        blocks: float64 (B, N_BLOCK_RECORD) per-block records while B allows.
+
+    Tokens past ``t0 + length`` emitted by the last block stay in ``buf``.
+    """
+    V = log_rank.shape[0]
+    P = np.empty((gamma, V))
+    Q = np.empty((gamma, V))
+    X = np.empty((N_FEATURES, gamma))
+    XV = np.empty((N_FEATURES, V))
+    stack = np.empty((max(stack_size, 1), max(gamma, V)))
+    work = np.empty(V)
+    resid = np.empty(V)
+    scratch = np.empty(V)
+    win = np.empty(window_len, dtype=np.int64)
+    feats = np.empty(N_FEATURES)
+    tau = np.empty(gamma)
+    r = np.empty(gamma)
+    uu = np.empty(gamma)
+    t = t0
+    end = t0 + length
+    n_rows = int(stats[Stat.ROWS])
+    n_blocks = 0
+    while t < end:
+        d = dpath[t]
+        for k in range(gamma):
+            pos = t + k
+            _window(buf, window_len, pos, win)
+            d, hp, hq, tp, tq, ap, aq, ov = position_pair(model_seed, pos, win, d, k, params, log_rank,
+                                                         P[k], Q[k], work)
+            dpath[pos + 1] = d
+            x = sample_index(rng, Q[k])
+            buf[window_len + pos] = x
+            X[Feature.DRAFT_PROB, k] = Q[k, x]
+            X[Feature.TARGET_PROB, k] = P[k, x]
+            X[Feature.POSITION, k] = pos
+            X[Feature.DRAFT_ENTROPY, k] = hq
+            X[Feature.TARGET_ENTROPY, k] = hp
+            X[Feature.TOP_TOKEN_MATCH, k] = 1.0 if ap == aq else 0.0
+            X[Feature.DRAFT_INDEX, k] = k
+            X[Feature.DRAFT_TOP_PROB, k] = tq
+            X[Feature.TARGET_TOP_PROB, k] = tp
+            X[Feature.OVERLAP, k] = ov
+            r[k] = min(1.0, P[k, x] / Q[k, x])
+        eval_rows(ops, args, consts, X, 0, gamma, stack)
+        reach = 1.0
+        analytic = 1.0
+        tv_exp = 0.0
+        for k in range(gamma):
+            tk = _clamp_tau(stack[0, k])
+            tau[k] = tk
+            stats[Stat.SUM_TAU] += tk
+            tv_exp += reach * max(0.0, tk - r[k])
+            reach *= tk
+            analytic += reach
+        for k in range(gamma):  # every depth's u is drawn, so untested rows have one too
+            uu[k] = next_double(rng)
+        accepted = gamma
+        for k in range(gamma):
+            if uu[k] >= tau[k]:
+                accepted = k
+                break
+        tv_count = 0
+        for k in range(accepted):
+            if uu[k] >= r[k]:
+                tv_count += 1
+        for k in range(gamma):
+            if n_rows >= rows.shape[0]:
+                break
+            for f in range(N_FEATURES):
+                rows[n_rows, f] = X[f, k]
+            rows[n_rows, Record.R] = r[k]
+            rows[n_rows, Record.U] = uu[k]
+            rows[n_rows, Record.TAU] = tau[k]
+            rows[n_rows, Record.ACCEPTED] = 1.0 if k < accepted else 0.0
+            rows[n_rows, Record.TESTED] = 1.0 if k <= accepted else 0.0
+            rows[n_rows, Record.BLOCK] = stats[Stat.CALLS]
+            n_rows += 1
+        if accepted < gamma:
+            k = accepted
+            for f in range(N_FEATURES):
+                feats[f] = X[f, k]
+            y = _residual_sample(rng, ops, args, consts, P[k], Q[k], feats, XV, stack, resid, residual_mode)
+            buf[window_len + t + k] = y
+        if accepted == gamma:  # bonus token from p at position t + gamma
+            pos = t + gamma
+            _window(buf, window_len, pos, win)
+            db, _ = target_at(model_seed, pos, win, dpath[pos], params, log_rank, resid, scratch, work)
+            dpath[pos + 1] = db
+            buf[window_len + pos] = sample_index(rng, resid)
+        emitted = accepted + 1
+        if n_blocks < blocks.shape[0]:
+            blocks[n_blocks, BlockStat.TOKENS] = emitted
+            blocks[n_blocks, BlockStat.ANALYTIC] = analytic
+            blocks[n_blocks, BlockStat.TV_COUNT] = tv_count
+            blocks[n_blocks, BlockStat.TV_EXPECTED] = tv_exp
+        n_blocks += 1
+        stats[Stat.CALLS] += 1.0
+        stats[Stat.EMITTED] += emitted
+        stats[Stat.ACCEPTED] += accepted
+        stats[Stat.DRAFTED] += gamma
+        stats[Stat.DRAFT_STEPS] += gamma
+        stats[Stat.ANALYTIC] += analytic
+        stats[Stat.TV_EXPECTED] += tv_exp
+        stats[Stat.TV_COUNT] += tv_count
+        t += emitted
+    stats[Stat.LENGTH] += length
+    stats[Stat.ROWS] = n_rows
+
+
+@njit(cache=True)
+def autoregressive_run(model_seed, rng, buf, dpath, t0, length, window_len, params, log_rank, greedy):
+    """Plain autoregressive decoding: x_s ~ p(.|prefix) (argmax p if ``greedy``), one target call per token.
+
+    ``buf`` and ``dpath`` as in :func:`chain_run` (``buf`` needs window_len + t0 + length entries).
+    Returns the number of target calls (= length).
+    """
+    V = log_rank.shape[0]
+    p = np.empty(V)
+    scratch = np.empty(V)
+    work = np.empty(V)
+    win = np.empty(window_len, dtype=np.int64)
+    for pos in range(t0, t0 + length):
+        _window(buf, window_len, pos, win)
+        d, ap = target_at(model_seed, pos, win, dpath[pos], params, log_rank, p, scratch, work)
+        dpath[pos + 1] = d
+        buf[window_len + pos] = ap if greedy else sample_index(rng, p)
+    return length
+
+
+@njit(cache=True, parallel=True)
+def chain_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, gamma, params, log_rank, ops, args,
+                consts, stack_size, residual_mode, stats_out, tokens_out, rows_out, blocks_out):
+    """Independent chain decodes (jobs), in parallel; each job's output depends only on its inputs.
+
+    Job j decodes ``lengths[j]`` tokens from position ``t0s[j]`` after the context
+    window ``windows[j]`` (int64 (J, K)) with d_{t0-1} = ``d_prevs[j]``, on the
+    decoding stream (decode_seed, keys[j], STREAM_DECODE). Outputs per job:
+    ``stats_out[j]`` (J, N_STATS), the first tokens ``tokens_out[j]`` (J, T; T may be 0),
+    records ``rows_out[j]`` (J, R, N_RECORD) and ``blocks_out[j]`` (J, B, N_BLOCK_RECORD)
+    (R, B may be 0); see :func:`chain_run`.
+    """
+    for j in prange(keys.shape[0]):
+        K = windows.shape[1]
+        t0 = t0s[j]
+        buf, dpath = start_buffers(windows[j], t0, d_prevs[j], lengths[j] + gamma + 1)
+        rng = seed_state(decode_seed, keys[j], STREAM_DECODE)
+        chain_run(model_seed, rng, buf, dpath, t0, lengths[j], gamma, K, params, log_rank, ops, args, consts,
+                  stack_size, residual_mode, stats_out[j], rows_out[j], blocks_out[j])
+        for k in range(min(tokens_out.shape[1], lengths[j])):
+            tokens_out[j, k] = buf[K + t0 + k]
+
+
+@njit(cache=True)
+def autoregressive_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, params, log_rank, greedy,
+                         tokens_out):
+    """Plain autoregressive decodes (jobs as :func:`chain_batch`, stream STREAM_DECODE + 100).
+
+    Returns int64 (J,) target calls; the first tokens go to ``tokens_out`` (J, T).
+    """
+    calls = np.zeros(keys.shape[0], dtype=np.int64)
+    for j in range(keys.shape[0]):
+        K = windows.shape[1]
+        t0 = t0s[j]
+        buf, dpath = start_buffers(windows[j], t0, d_prevs[j], lengths[j])
+        rng = seed_state(decode_seed, keys[j], STREAM_DECODE + 100)
+        calls[j] = autoregressive_run(model_seed, rng, buf, dpath, t0, lengths[j], K, params, log_rank, greedy)
+        for k in range(min(tokens_out.shape[1], lengths[j])):
+            tokens_out[j, k] = buf[K + t0 + k]
+    return calls

@@ -1,0 +1,278 @@
+"""The package layout: imports only go down the floors, no import cycles, click only in the CLI, short modules.
+
+Every ``.py`` file under ``data/``, ``evolve/`` and ``heuristics/`` (and the two top-level scripts)
+is parsed with :mod:`ast`; every ``import``/``from ... import`` of a project module counts,
+including imports inside functions (a deferred import is still a dependency). Relative imports
+are resolved against the importing module's package.
+
+Floors, bottom to top (a module may import modules of lower floors, and of its own group on its
+own floor):
+
+1. ``data`` (schema, io, errors, ``data.synth``, ``data.harvest``)
+2. ``evolve.gp`` (primitive set, expressions, parsing, compiler)
+3. ``evolve.eval`` and ``heuristics`` (neither imports the other)
+4. ``evolve.search`` and ``evolve.sim`` (neither imports the other)
+5. ``evolve.report``
+6. ``evolve.cli`` and ``evolve.api`` (the CLI may use the API; the API never imports the CLI)
+7. ``generate_data``, ``benchmark``, ``evolve.__main__``, ``evolve.docs`` (entry points: nothing
+   imports them)
+
+A package's ``__init__`` runs before any of its modules, so the ``evolve`` package itself sits on
+floor 2 (its lowest subpackage) and may import nothing above that.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("data", "evolve", "heuristics")
+SCRIPTS = ("generate_data", "benchmark")
+#: Hard limit of lines per module (the goal is about 500).
+MAX_LINES = 600
+
+#: (module prefix, floor, group), most specific prefix first. A prefix matches the module itself
+#: and everything below it.
+FLOORS: tuple[tuple[str, int, str], ...] = (
+    ("data", 1, "data"),
+    ("evolve.gp", 2, "gp"),
+    ("evolve.eval", 3, "eval"),
+    ("heuristics", 3, "heuristics"),
+    ("evolve.search", 4, "search"),
+    ("evolve.sim", 4, "sim"),
+    ("evolve.report", 5, "report"),
+    ("evolve.cli", 6, "cli"),
+    ("evolve.api", 6, "api"),
+    ("evolve.__main__", 7, "evolve.__main__"),
+    ("evolve.docs", 7, "evolve.docs"),
+    ("generate_data", 7, "generate_data"),
+    ("benchmark", 7, "benchmark"),
+)
+#: Package ``evolve`` itself (its ``__init__``): the floor of its lowest subpackage.
+PACKAGE_FLOORS: dict[str, tuple[int, str]] = {"evolve": (2, "evolve")}
+#: Imports between different groups of one floor that are allowed: (importer group, imported group).
+SIBLINGS: frozenset[tuple[str, str]] = frozenset({("cli", "api")})
+#: Where ``click`` may be imported (module prefixes).
+CLICK_ALLOWED: tuple[str, ...] = ("evolve.cli", *SCRIPTS)
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's project module: who imports what, where."""
+
+    importer: str
+    target: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{module_path(self.importer)}:{self.line}: {self.importer} imports {self.target}"
+
+
+def module_name(path: Path) -> str:
+    """``evolve/eval/evaluator.py`` -> ``evolve.eval.evaluator``; ``data/__init__.py`` -> ``data``."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def source_files() -> list[Path]:
+    """Every ``.py`` file of the three packages, plus the top-level scripts."""
+    files = [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py")) if "__pycache__" not in p.parts]
+    return files + [ROOT / f"{s}.py" for s in SCRIPTS]
+
+
+FILES: list[Path] = source_files()
+MODULES: dict[str, Path] = {module_name(p): p for p in FILES}
+
+
+def module_path(module: str) -> str:
+    return str(MODULES[module].relative_to(ROOT)) if module in MODULES else module
+
+
+def _is_package(module: str) -> bool:
+    return MODULES.get(module, Path()).name == "__init__.py"
+
+
+def _project(name: str) -> bool:
+    return name.split(".")[0] in PACKAGES + SCRIPTS
+
+
+def _resolve(name: str) -> str:
+    """The longest known module that ``name`` (a dotted import path) starts with."""
+    parts = name.split(".")
+    while parts:
+        candidate = ".".join(parts)
+        if candidate in MODULES:
+            return candidate
+        parts.pop()
+    return name  # unknown: reported as is
+
+
+def _base(importer: str, node: ast.ImportFrom) -> str:
+    """The absolute module a ``from X import ...`` statement names (relative imports resolved)."""
+    if not node.level:
+        return node.module or ""
+    package = importer.split(".") if _is_package(importer) else importer.split(".")[:-1]
+    package = package[:len(package) - (node.level - 1)]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
+def imports_of(module: str) -> list[Import]:
+    """Project imports of one module: ``import a.b`` -> a.b; ``from a.b import c`` -> a.b.c if it is
+    a module, else a.b."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"), filename=str(MODULES[module]))
+    found: list[Import] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _base(module, node)
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if _project(name):
+                found.append(Import(module, _resolve(name), node.lineno))
+    return sorted(set(found), key=lambda i: (i.line, i.target))
+
+
+def third_party_imports(module: str, package: str) -> list[int]:
+    """Lines of ``module`` that import ``package`` (or one of its submodules)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        if any(n == package or n.startswith(package + ".") for n in names):
+            lines.append(node.lineno)
+    return lines
+
+
+def floor_of(module: str) -> tuple[int, str] | None:
+    """(floor, group) of a module, or None when no floor covers it."""
+    if module in PACKAGE_FLOORS:
+        return PACKAGE_FLOORS[module]
+    for prefix, floor, group in FLOORS:
+        if module == prefix or module.startswith(prefix + "."):
+            return floor, group
+    return None
+
+
+ALL_IMPORTS: list[Import] = [i for m in sorted(MODULES) for i in imports_of(m)]
+
+
+def test_the_tree_is_found():
+    for module in ("data.io", "evolve.gp.compiler", "evolve.eval.evaluator", "heuristics.contract",
+                   "evolve.search.config", "evolve.api", "benchmark", "generate_data"):
+        assert module in MODULES, module
+    assert ALL_IMPORTS
+
+
+def test_every_module_has_a_floor():
+    assert [m for m in sorted(MODULES) if floor_of(m) is None] == []
+
+
+def test_every_import_names_an_existing_module():
+    assert [str(i) for i in ALL_IMPORTS if i.target not in MODULES] == []
+
+
+def test_imports_only_go_down_the_floors():
+    bad = []
+    for imp in ALL_IMPORTS:
+        src, dst = floor_of(imp.importer), floor_of(imp.target)
+        if src is None or dst is None:
+            continue  # reported by the two tests above
+        (f_src, g_src), (f_dst, g_dst) = src, dst
+        if f_dst < f_src or g_src == g_dst or (f_src == f_dst and (g_src, g_dst) in SIBLINGS):
+            continue
+        bad.append(f"{imp} (floor {f_src} {g_src} -> floor {f_dst} {g_dst})")
+    assert bad == [], "imports that go up or sideways:\n" + "\n".join(bad)
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module, or with a self-import (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in edges.get(v, ()):
+                out.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_cycle_finder():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"a"}}) == [["a"]]
+
+
+def test_no_import_cycles():
+    edges: dict[str, set[str]] = {m: set() for m in MODULES}
+    for imp in ALL_IMPORTS:
+        if imp.target in MODULES:
+            edges[imp.importer].add(imp.target)
+    cycles = _cycles(edges)
+    detail = ["  " + " <-> ".join(c) + ": " + "; ".join(str(i) for i in ALL_IMPORTS
+                                                       if i.importer in c and i.target in c) for c in cycles]
+    assert cycles == [], "import cycles:\n" + "\n".join(detail)
+
+
+def test_click_only_in_the_cli():
+    bad = [f"{module_path(m)}:{line}" for m in sorted(MODULES)
+           if not any(m == p or m.startswith(p + ".") for p in CLICK_ALLOWED)
+           for line in third_party_imports(m, "click")]
+    assert bad == [], "click imported outside evolve/cli/: " + ", ".join(bad)
+
+
+def test_modules_are_short():
+    long = {str(p.relative_to(ROOT)): n for p in FILES if p.parent != ROOT
+            and (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}, f"modules over {MAX_LINES} lines: {long}"
+
+
+@pytest.mark.parametrize("text, module, want", [
+    ("import data.io", "heuristics.contract", ["data.io"]),
+    ("from data.io import Traces", "heuristics.contract", ["data.io"]),
+    ("from evolve.eval import evaluator", "evolve.search.config", ["evolve.eval.evaluator"]),
+    ("from . import io", "data.schema", ["data.io"]),
+    ("from .io import Traces", "data", ["data.io"]),
+    ("def f():\n    import evolve.report.compare\n", "data.io", ["evolve.report.compare"]),
+    ("import numpy, click", "data.io", []),
+])
+def test_import_parsing(text, module, want, monkeypatch, tmp_path):
+    source = tmp_path / ("__init__.py" if module == "data" else "m.py")
+    source.write_text(text)
+    monkeypatch.setitem(MODULES, module, source)
+    assert [i.target for i in imports_of(module)] == want
