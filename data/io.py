@@ -4,13 +4,25 @@ A dataset is a directory holding ``train``, ``valid`` and ``test`` files, either
 ``.parquet`` (default) or the JSON array-of-records format, plus ``metadata.json``
 (schema version, generator name and version, full config, seed, per-split
 statistics). Every load validates the split (:func:`data.schema.validate`).
-Writes are atomic: each file is written to a temporary name and renamed.
+Writes are atomic: each file is written to a temporary name beside it
+(``.NAME.tmp-XXXXXXXX``, :data:`TEMP_MARK`) and renamed; a successful write of
+``NAME`` removes the temporary files of ``NAME`` that an earlier, killed write
+left behind (:func:`remove_stale_temps`).
+
+Loading turns every file-system error (a directory where a file is expected, a
+missing or unreadable file) into a one-line :class:`data.errors.InputError`,
+and warns (:class:`data.errors.InputWarning`) about a split that is valid but
+suspicious: fewer than :data:`TINY_RECORDS` records or :data:`TINY_BLOCKS`
+blocks, or positions that decrease inside a block (inside a sequence when the
+split has no ``draft_index``).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -18,12 +30,18 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from data.errors import InputError
-from data.schema import COLUMNS, SCHEMA_VERSION, derive_seq_id, validate
+from data.errors import InputError, InputWarning, os_error_text
+from data.schema import COLUMN_BY_NAME, COLUMNS, SCHEMA_VERSION, derive_seq_id, validate
 
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
 FORMATS: tuple[str, ...] = ("parquet", "json")
 METADATA_FILE = "metadata.json"
+#: What follows ``.NAME`` in the name of a temporary file of an atomic write of ``NAME``.
+TEMP_MARK = ".tmp-"
+#: A split with fewer records than this is loaded with a warning.
+TINY_RECORDS = 100
+#: A split with ``draft_index`` and fewer blocks than this is loaded with a warning.
+TINY_BLOCKS = 10
 
 
 def _file_mode() -> int:
@@ -38,9 +56,34 @@ _FILE_MODE = _file_mode()
 
 def _mkstemp(directory: Path, name: str) -> tuple[int, str]:
     """A temporary file beside ``name`` in ``directory``, with ordinary permissions."""
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.tmp-")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}{TEMP_MARK}")
     os.chmod(tmp, _FILE_MODE)
     return fd, tmp
+
+
+def remove_stale_temps(directory: str | os.PathLike, name: str, keep: str | None = None) -> list[Path]:
+    """Remove the temporary files ``.NAME.tmp-XXXXXXXX`` of atomic writes of ``name`` in ``directory``.
+
+    Called after a successful write of ``name``: such files are left only by a
+    write that was killed (an interrupted one removes its own). Only regular
+    files with exactly the random suffix of :func:`tempfile.mkstemp` are removed.
+
+    Args: ``keep``: a temporary file not to remove. Returns: the paths removed.
+    """
+    pattern = re.compile(re.escape(f".{name}{TEMP_MARK}") + r"[a-z0-9_]{8}")
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        if pattern.fullmatch(entry.name) and entry.path != keep and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+            except OSError:
+                pass
+    return removed
 
 
 @dataclass
@@ -84,10 +127,16 @@ class Traces:
 
 
 def split_path(data_dir: str | os.PathLike, split: str) -> Path | None:
-    """The file holding ``split`` in ``data_dir`` (Parquet preferred), or None."""
+    """The file holding ``split`` in ``data_dir`` (Parquet preferred), or None.
+
+    Raises: InputError when the name is taken by a directory or another non-file.
+    """
     for fmt in FORMATS:
         p = Path(data_dir) / f"{split}.{fmt}"
         if p.exists():
+            if not p.is_file():
+                raise InputError(f"{p}: is a {'directory' if p.is_dir() else 'special file'}, "
+                                 f"expected the {split} split as a .{fmt} file")
             return p
     return None
 
@@ -95,20 +144,62 @@ def split_path(data_dir: str | os.PathLike, split: str) -> Path | None:
 def _read_frame(path: Path) -> pd.DataFrame:
     if path.suffix == ".parquet":
         try:
+            with open(path, "rb"):
+                pass
             return pd.read_parquet(path)
+        except OSError as exc:
+            if exc.filename is None:  # pyarrow's own I/O errors carry no file name
+                raise InputError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
+            raise InputError(os_error_text(exc)) from None
         except Exception as exc:  # pyarrow raises several types for damaged files
             raise InputError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
     try:
         with open(path, "rb") as fh:
             records = json.load(fh)
+    except OSError as exc:
+        raise InputError(os_error_text(exc)) from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid JSON ({_short(exc)})") from None
     if not isinstance(records, list):
-        raise InputError(f"{path}: expected a JSON array of records, found {type(records).__name__}")
+        raise InputError(f"{path}: expected a JSON array of records, found {_json_type(records)}")
+    _check_records(records, path)
+    return pd.DataFrame.from_records(records)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
+            dict: "object"}.get(type(value), type(value).__name__)
+
+
+def _null_ok(name: str) -> bool:
+    return bool(getattr(COLUMN_BY_NAME.get(name), "nan_ok", False))
+
+
+def _check_records(records: list, path: Path) -> None:
+    """Every record is an object with the keys of the first record, none of them null
+    (except in a column whose NaN is valid, :attr:`data.schema.Column.nan_ok`, written as null)."""
+    if not records:
+        return
+    if not isinstance(records[0], dict):
+        raise InputError(f"{path}: record 0 is a {_json_type(records[0])}, expected an object")
+    keys = records[0].keys()
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
-            raise InputError(f"{path}: record {i} is a {type(rec).__name__}, expected an object")
-    return pd.DataFrame.from_records(records)
+            raise InputError(f"{path}: record {i} is a {_json_type(rec)}, expected an object")
+        if rec.keys() != keys:
+            missing = [k for k in keys if k not in rec]
+            if missing:
+                raise InputError(f"{path}: record {i} lacks key '{missing[0]}' (record 0 has it)")
+            extra = next(k for k in rec if k not in keys)
+            raise InputError(f"{path}: record {i} has key '{extra}' that record 0 lacks")
+        if None in rec.values():
+            key = next((k for k, v in rec.items() if v is None and not _null_ok(k)), None)
+            if key is not None:
+                raise InputError(f"{path}: column '{key}', row {i}: null (expected a value)")
 
 
 def _short(exc: BaseException) -> str:
@@ -134,6 +225,8 @@ def load_split(data_dir: str | os.PathLike, split: str) -> Traces:
     data_dir = Path(data_dir)
     path = split_path(data_dir, split)
     if path is None:
+        if data_dir.exists() and not data_dir.is_dir():
+            raise InputError(f"{data_dir}: not a directory (expected a dataset directory)")
         if not data_dir.is_dir():
             raise InputError(f"{data_dir}: no dataset directory; create one with "
                              f"`python generate_data.py --out {data_dir}`")
@@ -143,7 +236,45 @@ def load_split(data_dir: str | os.PathLike, split: str) -> Traces:
     meta_path = data_dir / METADATA_FILE
     if meta_path.exists():
         traces.metadata = load_metadata(data_dir)
+    warn_suspicious(traces.columns, str(path))
     return traces
+
+
+def warn_suspicious(cols: dict[str, np.ndarray], source: str) -> list[str]:
+    """Warn (:class:`data.errors.InputWarning`) about a split that is valid but suspicious.
+
+    Suspicious: fewer than :data:`TINY_RECORDS` records, or with ``draft_index``
+    fewer than :data:`TINY_BLOCKS` blocks (rows with ``draft_index`` 0); a
+    position lower than the previous row's inside a block (with ``draft_index``;
+    blocks of one sequence may overlap, as the vocab model redrafts after a
+    rejection) or inside a sequence (without ``draft_index``).
+
+    Args: the validated columns (int64/float64/bool arrays of length n) and the
+    file name. Returns: the warning messages issued (one line each).
+    """
+    messages = []
+    n = int(cols["position"].size)
+    if n < TINY_RECORDS:
+        messages.append(f"{source}: only {n} records (fewer than {TINY_RECORDS}); results on it are noise")
+    elif "draft_index" in cols:
+        blocks = int(np.count_nonzero(cols["draft_index"] == 0))
+        if blocks < TINY_BLOCKS:
+            messages.append(f"{source}: only {blocks} blocks (fewer than {TINY_BLOCKS}); results on it are noise")
+    pos, seq = cols["position"], cols["seq_id"]
+    if n > 1:
+        same = seq[1:] == seq[:-1]
+        if "draft_index" in cols:
+            same &= cols["draft_index"][1:] > 0
+        down = same & (pos[1:] < pos[:-1])
+        if down.any():
+            i = int(np.flatnonzero(down)[0]) + 1
+            inside = "block" if "draft_index" in cols else "sequence"
+            k = int(np.count_nonzero(down))
+            messages.append(f"{source}: column 'position', row {i}: decreases inside a {inside} "
+                            f"({int(pos[i - 1])} then {int(pos[i])}; {k} such row{'s' if k != 1 else ''})")
+    for message in messages:
+        warnings.warn(message, InputWarning, stacklevel=2)
+    return messages
 
 
 def load_dataset(data_dir: str | os.PathLike, splits: Iterable[str] = SPLITS) -> dict[str, Traces]:
@@ -160,7 +291,11 @@ def load_metadata(data_dir: str | os.PathLike) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        meta = json.loads(path.read_text())
+        meta = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise InputError(os_error_text(exc)) from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid JSON ({_short(exc)})") from None
     if not isinstance(meta, dict):
@@ -183,6 +318,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     except BaseException:
         _remove(tmp)
         raise
+    remove_stale_temps(path.parent, path.name)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
@@ -199,6 +335,10 @@ def _remove(path: str) -> None:
 
 def _frame_to_json_records(df: pd.DataFrame) -> bytes:
     records = df.to_dict(orient="records")
+    for name in (c.name for c in COLUMNS if c.nan_ok and c.name in df.columns):  # NaN -> null (plain JSON)
+        for rec in records:
+            if rec[name] != rec[name]:
+                rec[name] = None
     return json.dumps(records, separators=(",", ":")).encode("utf-8")
 
 
@@ -209,7 +349,9 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
     Every split file and ``metadata.json`` is first written under a temporary
     name; only when all have been written are they renamed into place (metadata
     last), so an interrupted write leaves any earlier dataset intact. Files of
-    the other format for the same splits are removed so loading is unambiguous.
+    the other format for the same splits are removed so loading is unambiguous,
+    and so are temporary files that a killed earlier write left behind
+    (:func:`remove_stale_temps`).
 
     Args:
         out_dir: target directory (created if needed).
@@ -251,6 +393,8 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
             stale = out / f"{name}.{other}"
             if other != fmt and stale.exists():
                 stale.unlink()
+    for name in [*(f"{split}.{other}" for split in splits for other in FORMATS), METADATA_FILE]:
+        remove_stale_temps(out, name)
     return [target for _, target in staged]
 
 

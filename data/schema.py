@@ -19,15 +19,24 @@ baseline_accepts   bool     rand_value < min(1, target_prob / draft_prob)
 Optional columns, written by generators that know whole distributions:
 ``draft_index`` (int64, depth inside the speculation block, 0..gamma-1; rows of a
 block are consecutive), ``draft_top_prob`` and ``target_top_prob`` (float64,
-max_v q(v) and max_v p(v)), ``overlap`` (float64, sum_v min(p(v), q(v))).
+max_v q(v) and max_v p(v)), ``overlap`` (float64, sum_v min(p(v), q(v))),
+``block_residual_mass`` (float64 in [0, 1]: block verification's residual mass
+sum_v max(0, P p'(v) - q'(v)) with P the block weight after the record's token
+and p', q' the next depth's distributions; NaN, and only there, at a block's last
+depth; :mod:`data.synth.block_columns`) and ``target_rank`` (int64, rank of the
+drafted token under p, 0 = arg max, tied tokens share a rank).
 
 :func:`validate` checks a whole split and returns it with canonical dtypes, or
 raises :class:`data.errors.InputError` naming the file, the column and the first
-offending row.
+offending row. Round-off is tolerated: a value of a column bounded to [0, 1] at most
+:data:`ROUNDOFF_TOLERANCE` (1e-9) outside a closed end of the interval is clipped to it,
+and one :class:`RoundOffWarning` per split says how many were (the command-line tools
+print it as one ``warning: ...`` line); anything further out is refused.
 """
 from __future__ import annotations
 
 import difflib
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +48,15 @@ SCHEMA_VERSION = 1
 
 #: Slack allowed when comparing a drafted token's probability with the top probability.
 TOP_PROB_TOLERANCE = 1e-9
+#: How far a value of a column bounded to [0, 1] may lie outside a closed end of the interval and
+#: still be accepted as round-off (e.g. an overlap summed over 49k float64 terms, 1.0000000000000007):
+#: such values are clipped to the end and counted in one :class:`RoundOffWarning` per split.
+ROUNDOFF_TOLERANCE = 1e-9
+
+
+class RoundOffWarning(UserWarning):
+    """Values of [0, 1]-bounded columns within :data:`ROUNDOFF_TOLERANCE` outside the interval were
+    clipped to it; the message is one line naming the file, how many values and which columns."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +71,8 @@ class Column:
     low_open: bool = False
     high_open: bool = False
     doc: str = ""
+    #: NaN is a valid value (``block_residual_mass`` at a block's last depth).
+    nan_ok: bool = False
 
     def range_text(self) -> str:
         """The valid range in interval notation, e.g. ``(0, 1]``."""
@@ -75,6 +95,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("draft_top_prob", "float", False, 0.0, 1.0, low_open=True, doc="max_v q(v)"),
     Column("target_top_prob", "float", False, 0.0, 1.0, low_open=True, doc="max_v p(v)"),
     Column("overlap", "float", False, 0.0, 1.0, doc="sum_v min(p(v), q(v))"),
+    Column("block_residual_mass", "float", False, 0.0, 1.0, nan_ok=True,
+           doc="sum_v max(0, P p'(v) - q'(v)) with P the block weight after x, p', q' the next depth's; "
+               "NaN at a block's last depth"),
+    Column("target_rank", "int", False, 0, None, doc="rank of x under p, 0 = argmax (ties share a rank)"),
 )
 COLUMN_BY_NAME = {c.name: c for c in COLUMNS}
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.required)
@@ -94,7 +118,10 @@ def _first(mask: np.ndarray) -> int:
 
 
 def _bad(source: str, column: str, row: int, value, why: str) -> InputError:
-    return InputError(f"{source}: column '{column}', row {row}: {why} (value {value!r})")
+    text = repr(_py(value))  # plain Python numbers, not np.float64(...)
+    if len(text) > 40:
+        text = f"{text[:20]}... ({len(text)} characters)"
+    return InputError(f"{source}: column '{column}', row {row}: {why} (value {text})")
 
 
 def _coerce(df: pd.DataFrame, col: Column, source: str) -> np.ndarray:
@@ -121,16 +148,26 @@ def _coerce(df: pd.DataFrame, col: Column, source: str) -> np.ndarray:
                 raise _bad(source, col.name, i, values[i].item(), "expected an integer")
             return values.astype(np.int64)
         i = _first_non_type(values, (int, np.integer))
+        if isinstance(values[i], int) and not isinstance(values[i], bool):
+            raise _bad(source, col.name, i, values[i], "integer outside the 64-bit range")
         raise _bad(source, col.name, i, _py(values[i]), f"expected an integer, column has dtype {series.dtype}")
     # float
+    if col.nan_ok and values.dtype == object:  # JSON null is NaN here
+        values = np.array([np.nan if v is None else v for v in values])
     if values.dtype.kind in "fiu" and values.dtype != bool:
         out = values.astype(np.float64, copy=False)
-        bad = ~np.isfinite(out)
+        bad = np.isinf(out) if col.nan_ok else ~np.isfinite(out)
         if bad.any():
             i = _first(bad)
-            raise _bad(source, col.name, i, out[i].item(), "NaN or infinite")
+            raise _bad(source, col.name, i, out[i].item(), "infinite" if col.nan_ok else "NaN or infinite")
         return out
     i = _first_non_type(values, (float, int, np.floating, np.integer))
+    if isinstance(values[i], (int, float)) and not isinstance(values[i], bool):  # only numbers, some huge
+        try:
+            return _coerce(pd.DataFrame({col.name: [float(v) for v in values]}), col, source)
+        except OverflowError:
+            i = next(k for k, v in enumerate(values) if abs(v) > 1e308)
+            raise _bad(source, col.name, i, values[i], "number too large for a float") from None
     raise _bad(source, col.name, i, _py(values[i]), f"expected a number, column has dtype {series.dtype}")
 
 
@@ -139,13 +176,47 @@ def _py(value):
 
 
 def _first_non_type(values: np.ndarray, types: tuple) -> int:
-    """Index of the first value that is not an instance of ``types`` (booleans count only as bool)."""
+    """Index of the first value that is not an instance of ``types`` (booleans count only as bool),
+    or else of the first integer outside the int64 range (a column pandas kept as objects)."""
     wants_bool = bool in types
     for i, v in enumerate(values):
         is_bool = isinstance(v, (bool, np.bool_))
         if is_bool != wants_bool or not isinstance(v, types):
             return i
+    for i, v in enumerate(values):
+        if isinstance(v, int) and not -2**63 <= v < 2**63:
+            return i
     return 0
+
+
+def _clip_roundoff(values: np.ndarray, col: Column, clipped: dict[str, int]) -> np.ndarray:
+    """``values`` with round-off outside [0, 1] clipped (a copy if anything changes).
+
+    Only columns bounded to [0, 1] and only their closed ends: a value in
+    [-ROUNDOFF_TOLERANCE, 0) becomes 0 and one in (1, 1 + ROUNDOFF_TOLERANCE] becomes 1.
+    An open end (``draft_prob`` > 0, ``rand_value`` < 1) is never clipped onto, since the
+    clipped value would still be invalid. The number clipped is added to ``clipped[col.name]``.
+    """
+    if col.low != 0.0 or col.high != 1.0:
+        return values
+    fix_low = np.zeros(values.shape, dtype=bool) if col.low_open else \
+        (values < 0.0) & (values >= -ROUNDOFF_TOLERANCE)
+    fix_high = np.zeros(values.shape, dtype=bool) if col.high_open else \
+        (values > 1.0) & (values <= 1.0 + ROUNDOFF_TOLERANCE)
+    n = int(np.count_nonzero(fix_low) + np.count_nonzero(fix_high))
+    if n == 0:
+        return values
+    clipped[col.name] = clipped.get(col.name, 0) + n
+    return np.where(fix_low, 0.0, np.where(fix_high, 1.0, values))
+
+
+def roundoff_note(source: str, clipped: dict[str, int]) -> str:
+    """The one-line message of a :class:`RoundOffWarning`: file, total count and count per column."""
+    total = sum(clipped.values())
+    per_column = ", ".join(f"'{name}' {n}" for name, n in clipped.items())
+    tolerance = f"{ROUNDOFF_TOLERANCE:g}".replace("e-0", "e-")
+    return (f"{source}: clipped {total} value{'s' if total != 1 else ''} lying within {tolerance} outside "
+            f"[0, 1] to the interval as round-off (per column: {per_column})")
 
 
 def _check_range(values: np.ndarray, col: Column, source: str) -> None:
@@ -170,6 +241,9 @@ def validate(df: pd.DataFrame, source: str) -> dict[str, np.ndarray]:
     Returns:
         dict from column name to a 1-D numpy array (int64, float64 or bool) of
         length n, holding every required column and the optional ones present.
+        Values of [0, 1]-bounded columns within ROUNDOFF_TOLERANCE outside a closed
+        end are clipped to it (in a copy; ``df`` is not changed), with one
+        :class:`RoundOffWarning` naming ``source``, the count and the columns.
 
     Raises:
         InputError: empty split, missing or misspelt column, wrong dtype, NaN or
@@ -190,14 +264,18 @@ def validate(df: pd.DataFrame, source: str) -> dict[str, np.ndarray]:
         raise InputError(f"{source}: missing required column '{missing[0]}' "
                          f"(required: {', '.join(REQUIRED_COLUMNS)})")
     cols: dict[str, np.ndarray] = {}
+    clipped: dict[str, int] = {}
     for col in COLUMNS:
         if col.name not in present:
             continue
         values = _coerce(df, col, source)
         if col.kind != "bool":
+            values = _clip_roundoff(values, col, clipped)
             _check_range(values, col, source)
         cols[col.name] = values
     _check_consistency(cols, source)
+    if clipped:
+        warnings.warn(roundoff_note(source, clipped), RoundOffWarning, stacklevel=2)
     return cols
 
 
@@ -214,7 +292,7 @@ def _check_consistency(cols: dict[str, np.ndarray], source: str) -> None:
             bad = cols[top] < cols[prob] - TOP_PROB_TOLERANCE
             if bad.any():
                 i = _first(bad)
-                raise _bad(source, top, i, cols[top][i].item(), f"below {prob} = {cols[prob][i]!r}")
+                raise _bad(source, top, i, cols[top][i].item(), f"below {prob} = {cols[prob][i].item()!r}")
     if "draft_index" in cols:
         d = cols["draft_index"]
         prev = np.concatenate(([-1], d[:-1]))
@@ -224,6 +302,13 @@ def _check_consistency(cols: dict[str, np.ndarray], source: str) -> None:
             i = _first(~ok)
             raise _bad(source, "draft_index", i, int(d[i]),
                        "a block's rows must be consecutive with draft_index 0, 1, ... in one sequence")
+        if "block_residual_mass" in cols:
+            last = np.concatenate((d[1:] == 0, [True]))  # a block's last record: the next row starts a block
+            bad = np.isnan(cols["block_residual_mass"]) & ~last
+            if bad.any():
+                i = _first(bad)
+                raise _bad(source, "block_residual_mass", i, float("nan"),
+                           "NaN is only valid at a block's last record (the next depth is needed otherwise)")
 
 
 def derive_seq_id(position: np.ndarray) -> np.ndarray:

@@ -26,20 +26,31 @@ expression with :func:`evolve.gp.compiler.parse` against the declared features: 
 name that is not a primitive or one of those features, any other character
 (attribute access, lambda, ``__import__``...), or an expression beyond the
 parser's size limits is refused with one line naming the file.
+
+Names must be valid Python identifiers that are not reserved: no keyword
+(``class``), no dunder name (``__init__.py`` would turn the champions directory
+into a package shadowing this module), no built-in rule's name. Saving never
+writes into the package's source outside the champions directory, never into a
+run directory it reads from, and never replaces a ``NAME.py`` that is not a
+generated champion file; a champions directory that does not exist is read as
+empty with an :class:`data.errors.InputWarning`.
 """
 from __future__ import annotations
 
 import json
+import keyword
 import math
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from data.errors import InputError
+from data.errors import InputError, InputWarning, os_error_text
 from data.io import atomic_write_text
+from data.paths import check_output_dir
 from evolve.gp.compiler import Node, parse, to_string
 from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION
 from heuristics.baselines import BASELINES
@@ -102,10 +113,14 @@ class Champion:
         }
 
 
+#: The champions directory of the package (``heuristics/champions/``).
+PACKAGE_DIR = Path(__file__).resolve().parent / "champions"
+
+
 def champions_dir() -> Path:
     """The champions directory: ``$SPECDEC_CHAMPIONS_DIR`` if set, else ``heuristics/champions/``."""
     env = os.environ.get(ENV_DIR)
-    return Path(env) if env else Path(__file__).resolve().parent / "champions"
+    return Path(env) if env else PACKAGE_DIR
 
 
 def champion_json(champion: Champion) -> str:
@@ -148,13 +163,18 @@ def _json_default(obj: Any) -> Any:
 
 
 def check_name(name: str, what: str = "name") -> str:
-    """Validate a champion name (an identifier of at most 64 characters, not a built-in rule).
+    """Validate a champion name: an ASCII identifier of at most 64 characters that is not a
+    Python keyword, not a dunder name (``__init__``) and not a built-in rule's name.
 
     Raises: InputError naming ``what``.
     """
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise InputError(f"{what}: {name!r} is not a valid champion name (letters, digits and _, not starting "
                          f"with a digit, at most 64 characters)")
+    if keyword.iskeyword(name):
+        raise InputError(f"{what}: {name!r} is a Python keyword; choose another champion name")
+    if name.startswith("__") and name.endswith("__"):
+        raise InputError(f"{what}: {name!r} is a reserved Python name (dunder); choose another champion name")
     if name in RESERVED_NAMES:
         raise InputError(f"{what}: {name!r} is the name of a built-in rule")
     return name
@@ -251,6 +271,8 @@ def read_champion(path: str | os.PathLike) -> Champion:
             raise InputError(f"{path}: not a run directory (no champion.json); create one with "
                              f"`python -m evolve run`")
     source = str(p)
+    if p.exists() and not p.is_file():
+        raise InputError(f"{source}: not a regular file")
     try:
         size = p.stat().st_size
     except FileNotFoundError:
@@ -287,11 +309,24 @@ def load_champion(path: str | os.PathLike) -> Rule:
 
 
 def champion_files(directory: str | os.PathLike | None = None) -> list[Path]:
-    """``*.json`` files of the champions directory (default :func:`champions_dir`), sorted by name."""
+    """``*.json`` files of the champions directory (default :func:`champions_dir`), sorted by name.
+
+    A directory that does not exist holds none; unless it is the package's own
+    (:data:`PACKAGE_DIR`) that is said in an :class:`data.errors.InputWarning`.
+    Raises: InputError when the path exists but is not a directory, or cannot be listed.
+    """
     d = Path(directory) if directory is not None else champions_dir()
     if not d.is_dir():
+        if d.exists():
+            raise InputError(f"{d}: the champions directory is not a directory")
+        if d.resolve() != PACKAGE_DIR:
+            warnings.warn(f"{d}: the champions directory does not exist; no champions are read",
+                          InputWarning, stacklevel=2)
         return []
-    return sorted(p for p in d.glob("*.json") if p.is_file() and not p.name.startswith("."))
+    try:
+        return sorted(p for p in d.glob("*.json") if p.is_file() and not p.name.startswith("."))
+    except OSError as exc:
+        raise InputError(f"cannot list the champions directory ({os_error_text(exc)})") from None
 
 
 def list_champions(directory: str | os.PathLike | None = None) -> list[Rule]:
@@ -312,32 +347,53 @@ def list_champions(directory: str | os.PathLike | None = None) -> list[Rule]:
 
 
 def save_champion(champion: Champion, directory: str | os.PathLike | None = None,
-                  overwrite: bool = False) -> tuple[Path, Path]:
+                  overwrite: bool = False, inputs: tuple[str | os.PathLike, ...] = ()) -> tuple[Path, Path]:
     """Write ``NAME.json`` and the generated ``NAME.py`` atomically into ``directory``.
 
     Args:
         champion: validated on the way out (same checks as loading).
-        directory: default :func:`champions_dir`.
+        directory: default :func:`champions_dir` (created if needed).
         overwrite: replace an existing champion of that name.
+        inputs: files and directories the caller read; ``directory`` may not be one of them.
 
     Returns: (json path, py path). Raises: InputError for an invalid champion or
-    name, or an existing file when ``overwrite`` is False (nothing is written).
+    name, an existing file when ``overwrite`` is False, a ``NAME.py`` that is not
+    a generated champion file, a directory refused by
+    :func:`data.paths.check_output_dir` (inside the package's source other than
+    :data:`PACKAGE_DIR`, not writable, a file...), or a failed write.
     """
     d = Path(directory) if directory is not None else champions_dir()
     check_name(champion.name)
+    check_output_dir(d, inputs, "champions directory", allowed_source=PACKAGE_DIR)
     json_path, py_path = d / f"{champion.name}.json", d / f"{champion.name}.py"
     if not overwrite:
         for p in (json_path, py_path):
             if p.exists():
                 raise InputError(f"{p}: a champion named {champion.name!r} exists already (use --force to "
                                  f"replace it)")
-    if d.exists() and not d.is_dir():
-        raise InputError(f"{d}: not a directory")
+    for p in (json_path, py_path):
+        if p.exists() and not p.is_file():
+            raise InputError(f"{p}: exists and is not a regular file")
+    if py_path.exists() and not _generated_by_us(py_path, champion.name):
+        raise InputError(f"{py_path}: not a generated champion file; it is never replaced")
     text = champion_json(champion)
     source = champion_python(champion)
-    atomic_write_text(py_path, source)
-    atomic_write_text(json_path, text)
+    try:
+        atomic_write_text(py_path, source)
+        atomic_write_text(json_path, text)
+    except OSError as exc:
+        raise InputError(f"cannot write the champion ({os_error_text(exc)})") from None
     return json_path, py_path
+
+
+def _generated_by_us(py_path: Path, name: str) -> bool:
+    """Whether ``py_path`` is the generated ``NAME.py`` of a champion (its docstring says so)."""
+    try:
+        with open(py_path, "rb") as fh:
+            head = fh.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return f"(generated from {name}.json; do not edit)" in head
 
 
 def promote(run_dir: str | os.PathLike, name: str, directory: str | os.PathLike | None = None,
@@ -356,7 +412,7 @@ def promote(run_dir: str | os.PathLike, name: str, directory: str | os.PathLike 
     champ = Champion(name=name, expression=champ.expression, description=champ.description,
                      features=champ.features, fitness=champ.fitness, metrics=champ.metrics, provenance=prov,
                      primitive_set_version=champ.primitive_set_version)
-    return save_champion(champ, directory, overwrite)
+    return save_champion(champ, directory, overwrite, inputs=(run_dir,))
 
 
 __all__ = ["Champion", "FORMAT", "FORMAT_VERSION", "ENV_DIR", "RESERVED_NAMES", "champions_dir", "champion_json",

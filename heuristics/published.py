@@ -43,6 +43,14 @@ Fuzzy SD uses the total-variation distance 1 - overlap (the ``overlap`` column,
 sum_v min(p(v), q(v))) as its divergence; the paper also uses KL and JS
 divergences, which need whole distributions the traces do not keep.
 
+The relaxed rules inference engines ship follow in :data:`FAMILIES`
+(defined in :mod:`heuristics.engines`): ``sglang_threshold`` (SGLang's two
+acceptance thresholds, parameters t_single and t_acc), ``trt_relaxed``
+(TensorRT-LLM's relaxed acceptance, parameters N and delta; needs
+``target_rank`` and ``target_top_prob``) and ``mixture`` (verification against
+(1 - w) q + w p, parameter w). A two-parameter family sweeps a grid of
+:class:`Pair` values.
+
 Every family has a parameter sweep grid (:data:`FAMILIES`, used by
 ``benchmark.py pareto``); rules that need an optional column declare it through
 :attr:`Rule.columns_needed` and are skipped, with a note, on datasets without it.
@@ -57,6 +65,7 @@ from typing import Callable
 
 import numpy as np
 
+from heuristics import engines
 from heuristics.contract import STANDARD, STANDARD_RULE, STANDARD_SOURCE, Rule
 
 LEVIATHAN = STANDARD_SOURCE
@@ -158,14 +167,30 @@ def lenient(lenience: float = DEFAULT_LENIENCE) -> Rule:
                 expression=f"min(1.0, div(target_prob, mul({lv!r}, draft_prob)))", lossless=lv == 1.0)
 
 
+class Pair(tuple):
+    """The two parameter values of one member of a two-parameter family, e.g. ``Pair(0.5, 0.8)``.
+
+    A tuple of two floats that formats element-wise, so that tables print it like a
+    number: ``format(Pair(0.5, 0.8), "g") == "(0.5, 0.8)"``. Pairs order
+    lexicographically.
+    """
+
+    def __new__(cls, first: float, second: float) -> "Pair":
+        return super().__new__(cls, (float(first), float(second)))
+
+    def __format__(self, spec: str) -> str:
+        return f"({format(self[0], spec)}, {format(self[1], spec)})"
+
+
 @dataclass(frozen=True)
 class Family:
     """A published rule family and its parameter sweep.
 
     Attributes:
         name: curve name in ``benchmark.py pareto`` (e.g. ``fuzzy_sd``).
-        make: parameter -> Rule (ignores the parameter for families without one).
-        parameter: the parameter's name, or None (a single rule).
+        make: parameter -> Rule (ignores the parameter for families without one;
+            a :class:`Pair` for a two-parameter family).
+        parameter: the parameter's name (``"t_single, t_acc"`` for two), or None (a single rule).
         default: the paper's (or project's) default value, or None.
         grid: parameter values swept, ascending (one None for a single rule).
         source: citation.
@@ -173,14 +198,14 @@ class Family:
     """
 
     name: str
-    make: Callable[[float | None], Rule]
+    make: Callable[[float | Pair | None], Rule]
     parameter: str | None
-    default: float | None
+    default: float | Pair | None
     grid: tuple
     source: str
     columns: tuple[str, ...] = ()
 
-    def rules(self) -> list[tuple[float | None, Rule]]:
+    def rules(self) -> list[tuple[float | Pair | None, Rule]]:
         """(parameter value, rule) for every grid point, in grid order."""
         return [(v, self.make(v)) for v in self.grid]
 
@@ -188,9 +213,21 @@ class Family:
         """The family's rule at its default parameter."""
         return self.make(self.default)
 
+    def label(self, value: float | Pair | None) -> str:
+        """A grid point's label: ``eps=0.09``, ``t_single=0.5,t_acc=0.8``, or the family name (no parameter)."""
+        if value is None or self.parameter is None:
+            return self.name
+        if isinstance(value, tuple):
+            return ",".join(f"{n.strip()}={v:g}" for n, v in zip(self.parameter.split(","), value))
+        return f"{self.parameter}={value:g}"
+
 
 def _grid(values) -> tuple[float, ...]:
     return tuple(sorted({float(round(v, 6)) for v in values}))
+
+
+def _pairs(first, second, keep=lambda a, b: True) -> tuple[Pair, ...]:
+    return tuple(sorted({Pair(round(a, 6), round(b, 6)) for a in first for b in second if keep(a, b)}))
 
 
 #: Sweep grids: dense enough that a family's best point under a TV budget is found to
@@ -200,6 +237,13 @@ TYPICAL_GRID = _grid(np.geomspace(1e-4, 1.0, 61))
 EARS_GRID = _grid(np.concatenate([np.linspace(0.0, 0.3, 121), np.linspace(0.3, 1.0, 36), [1.5, 2.0, 3.0]]))
 FUZZY_GRID = _grid(np.concatenate([np.linspace(0.0, 0.4, 161), np.linspace(0.4, 1.0, 31)]))
 LENIENT_GRID = _grid(np.concatenate([np.linspace(0.2, 0.8, 61), np.linspace(0.8, 1.0, 81)]))
+#: SGLang: t_single in 0.05, 0.1, ..., 1 times t_acc in 0.2 ... 1 (both knobs' lossless end, 1, included).
+SGLANG_GRID = _pairs(np.linspace(0.05, 1.0, 20), (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0))
+#: TensorRT-LLM: N (relaxed_topk) times delta (relaxed_delta); with N = 1 delta changes nothing, so only 0.
+TRT_GRID = _pairs((1, 2, 3, 4, 5, 6, 8, 10, 16, 32),
+                  (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0),
+                  keep=lambda n, d: n > 1 or d == 0.0)
+MIXTURE_GRID = _grid(np.concatenate([np.linspace(0.0, 0.8, 41), np.linspace(0.8, 1.0, 81)]))
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("standard", lambda _=None: standard(), None, None, (None,), LEVIATHAN),
@@ -208,11 +252,16 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("ears", ears, "alpha", DEFAULT_EARS_ALPHA, EARS_GRID, EARS, ("target_top_prob",)),
     Family("fuzzy_sd", fuzzy_sd, "T", DEFAULT_FUZZY_T, FUZZY_GRID, FUZZY, ("overlap",)),
     Family("lenient", lenient, "L", DEFAULT_LENIENCE, LENIENT_GRID, LENIENT),
+    Family("sglang_threshold", lambda v: engines.sglang_threshold(*v), "t_single, t_acc",
+           Pair(*engines.DEFAULT_SGLANG), SGLANG_GRID, engines.SGLANG),
+    Family("trt_relaxed", lambda v: engines.trt_relaxed(*v), "N, delta", Pair(*engines.DEFAULT_TRT), TRT_GRID,
+           engines.TRT, ("target_rank", "target_top_prob")),
+    Family("mixture", engines.mixture, "w", engines.DEFAULT_MIXTURE_W, MIXTURE_GRID, engines.MIXTURE),
 )}
 
 #: The default rule of every published family but ``standard`` (whose rule is the baseline
 #: ``standard_rejection``), in family order: what :mod:`heuristics.registry` registers.
 PUBLISHED: tuple[Rule, ...] = tuple(f.default_rule() for f in FAMILIES.values() if f.name != "standard")
 
-__all__ = ["Family", "FAMILIES", "PUBLISHED", "standard", "greedy_match", "typical_acceptance", "ears",
+__all__ = ["Family", "Pair", "FAMILIES", "PUBLISHED", "standard", "greedy_match", "typical_acceptance", "ears",
            "fuzzy_sd", "lenient", "ARGMAX_SLACK"]

@@ -342,13 +342,12 @@ def _first_tokens(engine, prompt, n, seed):
     """First emitted token of n blocks at the same context (caches cropped back after each block)."""
     out = []
     with torch.inference_mode():
-        state = engine.start(prompt)
+        batch = engine.new_batch(1)
+        engine.start(batch, 0, 0, prompt, None)
         for i in range(n):
-            out.append(engine.block(state, 1, np.random.default_rng([seed, i])).emitted[0])
-            del state.ctx[len(prompt):]
-            hv._crop_cache(state.cache, len(prompt) - 1)
-            state.cache_len = len(prompt) - 1
-            engine.drafter.commit(engine, state, len(prompt) - 1)
+            batch.rows[0].rng = np.random.default_rng([seed, i])
+            out.append(engine.block(batch, [1])[0].emitted[0])
+            engine.rewind(batch, 0, len(prompt))
     return np.bincount(out, minlength=engine.vocab)
 
 

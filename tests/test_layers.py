@@ -12,7 +12,7 @@ own floor):
 2. ``evolve.gp`` (primitive set, expressions, parsing, compiler)
 3. ``evolve.eval`` and ``heuristics`` (neither imports the other)
 4. ``evolve.search`` and ``evolve.sim`` (neither imports the other)
-5. ``evolve.report``
+5. ``evolve.report`` and ``evolve.export`` (neither imports the other)
 6. ``evolve.cli`` and ``evolve.api`` (the CLI may use the API; the API never imports the CLI)
 7. ``generate_data``, ``benchmark``, ``evolve.__main__``, ``evolve.docs`` (entry points: nothing
    imports them)
@@ -44,6 +44,7 @@ FLOORS: tuple[tuple[str, int, str], ...] = (
     ("evolve.search", 4, "search"),
     ("evolve.sim", 4, "sim"),
     ("evolve.report", 5, "report"),
+    ("evolve.export", 5, "export"),
     ("evolve.cli", 6, "cli"),
     ("evolve.api", 6, "api"),
     ("evolve.__main__", 7, "evolve.__main__"),

@@ -102,7 +102,8 @@ def test_parameters_out_of_range_are_refused(make, bad):
 
 
 def test_families_grids_defaults_and_sources():
-    assert list(P.FAMILIES) == ["standard", "greedy_match", "typical_acceptance", "ears", "fuzzy_sd", "lenient"]
+    assert list(P.FAMILIES) == ["standard", "greedy_match", "typical_acceptance", "ears", "fuzzy_sd", "lenient",
+                                "sglang_threshold", "trt_relaxed", "mixture"]
     for fam in P.FAMILIES.values():
         assert fam.source and list(fam.grid) == sorted(fam.grid, key=lambda v: -1 if v is None else v)
         rules = fam.rules()

@@ -30,7 +30,7 @@ def eval_data(sequences: int, seed: int, name: str) -> EvalData:
 
 @pytest.fixture(scope="module")
 def small():
-    """About 2,000 train and 1,000 valid tokens of seed 004's model."""
+    """About 2,000 train and 1,000 valid tokens of the independent-features model."""
     return eval_data(40, 11, "train"), eval_data(20, 12, "valid")
 
 
@@ -272,17 +272,17 @@ def test_optional_columns_become_terminals(tmp_path):
     assert run(only).result.features == ("draft_prob", "target_prob")
 
 
-# --- the finding (issue 2, section 8) --------------------------------------------------------
+# --- the finding: evolution from random trees rediscovers standard rejection ---------------------
 
-#: Settings of the finding test. Measured with GP seeds 0-59 on three seed-model datasets of this size
+#: Settings of the finding test. Measured with GP seeds 0-59 on three independent-features datasets of this size
 #: (data seeds 1, 7, 101): 179 of 180 runs reached >= 0.97 of standard rejection on test, about 1 s each.
 FINDING = {"population": 500, "generations": 30, "seed": 0, "warm_start": False}
 
 
 @pytest.mark.slow
 def test_finding_evolution_from_random_reaches_standard_rejection(tmp_path):
-    """Under the seed fitness standard rejection is the optimum: a search from random trees gets there."""
-    d = tmp_path / "seed_data"
+    """Under the acceptance-quality fitness standard rejection is the optimum: a search from random trees gets there."""
+    d = tmp_path / "independent_data"
     write_dataset(d, {"train": generate_split(300, 101), "valid": generate_split(100, 102)},
                   {"generator": "independent"})
     test = EvalData.from_traces(Traces.from_frame(generate_split(100, 103), source="test", split="test"))
@@ -293,5 +293,5 @@ def test_finding_evolution_from_random_reaches_standard_rejection(tmp_path):
     standard = evaluate(get_rule("standard_rejection"), test).fitness
     got = evaluate(champion, test).fitness
     assert got >= 0.97 * standard, (info.result.champion.expression, got, standard)
-    # and nothing beats it by more than sampling noise (notes, section 2)
+    # and nothing beats it by more than sampling noise (docs/math.md: standard rejection is the optimum)
     assert got <= standard + 0.01

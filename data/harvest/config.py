@@ -21,8 +21,10 @@ class HarvestConfig:
 
     Exactly one drafter: ``draft`` (path of a second model), ``skip_layers`` (0-based decoder
     layer indices of the target to skip) or ``window`` ((sink, recent) token counts).
-    ``temperature`` 0 means greedy decoding. ``dtype`` is the torch dtype the models run in,
-    ``threads`` the torch CPU thread count (None: torch's default).
+    ``temperature`` 0 means greedy decoding; ``top_k`` (0: off) and ``top_p`` (1: off) truncate
+    both models' distributions after the temperature (:func:`data.harvest.distributions.distributions`).
+    ``dtype`` is the torch dtype the models run in, ``threads`` the torch CPU thread count (None:
+    torch's default), ``batch_size`` the number of texts decoded together.
     """
 
     target: str
@@ -38,6 +40,9 @@ class HarvestConfig:
     dtype: str = "float32"
     device: str = "cpu"
     threads: int | None = None
+    top_k: int = 0
+    top_p: float = 1.0
+    batch_size: int = 1
 
     @property
     def drafter_kind(self) -> str:
@@ -59,6 +64,12 @@ class HarvestConfig:
                              f"(value {self.max_new_tokens})")
         if not math.isfinite(self.temperature) or self.temperature < 0:
             raise InputError(f"option '--temperature': must be a finite number >= 0 (value {self.temperature})")
+        if self.top_k < 0:
+            raise InputError(f"option '--top-k': must be >= 0, 0 meaning off (value {self.top_k})")
+        if not (math.isfinite(self.top_p) and 0 < self.top_p <= 1):
+            raise InputError(f"option '--top-p': must be in (0, 1], 1 meaning off (value {self.top_p})")
+        if self.batch_size < 1:
+            raise InputError(f"option '--batch-size': must be at least 1 (value {self.batch_size})")
         if self.seed < 0:
             raise InputError(f"option '--seed': must be >= 0 (value {self.seed})")
         if self.threads is not None and self.threads < 1:

@@ -10,13 +10,22 @@ from typing import Sequence
 
 import numpy as np
 
+from data.synth.block_columns import block_columns
 
-def distributions(logits, temperature: float) -> tuple[np.ndarray, np.ndarray]:
-    """Probabilities and entropies from logits, in float64.
 
-    Args: ``logits`` torch tensor (m, V) of any float dtype; ``temperature`` T >= 0.
-    Returns: probs float64 (m, V) = softmax(logits / T) (one-hot at the lowest arg max for
-    T = 0) and entropies float64 (m,) in nats (>= 0).
+def distributions(logits, temperature: float, top_k: int = 0,
+                  top_p: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Sampling distributions and their entropies from logits, in float64.
+
+    Args: ``logits`` torch tensor (m, V) of any float dtype; ``temperature`` T >= 0; ``top_k``
+    K >= 0 (0: off); ``top_p`` P in (0, 1] (1: off).
+    Returns: probs float64 (m, V) and entropies float64 (m,) in nats (>= 0) of the distribution
+    sampling uses, in the order of Hugging Face transformers' logits processors and vLLM's sampler:
+    softmax(logits / T); then top-k keeps the tokens whose logit is >= the K-th largest (ties at the
+    boundary are all kept); then top-p keeps, in order of decreasing probability (lower id first
+    on ties), the shortest prefix whose mass reaches P (the token that crosses P is kept, and
+    always at least one token); the kept probabilities are renormalised, the others are exactly 0.
+    T = 0 is greedy decoding: one-hot at the lowest arg max, entropy 0 (K and P change nothing).
     """
     import torch
 
@@ -25,9 +34,19 @@ def distributions(logits, temperature: float) -> tuple[np.ndarray, np.ndarray]:
         probs = np.zeros(tuple(x.shape), dtype=np.float64)
         probs[np.arange(x.shape[0]), x.numpy().argmax(axis=1)] = 1.0
         return probs, np.zeros(x.shape[0], dtype=np.float64)
-    logp = torch.log_softmax(x / temperature, dim=-1)
+    x = x / temperature
+    if 0 < top_k < x.shape[-1]:
+        kth = torch.topk(x, top_k, dim=-1).values[..., -1:]
+        x = x.masked_fill(x < kth, float("-inf"))
+    if top_p < 1.0:
+        p = torch.softmax(x, dim=-1)
+        sp, order = torch.sort(p, dim=-1, descending=True, stable=True)
+        drop_sorted = (torch.cumsum(sp, dim=-1) - sp) >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        x = x.masked_fill(drop, float("-inf"))
+    logp = torch.log_softmax(x, dim=-1)
     p = torch.exp(logp)
-    ent = torch.clamp(-(p * logp).sum(dim=-1), min=0.0)
+    ent = torch.clamp(-torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(dim=-1), min=0.0)
     return p.numpy(), ent.numpy()
 
 
@@ -60,13 +79,16 @@ def block_records(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: np.nda
 
     Args: p, q float64 (k, V) target and draft distributions at each depth; p_ent, q_ent
     float64 (k,) their entropies (nats); drafts (k,) token ids; u float64 (k,) uniforms.
-    Returns: dict of arrays of length k (float64, bool, int64) as in :mod:`data.schema`.
+    Returns: dict of arrays of length k (float64, bool, int64) as in :mod:`data.schema`, with
+    ``block_residual_mass`` (NaN on the block's last record) and ``target_rank`` from
+    :func:`data.synth.block_columns.block_columns` (the block of the k records actually drafted).
     """
     k = len(drafts)
     rows = np.arange(k)
     x = np.asarray(drafts, dtype=np.int64)
     dp, tp = q[rows, x], p[rows, x]
     r = np.minimum(1.0, tp / dp)
+    mass, rank = block_columns(p, q, x)
     return {
         "draft_prob": dp,
         "target_prob": tp,
@@ -79,4 +101,6 @@ def block_records(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: np.nda
         "draft_top_prob": q.max(axis=1),
         "target_top_prob": p.max(axis=1),
         "overlap": np.clip(np.minimum(p, q).sum(axis=1), 0.0, 1.0),
+        "block_residual_mass": mass,
+        "target_rank": rank,
     }

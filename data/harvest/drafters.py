@@ -25,7 +25,7 @@ import numpy as np
 from data.errors import InputError
 from data.harvest.distributions import distributions, sample_index
 from data.harvest.models import LoadedModel
-from data.harvest.runner import TextState, _crop_cache, _new_cache, _Runner
+from data.harvest.runner import BatchKV, Runner
 
 
 def _shallow(module):
@@ -38,10 +38,12 @@ def _shallow(module):
 
 
 class Drafter:
-    """Base class: proposes up to k tokens with their full draft distributions.
+    """Base class: proposes up to k_i tokens for every row of a batch, with their full draft distributions.
 
     The ``engine`` argument of the methods is the :class:`data.harvest.engine.SpeculativeEngine`
-    running the drafter; its ``temperature`` and ``eos`` ids are read.
+    running the drafter (its ``sampling`` settings and ``eos`` ids are read); ``batch`` is its
+    :class:`data.harvest.engine.Batch` (``batch.rows[i]`` the state of row i's text or None,
+    ``batch.kv`` the target's :class:`data.harvest.runner.BatchKV`).
     """
 
     kind = ""
@@ -50,85 +52,93 @@ class Drafter:
         """The drafter's kind and parameters, as written into the dataset's metadata."""
         raise NotImplementedError
 
-    def start(self, engine, state: TextState) -> None:
-        """Prepare drafter state for a new text (``state.ctx`` is the prompt)."""
+    def start(self, engine, batch, row: int) -> None:
+        """Prepare drafter state for the new text of ``row`` (``batch.rows[row].ctx`` is its prompt)."""
 
-    def propose(self, engine, state: TextState, k: int, rng: np.random.Generator):
-        """Draft up to k tokens (stopping after an end-of-sequence token).
+    def propose(self, engine, batch, ks: Sequence[int]):
+        """Draft up to ``ks[i]`` tokens for row i (stopping after an end-of-sequence token).
 
-        Returns: (token ids list, q float64 (k', V), entropies float64 (k',)).
+        Each draft is sampled from q with one uniform of the row's own random stream.
+        Returns: per row (token ids list, q float64 (k'_i, V), entropies float64 (k'_i,)); rows with
+        ``ks[i] == 0`` get an empty list and None.
         """
         raise NotImplementedError
 
-    def commit(self, engine, state: TextState, valid: int) -> None:
-        """Keep drafter state for the first ``valid`` context tokens only."""
+    def commit(self, engine, batch, valid: Sequence[int | None]) -> None:
+        """Keep drafter state for the first ``valid[i]`` context tokens of row i (None: row unchanged)."""
 
-    def _draft_loop(self, run, state, start, feed, k, rng, engine, cache, allowed=None):
-        drafts, dists, ents = [], [], []
-        for _ in range(k):
-            logits = run(feed, start, cache, 1, allowed)
-            q, h = distributions(logits, engine.temperature)
-            x = sample_index(q[0], rng.random())
-            drafts.append(x)
-            dists.append(q[0])
-            ents.append(h[0])
-            start += len(feed)
-            feed = [x]
-            if x in engine.eos:
-                break
-        return drafts, np.stack(dists), np.asarray(ents), start
+    def _draft_loop(self, run: Runner, kv: BatchKV, batch, feeds, ks, engine, allowed=None):
+        rows = range(len(ks))
+        drafts: list[list[int]] = [[] for _ in rows]
+        dists: list[list] = [[] for _ in rows]
+        ents: list[list] = [[] for _ in rows]
+        feeds = [list(f) if k else [] for f, k in zip(feeds, ks)]
+        while any(feeds):
+            logits = run(kv, feeds, 1, allowed)
+            live = [i for i in rows if feeds[i]]
+            q, h = engine.distributions(logits[live, -1])
+            for r, i in enumerate(live):
+                x = sample_index(q[r], batch.rows[i].rng.random())
+                drafts[i].append(x)
+                dists[i].append(q[r])
+                ents[i].append(h[r])
+                feeds[i] = [] if (x in engine.eos or len(drafts[i]) >= ks[i]) else [x]
+        return [(drafts[i], np.stack(dists[i]) if dists[i] else None, np.asarray(ents[i])) for i in rows]
 
 
 class ModelDrafter(Drafter):
-    """A second model sharing the target's tokenizer, with its own KV cache."""
+    """A second model sharing the target's tokenizer, with its own batched KV cache."""
 
     kind = "model"
 
     def __init__(self, loaded: LoadedModel, vocab: int, device: str):
         self.loaded = loaded
-        self.run = _Runner(loaded.model, vocab, device)
+        self.device = device
+        self.run = Runner(loaded.model, vocab, device)
 
     def settings(self) -> dict[str, Any]:
         return {"kind": self.kind, "path": str(self.loaded.source.path), "format": self.loaded.source.kind,
                 "architecture": self.loaded.architecture}
 
-    def start(self, engine, state):
-        state.draft_cache = _new_cache()
-        state.draft_len = 0
-        if len(state.ctx) > 1:
-            self.run(state.ctx[:-1], 0, state.draft_cache, 1)
-            state.draft_len = len(state.ctx) - 1
+    def start(self, engine, batch, row):
+        if batch.draft_kv is None:
+            batch.draft_kv = BatchKV(batch.kv.batch, self.device)
+        ctx = batch.rows[row].ctx
+        batch.draft_kv.place(row, self.run.prefill(ctx[:-1]), len(ctx) - 1)
 
-    def propose(self, engine, state, k, rng):
-        feed = state.ctx[state.draft_len:]
-        drafts, q, h, state.draft_len = self._draft_loop(self.run, state, state.draft_len, feed, k, rng,
-                                                         engine, state.draft_cache)
-        return drafts, q, h
+    def propose(self, engine, batch, ks):
+        kv = batch.draft_kv
+        feeds = [r.ctx[kv.lengths[i]:] if r is not None else [] for i, r in enumerate(batch.rows)]
+        return self._draft_loop(self.run, kv, batch, feeds, ks, engine)
 
-    def commit(self, engine, state, valid):
-        if state.draft_len > valid:
-            _crop_cache(state.draft_cache, valid)
-            state.draft_len = valid
+    def commit(self, engine, batch, valid):
+        for i, n in enumerate(valid):
+            if n is not None:
+                batch.draft_kv.truncate(i, n)
+        batch.draft_kv.compact()
 
 
 class _SelfDrafter(Drafter):
     """A drafter that runs (part of) the target on the target's own KV cache, then crops it back."""
 
     def __init__(self, model, vocab: int, device: str):
-        self.run = _Runner(model, vocab, device)
+        self.run = Runner(model, vocab, device)
 
     def allowed(self):
-        """``allowed(i, j)``: may query position i attend to key position j (beyond causality)?"""
+        """``allowed(i, j)``: may query position i attend to key position j (beyond causality)?
+
+        Self-drafters always pass an explicit mask: a skipped layer's cache lags behind during drafting,
+        so the model must not derive the mask from the cache length."""
         return lambda i, j: j >= 0
 
-    def propose(self, engine, state, k, rng):
-        feed = state.ctx[state.cache_len:]
+    def propose(self, engine, batch, ks):
+        kv = batch.kv
+        slots, lengths = kv.slots, list(kv.lengths)
+        feeds = [r.ctx[kv.lengths[i]:] if r is not None else [] for i, r in enumerate(batch.rows)]
         try:
-            drafts, q, h, _ = self._draft_loop(self.run, state, state.cache_len, feed, k, rng, engine,
-                                               state.cache, self.allowed())
+            return self._draft_loop(self.run, kv, batch, feeds, ks, engine, self.allowed())
         finally:
-            _crop_cache(state.cache, state.cache_len)
-        return drafts, q, h
+            kv.crop(slots, lengths)
 
 
 class SkipLayerDrafter(_SelfDrafter):

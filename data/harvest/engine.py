@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -66,7 +66,7 @@ from data.harvest.prompts import assign_splits, encode_prompt, processing_order,
 from data.harvest.resume import (
     COLUMN_ORDER, GENERATOR, MANIFEST_FILE, WORK_DIR, check_out_dir, consolidate, fingerprint, part_path, write_part,
 )
-from data.harvest.runner import TextState, _crop_cache, _new_cache, _Runner
+from data.harvest.runner import BatchKV, Runner
 from data.io import atomic_write_text
 from data.schema import COLUMNS
 from data.synth.generate import check_output_dir
@@ -74,14 +74,14 @@ from data.synth.generate import check_output_dir
 
 @dataclass
 class BlockResult:
-    """One speculation block: drafts, the number the standard rule accepted, the emitted tokens
-    and the records (columns without ``seq_id``/``position``)."""
+    """One speculation block of one text: drafts, the number the standard rule accepted, the emitted
+    tokens and the records (columns without ``seq_id``/``position``; None for a target-only step)."""
 
     start: int
     drafts: list[int]
     accepted: int
     emitted: list[int]
-    records: dict[str, np.ndarray]
+    records: dict[str, np.ndarray] | None
 
 
 @dataclass
@@ -113,102 +113,175 @@ def _dtype(col: str) -> str:
     return {"int": "int64", "float": "float64", "bool": "bool"}[kind]
 
 
+@dataclass
+class TextState:
+    """Decoding state of the text in one batch row: its index, context ids (prompt + generated),
+    prompt length, random stream, finished blocks and target passes so far."""
+
+    index: int
+    ctx: list[int]
+    prompt_len: int
+    rng: np.random.Generator
+    blocks: list[BlockResult] = field(default_factory=list)
+    target_calls: int = 0
+
+    @property
+    def generated(self) -> int:
+        return len(self.ctx) - self.prompt_len
+
+
+@dataclass
+class Batch:
+    """Up to B texts decoded together: ``rows[i]`` (None when free), the target's KV cache and the
+    draft model's (model drafter only); see :mod:`data.harvest.runner`."""
+
+    rows: list[TextState | None]
+    kv: BatchKV
+    draft_kv: BatchKV | None = None
+
+
 class SpeculativeEngine:
-    """Target model + drafter: runs speculative sampling and records every drafted token.
+    """Target model + drafter: runs speculative sampling on batches of texts and records every drafted token.
 
     Args: target (LoadedModel), drafter (:class:`Drafter`), temperature (>= 0), vocab V (number
-    of logits used; covers the tokenizer), eos (set of end-of-sequence ids), device.
+    of logits used; covers the tokenizer), eos (set of end-of-sequence ids), device, top_k
+    (0: off) and top_p (1: off), applied to both models (:func:`distributions`).
     """
 
     def __init__(self, target: LoadedModel, drafter: Drafter, temperature: float, vocab: int,
-                 eos: set[int], device: str = "cpu"):
+                 eos: set[int], device: str = "cpu", top_k: int = 0, top_p: float = 1.0):
         self.target = target
         self.drafter = drafter
         self.temperature = float(temperature)
+        self.top_k, self.top_p = int(top_k), float(top_p)
         self.vocab = vocab
         self.eos = set(eos)
-        self.run = _Runner(target.model, vocab, device)
+        self.device = device
+        self.run = Runner(target.model, vocab, device)
 
-    def start(self, prompt_ids: Sequence[int]) -> TextState:
-        """Prefill the target (and drafter) caches with the prompt minus its last token."""
+    def distributions(self, logits) -> tuple[np.ndarray, np.ndarray]:
+        """The sampling distributions (float64 (m, V)) and entropies of logits (m, V) under this
+        engine's temperature, top-k and top-p."""
+        return distributions(logits, self.temperature, self.top_k, self.top_p)
+
+    def forward_seconds(self) -> float:
+        """Wall seconds spent in model forward passes so far (target and drafter)."""
+        return self.run.seconds + (self.drafter.run.seconds if self.drafter.run is not self.run else 0.0)
+
+    def new_batch(self, size: int) -> Batch:
+        """An empty batch of ``size`` rows."""
+        return Batch([None] * size, BatchKV(size, self.device))
+
+    def start(self, batch: Batch, row: int, index: int, prompt_ids: Sequence[int], rng: np.random.Generator) -> None:
+        """Put text ``index`` into the free ``row``: prefill the target (and draft model) with the
+        prompt minus its last token, alone (batch 1)."""
         ctx = [int(t) for t in prompt_ids]
-        state = TextState(ctx=ctx, prompt_len=len(ctx), cache=_new_cache(), cache_len=0)
-        if len(ctx) > 1:
-            self.run(ctx[:-1], 0, state.cache, 1)
-            state.cache_len = len(ctx) - 1
-        self.drafter.start(self, state)
-        return state
+        batch.rows[row] = TextState(index, ctx, len(ctx), rng)
+        batch.kv.place(row, self.run.prefill(ctx[:-1]), len(ctx) - 1)
+        self.drafter.start(self, batch, row)
 
-    def block(self, state: TextState, k: int, rng: np.random.Generator) -> BlockResult:
-        """One speculation block with up to k drafts; advances ``state`` by the standard rule.
+    def release(self, batch: Batch, row: int) -> None:
+        """Free ``row`` (its text is done or dropped)."""
+        batch.rows[row] = None
+        for kv in (batch.kv, batch.draft_kv):
+            if kv is not None:
+                kv.clear(row)
+                kv.compact()
 
-        Random draws, in order: the drafts' sampling uniforms, k' acceptance uniforms, one uniform
-        for the residual/bonus token. Returns the :class:`BlockResult`.
-        """
-        L = len(state.ctx)
-        drafts, q, q_ent = self.drafter.propose(self, state, k, rng)
-        k = len(drafts)
-        feed = state.ctx[state.cache_len:] + drafts
-        logits = self.run(feed, state.cache_len, state.cache, k + 1)
-        p, p_ent = distributions(logits, self.temperature)
-        u = rng.random(k)
-        u_next = rng.random()
-        records = block_records(p[:k], q, p_ent[:k], q_ent, drafts, u)
-        rejected = np.flatnonzero(~records["baseline_accepts"])
-        n = int(rejected[0]) if rejected.size else k
-        if n < k:
-            nxt = sample_index(residual_distribution(p[n], q[n]), u_next)
-        else:
-            nxt = sample_index(p[k], u_next)
-        emitted = drafts[:n] if (n == k and drafts[-1] in self.eos) else drafts[:n] + [nxt]
-        _crop_cache(state.cache, L + n)
-        state.cache_len = L + n
-        self.drafter.commit(self, state, L + n)
-        state.ctx.extend(emitted)
-        return BlockResult(L - state.prompt_len, list(drafts), n, emitted, records)
+    def rewind(self, batch: Batch, row: int, length: int) -> None:
+        """Cut row ``row``'s context back to its first ``length`` >= 1 tokens (caches included)."""
+        del batch.rows[row].ctx[length:]
+        batch.kv.truncate(row, length - 1)
+        batch.kv.compact()
+        self.drafter.commit(self, batch, [length - 1 if i == row else None for i in range(len(batch.rows))])
 
-    def target_step(self, state: TextState, rng: np.random.Generator) -> int:
-        """Sample one token from the target alone (used when one token of budget is left)."""
-        logits = self.run(state.ctx[state.cache_len:], state.cache_len, state.cache, 1)
-        p, _ = distributions(logits, self.temperature)
-        tok = sample_index(p[0], rng.random())
-        state.cache_len = len(state.ctx)
-        state.ctx.append(tok)
-        return tok
+    def block(self, batch: Batch, ks: Sequence[int | None]) -> list[BlockResult | None]:
+        """One speculation block for every row i with ``ks[i]`` not None; advances the rows by the standard rule.
 
-    def generate(self, prompt_ids: Sequence[int], gamma: int, max_new_tokens: int, rng: np.random.Generator,
-                 on_block: Callable[[int], None] | None = None) -> TextResult:
-        """Generate one text of at most ``max_new_tokens`` tokens by speculative sampling.
-
-        Block sizes are min(gamma, remaining - 1) so the budget is never exceeded; with one token
-        left the target samples it alone (no record). Stops after an end-of-sequence token.
-        ``on_block(n_emitted)`` is called after every block (progress).
+        Row i drafts up to ``ks[i]`` tokens (0: the target samples one token alone, no record).
+        Random draws of a row, in order: its drafts' sampling uniforms, k acceptance uniforms, one
+        uniform for the residual/bonus token. Returns the :class:`BlockResult` of each row (None
+        for rows not in the block).
         """
         import torch
 
+        rows = [i for i, (r, k) in enumerate(zip(batch.rows, ks)) if r is not None and k is not None]
+        kv = batch.kv
+        want = [ks[i] if i in rows else 0 for i in range(len(batch.rows))]
+        proposals = self.drafter.propose(self, batch, want) if any(want) else [([], None, None)] * len(want)
+        feeds = [batch.rows[i].ctx[kv.lengths[i]:] + proposals[i][0] if i in rows else []
+                 for i in range(len(batch.rows))]
+        m = max(len(proposals[i][0]) + 1 for i in rows)
+        logits = self.run(kv, feeds, m)
+        p_all, p_ent_all = self.distributions(
+            torch.cat([logits[i, m - len(proposals[i][0]) - 1:] for i in rows], dim=0))
+        out: list[BlockResult | None] = [None] * len(batch.rows)
+        valid: list[int | None] = [None] * len(batch.rows)
+        at = 0
+        for i in rows:
+            state, (drafts, q, q_ent) = batch.rows[i], proposals[i]
+            k, L = len(drafts), len(state.ctx)
+            p, p_ent = p_all[at:at + k + 1], p_ent_all[at:at + k + 1]
+            at += k + 1
+            u = state.rng.random(k)
+            u_next = state.rng.random()
+            records = block_records(p[:k], q, p_ent[:k], q_ent, drafts, u) if k else None
+            rejected = np.flatnonzero(~records["baseline_accepts"]) if k else np.zeros(0)
+            n = int(rejected[0]) if rejected.size else k
+            nxt = sample_index(residual_distribution(p[n], q[n]) if n < k else p[k], u_next)
+            emitted = drafts[:n] if (k and n == k and drafts[-1] in self.eos) else drafts[:n] + [nxt]
+            kv.truncate(i, L + n)
+            valid[i] = L + n
+            state.ctx.extend(emitted)
+            state.target_calls += 1
+            out[i] = BlockResult(L - state.prompt_len, list(drafts), n, emitted, records)
+        kv.compact()
+        self.drafter.commit(self, batch, valid)
+        return out
+
+    def run_texts(self, texts: Iterable[tuple[int, Sequence[int], np.random.Generator]], gamma: int,
+                  max_new_tokens: int, batch_size: int = 1,
+                  on_block: Callable[[int], None] | None = None) -> Iterator[tuple[int, TextResult]]:
+        """Generate texts by speculative sampling, ``batch_size`` at a time; yields (index, result) as each ends.
+
+        ``texts`` yields (index, prompt ids, random stream). A free row takes the next text at once
+        (continuous batching). Block sizes are min(gamma, remaining - 1) so the budget is never
+        exceeded; with one token left the target samples it alone (no record). A text stops after
+        an end-of-sequence token. ``on_block(n_emitted)`` is called for every row of every block.
+        """
+        import torch
+
+        pending = iter(texts)
         with torch.inference_mode():
-            state = self.start(prompt_ids)
-            blocks: list[BlockResult] = []
-            calls = 0
-            finish = "length"
+            batch = self.new_batch(batch_size)
             while True:
-                generated = len(state.ctx) - state.prompt_len
-                remaining = max_new_tokens - generated
-                if remaining <= 0:
-                    break
-                if remaining == 1:
-                    emitted = [self.target_step(state, rng)]
-                else:
-                    b = self.block(state, min(gamma, remaining - 1), rng)
-                    blocks.append(b)
-                    emitted = b.emitted
-                calls += 1
-                if on_block is not None:
-                    on_block(len(emitted))
-                if emitted and emitted[-1] in self.eos:
-                    finish = "eos"
-                    break
-        return TextResult(state.ctx[state.prompt_len:], finish, blocks, calls)
+                for row in range(batch_size):
+                    if batch.rows[row] is None:
+                        nxt = next(pending, None)
+                        if nxt is not None:
+                            self.start(batch, row, *nxt)
+                if all(r is None for r in batch.rows):
+                    return
+                ks = [None if r is None else min(gamma, max_new_tokens - r.generated - 1) for r in batch.rows]
+                for row, res in enumerate(self.block(batch, ks)):
+                    if res is None:
+                        continue
+                    state = batch.rows[row]
+                    if res.drafts:
+                        state.blocks.append(res)
+                    if on_block is not None:
+                        on_block(len(res.emitted))
+                    eos = bool(res.emitted) and res.emitted[-1] in self.eos
+                    if eos or state.generated >= max_new_tokens:
+                        result = TextResult(state.ctx[state.prompt_len:], "eos" if eos else "length", state.blocks,
+                                            state.target_calls)
+                        self.release(batch, row)
+                        yield state.index, result
+
+    def generate(self, prompt_ids: Sequence[int], gamma: int, max_new_tokens: int, rng: np.random.Generator,
+                 on_block: Callable[[int], None] | None = None) -> TextResult:
+        """Generate one text of at most ``max_new_tokens`` tokens by speculative sampling (batch of one)."""
+        return next(self.run_texts([(0, prompt_ids, rng)], gamma, max_new_tokens, 1, on_block))[1]
 
 
 # ----------------------------------------------------------------------------- harvest
@@ -252,7 +325,8 @@ def build(config: HarvestConfig) -> Setup:
     else:
         drafter = WindowDrafter(target, *config.window, vocab, config.device)
     eos = eos_ids(target)
-    engine = SpeculativeEngine(target, drafter, config.temperature, vocab, eos, config.device)
+    engine = SpeculativeEngine(target, drafter, config.temperature, vocab, eos, config.device, config.top_k,
+                               config.top_p)
     description = {
         "target": {"path": str(target_src.path), "format": target_src.kind, "architecture": target.architecture,
                    "sha256": target_src.hashes()},
@@ -306,7 +380,7 @@ def harvest(config: HarvestConfig, progress: bool = True,
     prompts, lines = read_prompts(config.prompts)
     splits = assign_splits(len(prompts), config.seed)
     prompts_sha = sha256_file(config.prompts)
-    out = check_output_dir(config.out)
+    out = check_output_dir(config.out, (config.target, config.draft, config.prompts))
     work = out / WORK_DIR
     check_out_dir(out, work, None)
     console = console or stderr_console()
@@ -330,16 +404,17 @@ def harvest(config: HarvestConfig, progress: bool = True,
     tokens = 0
     interrupted = False
     bar = ProgressBar(console, len(order), done_before, enabled=progress)
+    def on_block(n: int) -> None:
+        nonlocal tokens
+        tokens += n
+        bar.tokens(tokens, time.perf_counter() - t0)
+
+    forward_before = setup.engine.forward_seconds()
     try:
         with bar:
-            for t in todo:
-                def on_block(n: int) -> None:
-                    nonlocal tokens
-                    tokens += n
-                    bar.tokens(tokens, time.perf_counter() - t0)
-
-                result = setup.engine.generate(encoded[t], config.gamma, config.max_new_tokens,
-                                               text_rng(config.seed, t), on_block)
+            texts = ((t, encoded[t], text_rng(config.seed, t)) for t in todo)
+            for t, result in setup.engine.run_texts(texts, config.gamma, config.max_new_tokens, config.batch_size,
+                                                    on_block):
                 info = {"seq_id": t, "split": split_of[t], "line": lines[t], "prompt": prompts[t],
                         "completion": tokenizer.decode(result.tokens, skip_special_tokens=False),
                         "completion_ids": result.tokens, "prompt_tokens": len(encoded[t]),
@@ -353,5 +428,6 @@ def harvest(config: HarvestConfig, progress: bool = True,
         interrupted = True
     seconds = time.perf_counter() - t0
     consolidated, stats, n_done = consolidate(out, config, setup.description, splits, prompts_sha,
-                                              run_seconds=seconds, run_tokens=tokens)
+                                              run_seconds=seconds, run_tokens=tokens,
+                                              run_forward_seconds=setup.engine.forward_seconds() - forward_before)
     return HarvestResult(out, n_done, len(order), interrupted, consolidated, stats, tokens, seconds)

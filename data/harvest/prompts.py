@@ -27,6 +27,8 @@ def read_prompts(path: str) -> tuple[list[str], list[int]]:
     non-UTF-8 file, or one without prompts.
     """
     p = Path(path)
+    if p.is_dir():
+        raise InputError(f"option '--prompts': {path}: is a directory, expected a text file")
     if not p.is_file():
         raise InputError(f"option '--prompts': {path}: no such file")
     try:

@@ -27,7 +27,8 @@ from data.io import METADATA_FILE, SPLITS, Traces, atomic_write_bytes, atomic_wr
 from data.schema import COLUMNS, split_stats
 
 GENERATOR = "harvest"
-GENERATOR_VERSION = 1
+#: 2: records carry ``block_residual_mass`` and ``target_rank`` (a run of version 1 cannot be resumed).
+GENERATOR_VERSION = 2
 WORK_DIR = ".harvest"
 MANIFEST_FILE = "manifest.json"
 TEXTS_FILE = "texts.jsonl"
@@ -37,7 +38,9 @@ COLUMN_ORDER = [c.name for c in COLUMNS]
 def fingerprint(config: HarvestConfig, description: dict[str, Any], prompts_sha: str) -> dict[str, Any]:
     """The settings a harvest must be resumed with: every option and file hash that changes its records.
 
-    ``description`` is the models' description of :func:`data.harvest.engine.build`.
+    ``description`` is the models' description of :func:`data.harvest.engine.build`. The batch size
+    is not part of it: a harvest may be resumed with another ``--batch-size`` (the records of a text
+    do not depend on its batch but for float round-off, see :mod:`data.harvest.engine`).
     """
     d = description
     return {
@@ -47,6 +50,9 @@ def fingerprint(config: HarvestConfig, description: dict[str, Any], prompts_sha:
         "gamma": config.gamma, "max_new_tokens": config.max_new_tokens,
         "temperature": config.temperature, "seed": config.seed, "dtype": config.dtype,
         "prompts_sha256": prompts_sha, "chat_template": d["chat_template"],
+        # top-k/top-p enter only when used, so the harvests made before these options resume as before
+        **({"top_k": config.top_k} if config.top_k else {}),
+        **({"top_p": config.top_p} if config.top_p < 1.0 else {}),
     }
 
 
@@ -121,9 +127,12 @@ def check_out_dir(out: Path, work: Path, settings: dict[str, Any] | None) -> Non
 
 
 def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], splits: dict[str, list[int]],
-                prompts_sha: str, run_seconds: float = 0.0,
-                run_tokens: int = 0) -> tuple[bool, dict[str, dict], int]:
+                prompts_sha: str, run_seconds: float = 0.0, run_tokens: int = 0,
+                run_forward_seconds: float = 0.0) -> tuple[bool, dict[str, dict], int]:
     """Gather the finished texts' part files into train/valid/test, texts.jsonl and metadata.json.
+
+    ``run_seconds``, ``run_tokens`` and ``run_forward_seconds`` (time inside model forward passes)
+    describe this run and go into ``metadata.json`` under ``last_run``.
 
     Returns (written, {split: stats}, texts done). Nothing is written unless every split has a
     finished text. Raises: InputError for a damaged part file.
@@ -170,7 +179,8 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
         "texts_total": total,
         "versions": _versions(),
         "last_run": {"seconds": round(run_seconds, 3), "generated_tokens": run_tokens,
-                     "tokens_per_second": run_tokens / run_seconds if run_seconds > 0 else 0.0},
+                     "tokens_per_second": run_tokens / run_seconds if run_seconds > 0 else 0.0,
+                     "forward_seconds": round(run_forward_seconds, 3)},
         "statistics": stats,
     }
     texts = "".join(json.dumps({k: i[k] for k in ("seq_id", "split", "line", "prompt", "completion", "tokens",

@@ -1,24 +1,149 @@
-"""Forward passes of a causal LM on a KV cache, and the decoding state of one text.
+"""Forward passes of a causal LM on a batch of texts that share one KV cache (:class:`BatchKV`, :class:`Runner`).
 
-The names with a leading underscore are helpers shared inside :mod:`data.harvest`
-(the drafters and the engine), not a public API.
+Layout. A :class:`BatchKV` holds a transformers ``DynamicCache`` of shape (B, H, S, D)
+per layer for B batch rows and S slots, plus, per row, which slots are valid and the
+position (index in the row's text) of the token in each slot. A row's valid slots are
+exactly the positions 0..n-1 of its text, where n is its cached length. New tokens are
+appended at the end for every row at once: a row feeding fewer tokens than the longest
+feed is padded on the left (the pad slots are invalid), so its last fed tokens are the
+last slots and the logits a row needs are always the batch's last ones. Slots of
+rejected drafts are invalidated, not removed; :meth:`BatchKV.compact` gathers every
+row's valid slots to the right end (left padding) to keep S small.
+
+Masks. Each pass gets a 4-D additive mask (B, 1, T, S + T): query position i of a row may
+attend to a valid key slot at position j <= i (and, for the window drafter, only where
+``allowed(i, j)``). When every row is complete (no pad, no hole, equal lengths) and no
+restriction applies, no mask is passed and the model uses its own causal mask, so a batch
+of one row runs exactly the computation of plain single-text decoding.
+
+Prefill. A new text is prefilled alone (batch 1, no mask) into a cache of its own and
+then placed into its row (:meth:`BatchKV.place`), so the prefill of a text does not
+depend on the batch it joins.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 
-def _crop_cache(cache, length: int) -> None:
-    """Crop every layer of a transformers ``DynamicCache`` to ``length`` positions."""
-    for layer in cache.layers:
-        n = layer.get_seq_length()
-        if n > length:
-            layer.crop(length - n)
+def _new_cache():
+    from transformers import DynamicCache
+
+    return DynamicCache()
 
 
-class _Runner:
-    """Runs one causal LM forward pass on a KV cache with explicit positions (and mask)."""
+def _layers(cache) -> list:
+    """The cache's initialised layers (a layer the model never ran, e.g. a skipped one, is left out)."""
+    return [layer for layer in cache.layers if getattr(layer, "is_initialized", False) and layer.keys is not None
+            and layer.keys.dim() == 4]
+
+
+class BatchKV:
+    """A KV cache shared by B rows with per-row valid slots and positions (see the module docstring).
+
+    ``lengths[i]`` is the number of tokens of row i's text that the cache holds (positions
+    0..lengths[i]-1); ``valid`` (bool (B, S)) and ``pos`` (int64 (B, S)) describe the slots.
+    """
+
+    def __init__(self, batch: int, device: str = "cpu"):
+        import torch
+
+        self.batch = batch
+        self.device = device
+        self.cache = _new_cache()
+        self.valid = torch.zeros((batch, 0), dtype=torch.bool, device=device)
+        self.pos = torch.zeros((batch, 0), dtype=torch.long, device=device)
+        self.lengths = [0] * batch
+
+    @property
+    def slots(self) -> int:
+        """S, the number of slots (equal for every row)."""
+        return int(self.valid.shape[1])
+
+    def complete(self) -> bool:
+        """True when every slot of every row is valid (then slot index = position)."""
+        return all(n == self.slots for n in self.lengths)
+
+    def _map_layers(self, fn: Callable) -> None:
+        for layer in _layers(self.cache):
+            layer.keys, layer.values = fn(layer.keys), fn(layer.values)
+
+    def crop(self, slots: int, lengths: Sequence[int]) -> None:
+        """Drop every slot from ``slots`` on (the drafts a self-drafter appended) and restore ``lengths``."""
+        if slots < self.slots:
+            self._map_layers(lambda t: t[:, :, :slots, :])
+            self.valid, self.pos = self.valid[:, :slots], self.pos[:, :slots]
+        self.lengths = list(lengths)
+
+    def truncate(self, row: int, length: int) -> None:
+        """Keep only positions < ``length`` of ``row`` (invalidate the others' slots)."""
+        if length < self.lengths[row]:
+            self.valid[row] &= self.pos[row] < length
+            self.lengths[row] = length
+
+    def clear(self, row: int) -> None:
+        """Forget row ``row`` (its text is finished)."""
+        self.truncate(row, 0)
+
+    def compact(self) -> None:
+        """Move every row's valid slots to the right end, in order (left padding); S becomes max(lengths)."""
+        import torch
+
+        S, width = self.slots, max(self.lengths)
+        if width == S and all(bool(self.valid[i, S - n:].all()) for i, n in enumerate(self.lengths)):
+            return
+        idx = torch.zeros((self.batch, width), dtype=torch.long, device=self.device)
+        for i, n in enumerate(self.lengths):
+            if n:
+                idx[i, width - n:] = torch.nonzero(self.valid[i], as_tuple=False)[:, 0]
+        keep = torch.arange(width, device=self.device)[None, :] >= torch.tensor(
+            [width - n for n in self.lengths], device=self.device)[:, None]
+
+        def gather(t):
+            g = idx[:, None, :, None].expand(t.shape[0], t.shape[1], width, t.shape[3])
+            return torch.gather(t, 2, g)
+
+        self._map_layers(gather)
+        self.pos = torch.gather(self.pos, 1, idx).masked_fill(~keep, 0)
+        self.valid = keep
+
+    def place(self, row: int, prefill, length: int) -> None:
+        """Put a text's prefilled cache (batch 1, ``length`` slots, or None for length 0) into ``row``."""
+        import torch
+
+        self.clear(row)
+        width = max(self.slots, length)
+        if width > self.slots:
+            extra = width - self.slots
+            self._map_layers(lambda t: torch.nn.functional.pad(t, (0, 0, extra, 0)))
+            self.valid = torch.nn.functional.pad(self.valid, (extra, 0), value=False)
+            self.pos = torch.nn.functional.pad(self.pos, (extra, 0), value=0)
+        if length:
+            from transformers.cache_utils import DynamicLayer
+
+            for index, src in enumerate(prefill.layers):
+                if not (getattr(src, "is_initialized", False) and src.keys is not None):
+                    continue
+                while len(self.cache.layers) <= index:
+                    self.cache.layers.append(DynamicLayer())
+                dst = self.cache.layers[index]
+                if dst not in _layers(self.cache):
+                    dst.lazy_initialization(src.keys, src.values)
+                    shape = (self.batch, src.keys.shape[1], width, src.keys.shape[3])
+                    dst.keys = src.keys.new_zeros(shape)
+                    dst.values = src.values.new_zeros(shape[:3] + (src.values.shape[3],))
+                dst.keys[row, :, width - length:] = src.keys[0]
+                dst.values[row, :, width - length:] = src.values[0]
+        self.valid[row] = torch.arange(width, device=self.device) >= width - length
+        self.pos[row] = torch.clamp(torch.arange(width, device=self.device) - (width - length), min=0)
+        self.lengths[row] = length
+
+
+class Runner:
+    """Runs one forward pass of a causal LM for all rows of a :class:`BatchKV` (see the module docstring).
+
+    Args: model (transformers causal LM), vocab V (logits kept), device. ``seconds`` accumulates the
+    wall time spent inside the model's forward passes.
+    """
 
     def __init__(self, model, vocab: int, device: str):
         import inspect
@@ -28,47 +153,70 @@ class _Runner:
         self.device = device
         self.dtype = next(model.parameters()).dtype
         self.keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self.seconds = 0.0
 
-    def __call__(self, ids: Sequence[int], start: int, cache, n_logits: int, allowed=None):
-        """Feed ``ids`` at positions start.. on ``cache``; return the last ``n_logits`` logits (n, V).
+    def _forward(self, kwargs: dict[str, Any]):
+        import time
 
-        ``allowed(i, j)`` (torch broadcasting on query positions i and key positions j) restricts
-        attention beyond causality; then a 4-D additive mask is passed.
+        t0 = time.perf_counter()
+        try:
+            return self.model(**kwargs)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def prefill(self, ids: Sequence[int]):
+        """Run ``ids`` (positions 0..) alone into a new cache; returns the cache (None for no ids)."""
+        import torch
+
+        if not ids:
+            return None
+        cache = _new_cache()
+        kwargs: dict[str, Any] = {"input_ids": torch.tensor([list(ids)], dtype=torch.long, device=self.device),
+                                  "position_ids": torch.arange(len(ids), device=self.device)[None],
+                                  "past_key_values": cache, "use_cache": True}
+        if self.keep_arg:
+            kwargs["logits_to_keep"] = 1
+        self._forward(kwargs)
+        return cache
+
+    def __call__(self, kv: BatchKV, feeds: Sequence[Sequence[int]], n_logits: int, allowed=None):
+        """Append each row's ``feeds[i]`` (possibly empty) to ``kv``; return logits (B, n_logits, V).
+
+        Row i's last min(n_logits, len(feeds[i])) logit rows belong to its last fed tokens (the
+        others are padding). ``allowed(i, j)`` (torch broadcasting on query positions i and key
+        positions j) restricts attention beyond causality. Returns None when nothing is fed.
         """
         import torch
 
-        q = len(ids)
-        kwargs: dict[str, Any] = {
-            "input_ids": torch.tensor([list(ids)], dtype=torch.long, device=self.device),
-            "position_ids": torch.arange(start, start + q, device=self.device).unsqueeze(0),
-            "past_key_values": cache,
-            "use_cache": True,
-        }
-        if allowed is not None:
-            i = torch.arange(start, start + q, device=self.device)[:, None]
-            j = torch.arange(start + q, device=self.device)[None, :]
-            ok = (j <= i) & allowed(i, j)
-            mask = torch.zeros((1, 1, q, start + q), dtype=self.dtype, device=self.device)
-            kwargs["attention_mask"] = mask.masked_fill(~ok, torch.finfo(self.dtype).min)
+        T = max(len(f) for f in feeds)
+        if T == 0:
+            return None
+        B, dev = kv.batch, self.device
+        ids = torch.zeros((B, T), dtype=torch.long)
+        qpos = torch.zeros((B, T), dtype=torch.long)
+        new_valid = torch.zeros((B, T), dtype=torch.bool)
+        for i, f in enumerate(feeds):
+            n = len(f)
+            if n:
+                ids[i, T - n:] = torch.tensor(list(f), dtype=torch.long)
+                qpos[i, T - n:] = torch.arange(kv.lengths[i], kv.lengths[i] + n)
+                new_valid[i, T - n:] = True
+        ids, qpos, new_valid = ids.to(dev), qpos.to(dev), new_valid.to(dev)
+        plain = allowed is None and kv.complete() and all(len(f) == T for f in feeds)
+        valid = torch.cat([kv.valid, new_valid], dim=1)
+        pos = torch.cat([kv.pos, qpos], dim=1)
+        kwargs: dict[str, Any] = {"input_ids": ids, "position_ids": qpos, "past_key_values": kv.cache,
+                                  "use_cache": True}
+        if not plain:
+            i, j = qpos[:, :, None], pos[:, None, :]
+            ok = valid[:, None, :] & (j <= i)
+            if allowed is not None:
+                ok &= allowed(i, j)
+            mask = torch.zeros((B, 1, T, valid.shape[1]), dtype=self.dtype, device=dev)
+            kwargs["attention_mask"] = mask.masked_fill(~ok[:, None], torch.finfo(self.dtype).min)
         if self.keep_arg:
             kwargs["logits_to_keep"] = max(1, n_logits)
-        logits = self.model(**kwargs).logits
-        return logits[0, logits.shape[1] - n_logits:, : self.vocab]
-
-
-def _new_cache():
-    from transformers import DynamicCache
-
-    return DynamicCache()
-
-
-@dataclass
-class TextState:
-    """Decoding state of one text: context ids, target KV cache and its length, drafter state."""
-
-    ctx: list[int]
-    prompt_len: int
-    cache: Any
-    cache_len: int
-    draft_cache: Any = None
-    draft_len: int = 0
+        logits = self._forward(kwargs).logits
+        kv.valid, kv.pos = valid, pos
+        kv.lengths = [n + len(f) for n, f in zip(kv.lengths, feeds)]
+        return logits[:, logits.shape[1] - n_logits:, : self.vocab]

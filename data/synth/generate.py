@@ -33,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from data import paths
 from data.synth import independent, vocab_model
 from data.errors import InputError
 from data.io import FORMATS, SPLITS, Traces, write_dataset
@@ -219,29 +220,23 @@ def generate_dataset(model: str = DEFAULT_MODEL, seed: int = DEFAULT_SEED, seque
     return Dataset(splits, metadata)
 
 
-def check_output_dir(out: str | os.PathLike) -> Path:
-    """Raise InputError if ``out`` exists and is not a directory, or cannot be created in."""
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise InputError(f"option '--out': {path} exists and is not a directory")
-    parent = path if path.exists() else next((p for p in path.parents if p.exists()), Path("."))
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"option '--out': cannot write into {parent}")
-    return path
+def check_output_dir(out: str | os.PathLike, inputs: tuple[str | os.PathLike | None, ...] = ()) -> Path:
+    """Raise InputError if ``out`` is empty, exists and is not a directory, cannot be created in,
+    is one of ``inputs`` or lies inside the package's source (:func:`data.paths.check_output_dir`)."""
+    return paths.check_output_dir(out, inputs, "option '--out'")
 
 
 def write(dataset: Dataset, out: str | os.PathLike, fmt: str = "parquet") -> list[Path]:
     """Write ``dataset`` atomically into ``out`` (see :func:`data.io.write_dataset`).
 
-    Raises: InputError for an unknown format or an unwritable directory.
+    Raises: InputError for an unknown format or an unwritable directory (when writing fails only at the
+    end, the dataset is saved into a rescue directory that the message names, :func:`data.paths.write_or_rescue`).
     """
     if fmt not in FORMATS:
         raise InputError(f"option '--format': unknown format '{fmt}' (choose from {', '.join(FORMATS)})")
     path = check_output_dir(out)
-    try:
-        return write_dataset(path, dataset.splits, dataset.metadata, fmt=fmt)
-    except OSError as exc:
-        raise InputError(f"option '--out': cannot write {path} ({exc.strerror or exc})") from None
+    return paths.write_or_rescue(lambda d: write_dataset(d, dataset.splits, dataset.metadata, fmt=fmt), path,
+                                 "option '--out'", is_dir=True)
 
 
 def format_stats(stats: dict[str, dict]) -> str:

@@ -49,6 +49,11 @@ past the first rejection, consecutively with draft_index 0..gamma-1. So
 ``position`` values repeat inside a sequence when the positions after a
 rejection are drafted again (by a new block, from a new context); the latent
 difficulty belongs to the text position and is shared by such redrafts.
+Each record also gets ``target_rank`` (rank of x under p) and
+``block_residual_mass`` (block verification's residual mass with the block
+weight after x and the next depth's (p, q) of the same block, NaN at depth
+gamma - 1; :mod:`data.synth.block_columns`); both are computed without random
+draws, so every other column is what it was before they existed.
 
 Randomness and threads
 ----------------------
@@ -83,7 +88,8 @@ norm(max(0, p - q)) (the standard rule's residual, Leviathan et al. 2023,
 arXiv 2211.17192) from a buffer it fills itself.
 
 Python API: :func:`generate_split` (a DataFrame of the schema's required and
-optional columns), :func:`measure_throughput`.
+optional columns), :func:`block_distributions` (the whole distributions of one
+block, for checks), :func:`measure_throughput`.
 """
 from __future__ import annotations
 
@@ -99,6 +105,7 @@ import pandas as pd
 from numba import njit, prange
 
 from data.errors import InputError
+from data.synth.block_columns import block_weight, residual_mass, target_rank
 from data.synth.rng import next_double, next_normal, normal_s, sample_index, seed_state
 from data.synth.softmax import overlap, softmax_given_max
 
@@ -337,7 +344,13 @@ def _block_counts(seed, sequences, avg_length, gamma):
 @njit(cache=True)
 def _sequence(seed, i, blocks, gamma, params, log_rank, row0, seq_id, position, draft_index,
               draft_prob, target_prob, draft_entropy, target_entropy, top_match, rand_value,
-              baseline, draft_top, target_top, overlap_out):
+              baseline, draft_top, target_top, overlap_out, residual_out, rank_out, keep_block, p_keep, q_keep):
+    """Rows of sequence ``i`` from row ``row0`` (module doc, "Block emulation").
+
+    ``residual_out`` (float64) and ``rank_out`` (int64) receive ``block_residual_mass`` and
+    ``target_rank`` (:mod:`data.synth.block_columns`; no random draws). The (p, q) of every
+    depth of block ``keep_block`` (-1: none) are copied into ``p_keep``, ``q_keep`` (gamma, V).
+    """
     state = seed_state(seed, i, _STREAM_CONTENT)
     V = log_rank.shape[0]
     p = np.empty(V)
@@ -349,19 +362,26 @@ def _sequence(seed, i, blocks, gamma, params, log_rank, row0, seq_id, position, 
     filled = 1
     t = 0
     row = row0
-    for _ in range(blocks):
+    for b in range(blocks):
         prefix = 0
         rejected = False
+        weight = 1.0
         for k in range(gamma):
             pos = t + k
             while filled <= pos:
                 diff[filled] = difficulty_step(state, diff[filled - 1], params)
                 filled += 1
             hp, hq, top_p, top_q, arg_p, arg_q, ov = draw_pair(state, diff[pos], k, pos, params, log_rank, p, q, work)
+            if k > 0:  # the previous record's residual mass needs this depth's (p, q)
+                residual_out[row - 1] = residual_mass(weight, p, q)
+            if b == keep_block:
+                p_keep[k, :] = p
+                q_keep[k, :] = q
             x = sample_index(state, q)
             u = next_double(state)
             r = min(1.0, p[x] / q[x])
             accept = u < r
+            weight = block_weight(weight, p[x], q[x])
             seq_id[row] = i
             position[row] = pos
             draft_index[row] = k
@@ -375,6 +395,8 @@ def _sequence(seed, i, blocks, gamma, params, log_rank, row0, seq_id, position, 
             draft_top[row] = top_q
             target_top[row] = top_p
             overlap_out[row] = ov
+            rank_out[row] = target_rank(p, x)
+            residual_out[row] = np.nan  # stays NaN at the block's last depth
             row += 1
             if not rejected:
                 if accept:
@@ -387,11 +409,12 @@ def _sequence(seed, i, blocks, gamma, params, log_rank, row0, seq_id, position, 
 @njit(cache=True, parallel=True)
 def _generate(seed, blocks, offsets, gamma, params, log_rank, seq_id, position, draft_index, draft_prob,
               target_prob, draft_entropy, target_entropy, top_match, rand_value, baseline, draft_top,
-              target_top, overlap_out):
+              target_top, overlap_out, residual_out, rank_out):
+    none = np.empty((0, 0))
     for i in prange(blocks.shape[0]):
         _sequence(seed, i, blocks[i], gamma, params, log_rank, offsets[i], seq_id, position, draft_index,
                   draft_prob, target_prob, draft_entropy, target_entropy, top_match, rand_value, baseline,
-                  draft_top, target_top, overlap_out)
+                  draft_top, target_top, overlap_out, residual_out, rank_out, -1, none, none)
 
 
 def _check_seed(seed) -> int:
@@ -412,7 +435,10 @@ def generate_split(sequences: int, seed: int, config: VocabModelConfig = VocabMo
     Returns: DataFrame with every schema column, required and optional
     (seq_id, position, draft_prob, target_prob, draft_entropy, target_entropy,
     top_token_match, rand_value, baseline_accepts, draft_index, draft_top_prob,
-    target_top_prob, overlap), about ``sequences * avg_length`` rows.
+    target_top_prob, overlap, block_residual_mass, target_rank), about
+    ``sequences * avg_length`` rows. ``block_residual_mass`` and ``target_rank``
+    (:mod:`data.synth.block_columns`) take no random draws, so the other
+    columns are those of a model without them.
 
     Raises: InputError for a bad size, seed or knob (naming the option).
     """
@@ -432,12 +458,42 @@ def generate_split(sequences: int, seed: int, config: VocabModelConfig = VocabMo
         "top_token_match": np.empty(n, np.bool_), "rand_value": np.empty(n),
         "baseline_accepts": np.empty(n, np.bool_), "draft_index": np.empty(n, np.int64),
         "draft_top_prob": np.empty(n), "target_top_prob": np.empty(n), "overlap": np.empty(n),
+        "block_residual_mass": np.empty(n), "target_rank": np.empty(n, np.int64),
     }
     _generate(np.uint64(seed), blocks, offsets, gamma, config.params(), zipf_log_rank(int(config.vocab_size)),
               cols["seq_id"], cols["position"], cols["draft_index"], cols["draft_prob"], cols["target_prob"],
               cols["draft_entropy"], cols["target_entropy"], cols["top_token_match"], cols["rand_value"],
-              cols["baseline_accepts"], cols["draft_top_prob"], cols["target_top_prob"], cols["overlap"])
+              cols["baseline_accepts"], cols["draft_top_prob"], cols["target_top_prob"], cols["overlap"],
+              cols["block_residual_mass"], cols["target_rank"])
     return pd.DataFrame(cols)
+
+
+def block_distributions(seed: int, sequence: int, block: int,
+                        config: VocabModelConfig = VocabModelConfig()) -> tuple[np.ndarray, np.ndarray]:
+    """The target and draft distributions of one block of :func:`generate_split` (for checks and tests).
+
+    Args: the split's ``seed`` and ``config``; ``sequence`` (its ``seq_id``, >= 0) and
+    ``block`` (0-based index of the block in that sequence).
+    Returns: (p, q) float64 (gamma, V): row k is the (p, q) the record at
+    ``draft_index`` k of that block was drawn from. The sequence is regenerated
+    from its own stream, so this does not depend on how many sequences the split has.
+    Raises: InputError for a bad seed or config, a negative sequence, or a block
+    index outside the sequence.
+    """
+    seed = _check_seed(seed)
+    config.validate()
+    gamma, V = int(config.gamma), int(config.vocab_size)
+    if isinstance(sequence, bool) or not isinstance(sequence, (int, np.integer)) or sequence < 0:
+        raise InputError(f"sequence: must be an integer >= 0 (value {sequence!r})")
+    blocks = int(_block_counts(np.uint64(seed), int(sequence) + 1, int(config.avg_length), gamma)[sequence])
+    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or not 0 <= block < blocks:
+        raise InputError(f"block: sequence {sequence} has blocks 0..{blocks - 1} (value {block!r})")
+    n = blocks * gamma
+    f, i, b = (lambda: np.empty(n)), (lambda: np.empty(n, np.int64)), (lambda: np.empty(n, np.bool_))
+    p_keep, q_keep = np.empty((gamma, V)), np.empty((gamma, V))
+    _sequence(np.uint64(seed), int(sequence), blocks, gamma, config.params(), zipf_log_rank(V), 0, i(), i(), i(),
+              f(), f(), f(), f(), b(), f(), b(), f(), f(), f(), f(), i(), int(block), p_keep, q_keep)
+    return p_keep, q_keep
 
 
 def measure_throughput(tokens: int = 1_000_000, seed: int = 0,

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from evolve.cli.errors import CliGroup
+from evolve.cli.live import live
 from evolve.cli.pareto import pareto
 from evolve.cli.perf import perf
 from evolve.cli.simulate import simulate
@@ -59,3 +60,4 @@ def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, .
 cli.add_command(simulate)
 cli.add_command(perf)
 cli.add_command(pareto)
+cli.add_command(live)

@@ -1,17 +1,33 @@
-"""How the command-line tools report errors.
+"""How the command-line tools report errors and warnings.
 
 Every command reports bad input (:class:`data.errors.InputError`) as one line
 on stderr (``error: ...``) naming the file, column or option and the first
 offending row or value, and exits with code 2, without a traceback. Click's own
-usage errors (unknown option, invalid value) are reported the same way.
+usage errors (unknown option, invalid value) and every file-system error that
+reaches the command line (a directory where a file is expected, a missing,
+unreadable or unwritable file, a parent that is not a directory:
+:class:`OSError`) are reported the same way. Input that is valid but suspicious
+(:class:`data.errors.InputWarning`) or was accepted after clipping round-off
+(:class:`data.schema.RoundOffWarning`) is reported as one line on stderr
+(``warning: ...``, each distinct message once) and the command goes on.
+Ctrl-C outside a command's own handling prints ``aborted`` and exits with 130.
 """
 from __future__ import annotations
 
 import sys
+import warnings
 
 import click
 
-from data.errors import InputError
+from data.errors import InputError, InputWarning, os_error_text
+from data.schema import RoundOffWarning
+
+#: Warnings printed as one ``warning: ...`` line.
+ONE_LINE_WARNINGS: tuple[type[Warning], ...] = (InputWarning, RoundOffWarning)
+#: Exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+#: Exit code of bad input.
+EXIT_INPUT = 2
 
 
 class _OneLineErrors:
@@ -21,21 +37,43 @@ class _OneLineErrors:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            with warnings.catch_warnings():
+                for category in ONE_LINE_WARNINGS:
+                    warnings.simplefilter("always", category)
+                warnings.showwarning = _one_line_warning(warnings.showwarning)
+                rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except InputError as exc:
             _fail(str(exc))
         except click.ClickException as exc:
             _fail(exc.format_message())
         except click.exceptions.Abort:
             click.echo("aborted", err=True)
-            sys.exit(130)
+            sys.exit(EXIT_INTERRUPTED)
+        except OSError as exc:
+            _fail(os_error_text(exc))
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _one_line_warning(show):
+    """A ``warnings.showwarning`` printing :data:`ONE_LINE_WARNINGS` as ``warning: ...`` (each
+    distinct message once), others through ``show``."""
+    seen: set[str] = set()
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, ONE_LINE_WARNINGS):
+            text = " ".join(str(message).split())
+            if text not in seen:
+                seen.add(text)
+                click.echo(f"warning: {text}", err=True)
+        else:
+            show(message, category, filename, lineno, file, line)
+    return showwarning
 
 
 def _fail(message: str) -> None:
     first_line = " ".join(message.split("\n")).strip()
     click.echo(f"error: {first_line}", err=True)
-    sys.exit(2)
+    sys.exit(EXIT_INPUT)
 
 
 class CliCommand(_OneLineErrors, click.Command):

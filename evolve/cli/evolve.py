@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import click
 
-from evolve.cli.errors import CliGroup
+from evolve.cli.errors import EXIT_INTERRUPTED, CliGroup
+from evolve.cli.export import export
 from evolve.search.config import DEFAULTS, FITNESS_CHOICES
 
 #: Expressions larger than this are shown without sympy (building nested Piecewise terms alone
@@ -94,10 +95,10 @@ def _opt(name: str, type_, help_: str):
 @_opt("hall-of-fame", int, "Hall of fame size (champion = best of it on valid).")
 @_opt("max-depth", int, "Tree depth limit.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr [default: on].")
-def run(config_file, progress, **options) -> None:
+def run(config_file, progress, **options) -> int:
     """Evolve a rule; print the run directory on the last line.
 
-    Ctrl-C finishes the current generation and still writes the champion.
+    Ctrl-C finishes the current generation and still writes the champion; the exit code is then 130.
     """
     from evolve.search.config import resolve
     from evolve.search.interrupt import graceful_interrupt
@@ -122,6 +123,7 @@ def run(config_file, progress, **options) -> None:
     if res.front is not None:
         click.echo(f"front: {len(res.front)} rules in {info.run_dir / 'front.json'}")
     click.echo(str(info.run_dir))
+    return EXIT_INTERRUPTED if res.interrupted else 0
 
 
 def run_and_plot(cfg, progress=None, stop=None):
@@ -228,6 +230,10 @@ def show(run_dir) -> None:
     prov = champ.provenance
     if isinstance(prov, dict) and prov.get("run_dir"):
         click.echo(f"run:        {prov.get('run_dir')} (seed {prov.get('seed')}, data {prov.get('data_dir')})")
+    if isinstance(prov, dict) and prov.get("interrupted") is True:
+        asked = prov.get("config", {}).get("generations") if isinstance(prov.get("config"), dict) else None
+        click.echo(f"interrupted: by Ctrl-C after {prov.get('generations_completed')} of {asked} generations "
+                   "(the champion is the best found until then)")
     splits = [s for s in ("train", "valid", "test") if s in champ.metrics]
     keys = ["tokens", "acceptance_rate", "accuracy", "false_accepts", "false_rejects", "quality_score",
             "fitness", "expected_acceptance", "expected_tv", "expected_false_reject", "expected_quality",
@@ -256,3 +262,5 @@ def promote(run_dir, name, champions_dir, force) -> None:
     click.echo(f"wrote {py_path}")
     click.echo(str(json_path))
 
+
+cli.add_command(export)

@@ -30,9 +30,16 @@ from evolve.report.output import resolve_format
               help="Write the result to FILE (atomically); the plot goes next to it as .png.")
 @click.option("--plot/--no-plot", default=True, show_default=True,
               help="Write the PNG plot (next to --output, else results/pareto_<split>.png).")
-def pareto(data_dir, split, runs, rules, budgets, gamma, fmt, output, plot) -> None:
-    """Published rule families vs evolved fronts: tokens per call at each TV budget, hypervolumes, plot."""
-    comp, text, png_path = pareto_command(data_dir, split, runs, budgets, gamma, fmt, output, plot, rules)
+@click.option("--learned/--no-learned", default=None,
+              help="Fit the learned per-token rule on train (thresholds from valid) and show its curve "
+                   "[default: on when scikit-learn is importable].")
+def pareto(data_dir, split, runs, rules, budgets, gamma, fmt, output, plot, learned) -> None:
+    """Published rule families vs evolved fronts: tokens per call at each TV budget, hypervolumes, plot.
+
+    Beside the curves: lossless block verification (on data with block_residual_mass) and the learned
+    per-token rule.
+    """
+    comp, text, png_path = pareto_command(data_dir, split, runs, budgets, gamma, fmt, output, plot, rules, learned)
     echo_outputs(text, output, f"{len(comp.curves)} curves", png_path)
     if resolve_format(fmt, output, FORMATS) == "json":  # the table carries its notes
         for note in comp.notes:

@@ -5,7 +5,9 @@ from pathlib import Path
 
 import click
 
+from data.paths import write_or_rescue
 from evolve.cli.errors import CliCommand
+from evolve.report.output import check_output
 from evolve.report.perf import DEFAULT_SCALING, parse_sizes, render, run_perf, write_report
 
 
@@ -30,8 +32,9 @@ from evolve.report.perf import DEFAULT_SCALING, parse_sizes, render, run_perf, w
 def perf(data_dir: Path, output: Path, programs: int, population: int, generations: int, sizes: str, seed: int,
          generator_tokens: int) -> None:
     """Measure evaluation speed against DEAP and Operon, evolution speed, scaling and memory ."""
+    check_output(output, inputs=(data_dir,))
     report = run_perf(data_dir, programs, population, generations, parse_sizes(sizes), seed, generator_tokens,
                       progress=lambda msg: click.echo(f"perf: {msg}", err=True))
-    write_report(report, output)
+    write_or_rescue(lambda path: write_report(report, path), output, "option '--output'")
     click.echo(render(report), nl=False)
     click.echo(f"wrote {output}", err=True)

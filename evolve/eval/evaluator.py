@@ -167,7 +167,7 @@ class EvalData:
         """Prepare a validated split.
 
         Memory: 8*(k+2)+1 bytes per token for k available features (65 for the
-        six core features, 97 with all optional ones), and nothing else: arrays that
+        six core features, 105 with all five optional ones), and nothing else: arrays that
         are views into a larger buffer (a DataFrame's internal array) are copied so that
         the buffer can be freed. With ``share`` (default) the float64 feature
         columns, ``rand_value`` and ``baseline_accepts`` of ``traces`` are

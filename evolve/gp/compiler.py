@@ -42,9 +42,13 @@ class Node:
         return PRIMITIVE_BY_NAME[self.value].arity if self.kind == "prim" else 0
 
 
+#: Tokens are ASCII only: ``re.ASCII`` keeps ``\d`` and ``\s`` from matching other scripts' digits
+#: and spaces (``float`` would read the fullwidth ``０.５`` as 0.5).
 _TOKEN = re.compile(
-    r"\s*(?:(?P<num>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<punct>[(),]))"
+    r"\s*(?:(?P<num>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<punct>[(),]))",
+    re.ASCII,
 )
+_SPACE = " \t\n\r\f\v"
 
 
 def parse(text: str, source: str = "expression", features: tuple[str, ...] = FEATURES) -> list[Node]:
@@ -69,11 +73,11 @@ def parse(text: str, source: str = "expression", features: tuple[str, ...] = FEA
     tokens: list[tuple[str, str, int]] = []
     pos = 0
     while pos < len(text):
-        if text[pos:].strip() == "":
+        if text[pos:].strip(_SPACE) == "":
             break
         m = _TOKEN.match(text, pos)
         if not m:
-            offset = pos + len(text[pos:]) - len(text[pos:].lstrip())
+            offset = pos + len(text[pos:]) - len(text[pos:].lstrip(_SPACE))
             raise InputError(f"{source}: unexpected character {text[offset]!r} at offset {offset}")
         kind = m.lastgroup
         if kind == "name" and m.group(kind) not in PRIMITIVE_BY_NAME and m.group(kind) not in features:

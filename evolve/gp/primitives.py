@@ -34,7 +34,7 @@ CORE_FEATURES: tuple[str, ...] = (
     "draft_prob", "target_prob", "position", "draft_entropy", "target_entropy", "top_token_match",
 )
 #: Optional schema columns that become terminals when a dataset has them.
-OPTIONAL_FEATURES: tuple[str, ...] = ("draft_index", "draft_top_prob", "target_top_prob", "overlap")
+OPTIONAL_FEATURES: tuple[str, ...] = ("draft_index", "draft_top_prob", "target_top_prob", "overlap", "target_rank")
 #: All features; a program's FEATURE opcode indexes this tuple.
 FEATURES: tuple[str, ...] = CORE_FEATURES + OPTIONAL_FEATURES
 

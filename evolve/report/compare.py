@@ -23,106 +23,45 @@ call on the prepared split, in milliseconds. Each rule is evaluated once first
 times; the best (smallest) of those is reported, as the least disturbed by
 other processes. Loading the split and preparing its arrays are not included.
 
-Output formats: ``table`` (rich, plain text), ``markdown`` (a GitHub table),
-``csv`` and ``json`` (one record per rule and split, keys :data:`ROW_KEYS`).
+Block verification: on a split with the optional column ``block_residual_mass``
+(and ``draft_index``) a row ``block_verification`` (kind ``verifier``) follows
+the rules of the split: the lossless block verification of Sun et al. 2024
+(arXiv 2403.10444), whose expected tokens per call follow from the records
+alone (:mod:`evolve.eval.block_verification`), with the speedup under the same
+cost model as the rules and TV 0. It has no per-token threshold, so the
+per-token columns are empty. Its Time is the best of ``repeats`` computations
+of its tokens per call. On a split without the column a note says so.
+
+Rows, their JSON/CSV keys (:data:`ROW_KEYS`) and the comparison are defined in
+:mod:`evolve.report.compare_rows`; the output formats ``table`` (rich, plain
+text), ``markdown`` (a GitHub table), ``csv`` and ``json`` (one record per row)
+in :mod:`evolve.report.compare_format`. Both are re-exported here.
 """
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from data.errors import InputError
-from data.io import SPLITS, load_split
+from data.io import SPLITS, Traces, load_split
+from evolve.eval.block_verification import RESIDUAL_COLUMN, block_verification_metrics
 from evolve.eval.evaluator import (
-    BLOCK_FIELDS, DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, check_gamma, evaluate,
+    DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, check_gamma, evaluate,
+)
+from evolve.report.compare_format import (
+    FORMATTERS, format_comparison, format_csv, format_json, format_markdown, format_table,
+)
+from evolve.report.compare_rows import (
+    BLOCK_VERIFICATION, DEFAULT_REPEATS, FORMATS, REFERENCE_RULE, ROW_KEYS, SPLIT_CHOICES, VERIFIER, Comparison,
+    ComparedRule, Row,
 )
 from evolve.report.options import naming_option
 from evolve.report.output import check_output, resolve_format, write_output
 from heuristics import champions, registry
 from heuristics.contract import Rule
-
-#: Values of ``--format``.
-FORMATS: tuple[str, ...] = ("table", "csv", "json", "markdown")
-#: Values of ``--split``; ``all`` means every split in :data:`data.io.SPLITS` order.
-SPLIT_CHOICES: tuple[str, ...] = SPLITS + ("all",)
-#: The rule champions are compared with.
-REFERENCE_RULE = registry.STANDARD_NAME
-#: Default number of timed evaluations per rule (after one warm-up).
-DEFAULT_REPEATS = 3
-#: Keys of one JSON record / CSV row, in order.
-ROW_KEYS: tuple[str, ...] = (
-    "heuristic", "kind", "split", "tokens", "acceptance_rate", "accuracy", "quality_score", "fitness",
-    "false_accepts", "false_rejects", "expected_acceptance", "expected_tv", "expected_false_reject",
-    "expected_quality", "expected_fitness", "n_invalid", "time_ms", "delta_fitness", "delta_acceptance",
-    "delta_expected_fitness", "delta_expected_acceptance", "delta_expected_tv", "expression", "data",
-    "tokens_per_call", "speedup", "tv_per_token", "gamma", "cost_ratio",
-)
-
-
-@dataclass(frozen=True)
-class ComparedRule:
-    """A rule to score in the table: ``kind`` is ``baseline`` (from the registry) or
-    ``champion``; ``origin`` is ``registry`` or the champion's file/directory."""
-
-    rule: Rule
-    kind: str
-    origin: str
-
-
-@dataclass(frozen=True)
-class Row:
-    """One rule scored on one split.
-
-    ``time_ms`` is the best wall time of one evaluation in milliseconds (see the
-    module doc). The ``delta_*`` fields are the champion's metric minus
-    ``standard_rejection``'s on the same split (None for baselines).
-    """
-
-    heuristic: str
-    kind: str
-    split: str
-    data: str
-    metrics: Metrics
-    time_ms: float
-    expression: str | None = None
-    delta_fitness: float | None = None
-    delta_acceptance: float | None = None
-    delta_expected_fitness: float | None = None
-    delta_expected_acceptance: float | None = None
-    delta_expected_tv: float | None = None
-    gamma: int | None = None
-    cost_ratio: float | None = None
-
-    def to_dict(self) -> dict:
-        """Plain dict with exactly the keys :data:`ROW_KEYS`, in that order."""
-        m = {**dict.fromkeys(BLOCK_FIELDS), **self.metrics.to_dict()}
-        values = {**m, "gamma": self.gamma, "cost_ratio": self.cost_ratio if self.gamma else None,
-                  **{k: getattr(self, k) for k in (
-            "heuristic", "kind", "split", "data", "time_ms", "expression", "delta_fitness", "delta_acceptance",
-            "delta_expected_fitness", "delta_expected_acceptance", "delta_expected_tv")}}
-        return {k: values[k] for k in ROW_KEYS}
-
-
-@dataclass
-class Comparison:
-    """Rows of every scored (rule, split), in split then rule order, and notes on skipped rules."""
-
-    rows: list[Row]
-    notes: list[str] = field(default_factory=list)
-    repeats: int = DEFAULT_REPEATS
-    splits: tuple[str, ...] = ()
-    tokens: dict[str, int] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    gamma: dict[str, int | None] = field(default_factory=dict)
-    cost_ratio: float = DEFAULT_COST_RATIO
-
 
 # --- which rules ------------------------------------------------------------------------------
 
@@ -305,12 +244,44 @@ def block_gamma(data: EvalData, gamma: int | None) -> int | None:
     return int(data.feature("draft_index").max()) + 1
 
 
+def block_verification_row(traces: Traces, data: EvalData, gamma: int | None, cost_ratio: float = DEFAULT_COST_RATIO,
+                           repeats: int = DEFAULT_REPEATS) -> tuple[Row | None, str | None]:
+    """The ``block_verification`` row of one split, or (None, note) when the split cannot give it.
+
+    Needs block metrics (``gamma`` not None: a split with ``draft_index``) and the
+    column ``block_residual_mass``; without block metrics there is neither a
+    row nor a note. Time: best of ``repeats`` computations after a warm-up, in ms.
+
+    Raises: InputError when a needed ``block_residual_mass`` value is NaN or
+    negative (:func:`evolve.eval.block_verification.block_verification_tokens`).
+    """
+    if gamma is None:
+        return None, None
+    if not traces.has(RESIDUAL_COLUMN):
+        return None, (f"no {BLOCK_VERIFICATION} row on {data.split or 'split'}: {data.source} lacks column "
+                      f"'{RESIDUAL_COLUMN}' (written by generators that know whole distributions)")
+    args = (traces["target_prob"], traces["draft_prob"], traces["draft_index"], traces[RESIDUAL_COLUMN], gamma,
+            cost_ratio)
+    result = block_verification_metrics(*args)
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        block_verification_metrics(*args)
+        best = min(best, time.perf_counter() - t0)
+    return Row(BLOCK_VERIFICATION, VERIFIER, data.split, data.source, None, best * 1e3, gamma=gamma,
+               cost_ratio=cost_ratio, verifier=result, tokens=data.n), None
+
+
 def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Sequence[ComparedRule] | None = None,
                    repeats: int = DEFAULT_REPEATS, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
-                   gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Comparison:
+                   gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO,
+                   block_verification: bool = True) -> Comparison:
     """Load the split(s) of ``data_dir`` and score every entry on each.
 
-    Every split is loaded and validated before any rule is scored.
+    Every split is loaded and validated before any rule is scored. With
+    ``block_verification`` each split's rows end with the ``block_verification``
+    row where the split has block metrics and ``block_residual_mass``
+    (:func:`block_verification_row`; a note where it lacks the column).
 
     Args:
         data_dir: dataset directory (``generate_data.py --out``).
@@ -328,7 +299,8 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
     splits = resolve_splits(split)
     if repeats < 1:
         raise InputError(f"option '--repeats': must be at least 1 (value {repeats})")
-    loaded = {s: EvalData.from_traces(load_split(data_dir, s)) for s in splits}
+    traces = {s: load_split(data_dir, s) for s in splits}
+    loaded = {s: EvalData.from_traces(t) for s, t in traces.items()}
     if entries is None:
         entries = collect_entries()
     result = Comparison([], repeats=repeats, splits=splits, cost_ratio=cost_ratio)
@@ -338,141 +310,15 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
             naming_option("--gamma", check_gamma, gamma, data)
     for s, data in loaded.items():
         rows, notes = score_split(entries, data, repeats, fitness, result.gamma[s], cost_ratio)
+        if block_verification:
+            row, note = block_verification_row(traces[s], data, result.gamma[s], cost_ratio, repeats)
+            rows += [row] if row is not None else []
+            notes += [note] if note is not None else []
         result.rows += rows
         result.notes += notes
         result.tokens[s] = data.n
         result.sources[s] = data.source
     return result
-
-
-# --- formatting -------------------------------------------------------------------------------
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
-def _ms(x: float) -> str:
-    return f"{x:.2f}ms" if x < 100 else f"{x:.0f}ms"
-
-
-def _signed_pp(x: float | None) -> str:
-    return "" if x is None else f"{100 * x:+.1f}pp"
-
-
-def _signed(x: float | None) -> str:
-    return "" if x is None else f"{x:+.3f}"
-
-
-def _display_columns(comparison: Comparison) -> list[tuple[str, bool, callable]]:
-    """(header, right-aligned, cell function of a Row) of the human-readable table."""
-    cols: list[tuple[str, bool, callable]] = []
-    if len(comparison.splits) > 1:
-        cols.append(("Split", False, lambda r: r.split))
-    cols += [
-        ("Heuristic", False, lambda r: r.heuristic),
-        ("Accept%", True, lambda r: _pct(r.metrics.acceptance_rate)),
-        ("Accuracy", True, lambda r: _pct(r.metrics.accuracy)),
-        ("Quality", True, lambda r: f"{r.metrics.quality_score:.3f}"),
-        ("Fitness", True, lambda r: f"{r.metrics.fitness:.3f}"),
-        ("Time", True, lambda r: _ms(r.time_ms)),
-        ("E[accept]", True, lambda r: _pct(r.metrics.expected_acceptance)),
-        ("E[TV]", True, lambda r: f"{r.metrics.expected_tv:.4f}"),
-        ("E[fitness]", True, lambda r: f"{r.metrics.expected_fitness:.3f}"),
-    ]
-    if any(r.metrics.tokens_per_call is not None for r in comparison.rows):
-        def block(name: str, spec: str):
-            return lambda r: "n/a" if getattr(r.metrics, name) is None else format(getattr(r.metrics, name), spec)
-        cols += [("Tok/call", True, block("tokens_per_call", ".3f")), ("Speedup", True, block("speedup", ".3f")),
-                 ("TV/tok", True, block("tv_per_token", ".4f"))]
-    if any(r.metrics.n_invalid for r in comparison.rows):
-        cols.append(("Invalid", True, lambda r: str(r.metrics.n_invalid)))
-    if any(r.kind == "champion" for r in comparison.rows):
-        cols += [
-            ("ΔFitness", True, lambda r: _signed(r.delta_fitness)),
-            ("ΔAccept", True, lambda r: _signed_pp(r.delta_acceptance)),
-            ("ΔE[fitness]", True, lambda r: _signed(r.delta_expected_fitness)),
-            ("ΔE[TV]", True, lambda r: "" if r.delta_expected_tv is None else f"{r.delta_expected_tv:+.4f}"),
-        ]
-    return cols
-
-
-def _caption(comparison: Comparison) -> list[str]:
-    lines = [f"{s}: {comparison.tokens[s]:,} tokens from {comparison.sources[s]}" for s in comparison.splits]
-    text = (f"Time: best of {comparison.repeats} timed evaluations after a warm-up. E[accept] = mean tau, "
-            "E[TV] = mean max(0, tau - min(1, p/q)), E[fitness] = acceptance-quality fitness on those.")
-    gammas = {g for g in comparison.gamma.values() if g}
-    if gammas:
-        text += (f" Tok/call = expected tokens per target call with gamma {', '.join(map(str, sorted(gammas)))}"
-                 f" (1 + sum_k prod_(i<=k) tau_i per block), Speedup = Tok/call / (gamma*c + 1) with draft/target"
-                 f" cost ratio c = {comparison.cost_ratio:g}, TV/tok = expected TV per emitted token.")
-    if any(r.kind == "champion" for r in comparison.rows):
-        text += f" Δ = champion minus {REFERENCE_RULE} on the same split (pp: percentage points)."
-    lines.append(text)
-    return lines
-
-
-def format_table(comparison: Comparison) -> str:
-    """Plain-text table rendered with rich (the benchmark table's columns plus expected metrics and deltas)."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    cols = _display_columns(comparison)
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for header, right, _ in cols:
-        table.add_column(header, justify="right" if right else "left", no_wrap=True)
-    prev = None
-    for row in comparison.rows:
-        key = (row.split, row.kind)
-        if prev is not None and key != prev:
-            table.add_section()
-        prev = key
-        table.add_row(*(cell(row) for _, _, cell in cols))
-    buf = io.StringIO()
-    console = Console(file=buf, width=400, color_system=None, highlight=False, emoji=False, markup=False,
-                      soft_wrap=True)
-    console.print(table)
-    text = "\n".join(line.rstrip() for line in buf.getvalue().splitlines())
-    footer = _caption(comparison) + [f"note: {n}" for n in comparison.notes]
-    return text + "\n\n" + "\n".join(footer) + "\n"
-
-
-def format_markdown(comparison: Comparison) -> str:
-    """A GitHub-flavoured Markdown table, followed by the caption and notes."""
-    cols = _display_columns(comparison)
-
-    def esc(text: str) -> str:
-        return text.replace("|", "\\|")
-
-    lines = ["| " + " | ".join(h for h, _, _ in cols) + " |",
-             "|" + "|".join("---:" if right else "---" for _, right, _ in cols) + "|"]
-    for row in comparison.rows:
-        lines.append("| " + " | ".join(esc(cell(row)) for _, _, cell in cols) + " |")
-    footer = _caption(comparison) + [f"Note: {n}" for n in comparison.notes]
-    return "\n".join(lines) + "\n\n" + "\n\n".join(footer) + "\n"
-
-
-def format_csv(comparison: Comparison) -> str:
-    """CSV with a header of :data:`ROW_KEYS`; floats at full precision, missing values empty."""
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(ROW_KEYS), lineterminator="\n")
-    writer.writeheader()
-    for row in comparison.rows:
-        writer.writerow({k: ("" if v is None else v) for k, v in row.to_dict().items()})
-    return buf.getvalue()
-
-
-def format_json(comparison: Comparison) -> str:
-    """A JSON array of objects with the keys :data:`ROW_KEYS` (rates as fractions, time in ms)."""
-    return json.dumps([row.to_dict() for row in comparison.rows], indent=2) + "\n"
-
-
-FORMATTERS = {"table": format_table, "csv": format_csv, "json": format_json, "markdown": format_markdown}
-
-
-def format_comparison(comparison: Comparison, fmt: str = "table") -> str:
-    """Render ``comparison`` in ``fmt`` (one of :data:`FORMATS`). Raises InputError for an unknown format."""
-    return FORMATTERS[resolve_format(fmt, None, FORMATS)](comparison)
 
 
 def benchmark(data_dir: str | os.PathLike = "data", split: str = "test",
@@ -492,10 +338,21 @@ def benchmark(data_dir: str | os.PathLike = "data", split: str = "test",
     resolve_splits(split)
     if repeats < 1:
         raise InputError(f"option '--repeats': must be at least 1 (value {repeats})")
-    check_output(output)
+    champion_files = list(champion_files)
+    check_output(output, inputs=(data_dir, *champion_files),
+                 champion_dirs=(champions_dir or default_champions_dir(),))
     entries = collect_entries(list(champion_files), champions_dir)
     comparison = run_comparison(data_dir, split, entries, repeats, gamma=gamma, cost_ratio=cost_ratio)
     text = format_comparison(comparison, fmt)
     if output is not None:
         write_output(text, output)
     return comparison, text
+
+
+#: The rows and formats are defined in their own modules and re-exported here (see the module doc).
+__all__ = ["BLOCK_VERIFICATION", "DEFAULT_REPEATS", "FORMATS", "FORMATTERS", "REFERENCE_RULE", "ROW_KEYS",
+           "SPLIT_CHOICES", "VERIFIER", "ComparedRule", "Comparison", "Row", "baseline_entries", "benchmark",
+           "block_gamma", "block_verification_row", "champion_entries", "champion_from_file", "champion_module",
+           "collect_entries", "default_champions_dir", "format_comparison", "format_csv", "format_json",
+           "format_markdown", "format_table", "missing_columns", "resolve_splits", "run_comparison", "score_split",
+           "timed_evaluate"]

@@ -290,7 +290,7 @@ TABLES: dict[str, DocTable] = {t.name: t for t in (
     DocTable("dataset_default", dataset_table),
     DocTable("benchmark_default", lambda ws: comparison_table(ws, "default")),
     DocTable("benchmark_independent", lambda ws: comparison_table(ws, "independent")),
-    DocTable("pareto_default", pareto_table),
+    DocTable("pareto_default", pareto_table, slow=True),
     DocTable("rediscovery", rediscovery_table, slow=True),
     DocTable("simulate_sweep", simulate_table),
     DocTable("simulate_trees", lambda ws: simulate_table(ws, trees=True), slow=True),

@@ -1,16 +1,23 @@
-"""Where a command's results go: the output format, and atomic writes of its text and PNG.
+"""Where a command's results go: the output format, the output-path checks, and atomic writes of its text and PNG.
 
-Every command that writes a table or plot checks ``--output`` before any work
-(:func:`check_output`) and writes only when everything succeeded, each file
-atomically (temporary file + rename, :func:`data.io.atomic_write_text`).
+Every command that writes a table or plot checks ``--output`` (and the plot
+beside it) before any work (:func:`check_output`, which applies the guard of
+:mod:`data.paths`: never a directory, an input, a file of a dataset or run
+directory, or the package's source) and writes only when everything
+succeeded, each file atomically (temporary file + rename,
+:func:`data.io.atomic_write_bytes`). If a write still fails at the end, the
+files not yet written are saved into a rescue directory
+(:func:`data.paths.rescue_dir`) and the one-line error names it.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Iterable
 
-from data.errors import InputError
-from data.io import atomic_write_bytes, atomic_write_text
+from data.errors import InputError, os_error_text
+from data.io import atomic_write_bytes
+from data.paths import check_output_file, rescue_dir
 
 #: Output file suffixes that select a format when ``--format`` is not given.
 SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown",
@@ -33,48 +40,72 @@ def resolve_format(fmt: str | None, output: str | os.PathLike | None,
 
 
 def write_output(text: str, output: str | os.PathLike) -> None:
-    """Write ``text`` to ``output`` atomically. Raises InputError if it cannot be written."""
-    path = Path(output)
-    if path.is_dir():
-        raise InputError(f"option '--output': {path} is a directory")
-    try:
-        atomic_write_text(path, text)
-    except OSError as exc:
-        raise InputError(f"option '--output': cannot write {path} ({exc.strerror or exc})") from None
+    """Write ``text`` to ``output`` atomically. Raises InputError if it cannot be written
+    (the text is then saved in a rescue directory, which the message names)."""
+    write_outputs(text, output, None, output)
 
 
-def check_output(output: str | os.PathLike | None, image: str | None = None) -> None:
-    """Check ``--output`` before any work is done.
+def check_output(output: str | os.PathLike | None, image: str | None = None,
+                 inputs: Iterable[str | os.PathLike | None] = (), png_path: str | os.PathLike | None = None,
+                 champion_dirs: Iterable[str | os.PathLike | None] = ()) -> None:
+    """Check ``--output`` and the image beside it before any work is done.
 
-    It must not be a directory and, when an image (``image``: "plot", "chart")
-    is written next to it under its name with suffix .png, not be a .png itself.
-    Raises: InputError naming ``--output``.
+    Args:
+        output: the ``--output`` file, or None (the text goes to stdout).
+        image: what the PNG is called in messages ("plot", "chart"), or None when no
+            PNG is written. The PNG goes next to ``output`` under its name with suffix
+            .png, so ``output`` may not be a .png itself.
+        inputs: files and directories the command reads (datasets, run
+            directories, champion files); no output may be one of them.
+        png_path: where the PNG goes when there is no ``output`` (checked as well).
+        champion_dirs: champions directories the command reads.
+
+    Raises: InputError naming ``--output`` (or ``--plot`` for the PNG) for every
+    refusal of :func:`data.paths.check_output_file`.
     """
-    if output is None:
-        return
-    out = Path(output)
-    if out.is_dir():
-        raise InputError(f"option '--output': {out} is a directory")
-    if image is not None and out.suffix.lower() == ".png":
-        raise InputError(f"option '--output': the table cannot share the {image}'s .png name ({out})")
+    inputs, champion_dirs = list(inputs), list(champion_dirs)
+    if output is not None:
+        out = check_output_file(output, inputs, "option '--output'", champion_dirs)
+        if image is not None and out.suffix.lower() == ".png":
+            raise InputError(f"option '--output': the table cannot share the {image}'s .png name ({out})")
+        if image is not None:
+            check_output_file(out.with_suffix(".png"), inputs, f"option '--output' ({image} beside it)",
+                              champion_dirs)
+    elif image is not None and png_path is not None:
+        check_output_file(png_path, inputs, f"{image} file", champion_dirs)
 
 
 def write_outputs(text: str, output: str | os.PathLike | None, png: bytes | None,
                   png_path: str | os.PathLike, option: str = "--output") -> Path | None:
     """Write ``text`` to ``output`` (when given) and ``png`` to ``png_path`` (when any), each atomically.
 
-    Returns the PNG path written, or None. Raises InputError naming ``option``
-    when the PNG cannot be written (and as :func:`write_output` for the text).
+    Returns the PNG path written, or None. Raises InputError naming ``--output``
+    (``option`` for the PNG) when a file cannot be written; that file and the
+    ones after it are then saved into a new rescue directory
+    (:func:`data.paths.rescue_dir`), which the message names.
     """
+    files: list[tuple[Path, bytes, str]] = []
     if output is not None:
-        write_output(text, output)
-    if png is None:
-        return None
-    path = Path(png_path)
+        if Path(output).is_dir():
+            raise InputError(f"option '--output': {output} is a directory")
+        files.append((Path(output), text.encode("utf-8"), "--output"))
+    if png is not None:
+        files.append((Path(png_path), png, option))
+    for k, (path, data, opt) in enumerate(files):
+        try:
+            atomic_write_bytes(path, data)
+        except OSError as exc:
+            _rescue(files[k:], f"option '{opt}': cannot write {path} ({os_error_text(exc)})")
+    return Path(png_path) if png is not None else None
+
+
+def _rescue(files: list[tuple[Path, bytes, str]], failure: str) -> None:
+    """Save ``files`` (path, bytes, option) into a rescue directory; raise InputError saying so."""
+    place = rescue_dir()
     try:
-        atomic_write_bytes(path, png)
+        for path, data, _ in files:
+            atomic_write_bytes(place / (path.name or "output"), data)
     except OSError as exc:
-        raise InputError(f"option '{option}': cannot write {path} ({exc.strerror or exc})") from None
-    return path
-
-
+        raise InputError(f"{failure}; saving to {place} failed too ({os_error_text(exc)})") from None
+    what = "the result was" if len(files) == 1 else f"{len(files)} files were"
+    raise InputError(f"{failure}; {what} saved to {place} instead")

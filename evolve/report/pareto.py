@@ -24,6 +24,19 @@ Curves
       oracle achieves, and an upper bound no acceptance rule can exceed on the
       split (:func:`evolve.report.pareto_oracle.oracle_bound`).
 
+References (beside the curves; the verdict ranks only the curves, and
+:meth:`ParetoComparison.versus_references` compares the curves with them)
+    * ``block_verification``: lossless block verification (Sun et al. 2024,
+      arXiv 2403.10444), one point at TV 0 with the expected tokens per call
+      that follow from the split's ``block_residual_mass`` column
+      (:mod:`evolve.eval.block_verification`); being lossless it is available
+      at every budget, a horizontal line across the budgets. A split without
+      the column gets a note instead;
+    * ``learned``: a per-token rule fitted by gradient boosting on the train
+      split, its threshold grid taken from the valid split
+      (:mod:`evolve.report.pareto_learned`); on by default when scikit-learn
+      is importable (``learned=None``), off with ``learned=False``.
+
 A curve's points, best tokens per call at each budget and hypervolume are
 defined in :mod:`evolve.report.pareto_curves`. At budget 0 only rules that
 pass the exact lossless check count: clamped tau <= min(1, p/q) on every
@@ -41,7 +54,8 @@ from typing import Sequence
 import numpy as np
 
 from data.errors import InputError
-from data.io import SPLITS, load_split
+from data.io import SPLITS, Traces, load_split
+from evolve.eval.block_verification import RESIDUAL_COLUMN, block_verification_metrics
 from evolve.eval.evaluator import EvalData, Metrics, check_gamma, thresholds
 from evolve.eval.objectives import DEFAULT_GAMMA
 from evolve.eval.population import PopulationEvaluator
@@ -49,9 +63,10 @@ from evolve.gp.compiler import compile_nodes, parse, to_string
 from evolve.report.options import naming_option
 from evolve.report.output import check_output, resolve_format, write_outputs
 from evolve.report.pareto_curves import (
-    DEFAULT_BUDGETS, EVOLVED, Curve, ParetoComparison, RulePoint, best_at_budget, budget_key, finish_curve,
-    hypervolume, nondominated, parse_budgets,
+    BLOCK_VERIFICATION, DEFAULT_BUDGETS, EVOLVED, LEARNED_CURVE, Curve, ParetoComparison, RulePoint, best_at_budget,
+    budget_key, finish_curve, hypervolume, nondominated, parse_budgets,
 )
+from evolve.report.pareto_learned import learned_curve, sklearn_available
 from evolve.report.pareto_format import DEFAULT_RESULTS_DIR, FORMATS, format_json, format_table, plot_path, plot_png
 from evolve.report.pareto_oracle import ORACLE_LAMBDAS, block_matrix, oracle_bound
 from evolve.report.pareto_oracle import _oracle_policy  # noqa: F401  (checked by the tests through this module)
@@ -106,7 +121,7 @@ def family_curve(family, data: EvalData, gamma: int, budgets: Sequence[float]) -
         return None, (f"skipped {family.name}: it needs column '{missing[0]}', which "
                       f"{data.source} lacks")
     pairs = family.rules()
-    labels = [family.name if v is None else f"{family.parameter}={v:g}" for v, _ in pairs]
+    labels = [family.label(v) for v, _ in pairs]
     rules = [r for _, r in pairs]
     points = _score(rules, labels, data, gamma, [r.lossless for r in rules])
     return finish_curve(Curve(family.name, "family", family.source, family.parameter, points), budgets), None
@@ -222,10 +237,54 @@ def evolved_curve(run_dirs: Sequence[str | os.PathLike], data: EvalData, gamma: 
     return finish_curve(curve, budgets), notes
 
 
+# --- references: block verification, the learned rule ------------------------------------------------
+
+def block_verification_curve(traces: Traces, data: EvalData, gamma: int,
+                             budgets: Sequence[float]) -> tuple[Curve | None, str | None]:
+    """Block verification as a lossless reference (kind ``lossless``): one point (0, tokens per call).
+
+    Returns (curve, None), or (None, note) when the split lacks ``block_residual_mass``.
+    Raises: InputError for a needed NaN or negative residual mass.
+    """
+    if not traces.has(RESIDUAL_COLUMN):
+        return None, (f"no {BLOCK_VERIFICATION} reference: {data.source} lacks column '{RESIDUAL_COLUMN}' "
+                      "(written by generators that know whole distributions)")
+    bv = block_verification_metrics(traces["target_prob"], traces["draft_prob"], traces["draft_index"],
+                                    traces[RESIDUAL_COLUMN], gamma, 0.0)
+    point = RulePoint(BLOCK_VERIFICATION, 0.0, bv.tokens_per_call, lossless=True, declared_lossless=True)
+    source = "block verification, Sun et al. 2024 (arXiv 2403.10444): lossless, from block_residual_mass"
+    return finish_curve(Curve(BLOCK_VERIFICATION, "lossless", source, None, [point]), budgets), None
+
+
+def learned_reference(data_dir: str | os.PathLike, split: str, data: EvalData, gamma: int, budgets: Sequence[float],
+                      learned: bool | None) -> tuple[Curve | None, str | None]:
+    """The ``learned`` reference (:func:`evolve.report.pareto_learned.learned_curve`), fitted on train, thresholds
+    from valid, scored on ``data``.
+
+    ``learned``: True (fit it; errors are raised), False (no curve, no note) or
+    None (fit it when scikit-learn is importable and the train and valid splits
+    load; otherwise (None, note)).
+    """
+    if learned is False:
+        return None, None
+    if learned is None and not sklearn_available():
+        return None, "no learned curve: scikit-learn is not installed"
+    try:
+        train = data if split == "train" else EvalData.from_traces(load_split(data_dir, "train"))
+        valid = data if split == "valid" else EvalData.from_traces(load_split(data_dir, "valid"))
+        return learned_curve(train, valid, data, gamma, budgets), None
+    except InputError as exc:
+        if learned:
+            raise
+        return None, f"no learned curve: {exc}"
+
+
 def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: Sequence[str | os.PathLike] = (),
                budgets: Sequence[float] = DEFAULT_BUDGETS, gamma: int = DEFAULT_GAMMA,
-               families: Sequence[str] | None = None, rules: Sequence[str] = ()) -> ParetoComparison:
-    """Load ``split`` of ``data_dir``, sweep every family, score the named and the runs' rules, compute the bound.
+               families: Sequence[str] | None = None, rules: Sequence[str] = (),
+               learned: bool | None = None) -> ParetoComparison:
+    """Load ``split`` of ``data_dir``, sweep every family, score the named and the runs' rules, compute the bound
+    and the references (block verification, the learned rule).
 
     Args:
         data_dir: dataset directory; the split needs ``draft_index``.
@@ -236,6 +295,8 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
         families: names of :func:`heuristics.registry.families` to sweep (default all).
         rules: names of registered rules or promoted champions, each scored as its own
             one-point curve (:func:`rule_curve`) after the families.
+        learned: the learned reference: True, False, or None for "when scikit-learn
+            is importable" (:func:`learned_reference`).
 
     Raises: InputError for a bad option, dataset, rule name or run directory.
     """
@@ -246,7 +307,8 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
         run_expressions(run_dir)
     sweep = list(registry.families().values()) if families is None else [registry.get_family(n) for n in families]
     named = resolve_rules(rules)
-    data = EvalData.from_traces(load_split(data_dir, split))
+    traces = load_split(data_dir, split)
+    data = EvalData.from_traces(traces)
     if data.depth is None:
         raise InputError(f"{data.source}: the comparison needs column 'draft_index' (speculation blocks); "
                          "generate the data with `python generate_data.py` (vocab model)")
@@ -278,25 +340,35 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
             if r.declared_lossless and r.lossless is False:
                 notes.append(f"{c.name} {r.label} is declared lossless but its threshold exceeds min(1, p/q) "
                              f"at row {r.violation}")
+    references: dict[str, Curve] = {}
+    for ref, note in (block_verification_curve(traces, data, g, budgets),
+                      learned_reference(data_dir, split, data, g, budgets, learned)):
+        if ref is not None:
+            references[ref.name] = ref
+        if note is not None:
+            notes.append(note)
     bound = oracle_bound(data, g, budgets)
     blocks = int((data.depth == 0).sum())
     return ParetoComparison(split, data.source, data.n, blocks, g, budgets, curves, bound, notes,
-                            [str(r) for r in runs])
+                            [str(r) for r in runs], references)
 
 
 def pareto_command(data_dir="data", split="test", runs=(), budgets="0,0.005,0.01,0.02,0.05",
                    gamma=DEFAULT_GAMMA, fmt=None, output=None, plot=True,
-                   rules=()) -> tuple[ParetoComparison, str, Path | None]:
+                   rules=(), learned: bool | None = None) -> tuple[ParetoComparison, str, Path | None]:
     """The whole command: validate, compute, render, write (atomically, only when everything succeeded).
 
+    ``learned``: the learned reference on (True), off (False), or when scikit-learn is importable (None).
     Returns (comparison, rendered text, PNG path or None). Raises InputError for any bad input.
     """
     fmt = resolve_format(fmt, output, FORMATS)
     budget_list = parse_budgets(budgets)
     if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
         raise InputError(f"option '--gamma': the draft length must be an integer >= 1 (value {gamma!r})")
-    check_output(output, "plot" if plot else None)
-    comp = run_pareto(data_dir, split, runs, budget_list, gamma, rules=rules)
+    if learned and not sklearn_available():
+        raise InputError("option '--learned': needs scikit-learn (pip install scikit-learn)")
+    check_output(output, "plot" if plot else None, inputs=(data_dir, *runs), png_path=plot_path(output, split))
+    comp = run_pareto(data_dir, split, runs, budget_list, gamma, rules=rules, learned=learned)
     text = format_json(comp) if fmt == "json" else format_table(comp)
     png_path = write_outputs(text, output, plot_png(comp) if plot else None, plot_path(output, split), "--plot")
     return comp, text, png_path
@@ -308,4 +380,5 @@ __all__ = ["pareto_command", "run_pareto", "ParetoComparison", "Curve", "RulePoi
            "budget_key", "nondominated", "best_at_budget", "hypervolume", "finish_curve", "lossless_violation",
            "oracle_bound", "block_matrix", "ORACLE_LAMBDAS", "evolved_curve", "family_curve", "rule_curve",
            "resolve_rules", "run_expressions", "format_table", "format_json", "plot_png", "plot_path", "FORMATS",
-           "DEFAULT_BUDGETS", "DEFAULT_RESULTS_DIR", "EVOLVED"]
+           "DEFAULT_BUDGETS", "DEFAULT_RESULTS_DIR", "EVOLVED", "BLOCK_VERIFICATION", "LEARNED_CURVE",
+           "block_verification_curve", "learned_reference", "learned_curve"]

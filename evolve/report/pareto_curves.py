@@ -26,6 +26,9 @@ from data.errors import InputError
 DEFAULT_BUDGETS: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02, 0.05)
 #: Curve name of the evolved rules.
 EVOLVED = "evolved"
+#: Names of the references beside the curves: lossless block verification, the learned per-token rule.
+BLOCK_VERIFICATION = "block_verification"
+LEARNED_CURVE = "learned"
 
 
 @dataclass
@@ -58,10 +61,14 @@ class RulePoint:
 
 @dataclass
 class Curve:
-    """A family's (or one named rule's, or the evolved rules') scored rules and what the comparison derives."""
+    """A family's (or one named rule's, or the evolved rules') scored rules and what the comparison derives.
+
+    The references beside the curves are curves too: ``block_verification``
+    (kind ``lossless``, one point at TV 0) and ``learned`` (kind ``learned``).
+    """
 
     name: str
-    kind: str  # "family", "rule" or "evolved"
+    kind: str  # "family", "rule", "evolved", "lossless" or "learned"
     source: str
     parameter: str | None
     rules: list[RulePoint]
@@ -69,14 +76,15 @@ class Curve:
     best_at_budget: dict[str, float | None] = field(default_factory=dict)
     best_rule: dict[str, str | None] = field(default_factory=dict)
     hypervolume: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: points, best_at_budget, hypervolume, then details."""
+        """JSON-ready dict: points, best_at_budget, hypervolume, then details (and ``extra``'s keys, if any)."""
         return {"points": [[tv, tpc] for tv, tpc in self.points], "best_at_budget": dict(self.best_at_budget),
                 "hypervolume": self.hypervolume, "kind": self.kind, "source": self.source,
                 "parameter": self.parameter, "best_rule": dict(self.best_rule),
                 "lossless_at_0": any(r.lossless for r in self.rules),
-                "rules": [r.to_dict() for r in self.rules]}
+                "rules": [r.to_dict() for r in self.rules], **self.extra}
 
 
 def budget_key(budget: float) -> str:
@@ -169,7 +177,9 @@ def finish_curve(curve: Curve, budgets: Sequence[float]) -> Curve:
 @dataclass
 class ParetoComparison:
     """Result of :func:`evolve.report.pareto.run_pareto`: curves (families in registry order, then the
-    named rules, then ``evolved``), the oracle bound, notes."""
+    named rules, then ``evolved``), the oracle bound, notes, and the references beside the curves
+    (``block_verification``, ``learned``), which the verdict does not rank but
+    :meth:`versus_references` compares with."""
 
     split: str
     source: str
@@ -181,6 +191,7 @@ class ParetoComparison:
     bound: dict[str, Any]
     notes: list[str]
     runs: list[str]
+    references: dict[str, Curve] = field(default_factory=dict)
 
     def families(self) -> list[Curve]:
         """The published-family curves."""
@@ -212,6 +223,47 @@ class ParetoComparison:
         largest = max(self.curves.values(), key=lambda c: c.hypervolume).name if self.curves else None
         return {"margins": margins, "beats_all_above_0": beats, "largest_hypervolume": largest}
 
+    def versus_references(self) -> dict[str, Any]:
+        """How the evolved curve and every family compare with the references at each budget.
+
+        Keys (present only with the reference): ``block_verification``
+        {"tokens_per_call", "budgets": {budget key: {"evolved": bool or None
+        (no evolved curve or no rule within the budget counts as not beating),
+        "families": {family: bool}, "beaten_by": [curve names with more tokens
+        per call]}}}; ``learned`` {budget key: {"learned", "evolved", "margin"
+        (evolved / learned - 1), "evolved_rule", "evolved_size" (nodes)}}.
+        "Beats" means strictly more tokens per call within the budget.
+        """
+        out: dict[str, Any] = {}
+        evolved = self.curves.get(EVOLVED)
+        bv = self.references.get(BLOCK_VERIFICATION)
+        if bv is not None:
+            value = bv.best_at_budget[budget_key(self.budgets[0])]
+            per = {}
+            for b in self.budgets:
+                key = budget_key(b)
+                beats = {c.name: c.best_at_budget[key] is not None and c.best_at_budget[key] > value
+                         for c in self.families()}
+                ev = None if evolved is None else (evolved.best_at_budget[key] is not None
+                                                   and evolved.best_at_budget[key] > value)
+                ahead = [c.name for c in self.curves.values()
+                         if c.best_at_budget[key] is not None and c.best_at_budget[key] > value]
+                per[key] = {"evolved": ev, "families": beats, "beaten_by": ahead}
+            out[BLOCK_VERIFICATION] = {"tokens_per_call": value, "budgets": per}
+        learned = self.references.get(LEARNED_CURVE)
+        if learned is not None:
+            per = {}
+            for b in self.budgets:
+                key = budget_key(b)
+                lv = learned.best_at_budget[key]
+                ev = None if evolved is None else evolved.best_at_budget[key]
+                rule = None if evolved is None else evolved.best_rule[key]
+                per[key] = {"learned": lv, "evolved": ev,
+                            "margin": None if ev is None or lv is None else ev / lv - 1.0,
+                            "evolved_rule": rule, "evolved_size": None if rule is None else expression_size(rule)}
+            out[LEARNED_CURVE] = per
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON document (see :func:`evolve.report.pareto_format.format_json`)."""
         return {
@@ -219,9 +271,20 @@ class ParetoComparison:
             "gamma": self.gamma, "budgets": list(self.budgets),
             "reference_point": {"tv_per_token": max(self.budgets), "tokens_per_call": 1.0},
             "curves": {name: c.to_dict() for name, c in self.curves.items()},
-            "bound": self.bound, "verdict": self.verdict(), "runs": list(self.runs), "notes": list(self.notes),
+            "references": {name: c.to_dict() for name, c in self.references.items()},
+            "bound": self.bound, "verdict": self.verdict(), "versus_references": self.versus_references(),
+            "runs": list(self.runs), "notes": list(self.notes),
         }
 
 
-__all__ = ["DEFAULT_BUDGETS", "EVOLVED", "RulePoint", "Curve", "ParetoComparison", "budget_key", "parse_budgets",
+def expression_size(expression: str) -> int | None:
+    """Nodes of an expression in prefix form, or None when it does not parse."""
+    from evolve.gp.compiler import parse
+    try:
+        return len(parse(expression))
+    except InputError:
+        return None
+
+
+__all__ = ["DEFAULT_BUDGETS", "EVOLVED", "BLOCK_VERIFICATION", "LEARNED_CURVE", "expression_size", "RulePoint", "Curve", "ParetoComparison", "budget_key", "parse_budgets",
            "nondominated", "best_at_budget", "hypervolume", "finish_curve"]

@@ -2,8 +2,16 @@
 
 The plot shows the staircase of every family and of the evolved rules, and
 each ``--rule`` as a marker (TV per emitted token on x, tokens per target call
-on y), with the budgets as vertical lines; it is written next to ``--output``
-(suffix .png), else to ``results/pareto_<split>.png``.
+on y), with the budgets as vertical lines; lossless block verification is a
+horizontal dashed line across the budgets and the learned rule a dash-dotted
+staircase. It is written next to ``--output`` (suffix .png), else to
+``results/pareto_<split>.png``.
+
+The table lists the curves, then the references (block verification, the
+learned rule) and the oracle bound, then the verdict: the evolved curve
+against the best family at each budget, and at each budget whether the
+evolved curve and each family beat block verification, and the evolved
+curve against the learned rule with the size of the evolved rule used.
 """
 from __future__ import annotations
 
@@ -12,7 +20,7 @@ import json
 import os
 from pathlib import Path
 
-from evolve.report.pareto_curves import EVOLVED, ParetoComparison, budget_key
+from evolve.report.pareto_curves import BLOCK_VERIFICATION, EVOLVED, LEARNED_CURVE, ParetoComparison, budget_key
 
 #: Values of ``--format``.
 FORMATS: tuple[str, ...] = ("table", "json")
@@ -30,16 +38,17 @@ def format_table(comp: ParetoComparison) -> str:
     """Plain-text table: best tokens per call per budget and hypervolume of every curve, bound, verdict."""
     keys = [budget_key(b) for b in comp.budgets]
     header = ["curve", "rules"] + [f"TV<={k}" for k in keys] + ["hypervolume"]
-    rows = []
-    for c in comp.curves.values():
+    def cells_of(c) -> list[str]:
         cells = [c.name, str(len(c.rules))]
         for b, k in zip(comp.budgets, keys):
             cells.append(_cell(c.best_at_budget[k], lossless=(b == 0)))
-        cells.append(f"{c.hypervolume:.5f}")
-        rows.append(cells)
+        return cells + [f"{c.hypervolume:.5f}"]
+
+    rows = [cells_of(c) for c in comp.curves.values()]
+    refs = [cells_of(c) for c in comp.references.values()]
     bound_row = ["oracle bound", "-"] + [_cell(comp.bound["upper_bound"].get(k)) for k in keys] \
         + [f"{comp.bound['hypervolume']:.5f}"]
-    widths = [max(len(r[i]) for r in rows + [header, bound_row]) for i in range(len(header))]
+    widths = [max(len(r[i]) for r in rows + refs + [header, bound_row]) for i in range(len(header))]
 
     def line(cells):
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
@@ -48,6 +57,8 @@ def format_table(comp: ParetoComparison) -> str:
            f"{comp.tokens:,} tokens in {comp.blocks:,} blocks of {comp.source}, gamma {comp.gamma}",
            "", line(header), line(["-" * w for w in widths])]
     out += [line(r) for r in rows]
+    if refs:
+        out += [line(["-" * w for w in widths])] + [line(r) for r in refs]
     out += [line(["-" * w for w in widths]), line(bound_row), ""]
     v = comp.verdict()
     if EVOLVED in comp.curves:
@@ -61,6 +72,7 @@ def format_table(comp: ParetoComparison) -> str:
         out.append(f"evolved beats every published family at every budget above 0: "
                    f"{'yes' if v['beats_all_above_0'] else 'no'}")
     out.append(f"largest hypervolume: {v['largest_hypervolume']}")
+    out += _reference_lines(comp)
     out.append("")
     out.append("✓ = lossless, checked exactly: clamped tau <= min(1, p/q) on every record of the split (the "
                "budget-0 column counts only such rules; n/a = none of the curve's rules is lossless).")
@@ -68,8 +80,42 @@ def format_table(comp: ParetoComparison) -> str:
                "dominated by the curve (tokens per call x TV per token).")
     out.append("Oracle bound: no acceptance rule can exceed it on this split (a block oracle that knows every "
                "depth's min(1, p/q) in advance; weak duality), see evolve.report.pareto.oracle_bound.")
+    if BLOCK_VERIFICATION in comp.references:
+        out.append("block_verification: lossless block verification (Sun et al. 2024, arXiv 2403.10444), not a "
+                   "per-token rule; being lossless it counts at every budget.")
+    if LEARNED_CURVE in comp.references:
+        out.append("learned: a per-token rule fitted by gradient boosting on train (accept outright where the "
+                   "prediction exceeds a threshold, else min(1, p/q); thresholds from valid), see "
+                   "evolve.report.pareto_learned.")
     out += [f"note: {n}" for n in comp.notes]
     return "\n".join(out) + "\n"
+
+
+def _reference_lines(comp: ParetoComparison) -> list[str]:
+    """Verdict lines against block verification and the learned rule (empty without references)."""
+    out = []
+    versus = comp.versus_references()
+    bv = versus.get(BLOCK_VERIFICATION)
+    if bv is not None:
+        value = bv["tokens_per_call"]
+        out.append(f"vs block_verification ({value:.4f} tokens per call, lossless, at every budget):")
+        for key, m in bv["budgets"].items():
+            ahead = [name for name, ok in m["families"].items() if ok]
+            behind = len(m["families"]) - len(ahead)
+            ev = "" if m["evolved"] is None else f"evolved {'beats it' if m['evolved'] else 'does not beat it'}; "
+            fams = ", ".join(ahead) if ahead else "none"
+            out.append(f"  TV<={key}: {ev}families beating it: {fams} ({behind} of {len(m['families'])} do not)")
+    learned = versus.get(LEARNED_CURVE)
+    if learned is not None and EVOLVED in comp.curves:
+        parts = []
+        for key, m in learned.items():
+            if m["margin"] is None:
+                parts.append(f"{key}: n/a")
+            else:
+                size = "" if m["evolved_size"] is None else f", evolved rule {m['evolved_size']} nodes"
+                parts.append(f"{key}: {100 * m['margin']:+.2f}%{size}")
+        out.append("evolved vs learned: " + "; ".join(parts))
+    return out
 
 
 def format_json(comp: ParetoComparison) -> str:
@@ -103,7 +149,7 @@ def plot_png(comp: ParetoComparison) -> bytes:
         return xs, yv
 
     bound_pts = [tuple(p) for p in comp.bound["points"] if p[0] <= xmax * 1.05]
-    tops = [t for c in comp.curves.values() for tv, t in c.points if tv <= xmax * 1.05]
+    tops = [t for c in [*comp.curves.values(), *comp.references.values()] for tv, t in c.points if tv <= xmax * 1.05]
     tops += [t for _, t in bound_pts]
     lossless = [c.best_at_budget.get("0") for c in comp.curves.values() if c.best_at_budget.get("0") is not None]
     hi = max(tops) if tops else 2.0
@@ -125,6 +171,16 @@ def plot_png(comp: ParetoComparison) -> bytes:
         ax.scatter([p[0] for p in c.points if p[0] <= xmax * 1.05],
                    [p[1] for p in c.points if p[0] <= xmax * 1.05], s=8,
                    color=style.get("color"), zorder=style.get("zorder", 2))
+    bv = comp.references.get(BLOCK_VERIFICATION)
+    if bv is not None and bv.points:
+        ax.hlines(bv.points[0][1], 0.0, xmax * 1.05, colors="tab:red", linestyles="--", linewidth=1.6, zorder=4,
+                  label=f"block verification (lossless, {bv.points[0][1]:.3f})")
+    learned = comp.references.get(LEARNED_CURVE)
+    if learned is not None:
+        xs, yv = staircase(learned.points)
+        if xs:
+            ax.plot(xs, yv, linestyle="-.", color="tab:purple", linewidth=1.6, zorder=4,
+                    label=f"learned per-token rule (HV {learned.hypervolume:.4f})")
     if bound_pts:
         ax.plot([p[0] for p in bound_pts], [p[1] for p in bound_pts], linestyle="--", color="gray",
                 label="oracle bound (no rule exceeds)")

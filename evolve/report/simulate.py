@@ -298,7 +298,7 @@ def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200
     gamma = naming_option("--gamma", check_gamma_range, gamma)
     cost_ratio = naming_option("--cost-ratio", check_cost_ratio, cost_ratio)
     SyntheticModel(vocab_size=vocab, seed=seed)  # validates --vocab and --seed
-    check_output(output, "chart" if plot else None)
+    check_output(output, "chart" if plot else None, inputs=(champion,))
     if trees and (rule_name is not None or champion is not None):
         raise InputError("option '--trees': compares lossless tree verification; '--rule' and '--champion' "
                          "apply to the length sweep only")

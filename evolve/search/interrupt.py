@@ -3,7 +3,9 @@
 Inside :func:`graceful_interrupt` (``python -m evolve run`` uses it), Ctrl-C
 (SIGINT) only sets a flag; the search polls it after each generation, stops,
 and the run directory is written as usual (``interrupted: true`` in
-``run.json`` and in the champion's provenance). A second Ctrl-C raises
+``run.json`` and in the champion's provenance, a comment in ``config.toml``
+saying how many generations were completed: :func:`interrupted_comment`);
+``python -m evolve run`` then exits with code 130. A second Ctrl-C raises
 KeyboardInterrupt at once, and nothing is written.
 """
 from __future__ import annotations
@@ -39,4 +41,17 @@ def graceful_interrupt() -> Iterator[Callable[[], bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
-__all__ = ["graceful_interrupt"]
+def interrupted_comment(result) -> str:
+    """A ``config.toml`` comment line saying how many generations an interrupted run completed
+    (empty for a run that was not interrupted).
+
+    Args: a :class:`evolve.search.algorithms.SearchResult` (``interrupted``,
+    ``generations`` completed after the initial population, ``config.generations`` asked for).
+    """
+    if not result.interrupted:
+        return ""
+    return (f"# interrupted: {result.generations} of the {result.config.generations} generations were completed "
+            f"(generations_completed in run.json)\n")
+
+
+__all__ = ["graceful_interrupt", "interrupted_comment"]

@@ -37,14 +37,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from data.errors import InputError
 from data.io import Traces, atomic_write_bytes, atomic_write_text, load_split
+from data.paths import check_output_dir, write_or_rescue
 from evolve.eval.evaluator import EvalData
 from evolve.eval.objectives import PARETO_OBJECTIVES, speed_at_tv
 from evolve.gp.primitives import PRIMITIVE_SET_VERSION
 from evolve.search.algorithms import LOGBOOK_COLUMNS, SearchResult, score, search
 from evolve.search.config import BLOCK_FITNESS, RunConfig, resolve_features, to_toml
+from evolve.search.interrupt import interrupted_comment
 
+#: How the output directory is named in messages.
+OUT_WHAT = "out (where run directories are created)"
 #: Extra files of a run directory: file name -> function of the search result giving the file's bytes.
 ExtraFiles = Mapping[str, Callable[[SearchResult], bytes]]
 
@@ -79,12 +82,13 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
 
     Returns: :class:`RunInfo` with the run directory.
 
-    Raises: InputError for bad data or an unusable output directory; nothing
-    is written in that case.
+    Raises: InputError for bad data or an unusable output directory (checked
+    before the search, :func:`data.paths.check_output_dir`); nothing is written
+    in that case. If writing still fails at the end, the run directory is
+    written into a rescue directory and the InputError names it
+    (:func:`data.paths.write_or_rescue`).
     """
-    out = Path(cfg.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: exists and is not a directory (out, where run directories are created)")
+    out = check_output_dir(cfg.out, (cfg.data,), OUT_WHAT)
     train_t, valid_t = load_search_data(cfg)
     train, valid = EvalData.from_traces(train_t), EvalData.from_traces(valid_t)
     available = tuple(f for f in train.available if f in valid.available)
@@ -92,7 +96,7 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     started = datetime.now(timezone.utc)
     result = search(cfg, train, valid, features, on_generation=progress, should_stop=stop)
     data_info = dataset_info(cfg.data, train_t, valid_t)
-    run_dir = write_run(result, out, data_info, started, extra_files)
+    run_dir = write_or_rescue(lambda d: write_run(result, d, data_info, started, extra_files), out, OUT_WHAT, True)
     return RunInfo(run_dir, result, data_info)
 
 
@@ -182,7 +186,7 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
             features=result.features, fitness=cfg.fitness,
             metrics={"train": result.champion.train.to_dict(), "valid": result.champion.valid.to_dict()},
             provenance=provenance)
-        atomic_write_text(stage / "config.toml", to_toml(cfg) + seeded_comment(result))
+        atomic_write_text(stage / "config.toml", to_toml(cfg) + seeded_comment(result) + interrupted_comment(result))
         summary = {
             "run_dir": str(final), "created": created, "seed": cfg.seed, "fitness": cfg.fitness,
             "features": list(result.features), "generations_completed": result.generations,
@@ -274,7 +278,8 @@ def front_document(result: SearchResult) -> dict[str, Any]:
     """The ``front.json`` object of a ``pareto`` run.
 
     Keys: ``objectives`` (names and directions), ``gamma``, ``tv_cap``,
-    ``tv_budget``, ``champion`` (its expression), ``front``: one object per
+    ``tv_budget``, ``champion`` (its expression; with the warm start it may be
+    a seeded rule that is not on the front), ``front``: one object per
     member, ascending TV per token on train, with ``expression``, ``size``,
     ``depth``, ``objectives`` {``train``, ``valid``: {tokens_per_call,
     tv_per_token, size}}, ``speed_at_tv`` {``train``, ``valid``} (with

@@ -8,16 +8,17 @@ population therefore contains known rules as parsed expression trees:
 1. the candidates: the registered rules (:func:`heuristics.registry.rules`: the
    baselines and the default rule of every published family; promoted
    champions are left out, so a run does not depend on the contents of the
-   champions directory) and every grid member of every published family
-   (:func:`heuristics.registry.families`), one per distinct expression;
+   champions directory) and every grid member of every rule family
+   (:func:`heuristics.registry.families`: the published rules and the relaxed
+   rules inference engines ship), one per distinct expression;
 2. a candidate is skipped, and recorded with the reason, when it is not an
    expression (a function rule) or reads a feature that is not among the run's
    features (e.g. ``overlap`` on data without that column);
-3. all usable candidates are scored on train in one batched call
+3. all usable grid members are scored on train in one batched call
    (:class:`evolve.eval.population.PopulationEvaluator`, the run's evaluator
    settings) and the seeds are chosen by one mechanism, :func:`best_per_criterion`
    (for each criterion, the best grid member on train; ties go to the first in
-   registry and grid order):
+   family and grid order):
 
    * single objective (``acceptance_quality``, ``expected``, ``speed_at_tv``):
      one criterion, the run's objective (:func:`evolve.search.algorithms.score`),
@@ -183,13 +184,15 @@ def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gam
     groups: list[str] = []
     for family in families().values():
         members = [rule for _, rule in family.rules()]
-        why = next((w for w in (unusable(r, features) for r in members) if w is not None), None)
-        if why is not None:
-            warm.skipped.append(Skipped(f"family {family.name}", f"its grid {why}"))
-            continue
-        for rule in members:
-            grid.append(rule)
-            groups.append(family.name if cfg.fitness != "pareto" else "all families")
+        reasons = [unusable(r, features) for r in members]
+        bad = [w for w in reasons if w is not None]
+        if bad:
+            count = "every grid member" if len(bad) == len(members) else f"{len(bad)} of {len(members)} grid members"
+            warm.skipped.append(Skipped(f"family {family.name}", f"{count}: {bad[0]}"))
+        for rule, why in zip(members, reasons):
+            if why is None:
+                grid.append(rule)
+                groups.append(family.name if cfg.fitness != "pareto" else "all families")
     scorer = PopulationEvaluator(train, cfg.acceptance_quality_fitness(), gamma=gamma, cache_size=0)
     metrics = scorer.evaluate(grid) if grid else []
     chosen: list[Seed] = []

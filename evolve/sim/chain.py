@@ -16,7 +16,10 @@ One target call (a *block*) at position t, on the synthetic models of
    clamped to [0, 1], as the evaluator does);
 3. accept x_k iff u_k < tau_k, left to right; at the first rejection emit a
    token from the residual norm(max(0, p - q*tau)) and end the block; if all
-   gamma are accepted, emit a bonus token from p at position t + gamma.
+   gamma are accepted, emit a bonus token from p at position t + gamma. That is
+   token-wise verification; block verification and FLy decide the kept prefix
+   and the residual differently from the same drafts and uniforms
+   (:mod:`evolve.sim.verification`).
 
 The residual takes tau of every vocabulary token at the rejected position: a
 token v was already emitted by acceptance with probability q(v) tau(v), so
@@ -36,8 +39,8 @@ shared by the kernels (Numba folds the members into constants) and the Python
 side: :class:`Feature` (feature matrices, the order of
 :data:`evolve.gp.primitives.FEATURES`), :class:`Stat` (per-sequence
 statistics), :class:`Record` (one drafted token's record: the features, then
-r, u, tau, accepted, tested, block) and :class:`BlockStat` (one block's
-record). ``N_*`` are the row lengths; the flat names ``S_*``,
+r, u, tau, accepted, tested, block, block_residual_mass) and
+:class:`BlockStat` (one block's record). ``N_*`` are the row lengths; the flat names ``S_*``,
 ``R_*``, ``B_*`` are the same members.
 
 Randomness: the decoding (drafted tokens, u, residual and bonus samples) uses a
@@ -53,11 +56,16 @@ from enum import IntEnum
 import numpy as np
 from numba import njit, prange
 
+from data.synth.block_columns import target_rank
 from data.synth.rng import next_double, sample_index, sample_normalised, seed_state
 from evolve.eval.layouts import record_layout, record_size
 from evolve.eval.reference import eval_rows
 from evolve.gp.primitives import FEATURES
 from evolve.sim.models import STREAM_DECODE, position_pair, start_buffers, target_at
+from evolve.sim.verification import (
+    VERIFY_BLOCK, VERIFY_FLY, block_accept, block_masses, block_residual, block_stops, fly_accept, fly_expected,
+    topk_entropy,
+)
 
 
 @record_layout
@@ -74,6 +82,7 @@ class Feature(IntEnum):
     DRAFT_TOP_PROB = 7
     TARGET_TOP_PROB = 8
     OVERLAP = 9
+    TARGET_RANK = 10
 
 
 # The layouts are compile-time constants of cached kernels, which Numba re-compiles only when this
@@ -92,9 +101,9 @@ class Stat(IntEnum):
     EMITTED = 1        # tokens emitted by all blocks (not truncated at the length)
     ACCEPTED = 2       # drafted tokens accepted
     DRAFTED = 3        # drafted tokens (gamma per block)
-    ANALYTIC = 4       # sum over blocks of 1 + sum_k prod_{i<=k} tau_i
-    TV_EXPECTED = 5    # sum over blocks of sum_k prod_{i<k} tau_i max(0, tau_k - r_k)
-    TV_COUNT = 6       # accepted drafted tokens with r <= u < tau
+    ANALYTIC = 4       # sum over blocks of their expected tokens (token-wise: 1 + sum_k prod_{i<=k} tau_i)
+    TV_EXPECTED = 5    # sum over blocks of their expected damage (token-wise: see BlockStat.TV_EXPECTED)
+    TV_COUNT = 6       # accepted drafted tokens with r <= u (lossy rules, FLy's deferrals; 0 for block verification)
     DRAFT_STEPS = 7    # sequential draft steps
     LENGTH = 8         # tokens asked for
     SUM_TAU = 9        # sum of tau over all drafted tokens
@@ -114,6 +123,7 @@ class Record(IntEnum):
     ACCEPTED = N_FEATURES + 3  # 1 if accepted
     TESTED = N_FEATURES + 4    # 1 if the acceptance test ran (depth <= first rejection)
     BLOCK = N_FEATURES + 5     # index of the block (target call) in the sequence
+    RESIDUAL_MASS = N_FEATURES + 6  # block_residual_mass (NaN at depth gamma - 1)
 
 
 N_RECORD = N_FEATURES + len(Record)
@@ -124,9 +134,9 @@ class BlockStat(IntEnum):
     """One block's record (float64 rows of length ``N_BLOCK_RECORD``)."""
 
     TOKENS = 0       # realized tokens emitted
-    ANALYTIC = 1     # 1 + sum_k prod_{i<=k} tau_i
-    TV_COUNT = 2     # accepted drafted tokens with r <= u < tau
-    TV_EXPECTED = 3  # sum_k prod_{i<k} tau_i max(0, tau_k - r_k)
+    ANALYTIC = 1     # expected tokens given the drafts (token-wise: 1 + sum_k prod_{i<=k} tau_i; see _verify)
+    TV_COUNT = 2     # accepted drafted tokens with r <= u
+    TV_EXPECTED = 3  # expected damage given the drafts (token-wise: sum_k prod_{i<k} tau_i max(0, tau_k - r_k))
 
 
 N_BLOCK_RECORD = record_size(BlockStat)
@@ -134,11 +144,12 @@ N_BLOCK_RECORD = record_size(BlockStat)
 # Flat names of the same members (unpacking fails at import if a layout gains a member).
 (S_CALLS, S_EMITTED, S_ACCEPTED, S_DRAFTED, S_ANALYTIC, S_TV_EXPECTED, S_TV_COUNT, S_DRAFT_STEPS, S_LENGTH,
  S_SUM_TAU, S_ROWS) = Stat
-R_R, R_U, R_TAU, R_ACCEPTED, R_TESTED, R_BLOCK = Record
+R_R, R_U, R_TAU, R_ACCEPTED, R_TESTED, R_BLOCK, R_RESIDUAL_MASS = Record
 B_TOKENS, B_ANALYTIC, B_TV_COUNT, B_TV_EXPECTED = BlockStat
 
 RESIDUAL_BEST = 0
 RESIDUAL_BROKEN_FROM_P = 1  # deliberately wrong (tests only): sample from p after a rejection
+RESIDUAL_TOKENWISE = 2      # deliberately wrong (tests only): block verification's residual without P_tau
 
 
 @njit(cache=True)
@@ -161,6 +172,17 @@ def _window(buf, window_len, position, out):
 
 
 @njit(cache=True)
+def _target_ranks(p, out):
+    """out[v] = target_rank of token v: the number of tokens with a strictly larger p (ties share a rank)."""
+    order = np.argsort(-p)
+    rank = 0
+    for j in range(p.shape[0]):
+        if j > 0 and p[order[j]] < p[order[j - 1]]:
+            rank = j
+        out[order[j]] = rank
+
+
+@njit(cache=True)
 def _residual_sample(rng, ops, args, consts, p, q, feats, XV, stack, resid, mode):
     """Token after a rejection: from norm(max(0, p - q*tau)) with tau of every token (see module doc).
 
@@ -172,13 +194,14 @@ def _residual_sample(rng, ops, args, consts, p, q, feats, XV, stack, resid, mode
     if mode == RESIDUAL_BROKEN_FROM_P:
         return sample_index(rng, p)
     for f in range(N_FEATURES):
-        if f != Feature.DRAFT_PROB and f != Feature.TARGET_PROB:
+        if f != Feature.DRAFT_PROB and f != Feature.TARGET_PROB and f != Feature.TARGET_RANK:
             val = feats[f]
             for v in range(V):
                 XV[f, v] = val
     for v in range(V):
         XV[Feature.DRAFT_PROB, v] = q[v]
         XV[Feature.TARGET_PROB, v] = p[v]
+    _target_ranks(p, XV[Feature.TARGET_RANK])
     eval_rows(ops, args, consts, XV, 0, V, stack)
     for v in range(V):
         resid[v] = max(0.0, p[v] - q[v] * _clamp_tau(stack[0, v]))
@@ -188,13 +211,51 @@ def _residual_sample(rng, ops, args, consts, p, q, feats, XV, stack, resid, mode
     return y
 
 
+@njit(cache=True)
+def _verify(verify, P, target_prob, r, tau, uu, gamma, fly_window, fly_threshold, fly_top_k, weights, masses, h,
+            native, gate, deferred, mass, nxt):
+    """One block's verification (:mod:`evolve.sim.verification`): (accepted, analytic tokens, expected TV).
+
+    ``tau`` (gamma,) the rule's clamped thresholds, ``r`` min(1, p/q), ``uu`` the
+    uniforms; block verification needs ``weights``, ``masses`` from
+    :func:`evolve.sim.verification.block_masses` and writes ``h``; the rest is scratch.
+    Token-wise: analytic = 1 + sum_k prod_{i<=k} tau_i, expected TV =
+    sum_k prod_{i<k} tau_i max(0, tau_k - r_k); block: 1 + E[tau], 0; FLy: 1 + E[kept],
+    E[deferred acceptances] (:func:`evolve.sim.verification.fly_expected`).
+    """
+    if verify == VERIFY_BLOCK:
+        e_tau = block_stops(weights, masses, gamma, h)
+        return block_accept(h, uu, gamma), 1.0 + e_tau, 0.0
+    if verify == VERIFY_FLY:
+        for k in range(gamma):
+            native[k] = uu[k] < tau[k]
+            gate[k] = (k + fly_window < gamma and target_prob[k] > 0.0
+                       and topk_entropy(P[k], fly_top_k) >= fly_threshold)
+        e_kept, e_deferred = fly_expected(tau, gate, gamma, fly_window, mass, nxt)
+        return fly_accept(native, gate, gamma, fly_window, deferred), 1.0 + e_kept, e_deferred
+    reach = 1.0
+    analytic = 1.0
+    tv_exp = 0.0
+    for k in range(gamma):
+        tv_exp += reach * max(0.0, tau[k] - r[k])
+        reach *= tau[k]
+        analytic += reach
+    accepted = gamma
+    for k in range(gamma):
+        if uu[k] >= tau[k]:
+            accepted = k
+            break
+    return accepted, analytic, tv_exp
+
+
 # ---------------------------------------------------------------------------------------------
 # The chain decode loop
 # ---------------------------------------------------------------------------------------------
 
 @njit(cache=True)
 def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params, log_rank,
-              ops, args, consts, stack_size, residual_mode, stats, rows, blocks):
+              ops, args, consts, stack_size, residual_mode, verify, fly_window, fly_threshold, fly_top_k,
+              stats, rows, blocks):
     """Chain speculative decoding of ``length`` tokens from position ``t0`` (module doc).
 
     Args:
@@ -204,7 +265,10 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
         dpath: float64 (t0 + length + gamma + 2,); ``dpath[s + 1]`` is the difficulty of
             position s; ``dpath[t0]`` must hold d_{t0-1}.
         gamma: draft length >= 1; ops, args, consts, stack_size: the rule's compiled program.
-        residual_mode: :data:`RESIDUAL_BEST` (correct) or :data:`RESIDUAL_BROKEN_FROM_P` (tests).
+        residual_mode: :data:`RESIDUAL_BEST` (correct), :data:`RESIDUAL_BROKEN_FROM_P` or
+            :data:`RESIDUAL_TOKENWISE` (deliberately wrong, for tests).
+        verify: :data:`evolve.sim.verification.VERIFY_TOKEN`, ``VERIFY_BLOCK`` or ``VERIFY_FLY``;
+            fly_window (int), fly_threshold (nats), fly_top_k (int): FLy's parameters.
         stats: float64 (N_STATS,) accumulated in place (columns: :class:`Stat`).
         rows: float64 (R, N_RECORD) records of every drafted token while R allows (else (0, N_RECORD)).
         blocks: float64 (B, N_BLOCK_RECORD) per-block records while B allows.
@@ -225,6 +289,14 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
     tau = np.empty(gamma)
     r = np.empty(gamma)
     uu = np.empty(gamma)
+    weights = np.empty(gamma)
+    masses = np.full(gamma, np.nan)
+    h = np.empty(gamma)
+    native = np.zeros(gamma, dtype=np.bool_)
+    gate = np.zeros(gamma, dtype=np.bool_)
+    deferred = np.zeros(gamma, dtype=np.bool_)
+    mass = np.empty(gamma + 1)
+    nxt = np.empty(gamma + 1)
     t = t0
     end = t0 + length
     n_rows = int(stats[Stat.ROWS])
@@ -249,29 +321,24 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
             X[Feature.DRAFT_TOP_PROB, k] = tq
             X[Feature.TARGET_TOP_PROB, k] = tp
             X[Feature.OVERLAP, k] = ov
+            X[Feature.TARGET_RANK, k] = target_rank(P[k], x)
             r[k] = min(1.0, P[k, x] / Q[k, x])
         eval_rows(ops, args, consts, X, 0, gamma, stack)
-        reach = 1.0
-        analytic = 1.0
-        tv_exp = 0.0
         for k in range(gamma):
-            tk = _clamp_tau(stack[0, k])
-            tau[k] = tk
-            stats[Stat.SUM_TAU] += tk
-            tv_exp += reach * max(0.0, tk - r[k])
-            reach *= tk
-            analytic += reach
+            tau[k] = _clamp_tau(stack[0, k])
+            stats[Stat.SUM_TAU] += tau[k]
         for k in range(gamma):  # every depth's u is drawn, so untested rows have one too
             uu[k] = next_double(rng)
-        accepted = gamma
-        for k in range(gamma):
-            if uu[k] >= tau[k]:
-                accepted = k
-                break
-        tv_count = 0
-        for k in range(accepted):
-            if uu[k] >= r[k]:
-                tv_count += 1
+        if verify == VERIFY_BLOCK or n_rows < rows.shape[0]:
+            block_masses(P, Q, X[Feature.TARGET_PROB], X[Feature.DRAFT_PROB], gamma, weights, masses)
+        accepted, analytic, tv_exp = _verify(verify, P, X[Feature.TARGET_PROB], r, tau, uu, gamma, fly_window,
+                                             fly_threshold, fly_top_k, weights, masses, h, native, gate, deferred,
+                                             mass, nxt)
+        tv_count = 0  # accepted with u >= r: damage of a lossy rule or of FLy (block verification has none)
+        if verify != VERIFY_BLOCK:
+            for k in range(accepted):
+                if uu[k] >= r[k]:
+                    tv_count += 1
         for k in range(gamma):
             if n_rows >= rows.shape[0]:
                 break
@@ -283,12 +350,20 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
             rows[n_rows, Record.ACCEPTED] = 1.0 if k < accepted else 0.0
             rows[n_rows, Record.TESTED] = 1.0 if k <= accepted else 0.0
             rows[n_rows, Record.BLOCK] = stats[Stat.CALLS]
+            rows[n_rows, Record.RESIDUAL_MASS] = masses[k]
             n_rows += 1
         if accepted < gamma:
             k = accepted
-            for f in range(N_FEATURES):
-                feats[f] = X[f, k]
-            y = _residual_sample(rng, ops, args, consts, P[k], Q[k], feats, XV, stack, resid, residual_mode)
+            if verify == VERIFY_BLOCK:  # norm(max(0, P_tau p - q)) at the first depth not kept
+                weight = 1.0 if k == 0 or residual_mode == RESIDUAL_TOKENWISE else weights[k - 1]
+                block_residual(weight, P[k], Q[k], resid)
+                y = sample_normalised(rng, resid)
+                if y < 0:
+                    y = sample_index(rng, P[k])
+            else:
+                for f in range(N_FEATURES):
+                    feats[f] = X[f, k]
+                y = _residual_sample(rng, ops, args, consts, P[k], Q[k], feats, XV, stack, resid, residual_mode)
             buf[window_len + t + k] = y
         if accepted == gamma:  # bonus token from p at position t + gamma
             pos = t + gamma
@@ -338,7 +413,8 @@ def autoregressive_run(model_seed, rng, buf, dpath, t0, length, window_len, para
 
 @njit(cache=True, parallel=True)
 def chain_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, gamma, params, log_rank, ops, args,
-                consts, stack_size, residual_mode, stats_out, tokens_out, rows_out, blocks_out):
+                consts, stack_size, residual_mode, verify, fly_window, fly_threshold, fly_top_k, stats_out, tokens_out,
+                rows_out, blocks_out):
     """Independent chain decodes (jobs), in parallel; each job's output depends only on its inputs.
 
     Job j decodes ``lengths[j]`` tokens from position ``t0s[j]`` after the context
@@ -346,7 +422,7 @@ def chain_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, g
     decoding stream (decode_seed, keys[j], STREAM_DECODE). Outputs per job:
     ``stats_out[j]`` (J, N_STATS), the first tokens ``tokens_out[j]`` (J, T; T may be 0),
     records ``rows_out[j]`` (J, R, N_RECORD) and ``blocks_out[j]`` (J, B, N_BLOCK_RECORD)
-    (R, B may be 0); see :func:`chain_run`.
+    (R, B may be 0); see :func:`chain_run` (also for ``verify`` and FLy's parameters).
     """
     for j in prange(keys.shape[0]):
         K = windows.shape[1]
@@ -354,7 +430,8 @@ def chain_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, g
         buf, dpath = start_buffers(windows[j], t0, d_prevs[j], lengths[j] + gamma + 1)
         rng = seed_state(decode_seed, keys[j], STREAM_DECODE)
         chain_run(model_seed, rng, buf, dpath, t0, lengths[j], gamma, K, params, log_rank, ops, args, consts,
-                  stack_size, residual_mode, stats_out[j], rows_out[j], blocks_out[j])
+                  stack_size, residual_mode, verify, fly_window, fly_threshold, fly_top_k, stats_out[j], rows_out[j],
+                  blocks_out[j])
         for k in range(min(tokens_out.shape[1], lengths[j])):
             tokens_out[j, k] = buf[K + t0 + k]
 

@@ -31,6 +31,16 @@ Over the blocks of a run, with tau_k, r_k = min(1, p(x_k)/q(x_k)) at depth k:
   position P(accept x with r(x) <= u < tau(x)) = sum_x max(0, q(x)tau(x) - p(x))
   = the TV between the rule's output and p, so both estimate the same damage
   per emitted token.
+
+These are token-wise verification's. Block verification and FLy
+(:mod:`evolve.sim.verification`, argument ``verification``) run on the same
+drafts and uniforms; their analytic tokens per call are the block's expected
+tokens given its drafts under that verification (block: 1 + E[tau] from the
+stopping probabilities; FLy: 1 + E[kept tokens]); block verification's damage
+is 0 (tv_expected = tv_empirical = 0), FLy's tv_expected is its expected number
+of deferred acceptances and tv_empirical the realized ones (accepted with
+u >= r), per emitted token. :func:`context_damage` measures the damage at
+fixed contexts, where it is exactly the first emitted token's TV from p.
 """
 from __future__ import annotations
 
@@ -44,10 +54,11 @@ from data.errors import InputError
 from evolve.eval.evaluator import DEFAULT_COST_RATIO
 from evolve.gp.primitives import FEATURES
 from evolve.sim.chain import (
-    N_BLOCK_RECORD, N_RECORD, N_STATS, RESIDUAL_BEST, RESIDUAL_BROKEN_FROM_P, Record, Stat, autoregressive_batch,
-    chain_batch,
+    N_BLOCK_RECORD, N_RECORD, N_STATS, RESIDUAL_BEST, RESIDUAL_BROKEN_FROM_P, RESIDUAL_TOKENWISE, Feature, Record,
+    Stat, autoregressive_batch, chain_batch,
 )
-from evolve.sim.models import Context, SyntheticModel, context_jobs, sequence_jobs
+from evolve.sim.models import Context, SyntheticModel, context_jobs, random_context, sequence_jobs
+from evolve.sim.verification import TOKEN, Verification
 
 #: Largest draft length the simulator accepts.
 MAX_GAMMA = 64
@@ -81,6 +92,34 @@ def check_gamma_range(gamma) -> int:
     return int(gamma)
 
 
+def is_standard(rule) -> bool:
+    """Whether ``rule`` compiles to the standard rule's program min(1, p/q) (any name)."""
+    from heuristics.contract import STANDARD_RULE
+    return all(np.array_equal(a, b) for a, b in zip(rule_program(rule), rule_program(STANDARD_RULE)))
+
+
+def check_verification(verification: Verification, rule, gamma: int) -> Verification:
+    """``verification`` validated for draft length ``gamma`` and ``rule``; returns it.
+
+    Block verification and FLy replace the standard per-token test, so they
+    take the standard rule only (:mod:`evolve.sim.verification`).
+    Raises: InputError naming the value (see :meth:`Verification.check`) or the rule.
+    """
+    if not isinstance(verification, Verification):
+        raise InputError(f"verification: expected a Verification (value {verification!r})")
+    verification.check(gamma)
+    if verification.kind != "token" and not is_standard(rule):
+        raise InputError(f"rule '{getattr(rule, 'name', '?')}': verification '{verification.kind}' replaces the "
+                         "per-token test min(1, p/q) and is defined for the standard rule only (standard_rejection)")
+    return verification
+
+
+def _verify_args(verification: Verification, gamma: int) -> tuple[int, int, float, int]:
+    """The kernels' (verify, fly_window, fly_threshold, fly_top_k)."""
+    return (verification.code, verification.window(gamma) if verification.kind == "fly" else 0,
+            float(verification.fly_threshold), int(verification.fly_top_k))
+
+
 def check_cost_ratio(c) -> float:
     """Validated cost ratio (finite, >= 0). Raises InputError naming ``--cost-ratio``."""
     if isinstance(c, bool) or not isinstance(c, (int, float, np.integer, np.floating)) \
@@ -95,7 +134,7 @@ class ChainResult:
 
     ``stats`` is float64 (N_STATS,) summed over sequences (columns: :class:`evolve.sim.chain.Stat`);
     ``autoregressive_calls`` the baseline's total target calls; ``per_sequence``
-    float64 (sequences, N_STATS) the statistics of each sequence.
+    float64 (sequences, N_STATS) the statistics of each sequence; ``verification`` the mode.
     """
 
     length: int
@@ -105,6 +144,7 @@ class ChainResult:
     stats: np.ndarray
     autoregressive_calls: float
     per_sequence: np.ndarray | None = None
+    verification: Verification = TOKEN
 
     @property
     def target_calls(self) -> float:
@@ -128,7 +168,7 @@ class ChainResult:
 
     @property
     def analytic_tokens_per_call(self) -> float:
-        """Mean over the simulated blocks of 1 + sum_k prod_{i<=k} tau_i (module doc)."""
+        """Mean over the simulated blocks of their expected tokens given the drafts (module doc)."""
         return float(self.stats[Stat.ANALYTIC] / self.stats[Stat.CALLS])
 
     @property
@@ -148,12 +188,12 @@ class ChainResult:
 
     @property
     def tv_expected(self) -> float:
-        """Reach-weighted expected TV per emitted token (module doc): sum of block TVs / sum of analytic tokens."""
+        """Expected damage per emitted token (module doc): sum of block TVs / sum of analytic tokens."""
         return float(self.stats[Stat.TV_EXPECTED] / self.stats[Stat.ANALYTIC])
 
     @property
     def tv_empirical(self) -> float:
-        """Drafted tokens accepted with r <= u < tau per emitted token (module doc)."""
+        """Drafted tokens accepted with u >= r per emitted token (module doc)."""
         return float(self.stats[Stat.TV_COUNT] / self.stats[Stat.EMITTED])
 
     @property
@@ -163,7 +203,7 @@ class ChainResult:
 
 
 def simulate_chain(model: SyntheticModel, rule, lengths, samples: int, gamma: int,
-                   cost_ratio: float = DEFAULT_COST_RATIO) -> list[ChainResult]:
+                   cost_ratio: float = DEFAULT_COST_RATIO, verification: Verification = TOKEN) -> list[ChainResult]:
     """Chain speculative decoding and the autoregressive baseline for every length (module doc).
 
     Args:
@@ -171,20 +211,25 @@ def simulate_chain(model: SyntheticModel, rule, lengths, samples: int, gamma: in
         rule: expression rule, champion or Program (:func:`rule_program`).
         lengths: generation lengths (ints >= 1); samples: sequences per length (>= 1).
         gamma: draft length; cost_ratio: draft step cost c.
+        verification: token-wise (default), block verification or FLy
+            (:mod:`evolve.sim.verification`; the last two with the standard rule only).
 
     Returns: one :class:`ChainResult` per length, in order. Sequence i of
     length L starts from its own prompt (key job_key(L, i)), the same for the
-    baseline. Raises InputError for bad options or a function rule.
+    baseline, and the same drafts and uniforms feed every verification mode
+    until their outputs differ. Raises InputError for bad options or a function rule.
     """
     gamma = check_gamma_range(gamma)
     cost_ratio = check_cost_ratio(cost_ratio)
+    check_verification(verification, rule, gamma)
     ops, args, consts, ss = rule_program(rule)
     lengths = [int(x) for x in lengths]
     jobs = sequence_jobs(model, lengths, samples)
     J = jobs["keys"].size
     out = np.zeros((J, N_STATS))
     chain_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"], jobs["lengths"],
-                gamma, model.params, model.log_rank, ops, args, consts, ss, RESIDUAL_BEST, out,
+                gamma, model.params, model.log_rank, ops, args, consts, ss, RESIDUAL_BEST,
+                *_verify_args(verification, gamma), out,
                 np.zeros((J, 0), np.int64), np.zeros((J, 0, N_RECORD)), np.zeros((J, 0, N_BLOCK_RECORD)))
     ar = autoregressive_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"],
                               jobs["lengths"], model.params, model.log_rank, False, np.zeros((J, 0), np.int64))
@@ -192,46 +237,89 @@ def simulate_chain(model: SyntheticModel, rule, lengths, samples: int, gamma: in
     for i, length in enumerate(lengths):
         sl = slice(i * samples, (i + 1) * samples)
         results.append(ChainResult(length, samples, gamma, cost_ratio, out[sl].sum(axis=0), float(ar[sl].sum()),
-                                   out[sl].copy()))
+                                   out[sl].copy(), verification))
     return results
 
 
 def chain_at_context(model: SyntheticModel, rule, context: Context, n: int, gamma: int, n_tokens: int = 1,
-                     seed: int = 0, _broken_residual: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                     seed: int = 0, _broken_residual: bool = False,
+                     verification: Verification = TOKEN) -> tuple[np.ndarray, np.ndarray]:
     """``n`` independent speculative decodes of ``n_tokens`` tokens from one fixed context.
 
     Returns: (tokens int64 (n, n_tokens), first_rows float64 (n, N_RECORD)):
     the emitted tokens, and the record of each decode's first drafted token
-    (FEATURES, then r, u, tau, accepted, tested, block). ``_broken_residual``
-    (tests only) samples from p instead of the residual after a rejection.
+    (FEATURES, then r, u, tau, accepted, tested, block, block_residual_mass).
+    ``_broken_residual`` (tests only) uses a deliberately wrong residual after a
+    rejection: p itself (token-wise), or norm(max(0, p - q)) without the block
+    weight (block verification).
     """
     gamma = check_gamma_range(gamma)
+    check_verification(verification, rule, gamma)
     ops, args, consts, ss = rule_program(rule)
     jobs = context_jobs(context, int(n), int(n_tokens))
     tokens = np.zeros((n, n_tokens), dtype=np.int64)
     rows = np.zeros((n, 1, N_RECORD))
-    mode = RESIDUAL_BROKEN_FROM_P if _broken_residual else RESIDUAL_BEST
+    broken = RESIDUAL_TOKENWISE if verification.kind == "block" else RESIDUAL_BROKEN_FROM_P
+    mode = broken if _broken_residual else RESIDUAL_BEST
     chain_batch(model.useed, np.uint64(seed), jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"],
                 jobs["lengths"], gamma, model.params, model.log_rank, ops, args, consts, ss, mode,
-                np.zeros((n, N_STATS)), tokens, rows, np.zeros((n, 0, N_BLOCK_RECORD)))
+                *_verify_args(verification, gamma), np.zeros((n, N_STATS)), tokens, rows,
+                np.zeros((n, 0, N_BLOCK_RECORD)))
     return tokens, rows[:, 0, :]
 
 
+#: Fixed contexts and decodes per context of :func:`context_damage` (the simulate command's defaults).
+DAMAGE_CONTEXTS = 8
+DAMAGE_DRAWS = 2000
+
+
+def context_damage(model: SyntheticModel, rule, gamma: int, verification: Verification = TOKEN,
+                   contexts: int = DAMAGE_CONTEXTS, draws: int = DAMAGE_DRAWS, position: int = 12) -> np.ndarray:
+    """Empirical damage at fixed contexts: the first emitted token's total variation from p, per context.
+
+    ``contexts`` random contexts (:func:`evolve.sim.models.random_context` keys
+    0..contexts-1 at ``position``), ``draws`` one-token decodes from each
+    (:func:`chain_at_context`). At a fixed context the first emitted token
+    exceeds p exactly on the drafted tokens accepted with u >= r: for a
+    per-token rule with the best residual its TV from p is
+    sum_x max(0, q(x) tau(x) - p(x)) = P(accept with r <= u < tau); for FLy the
+    same holds with the deferred acceptances (:mod:`evolve.sim.verification`).
+    So the fraction of decodes whose first drafted token was accepted with
+    u >= r estimates the TV without the upward bias of a histogram. Block
+    verification is lossless (its output is p; tests check it), so its damage is 0.
+
+    Returns: float64 (contexts,) the estimated TV at each context.
+    Raises: InputError as :func:`chain_at_context`.
+    """
+    check_verification(verification, rule, check_gamma_range(gamma))
+    if verification.kind == "block":
+        return np.zeros(int(contexts))
+    out = np.empty(int(contexts))
+    for c in range(int(contexts)):
+        _, rows = chain_at_context(model, rule, random_context(model, key=c, position=position), int(draws), gamma,
+                                   seed=c, verification=verification)
+        out[c] = float(np.mean((rows[:, Record.ACCEPTED] > 0.5) & (rows[:, Record.U] >= rows[:, Record.R])))
+    return out
+
+
 def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma: int,
-                 key0: int = 0) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+                 key0: int = 0, verification: Verification = TOKEN) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """Record a chain decoding run as a schema-valid trace split, plus per-block records.
 
     Every drafted token (including those after a block's rejection) becomes a
     row as in the vocabulary generator: draft_index 0..gamma-1 consecutive per
     block, rand_value = the u the decode loop drew (a fresh one for untested
-    tokens), baseline_accepts = rand_value < min(1, p/q). So
-    :func:`evolve.eval.evaluator.evaluate` on the frame with ``gamma`` reproduces the
-    run's analytic tokens per call and tv_expected.
+    tokens), baseline_accepts = rand_value < min(1, p/q), target_rank and
+    block_residual_mass (:mod:`data.synth.block_columns`, NaN at depth gamma - 1).
+    So :func:`evolve.eval.evaluator.evaluate` on the frame with ``gamma`` reproduces
+    the run's analytic tokens per call and tv_expected (token-wise), and block
+    verification's record-level formula reproduces its analytic tokens per call.
 
     Returns: (frame, tau float64 (n,) the thresholds the loop used, blocks
     float64 (calls, N_BLOCK_RECORD): realized tokens, analytic tokens, TV count, expected TV).
     """
     gamma = check_gamma_range(gamma)
+    check_verification(verification, rule, gamma)
     ops, args, consts, ss = rule_program(rule)
     length = int(length)
     jobs = sequence_jobs(model, [length], int(sequences), int(key0))
@@ -240,8 +328,8 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
     rows = np.zeros((J, length * gamma, N_RECORD))
     blocks = np.zeros((J, length, N_BLOCK_RECORD))
     chain_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"], jobs["lengths"],
-                gamma, model.params, model.log_rank, ops, args, consts, ss, RESIDUAL_BEST, stats,
-                np.zeros((J, 0), np.int64), rows, blocks)
+                gamma, model.params, model.log_rank, ops, args, consts, ss, RESIDUAL_BEST,
+                *_verify_args(verification, gamma), stats, np.zeros((J, 0), np.int64), rows, blocks)
     frames, taus, blocks_all = [], [], []
     for s in range(J):
         n = int(stats[s, Stat.ROWS])
@@ -249,6 +337,8 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
         frame = {f: r[:, i] for i, f in enumerate(FEATURES)}
         frame["position"] = frame["position"].astype(np.int64)
         frame["draft_index"] = frame["draft_index"].astype(np.int64)
+        frame["target_rank"] = r[:, Feature.TARGET_RANK].astype(np.int64)
+        frame["block_residual_mass"] = r[:, Record.RESIDUAL_MASS]
         frame["top_token_match"] = frame["top_token_match"] > 0.5
         frame["rand_value"] = r[:, Record.U]
         frame["baseline_accepts"] = r[:, Record.U] < np.minimum(1.0, frame["target_prob"] / frame["draft_prob"])

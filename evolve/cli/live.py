@@ -1,0 +1,66 @@
+"""``python benchmark.py live``: real speculative decoding with each rule on local models (:mod:`evolve.report.live`).
+
+The drafter and sampling options are those of ``generate_data.py harvest`` (:mod:`evolve.cli.harvest`), and the
+models are loaded the same way. torch and transformers (the optional extra ``models``) are imported only when the
+command runs. Options: docs/commands.md.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from data.harvest.config import DTYPES, HarvestConfig, parse_layer_list, parse_window
+from evolve.cli.errors import CliCommand
+from evolve.cli.output import echo_outputs
+from evolve.report.live import FORMATS, live_command
+
+
+@click.command("live", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--target", required=True, metavar="PATH",
+              help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
+@click.option("--draft", default=None, metavar="PATH",
+              help="Draft model (directory or .gguf) sharing the target's tokenizer.")
+@click.option("--draft-skip-layers", "skip_layers", default=None, metavar="LIST",
+              help="Self-speculation: the target skipping these 0-based decoder layers, e.g. '2,4,6-9'.")
+@click.option("--draft-window", "window", default=None, metavar="SINK,RECENT",
+              help="Self-speculation: the target attending only to the first SINK and the RECENT last tokens.")
+@click.option("--prompts", required=True, metavar="FILE",
+              help="Text file, one prompt per line (the tokenizer's chat template is applied when it has one).")
+@click.option("--rule", "rules", multiple=True, metavar="NAME",
+              help="Registered rule or promoted champion to decode with (repeatable).")
+@click.option("--champion", "champions", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Champion JSON file to decode with (repeatable; after the --rule rules).")
+@click.option("--gamma", default=5, show_default=True, type=int, help="Draft length (tokens per block).")
+@click.option("--max-new-tokens", default=64, show_default=True, type=int, help="Tokens generated per prompt.")
+@click.option("--temperature", default=1.0, show_default=True, type=float,
+              help="Sampling temperature of target and drafter (0 = greedy).")
+@click.option("--top-k", default=0, show_default=True, type=int, help="Top-k truncation of both models (0 = off).")
+@click.option("--top-p", default=1.0, show_default=True, type=float, help="Top-p truncation of both models (1 = off).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of every prompt's random stream.")
+@click.option("--dtype", default="float32", show_default=True, type=click.Choice(DTYPES),
+              help="Torch dtype the models run in (probabilities are always computed in float64).")
+@click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu or cuda.")
+@click.option("--threads", default=None, type=int, metavar="N", help="Torch CPU threads (default: torch's choice).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Output format [default: json for an --output ending in .json, else table].")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result to FILE (atomically) instead of stdout.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Say on stderr when a prompt is done.")
+def live(target, draft, skip_layers, window, prompts, rules, champions, gamma, max_new_tokens, temperature, top_k,
+         top_p, seed, dtype, device, threads, fmt, output, progress) -> None:
+    """Decode the prompts by speculative decoding with every rule and by plain decoding of the target; report
+    tokens per target call, wall-clock tokens/s and speedup, and the exact TV damage per emitted token."""
+    config = HarvestConfig(
+        target=target, prompts=prompts, draft=draft,
+        skip_layers=parse_layer_list(skip_layers) if skip_layers is not None else None,
+        window=parse_window(window) if window is not None else None,
+        gamma=gamma, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, dtype=dtype, device=device,
+        threads=threads, top_k=top_k, top_p=top_p)
+
+    def on_text(done: int, total: int) -> None:
+        if progress:
+            click.echo(f"live: {done}/{total} prompts done", err=True)
+
+    report, text = live_command(config, rules, champions, fmt, output, on_text)
+    echo_outputs(text, output, f"{len(report.rows)} rows", None)

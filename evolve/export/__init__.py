@@ -1,0 +1,12 @@
+"""Export acceptance rules to inference engines as standalone Python modules.
+
+``python -m evolve export CHAMPION --to numpy|torch`` (:mod:`evolve.cli.export`) writes a
+module that imports nothing but ``math`` and numpy (:mod:`evolve.export.numpy_module`) or
+torch (:mod:`evolve.export.torch_module`) and defines a batched
+``acceptance_threshold(**columns)``: the rule's threshold for every element of the given
+feature arrays, with the evaluator's exact semantics (protected operators, NaN or
+infinite thresholds -> 0, then clamped to [0, 1]). :mod:`evolve.export.straight_line`
+turns an expression into the straight-line code both targets print;
+:mod:`evolve.export.exporter` resolves a champion file or rule name and picks the target.
+The layout follows PySR's export modules (one module per target).
+"""

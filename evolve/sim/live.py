@@ -1,0 +1,269 @@
+"""Live speculative decoding on real models with any acceptance rule, and plain decoding to compare.
+
+The models, the drafters, the KV cache, the sampling distributions and the random streams
+are the harvester's (:mod:`data.harvest`: :func:`data.harvest.engine.build` loads them from
+a :class:`data.harvest.config.HarvestConfig`); only the acceptance test differs. One block of
+one text (:func:`live_block`), with p_d, q_d the target's and the drafter's distributions
+(float64 (V,)) at depth d = 0..k-1 of the block:
+
+1. the drafter proposes x_0..x_{k-1} (one uniform of the text's stream each);
+2. the target scores the context and the drafts in one pass (p_0..p_k);
+3. the rule's threshold of each drafted token, tau_d(x_d), is computed from the features of
+   the record the harvester would write for it (:func:`candidate_features`: draft_prob =
+   q_d(x), target_prob = p_d(x), position, draft_index d, the entropies, top probabilities,
+   overlap, top_token_match of the two whole distributions and target_rank of x under p_d),
+   by the evaluator (:func:`evolve.eval.evaluator.thresholds`; NaN or infinite -> 0, then
+   clamped to [0, 1]);
+4. x_d is accepted iff u_d < tau_d(x_d), left to right, with k fresh uniforms; at the first
+   rejection n the next token is drawn from the residual norm(max(0, p_n - q_n tau_n)), tau_n
+   evaluated for every token of the vocabulary at depth n (the residual that brings the output
+   closest to p: a token v was already emitted with probability q_n(v) tau_n(v)); after k
+   acceptances from p_k. One more uniform draws that token. The draws are in the harvester's
+   order, so with the standard rule a text is the harvester's text.
+
+Damage (:class:`LiveCounts`): at every verified depth the exact total-variation damage
+TV_d = sum_v max(0, q_d(v) tau_d(v) - p_d(v)), tau_d evaluated for all V tokens, is weighted
+as the evaluator weights TV per emitted token (:mod:`evolve.eval.evaluator`, Leviathan et al.
+2023, arXiv 2211.17192, section 3): tv_per_token = sum over blocks of sum_d prod_{i<d}
+tau_i(x_i) TV_d, divided by the sum over target calls of the expected tokens 1 + sum_d
+prod_{i<=d} tau_i(x_i). The evaluator's per-record term max(0, tau(x) - r(x)) has the
+expectation TV_d over x ~ q_d; here the sum over the vocabulary replaces it. The time these
+measurements take is kept out of the decoding time.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from data.errors import InputError
+from data.harvest.distributions import residual_distribution, sample_index
+from data.harvest.runner import BatchKV
+from data.schema import standard_threshold
+from evolve.eval.evaluator import EvalData, thresholds
+from evolve.gp.primitives import CORE_FEATURES, FEATURES
+
+_ROW = {f: i for i, f in enumerate(FEATURES)}
+#: Features :func:`candidate_features` computes (target_rank only when a rule reads it).
+COMPUTED: tuple[str, ...] = CORE_FEATURES + ("draft_index", "draft_top_prob", "target_top_prob", "overlap",
+                                             "target_rank")
+
+
+def rule_features(rule) -> tuple[str, ...]:
+    """Features a rule reads (an expression rule's terminals; the core ones plus declared extras for a
+    function rule). Raises InputError for a feature live decoding cannot compute."""
+    if rule.program is not None:
+        needed = tuple(rule.program.features)
+    else:
+        needed = tuple(CORE_FEATURES) + tuple(rule.extra_columns)
+    missing = [f for f in needed if f not in COMPUTED]
+    if missing:
+        raise InputError(f"rule '{rule.name}' reads '{missing[0]}', which live decoding does not compute "
+                         f"(it computes {', '.join(COMPUTED)})")
+    return needed
+
+
+def candidate_features(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: np.ndarray, start: int,
+                       tokens: np.ndarray, rank: bool = False) -> np.ndarray:
+    """Features of candidate tokens at each depth of a block, as the harvester's records hold them.
+
+    Args: ``p``, ``q`` float64 (k, V) target and draft distributions at depths 0..k-1;
+    ``p_ent``, ``q_ent`` float64 (k,) their entropies (nats); ``start`` the position (index in
+    the generated text) of depth 0; ``tokens`` int (k, m) the candidate ids of each depth;
+    ``rank``: compute target_rank (the number of tokens with a larger p; else its row is 0).
+    Returns: X float64 (len(FEATURES), k*m), column d*m + j for token ``tokens[d, j]``.
+    """
+    k, m = tokens.shape
+    d = np.repeat(np.arange(k), m)
+    x = tokens.reshape(-1)
+    X = np.zeros((len(FEATURES), k * m))
+    X[_ROW["draft_prob"]] = q[d, x]
+    X[_ROW["target_prob"]] = p[d, x]
+    X[_ROW["position"]] = start + d
+    X[_ROW["draft_entropy"]] = q_ent[d]
+    X[_ROW["target_entropy"]] = p_ent[d]
+    X[_ROW["top_token_match"]] = (q.argmax(axis=1) == p.argmax(axis=1))[d]
+    X[_ROW["draft_index"]] = d
+    X[_ROW["draft_top_prob"]] = q.max(axis=1)[d]
+    X[_ROW["target_top_prob"]] = p.max(axis=1)[d]
+    X[_ROW["overlap"]] = np.clip(np.minimum(p, q).sum(axis=1), 0.0, 1.0)[d]
+    if rank:
+        ordered = np.sort(p, axis=1)
+        X[_ROW["target_rank"]] = np.concatenate(
+            [p.shape[1] - np.searchsorted(ordered[i], p[i, tokens[i]], side="right") for i in range(k)])
+    return X
+
+
+def rule_thresholds(rule, X: np.ndarray, needed: Sequence[str]) -> np.ndarray:
+    """Thresholds float64 (n,) of ``rule`` over feature columns ``X`` (len(FEATURES), n), by the evaluator.
+
+    NaN or infinite thresholds become 0, then they are clamped to [0, 1] (the evaluator's semantics).
+    """
+    with np.errstate(all="ignore"):
+        r = standard_threshold(X[_ROW["target_prob"]], X[_ROW["draft_prob"]])
+    ones = np.ones(r.size)
+    available = tuple(f for f in FEATURES if f != "target_rank" or "target_rank" in needed)
+    raw = thresholds(rule, EvalData(X, r, ones, ones < r, available, source="live decoding"))
+    return np.where(np.isfinite(raw), np.clip(raw, 0.0, 1.0), 0.0)
+
+
+@dataclass
+class LiveCounts:
+    """Totals of live decoding with one rule (or plain decoding: no drafts, no damage).
+
+    ``tokens`` emitted, ``target_calls`` target passes after the prefill, ``seconds`` decoding wall
+    time (prefill included, damage measurement excluded), ``expected_tokens`` and ``block_tv``
+    the sums of the module doc's tokens-per-call and TV terms.
+    """
+
+    tokens: int = 0
+    target_calls: int = 0
+    seconds: float = 0.0
+    expected_tokens: float = 0.0
+    block_tv: float = 0.0
+
+    def add(self, other: "LiveCounts") -> None:
+        """Add ``other``'s totals to these."""
+        for name in ("tokens", "target_calls", "seconds", "expected_tokens", "block_tv"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    @property
+    def tokens_per_call(self) -> float:
+        """Emitted tokens per target call."""
+        return self.tokens / self.target_calls if self.target_calls else float("nan")
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Emitted tokens per second of decoding."""
+        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def tv_per_token(self) -> float:
+        """Reach-weighted exact TV per emitted token (module doc)."""
+        return self.block_tv / self.expected_tokens if self.expected_tokens > 0 else 0.0
+
+
+def live_block(engine, batch, k: int, rule, needed: Sequence[str], counts: LiveCounts) -> list[int]:
+    """One speculation block of row 0 of ``batch`` with up to ``k`` drafts (the module doc's steps).
+
+    Advances the row's context and caches and adds the block's call, tokens and damage terms to
+    ``counts`` (the damage measurement's time is subtracted from ``counts.seconds``). Returns the
+    emitted tokens.
+    """
+    state, kv = batch.rows[0], batch.kv
+    drafts, q, q_ent = engine.drafter.propose(engine, batch, [k])[0]
+    k, L = len(drafts), len(state.ctx)
+    logits = engine.run(kv, [state.ctx[kv.lengths[0]:] + drafts], k + 1)
+    p, p_ent = engine.distributions(logits[0, logits.shape[1] - k - 1:])
+    u, u_next = state.rng.random(k), state.rng.random()
+    start, rank = L - state.prompt_len, "target_rank" in needed
+    tau_x = rule_thresholds(rule, candidate_features(p[:k], q, p_ent[:k], q_ent, start,
+                                                     np.asarray(drafts)[:, None], rank), needed)
+    rejected = np.flatnonzero(u >= tau_x)
+    n = int(rejected[0]) if rejected.size else k
+    if n < k:
+        tau_n = rule_thresholds(rule, candidate_features(p[n:n + 1], q[n:n + 1], p_ent[n:n + 1], q_ent[n:n + 1],
+                                                         start + n, np.arange(p.shape[1])[None, :], rank), needed)
+        nxt = sample_index(residual_distribution(p[n], q[n] * tau_n), u_next)
+    else:
+        nxt = sample_index(p[k], u_next)
+    emitted = drafts[:n] if (n == k and drafts[-1] in engine.eos) else drafts[:n] + [nxt]
+    kv.truncate(0, L + n)
+    kv.compact()
+    engine.drafter.commit(engine, batch, [L + n])
+    state.ctx.extend(emitted)
+    t0 = time.perf_counter()
+    _add_damage(rule, needed, p[:k], q, p_ent[:k], q_ent, start, tau_x, counts)
+    counts.seconds -= time.perf_counter() - t0
+    counts.target_calls += 1
+    counts.tokens += len(emitted)
+    return emitted
+
+
+def _add_damage(rule, needed, p, q, p_ent, q_ent, start, tau_x, counts: LiveCounts) -> None:
+    """Add one block's expected tokens and reach-weighted exact TV (module doc) to ``counts``."""
+    k, V = q.shape
+    tau = rule_thresholds(rule, candidate_features(p, q, p_ent, q_ent, start, np.tile(np.arange(V), (k, 1)),
+                                                   "target_rank" in needed), needed).reshape(k, V)
+    tv = np.maximum(q * tau - p, 0.0).sum(axis=1)
+    reach, tokens, damage = 1.0, 1.0, 0.0
+    for d in range(k):
+        damage += reach * tv[d]
+        reach *= tau_x[d]
+        tokens += reach
+    counts.expected_tokens += tokens
+    counts.block_tv += damage
+
+
+def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_new_tokens: int,
+                     rng: np.random.Generator) -> tuple[list[int], LiveCounts]:
+    """Decode one text of at most ``max_new_tokens`` tokens by speculative decoding with ``rule``.
+
+    Block sizes are min(gamma, remaining - 1), and with one token left the target samples it alone
+    (as the harvester does); a text stops after an end-of-sequence token. Returns (the generated
+    ids, the text's :class:`LiveCounts`). Raises InputError for a rule reading a feature that
+    live decoding does not compute.
+    """
+    import torch
+
+    needed = rule_features(rule)
+    counts = LiveCounts()
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        batch = engine.new_batch(1)
+        engine.start(batch, 0, 0, prompt_ids, rng)
+        state = batch.rows[0]
+        while state.generated < max_new_tokens:
+            k = min(gamma, max_new_tokens - state.generated - 1)
+            if k > 0:
+                emitted = live_block(engine, batch, k, rule, needed, counts)
+            else:
+                emitted = [_target_step(engine, batch.kv, state.ctx, state.rng)]
+                counts.target_calls += 1
+                counts.tokens += 1
+                counts.expected_tokens += 1.0
+            if emitted and emitted[-1] in engine.eos:
+                break
+        engine.release(batch, 0)
+    counts.seconds += time.perf_counter() - t0
+    return state.ctx[state.prompt_len:], counts
+
+
+def _target_step(engine, kv: BatchKV, ctx: list[int], rng: np.random.Generator) -> int:
+    """Sample one token from the target alone and append it to ``ctx``."""
+    logits = engine.run(kv, [ctx[kv.lengths[0]:]], 1)
+    p, _ = engine.distributions(logits[0, -1:])
+    tok = sample_index(p[0], rng.random())
+    ctx.append(tok)
+    return tok
+
+
+def autoregressive_text(engine, prompt_ids: Sequence[int], max_new_tokens: int,
+                        rng: np.random.Generator) -> tuple[list[int], LiveCounts]:
+    """Plain autoregressive decoding of the target (one pass per token, same sampling and caches).
+
+    Returns (the generated ids, :class:`LiveCounts` with tokens, target calls and seconds).
+    """
+    import torch
+
+    counts = LiveCounts()
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        ctx = [int(t) for t in prompt_ids]
+        kv = BatchKV(1, engine.device)
+        kv.place(0, engine.run.prefill(ctx[:-1]), len(ctx) - 1)
+        generated: list[int] = []
+        while len(generated) < max_new_tokens:
+            generated.append(_target_step(engine, kv, ctx, rng))
+            if generated[-1] in engine.eos:
+                break
+    counts.seconds = time.perf_counter() - t0
+    counts.tokens = counts.target_calls = len(generated)
+    counts.expected_tokens = float(len(generated))
+    return generated, counts
+
+
+__all__ = ["COMPUTED", "LiveCounts", "autoregressive_text", "candidate_features", "live_block", "rule_features",
+           "rule_thresholds", "speculative_text"]

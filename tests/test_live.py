@@ -1,0 +1,132 @@
+"""Live speculative decoding with any rule (`benchmark.py live`) on tiny random Llama models built offline.
+
+The models are built as in test_harvest.py (a random Llama, hidden size 32, and a word-level
+tokenizer saved into a temporary directory); nothing is downloaded.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from click.testing import CliRunner  # noqa: E402
+
+from data.harvest.config import HarvestConfig  # noqa: E402
+from data.harvest.engine import build, text_rng  # noqa: E402
+from evolve.cli.benchmark import cli  # noqa: E402
+from evolve.gp.primitives import FEATURES  # noqa: E402
+from evolve.report.live import KEYS, resolve_rules, run_live  # noqa: E402
+from evolve.sim.live import candidate_features, rule_thresholds, speculative_text  # noqa: E402
+from heuristics.contract import Rule  # noqa: E402
+from heuristics.registry import get_rule  # noqa: E402
+
+WORDS = [f"w{i}" for i in range(29)]
+GAMMA = 3
+MAX_NEW = 16
+#: A rule reading target_rank (computed only for rules that read it): accept the target's top 3.
+RANK_RULE = Rule("top3", expression="if_gt(target_rank, 2.5, 0.0, 1.0)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    root = tmp_path_factory.mktemp("live")
+    words = ["<unk>", "<s>", "</s>", *WORDS]
+    raw = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.3)
+    LlamaForCausalLM(cfg).save_pretrained(root / "target")
+    tok.save_pretrained(root / "target")
+    rng = np.random.default_rng(3)
+    prompts = root / "prompts.txt"
+    prompts.write_text("\n".join(" ".join(rng.choice(WORDS, size=rng.integers(1, 6))) for _ in range(4)) + "\n")
+    return {"target": str(root / "target"), "prompts": str(prompts)}
+
+
+def _config(files, **kw) -> HarvestConfig:
+    base = dict(target=files["target"], prompts=files["prompts"], gamma=GAMMA, max_new_tokens=MAX_NEW, seed=5)
+    base.update(kw)
+    return HarvestConfig(**base)
+
+
+DRAFTERS = {"skip_layers": {"skip_layers": (1, 2)}, "window": {"window": (1, 3)}}
+
+
+@pytest.mark.parametrize("drafter", list(DRAFTERS))
+def test_standard_rule_is_lossless_and_always_accept_is_not(files, drafter):
+    rules = resolve_rules(["standard_rejection", "always_accept"]) + [RANK_RULE]
+    report = run_live(_config(files, **DRAFTERS[drafter]), rules)
+    rows = {r["rule"]: r for r in report.rows}
+    assert [r["rule"] for r in report.rows] == ["standard_rejection", "always_accept", "top3"]
+    assert abs(rows["standard_rejection"]["tv_per_token"]) < 1e-12
+    assert rows["always_accept"]["tv_per_token"] > 0
+    for r in report.rows:
+        assert set(r) == set(KEYS)
+        assert 1.0 <= r["tokens_per_call"] <= GAMMA + 1
+        assert r["tokens"] > 0 and r["tokens_per_s"] > 0 and r["ar_tokens_per_s"] > 0
+        assert r["speedup"] == pytest.approx(r["tokens_per_s"] / r["ar_tokens_per_s"])
+    assert rows["always_accept"]["tokens_per_call"] >= rows["standard_rejection"]["tokens_per_call"]
+
+
+def test_standard_rule_decodes_the_harvesters_text(files):
+    engine = build(_config(files, skip_layers=(1, 2))).engine
+    ids = [1, 5, 9, 12]
+    for i in range(3):
+        harvested = engine.generate(ids, GAMMA, MAX_NEW, text_rng(5, i)).tokens
+        live, counts = speculative_text(engine, get_rule("standard_rejection"), ids, GAMMA, MAX_NEW, text_rng(5, i))
+        assert live == harvested
+        assert counts.tokens == len(live) and counts.block_tv < 1e-12
+
+
+def test_candidate_features_match_the_harvesters_records():
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(7), 2), rng.dirichlet(np.ones(7), 2)
+    X = candidate_features(p, q, np.array([1.0, 2.0]), np.array([0.5, 0.25]), 10, np.array([[3], [4]]), rank=True)
+    row = {f: X[i] for i, f in enumerate(FEATURES)}
+    np.testing.assert_array_equal(row["draft_prob"], [q[0, 3], q[1, 4]])
+    np.testing.assert_array_equal(row["position"], [10, 11])
+    np.testing.assert_array_equal(row["draft_index"], [0, 1])
+    np.testing.assert_array_equal(row["target_rank"], [(p[0] > p[0, 3]).sum(), (p[1] > p[1, 4]).sum()])
+    np.testing.assert_allclose(row["overlap"], np.minimum(p, q).sum(axis=1))
+    tau = rule_thresholds(get_rule("standard_rejection"), X, ())
+    np.testing.assert_allclose(tau, np.minimum(1, row["target_prob"] / row["draft_prob"]))
+
+
+def test_command_json(files, tmp_path):
+    out = tmp_path / "live.json"
+    result = CliRunner().invoke(cli, ["live", "--target", files["target"], "--draft-skip-layers", "1,2",
+                                      "--prompts", files["prompts"], "--rule", "standard_rejection",
+                                      "--gamma", "2", "--max-new-tokens", "8", "--output", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())
+    assert [list(r) for r in rows] == [list(KEYS)] and rows[0]["rule"] == "standard_rejection"
+    assert 1.0 <= rows[0]["tokens_per_call"] <= 3.0
+
+
+def test_command_errors(files):
+    base = ["live", "--target", files["target"], "--draft-skip-layers", "1", "--prompts", files["prompts"]]
+    none = CliRunner().invoke(cli, base)
+    assert none.exit_code == 2 and "give at least one rule" in none.stderr
+    unknown = CliRunner().invoke(cli, base + ["--rule", "nope"])
+    assert unknown.exit_code == 2 and "unknown rule 'nope'" in unknown.stderr
