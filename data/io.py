@@ -21,7 +21,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,28 +63,44 @@ def _mkstemp(directory: Path, name: str) -> tuple[int, str]:
     return fd, tmp
 
 
-def remove_stale_temps(directory: str | os.PathLike, name: str, keep: str | None = None) -> list[Path]:
+def remove_stale_temps(directory: str | os.PathLike, name: str, keep: str | None = None,
+                       min_age: float = 0.0) -> list[Path]:
     """Remove the temporary files ``.NAME.tmp-XXXXXXXX`` of atomic writes of ``name`` in ``directory``.
 
     Called after a successful write of ``name``: such files are left only by a
-    write that was killed (an interrupted one removes its own). Only regular
-    files with exactly the random suffix of :func:`tempfile.mkstemp` are removed.
+    write that was killed (an interrupted one removes its own). Only entries with
+    exactly the random suffix of :func:`tempfile.mkstemp` are removed.
 
-    Args: ``keep``: a temporary file not to remove. Returns: the paths removed.
+    Args:
+        directory: where to look (nothing happens if it cannot be listed).
+        name: the file name written; ``*`` in it stands for any characters
+            (``run-*`` for the staging directories of run directories).
+        keep: a temporary file not to remove.
+        min_age: keep entries modified less than this many seconds ago (the
+            temporary files of a write still running elsewhere).
+
+    Returns: the paths removed. Directories (staging directories) are removed with their contents.
     """
-    pattern = re.compile(re.escape(f".{name}{TEMP_MARK}") + r"[a-z0-9_]{8}")
+    pattern = re.compile(re.escape(f".{name}{TEMP_MARK}").replace(r"\*", ".*") + r"[a-z0-9_]{8}")
     removed = []
     try:
         entries = list(os.scandir(directory))
     except OSError:
         return removed
+    now = time.time()
     for entry in entries:
-        if pattern.fullmatch(entry.name) and entry.path != keep and entry.is_file(follow_symlinks=False):
-            try:
+        if not pattern.fullmatch(entry.name) or entry.path == keep or entry.is_symlink():
+            continue
+        try:
+            if min_age > 0 and now - entry.stat().st_mtime < min_age:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry.path)
+            else:
                 os.unlink(entry.path)
-                removed.append(Path(entry.path))
-            except OSError:
-                pass
+            removed.append(Path(entry.path))
+        except OSError:
+            pass
     return removed
 
 
@@ -169,10 +187,11 @@ def _read_frame(path: Path) -> pd.DataFrame:
 
 
 def _json_type(value: Any) -> str:
+    """``an integer``, ``a string``, ``null``...: the JSON type of a decoded value, with its article."""
     if value is None:
         return "null"
-    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
-            dict: "object"}.get(type(value), type(value).__name__)
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+            dict: "an object"}.get(type(value), type(value).__name__)
 
 
 def _null_ok(name: str) -> bool:
@@ -185,11 +204,11 @@ def _check_records(records: list, path: Path) -> None:
     if not records:
         return
     if not isinstance(records[0], dict):
-        raise InputError(f"{path}: record 0 is a {_json_type(records[0])}, expected an object")
+        raise InputError(f"{path}: record 0 is {_json_type(records[0])}, expected an object")
     keys = records[0].keys()
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
-            raise InputError(f"{path}: record {i} is a {_json_type(rec)}, expected an object")
+            raise InputError(f"{path}: record {i} is {_json_type(rec)}, expected an object")
         if rec.keys() != keys:
             missing = [k for k in keys if k not in rec]
             if missing:
@@ -255,11 +274,13 @@ def warn_suspicious(cols: dict[str, np.ndarray], source: str) -> list[str]:
     messages = []
     n = int(cols["position"].size)
     if n < TINY_RECORDS:
-        messages.append(f"{source}: only {n} records (fewer than {TINY_RECORDS}); results on it are noise")
+        messages.append(f"{source}: only {n} record{'s' if n != 1 else ''} (fewer than {TINY_RECORDS}); "
+                        "results on it are mostly noise")
     elif "draft_index" in cols:
         blocks = int(np.count_nonzero(cols["draft_index"] == 0))
         if blocks < TINY_BLOCKS:
-            messages.append(f"{source}: only {blocks} blocks (fewer than {TINY_BLOCKS}); results on it are noise")
+            messages.append(f"{source}: only {blocks} block{'s' if blocks != 1 else ''} (fewer than {TINY_BLOCKS}); "
+                            "results on it are mostly noise")
     pos, seq = cols["position"], cols["seq_id"]
     if n > 1:
         same = seq[1:] == seq[:-1]
@@ -285,11 +306,14 @@ def load_dataset(data_dir: str | os.PathLike, splits: Iterable[str] = SPLITS) ->
 def load_metadata(data_dir: str | os.PathLike) -> dict[str, Any]:
     """Read ``metadata.json`` of a dataset directory (empty dict if absent).
 
-    Raises: InputError if the file is not a JSON object or its schema version is unknown.
+    Raises: InputError if the file is not a readable JSON object (a directory, unreadable, not UTF-8 or
+    not JSON) or its schema version is unknown.
     """
     path = Path(data_dir) / METADATA_FILE
     if not path.exists():
         return {}
+    if not path.is_file():
+        raise InputError(f"{path}: is a directory or special file, expected a JSON file")
     try:
         meta = json.loads(path.read_bytes().decode("utf-8"))
     except OSError as exc:

@@ -149,7 +149,7 @@ def mixture(w: float = DEFAULT_MIXTURE_W) -> Rule:
     if wv == 1.0:
         expression = STANDARD
     else:
-        expression = f"min(1.0, add({1.0 - wv!r}, mul({wv!r}, div(target_prob, draft_prob))))"
+        expression = f"min(1.0, add({round(1.0 - wv, 12)!r}, mul({wv!r}, div(target_prob, draft_prob))))"
     return Rule(f"mixture_{wv:g}", f"min(1, {1 - wv:g} + {wv:g}*p/q)", MIXTURE, expression=expression,
                 lossless=wv == 1.0)
 

@@ -181,6 +181,9 @@ class Pair(tuple):
     def __format__(self, spec: str) -> str:
         return f"({format(self[0], spec)}, {format(self[1], spec)})"
 
+    def __getnewargs__(self) -> tuple[float, float]:  # copy and pickle call __new__ with these
+        return self[0], self[1]
+
 
 @dataclass(frozen=True)
 class Family:

@@ -1,4 +1,4 @@
-"""Block-level metrics: tokens per target call, speedup, TV per emitted token (notes section 3)."""
+"""Block-level metrics: tokens per target call, speedup, TV per emitted token."""
 from __future__ import annotations
 
 import math

@@ -211,6 +211,46 @@ def test_cached_block_distributions_match_full_forward_passes(files):
     assert checked >= 20 and rejected_blocks >= 3
 
 
+def test_records_carry_block_residual_mass_and_target_rank(files):
+    """block_residual_mass (block verification's m_{d+1}, NaN on a block's last record) and target_rank of
+    every record equal a brute-force recomputation from uncached forward passes over the block."""
+    setup = hv.build(_config(files, files["root"] / "unused", draft=files["draft"]))
+    prompt = [7, 12, 3, 9]
+    res = setup.engine.generate(prompt, GAMMA, MAX_NEW, np.random.default_rng(5))
+    checked = 0
+    with torch.inference_mode():
+        for b in res.blocks:
+            ids = torch.tensor([prompt + res.tokens[:b.start] + b.drafts])
+            base, k = len(prompt) + b.start - 1, len(b.drafts)
+            p, _ = hv.distributions(setup.target.model(input_ids=ids).logits[0, base:base + k], 1.0)
+            q, _ = hv.distributions(setup.draft.model(input_ids=ids).logits[0, base:base + k], 1.0)
+            weight = 1.0
+            for d, x in enumerate(b.drafts):
+                weight = min(1.0, weight * p[d, x] / q[d, x])
+                mass = b.records["block_residual_mass"][d]
+                if d + 1 < k:
+                    brute = np.maximum(0.0, weight * p[d + 1] - q[d + 1]).sum()
+                    assert mass == pytest.approx(brute, rel=1e-4, abs=1e-7)
+                else:
+                    assert np.isnan(mass)
+                rank = b.records["target_rank"][d]
+                assert np.sum(p[d] > p[d, x] + 1e-6) <= rank <= np.sum(p[d] > p[d, x] - 1e-6)
+                checked += 1
+    assert checked >= 20
+
+
+def test_block_records_columns_by_hand():
+    p = np.array([[0.5, 0.3, 0.2], [0.2, 0.2, 0.6], [0.1, 0.1, 0.8]])
+    q = np.array([[0.25, 0.5, 0.25], [0.5, 0.25, 0.25], [0.3, 0.3, 0.4]])
+    rec = hv.block_records(p, q, np.zeros(3), np.zeros(3), [0, 1, 2], np.array([0.1, 0.9, 0.5]))
+    # P_1 = min(1, 0.5/0.25) = 1 -> m_1 = sum max(0, p_2 - q_2) = 0.35; P_2 = 0.2/0.25 = 0.8 ->
+    # m_2 = sum max(0, 0.8 p_3 - q_3) = 0.24
+    np.testing.assert_allclose(rec["block_residual_mass"][:2], [0.35, 0.24])
+    assert np.isnan(rec["block_residual_mass"][2])
+    assert list(rec["target_rank"]) == [0, 1, 0]  # 0.2 ties with 0.2: one larger token (0.6)
+    assert rec["target_rank"].dtype == np.int64
+
+
 def test_window_drafter_attends_to_sink_and_recent_tokens_only(files):
     """The window drafter's q equals one uncached forward pass whose rows for the verified prefix
     are causal (the target computed them) and whose later rows see only the first SINK and the

@@ -531,7 +531,7 @@ WARNING_CASES = [
     ("tiny-train-for-evolve", lambda ws: (ws.save(ws.frame("train").iloc[:1], "train"),
                                           ("evolve", ["run", "--data", ws.data, "--out", ws.root / "o",
                                                       "--population", 4, "--generations", 0, "--no-progress",
-                                                      "--from-scratch"]))[1], ("train.parquet", "1 records")),
+                                                      "--from-scratch"]))[1], ("train.parquet", "1 record ")),
 ]
 
 

@@ -1,4 +1,4 @@
-"""Seed 004's data model (data/independent.py): its published baseline table and its formulas."""
+"""The independent-features model (data/synth/independent.py): the showcase benchmark's published baseline table and its formulas."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,7 @@ from data.synth.independent import IndependentModelConfig, generate_split
 from evolve.eval.evaluator import EvalData, evaluate
 from heuristics.registry import get_rule
 
-# Seed 004's README, "Baseline Performance": accept %, accuracy %, fitness.
+# The showcase benchmark's published "Baseline Performance": accept %, accuracy %, fitness.
 PUBLISHED = {
     "standard_rejection": (78.5, 100.0, 0.785),
     "always_accept": (100.0, 78.5, 0.000),
@@ -21,14 +21,14 @@ PUBLISHED = {
 
 
 @pytest.fixture(scope="module")
-def seed_dataset():
+def independent_dataset_full():
     return generate_dataset(model="independent")  # default size and seed, as `generate_data.py --model seed`
 
 
 @pytest.mark.parametrize("rule", list(PUBLISHED))
-def test_default_dataset_reproduces_the_published_table(seed_dataset, rule):
-    test = seed_dataset.splits["test"]
-    assert 14_000 < test.n < 16_000  # seed 004's test split has 14,855 tokens
+def test_default_dataset_reproduces_the_published_table(independent_dataset_full, rule):
+    test = independent_dataset_full.splits["test"]
+    assert 14_000 < test.n < 16_000  # the showcase benchmark's own test split had 14,855 tokens
     m = evaluate(get_rule(rule), EvalData.from_traces(test))
     accept, accuracy, fitness = PUBLISHED[rule]
     assert abs(100 * m.acceptance_rate - accept) <= 1.0
@@ -36,11 +36,11 @@ def test_default_dataset_reproduces_the_published_table(seed_dataset, rule):
     assert abs(m.fitness - fitness) <= 0.01
 
 
-def test_default_sizes_follow_seed_004(seed_dataset):
-    tokens = {name: t.n for name, t in seed_dataset.splits.items()}
+def test_default_sizes_follow_showcase(independent_dataset_full):
+    tokens = {name: t.n for name, t in independent_dataset_full.splits.items()}
     assert 47_000 < tokens["train"] < 51_000  # seed: 49,185 / 14,602 / 14,855
     assert 14_000 < tokens["valid"] < 16_000
-    meta = seed_dataset.metadata
+    meta = independent_dataset_full.metadata
     assert meta["generator"] == "independent" and meta["sequences"] == {"train": 1000, "valid": 300, "test": 300}
     stats = meta["statistics"]["train"]
     assert abs(stats["top_token_match"] - 0.72) < 0.01

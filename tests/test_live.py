@@ -29,7 +29,7 @@ from heuristics.registry import get_rule  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(29)]
 GAMMA = 3
-MAX_NEW = 16
+MAX_NEW = 12
 #: A rule reading target_rank (computed only for rules that read it): accept the target's top 3.
 RANK_RULE = Rule("top3", expression="if_gt(target_rank, 2.5, 0.0, 1.0)")
 
@@ -60,7 +60,7 @@ def files(tmp_path_factory):
     tok.save_pretrained(root / "target")
     rng = np.random.default_rng(3)
     prompts = root / "prompts.txt"
-    prompts.write_text("\n".join(" ".join(rng.choice(WORDS, size=rng.integers(1, 6))) for _ in range(4)) + "\n")
+    prompts.write_text("\n".join(" ".join(rng.choice(WORDS, size=rng.integers(1, 6))) for _ in range(3)) + "\n")
     return {"target": str(root / "target"), "prompts": str(prompts)}
 
 

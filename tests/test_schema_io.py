@@ -182,3 +182,54 @@ def test_split_stats(frame):
     assert stats["tokens"] == len(frame)
     assert stats["sequences"] == 5
     assert stats["standard_acceptance"] == pytest.approx(frame["baseline_accepts"].mean())
+
+
+# --- block_residual_mass (NaN at a block's last record) and target_rank ------------------------
+
+def _with_block_columns(frame: pd.DataFrame, gamma: int = 3) -> pd.DataFrame:
+    """``frame`` with draft_index 0..gamma-1 per block (blocks inside sequences) and the two columns."""
+    df = frame.copy()
+    depth = df.groupby("seq_id").cumcount().to_numpy() % gamma
+    last = np.append(depth[1:] == 0, True)
+    df["draft_index"] = depth
+    df["block_residual_mass"] = np.where(last, np.nan, 0.25)
+    df["target_rank"] = np.arange(len(df)) % 4
+    return df
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "json"])
+def test_block_columns_round_trip_with_nan_at_block_ends(tmp_path, frame, fmt):
+    df = _with_block_columns(frame)
+    _write(tmp_path, df, fmt)
+    if fmt == "json":  # plain JSON: NaN is written as null
+        assert "NaN" not in (tmp_path / "train.json").read_text()
+        assert json.loads((tmp_path / "train.json").read_text())[2]["block_residual_mass"] is None
+    traces = load_split(tmp_path, "train")
+    np.testing.assert_array_equal(traces["block_residual_mass"], df["block_residual_mass"].to_numpy())
+    assert traces["block_residual_mass"].dtype == np.float64 and traces["target_rank"].dtype == np.int64
+    np.testing.assert_array_equal(traces["target_rank"], df["target_rank"].to_numpy())
+
+
+def test_block_columns_all_null_in_json(tmp_path, frame):
+    df = _with_block_columns(frame, gamma=1)  # every record ends its block: the column is all null
+    _write(tmp_path, df, "json")
+    assert np.isnan(load_split(tmp_path, "train")["block_residual_mass"]).all()
+
+
+@pytest.mark.parametrize("column, value, row, why", [
+    ("block_residual_mass", np.nan, 0, "NaN is only valid at a block's last record"),
+    ("block_residual_mass", np.inf, 0, "infinite"),
+    ("block_residual_mass", 1.5, 0, "outside"),
+    ("target_rank", -1, 0, "outside"),
+])
+def test_bad_block_columns(tmp_path, frame, column, value, row, why):
+    df = _with_block_columns(frame)
+    df[column] = df[column].astype(float if column == "block_residual_mass" else np.int64)
+    df.loc[row, column] = value
+    msg = _error(tmp_path, df)
+    assert f"column '{column}'" in msg and f"row {row}" in msg and why in msg
+    # NaN stays refused in the other float columns
+    df = _with_block_columns(frame)
+    df["overlap"] = 0.5
+    df.loc[1, "overlap"] = np.nan
+    assert "NaN or infinite" in _error(tmp_path, df)

@@ -147,3 +147,37 @@ def test_registered_in_benchmark_cli():
     res = CliRunner().invoke(benchmark.cli, ["simulate", *SMALL, "--format", "json", "--no-plot"])
     assert res.exit_code == 0, res.output
     assert [r["length"] for r in json.loads(res.output)] == [30, 60]
+
+
+def test_verify_block_and_fly_rows():
+    token = json.loads(run(*SMALL, "--format", "json", "--no-plot").output)
+    block = json.loads(run(*SMALL, "--verify", "block", "--format", "json", "--no-plot").output)
+    fly = json.loads(run(*SMALL, "--verify", "fly", "--fly-window", "1", "--format", "json", "--no-plot").output)
+    for rows, kind in ((token, "token"), (block, "block"), (fly, "fly")):
+        assert all(set(r) == set(SWEEP_KEYS) and r["verification"] == kind for r in rows)
+    assert all(r["tv_empirical"] == r["tv_expected"] == r["context_tv"] == 0.0 for r in token + block)
+    assert all(r["fly_window"] is None for r in token + block)
+    assert all((r["fly_window"], r["fly_threshold"], r["fly_top_k"]) == (1, 0.3, 3) for r in fly)
+    assert all(1.0 <= r["tokens_per_call"] <= 4.0 and 0.0 < r["context_tv"] < 1.0 for r in fly)
+    table = run(*SMALL, "--verify", "fly", "--no-plot").output
+    assert "verification fly(W=2, theta=0.3, k=3)" in table and "Damage at 8 fixed contexts" in table
+    assert "verification block" in run(*SMALL, "--verify", "block", "--no-plot").output
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--verify", "block", "--rule", "ratio_floor_0.3"], "--verify"),
+    (["--verify", "fly", "--rule", "always_accept"], "standard rule only"),
+    (["--verify", "tree"], "--verify"),
+    (["--fly-window", "2"], "--fly-window"),
+    (["--verify", "fly", "--fly-window", "3"], "--fly-window"),
+    (["--verify", "fly", "--fly-threshold", "-1"], "--fly-threshold"),
+    (["--verify", "fly", "--fly-top-k", "0"], "--fly-top-k"),
+    (["--verify", "fly", "--gamma", "1"], "--gamma"),
+    (["--trees", "--verify", "block"], "--trees"),
+])
+def test_bad_verification_options(args, needle, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = run(*SMALL, *args, "--no-plot")
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], res.output

@@ -76,7 +76,7 @@ def test_tree_shape_follows_the_width_schedule():
 
 
 def test_adaptive_width_bands():
-    # seed 000: >= 0.9 narrow, 0.6-0.9 normal, 0.3-0.6 wider, < 0.3 minimal
+    # adaptive width by draft confidence: >= 0.9 narrow, 0.6-0.9 normal, 0.3-0.6 wider, < 0.3 minimal
     assert [adaptive_width(c, 3) for c in (0.95, 0.9, 0.75, 0.6, 0.45, 0.3, 0.2)] == [1, 1, 2, 2, 3, 3, 1]
     assert [adaptive_width(c, 4) for c in (0.95, 0.7, 0.5, 0.1)] == [1, 2, 4, 1]
     assert [adaptive_width(c, 1) for c in (0.95, 0.7, 0.5, 0.1)] == [1, 1, 1, 1]

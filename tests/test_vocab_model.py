@@ -15,7 +15,8 @@ from data.schema import split_stats, standard_threshold
 from data.synth.rng import next_double, next_normal, sample_index, seed_state
 from data.synth.softmax import _exp_nonpos, overlap, softmax_inplace
 from data.synth.vocab_model import (
-    VocabModelConfig, difficulty_step, draw_logits, draw_pair, generate_split, measure_throughput, zipf_log_rank,
+    VocabModelConfig, block_distributions, difficulty_step, draw_logits, draw_pair, generate_split, measure_throughput,
+    zipf_log_rank,
 )
 
 # ~20k rows: acceptance, match and overlap estimates have standard errors of about
@@ -35,7 +36,7 @@ def default_stats(default_split) -> dict:
 
 # --- calibration (issue 2, section 2) ---------------------------------------------------------
 
-def test_default_calibration_matches_seed_004(default_stats):
+def test_default_calibration_matches_showcase(default_stats):
     s = default_stats
     assert s["tokens"] > 15_000
     assert abs(s["standard_acceptance"] - 0.785) <= 0.02
@@ -124,7 +125,7 @@ def test_blocks_emulate_speculative_decoding(default_split):
     np.testing.assert_array_equal(pos[1:, 0][~first[1:]], (pos[:-1, 0] + prefix[:-1] + 1)[~first[1:]])
 
 
-def test_sequence_lengths_follow_seed_004(default_split):
+def test_sequence_lengths_follow_showcase(default_split):
     rows = default_split.groupby("seq_id").size().to_numpy()
     gamma = VocabModelConfig().gamma
     assert np.all(rows % gamma == 0)
@@ -267,3 +268,56 @@ def test_measure_throughput_reports_its_figures():
     assert 2_000 <= result["tokens"] < 2_000 + 80 and result["seconds"] > 0  # fewest whole sequences
     assert result["tokens_per_s"] == pytest.approx(result["tokens"] / result["seconds"])
     assert result["vocab_size"] == VocabModelConfig().vocab_size and result["threads"] >= 1
+
+
+# --- block_residual_mass and target_rank ------------------------------------------------------
+
+def test_block_columns_match_the_whole_distributions():
+    """Brute force from each block's (p, q): block weights, residual masses, ranks; NaN at the last depth."""
+    cfg = VocabModelConfig(vocab_size=64, avg_length=20, gamma=4)
+    df = generate_split(6, 11, cfg)
+    starts = np.flatnonzero(df["draft_index"].to_numpy() == 0)
+    checked = 0
+    for seq, block in ((0, 0), (0, 2), (3, 1), (5, 3)):
+        row0 = starts[np.flatnonzero(df["seq_id"].to_numpy()[starts] == seq)[block]]
+        rows = df.iloc[row0:row0 + cfg.gamma]
+        p, q = block_distributions(11, seq, block, cfg)
+        assert p.shape == q.shape == (cfg.gamma, cfg.vocab_size)
+        weight = 1.0
+        for k in range(cfg.gamma):
+            row = rows.iloc[k]
+            # the drafted token: the one whose (q, p) are the record's (the distributions are the right ones)
+            x = np.flatnonzero((q[k] == row["draft_prob"]) & (p[k] == row["target_prob"]))
+            assert x.size >= 1
+            x = int(x[0])
+            assert row["target_rank"] == np.sum(p[k] > p[k, x])
+            weight = min(1.0, weight * p[k, x] / q[k, x])
+            if k + 1 < cfg.gamma:
+                mass = np.maximum(0.0, weight * p[k + 1] - q[k + 1]).sum()
+                assert row["block_residual_mass"] == pytest.approx(mass, rel=1e-12, abs=1e-15)
+            else:
+                assert np.isnan(row["block_residual_mass"])
+            checked += 1
+    assert checked == 16
+    assert df["target_rank"].dtype == np.int64 and df["block_residual_mass"].dtype == np.float64
+    assert (df["target_rank"] == 0).mean() > 0.2 and df["target_rank"].max() > 5
+    with pytest.raises(InputError, match="block: sequence 0 has blocks"):
+        block_distributions(11, 0, 99, cfg)
+
+
+def test_new_columns_leave_the_other_columns_as_they_were():
+    """The two columns take no random draws: every other column is what the model wrote before them
+    (figures of the generator without the two columns: discrete columns hashed, float columns summed)."""
+    import hashlib
+
+    df = generate_split(30, 5, VocabModelConfig(vocab_size=64, avg_length=20, gamma=3))
+    assert len(df) == 600
+    h = hashlib.sha256()
+    for c in ("seq_id", "position", "draft_index", "top_token_match", "baseline_accepts"):
+        h.update(np.ascontiguousarray(df[c].to_numpy()).astype(np.int64).tobytes())
+    assert h.hexdigest() == "f02b36d39db704c2f6e9608c2d8a69b40821716356d2c68998f5261f702af7d0"
+    sums = {"draft_prob": 131.15352688431827, "target_prob": 136.19014903022003, "draft_entropy": 1450.909708764047,
+            "target_entropy": 1357.184921796129, "rand_value": 291.35540087210654,
+            "draft_top_prob": 221.0673584198151, "target_top_prob": 240.8495441879753, "overlap": 495.3890905254166}
+    for c, total in sums.items():
+        assert df[c].sum() == pytest.approx(total, rel=1e-12), c

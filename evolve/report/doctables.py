@@ -241,10 +241,10 @@ def rules_table(ws: Workspace) -> str:
 
 
 def families_table(ws: Workspace) -> str:
-    """Every published rule family of :data:`heuristics.published.FAMILIES` and its sweep grid."""
-    from heuristics.published import FAMILIES
+    """Every published rule family (:func:`heuristics.registry.families`) and its sweep grid."""
+    from heuristics.registry import families
     rows = []
-    for f in FAMILIES.values():
+    for f in families().values():
         if f.parameter is None:
             grid = "one rule"
         else:
@@ -255,9 +255,16 @@ def families_table(ws: Workspace) -> str:
 
 
 def module_docstring(path: Path) -> str:
-    """First line of a Python file's module docstring ('' if none); the file is parsed, not imported."""
+    """First paragraph of a Python file's module docstring, on one line, reST markup turned into Markdown.
+
+    ``''`` if the module has no docstring. The file is parsed, not imported.
+    """
     doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
-    return doc.strip().splitlines()[0].strip() if doc else ""
+    if not doc:
+        return ""
+    para = " ".join(doc.strip().split("\n\n")[0].split())
+    para = re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", para)   # :class:`X` -> `X`
+    return para.replace("``", "`")
 
 
 def module_map_table(ws: Workspace) -> str:

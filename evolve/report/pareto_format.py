@@ -3,7 +3,7 @@
 The plot shows the staircase of every family and of the evolved rules, and
 each ``--rule`` as a marker (TV per emitted token on x, tokens per target call
 on y), with the budgets as vertical lines; lossless block verification is a
-horizontal dashed line across the budgets and the learned rule a dash-dotted
+horizontal dotted line across the budgets and the learned rule a dash-dotted
 staircase. It is written next to ``--output`` (suffix .png), else to
 ``results/pareto_<split>.png``.
 
@@ -173,13 +173,13 @@ def plot_png(comp: ParetoComparison) -> bytes:
                    color=style.get("color"), zorder=style.get("zorder", 2))
     bv = comp.references.get(BLOCK_VERIFICATION)
     if bv is not None and bv.points:
-        ax.hlines(bv.points[0][1], 0.0, xmax * 1.05, colors="tab:red", linestyles="--", linewidth=1.6, zorder=4,
+        ax.hlines(bv.points[0][1], 0.0, xmax * 1.05, colors="black", linestyles=":", linewidth=2.0, zorder=4,
                   label=f"block verification (lossless, {bv.points[0][1]:.3f})")
     learned = comp.references.get(LEARNED_CURVE)
     if learned is not None:
         xs, yv = staircase(learned.points)
         if xs:
-            ax.plot(xs, yv, linestyle="-.", color="tab:purple", linewidth=1.6, zorder=4,
+            ax.plot(xs, yv, linestyle="-.", color="darkcyan", linewidth=1.6, zorder=4,
                     label=f"learned per-token rule (HV {learned.hypervolume:.4f})")
     if bound_pts:
         ax.plot([p[0] for p in bound_pts], [p[1] for p in bound_pts], linestyle="--", color="gray",

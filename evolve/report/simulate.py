@@ -2,6 +2,7 @@
 
     python benchmark.py simulate [--rule NAME | --champion FILE] [--gamma N]
         [--lengths 50,100,200,500,1000] [--samples N] [--vocab N] [--cost-ratio C] [--seed N]
+        [--verify token|block|fly [--fly-window W] [--fly-threshold T] [--fly-top-k K]]
         [--format table|json] [--output FILE] [--no-plot]
         [--trees [--budgets 4,8,16] [--widths 3,1] [--max-width 3]]
 
@@ -25,7 +26,22 @@ and by the plain autoregressive loop. Columns, per length:
   over the sum of the blocks' analytic tokens (the evaluator's tv_per_token
   on the simulated blocks); tv_empirical: drafted tokens accepted with
   r <= u < tau per emitted token, its sampled counterpart (both 0 for a
-  lossless rule).
+  lossless rule);
+* verification: ``token`` (default), ``block`` or ``fly`` (``--verify``), with
+  fly_window, fly_threshold, fly_top_k (FLy's parameters; null otherwise);
+* context_tv: the damage measured at fixed contexts, the mean over
+  :data:`evolve.sim.decoding.DAMAGE_CONTEXTS` contexts of the first emitted
+  token's total variation from p (:func:`evolve.sim.decoding.context_damage`,
+  :data:`evolve.sim.decoding.DAMAGE_DRAWS` decodes each); 0 without measuring
+  for the lossless modes (the standard rule token-wise, block verification).
+
+``--verify block`` runs block verification (Sun et al. 2024, arXiv 2403.10444)
+and ``--verify fly`` FLy (Li et al. 2025, arXiv 2511.22972) instead of the
+token-wise test, from the same drafts and uniforms
+(:mod:`evolve.sim.verification`); both take the standard rule only. Their
+analytic_tokens_per_call is the blocks' expected tokens given the drafts under
+that verification, and for FLy tv_expected and tv_empirical count deferred
+acceptances (expected and realized) per emitted token.
 
 Tree comparison (``--trees``): at each node budget N (drafted tokens one target
 call verifies), sequences of max(--lengths) tokens are decoded with a chain
@@ -48,14 +64,18 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from data.errors import InputError
 from evolve.report.options import naming_option
 from evolve.report.output import check_output, resolve_format, write_outputs
 from evolve.sim.decoding import (
-    DEFAULT_COST_RATIO, check_cost_ratio, check_gamma_range, rule_program, simulate_chain,
+    DAMAGE_CONTEXTS, DAMAGE_DRAWS, DEFAULT_COST_RATIO, check_cost_ratio, check_gamma_range, check_verification,
+    context_damage, is_standard, rule_program, simulate_chain,
 )
 from evolve.sim.models import SyntheticModel
 from evolve.sim.trees import TreeConfig, simulate_tree
+from evolve.sim.verification import TOKEN, VERIFICATIONS, Verification
 
 DEFAULT_LENGTHS = (50, 100, 200, 500, 1000)
 DEFAULT_BUDGETS = (4, 8, 16)
@@ -69,7 +89,7 @@ MAX_SAMPLES = 100_000
 SWEEP_KEYS = ("length", "target_calls", "calls_per_token", "acceptance_rate", "tokens_per_call",
               "analytic_tokens_per_call", "speedup", "tv_empirical", "tv_expected", "autoregressive_calls",
               "autoregressive_time", "speculative_time", "expected_acceptance", "samples", "gamma", "cost_ratio",
-              "vocab", "rule", "seed")
+              "vocab", "rule", "seed", "verification", "fly_window", "fly_threshold", "fly_top_k", "context_tv")
 #: Keys of one JSON object of the tree comparison.
 TREE_KEYS = ("budget", "draft", "shape", "verification", "nodes_per_call", "depth", "draft_steps_per_call",
              "tokens_per_call", "calls_per_token", "accepted_per_node", "speedup", "length", "samples",
@@ -115,18 +135,23 @@ def resolve_rule(rule_name: str | None, champion: str | os.PathLike | None):
 
 @dataclass
 class Simulation:
-    """A finished simulation: ``mode`` ``sweep`` or ``trees``, its JSON-ready ``rows`` and a caption."""
+    """A finished simulation: ``mode`` ``sweep`` or ``trees``, its JSON-ready ``rows`` and a caption;
+    ``context_tv`` the damage measured at fixed contexts (sweeps of a lossy rule or FLy, else None)."""
 
     mode: str
     rows: list[dict]
     caption: str
+    context_tv: float | None = None
 
 
 def run_sweep(rule, gamma: int = 5, lengths=DEFAULT_LENGTHS, samples: int = 20, vocab: int = 1000,
-              cost_ratio: float = DEFAULT_COST_RATIO, seed: int = 0) -> Simulation:
+              cost_ratio: float = DEFAULT_COST_RATIO, seed: int = 0, verification: Verification = TOKEN) -> Simulation:
     """Length sweep of chain speculative decoding against the autoregressive baseline (module doc)."""
     model = SyntheticModel(vocab_size=vocab, seed=seed)
-    results = simulate_chain(model, rule, lengths, samples, gamma, cost_ratio)
+    results = simulate_chain(model, rule, lengths, samples, gamma, cost_ratio, verification)
+    lossless = verification.kind == "block" or (verification.kind == "token" and is_standard(rule))
+    context_tv = 0.0 if lossless else float(np.mean(context_damage(model, rule, gamma, verification)))
+    fly = verification.kind == "fly"
     rows = []
     for r in results:
         rows.append({
@@ -138,10 +163,15 @@ def run_sweep(rule, gamma: int = 5, lengths=DEFAULT_LENGTHS, samples: int = 20, 
             "autoregressive_time": r.autoregressive_time, "speculative_time": r.speculative_time,
             "expected_acceptance": r.expected_acceptance, "samples": samples, "gamma": gamma,
             "cost_ratio": cost_ratio, "vocab": vocab, "rule": rule.name, "seed": seed,
+            "verification": verification.kind, "fly_window": verification.window(gamma) if fly else None,
+            "fly_threshold": float(verification.fly_threshold) if fly else None,
+            "fly_top_k": int(verification.fly_top_k) if fly else None, "context_tv": context_tv,
         })
     caption = (f"Chain speculative decoding vs autoregressive: rule {rule.name}, gamma {gamma}, vocab {vocab}, "
                f"cost ratio {cost_ratio:g}, {samples} sequences per length, seed {seed}")
-    return Simulation("sweep", rows, caption)
+    if verification.kind != "token":
+        caption += f"; verification {verification.label(gamma)}"
+    return Simulation("sweep", rows, caption, None if lossless else context_tv)
 
 
 def tree_configs(budget: int, widths=DEFAULT_WIDTHS, max_width: int = 3) -> list[TreeConfig]:
@@ -207,6 +237,12 @@ def format_table(sim: Simulation) -> str:
                       "draft step = cost ratio.",
                   "Accept = accepted drafts / drafted tokens; Analytic = mean block formula 1 + sum_k prod_{i<=k} "
                   "tau_i; TV = damage per emitted token (0 = lossless)."]
+        if sim.rows and sim.rows[0]["verification"] != "token":
+            lines.append("Analytic = mean over blocks of the expected tokens given the drafts under this verification"
+                         + ("; TV = deferred acceptances (FLy)." if sim.rows[0]["verification"] == "fly" else "."))
+        if sim.context_tv is not None:
+            lines.append(f"Damage at {DAMAGE_CONTEXTS} fixed contexts (first emitted token's TV from p, "
+                         f"{DAMAGE_DRAWS} decodes each): {sim.context_tv:.4f}")
     else:
         header = ["Budget", "Draft", "Verify", "Nodes", "Depth", "Draft steps", "Tokens/call", "Calls/token",
                   "Accepted/node", "Speedup"]
@@ -283,9 +319,35 @@ def plot_path(output: str | os.PathLike | None, sim_mode: str, rule_name: str) -
 
 
 
+def resolve_verification(verify: str = "token", fly_window=None, fly_threshold=None, fly_top_k=None,
+                         gamma: int = 5) -> Verification:
+    """The :class:`Verification` of ``--verify`` and the ``--fly-*`` options (None: FLy's defaults) for ``gamma``.
+
+    Raises: InputError naming the option for an unknown mode, a ``--fly-*``
+    option given without ``--verify fly``, a bad FLy parameter, or FLy with gamma < 2.
+    """
+    if verify not in VERIFICATIONS:
+        raise InputError(f"option '--verify': unknown mode {verify!r} (choose from {', '.join(VERIFICATIONS)})")
+    given = {"--fly-window": fly_window, "--fly-threshold": fly_threshold, "--fly-top-k": fly_top_k}
+    if verify != "fly":
+        extra = next((name for name, value in given.items() if value is not None), None)
+        if extra is not None:
+            raise InputError(f"option '{extra}': applies to '--verify fly' only (value {given[extra]!r})")
+        return Verification(verify)
+    default = Verification("fly")
+    naming_option("--gamma", default.check, gamma)
+    fly = Verification("fly", fly_window, default.fly_threshold if fly_threshold is None else fly_threshold,
+                       default.fly_top_k if fly_top_k is None else fly_top_k)
+    naming_option("--fly-window", Verification("fly", fly.fly_window).check, gamma)
+    naming_option("--fly-threshold", Verification("fly", None, fly.fly_threshold).check, gamma)
+    naming_option("--fly-top-k", Verification("fly", None, default.fly_threshold, fly.fly_top_k).check, gamma)
+    return fly
+
+
 def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200,500,1000", samples=20,
                      vocab=1000, cost_ratio=DEFAULT_COST_RATIO, seed=0, fmt=None, output=None, plot=True,
-                     trees=False, budgets="4,8,16", widths="3,1", max_width=3) -> tuple[Simulation, str, Path | None]:
+                     trees=False, budgets="4,8,16", widths="3,1", max_width=3, verify="token", fly_window=None,
+                     fly_threshold=None, fly_top_k=None) -> tuple[Simulation, str, Path | None]:
     """The whole command: validate every option, simulate, render, write. Returns (simulation, text, png path).
 
     Nothing is written unless everything succeeded; files are written atomically.
@@ -297,11 +359,14 @@ def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200
         raise InputError(f"option '--samples': must be an integer in [1, {MAX_SAMPLES}] (value {samples!r})")
     gamma = naming_option("--gamma", check_gamma_range, gamma)
     cost_ratio = naming_option("--cost-ratio", check_cost_ratio, cost_ratio)
+    verification = resolve_verification(verify, fly_window, fly_threshold, fly_top_k, gamma)
     SyntheticModel(vocab_size=vocab, seed=seed)  # validates --vocab and --seed
     check_output(output, "chart" if plot else None, inputs=(champion,))
     if trees and (rule_name is not None or champion is not None):
         raise InputError("option '--trees': compares lossless tree verification; '--rule' and '--champion' "
                          "apply to the length sweep only")
+    if trees and verification.kind != "token":
+        raise InputError("option '--trees': compares tree verification; '--verify' applies to the length sweep only")
     if trees:
         budget_list = parse_int_list(budgets, "--budgets", 1, 256)
         width_list = parse_int_list(widths, "--widths", 1, 64)
@@ -311,8 +376,9 @@ def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200
         sim = run_trees(budget_list, width_list, max_width, max(length_list), samples, vocab, cost_ratio, seed)
     else:
         rule = resolve_rule(rule_name, champion)
-        rule_name_for_plot = rule.name
-        sim = run_sweep(rule, gamma, length_list, samples, vocab, cost_ratio, seed)
+        naming_option("--verify", check_verification, verification, rule, gamma)
+        rule_name_for_plot = rule.name if verification.kind == "token" else f"{rule.name}_{verification.kind}"
+        sim = run_sweep(rule, gamma, length_list, samples, vocab, cost_ratio, seed, verification)
     text = format_json(sim) if fmt == "json" else format_table(sim)
     png_path = write_outputs(text, output, plot_png(sim) if plot else None,
                              plot_path(output, sim.mode, rule_name_for_plot))

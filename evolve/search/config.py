@@ -90,6 +90,17 @@ class RunConfig:
         init_min_depth, init_max_depth: depth range of the ramped
             half-and-half initial trees.
         mutation_max_depth: maximum depth of a subtree grown by mutation.
+        islands: number of populations (the island model,
+            :mod:`evolve.search.islands`): each island is a population of
+            ``population`` individuals evolved on its own, as Dask tasks; 1 (the
+            default) is the plain search in this process.
+        migration_interval: generations per epoch. Islands exchange migrants
+            after every epoch, and the run directory gets a checkpoint after
+            every epoch (also with one island), from which ``python -m evolve
+            resume`` continues a killed run.
+        migrants: individuals each island sends to the next one (a ring) after
+            every epoch: its best ``migrants``, which replace the worst of the
+            receiving island (0: isolated islands). Below ``population``.
         false_accept_weight, false_reject_weight, quality_floor,
             below_floor_scale: parameters of the acceptance-quality fitness
             (:class:`evolve.eval.evaluator.AcceptanceQualityFitness`): quality =
@@ -120,6 +131,9 @@ class RunConfig:
     init_min_depth: int = 1
     init_max_depth: int = 3
     mutation_max_depth: int = 2
+    islands: int = 1
+    migration_interval: int = 10
+    migrants: int = 5
     false_accept_weight: float = 10.0
     false_reject_weight: float = 0.1
     quality_floor: float = 0.95
@@ -143,7 +157,8 @@ FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunConfig))
 DEFAULTS = RunConfig()
 
 _INT = {"population", "generations", "seed", "tournament_size", "elitism", "hall_of_fame", "max_depth",
-        "init_min_depth", "init_max_depth", "mutation_max_depth", "gamma"}
+        "init_min_depth", "init_max_depth", "mutation_max_depth", "gamma", "islands", "migration_interval",
+        "migrants"}
 _FLOAT = {"crossover_prob", "mutation_prob", "parsimony_size", "false_accept_weight", "false_reject_weight",
           "quality_floor", "below_floor_scale", "tv_budget", "tv_cap"}
 _STR = {"data", "out", "fitness"}
@@ -169,6 +184,9 @@ _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "quality_floor": (0.0, 1.0),
     "below_floor_scale": (0.0, None),
     "gamma": (1, 1000),
+    "islands": (1, 10_000),
+    "migration_interval": (1, 1_000_000),
+    "migrants": (0, None),
     "tv_budget": (0.0, 1.0),
     "tv_cap": (0.0, 1.0),
 }
@@ -229,6 +247,9 @@ def _check_relations(cfg: RunConfig, origin: dict[str, str]) -> None:
     for name in ("init_max_depth", "mutation_max_depth"):
         if getattr(cfg, name) > cfg.max_depth:
             raise InputError(f"{origin[name]}: {name} {getattr(cfg, name)} exceeds max_depth {cfg.max_depth}")
+    if cfg.islands > 1 and cfg.migrants >= cfg.population:
+        raise InputError(f"{origin['migrants']}: migrants {cfg.migrants} must be smaller than the population "
+                         f"({cfg.population})")
     if cfg.elitism >= cfg.population:
         raise InputError(f"{origin['elitism']}: elitism {cfg.elitism} must be smaller than the population "
                          f"({cfg.population})")

@@ -1,7 +1,8 @@
-"""A whole run: load the data, search, and write the run directory.
+"""A whole run: load the data, search with checkpoints, write the run directory; resume a stopped run.
 
 :func:`run` reads the ``train`` and ``valid`` splits of ``cfg.data`` (never
-``test``), runs :func:`evolve.search.algorithms.search` and writes a new run
+``test``), runs :func:`evolve.search.algorithms.search` (or, with ``islands``
+> 1, :func:`evolve.search.islands.island_search` on Dask) and writes a new run
 directory under ``cfg.out`` (:func:`write_run`):
 
 * ``config.toml``: the resolved configuration (``python -m evolve run --config``
@@ -9,56 +10,84 @@ directory under ``cfg.out`` (:func:`write_run`):
 * ``run.json``: summary, data provenance (:func:`dataset_info`), package
   versions (:func:`versions`), ``champion_source`` (``evolved`` or
   ``seeded:NAME``) and, for a warm-started run, the seeded and skipped rules
-  (:func:`seeded_document`; ``config.toml`` names the seeds in comments);
-* ``logbook.csv``: one row per generation (:data:`evolve.search.algorithms.LOGBOOK_COLUMNS`);
+  (:func:`evolve.search.run_documents.seeded_document`; ``config.toml`` names
+  the seeds in comments);
+* ``logbook.csv``: one row per generation (:data:`evolve.search.state.LOGBOOK_COLUMNS`);
 * ``hall_of_fame.json``; ``champion.json`` and ``champion.py`` (the champion
   file format of :mod:`heuristics.champions`);
-* ``front.json`` for a ``pareto`` run (:func:`front_document`);
+* ``front.json`` for a ``pareto`` run (:func:`evolve.search.run_documents.front_document`);
 * any extra files the caller supplies (``python -m evolve run`` adds the
   fitness plot ``fitness.png``, drawn by :mod:`evolve.report.runplot`).
 
 Every file is written atomically (:func:`data.io.atomic_write_text`) into a
 hidden staging directory that is renamed into place at the end, so a run
 directory is either complete or absent.
+
+Checkpoints: while the search runs, its state lives in a hidden checkpoint
+directory next to where the run directory will be,
+``OUT/.run-YYYYmmdd-HHMMSS-seedN.partial`` (:func:`checkpoint_dir_name`),
+holding ``config.toml`` and ``checkpoint.pkl``
+(:mod:`evolve.search.checkpoint`), replaced atomically after every epoch of
+``migration_interval`` generations. A run killed at any point (``kill -9``, a
+lost node, a scheduler's time limit) leaves that directory intact, and
+:func:`resume` continues from the last checkpoint to exactly the champion and
+logbook of an uninterrupted run (timing columns aside). The directory is
+removed when the run directory has been written, except after a Ctrl-C
+(``interrupted``): then it stays, ``run.json`` names it (``checkpoint_dir``)
+and :func:`resume` finishes the run into a new run directory.
 """
 from __future__ import annotations
 
-import csv
-import hashlib
-import io
 import json
-import math
 import os
 import platform
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from data.io import Traces, atomic_write_bytes, atomic_write_text, load_split
+from data.errors import InputError, InputWarning, os_error_text
+from data.io import Traces, atomic_write_bytes, atomic_write_text, load_split, remove_stale_temps
 from data.paths import check_output_dir, write_or_rescue
 from evolve.eval.evaluator import EvalData
-from evolve.eval.objectives import PARETO_OBJECTIVES, speed_at_tv
 from evolve.gp.primitives import PRIMITIVE_SET_VERSION
-from evolve.search.algorithms import LOGBOOK_COLUMNS, SearchResult, score, search
-from evolve.search.config import BLOCK_FITNESS, RunConfig, resolve_features, to_toml
+from evolve.search.algorithms import search
+from evolve.search.checkpoint import (
+    CHECKPOINT_FILE, Snapshot, check_resumable, file_sha256, header, read_checkpoint, read_header, write_checkpoint,
+)
+from evolve.search.cluster import ClusterOptions
+from evolve.search.config import RunConfig, load_toml, resolve, resolve_features, to_toml
 from evolve.search.interrupt import interrupted_comment
+from evolve.search.result import SearchResult
+from evolve.search.run_documents import (
+    _objective_text, front_document, logbook_csv, seeded_comment, seeded_document, seeded_name,
+)
 
 #: How the output directory is named in messages.
 OUT_WHAT = "out (where run directories are created)"
+#: Staging directories (``.run-*.tmp-XXXXXXXX``) older than this many seconds are left by a run killed
+#: while writing its run directory and are removed by the next run writing into the same place.
+STALE_STAGING_SECONDS = 3600.0
+#: Suffix of the hidden checkpoint directory of a run in progress.
+PARTIAL_SUFFIX = ".partial"
 #: Extra files of a run directory: file name -> function of the search result giving the file's bytes.
 ExtraFiles = Mapping[str, Callable[[SearchResult], bytes]]
 
 
 @dataclass
 class RunInfo:
-    """What :func:`run` wrote: the run directory, the search result and the data provenance."""
+    """What :func:`run` wrote: the run directory, the search result and the data provenance.
+
+    ``checkpoint_dir`` is the checkpoint directory kept after a Ctrl-C (None otherwise).
+    """
 
     run_dir: Path
     result: SearchResult
     data: dict[str, Any] = field(default_factory=dict)
+    checkpoint_dir: Path | None = None
 
 
 def load_search_data(cfg: RunConfig) -> tuple[Traces, Traces]:
@@ -70,15 +99,18 @@ def load_search_data(cfg: RunConfig) -> tuple[Traces, Traces]:
 
 
 def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = None,
-        stop: Callable[[], bool] | None = None, extra_files: ExtraFiles | None = None) -> RunInfo:
-    """Load the data, evolve, and write a new run directory under ``cfg.out``.
+        stop: Callable[[], bool] | None = None, extra_files: ExtraFiles | None = None,
+        cluster: ClusterOptions | None = None, on_start: Callable[[Path], None] | None = None) -> RunInfo:
+    """Load the data, evolve (with checkpoints), and write a new run directory under ``cfg.out``.
 
     Args:
         cfg: resolved configuration (:func:`evolve.search.config.resolve`).
         progress: called with each generation's logbook row.
-        stop: polled after each generation (e.g. from
-            :func:`evolve.search.interrupt.graceful_interrupt`).
+        stop: polled between generations (between epochs with islands), e.g. from
+            :func:`evolve.search.interrupt.graceful_interrupt`.
         extra_files: more files for the run directory (see :func:`write_run`).
+        cluster: where an island search runs (None: an embedded Dask LocalCluster).
+        on_start: called with the checkpoint directory once it exists (before the search).
 
     Returns: :class:`RunInfo` with the run directory.
 
@@ -94,10 +126,173 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     available = tuple(f for f in train.available if f in valid.available)
     features = resolve_features(cfg, available, cfg.data)
     started = datetime.now(timezone.utc)
-    result = search(cfg, train, valid, features, on_generation=progress, should_stop=stop)
     data_info = dataset_info(cfg.data, train_t, valid_t)
-    run_dir = write_or_rescue(lambda d: write_run(result, d, data_info, started, extra_files), out, OUT_WHAT, True)
-    return RunInfo(run_dir, result, data_info)
+    partial = _start_checkpoints(out, cfg, features, data_info, started)
+    if on_start is not None:
+        on_start(partial)
+    return _search_and_write(partial, cfg, train, valid, features, data_info, started, None, progress, stop,
+                             extra_files, cluster)
+
+
+def checkpoint_dir_name(cfg: RunConfig, started: datetime) -> str:
+    """``.run-YYYYmmdd-HHMMSS-seedN.partial``: the hidden checkpoint directory of a run in progress."""
+    return f".{run_dir_name(cfg, started)}{PARTIAL_SUFFIX}"
+
+
+def _start_checkpoints(out: Path, cfg: RunConfig, features: tuple[str, ...], data_info: dict[str, Any],
+                       started: datetime) -> Path:
+    """Create the checkpoint directory (unique name) with ``config.toml`` and a checkpoint without state yet."""
+    base = checkpoint_dir_name(cfg, started)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        k = 1
+        while True:
+            partial = out / (base if k == 1 else f"{base[:-len(PARTIAL_SUFFIX)]}-{k}{PARTIAL_SUFFIX}")
+            try:
+                partial.mkdir()
+                break
+            except FileExistsError:
+                k += 1
+        atomic_write_text(partial / "config.toml", to_toml(cfg))
+        write_checkpoint(partial / CHECKPOINT_FILE, _header(cfg, features, data_info, started, None), None)
+    except OSError as exc:
+        raise InputError(f"{OUT_WHAT}: cannot create the checkpoint directory ({os_error_text(exc)})") from None
+    return partial
+
+
+def _header(cfg: RunConfig, features: tuple[str, ...], data_info: dict[str, Any], started: datetime,
+            snapshot: Snapshot | None) -> dict[str, Any]:
+    head = header(cfg.to_dict(), features, data_info.get("sha256", {}), started.isoformat(timespec="seconds"),
+                  snapshot)
+    head["data_dir_absolute"] = os.path.abspath(cfg.data)
+    return head
+
+
+def _search_and_write(partial: Path, cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str, ...],
+                      data_info: dict[str, Any], started: datetime, snapshot: Snapshot | None, progress, stop,
+                      extra_files: ExtraFiles | None, cluster: ClusterOptions | None) -> RunInfo:
+    """Search (from ``snapshot`` if given) with a checkpoint after every epoch, then write the run directory."""
+    failed: list[str] = []
+
+    def save(state: Snapshot) -> None:
+        try:
+            write_checkpoint(partial / CHECKPOINT_FILE, _header(cfg, features, data_info, started, state), state)
+        except OSError as exc:  # a full disk must not end a long search: warn once, keep going
+            if not failed:
+                warnings.warn(InputWarning(f"{partial}: checkpoint not written ({os_error_text(exc)}); the run "
+                                           "goes on, but cannot be resumed from this point"), stacklevel=2)
+            failed.append(str(exc))
+
+    kwargs = {"on_generation": progress, "should_stop": stop, "on_epoch": save, "resume": snapshot}
+    if cfg.islands > 1:
+        from evolve.search.islands import island_search
+        result = island_search(cfg, train, valid, features, cfg.data, data_info.get("sha256", {}), cluster,
+                               **kwargs)
+    else:
+        result = search(cfg, train, valid, features, **kwargs)
+    keep = partial if result.interrupted else None
+    run_dir = write_or_rescue(lambda d: write_run(result, d, data_info, started, extra_files, checkpoint_dir=keep),
+                              partial.parent, OUT_WHAT, True)
+    if keep is None:
+        try:
+            os.unlink(partial / CHECKPOINT_FILE)
+        except OSError:
+            pass
+        shutil.rmtree(partial, ignore_errors=True)
+    return RunInfo(run_dir, result, data_info, keep)
+
+
+def find_checkpoint_dir(path: str | os.PathLike) -> Path:
+    """The checkpoint directory :func:`resume` continues for ``path``.
+
+    ``path`` may be a checkpoint directory, a run directory of an interrupted
+    run (its ``run.json`` names the checkpoint directory), or the output
+    directory of the runs when it holds exactly one checkpoint directory.
+
+    Raises: InputError (one line) when there is nothing to resume.
+    """
+    p = Path(path)
+    if not p.is_dir():
+        raise InputError(f"{path}: no such directory")
+    if (p / CHECKPOINT_FILE).is_file():
+        return p
+    if (p / "run.json").is_file():
+        try:
+            kept = json.loads((p / "run.json").read_text()).get("checkpoint_dir")
+        except (OSError, ValueError, AttributeError):
+            kept = None
+        if kept and (Path(kept) / CHECKPOINT_FILE).is_file():
+            return Path(kept)
+        raise InputError(f"{path}: the run is complete (no checkpoint left to resume from)")
+    found = sorted(q for q in p.glob(f".run-*{PARTIAL_SUFFIX}") if (q / CHECKPOINT_FILE).is_file())
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise InputError(f"{path}: holds {len(found)} stopped runs; name one of them, e.g. {found[-1]}")
+    raise InputError(f"{path}: no checkpoint to resume from (not a run of `python -m evolve run`, or it finished)")
+
+
+def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None] | None = None,
+           stop: Callable[[], bool] | None = None, extra_files: ExtraFiles | None = None,
+           cluster: ClusterOptions | None = None, data: str | None = None) -> RunInfo:
+    """Continue a stopped run from its last checkpoint and write its run directory (next to the checkpoint's).
+
+    Args:
+        path: see :func:`find_checkpoint_dir`.
+        progress, stop, extra_files, cluster: as :func:`run` (the logbook rows
+            of the generations already done are passed to ``progress`` first).
+        data: the dataset directory, if it moved (default: where the run read it).
+
+    Returns: :class:`RunInfo`; champion and logbook equal those of the run had
+    it not stopped.
+
+    Raises: InputError when there is no checkpoint, when the checkpoint is
+    damaged, when ``config.toml`` of the checkpoint directory was changed, or
+    when the data differ from the data the run started with (SHA-256); the
+    message gives the reason.
+    """
+    partial = find_checkpoint_dir(path)
+    head = read_header(partial / CHECKPOINT_FILE)
+    try:
+        cfg = resolve(head["config"])
+    except InputError as exc:
+        raise InputError(f"{partial}: the checkpoint's configuration is not valid ({exc})") from None
+    if (partial / "config.toml").is_file():
+        check_resumable(head, resolve(load_toml(partial / "config.toml")).to_dict(), head.get("data_sha256", {}),
+                        str(partial))
+    if data is not None:
+        cfg = replace(cfg, data=str(data))
+    elif not Path(cfg.data).is_dir() and head.get("data_dir_absolute"):
+        cfg = replace(cfg, data=head["data_dir_absolute"])
+    train_t, valid_t = load_search_data(cfg)
+    data_info = dataset_info(cfg.data, train_t, valid_t)
+    check_resumable(head, cfg.to_dict(), data_info["sha256"], str(partial))
+    _, snapshot = read_checkpoint(partial / CHECKPOINT_FILE)
+    train, valid = EvalData.from_traces(train_t), EvalData.from_traces(valid_t)
+    features = tuple(head.get("features") or ())
+    try:
+        started = datetime.fromisoformat(head["created"])
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"{partial}: the checkpoint header has no valid 'created' time") from None
+    return _search_and_write(partial, cfg, train, valid, features, data_info, started, snapshot, progress, stop,
+                             extra_files, cluster)
+
+
+def checkpoint_status(path: str | os.PathLike) -> str | None:
+    """One line on a stopped run whose checkpoint directory is ``path`` (None if ``path`` holds no checkpoint).
+
+    Used by ``python -m evolve show`` on a directory without a champion.
+    """
+    p = Path(path)
+    if not (p / CHECKPOINT_FILE).is_file():
+        return None
+    try:
+        head = read_header(p / CHECKPOINT_FILE)
+    except InputError as exc:
+        return str(exc)
+    gen, total = head.get("generation"), head.get("generations")
+    done = "before its first checkpoint" if gen is None else f"after generation {gen} of {total}"
+    return (f"{path}: no champion yet (the run stopped {done}); `python -m evolve resume {path}` continues it")
 
 
 def dataset_info(data_dir: str, train: Traces, valid: Traces) -> dict[str, Any]:
@@ -110,19 +305,8 @@ def dataset_info(data_dir: str, train: Traces, valid: Traces) -> dict[str, Any]:
     if "config" in meta:
         info["generator_config"] = meta["config"]
     info["tokens"] = {"train": train.n, "valid": valid.n}
-    info["sha256"] = {t.split: _sha256(t.source) for t in (train, valid)}
+    info["sha256"] = {t.split: file_sha256(t.source) for t in (train, valid)}
     return info
-
-
-def _sha256(path: str) -> str | None:
-    try:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        return h.hexdigest()
-    except OSError:
-        return None
 
 
 def versions() -> dict[str, str]:
@@ -143,7 +327,7 @@ def run_dir_name(cfg: RunConfig, started: datetime) -> str:
 
 
 def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], started: datetime,
-              extra_files: ExtraFiles | None = None) -> Path:
+              extra_files: ExtraFiles | None = None, checkpoint_dir: Path | None = None) -> Path:
     """Write a run directory under ``out`` and return its path.
 
     Files: ``config.toml`` (resolved config), ``run.json`` (summary, data
@@ -155,7 +339,9 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
     atomically into a hidden staging directory that is renamed into place at
     the end, so a run directory is either complete or absent (an exception
     from an extra file's function leaves nothing). The name is unique: a
-    suffix ``-2``, ``-3``... is added when needed.
+    suffix ``-2``, ``-3``... is added when needed. ``checkpoint_dir`` (the
+    kept checkpoint directory of an interrupted run) is recorded in
+    ``run.json`` as ``checkpoint_dir``.
     """
     from heuristics.champions import Champion, champion_json, champion_python
 
@@ -197,6 +383,8 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
         }
         if result.front is not None:
             summary["front_size"] = len(result.front)
+        if checkpoint_dir is not None:
+            summary["checkpoint_dir"] = str(checkpoint_dir)
         atomic_write_text(stage / "run.json", json.dumps(summary, indent=2) + "\n")
         atomic_write_text(stage / "logbook.csv", logbook_csv(result.logbook))
         atomic_write_text(stage / "hall_of_fame.json",
@@ -219,85 +407,8 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+    remove_stale_temps(out, "run-*", min_age=STALE_STAGING_SECONDS)  # left by a run killed while writing
     return final
-
-
-def seeded_name(source: str) -> str | None:
-    """NAME of a champion source ``"seeded:NAME"``; None for ``"evolved"`` (or any other source)."""
-    return source[len("seeded:"):] if source.startswith("seeded:") else None
-
-
-def seeded_document(result: SearchResult) -> dict[str, Any] | None:
-    """``{"seeded_rules": [...], "skipped_rules": [...]}`` of a warm-started run (None without warm start).
-
-    Each seeded rule: ``name``, ``expression``, ``reason`` (why it was chosen)
-    and its run objective on ``train`` and ``valid``
-    (:func:`evolve.search.algorithms.score`); each skipped rule: ``name`` and ``reason``.
-    """
-    warm = result.warm_start
-    if warm is None:
-        return None
-    doc = warm.to_dict()
-    values = {e.expression: e for e in result.seeded}
-    cfg = result.config
-    for item in doc["seeded_rules"]:
-        entry = values.get(item["expression"])
-        if entry is not None:
-            item["train"] = _finite(score(entry.train, cfg.fitness, cfg.tv_budget))
-            item["valid"] = _finite(score(entry.valid, cfg.fitness, cfg.tv_budget))
-    return doc
-
-
-def _finite(value: float) -> float | None:
-    """``value``, or None when it is not finite (JSON has no infinity)."""
-    return value if math.isfinite(value) else None
-
-
-def seeded_comment(result: SearchResult) -> str:
-    """Comment lines for ``config.toml`` naming the seeded rules (empty without warm start).
-
-    Comments, not keys: the seeds follow from the configuration and the data,
-    so ``--config config.toml`` repeats the run without them.
-    """
-    if result.warm_start is None:
-        return ""
-    lines = [f"# warm start: {len(result.warm_start.seeds)} seeded rules (run.json lists them with the reasons)"]
-    lines += [f"#   {s.name} = {s.expression}" for s in result.warm_start.seeds]
-    return "\n".join(lines) + "\n"
-
-
-def _objective_text(cfg: RunConfig) -> str:
-    """``, gamma 5, TV budget 0.01`` for block objectives (empty otherwise)."""
-    if cfg.fitness not in BLOCK_FITNESS:
-        return ""
-    text = f", gamma {cfg.gamma}, TV budget {cfg.tv_budget:g}"
-    return text + (f", TV cap {cfg.tv_cap:g}" if cfg.fitness == "pareto" else "")
-
-
-def front_document(result: SearchResult) -> dict[str, Any]:
-    """The ``front.json`` object of a ``pareto`` run.
-
-    Keys: ``objectives`` (names and directions), ``gamma``, ``tv_cap``,
-    ``tv_budget``, ``champion`` (its expression; with the warm start it may be
-    a seeded rule that is not on the front), ``front``: one object per
-    member, ascending TV per token on train, with ``expression``, ``size``,
-    ``depth``, ``objectives`` {``train``, ``valid``: {tokens_per_call,
-    tv_per_token, size}}, ``speed_at_tv`` {``train``, ``valid``} (with
-    ``tv_budget``) and the full ``train`` and ``valid`` metrics.
-    """
-    cfg = result.config
-    members = []
-    for e in result.front or []:
-        objectives = {split: {"tokens_per_call": m.tokens_per_call, "tv_per_token": m.tv_per_token,
-                              "size": e.size} for split, m in (("train", e.train), ("valid", e.valid))}
-        members.append({"expression": e.expression, "size": e.size, "depth": e.depth, "objectives": objectives,
-                        "speed_at_tv": {"train": speed_at_tv(e.train, cfg.tv_budget),
-                                        "valid": speed_at_tv(e.valid, cfg.tv_budget)},
-                        "train": e.train.to_dict(), "valid": e.valid.to_dict()})
-    directions = dict(zip(PARETO_OBJECTIVES, ("max", "min", "min")))
-    return {"objectives": [{"name": k, "direction": v} for k, v in directions.items()], "gamma": cfg.gamma,
-            "tv_cap": cfg.tv_cap, "tv_budget": cfg.tv_budget, "champion": result.champion.expression,
-            "front": members}
 
 
 def _unique(out: Path, base: str) -> Path:
@@ -320,15 +431,6 @@ def _retarget(stage: Path, final: Path) -> None:
         atomic_write_text(stage / name, json.dumps(doc, indent=2) + "\n")
 
 
-def logbook_csv(logbook: list[dict[str, float]]) -> str:
-    """The logbook as CSV text (header :data:`evolve.search.algorithms.LOGBOOK_COLUMNS`; floats to 6 digits)."""
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(LOGBOOK_COLUMNS), lineterminator="\n")
-    w.writeheader()
-    for row in logbook:
-        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    return buf.getvalue()
-
-
-__all__ = ["RunInfo", "ExtraFiles", "run", "write_run", "load_search_data", "dataset_info", "versions",
+__all__ = ["RunInfo", "ExtraFiles", "OUT_WHAT", "PARTIAL_SUFFIX", "run", "resume", "find_checkpoint_dir",
+           "checkpoint_status", "checkpoint_dir_name", "write_run", "load_search_data", "dataset_info", "versions",
            "run_dir_name", "front_document", "logbook_csv", "seeded_document", "seeded_comment", "seeded_name"]

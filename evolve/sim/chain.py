@@ -60,7 +60,7 @@ from data.synth.block_columns import target_rank
 from data.synth.rng import next_double, sample_index, sample_normalised, seed_state
 from evolve.eval.layouts import record_layout, record_size
 from evolve.eval.reference import eval_rows
-from evolve.gp.primitives import FEATURES
+from evolve.gp.primitives import FEATURES, Op
 from evolve.sim.models import STREAM_DECODE, position_pair, start_buffers, target_at
 from evolve.sim.verification import (
     VERIFY_BLOCK, VERIFY_FLY, block_accept, block_masses, block_residual, block_stops, fly_accept, fly_expected,
@@ -183,11 +183,12 @@ def _target_ranks(p, out):
 
 
 @njit(cache=True)
-def _residual_sample(rng, ops, args, consts, p, q, feats, XV, stack, resid, mode):
+def _residual_sample(rng, ops, args, consts, p, q, feats, XV, stack, resid, mode, uses_rank):
     """Token after a rejection: from norm(max(0, p - q*tau)) with tau of every token (see module doc).
 
     ``feats`` float64 (N_FEATURES,) the position's features (the drafted
-    token's draft_prob/target_prob are replaced by each token's q(v), p(v));
+    token's draft_prob/target_prob are replaced by each token's q(v), p(v), and its
+    target_rank by each token's rank if ``uses_rank``, i.e. if the program reads it);
     ``XV`` float64 (N_FEATURES, V), ``stack`` float64 (>= stack_size, V), ``resid`` float64 (V,).
     """
     V = p.shape[0]
@@ -201,7 +202,8 @@ def _residual_sample(rng, ops, args, consts, p, q, feats, XV, stack, resid, mode
     for v in range(V):
         XV[Feature.DRAFT_PROB, v] = q[v]
         XV[Feature.TARGET_PROB, v] = p[v]
-    _target_ranks(p, XV[Feature.TARGET_RANK])
+    if uses_rank:  # sorting V tokens per rejection is only paid by programs that read the rank
+        _target_ranks(p, XV[Feature.TARGET_RANK])
     eval_rows(ops, args, consts, XV, 0, V, stack)
     for v in range(V):
         resid[v] = max(0.0, p[v] - q[v] * _clamp_tau(stack[0, v]))
@@ -297,6 +299,10 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
     deferred = np.zeros(gamma, dtype=np.bool_)
     mass = np.empty(gamma + 1)
     nxt = np.empty(gamma + 1)
+    uses_rank = False
+    for i in range(ops.shape[0]):
+        if ops[i] == Op.FEATURE and args[i] == Feature.TARGET_RANK:
+            uses_rank = True
     t = t0
     end = t0 + length
     n_rows = int(stats[Stat.ROWS])
@@ -363,7 +369,8 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
             else:
                 for f in range(N_FEATURES):
                     feats[f] = X[f, k]
-                y = _residual_sample(rng, ops, args, consts, P[k], Q[k], feats, XV, stack, resid, residual_mode)
+                y = _residual_sample(rng, ops, args, consts, P[k], Q[k], feats, XV, stack, resid, residual_mode,
+                                     uses_rank)
             buf[window_len + t + k] = y
         if accepted == gamma:  # bonus token from p at position t + gamma
             pos = t + gamma

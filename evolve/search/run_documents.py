@@ -1,0 +1,109 @@
+"""The documents of a run directory that are made from a search result.
+
+* ``front.json`` of a ``pareto`` run (:func:`front_document`);
+* the warm start's part of ``run.json`` (:func:`seeded_document`) and the
+  comment lines of ``config.toml`` naming the seeds (:func:`seeded_comment`);
+* ``logbook.csv`` (:func:`logbook_csv`).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Any
+
+from evolve.eval.objectives import PARETO_OBJECTIVES, speed_at_tv
+from evolve.search.config import BLOCK_FITNESS, RunConfig
+from evolve.search.result import SearchResult
+from evolve.search.state import LOGBOOK_COLUMNS, score
+
+
+def seeded_name(source: str) -> str | None:
+    """NAME of a champion source ``"seeded:NAME"``; None for ``"evolved"`` (or any other source)."""
+    return source[len("seeded:"):] if source.startswith("seeded:") else None
+
+
+def seeded_document(result: SearchResult) -> dict[str, Any] | None:
+    """``{"seeded_rules": [...], "skipped_rules": [...]}`` of a warm-started run (None without warm start).
+
+    Each seeded rule: ``name``, ``expression``, ``reason`` (why it was chosen)
+    and its run objective on ``train`` and ``valid``
+    (:func:`evolve.search.algorithms.score`); each skipped rule: ``name`` and ``reason``.
+    """
+    warm = result.warm_start
+    if warm is None:
+        return None
+    doc = warm.to_dict()
+    values = {e.expression: e for e in result.seeded}
+    cfg = result.config
+    for item in doc["seeded_rules"]:
+        entry = values.get(item["expression"])
+        if entry is not None:
+            item["train"] = _finite(score(entry.train, cfg.fitness, cfg.tv_budget))
+            item["valid"] = _finite(score(entry.valid, cfg.fitness, cfg.tv_budget))
+    return doc
+
+
+def _finite(value: float) -> float | None:
+    """``value``, or None when it is not finite (JSON has no infinity)."""
+    return value if math.isfinite(value) else None
+
+
+def seeded_comment(result: SearchResult) -> str:
+    """Comment lines for ``config.toml`` naming the seeded rules (empty without warm start).
+
+    Comments, not keys: the seeds follow from the configuration and the data,
+    so ``--config config.toml`` repeats the run without them.
+    """
+    if result.warm_start is None:
+        return ""
+    lines = [f"# warm start: {len(result.warm_start.seeds)} seeded rules (run.json lists them with the reasons)"]
+    lines += [f"#   {s.name} = {s.expression}" for s in result.warm_start.seeds]
+    return "\n".join(lines) + "\n"
+
+
+def _objective_text(cfg: RunConfig) -> str:
+    """``, gamma 5, TV budget 0.01`` for block objectives (empty otherwise)."""
+    if cfg.fitness not in BLOCK_FITNESS:
+        return ""
+    text = f", gamma {cfg.gamma}, TV budget {cfg.tv_budget:g}"
+    return text + (f", TV cap {cfg.tv_cap:g}" if cfg.fitness == "pareto" else "")
+
+
+def front_document(result: SearchResult) -> dict[str, Any]:
+    """The ``front.json`` object of a ``pareto`` run.
+
+    Keys: ``objectives`` (names and directions), ``gamma``, ``tv_cap``,
+    ``tv_budget``, ``champion`` (its expression; with the warm start it may be
+    a seeded rule that is not on the front), ``front``: one object per
+    member, ascending TV per token on train, with ``expression``, ``size``,
+    ``depth``, ``objectives`` {``train``, ``valid``: {tokens_per_call,
+    tv_per_token, size}}, ``speed_at_tv`` {``train``, ``valid``} (with
+    ``tv_budget``) and the full ``train`` and ``valid`` metrics.
+    """
+    cfg = result.config
+    members = []
+    for e in result.front or []:
+        objectives = {split: {"tokens_per_call": m.tokens_per_call, "tv_per_token": m.tv_per_token,
+                              "size": e.size} for split, m in (("train", e.train), ("valid", e.valid))}
+        members.append({"expression": e.expression, "size": e.size, "depth": e.depth, "objectives": objectives,
+                        "speed_at_tv": {"train": speed_at_tv(e.train, cfg.tv_budget),
+                                        "valid": speed_at_tv(e.valid, cfg.tv_budget)},
+                        "train": e.train.to_dict(), "valid": e.valid.to_dict()})
+    directions = dict(zip(PARETO_OBJECTIVES, ("max", "min", "min")))
+    return {"objectives": [{"name": k, "direction": v} for k, v in directions.items()], "gamma": cfg.gamma,
+            "tv_cap": cfg.tv_cap, "tv_budget": cfg.tv_budget, "champion": result.champion.expression,
+            "front": members}
+
+
+def logbook_csv(logbook: list[dict[str, float]]) -> str:
+    """The logbook as CSV text (header :data:`evolve.search.algorithms.LOGBOOK_COLUMNS`; floats to 6 digits)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(LOGBOOK_COLUMNS), lineterminator="\n")
+    w.writeheader()
+    for row in logbook:
+        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+    return buf.getvalue()
+
+
+__all__ = ["seeded_name", "seeded_document", "seeded_comment", "front_document", "logbook_csv"]

@@ -1,0 +1,213 @@
+"""What one search process keeps while it evolves: scoring, the logbook, the callbacks.
+
+:class:`SearchState` is shared by the generational loop and NSGA-II
+(:mod:`evolve.search.algorithms`), by the island tasks run on Dask workers
+(:mod:`evolve.search.island_task`) and by the client that picks the champion
+(:mod:`evolve.search.result`). It scores individuals on train in batched,
+cached calls (:class:`evolve.eval.population.PopulationEvaluator`), turns
+train metrics into DEAP fitness values and appends one logbook row per
+generation (:func:`population_row`).
+
+:func:`score` is the value a run ranks programs by (train) and chooses its
+champion by (valid).
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from typing import Callable
+
+import numpy as np
+
+from data.errors import InputError
+from evolve.eval.evaluator import EvalData, Metrics, check_gamma
+from evolve.eval.objectives import DEFAULT_BUDGET, pareto_values, speed_at_tv
+from evolve.eval.population import EvaluationStats, PopulationEvaluator
+from evolve.search.config import BLOCK_FITNESS, RunConfig
+
+#: Columns of the per-generation logbook, in order.
+LOGBOOK_COLUMNS: tuple[str, ...] = (
+    "gen", "nevals", "new_programs", "train_max", "train_avg", "train_median", "train_min", "train_std",
+    "size_avg", "size_min", "size_max", "depth_max", "best_valid", "best_valid_size", "eval_seconds",
+    "evals_per_s", "seconds",
+)
+#: Logbook columns that measure time (they differ between two runs that are otherwise identical).
+TIMING_COLUMNS: tuple[str, ...] = ("eval_seconds", "evals_per_s", "seconds")
+#: Fitness given to a program whose objective is not finite (worst for maximised, best negated for minimised).
+WORST = 1e9
+#: Distinct expressions whose train metrics are remembered (least recently used dropped; results unchanged).
+CACHE_LIMIT = 200_000
+
+
+def score(metrics: Metrics, fitness: str, budget: float = DEFAULT_BUDGET) -> float:
+    """The value a run ranks programs by (on train) and picks its champion by (on valid).
+
+    ``Metrics.fitness`` for the fitness kind ``acceptance_quality``,
+    ``Metrics.expected_fitness`` for ``expected``, otherwise
+    :func:`evolve.eval.objectives.speed_at_tv` with TV-per-token ``budget``
+    (``speed_at_tv``, and ``pareto``, whose champion is the fastest front
+    member within the budget). Raises ValueError for a block objective on
+    metrics without block metrics.
+    """
+    if fitness == "acceptance_quality":
+        return metrics.fitness
+    if fitness == "expected":
+        return metrics.expected_fitness
+    return speed_at_tv(metrics, budget)
+
+
+def check_block_data(cfg: RunConfig, train: EvalData, valid: EvalData) -> int | None:
+    """The draft length of the block objectives (None for the others). Raises InputError for unusable data."""
+    if cfg.fitness not in BLOCK_FITNESS:
+        return None
+    for data in (train, valid):
+        if data.depth is None:
+            raise InputError(f"{data.source}: fitness '{cfg.fitness}' needs column 'draft_index' (speculation "
+                             "blocks); generate the data with `python generate_data.py` (vocab model)")
+        check_gamma(cfg.gamma, data)
+    return cfg.gamma
+
+
+def population_row(gen: int, fits: np.ndarray, sizes: np.ndarray, depth_max: int, nevals: int, new_programs: int,
+                   best_valid: tuple[float, int], eval_seconds: float, seconds: float) -> dict[str, float]:
+    """One logbook row (keys :data:`LOGBOOK_COLUMNS`) of generation ``gen``.
+
+    Args:
+        fits: float64 (N,), first fitness value of every individual (of all
+            islands of an island run).
+        sizes: int (N,), node counts.
+        depth_max: tallest tree (a terminal has height 0).
+        nevals, new_programs: individuals scored, and distinct programs run
+            (the others came from the evaluator's cache).
+        best_valid: (best validation score of the candidates, smallest size reaching it).
+        eval_seconds, seconds: time spent scoring, and in the whole generation.
+    """
+    return {
+        "gen": gen, "nevals": nevals, "new_programs": new_programs,
+        "train_max": float(fits.max()), "train_avg": float(fits.mean()),
+        "train_median": float(np.median(fits)), "train_min": float(fits.min()),
+        "train_std": float(fits.std()), "size_avg": float(sizes.mean()), "size_min": int(sizes.min()),
+        "size_max": int(sizes.max()), "depth_max": int(depth_max),
+        "best_valid": float(best_valid[0]), "best_valid_size": int(best_valid[1]), "eval_seconds": eval_seconds,
+        "evals_per_s": new_programs / eval_seconds if eval_seconds > 0 else 0.0,
+        "seconds": seconds,
+    }
+
+
+class SearchState:
+    """Scoring, logbook and callbacks of one search (or of one island task).
+
+    Args:
+        cfg: the run configuration.
+        train, valid: prepared splits.
+        gamma: draft length of the block metrics (None unless the objective needs them).
+        on_generation: called with every logbook row (``random``'s state kept).
+        should_stop: polled before every generation (``random``'s state kept).
+        cache_size: distinct expressions whose metrics each evaluator remembers.
+    """
+
+    def __init__(self, cfg: RunConfig, train: EvalData, valid: EvalData, gamma: int | None,
+                 on_generation: Callable[[dict[str, float]], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None, cache_size: int = CACHE_LIMIT):
+        fit = cfg.acceptance_quality_fitness()
+        self.cfg = cfg
+        self.scorer = PopulationEvaluator(train, fit, gamma=gamma, cache_size=cache_size)
+        self.valid_scorer = PopulationEvaluator(valid, fit, gamma=gamma, cache_size=cache_size)
+        self.on_generation, self.should_stop = on_generation, should_stop
+        self.evaluations, self.eval_seconds, self.new_programs = 0, 0.0, 0
+        self.logbook: list[dict[str, float]] = []
+        self.generations, self.interrupted = 0, False
+
+    def objective(self, metrics: Metrics) -> float:
+        """The run's objective of ``metrics`` (:func:`score`)."""
+        return score(metrics, self.cfg.fitness, self.cfg.tv_budget)
+
+    def assign(self, ind, m: Metrics) -> None:
+        """Set ``ind.fitness.values`` from its train metrics (non-finite values become :data:`WORST`)."""
+        cfg = self.cfg
+        if cfg.fitness == "pareto":
+            speed, tv, size = pareto_values(m, len(ind), cfg.tv_cap)
+            ind.fitness.values = (speed if math.isfinite(speed) else -WORST, tv if math.isfinite(tv) else WORST,
+                                  size)
+        else:
+            value = self.objective(m)
+            floor = -WORST if cfg.fitness in BLOCK_FITNESS else 0.0
+            ind.fitness.values = (value if math.isfinite(value) else floor,)
+
+    def evaluate(self, individuals) -> int:
+        """Score individuals without a valid fitness on train (one batched call; cached by expression)."""
+        todo = [ind for ind in individuals if not ind.fitness.valid]
+        before = self.scorer.stats.scored
+        t0 = time.perf_counter()
+        for ind, m in zip(todo, self.scorer.evaluate(todo)):
+            self.assign(ind, m)
+        self.eval_seconds = time.perf_counter() - t0
+        self.evaluations += len(todo)
+        self.new_programs = self.scorer.stats.scored - before
+        return len(todo)
+
+    def both_metrics(self, individuals) -> list[tuple[Metrics, Metrics]]:
+        """(train, valid) metrics of each individual (batched, cached by expression)."""
+        return list(zip(self.scorer.evaluate(individuals), self.valid_scorer.evaluate(individuals)))
+
+    def best_valid(self, candidates) -> tuple[float, int]:
+        """(best validation score, size of the smallest candidate reaching it)."""
+        best = (-math.inf, 0)
+        for member, (_, va) in zip(candidates, self.both_metrics(candidates)):
+            v = self.objective(va)
+            if v > best[0] or (v == best[0] and len(member) < best[1]):
+                best = (v, len(member))
+        return best
+
+    def record(self, gen: int, population, candidates, nevals: int, t_start: float) -> dict[str, float]:
+        """Append generation ``gen``'s logbook row and call ``on_generation`` (``random``'s state kept).
+
+        Returns the row.
+        """
+        fits = np.array([ind.fitness.values[0] for ind in population])
+        sizes = np.array([len(ind) for ind in population])
+        row = population_row(gen, fits, sizes, max(ind.height for ind in population), nevals, self.new_programs,
+                             self.best_valid(candidates), self.eval_seconds, time.perf_counter() - t_start)
+        self.logbook.append(row)
+        self.generations = gen
+        self.notify(row)
+        return row
+
+    def notify(self, row: dict[str, float]) -> None:
+        """Call ``on_generation`` with ``row``, keeping the state of Python's ``random``."""
+        if self.on_generation is not None:
+            state = random.getstate()  # a callback (e.g. a progress bar) must not change the search
+            self.on_generation(row)
+            random.setstate(state)
+
+    def stop_requested(self) -> bool:
+        """Poll ``should_stop`` (``random``'s state kept); True marks the search interrupted."""
+        if self.should_stop is None:
+            return False
+        state = random.getstate()
+        stop = self.should_stop()
+        random.setstate(state)
+        self.interrupted = self.interrupted or bool(stop)
+        return bool(stop)
+
+    def cache_state(self) -> dict:
+        """The evaluators' remembered metrics and running totals (picklable; see :meth:`restore_cache`).
+
+        A resumed search that restores them counts ``new_programs`` exactly as
+        the uninterrupted one (the metrics themselves never depend on the cache).
+        """
+        return {name: (list(s._cache.items()), s.stats)  # noqa: SLF001 - the cache is state of the search
+                for name, s in (("train", self.scorer), ("valid", self.valid_scorer))}
+
+    def restore_cache(self, saved: dict) -> None:
+        """Put back what :meth:`cache_state` returned (same least-recently-used order)."""
+        for name, scorer in (("train", self.scorer), ("valid", self.valid_scorer)):
+            items, stats = saved[name]
+            scorer._cache.clear()  # noqa: SLF001
+            scorer._cache.update(items)  # noqa: SLF001
+            scorer.stats = stats if isinstance(stats, EvaluationStats) else EvaluationStats(**stats)
+
+
+__all__ = ["LOGBOOK_COLUMNS", "TIMING_COLUMNS", "WORST", "CACHE_LIMIT", "score", "check_block_data",
+           "population_row", "SearchState"]
