@@ -135,8 +135,10 @@ def _check_protected(path: Path, what: str) -> None:
             break
 
 
-def _check_inputs(path: Path, inputs: Iterable[str | os.PathLike | None], champion_dirs: Iterable[str | os.PathLike | None],
-                  what: str) -> None:
+def _check_inputs(path: Path, inputs: Iterable[str | os.PathLike | None],
+                  champion_dirs: Iterable[str | os.PathLike | None], what: str) -> None:
+    """Refuse ``path`` when it is one of ``inputs`` or a file directly inside one of ``champion_dirs``
+    that would be read as a champion."""
     for given in inputs:
         if given is not None and str(given) != "" and _same(path, Path(given)):
             raise InputError(f"{what}: {path} is also an input of this command")

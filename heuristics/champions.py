@@ -415,6 +415,6 @@ def promote(run_dir: str | os.PathLike, name: str, directory: str | os.PathLike 
     return save_champion(champ, directory, overwrite, inputs=(run_dir,))
 
 
-__all__ = ["Champion", "FORMAT", "FORMAT_VERSION", "ENV_DIR", "RESERVED_NAMES", "champions_dir", "champion_json",
-           "champion_python", "check_name", "read_champion", "load_champion", "list_champions", "champion_files",
+__all__ = ["Champion", "FORMAT", "FORMAT_VERSION", "ENV_DIR", "PACKAGE_DIR", "RESERVED_NAMES", "champions_dir",
+           "champion_json", "champion_python", "check_name", "read_champion", "load_champion", "list_champions", "champion_files",
            "save_champion", "promote"]

@@ -27,7 +27,7 @@ import pytest
 from click.testing import CliRunner
 
 from data.io import load_split, write_dataset
-from data.paths import ROOT
+from data.paths import ROOT, RUN_FILES
 from evolve.cli.benchmark import cli as benchmark_cli
 from evolve.cli.evolve import cli as evolve_cli
 from evolve.cli.generate import cli as generate_cli
@@ -550,6 +550,10 @@ def test_positions_of_the_vocab_model_do_not_warn(vocab_dataset):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_split(vocab_dataset, "test")
+
+
+def test_the_guard_knows_every_file_of_a_run_directory(base_run):
+    assert {p.name for p in base_run.iterdir()} <= RUN_FILES
 
 
 def test_case_count():

@@ -5,6 +5,8 @@ Commands (run ``python -m evolve COMMAND --help`` for every option):
 * ``run``: evolve on the train split of ``--data`` (default ``data/``), pick the
   champion on valid, write a run directory under ``--out`` (default
   ``results/``) and print its path on the last line of stdout;
+* ``resume RUN_DIR``: continue a run that was stopped (``kill -9``, a lost
+  node, Ctrl-C) from its last checkpoint;
 * ``show RUN_DIR``: the champion (simplified with sympy) and its metrics;
 * ``promote RUN_DIR NAME``: copy the champion into ``heuristics/champions/``
   (or ``--champions-dir`` / ``$SPECDEC_CHAMPIONS_DIR``) as ``NAME.json`` + ``NAME.py``.
@@ -12,6 +14,8 @@ Commands (run ``python -m evolve COMMAND --help`` for every option):
 Bad input gives one line ``error: ...`` and exit code 2 (:mod:`data.errors`).
 """
 from __future__ import annotations
+
+import os
 
 import click
 
@@ -94,22 +98,80 @@ def _opt(name: str, type_, help_: str):
 @_opt("elitism", int, "Best individuals carried over unchanged.")
 @_opt("hall-of-fame", int, "Hall of fame size (champion = best of it on valid).")
 @_opt("max-depth", int, "Tree depth limit.")
+@_opt("islands", int, "Populations of the island model, each of --population individuals, evolved as Dask tasks "
+                      "(1: one population in this process).")
+@_opt("migration-interval", int, "Generations per epoch: islands exchange migrants, and the run is checkpointed, "
+                                 "after every epoch.")
+@_opt("migrants", int, "Best individuals each island sends to the next (ring) after every epoch.")
+@click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS", metavar="ADDRESS",
+              help="Dask scheduler to run the islands on (e.g. tcp://host:8786) [default: $DASK_SCHEDULER_ADDRESS, "
+                   "else a local cluster on this machine].")
+@click.option("--workers", type=int, default=None,
+              help="Workers of the local Dask cluster [default: one per island, at most one per core].")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr [default: on].")
-def run(config_file, progress, **options) -> int:
+def run(config_file, progress, scheduler, workers, **options) -> int:
     """Evolve a rule; print the run directory on the last line.
 
-    Ctrl-C finishes the current generation and still writes the champion; the exit code is then 130.
+    Ctrl-C finishes the current generation (epoch, with islands) and still writes the champion; the exit
+    code is then 130. A checkpoint is kept after every epoch: `python -m evolve resume` continues a run
+    that was killed.
     """
     from evolve.search.config import resolve
     from evolve.search.interrupt import graceful_interrupt
 
     cfg = resolve(options, config_file)
+    cluster = _cluster(scheduler, workers)
     with _progress_bar(cfg, progress) as on_generation, graceful_interrupt() as stop:
-        info = run_and_plot(cfg, progress=on_generation, stop=stop)
+        info = run_and_plot(cfg, progress=on_generation, stop=stop, cluster=cluster)
+    return _report(info, cfg)
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path())
+@click.option("--data", default=None, help="The dataset directory, if it moved since the run started (it must "
+                                           "hold the same train and valid files) [default: where the run read it].")
+@click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS", metavar="ADDRESS",
+              help="Dask scheduler for an island run [default: $DASK_SCHEDULER_ADDRESS, else a local cluster].")
+@click.option("--workers", type=int, default=None,
+              help="Workers of the local Dask cluster [default: one per island, at most one per core].")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr [default: on].")
+def resume(run_dir, data, scheduler, workers, progress) -> int:
+    """Continue the stopped run RUN_DIR from its last checkpoint; print the run directory on the last line.
+
+    RUN_DIR is the run's checkpoint directory (OUT/.run-...partial), the run directory of a run stopped
+    by Ctrl-C, or OUT when it holds one stopped run. The champion and logbook are those the run would
+    have had without the stop. Different data or changed settings are refused, with the reason.
+    """
+    from evolve.search.checkpoint import CHECKPOINT_FILE, read_header
+    from evolve.search.config import resolve
+    from evolve.search.interrupt import graceful_interrupt
+    from evolve.search.rundir import find_checkpoint_dir
+
+    cfg = resolve(read_header(find_checkpoint_dir(run_dir) / CHECKPOINT_FILE)["config"])
+    with _progress_bar(cfg, progress) as on_generation, graceful_interrupt() as stop:
+        info = run_and_plot(cfg, progress=on_generation, stop=stop, cluster=_cluster(scheduler, workers),
+                            resume_from=run_dir, data=data)
+    return _report(info, info.result.config)
+
+
+def _cluster(scheduler, workers):
+    """The :class:`evolve.search.cluster.ClusterOptions` of ``--scheduler`` and ``--workers``."""
+    from data.errors import InputError
+    from evolve.search.cluster import ClusterOptions
+
+    if workers is not None and workers < 1:
+        raise InputError(f"option '--workers': must be at least 1 (value {workers})")
+    return ClusterOptions(scheduler=scheduler or None, workers=workers)
+
+
+def _report(info, cfg) -> int:
+    """Print the outcome of a run (the run directory last); returns the exit code (130 after Ctrl-C)."""
     res = info.result
     champ = res.champion
     if res.interrupted:
         click.echo(f"interrupted after generation {res.generations}; champion written", err=True)
+        if info.checkpoint_dir is not None:
+            click.echo(f"`python -m evolve resume {info.run_dir}` finishes the run", err=True)
     click.echo(f"champion: {champ.expression}")
     line = _source_line(res.champion_source, res.warm_start)
     if line:
@@ -126,19 +188,24 @@ def run(config_file, progress, **options) -> int:
     return EXIT_INTERRUPTED if res.interrupted else 0
 
 
-def run_and_plot(cfg, progress=None, stop=None):
+def run_and_plot(cfg, progress=None, stop=None, cluster=None, resume_from=None, data=None):
     """A whole run as ``python -m evolve run`` makes it: :func:`evolve.search.rundir.run` plus ``fitness.png``.
 
     The fitness plot (:func:`evolve.report.runplot.plot_logbook`) is drawn
     after the search and written into the run directory with the other files
-    (atomically, before the directory is renamed into place). Arguments and
-    errors as :func:`evolve.search.rundir.run`; returns its ``RunInfo``.
+    (atomically, before the directory is renamed into place). With
+    ``resume_from`` (a path for :func:`evolve.search.rundir.resume`, which
+    then also takes ``data``) a stopped run is continued instead and ``cfg``
+    is not used. Arguments and errors as :func:`evolve.search.rundir.run`;
+    returns its ``RunInfo``.
     """
     from evolve.report.runplot import plot_logbook
-    from evolve.search.rundir import run
+    from evolve.search.rundir import resume, run
 
     plot = {"fitness.png": lambda result: plot_logbook(result.logbook, result.config.fitness)}
-    return run(cfg, progress=progress, stop=stop, extra_files=plot)
+    if resume_from is not None:
+        return resume(resume_from, progress=progress, stop=stop, extra_files=plot, cluster=cluster, data=data)
+    return run(cfg, progress=progress, stop=stop, extra_files=plot, cluster=cluster)
 
 
 def _source_line(source: str | None, warm_start) -> str | None:
@@ -208,9 +275,14 @@ class _progress_bar:
 @click.argument("run_dir", type=click.Path())
 def show(run_dir) -> None:
     """Print the champion of RUN_DIR (or of a champion .json file), simplified, and its metrics."""
+    from data.errors import InputError
     from evolve.gp.compiler import simplify
+    from evolve.search.rundir import checkpoint_status
     from heuristics.champions import read_champion
 
+    status = checkpoint_status(run_dir) if not os.path.isfile(os.path.join(run_dir, "champion.json")) else None
+    if status is not None:
+        raise InputError(status)
     champ = read_champion(run_dir)
     nodes = champ.nodes
     click.echo(f"champion:   {champ.expression}")

@@ -35,6 +35,15 @@ EXIT_INTERRUPTED = 130
 @click.option("--max-new-tokens", default=128, show_default=True, type=int, help="Tokens generated per prompt.")
 @click.option("--temperature", default=1.0, show_default=True, type=float,
               help="Sampling temperature of target and drafter (0 = greedy).")
+@click.option("--top-k", "top_k", default=0, show_default=True, type=int,
+              help="Keep the K most likely tokens of both models' distributions after the temperature "
+                   "(0 = off); the records describe the truncated distributions.")
+@click.option("--top-p", "top_p", default=1.0, show_default=True, type=float,
+              help="Nucleus sampling: keep the smallest set of most likely tokens whose mass reaches P, "
+                   "after the temperature and top-k (1 = off).")
+@click.option("--batch-size", "batch_size", default=1, show_default=True, type=int,
+              help="Texts decoded together (padded batch; a free row takes the next prompt at once). "
+                   "A text's records do not depend on it beyond float round-off.")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="Seed of the split assignment and of every text's random stream.")
 @click.option("--out", default="data/harvested", show_default=True, metavar="DIR",
@@ -45,8 +54,8 @@ EXIT_INTERRUPTED = 130
 @click.option("--threads", default=None, type=int, metavar="N",
               help="Torch CPU threads (default: torch's choice); fix it for bit-identical reruns.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show the progress bar.")
-def harvest(target, draft, skip_layers, window, prompts, gamma, max_new_tokens, temperature, seed, out, dtype,
-            device, threads, progress):
+def harvest(target, draft, skip_layers, window, prompts, gamma, max_new_tokens, temperature, top_k, top_p,
+            batch_size, seed, out, dtype, device, threads, progress):
     """Harvest genuine speculative-decoding traces from a local target model and a drafter.
 
     One record per drafted token (all gamma drafts of every block, also past the first
@@ -60,7 +69,7 @@ def harvest(target, draft, skip_layers, window, prompts, gamma, max_new_tokens, 
         skip_layers=parse_layer_list(skip_layers) if skip_layers is not None else None,
         window=parse_window(window) if window is not None else None,
         gamma=gamma, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, out=out,
-        dtype=dtype, device=device, threads=threads)
+        dtype=dtype, device=device, threads=threads, top_k=top_k, top_p=top_p, batch_size=batch_size)
     result = run(config, progress=progress)
     if result.consolidated:
         click.echo(format_stats(result.stats))

@@ -212,7 +212,8 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
         on_epoch: called with a :class:`Snapshot` after every
             ``migration_interval`` generations, after the last one and after
             an interruption (a checkpoint writer,
-            :func:`evolve.search.checkpoint.write_checkpoint`).
+            :func:`evolve.search.checkpoint.write_checkpoint`). The snapshot
+            shares the live population: serialise it during the call.
         resume: a snapshot taken by ``on_epoch`` of a run with the same
             configuration and data: the search continues from it.
 
@@ -249,7 +250,7 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
         advance(state, tb, island, epoch_end(island.generation, cfg.migration_interval, cfg.generations))
         if on_epoch is not None:
             island.keep_rng()
-            on_epoch(Snapshot(island.generation, [island], state.logbook, state.evaluations,
+            on_epoch(Snapshot(island.generation, [island], list(state.logbook), state.evaluations,
                               state.scorer.stats.scored, before + time.perf_counter() - started, warm,
                               state.interrupted, state.cache_state()))
     return finish(state, features, candidates(island), seeds, warm, state.evaluations, state.scorer.stats.scored,

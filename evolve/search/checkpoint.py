@@ -43,8 +43,9 @@ from data.io import atomic_write_bytes
 CHECKPOINT_FILE = "checkpoint.pkl"
 #: First line of a checkpoint file (the number is the format version).
 MAGIC = b"specdec-evolve checkpoint 1\n"
-#: Configuration keys that may differ between a checkpoint and a resume (they do not change the results).
-EXECUTION_KEYS: tuple[str, ...] = ("out",)
+#: Configuration keys that may differ between a checkpoint and a resume: where results go, and where the
+#: data are read (a moved dataset is fine; its files must have the same SHA-256).
+EXECUTION_KEYS: tuple[str, ...] = ("out", "data")
 
 
 @dataclass

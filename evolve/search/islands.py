@@ -183,7 +183,7 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
             if stop < cfg.generations:
                 migrate(islands, cfg.migrants, pareto)
             if on_epoch is not None:
-                on_epoch(Snapshot(stop, islands, state.logbook, evaluations, programs,
+                on_epoch(Snapshot(stop, islands, list(state.logbook), evaluations, programs,
                                   before + time.perf_counter() - started, warm))
     return finish(state, features, members(islands, cfg), seeds, warm, evaluations, programs,
                   before + time.perf_counter() - started)

@@ -183,13 +183,24 @@ def _search_and_write(partial: Path, cfg: RunConfig, train: EvalData, valid: Eva
                                            "goes on, but cannot be resumed from this point"), stacklevel=2)
             failed.append(str(exc))
 
-    kwargs = {"on_generation": progress, "should_stop": stop, "on_epoch": save, "resume": snapshot}
-    if cfg.islands > 1:
-        from evolve.search.islands import island_search
-        result = island_search(cfg, train, valid, features, cfg.data, data_info.get("sha256", {}), cluster,
-                               **kwargs)
-    else:
-        result = search(cfg, train, valid, features, **kwargs)
+    saved: list[int] = []
+
+    def save_and_count(state: Snapshot) -> None:
+        save(state)
+        saved.append(state.generation)
+
+    kwargs = {"on_generation": progress, "should_stop": stop, "on_epoch": save_and_count, "resume": snapshot}
+    try:
+        if cfg.islands > 1:
+            from evolve.search.islands import island_search
+            result = island_search(cfg, train, valid, features, cfg.data, data_info.get("sha256", {}), cluster,
+                                   **kwargs)
+        else:
+            result = search(cfg, train, valid, features, **kwargs)
+    except BaseException:
+        if snapshot is None and not saved:  # nothing to resume from: leave no checkpoint directory
+            shutil.rmtree(partial, ignore_errors=True)
+        raise
     keep = partial if result.interrupted else None
     run_dir = write_or_rescue(lambda d: write_run(result, d, data_info, started, extra_files, checkpoint_dir=keep),
                               partial.parent, OUT_WHAT, True)
