@@ -141,7 +141,12 @@ class Traces:
 
     def to_frame(self) -> pd.DataFrame:
         """The split as a DataFrame with the schema's column order."""
-        return pd.DataFrame({c.name: self.columns[c.name] for c in COLUMNS if c.name in self.columns})
+        return pd.DataFrame({c.name: _frame_column(self.columns[c.name]) for c in COLUMNS if c.name in self.columns})
+
+
+def _frame_column(values: np.ndarray):
+    """A column for a DataFrame: a list column (2-D array, :attr:`data.schema.Column.length`) as a list of rows."""
+    return list(values) if values.ndim == 2 else values
 
 
 def split_path(data_dir: str | os.PathLike, split: str) -> Path | None:
@@ -360,6 +365,11 @@ def _remove(path: str) -> None:
 def _frame_to_json_records(df: pd.DataFrame) -> bytes:
     records = df.to_dict(orient="records")
     for name in (c.name for c in COLUMNS if c.nan_ok and c.name in df.columns):  # NaN -> null (plain JSON)
+        if COLUMN_BY_NAME[name].length:  # a list column: a JSON array, or null for a record of NaN
+            for rec in records:
+                row = np.asarray(rec[name], dtype=np.float64)
+                rec[name] = None if np.isnan(row).all() else row.tolist()
+            continue
         for rec in records:
             if rec[name] != rec[name]:
                 rec[name] = None

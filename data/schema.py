@@ -23,8 +23,13 @@ max_v q(v) and max_v p(v)), ``overlap`` (float64, sum_v min(p(v), q(v))),
 ``block_residual_mass`` (float64 in [0, 1]: block verification's residual mass
 sum_v max(0, P p'(v) - q'(v)) with P the block weight after the record's token
 and p', q' the next depth's distributions; NaN, and only there, at a block's last
-depth; :mod:`data.synth.block_columns`) and ``target_rank`` (int64, rank of the
-drafted token under p, 0 = arg max, tied tokens share a rank).
+depth; :mod:`data.synth.block_columns`), ``target_rank`` (int64, rank of the
+drafted token under p, 0 = arg max, tied tokens share a rank) and
+``block_residual_phi`` (a list of :data:`RESIDUAL_PHI_POINTS` float64 per record, in
+[0, 1]: phi(a) = sum_v max(0, a p'(v) - q'(v)) of the next depth's (p', q') at
+a = k / RESIDUAL_PHI_POINTS, k = 1..RESIDUAL_PHI_POINTS, the residual masses of
+relaxed block verification; all NaN, and only there, at a block's last depth; Parquet
+list<double>, a JSON array or null).
 
 :func:`validate` checks a whole split and returns it with canonical dtypes, or
 raises :class:`data.errors.InputError` naming the file, the column and the first
@@ -45,6 +50,8 @@ import pandas as pd
 from data.errors import InputError
 
 SCHEMA_VERSION = 1
+#: Values per record of the list column ``block_residual_phi`` (:mod:`data.synth.block_columns`).
+RESIDUAL_PHI_POINTS = 32
 
 #: Slack allowed when comparing a drafted token's probability with the top probability.
 TOP_PROB_TOLERANCE = 1e-9
@@ -73,6 +80,8 @@ class Column:
     doc: str = ""
     #: NaN is a valid value (``block_residual_mass`` at a block's last depth).
     nan_ok: bool = False
+    #: Values per record of a list column (0: one value); a list column's record is all NaN or all finite.
+    length: int = 0
 
     def range_text(self) -> str:
         """The valid range in interval notation, e.g. ``(0, 1]``."""
@@ -99,6 +108,9 @@ COLUMNS: tuple[Column, ...] = (
            doc="sum_v max(0, P p'(v) - q'(v)) with P the block weight after x, p', q' the next depth's; "
                "NaN at a block's last depth"),
     Column("target_rank", "int", False, 0, None, doc="rank of x under p, 0 = argmax (ties share a rank)"),
+    Column("block_residual_phi", "float", False, 0.0, 1.0, nan_ok=True, length=RESIDUAL_PHI_POINTS,
+           doc=f"list of {RESIDUAL_PHI_POINTS} float64: sum_v max(0, a p'(v) - q'(v)) at a = k/{RESIDUAL_PHI_POINTS}, "
+               "k = 1..32, p', q' the next depth's; all NaN at a block's last depth"),
 )
 COLUMN_BY_NAME = {c.name: c for c in COLUMNS}
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.required)
@@ -127,6 +139,8 @@ def _bad(source: str, column: str, row: int, value, why: str) -> InputError:
 def _coerce(df: pd.DataFrame, col: Column, source: str) -> np.ndarray:
     series = df[col.name]
     values = series.to_numpy()
+    if col.length:
+        return _coerce_list(values, col, source)
     if col.kind == "bool":
         if values.dtype == bool:
             return values
@@ -169,6 +183,37 @@ def _coerce(df: pd.DataFrame, col: Column, source: str) -> np.ndarray:
             i = next(k for k, v in enumerate(values) if abs(v) > 1e308)
             raise _bad(source, col.name, i, values[i], "number too large for a float") from None
     raise _bad(source, col.name, i, _py(values[i]), f"expected a number, column has dtype {series.dtype}")
+
+
+def _coerce_list(values: np.ndarray, col: Column, source: str) -> np.ndarray:
+    """A list column as float64 (n, col.length): each record a list of ``col.length`` numbers, or null (NaN)."""
+    n, k = len(values), col.length
+    if n and all(isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.shape == (k,) for v in values):
+        out = np.stack(values).astype(np.float64, copy=False)  # as read from Parquet
+    else:
+        out = np.empty((n, k))
+        for i, v in enumerate(values):
+            if v is None or (isinstance(v, float) and v != v):
+                out[i] = np.nan
+                continue
+            items = list(v) if isinstance(v, (list, tuple, np.ndarray)) else None
+            if items is None or len(items) != k or not all(
+                    isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+                    for x in items):
+                raise _bad(source, col.name, i, v, f"expected a list of {k} numbers (or null)")
+            try:
+                out[i] = np.asarray(items, dtype=np.float64)
+            except OverflowError:
+                raise _bad(source, col.name, i, v, "number too large for a float") from None
+    nan = np.isnan(out)
+    bad = (nan.any(axis=1) & ~nan.all(axis=1)) | np.isinf(out).any(axis=1)
+    if not col.nan_ok:
+        bad |= nan.any(axis=1)
+    if bad.any():
+        i = _first(bad)
+        raise _bad(source, col.name, i, out[i].tolist(), "a record must be all finite numbers"
+                   + (" or all NaN (null)" if col.nan_ok else ""))
+    return out
 
 
 def _py(value):
@@ -226,6 +271,9 @@ def _check_range(values: np.ndarray, col: Column, source: str) -> None:
     if col.high is not None:
         bad |= values >= col.high if col.high_open else values > col.high
     if bad.any():
+        if values.ndim == 2:  # a list column: name the record
+            i = _first(bad.any(axis=1))
+            raise _bad(source, col.name, i, values[i].tolist(), f"a value outside {col.range_text()}")
         i = _first(bad)
         raise _bad(source, col.name, i, values[i].item(), f"outside {col.range_text()}")
 
@@ -309,6 +357,13 @@ def _check_consistency(cols: dict[str, np.ndarray], source: str) -> None:
                 i = _first(bad)
                 raise _bad(source, "block_residual_mass", i, float("nan"),
                            "NaN is only valid at a block's last record (the next depth is needed otherwise)")
+        if "block_residual_phi" in cols:
+            last = np.concatenate((d[1:] == 0, [True]))
+            bad = np.isnan(cols["block_residual_phi"][:, 0]) & ~last
+            if bad.any():
+                i = _first(bad)
+                raise _bad(source, "block_residual_phi", i, None,
+                           "null (NaN) is only valid at a block's last record (the next depth is needed otherwise)")
 
 
 def derive_seq_id(position: np.ndarray) -> np.ndarray:

@@ -89,14 +89,23 @@ RTOL = 1e-9
 ATOL = 1e-12
 
 
-def assert_same_floats(got, want, err_msg: str = "") -> None:
-    """``got`` equals ``want`` within :data:`RTOL` (relative) plus :data:`ATOL`, with NaN, +inf and -inf in exactly the
-    same places (float64 arrays of one shape)."""
+def assert_same_floats(got, want, err_msg: str = "", branch_flips: int = 0) -> None:
+    """``got`` equals ``want`` within :data:`RTOL` (relative) plus :data:`ATOL`, with NaN, +inf and -inf
+    in exactly the same places (float64 arrays of one shape).
+
+    ``branch_flips``: how many elements may differ beyond that. A random program compares two
+    computed values with ``if_gt``; when they tie to within the last bit, a one-bit difference of
+    exp/log between the two math libraries picks the other branch and the results differ entirely.
+    Random-program tests allow a few such elements (a real evaluator bug changes many)."""
     import numpy as np
 
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
     assert got.shape == want.shape, err_msg
-    for kind in (np.isnan, np.isposinf, np.isneginf):
-        np.testing.assert_array_equal(kind(got), kind(want), err_msg=err_msg)
-    finite = np.isfinite(want)
-    np.testing.assert_allclose(got[finite], want[finite], rtol=RTOL, atol=ATOL, err_msg=err_msg)
+    same = (np.isnan(got) & np.isnan(want)) | (got == want)
+    finite = np.isfinite(got) & np.isfinite(want)
+    close = np.zeros_like(same)
+    close[finite] = np.abs(got[finite] - want[finite]) <= ATOL + RTOL * np.abs(want[finite])
+    bad = np.flatnonzero(~(same | close))
+    if len(bad) > branch_flips:
+        np.testing.assert_allclose(got[bad], want[bad], rtol=RTOL, atol=ATOL,
+                                   err_msg=f"{err_msg} ({len(bad)} elements differ, {branch_flips} allowed)")

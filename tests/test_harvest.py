@@ -1,4 +1,4 @@
-"""Harvester of genuine speculative-decoding traces (data/harvest.py, issue 6).
+"""Harvester of genuine speculative-decoding traces (the package data/harvest).
 
 Tiny randomly initialised Llama models and a word-level tokenizer are built offline in a
 temporary directory; nothing is downloaded.
@@ -175,7 +175,8 @@ def test_blocks_follow_the_standard_rule(datasets, kind):
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["model", "skip_layers", "window"])
 def test_standard_acceptance_agrees_with_overlap(datasets, kind):
-    """E[baseline_accepts] = E[min(1, p/q)] = E[overlap] for x ~ q (notes, section 1)."""
+    """E[baseline_accepts] = E[min(1, p/q)] = E[overlap] for x ~ q: a drafted token is accepted with
+    probability sum_v q(v) min(1, p(v)/q(v)) = sum_v min(p(v), q(v))."""
     out, _ = datasets[kind]
     df = pd.concat([pd.read_parquet(out / f"{s}.parquet") for s in SPLITS])
     ov = df["overlap"].to_numpy()

@@ -190,3 +190,27 @@ def test_bad_sampling_and_batch_options(files, tmp_path):
         code, output = _run(base + args)
         lines = output.strip().splitlines()
         assert code == 2 and len(lines) == 1 and needle in lines[0], (args, output)
+
+
+@pytest.mark.slow
+def test_perf_harvest_measures_batches_and_generate(files, tmp_path):
+    """``benchmark.py perf --harvest MODEL`` merges harvest and generate() tokens/s, the forward-pass
+    share and the targets into the perf JSON (on the tiny target: 4 layers, layers 1 and 2 skipped)."""
+    from click.testing import CliRunner
+
+    from evolve.cli.perf import perf
+
+    out = tmp_path / "perf.json"
+    out.write_text(json.dumps({"earlier": 1}))
+    result = CliRunner().invoke(perf, ["--harvest", files["target"], "--harvest-prompts", files["prompts"],
+                                       "--harvest-texts", "4", "--harvest-tokens", "8", "--threads", "1",
+                                       "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    h = report["harvest"]
+    assert report["earlier"] == 1 and h["drafter"]["skip_layers"] == [1, 2] and h["texts"] == 4
+    for key in ("harvest_tokens_per_s", "generate_tokens_per_s", "harvest_forward_share"):
+        assert set(h[key]) == {"1", "8"} and all(v > 0 for v in h[key].values())
+    assert all(0 < v <= 1 for v in h["harvest_forward_share"].values())
+    assert h["harvest_tokens"]["1"] == h["harvest_tokens"]["8"]  # the same texts at both batch sizes
+    assert set(h["targets_met"]) == {"batch_speedup_3x", "forward_share_50pct"} and "harvest tok/s" in result.output

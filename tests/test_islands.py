@@ -23,7 +23,7 @@ from evolve.eval.evaluator import EvalData
 from evolve.gp.compiler import parse, to_tree
 from evolve.gp.primitives import CORE_FEATURES, build_pset
 from evolve.search.checkpoint import Island, file_sha256
-from evolve.search.cluster import ClusterOptions
+from data.cluster import ClusterOptions
 from evolve.search.config import resolve
 from evolve.search.individuals import HallOfFame, Individual
 from evolve.search.island_task import island_seed
@@ -35,11 +35,11 @@ distributed = pytest.importorskip("distributed")
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Two single-threaded worker processes on 127.0.0.1 (no dashboard)."""
+    """Two single-threaded worker processes on 127.0.0.1 (status pages on a free loopback port)."""
     import logging
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, silence_logs=logging.ERROR) as c:
+                                  dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR) as c:
         yield c
 
 
@@ -150,7 +150,7 @@ def test_ring_migration_moves_the_best_into_the_worst():
 
 
 def test_cli_island_run_and_options(data, cluster, tmp_path, monkeypatch):
-    import evolve.search.cluster as cluster_mod
+    import data.cluster as cluster_mod
 
     res = CliRunner().invoke(evolve_cli, ["run", "--data", str(data), "--out", str(tmp_path), "--population", "12",
                                           "--generations", "2", "--islands", "2", "--migrants", "2",

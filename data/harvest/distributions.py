@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from data.synth.block_columns import block_columns
+from data.synth.block_columns import block_columns, block_phi, object_rows
 
 
 def distributions(logits, temperature: float, top_k: int = 0,
@@ -81,7 +81,8 @@ def block_records(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: np.nda
     float64 (k,) their entropies (nats); drafts (k,) token ids; u float64 (k,) uniforms.
     Returns: dict of arrays of length k (float64, bool, int64) as in :mod:`data.schema`, with
     ``block_residual_mass`` (NaN on the block's last record) and ``target_rank`` from
-    :func:`data.synth.block_columns.block_columns` (the block of the k records actually drafted).
+    :func:`data.synth.block_columns.block_columns` (the block of the k records actually drafted), and
+    ``block_residual_phi`` (:func:`data.synth.block_columns.block_phi`; an object array of k rows).
     """
     k = len(drafts)
     rows = np.arange(k)
@@ -103,4 +104,5 @@ def block_records(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: np.nda
         "overlap": np.clip(np.minimum(p, q).sum(axis=1), 0.0, 1.0),
         "block_residual_mass": mass,
         "target_rank": rank,
+        "block_residual_phi": object_rows(block_phi(p, q)),
     }

@@ -28,15 +28,27 @@ record's own ``rand_value``, exactly as :func:`data.schema.validate` checks it.
 
 Distributions are softmax(logits / T) computed in float64 over the first ``V`` logits, where
 ``V`` is the smaller of the two models' output sizes (ids past it can never be drafted or
-sampled; the tokenizers must agree below it and prompts must encode below it); T = 0 means
-greedy decoding (one-hot at the arg max, lowest id on ties). Entropies are in nats.
+sampled; the tokenizers must agree below it and prompts must encode below it), truncated by
+top-k and top-p when given (:func:`data.harvest.distributions.distributions`), for both models;
+T = 0 means greedy decoding (one-hot at the arg max, lowest id on ties). Entropies are in nats.
+
+Batches (:meth:`SpeculativeEngine.run_texts`): up to ``batch_size`` texts are decoded together
+in one left-padded batch with per-row KV cache lengths and masks (:mod:`data.harvest.runner`);
+every row has its own block boundaries and block size, and a finished text's row takes the next
+prompt at once. Every model pass serves all rows; the numbers of each row are then computed as
+for a single text.
 
 Random numbers, per text, from ``numpy.random.default_rng([seed, text_index])`` in a fixed
 order per block: k draft-sampling uniforms, k acceptance uniforms, one uniform for the
 residual or bonus token. Sampling is by inverse CDF on the float64 distribution. A text's
-records therefore depend only on (models, options, seed, text index), which is what makes a
-resumed run identical to an uninterrupted one (given the same torch build, device and thread
-count, since the logits come from torch).
+records therefore depend only on (models, options, seed, text index), up to the round-off of
+the logits (which come from torch: same torch build, device and thread count assumed). At batch
+size 1 that makes a resumed run identical to an uninterrupted one, and a rerun with the same
+options is identical at any batch size. Otherwise a text shares its batch with other texts (after
+a resume, or at another batch size) and its records agree up to float round-off only: a batched
+matrix product rounds differently in the last bits (records agree to about 1e-6), and a draw
+that falls on a boundary of the inverse CDF can then pick a neighbouring token, after which the
+text continues differently; the datasets are identical in distribution, not bit for bit.
 
 Columns: ``seq_id`` = text index (0-based, among the non-blank lines of the prompts file),
 ``position`` = index in the generated continuation of the token being drafted (the positions

@@ -151,7 +151,9 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
     total = sum(len(v) for v in splits.values())
     if any(not frames[s] for s in SPLITS):
         return False, {}, n_done
-    tables = {s: pd.concat(frames[s], ignore_index=True)[COLUMN_ORDER] for s in SPLITS}
+    # an optional column written only by newer code (``block_residual_phi``) is kept only if every part has it
+    order = [c for c in COLUMN_ORDER if all(c in f.columns for s in SPLITS for f in frames[s])]
+    tables = {s: pd.concat(frames[s], ignore_index=True)[order] for s in SPLITS}
     stats: dict[str, dict] = {}
     for s in SPLITS:
         traces = Traces.from_frame(tables[s], source=f"harvest {s} split", split=s)

@@ -49,11 +49,13 @@ past the first rejection, consecutively with draft_index 0..gamma-1. So
 ``position`` values repeat inside a sequence when the positions after a
 rejection are drafted again (by a new block, from a new context); the latent
 difficulty belongs to the text position and is shared by such redrafts.
-Each record also gets ``target_rank`` (rank of x under p) and
+Each record also gets ``target_rank`` (rank of x under p),
 ``block_residual_mass`` (block verification's residual mass with the block
 weight after x and the next depth's (p, q) of the same block, NaN at depth
-gamma - 1; :mod:`data.synth.block_columns`); both are computed without random
-draws, so every other column is what it was before they existed.
+gamma - 1) and ``block_residual_phi`` (phi of the next depth's (p, q) on a grid,
+the residual masses of relaxed block verification, NaN at depth gamma - 1;
+:mod:`data.synth.block_columns`); they are computed without random draws, so
+every other column is what it was before they existed.
 
 Randomness and threads
 ----------------------
@@ -105,7 +107,8 @@ import pandas as pd
 from numba import njit, prange
 
 from data.errors import InputError
-from data.synth.block_columns import block_weight, residual_mass, target_rank
+from data.schema import RESIDUAL_PHI_POINTS
+from data.synth.block_columns import block_weight, residual_mass, residual_phi, target_rank
 from data.synth.rng import next_double, next_normal, normal_s, sample_index, seed_state
 from data.synth.softmax import overlap, softmax_given_max
 
@@ -344,11 +347,13 @@ def _block_counts(seed, sequences, avg_length, gamma):
 @njit(cache=True)
 def _sequence(seed, i, blocks, gamma, params, log_rank, row0, seq_id, position, draft_index,
               draft_prob, target_prob, draft_entropy, target_entropy, top_match, rand_value,
-              baseline, draft_top, target_top, overlap_out, residual_out, rank_out, keep_block, p_keep, q_keep):
+              baseline, draft_top, target_top, overlap_out, residual_out, rank_out, phi_out, keep_block, p_keep,
+              q_keep):
     """Rows of sequence ``i`` from row ``row0`` (module doc, "Block emulation").
 
-    ``residual_out`` (float64) and ``rank_out`` (int64) receive ``block_residual_mass`` and
-    ``target_rank`` (:mod:`data.synth.block_columns`; no random draws). The (p, q) of every
+    ``residual_out`` (float64), ``rank_out`` (int64) and ``phi_out`` (float64 (n, K), or (0, K)
+    for none) receive ``block_residual_mass``, ``target_rank`` and ``block_residual_phi``
+    (:mod:`data.synth.block_columns`; no random draws). The (p, q) of every
     depth of block ``keep_block`` (-1: none) are copied into ``p_keep``, ``q_keep`` (gamma, V).
     """
     state = seed_state(seed, i, _STREAM_CONTENT)
@@ -374,6 +379,8 @@ def _sequence(seed, i, blocks, gamma, params, log_rank, row0, seq_id, position, 
             hp, hq, top_p, top_q, arg_p, arg_q, ov = draw_pair(state, diff[pos], k, pos, params, log_rank, p, q, work)
             if k > 0:  # the previous record's residual mass needs this depth's (p, q)
                 residual_out[row - 1] = residual_mass(weight, p, q)
+                if phi_out.shape[0]:
+                    residual_phi(p, q, phi_out[row - 1])
             if b == keep_block:
                 p_keep[k, :] = p
                 q_keep[k, :] = q
@@ -397,6 +404,8 @@ def _sequence(seed, i, blocks, gamma, params, log_rank, row0, seq_id, position, 
             overlap_out[row] = ov
             rank_out[row] = target_rank(p, x)
             residual_out[row] = np.nan  # stays NaN at the block's last depth
+            if phi_out.shape[0]:
+                phi_out[row, :] = np.nan
             row += 1
             if not rejected:
                 if accept:
@@ -409,12 +418,12 @@ def _sequence(seed, i, blocks, gamma, params, log_rank, row0, seq_id, position, 
 @njit(cache=True, parallel=True)
 def _generate(seed, blocks, offsets, gamma, params, log_rank, seq_id, position, draft_index, draft_prob,
               target_prob, draft_entropy, target_entropy, top_match, rand_value, baseline, draft_top,
-              target_top, overlap_out, residual_out, rank_out):
+              target_top, overlap_out, residual_out, rank_out, phi_out):
     none = np.empty((0, 0))
     for i in prange(blocks.shape[0]):
         _sequence(seed, i, blocks[i], gamma, params, log_rank, offsets[i], seq_id, position, draft_index,
                   draft_prob, target_prob, draft_entropy, target_entropy, top_match, rand_value, baseline,
-                  draft_top, target_top, overlap_out, residual_out, rank_out, -1, none, none)
+                  draft_top, target_top, overlap_out, residual_out, rank_out, phi_out, -1, none, none)
 
 
 def _check_seed(seed) -> int:
@@ -435,9 +444,10 @@ def generate_split(sequences: int, seed: int, config: VocabModelConfig = VocabMo
     Returns: DataFrame with every schema column, required and optional
     (seq_id, position, draft_prob, target_prob, draft_entropy, target_entropy,
     top_token_match, rand_value, baseline_accepts, draft_index, draft_top_prob,
-    target_top_prob, overlap, block_residual_mass, target_rank), about
-    ``sequences * avg_length`` rows. ``block_residual_mass`` and ``target_rank``
-    (:mod:`data.synth.block_columns`) take no random draws, so the other
+    target_top_prob, overlap, block_residual_mass, target_rank, block_residual_phi), about
+    ``sequences * avg_length`` rows. ``block_residual_mass``, ``target_rank`` and
+    ``block_residual_phi`` (:mod:`data.synth.block_columns`; a list of
+    RESIDUAL_PHI_POINTS floats per row) take no random draws, so the other
     columns are those of a model without them.
 
     Raises: InputError for a bad size, seed or knob (naming the option).
@@ -460,12 +470,15 @@ def generate_split(sequences: int, seed: int, config: VocabModelConfig = VocabMo
         "draft_top_prob": np.empty(n), "target_top_prob": np.empty(n), "overlap": np.empty(n),
         "block_residual_mass": np.empty(n), "target_rank": np.empty(n, np.int64),
     }
+    phi = np.empty((n, RESIDUAL_PHI_POINTS))
     _generate(np.uint64(seed), blocks, offsets, gamma, config.params(), zipf_log_rank(int(config.vocab_size)),
               cols["seq_id"], cols["position"], cols["draft_index"], cols["draft_prob"], cols["target_prob"],
               cols["draft_entropy"], cols["target_entropy"], cols["top_token_match"], cols["rand_value"],
               cols["baseline_accepts"], cols["draft_top_prob"], cols["target_top_prob"], cols["overlap"],
-              cols["block_residual_mass"], cols["target_rank"])
-    return pd.DataFrame(cols)
+              cols["block_residual_mass"], cols["target_rank"], phi)
+    frame = pd.DataFrame(cols)
+    frame["block_residual_phi"] = list(phi)
+    return frame
 
 
 def block_distributions(seed: int, sequence: int, block: int,
@@ -492,7 +505,8 @@ def block_distributions(seed: int, sequence: int, block: int,
     f, i, b = (lambda: np.empty(n)), (lambda: np.empty(n, np.int64)), (lambda: np.empty(n, np.bool_))
     p_keep, q_keep = np.empty((gamma, V)), np.empty((gamma, V))
     _sequence(np.uint64(seed), int(sequence), blocks, gamma, config.params(), zipf_log_rank(V), 0, i(), i(), i(),
-              f(), f(), f(), f(), b(), f(), b(), f(), f(), f(), f(), i(), int(block), p_keep, q_keep)
+              f(), f(), f(), f(), b(), f(), b(), f(), f(), f(), f(), i(), np.empty((0, RESIDUAL_PHI_POINTS)),
+              int(block), p_keep, q_keep)
     return p_keep, q_keep
 
 

@@ -21,7 +21,7 @@ import click
 
 from evolve.cli.errors import EXIT_INTERRUPTED, CliGroup
 from evolve.cli.export import export
-from evolve.search.config import DEFAULTS, FITNESS_CHOICES
+from evolve.search.config import DEFAULTS, FITNESS_CHOICES, VERIFY_CHOICES
 
 #: Expressions larger than this are shown without sympy (building nested Piecewise terms alone
 #: can take hours: sympy folds and simplifies their conditions as it builds them).
@@ -85,6 +85,10 @@ def _opt(name: str, type_, help_: str):
 @_opt("gamma", int, "Draft length of the block objectives (speed_at_tv, pareto).")
 @_opt("tv-budget", float, "TV-per-token budget of speed_at_tv and of a pareto run's champion.")
 @_opt("tv-cap", float, "pareto: TV per token beyond which the speed objective is penalised.")
+@click.option("--verify", type=click.Choice(VERIFY_CHOICES), default=None,
+              help="What the programs are: token (per-token acceptance thresholds) or block (the weight w of "
+                   "relaxed block verification against (1 - w) p + w q, from prefix-level features only; needs "
+                   f"block_residual_phi in the data and fitness speed_at_tv or pareto) [default: {DEFAULTS.verify}].")
 @click.option("--warm-start/--from-scratch", "warm_start", default=None,
               help="Warm start: seed the initial population with the registered rules and the best grid members "
                    "of the published families, keep the best seeded rule as champion unless evolution beats it "
@@ -155,9 +159,9 @@ def resume(run_dir, data, scheduler, workers, progress) -> int:
 
 
 def _cluster(scheduler, workers):
-    """The :class:`evolve.search.cluster.ClusterOptions` of ``--scheduler`` and ``--workers``."""
+    """The :class:`data.cluster.ClusterOptions` of ``--scheduler`` and ``--workers``."""
     from data.errors import InputError
-    from evolve.search.cluster import ClusterOptions
+    from data.cluster import ClusterOptions
 
     if workers is not None and workers < 1:
         raise InputError(f"option '--workers': must be at least 1 (value {workers})")

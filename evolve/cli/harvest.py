@@ -53,9 +53,16 @@ EXIT_INTERRUPTED = 130
 @click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu or cuda.")
 @click.option("--threads", default=None, type=int, metavar="N",
               help="Torch CPU threads (default: torch's choice); fix it for bit-identical reruns.")
+@click.option("--shards", default=None, type=click.IntRange(min=1), metavar="S",
+              help="Split the prompts into S shards harvested as Dask tasks (each worker loads the models once); "
+                   "the dataset equals a one-process harvest's. Without it: one process.")
+@click.option("--scheduler", default="local", show_default=True, envvar="DASK_SCHEDULER_ADDRESS",
+              metavar="ADDRESS|local",
+              help="With --shards: the Dask scheduler (e.g. tcp://host:8786; also $DASK_SCHEDULER_ADDRESS), or "
+                   "local for a cluster on this machine.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show the progress bar.")
 def harvest(target, draft, skip_layers, window, prompts, gamma, max_new_tokens, temperature, top_k, top_p,
-            batch_size, seed, out, dtype, device, threads, progress):
+            batch_size, seed, out, dtype, device, threads, shards, scheduler, progress):
     """Harvest genuine speculative-decoding traces from a local target model and a drafter.
 
     One record per drafted token (all gamma drafts of every block, also past the first
@@ -70,7 +77,14 @@ def harvest(target, draft, skip_layers, window, prompts, gamma, max_new_tokens, 
         window=parse_window(window) if window is not None else None,
         gamma=gamma, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, out=out,
         dtype=dtype, device=device, threads=threads, top_k=top_k, top_p=top_p, batch_size=batch_size)
-    result = run(config, progress=progress)
+    if shards is not None:
+        from data.cluster import ClusterOptions
+        from data.harvest.shards import harvest_sharded
+
+        where = ClusterOptions(scheduler=None if scheduler in (None, "", "local") else scheduler)
+        result = harvest_sharded(config, shards, where, progress=progress)
+    else:
+        result = run(config, progress=progress)
     if result.consolidated:
         click.echo(format_stats(result.stats))
         click.echo(format_harvest_stats(result.stats))

@@ -36,6 +36,9 @@ from evolve.sim.verification import FLY_MAX_WINDOW, FLY_THRESHOLD, FLY_TOP_K, VE
               help=f"--verify fly: entropy gate, nats of the top-k target probabilities [default: {FLY_THRESHOLD:g}].")
 @click.option("--fly-top-k", type=int, default=None,
               help=f"--verify fly: target probabilities in the entropy gate [default: {FLY_TOP_K}].")
+@click.option("--relaxation", default=None, metavar="W",
+              help="--verify block: verify against (1 - w) p + w q, w a constant or an expression over prefix-level "
+                   "features (relaxed block verification; lossy, damage w (1 - overlap) per emitted position).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Output format [default: json for an --output ending in .json, else table].")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -48,11 +51,11 @@ from evolve.sim.verification import FLY_MAX_WINDOW, FLY_THRESHOLD, FLY_TOP_K, VE
               help="--trees: children per node by level for fixed trees and Medusa heads (the last repeats).")
 @click.option("--max-width", type=int, default=3, show_default=True, help="--trees: maximal adaptive width.")
 def simulate(rule_name, champion, gamma, lengths, samples, vocab, cost_ratio, seed, verify, fly_window, fly_threshold,
-             fly_top_k, fmt, output, plot, trees, budgets, widths, max_width) -> None:
+             fly_top_k, relaxation, fmt, output, plot, trees, budgets, widths, max_width) -> None:
     """Simulate speculative decoding over synthetic draft/target models (length sweep or --trees)."""
     if not math.isfinite(cost_ratio):
         raise InputError(f"option '--cost-ratio': must be a finite number >= 0 (value {cost_ratio!r})")
     sim, text, png_path = simulate_command(rule_name, champion, gamma, lengths, samples, vocab, cost_ratio, seed,
                                            fmt, output, plot, trees, budgets, widths, max_width, verify, fly_window,
-                                           fly_threshold, fly_top_k)
+                                           fly_threshold, fly_top_k, relaxation)
     echo_outputs(text, output, f"{len(sim.rows)} rows", png_path)

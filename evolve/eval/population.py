@@ -185,7 +185,7 @@ class PopulationEvaluator:
         for nodes, program in sources:
             if program is None:
                 program = compile_nodes(nodes)
-            check_features(program, self.data, "individual")
+            self._check(program)
             programs.append(program)
         D, derived = None, None
         if self.derive:
@@ -197,8 +197,7 @@ class PopulationEvaluator:
         lowered = [lower(p.ops, p.args, p.consts, rows, derived) for p in programs]
         packed = pack(lowered)
         t1 = time.perf_counter()
-        counts = score_packed(packed, self.data.X, self.data.r, self.data.u, self.data.bounds,
-                              self.data.depth, self._gamma, D, self.data.baseline)
+        counts = self._counts(packed, D)
         t2 = time.perf_counter()
         n = self.data.n
         nodes_total = int(packed.nodes.sum())
@@ -209,7 +208,20 @@ class PopulationEvaluator:
         self.stats.compile_seconds += t1 - t0
         self.stats.score_seconds += t2 - t1
         self.stats.derived_rows = self.data._derived_count
-        return [metrics_from_counts(c, n, self.fitness, self.gamma, self.cost_ratio) for c in counts]
+        return [self._metrics(c) for c in counts]
+
+    def _check(self, program: Program) -> None:
+        """Raise InputError if ``program`` cannot be scored on the split (a missing feature)."""
+        check_features(program, self.data, "individual")
+
+    def _counts(self, packed, D: np.ndarray | None) -> np.ndarray:
+        """Counts (P, N_COUNTS) of the packed programs (:func:`evolve.eval.scoring.score_packed`)."""
+        return score_packed(packed, self.data.X, self.data.r, self.data.u, self.data.bounds,
+                            self.data.depth, self._gamma, D, self.data.baseline)
+
+    def _metrics(self, counts: np.ndarray):
+        """One program's :class:`evolve.eval.evaluator.Metrics` from its counts."""
+        return metrics_from_counts(counts, self.data.n, self.fitness, self.gamma, self.cost_ratio)
 
 
 def evaluate_population(individuals: Iterable[Any], data: EvalData, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), *,

@@ -35,7 +35,12 @@ References (beside the curves; the verdict ranks only the curves, and
     * ``learned``: a per-token rule fitted by gradient boosting on the train
       split, its threshold grid taken from the valid split
       (:mod:`evolve.report.pareto_learned`); on by default when scikit-learn
-      is importable (``learned=None``), off with ``learned=False``.
+      is importable (``learned=None``), off with ``learned=False``;
+    * ``relaxed_block_fixed_w`` and ``evolved_relaxed_block``: relaxed block
+      verification against (1 - w) p + w q with one w everywhere, and the
+      weights w(features) of ``--verify block`` runs among ``--run``, on a
+      split with ``block_residual_phi`` (:mod:`evolve.report.pareto_relaxed`,
+      which also gives their verdict).
 
 A curve's points, best tokens per call at each budget and hypervolume are
 defined in :mod:`evolve.report.pareto_curves`. At budget 0 only rules that
@@ -70,6 +75,7 @@ from evolve.report.pareto_learned import learned_curve, sklearn_available
 from evolve.report.pareto_format import DEFAULT_RESULTS_DIR, FORMATS, format_json, format_table, plot_path, plot_png
 from evolve.report.pareto_oracle import ORACLE_LAMBDAS, block_matrix, oracle_bound
 from evolve.report.pareto_oracle import _oracle_policy  # noqa: F401  (checked by the tests through this module)
+from evolve.report.pareto_relaxed import relaxed_evolved_curve, relaxed_family_curve, split_runs
 from heuristics import registry
 from heuristics.contract import Rule
 
@@ -289,7 +295,8 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
     Args:
         data_dir: dataset directory; the split needs ``draft_index``.
         split: one of train, valid, test.
-        runs: run directories (``python -m evolve run``) whose rules form the evolved curve.
+        runs: run directories (``python -m evolve run``) whose rules form the evolved curve (those
+            of ``--verify block`` runs the evolved relaxed block verification curve).
         budgets: TV-per-token budgets (>= 0; see :func:`parse_budgets`).
         gamma: draft length (1 <= gamma <= the split's block length).
         families: names of :func:`heuristics.registry.families` to sweep (default all).
@@ -329,10 +336,13 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
             if curve.name in curves:  # a rule named like a family (e.g. greedy_match)
                 curve.name = f"{rule.name} (rule)"
             curves[curve.name] = curve
-    if runs:
-        curve, more = evolved_curve(runs, data, g, budgets)
+    token_runs, relaxed_runs = split_runs(runs)
+    if token_runs:
+        curve, more = evolved_curve(token_runs, data, g, budgets)
         curves[EVOLVED] = curve
         notes += more
+    elif runs:
+        notes.append("no --run of per-token rules given: no evolved curve")
     else:
         notes.append("no --run given: no evolved curve")
     for c in curves.values():
@@ -342,11 +352,17 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
                              f"at row {r.violation}")
     references: dict[str, Curve] = {}
     for ref, note in (block_verification_curve(traces, data, g, budgets),
-                      learned_reference(data_dir, split, data, g, budgets, learned)):
+                      learned_reference(data_dir, split, data, g, budgets, learned),
+                      relaxed_family_curve(traces, data, g, budgets)):
         if ref is not None:
             references[ref.name] = ref
         if note is not None:
             notes.append(note)
+    if relaxed_runs:
+        ref, more = relaxed_evolved_curve(relaxed_runs, traces, data, g, budgets)
+        if ref is not None:
+            references[ref.name] = ref
+        notes += more
     bound = oracle_bound(data, g, budgets)
     blocks = int((data.depth == 0).sum())
     return ParetoComparison(split, data.source, data.n, blocks, g, budgets, curves, bound, notes,

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 from evolve.report.pareto_curves import BLOCK_VERIFICATION, EVOLVED, LEARNED_CURVE, ParetoComparison, budget_key
+from evolve.report.pareto_relaxed import RELAXED_EVOLVED, RELAXED_FAMILY, relaxed_lines
 
 #: Values of ``--format``.
 FORMATS: tuple[str, ...] = ("table", "json")
@@ -73,6 +74,7 @@ def format_table(comp: ParetoComparison) -> str:
                    f"{'yes' if v['beats_all_above_0'] else 'no'}")
     out.append(f"largest hypervolume: {v['largest_hypervolume']}")
     out += _reference_lines(comp)
+    out += relaxed_lines(comp)
     out.append("")
     out.append("✓ = lossless, checked exactly: clamped tau <= min(1, p/q) on every record of the split (the "
                "budget-0 column counts only such rules; n/a = none of the curve's rules is lossless).")
@@ -181,6 +183,13 @@ def plot_png(comp: ParetoComparison) -> bytes:
         if xs:
             ax.plot(xs, yv, linestyle="-.", color="darkcyan", linewidth=1.6, zorder=4,
                     label=f"learned per-token rule (HV {learned.hypervolume:.4f})")
+    for name, style in ((RELAXED_FAMILY, dict(linestyle=":", color="purple", linewidth=1.6)),
+                        (RELAXED_EVOLVED, dict(linestyle="-", color="crimson", linewidth=2.5))):
+        relaxed = comp.references.get(name)
+        if relaxed is not None:
+            xs, yv = staircase(relaxed.points)
+            if xs:
+                ax.plot(xs, yv, zorder=5, label=f"{name} (HV {relaxed.hypervolume:.4f})", **style)
     if bound_pts:
         ax.plot([p[0] for p in bound_pts], [p[1] for p in bound_pts], linestyle="--", color="gray",
                 label="oracle bound (no rule exceeds)")

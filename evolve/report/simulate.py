@@ -2,7 +2,7 @@
 
     python benchmark.py simulate [--rule NAME | --champion FILE] [--gamma N]
         [--lengths 50,100,200,500,1000] [--samples N] [--vocab N] [--cost-ratio C] [--seed N]
-        [--verify token|block|fly [--fly-window W] [--fly-threshold T] [--fly-top-k K]]
+        [--verify token|block|fly [--fly-window W] [--fly-threshold T] [--fly-top-k K]] [--relaxation W]
         [--format table|json] [--output FILE] [--no-plot]
         [--trees [--budgets 4,8,16] [--widths 3,1] [--max-width 3]]
 
@@ -28,7 +28,8 @@ and by the plain autoregressive loop. Columns, per length:
   r <= u < tau per emitted token, its sampled counterpart (both 0 for a
   lossless rule);
 * verification: ``token`` (default), ``block`` or ``fly`` (``--verify``), with
-  fly_window, fly_threshold, fly_top_k (FLy's parameters; null otherwise);
+  fly_window, fly_threshold, fly_top_k (FLy's parameters; null otherwise) and
+  relaxation (``--relaxation``: the weight w of relaxed block verification; null otherwise);
 * context_tv: the damage measured at fixed contexts, the mean over
   :data:`evolve.sim.decoding.DAMAGE_CONTEXTS` contexts of the first emitted
   token's total variation from p (:func:`evolve.sim.decoding.context_damage`,
@@ -38,7 +39,11 @@ and by the plain autoregressive loop. Columns, per length:
 ``--verify block`` runs block verification (Sun et al. 2024, arXiv 2403.10444)
 and ``--verify fly`` FLy (Li et al. 2025, arXiv 2511.22972) instead of the
 token-wise test, from the same drafts and uniforms
-(:mod:`evolve.sim.verification`); both take the standard rule only. Their
+(:mod:`evolve.sim.verification`); both take the standard rule only. With
+``--relaxation W`` block verification runs against (1 - w) p + w q (relaxed block
+verification: tv_expected is the expected sum of w (1 - overlap) over the
+emitted positions per emitted token, tv_empirical the realized sum, context_tv
+the first emitted token's exact TV w (1 - overlap) at the fixed contexts). Their
 analytic_tokens_per_call is the blocks' expected tokens given the drafts under
 that verification, and for FLy tv_expected and tv_empirical count deferred
 acceptances (expected and realized) per emitted token.
@@ -89,7 +94,8 @@ MAX_SAMPLES = 100_000
 SWEEP_KEYS = ("length", "target_calls", "calls_per_token", "acceptance_rate", "tokens_per_call",
               "analytic_tokens_per_call", "speedup", "tv_empirical", "tv_expected", "autoregressive_calls",
               "autoregressive_time", "speculative_time", "expected_acceptance", "samples", "gamma", "cost_ratio",
-              "vocab", "rule", "seed", "verification", "fly_window", "fly_threshold", "fly_top_k", "context_tv")
+              "vocab", "rule", "seed", "verification", "fly_window", "fly_threshold", "fly_top_k", "relaxation",
+              "context_tv")
 #: Keys of one JSON object of the tree comparison.
 TREE_KEYS = ("budget", "draft", "shape", "verification", "nodes_per_call", "depth", "draft_steps_per_call",
              "tokens_per_call", "calls_per_token", "accepted_per_node", "speedup", "length", "samples",
@@ -149,7 +155,8 @@ def run_sweep(rule, gamma: int = 5, lengths=DEFAULT_LENGTHS, samples: int = 20, 
     """Length sweep of chain speculative decoding against the autoregressive baseline (module doc)."""
     model = SyntheticModel(vocab_size=vocab, seed=seed)
     results = simulate_chain(model, rule, lengths, samples, gamma, cost_ratio, verification)
-    lossless = verification.kind == "block" or (verification.kind == "token" and is_standard(rule))
+    lossless = (verification.kind == "block" and verification.relaxation is None) or \
+        (verification.kind == "token" and is_standard(rule))
     context_tv = 0.0 if lossless else float(np.mean(context_damage(model, rule, gamma, verification)))
     fly = verification.kind == "fly"
     rows = []
@@ -165,7 +172,8 @@ def run_sweep(rule, gamma: int = 5, lengths=DEFAULT_LENGTHS, samples: int = 20, 
             "cost_ratio": cost_ratio, "vocab": vocab, "rule": rule.name, "seed": seed,
             "verification": verification.kind, "fly_window": verification.window(gamma) if fly else None,
             "fly_threshold": float(verification.fly_threshold) if fly else None,
-            "fly_top_k": int(verification.fly_top_k) if fly else None, "context_tv": context_tv,
+            "fly_top_k": int(verification.fly_top_k) if fly else None, "relaxation": verification.relaxation,
+            "context_tv": context_tv,
         })
     caption = (f"Chain speculative decoding vs autoregressive: rule {rule.name}, gamma {gamma}, vocab {vocab}, "
                f"cost ratio {cost_ratio:g}, {samples} sequences per length, seed {seed}")
@@ -320,14 +328,20 @@ def plot_path(output: str | os.PathLike | None, sim_mode: str, rule_name: str) -
 
 
 def resolve_verification(verify: str = "token", fly_window=None, fly_threshold=None, fly_top_k=None,
-                         gamma: int = 5) -> Verification:
-    """The :class:`Verification` of ``--verify`` and the ``--fly-*`` options (None: FLy's defaults) for ``gamma``.
+                         gamma: int = 5, relaxation: str | None = None) -> Verification:
+    """The :class:`Verification` of ``--verify``, the ``--fly-*`` options (None: FLy's defaults) and
+    ``--relaxation`` (the weight w of relaxed block verification) for ``gamma``.
 
     Raises: InputError naming the option for an unknown mode, a ``--fly-*``
-    option given without ``--verify fly``, a bad FLy parameter, or FLy with gamma < 2.
+    option given without ``--verify fly``, a bad FLy parameter, FLy with gamma < 2,
+    or a ``--relaxation`` without ``--verify block`` or that is not a prefix-level expression.
     """
     if verify not in VERIFICATIONS:
         raise InputError(f"option '--verify': unknown mode {verify!r} (choose from {', '.join(VERIFICATIONS)})")
+    if relaxation is not None:
+        if verify != "block":
+            raise InputError(f"option '--relaxation': applies to '--verify block' only (value {relaxation!r})")
+        return naming_option("--relaxation", Verification("block", relaxation=relaxation).check, gamma)
     given = {"--fly-window": fly_window, "--fly-threshold": fly_threshold, "--fly-top-k": fly_top_k}
     if verify != "fly":
         extra = next((name for name, value in given.items() if value is not None), None)
@@ -347,7 +361,7 @@ def resolve_verification(verify: str = "token", fly_window=None, fly_threshold=N
 def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200,500,1000", samples=20,
                      vocab=1000, cost_ratio=DEFAULT_COST_RATIO, seed=0, fmt=None, output=None, plot=True,
                      trees=False, budgets="4,8,16", widths="3,1", max_width=3, verify="token", fly_window=None,
-                     fly_threshold=None, fly_top_k=None) -> tuple[Simulation, str, Path | None]:
+                     fly_threshold=None, fly_top_k=None, relaxation=None) -> tuple[Simulation, str, Path | None]:
     """The whole command: validate every option, simulate, render, write. Returns (simulation, text, png path).
 
     Nothing is written unless everything succeeded; files are written atomically.
@@ -359,7 +373,7 @@ def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200
         raise InputError(f"option '--samples': must be an integer in [1, {MAX_SAMPLES}] (value {samples!r})")
     gamma = naming_option("--gamma", check_gamma_range, gamma)
     cost_ratio = naming_option("--cost-ratio", check_cost_ratio, cost_ratio)
-    verification = resolve_verification(verify, fly_window, fly_threshold, fly_top_k, gamma)
+    verification = resolve_verification(verify, fly_window, fly_threshold, fly_top_k, gamma, relaxation)
     SyntheticModel(vocab_size=vocab, seed=seed)  # validates --vocab and --seed
     check_output(output, "chart" if plot else None, inputs=(champion,))
     if trees and (rule_name is not None or champion is not None):

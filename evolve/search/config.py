@@ -24,6 +24,9 @@ from data.errors import InputError
 from evolve.gp.primitives import FEATURES, CORE_FEATURES
 
 FITNESS_CHOICES: tuple[str, ...] = ("acceptance_quality", "expected", "speed_at_tv", "pareto")
+#: Values of ``verify``: ``token`` evolves per-token thresholds; ``block`` evolves the weight w(features) of
+#: relaxed block verification (:mod:`evolve.eval.relaxed_block`), for the block objectives only.
+VERIFY_CHOICES: tuple[str, ...] = ("token", "block")
 #: Objectives that read the block metrics (need ``draft_index`` and use ``gamma``).
 BLOCK_FITNESS: tuple[str, ...] = ("speed_at_tv", "pareto")
 
@@ -64,6 +67,12 @@ class RunConfig:
         tv_cap: ``pareto``: TV per token beyond which the speed objective is
             penalised as in ``speed_at_tv`` with this budget, so the front stays
             in the region compared by ``benchmark.py pareto`` (in [0, 1]).
+        verify: ``token`` (default): the programs are per-token acceptance
+            thresholds; ``block``: the programs are the weight w of relaxed
+            block verification, which verifies each block against p~ = (1 - w) p
+            + w q (:mod:`evolve.eval.relaxed_block`; w reads prefix-level
+            features only, and the data needs ``block_residual_phi``). Only with
+            the block objectives (``speed_at_tv``, ``pareto``).
         warm_start: seed the initial population with the registered rules and
             the best grid members of the published families
             (:mod:`evolve.search.warm_start`), and let the champion choice fall
@@ -121,6 +130,7 @@ class RunConfig:
     gamma: int = 5
     tv_budget: float = 0.01
     tv_cap: float = 0.05
+    verify: str = "token"
     crossover_prob: float = 0.5
     mutation_prob: float = 0.5
     tournament_size: int = 3
@@ -161,7 +171,7 @@ _INT = {"population", "generations", "seed", "tournament_size", "elitism", "hall
         "migrants"}
 _FLOAT = {"crossover_prob", "mutation_prob", "parsimony_size", "false_accept_weight", "false_reject_weight",
           "quality_floor", "below_floor_scale", "tv_budget", "tv_cap"}
-_STR = {"data", "out", "fitness"}
+_STR = {"data", "out", "fitness", "verify"}
 _BOOL = {"warm_start"}
 
 #: (low, high) inclusive bounds of numeric fields; None = unbounded.
@@ -212,6 +222,8 @@ def _check_value(name: str, value: Any, where: str) -> Any:
             raise InputError(f"{where}: expected a non-empty string (value {value!r})")
         if name == "fitness" and value not in FITNESS_CHOICES:
             raise InputError(f"{where}: unknown fitness {value!r} (choose from {', '.join(FITNESS_CHOICES)})")
+        if name == "verify" and value not in VERIFY_CHOICES:
+            raise InputError(f"{where}: unknown verification {value!r} (choose from {', '.join(VERIFY_CHOICES)})")
         return value
     elif name == "features":
         return _check_features(value, where)
@@ -250,6 +262,9 @@ def _check_relations(cfg: RunConfig, origin: dict[str, str]) -> None:
     if cfg.islands > 1 and cfg.migrants >= cfg.population:
         raise InputError(f"{origin['migrants']}: migrants {cfg.migrants} must be smaller than the population "
                          f"({cfg.population})")
+    if cfg.verify != "token" and cfg.fitness not in BLOCK_FITNESS:
+        raise InputError(f"{origin['verify']}: verification {cfg.verify!r} needs a block objective (fitness "
+                         f"{' or '.join(BLOCK_FITNESS)}; value of fitness {cfg.fitness!r})")
     if cfg.elitism >= cfg.population:
         raise InputError(f"{origin['elitism']}: elitism {cfg.elitism} must be smaller than the population "
                          f"({cfg.population})")
@@ -350,11 +365,22 @@ def _toml_value(value: Any) -> str:
 def resolve_features(cfg: RunConfig, available: tuple[str, ...], source: str) -> tuple[str, ...]:
     """The terminal features of a run: ``cfg.features`` checked against the columns ``available``.
 
-    ``"auto"`` gives the six :data:`evolve.gp.primitives.CORE_FEATURES` plus every available optional one.
+    ``"auto"`` gives the six :data:`evolve.gp.primitives.CORE_FEATURES` plus every available optional one;
+    with ``verify = "block"`` the features that depend on the drafted token
+    (:data:`evolve.eval.relaxed_block.TOKEN_FEATURES`) are left out, and asking for one is refused.
     Raises InputError naming ``source`` when a requested feature is missing.
     """
+    from evolve.eval.relaxed_block import TOKEN_FEATURES
+
+    relaxed = cfg.verify == "block"
     if cfg.features == "auto":
-        return tuple(f for f in FEATURES if f in CORE_FEATURES or f in available)
+        return tuple(f for f in FEATURES if (f in CORE_FEATURES or f in available)
+                     and not (relaxed and f in TOKEN_FEATURES))
+    if relaxed:
+        token = [f for f in cfg.features if f in TOKEN_FEATURES]
+        if token:
+            raise InputError(f"option '--features': '{token[0]}' depends on the drafted token; the weight of relaxed "
+                             "block verification (verify = block) may read prefix-level features only")
     missing = [f for f in cfg.features if f not in available]
     if missing:
         raise InputError(f"{source}: no column '{missing[0]}' in train and valid, but the features setting "
@@ -362,5 +388,5 @@ def resolve_features(cfg: RunConfig, available: tuple[str, ...], source: str) ->
     return tuple(cfg.features)
 
 
-__all__ = ["RunConfig", "DEFAULTS", "FIELD_NAMES", "FITNESS_CHOICES", "BLOCK_FITNESS", "load_toml", "resolve", "to_toml",
+__all__ = ["RunConfig", "DEFAULTS", "FIELD_NAMES", "FITNESS_CHOICES", "VERIFY_CHOICES", "BLOCK_FITNESS", "load_toml", "resolve", "to_toml",
            "resolve_features", "option_name"]

@@ -1,12 +1,14 @@
 """Ctrl-C during a run: the first SIGINT finishes the current generation, a second one aborts.
 
 Inside :func:`graceful_interrupt` (``python -m evolve run`` uses it), Ctrl-C
-(SIGINT) only sets a flag; the search polls it after each generation, stops,
-and the run directory is written as usual (``interrupted: true`` in
-``run.json`` and in the champion's provenance, a comment in ``config.toml``
-saying how many generations were completed: :func:`interrupted_comment`);
+(SIGINT) only sets a flag; the search polls it after each generation (an
+island search after each epoch), stops, and the run directory is written as
+usual (``interrupted: true`` in ``run.json`` and in the champion's
+provenance, a comment in ``config.toml`` saying how many generations were
+completed: :func:`interrupted_comment`); the run's checkpoint is kept, so
+``python -m evolve resume`` can finish it (:mod:`evolve.search.rundir`).
 ``python -m evolve run`` then exits with code 130. A second Ctrl-C raises
-KeyboardInterrupt at once, and nothing is written.
+KeyboardInterrupt at once, and no run directory is written.
 """
 from __future__ import annotations
 

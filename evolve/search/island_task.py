@@ -84,8 +84,9 @@ class EpochJob:
 
 @dataclass
 class EpochOutcome:
-    """What one island epoch returns: its pickled :class:`Island`, its logbook rows, and per generation
-    the fitness values (float64 (N,)) and node counts (int32 (N,)) of its population, for the run's rows."""
+    """What one island epoch returns: its pickled :class:`Island`, its logbook rows, per generation the
+    fitness values (float64 (N,)) and node counts (int32 (N,)) of its population (for the run's rows),
+    the individuals scored and programs run, and the task's wall time in seconds (data loading included)."""
 
     island: int
     state: bytes
@@ -94,6 +95,7 @@ class EpochOutcome:
     sizes: list[np.ndarray] = field(default_factory=list)
     evaluations: int = 0
     programs: int = 0
+    seconds: float = 0.0
 
 
 def island_seed(seed: int, island: int) -> int:
@@ -200,6 +202,7 @@ class _Recorder:
 
 
 def _run(job: EpochJob) -> EpochOutcome:
+    t0 = time.perf_counter()
     cfg = resolve(job.config)
     train, valid = load_data(job.data_dir, job.data_sha256)
     gamma = check_block_data(cfg, train, valid)
@@ -223,7 +226,8 @@ def _run(job: EpochJob) -> EpochOutcome:
     advance(state, tb, island, job.stop)
     island.keep_rng()
     return EpochOutcome(job.island, pickle.dumps(island, protocol=pickle.HIGHEST_PROTOCOL), state.logbook,
-                        recorder.fits, recorder.sizes, state.evaluations, state.scorer.stats.scored)
+                        recorder.fits, recorder.sizes, state.evaluations, state.scorer.stats.scored,
+                        time.perf_counter() - t0)
 
 
 __all__ = ["EpochJob", "EpochOutcome", "RANDOM_FUNCTIONS", "island_seed", "load_data", "private_random", "run_epoch"]

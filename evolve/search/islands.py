@@ -44,11 +44,11 @@ from typing import Callable
 import numpy as np
 from deap import tools
 
+from data.cluster import ClusterOptions, dask_client
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import build_pset
 from evolve.search.algorithms import check_features, epoch_end
 from evolve.search.checkpoint import Island, Snapshot
-from evolve.search.cluster import ClusterOptions, dask_client
 from evolve.search.config import RunConfig
 from evolve.search.individuals import HallOfFame, deap_types
 from evolve.search.island_task import EpochJob, EpochOutcome, run_epoch
@@ -126,7 +126,7 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
                   on_generation: Callable[[dict[str, float]], None] | None = None,
                   should_stop: Callable[[], bool] | None = None,
                   on_epoch: Callable[[Snapshot], None] | None = None,
-                  resume: Snapshot | None = None) -> SearchResult:
+                  resume: Snapshot | None = None, timings: list[dict[str, float]] | None = None) -> SearchResult:
     """Evolve ``cfg.islands`` populations on Dask workers; pick the champion on ``valid`` (see the module doc).
 
     Args:
@@ -138,6 +138,12 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
         data_sha256: {"train", "valid"} SHA-256 of the split files (workers check their copies).
         cluster: where the tasks run (None: an embedded LocalCluster).
         should_stop: polled between epochs; True ends the run after the current epoch.
+        timings: if given, one dict per epoch is appended: ``generations``
+            (of the epoch), ``seconds`` (client wall time from submitting the
+            tasks to having all results), ``task_seconds`` (the slowest
+            task's own wall time), ``task_seconds_total`` (all tasks') and
+            ``client_seconds`` (combining the rows,
+            migration and the ``on_epoch`` callback).
 
     Raises: InputError as :func:`evolve.search.algorithms.search`, when a
     worker's copy of the data differs, or when the cluster cannot be reached.
@@ -167,12 +173,15 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
             stop = epoch_end(generation if generation is not None else 0, cfg.migration_interval, cfg.generations)
             if generation is None and cfg.generations == 0:
                 stop = 0
+            t_submit = time.perf_counter()
             jobs = [EpochJob(cfg.to_dict(), tuple(features), os.path.abspath(data_dir), data_sha256, i, stop,
                              b"" if island is None else pickle.dumps(island, protocol=pickle.HIGHEST_PROTOCOL),
                              warm, threads) for i, island in enumerate(islands)]
             futures = [client.submit(run_epoch, job, key=f"island-{job.island}-gen-{stop}-{token}",
                                      retries=TASK_RETRIES, pure=False) for job in jobs]
             outcomes: list[EpochOutcome] = client.gather(futures)
+            t_gathered = time.perf_counter()
+            first = generation
             for row in combine_rows(outcomes):
                 state.logbook.append(row)
                 state.notify(row)
@@ -185,6 +194,11 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
             if on_epoch is not None:
                 on_epoch(Snapshot(stop, islands, list(state.logbook), evaluations, programs,
                                   before + time.perf_counter() - started, warm))
+            if timings is not None:
+                timings.append({"generations": stop - (first if first is not None else -1),
+                                "seconds": t_gathered - t_submit, "task_seconds": max(o.seconds for o in outcomes),
+                                "task_seconds_total": sum(o.seconds for o in outcomes),
+                                "client_seconds": time.perf_counter() - t_gathered})
     return finish(state, features, members(islands, cfg), seeds, warm, evaluations, programs,
                   before + time.perf_counter() - started)
 

@@ -49,6 +49,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from data.cluster import ClusterOptions
 from data.errors import InputError, InputWarning, os_error_text
 from data.io import Traces, atomic_write_bytes, atomic_write_text, load_split, remove_stale_temps
 from data.paths import check_output_dir, write_or_rescue
@@ -58,8 +59,7 @@ from evolve.search.algorithms import search
 from evolve.search.checkpoint import (
     CHECKPOINT_FILE, Snapshot, check_resumable, file_sha256, header, read_checkpoint, read_header, write_checkpoint,
 )
-from evolve.search.cluster import ClusterOptions
-from evolve.search.config import RunConfig, load_toml, resolve, resolve_features, to_toml
+from evolve.search.config import DEFAULTS, RunConfig, load_toml, resolve, resolve_features, to_toml
 from evolve.search.interrupt import interrupted_comment
 from evolve.search.result import SearchResult
 from evolve.search.run_documents import (
@@ -100,7 +100,7 @@ def load_search_data(cfg: RunConfig) -> tuple[Traces, Traces]:
 
 def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = None,
         stop: Callable[[], bool] | None = None, extra_files: ExtraFiles | None = None,
-        cluster: ClusterOptions | None = None, on_start: Callable[[Path], None] | None = None) -> RunInfo:
+        cluster: ClusterOptions | None = None) -> RunInfo:
     """Load the data, evolve (with checkpoints), and write a new run directory under ``cfg.out``.
 
     Args:
@@ -110,7 +110,6 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
             :func:`evolve.search.interrupt.graceful_interrupt`.
         extra_files: more files for the run directory (see :func:`write_run`).
         cluster: where an island search runs (None: an embedded Dask LocalCluster).
-        on_start: called with the checkpoint directory once it exists (before the search).
 
     Returns: :class:`RunInfo` with the run directory.
 
@@ -128,10 +127,8 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     started = datetime.now(timezone.utc)
     data_info = dataset_info(cfg.data, train_t, valid_t)
     partial = _start_checkpoints(out, cfg, features, data_info, started)
-    if on_start is not None:
-        on_start(partial)
     return _search_and_write(partial, cfg, train, valid, features, data_info, started, None, progress, stop,
-                             extra_files, cluster)
+                             extra_files, cluster, fresh=True)
 
 
 def checkpoint_dir_name(cfg: RunConfig, started: datetime) -> str:
@@ -170,8 +167,12 @@ def _header(cfg: RunConfig, features: tuple[str, ...], data_info: dict[str, Any]
 
 def _search_and_write(partial: Path, cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str, ...],
                       data_info: dict[str, Any], started: datetime, snapshot: Snapshot | None, progress, stop,
-                      extra_files: ExtraFiles | None, cluster: ClusterOptions | None) -> RunInfo:
-    """Search (from ``snapshot`` if given) with a checkpoint after every epoch, then write the run directory."""
+                      extra_files: ExtraFiles | None, cluster: ClusterOptions | None, fresh: bool = False) -> RunInfo:
+    """Search (from ``snapshot`` if given) with a checkpoint after every epoch, then write the run directory.
+
+    ``fresh``: the checkpoint directory was made by this call's caller; it is removed again when the
+    search fails before its first checkpoint (a resumed run's directory is always kept).
+    """
     failed: list[str] = []
 
     def save(state: Snapshot) -> None:
@@ -198,7 +199,7 @@ def _search_and_write(partial: Path, cfg: RunConfig, train: EvalData, valid: Eva
         else:
             result = search(cfg, train, valid, features, **kwargs)
     except BaseException:
-        if snapshot is None and not saved:  # nothing to resume from: leave no checkpoint directory
+        if fresh and not saved:  # nothing to resume from: leave no checkpoint directory
             shutil.rmtree(partial, ignore_errors=True)
         raise
     keep = partial if result.interrupted else None
@@ -264,6 +265,7 @@ def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None]
     """
     partial = find_checkpoint_dir(path)
     head = read_header(partial / CHECKPOINT_FILE)
+    head["config"] = {**DEFAULTS.to_dict(), **head["config"]}  # settings added since the run started: defaults
     try:
         cfg = resolve(head["config"])
     except InputError as exc:

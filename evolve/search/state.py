@@ -112,8 +112,11 @@ class SearchState:
                  should_stop: Callable[[], bool] | None = None, cache_size: int = CACHE_LIMIT):
         fit = cfg.acceptance_quality_fitness()
         self.cfg = cfg
-        self.scorer = PopulationEvaluator(train, fit, gamma=gamma, cache_size=cache_size)
-        self.valid_scorer = PopulationEvaluator(valid, fit, gamma=gamma, cache_size=cache_size)
+        scorer = PopulationEvaluator
+        if getattr(cfg, "verify", "token") == "block":  # programs are relaxation weights w(features)
+            from evolve.eval.relaxed_population import RelaxedPopulationEvaluator as scorer
+        self.scorer = scorer(train, fit, gamma=gamma, cache_size=cache_size)
+        self.valid_scorer = scorer(valid, fit, gamma=gamma, cache_size=cache_size)
         self.on_generation, self.should_stop = on_generation, should_stop
         self.evaluations, self.eval_seconds, self.new_programs = 0, 0.0, 0
         self.logbook: list[dict[str, float]] = []

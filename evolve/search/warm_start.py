@@ -170,8 +170,13 @@ def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gam
         gamma: draft length of the block metrics (None unless the objective needs them).
         objective: the run's objective of a rule's train metrics (higher is better).
 
-    Returns: :class:`WarmStart` (seeds in population order, skipped rules).
+    Returns: :class:`WarmStart` (seeds in population order, skipped rules). A relaxed block
+    verification search (``verify = "block"``) is seeded by the fixed-w family instead
+    (:mod:`evolve.search.relaxed_seeds`).
     """
+    if getattr(cfg, "verify", "token") == "block":
+        from evolve.search.relaxed_seeds import choose_relaxed_seeds
+        return choose_relaxed_seeds(cfg, train, gamma, objective)
     warm = WarmStart()
     registered: list[Rule] = []
     for rule in rules():

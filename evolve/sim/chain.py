@@ -17,8 +17,9 @@ One target call (a *block*) at position t, on the synthetic models of
 3. accept x_k iff u_k < tau_k, left to right; at the first rejection emit a
    token from the residual norm(max(0, p - q*tau)) and end the block; if all
    gamma are accepted, emit a bonus token from p at position t + gamma. That is
-   token-wise verification; block verification and FLy decide the kept prefix
-   and the residual differently from the same drafts and uniforms
+   token-wise verification; block verification (lossless, or relaxed against a
+   mixture target with a weight program) and FLy decide the kept prefix and the
+   residual differently from the same drafts and uniforms
    (:mod:`evolve.sim.verification`).
 
 The residual takes tau of every vocabulary token at the rejected position: a
@@ -39,7 +40,8 @@ shared by the kernels (Numba folds the members into constants) and the Python
 side: :class:`Feature` (feature matrices, the order of
 :data:`evolve.gp.primitives.FEATURES`), :class:`Stat` (per-sequence
 statistics), :class:`Record` (one drafted token's record: the features, then
-r, u, tau, accepted, tested, block, block_residual_mass) and
+r, u, tau, accepted, tested, block, block_residual_mass, then block_residual_phi's
+PHI_POINTS values) and
 :class:`BlockStat` (one block's record). ``N_*`` are the row lengths; the flat names ``S_*``,
 ``R_*``, ``B_*`` are the same members.
 
@@ -56,7 +58,7 @@ from enum import IntEnum
 import numpy as np
 from numba import njit, prange
 
-from data.synth.block_columns import target_rank
+from data.synth.block_columns import PHI_POINTS, residual_phi, target_rank
 from data.synth.rng import next_double, sample_index, sample_normalised, seed_state
 from evolve.eval.layouts import record_layout, record_size
 from evolve.eval.reference import eval_rows
@@ -64,7 +66,7 @@ from evolve.gp.primitives import FEATURES, Op
 from evolve.sim.models import STREAM_DECODE, position_pair, start_buffers, target_at
 from evolve.sim.verification import (
     VERIFY_BLOCK, VERIFY_FLY, block_accept, block_masses, block_residual, block_stops, fly_accept, fly_expected,
-    topk_entropy,
+    relaxed_damage, relaxed_targets, topk_entropy,
 )
 
 
@@ -124,9 +126,10 @@ class Record(IntEnum):
     TESTED = N_FEATURES + 4    # 1 if the acceptance test ran (depth <= first rejection)
     BLOCK = N_FEATURES + 5     # index of the block (target call) in the sequence
     RESIDUAL_MASS = N_FEATURES + 6  # block_residual_mass (NaN at depth gamma - 1)
+    PHI = N_FEATURES + 7       # first of the PHI_POINTS values of block_residual_phi (NaN at depth gamma - 1)
 
 
-N_RECORD = N_FEATURES + len(Record)
+N_RECORD = N_FEATURES + len(Record) + PHI_POINTS - 1
 
 
 @record_layout
@@ -135,7 +138,7 @@ class BlockStat(IntEnum):
 
     TOKENS = 0       # realized tokens emitted
     ANALYTIC = 1     # expected tokens given the drafts (token-wise: 1 + sum_k prod_{i<=k} tau_i; see _verify)
-    TV_COUNT = 2     # accepted drafted tokens with r <= u
+    TV_COUNT = 2     # accepted drafted tokens with r <= u (relaxed block: sum of w_k (1 - overlap_k) over emitted depths)
     TV_EXPECTED = 3  # expected damage given the drafts (token-wise: sum_k prod_{i<k} tau_i max(0, tau_k - r_k))
 
 
@@ -144,7 +147,7 @@ N_BLOCK_RECORD = record_size(BlockStat)
 # Flat names of the same members (unpacking fails at import if a layout gains a member).
 (S_CALLS, S_EMITTED, S_ACCEPTED, S_DRAFTED, S_ANALYTIC, S_TV_EXPECTED, S_TV_COUNT, S_DRAFT_STEPS, S_LENGTH,
  S_SUM_TAU, S_ROWS) = Stat
-R_R, R_U, R_TAU, R_ACCEPTED, R_TESTED, R_BLOCK, R_RESIDUAL_MASS = Record
+R_R, R_U, R_TAU, R_ACCEPTED, R_TESTED, R_BLOCK, R_RESIDUAL_MASS, R_PHI = Record
 B_TOKENS, B_ANALYTIC, B_TV_COUNT, B_TV_EXPECTED = BlockStat
 
 RESIDUAL_BEST = 0
@@ -222,7 +225,8 @@ def _verify(verify, P, target_prob, r, tau, uu, gamma, fly_window, fly_threshold
     uniforms; block verification needs ``weights``, ``masses`` from
     :func:`evolve.sim.verification.block_masses` and writes ``h``; the rest is scratch.
     Token-wise: analytic = 1 + sum_k prod_{i<=k} tau_i, expected TV =
-    sum_k prod_{i<k} tau_i max(0, tau_k - r_k); block: 1 + E[tau], 0; FLy: 1 + E[kept],
+    sum_k prod_{i<k} tau_i max(0, tau_k - r_k); block: 1 + E[tau], 0 (relaxed: the
+    caller adds the damage, :func:`evolve.sim.verification.relaxed_damage`); FLy: 1 + E[kept],
     E[deferred acceptances] (:func:`evolve.sim.verification.fly_expected`).
     """
     if verify == VERIFY_BLOCK:
@@ -257,7 +261,7 @@ def _verify(verify, P, target_prob, r, tau, uu, gamma, fly_window, fly_threshold
 @njit(cache=True)
 def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params, log_rank,
               ops, args, consts, stack_size, residual_mode, verify, fly_window, fly_threshold, fly_top_k,
-              stats, rows, blocks):
+              wops, wargs, wconsts, wstack, stats, rows, blocks):
     """Chain speculative decoding of ``length`` tokens from position ``t0`` (module doc).
 
     Args:
@@ -271,6 +275,8 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
             :data:`RESIDUAL_TOKENWISE` (deliberately wrong, for tests).
         verify: :data:`evolve.sim.verification.VERIFY_TOKEN`, ``VERIFY_BLOCK`` or ``VERIFY_FLY``;
             fly_window (int), fly_threshold (nats), fly_top_k (int): FLy's parameters.
+        wops, wargs, wconsts, wstack: the relaxation weight's compiled program (``VERIFY_BLOCK``
+            against p~ = (1 - w) p + w q); an empty program is lossless block verification.
         stats: float64 (N_STATS,) accumulated in place (columns: :class:`Stat`).
         rows: float64 (R, N_RECORD) records of every drafted token while R allows (else (0, N_RECORD)).
         blocks: float64 (B, N_BLOCK_RECORD) per-block records while B allows.
@@ -282,7 +288,15 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
     Q = np.empty((gamma, V))
     X = np.empty((N_FEATURES, gamma))
     XV = np.empty((N_FEATURES, V))
-    stack = np.empty((max(stack_size, 1), max(gamma, V)))
+    stack = np.empty((max(stack_size, wstack, 1), max(gamma, V)))
+    relaxed = verify == VERIFY_BLOCK and wops.shape[0] > 0
+    wk = np.zeros(gamma)
+    damage = np.zeros(gamma)
+    Pt = np.empty((gamma if relaxed else 0, V))
+    tpt = np.empty(gamma)
+    drafts = np.empty(gamma, dtype=np.int64)
+    rweights = np.empty(gamma)
+    rmasses = np.full(gamma, np.nan)
     work = np.empty(V)
     resid = np.empty(V)
     scratch = np.empty(V)
@@ -329,6 +343,12 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
             X[Feature.OVERLAP, k] = ov
             X[Feature.TARGET_RANK, k] = target_rank(P[k], x)
             r[k] = min(1.0, P[k, x] / Q[k, x])
+            drafts[k] = x
+        if relaxed:  # the relaxation weight of every depth, from its prefix-level features
+            eval_rows(wops, wargs, wconsts, X, 0, gamma, stack)
+            for k in range(gamma):
+                wk[k] = _clamp_tau(stack[0, k])
+                damage[k] = wk[k] * (1.0 - X[Feature.OVERLAP, k])
         eval_rows(ops, args, consts, X, 0, gamma, stack)
         for k in range(gamma):
             tau[k] = _clamp_tau(stack[0, k])
@@ -337,14 +357,23 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
             uu[k] = next_double(rng)
         if verify == VERIFY_BLOCK or n_rows < rows.shape[0]:
             block_masses(P, Q, X[Feature.TARGET_PROB], X[Feature.DRAFT_PROB], gamma, weights, masses)
+        vweights, vmasses = weights, masses
+        if relaxed:  # block verification against p~ (the records keep the lossless masses)
+            relaxed_targets(P, Q, wk, drafts, gamma, Pt, tpt)
+            block_masses(Pt, Q, tpt, X[Feature.DRAFT_PROB], gamma, rweights, rmasses)
+            vweights, vmasses = rweights, rmasses
         accepted, analytic, tv_exp = _verify(verify, P, X[Feature.TARGET_PROB], r, tau, uu, gamma, fly_window,
-                                             fly_threshold, fly_top_k, weights, masses, h, native, gate, deferred,
+                                             fly_threshold, fly_top_k, vweights, vmasses, h, native, gate, deferred,
                                              mass, nxt)
-        tv_count = 0  # accepted with u >= r: damage of a lossy rule or of FLy (block verification has none)
+        tv_count = 0.0  # accepted with u >= r: damage of a lossy rule or of FLy (block verification has none)
         if verify != VERIFY_BLOCK:
             for k in range(accepted):
                 if uu[k] >= r[k]:
                     tv_count += 1
+        if relaxed:  # expected and realized damage: w_k (1 - overlap_k) over the emitted depths
+            tv_exp = relaxed_damage(h, damage, gamma)
+            for k in range(min(accepted + 1, gamma)):
+                tv_count += damage[k]
         for k in range(gamma):
             if n_rows >= rows.shape[0]:
                 break
@@ -357,12 +386,16 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
             rows[n_rows, Record.TESTED] = 1.0 if k <= accepted else 0.0
             rows[n_rows, Record.BLOCK] = stats[Stat.CALLS]
             rows[n_rows, Record.RESIDUAL_MASS] = masses[k]
+            if k + 1 < gamma:
+                residual_phi(P[k + 1], Q[k + 1], rows[n_rows, Record.PHI:Record.PHI + PHI_POINTS])
+            else:
+                rows[n_rows, Record.PHI:Record.PHI + PHI_POINTS] = np.nan
             n_rows += 1
         if accepted < gamma:
             k = accepted
-            if verify == VERIFY_BLOCK:  # norm(max(0, P_tau p - q)) at the first depth not kept
-                weight = 1.0 if k == 0 or residual_mode == RESIDUAL_TOKENWISE else weights[k - 1]
-                block_residual(weight, P[k], Q[k], resid)
+            if verify == VERIFY_BLOCK:  # norm(max(0, P_tau p - q)) at the first depth not kept (p~ if relaxed)
+                weight = 1.0 if k == 0 or residual_mode == RESIDUAL_TOKENWISE else vweights[k - 1]
+                block_residual(weight, Pt[k] if relaxed else P[k], Q[k], resid)
                 y = sample_normalised(rng, resid)
                 if y < 0:
                     y = sample_index(rng, P[k])
@@ -420,8 +453,8 @@ def autoregressive_run(model_seed, rng, buf, dpath, t0, length, window_len, para
 
 @njit(cache=True, parallel=True)
 def chain_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, gamma, params, log_rank, ops, args,
-                consts, stack_size, residual_mode, verify, fly_window, fly_threshold, fly_top_k, stats_out, tokens_out,
-                rows_out, blocks_out):
+                consts, stack_size, residual_mode, verify, fly_window, fly_threshold, fly_top_k, wops, wargs, wconsts,
+                wstack, stats_out, tokens_out, rows_out, blocks_out):
     """Independent chain decodes (jobs), in parallel; each job's output depends only on its inputs.
 
     Job j decodes ``lengths[j]`` tokens from position ``t0s[j]`` after the context
@@ -429,7 +462,7 @@ def chain_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, g
     decoding stream (decode_seed, keys[j], STREAM_DECODE). Outputs per job:
     ``stats_out[j]`` (J, N_STATS), the first tokens ``tokens_out[j]`` (J, T; T may be 0),
     records ``rows_out[j]`` (J, R, N_RECORD) and ``blocks_out[j]`` (J, B, N_BLOCK_RECORD)
-    (R, B may be 0); see :func:`chain_run` (also for ``verify`` and FLy's parameters).
+    (R, B may be 0); see :func:`chain_run` (also for ``verify``, FLy's parameters and the relaxation program).
     """
     for j in prange(keys.shape[0]):
         K = windows.shape[1]
@@ -437,8 +470,8 @@ def chain_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, g
         buf, dpath = start_buffers(windows[j], t0, d_prevs[j], lengths[j] + gamma + 1)
         rng = seed_state(decode_seed, keys[j], STREAM_DECODE)
         chain_run(model_seed, rng, buf, dpath, t0, lengths[j], gamma, K, params, log_rank, ops, args, consts,
-                  stack_size, residual_mode, verify, fly_window, fly_threshold, fly_top_k, stats_out[j], rows_out[j],
-                  blocks_out[j])
+                  stack_size, residual_mode, verify, fly_window, fly_threshold, fly_top_k, wops, wargs, wconsts,
+                  wstack, stats_out[j], rows_out[j], blocks_out[j])
         for k in range(min(tokens_out.shape[1], lengths[j])):
             tokens_out[j, k] = buf[K + t0 + k]
 

@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from data.errors import InputError
+from data.synth.block_columns import PHI_POINTS
 from evolve.eval.evaluator import DEFAULT_COST_RATIO
 from evolve.gp.primitives import FEATURES
 from evolve.sim.chain import (
@@ -114,10 +115,18 @@ def check_verification(verification: Verification, rule, gamma: int) -> Verifica
     return verification
 
 
-def _verify_args(verification: Verification, gamma: int) -> tuple[int, int, float, int]:
-    """The kernels' (verify, fly_window, fly_threshold, fly_top_k)."""
+_NO_PROGRAM = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0), 0)
+
+
+def _verify_args(verification: Verification, gamma: int) -> tuple:
+    """The kernels' (verify, fly_window, fly_threshold, fly_top_k, wops, wargs, wconsts, wstack).
+
+    The last four are the relaxation weight's program (empty: no relaxation).
+    """
+    program = verification.weight_program()
+    weight = _NO_PROGRAM if program is None else rule_program(program)
     return (verification.code, verification.window(gamma) if verification.kind == "fly" else 0,
-            float(verification.fly_threshold), int(verification.fly_top_k))
+            float(verification.fly_threshold), int(verification.fly_top_k), *weight)
 
 
 def check_cost_ratio(c) -> float:
@@ -287,19 +296,37 @@ def context_damage(model: SyntheticModel, rule, gamma: int, verification: Verifi
     So the fraction of decodes whose first drafted token was accepted with
     u >= r estimates the TV without the upward bias of a histogram. Block
     verification is lossless (its output is p; tests check it), so its damage is 0.
+    Relaxed block verification emits its first token from p~_1 exactly (tests
+    check it), whose TV from p is w_1 (1 - overlap_1): that value of the first
+    record is returned, averaged over the draws.
 
     Returns: float64 (contexts,) the estimated TV at each context.
     Raises: InputError as :func:`chain_at_context`.
     """
     check_verification(verification, rule, check_gamma_range(gamma))
-    if verification.kind == "block":
+    if verification.kind == "block" and verification.relaxation is None:
         return np.zeros(int(contexts))
     out = np.empty(int(contexts))
     for c in range(int(contexts)):
         _, rows = chain_at_context(model, rule, random_context(model, key=c, position=position), int(draws), gamma,
                                    seed=c, verification=verification)
-        out[c] = float(np.mean((rows[:, Record.ACCEPTED] > 0.5) & (rows[:, Record.U] >= rows[:, Record.R])))
+        if verification.kind == "block":
+            w = first_weights(verification, rows)
+            out[c] = float(np.mean(w * (1.0 - rows[:, Feature.OVERLAP])))
+        else:
+            out[c] = float(np.mean((rows[:, Record.ACCEPTED] > 0.5) & (rows[:, Record.U] >= rows[:, Record.R])))
     return out
+
+
+def first_weights(verification: Verification, rows: np.ndarray) -> np.ndarray:
+    """The relaxation weights (float64 (R,), clamped to [0, 1], NaN/inf -> 0) of records ``rows`` (R, N_RECORD)."""
+    from evolve.eval.reference import eval_rows
+    ops, args, consts, ss = rule_program(verification.weight_program())
+    X = np.ascontiguousarray(rows[:, :len(FEATURES)].T)
+    stack = np.empty((max(ss, 1), X.shape[1]))
+    eval_rows(ops, args, consts, X, 0, X.shape[1], stack)
+    w = stack[0].copy()
+    return np.clip(np.where(np.isfinite(w), w, 0.0), 0.0, 1.0)
 
 
 def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma: int,
@@ -310,7 +337,8 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
     row as in the vocabulary generator: draft_index 0..gamma-1 consecutive per
     block, rand_value = the u the decode loop drew (a fresh one for untested
     tokens), baseline_accepts = rand_value < min(1, p/q), target_rank and
-    block_residual_mass (:mod:`data.synth.block_columns`, NaN at depth gamma - 1).
+    block_residual_mass and block_residual_phi (:mod:`data.synth.block_columns`, NaN at
+    depth gamma - 1).
     So :func:`evolve.eval.evaluator.evaluate` on the frame with ``gamma`` reproduces
     the run's analytic tokens per call and tv_expected (token-wise), and block
     verification's record-level formula reproduces its analytic tokens per call.
@@ -339,6 +367,7 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
         frame["draft_index"] = frame["draft_index"].astype(np.int64)
         frame["target_rank"] = r[:, Feature.TARGET_RANK].astype(np.int64)
         frame["block_residual_mass"] = r[:, Record.RESIDUAL_MASS]
+        frame["block_residual_phi"] = list(r[:, Record.PHI:Record.PHI + PHI_POINTS])
         frame["top_token_match"] = frame["top_token_match"] > 0.5
         frame["rand_value"] = r[:, Record.U]
         frame["baseline_accepts"] = r[:, Record.U] < np.minimum(1.0, frame["target_prob"] / frame["draft_prob"])

@@ -29,6 +29,20 @@ comes from.
     for the standard rule only (a lossy per-token threshold has no block
     counterpart that keeps its damage; we do not invent one).
 
+``block`` with a relaxation (``Verification("block", relaxation=W)``): relaxed block verification
+    Block verification as above against the mixture p~_k = (1 - w_k) p_k + w_k q_k
+    instead of p_k (the mixture of speculative cascades, Narasimhan et al. 2024,
+    arXiv 2405.19261): w_k is the relaxation's expression (a primitive-set
+    expression or a constant) over the depth's prefix-level features
+    (:data:`evolve.eval.relaxed_block.WEIGHT_FEATURES`; never the drafted
+    token's), clamped to [0, 1] (NaN/inf -> 0). Block weights, residual masses
+    and the residual use p~; the bonus token after a full block is drawn from
+    p. At a fixed context the first emitted token is distributed exactly as
+    p~_1, at total variation w_1 (1 - overlap_1) from p_1; the expected damage
+    of a block is sum over the emitted depths of w_k (1 - overlap_k)
+    (:func:`relaxed_damage`; :mod:`evolve.eval.relaxed_block` scores the same
+    from records).
+
 ``fly``: FLy
     Jinze Li, Yixing Xu, Guanchen Li et al. 2025, "Training-Free Loosely
     Speculative Decoding: Accepting Semantically Correct Drafts Beyond Exact
@@ -102,6 +116,8 @@ class Verification:
     fly_window: int | None = None
     fly_threshold: float = FLY_THRESHOLD
     fly_top_k: int = FLY_TOP_K
+    #: ``block`` only: the relaxation weight w, an expression over prefix-level features (None: lossless).
+    relaxation: str | None = None
 
     @property
     def code(self) -> int:
@@ -121,6 +137,11 @@ class Verification:
         """
         if self.kind not in VERIFICATIONS:
             raise InputError(f"verification: unknown mode {self.kind!r} (choose from {', '.join(VERIFICATIONS)})")
+        if self.relaxation is not None:
+            if self.kind != "block":
+                raise InputError(f"verification '{self.kind}': a relaxation applies to block verification only "
+                                 f"(value {self.relaxation!r})")
+            self.weight_program()
         if self.kind != "fly":
             return self
         if gamma < 2:
@@ -138,8 +159,24 @@ class Verification:
             raise InputError(f"verification 'fly': top k must be an integer >= 1 (value {k!r})")
         return self
 
+    def weight_program(self):
+        """The relaxation's compiled program (:class:`evolve.gp.compiler.Program`), or None without one.
+
+        Raises: InputError for an expression that does not parse or reads a
+        feature that depends on the drafted token.
+        """
+        if self.relaxation is None:
+            return None
+        from evolve.eval.relaxed_block import check_weight_features
+        from evolve.gp.compiler import compile_nodes, parse
+        program = compile_nodes(parse(str(self.relaxation), "relaxation"))
+        check_weight_features(program.features, "relaxation")
+        return program
+
     def label(self, gamma: int) -> str:
-        """``token``, ``block`` or ``fly(W=.., theta=.., k=..)``."""
+        """``token``, ``block``, ``block(w=EXPR)`` or ``fly(W=.., theta=.., k=..)``."""
+        if self.kind == "block" and self.relaxation is not None:
+            return f"block(w={self.relaxation})"
         if self.kind != "fly":
             return self.kind
         return f"fly(W={self.window(gamma)}, theta={self.fly_threshold:g}, k={self.fly_top_k})"
@@ -197,6 +234,33 @@ def block_residual(weight, p, q, resid):
     """resid[v] = max(0, weight p(v) - q(v)) (unnormalised; sample with ``sample_normalised``)."""
     for v in range(p.shape[0]):
         resid[v] = max(0.0, weight * p[v] - q[v])
+
+
+@njit(cache=True)
+def relaxed_targets(P, Q, w, drafts, gamma, Pt, tpt):
+    """Pt[k] = (1 - w_k) P[k] + w_k Q[k] and tpt[k] = Pt[k, drafts[k]], k = 0..gamma-1 (relaxed block verification)."""
+    for k in range(gamma):
+        wk = w[k]
+        for v in range(P.shape[1]):
+            Pt[k, v] = (1.0 - wk) * P[k, v] + wk * Q[k, v]
+        tpt[k] = Pt[k, drafts[k]]
+
+
+@njit(cache=True)
+def relaxed_damage(h, damage, gamma):
+    """E[sum over the emitted depths of damage_k] given the stopping probabilities h (gamma,).
+
+    Depth k (1-based) is emitted iff tau >= k - 1; with C_j = damage_1 + ... +
+    damage_j (C_{gamma+1} = C_gamma: the bonus token is drawn from p), the value is
+    E[C_{tau+1}] by F_0 = C_1, F_k = h_k C_{k+1} + (1 - h_k) F_{k-1}.
+    """
+    cum = damage[0]
+    f = cum
+    for k in range(gamma):
+        nxt = cum + damage[k + 1] if k + 1 < gamma else cum
+        f = h[k] * nxt + (1.0 - h[k]) * f
+        cum = nxt
+    return f
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,4 +346,4 @@ def fly_expected(r, gate, gamma, window, mass, nxt):
 
 __all__ = ["FLY_MAX_WINDOW", "FLY_THRESHOLD", "FLY_TOP_K", "TOKEN", "VERIFICATIONS", "VERIFY_BLOCK", "VERIFY_FLY",
            "VERIFY_TOKEN", "Verification", "block_accept", "block_masses", "block_residual", "block_stops",
-           "fly_accept", "fly_expected", "topk_entropy"]
+           "fly_accept", "fly_expected", "relaxed_damage", "relaxed_targets", "topk_entropy"]

@@ -1,13 +1,14 @@
-"""Where the tasks of an island search run: an embedded Dask ``LocalCluster`` or an existing Dask cluster.
+"""Where Dask tasks run (island searches, sharded harvests): an embedded ``LocalCluster`` or an existing cluster.
 
-Dask distributed (https://distributed.dask.org) runs the island epochs as
-futures: a task lost with its worker is run again on another one, and the
+Dask distributed (the ``distributed`` package) runs the island epochs of a
+search (:mod:`evolve.search.islands`) and the shards of a harvest
+(:mod:`data.harvest.shards`) as futures: a task lost with its worker is run again on another one, and the
 scheduler may be anywhere the client can reach. :func:`dask_client` yields a
 connected ``distributed.Client``:
 
-* without a scheduler address: a ``LocalCluster`` on the loopback interface,
-  one process per worker with one Dask thread each (``workers`` workers;
-  default one per island, at most one per core), closed at the end;
+* without a scheduler address: a ``LocalCluster`` on the loopback interface
+  (its scheduler's HTTP status pages too, on a free port), one process per worker with one Dask thread each (``workers`` workers;
+  default one per concurrent task, at most one per core), closed at the end;
 * with an address (``tcp://host:8786``; the usual ``DASK_SCHEDULER_ADDRESS``
   convention is read by the command line): the client joins that cluster and
   leaves its workers running. Slurm or PBS users start such a cluster with
@@ -34,11 +35,13 @@ CONNECT_TIMEOUT = 30
 
 @dataclass(frozen=True)
 class ClusterOptions:
-    """How to run the island tasks: ``scheduler`` address (None: an embedded LocalCluster) and ``workers``
-    (LocalCluster processes; None: one per island, at most one per core)."""
+    """How to run the tasks: ``scheduler`` address (None: an embedded LocalCluster), ``workers``
+    (LocalCluster processes; None: one per concurrent task, at most one per core) and ``numba_threads`` per task
+    (None: ``cores // workers`` on a LocalCluster, the workers' own setting on an existing cluster)."""
 
     scheduler: str | None = None
     workers: int | None = None
+    numba_threads: int | None = None
 
 
 def local_workers(options: ClusterOptions, tasks: int) -> int:
@@ -56,7 +59,7 @@ def dask_client(options: ClusterOptions, tasks: int) -> Iterator[tuple[object, i
 
     Args:
         options: scheduler address and LocalCluster size.
-        tasks: the number of tasks that run at once (the islands).
+        tasks: the number of tasks that can run at once (the islands, the shards).
 
     Raises: InputError when the scheduler cannot be reached or the LocalCluster cannot start.
     """
@@ -69,20 +72,20 @@ def dask_client(options: ClusterOptions, tasks: int) -> Iterator[tuple[object, i
             raise InputError(f"Dask scheduler {options.scheduler}: cannot connect "
                              f"({' '.join(str(exc).split()) or type(exc).__name__})") from None
         try:
-            yield client, None
+            yield client, options.numba_threads
         finally:
             client.close()
         return
     workers = local_workers(options, tasks)
     try:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None, silence_logs=logging.ERROR)
+                               dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     except (OSError, RuntimeError) as exc:
         raise InputError(f"cannot start a local Dask cluster of {workers} workers "
                          f"({' '.join(str(exc).split())})") from None
     client = Client(cluster)
     try:
-        yield client, max(1, (os.cpu_count() or 1) // workers)
+        yield client, options.numba_threads or max(1, (os.cpu_count() or 1) // workers)
     finally:
         client.close()
         cluster.close()
