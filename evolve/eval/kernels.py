@@ -262,6 +262,17 @@ def reduce_block_counts(tau, r, depth, m, gamma, reach, acc):
     return reach
 
 
+@njit(cache=True, inline="always")
+def load_constants(buf, consts, const_off, n_regs, p):
+    """Broadcast program ``p``'s constants into its buffer rows ``n_regs[p]..`` (``buf`` float64 (rows, TILE))."""
+    base = n_regs[p]
+    for q in range(const_off[p], const_off[p + 1]):
+        row = buf[base + q - const_off[p]]
+        v = consts[q]
+        for j in range(TILE):
+            row[j] = v
+
+
 @njit(cache=True)
 def work(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bounds, depth, gamma,
          items, counter, partial):
@@ -283,13 +294,8 @@ def work(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bo
         it = items[k]
         p = it // n_chunks
         c = it - p * n_chunks
-        base = n_regs[p]
         if p != last_p:
-            for q in range(const_off[p], const_off[p + 1]):
-                row = buf[base + q - const_off[p]]
-                v = consts[q]
-                for j in range(TILE):
-                    row[j] = v
+            load_constants(buf, consts, const_off, n_regs, p)
             last_p = p
         acc = partial[it]
         reach = 1.0

@@ -44,9 +44,12 @@ p_i(X_i) / q_i(X_i) unclamped, the records' ``target_prob / draft_prob``):
 Scope of the damage: per emitted token it is the exact total variation of that
 position's target from p, the same accounting as the per-token rules'
 ``tv_per_token`` (each depth's TV weighted by the probability that it is
-emitted). For the whole generated sequence, the sum over positions of the
-per-position TVs bounds the distance from p's law (a hybrid argument over
-positions); it is a bound, not an equality.
+emitted). For the whole generated sequence it is a bound, not an equality:
+when p~ depends on the text prefix alone (w does not read ``draft_index``)
+the sequence's distance from p's law is at most the expected sum of the
+per-position TVs (a hybrid argument over positions); with a depth-dependent
+w each call is still exact for its own targets, and its contribution is
+bounded by the sum over all its drafted positions (docs/relaxed.md).
 
 Interpolation: phi is convex and piecewise linear, so a chord lies above it by at
 most h (s_+ - s_-) / 4 (h the grid step, s_- and s_+ the slopes at the ends, in

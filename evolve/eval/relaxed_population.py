@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from data.errors import InputError
 from evolve.eval.evaluator import DEFAULT_COST_RATIO, check_features
-from evolve.eval.kernels import fetch_add, operand, run_code
+from evolve.eval.kernels import fetch_add, load_constants, operand, run_code
 from evolve.eval.layouts import TILE, WIDTH
 from evolve.eval.lowering import NO_ROWS, Packed
 from evolve.eval.population import PopulationEvaluator
@@ -53,13 +53,8 @@ def relaxed_work(code, code_off, consts, const_off, n_regs, result, rows, X, D, 
         it = items[k]
         p = it // n_chunks
         c = it - p * n_chunks
-        base = n_regs[p]
         if p != last_p:
-            for q in range(const_off[p], const_off[p + 1]):
-                row = buf[base + q - const_off[p]]
-                v = consts[q]
-                for j in range(TILE):
-                    row[j] = v
+            load_constants(buf, consts, const_off, n_regs, p)
             last_p = p
         acc = partial[it]
         st[:] = 0.0

@@ -359,7 +359,7 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
         if note is not None:
             notes.append(note)
     if relaxed_runs:
-        ref, more = relaxed_evolved_curve(relaxed_runs, traces, data, g, budgets)
+        ref, more = relaxed_evolved_curve([run_expressions(r) for r in relaxed_runs], traces, data, g, budgets)
         if ref is not None:
             references[ref.name] = ref
         notes += more

@@ -273,15 +273,8 @@ class ParetoComparison:
             "curves": {name: c.to_dict() for name, c in self.curves.items()},
             "references": {name: c.to_dict() for name, c in self.references.items()},
             "bound": self.bound, "verdict": self.verdict(), "versus_references": self.versus_references(),
-            "relaxed_verdict": _relaxed_verdict(self),
             "runs": list(self.runs), "notes": list(self.notes),
         }
-
-
-def _relaxed_verdict(comp: "ParetoComparison") -> dict[str, Any] | None:
-    """:func:`evolve.report.pareto_relaxed.relaxed_verdict` (imported here: that module builds on this one)."""
-    from evolve.report.pareto_relaxed import relaxed_verdict
-    return relaxed_verdict(comp)
 
 
 def expression_size(expression: str) -> int | None:

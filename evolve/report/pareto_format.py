@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from evolve.report.pareto_curves import BLOCK_VERIFICATION, EVOLVED, LEARNED_CURVE, ParetoComparison, budget_key
-from evolve.report.pareto_relaxed import RELAXED_EVOLVED, RELAXED_FAMILY, relaxed_lines
+from evolve.report.pareto_relaxed import RELAXED_EVOLVED, RELAXED_FAMILY, relaxed_lines, relaxed_verdict
 
 #: Values of ``--format``.
 FORMATS: tuple[str, ...] = ("table", "json")
@@ -122,8 +122,9 @@ def _reference_lines(comp: ParetoComparison) -> list[str]:
 
 def format_json(comp: ParetoComparison) -> str:
     """JSON: ``budgets`` (list), ``curves`` {name: {points, best_at_budget, hypervolume, ...}}, ``bound``,
-    ``verdict``."""
-    return json.dumps(comp.to_dict(), indent=2) + "\n"
+    ``verdict``, and ``relaxed_verdict`` (:func:`evolve.report.pareto_relaxed.relaxed_verdict`; null
+    without an evolved relaxed block verification front)."""
+    return json.dumps({**comp.to_dict(), "relaxed_verdict": relaxed_verdict(comp)}, indent=2) + "\n"
 
 
 def plot_png(comp: ParetoComparison) -> bytes:
@@ -192,7 +193,7 @@ def plot_png(comp: ParetoComparison) -> bytes:
                 ax.plot(xs, yv, zorder=5, label=f"{name} (HV {relaxed.hypervolume:.4f})", **style)
     if bound_pts:
         ax.plot([p[0] for p in bound_pts], [p[1] for p in bound_pts], linestyle="--", color="gray",
-                label="oracle bound (no rule exceeds)")
+                label="oracle bound (no per-token rule exceeds)")
     for b in comp.budgets:
         ax.axvline(b, color="lightgray", linestyle=":", linewidth=1)
     ax.set_xlim(-0.02 * xmax, xmax * 1.05)

@@ -74,21 +74,20 @@ def relaxed_family_curve(traces: Traces, data: EvalData, gamma: int,
     return finish_curve(Curve(RELAXED_FAMILY, "relaxed_family", source, "w", points), budgets), None
 
 
-def relaxed_evolved_curve(run_dirs: Sequence[str | os.PathLike], traces: Traces, data: EvalData, gamma: int,
+def relaxed_evolved_curve(runs: Sequence[tuple[list[str], str]], traces: Traces, data: EvalData, gamma: int,
                           budgets: Sequence[float]) -> tuple[Curve | None, list[str]]:
     """The weights of ``--verify block`` runs as one curve (kind ``relaxed_evolved``); (None, notes) when the
     split lacks the relaxed columns.
 
-    Raises: InputError for unreadable runs or unparsable expressions.
+    ``runs``: (expressions, source file) of each run
+    (:func:`evolve.report.pareto.run_expressions`). Raises: InputError for unparsable expressions.
     """
-    from evolve.report.pareto import run_expressions
     if not traces.has(PHI_COLUMN):
         return None, [f"skipped the --verify block runs: {data.source} lacks column '{PHI_COLUMN}'"]
     attach(data, traces)
     seen: dict[str, None] = {}
     sources, notes = [], []
-    for run_dir in run_dirs:
-        exprs, src = run_expressions(run_dir)
+    for exprs, src in runs:
         sources.append(src)
         for i, text in enumerate(exprs):
             nodes = parse(text, f"{src}: weight {i}")

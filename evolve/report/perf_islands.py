@@ -54,7 +54,7 @@ WORKERS: tuple[int, ...] = (1, 2)
 def _dataset(train: Traces, valid: Traces, tokens: int, directory: Path) -> Path:
     """Write train (tiled to ``tokens``) and valid into ``directory``; returns it."""
     frame = pd.DataFrame(tiled_columns(train, tokens))
-    write_dataset(directory, {"train": frame, "valid": pd.DataFrame(valid.columns)}, {"generator": "perf tiled"})
+    write_dataset(directory, {"train": frame, "valid": valid.to_frame()}, {"generator": "perf tiled"})
     return directory
 
 

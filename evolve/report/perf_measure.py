@@ -62,11 +62,16 @@ def load_splits(data_dir: str | os.PathLike, independent_fallback: bool = False)
 
 
 def tiled_columns(traces: Traces, size: int) -> dict[str, np.ndarray]:
-    """Columns of ``size`` tokens made by tiling ``traces`` (sequence ids offset per copy, cut at ``size``)."""
+    """Columns of ``size`` tokens made by tiling ``traces`` (sequence ids offset per copy, cut at ``size``).
+
+    List columns (``block_residual_phi``, 2-D arrays) are left out: the timed scoring never reads them.
+    """
     n = traces.n
     reps = -(-size // n)
     out = {}
     for name, col in traces.columns.items():
+        if col.ndim != 1:
+            continue
         if name == "seq_id":
             offset = int(col.max()) + 1
             out[name] = (col[None, :] + offset * np.arange(reps, dtype=np.int64)[:, None]).reshape(-1)[:size]

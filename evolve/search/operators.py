@@ -9,7 +9,10 @@
   ``parsimony_size / 2``.
 * Crossover: one-point subtree crossover (swap one random subtree of each parent).
 * Mutation (:func:`mutate`): subtree, node replacement, one constant, shrink or
-  hoist (Kinnear 1994), drawn at random.
+  hoist (Kinnear 1994), drawn at random. Under the ``pareto`` fitness the
+  constant mutation shifts one constant by a small Gaussian step
+  (:func:`mut_constant_shift`) instead of redrawing it, so the thresholds of
+  seeded rules are tuned locally.
 * Crossover and mutation are guarded by Koza's static depth limit (Koza 1992,
   "Genetic Programming", MIT Press; 17 levels there): an offspring taller than
   ``max_depth`` is replaced by one of its parents, drawn at random.
@@ -20,6 +23,7 @@ All randomness comes from Python's ``random`` (seeded by the search).
 """
 from __future__ import annotations
 
+import copy
 import operator
 import random
 
@@ -35,7 +39,8 @@ def toolbox(cfg: RunConfig, pset: gp.PrimitiveSet) -> base.Toolbox:
     Individuals are :class:`evolve.search.individuals.Individual` (or
     ``ParetoIndividual`` for ``cfg.fitness == "pareto"``); ``select`` is the
     double tournament (Luke and Panait 2002); ``mate`` and ``mutate`` carry
-    Koza's static depth limit ``cfg.max_depth`` on the tree height.
+    Koza's static depth limit ``cfg.max_depth`` on the tree height; under the
+    ``pareto`` fitness ``mutate`` shifts constants (:func:`mut_constant_shift`).
     """
     _, individual = deap_types(cfg.fitness == "pareto")
     tb = base.Toolbox()
@@ -45,19 +50,20 @@ def toolbox(cfg: RunConfig, pset: gp.PrimitiveSet) -> base.Toolbox:
                 parsimony_size=cfg.parsimony_size, fitness_first=True)
     tb.register("mate", gp.cxOnePoint)
     tb.register("expr_mut", gp.genFull, min_=0, max_=cfg.mutation_max_depth)
-    tb.register("mutate", mutate, pset=pset, expr=tb.expr_mut)
+    tb.register("mutate", mutate, pset=pset, expr=tb.expr_mut, shift_constants=cfg.fitness == "pareto")
     limit = gp.staticLimit(key=operator.attrgetter("height"), max_value=cfg.max_depth)
     tb.decorate("mate", limit)
     tb.decorate("mutate", limit)
     return tb
 
 
-def mutate(individual, pset: gp.PrimitiveSet, expr):
+def mutate(individual, pset: gp.PrimitiveSet, expr, shift_constants: bool = False):
     """One mutation of ``individual`` (in place), drawn with these probabilities.
 
     Subtree mutation 35% (a random subtree replaced by a tree from ``expr``),
     node replacement 20% (a node replaced by another of the same arity), one
-    constant 20% (one ephemeral constant redrawn; node replacement if the tree
+    constant 20% (one ephemeral constant redrawn, or with ``shift_constants``
+    shifted by :func:`mut_constant_shift`; node replacement if the tree
     has none), shrink 10% (a random inner node replaced by one of its
     argument subtrees) and hoist 15% (:func:`mut_hoist`). Returns a tuple of one tree,
     as DEAP's mutation operators.
@@ -69,11 +75,34 @@ def mutate(individual, pset: gp.PrimitiveSet, expr):
         return gp.mutNodeReplacement(individual, pset=pset)
     if r < 0.75:
         if any(isinstance(type(node), gp.MetaEphemeral) for node in individual):
+            if shift_constants:
+                return mut_constant_shift(individual)
             return gp.mutEphemeral(individual, mode="one")
         return gp.mutNodeReplacement(individual, pset=pset)
     if r < 0.85:
         return gp.mutShrink(individual)
     return mut_hoist(individual)
+
+
+#: Standard deviation of :func:`mut_constant_shift`, relative to the constant's magnitude (at least 0.1).
+CONSTANT_SHIFT = 0.1
+
+
+def mut_constant_shift(individual):
+    """Shift one ephemeral constant c (chosen uniformly) to round(c + N(0, s^2), 3), s = CONSTANT_SHIFT * max(|c|, 0.1).
+
+    A local step (a threshold 0.12 moves by about 0.012), where redrawing the
+    constant uniformly in [-1, 1] jumps across the range; it lets a search
+    tune the thresholds of seeded rules. Trees without constants are
+    returned unchanged. Returns a tuple of one tree, as DEAP's mutation operators.
+    """
+    indices = [i for i, node in enumerate(individual) if isinstance(type(node), gp.MetaEphemeral)]
+    if indices:
+        i = random.choice(indices)
+        node = copy.copy(individual[i])
+        node.value = round(node.value + random.gauss(0.0, CONSTANT_SHIFT * max(abs(node.value), 0.1)), 3)
+        individual[i] = node
+    return individual,
 
 
 def mut_hoist(individual):
@@ -136,4 +165,5 @@ def first_front(population) -> list:
     return out
 
 
-__all__ = ["toolbox", "mutate", "mut_hoist", "dcd_tournament", "distinct_first", "first_front"]
+__all__ = ["CONSTANT_SHIFT", "toolbox", "mutate", "mut_constant_shift", "mut_hoist", "dcd_tournament", "distinct_first",
+           "first_front"]

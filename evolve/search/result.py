@@ -14,6 +14,7 @@ from evolve.eval.evaluator import Metrics
 from evolve.gp.compiler import Node, from_tree, to_string
 from evolve.search.champion import Candidate, choose
 from evolve.search.config import RunConfig
+from evolve.search.operators import first_front
 from evolve.search.state import SearchState
 from evolve.search.warm_start import WarmStart
 
@@ -89,13 +90,19 @@ def finish(state: SearchState, features: tuple[str, ...], members: list, seeds: 
         state: the client's state (its evaluators score the candidates; its
             logbook, ``generations`` and ``interrupted`` go into the result).
         features: the run's terminal features.
-        members: hall-of-fame members, best first (``pareto``: the final front).
+        members: hall-of-fame members, best first (``pareto``: the final front;
+            the front of the run is the first front of these members and the
+            seeds, so a seeded rule that NSGA-II's crowding dropped comes back
+            unless a member dominates it on train).
         seeds: the seeded individuals (empty without warm start), in seed order.
         warm: the warm start (None when off).
         evaluations, programs, seconds: totals of the whole search.
     """
     cfg = state.cfg
     pareto = cfg.fitness == "pareto"
+    if pareto and seeds:  # a seed lost to crowding comes back unless a final member dominates it on train
+        state.evaluate(seeds)
+        members = first_front(list(members) + list(seeds))
     found = entries(state, members)
     if pareto:  # the front, ascending TV per token on train (then more tokens, then smaller)
         found.sort(key=lambda e: (e.train.tv_per_token, -e.train.tokens_per_call, e.size, e.expression))

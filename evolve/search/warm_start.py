@@ -2,8 +2,10 @@
 
 A search from random trees may miss a good rule that the registry holds all
 along (under the acceptance-quality fitness standard rejection, min(1, p/q),
-is a needle in a plateau). With ``warm_start`` (the default) the initial
-population therefore contains known rules as parsed expression trees:
+is a needle in a plateau), and a pareto search from random trees has to
+rediscover what the published families already know. With ``warm_start`` (the
+default) the initial population therefore contains known rules as parsed
+expression trees:
 
 1. the candidates: the registered rules (:func:`heuristics.registry.rules`: the
    baselines and the default rule of every published family; promoted
@@ -17,20 +19,36 @@ population therefore contains known rules as parsed expression trees:
 3. all usable grid members are scored on train in one batched call
    (:class:`evolve.eval.population.PopulationEvaluator`, the run's evaluator
    settings) and the seeds are chosen by one mechanism, :func:`best_per_criterion`
-   (for each criterion, the best grid member on train; ties go to the first in
+   (for each criterion, the best candidate on train; ties go to the first in
    family and grid order):
 
    * single objective (``acceptance_quality``, ``expected``, ``speed_at_tv``):
      one criterion, the run's objective (:func:`evolve.search.algorithms.score`),
      applied per family: each family's best grid member;
    * ``pareto``: one criterion per TV budget b of :data:`SEED_BUDGETS` plus the
-     run's ``tv_budget`` and ``tv_cap``, applied to all families at once: the
-     member with the most tokens per call among those with TV per token <= b;
+     run's ``tv_budget`` and ``tv_cap`` (the member with the most tokens per
+     call among those with TV per token <= b), applied three times:
+     (a) to all families at once (the fastest member within each budget),
+     (b) to each family (its fastest member within each budget), and
+     (c) to each family's *depth-limited* members (:func:`depth_limited`,
+     when ``draft_index`` is a feature): a member that relaxes acceptance only
+     at the first depths of a block, ``if_gt(draft_index, k + 0.5, min(1, p/q),
+     member)`` for k = 0 .. gamma - 2. That is the structure of the block
+     oracle of ``benchmark.py pareto`` (:mod:`evolve.report.pareto_oracle`):
+     raising a threshold at depth k buys the token and every token after it,
+     so a unit of damage is worth more at the start of a block than at its
+     end, and the oracle accepts outright early rather than late;
 
-4. the seeds, in this order: standard rejection, the chosen grid members, the
-   other registered rules; at most :data:`MAX_SEED_FRACTION` of the population
-   (the rest stays random, for diversity). Seeds that do not fit are recorded
-   as skipped.
+4. the seeds, in this order: standard rejection, the chosen candidates (in
+   the order (a), (b), (c) above, budgets ascending), the other registered
+   rules; at most :data:`MAX_SEED_FRACTION` of the population (the rest stays
+   random, for diversity). Seeds that do not fit are recorded as skipped.
+
+So a pareto search starts with every family's best member at every budget,
+and its final front is the first front of the final population together with
+the seeds (:func:`evolve.search.result.finish`): every seed is on it unless an
+evolved rule dominates it on train, so even a short search cannot fall below
+the families on train.
 
 The seeds replace the first members of the random initial population, so a
 run with ``warm_start`` off draws exactly the population it drew before.
@@ -47,7 +65,7 @@ from evolve.eval.population import PopulationEvaluator
 from evolve.gp.compiler import parse, to_tree
 from evolve.search.config import RunConfig
 from heuristics.contract import Rule
-from heuristics.registry import STANDARD_NAME, families, rules
+from heuristics.registry import STANDARD_EXPRESSION, STANDARD_NAME, families, rules
 
 #: TV-per-token budgets of the ``pareto`` seeds (those of ``benchmark.py pareto`` above 0; standard
 #: rejection, always seeded, covers budget 0). The run's ``tv_budget`` and ``tv_cap`` are added.
@@ -150,12 +168,38 @@ def _within(budget: float) -> Callable[[Metrics], float]:
     return value
 
 
+def seed_budgets(cfg: RunConfig) -> list[float]:
+    """The TV-per-token budgets of the ``pareto`` seeds: :data:`SEED_BUDGETS`, ``tv_budget``, ``tv_cap``, ascending."""
+    return sorted(set(SEED_BUDGETS) | {cfg.tv_budget, cfg.tv_cap})
+
+
 def criteria(cfg: RunConfig, objective: Callable[[Metrics], float]) -> dict[str, Callable[[Metrics], float]]:
     """The seed criteria of ``cfg`` (see the module doc): criterion name -> value of train metrics."""
     if cfg.fitness != "pareto":
         return {f"best {cfg.fitness} on train": objective}
-    budgets = sorted(set(SEED_BUDGETS) | {cfg.tv_budget, cfg.tv_cap})
-    return {f"most tokens per call on train with TV per token <= {b:g}": _within(b) for b in budgets}
+    return {f"most tokens per call on train with TV per token <= {b:g}": _within(b) for b in seed_budgets(cfg)}
+
+
+def depth_limited(rule: Rule, depth: int) -> Rule:
+    """``rule`` applied at draft_index <= ``depth`` only, standard rejection after it (see the module doc).
+
+    The expression is ``if_gt(draft_index, depth + 0.5, min(1.0, div(target_prob,
+    draft_prob)), E)`` with E the rule's expression; the name is
+    ``"{rule.name}@draft_index<={depth}"``. Raises InputError if the rule has no expression that parses.
+    """
+    expression = f"if_gt(draft_index, {depth + 0.5}, {STANDARD_EXPRESSION}, {rule.expression})"
+    return Rule(f"{rule.name}@draft_index<={depth}", f"{rule.description} at draft_index <= {depth}, else min(1, p/q)",
+                rule.source, expression=expression)
+
+
+def _family_picks(cfg: RunConfig, grid: list[Rule], families_of: list[str], metrics: list[Metrics],
+                  what: str) -> list[Seed]:
+    """Each family's fastest candidate within each seed budget on train, as seeds (``what``: how they were made)."""
+    within = {b: _within(b) for b in seed_budgets(cfg)}
+    picks = best_per_criterion(metrics, families_of, {f"{b:g}": value for b, value in within.items()})
+    return [Seed(grid[i].name, grid[i].expression,
+                 f"fastest {what}of family {group} on train within a TV per token of {budget}")
+            for i, budget, group in sorted(picks, key=lambda p: (float(p[1]), families_of.index(p[2])))]
 
 
 def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gamma: int | None,
@@ -170,13 +214,10 @@ def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gam
         gamma: draft length of the block metrics (None unless the objective needs them).
         objective: the run's objective of a rule's train metrics (higher is better).
 
-    Returns: :class:`WarmStart` (seeds in population order, skipped rules). A relaxed block
-    verification search (``verify = "block"``) is seeded by the fixed-w family instead
-    (:mod:`evolve.search.relaxed_seeds`).
+    Returns: :class:`WarmStart` (seeds in population order, skipped rules). (A relaxed block
+    verification search is seeded by :mod:`evolve.search.relaxed_seeds` instead; the choice is
+    :func:`evolve.search.seeding.choose_initial_seeds`.)
     """
-    if getattr(cfg, "verify", "token") == "block":
-        from evolve.search.relaxed_seeds import choose_relaxed_seeds
-        return choose_relaxed_seeds(cfg, train, gamma, objective)
     warm = WarmStart()
     registered: list[Rule] = []
     for rule in rules():
@@ -187,6 +228,7 @@ def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gam
             warm.skipped.append(Skipped(rule.name, why))
     grid: list[Rule] = []
     groups: list[str] = []
+    families_of: list[str] = []
     for family in families().values():
         members = [rule for _, rule in family.rules()]
         reasons = [unusable(r, features) for r in members]
@@ -198,6 +240,7 @@ def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gam
             if why is None:
                 grid.append(rule)
                 groups.append(family.name if cfg.fitness != "pareto" else "all families")
+                families_of.append(family.name)
     scorer = PopulationEvaluator(train, cfg.acceptance_quality_fitness(), gamma=gamma, cache_size=0)
     metrics = scorer.evaluate(grid) if grid else []
     chosen: list[Seed] = []
@@ -205,6 +248,9 @@ def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gam
         rule = grid[i]
         where = f" in family {group}" if cfg.fitness != "pareto" else ""
         chosen.append(Seed(rule.name, rule.expression, f"{criterion}{where}"))
+    if cfg.fitness == "pareto":
+        chosen += _family_picks(cfg, grid, families_of, metrics, "")
+        chosen += _depth_limited_picks(cfg, features, grid, families_of, metrics, scorer, gamma)
     standard = [r for r in registered if r.name == STANDARD_NAME]
     ordered = [Seed(r.name, r.expression, "registered rule (the lossless reference)") for r in standard]
     ordered += chosen
@@ -221,6 +267,26 @@ def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gam
     return warm
 
 
+def _depth_limited_picks(cfg: RunConfig, features: tuple[str, ...], grid: list[Rule], families_of: list[str],
+                         metrics: list[Metrics], scorer: PopulationEvaluator, gamma: int | None) -> list[Seed]:
+    """The ``pareto`` seeds of step 3(c) of the module doc: each family's fastest depth-limited member per budget.
+
+    Only lossy members (TV per token > 0 on train) are limited, at depths
+    0 .. gamma - 2; nothing when ``draft_index`` is not a feature or gamma is None.
+    """
+    if "draft_index" not in features or gamma is None:
+        return []
+    limited, limited_families = [], []
+    for rule, family, m in zip(grid, families_of, metrics):
+        if block_values(m)[1] > 0.0:
+            for depth in range(gamma - 1):
+                limited.append(depth_limited(rule, depth))
+                limited_families.append(family)
+    if not limited:
+        return []
+    return _family_picks(cfg, limited, limited_families, scorer.evaluate(limited), "depth-limited member ")
+
+
 def seed_individuals(warm: WarmStart, pset, individual: type) -> list:
     """The seeds as DEAP individuals of class ``individual`` over ``pset`` (constants become ephemerals).
 
@@ -230,4 +296,4 @@ def seed_individuals(warm: WarmStart, pset, individual: type) -> list:
 
 
 __all__ = ["SEED_BUDGETS", "MAX_SEED_FRACTION", "Seed", "Skipped", "WarmStart", "unusable", "best_per_criterion",
-           "criteria", "choose_seeds", "seed_individuals"]
+           "seed_budgets", "criteria", "depth_limited", "choose_seeds", "seed_individuals"]
