@@ -35,7 +35,7 @@ def _commands() -> dict[str, click.Command]:
 
 def option_table(command: click.Command) -> str:
     """A Markdown table of ``command``'s arguments and options (subcommands excluded), as ``--help`` shows them."""
-    ctx = click.Context(command, info_name=command.name)
+    ctx = click.Context(command, info_name=command.name, **command.context_settings)
     rows = []
     for param in command.get_params(ctx):
         if isinstance(param, click.Argument):

@@ -1,4 +1,4 @@
-"""The oracle bound of ``benchmark.py pareto``: what no acceptance rule can exceed on a split.
+"""The oracle bound of ``benchmark.py pareto``: what no per-token acceptance rule can exceed on a split.
 
 See :func:`oracle_bound` for the argument (block-wise backward induction and
 weak duality); the bound is reported beside the curves, not as one of them.
