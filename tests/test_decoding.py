@@ -18,7 +18,7 @@ from heuristics.contract import Rule
 from heuristics.registry import get_rule
 
 V = 48
-DRAWS = 100_000  # draws per exactness test (issue 4: at least 100k)
+DRAWS = 100_000  # draws per exactness test (at least 100k)
 
 
 @pytest.fixture(scope="module")

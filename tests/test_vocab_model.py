@@ -34,7 +34,7 @@ def default_stats(default_split) -> dict:
     return split_stats(Traces.from_frame(default_split).columns)
 
 
-# --- calibration (issue 2, section 2) ---------------------------------------------------------
+# --- calibration against the showcase benchmark ---------------------------------------------------------
 
 def test_default_calibration_matches_showcase(default_stats):
     s = default_stats
