@@ -35,7 +35,10 @@ def _commands() -> dict[str, click.Command]:
 
 def option_table(command: click.Command) -> str:
     """A Markdown table of ``command``'s arguments and options (subcommands excluded), as ``--help`` shows them."""
-    ctx = click.Context(command, info_name=command.name, **command.context_settings)
+    # every command of the project takes -h as well as --help (set on its group); click caches the help
+    # option of a command the first time a context asks for it, so the names are given here explicitly
+    settings = {"help_option_names": ["-h", "--help"], **command.context_settings}
+    ctx = click.Context(command, info_name=command.name, **settings)
     rows = []
     for param in command.get_params(ctx):
         if isinstance(param, click.Argument):
