@@ -370,6 +370,24 @@ class HarvestResult:
     seconds: float
 
 
+def prepare(config: HarvestConfig) -> tuple[list[str], list[int], dict, str, Path, Path]:
+    """Everything a harvest checks and reads before loading a model: the options, the prompts
+    (texts and their line numbers), their split assignment, the prompts file's SHA-256, and the
+    output and work directories (checked: writable, not an input, holding nothing else).
+
+    Returns: (prompts, lines, splits, prompts_sha, out, work).
+    Raises: InputError as :func:`read_prompts`, :func:`assign_splits` and the output checks.
+    """
+    config.check()
+    prompts, lines = read_prompts(config.prompts)
+    splits = assign_splits(len(prompts), config.seed)
+    prompts_sha = sha256_file(config.prompts)
+    out = check_output_dir(config.out, (config.target, config.draft, config.prompts))
+    work = out / WORK_DIR
+    check_out_dir(out, work, None)
+    return prompts, lines, splits, prompts_sha, out, work
+
+
 def harvest(config: HarvestConfig, progress: bool = True,
             on_text_done: Callable[[int], None] | None = None,
             console=None) -> HarvestResult:
@@ -388,13 +406,7 @@ def harvest(config: HarvestConfig, progress: bool = True,
     Raises: InputError for bad options or files (see :func:`build`, :func:`read_prompts`,
     :func:`assign_splits`), or an output directory holding other data or other settings.
     """
-    config.check()
-    prompts, lines = read_prompts(config.prompts)
-    splits = assign_splits(len(prompts), config.seed)
-    prompts_sha = sha256_file(config.prompts)
-    out = check_output_dir(config.out, (config.target, config.draft, config.prompts))
-    work = out / WORK_DIR
-    check_out_dir(out, work, None)
+    prompts, lines, splits, prompts_sha, out, work = prepare(config)
     console = console or stderr_console()
     if progress and console.is_terminal:
         console.print(f"harvest: loading and hashing the models ({config.target}"

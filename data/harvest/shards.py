@@ -39,15 +39,14 @@ import pandas as pd
 from data.cluster import ClusterOptions, dask_client
 from data.errors import InputError
 from data.harvest.config import HarvestConfig
-from data.harvest.engine import HarvestResult, Setup, build, text_rng
+from data.harvest.engine import HarvestResult, Setup, build, prepare, text_rng
 from data.harvest.models import sha256_file
 from data.harvest.progress import ProgressBar, stderr_console
 from data.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
 from data.harvest.resume import (
-    GENERATOR, MANIFEST_FILE, WORK_DIR, check_out_dir, consolidate, fingerprint, part_path, write_part,
+    GENERATOR, MANIFEST_FILE, check_out_dir, consolidate, fingerprint, part_path, write_part,
 )
 from data.io import atomic_write_text
-from data.synth.generate import check_output_dir
 
 #: The worker's loaded models: the configuration (as JSON) -> :class:`data.harvest.engine.Setup`.
 _SETUPS: dict[str, Setup] = {}
@@ -155,13 +154,7 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
     """
     if shards < 1:
         raise InputError(f"shards: must be at least 1 (value {shards})")
-    config.check()
-    prompts, _ = read_prompts(config.prompts)
-    splits = assign_splits(len(prompts), config.seed)
-    prompts_sha = sha256_file(config.prompts)
-    out = check_output_dir(config.out, (config.target, config.draft, config.prompts))
-    work = out / WORK_DIR
-    check_out_dir(out, work, None)
+    prompts, _, splits, prompts_sha, out, work = prepare(config)
     order = processing_order(splits)
     pieces = shard_texts(order, shards)
     console = console or stderr_console()

@@ -20,7 +20,7 @@ from evolve.eval.evaluator import EvalData, Metrics
 from evolve.eval.relaxed_block import FIXED_WEIGHTS
 from evolve.eval.relaxed_population import RelaxedPopulationEvaluator
 from evolve.search.config import RunConfig
-from evolve.search.warm_start import MAX_SEED_FRACTION, Seed, Skipped, WarmStart, best_per_criterion, criteria
+from evolve.search.warm_start import Seed, WarmStart, best_per_criterion, criteria, fill_seeds
 
 #: Name of the fixed-w family's members in the seeds: ``relaxed_block(w=0.01)``.
 FAMILY = "relaxed_block"
@@ -48,17 +48,7 @@ def choose_relaxed_seeds(cfg: RunConfig, train: EvalData, gamma: int,
     ordered = [Seed(member_name(0.0), exprs[0], "lossless block verification (w = 0)")]
     ordered += [Seed(member_name(weights[i]), exprs[i], f"{criterion} in the fixed-w family")
                 for i, criterion, _ in picks]
-    warm = WarmStart()
-    room = max(1, int(cfg.population * MAX_SEED_FRACTION))
-    for seed in ordered:
-        if warm.name_of(seed.expression) is not None:
-            continue
-        if len(warm.seeds) >= room:
-            warm.skipped.append(Skipped(seed.name, f"no room: at most {room} of the population of "
-                                                   f"{cfg.population} are seeded"))
-            continue
-        warm.seeds.append(seed)
-    return warm
+    return fill_seeds(WarmStart(), ordered, cfg.population)
 
 
 __all__ = ["FAMILY", "member_name", "choose_relaxed_seeds"]

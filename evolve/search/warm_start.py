@@ -255,13 +255,20 @@ def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gam
     ordered = [Seed(r.name, r.expression, "registered rule (the lossless reference)") for r in standard]
     ordered += chosen
     ordered += [Seed(r.name, r.expression, "registered rule") for r in registered if r.name != STANDARD_NAME]
-    room = max(1, int(cfg.population * MAX_SEED_FRACTION))
+    return fill_seeds(warm, ordered, cfg.population)
+
+
+def fill_seeds(warm: "WarmStart", ordered: list["Seed"], population: int) -> "WarmStart":
+    """Add ``ordered`` to ``warm.seeds`` in order, skipping an expression already seeded and, once
+    :data:`MAX_SEED_FRACTION` of ``population`` is seeded, recording the rest in ``warm.skipped``.
+    Returns ``warm``."""
+    room = max(1, int(population * MAX_SEED_FRACTION))
     for seed in ordered:
         if warm.name_of(seed.expression) is not None:
             continue  # the same expression chosen twice (e.g. a family default that is best of its grid)
         if len(warm.seeds) >= room:
             warm.skipped.append(Skipped(seed.name, f"no room: at most {room} of the population of "
-                                                   f"{cfg.population} are seeded"))
+                                                   f"{population} are seeded"))
             continue
         warm.seeds.append(seed)
     return warm
@@ -295,5 +302,5 @@ def seed_individuals(warm: WarmStart, pset, individual: type) -> list:
     return [individual(to_tree(parse(s.expression, f"seeded rule {s.name}"), pset)) for s in warm.seeds]
 
 
-__all__ = ["SEED_BUDGETS", "MAX_SEED_FRACTION", "Seed", "Skipped", "WarmStart", "unusable", "best_per_criterion",
+__all__ = ["SEED_BUDGETS", "MAX_SEED_FRACTION", "Seed", "Skipped", "WarmStart", "unusable", "best_per_criterion", "fill_seeds",
            "seed_budgets", "criteria", "depth_limited", "choose_seeds", "seed_individuals"]
