@@ -9,6 +9,11 @@ Writes are atomic: each file is written to a temporary name beside it
 ``NAME`` removes the temporary files of ``NAME`` that an earlier, killed write
 left behind (:func:`remove_stale_temps`).
 
+A Parquet split may also be written in chunks, one row group per chunk, so that a
+split larger than memory is never held whole (:func:`write_dataset` given an
+iterable of DataFrames or Traces); it is an ordinary Parquet file that :func:`load_split`
+reads whole, and :func:`data.chunks.iter_split_chunks` reads row group by row group.
+
 Loading turns every file-system error (a directory where a file is expected, a
 missing or unreadable file) into a one-line :class:`data.errors.InputError`,
 and warns (:class:`data.errors.InputWarning`) about a split that is valid but
@@ -27,7 +32,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -376,8 +381,9 @@ def _frame_to_json_records(df: pd.DataFrame) -> bytes:
     return json.dumps(records, separators=(",", ":")).encode("utf-8")
 
 
-def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | Traces],
-                  metadata: dict[str, Any], fmt: str = "parquet") -> list[Path]:
+def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | Traces | Iterable[pd.DataFrame]],
+                  metadata: dict[str, Any] | Callable[[dict[str, Path]], dict[str, Any]],
+                  fmt: str = "parquet") -> list[Path]:
     """Write a dataset directory atomically.
 
     Every split file and ``metadata.json`` is first written under a temporary
@@ -389,11 +395,19 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
 
     Args:
         out_dir: target directory (created if needed).
-        splits: {split name: DataFrame or Traces}, columns of the schema.
+        splits: {split name: DataFrame or Traces, columns of the schema}; or, for
+            ``parquet``, {split name: iterable of DataFrames or Traces}: the chunks
+            of the split, each written as one row group of the split's file as soon
+            as it arrives (so only one chunk is in memory; the caller makes every
+            chunk hold whole sequences and every chunk has the same columns).
         metadata: JSON-serialisable dict; ``schema_version`` and ``format`` are added.
+            May be a function of {split name: its written temporary file}, called
+            once every split is written (metadata made while or after chunks were
+            generated).
         fmt: ``parquet`` or ``json``.
 
-    Returns: the paths written. Raises: InputError for an unknown format.
+    Returns: the paths written. Raises: InputError for an unknown format, for chunks with
+    ``json``, or for a chunked split without rows.
     """
     if fmt not in FORMATS:
         raise InputError(f"format: unknown format '{fmt}' (choose from {', '.join(FORMATS)})")
@@ -402,15 +416,22 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
     staged: list[tuple[str, Path]] = []
     try:
         for name, frame in splits.items():
-            df = frame.to_frame() if isinstance(frame, Traces) else frame
             target = out / f"{name}.{fmt}"
             fd, tmp = _mkstemp(out, target.name)
             os.close(fd)
             staged.append((tmp, target))
+            if not isinstance(frame, (pd.DataFrame, Traces)):
+                if fmt != "parquet":
+                    raise InputError(f"format: a split written in chunks must be parquet (value '{fmt}')")
+                _write_parquet_chunks(tmp, frame, name)
+                continue
+            df = frame.to_frame() if isinstance(frame, Traces) else frame
             if fmt == "parquet":
                 df.to_parquet(tmp, index=False)
             else:
                 Path(tmp).write_bytes(_frame_to_json_records(df))
+        if callable(metadata):
+            metadata = metadata({target.stem: Path(tmp) for tmp, target in staged})
         meta = {"schema_version": SCHEMA_VERSION, "format": fmt, **metadata}
         fd, tmp = _mkstemp(out, METADATA_FILE)
         with os.fdopen(fd, "w") as fh:
@@ -430,6 +451,54 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
     for name in [*(f"{split}.{other}" for split in splits for other in FORMATS), METADATA_FILE]:
         remove_stale_temps(out, name)
     return [target for _, target in staged]
+
+
+def _arrow_table(chunk: pd.DataFrame | Traces):
+    """A chunk as an Arrow table. Traces are converted column by column without pandas (NaN stored as
+    null, as pandas' conversion does; a 2-D list column as list<double>), which copies far less."""
+    import pyarrow as pa
+
+    if not isinstance(chunk, Traces):
+        return pa.Table.from_pandas(chunk, preserve_index=False)
+    arrays, names = [], []
+    for c in COLUMNS:
+        if c.name not in chunk.columns:
+            continue
+        values = chunk.columns[c.name]
+        if values.ndim == 2:
+            n, k = values.shape
+            if n * k >= 2 ** 31:
+                raise InputError(f"column '{c.name}': a chunk of {n} rows is too large (at most {(2 ** 31 - 1) // k})")
+            offsets = pa.array(np.arange(0, n * k + 1, k, dtype=np.int32))
+            arrays.append(pa.ListArray.from_arrays(offsets, pa.array(values.reshape(-1), from_pandas=True)))
+        else:
+            arrays.append(pa.array(values, from_pandas=True))
+        names.append(c.name)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def _write_parquet_chunks(path: str, chunks: Iterable[pd.DataFrame | Traces], split: str) -> None:
+    """Write ``chunks`` as the row groups of one Parquet file, one row group per chunk, in order."""
+    import pyarrow.parquet as pq
+
+    writer = None
+    try:
+        for chunk in chunks:
+            table = _arrow_table(chunk)
+            del chunk
+            if table.num_rows == 0:
+                continue
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            elif not table.schema.equals(writer.schema):
+                table = table.cast(writer.schema)
+            writer.write_table(table, row_group_size=table.num_rows)
+            del table
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        raise InputError(f"split '{split}': no rows in any chunk")
 
 
 def _json_default(obj: Any) -> Any:

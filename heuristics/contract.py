@@ -135,7 +135,7 @@ def python_source(nodes: list[Node], function_name: str, doc: str) -> str:
         "",
         "@njit(cache=True)",
         f"def {function_name}({params}):",
-        f'    """Acceptance threshold tau; accept the drafted token iff u < tau, u ~ U[0, 1)."""',
+        '    """Acceptance threshold tau; accept the drafted token iff u < tau, u ~ U[0, 1)."""',
         "    position = float(position)",
         "    top_token_match = 1.0 if top_token_match else 0.0",
         f"    return {to_python(nodes)}",

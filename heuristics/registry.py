@@ -24,7 +24,7 @@ from data.errors import InputError
 from heuristics.baselines import BASELINES
 from heuristics.champions import list_champions
 from heuristics.contract import Rule
-from heuristics.published import FAMILIES, PUBLISHED, Family
+from heuristics.published import FAMILIES, PUBLISHED, Family, Pair
 
 #: Name of the lossless reference rule, min(1, p/q).
 STANDARD_NAME = "standard_rejection"
@@ -78,15 +78,54 @@ def rule_names(champions: bool = False, directory: str | os.PathLike | None = No
     return [r.name for r in rules(champions, directory)]
 
 
-def get_rule(name: str, champions: bool = False, directory: str | os.PathLike | None = None) -> Rule:
-    """The rule called ``name``: a built-in one, else (with ``champions``) a promoted champion.
+def family_member(spec: str) -> Rule:
+    """The member of a published family named ``FAMILY:VALUES``, as ``benchmark.py pareto`` labels its points.
 
-    The champions directory is read only when ``name`` is not built in.
-    Raises: InputError naming the unknown rule and the known ones, or as
-    :func:`champion_rules` for an invalid champion file.
+    ``VALUES`` is the parameter value(s), with or without their names: ``fuzzy_sd:T=0.1125``,
+    ``fuzzy_sd:0.1125``, ``sglang_threshold:t_single=0.5,t_acc=0.8`` or ``sglang_threshold:0.5,0.8``;
+    a family without a parameter takes none (``greedy_match:``). Any value in the family's range
+    is allowed, not only its sweep grid.
+    Raises: InputError (one line, naming ``spec``) for an unknown family, a wrong name or count of
+    values, or a value out of the family's range.
+    """
+    name, _, values = spec.partition(":")
+    if name.strip() not in FAMILIES:
+        raise InputError(f"rule '{spec}': unknown family '{name.strip()}' (known: {', '.join(FAMILIES)})")
+    family = FAMILIES[name.strip()]
+    names = [] if family.parameter is None else [n.strip() for n in family.parameter.split(",")]
+    parts = [v.strip() for v in values.split(",") if v.strip()]
+    if len(parts) != len(names):
+        want = ", ".join(f"{n}=VALUE" for n in names) or "no value"
+        raise InputError(f"rule '{spec}': family {family.name} takes {want}")
+    numbers = []
+    for part, pname in zip(parts, names):
+        key, eq, text = part.rpartition("=") if "=" in part else ("", "", part)
+        if eq and key.strip() != pname:
+            raise InputError(f"rule '{spec}': family {family.name} has no parameter '{key.strip()}' "
+                             f"(its parameters: {family.parameter})")
+        try:
+            numbers.append(float(text))
+        except ValueError:
+            raise InputError(f"rule '{spec}': '{text}' is not a number") from None
+    value = None if not numbers else (numbers[0] if len(numbers) == 1 else Pair(*numbers))
+    try:
+        return family.make(value)
+    except ValueError as exc:
+        raise InputError(f"rule '{spec}': {exc}") from None
+
+
+def get_rule(name: str, champions: bool = False, directory: str | os.PathLike | None = None) -> Rule:
+    """The rule called ``name``: a built-in one, a family member ``FAMILY:VALUES`` (:func:`family_member`),
+    else (with ``champions``) a promoted champion.
+
+    The champions directory is read only when ``name`` is neither built in nor a family member.
+    Raises: InputError naming the unknown rule and the known ones, as :func:`family_member` for a
+    bad member, or as :func:`champion_rules` for an invalid champion file.
     """
     if name in REGISTRY:
         return REGISTRY[name]
+    if ":" in name:
+        return family_member(name)
     known = list(REGISTRY)
     if champions:
         found = champion_rules(directory)
@@ -111,4 +150,4 @@ def get_family(name: str) -> Family:
 
 
 __all__ = ["REGISTRY", "STANDARD_EXPRESSION", "STANDARD_NAME", "assemble", "builtin_rules", "champion_rules",
-           "families", "get_family", "get_rule", "rule_names", "rules"]
+           "families", "family_member", "get_family", "get_rule", "rule_names", "rules"]

@@ -21,7 +21,9 @@ scipy_stats = pytest.importorskip("scipy.stats")
 
 from click.testing import CliRunner  # noqa: E402
 
+from data.errors import InputError  # noqa: E402
 from data.harvest import engine as hv  # noqa: E402
+from data.harvest.config import parse_layer_list, parse_window  # noqa: E402
 from evolve.cli.harvest import harvest as harvest_cmd  # noqa: E402
 from data.io import SPLITS, load_dataset, load_metadata  # noqa: E402
 
@@ -556,11 +558,11 @@ def test_layer_skipping_refuses_other_architectures(files, tmp_path):
 
 
 def test_option_parsers_and_split_rule():
-    assert hv.parse_layer_list("5, 1,3-4") == (1, 3, 4, 5)
-    assert hv.parse_window("4,64") == (4, 64)
+    assert parse_layer_list("5, 1,3-4") == (1, 3, 4, 5)
+    assert parse_window("4,64") == (4, 64)
     for bad in ("", "a", "3-1", "-2"):
-        with pytest.raises(hv.InputError):
-            hv.parse_layer_list(bad)
+        with pytest.raises(InputError):
+            parse_layer_list(bad)
     splits = hv.assign_splits(30, 3)
     assert [len(splits[s]) for s in SPLITS] == [24, 3, 3]
     assert sorted(sum(splits.values(), [])) == list(range(30)) and splits == hv.assign_splits(30, 3)
@@ -585,5 +587,5 @@ def test_prompt_encoding_uses_the_chat_template():
     tok.chat_template = ("{% for m in messages %}<s> {{ m['content'] }} {% endfor %}"
                          "{% if add_generation_prompt %}w0{% endif %}")
     assert hv.encode_prompt(tok, "w5 w6", "p") == [1, 8, 9, 3]
-    with pytest.raises(hv.InputError, match="token id 31 is outside the models' 20 logits"):
+    with pytest.raises(InputError, match="token id 31 is outside the models' 20 logits"):
         hv.encode_prompt(tok, "w28", "p", vocab=20)

@@ -19,6 +19,7 @@ pytest.importorskip("transformers")
 from click.testing import CliRunner  # noqa: E402
 
 from data.harvest.config import HarvestConfig  # noqa: E402
+from data.errors import InputError  # noqa: E402
 from data.harvest.engine import build, text_rng  # noqa: E402
 from evolve.cli.benchmark import cli  # noqa: E402
 from evolve.gp.primitives import FEATURES  # noqa: E402
@@ -130,3 +131,59 @@ def test_command_errors(files):
     assert none.exit_code == 2 and "give at least one rule" in none.stderr
     unknown = CliRunner().invoke(cli, base + ["--rule", "nope"])
     assert unknown.exit_code == 2 and "unknown rule 'nope'" in unknown.stderr
+
+
+def test_expected_tokens_and_standard_error(files):
+    report = run_live(_config(files, skip_layers=(1, 2)), resolve_rules(["standard_rejection", "always_accept"]))
+    rows = {r["rule"]: r for r in report.rows}
+    for r in report.rows:
+        assert 1.0 <= r["expected_tokens_per_call"] <= GAMMA + 1
+        assert 0.0 <= r["tokens_per_call_se"] < 1.0
+    # always_accept: tau = 1 for every draft, so a call's expected tokens are its drafts + 1, never fewer
+    # than it emitted (an end-of-sequence draft stops a text one token short of that)
+    acc = rows["always_accept"]
+    assert acc["expected_tokens_per_call"] >= acc["tokens_per_call"] - 1e-12
+
+
+def _harvest_metadata(root, prompts, splits, **config):
+    from data.harvest.models import sha256_file
+
+    root.mkdir()
+    meta = {"generator": "harvest", "splits": splits,
+            "config": {"prompts": str(prompts), "prompts_sha256": sha256_file(prompts), **config}}
+    (root / "metadata.json").write_text(json.dumps(meta))
+    return root
+
+
+def test_split_prompts_pick_the_datasets_held_out_prompts(files, tmp_path):
+    from evolve.report.live import split_prompts
+
+    data = _harvest_metadata(tmp_path / "d", files["prompts"], {"train": [0], "valid": [1], "test": [2]})
+    assert split_prompts(files["prompts"], data, "test") == [2]
+    report = run_live(_config(files, skip_layers=(1, 2)), resolve_rules(["standard_rejection"]), texts=[2])
+    assert "1 prompts" in report.caption and report.rows[0]["tokens"] <= MAX_NEW
+    other = tmp_path / "other.txt"
+    other.write_text("w1 w2\nw3\nw4\n")
+    with pytest.raises(InputError, match="not the prompts file"):
+        split_prompts(other, data, "test")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "metadata.json").write_text(json.dumps({"generator": "vocab"}))
+    with pytest.raises(InputError, match="not a harvested dataset"):
+        split_prompts(files["prompts"], plain, "test")
+    with pytest.raises(InputError, match="has no split 'test'"):
+        split_prompts(files["prompts"], _harvest_metadata(tmp_path / "e", files["prompts"], {"train": [0]}), "test")
+    with pytest.raises(InputError, match="no prompt with index 7"):
+        run_live(_config(files, skip_layers=(1, 2)), resolve_rules(["standard_rejection"]), texts=[7])
+
+
+def test_command_with_family_member_and_split(files, tmp_path):
+    data = _harvest_metadata(tmp_path / "d", files["prompts"], {"train": [0], "valid": [1], "test": [2]})
+    out = tmp_path / "live.json"
+    result = CliRunner().invoke(cli, ["live", "--target", files["target"], "--draft-window", "1,3",
+                                      "--prompts", files["prompts"], "--data", str(data), "--split", "valid",
+                                      "--rule", "fuzzy_sd:T=0.2", "--max-new-tokens", "6", "--output", str(out),
+                                      "--no-progress"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())
+    assert [r["rule"] for r in rows] == ["fuzzy_sd_0.2"] and rows[0]["tokens"] <= 6

@@ -14,9 +14,11 @@ from data.synth import generate
 from data.errors import InputError
 from data.io import load_split
 from evolve.report import pareto as PA
+from evolve.report.pareto_oracle import _oracle_policy
 from evolve.eval.evaluator import EvalData, evaluate
 from heuristics import published as P
 from heuristics.baselines import STANDARD
+from heuristics.registry import get_rule
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +103,7 @@ def test_oracle_policy_matches_brute_force_and_bounds_every_family(test_split):
     R, valid = PA.block_matrix(test_split, gamma)
     assert valid.all() and R.shape == (int((test_split.depth == 0).sum()), gamma)
     lam = 2.2
-    T, D, V = PA._oracle_policy(R, valid, lam)
+    T, D, V = _oracle_policy(R, valid, lam)
     best = np.full(R.shape[0], -np.inf)
     for subset in itertools.product([False, True], repeat=gamma):  # every tau_k in {r_k, 1}
         tau = np.where(np.array(subset)[None, :], 1.0, R)
@@ -162,6 +164,12 @@ def test_pareto_json(dataset, tmp_path, test_split):
     assert doc["curves"]["typical_acceptance"]["best_at_budget"]["0"] is None  # never lossless
     assert set(doc["verdict"]) == {"margins", "beats_all_above_0", "largest_hypervolume"}
     assert doc["reference_point"] == {"tv_per_token": 0.05, "tokens_per_call": 1.0}
+    # the best published point at a budget is named as a rule: scored alone it gives the family's best value
+    margin = doc["verdict"]["margins"]["0.01"]
+    member = get_rule(margin["best_family_rule"])
+    assert margin["best_family_rule"].startswith(margin["best_family"] + ":")
+    scored = evaluate(member, test_split, gamma=5)
+    assert scored.tokens_per_call == pytest.approx(margin["best_family_value"]) and scored.tv_per_token <= 0.01
 
     # a rule with zero TV per token that is not lossless does not count at budget 0
     only = _run_dir(tmp_path / "run3", [sneaky])
@@ -179,7 +187,7 @@ def test_pareto_table_output_and_plot(dataset, tmp_path):
     assert res.exit_code == 0, res.output
     text = out.read_text()
     for word in ["standard", "fuzzy_sd", "lenient", "evolved", "oracle bound", "hypervolume", "TV<=0.01", "✓",
-                 "largest hypervolume"]:
+                 "largest hypervolume", "best published point at each budget (a rule name for --rule): 0.01: "]:
         assert word in text
     png = tmp_path / "pareto.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

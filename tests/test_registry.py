@@ -133,3 +133,30 @@ def test_a_promoted_champion_through_every_command(dataset, tmp_path, monkeypatc
     for result in (table, simulated, pareto):
         assert result.exit_code == 0, result.output
         assert "my_floor" in result.stdout
+
+
+@pytest.mark.parametrize("spec, name", [("fuzzy_sd:T=0.1125", "fuzzy_sd_0.1125"), ("fuzzy_sd:0.1125", "fuzzy_sd_0.1125"),
+                                        ("sglang_threshold:t_single=0.5,t_acc=0.8", "sglang_0.5_0.8"),
+                                        ("trt_relaxed:10,0.6", "trt_relaxed_10_0.6"), ("greedy_match:", "greedy_match")])
+def test_family_members_by_name(spec, name):
+    from heuristics.registry import get_family, get_rule
+
+    rule = get_rule(spec)
+    assert rule.name == name
+    family = get_family(spec.split(":")[0])
+    if family.parameter is not None:  # the member equals the family's own rule at that parameter
+        values = [float(v.split("=")[-1]) for v in spec.split(":")[1].split(",")]
+        from heuristics.published import Pair
+        assert rule.expression == family.make(values[0] if len(values) == 1 else Pair(*values)).expression
+
+
+@pytest.mark.parametrize("spec, message", [("nope:1", "unknown family 'nope'"), ("fuzzy_sd:x=1", "no parameter 'x'"),
+                                           ("fuzzy_sd:2", "must be in"), ("fuzzy_sd:", "takes T=VALUE"),
+                                           ("fuzzy_sd:abc", "'abc' is not a number"), ("standard:1", "takes no value")])
+def test_family_member_errors(spec, message):
+    from data.errors import InputError
+    from heuristics.registry import get_rule
+
+    with pytest.raises(InputError, match=message) as err:
+        get_rule(spec)
+    assert "\n" not in str(err.value) and spec in str(err.value)

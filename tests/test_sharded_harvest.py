@@ -1,9 +1,12 @@
-"""Sharded harvesting on Dask: the same dataset as one process, resume of missing shards only, the CLI.
+"""Sharded harvesting on Dask: the same dataset as one process, one part file per shard, resume of the
+missing shards only (also over the parts of a one-process harvest or of another shard count), the CLI.
 
 The tiny offline Llama models of ``test_harvest.py`` (its ``files`` fixture) are harvested on a Dask
 LocalCluster of two worker processes on the loopback interface.
 """
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 import pytest
@@ -14,7 +17,8 @@ from click.testing import CliRunner  # noqa: E402
 
 from data.cluster import ClusterOptions  # noqa: E402
 from data.harvest.prompts import assign_splits, processing_order  # noqa: E402
-from data.harvest.resume import WORK_DIR, part_path  # noqa: E402
+from data.harvest import shards as sh  # noqa: E402
+from data.harvest.resume import WORK_DIR, finished_texts, part_texts, shard_part_path  # noqa: E402
 from data.harvest.shards import harvest_sharded, shard_texts  # noqa: E402
 from data.io import SPLITS, load_metadata  # noqa: E402
 from evolve.cli.harvest import harvest as harvest_cmd  # noqa: E402
@@ -45,26 +49,103 @@ def test_shards_cut_the_processing_order():
     assert shard_texts(order[:2], 5) == [[order[0]], [order[1]]]
 
 
+def _kw(files) -> dict:
+    return {"draft": files["draft"], "threads": 1, "max_new_tokens": MAX_NEW // 2}
+
+
+@pytest.fixture(scope="module")
+def reference(files, tmp_path_factory):
+    """A one-process harvest with the options of the sharded ones."""
+    out = tmp_path_factory.mktemp("sharded") / "one"
+    hv.harvest(_config(files, out, **_kw(files)), progress=False)
+    return out
+
+
+@pytest.fixture
+def written(monkeypatch):
+    """The shard parts the client writes: [(file name, texts of the run)], in order of writing."""
+    log = []
+    real = sh.write_shard
+
+    def spy(path, outcome):
+        real(path, outcome)
+        log.append((path.name, sorted(t for t, _, _ in outcome.texts)))
+    monkeypatch.setattr(sh, "write_shard", spy)
+    return log
+
+
+def _tokens(out, texts) -> int:
+    rows = [json.loads(line) for line in (out / "texts.jsonl").read_text().splitlines()]
+    return sum(r["tokens"] for r in rows if r["seq_id"] in texts)
+
+
 @pytest.mark.slow
-def test_sharded_harvest_equals_one_process_and_resumes_missing_shards(files, cluster, tmp_path):
-    kw = {"draft": files["draft"], "threads": 1, "max_new_tokens": MAX_NEW // 2}
-    one = tmp_path / "one"
-    hv.harvest(_config(files, one, **kw), progress=False)
+def test_sharded_harvest_equals_one_process_and_resumes_missing_shards(files, cluster, reference, written,
+                                                                       tmp_path):
     many = tmp_path / "many"
     where = ClusterOptions(scheduler=cluster.scheduler_address)
-    res = harvest_sharded(_config(files, many, **kw), 3, where, progress=False)
+    res = harvest_sharded(_config(files, many, **_kw(files)), 3, where, progress=False)
     assert res.texts_done == res.texts_total == 10 and res.consolidated and not res.interrupted
-    _same(one, many)
-    # a killed harvest: one shard's texts lost, the others on disk
-    order = processing_order(assign_splits(10, 11))
-    lost = shard_texts(order, 3)[1]
-    kept = {t: part_path(many / WORK_DIR, t).stat().st_mtime_ns for t in order if t not in lost}
-    for t in lost:
-        part_path(many / WORK_DIR, t).unlink()
-    again = harvest_sharded(_config(files, many, **kw), 3, where, progress=False)
+    _same(reference, many)
+    # one part per shard, holding exactly the shard's texts
+    pieces = shard_texts(processing_order(assign_splits(10, 11)), 3)
+    parts = [shard_part_path(many / WORK_DIR, k, 3) for k in range(3)]
+    assert sorted(p.name for p in (many / WORK_DIR / "parts").iterdir()) == [p.name for p in parts]
+    assert [sorted(part_texts(p)) for p in parts] == [sorted(p) for p in pieces]
+    assert sorted(name for name, _ in written) == [p.name for p in parts]
+    # a killed harvest: one shard's part lost, the others on disk
+    kept = {p: p.stat().st_mtime_ns for k, p in enumerate(parts) if k != 1}
+    parts[1].unlink()
+    written.clear()
+    again = harvest_sharded(_config(files, many, **_kw(files)), 3, where, progress=False)
     assert again.texts_done == 10
-    assert {t: part_path(many / WORK_DIR, t).stat().st_mtime_ns for t in kept} == kept  # only the lost shard ran
-    _same(one, many)
+    assert written == [(parts[1].name, sorted(pieces[1]))]  # only the lost shard ran, whole
+    assert again.tokens_generated == _tokens(reference, set(pieces[1]))
+    assert {p: p.stat().st_mtime_ns for p in kept} == kept
+    _same(reference, many)
+
+
+@pytest.mark.slow
+def test_resume_over_parts_of_one_process_and_of_another_shard_count(files, cluster, reference, written,
+                                                                     tmp_path):
+    out = tmp_path / "mixed"
+    config = _config(files, out, **_kw(files))
+    where = ClusterOptions(scheduler=cluster.scheduler_address)
+    order = processing_order(assign_splits(10, 11))
+
+    def stop_after_four(t, count=[0]):
+        count[0] += 1
+        if count[0] == 4:
+            raise KeyboardInterrupt
+    first = hv.harvest(config, progress=False, on_text_done=stop_after_four)
+    assert first.interrupted and sorted(finished_texts(out / WORK_DIR)) == sorted(order[:4])
+
+    real = sh.write_shard
+
+    def crash_after_one_shard(path, outcome):  # the client killed after writing one shard part
+        real(path, outcome)
+        raise KeyboardInterrupt
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sh, "write_shard", crash_after_one_shard)
+        second = harvest_sharded(config, 3, where, progress=False)
+    assert second.interrupted
+    (name, texts), = [(p.name, sorted(part_texts(p))) for p in (out / WORK_DIR / "parts").glob("shard-*")]
+    k = int(name[6:11])
+    assert k in (1, 2) and texts == sorted(set(shard_texts(order, 3)[k]) - set(order[:4]))  # only texts in no part
+
+    written.clear()
+    third = harvest_sharded(config, 2, where, progress=False)  # resumed with another shard count
+    assert third.texts_done == 10 and not third.interrupted
+    done = set(order[:4]) | set(texts)
+    assert sorted(t for _, ts in written for t in ts) == sorted(set(order) - done)
+    assert third.tokens_generated == _tokens(reference, set(order) - done)
+    _same(reference, out)
+    # nothing left to do, in either mode; each text is in exactly one part (finished_texts would refuse)
+    assert sorted(finished_texts(out / WORK_DIR)) == sorted(order)
+    written.clear()
+    assert harvest_sharded(config, 3, where, progress=False).tokens_generated == 0 and written == []
+    assert hv.harvest(config, progress=False).tokens_generated == 0
+    _same(reference, out)
 
 
 def test_cli_shards(files, cluster, tmp_path):

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from data.errors import InputError
-from data.harvest.distributions import distributions, sample_index
+from data.harvest.distributions import sample_index
 from data.harvest.models import LoadedModel
 from data.harvest.runner import BatchKV, Runner
 

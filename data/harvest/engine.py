@@ -66,8 +66,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from data.errors import InputError  # noqa: F401 (exposed with the option parsers)
-from data.harvest.config import HarvestConfig, parse_layer_list, parse_window  # noqa: F401 (exposed)
+from data.harvest.config import HarvestConfig
 from data.harvest.distributions import block_records, distributions, residual_distribution, sample_index
 from data.harvest.drafters import Drafter, ModelDrafter, SkipLayerDrafter, WindowDrafter
 from data.harvest.models import (
@@ -76,7 +75,8 @@ from data.harvest.models import (
 from data.harvest.progress import ProgressBar, stderr_console
 from data.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
 from data.harvest.resume import (
-    COLUMN_ORDER, GENERATOR, MANIFEST_FILE, WORK_DIR, check_out_dir, consolidate, fingerprint, part_path, write_part,
+    COLUMN_ORDER, GENERATOR, MANIFEST_FILE, WORK_DIR, check_out_dir, consolidate, finished_texts, fingerprint,
+    part_path, write_part,
 )
 from data.harvest.runner import BatchKV, Runner
 from data.io import atomic_write_text
@@ -421,7 +421,8 @@ def harvest(config: HarvestConfig, progress: bool = True,
         {"generator": GENERATOR, "fingerprint": settings, "texts_total": len(prompts)}, indent=2))
     split_of = {t: name for name, idx in splits.items() for t in idx}
     order = processing_order(splits)
-    todo = [t for t in order if not part_path(work, t).exists()]
+    done = finished_texts(work)  # the parts of both kinds: a sharded harvest may be resumed in one process
+    todo = [t for t in order if t not in done]
     done_before = len(order) - len(todo)
 
     t0 = time.perf_counter()

@@ -1,21 +1,35 @@
-"""A harvest's files: one part file per finished text, the manifest that resumes it, the final dataset.
+"""A harvest's files: part files of finished texts, the manifest that resumes it, the final dataset.
 
-Each finished text is written at once to ``OUT/.harvest/parts/text-NNNNNN.parquet``
-(atomically; its existence marks the text done) and ``OUT/.harvest/manifest.json``
-holds the settings it must be resumed with (:func:`fingerprint`). On completion or
-Ctrl-C the parts are consolidated (:func:`consolidate`) into
-``train/valid/test.parquet``, ``texts.jsonl`` (prompt and completion of every
-text) and ``metadata.json`` with :func:`data.io.write_dataset`. Running the same
-command again resumes: finished texts are kept, the interrupted one is redone
-from its own seed, and different settings are refused (:func:`check_out_dir`).
+Finished texts are written at once (atomically: temporary file + rename; a part's
+existence marks its texts done) into ``OUT/.harvest/parts/``:
+
+* the one-process harvest writes one part per text, ``text-NNNNNN.parquet``
+  (:func:`part_path`, :func:`write_part`);
+* the sharded harvest (:mod:`data.harvest.shards`) writes one part per shard,
+  ``shard-KKKKK-of-SSSSS.parquet`` (:func:`shard_part_path`,
+  :func:`write_shard_part`): the records of all its texts and each text's info.
+
+``OUT/.harvest/manifest.json`` holds the settings the harvest must be resumed with
+(:func:`fingerprint`). Both kinds of part may be present together (a harvest
+resumed in the other mode, or with another shard count): :func:`finished_texts`
+maps every finished text to the one part holding it, and refuses two parts
+holding the same text. On completion or Ctrl-C the parts are consolidated
+(:func:`consolidate`) into ``train/valid/test.parquet``, ``texts.jsonl`` (prompt
+and completion of every text) and ``metadata.json`` with
+:func:`data.io.write_dataset`; the result does not depend on which kind of part
+holds a text. Running the same command again resumes: finished texts are kept,
+the interrupted ones are redone from their own seeds, and different settings are
+refused (:func:`check_out_dir`).
 """
 from __future__ import annotations
 
 import io
 import json
+import re
 from dataclasses import asdict
+from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -33,6 +47,9 @@ WORK_DIR = ".harvest"
 MANIFEST_FILE = "manifest.json"
 TEXTS_FILE = "texts.jsonl"
 COLUMN_ORDER = [c.name for c in COLUMNS]
+PARTS_DIR = "parts"
+_TEXT_PART = re.compile(r"text-(\d{6,})\.parquet")
+_SHARD_PART = re.compile(r"shard-(\d{5,})-of-(\d{5,})\.parquet")
 
 
 def fingerprint(config: HarvestConfig, description: dict[str, Any], prompts_sha: str) -> dict[str, Any]:
@@ -74,25 +91,57 @@ def _brief(v) -> str:
 
 
 def part_path(work: Path, index: int) -> Path:
-    """The part file of text ``index``: ``WORK/parts/text-NNNNNN.parquet``."""
-    return work / "parts" / f"text-{index:06d}.parquet"
+    """The part file of text ``index`` (one-process harvest): ``WORK/parts/text-NNNNNN.parquet``."""
+    return work / PARTS_DIR / f"text-{index:06d}.parquet"
 
 
-def write_part(path: Path, df: pd.DataFrame, info: dict[str, Any]) -> None:
-    """Write a text's records ``df`` atomically as parquet, with ``info`` (JSON) in the schema metadata."""
+def shard_part_path(work: Path, shard: int, shards: int) -> Path:
+    """The part file of shard ``shard`` (0-based) of ``shards`` (sharded harvest):
+    ``WORK/parts/shard-KKKKK-of-SSSSS.parquet``. ``shards`` is the number of non-empty shards
+    (``--shards``, or the number of texts if that is smaller). Given the prompts and the seed (both
+    in the :func:`fingerprint`), ``shard`` and ``shards`` fix the shard's texts
+    (:func:`data.harvest.shards.shard_texts`), so a resume with the same ``--shards`` finds the
+    shards already done by name."""
+    return work / PARTS_DIR / f"shard-{shard:05d}-of-{shards:05d}.parquet"
+
+
+def _write_table(path: Path, df: pd.DataFrame, key: bytes, value: Any) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(df, preserve_index=False)
     meta = dict(table.schema.metadata or {})
-    meta[b"harvest"] = json.dumps(info).encode("utf-8")
+    meta[key] = json.dumps(value).encode("utf-8")
     buf = io.BytesIO()
     pq.write_table(table.replace_schema_metadata(meta), buf)
     atomic_write_bytes(path, buf.getvalue())
 
 
+def write_part(path: Path, df: pd.DataFrame, info: dict[str, Any]) -> None:
+    """Write a text's records ``df`` atomically as parquet, with ``info`` (JSON) in the schema metadata."""
+    _write_table(path, df, b"harvest", info)
+
+
+def write_shard_part(path: Path, texts: Sequence[tuple[pd.DataFrame, dict[str, Any]]]) -> None:
+    """Write the finished texts of one shard atomically as one parquet file.
+
+    ``texts``: per text, its records (a schema DataFrame, one row per drafted token; a text may
+    have none) and its info (the dict :func:`write_part` stores, with ``seq_id``). The records are
+    stored one text after the other; the schema metadata ``harvest_texts`` holds the infos and
+    each text's row count, so :func:`read_parts` gives the same (records, info) pairs back.
+    Raises: ValueError for an empty ``texts``.
+    """
+    if not texts:
+        raise ValueError("write_shard_part: no texts")
+    frames = [df for df, _ in texts]
+    nonempty = [df for df in frames if len(df)]
+    df = pd.concat(nonempty, ignore_index=True) if nonempty else frames[0]
+    _write_table(path, df, b"harvest_texts", {"texts": [info for _, info in texts],
+                                              "rows": [len(f) for f in frames]})
+
+
 def read_part(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """A part file's (records, info). Raises: InputError for a damaged file."""
+    """A one-text part file's (records, info). Raises: InputError for a damaged file."""
     import pyarrow.parquet as pq
 
     try:
@@ -101,6 +150,70 @@ def read_part(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     except Exception as exc:
         raise InputError(f"{path}: damaged harvest part file ({_short(exc)}); delete it to redo that text") from None
     return table.to_pandas(), info
+
+
+def _damaged(path: Path, exc: Exception) -> InputError:
+    return InputError(f"{path}: damaged harvest part file ({_short(exc)}); delete it to redo its texts")
+
+
+def read_parts(path: Path) -> list[tuple[pd.DataFrame, dict[str, Any]]]:
+    """The (records, info) of every text in a part file of either kind (:func:`write_part`,
+    :func:`write_shard_part`), in the file's order. Raises: InputError for a damaged file."""
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+        meta = table.schema.metadata or {}
+        if b"harvest_texts" in meta:
+            content = json.loads(meta[b"harvest_texts"])
+            infos, rows = list(content["texts"]), [int(n) for n in content["rows"]]
+            if len(infos) != len(rows) or sum(rows) != table.num_rows:
+                raise ValueError(f"{sum(rows)} rows listed, {table.num_rows} stored")
+        else:
+            infos, rows = [json.loads(meta[b"harvest"])], [table.num_rows]
+    except Exception as exc:
+        raise _damaged(path, exc) from None
+    df = table.to_pandas()
+    if len(infos) == 1:
+        return [(df, infos[0])]
+    ends = list(accumulate(rows))
+    return [(df.iloc[end - n:end].reset_index(drop=True), info) for n, end, info in zip(rows, ends, infos)]
+
+
+def part_texts(path: Path) -> list[int]:
+    """The texts a part file holds: from the name of a one-text part, from the schema metadata
+    (the file's footer only) of a shard part. Raises: InputError for a damaged shard part."""
+    m = _TEXT_PART.fullmatch(path.name)
+    if m:
+        return [int(m.group(1))]
+    import pyarrow.parquet as pq
+
+    try:
+        return [int(i["seq_id"]) for i in json.loads(pq.read_schema(path).metadata[b"harvest_texts"])["texts"]]
+    except Exception as exc:
+        raise _damaged(path, exc) from None
+
+
+def finished_texts(work: Path) -> dict[int, Path]:
+    """Every finished text of the harvest in ``work`` -> the part file holding it (parts of both kinds).
+
+    Temporary files of unfinished writes (``.NAME.tmp-...``) and other names are ignored.
+    Raises: InputError when two part files hold the same text (a text must never be counted
+    twice), or for a damaged shard part.
+    """
+    directory = work / PARTS_DIR
+    if not directory.is_dir():
+        return {}
+    done: dict[int, Path] = {}
+    for path in sorted(directory.iterdir()):
+        if not (_TEXT_PART.fullmatch(path.name) or _SHARD_PART.fullmatch(path.name)):
+            continue
+        for t in part_texts(path):
+            if t in done:
+                raise InputError(f"{directory}: text {t} is in two part files ({done[t].name} and {path.name}); "
+                                 f"delete one of them and run the same command again")
+            done[t] = path
+    return done
 
 
 def check_out_dir(out: Path, work: Path, settings: dict[str, Any] | None) -> None:
@@ -129,22 +242,28 @@ def check_out_dir(out: Path, work: Path, settings: dict[str, Any] | None) -> Non
 def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], splits: dict[str, list[int]],
                 prompts_sha: str, run_seconds: float = 0.0, run_tokens: int = 0,
                 run_forward_seconds: float = 0.0) -> tuple[bool, dict[str, dict], int]:
-    """Gather the finished texts' part files into train/valid/test, texts.jsonl and metadata.json.
+    """Gather the finished texts' part files (of both kinds, see :func:`finished_texts`) into
+    train/valid/test, texts.jsonl and metadata.json. Each split lists its texts in the order of
+    ``splits[name]``, whichever part holds them, so the files equal those of a one-process harvest.
 
     ``run_seconds``, ``run_tokens`` and ``run_forward_seconds`` (time inside model forward passes)
     describe this run and go into ``metadata.json`` under ``last_run``.
 
     Returns (written, {split: stats}, texts done). Nothing is written unless every split has a
-    finished text. Raises: InputError for a damaged part file.
+    finished text. Raises: InputError for a damaged part file or a text in two part files.
     """
     work = out / WORK_DIR
+    parts = finished_texts(work)
+    by_text: dict[int, tuple[pd.DataFrame, dict[str, Any]]] = {}
+    for path in sorted(set(parts.values())):
+        for df, info in read_parts(path):
+            by_text[info["seq_id"]] = (df, info)
     frames: dict[str, list[pd.DataFrame]] = {s: [] for s in SPLITS}
     infos: list[dict[str, Any]] = []
     for name in SPLITS:
         for t in splits[name]:
-            path = part_path(work, t)
-            if path.exists():
-                df, info = read_part(path)
+            if t in by_text:
+                df, info = by_text[t]
                 frames[name].append(df)
                 infos.append(info)
     n_done = len(infos)

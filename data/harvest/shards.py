@@ -3,35 +3,43 @@
 ``python generate_data.py harvest ... --scheduler ADDRESS|local --shards S`` runs
 :func:`harvest_sharded` instead of :func:`data.harvest.engine.harvest`:
 
-1. the texts still to do (no part file yet) are grouped by shard: the
-   processing order of all texts (:func:`data.harvest.prompts.processing_order`)
-   cut into ``S`` contiguous shards (:func:`shard_texts`), the same cut
-   whatever is left to do;
-2. every shard with a missing text is one Dask task (:func:`harvest_shard`):
-   the worker loads the models once per process (:func:`worker_setup`; a
-   worker keeps them for its next shards), checks that its models and prompts
-   give the client's settings fingerprint, generates the shard's missing texts
-   with each text's own random stream (``numpy.random.default_rng([seed,
-   text])``, :func:`data.harvest.engine.text_rng`) and returns their records;
-3. the client writes each finished shard's texts as part files
-   (atomically, as the one-process harvest does), and at the end assembles the
-   splits, ``texts.jsonl`` and ``metadata.json``
+1. the processing order of all texts (:func:`data.harvest.prompts.processing_order`)
+   is cut into ``S`` contiguous shards (:func:`shard_texts`), the same cut whatever
+   is left to do;
+2. every shard with a text not yet in any part file is one Dask task
+   (:func:`harvest_shard`): the worker loads the models once per process
+   (:func:`worker_setup`; a worker keeps them for its next shards), checks that
+   its models and prompts give the client's settings fingerprint, generates the
+   shard's texts still to do with each text's own random stream
+   (``numpy.random.default_rng([seed, text])``,
+   :func:`data.harvest.engine.text_rng`) and returns their records;
+3. the client writes each finished shard as one part file,
+   ``OUT/.harvest/parts/shard-KKKKK-of-SSSSS.parquet`` (shard ``K`` of ``S``,
+   :func:`data.harvest.resume.shard_part_path`; atomically: temporary file +
+   rename) holding the records and the info of all its texts, and at the end
+   assembles the splits, ``texts.jsonl`` and ``metadata.json`` from all parts
    (:func:`data.harvest.resume.consolidate`).
 
 Because a text's records depend only on the models, the options, the seed and
 the text's index, the dataset equals that of a one-process harvest with the
 same seed (given the same torch build, device and thread count). A killed
-harvest resumes with the same command: only shards with missing texts run
-again, and only their missing texts. A task lost with its worker is run again
-by Dask. The workers must read the model files and the prompts file at the
-same paths as the client (a shared file system); the output is written by the
-client only.
+harvest resumes with the same command: the shards whose part file exists are
+skipped, the others run again whole (a shard killed while running has no part).
+Texts already in a part of another kind, the one-text parts of a one-process
+harvest or the shard parts of a harvest with another ``--shards``, are not
+redone: a shard runs only its texts in no part, and its part holds only those
+(a part written again under the same name keeps the texts it held). A text in
+two part files is refused (:func:`data.harvest.resume.finished_texts`). A task
+lost with its worker is run again by Dask. The workers must read the model
+files and the prompts file at the same paths as the client (a shared file
+system); the output is written by the client only.
 """
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -44,7 +52,8 @@ from data.harvest.models import sha256_file
 from data.harvest.progress import ProgressBar, stderr_console
 from data.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
 from data.harvest.resume import (
-    GENERATOR, MANIFEST_FILE, check_out_dir, consolidate, fingerprint, part_path, write_part,
+    GENERATOR, MANIFEST_FILE, check_out_dir, consolidate, finished_texts, fingerprint, read_parts, shard_part_path,
+    write_shard_part,
 )
 from data.io import atomic_write_text
 
@@ -136,6 +145,18 @@ def harvest_shard(job: ShardJob) -> ShardOutcome:
     return outcome
 
 
+def write_shard(path: Path, outcome: ShardOutcome) -> None:
+    """Write a finished shard's texts as one part file at ``path`` (atomically, see
+    :func:`data.harvest.resume.write_shard_part`). A part already at ``path`` (the shard ran before
+    while some of its texts were in other part files since deleted) is kept merged in: its texts are
+    not among ``outcome``'s, which are only texts in no part. Texts are stored by increasing index.
+    Raises: InputError for a damaged part already at ``path``."""
+    texts = [(frame, info) for _, frame, info in outcome.texts]
+    if path.exists():
+        texts += read_parts(path)
+    write_shard_part(path, sorted(texts, key=lambda item: item[1]["seq_id"]))
+
+
 def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions | None = None,
                     progress: bool = True, console=None) -> HarvestResult:
     """Run (or resume) a harvest as ``shards`` Dask tasks and write the dataset into ``config.out``.
@@ -166,7 +187,8 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
         check_out_dir(out, work, settings)
         atomic_write_text(work / MANIFEST_FILE, json.dumps(
             {"generator": GENERATOR, "fingerprint": settings, "texts_total": len(prompts)}, indent=2))
-        todo = [(k, tuple(t for t in piece if not part_path(work, t).exists())) for k, piece in enumerate(pieces)]
+        done = finished_texts(work)
+        todo = [(k, tuple(t for t in piece if t not in done)) for k, piece in enumerate(pieces)]
         todo = [(k, texts) for k, texts in todo if texts]
         done_before = len(order) - sum(len(texts) for _, texts in todo)
         bar = ProgressBar(console, len(order), done_before, enabled=progress)
@@ -177,8 +199,8 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
                 from distributed import as_completed
                 for future in as_completed(futures):
                     outcome: ShardOutcome = future.result()
-                    for t, frame, info in outcome.texts:
-                        write_part(part_path(work, t), frame, info)
+                    write_shard(shard_part_path(work, outcome.shard, len(pieces)), outcome)
+                    for _ in outcome.texts:
                         bar.text_done()
                     tokens += outcome.tokens
                     forward += outcome.forward_seconds
@@ -192,5 +214,5 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
     return HarvestResult(out, n_done, len(order), interrupted, consolidated, stats, tokens, seconds)
 
 
-__all__ = ["ShardJob", "ShardOutcome", "shard_texts", "worker_setup", "text_info", "harvest_shard",
+__all__ = ["ShardJob", "ShardOutcome", "shard_texts", "worker_setup", "text_info", "harvest_shard", "write_shard",
            "harvest_sharded"]

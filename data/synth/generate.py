@@ -10,6 +10,9 @@ A dataset has three splits drawn from one trace model with different seeds:
   the splits are independent and each can be regenerated alone with the
   model's ``generate_split(sequences, split_seed, config)``.
 
+:mod:`data.synth.chunked` generates the same splits' sizes chunk by chunk straight to
+disk (``--chunk-sequences``), for datasets larger than memory.
+
 ``metadata.json`` records the schema version and format (added by
 :func:`data.io.write_dataset`), the generator name and version, the full
 model config, the seed, each split's sequences and seed, and each split's
@@ -205,19 +208,23 @@ def generate_dataset(model: str = DEFAULT_MODEL, seed: int = DEFAULT_SEED, seque
         traces = Traces.from_frame(frame, source=f"generated {name} split", split=name)
         splits[name] = traces
         stats[name] = split_stats(traces.columns)
-    metadata = {
-        "generator": spec.name,
-        "generator_version": spec.version,
-        "description": spec.description,
-        "config": config.to_dict(),
-        "seed": int(seed),
-        "sequences": sizes,
-        "split_seeds": seeds,
-        "seed_derivation": "numpy SeedSequence(seed).spawn(3)[i].generate_state(1, uint64)[0], "
-                           "i = 0, 1, 2 for train, valid, test",
-        "statistics": stats,
-    }
-    return Dataset(splits, metadata)
+    return Dataset(splits, dataset_metadata(spec, config, seed, sizes, seeds, stats))
+
+
+#: How :func:`split_seeds` derives the splits' seeds (recorded in ``metadata.json``).
+SEED_DERIVATION = ("numpy SeedSequence(seed).spawn(3)[i].generate_state(1, uint64)[0], "
+                   "i = 0, 1, 2 for train, valid, test")
+
+
+def dataset_metadata(spec, config, seed: int, sizes: dict, seeds: dict, stats: dict, seed_derivation: str = "",
+                     **extra: Any) -> dict[str, Any]:
+    """The ``metadata.json`` fields of a generated dataset (before :func:`data.io.write_dataset` adds the
+    schema version and format): the model, its configuration, the seeds, the split sizes in sequences,
+    ``extra`` fields, and the per-split ``stats``. ``seed_derivation`` is appended to
+    :data:`SEED_DERIVATION`."""
+    return {"generator": spec.name, "generator_version": spec.version, "description": spec.description,
+            "config": config.to_dict(), "seed": int(seed), "sequences": sizes, "split_seeds": seeds,
+            **extra, "seed_derivation": SEED_DERIVATION + seed_derivation, "statistics": stats}
 
 
 def check_output_dir(out: str | os.PathLike, inputs: tuple[str | os.PathLike | None, ...] = ()) -> Path:

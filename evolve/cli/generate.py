@@ -3,7 +3,10 @@
 :data:`cli` is a click group. Without a subcommand its own options generate a dataset with
 :func:`data.synth.generate.generate_dataset` and write it with :func:`data.synth.generate.write`
 (train, valid and test splits plus ``metadata.json``, see docs/schema.md), after printing the
-per-split statistics. Every knob of every trace model is offered as an option
+per-split statistics. With ``--chunk-sequences N`` the splits are generated and written N sequences
+at a time instead (:func:`data.synth.chunked.generate_chunked`: one Parquet row group per chunk,
+memory bounded by one chunk; another draw than the unchunked dataset of the same seed), and the
+statistics are printed at the end. Every knob of every trace model is offered as an option
 (:func:`data.synth.generate.model_options`); giving one the chosen model lacks is an error. The
 ``harvest`` subcommand is :data:`evolve.cli.harvest.harvest`. Bad input exits with code 2 and one
 line naming the option (:mod:`evolve.cli.errors`).
@@ -13,7 +16,8 @@ from __future__ import annotations
 import click
 
 from data.io import FORMATS
-from data.synth import generate
+from data.errors import InputError
+from data.synth import chunked, generate
 from evolve.cli.errors import CliGroup
 from evolve.cli.harvest import harvest
 
@@ -37,9 +41,14 @@ def _model_options(fn):
               help="train sequences; valid and test get max(1, round(0.3 * N)) each")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="parquet", show_default=True,
               help="split file format (json = an array of records, one object per row)")
+@click.option("--chunk-sequences", type=int, default=None, metavar="N",
+              help="generate and write each split N sequences at a time (one Parquet row group each), so memory "
+                   "holds one chunk whatever --sequences; chunk c draws from a seed derived from the split's seed "
+                   "and c, so the dataset differs from the unchunked one of the same seed [default: no chunks]")
 @_model_options
 @click.pass_context
-def cli(ctx: click.Context, model: str, out: str, seed: int, sequences: int, fmt: str, **knobs) -> None:
+def cli(ctx: click.Context, model: str, out: str, seed: int, sequences: int, fmt: str, chunk_sequences: int | None,
+        **knobs) -> None:
     """Generate a trace dataset; with a subcommand, run that instead.
 
     Model options apply to the model named in their help; giving one that the
@@ -51,6 +60,17 @@ def cli(ctx: click.Context, model: str, out: str, seed: int, sequences: int, fmt
     generate.split_sizes(sequences)
     generate.split_seeds(seed)
     generate.check_output_dir(out)
+    if chunk_sequences is not None:
+        chunked.chunk_sizes(sequences, chunk_sequences)
+        if fmt != "parquet":
+            raise InputError(f"option '--chunk-sequences': needs --format parquet (value --format {fmt})")
+        paths, metadata = chunked.generate_chunked(out, model, seed, sequences, chunk_sequences, config=config,
+                                                   progress=lambda msg: click.echo(f"generate: {msg}", err=True))
+        click.echo(f"model {model} (version {metadata['generator_version']}), seed {seed}, "
+                   f"chunks of {chunk_sequences} sequences")
+        click.echo(generate.format_stats(metadata["statistics"]))
+        click.echo(f"wrote {', '.join(str(p) for p in paths)}")
+        return
     dataset = generate.generate_dataset(model, seed, sequences, config=config)
     click.echo(f"model {model} (version {dataset.metadata['generator_version']}), seed {seed}")
     click.echo(generate.format_stats(dataset.metadata["statistics"]))

@@ -27,8 +27,14 @@ from evolve.report.live import FORMATS, live_command
               help="Self-speculation: the target attending only to the first SINK and the RECENT last tokens.")
 @click.option("--prompts", required=True, metavar="FILE",
               help="Text file, one prompt per line (the tokenizer's chat template is applied when it has one).")
+@click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Harvested dataset whose --split prompts to decode (the prompts file it was harvested from; "
+                   "default: every prompt).")
+@click.option("--split", default="test", show_default=True, type=click.Choice(["train", "valid", "test"]),
+              help="With --data: the split whose prompts to decode.")
 @click.option("--rule", "rules", multiple=True, metavar="NAME",
-              help="Registered rule or promoted champion to decode with (repeatable).")
+              help="Registered rule, family member FAMILY:VALUES (e.g. fuzzy_sd:T=0.1) or promoted champion to "
+                   "decode with (repeatable).")
 @click.option("--champion", "champions", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Champion JSON file to decode with (repeatable; after the --rule rules).")
 @click.option("--gamma", default=5, show_default=True, type=int, help="Draft length (tokens per block).")
@@ -47,7 +53,7 @@ from evolve.report.live import FORMATS, live_command
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result to FILE (atomically) instead of stdout.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Say on stderr when a prompt is done.")
-def live(target, draft, skip_layers, window, prompts, rules, champions, gamma, max_new_tokens, temperature, top_k,
+def live(target, draft, skip_layers, window, prompts, data_dir, split, rules, champions, gamma, max_new_tokens, temperature, top_k,
          top_p, seed, dtype, device, threads, fmt, output, progress) -> None:
     """Decode the prompts by speculative decoding with every rule and by plain decoding of the target; report
     tokens per target call, wall-clock tokens/s and speedup, and the exact TV damage per emitted token."""
@@ -62,5 +68,5 @@ def live(target, draft, skip_layers, window, prompts, rules, champions, gamma, m
         if progress:
             click.echo(f"live: {done}/{total} prompts done", err=True)
 
-    report, text = live_command(config, rules, champions, fmt, output, on_text)
+    report, text = live_command(config, rules, champions, fmt, output, on_text, data_dir, split)
     echo_outputs(text, output, f"{len(report.rows)} rows", None)

@@ -20,7 +20,8 @@ from evolve.report.output import resolve_format
 @click.option("--run", "runs", type=click.Path(path_type=Path), multiple=True,
               help="Run directory of `python -m evolve run` (front.json, else hall of fame + champion); repeatable.")
 @click.option("--rule", "rules", multiple=True,
-              help="Registered rule or promoted champion to score as its own point beside the curves; repeatable.")
+              help="Registered rule, family member FAMILY:VALUES (e.g. fuzzy_sd:T=0.1) or promoted champion to "
+                   "score as its own point beside the curves; repeatable.")
 @click.option("--budgets", default=",".join(budget_key(b) for b in DEFAULT_BUDGETS), show_default=True,
               help="Comma-separated TV-per-token budgets in [0, 1].")
 @click.option("--gamma", type=int, default=DEFAULT_GAMMA, show_default=True, help="Draft length.")

@@ -35,7 +35,11 @@ from evolve.report.perf import DEFAULT_SCALING, parse_sizes, render, run_perf, w
 @click.option("--island-tokens", type=click.IntRange(min=1), default=1_000_000, show_default=True,
               help="--islands: train tokens of the island runs.")
 @click.option("--large-tokens", type=click.IntRange(min=1), default=100_000_000, show_default=True,
-              help="--islands: tokens of the large dataset.")
+              help="--islands: tokens of the large dataset (generated on disk chunk by chunk, scored from disk).")
+@click.option("--large-dir", type=click.Path(file_okay=False, path_type=Path), default="results/large",
+              show_default=True, help="--islands: directory of the large dataset and its 1M-token reference; a "
+                                      "dataset already there with the same settings is reused.")
+@click.option("--large-only", is_flag=True, help="--islands: only the large dataset (no island runs).")
 @click.option("--harvest", "harvest_model", default=None, metavar="MODEL",
               help="Instead: the harvester's tokens/s at batch 1 and 8 against transformers generate() of the "
                    "same target (a local model directory or .gguf), with the share of time in forward passes, "
@@ -49,8 +53,9 @@ from evolve.report.perf import DEFAULT_SCALING, parse_sizes, render, run_perf, w
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="--harvest: torch CPU threads (default: torch's choice).")
 def perf(data_dir: Path, output: Path, programs: int, population: int, generations: int, sizes: str, seed: int,
-         generator_tokens: int, islands: bool, island_tokens: int, large_tokens: int, harvest_model: str | None,
-         harvest_prompts: str, harvest_texts: int, harvest_tokens: int, threads: int | None) -> None:
+         generator_tokens: int, islands: bool, island_tokens: int, large_tokens: int, large_dir: Path,
+         large_only: bool, harvest_model: str | None, harvest_prompts: str, harvest_texts: int, harvest_tokens: int,
+         threads: int | None) -> None:
     """Measure evaluation speed against DEAP and Operon, evolution speed, scaling and memory ."""
     check_output(output, inputs=(data_dir,))
     if harvest_model is not None:
@@ -65,10 +70,12 @@ def perf(data_dir: Path, output: Path, programs: int, population: int, generatio
         click.echo(f"wrote {output}", err=True)
         return
     if islands:
+        from data.paths import check_output_dir
         from evolve.report.perf_islands import merge_into, render_scale, run_scale
 
-        figures = run_scale(data_dir, population, generations, 10, seed, island_tokens, large_tokens,
-                            progress=lambda msg: click.echo(f"perf: {msg}", err=True))
+        check_output_dir(large_dir, (data_dir, output), "option '--large-dir'")
+        figures = run_scale(data_dir, population, generations, 10, seed, island_tokens, large_tokens, large_dir,
+                            large_only, progress=lambda msg: click.echo(f"perf: {msg}", err=True))
         report = merge_into(output, figures)
         write_or_rescue(lambda path: write_report(report, path), output, "option '--output'")
         click.echo(render_scale(figures), nl=False)

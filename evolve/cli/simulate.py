@@ -15,7 +15,8 @@ from evolve.sim.verification import FLY_MAX_WINDOW, FLY_THRESHOLD, FLY_TOP_K, VE
 
 @click.command("simulate", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--rule", "rule_name", default=None,
-              help="Registered rule or promoted champion to simulate [default: standard_rejection].")
+              help="Registered rule, family member FAMILY:VALUES (e.g. fuzzy_sd:T=0.1) or promoted champion to "
+                   "simulate [default: standard_rejection].")
 @click.option("--champion", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Champion JSON file to simulate instead of --rule.")
 @click.option("--gamma", type=int, default=5, show_default=True, help="Draft length (tokens drafted per target call).")

@@ -39,7 +39,6 @@ directory a user would pass (``data``, ``data/independent``).
 from __future__ import annotations
 
 import ast
-import json
 import re
 import shutil
 import tempfile

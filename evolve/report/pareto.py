@@ -74,7 +74,6 @@ from evolve.report.pareto_curves import (
 from evolve.report.pareto_learned import learned_curve, sklearn_available
 from evolve.report.pareto_format import DEFAULT_RESULTS_DIR, FORMATS, format_json, format_table, plot_path, plot_png
 from evolve.report.pareto_oracle import ORACLE_LAMBDAS, block_matrix, oracle_bound
-from evolve.report.pareto_oracle import _oracle_policy  # noqa: F401  (checked by the tests through this module)
 from evolve.report.pareto_relaxed import relaxed_evolved_curve, relaxed_family_curve, split_runs
 from heuristics import registry
 from heuristics.contract import Rule

@@ -78,6 +78,15 @@ class Curve:
     hypervolume: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def member(self, key: str) -> str | None:
+        """The best rule at budget ``key`` as a name :func:`heuristics.registry.get_rule` resolves:
+        ``FAMILY:VALUES`` for a family with a parameter (``fuzzy_sd:T=0.1125``), the family's name for
+        one without; None when no rule fits the budget or the curve is no family."""
+        label = self.best_rule.get(key)
+        if label is None or self.kind != "family":
+            return None
+        return self.name if self.parameter is None else f"{self.name}:{label}"
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: points, best_at_budget, hypervolume, then details (and ``extra``'s keys, if any)."""
         return {"points": [[tv, tpc] for tv, tpc in self.points], "best_at_budget": dict(self.best_at_budget),
@@ -201,7 +210,7 @@ class ParetoComparison:
         """How the evolved curve compares with the best family at each budget above 0, and by hypervolume.
 
         Keys: ``margins`` {budget key: {"evolved", "best_family", "best_family_value",
-        "margin"}} (margin = evolved / best family - 1, None when either is missing),
+        "best_family_rule" (the best point as a rule name, ``FAMILY:VALUES``), "margin"}} (margin = evolved / best family - 1, None when either is missing),
         ``beats_all_above_0`` (bool or None without an evolved curve),
         ``largest_hypervolume`` (curve name).
         """
@@ -217,6 +226,7 @@ class ParetoComparison:
             ev = None if evolved is None else evolved.best_at_budget[key]
             margin = None if ev is None or best_val is None else ev / best_val - 1.0
             margins[key] = {"evolved": ev, "best_family": best_name, "best_family_value": best_val,
+                            "best_family_rule": None if best_name is None else self.curves[best_name].member(key),
                             "margin": margin}
             if evolved is not None and (ev is None or (best_val is not None and ev <= best_val)):
                 beats = False

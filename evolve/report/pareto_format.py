@@ -72,6 +72,9 @@ def format_table(comp: ParetoComparison) -> str:
         out.append("evolved vs the best published family: " + "; ".join(parts))
         out.append(f"evolved beats every published family at every budget above 0: "
                    f"{'yes' if v['beats_all_above_0'] else 'no'}")
+    best = [f"{k}: {m['best_family_rule']}" for k, m in v["margins"].items() if m["best_family_rule"]]
+    if best:
+        out.append("best published point at each budget (a rule name for --rule): " + "; ".join(best))
     out.append(f"largest hypervolume: {v['largest_hypervolume']}")
     out += _reference_lines(comp)
     out += relaxed_lines(comp)

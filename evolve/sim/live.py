@@ -32,6 +32,7 @@ measurements take is kept out of the decoding time.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -123,16 +124,42 @@ class LiveCounts:
     seconds: float = 0.0
     expected_tokens: float = 0.0
     block_tv: float = 0.0
+    tokens_sq: int = 0
 
     def add(self, other: "LiveCounts") -> None:
         """Add ``other``'s totals to these."""
-        for name in ("tokens", "target_calls", "seconds", "expected_tokens", "block_tv"):
+        for name in ("tokens", "target_calls", "seconds", "expected_tokens", "block_tv", "tokens_sq"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def add_call(self, emitted: int, expected: float | None = None) -> None:
+        """Count one target call that emitted ``emitted`` tokens (``expected`` of them in expectation;
+        default ``emitted``)."""
+        self.target_calls += 1
+        self.tokens += emitted
+        self.tokens_sq += emitted * emitted
+        self.expected_tokens += float(emitted) if expected is None else expected
 
     @property
     def tokens_per_call(self) -> float:
         """Emitted tokens per target call."""
         return self.tokens / self.target_calls if self.target_calls else float("nan")
+
+    @property
+    def tokens_per_call_se(self) -> float:
+        """Standard error of :attr:`tokens_per_call`, treating calls as independent (nan below 2 calls)."""
+        n = self.target_calls
+        if n < 2:
+            return float("nan")
+        mean = self.tokens / n
+        var = max(self.tokens_sq / n - mean * mean, 0.0) * n / (n - 1)
+        return math.sqrt(var / n)
+
+    @property
+    def expected_tokens_per_call(self) -> float:
+        """Expected tokens per target call given the drafted tokens, 1 + sum_d prod_{i<=d} tau_i(x_i) per
+        call averaged over calls (the evaluator's tokens per call on the live blocks; less noisy than
+        :attr:`tokens_per_call`, which also samples the accept/reject draws)."""
+        return self.expected_tokens / self.target_calls if self.target_calls else float("nan")
 
     @property
     def tokens_per_s(self) -> float:
@@ -175,15 +202,14 @@ def live_block(engine, batch, k: int, rule, needed: Sequence[str], counts: LiveC
     engine.drafter.commit(engine, batch, [L + n])
     state.ctx.extend(emitted)
     t0 = time.perf_counter()
-    _add_damage(rule, needed, p[:k], q, p_ent[:k], q_ent, start, tau_x, counts)
+    expected = _add_damage(rule, needed, p[:k], q, p_ent[:k], q_ent, start, tau_x, counts)
     counts.seconds -= time.perf_counter() - t0
-    counts.target_calls += 1
-    counts.tokens += len(emitted)
+    counts.add_call(len(emitted), expected)
     return emitted
 
 
-def _add_damage(rule, needed, p, q, p_ent, q_ent, start, tau_x, counts: LiveCounts) -> None:
-    """Add one block's expected tokens and reach-weighted exact TV (module doc) to ``counts``."""
+def _add_damage(rule, needed, p, q, p_ent, q_ent, start, tau_x, counts: LiveCounts) -> float:
+    """Add one block's reach-weighted exact TV (module doc) to ``counts``; returns its expected tokens."""
     k, V = q.shape
     tau = rule_thresholds(rule, candidate_features(p, q, p_ent, q_ent, start, np.tile(np.arange(V), (k, 1)),
                                                    "target_rank" in needed), needed).reshape(k, V)
@@ -193,8 +219,8 @@ def _add_damage(rule, needed, p, q, p_ent, q_ent, start, tau_x, counts: LiveCoun
         damage += reach * tv[d]
         reach *= tau_x[d]
         tokens += reach
-    counts.expected_tokens += tokens
     counts.block_tv += damage
+    return tokens
 
 
 def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_new_tokens: int,
@@ -221,9 +247,7 @@ def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_ne
                 emitted = live_block(engine, batch, k, rule, needed, counts)
             else:
                 emitted = [_target_step(engine, batch.kv, state.ctx, state.rng)]
-                counts.target_calls += 1
-                counts.tokens += 1
-                counts.expected_tokens += 1.0
+                counts.add_call(1)
             if emitted and emitted[-1] in engine.eos:
                 break
         engine.release(batch, 0)
@@ -260,7 +284,7 @@ def autoregressive_text(engine, prompt_ids: Sequence[int], max_new_tokens: int,
             if generated[-1] in engine.eos:
                 break
     counts.seconds = time.perf_counter() - t0
-    counts.tokens = counts.target_calls = len(generated)
+    counts.tokens = counts.target_calls = counts.tokens_sq = len(generated)
     counts.expected_tokens = float(len(generated))
     return generated, counts
 
