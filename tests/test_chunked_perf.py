@@ -29,8 +29,11 @@ def test_measure_large_generates_then_reuses(tmp_path):
     assert first["large_row_groups"] == len(groups) == 4 and first["large_reference_row_groups"] == 1
     assert 0 < first["resident_peak_bytes_100m"] < 2 * 1024 ** 3 and first["cost_per_token_ratio"] > 0
     assert any("generating" in line for line in said)
-    again = perf_islands.measure_large(20_000, tmp_path, reference_tokens=5_000, reference_repeats=1)
+    again = perf_islands.measure_large(20_000, tmp_path, reference_tokens=5_000, reference_repeats=1,
+                                       reference_every=1)
     assert again["large_reused"] and again["large_generate_seconds"] is None
+    # one reference pass before and one after each row group of the large pass but the last
+    assert again["large_reference_passes"] == 1 + again["large_row_groups"] - 1
     assert again["large_tokens_actual"] == first["large_tokens_actual"]
     # other settings (here the chunk size) in the same directory: generated again
     meta["chunk_sequences"] = 1

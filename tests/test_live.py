@@ -187,3 +187,50 @@ def test_command_with_family_member_and_split(files, tmp_path):
     assert result.exit_code == 0, result.output
     rows = json.loads(out.read_text())
     assert [r["rule"] for r in rows] == ["fuzzy_sd_0.2"] and rows[0]["tokens"] <= 6
+
+
+def test_block_verification_is_exactly_lossless():
+    """block_decision's output over every draft pair and every stopping cell gives exactly the target's joint
+    distribution of the first two tokens (V = 4, two drafts, a later block continuing from p_1 after an
+    early stop). The stopping probabilities are recomputed here from the paper's formulas (Sun et al.
+    2024): h_1 = m_1 / (m_1 + 1 - P_1), h_2 = P_2, with m_1 = sum_v max(0, P_1 p_1(v) - q_1(v))."""
+    from evolve.sim.live import block_decision
+
+    rng = np.random.default_rng(4)
+    V = 4
+    p0, q0 = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+    p1, q1 = rng.dirichlet(np.ones(V), V), rng.dirichlet(np.ones(V), V)  # row x1: depth 1 after x1
+    p2 = rng.dirichlet(np.ones(V), (V, V))
+    joint = np.zeros((V, V))
+    for x1 in range(V):
+        for x2 in range(V):
+            w = q0[x1] * q1[x1, x2]
+            P1 = min(1.0, p0[x1] / q0[x1])
+            P2 = min(1.0, P1 * p1[x1, x2] / q1[x1, x2])
+            m1 = np.maximum(P1 * p1[x1] - q1[x1], 0.0).sum()
+            h1 = 1.0 if m1 + 1.0 - P1 <= 0 else m1 / (m1 + 1.0 - P1)
+            cells = [(2, h2 := P2, (0.5, P2 / 2)), (1, (1 - h2) * h1, (h1 / 2, (1 + h2) / 2)),
+                     (0, (1 - h2) * (1 - h1), ((1 + h1) / 2, (1 + h2) / 2))]
+            p = np.stack([p0, p1[x1], p2[x1, x2]])
+            q = np.stack([q0, q1[x1]])
+            for want, prob, eta in cells:
+                if prob <= 0:
+                    continue
+                n, dist, _ = block_decision(p, q, [x1, x2], np.array(eta))
+                assert n == want
+                dist = dist / dist.sum()
+                if n == 0:
+                    joint += w * prob * dist[:, None] * p1  # y1 from the residual, y2 from the next block
+                elif n == 1:
+                    joint[x1] += w * prob * dist
+                else:
+                    joint[x1, x2] += w * prob
+    np.testing.assert_allclose(joint, p0[:, None] * p1, rtol=0, atol=1e-12)
+
+
+def test_block_verification_row(files):
+    report = run_live(_config(files, skip_layers=(1, 2)), resolve_rules(["standard_rejection", "block_verification"]))
+    rows = {r["rule"]: r for r in report.rows}
+    assert set(rows) == {"standard_rejection", "block_verification"}
+    assert rows["block_verification"]["tv_per_token"] == 0.0
+    assert 1.0 <= rows["block_verification"]["expected_tokens_per_call"] <= GAMMA + 1

@@ -135,9 +135,10 @@ def test_a_promoted_champion_through_every_command(dataset, tmp_path, monkeypatc
         assert "my_floor" in result.stdout
 
 
-@pytest.mark.parametrize("spec, name", [("fuzzy_sd:T=0.1125", "fuzzy_sd_0.1125"), ("fuzzy_sd:0.1125", "fuzzy_sd_0.1125"),
-                                        ("sglang_threshold:t_single=0.5,t_acc=0.8", "sglang_0.5_0.8"),
-                                        ("trt_relaxed:10,0.6", "trt_relaxed_10_0.6"), ("greedy_match:", "greedy_match")])
+@pytest.mark.parametrize("spec, name", [
+    ("fuzzy_sd:T=0.1125", "fuzzy_sd_0.1125"), ("fuzzy_sd:0.1125", "fuzzy_sd_0.1125"),
+    ("sglang_threshold:t_single=0.5,t_acc=0.8", "sglang_0.5_0.8"), ("trt_relaxed:10,0.6", "trt_relaxed_10_0.6"),
+    ("greedy_match:", "greedy_match")])
 def test_family_members_by_name(spec, name):
     from heuristics.registry import get_family, get_rule
 

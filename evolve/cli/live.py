@@ -33,8 +33,8 @@ from evolve.report.live import FORMATS, live_command
 @click.option("--split", default="test", show_default=True, type=click.Choice(["train", "valid", "test"]),
               help="With --data: the split whose prompts to decode.")
 @click.option("--rule", "rules", multiple=True, metavar="NAME",
-              help="Registered rule, family member FAMILY:VALUES (e.g. fuzzy_sd:T=0.1) or promoted champion to "
-                   "decode with (repeatable).")
+              help="Registered rule, family member FAMILY:VALUES (e.g. fuzzy_sd:T=0.1), promoted champion, or "
+                   "block_verification (lossless block verification, Sun et al. 2024) to decode with (repeatable).")
 @click.option("--champion", "champions", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Champion JSON file to decode with (repeatable; after the --rule rules).")
 @click.option("--gamma", default=5, show_default=True, type=int, help="Draft length (tokens per block).")

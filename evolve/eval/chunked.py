@@ -1,8 +1,8 @@
 """Scoring programs over a split read from disk row group by row group (splits larger than memory).
 
 :func:`score_split_chunks` reads the split's Parquet file one row group at a time
-(:func:`data.chunks.iter_split_chunks`, leaving out the list column
-``block_residual_phi`` that no program reads), prepares each as an
+(:func:`data.chunks.iter_split_chunks`, only the required columns and those the
+programs read, :func:`read_columns`), prepares each as an
 :class:`evolve.eval.evaluator.EvalData`, scores every program on it in one
 batched call (:func:`evolve.eval.population.score_counts`) and adds the raw
 counts (:class:`evolve.eval.layouts.Count`) up. Only one row group and its
@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from data.chunks import iter_split_chunks
-from data.schema import COLUMNS
+from data.schema import COLUMNS, REQUIRED_COLUMNS
 from evolve.eval.evaluator import (
     DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, check_gamma, metrics_from_counts,
 )
@@ -35,6 +35,16 @@ from evolve.gp.compiler import Program
 
 #: The columns read from disk: every schema column of one value per row.
 SCALAR_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if not c.length)
+
+
+def read_columns(programs: Sequence[Program], blocks: bool = False) -> tuple[str, ...]:
+    """The columns scoring ``programs`` needs, in schema order: the required ones, every feature a
+    program reads and, with ``blocks`` (block counts), ``draft_index`` (scalar columns only).
+    Reading no others keeps the bytes read per token down."""
+    wanted = set(REQUIRED_COLUMNS) | {f for program in programs for f in program.features}
+    if blocks:
+        wanted.add("draft_index")
+    return tuple(c for c in SCALAR_COLUMNS if c in wanted)
 
 
 @dataclass
@@ -83,7 +93,7 @@ def score_split_chunks(programs: Sequence[Program], data_dir: str | os.PathLike,
     tokens = chunks = depth = 0
     read = score = 0.0
     t0 = time.perf_counter()
-    for traces in iter_split_chunks(data_dir, split, SCALAR_COLUMNS):
+    for traces in iter_split_chunks(data_dir, split, read_columns(programs, gamma is not None)):
         data = EvalData.from_traces(traces, share=False)
         del traces
         if chunks == 0:
@@ -101,4 +111,4 @@ def score_split_chunks(programs: Sequence[Program], data_dir: str | os.PathLike,
     return ChunkedCounts(total, tokens, chunks, depth, read, score)
 
 
-__all__ = ["SCALAR_COLUMNS", "ChunkedCounts", "score_split_chunks"]
+__all__ = ["SCALAR_COLUMNS", "ChunkedCounts", "read_columns", "score_split_chunks"]

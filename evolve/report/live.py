@@ -46,7 +46,7 @@ from data.harvest.prompts import encode_prompt, read_prompts
 from data.io import load_metadata
 from evolve.report.compare import champion_from_file
 from evolve.report.output import check_output, resolve_format, write_output
-from evolve.sim.live import LiveCounts, autoregressive_text, rule_features, speculative_text
+from evolve.sim.live import BLOCK_VERIFICATION, LiveCounts, autoregressive_text, rule_features, speculative_text
 from heuristics.registry import get_rule
 
 FORMATS: tuple[str, ...] = ("table", "json")
@@ -67,17 +67,20 @@ class LiveReport:
 
 
 def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str | os.PathLike] = ()) -> list:
-    """The rules of ``--rule`` (registered rules and promoted champions) then ``--champion`` files, in order.
+    """The rules of ``--rule`` (registered rules, family members, promoted champions, and
+    ``block_verification``: :data:`evolve.sim.live.BLOCK_VERIFICATION`) then ``--champion`` files, in order.
 
     Raises: InputError for none at all, an unknown name, a bad champion file or a rule that reads a
     feature live decoding does not compute.
     """
-    rules = [get_rule(name, champions=True) for name in rule_names]
+    rules = [BLOCK_VERIFICATION if name == BLOCK_VERIFICATION.name else get_rule(name, champions=True)
+             for name in rule_names]
     rules += [champion_from_file(path) for path in champion_files]
     if not rules:
         raise InputError("options '--rule', '--champion': give at least one rule to decode with")
     for rule in rules:
-        rule_features(rule)
+        if rule is not BLOCK_VERIFICATION:
+            rule_features(rule)
     return rules
 
 
@@ -146,7 +149,8 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
             for rule, c in zip(rules, per_rule)]
     drafter = setup.description["drafter"]
     drafter_text = ", ".join(f"{k} {v}" for k, v in drafter.items() if k != "sha256")
-    caption = (f"live decoding: target {Path(config.target).name} ({setup.target.architecture}), drafter {drafter_text}; "
+    caption = (f"live decoding: target {Path(config.target).name} ({setup.target.architecture}), "
+               f"drafter {drafter_text}; "
                f"gamma {config.gamma}, temperature {config.temperature:g}, top-k {config.top_k}, top-p "
                f"{config.top_p:g}; {len(texts)} prompts, at most {config.max_new_tokens} new tokens each, seed "
                f"{config.seed}; plain decoding: {ar.tokens} tokens, {ar.tokens_per_s:.2f} tokens/s")

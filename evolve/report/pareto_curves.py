@@ -210,7 +210,8 @@ class ParetoComparison:
         """How the evolved curve compares with the best family at each budget above 0, and by hypervolume.
 
         Keys: ``margins`` {budget key: {"evolved", "best_family", "best_family_value",
-        "best_family_rule" (the best point as a rule name, ``FAMILY:VALUES``), "margin"}} (margin = evolved / best family - 1, None when either is missing),
+        "best_family_rule" (the best point as a rule name, ``FAMILY:VALUES``), "margin"}}
+        (margin = evolved / best family - 1, None when either is missing),
         ``beats_all_above_0`` (bool or None without an evolved curve),
         ``largest_hypervolume`` (curve name).
         """

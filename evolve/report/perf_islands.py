@@ -35,8 +35,10 @@ the resident set is sampled. Before each timed pass the file's pages are
 dropped from the page cache (:func:`drop_from_page_cache`), so every pass
 reads from disk, at any size (``large_from_disk``). The
 reference is the same pipeline on a dataset of ``reference_tokens`` tokens
-(1M) made the same way (the median of ``reference_repeats`` passes, after a
-warm-up pass), so the ratio compares like with like. Reported:
+(1M) made the same way (the median of ``reference_repeats`` passes after a
+warm-up pass and of one pass after every ``reference_every`` row groups of the
+large pass, whose time is left out of the large pass's: a change of machine
+load during the large pass weighs on both), so the ratio compares like with like. Reported:
 ``tokens_100m_seconds`` (the whole pass from disk: reading, validating,
 preparing and scoring), ``resident_peak_bytes_100m`` (the process's peak
 resident set during the pass), ``resident_bytes_per_token_100m`` (the peak's
@@ -244,7 +246,8 @@ def large_dataset(directory, tokens: int, chunk_sequences: int,
 
 def measure_large(tokens: int = 100_000_000, directory=DEFAULT_LARGE_DIR, trees: list | None = None,
                   seed: int = 0, reference_tokens: int | None = None, chunk_sequences: int | None = None,
-                  reference_repeats: int = 3, progress: Callable[[str], None] | None = None) -> dict:
+                  reference_repeats: int = 3, reference_every: int = 10,
+                  progress: Callable[[str], None] | None = None) -> dict:
     """Generate (or reuse) a dataset of about ``tokens`` tokens on disk and score it chunk by chunk from disk.
 
     See the module doc. Args:
@@ -254,7 +257,10 @@ def measure_large(tokens: int = 100_000_000, directory=DEFAULT_LARGE_DIR, trees:
             over the data's features (:func:`evolve.report.perf_measure.random_programs`, ``seed``).
         reference_tokens: size of the reference dataset (None: :data:`REFERENCE_TOKENS`, 1M).
         chunk_sequences: sequences per row group; None: those of about ``reference_tokens`` tokens.
-        reference_repeats: timed passes over the reference (their median is the reference).
+        reference_repeats: timed passes over the reference before the large pass.
+        reference_every: one more timed reference pass after every this many row groups of the large
+            pass (its time left out of the large pass's), so that a change of machine load during the
+            large pass weighs on the reference too; the reference is the median of all its passes.
 
     Returns: the figures (``tokens_100m_seconds``, ``resident_bytes_per_token_100m``,
     ``resident_peak_bytes_100m``, ``cost_per_token_ratio`` and the details, keys ``large_*``).
@@ -286,25 +292,37 @@ def measure_large(tokens: int = 100_000_000, directory=DEFAULT_LARGE_DIR, trees:
     say(f"large dataset: reference pass over {ref['tokens']:,} tokens, {len(programs)} programs")
     score_split_chunks(programs, ref["path"])  # compile (or load the cached machine code)
     passes = []
+
+    def reference_pass() -> None:
+        """One timed pass over the reference, read from disk, added to ``passes``."""
+        nonlocal cold
+        cold = drop_from_page_cache(ref_file) and cold
+        t1 = time.perf_counter()
+        out = score_split_chunks(programs, ref["path"])
+        passes.append((time.perf_counter() - t1, out))
+
+    cold = True
     for _ in range(max(1, reference_repeats)):
-        cold = drop_from_page_cache(ref_file)
-        t0 = time.perf_counter()
-        result = score_split_chunks(programs, ref["path"])
-        passes.append((time.perf_counter() - t0, result))
-    ref_seconds, ref_result = sorted(passes, key=lambda p: p[0])[len(passes) // 2]
-    del passes
+        reference_pass()
     gc.collect()
     say(f"large dataset: scoring {big['tokens']:,} tokens in {big['row_groups']} row groups from disk")
+    inserted = 0.0  # seconds of the reference passes made during the large pass
 
     def chunk_done(done: int, seen: int) -> None:
+        nonlocal inserted
         if done % 10 == 0 or done == big["row_groups"]:
             say(f"large dataset: {done}/{big['row_groups']} row groups, {seen:,} tokens")
+        if reference_every and done % reference_every == 0 and done < big["row_groups"]:
+            t1 = time.perf_counter()
+            reference_pass()
+            inserted += time.perf_counter() - t1
     cold = drop_from_page_cache(big_file) and cold
     with RssSampler(interval=0.01) as sampler:
         before = sampler.rss()
         t0 = time.perf_counter()
         result = score_split_chunks(programs, big["path"], on_chunk=chunk_done)
-        seconds = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0 - inserted
+    ref_seconds, ref_result = sorted(passes, key=lambda p: p[0])[len(passes) // 2]
     n, n_ref = result.tokens, ref_result.tokens
     return {"tokens_100m_seconds": seconds, "tokens_100m_read_seconds": result.read_seconds,
             "tokens_100m_score_seconds": result.score_seconds,
@@ -330,7 +348,10 @@ def measure_large(tokens: int = 100_000_000, directory=DEFAULT_LARGE_DIR, trees:
                             "resident set, sampled "
                             "every 10 ms during the pass; bytes per token = the peak's growth over the pass / "
                             "tokens; ratio = seconds per token of the pass against the median of "
-                            f"{max(1, reference_repeats)} passes over a {n_ref:,}-token file made the same way"}
+                            f"{len(passes)} passes over a {n_ref:,}-token file made the same way "
+                            f"({max(1, reference_repeats)} before the pass, one after every {reference_every} row "
+                            "groups of it, their time left out of the pass's)",
+            "large_reference_passes": len(passes)}
 
 
 #: Targets of the scale measurements (set for a 2-core machine).

@@ -21,6 +21,11 @@ one text (:func:`live_block`), with p_d, q_d the target's and the drafter's dist
    acceptances from p_k. One more uniform draws that token. The draws are in the harvester's
    order, so with the standard rule a text is the harvester's text.
 
+Block verification (Sun et al. 2024, arXiv 2403.10444; :data:`BLOCK_VERIFICATION`) replaces steps 3
+and 4 by a joint decision on the block (:func:`block_decision`, the simulator's kernels): with the
+same k + 1 uniforms it keeps the first n drafts and draws the next token from its own residual;
+it is lossless, so it adds no damage.
+
 Damage (:class:`LiveCounts`): at every verified depth the exact total-variation damage
 TV_d = sum_v max(0, q_d(v) tau_d(v) - p_d(v)), tau_d evaluated for all V tokens, is weighted
 as the evaluator weights TV per emitted token (:mod:`evolve.eval.evaluator`, Leviathan et al.
@@ -45,6 +50,7 @@ from data.harvest.runner import BatchKV
 from data.schema import standard_threshold
 from evolve.eval.evaluator import EvalData, thresholds
 from evolve.gp.primitives import CORE_FEATURES, FEATURES
+from evolve.sim.verification import block_accept, block_masses, block_stops
 
 _ROW = {f: i for i, f in enumerate(FEATURES)}
 #: Features :func:`candidate_features` computes (target_rank only when a rule reads it).
@@ -172,6 +178,30 @@ class LiveCounts:
         return self.block_tv / self.expected_tokens if self.expected_tokens > 0 else 0.0
 
 
+def _draft_and_score(engine, batch, k: int):
+    """Steps 1 and 2 of a block of row 0: the drafts x_0..x_{k-1}, their q (k, V) and entropies (k,), the
+    target's p (k+1, V) and entropies (k+1,), and the context length before the block."""
+    state, kv = batch.rows[0], batch.kv
+    drafts, q, q_ent = engine.drafter.propose(engine, batch, [k])[0]
+    k, L = len(drafts), len(state.ctx)
+    logits = engine.run(kv, [state.ctx[kv.lengths[0]:] + drafts], k + 1)
+    p, p_ent = engine.distributions(logits[0, logits.shape[1] - k - 1:])
+    return drafts, q, q_ent, p, p_ent, L
+
+
+def _finish_block(engine, batch, drafts: list[int], n: int, nxt: int, L: int) -> list[int]:
+    """Keep ``n`` drafts and the next token ``nxt`` (none after a full block ending in end-of-sequence):
+    advance row 0's caches and context; returns the emitted tokens."""
+    state, kv = batch.rows[0], batch.kv
+    k = len(drafts)
+    emitted = drafts[:n] if (n == k and drafts[-1] in engine.eos) else drafts[:n] + [nxt]
+    kv.truncate(0, L + n)
+    kv.compact()
+    engine.drafter.commit(engine, batch, [L + n])
+    state.ctx.extend(emitted)
+    return emitted
+
+
 def live_block(engine, batch, k: int, rule, needed: Sequence[str], counts: LiveCounts) -> list[int]:
     """One speculation block of row 0 of ``batch`` with up to ``k`` drafts (the module doc's steps).
 
@@ -179,11 +209,9 @@ def live_block(engine, batch, k: int, rule, needed: Sequence[str], counts: LiveC
     ``counts`` (the damage measurement's time is subtracted from ``counts.seconds``). Returns the
     emitted tokens.
     """
-    state, kv = batch.rows[0], batch.kv
-    drafts, q, q_ent = engine.drafter.propose(engine, batch, [k])[0]
-    k, L = len(drafts), len(state.ctx)
-    logits = engine.run(kv, [state.ctx[kv.lengths[0]:] + drafts], k + 1)
-    p, p_ent = engine.distributions(logits[0, logits.shape[1] - k - 1:])
+    state = batch.rows[0]
+    drafts, q, q_ent, p, p_ent, L = _draft_and_score(engine, batch, k)
+    k = len(drafts)
     u, u_next = state.rng.random(k), state.rng.random()
     start, rank = L - state.prompt_len, "target_rank" in needed
     tau_x = rule_thresholds(rule, candidate_features(p[:k], q, p_ent[:k], q_ent, start,
@@ -196,14 +224,60 @@ def live_block(engine, batch, k: int, rule, needed: Sequence[str], counts: LiveC
         nxt = sample_index(residual_distribution(p[n], q[n] * tau_n), u_next)
     else:
         nxt = sample_index(p[k], u_next)
-    emitted = drafts[:n] if (n == k and drafts[-1] in engine.eos) else drafts[:n] + [nxt]
-    kv.truncate(0, L + n)
-    kv.compact()
-    engine.drafter.commit(engine, batch, [L + n])
-    state.ctx.extend(emitted)
+    emitted = _finish_block(engine, batch, drafts, n, nxt, L)
     t0 = time.perf_counter()
     expected = _add_damage(rule, needed, p[:k], q, p_ent[:k], q_ent, start, tau_x, counts)
     counts.seconds -= time.perf_counter() - t0
+    counts.add_call(len(emitted), expected)
+    return emitted
+
+
+@dataclass(frozen=True)
+class BlockVerification:
+    """Lossless block verification (Sun et al. 2024, arXiv 2403.10444) in place of a per-token rule
+    (:func:`live_block_verified`); ``benchmark.py live --rule block_verification``."""
+
+    name: str = "block_verification"
+
+
+#: The one instance :func:`speculative_text` recognises.
+BLOCK_VERIFICATION = BlockVerification()
+
+
+def block_decision(p: np.ndarray, q: np.ndarray, drafts: Sequence[int],
+                   eta: np.ndarray) -> tuple[int, np.ndarray, float]:
+    """Block verification's decision on one block (Sun et al. 2024, arXiv 2403.10444).
+
+    As the simulator's ``block`` verification (:mod:`evolve.sim.verification`, whose Numba kernels
+    it calls): block weights P_i = min(1, P_{i-1} p_i(x_i)/q_i(x_i)), residual masses, stopping
+    probabilities h_i; it keeps the first n drafts, n the largest i (1-based) with eta_i <= h_i.
+    Args: ``p`` float64 (k+1, V) and ``q`` float64 (k, V) the target's and the drafter's
+    distributions at depths 0..k; ``drafts`` the k drafted ids; ``eta`` float64 (k,) uniforms.
+    Returns (n, the unnormalised distribution (V,) of the next token: max(0, P_n p_n - q_n) at
+    depth n (P_0 = 1), or p_k after a full block; the expected tokens of the call given the
+    drafts, 1 + E[n]).
+    """
+    k = len(drafts)
+    rows, x = np.arange(k), np.asarray(drafts)
+    weights, masses, h = np.empty(k), np.empty(k), np.empty(k)
+    block_masses(p[:k], q, p[rows, x], q[rows, x], k, weights, masses)
+    expected = 1.0 + block_stops(weights, masses, k, h)
+    n = int(block_accept(h, eta, k))
+    if n == k:
+        return n, p[k], expected
+    residual = np.maximum((1.0 if n == 0 else weights[n - 1]) * p[n] - q[n], 0.0)
+    return n, (residual if residual.sum() > 0 else p[n]), expected
+
+
+def live_block_verified(engine, batch, k: int, counts: LiveCounts) -> list[int]:
+    """One block of row 0 verified jointly by block verification (:func:`block_decision`): k uniforms
+    for the decision, one more to draw the next token. Lossless, so no damage is added; the call's
+    expected tokens are 1 + E[n] given the drafts. Returns the emitted tokens."""
+    state = batch.rows[0]
+    drafts, q, _, p, _, L = _draft_and_score(engine, batch, k)
+    eta, u_next = state.rng.random(len(drafts)), state.rng.random()
+    n, dist, expected = block_decision(p, q, drafts, eta)
+    emitted = _finish_block(engine, batch, drafts, n, sample_index(dist, u_next), L)
     counts.add_call(len(emitted), expected)
     return emitted
 
@@ -225,7 +299,8 @@ def _add_damage(rule, needed, p, q, p_ent, q_ent, start, tau_x, counts: LiveCoun
 
 def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_new_tokens: int,
                      rng: np.random.Generator) -> tuple[list[int], LiveCounts]:
-    """Decode one text of at most ``max_new_tokens`` tokens by speculative decoding with ``rule``.
+    """Decode one text of at most ``max_new_tokens`` tokens by speculative decoding with ``rule`` (a rule, or
+    :data:`BLOCK_VERIFICATION` for lossless block verification, :func:`live_block_verified`).
 
     Block sizes are min(gamma, remaining - 1), and with one token left the target samples it alone
     (as the harvester does); a text stops after an end-of-sequence token. Returns (the generated
@@ -234,7 +309,8 @@ def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_ne
     """
     import torch
 
-    needed = rule_features(rule)
+    verified = isinstance(rule, BlockVerification)
+    needed = () if verified else rule_features(rule)
     counts = LiveCounts()
     t0 = time.perf_counter()
     with torch.inference_mode():
@@ -243,7 +319,9 @@ def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_ne
         state = batch.rows[0]
         while state.generated < max_new_tokens:
             k = min(gamma, max_new_tokens - state.generated - 1)
-            if k > 0:
+            if k > 0 and verified:
+                emitted = live_block_verified(engine, batch, k, counts)
+            elif k > 0:
                 emitted = live_block(engine, batch, k, rule, needed, counts)
             else:
                 emitted = [_target_step(engine, batch.kv, state.ctx, state.rng)]
@@ -289,5 +367,6 @@ def autoregressive_text(engine, prompt_ids: Sequence[int], max_new_tokens: int,
     return generated, counts
 
 
-__all__ = ["COMPUTED", "LiveCounts", "autoregressive_text", "candidate_features", "live_block", "rule_features",
+__all__ = ["BLOCK_VERIFICATION", "COMPUTED", "BlockVerification", "LiveCounts", "autoregressive_text",
+           "block_decision", "candidate_features", "live_block", "live_block_verified", "rule_features",
            "rule_thresholds", "speculative_text"]
