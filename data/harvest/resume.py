@@ -140,18 +140,6 @@ def write_shard_part(path: Path, texts: Sequence[tuple[pd.DataFrame, dict[str, A
                                               "rows": [len(f) for f in frames]})
 
 
-def read_part(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """A one-text part file's (records, info). Raises: InputError for a damaged file."""
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-        info = json.loads((table.schema.metadata or {})[b"harvest"])
-    except Exception as exc:
-        raise InputError(f"{path}: damaged harvest part file ({_short(exc)}); delete it to redo that text") from None
-    return table.to_pandas(), info
-
-
 def _damaged(path: Path, exc: Exception) -> InputError:
     return InputError(f"{path}: damaged harvest part file ({_short(exc)}); delete it to redo its texts")
 
