@@ -7,11 +7,11 @@
     python benchmark.py perf [--output results/perf.json] ...
 
 Without a subcommand it scores every registered rule and every champion on a split
-(:mod:`evolve.report.compare`): the acceptance-quality metrics, their expected values and, on data
+(:mod:`evolve.report.compare.table`): the acceptance-quality metrics, their expected values and, on data
 with ``draft_index``, tokens per target call, speedup and TV per emitted token. ``pareto``
-compares published rule families with evolved fronts at TV budgets (:mod:`evolve.report.pareto`),
+compares published rule families with evolved fronts at TV budgets (:mod:`evolve.report.pareto.command`),
 ``simulate`` runs the decode-loop simulator (:mod:`evolve.report.simulate`) and ``perf`` measures
-the evaluator's speed (:mod:`evolve.report.perf`). The command line lives in
+the evaluator's speed (:mod:`evolve.report.perf.command`). The command line lives in
 :mod:`evolve.cli.benchmark`; every option is listed in docs/commands.md.
 """
 from evolve.cli.benchmark import cli

@@ -5,8 +5,8 @@
     python generate_data.py harvest --target PATH (--draft PATH | --draft-skip-layers LIST |
                                     --draft-window SINK,RECENT) --prompts FILE [options]
 
-Without a subcommand it generates a synthetic dataset (:mod:`data.synth.generate`); ``harvest``
-records traces from local language models (:mod:`data.harvest.engine`). The command line lives in
+Without a subcommand it generates a synthetic dataset (:mod:`evolve.traces.synth.generate`); ``harvest``
+records traces from local language models (:mod:`evolve.traces.harvest.engine`). The command line lives in
 :mod:`evolve.cli.generate`; every option is listed in docs/commands.md and the files it writes in
 docs/schema.md.
 """

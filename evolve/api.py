@@ -13,14 +13,14 @@ plain dataclasses:
   fame and (for a ``pareto`` run) the front as frames;
 * :func:`load_champion`: a champion file or run directory as a rule.
 
-Errors in the arguments raise :class:`data.errors.InputError` with one line naming the value.
+Errors in the arguments raise :class:`evolve.errors.InputError` with one line naming the value.
 
 Example (a tiny dataset of the vocab model, which records speculation blocks, so block metrics
 apply)::
 
     >>> import tempfile
     >>> from pathlib import Path
-    >>> from data.synth import generate
+    >>> from evolve.traces.synth import generate
     >>> from evolve import api
     >>> work = Path(tempfile.mkdtemp())
     >>> files = generate.write(generate.generate_dataset("vocab", seed=1, sequences=10), work / "data")
@@ -58,8 +58,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pandas as pd
 
-from data.errors import InputError
-from data.io import SPLITS, Traces, load_split, split_path
+from evolve.errors import InputError
+from evolve.traces.io import SPLITS, Traces, load_split, split_path
 from evolve.eval.evaluator import DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, evaluate
 from evolve.gp.compiler import Node, Program, parse, to_sympy
 from evolve.gp.primitives import FEATURES
@@ -89,7 +89,7 @@ def load_dataset(path: str | os.PathLike, splits: Iterable[str] | None = None) -
         splits: names to load; None loads every split the directory has.
 
     Returns: ``{split: DataFrame}`` in the order train, valid, test; one row per drafted token, the
-    schema's columns (:mod:`data.schema`: int64 ``seq_id`` and ``position``, float64
+    schema's columns (:mod:`evolve.traces.schema`: int64 ``seq_id`` and ``position``, float64
     probabilities and entropies in nats, bool ``top_token_match`` and ``baseline_accepts``, float64
     ``rand_value``, and the optional columns the files have).
 
@@ -158,7 +158,7 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
             a :class:`heuristics.contract.Rule`, a compiled :class:`evolve.gp.compiler.Program`, or
             the path (``pathlib.Path``) of a champion file or run directory.
         data: a dataset directory, the dict :func:`load_dataset` returns, one split as a DataFrame,
-            :class:`data.io.Traces` or :class:`evolve.eval.evaluator.EvalData`.
+            :class:`evolve.traces.io.Traces` or :class:`evolve.eval.evaluator.EvalData`.
         split: the split read from a directory or dict (``"test"`` by default: searches never read it).
         gamma: draft length for the block metrics (``tokens_per_call``, ``speedup``,
             ``tv_per_token``), on splits with ``draft_index``; None leaves them None.

@@ -56,4 +56,4 @@ BASELINES: tuple[Rule, ...] = (
     ratio_floor(0.3),
 )
 
-__all__ = ["BASELINES", "PROJECT", "STANDARD", "ratio_floor"]
+__all__ = ["BASELINES", "PROJECT", "ratio_floor"]

@@ -33,7 +33,7 @@ into a package shadowing this module), no built-in rule's name. Saving never
 writes into the package's source outside the champions directory, never into a
 run directory it reads from, and never replaces a ``NAME.py`` that is not a
 generated champion file; a champions directory that does not exist is read as
-empty with an :class:`data.errors.InputWarning`.
+empty with an :class:`evolve.errors.InputWarning`.
 """
 from __future__ import annotations
 
@@ -48,9 +48,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from data.errors import InputError, InputWarning, os_error_text
-from data.io import atomic_write_text
-from data.paths import check_output_dir
+from evolve.errors import InputError, InputWarning, os_error_text
+from evolve.traces.io import atomic_write_text
+from evolve.traces.paths import check_output_dir
 from evolve.gp.compiler import Node, parse, to_string
 from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION
 from heuristics.baselines import BASELINES
@@ -312,7 +312,7 @@ def champion_files(directory: str | os.PathLike | None = None) -> list[Path]:
     """``*.json`` files of the champions directory (default :func:`champions_dir`), sorted by name.
 
     A directory that does not exist holds none; unless it is the package's own
-    (:data:`PACKAGE_DIR`) that is said in an :class:`data.errors.InputWarning`.
+    (:data:`PACKAGE_DIR`) that is said in an :class:`evolve.errors.InputWarning`.
     Raises: InputError when the path exists but is not a directory, or cannot be listed.
     """
     d = Path(directory) if directory is not None else champions_dir()
@@ -359,7 +359,7 @@ def save_champion(champion: Champion, directory: str | os.PathLike | None = None
     Returns: (json path, py path). Raises: InputError for an invalid champion or
     name, an existing file when ``overwrite`` is False, a ``NAME.py`` that is not
     a generated champion file, a directory refused by
-    :func:`data.paths.check_output_dir` (inside the package's source other than
+    :func:`evolve.traces.paths.check_output_dir` (inside the package's source other than
     :data:`PACKAGE_DIR`, not writable, a file...), or a failed write.
     """
     d = Path(directory) if directory is not None else champions_dir()

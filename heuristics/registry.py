@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
-from data.errors import InputError
+from evolve.errors import InputError
 from heuristics.baselines import BASELINES
 from heuristics.champions import list_champions
 from heuristics.contract import Rule

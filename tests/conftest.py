@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from data.io import Traces, write_dataset
-from data.synth.independent import generate_split
+from evolve.traces.io import Traces, write_dataset
+from evolve.traces.synth.independent import generate_split
 
 
 @pytest.fixture(scope="session")
@@ -63,8 +63,8 @@ def small_search_dataset(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def vocab_dataset(tmp_path_factory) -> Path:
     """The vocab model's dataset with random seed 5 and 40 train sequences (valid and test sized by
-    :func:`data.synth.generate.split_sizes`), written as Parquet."""
-    from data.synth import generate
+    :func:`evolve.traces.synth.generate.split_sizes`), written as Parquet."""
+    from evolve.traces.synth import generate
 
     path = tmp_path_factory.mktemp("vocab")
     generate.write(generate.generate_dataset("vocab", 5, 40), path)

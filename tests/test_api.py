@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from data.errors import InputError
-from data.io import load_split, write_dataset
-from data.synth import generate
+from evolve.errors import InputError
+from evolve.traces.io import load_split, write_dataset
+from evolve.traces.synth import generate
 from evolve import api
 from evolve.eval.evaluator import EvalData, Metrics, evaluate
 from evolve.search.config import resolve

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data.io import Traces
+from evolve.traces.io import Traces
 from evolve.eval.evaluator import EvalData, AcceptanceQualityFitness, evaluate, reference_metrics, thresholds
 from heuristics.baselines import ratio_floor
 from heuristics.contract import Rule
@@ -150,7 +150,7 @@ def test_function_rule_extra_columns(independent_traces):
     data = EvalData.from_traces(Traces.from_frame(frame))
     m = evaluate(Rule("extra", function=_top_fn, extra_columns=("overlap",)), data)
     assert m.expected_acceptance == pytest.approx(0.25)
-    from data.errors import InputError
+    from evolve.errors import InputError
     with pytest.raises(InputError, match="needs column 'overlap'"):
         evaluate(Rule("extra", function=_top_fn, extra_columns=("overlap",)), EvalData.from_traces(independent_traces))
 

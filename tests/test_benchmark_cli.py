@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 import benchmark
-from evolve.report import compare
+from evolve.report.compare.table import champion_module
 from evolve.cli.errors import CliGroup
-from data.io import load_split, write_dataset
-from data.synth.independent import generate_split
+from evolve.traces.io import load_split, write_dataset
+from evolve.traces.synth.independent import generate_split
 from evolve.gp.compiler import evaluate_numpy
 from evolve.eval.evaluator import reference_metrics
 from heuristics.baselines import BASELINES
@@ -391,7 +391,7 @@ def test_output_into_a_directory_is_refused(tmp_path, dataset, empty_champions):
 
 def _champion_doc(name: str, expression: str) -> dict:
     """A valid champion file object, built with the champion module's own writer."""
-    module = compare.champion_module()
+    module = champion_module()
     metrics = {"fitness": 0.5, "acceptance_rate": 0.5}
     champ = module.Champion(name=name, expression=expression, description="hand-written for a test",
                             metrics={"train": metrics, "valid": metrics}, provenance={"test": True})

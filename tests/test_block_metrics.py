@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data.errors import InputError
-from data.io import Traces
+from evolve.errors import InputError
+from evolve.traces.io import Traces
 from evolve.gp.compiler import compile_expression
 from evolve.eval.closed_forms import (
     naive_theoretical_speedup as seed001_theoretical_speedup, speedup_constant, tokens_per_call_constant,

@@ -12,12 +12,15 @@ import itertools
 import numpy as np
 import pytest
 
-from data.errors import InputError
-from data.io import Traces
+from evolve.errors import InputError
+from evolve.traces.io import Traces
 from evolve.eval.block_verification import block_verification_metrics, block_verification_tokens
 from evolve.eval.evaluator import EvalData, evaluate
 from evolve.gp.primitives import FEATURES
-from evolve.report import compare
+from evolve.report.compare.rows import Comparison
+from evolve.report.compare.rows import ROW_KEYS
+from evolve.report.compare.table import block_verification_row
+from evolve.report.compare.format import format_table
 from heuristics.contract import STANDARD_RULE
 
 
@@ -233,26 +236,26 @@ def test_the_benchmark_row_and_its_note():
     traces = _traces_of(m, 3)
     data = EvalData.from_traces(traces)
     assert "draft_index" in data.available and "block_residual_mass" not in FEATURES
-    row, note = compare.block_verification_row(traces, data, 3, 0.05, repeats=1)
+    row, note = block_verification_row(traces, data, 3, 0.05, repeats=1)
     assert note is None and row.heuristic == "block_verification" and row.kind == "verifier"
     want = block_verification_tokens(traces["target_prob"], traces["draft_prob"], traces["draft_index"],
                                      traces["block_residual_mass"], 3).mean()
     rec = row.to_dict()
-    assert list(rec) == list(compare.ROW_KEYS)
+    assert list(rec) == list(ROW_KEYS)
     assert rec["tokens_per_call"] == pytest.approx(want) and rec["tv_per_token"] == 0.0 and rec["tokens"] == data.n
     assert rec["speedup"] == pytest.approx(want / 1.15) and rec["fitness"] is None and rec["acceptance_rate"] is None
-    comp = compare.Comparison([row], splits=("test",), tokens={"test": data.n}, sources={"test": "tiny"},
+    comp = Comparison([row], splits=("test",), tokens={"test": data.n}, sources={"test": "tiny"},
                               gamma={"test": 3})
-    table = compare.format_table(comp)
+    table = format_table(comp)
     assert "block_verification" in table and "block verification (Sun et al. 2024" in table
     del traces.columns["block_residual_mass"]
-    row, note = compare.block_verification_row(traces, data, 3)
+    row, note = block_verification_row(traces, data, 3)
     assert row is None and "lacks column 'block_residual_mass'" in note
-    assert compare.block_verification_row(traces, data, None) == (None, None)  # no blocks, no note
+    assert block_verification_row(traces, data, None) == (None, None)  # no blocks, no note
 
 
 def test_block_verification_beats_tokenwise_on_generated_data(vocab_dataset):
-    from data.io import load_split
+    from evolve.traces.io import load_split
     traces = load_split(vocab_dataset, "test")
     if not traces.has("block_residual_mass"):
         pytest.skip("the vocab generator does not write block_residual_mass yet")

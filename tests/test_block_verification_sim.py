@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from data.errors import InputError
-from data.io import Traces
-from data.synth.block_columns import residual_mass
-from data.synth.vocab_model import VocabModelConfig
+from evolve.errors import InputError
+from evolve.traces.io import Traces
+from evolve.traces.synth.block_columns import residual_mass
+from evolve.traces.synth.vocab_model import VocabModelConfig
 from evolve.eval.block_verification import block_verification_tokens
 from evolve.sim.chain import B_ANALYTIC, B_TOKENS, B_TV_COUNT, B_TV_EXPECTED, R_ACCEPTED, R_R, R_U
 from evolve.sim.decoding import chain_at_context, chain_traces, chi_square_pvalue, context_damage, simulate_chain

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data.errors import InputError
+from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData, evaluate, thresholds
 from evolve.gp.primitives import PRIMITIVE_SET_VERSION
 from heuristics.champions import (

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from data.errors import InputError
-from data.io import Traces, write_dataset
-from data.synth.independent import generate_split
+from evolve.errors import InputError
+from evolve.traces.io import Traces, write_dataset
+from evolve.traces.synth.independent import generate_split
 from evolve.cli.evolve import cli as evolve_cli
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import CORE_FEATURES
@@ -177,7 +177,7 @@ def _eval(sequences: int, seed: int, name: str) -> EvalData:
 
 @pytest.mark.parametrize("fitness", ["acceptance_quality", "pareto"])
 def test_resuming_from_every_snapshot_gives_the_same_search(fitness, vocab_dataset, tmp_path):
-    from data.io import load_split
+    from evolve.traces.io import load_split
 
     if fitness == "pareto":
         train, valid = (EvalData.from_traces(load_split(vocab_dataset, s)) for s in ("train", "valid"))

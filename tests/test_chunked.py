@@ -9,17 +9,17 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from data.errors import InputError
-from data.chunks import iter_split_chunks, split_row_groups
-from data.io import SPLITS, load_dataset, load_metadata, load_split, write_dataset
-from data.schema import split_stats
-from data.synth import chunked
+from evolve.errors import InputError
+from evolve.traces.chunks import iter_split_chunks, split_row_groups
+from evolve.traces.io import SPLITS, load_dataset, load_metadata, load_split, write_dataset
+from evolve.traces.schema import split_stats
+from evolve.traces.synth import chunked
 from evolve.eval.chunked import score_split_chunks
 from evolve.eval.evaluator import EvalData
 from evolve.eval.layouts import Count
 from evolve.eval.population import score_counts
 from evolve.gp.compiler import compile_nodes, from_tree, parse
-from generate_data import cli
+from evolve.cli.generate import cli
 
 SMALL = ["--sequences", "30", "--chunk-sequences", "7", "--vocab-size", "64"]
 #: Counts that are integers (exact whatever the summation order).
@@ -96,7 +96,7 @@ def test_chunk_option_errors(tmp_path):
 
 
 def test_failed_chunked_write_keeps_previous_dataset(tmp_path):
-    from data.synth.independent import generate_split
+    from evolve.traces.synth.independent import generate_split
     write_dataset(tmp_path, {"train": generate_split(5, 1)}, {})
     before = (tmp_path / "train.parquet").read_bytes()
 
@@ -136,7 +136,7 @@ def chunked_vocab(tmp_path_factory):
 
 def _programs(data: EvalData):
     from evolve.gp.primitives import build_pset
-    from evolve.report.perf_measure import random_programs
+    from evolve.report.perf.measure import random_programs
     from heuristics.registry import get_rule
     trees = random_programs(build_pset(data.available), 24, 5)
     texts = ["min(1.0, mul(1.3, div(target_prob, draft_prob)))", "sub(overlap, 0.2)", "log(draft_prob)"]

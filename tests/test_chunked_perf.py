@@ -6,9 +6,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from data.chunks import split_row_groups
-from data.io import load_metadata
-from evolve.report import perf_islands
+from evolve.traces.chunks import split_row_groups
+from evolve.traces.io import load_metadata
+from evolve.report.perf import islands as perf_islands
+from evolve.report.perf.islands import measure_large
 
 KEYS = {"tokens_100m_seconds", "resident_bytes_per_token_100m", "cost_per_token_ratio", "resident_peak_bytes_100m",
         "large_generate_seconds", "large_tokens_actual", "large_method"}
@@ -17,7 +18,7 @@ KEYS = {"tokens_100m_seconds", "resident_bytes_per_token_100m", "cost_per_token_
 @pytest.mark.slow
 def test_measure_large_generates_then_reuses(tmp_path):
     said = []
-    first = perf_islands.measure_large(20_000, tmp_path, reference_tokens=5_000, reference_repeats=1,
+    first = measure_large(20_000, tmp_path, reference_tokens=5_000, reference_repeats=1,
                                        progress=said.append)
     assert KEYS <= set(first)
     path = tmp_path / "vocab-seed42-20000"
@@ -29,7 +30,7 @@ def test_measure_large_generates_then_reuses(tmp_path):
     assert first["large_row_groups"] == len(groups) == 4 and first["large_reference_row_groups"] == 1
     assert 0 < first["resident_peak_bytes_100m"] < 2 * 1024 ** 3 and first["cost_per_token_ratio"] > 0
     assert any("generating" in line for line in said)
-    again = perf_islands.measure_large(20_000, tmp_path, reference_tokens=5_000, reference_repeats=1,
+    again = measure_large(20_000, tmp_path, reference_tokens=5_000, reference_repeats=1,
                                        reference_every=1)
     assert again["large_reused"] and again["large_generate_seconds"] is None
     # one reference pass before and one after each row group of the large pass but the last
@@ -38,7 +39,7 @@ def test_measure_large_generates_then_reuses(tmp_path):
     # other settings (here the chunk size) in the same directory: generated again
     meta["chunk_sequences"] = 1
     (path / "metadata.json").write_text(json.dumps(meta))
-    third = perf_islands.measure_large(20_000, tmp_path, reference_tokens=5_000, reference_repeats=1)
+    third = measure_large(20_000, tmp_path, reference_tokens=5_000, reference_repeats=1)
     assert not third["large_reused"] and load_metadata(path)["chunk_sequences"] == first["large_chunk_sequences"]
 
 

@@ -1,4 +1,4 @@
-"""evolve.report.compare: scoring every rule on a split, deltas, skipping, and the four output formats."""
+"""evolve.report.compare.table: scoring every rule on a split, deltas, skipping, and the four output formats."""
 from __future__ import annotations
 
 import csv
@@ -8,10 +8,14 @@ import json
 import numpy as np
 import pytest
 
-from data.errors import InputError
-from data.io import Traces
-from data.synth.independent import generate_split
-from evolve.report import compare
+from evolve.errors import InputError
+from evolve.traces.io import Traces
+from evolve.traces.synth.independent import generate_split
+from evolve.report.compare.rows import ComparedRule, Comparison, FORMATS
+from evolve.report.compare.rows import ROW_KEYS
+from evolve.report.compare.table import baseline_entries, resolve_splits, score_split, timed_evaluate
+from evolve.report.compare.format import format_csv, format_json, format_markdown, format_table
+from evolve.report.output import write_output
 from evolve.report.output import resolve_format
 from evolve.gp.compiler import evaluate_numpy
 from evolve.eval.evaluator import EvalData, evaluate, reference_metrics
@@ -29,25 +33,25 @@ def split(traces) -> EvalData:
     return EvalData.from_traces(traces)
 
 
-def _champion(name: str, expression: str) -> compare.ComparedRule:
-    return compare.ComparedRule(Rule(name, expression=expression), "champion", f"{name}.json")
+def _champion(name: str, expression: str) -> ComparedRule:
+    return ComparedRule(Rule(name, expression=expression), "champion", f"{name}.json")
 
 
-def _comparison(split, entries, repeats=1) -> compare.Comparison:
-    rows, notes = compare.score_split(entries, split, repeats)
-    return compare.Comparison(rows, notes, repeats, (split.split,), {split.split: split.n},
+def _comparison(split, entries, repeats=1) -> Comparison:
+    rows, notes = score_split(entries, split, repeats)
+    return Comparison(rows, notes, repeats, (split.split,), {split.split: split.n},
                               {split.split: split.source})
 
 
 def test_baseline_entries_are_the_registry():
-    names = [e.rule.name for e in compare.baseline_entries()]
+    names = [e.rule.name for e in baseline_entries()]
     assert names[:len(BASELINES)] == [r.name for r in BASELINES]
-    assert all(e.kind == "baseline" for e in compare.baseline_entries())
+    assert all(e.kind == "baseline" for e in baseline_entries())
 
 
 def test_rows_match_the_numpy_reference(split, traces):
-    entries = [compare.ComparedRule(r, "baseline", "registry") for r in BASELINES]  # the seven baselines
-    rows, notes = compare.score_split(entries, split, repeats=2)
+    entries = [ComparedRule(r, "baseline", "registry") for r in BASELINES]  # the seven baselines
+    rows, notes = score_split(entries, split, repeats=2)
     assert not notes and [r.heuristic for r in rows] == [e.rule.name for e in entries]
     cols = {k: traces[k].astype(np.float64) for k in ("draft_prob", "target_prob", "position", "draft_entropy",
                                                      "target_entropy", "top_token_match")}
@@ -65,17 +69,17 @@ def test_rows_match_the_numpy_reference(split, traces):
 
 def test_timed_evaluate_returns_the_metrics_and_a_time(split):
     rule = BASELINES[0]
-    metrics, ms = compare.timed_evaluate(rule, split, repeats=2)
+    metrics, ms = timed_evaluate(rule, split, repeats=2)
     assert metrics == evaluate(rule, split)
     assert 0 < ms < 60_000
     with pytest.raises(ValueError):
-        compare.timed_evaluate(rule, split, repeats=0)
+        timed_evaluate(rule, split, repeats=0)
 
 
 def test_champion_deltas_against_standard_rejection(split):
-    entries = compare.baseline_entries() + [_champion("floor_half", "max(min(1.0, div(target_prob, draft_prob)), 0.5)"),
+    entries = baseline_entries() + [_champion("floor_half", "max(min(1.0, div(target_prob, draft_prob)), 0.5)"),
                                             _champion("same_as_standard", "min(1.0, div(target_prob, draft_prob))")]
-    rows, _ = compare.score_split(entries, split, repeats=1)
+    rows, _ = score_split(entries, split, repeats=1)
     by = {r.heuristic: r for r in rows}
     std, floor, same = by["standard_rejection"], by["floor_half"], by["same_as_standard"]
     assert floor.kind == "champion"
@@ -89,8 +93,8 @@ def test_champion_deltas_against_standard_rejection(split):
 
 def test_rule_needing_a_missing_column_is_skipped_with_a_note(split):
     needs = _champion("uses_overlap", "min(1.0, add(div(target_prob, draft_prob), overlap))")
-    entries = compare.baseline_entries() + [needs]
-    rows, notes = compare.score_split(entries, split, repeats=1)
+    entries = baseline_entries() + [needs]
+    rows, notes = score_split(entries, split, repeats=1)
     assert "uses_overlap" not in {r.heuristic for r in rows}
     # seed-model data has no optional columns: published rules that need one are skipped too
     needing = [e.rule.name for e in entries if e.rule.columns_needed]
@@ -100,35 +104,35 @@ def test_rule_needing_a_missing_column_is_skipped_with_a_note(split):
 
 
 def test_duplicate_labels_are_disambiguated(split):
-    other = compare.ComparedRule(Rule("x", expression="0.25"), "champion", "other/x.json")
-    entries = compare.baseline_entries() + [_champion("x", "0.5"), other]
-    rows, _ = compare.score_split(entries, split, repeats=1)
+    other = ComparedRule(Rule("x", expression="0.25"), "champion", "other/x.json")
+    entries = baseline_entries() + [_champion("x", "0.5"), other]
+    rows, _ = score_split(entries, split, repeats=1)
     labels = [r.heuristic for r in rows if r.kind == "champion"]
     assert labels == ["x", "x (x.json)"]
 
 
 def test_resolve_options():
-    assert compare.resolve_splits("all") == ("train", "valid", "test")
-    assert compare.resolve_splits("valid") == ("valid",)
+    assert resolve_splits("all") == ("train", "valid", "test")
+    assert resolve_splits("valid") == ("valid",)
     with pytest.raises(InputError, match="--split"):
-        compare.resolve_splits("holdout")
-    assert resolve_format(None, None, compare.FORMATS) == "table"
-    assert resolve_format(None, "out/x.json", compare.FORMATS) == "json"
-    assert resolve_format(None, "x.md", compare.FORMATS) == "markdown"
-    assert resolve_format(None, "x.csv", compare.FORMATS) == "csv"
-    assert resolve_format("csv", "x.json", compare.FORMATS) == "csv"
+        resolve_splits("holdout")
+    assert resolve_format(None, None, FORMATS) == "table"
+    assert resolve_format(None, "out/x.json", FORMATS) == "json"
+    assert resolve_format(None, "x.md", FORMATS) == "markdown"
+    assert resolve_format(None, "x.csv", FORMATS) == "csv"
+    assert resolve_format("csv", "x.json", FORMATS) == "csv"
     with pytest.raises(InputError, match="--format"):
-        resolve_format("html", None, compare.FORMATS)
+        resolve_format("html", None, FORMATS)
 
 
 def test_json_and_csv_hold_the_same_rows(split):
-    comp = _comparison(split, compare.baseline_entries() + [_champion("c", "0.9")])
-    records = json.loads(compare.format_json(comp))
-    assert [list(r) for r in records] == [list(compare.ROW_KEYS)] * len(comp.rows)
-    table = list(csv.DictReader(io.StringIO(compare.format_csv(comp))))
+    comp = _comparison(split, baseline_entries() + [_champion("c", "0.9")])
+    records = json.loads(format_json(comp))
+    assert [list(r) for r in records] == [list(ROW_KEYS)] * len(comp.rows)
+    table = list(csv.DictReader(io.StringIO(format_csv(comp))))
     assert len(table) == len(records)
     for rec, line in zip(records, table):
-        for key in compare.ROW_KEYS:
+        for key in ROW_KEYS:
             if rec[key] is None:
                 assert line[key] == ""
             elif isinstance(rec[key], (int, float)):
@@ -142,9 +146,9 @@ def test_json_and_csv_hold_the_same_rows(split):
 
 def test_table_and_markdown_show_every_rule_and_the_notes(split):
     needs = _champion("uses_overlap", "overlap")
-    comp = _comparison(split, compare.baseline_entries() + [_champion("c", "0.9"), needs])
-    table = compare.format_table(comp)
-    md = compare.format_markdown(comp)
+    comp = _comparison(split, baseline_entries() + [_champion("c", "0.9"), needs])
+    table = format_table(comp)
+    md = format_markdown(comp)
     for text in (table, md):
         for name in [r.name for r in BASELINES] + ["c"]:
             assert name in text
@@ -161,17 +165,17 @@ def test_table_and_markdown_show_every_rule_and_the_notes(split):
 
 
 def test_no_delta_columns_without_champions(split):
-    comp = _comparison(split, compare.baseline_entries())
-    assert "ΔFitness" not in compare.format_table(comp) and "ΔFitness" not in compare.format_markdown(comp)
+    comp = _comparison(split, baseline_entries())
+    assert "ΔFitness" not in format_table(comp) and "ΔFitness" not in format_markdown(comp)
 
 
 def test_write_output_is_atomic_and_refuses_directories(tmp_path):
     target = tmp_path / "sub" / "out.txt"
-    compare.write_output("hello\n", target)
+    write_output("hello\n", target)
     assert target.read_text() == "hello\n"
     assert not [p for p in target.parent.iterdir() if ".tmp-" in p.name]
     with pytest.raises(InputError, match="--output"):
-        compare.write_output("x", tmp_path)
+        write_output("x", tmp_path)
 
 
 def test_block_level_columns(tmp_path):
@@ -181,7 +185,7 @@ def test_block_level_columns(tmp_path):
     from click.testing import CliRunner
 
     import benchmark
-    from data.synth.generate import generate_dataset, write
+    from evolve.traces.synth.generate import generate_dataset, write
 
     write(generate_dataset("vocab", 3, 30), tmp_path / "vocab", "parquet")
     runner = CliRunner()

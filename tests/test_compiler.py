@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import assert_same_floats
-from data.errors import InputError
+from evolve.errors import InputError
 from evolve.gp.compiler import (
     Node, compile_nodes, compile_tree, evaluate_numpy, from_tree, parse, simplify, to_string, to_tree,
 )

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data.errors import InputError
-from data.io import Traces
+from evolve.errors import InputError
+from evolve.traces.io import Traces
 from evolve.gp.compiler import evaluate_numpy
 from evolve.sim.chain import B_ANALYTIC, B_TOKENS, B_TV_COUNT, B_TV_EXPECTED, R_R, R_TAU, R_U, S_CALLS
 from evolve.sim.decoding import chain_at_context, chain_traces, chi_square_pvalue, rule_program, simulate_chain

@@ -10,9 +10,9 @@ import pytest
 from deap import gp
 
 from conftest import assert_same_floats
-from data.errors import InputError
-from data.io import Traces
-from data.synth.independent import generate_split
+from evolve.errors import InputError
+from evolve.traces.io import Traces
+from evolve.traces.synth.independent import generate_split
 from evolve.gp.compiler import compile_expression, compile_tree, evaluate_numpy, from_tree, parse, to_string
 from evolve.eval.evaluator import (
     EvalData, AcceptanceQualityFitness, evaluate, evaluate_thresholds, metrics_from_counts, reference_metrics, thresholds,
@@ -286,7 +286,7 @@ def test_perf_harness_smoke(tmp_path):
     import json
     from click.testing import CliRunner
     from evolve.cli.perf import perf
-    from evolve.report.perf import REQUIRED_KEYS
+    from evolve.report.perf.command import REQUIRED_KEYS
     out = tmp_path / "perf.json"
     result = CliRunner().invoke(perf, ["--output", str(out), "--data", str(tmp_path / "none"), "--programs", "12",
                                        "--population", "12", "--generations", "1", "--sizes", "1500,3000",

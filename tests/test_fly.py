@@ -15,7 +15,7 @@ import itertools
 import numpy as np
 import pytest
 
-from data.errors import InputError
+from evolve.errors import InputError
 from evolve.sim.chain import B_ANALYTIC, B_TOKENS, B_TV_COUNT, B_TV_EXPECTED, R_ACCEPTED, R_R, R_U
 from evolve.sim.decoding import chain_at_context, chain_traces, chi_square_pvalue, context_damage, simulate_chain
 from evolve.sim.models import SyntheticModel, distributions_at, random_context

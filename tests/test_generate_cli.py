@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from data.synth import generate
-from data.errors import InputError
-from data.io import SPLITS, load_dataset, load_metadata
-from data.schema import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, split_stats
-from generate_data import cli
+from evolve.traces.synth import generate
+from evolve.errors import InputError
+from evolve.traces.io import SPLITS, load_dataset, load_metadata
+from evolve.traces.schema import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, split_stats
+from evolve.cli.generate import cli
 
 SMALL = ["--sequences", "20", "--vocab-size", "64"]
 
@@ -77,7 +77,7 @@ def test_same_seed_same_dataset_and_split_seeds_are_documented(tmp_path):
     assert not pd.read_parquet(a / "train.parquet").equals(pd.read_parquet(c / "train.parquet"))
     # each split can be regenerated alone from its recorded seed
     meta = load_metadata(a)
-    from data.synth.vocab_model import VocabModelConfig, generate_split
+    from evolve.traces.synth.vocab_model import VocabModelConfig, generate_split
     again = generate_split(6, meta["split_seeds"]["test"], VocabModelConfig(**meta["config"]))
     pd.testing.assert_frame_equal(again, pd.read_parquet(a / "test.parquet"))
 

@@ -21,11 +21,11 @@ scipy_stats = pytest.importorskip("scipy.stats")
 
 from click.testing import CliRunner  # noqa: E402
 
-from data.errors import InputError  # noqa: E402
-from data.harvest import engine as hv  # noqa: E402
-from data.harvest.config import parse_layer_list, parse_window  # noqa: E402
+from evolve.errors import InputError  # noqa: E402
+from evolve.traces.harvest import engine as hv  # noqa: E402
+from evolve.traces.harvest.config import parse_layer_list, parse_window  # noqa: E402
 from evolve.cli.harvest import harvest as harvest_cmd  # noqa: E402
-from data.io import SPLITS, load_dataset, load_metadata  # noqa: E402
+from evolve.traces.io import SPLITS, load_dataset, load_metadata  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(29)]
 GAMMA = 4

@@ -17,8 +17,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("scipy.stats")
 
-from data.harvest import engine as hv  # noqa: E402
-from data.io import SPLITS, load_dataset  # noqa: E402
+from evolve.traces.harvest import engine as hv  # noqa: E402
+from evolve.traces.io import SPLITS, load_dataset  # noqa: E402
 from test_harvest import WORDS, _chi2_pvalue, _first_tokens, _llama, _run, one_thread  # noqa: E402,F401
 
 GAMMA = 4

@@ -26,8 +26,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from data.io import load_split, write_dataset
-from data.paths import ROOT, RUN_FILES
+from evolve.traces.io import load_split, write_dataset
+from evolve.traces.paths import ROOT, RUN_FILES
 from evolve.cli.benchmark import cli as benchmark_cli
 from evolve.cli.evolve import cli as evolve_cli
 from evolve.cli.generate import cli as generate_cli

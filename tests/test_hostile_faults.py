@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from data.io import load_split
+from evolve.traces.io import load_split
 from heuristics.champions import ENV_DIR
 from test_hostile import Workspace, base_run, check, invoke, snapshot, ws  # noqa: F401 (fixtures)
 
@@ -200,7 +200,7 @@ def test_run_directory_that_cannot_be_written_is_rescued(ws, rescue, monkeypatch
 
 
 def test_dataset_that_cannot_be_written_is_rescued(ws, rescue, monkeypatch):
-    import data.synth.generate as generate
+    import evolve.traces.synth.generate as generate
 
     out = ws.root / "new"
     _fail_writes_under(monkeypatch, generate, "write_dataset", out)
@@ -213,7 +213,7 @@ def test_dataset_that_cannot_be_written_is_rescued(ws, rescue, monkeypatch):
 
 def _deny_access(monkeypatch, directory: Path) -> None:
     """``os.access`` says ``directory`` cannot be written (root may write anywhere, so chmod would not do)."""
-    import data.paths as paths
+    import evolve.traces.paths as paths
 
     original = os.access
     monkeypatch.setattr(paths.os, "access", lambda p, mode, **k: False if Path(p) == directory and mode & os.W_OK

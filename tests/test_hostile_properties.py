@@ -1,5 +1,5 @@
 """Property-based hostile input (hypothesis): the loaders and the expression parser either accept
-their input or refuse it with a one-line :class:`data.errors.InputError`; nothing else escapes.
+their input or refuse it with a one-line :class:`evolve.errors.InputError`; nothing else escapes.
 
 * split files: a valid split with one cell replaced by an arbitrary JSON value, arbitrary JSON
   documents, and arbitrary bytes as ``test.json`` or ``test.parquet``;
@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from data.errors import InputError
-from data.io import Traces, load_split
-from data.schema import COLUMNS, REQUIRED_COLUMNS
-from data.synth.independent import generate_split
+from evolve.errors import InputError
+from evolve.traces.io import Traces, load_split
+from evolve.traces.schema import COLUMNS, REQUIRED_COLUMNS
+from evolve.traces.synth.independent import generate_split
 from evolve.gp.compiler import Node, parse, to_string
 from evolve.gp.primitives import FEATURES, PRIMITIVES
 from heuristics.champions import read_champion

@@ -1,12 +1,12 @@
-"""The independent-features model (data/synth/independent.py): the showcase benchmark's published baseline table and its formulas."""
+"""The independent-features model (evolve/traces/synth/independent.py): the showcase benchmark's published baseline table and its formulas."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from data.synth.generate import generate_dataset
-from data.synth.independent import IndependentModelConfig, generate_split
+from evolve.traces.synth.generate import generate_dataset
+from evolve.traces.synth.independent import IndependentModelConfig, generate_split
 from evolve.eval.evaluator import EvalData, evaluate
 from heuristics.registry import get_rule
 

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from data.io import load_split, write_dataset
-from data.synth.independent import generate_split
+from evolve.traces.io import load_split, write_dataset
+from evolve.traces.synth.independent import generate_split
 from evolve.cli.evolve import cli as evolve_cli
 from evolve.eval.evaluator import EvalData
 from evolve.gp.compiler import parse, to_tree
 from evolve.gp.primitives import CORE_FEATURES, build_pset
 from evolve.search.checkpoint import Island, file_sha256
-from data.cluster import ClusterOptions
+from evolve.cluster import ClusterOptions
 from evolve.search.config import resolve
 from evolve.search.individuals import HallOfFame, Individual
 from evolve.search.island_task import island_seed
@@ -150,7 +150,7 @@ def test_ring_migration_moves_the_best_into_the_worst():
 
 
 def test_cli_island_run_and_options(data, cluster, tmp_path, monkeypatch):
-    import data.cluster as cluster_mod
+    import evolve.cluster as cluster_mod
 
     res = CliRunner().invoke(evolve_cli, ["run", "--data", str(data), "--out", str(tmp_path), "--population", "12",
                                           "--generations", "2", "--islands", "2", "--migrants", "2",

@@ -1,6 +1,6 @@
 """The package layout: imports only go down the floors, no import cycles, click only in the CLI, short modules.
 
-Every ``.py`` file under ``data/``, ``evolve/`` and ``heuristics/`` (and the two top-level scripts)
+Every ``.py`` file under ``evolve/`` and ``heuristics/`` (and the two top-level scripts)
 is parsed with :mod:`ast`; every ``import``/``from ... import`` of a project module counts,
 including imports inside functions (a deferred import is still a dependency). Relative imports
 are resolved against the importing module's package.
@@ -8,9 +8,12 @@ are resolved against the importing module's package.
 Floors, bottom to top (a module may import modules of lower floors, and of its own group on its
 own floor):
 
-1. ``data`` (schema, io, errors, ``data.synth``, ``data.harvest``)
-2. ``evolve.gp`` (primitive set, expressions, parsing, compiler)
-3. ``evolve.eval`` and ``heuristics`` (neither imports the other)
+1. ``evolve.errors``, ``evolve.cluster`` and ``evolve.traces`` (schema, io, output paths, the
+   synthetic models of ``evolve.traces.synth``)
+2. ``evolve.engine`` (the real-model engine: loading, KV cache, drafters, distributions) and
+   ``evolve.gp`` (primitive set, expressions, parsing, compiler)
+3. ``evolve.traces.harvest`` (traces from real models, on the engine), ``evolve.eval`` and
+   ``heuristics`` (none imports another)
 4. ``evolve.search`` and ``evolve.sim`` (neither imports the other)
 5. ``evolve.report`` and ``evolve.export`` (neither imports the other)
 6. ``evolve.cli`` and ``evolve.api`` (the CLI may use the API; the API never imports the CLI)
@@ -18,7 +21,7 @@ own floor):
    imports them)
 
 A package's ``__init__`` runs before any of its modules, so the ``evolve`` package itself sits on
-floor 2 (its lowest subpackage) and may import nothing above that.
+floor 1 (its lowest subpackage) and may import nothing.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("data", "evolve", "heuristics")
+PACKAGES = ("evolve", "heuristics")
 SCRIPTS = ("generate_data", "benchmark")
 #: Hard limit of lines per module (the goal is about 500).
 MAX_LINES = 600
@@ -37,7 +40,11 @@ MAX_LINES = 600
 #: (module prefix, floor, group), most specific prefix first. A prefix matches the module itself
 #: and everything below it.
 FLOORS: tuple[tuple[str, int, str], ...] = (
-    ("data", 1, "data"),
+    ("evolve.errors", 1, "base"),
+    ("evolve.cluster", 1, "base"),
+    ("evolve.traces.harvest", 3, "harvest"),
+    ("evolve.traces", 1, "base"),
+    ("evolve.engine", 2, "engine"),
     ("evolve.gp", 2, "gp"),
     ("evolve.eval", 3, "eval"),
     ("heuristics", 3, "heuristics"),
@@ -53,7 +60,7 @@ FLOORS: tuple[tuple[str, int, str], ...] = (
     ("benchmark", 7, "benchmark"),
 )
 #: Package ``evolve`` itself (its ``__init__``): the floor of its lowest subpackage.
-PACKAGE_FLOORS: dict[str, tuple[int, str]] = {"evolve": (2, "evolve")}
+PACKAGE_FLOORS: dict[str, tuple[int, str]] = {"evolve": (1, "evolve")}
 #: Imports between different groups of one floor that are allowed: (importer group, imported group).
 SIBLINGS: frozenset[tuple[str, str]] = frozenset({("cli", "api")})
 #: Where ``click`` may be imported (module prefixes).
@@ -73,7 +80,7 @@ class Import:
 
 
 def module_name(path: Path) -> str:
-    """``evolve/eval/evaluator.py`` -> ``evolve.eval.evaluator``; ``data/__init__.py`` -> ``data``."""
+    """``evolve/eval/evaluator.py`` -> ``evolve.eval.evaluator``; ``evolve/traces/__init__.py`` -> ``evolve.traces``."""
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -171,7 +178,7 @@ ALL_IMPORTS: list[Import] = [i for m in sorted(MODULES) for i in imports_of(m)]
 
 
 def test_the_tree_is_found():
-    for module in ("data.io", "evolve.gp.compiler", "evolve.eval.evaluator", "heuristics.contract",
+    for module in ("evolve.traces.io", "evolve.gp.compiler", "evolve.eval.evaluator", "heuristics.contract",
                    "evolve.search.config", "evolve.api", "benchmark", "generate_data"):
         assert module in MODULES, module
     assert ALL_IMPORTS
@@ -264,16 +271,16 @@ def test_modules_are_short():
 
 
 @pytest.mark.parametrize("text, module, want", [
-    ("import data.io", "heuristics.contract", ["data.io"]),
-    ("from data.io import Traces", "heuristics.contract", ["data.io"]),
+    ("import evolve.traces.io", "heuristics.contract", ["evolve.traces.io"]),
+    ("from evolve.traces.io import Traces", "heuristics.contract", ["evolve.traces.io"]),
     ("from evolve.eval import evaluator", "evolve.search.config", ["evolve.eval.evaluator"]),
-    ("from . import io", "data.schema", ["data.io"]),
-    ("from .io import Traces", "data", ["data.io"]),
-    ("def f():\n    import evolve.report.compare\n", "data.io", ["evolve.report.compare"]),
-    ("import numpy, click", "data.io", []),
+    ("from . import io", "evolve.traces.schema", ["evolve.traces.io"]),
+    ("from .io import Traces", "evolve.traces", ["evolve.traces.io"]),
+    ("def f():\n    import evolve.report.compare.table\n", "evolve.traces.io", ["evolve.report.compare.table"]),
+    ("import numpy, click", "evolve.traces.io", []),
 ])
 def test_import_parsing(text, module, want, monkeypatch, tmp_path):
-    source = tmp_path / ("__init__.py" if module == "data" else "m.py")
+    source = tmp_path / ("__init__.py" if module == "evolve.traces" else "m.py")
     source.write_text(text)
     monkeypatch.setitem(MODULES, module, source)
     assert [i.target for i in imports_of(module)] == want

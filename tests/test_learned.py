@@ -1,4 +1,4 @@
-"""The learned per-token rule of `benchmark.py pareto` (evolve.report.pareto_learned) and its training target."""
+"""The learned per-token rule of `benchmark.py pareto` (evolve.report.pareto.learned) and its training target."""
 from __future__ import annotations
 
 import json
@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 import benchmark
-from data.io import load_split
+from evolve.traces.io import load_split
 from evolve.eval.evaluator import EvalData, evaluate, evaluate_thresholds
 from evolve.eval.outright_gain import outright_gain
-from evolve.report import pareto_learned as L
+from evolve.report.pareto.learned import TARGETS, fit_learned, learned_curve
 from heuristics.contract import STANDARD_RULE
 
 BUDGETS = (0.0, 0.005, 0.01, 0.02, 0.05)
@@ -54,11 +54,11 @@ def test_outright_gain_is_the_difference_of_the_block_formula():
         outright_gain(r, depth, 0)
 
 
-@pytest.mark.parametrize("target", L.TARGETS)
+@pytest.mark.parametrize("target", TARGETS)
 def test_the_curve_is_deterministic_and_lossless_at_infinity(splits, target):
     train, valid, test = splits["train"], splits["valid"], splits["test"]
-    a = L.learned_curve(train, valid, test, 5, BUDGETS, target)
-    b = L.learned_curve(train, valid, test, 5, BUDGETS, target)
+    a = learned_curve(train, valid, test, 5, BUDGETS, target)
+    b = learned_curve(train, valid, test, 5, BUDGETS, target)
     assert [(p.label, p.tv_per_token, p.tokens_per_call) for p in a.rules] == \
         [(p.label, p.tv_per_token, p.tokens_per_call) for p in b.rules]
     last = a.rules[-1]
@@ -73,7 +73,7 @@ def test_the_curve_is_deterministic_and_lossless_at_infinity(splits, target):
 
 def test_a_fitted_rule_predicts_from_the_features_a_rule_sees(splits):
     train, test = splits["train"], splits["test"]
-    rule = L.fit_learned(train, 5, max_iter=5)
+    rule = fit_learned(train, 5, max_iter=5)
     assert rule.features == tuple(f for f in train.available)
     assert "target_rank" in rule.features or "target_rank" not in train.available
     pred = rule.predict(test)

@@ -18,9 +18,9 @@ pytest.importorskip("transformers")
 
 from click.testing import CliRunner  # noqa: E402
 
-from data.harvest.config import HarvestConfig  # noqa: E402
-from data.errors import InputError  # noqa: E402
-from data.harvest.engine import build, text_rng  # noqa: E402
+from evolve.traces.harvest.config import HarvestConfig  # noqa: E402
+from evolve.errors import InputError  # noqa: E402
+from evolve.traces.harvest.engine import build, text_rng  # noqa: E402
 from evolve.cli.benchmark import cli  # noqa: E402
 from evolve.gp.primitives import FEATURES  # noqa: E402
 from evolve.report.live import KEYS, resolve_rules, run_live  # noqa: E402
@@ -146,7 +146,7 @@ def test_expected_tokens_and_standard_error(files):
 
 
 def _harvest_metadata(root, prompts, splits, **config):
-    from data.harvest.models import sha256_file
+    from evolve.engine.models import sha256_file
 
     root.mkdir()
     meta = {"generator": "harvest", "splits": splits,

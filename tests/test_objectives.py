@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from data.errors import InputError
+from evolve.errors import InputError
 from evolve.eval.evaluator import Metrics
 from evolve.eval.objectives import (
     DEFAULT_BUDGET, DEFAULT_PENALTY, TV_UNIT, check_budget, pareto_values, speed_at_tv, speed_at_tv_value,
@@ -76,7 +76,7 @@ def test_check_budget(bad):
 
 @pytest.fixture(scope="module")
 def vocab_splits():
-    from data.synth import generate
+    from evolve.traces.synth import generate
     from evolve.eval.evaluator import EvalData
     ds = generate.generate_dataset("vocab", 9, 30)
     return EvalData.from_traces(ds.splits["train"]), EvalData.from_traces(ds.splits["valid"])
@@ -104,8 +104,8 @@ def test_speed_at_tv_search(vocab_splits):
 
 
 def test_block_objectives_need_draft_index_and_a_valid_gamma(vocab_splits):
-    from data.io import Traces
-    from data.synth.independent import generate_split
+    from evolve.traces.io import Traces
+    from evolve.traces.synth.independent import generate_split
     from evolve.search.config import resolve
     from evolve.eval.evaluator import EvalData
     from evolve.gp.primitives import CORE_FEATURES

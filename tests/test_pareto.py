@@ -1,4 +1,4 @@
-"""evolve.report.pareto: hypervolume, best_at_budget, lossless check, oracle bound, and `benchmark.py pareto`."""
+"""evolve.report.pareto.command: hypervolume, best_at_budget, lossless check, oracle bound, and `benchmark.py pareto`."""
 from __future__ import annotations
 
 import itertools
@@ -10,14 +10,18 @@ import pytest
 from click.testing import CliRunner
 
 import benchmark
-from data.synth import generate
-from data.errors import InputError
-from data.io import load_split
-from evolve.report import pareto as PA
-from evolve.report.pareto_oracle import _oracle_policy
+from evolve.traces.synth import generate
+from evolve.errors import InputError
+from evolve.traces.io import load_split
+from evolve.report.pareto.curves import Curve, DEFAULT_BUDGETS, RulePoint, finish_curve, parse_budgets
+from evolve.report.pareto.curves import best_at_budget, budget_key, hypervolume, nondominated
+from evolve.report.pareto.oracle import block_matrix
+from evolve.report.pareto.command import family_curve, lossless_violation
+from evolve.report.pareto.oracle import oracle_bound
+from evolve.report.pareto.oracle import _oracle_policy
 from evolve.eval.evaluator import EvalData, evaluate
 from heuristics import published as P
-from heuristics.baselines import STANDARD
+from heuristics.contract import STANDARD
 from heuristics.registry import get_rule
 
 
@@ -48,59 +52,59 @@ def run(*args):
 
 def test_hypervolume_by_hand():
     # staircase: 1 extra token over [0, 0.01), 2 over [0.01, 0.02]
-    assert PA.hypervolume([(0.0, 2.0), (0.01, 3.0)], 0.02) == pytest.approx(0.01 * 1 + 0.01 * 2)
+    assert hypervolume([(0.0, 2.0), (0.01, 3.0)], 0.02) == pytest.approx(0.01 * 1 + 0.01 * 2)
     # a dominated point, a point beyond the reference TV and one not above 1 token add nothing
     pts = [(0.0, 2.0), (0.01, 3.0), (0.015, 2.5), (0.03, 9.0), (0.005, 1.0)]
-    assert PA.hypervolume(pts, 0.02) == pytest.approx(0.03)
+    assert hypervolume(pts, 0.02) == pytest.approx(0.03)
     # no point at TV 0: nothing is dominated left of the first point
-    assert PA.hypervolume([(0.005, 3.0)], 0.02) == pytest.approx(0.015 * 2)
-    assert PA.hypervolume([], 0.05) == 0.0
-    assert PA.hypervolume([(0.0, 4.0)], 0.05, tokens_ref=2.0) == pytest.approx(0.1)
+    assert hypervolume([(0.005, 3.0)], 0.02) == pytest.approx(0.015 * 2)
+    assert hypervolume([], 0.05) == 0.0
+    assert hypervolume([(0.0, 4.0)], 0.05, tokens_ref=2.0) == pytest.approx(0.1)
 
 
 def test_nondominated_and_best_at_budget():
-    assert PA.nondominated([(0.02, 3.0), (0.0, 2.0), (0.01, 1.5), (0.02, 2.9), (0.0, 2.0)]) == \
+    assert nondominated([(0.02, 3.0), (0.0, 2.0), (0.01, 1.5), (0.02, 2.9), (0.0, 2.0)]) == \
         [(0.0, 2.0), (0.02, 3.0)]
-    rules = [PA.RulePoint("a", 0.0, 3.0, lossless=True), PA.RulePoint("b", 0.0, 3.5, lossless=False),
-             PA.RulePoint("c", 0.004, 3.6), PA.RulePoint("d", 0.011, 3.9)]
-    assert PA.best_at_budget(rules, 0.0).label == "a"  # b has TV 0 but fails the exact check
-    assert PA.best_at_budget(rules, 0.005).label == "c"
-    assert PA.best_at_budget(rules, 0.01).label == "c"
-    assert PA.best_at_budget(rules, 0.011).label == "d"
-    assert PA.best_at_budget(rules[1:], 0.0) is None
-    curve = PA.finish_curve(PA.Curve("x", "family", "", None, rules), (0.0, 0.005, 0.01, 0.02))
+    rules = [RulePoint("a", 0.0, 3.0, lossless=True), RulePoint("b", 0.0, 3.5, lossless=False),
+             RulePoint("c", 0.004, 3.6), RulePoint("d", 0.011, 3.9)]
+    assert best_at_budget(rules, 0.0).label == "a"  # b has TV 0 but fails the exact check
+    assert best_at_budget(rules, 0.005).label == "c"
+    assert best_at_budget(rules, 0.01).label == "c"
+    assert best_at_budget(rules, 0.011).label == "d"
+    assert best_at_budget(rules[1:], 0.0) is None
+    curve = finish_curve(Curve("x", "family", "", None, rules), (0.0, 0.005, 0.01, 0.02))
     assert curve.best_at_budget == {"0": 3.0, "0.005": 3.6, "0.01": 3.6, "0.02": 3.9}
     assert curve.best_rule["0"] == "a"
 
 
 def test_parse_budgets():
-    assert PA.parse_budgets("0.01, 0,0.05,0.01") == (0.0, 0.01, 0.05)
+    assert parse_budgets("0.01, 0,0.05,0.01") == (0.0, 0.01, 0.05)
     for bad, needle in (("a", "not a number"), ("-0.1", "[0, 1]"), ("2", "[0, 1]"), ("", "no budget"),
                         ("nan", "[0, 1]")):
         with pytest.raises(InputError, match=needle):
-            PA.parse_budgets(bad)
-    assert [PA.budget_key(b) for b in PA.DEFAULT_BUDGETS] == ["0", "0.005", "0.01", "0.02", "0.05"]
+            parse_budgets(bad)
+    assert [budget_key(b) for b in DEFAULT_BUDGETS] == ["0", "0.005", "0.01", "0.02", "0.05"]
 
 
 # --- lossless check and the bound -----------------------------------------------------------------
 
 def test_lossless_check_passes_standard_and_flags_a_lossy_rule(test_split):
-    assert PA.lossless_violation(P.standard(), test_split) is None
-    assert PA.lossless_violation(P.fuzzy_sd(0.0), test_split) is None
+    assert lossless_violation(P.standard(), test_split) is None
+    assert lossless_violation(P.fuzzy_sd(0.0), test_split) is None
     first = int(np.flatnonzero(test_split.r < 1.0)[0])  # lenient raises tau exactly where p < q
-    assert PA.lossless_violation(P.lenient(0.5), test_split) == first
+    assert lossless_violation(P.lenient(0.5), test_split) == first
     # lossy only at depths >= gamma: zero TV per token with gamma 3, but not lossless
     from heuristics.contract import Rule
     sneaky = Rule("sneaky", expression=f"if_gt(draft_index, 3.5, 1.0, {STANDARD})")
     m = evaluate(sneaky, test_split, gamma=3)
     assert m.tv_per_token == 0.0
-    bad = PA.lossless_violation(sneaky, test_split)
+    bad = lossless_violation(sneaky, test_split)
     assert bad is not None and test_split.depth[bad] == 4 and test_split.r[bad] < 1.0
 
 
 def test_oracle_policy_matches_brute_force_and_bounds_every_family(test_split):
     gamma = 5
-    R, valid = PA.block_matrix(test_split, gamma)
+    R, valid = block_matrix(test_split, gamma)
     assert valid.all() and R.shape == (int((test_split.depth == 0).sum()), gamma)
     lam = 2.2
     T, D, V = _oracle_policy(R, valid, lam)
@@ -117,15 +121,15 @@ def test_oracle_policy_matches_brute_force_and_bounds_every_family(test_split):
     np.testing.assert_allclose(V, best, rtol=1e-12)
 
     budgets = (0.0, 0.01, 0.05)
-    bound = PA.oracle_bound(test_split, gamma, budgets)
+    bound = oracle_bound(test_split, gamma, budgets)
     std = evaluate(P.standard(), test_split, gamma=gamma)
     assert bound["upper_bound"]["0"] == pytest.approx(std.tokens_per_call, rel=1e-12)
     assert bound["points"][0] == pytest.approx([0.0, std.tokens_per_call], rel=1e-12)
     for name in ("ears", "fuzzy_sd", "lenient"):
-        curve, _ = PA.family_curve(P.FAMILIES[name], test_split, gamma, budgets)
+        curve, _ = family_curve(P.FAMILIES[name], test_split, gamma, budgets)
         for b in budgets:
-            got = curve.best_at_budget[PA.budget_key(b)]
-            assert got is None or got <= bound["upper_bound"][PA.budget_key(b)] + 1e-12
+            got = curve.best_at_budget[budget_key(b)]
+            assert got is None or got <= bound["upper_bound"][budget_key(b)] + 1e-12
         assert curve.hypervolume <= bound["hypervolume"] + 1e-12
 
 
@@ -133,7 +137,7 @@ def test_family_curve_on_a_split_without_the_column(tmp_path):
     gen = generate.generate_dataset("independent", 1, 5)
     generate.write(gen, tmp_path)
     data = EvalData.from_traces(load_split(tmp_path, "test"))
-    curve, note = PA.family_curve(P.FAMILIES["fuzzy_sd"], data, 5, (0.0,))
+    curve, note = family_curve(P.FAMILIES["fuzzy_sd"], data, 5, (0.0,))
     assert curve is None and "fuzzy_sd" in note and "'overlap'" in note
 
 

@@ -1,5 +1,5 @@
 """The pareto warm start: every family's best member per budget, depth-limited members, the constant shift,
-seeds restored to the final front, and the robustness table of evolve.report.pareto_seeds."""
+seeds restored to the final front, and the robustness table of evolve.report.pareto.seeds."""
 from __future__ import annotations
 
 import random
@@ -7,13 +7,14 @@ import random
 import numpy as np
 import pytest
 
-from data.io import load_split
+from evolve.traces.io import load_split
 from evolve.eval.evaluator import EvalData
 from evolve.eval.population import PopulationEvaluator
 from evolve.gp.compiler import parse, to_tree
 from evolve.gp.primitives import FEATURES, build_pset
-from evolve.report.pareto_seeds import format_table, gap_closed
-from evolve.search.algorithms import score, search
+from evolve.report.pareto.seeds import format_table, gap_closed
+from evolve.search.state import score
+from evolve.search.algorithms import search
 from evolve.search.config import resolve
 from evolve.search.individuals import deap_types
 from evolve.search.operators import mut_constant_shift

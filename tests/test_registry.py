@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 import benchmark
-from data.errors import InputError
-from data.io import load_split
-from data.synth import generate
+from evolve.errors import InputError
+from evolve.traces.io import load_split
+from evolve.traces.synth import generate
 from evolve.gp.primitives import OPTIONAL_FEATURES
 from heuristics import registry
 from heuristics.baselines import BASELINES
@@ -155,7 +155,7 @@ def test_family_members_by_name(spec, name):
                                            ("fuzzy_sd:2", "must be in"), ("fuzzy_sd:", "takes T=VALUE"),
                                            ("fuzzy_sd:abc", "'abc' is not a number"), ("standard:1", "takes no value")])
 def test_family_member_errors(spec, message):
-    from data.errors import InputError
+    from evolve.errors import InputError
     from heuristics.registry import get_rule
 
     with pytest.raises(InputError, match=message) as err:

@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data.errors import InputError
-from data.io import Traces, load_split, write_dataset
-from data.synth.block_columns import PHI_ERROR_BOUND, PHI_POINTS, block_phi, interpolate_phi, residual_phi
-from data.synth.vocab_model import VocabModelConfig, block_distributions, generate_split
+from evolve.errors import InputError
+from evolve.traces.io import Traces, load_split, write_dataset
+from evolve.traces.synth.block_columns import PHI_ERROR_BOUND, PHI_POINTS, block_phi, interpolate_phi, residual_phi
+from evolve.traces.synth.vocab_model import VocabModelConfig, block_distributions, generate_split
 from evolve.eval.block_verification import block_verification_tokens
 from evolve.eval.evaluator import EvalData
 from evolve.eval.relaxed_block import (
@@ -226,7 +226,7 @@ def test_weights_that_read_the_drafted_token_or_lack_columns_are_refused(split, 
 
 
 def test_harvest_records_carry_phi():
-    from data.harvest.distributions import block_records
+    from evolve.engine.distributions import block_records
     p = np.array([[0.5, 0.3, 0.2], [0.2, 0.2, 0.6], [0.1, 0.1, 0.8]])
     q = np.array([[0.25, 0.5, 0.25], [0.5, 0.25, 0.25], [0.3, 0.3, 0.4]])
     rec = block_records(p, q, np.zeros(3), np.zeros(3), [0, 1, 2], np.array([0.1, 0.9, 0.5]))

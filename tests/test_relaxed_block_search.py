@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from data.errors import InputError
-from data.io import load_split
+from evolve.errors import InputError
+from evolve.traces.io import load_split
 from evolve.cli.evolve import cli
 from evolve.eval.evaluator import EvalData
 from evolve.eval.relaxed_block import TOKEN_FEATURES

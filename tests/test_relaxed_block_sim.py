@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from data.errors import InputError
-from data.io import Traces
-from data.synth.vocab_model import VocabModelConfig
+from evolve.errors import InputError
+from evolve.traces.io import Traces
+from evolve.traces.synth.vocab_model import VocabModelConfig
 from evolve.eval.evaluator import EvalData
 from evolve.eval.relaxed_block import attach
 from evolve.eval.relaxed_population import evaluate_relaxed

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from data.errors import InputError
-from data.io import Traces, load_split, write_dataset
-from data.schema import ROUNDOFF_TOLERANCE, RoundOffWarning
-from data.synth.independent import generate_split
+from evolve.errors import InputError
+from evolve.traces.io import Traces, load_split, write_dataset
+from evolve.traces.schema import ROUNDOFF_TOLERANCE, RoundOffWarning
+from evolve.traces.synth.independent import generate_split
 
 
 @pytest.fixture()

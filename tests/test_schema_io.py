@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data.errors import InputError
-from data.io import Traces, load_dataset, load_metadata, load_split, write_dataset
-from data.schema import REQUIRED_COLUMNS, derive_seq_id, split_stats
-from data.synth.independent import generate_split
+from evolve.errors import InputError
+from evolve.traces.io import Traces, load_dataset, load_metadata, load_split, write_dataset
+from evolve.traces.schema import REQUIRED_COLUMNS, derive_seq_id, split_stats
+from evolve.traces.synth.independent import generate_split
 
 
 @pytest.fixture()

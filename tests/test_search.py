@@ -11,14 +11,15 @@ import numpy as np
 import pytest
 
 import evolve.search.rundir as search_mod
-from data.io import Traces, load_split, write_dataset
-from data.synth.independent import generate_split
+from evolve.traces.io import Traces, load_split, write_dataset
+from evolve.traces.synth.independent import generate_split
 from evolve.gp.compiler import compile_expression, parse
 from evolve.search.config import load_toml, resolve
 from evolve.eval.evaluator import EvalData, evaluate
 from evolve.gp.primitives import CORE_FEATURES
 from evolve.cli.evolve import run_and_plot as run
-from evolve.search.algorithms import score, search
+from evolve.search.state import score
+from evolve.search.algorithms import search
 from evolve.search.interrupt import graceful_interrupt
 from heuristics.champions import read_champion
 from heuristics.registry import get_rule
@@ -180,7 +181,7 @@ def test_should_stop_ends_after_the_current_generation(small):
 
 
 def test_missing_feature_is_an_input_error(small):
-    from data.errors import InputError
+    from evolve.errors import InputError
     with pytest.raises(InputError, match="overlap"):
         search(resolve({"population": 4, "generations": 0}), *small, CORE_FEATURES + ("overlap",))
 

@@ -15,12 +15,12 @@ from test_harvest import MAX_NEW, _config, files, hv  # noqa: F401 (fixture)
 
 from click.testing import CliRunner  # noqa: E402
 
-from data.cluster import ClusterOptions  # noqa: E402
-from data.harvest.prompts import assign_splits, processing_order  # noqa: E402
-from data.harvest import shards as sh  # noqa: E402
-from data.harvest.resume import WORK_DIR, finished_texts, part_texts, shard_part_path  # noqa: E402
-from data.harvest.shards import harvest_sharded, shard_texts  # noqa: E402
-from data.io import SPLITS, load_metadata  # noqa: E402
+from evolve.cluster import ClusterOptions  # noqa: E402
+from evolve.traces.harvest.prompts import assign_splits, processing_order  # noqa: E402
+from evolve.traces.harvest import shards as sh  # noqa: E402
+from evolve.traces.harvest.resume import WORK_DIR, finished_texts, part_texts, shard_part_path  # noqa: E402
+from evolve.traces.harvest.shards import harvest_sharded, shard_texts  # noqa: E402
+from evolve.traces.io import SPLITS, load_metadata  # noqa: E402
 from evolve.cli.harvest import harvest as harvest_cmd  # noqa: E402
 
 distributed = pytest.importorskip("distributed")

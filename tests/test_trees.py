@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from data.errors import InputError
+from evolve.errors import InputError
 from evolve.sim.chain import S_CALLS, S_EMITTED
 from evolve.sim.decoding import autoregressive, chi_square_pvalue, simulate_chain
 from evolve.sim.models import Context, SyntheticModel, distributions_at, random_context

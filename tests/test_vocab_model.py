@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 from scipy import special, stats
 
-from data.errors import InputError
-from data.io import Traces
-from data.schema import split_stats, standard_threshold
-from data.synth.rng import next_double, next_normal, sample_index, seed_state
-from data.synth.softmax import _exp_nonpos, overlap, softmax_inplace
-from data.synth.vocab_model import (
+from evolve.errors import InputError
+from evolve.traces.io import Traces
+from evolve.traces.schema import split_stats, standard_threshold
+from evolve.traces.synth.rng import next_double, next_normal, sample_index, seed_state
+from evolve.traces.synth.softmax import _exp_nonpos, overlap, softmax_inplace
+from evolve.traces.synth.vocab_model import (
     VocabModelConfig, block_distributions, difficulty_step, draw_logits, draw_pair, generate_split, measure_throughput,
     zipf_log_rank,
 )

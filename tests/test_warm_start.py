@@ -3,19 +3,19 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from data.io import Traces, load_split
-from data.synth.independent import generate_split
+from evolve.traces.io import Traces, load_split
+from evolve.traces.synth.independent import generate_split
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, Metrics, evaluate
 from evolve.eval.population import PopulationEvaluator
 from evolve.gp.compiler import compile_expression
 from evolve.gp.primitives import CORE_FEATURES, FEATURES
-from evolve.search.algorithms import score, search
+from evolve.search.state import score
+from evolve.search.algorithms import search
 from evolve.search.champion import NEAR_EQUAL, Candidate, choose, quality_margin
 from evolve.search.config import load_toml, resolve
 from evolve.search.warm_start import SEED_BUDGETS, choose_seeds
@@ -213,7 +213,7 @@ def test_run_directory_records_the_seeds_and_show_names_a_seeded_champion(vocab_
 @pytest.fixture(scope="module")
 def default_like(tmp_path_factory):
     """The vocab model with 300 train sequences (valid and test 90 each), written like generate_data.py."""
-    from data.synth import generate
+    from evolve.traces.synth import generate
     path = tmp_path_factory.mktemp("warm") / "data"
     generate.write(generate.generate_dataset("vocab", 42, 300), path)
     return path

@@ -1,7 +1,7 @@
 """``python benchmark.py``: the comparison table and its subcommands ``simulate``, ``perf`` and ``pareto``.
 
 With no subcommand it scores every registered rule and every champion on a
-split (:mod:`evolve.report.compare`).
+split (:mod:`evolve.report.compare.table`).
 """
 from __future__ import annotations
 
@@ -15,25 +15,26 @@ from evolve.cli.pareto import pareto
 from evolve.cli.perf import perf
 from evolve.cli.simulate import simulate
 from evolve.eval.evaluator import DEFAULT_COST_RATIO
-from evolve.report import compare
+from evolve.report.compare.rows import DEFAULT_REPEATS, FORMATS, SPLIT_CHOICES
+from evolve.report.compare.table import benchmark
 from evolve.report.output import resolve_format
 
 
 @click.group(cls=CliGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default="data",
               show_default=True, help="Dataset directory (written by `python generate_data.py`).")
-@click.option("--split", type=click.Choice(compare.SPLIT_CHOICES), default="test", show_default=True,
+@click.option("--split", type=click.Choice(SPLIT_CHOICES), default="test", show_default=True,
               help="Split to score; `all` scores train, valid and test.")
 @click.option("--champion", "champions", type=click.Path(dir_okay=False, path_type=Path), multiple=True,
               help="Champion JSON file to compare as well (repeatable).")
 @click.option("--champions-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory of promoted champions (*.json) [default: heuristics/champions/, or "
                    "$SPECDEC_CHAMPIONS_DIR].")
-@click.option("--format", "fmt", type=click.Choice(compare.FORMATS), default=None,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Output format [default: from the --output suffix (.json, .csv, .md), else table].")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result to FILE (atomically) instead of stdout.")
-@click.option("--repeats", type=click.IntRange(min=1), default=compare.DEFAULT_REPEATS, show_default=True,
+@click.option("--repeats", type=click.IntRange(min=1), default=DEFAULT_REPEATS, show_default=True,
               help="Timed evaluations per rule after one warm-up; Time is the best of them.")
 @click.option("--gamma", type=click.IntRange(min=1), default=None,
               help="Draft length for tokens per target call, speedup and TV per token [default: the split's "
@@ -46,13 +47,13 @@ def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, .
     """Score every registered rule and champion on a split and print the acceptance-quality benchmark table."""
     if ctx.invoked_subcommand is not None:
         return
-    comparison, text = compare.benchmark(data_dir, split, champions, champions_dir, fmt, output, repeats,
+    comparison, text = benchmark(data_dir, split, champions, champions_dir, fmt, output, repeats,
                                           gamma, cost_ratio)
     if output is None:
         click.echo(text if text.endswith("\n") else text + "\n", nl=False)
     else:
         click.echo(f"wrote {output} ({len(comparison.rows)} rows)", err=True)
-    if resolve_format(fmt, output, compare.FORMATS) in ("csv", "json"):  # table and markdown carry their notes
+    if resolve_format(fmt, output, FORMATS) in ("csv", "json"):  # table and markdown carry their notes
         for note in comparison.notes:
             click.echo(f"note: {note}", err=True)
 

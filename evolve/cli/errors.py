@@ -1,14 +1,14 @@
 """How the command-line tools report errors and warnings.
 
-Every command reports bad input (:class:`data.errors.InputError`) as one line
+Every command reports bad input (:class:`evolve.errors.InputError`) as one line
 on stderr (``error: ...``) naming the file, column or option and the first
 offending row or value, and exits with code 2, without a traceback. Click's own
 usage errors (unknown option, invalid value) and every file-system error that
 reaches the command line (a directory where a file is expected, a missing,
 unreadable or unwritable file, a parent that is not a directory:
 :class:`OSError`) are reported the same way. Input that is valid but suspicious
-(:class:`data.errors.InputWarning`) or was accepted after clipping round-off
-(:class:`data.schema.RoundOffWarning`) is reported as one line on stderr
+(:class:`evolve.errors.InputWarning`) or was accepted after clipping round-off
+(:class:`evolve.traces.schema.RoundOffWarning`) is reported as one line on stderr
 (``warning: ...``, each distinct message once) and the command goes on.
 Ctrl-C outside a command's own handling prints ``aborted`` and exits with 130.
 """
@@ -19,8 +19,8 @@ import warnings
 
 import click
 
-from data.errors import InputError, InputWarning, os_error_text
-from data.schema import RoundOffWarning
+from evolve.errors import InputError, InputWarning, os_error_text
+from evolve.traces.schema import RoundOffWarning
 
 #: Warnings printed as one ``warning: ...`` line.
 ONE_LINE_WARNINGS: tuple[type[Warning], ...] = (InputWarning, RoundOffWarning)

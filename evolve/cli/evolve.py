@@ -11,7 +11,7 @@ Commands (run ``python -m evolve COMMAND --help`` for every option):
 * ``promote RUN_DIR NAME``: copy the champion into ``heuristics/champions/``
   (or ``--champions-dir`` / ``$SPECDEC_CHAMPIONS_DIR``) as ``NAME.json`` + ``NAME.py``.
 
-Bad input gives one line ``error: ...`` and exit code 2 (:mod:`data.errors`).
+Bad input gives one line ``error: ...`` and exit code 2 (:mod:`evolve.errors`).
 """
 from __future__ import annotations
 
@@ -159,9 +159,9 @@ def resume(run_dir, data, scheduler, workers, progress) -> int:
 
 
 def _cluster(scheduler, workers):
-    """The :class:`data.cluster.ClusterOptions` of ``--scheduler`` and ``--workers``."""
-    from data.errors import InputError
-    from data.cluster import ClusterOptions
+    """The :class:`evolve.cluster.ClusterOptions` of ``--scheduler`` and ``--workers``."""
+    from evolve.errors import InputError
+    from evolve.cluster import ClusterOptions
 
     if workers is not None and workers < 1:
         raise InputError(f"option '--workers': must be at least 1 (value {workers})")
@@ -219,7 +219,7 @@ def _source_line(source: str | None, warm_start) -> str | None:
     rule names (a list, or a :class:`evolve.search.warm_start.WarmStart`), or
     None for a run from scratch.
     """
-    from evolve.search.rundir import seeded_name
+    from evolve.search.run_documents import seeded_name
 
     if not isinstance(source, str):
         return None
@@ -234,7 +234,7 @@ def _source_line(source: str | None, warm_start) -> str | None:
 
 def _fit(metrics, cfg) -> float:
     """The run's objective (the champion criterion for pareto runs) of ``metrics``."""
-    from evolve.search.algorithms import score
+    from evolve.search.state import score
     return score(metrics, cfg.fitness, cfg.tv_budget)
 
 
@@ -279,7 +279,7 @@ class _progress_bar:
 @click.argument("run_dir", type=click.Path())
 def show(run_dir) -> None:
     """Print the champion of RUN_DIR (or of a champion .json file), simplified, and its metrics."""
-    from data.errors import InputError
+    from evolve.errors import InputError
     from evolve.gp.compiler import simplify
     from evolve.search.rundir import checkpoint_status
     from heuristics.champions import read_champion

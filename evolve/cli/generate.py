@@ -1,13 +1,13 @@
 """``python generate_data.py``: write a synthetic trace dataset; ``harvest`` records one from real models.
 
 :data:`cli` is a click group. Without a subcommand its own options generate a dataset with
-:func:`data.synth.generate.generate_dataset` and write it with :func:`data.synth.generate.write`
+:func:`evolve.traces.synth.generate.generate_dataset` and write it with :func:`evolve.traces.synth.generate.write`
 (train, valid and test splits plus ``metadata.json``, see docs/schema.md), after printing the
 per-split statistics. With ``--chunk-sequences N`` the splits are generated and written N sequences
-at a time instead (:func:`data.synth.chunked.generate_chunked`: one Parquet row group per chunk,
+at a time instead (:func:`evolve.traces.synth.chunked.generate_chunked`: one Parquet row group per chunk,
 memory bounded by one chunk; another draw than the unchunked dataset of the same seed), and the
 statistics are printed at the end. Every knob of every trace model is offered as an option
-(:func:`data.synth.generate.model_options`); giving one the chosen model lacks is an error. The
+(:func:`evolve.traces.synth.generate.model_options`); giving one the chosen model lacks is an error. The
 ``harvest`` subcommand is :data:`evolve.cli.harvest.harvest`. Bad input exits with code 2 and one
 line naming the option (:mod:`evolve.cli.errors`).
 """
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import click
 
-from data.io import FORMATS
-from data.errors import InputError
-from data.synth import chunked, generate
+from evolve.traces.io import FORMATS
+from evolve.errors import InputError
+from evolve.traces.synth import chunked, generate
 from evolve.cli.errors import CliGroup
 from evolve.cli.harvest import harvest
 

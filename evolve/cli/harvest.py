@@ -1,7 +1,7 @@
-"""``python generate_data.py harvest``: trace datasets from local language models (:mod:`data.harvest.engine`).
+"""``python generate_data.py harvest``: trace datasets from local language models (:mod:`evolve.traces.harvest.engine`).
 
 The command object :data:`harvest` is added to the group of :mod:`evolve.cli.generate`. It
-builds a :class:`data.harvest.engine.HarvestConfig` from the options, runs the harvest and prints
+builds a :class:`evolve.traces.harvest.engine.HarvestConfig` from the options, runs the harvest and prints
 the per-split statistics. torch and transformers (the optional extra ``models``) are imported only
 when the command runs. Exit codes: 0 when every prompt is done, 130 after Ctrl-C (the finished
 texts are kept and the same command resumes), 2 for bad input. Options and files: docs/commands.md
@@ -12,8 +12,8 @@ from __future__ import annotations
 import click
 
 from evolve.cli.errors import CliCommand
-from data.synth.generate import format_stats
-from data.harvest.config import DTYPES, HarvestConfig, parse_layer_list, parse_window
+from evolve.traces.synth.generate import format_stats
+from evolve.traces.harvest.config import DTYPES, HarvestConfig, parse_layer_list, parse_window
 
 EXIT_INTERRUPTED = 130
 
@@ -69,7 +69,7 @@ def harvest(target, draft, skip_layers, window, prompts, gamma, max_new_tokens, 
     rejection); the text advances by the standard rule, so it is distributed as the target's.
     Splits are by prompt. Ctrl-C keeps every finished text; the same command resumes.
     """
-    from data.harvest.engine import harvest as run
+    from evolve.traces.harvest.engine import harvest as run
 
     config = HarvestConfig(
         target=target, prompts=prompts, draft=draft,
@@ -78,8 +78,8 @@ def harvest(target, draft, skip_layers, window, prompts, gamma, max_new_tokens, 
         gamma=gamma, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, out=out,
         dtype=dtype, device=device, threads=threads, top_k=top_k, top_p=top_p, batch_size=batch_size)
     if shards is not None:
-        from data.cluster import ClusterOptions
-        from data.harvest.shards import harvest_sharded
+        from evolve.cluster import ClusterOptions
+        from evolve.traces.harvest.shards import harvest_sharded
 
         where = ClusterOptions(scheduler=None if scheduler in (None, "", "local") else scheduler)
         result = harvest_sharded(config, shards, where, progress=progress)

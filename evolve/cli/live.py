@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from data.harvest.config import DTYPES, HarvestConfig, parse_layer_list, parse_window
+from evolve.traces.harvest.config import DTYPES, HarvestConfig, parse_layer_list, parse_window
 from evolve.cli.errors import CliCommand
 from evolve.cli.output import echo_outputs
 from evolve.report.live import FORMATS, live_command

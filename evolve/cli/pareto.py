@@ -1,15 +1,17 @@
-"""``python benchmark.py pareto``: rule families against evolved fronts (:mod:`evolve.report.pareto`)."""
+"""``python benchmark.py pareto``: rule families against evolved fronts (:mod:`evolve.report.pareto.command`)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
 
-from data.io import SPLITS
+from evolve.traces.io import SPLITS
 from evolve.cli.errors import CliCommand
 from evolve.cli.output import echo_outputs
 from evolve.eval.objectives import DEFAULT_GAMMA
-from evolve.report.pareto import DEFAULT_BUDGETS, FORMATS, budget_key, pareto_command
+from evolve.report.pareto.curves import DEFAULT_BUDGETS, budget_key
+from evolve.report.pareto.format import FORMATS
+from evolve.report.pareto.command import pareto_command
 from evolve.report.output import resolve_format
 
 

@@ -1,14 +1,15 @@
-"""``python benchmark.py perf``: the evaluator's speed against DEAP and Operon (:mod:`evolve.report.perf`)."""
+"""``python benchmark.py perf``: the evaluator's speed against DEAP and Operon (:mod:`evolve.report.perf.command`)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
 
-from data.paths import write_or_rescue
+from evolve.traces.paths import write_or_rescue
 from evolve.cli.errors import CliCommand
 from evolve.report.output import check_output
-from evolve.report.perf import DEFAULT_SCALING, parse_sizes, render, run_perf, write_report
+from evolve.report.perf.scaling import DEFAULT_SCALING
+from evolve.report.perf.command import parse_sizes, render, run_perf, write_report
 
 
 @click.command("perf", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,8 +60,8 @@ def perf(data_dir: Path, output: Path, programs: int, population: int, generatio
     """Measure evaluation speed against DEAP and Operon, evolution speed, scaling and memory ."""
     check_output(output, inputs=(data_dir,))
     if harvest_model is not None:
-        from evolve.report.perf_harvest import render_harvest, run_harvest_perf
-        from evolve.report.perf_islands import merge_into
+        from evolve.report.perf.harvest import render_harvest, run_harvest_perf
+        from evolve.report.perf.islands import merge_into
 
         figures = run_harvest_perf(harvest_model, harvest_prompts, harvest_texts, harvest_tokens, threads=threads,
                                    seed=seed, progress=lambda msg: click.echo(f"perf: {msg}", err=True))
@@ -70,8 +71,8 @@ def perf(data_dir: Path, output: Path, programs: int, population: int, generatio
         click.echo(f"wrote {output}", err=True)
         return
     if islands:
-        from data.paths import check_output_dir
-        from evolve.report.perf_islands import merge_into, render_scale, run_scale
+        from evolve.traces.paths import check_output_dir
+        from evolve.report.perf.islands import merge_into, render_scale, run_scale
 
         check_output_dir(large_dir, (data_dir, output), "option '--large-dir'")
         figures = run_scale(data_dir, population, generations, 10, seed, island_tokens, large_tokens, large_dir,

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import click
 
-from data.errors import InputError
+from evolve.errors import InputError
 from evolve.cli.errors import CliCommand
 from evolve.cli.output import echo_outputs
-from evolve.report.simulate import DEFAULT_COST_RATIO, FORMATS, simulate_command
+from evolve.eval.evaluator import DEFAULT_COST_RATIO
+from evolve.report.simulate import FORMATS, simulate_command
 from evolve.sim.verification import FLY_MAX_WINDOW, FLY_THRESHOLD, FLY_TOP_K, VERIFICATIONS
 
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from data.errors import InputError
+from evolve.errors import InputError
 
 #: The optional column holding m_{d+1} on the record at depth d.
 RESIDUAL_COLUMN = "block_residual_mass"

@@ -1,7 +1,7 @@
 """Scoring programs over a split read from disk row group by row group (splits larger than memory).
 
 :func:`score_split_chunks` reads the split's Parquet file one row group at a time
-(:func:`data.chunks.iter_split_chunks`, only the required columns and those the
+(:func:`evolve.traces.chunks.iter_split_chunks`, only the required columns and those the
 programs read, :func:`read_columns`), prepares each as an
 :class:`evolve.eval.evaluator.EvalData`, scores every program on it in one
 batched call (:func:`evolve.eval.population.score_counts`) and adds the raw
@@ -24,8 +24,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from data.chunks import iter_split_chunks
-from data.schema import COLUMNS, REQUIRED_COLUMNS
+from evolve.traces.chunks import iter_split_chunks
+from evolve.traces.schema import COLUMNS, REQUIRED_COLUMNS
 from evolve.eval.evaluator import (
     DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, check_gamma, metrics_from_counts,
 )
@@ -86,7 +86,7 @@ def score_split_chunks(programs: Sequence[Program], data_dir: str | os.PathLike,
     Returns: :class:`ChunkedCounts`; ``counts`` equal those of
     :func:`evolve.eval.population.score_counts` on the whole split.
 
-    Raises: InputError as :func:`data.io.load_split` (missing, unreadable or invalid split), for a program
+    Raises: InputError as :func:`evolve.traces.io.load_split` (missing, unreadable or invalid split), for a program
     reading a column the split lacks, or a bad ``gamma``.
     """
     total = np.zeros((len(programs), N_COUNTS))

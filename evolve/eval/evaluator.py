@@ -44,9 +44,9 @@ from operator import itemgetter
 
 import numpy as np
 
-from data.errors import InputError
-from data.io import Traces
-from data.schema import standard_threshold
+from evolve.errors import InputError
+from evolve.traces.io import Traces
+from evolve.traces.schema import standard_threshold
 from evolve.gp.compiler import Program
 from evolve.eval.function_rules import function_thresholds, function_thresholds_extra
 from evolve.eval.kernels import derive_row

@@ -59,7 +59,7 @@ def check_budget(budget: float, name: str = "tv_budget") -> float:
     or ``tv_cap``) and the value for a non-number, NaN, infinity or a value
     outside [0, 1].
     """
-    from data.errors import InputError
+    from evolve.errors import InputError
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) \
             or not 0.0 <= budget <= 1.0:
         raise InputError(f"{name} must be a TV per token in [0, 1] (value {budget!r})")

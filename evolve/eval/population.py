@@ -33,7 +33,6 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from data.errors import InputError
 from evolve.gp.compiler import Node, Program, compile_nodes, from_tree, parse, to_string
 from evolve.eval.evaluator import (
     DEFAULT_COST_RATIO, EvalData, Metrics, AcceptanceQualityFitness, check_features, check_gamma, metrics_from_counts,
@@ -241,5 +240,4 @@ def score_counts(programs: Sequence[Program], data: EvalData, gamma: int = 0) ->
     return score_packed(packed, data.X, data.r, data.u, data.bounds, data.depth, gamma, baseline=data.baseline)
 
 
-__all__ = ["PopulationEvaluator", "EvaluationStats", "evaluate_population", "score_counts", "canonical",
-           "InputError"]
+__all__ = ["PopulationEvaluator", "EvaluationStats", "evaluate_population", "score_counts", "canonical"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from data.errors import InputError
+from evolve.errors import InputError
 from evolve.eval.evaluator import DEFAULT_COST_RATIO, check_features
 from evolve.eval.kernels import fetch_add, load_constants, operand, run_code
 from evolve.eval.layouts import TILE, WIDTH

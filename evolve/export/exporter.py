@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from data.errors import InputError
+from evolve.errors import InputError
 from evolve.export.numpy_module import numpy_source
 from evolve.export.torch_module import torch_source
 from heuristics.champions import read_champion

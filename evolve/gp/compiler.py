@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from data.errors import InputError
+from evolve.errors import InputError
 from evolve.gp.primitives import (
-    CORE_FEATURES, FEATURES, PRIMITIVE_BY_NAME, Op,
+    FEATURES, PRIMITIVE_BY_NAME, Op,
 )
 
 #: Limits that keep a hostile expression from exhausting memory or time.
@@ -319,7 +319,5 @@ def evaluate_numpy(nodes: list[Node], columns: dict[str, np.ndarray], n: int) ->
     return np.array(stack[0], dtype=np.float64)
 
 
-__all__ = [
-    "Node", "Program", "parse", "to_string", "to_python", "to_sympy", "simplify", "from_tree", "to_tree",
-    "compile_nodes", "compile_expression", "compile_tree", "evaluate_numpy", "CORE_FEATURES",
-]
+__all__ = ["Node", "Program", "parse", "to_string", "to_python", "to_sympy", "simplify", "from_tree", "to_tree",
+           "compile_nodes", "compile_expression", "compile_tree", "evaluate_numpy"]

@@ -17,11 +17,11 @@ What the tables hold and where they come from:
 
 * datasets: the default dataset of ``python generate_data.py`` (vocab model,
   seed 42, 1000 train sequences) and ``--model independent`` with the same seed
-  (:func:`data.synth.generate.generate_dataset`), written to the workspace;
-* comparisons: :mod:`evolve.report.compare` on the test split with the
+  (:func:`evolve.traces.synth.generate.generate_dataset`), written to the workspace;
+* comparisons: :mod:`evolve.report.compare.table` on the test split with the
   registered rules only (promoted champions are left out), rendered as
   Markdown without the ``Time`` column (wall time varies by machine);
-* the pareto table: :mod:`evolve.report.pareto` on the default test split with
+* the pareto table: :mod:`evolve.report.pareto.command` on the default test split with
   the evolved front stored in ``docs/fronts/pareto_default.json`` (the front of
   one long run, see :data:`PARETO_FRONT_COMMAND`; the search itself is too slow
   to repeat here, the scoring of its rules is not);
@@ -29,7 +29,7 @@ What the tables hold and where they come from:
 * the rediscovery table: two runs of :func:`evolve.search.rundir.run` with the
   default settings but from random trees only (no warm start), their champions
   scored on test against standard rejection;
-* reference tables read from the code: schema columns (:mod:`data.schema`),
+* reference tables read from the code: schema columns (:mod:`evolve.traces.schema`),
   registered rules and rule families (:mod:`heuristics`), and the module map
   (module docstrings read with :mod:`ast`, nothing imported).
 
@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from data.errors import InputError
-from data.io import atomic_write_text
+from evolve.errors import InputError
+from evolve.traces.io import atomic_write_text
 
 #: Repository root (README.md, docs/, the packages).
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +57,7 @@ PARETO_FRONT = Path("docs/fronts/pareto_default.json")
 PARETO_FRONT_COMMAND = ("python -m evolve run --fitness pareto --population 2000 "
                         "--generations 300 --max-depth 10 --seed 1")
 #: Packages of the module map, bottom floor first.
-PACKAGES: tuple[str, ...] = ("data", "evolve", "heuristics")
+PACKAGES: tuple[str, ...] = ("evolve", "heuristics")
 
 _OPEN = re.compile(r"^<!-- table: ([A-Za-z0-9_]+) -->\n", re.M)
 _CLOSE = "<!-- /table -->"
@@ -87,7 +87,7 @@ class Workspace:
     def dataset(self, name: str) -> Path:
         """Directory of dataset ``name`` (a key of :data:`DATASETS`), generated on first use."""
         if name not in self._datasets:
-            from data.synth import generate
+            from evolve.traces.synth import generate
             model, _ = DATASETS[name]
             path = self.root / name
             generate.write(generate.generate_dataset(model), path)
@@ -155,31 +155,33 @@ def drop_columns(markdown: str, names: set[str]) -> str:
 
 def dataset_table(ws: Workspace, name: str = "default") -> str:
     """The per-split statistics ``python generate_data.py`` prints, for dataset ``name``."""
-    from data.io import load_metadata
-    from data.synth.generate import format_stats
+    from evolve.traces.io import load_metadata
+    from evolve.traces.synth.generate import format_stats
     meta = load_metadata(ws.dataset(name))
     return fenced(format_stats(meta["statistics"]))
 
 
 def comparison_table(ws: Workspace, name: str) -> str:
     """``python benchmark.py --data DIR --format markdown`` on the test split, registered rules only, no Time."""
-    from evolve.report import compare
-    comparison = compare.run_comparison(ws.dataset(name), "test", compare.baseline_entries(), repeats=1)
-    table = drop_columns(compare.format_markdown(comparison), {"Time"})
+    from evolve.report.compare.table import baseline_entries, run_comparison
+    from evolve.report.compare.format import format_markdown
+    comparison = run_comparison(ws.dataset(name), "test", baseline_entries(), repeats=1)
+    table = drop_columns(format_markdown(comparison), {"Time"})
     notes = "".join(f"\nNote: {n}\n" for n in comparison.notes)
     return ws.public(table + notes)
 
 
 def pareto_table(ws: Workspace) -> str:
     """``python benchmark.py pareto`` on the default test split, the evolved curve from :data:`PARETO_FRONT`."""
-    from evolve.report import pareto
+    from evolve.report.pareto.format import format_table
+    from evolve.report.pareto.command import run_pareto
     fixture = ROOT / PARETO_FRONT
     if not fixture.is_file():
         raise InputError(f"{PARETO_FRONT}: missing (the front of `{PARETO_FRONT_COMMAND}`)")
     run_dir = ws.scratch("pareto_run")
     shutil.copyfile(fixture, run_dir / "front.json")
-    comp = pareto.run_pareto(ws.dataset("default"), "test", [run_dir])
-    text = pareto.format_table(comp).replace(str(run_dir / "front.json"), str(PARETO_FRONT))
+    comp = run_pareto(ws.dataset("default"), "test", [run_dir])
+    text = format_table(comp).replace(str(run_dir / "front.json"), str(PARETO_FRONT))
     return fenced(ws.public(text))
 
 
@@ -189,16 +191,17 @@ def rediscovery_table(ws: Workspace) -> str:
     Columns: dataset, the champion's expression, its test fitness and standard
     rejection's, the difference, and the champion's expected TV (0 = lossless).
     """
-    from evolve.report import compare
+    from evolve.report.compare.rows import REFERENCE_RULE
+    from evolve.report.compare.table import baseline_entries, champion_entries, run_comparison
     from evolve.search import config, rundir
     rows = []
     for name in ("default", "independent"):
         data = ws.dataset(name)
         cfg = config.resolve({"data": str(data), "out": str(ws.scratch(f"run_{name}")), "warm_start": False})
         info = rundir.run(cfg)
-        entries = [e for e in compare.baseline_entries() if e.rule.name == compare.REFERENCE_RULE]
-        entries += compare.champion_entries([info.run_dir / "champion.json"])
-        comparison = compare.run_comparison(data, "test", entries, repeats=1)
+        entries = [e for e in baseline_entries() if e.rule.name == REFERENCE_RULE]
+        entries += champion_entries([info.run_dir / "champion.json"])
+        comparison = run_comparison(data, "test", entries, repeats=1)
         ref, champ = comparison.rows[0], comparison.rows[1]
         rows.append([f"`{DATASETS[name][1]}` ({DATASETS[name][0]})", f"`{champ.expression}`",
                      f"{champ.metrics.fitness:.3f}", f"{ref.metrics.fitness:.3f}", f"{champ.delta_fitness:+.3f}",
@@ -220,8 +223,8 @@ def simulate_table(ws: Workspace, trees: bool = False) -> str:
 # --- reference tables read from the code -------------------------------------------------------
 
 def schema_table(ws: Workspace) -> str:
-    """Every schema column: name, dtype, required or optional, valid range, meaning (:data:`data.schema.COLUMNS`)."""
-    from data.schema import COLUMNS
+    """Every schema column: name, dtype, required or optional, valid range, meaning (:data:`evolve.traces.schema.COLUMNS`)."""
+    from evolve.traces.schema import COLUMNS
     dtype = {"int": "int64", "float": "float64", "bool": "bool"}
     rows = [[f"`{c.name}`", dtype[c.kind], "required" if c.required else "optional",
              "" if c.kind == "bool" else c.range_text(), c.doc] for c in COLUMNS]

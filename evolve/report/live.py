@@ -5,7 +5,7 @@
         [--temperature 1] [--top-k K] [--top-p P] [--seed 0] [--format table|json] [--output FILE]
 
 The target, the drafter and the sampling are loaded exactly as ``generate_data.py harvest``
-loads them (:func:`data.harvest.engine.build`). For every prompt, in turn, the target first
+loads them (:func:`evolve.traces.harvest.engine.build`). For every prompt, in turn, the target first
 decodes the prompt alone (plain autoregressive decoding, one pass per token), then every rule
 decodes it speculatively (:func:`evolve.sim.live.speculative_text`), all from the same random
 stream ``numpy.random.default_rng([seed, prompt index])``; interleaving the runs prompt by prompt
@@ -38,13 +38,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from data.errors import InputError
-from data.harvest.config import HarvestConfig
-from data.harvest.engine import build, text_rng
-from data.harvest.models import sha256_file
-from data.harvest.prompts import encode_prompt, read_prompts
-from data.io import load_metadata
-from evolve.report.compare import champion_from_file
+from evolve.errors import InputError
+from evolve.traces.harvest.config import HarvestConfig
+from evolve.traces.harvest.engine import build, text_rng
+from evolve.engine.models import sha256_file
+from evolve.traces.harvest.prompts import encode_prompt, read_prompts
+from evolve.traces.io import load_metadata
+from evolve.report.compare.table import champion_from_file
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.sim.live import BLOCK_VERIFICATION, LiveCounts, autoregressive_text, rule_features, speculative_text
 from heuristics.registry import get_rule
@@ -115,7 +115,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     threads (its ``out`` is not used). ``texts``: the prompt indices to decode (default all; see
     :func:`split_prompts`); prompt i decodes from ``numpy.random.default_rng([seed, i])``.
     ``on_text(done, total)`` is called after each prompt.
-    Raises: InputError as :func:`data.harvest.engine.build`, for a bad prompts file or a text index
+    Raises: InputError as :func:`evolve.traces.harvest.engine.build`, for a bad prompts file or a text index
     beyond its prompts.
     """
     prompts, lines = read_prompts(config.prompts)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, TypeVar
 
-from data.errors import InputError
+from evolve.errors import InputError
 
 T = TypeVar("T")
 

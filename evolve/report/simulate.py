@@ -71,13 +71,21 @@ from pathlib import Path
 
 import numpy as np
 
-from data.errors import InputError
+from evolve.errors import InputError
 from evolve.report.options import naming_option
 from evolve.report.output import check_output, resolve_format, write_outputs
 from evolve.sim.decoding import (
-    DAMAGE_CONTEXTS, DAMAGE_DRAWS, DEFAULT_COST_RATIO, check_cost_ratio, check_gamma_range, check_verification,
-    context_damage, is_standard, rule_program, simulate_chain,
+    DAMAGE_CONTEXTS,
+    DAMAGE_DRAWS,
+    check_cost_ratio,
+    check_gamma_range,
+    check_verification,
+    context_damage,
+    is_standard,
+    rule_program,
+    simulate_chain,
 )
+from evolve.eval.evaluator import DEFAULT_COST_RATIO
 from evolve.sim.models import SyntheticModel
 from evolve.sim.trees import TreeConfig, simulate_tree
 from evolve.sim.verification import TOKEN, VERIFICATIONS, Verification
@@ -131,7 +139,7 @@ def resolve_rule(rule_name: str | None, champion: str | os.PathLike | None):
     if rule_name is not None and champion is not None:
         raise InputError("options '--rule' and '--champion': give at most one of them")
     if champion is not None:
-        from evolve.report.compare import champion_from_file
+        from evolve.report.compare.table import champion_from_file
         rule = champion_from_file(champion)
     else:
         rule = get_rule(rule_name or STANDARD_NAME, champions=True)

@@ -55,16 +55,16 @@ import numpy as np
 from deap import tools
 from deap.algorithms import varAnd
 
-from data.errors import InputError
+from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import build_pset
 from evolve.search.checkpoint import Island, Snapshot
 from evolve.search.config import RunConfig
 from evolve.search.individuals import HallOfFame, deap_types
 from evolve.search.operators import dcd_tournament, distinct_first, first_front, toolbox
-from evolve.search.result import Entry, SearchResult, finish
+from evolve.search.result import SearchResult, finish
 from evolve.search.state import (
-    CACHE_LIMIT, LOGBOOK_COLUMNS, TIMING_COLUMNS, WORST, SearchState, check_block_data, score,
+    SearchState, check_block_data,
 )
 from evolve.search.seeding import choose_initial_seeds
 from evolve.search.warm_start import WarmStart, seed_individuals
@@ -266,6 +266,5 @@ def check_features(train: EvalData, valid: EvalData, features: tuple[str, ...]) 
             raise InputError(f"{data.source}: feature '{missing[0]}' is not a column of this split")
 
 
-__all__ = ["Entry", "SearchResult", "LOGBOOK_COLUMNS", "TIMING_COLUMNS", "WORST", "CACHE_LIMIT", "score",
-           "initial_population", "begin", "candidates", "generational", "nsga2", "advance", "epoch_end",
-           "search", "check_features"]
+__all__ = ["initial_population", "begin", "candidates", "generational", "nsga2", "advance", "epoch_end", "search",
+           "check_features"]

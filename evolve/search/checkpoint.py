@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from data.errors import InputError
-from data.io import atomic_write_bytes
+from evolve.errors import InputError
+from evolve.traces.io import atomic_write_bytes
 
 #: File name of the checkpoint inside a run directory.
 CHECKPOINT_FILE = "checkpoint.pkl"

@@ -3,7 +3,7 @@
 A configuration is resolved in three layers, later ones winning: the defaults of
 :class:`RunConfig`, the keys of a TOML file (``--config FILE.toml``, top-level
 keys named as the fields below) and the options given on the command line.
-Every value is validated; a bad one raises :class:`data.errors.InputError` with
+Every value is validated; a bad one raises :class:`evolve.errors.InputError` with
 one line naming where it came from (``option '--population'`` or
 ``FILE.toml: key 'population'``) and the offending value.
 
@@ -20,7 +20,7 @@ import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from data.errors import InputError
+from evolve.errors import InputError
 from evolve.gp.primitives import FEATURES, CORE_FEATURES
 
 FITNESS_CHOICES: tuple[str, ...] = ("acceptance_quality", "expected", "speed_at_tv", "pareto")

@@ -38,8 +38,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from data.errors import InputError
-from data.io import load_split
+from evolve.errors import InputError
+from evolve.traces.io import load_split
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import build_pset
 from evolve.search.algorithms import advance, begin

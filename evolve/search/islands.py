@@ -44,7 +44,7 @@ from typing import Callable
 import numpy as np
 from deap import tools
 
-from data.cluster import ClusterOptions, dask_client
+from evolve.cluster import ClusterOptions, dask_client
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import build_pset
 from evolve.search.algorithms import check_features, epoch_end

@@ -19,7 +19,7 @@ directory under ``cfg.out`` (:func:`write_run`):
 * any extra files the caller supplies (``python -m evolve run`` adds the
   fitness plot ``fitness.png``, drawn by :mod:`evolve.report.runplot`).
 
-Every file is written atomically (:func:`data.io.atomic_write_text`) into a
+Every file is written atomically (:func:`evolve.traces.io.atomic_write_text`) into a
 hidden staging directory that is renamed into place at the end, so a run
 directory is either complete or absent.
 
@@ -49,10 +49,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from data.cluster import ClusterOptions
-from data.errors import InputError, InputWarning, os_error_text
-from data.io import Traces, atomic_write_bytes, atomic_write_text, load_split, remove_stale_temps
-from data.paths import check_output_dir, write_or_rescue
+from evolve.cluster import ClusterOptions
+from evolve.errors import InputError, InputWarning, os_error_text
+from evolve.traces.io import Traces, atomic_write_bytes, atomic_write_text, load_split, remove_stale_temps
+from evolve.traces.paths import check_output_dir, write_or_rescue
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import PRIMITIVE_SET_VERSION
 from evolve.search.algorithms import search
@@ -114,10 +114,10 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     Returns: :class:`RunInfo` with the run directory.
 
     Raises: InputError for bad data or an unusable output directory (checked
-    before the search, :func:`data.paths.check_output_dir`); nothing is written
+    before the search, :func:`evolve.traces.paths.check_output_dir`); nothing is written
     in that case. If writing still fails at the end, the run directory is
     written into a rescue directory and the InputError names it
-    (:func:`data.paths.write_or_rescue`).
+    (:func:`evolve.traces.paths.write_or_rescue`).
     """
     out = check_output_dir(cfg.out, (cfg.data,), OUT_WHAT)
     train_t, valid_t = load_search_data(cfg)
@@ -446,4 +446,4 @@ def _retarget(stage: Path, final: Path) -> None:
 
 __all__ = ["RunInfo", "ExtraFiles", "OUT_WHAT", "PARTIAL_SUFFIX", "run", "resume", "find_checkpoint_dir",
            "checkpoint_status", "checkpoint_dir_name", "write_run", "load_search_data", "dataset_info", "versions",
-           "run_dir_name", "front_document", "logbook_csv", "seeded_document", "seeded_comment", "seeded_name"]
+           "run_dir_name"]

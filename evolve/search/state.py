@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from data.errors import InputError
+from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData, Metrics, check_gamma
 from evolve.eval.objectives import DEFAULT_BUDGET, pareto_values, speed_at_tv
 from evolve.eval.population import EvaluationStats, PopulationEvaluator

@@ -58,8 +58,8 @@ from enum import IntEnum
 import numpy as np
 from numba import njit, prange
 
-from data.synth.block_columns import PHI_POINTS, residual_phi, target_rank
-from data.synth.rng import next_double, sample_index, sample_normalised, seed_state
+from evolve.traces.synth.block_columns import PHI_POINTS, residual_phi, target_rank
+from evolve.traces.synth.rng import next_double, sample_index, sample_normalised, seed_state
 from evolve.eval.layouts import record_layout, record_size
 from evolve.eval.reference import eval_rows
 from evolve.gp.primitives import FEATURES, Op

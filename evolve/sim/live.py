@@ -1,8 +1,8 @@
 """Live speculative decoding on real models with any acceptance rule, and plain decoding to compare.
 
 The models, the drafters, the KV cache, the sampling distributions and the random streams
-are the harvester's (:mod:`data.harvest`: :func:`data.harvest.engine.build` loads them from
-a :class:`data.harvest.config.HarvestConfig`); only the acceptance test differs. One block of
+are the harvester's (:mod:`evolve.traces.harvest`: :func:`evolve.traces.harvest.engine.build` loads them from
+a :class:`evolve.traces.harvest.config.HarvestConfig`); only the acceptance test differs. One block of
 one text (:func:`live_block`), with p_d, q_d the target's and the drafter's distributions
 (float64 (V,)) at depth d = 0..k-1 of the block:
 
@@ -44,10 +44,10 @@ from typing import Sequence
 
 import numpy as np
 
-from data.errors import InputError
-from data.harvest.distributions import residual_distribution, sample_index
-from data.harvest.runner import BatchKV
-from data.schema import standard_threshold
+from evolve.errors import InputError
+from evolve.engine.distributions import residual_distribution, sample_index
+from evolve.engine.runner import BatchKV
+from evolve.traces.schema import standard_threshold
 from evolve.eval.evaluator import EvalData, thresholds
 from evolve.gp.primitives import CORE_FEATURES, FEATURES
 from evolve.sim.verification import block_accept, block_masses, block_stops

@@ -1,7 +1,7 @@
 """Synthetic draft/target language models for the decode-loop simulator, and the jobs that start decodes.
 
 A :class:`SyntheticModel` turns the vocabulary generator's distribution model
-(:mod:`data.synth.vocab_model`, module doc "The distribution model") into a pair of
+(:mod:`evolve.traces.synth.vocab_model`, module doc "The distribution model") into a pair of
 *context-dependent* categorical distributions over ``V`` tokens. At text
 position ``t`` (0-based index of the generated token) with the ``window`` (K)
 tokens before it:
@@ -46,10 +46,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from data.errors import InputError
-from data.synth.rng import next_double, next_normal, seed_state
-from data.synth.softmax import softmax_given_max
-from data.synth.vocab_model import VocabModelConfig, difficulty_step, draw_logits, draw_pair, zipf_log_rank
+from evolve.errors import InputError
+from evolve.traces.synth.rng import next_double, next_normal, seed_state
+from evolve.traces.synth.softmax import softmax_given_max
+from evolve.traces.synth.vocab_model import VocabModelConfig, difficulty_step, draw_logits, draw_pair, zipf_log_rank
 
 #: Tokens of context hashed into a position's RNG key.
 DEFAULT_WINDOW = 4
@@ -101,7 +101,7 @@ def position_pair(model_seed, position, window, d_prev, depth, params, log_rank,
         position: text position t of the next token; window int64 (K,) the K tokens before it.
         d_prev: latent difficulty at position t - 1.
         depth: tokens drafted since the last verification (draft noise grows with it; p does not).
-        params, log_rank: :class:`data.synth.vocab_model.VocabParams`, :func:`data.synth.vocab_model.zipf_log_rank`.
+        params, log_rank: :class:`evolve.traces.synth.vocab_model.VocabParams`, :func:`evolve.traces.synth.vocab_model.zipf_log_rank`.
         work: float64 (V,) scratch.
 
     Returns: (d_t, target_entropy, draft_entropy, target_top_prob, draft_top_prob,
@@ -194,7 +194,7 @@ class SyntheticModel:
 
     @property
     def params(self):
-        """The jitted functions' :class:`data.synth.vocab_model.VocabParams`."""
+        """The jitted functions' :class:`evolve.traces.synth.vocab_model.VocabParams`."""
         return self.config.params()
 
     @property

@@ -61,7 +61,7 @@ from enum import IntEnum
 import numpy as np
 from numba import njit, prange
 
-from data.synth.rng import next_double, sample_index, sample_normalised, seed_state
+from evolve.traces.synth.rng import next_double, sample_index, sample_normalised, seed_state
 from evolve.eval.layouts import record_layout, record_size
 from evolve.sim.models import STREAM_DECODE, position_pair, start_buffers, target_at
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from data.errors import InputError
-from data.synth.rng import seed_state
+from evolve.errors import InputError
+from evolve.traces.synth.rng import seed_state
 from evolve.sim.decoding import check_cost_ratio
 from evolve.sim.models import STREAM_DECODE, Context, SyntheticModel, context_jobs, position_pair, sequence_jobs
 from evolve.sim.tree_kernels import (

@@ -88,8 +88,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from data.errors import InputError
-from data.synth.block_columns import block_weight, residual_mass
+from evolve.errors import InputError
+from evolve.traces.synth.block_columns import block_weight, residual_mass
 
 VERIFY_TOKEN = 0
 VERIFY_BLOCK = 1

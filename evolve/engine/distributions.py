@@ -1,0 +1,108 @@
+"""The numbers of one speculation block, in numpy float64: distributions, sampling, residual, records.
+
+Distributions are softmax(logits / T) computed in float64 over the first ``V``
+logits; T = 0 means greedy decoding (one-hot at the arg max, lowest id on ties).
+Entropies are in nats. Sampling is by inverse CDF with one uniform.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from evolve.traces.synth.block_columns import block_columns, block_phi, object_rows
+
+
+def distributions(logits, temperature: float, top_k: int = 0,
+                  top_p: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Sampling distributions and their entropies from logits, in float64.
+
+    Args: ``logits`` torch tensor (m, V) of any float dtype; ``temperature`` T >= 0; ``top_k``
+    K >= 0 (0: off); ``top_p`` P in (0, 1] (1: off).
+    Returns: probs float64 (m, V) and entropies float64 (m,) in nats (>= 0) of the distribution
+    sampling uses, in the order of Hugging Face transformers' logits processors and vLLM's sampler:
+    softmax(logits / T); then top-k keeps the tokens whose logit is >= the K-th largest (ties at the
+    boundary are all kept); then top-p keeps, in order of decreasing probability (lower id first
+    on ties), the shortest prefix whose mass reaches P (the token that crosses P is kept, and
+    always at least one token); the kept probabilities are renormalised, the others are exactly 0.
+    T = 0 is greedy decoding: one-hot at the lowest arg max, entropy 0 (K and P change nothing).
+    """
+    import torch
+
+    x = logits.detach().to(device="cpu", dtype=torch.float64)
+    if temperature == 0:
+        probs = np.zeros(tuple(x.shape), dtype=np.float64)
+        probs[np.arange(x.shape[0]), x.numpy().argmax(axis=1)] = 1.0
+        return probs, np.zeros(x.shape[0], dtype=np.float64)
+    x = x / temperature
+    if 0 < top_k < x.shape[-1]:
+        kth = torch.topk(x, top_k, dim=-1).values[..., -1:]
+        x = x.masked_fill(x < kth, float("-inf"))
+    if top_p < 1.0:
+        p = torch.softmax(x, dim=-1)
+        sp, order = torch.sort(p, dim=-1, descending=True, stable=True)
+        drop_sorted = (torch.cumsum(sp, dim=-1) - sp) >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        x = x.masked_fill(drop, float("-inf"))
+    logp = torch.log_softmax(x, dim=-1)
+    p = torch.exp(logp)
+    ent = torch.clamp(-torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(dim=-1), min=0.0)
+    return p.numpy(), ent.numpy()
+
+
+def sample_index(probs: np.ndarray, u: float) -> int:
+    """Inverse-CDF sample of a float64 distribution (V,) with a uniform u in [0, 1).
+
+    Never returns a zero-probability index. Raises nothing.
+    """
+    c = np.cumsum(probs)
+    i = int(np.searchsorted(c, u * c[-1], side="right"))
+    if i >= probs.size:
+        i = int(np.flatnonzero(probs > 0)[-1])
+    return i
+
+
+def residual_distribution(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Standard rule's residual norm(max(0, p - q)) (Leviathan et al. 2023, arXiv 2211.17192).
+
+    Args: float64 (V,) target p and draft q. Returns float64 (V,) summing to 1 (p itself in the
+    degenerate case max(0, p - q) = 0, which a rejection cannot produce in exact arithmetic).
+    """
+    r = np.maximum(p - q, 0.0)
+    s = r.sum()
+    return r / s if s > 0 else p
+
+
+def block_records(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: np.ndarray,
+                  drafts: Sequence[int], u: np.ndarray) -> dict[str, np.ndarray]:
+    """Schema columns (all but ``seq_id`` and ``position``) of one block's k drafted tokens.
+
+    Args: p, q float64 (k, V) target and draft distributions at each depth; p_ent, q_ent
+    float64 (k,) their entropies (nats); drafts (k,) token ids; u float64 (k,) uniforms.
+    Returns: dict of arrays of length k (float64, bool, int64) as in :mod:`evolve.traces.schema`, with
+    ``block_residual_mass`` (NaN on the block's last record) and ``target_rank`` from
+    :func:`evolve.traces.synth.block_columns.block_columns` (the block of the k records actually drafted), and
+    ``block_residual_phi`` (:func:`evolve.traces.synth.block_columns.block_phi`; an object array of k rows).
+    """
+    k = len(drafts)
+    rows = np.arange(k)
+    x = np.asarray(drafts, dtype=np.int64)
+    dp, tp = q[rows, x], p[rows, x]
+    r = np.minimum(1.0, tp / dp)
+    mass, rank = block_columns(p, q, x)
+    return {
+        "draft_prob": dp,
+        "target_prob": tp,
+        "draft_entropy": np.asarray(q_ent, dtype=np.float64),
+        "target_entropy": np.asarray(p_ent, dtype=np.float64),
+        "top_token_match": q.argmax(axis=1) == p.argmax(axis=1),
+        "rand_value": np.asarray(u, dtype=np.float64),
+        "baseline_accepts": u < r,
+        "draft_index": rows.astype(np.int64),
+        "draft_top_prob": q.max(axis=1),
+        "target_top_prob": p.max(axis=1),
+        "overlap": np.clip(np.minimum(p, q).sum(axis=1), 0.0, 1.0),
+        "block_residual_mass": mass,
+        "target_rank": rank,
+        "block_residual_phi": object_rows(block_phi(p, q)),
+    }

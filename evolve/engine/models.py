@@ -1,0 +1,224 @@
+"""Local target and draft models: finding their files, loading them offline, checking that they fit.
+
+A model ``PATH`` is a local Hugging Face model directory (``config.json``,
+safetensors or ``pytorch_model*.bin`` weights, tokenizer files) or a local
+``.gguf`` file, loaded through transformers' GGUF support (``gguf_file=``; weights
+are dequantised). Offline mode is forced (``HF_HUB_OFFLINE=1``,
+``TRANSFORMERS_OFFLINE=1``, ``local_files_only=True``) and only existing local
+paths are accepted, so nothing is ever fetched from a hub.
+
+Models whose layers keep a recurrent state (linear attention, Mamba-style
+hybrids) are refused (:func:`check_rollback`): their cache cannot be rolled back
+after a rejected draft. A draft model must share the target's tokenizer
+(:func:`check_same_tokenizer`).
+
+``_torch`` and ``_short`` are helpers shared inside :mod:`evolve.traces.harvest`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evolve.errors import InputError
+
+_SMALL_MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                      "tokenizer.model", "special_tokens_map.json", "vocab.json", "merges.txt",
+                      "added_tokens.json", "chat_template.jinja", "chat_template.json")
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A resolved local model: ``kind`` is ``dir`` or ``gguf``; ``files`` are hashed for metadata."""
+
+    path: Path
+    kind: str
+    option: str
+    files: tuple[Path, ...]
+
+    @property
+    def load_dir(self) -> Path:
+        """The directory transformers loads from (the model directory, or the .gguf file's directory)."""
+        return self.path if self.kind == "dir" else self.path.parent
+
+    def hashes(self) -> dict[str, str]:
+        """{file name relative to the model: sha256}, in name order."""
+        return {str(f.relative_to(self.load_dir)): sha256_file(f) for f in self.files}
+
+
+def resolve_model(path: str, option: str) -> ModelSource:
+    """Check that ``path`` is a loadable local model and list the files that define it.
+
+    A directory needs ``config.json``, weights (``*.safetensors`` or ``pytorch_model*.bin``,
+    every shard named by an index file present) and tokenizer files; a file must end in
+    ``.gguf``. Raises: InputError naming the option and what is missing.
+    """
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise InputError(f"option '{option}': {path}: no such file or directory "
+                         f"(give a local model directory or .gguf file; nothing is downloaded)")
+    if p.is_file():
+        if p.suffix.lower() != ".gguf":
+            raise InputError(f"option '{option}': {path}: not a model directory or a .gguf file")
+        return ModelSource(p.resolve(), "gguf", option, (p.resolve(),))
+    p = p.resolve()
+    if not (p / "config.json").is_file():
+        ggufs = sorted(x.name for x in p.glob("*.gguf"))
+        hint = f"; it holds GGUF files, pass one of them (e.g. {p / ggufs[0]})" if ggufs else ""
+        raise InputError(f"option '{option}': {path}: no config.json (expected a model directory with "
+                         f"config.json, safetensors weights and tokenizer files, or a .gguf file){hint}")
+    weights = sorted(p.glob("*.safetensors")) or sorted(p.glob("pytorch_model*.bin"))
+    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        index = p / index_name
+        if index.is_file():
+            try:
+                shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            except (ValueError, KeyError, TypeError):
+                raise InputError(f"option '{option}': {index}: not a valid weight index") from None
+            missing = [s for s in shards if not (p / s).is_file()]
+            if missing:
+                raise InputError(f"option '{option}': {path}: weight shard {missing[0]} named in {index_name} "
+                                 f"is missing ({len(missing)} of {len(shards)} missing)")
+    if not weights:
+        raise InputError(f"option '{option}': {path}: no weight files (*.safetensors or pytorch_model*.bin)")
+    tok_files = [n for n in ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+                 if (p / n).is_file()]
+    if not tok_files:
+        raise InputError(f"option '{option}': {path}: no tokenizer files (tokenizer.json, tokenizer.model "
+                         f"or vocab.json)")
+    small = [p / n for n in _SMALL_MODEL_FILES if (p / n).is_file()]
+    index_files = [x for x in p.glob("*.index.json")]
+    files = tuple(sorted(set(weights) | set(small) | set(index_files)))
+    return ModelSource(p, "dir", option, files)
+
+
+def _torch():
+    """Import torch and transformers in offline mode, or explain how to install them."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise InputError(f"harvest needs the optional extra 'models' (torch, transformers, gguf, accelerate): "
+                         f"pip install -e '.[models]' ({exc})") from None
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    return torch, transformers
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return (text[:200] if text else type(exc).__name__)
+
+
+@dataclass
+class LoadedModel:
+    """A model with its tokenizer; ``vocab_out`` is the number of logits it produces."""
+
+    source: ModelSource
+    model: Any
+    tokenizer: Any
+    vocab_out: int
+
+    @property
+    def architecture(self) -> str:
+        """The model class name, e.g. ``LlamaForCausalLM``."""
+        return type(self.model).__name__
+
+
+def load_model(source: ModelSource, dtype: str = "float32", device: str = "cpu") -> LoadedModel:
+    """Load a local model and its tokenizer (offline, ``local_files_only=True``).
+
+    Raises: InputError (one line) if transformers cannot load it (unsupported architecture,
+    damaged weights, custom code, GGUF without tokenizer data, unknown device).
+    """
+    torch, transformers = _torch()
+    kwargs: dict[str, Any] = {"local_files_only": True}
+    if source.kind == "gguf":
+        kwargs["gguf_file"] = source.path.name
+    where = f"option '{source.option}': {source.path}"
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(source.load_dir), **kwargs)
+    except Exception as exc:  # transformers raises many types for unreadable tokenizers
+        raise InputError(f"{where}: cannot load the tokenizer ({_short(exc)})") from None
+    torch_dtype = getattr(torch, dtype)
+    model = None
+    for attn in ("sdpa", "eager"):
+        try:
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                str(source.load_dir), dtype=torch_dtype, attn_implementation=attn, **kwargs)
+            break
+        except ValueError as exc:
+            if attn == "eager" or "attn" not in str(exc).lower() and "sdpa" not in str(exc).lower():
+                raise InputError(f"{where}: cannot load the model ({_short(exc)})") from None
+        except Exception as exc:
+            raise InputError(f"{where}: cannot load the model ({_short(exc)})") from None
+    try:
+        model = model.to(device)
+    except Exception as exc:
+        raise InputError(f"option '--device': cannot move the model to '{device}' ({_short(exc)})") from None
+    model.eval()
+    out = model.get_output_embeddings()
+    vocab_out = int(out.weight.shape[0]) if out is not None else int(model.config.get_text_config().vocab_size)
+    return LoadedModel(source, model, tokenizer, vocab_out)
+
+
+#: Layer types whose KV cache can be cropped after a rejected draft (others keep recurrent state).
+ROLLBACK_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+
+
+def check_rollback(loaded: LoadedModel) -> None:
+    """Refuse models with layers whose state cannot be rolled back after a rejection (linear
+    attention, Mamba-style hybrids: ``config.layer_types`` outside :data:`ROLLBACK_LAYER_TYPES`).
+
+    Raises: InputError naming the option, the model and the layer type.
+    """
+    cfg = loaded.model.config.get_text_config()
+    bad = sorted({str(t) for t in (getattr(cfg, "layer_types", None) or [])} - set(ROLLBACK_LAYER_TYPES))
+    if bad:
+        raise InputError(f"option '{loaded.source.option}': {loaded.source.path}: layers of type '{bad[0]}' keep a "
+                         f"recurrent state that cannot be rolled back after a rejected draft; only attention "
+                         f"models are supported")
+
+
+def check_same_tokenizer(target: LoadedModel, draft: LoadedModel, vocab: int) -> None:
+    """Refuse a draft model whose tokenizer differs from the target's.
+
+    Compares the token strings of every id below ``vocab`` (the logits both models produce;
+    tokens past them can never be drafted or sampled). Raises: InputError with the reason
+    (vocabulary sizes and the first differing id).
+    """
+    tv, dv = target.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
+    t_by_id = {i: t for t, i in tv.items() if i < vocab}
+    d_by_id = {i: t for t, i in dv.items() if i < vocab}
+    if t_by_id == d_by_id:
+        return
+    i = min(j for j in set(t_by_id) | set(d_by_id) if t_by_id.get(j) != d_by_id.get(j))
+    raise InputError(f"option '--draft': {draft.source.path}: tokenizer differs from the target's (vocabularies "
+                     f"of {len(tv)} vs {len(dv)} tokens; id {i} is {t_by_id.get(i)!r} vs {d_by_id.get(i)!r}); "
+                     f"a draft model must share the target's tokenizer")
+
+
+def eos_ids(loaded: LoadedModel) -> set[int]:
+    """End-of-sequence ids: the generation config's ``eos_token_id`` (int or list) and the tokenizer's."""
+    ids: set[int] = set()
+    gen = getattr(loaded.model, "generation_config", None)
+    for value in (getattr(gen, "eos_token_id", None), getattr(loaded.tokenizer, "eos_token_id", None)):
+        if value is None:
+            continue
+        ids.update(int(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
+    return ids

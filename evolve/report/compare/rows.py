@@ -1,0 +1,117 @@
+"""The rows of ``benchmark.py``'s comparison table: one scored rule (or verifier) on one split.
+
+A :class:`Row` holds either a rule's :class:`evolve.eval.evaluator.Metrics`
+(kind ``baseline`` for a registered rule, ``champion`` for a champion file) or,
+for the lossless verifier ``block_verification`` (kind ``verifier``), its
+block metrics alone (:class:`evolve.eval.block_verification.BlockVerification`):
+it has no per-token threshold, so the per-token columns stay empty (None in
+JSON, empty in CSV, ``-`` in the tables). :data:`ROW_KEYS` are the keys of
+one JSON record or CSV row, in order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from evolve.traces.io import SPLITS
+from evolve.eval.block_verification import BlockVerification
+from evolve.eval.evaluator import BLOCK_FIELDS, DEFAULT_COST_RATIO, Metrics
+from heuristics import registry
+from heuristics.contract import Rule
+
+#: Values of ``--format``.
+FORMATS: tuple[str, ...] = ("table", "csv", "json", "markdown")
+#: Values of ``--split``; ``all`` means every split in :data:`evolve.traces.io.SPLITS` order.
+SPLIT_CHOICES: tuple[str, ...] = SPLITS + ("all",)
+#: The rule champions are compared with.
+REFERENCE_RULE = registry.STANDARD_NAME
+#: Default number of timed evaluations per rule (after one warm-up).
+DEFAULT_REPEATS = 3
+#: Name and kind of the block verification row.
+BLOCK_VERIFICATION = "block_verification"
+VERIFIER = "verifier"
+#: Keys of one JSON record / CSV row, in order.
+ROW_KEYS: tuple[str, ...] = (
+    "heuristic", "kind", "split", "tokens", "acceptance_rate", "accuracy", "quality_score", "fitness",
+    "false_accepts", "false_rejects", "expected_acceptance", "expected_tv", "expected_false_reject",
+    "expected_quality", "expected_fitness", "n_invalid", "time_ms", "delta_fitness", "delta_acceptance",
+    "delta_expected_fitness", "delta_expected_acceptance", "delta_expected_tv", "expression", "data",
+    "tokens_per_call", "speedup", "tv_per_token", "gamma", "cost_ratio",
+)
+_METRIC_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Metrics))
+
+
+@dataclass(frozen=True)
+class ComparedRule:
+    """A rule to score in the table: ``kind`` is ``baseline`` (from the registry) or
+    ``champion``; ``origin`` is ``registry`` or the champion's file/directory."""
+
+    rule: Rule
+    kind: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One rule (or block verification) scored on one split.
+
+    ``time_ms`` is the best wall time of one evaluation in milliseconds (see
+    :mod:`evolve.report.compare.table`). The ``delta_*`` fields are the champion's
+    metric minus ``standard_rejection``'s on the same split (None for
+    baselines). ``metrics`` is None for the verifier row, whose block metrics
+    are in ``verifier`` and whose record count is ``tokens``.
+    """
+
+    heuristic: str
+    kind: str
+    split: str
+    data: str
+    metrics: Metrics | None
+    time_ms: float
+    expression: str | None = None
+    delta_fitness: float | None = None
+    delta_acceptance: float | None = None
+    delta_expected_fitness: float | None = None
+    delta_expected_acceptance: float | None = None
+    delta_expected_tv: float | None = None
+    gamma: int | None = None
+    cost_ratio: float | None = None
+    verifier: BlockVerification | None = None
+    tokens: int | None = None
+
+    def value(self, name: str):
+        """A metric of the row (a :class:`Metrics` field name), or None when it has none (verifier rows)."""
+        if self.metrics is not None:
+            return getattr(self.metrics, name)
+        if self.verifier is not None and name in BLOCK_FIELDS:
+            return getattr(self.verifier, name)
+        return self.tokens if name == "tokens" else None
+
+    def to_dict(self) -> dict:
+        """Plain dict with exactly the keys :data:`ROW_KEYS`, in that order."""
+        if self.metrics is not None:
+            m = {**dict.fromkeys(BLOCK_FIELDS), **self.metrics.to_dict()}
+        else:
+            m = {k: self.value(k) for k in _METRIC_KEYS}
+        values = {**m, "gamma": self.gamma, "cost_ratio": self.cost_ratio if self.gamma else None,
+                  **{k: getattr(self, k) for k in (
+            "heuristic", "kind", "split", "data", "time_ms", "expression", "delta_fitness", "delta_acceptance",
+            "delta_expected_fitness", "delta_expected_acceptance", "delta_expected_tv")}}
+        return {k: values[k] for k in ROW_KEYS}
+
+
+@dataclass
+class Comparison:
+    """Rows of every scored (rule, split), in split then rule order, and notes on skipped rules."""
+
+    rows: list[Row]
+    notes: list[str] = field(default_factory=list)
+    repeats: int = DEFAULT_REPEATS
+    splits: tuple[str, ...] = ()
+    tokens: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    gamma: dict[str, int | None] = field(default_factory=dict)
+    cost_ratio: float = DEFAULT_COST_RATIO
+
+
+__all__ = ["FORMATS", "SPLIT_CHOICES", "REFERENCE_RULE", "DEFAULT_REPEATS", "BLOCK_VERIFICATION", "VERIFIER",
+           "ROW_KEYS", "ComparedRule", "Row", "Comparison"]

@@ -1,0 +1,355 @@
+"""Scoring every rule on a split and formatting the comparison (``benchmark.py``).
+
+The acceptance-quality benchmark table: Heuristic, Accept%, Accuracy, Quality,
+Fitness and Time of every rule (the acceptance-quality fitness of
+:class:`evolve.eval.evaluator.AcceptanceQualityFitness` on the split's sampled
+accept/reject outcomes), with the expected metrics of
+:mod:`evolve.eval.evaluator` beside it (E[accept] = mean clamped tau; E[TV] =
+mean max(0, tau - min(1, p/q)), the rule's total-variation damage per drafted
+token; E[fitness] = the same fitness computed on those expectations) and, for
+every champion, its change against ``standard_rejection`` on the same split.
+
+Rules compared: every rule of the registry (:func:`heuristics.registry.rules`:
+the baselines, then the default of every published rule family; rules that
+need an optional column the split lacks are skipped with a note), every
+promoted champion of the champions directory (``heuristics/champions/*.json``,
+:func:`heuristics.registry.champion_rules`) and every champion file given
+explicitly (:func:`heuristics.champions.load_champion`; expressions are parsed,
+never evaluated as Python).
+
+Time: wall time (``time.perf_counter``) of one :func:`evolve.eval.evaluator.evaluate`
+call on the prepared split, in milliseconds. Each rule is evaluated once first
+(warm-up: Numba compilation or cache loading, not timed), then ``repeats`` more
+times; the best (smallest) of those is reported, as the least disturbed by
+other processes. Loading the split and preparing its arrays are not included.
+
+Block verification: on a split with the optional column ``block_residual_mass``
+(and ``draft_index``) a row ``block_verification`` (kind ``verifier``) follows
+the rules of the split: the lossless block verification of Sun et al. 2024
+(arXiv 2403.10444), whose expected tokens per call follow from the records
+alone (:mod:`evolve.eval.block_verification`), with the speedup under the same
+cost model as the rules and TV 0. It has no per-token threshold, so the
+per-token columns are empty. Its Time is the best of ``repeats`` computations
+of its tokens per call. On a split without the column a note says so.
+
+Rows, their JSON/CSV keys (:data:`ROW_KEYS`) and the comparison are defined in
+:mod:`evolve.report.compare.rows`; the output formats ``table`` (rich, plain
+text), ``markdown`` (a GitHub table), ``csv`` and ``json`` (one record per row)
+in :mod:`evolve.report.compare.format`. Both are re-exported here.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from evolve.errors import InputError
+from evolve.traces.io import SPLITS, Traces, load_split
+from evolve.eval.block_verification import RESIDUAL_COLUMN, block_verification_metrics
+from evolve.eval.evaluator import (
+    DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, check_gamma, evaluate,
+)
+from evolve.report.compare.format import (
+    format_comparison,
+)
+from evolve.report.compare.rows import (
+    BLOCK_VERIFICATION, DEFAULT_REPEATS, FORMATS, REFERENCE_RULE, SPLIT_CHOICES, VERIFIER, Comparison,
+    ComparedRule, Row,
+)
+from evolve.report.options import naming_option
+from evolve.report.output import check_output, resolve_format, write_output
+from heuristics import champions, registry
+from heuristics.contract import Rule
+
+# --- which rules ------------------------------------------------------------------------------
+
+def resolve_splits(split: str) -> tuple[str, ...]:
+    """``('test',)`` for ``test``, every split for ``all``. Raises InputError for an unknown name."""
+    if split == "all":
+        return SPLITS
+    if split not in SPLITS:
+        raise InputError(f"option '--split': unknown split '{split}' (choose from {', '.join(SPLIT_CHOICES)})")
+    return (split,)
+
+
+def baseline_entries() -> list[ComparedRule]:
+    """Every registered rule (:func:`heuristics.registry.rules`: the baselines first, then the
+    published families' defaults), as entries of kind ``baseline``."""
+    return [ComparedRule(rule, "baseline", "registry") for rule in registry.rules()]
+
+
+def champion_module():
+    """:mod:`heuristics.champions`, which reads, validates and writes champion files."""
+    return champions
+
+
+def default_champions_dir() -> Path:
+    """The champions directory: ``$SPECDEC_CHAMPIONS_DIR`` if set, else ``heuristics/champions/``
+    (:func:`heuristics.champions.champions_dir`)."""
+    return Path(champions.champions_dir())
+
+
+def _call_loader(fn, arg, what: str):
+    """Call a champion loader; unexpected exceptions from a hostile file become one-line InputErrors."""
+    try:
+        return fn(arg)
+    except InputError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError, MemoryError) as exc:
+        text = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise InputError(f"{what}: invalid champion ({text})") from None
+
+
+def champion_entries(files: Sequence[str | os.PathLike] = (),
+                     champions_dir: str | os.PathLike | None = None) -> list[ComparedRule]:
+    """Champions of ``champions_dir`` (``*.json``) and of the given ``files``, as entries of kind ``champion``.
+
+    Args:
+        files: champion JSON files (``--champion``).
+        champions_dir: directory of promoted champions; None means
+            :func:`default_champions_dir`. A missing directory holds no champions.
+
+    Raises:
+        InputError: a given file does not exist, or a champion file is
+            malformed or hostile (message from :mod:`heuristics.champions`,
+            naming the file).
+    """
+    cdir = Path(champions_dir) if champions_dir is not None else default_champions_dir()
+    entries = [ComparedRule(rule, "champion", str(cdir))
+               for rule in _call_loader(registry.champion_rules, cdir, str(cdir))]
+    entries += [ComparedRule(champion_from_file(f), "champion", str(Path(f))) for f in files]
+    return entries
+
+
+def champion_from_file(path: str | os.PathLike) -> Rule:
+    """The champion of a ``--champion`` file as a rule.
+
+    Raises: InputError naming ``--champion`` for a missing file, or naming the
+    file for a malformed or hostile one.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"option '--champion': {path}: no such file")
+    return _call_loader(champions.load_champion, path, str(path))
+
+
+def collect_entries(champion_files: Sequence[str | os.PathLike] = (),
+                    champions_dir: str | os.PathLike | None = None) -> list[ComparedRule]:
+    """Registered rules then champions (:func:`baseline_entries`, :func:`champion_entries`), without duplicates.
+
+    A champion identical (same name and expression) to an entry already listed
+    is dropped (e.g. a promoted champion also given with ``--champion``).
+    Champions cannot take a built-in rule's name
+    (:data:`heuristics.champions.RESERVED_NAMES`); champions that share a name
+    but differ are all kept (labelled by origin in the output).
+    """
+    entries = baseline_entries()
+    for entry in champion_entries(champion_files, champions_dir):
+        if not any(e.rule.name == entry.rule.name and e.rule.expression is not None
+                   and e.rule.expression == entry.rule.expression for e in entries):
+            entries.append(entry)
+    return entries
+
+
+def _label(entries: list[ComparedRule]) -> list[str]:
+    """Display names: the rule's name, disambiguated by origin when two entries share it."""
+    labels, used = [], set()
+    for e in entries:
+        name = e.rule.name
+        if name in used:
+            name = f"{e.rule.name} ({Path(e.origin).name})"
+            k = 2
+            while name in used:
+                name, k = f"{e.rule.name} ({Path(e.origin).name} #{k})", k + 1
+        used.add(name)
+        labels.append(name)
+    return labels
+
+
+# --- scoring ----------------------------------------------------------------------------------
+
+def timed_evaluate(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS,
+                   fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), gamma: int | None = None,
+                   cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[Metrics, float]:
+    """Metrics of ``rule`` on ``data`` and the best wall time of one evaluation, in milliseconds.
+
+    One untimed warm-up evaluation (compilation), then ``repeats`` (>= 1) timed ones.
+    With ``gamma`` the block-level metrics (tokens per target call, speedup under
+    draft/target cost ratio ``cost_ratio``, TV per emitted token) are computed too.
+
+    Raises: InputError if the rule needs a column the split lacks; ValueError for repeats < 1.
+    """
+    if repeats < 1:
+        raise ValueError("repeats must be >= 1")
+    metrics = evaluate(rule, data, fitness, gamma=gamma, cost_ratio=cost_ratio)
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        evaluate(rule, data, fitness, gamma=gamma, cost_ratio=cost_ratio)
+        best = min(best, time.perf_counter() - t0)
+    return metrics, best * 1e3
+
+
+def missing_columns(rule: Rule, data: EvalData) -> list[str]:
+    """Optional columns ``rule`` reads that ``data`` lacks (empty if it can be scored)."""
+    return [c for c in rule.columns_needed if c not in data.available]
+
+
+def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = DEFAULT_REPEATS,
+                fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), gamma: int | None = None,
+                cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[list[Row], list[str]]:
+    """Score every entry on one prepared split.
+
+    Returns (rows in entry order, notes): a rule needing an optional column the
+    split lacks is skipped with a note. Champions get deltas against
+    :data:`REFERENCE_RULE` when it was scored.
+    """
+    scored: list[tuple[ComparedRule, str, Metrics, float]] = []
+    notes: list[str] = []
+    for entry, label in zip(entries, _label(list(entries))):
+        missing = missing_columns(entry.rule, data)
+        if missing:
+            notes.append(f"skipped {label} on {data.split or 'split'}: it needs column '{missing[0]}', "
+                         f"which {data.source} lacks")
+            continue
+        metrics, ms = timed_evaluate(entry.rule, data, repeats, fitness, gamma, cost_ratio)
+        scored.append((entry, label, metrics, ms))
+    ref = next((m for e, label, m, _ in scored if e.kind == "baseline" and e.rule.name == REFERENCE_RULE), None)
+    rows = []
+    for entry, label, m, ms in scored:
+        deltas = {}
+        if entry.kind == "champion" and ref is not None:
+            deltas = dict(
+                delta_fitness=m.fitness - ref.fitness,
+                delta_acceptance=m.acceptance_rate - ref.acceptance_rate,
+                delta_expected_fitness=m.expected_fitness - ref.expected_fitness,
+                delta_expected_acceptance=m.expected_acceptance - ref.expected_acceptance,
+                delta_expected_tv=m.expected_tv - ref.expected_tv,
+            )
+        rows.append(Row(label, entry.kind, data.split, data.source, m, ms, entry.rule.expression, **deltas,
+                        gamma=gamma, cost_ratio=cost_ratio))
+    return rows, notes
+
+
+def block_gamma(data: EvalData, gamma: int | None) -> int | None:
+    """The draft length for block-level metrics on ``data``.
+
+    ``gamma`` if given; otherwise the split's own block length (max draft_index + 1)
+    when it has ``draft_index``, else None (no block-level metrics).
+    """
+    if gamma is not None or "draft_index" not in data.available or data.n == 0:
+        return gamma
+    return int(data.feature("draft_index").max()) + 1
+
+
+def block_verification_row(traces: Traces, data: EvalData, gamma: int | None, cost_ratio: float = DEFAULT_COST_RATIO,
+                           repeats: int = DEFAULT_REPEATS) -> tuple[Row | None, str | None]:
+    """The ``block_verification`` row of one split, or (None, note) when the split cannot give it.
+
+    Needs block metrics (``gamma`` not None: a split with ``draft_index``) and the
+    column ``block_residual_mass``; without block metrics there is neither a
+    row nor a note. Time: best of ``repeats`` computations after a warm-up, in ms.
+
+    Raises: InputError when a needed ``block_residual_mass`` value is NaN or
+    negative (:func:`evolve.eval.block_verification.block_verification_tokens`).
+    """
+    if gamma is None:
+        return None, None
+    if not traces.has(RESIDUAL_COLUMN):
+        return None, (f"no {BLOCK_VERIFICATION} row on {data.split or 'split'}: {data.source} lacks column "
+                      f"'{RESIDUAL_COLUMN}' (written by generators that know whole distributions)")
+    args = (traces["target_prob"], traces["draft_prob"], traces["draft_index"], traces[RESIDUAL_COLUMN], gamma,
+            cost_ratio)
+    result = block_verification_metrics(*args)
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        block_verification_metrics(*args)
+        best = min(best, time.perf_counter() - t0)
+    return Row(BLOCK_VERIFICATION, VERIFIER, data.split, data.source, None, best * 1e3, gamma=gamma,
+               cost_ratio=cost_ratio, verifier=result, tokens=data.n), None
+
+
+def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Sequence[ComparedRule] | None = None,
+                   repeats: int = DEFAULT_REPEATS, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
+                   gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO,
+                   block_verification: bool = True) -> Comparison:
+    """Load the split(s) of ``data_dir`` and score every entry on each.
+
+    Every split is loaded and validated before any rule is scored. With
+    ``block_verification`` each split's rows end with the ``block_verification``
+    row where the split has block metrics and ``block_residual_mass``
+    (:func:`block_verification_row`; a note where it lacks the column).
+
+    Args:
+        data_dir: dataset directory (``generate_data.py --out``).
+        split: ``train``, ``valid``, ``test`` or ``all``.
+        entries: rules to score; default :func:`collect_entries` ().
+        repeats: timed evaluations per rule (>= 1).
+        gamma: draft length for the block-level metrics (default: each split's
+            block length, see :func:`block_gamma`); an InputError naming --gamma
+            if it exceeds the split's block length.
+        cost_ratio: draft/target cost ratio c for the speedup (Leviathan et al. 2023).
+
+    Raises: InputError for a missing or invalid dataset (see :func:`evolve.traces.io.load_split`)
+    or an unknown split.
+    """
+    splits = resolve_splits(split)
+    if repeats < 1:
+        raise InputError(f"option '--repeats': must be at least 1 (value {repeats})")
+    traces = {s: load_split(data_dir, s) for s in splits}
+    loaded = {s: EvalData.from_traces(t) for s, t in traces.items()}
+    if entries is None:
+        entries = collect_entries()
+    result = Comparison([], repeats=repeats, splits=splits, cost_ratio=cost_ratio)
+    for s, data in loaded.items():
+        result.gamma[s] = block_gamma(data, gamma)
+        if gamma is not None:
+            naming_option("--gamma", check_gamma, gamma, data)
+    for s, data in loaded.items():
+        rows, notes = score_split(entries, data, repeats, fitness, result.gamma[s], cost_ratio)
+        if block_verification:
+            row, note = block_verification_row(traces[s], data, result.gamma[s], cost_ratio, repeats)
+            rows += [row] if row is not None else []
+            notes += [note] if note is not None else []
+        result.rows += rows
+        result.notes += notes
+        result.tokens[s] = data.n
+        result.sources[s] = data.source
+    return result
+
+
+def benchmark(data_dir: str | os.PathLike = "data", split: str = "test",
+              champion_files: Iterable[str | os.PathLike] = (),
+              champions_dir: str | os.PathLike | None = None,
+              fmt: str | None = None, output: str | os.PathLike | None = None,
+              repeats: int = DEFAULT_REPEATS, gamma: int | None = None,
+              cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[Comparison, str]:
+    """The whole comparison command: validate options, load, score, render, write.
+
+    Everything is validated and computed before anything is written; with
+    ``output`` the text is written atomically, otherwise the caller prints it.
+
+    Returns: (comparison, rendered text). Raises: InputError for any bad input.
+    """
+    fmt = resolve_format(fmt, output, FORMATS)
+    resolve_splits(split)
+    if repeats < 1:
+        raise InputError(f"option '--repeats': must be at least 1 (value {repeats})")
+    champion_files = list(champion_files)
+    check_output(output, inputs=(data_dir, *champion_files),
+                 champion_dirs=(champions_dir or default_champions_dir(),))
+    entries = collect_entries(list(champion_files), champions_dir)
+    comparison = run_comparison(data_dir, split, entries, repeats, gamma=gamma, cost_ratio=cost_ratio)
+    text = format_comparison(comparison, fmt)
+    if output is not None:
+        write_output(text, output)
+    return comparison, text
+
+
+#: The rows and formats are defined in their own modules and re-exported here (see the module doc).
+__all__ = ["baseline_entries", "benchmark", "block_gamma", "block_verification_row", "champion_entries",
+           "champion_from_file", "champion_module", "collect_entries", "default_champions_dir", "missing_columns",
+           "resolve_splits", "run_comparison", "score_split", "timed_evaluate"]

@@ -1,0 +1,179 @@
+"""Relaxed block verification in ``benchmark.py pareto``: the fixed-w family, the evolved front, the verdict.
+
+Relaxed block verification (:mod:`evolve.eval.relaxed_block`) runs block
+verification against p~ = (1 - w) p + w q with a weight w chosen from the
+prefix; its damage per emitted token is w (1 - overlap) at each emitted
+position. On a split with ``block_residual_phi`` the comparison shows, beside
+the per-token curves (references, not ranked by the per-token verdict):
+
+* ``relaxed_block_fixed_w``: the fixed-w family
+  (:data:`evolve.eval.relaxed_block.FIXED_WEIGHTS`; w = 0 is lossless block
+  verification);
+* ``evolved_relaxed_block``: every weight w(features) of the ``--run``
+  directories made with ``python -m evolve run --fitness pareto --verify block``
+  (their ``front.json``, else hall of fame and champion).
+
+:func:`relaxed_verdict` states, at every budget above 0, whether the evolved
+relaxed front beats lossless block verification, the fixed-w family, every
+per-token curve (families, named rules, evolved per-token rules, the learned
+rule) and the per-token oracle bound, with the margins (evolved / other - 1).
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from evolve.traces.io import Traces
+from evolve.eval.evaluator import EvalData
+from evolve.eval.relaxed_block import FIXED_WEIGHTS, PHI_COLUMN, RELAXED_COLUMNS, attach
+from evolve.eval.relaxed_population import evaluate_relaxed
+from evolve.gp.compiler import parse, to_string
+from evolve.report.pareto.curves import BLOCK_VERIFICATION, Curve, RulePoint, budget_key, finish_curve
+
+#: Names of the relaxed block verification curves (references of the comparison).
+RELAXED_FAMILY = "relaxed_block_fixed_w"
+RELAXED_EVOLVED = "evolved_relaxed_block"
+#: Kinds of the two curves.
+RELAXED_KINDS: tuple[str, ...] = ("relaxed_family", "relaxed_evolved")
+
+
+def is_relaxed_run(run_dir: str | os.PathLike) -> bool:
+    """Whether a run directory was made with ``--verify block`` (its ``run.json`` config says so)."""
+    path = Path(run_dir) / "run.json"
+    try:
+        config = json.loads(path.read_text()).get("config", {})
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(config, dict) and config.get("verify") == "block"
+
+
+def _points(exprs: Sequence[str], labels: Sequence[str], data: EvalData, gamma: int) -> list[RulePoint]:
+    metrics = evaluate_relaxed(list(exprs), data, gamma)
+    out = []
+    for e, label, m in zip(exprs, labels, metrics):
+        point = RulePoint(label, float(m.tv_per_token), float(m.tokens_per_call), e)
+        point.lossless = point.tv_per_token == 0.0 or None  # w = 0 everywhere: lossless block verification
+        out.append(point)
+    return out
+
+
+def relaxed_family_curve(traces: Traces, data: EvalData, gamma: int,
+                         budgets: Sequence[float]) -> tuple[Curve | None, str | None]:
+    """The fixed-w family as a curve (kind ``relaxed_family``), or (None, note) without the relaxed columns."""
+    missing = [c for c in RELAXED_COLUMNS if not traces.has(c)]
+    if missing:
+        return None, (f"no relaxed block verification: {data.source} lacks column '{missing[0]}' (written by "
+                      "generators that know whole distributions)")
+    attach(data, traces)
+    exprs = [repr(float(w)) for w in FIXED_WEIGHTS]
+    points = _points(exprs, [f"w={w:g}" for w in FIXED_WEIGHTS], data, gamma)
+    source = ("block verification (Sun et al. 2024, arXiv 2403.10444) against (1 - w) p + w q, one w everywhere "
+              "(the mixture of speculative cascades, arXiv 2405.19261)")
+    return finish_curve(Curve(RELAXED_FAMILY, "relaxed_family", source, "w", points), budgets), None
+
+
+def relaxed_evolved_curve(runs: Sequence[tuple[list[str], str]], traces: Traces, data: EvalData, gamma: int,
+                          budgets: Sequence[float]) -> tuple[Curve | None, list[str]]:
+    """The weights of ``--verify block`` runs as one curve (kind ``relaxed_evolved``); (None, notes) when the
+    split lacks the relaxed columns.
+
+    ``runs``: (expressions, source file) of each run
+    (:func:`evolve.report.pareto.command.run_expressions`). Raises: InputError for unparsable expressions.
+    """
+    if not traces.has(PHI_COLUMN):
+        return None, [f"skipped the --verify block runs: {data.source} lacks column '{PHI_COLUMN}'"]
+    attach(data, traces)
+    seen: dict[str, None] = {}
+    sources, notes = [], []
+    for exprs, src in runs:
+        sources.append(src)
+        for i, text in enumerate(exprs):
+            nodes = parse(text, f"{src}: weight {i}")
+            needs = [n.value for n in nodes if n.kind == "feature" and n.value not in data.available]
+            if needs:
+                notes.append(f"skipped relaxed weight {text[:60]}: it needs column '{needs[0]}', which "
+                             f"{data.source} lacks")
+                continue
+            seen.setdefault(to_string(nodes), None)
+    exprs = list(seen)
+    curve = Curve(RELAXED_EVOLVED, "relaxed_evolved", ", ".join(sources), "w(features)",
+                  _points(exprs, exprs, data, gamma))
+    return finish_curve(curve, budgets), notes
+
+
+def relaxed_verdict(comp) -> dict[str, Any] | None:
+    """How the evolved relaxed front compares with everything else at each budget above 0 (None without it).
+
+    Keys: ``budgets`` {budget key: {"evolved_relaxed", "block_verification",
+    "fixed_w", "best_per_token" (value), "best_per_token_curve", "per_token_bound",
+    "margins" {"block_verification", "fixed_w", "best_per_token", "per_token_bound"}:
+    evolved / other - 1, "beats" {same keys: bool}}}, ``beats_all_above_0``
+    {same keys: bool, all budgets above 0}. Per-token curves: every curve of the
+    comparison and the learned reference. "Beats": strictly more tokens per call
+    within the budget.
+    """
+    refs = comp.references
+    evolved = refs.get(RELAXED_EVOLVED)
+    if evolved is None:
+        return None
+    bv = refs.get(BLOCK_VERIFICATION)
+    fixed = refs.get(RELAXED_FAMILY)
+    per_token = list(comp.curves.values()) + [c for name, c in refs.items()
+                                              if c.kind not in RELAXED_KINDS and name != BLOCK_VERIFICATION]
+    out: dict[str, Any] = {}
+    beats_all = {"block_verification": True, "fixed_w": True, "best_per_token": True, "per_token_bound": True}
+    for b in comp.budgets:
+        if b == 0:
+            continue
+        key = budget_key(b)
+        ev = evolved.best_at_budget.get(key)
+        others = {"block_verification": None if bv is None else bv.best_at_budget.get(budget_key(0)),
+                  "fixed_w": None if fixed is None else fixed.best_at_budget.get(key),
+                  "per_token_bound": comp.bound.get("upper_bound", {}).get(key)}
+        cands = [(c.best_at_budget.get(key), c.name) for c in per_token if c.best_at_budget.get(key) is not None]
+        best, best_name = max(cands) if cands else (None, None)
+        others["best_per_token"] = best
+        margins = {k: (None if ev is None or v is None else float(ev / v - 1.0)) for k, v in others.items()}
+        beats = {k: bool(ev is not None and v is not None and ev > v) for k, v in others.items()}
+        for k in beats_all:
+            beats_all[k] = beats_all[k] and beats[k]
+        out[key] = {"evolved_relaxed": ev, **others, "best_per_token_curve": best_name,
+                    "evolved_rule": evolved.best_rule.get(key), "margins": margins, "beats": beats}
+    return {"budgets": out, "beats_all_above_0": beats_all}
+
+
+def relaxed_lines(comp) -> list[str]:
+    """Table lines of :func:`relaxed_verdict` (empty without an evolved relaxed front)."""
+    v = relaxed_verdict(comp)
+    lines = []
+    if RELAXED_FAMILY in comp.references:
+        lines.append("relaxed block verification: block verification against (1 - w) p + w q, w from prefix-level "
+                     "features; damage w (1 - overlap) per emitted position (evolve.eval.relaxed_block).")
+    if v is None:
+        return lines
+    lines.append("evolved_relaxed_block vs block_verification / relaxed_block_fixed_w / best per-token curve / "
+                 "per-token oracle bound:")
+
+    def pct(x):
+        return "n/a" if x is None else f"{100 * x:+.2f}%"
+    for key, m in v["budgets"].items():
+        mg = m["margins"]
+        lines.append(f"  TV<={key}: {pct(mg['block_verification'])} / {pct(mg['fixed_w'])} / "
+                     f"{pct(mg['best_per_token'])} ({m['best_per_token_curve']}) / {pct(mg['per_token_bound'])}")
+    ok = v["beats_all_above_0"]
+    lines.append("  beats at every budget above 0: " + ", ".join(f"{k} {'yes' if x else 'no'}" for k, x in ok.items()))
+    return lines
+
+
+def split_runs(runs: Sequence[str | os.PathLike]) -> tuple[list, list]:
+    """(per-token runs, ``--verify block`` runs) of ``--run``, in order."""
+    token, relaxed = [], []
+    for r in runs:
+        (relaxed if is_relaxed_run(r) else token).append(r)
+    return token, relaxed
+
+
+__all__ = ["RELAXED_FAMILY", "RELAXED_EVOLVED", "RELAXED_KINDS", "is_relaxed_run", "relaxed_family_curve",
+           "relaxed_evolved_curve", "relaxed_verdict", "relaxed_lines", "split_runs"]

@@ -1,0 +1,251 @@
+"""The performance harness: ``python benchmark.py perf [--output results/perf.json]``.
+
+One process, one run, five measurements plus the trace generator's speed
+(:mod:`evolve.report.perf.measure`, :mod:`evolve.report.perf.scaling`):
+
+1. ``standard_rejection`` with the acceptance-quality fitness on the default
+   train split (``DATA/train.*`` when it exists, else the default vocab-model
+   train split generated in memory, else the independent-features model's):
+   tokens per second of one :func:`evolve.eval.evaluator.evaluate` call (best
+   of many; median also reported);
+2. 1,000 distinct random programs (ramped half-and-half, depth 2-6, the full
+   primitive set over the split's features, fixed seed) with the
+   acceptance-quality fitness: node evaluations per second (tree nodes x
+   tokens / wall time, compiling included) of :class:`evolve.eval.population.PopulationEvaluator`, and of DEAP's
+   stock path on the same programs (``deap.gp.compile``, a numpy-vectorised
+   call, the same fitness in numpy: :func:`evolve.eval.evaluator.reference_metrics`);
+3. when ``pyoperon`` is installed, Operon's ``EvaluateTrees`` on 1,000 random
+   programs of the arithmetic subset (add, sub, mul, div) converted to Operon
+   trees, same rows and thread count, against our evaluator on the same
+   programs (Operon computes float32 predictions only; we compute float64
+   thresholds *and* the fitness);
+4. an end-to-end evolution (population 1000, 20 generations) with
+   :func:`evolve.search.algorithms.search`: generations per second, the share of time
+   outside evaluation, and the extrapolated time of 100 generations;
+5. evaluation time of the standard rule and of a batch of 32 programs (derived
+   rows off, so every size does the same work per token) on 10k, 100k, 1M and
+   10M tokens (train rows tiled, validated like a loaded split; the sizes are
+   timed in turn over three rounds, best of each), the linearity of both from
+   100k to 10M, the rate at which all threads can read the four rows the rule
+   reads (its memory bound at 10M tokens, where the rows no longer fit in the
+   caches), and resident/peak memory per token of the prepared data.
+
+Figures that are compared (ours against DEAP and Operon, one size against
+another) are timed in turn over several rounds, best of each, so that changes
+in the machine's speed during the run (other processes, other virtual
+machines on the host) hit both sides alike. Timings are wall-clock
+(``time.perf_counter``); process CPU time is recorded too, so that a run on a
+machine shared with other processes can be read (``cpu_utilisation`` = CPU
+seconds / wall seconds / threads). The figures, the performance targets
+(:data:`TARGETS`) and whether each is met, the core count, thread count, load
+average and versions are printed as a table and written as JSON (atomically)
+with at least the keys of :data:`REQUIRED_KEYS`.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+from evolve.errors import InputError
+from evolve.traces.io import atomic_write_text
+from evolve.eval.evaluator import EvalData
+from evolve.gp.primitives import FEATURES
+from evolve.report.perf.measure import (
+    load_splits, measure_evolution, measure_generator, measure_gp, measure_operon, measure_rule,
+)
+from evolve.report.perf.scaling import DEFAULT_SCALING, RULE_BYTES_PER_TOKEN, measure_scaling
+from evolve.report.perf.timing import environment
+
+REQUIRED_KEYS: tuple[str, ...] = (
+    "rule_tokens_per_s", "gp_node_evals_per_s", "deap_node_evals_per_s", "gp_vs_deap", "operon_node_evals_per_s",
+    "gp_vs_operon", "evolve_generations_per_s", "scaling", "bytes_per_token", "cores", "generator_tokens_per_s",
+)
+
+#: The harness's performance targets (set for a 2-core machine).
+TARGETS = {
+    "rule_tokens_per_s": 1e9,
+    "gp_node_evals_per_s": 2e9,
+    "gp_vs_deap": 5.0,
+    "gp_vs_operon": 1.0,
+    "evolve_100_generations_s": 60.0,
+    "scaling_linearity": 1.10,        # the population evaluation (the search's work)
+    "scaling_linearity_rule": 1.10,   # the standard rule alone (memory-bound at 10M tokens)
+    "bytes_per_token": 120.0,
+}
+
+
+# --- the whole run ------------------------------------------------------------------------------
+
+def run_perf(data_dir: str | os.PathLike = "data", programs: int = 1000, population: int = 1000,
+             generations: int = 20, sizes: tuple[int, ...] = DEFAULT_SCALING, seed: int = 0,
+             generator_tokens: int = 1_000_000, progress: Callable[[str], None] | None = None) -> dict:
+    """Run all measurements (see the module doc) and return the report dict (keys :data:`REQUIRED_KEYS` and more).
+
+    Raises: InputError for an unreadable dataset or bad sizes.
+    """
+    if programs < 1 or population < 2 or generations < 1 or not sizes or min(sizes) < 1:
+        raise InputError("option '--programs/--population/--generations/--sizes': must be positive "
+                         f"(values {programs}, {population}, {generations}, {list(sizes)})")
+    say = progress or (lambda _msg: None)
+    env = environment()
+    threads = env["threads"]
+    say("loading data")
+    train_t, valid_t, data_desc = load_splits(data_dir)
+    train, valid = EvalData.from_traces(train_t), EvalData.from_traces(valid_t)
+    features = tuple(f for f in FEATURES if f in train.available)
+    say(f"(1) standard_rejection on {train.n} tokens")
+    rule = measure_rule(train, threads)
+    say(f"(2) {programs} random programs: ours and DEAP's stock path")
+    gp_res, trees = measure_gp(train, train_t, features, programs, seed, threads)
+    say("(3) Operon")
+    operon = measure_operon(train, features, programs, seed, threads)
+    say(f"(4) evolution: population {population}, {generations} generations")
+    evo = measure_evolution(train, valid, population, generations, seed)
+    say(f"(5) scaling: {', '.join(f'{s:,}' for s in sizes)} tokens")
+    scaling = measure_scaling(train_t, tuple(sorted(sizes)), trees, threads)
+    say("generator throughput")
+    generator = measure_generator(seed, generator_tokens)
+    env["load_average_end"] = list(os.getloadavg())
+
+    report: dict[str, Any] = {
+        "rule_tokens_per_s": rule["tokens_per_s"],
+        "gp_node_evals_per_s": gp_res["node_evals_per_s"],
+        "deap_node_evals_per_s": gp_res["deap_node_evals_per_s"],
+        "gp_vs_deap": gp_res["gp_vs_deap"],
+        "operon_node_evals_per_s": operon.get("operon_node_evals_per_s"),
+        "gp_vs_operon": operon.get("gp_vs_operon"),
+        "evolve_generations_per_s": evo["generations_per_s"],
+        "evolve_100_generations_s": evo["extrapolated_100_generations_s"],
+        "scaling": [{"tokens": p["tokens"], "seconds": p["seconds"], "population_seconds": p["population_seconds"]}
+                    for p in scaling["points"]],
+        "bytes_per_token": scaling["bytes_per_token"],
+        "peak_bytes_per_token": scaling["peak_bytes_per_token"],
+        "cores": env["cores"],
+        "threads": threads,
+        "generator_tokens_per_s": generator.get("tokens_per_s"),
+        "data": data_desc,
+        "details": {"rule": rule, "gp": gp_res, "operon": operon, "evolution": evo, "scaling": scaling,
+                    "generator": generator},
+        "environment": env,
+    }
+    report["targets"] = check_targets(report)
+    return report
+
+
+def check_targets(report: dict) -> dict:
+    """Each of :data:`TARGETS` with the value reached and whether it is met (None: not measured)."""
+    sc = report["details"]["scaling"]
+    values = {
+        "rule_tokens_per_s": report["rule_tokens_per_s"],
+        "gp_node_evals_per_s": report["gp_node_evals_per_s"],
+        "gp_vs_deap": report["gp_vs_deap"],
+        "gp_vs_operon": report["gp_vs_operon"],
+        "evolve_100_generations_s": report["evolve_100_generations_s"],
+        "scaling_linearity": sc["linearity_population"],
+        "scaling_linearity_rule": sc["linearity_rule"],
+        "bytes_per_token": report["bytes_per_token"],
+    }
+    out = {}
+    for key, target in TARGETS.items():
+        v = values[key]
+        lower_is_better = key in ("evolve_100_generations_s", "bytes_per_token")
+        if key.startswith("scaling_linearity"):  # within the target's fraction of linear, either way
+            met = None if v is None else abs(v - 1.0) <= target - 1.0
+            out[key] = {"value": v, "target": target, "met": met, "better": "closer to 1"}
+            continue
+        met = None if v is None else (v <= target if lower_is_better else v >= target)
+        out[key] = {"value": v, "target": target, "met": met, "better": "lower" if lower_is_better else "higher"}
+    return out
+
+
+def render(report: dict) -> str:
+    """The report as a rich table (plain text)."""
+    from rich.console import Console
+    from rich.table import Table
+    t = report["targets"]
+    gp_res = report["details"]["gp"]
+    evo = report["details"]["evolution"]
+    sc = report["details"]["scaling"]
+    table = Table(title=f"perf: {report['cores']} cores, {report['threads']} threads, "
+                        f"data {report['data']['source']}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_column("target", justify="right")
+    table.add_column("met")
+
+    def row(label, value, fmt, key=None, text=None):
+        target = t[key] if key else None
+        bound = "" if target is None else {"lower": "<= ", "higher": ">= "}.get(target["better"], "1 ± ")
+        if target is not None and target["better"] == "closer to 1":
+            bound += format(target["target"] - 1.0, ".2f")
+        elif target is not None:
+            bound += format(target["target"], fmt)
+        table.add_row(label, text if text is not None else "n/a" if value is None else format(value, fmt), bound,
+                      "" if target is None or target["met"] is None else ("yes" if target["met"] else "NO"))
+
+    row("(1) standard_rejection tokens/s", report["rule_tokens_per_s"], ".3g", "rule_tokens_per_s")
+    row("    tokens/s (kernel only)", report["details"]["rule"]["kernel_tokens_per_s"], ".3g")
+    row("(2) node evals/s (ours, incl. compile)", report["gp_node_evals_per_s"], ".3g", "gp_node_evals_per_s")
+    row("    node evals/s (kernel only)", gp_res["kernel_node_evals_per_s"], ".3g")
+    row("    node evals/s (no derived log/exp rows)", gp_res["node_evals_per_s_without_derived_rows"], ".3g")
+    row("    node evals/s (DEAP stock path)", report["deap_node_evals_per_s"], ".3g")
+    row("    ours / DEAP", report["gp_vs_deap"], ".1f", "gp_vs_deap")
+    row("    node evals per CPU-second: ours", gp_res["node_evals_per_cpu_s"], ".3g")
+    row("    node evals per CPU-second: DEAP", gp_res["deap_node_evals_per_cpu_s"], ".3g")
+    row("(3) node evals/s (Operon, arithmetic)", report["operon_node_evals_per_s"], ".3g")
+    row("    ours / Operon", report["gp_vs_operon"], ".2f", "gp_vs_operon")
+    row(f"(4) generations/s (population {evo['population']})", report["evolve_generations_per_s"], ".3g")
+    row("    100 generations, s (extrapolated)", report["evolve_100_generations_s"], ".1f",
+        "evolve_100_generations_s")
+    row("    share of time outside evaluation", evo["share_outside_evaluation"], ".2f")
+    for p in sc["points"]:
+        row(f"(5) {p['tokens']:,} tokens: seconds, rule / {p['population_programs']} programs",
+            None, "", None, f"{p['seconds']:.3g} / {p['population_seconds']:.3g}")
+    lo, hi = sc["linearity_range"]
+    row(f"    linearity {lo:,}->{hi:,}, population (time/token ratio)", t["scaling_linearity"]["value"], ".3f",
+        "scaling_linearity")
+    row(f"    linearity {lo:,}->{hi:,}, rule alone", t["scaling_linearity_rule"]["value"], ".3f",
+        "scaling_linearity_rule")
+    row(f"    rule at {hi:,}: share of its memory bound", sc["rule_fraction_of_memory_bound"], ".2f")
+    row(f"    memory bound: reading the rule's rows, tokens/s ({RULE_BYTES_PER_TOKEN} B/token)",
+        sc["rule_memory_bound_tokens_per_s"], ".3g")
+    row("    resident bytes/token", report["bytes_per_token"], ".1f", "bytes_per_token")
+    row("    peak bytes/token while loading", report["peak_bytes_per_token"], ".1f")
+    row("generator tokens/s", report["generator_tokens_per_s"], ".3g")
+    console = Console(width=110, record=True, file=io.StringIO())
+    console.print(table)
+    env = report["environment"]
+    console.print(f"load average at start {env['load_average_start'][0]:.2f}, at end "
+                  f"{env['load_average_end'][0]:.2f} (other processes share the cores when this exceeds "
+                  f"{report['cores']})")
+    return console.export_text()
+
+
+def write_report(report: dict, output: str | os.PathLike) -> None:
+    """Write ``report`` as JSON, atomically."""
+    atomic_write_text(output, json.dumps(report, indent=2, default=_json_default, allow_nan=True) + "\n")
+
+
+def _json_default(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(s.replace("_", "")) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise InputError(f"option '--sizes': expected comma-separated integers (value {text!r})") from None
+    if not sizes or min(sizes) < 1:
+        raise InputError(f"option '--sizes': sizes must be positive integers (value {text!r})")
+    return sizes
+
+
+__all__ = ["parse_sizes", "run_perf", "render", "write_report", "REQUIRED_KEYS", "TARGETS"]

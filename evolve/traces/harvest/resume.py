@@ -1,0 +1,312 @@
+"""A harvest's files: part files of finished texts, the manifest that resumes it, the final dataset.
+
+Finished texts are written at once (atomically: temporary file + rename; a part's
+existence marks its texts done) into ``OUT/.harvest/parts/``:
+
+* the one-process harvest writes one part per text, ``text-NNNNNN.parquet``
+  (:func:`part_path`, :func:`write_part`);
+* the sharded harvest (:mod:`evolve.traces.harvest.shards`) writes one part per shard,
+  ``shard-KKKKK-of-SSSSS.parquet`` (:func:`shard_part_path`,
+  :func:`write_shard_part`): the records of all its texts and each text's info.
+
+``OUT/.harvest/manifest.json`` holds the settings the harvest must be resumed with
+(:func:`fingerprint`). Both kinds of part may be present together (a harvest
+resumed in the other mode, or with another shard count): :func:`finished_texts`
+maps every finished text to the one part holding it, and refuses two parts
+holding the same text. On completion or Ctrl-C the parts are consolidated
+(:func:`consolidate`) into ``train/valid/test.parquet``, ``texts.jsonl`` (prompt
+and completion of every text) and ``metadata.json`` with
+:func:`evolve.traces.io.write_dataset`; the result does not depend on which kind of part
+holds a text. Running the same command again resumes: finished texts are kept,
+the interrupted ones are redone from their own seeds, and different settings are
+refused (:func:`check_out_dir`).
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import asdict
+from itertools import accumulate
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from evolve.errors import InputError
+from evolve.traces.harvest.config import HarvestConfig
+from evolve.engine.models import _short
+from evolve.traces.harvest.prompts import HELD_OUT_FRACTION
+from evolve.traces.io import METADATA_FILE, SPLITS, Traces, atomic_write_bytes, atomic_write_text, load_metadata, write_dataset
+from evolve.traces.schema import COLUMNS, split_stats
+
+GENERATOR = "harvest"
+#: 2: records carry ``block_residual_mass`` and ``target_rank`` (a run of version 1 cannot be resumed).
+GENERATOR_VERSION = 2
+WORK_DIR = ".harvest"
+MANIFEST_FILE = "manifest.json"
+TEXTS_FILE = "texts.jsonl"
+COLUMN_ORDER = [c.name for c in COLUMNS]
+PARTS_DIR = "parts"
+_TEXT_PART = re.compile(r"text-(\d{6,})\.parquet")
+_SHARD_PART = re.compile(r"shard-(\d{5,})-of-(\d{5,})\.parquet")
+
+
+def fingerprint(config: HarvestConfig, description: dict[str, Any], prompts_sha: str) -> dict[str, Any]:
+    """The settings a harvest must be resumed with: every option and file hash that changes its records.
+
+    ``description`` is the models' description of :func:`evolve.traces.harvest.engine.build`. The batch size
+    is not part of it: a harvest may be resumed with another ``--batch-size`` (the records of a text
+    do not depend on its batch but for float round-off, see :mod:`evolve.traces.harvest.engine`).
+    """
+    d = description
+    return {
+        "generator_version": GENERATOR_VERSION,
+        "target_sha256": d["target"]["sha256"],
+        "drafter": {k: v for k, v in d["drafter"].items() if k not in ("path",)},
+        "gamma": config.gamma, "max_new_tokens": config.max_new_tokens,
+        "temperature": config.temperature, "seed": config.seed, "dtype": config.dtype,
+        "prompts_sha256": prompts_sha, "chat_template": d["chat_template"],
+        # top-k/top-p enter only when used, so the harvests made before these options resume as before
+        **({"top_k": config.top_k} if config.top_k else {}),
+        **({"top_p": config.top_p} if config.top_p < 1.0 else {}),
+    }
+
+
+def _diff(a: dict, b: dict, prefix: str = "") -> str:
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key), b.get(key)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            sub = _diff(va, vb, f"{prefix}{key}.")
+            if sub:
+                return sub
+        elif va != vb:
+            return f"{prefix}{key}: {_brief(va)} then, {_brief(vb)} now"
+    return ""
+
+
+def _brief(v) -> str:
+    text = json.dumps(v, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def part_path(work: Path, index: int) -> Path:
+    """The part file of text ``index`` (one-process harvest): ``WORK/parts/text-NNNNNN.parquet``."""
+    return work / PARTS_DIR / f"text-{index:06d}.parquet"
+
+
+def shard_part_path(work: Path, shard: int, shards: int) -> Path:
+    """The part file of shard ``shard`` (0-based) of ``shards`` (sharded harvest):
+    ``WORK/parts/shard-KKKKK-of-SSSSS.parquet``. ``shards`` is the number of non-empty shards
+    (``--shards``, or the number of texts if that is smaller). Given the prompts and the seed (both
+    in the :func:`fingerprint`), ``shard`` and ``shards`` fix the shard's texts
+    (:func:`evolve.traces.harvest.shards.shard_texts`), so a resume with the same ``--shards`` finds the
+    shards already done by name."""
+    return work / PARTS_DIR / f"shard-{shard:05d}-of-{shards:05d}.parquet"
+
+
+def _write_table(path: Path, df: pd.DataFrame, key: bytes, value: Any) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[key] = json.dumps(value).encode("utf-8")
+    buf = io.BytesIO()
+    pq.write_table(table.replace_schema_metadata(meta), buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def write_part(path: Path, df: pd.DataFrame, info: dict[str, Any]) -> None:
+    """Write a text's records ``df`` atomically as parquet, with ``info`` (JSON) in the schema metadata."""
+    _write_table(path, df, b"harvest", info)
+
+
+def write_shard_part(path: Path, texts: Sequence[tuple[pd.DataFrame, dict[str, Any]]]) -> None:
+    """Write the finished texts of one shard atomically as one parquet file.
+
+    ``texts``: per text, its records (a schema DataFrame, one row per drafted token; a text may
+    have none) and its info (the dict :func:`write_part` stores, with ``seq_id``). The records are
+    stored one text after the other; the schema metadata ``harvest_texts`` holds the infos and
+    each text's row count, so :func:`read_parts` gives the same (records, info) pairs back.
+    Raises: ValueError for an empty ``texts``.
+    """
+    if not texts:
+        raise ValueError("write_shard_part: no texts")
+    frames = [df for df, _ in texts]
+    nonempty = [df for df in frames if len(df)]
+    df = pd.concat(nonempty, ignore_index=True) if nonempty else frames[0]
+    _write_table(path, df, b"harvest_texts", {"texts": [info for _, info in texts],
+                                              "rows": [len(f) for f in frames]})
+
+
+def _damaged(path: Path, exc: Exception) -> InputError:
+    return InputError(f"{path}: damaged harvest part file ({_short(exc)}); delete it to redo its texts")
+
+
+def read_parts(path: Path) -> list[tuple[pd.DataFrame, dict[str, Any]]]:
+    """The (records, info) of every text in a part file of either kind (:func:`write_part`,
+    :func:`write_shard_part`), in the file's order. Raises: InputError for a damaged file."""
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+        meta = table.schema.metadata or {}
+        if b"harvest_texts" in meta:
+            content = json.loads(meta[b"harvest_texts"])
+            infos, rows = list(content["texts"]), [int(n) for n in content["rows"]]
+            if len(infos) != len(rows) or sum(rows) != table.num_rows:
+                raise ValueError(f"{sum(rows)} rows listed, {table.num_rows} stored")
+        else:
+            infos, rows = [json.loads(meta[b"harvest"])], [table.num_rows]
+    except Exception as exc:
+        raise _damaged(path, exc) from None
+    df = table.to_pandas()
+    if len(infos) == 1:
+        return [(df, infos[0])]
+    ends = list(accumulate(rows))
+    return [(df.iloc[end - n:end].reset_index(drop=True), info) for n, end, info in zip(rows, ends, infos)]
+
+
+def part_texts(path: Path) -> list[int]:
+    """The texts a part file holds: from the name of a one-text part, from the schema metadata
+    (the file's footer only) of a shard part. Raises: InputError for a damaged shard part."""
+    m = _TEXT_PART.fullmatch(path.name)
+    if m:
+        return [int(m.group(1))]
+    import pyarrow.parquet as pq
+
+    try:
+        return [int(i["seq_id"]) for i in json.loads(pq.read_schema(path).metadata[b"harvest_texts"])["texts"]]
+    except Exception as exc:
+        raise _damaged(path, exc) from None
+
+
+def finished_texts(work: Path) -> dict[int, Path]:
+    """Every finished text of the harvest in ``work`` -> the part file holding it (parts of both kinds).
+
+    Temporary files of unfinished writes (``.NAME.tmp-...``) and other names are ignored.
+    Raises: InputError when two part files hold the same text (a text must never be counted
+    twice), or for a damaged shard part.
+    """
+    directory = work / PARTS_DIR
+    if not directory.is_dir():
+        return {}
+    done: dict[int, Path] = {}
+    for path in sorted(directory.iterdir()):
+        if not (_TEXT_PART.fullmatch(path.name) or _SHARD_PART.fullmatch(path.name)):
+            continue
+        for t in part_texts(path):
+            if t in done:
+                raise InputError(f"{directory}: text {t} is in two part files ({done[t].name} and {path.name}); "
+                                 f"delete one of them and run the same command again")
+            done[t] = path
+    return done
+
+
+def check_out_dir(out: Path, work: Path, settings: dict[str, Any] | None) -> None:
+    """Refuse an output directory holding another generator's dataset, or (with ``settings``, a :func:`fingerprint`)
+    a harvest made with other settings."""
+    manifest = work / MANIFEST_FILE
+    if manifest.exists():
+        if settings is None:
+            return
+        try:
+            old = json.loads(manifest.read_text())["fingerprint"]
+        except (ValueError, KeyError, TypeError):
+            raise InputError(f"{manifest}: damaged harvest manifest; remove {work} to start over") from None
+        diff = _diff(old, settings)
+        if diff:
+            raise InputError(f"option '--out': {out} holds a harvest made with other settings ({diff}); "
+                             f"use another --out or remove {work} to start over")
+        return
+    if (out / METADATA_FILE).exists():
+        meta = load_metadata(out)
+        if meta.get("generator") != GENERATOR:
+            raise InputError(f"option '--out': {out} holds a dataset made by generator "
+                             f"{meta.get('generator')!r}; choose another directory for the harvest")
+
+
+def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], splits: dict[str, list[int]],
+                prompts_sha: str, run_seconds: float = 0.0, run_tokens: int = 0,
+                run_forward_seconds: float = 0.0) -> tuple[bool, dict[str, dict], int]:
+    """Gather the finished texts' part files (of both kinds, see :func:`finished_texts`) into
+    train/valid/test, texts.jsonl and metadata.json. Each split lists its texts in the order of
+    ``splits[name]``, whichever part holds them, so the files equal those of a one-process harvest.
+
+    ``run_seconds``, ``run_tokens`` and ``run_forward_seconds`` (time inside model forward passes)
+    describe this run and go into ``metadata.json`` under ``last_run``.
+
+    Returns (written, {split: stats}, texts done). Nothing is written unless every split has a
+    finished text. Raises: InputError for a damaged part file or a text in two part files.
+    """
+    work = out / WORK_DIR
+    parts = finished_texts(work)
+    by_text: dict[int, tuple[pd.DataFrame, dict[str, Any]]] = {}
+    for path in sorted(set(parts.values())):
+        for df, info in read_parts(path):
+            by_text[info["seq_id"]] = (df, info)
+    frames: dict[str, list[pd.DataFrame]] = {s: [] for s in SPLITS}
+    infos: list[dict[str, Any]] = []
+    for name in SPLITS:
+        for t in splits[name]:
+            if t in by_text:
+                df, info = by_text[t]
+                frames[name].append(df)
+                infos.append(info)
+    n_done = len(infos)
+    total = sum(len(v) for v in splits.values())
+    if any(not frames[s] for s in SPLITS):
+        return False, {}, n_done
+    # an optional column written only by newer code (``block_residual_phi``) is kept only if every part has it
+    order = [c for c in COLUMN_ORDER if all(c in f.columns for s in SPLITS for f in frames[s])]
+    tables = {s: pd.concat(frames[s], ignore_index=True)[order] for s in SPLITS}
+    stats: dict[str, dict] = {}
+    for s in SPLITS:
+        traces = Traces.from_frame(tables[s], source=f"harvest {s} split", split=s)
+        mine = [i for i in infos if i["split"] == s]
+        gen = sum(i["tokens"] for i in mine)
+        calls = sum(i["target_calls"] for i in mine)
+        stats[s] = dict(split_stats(traces.columns), texts=len(mine), generated_tokens=gen,
+                        tokens_per_target_call=gen / calls if calls else 0.0,
+                        eos_finished=sum(i["finish"] == "eos" for i in mine))
+    is_complete = n_done == total
+    metadata = {
+        "generator": GENERATOR,
+        "generator_version": GENERATOR_VERSION,
+        "description": "genuine speculative-decoding blocks of a local target model and drafter (standard rule)",
+        "seed": config.seed,
+        "config": {**{k: v for k, v in asdict(config).items()}, "prompts_sha256": prompts_sha,
+                   "prompts_path": str(Path(config.prompts).resolve()), **description,
+                   "split_rule": (f"rng = numpy.random.default_rng(seed); perm = rng.permutation(n); "
+                                  f"h = max(1, round({HELD_OUT_FRACTION} n)); valid = perm[:h], "
+                                  f"test = perm[h:2h], train = perm[2h:]"),
+                   "text_rng": "numpy.random.default_rng([seed, seq_id])"},
+        "splits": {s: splits[s] for s in SPLITS},
+        "complete": is_complete,
+        "texts_done": n_done,
+        "texts_total": total,
+        "versions": _versions(),
+        "last_run": {"seconds": round(run_seconds, 3), "generated_tokens": run_tokens,
+                     "tokens_per_second": run_tokens / run_seconds if run_seconds > 0 else 0.0,
+                     "forward_seconds": round(run_forward_seconds, 3)},
+        "statistics": stats,
+    }
+    texts = "".join(json.dumps({k: i[k] for k in ("seq_id", "split", "line", "prompt", "completion", "tokens",
+                                                  "finish")}) + "\n"
+                    for i in sorted(infos, key=lambda i: i["seq_id"]))
+    atomic_write_text(out / TEXTS_FILE, texts)
+    write_dataset(out, tables, metadata)
+    return True, stats, n_done
+
+
+def _versions() -> dict[str, str]:
+    import sys
+
+    vers = {"python": sys.version.split()[0]}
+    for mod in ("torch", "transformers", "gguf"):
+        try:
+            vers[mod] = __import__(mod).__version__
+        except Exception:  # optional packages
+            pass
+    return vers

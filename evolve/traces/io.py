@@ -1,0 +1,511 @@
+"""Reading and writing trace datasets.
+
+A dataset is a directory holding ``train``, ``valid`` and ``test`` files, either
+``.parquet`` (default) or the JSON array-of-records format, plus ``metadata.json``
+(schema version, generator name and version, full config, seed, per-split
+statistics). Every load validates the split (:func:`evolve.traces.schema.validate`).
+Writes are atomic: each file is written to a temporary name beside it
+(``.NAME.tmp-XXXXXXXX``, :data:`TEMP_MARK`) and renamed; a successful write of
+``NAME`` removes the temporary files of ``NAME`` that an earlier, killed write
+left behind (:func:`remove_stale_temps`).
+
+A Parquet split may also be written in chunks, one row group per chunk, so that a
+split larger than memory is never held whole (:func:`write_dataset` given an
+iterable of DataFrames or Traces); it is an ordinary Parquet file that :func:`load_split`
+reads whole, and :func:`evolve.traces.chunks.iter_split_chunks` reads row group by row group.
+
+Loading turns every file-system error (a directory where a file is expected, a
+missing or unreadable file) into a one-line :class:`evolve.errors.InputError`,
+and warns (:class:`evolve.errors.InputWarning`) about a split that is valid but
+suspicious: fewer than :data:`TINY_RECORDS` records or :data:`TINY_BLOCKS`
+blocks, or positions that decrease inside a block (inside a sequence when the
+split has no ``draft_index``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from evolve.errors import InputError, InputWarning, os_error_text
+from evolve.traces.schema import COLUMN_BY_NAME, COLUMNS, SCHEMA_VERSION, derive_seq_id, validate
+
+SPLITS: tuple[str, ...] = ("train", "valid", "test")
+FORMATS: tuple[str, ...] = ("parquet", "json")
+METADATA_FILE = "metadata.json"
+#: What follows ``.NAME`` in the name of a temporary file of an atomic write of ``NAME``.
+TEMP_MARK = ".tmp-"
+#: A split with fewer records than this is loaded with a warning.
+TINY_RECORDS = 100
+#: A split with ``draft_index`` and fewer blocks than this is loaded with a warning.
+TINY_BLOCKS = 10
+
+
+def _file_mode() -> int:
+    """Permissions of a new file under the current umask (mkstemp alone would give 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_FILE_MODE = _file_mode()
+
+
+def _mkstemp(directory: Path, name: str) -> tuple[int, str]:
+    """A temporary file beside ``name`` in ``directory``, with ordinary permissions."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}{TEMP_MARK}")
+    os.chmod(tmp, _FILE_MODE)
+    return fd, tmp
+
+
+def remove_stale_temps(directory: str | os.PathLike, name: str, keep: str | None = None,
+                       min_age: float = 0.0) -> list[Path]:
+    """Remove the temporary files ``.NAME.tmp-XXXXXXXX`` of atomic writes of ``name`` in ``directory``.
+
+    Called after a successful write of ``name``: such files are left only by a
+    write that was killed (an interrupted one removes its own). Only entries with
+    exactly the random suffix of :func:`tempfile.mkstemp` are removed.
+
+    Args:
+        directory: where to look (nothing happens if it cannot be listed).
+        name: the file name written; ``*`` in it stands for any characters
+            (``run-*`` for the staging directories of run directories).
+        keep: a temporary file not to remove.
+        min_age: keep entries modified less than this many seconds ago (the
+            temporary files of a write still running elsewhere).
+
+    Returns: the paths removed. Directories (staging directories) are removed with their contents.
+    """
+    pattern = re.compile(re.escape(f".{name}{TEMP_MARK}").replace(r"\*", ".*") + r"[a-z0-9_]{8}")
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        if not pattern.fullmatch(entry.name) or entry.path == keep or entry.is_symlink():
+            continue
+        try:
+            if min_age > 0 and now - entry.stat().st_mtime < min_age:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed.append(Path(entry.path))
+        except OSError:
+            pass
+    return removed
+
+
+@dataclass
+class Traces:
+    """One validated split: schema columns as numpy arrays of length ``n``.
+
+    ``columns`` maps column name to a 1-D array (int64, float64 or bool); optional
+    columns are present only when the file has them. ``source`` is the file path.
+    """
+
+    columns: dict[str, np.ndarray]
+    source: str = "<memory>"
+    split: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        """Number of records (drafted tokens)."""
+        return int(self.columns["draft_prob"].size)
+
+    def has(self, name: str) -> bool:
+        """Whether the split has column ``name``."""
+        return name in self.columns
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    @classmethod
+    def from_frame(cls, df: pd.DataFrame, source: str = "<memory>", split: str = "") -> "Traces":
+        """Validate a DataFrame (see :func:`evolve.traces.schema.validate`) and wrap it.
+
+        Raises: InputError on any schema violation.
+        """
+        if "seq_id" not in df.columns and "position" in df.columns:
+            df = df.assign(seq_id=derive_seq_id(df["position"].to_numpy()))
+        return cls(validate(df, source), source=source, split=split)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The split as a DataFrame with the schema's column order."""
+        return pd.DataFrame({c.name: _frame_column(self.columns[c.name]) for c in COLUMNS if c.name in self.columns})
+
+
+def _frame_column(values: np.ndarray):
+    """A column for a DataFrame: a list column (2-D array, :attr:`evolve.traces.schema.Column.length`) as a list of rows."""
+    return list(values) if values.ndim == 2 else values
+
+
+def split_path(data_dir: str | os.PathLike, split: str) -> Path | None:
+    """The file holding ``split`` in ``data_dir`` (Parquet preferred), or None.
+
+    Raises: InputError when the name is taken by a directory or another non-file.
+    """
+    for fmt in FORMATS:
+        p = Path(data_dir) / f"{split}.{fmt}"
+        if p.exists():
+            if not p.is_file():
+                raise InputError(f"{p}: is a {'directory' if p.is_dir() else 'special file'}, "
+                                 f"expected the {split} split as a .{fmt} file")
+            return p
+    return None
+
+
+def _read_frame(path: Path) -> pd.DataFrame:
+    if path.suffix == ".parquet":
+        try:
+            with open(path, "rb"):
+                pass
+            return pd.read_parquet(path)
+        except OSError as exc:
+            if exc.filename is None:  # pyarrow's own I/O errors carry no file name
+                raise InputError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
+            raise InputError(os_error_text(exc)) from None
+        except Exception as exc:  # pyarrow raises several types for damaged files
+            raise InputError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
+    try:
+        with open(path, "rb") as fh:
+            records = json.load(fh)
+    except OSError as exc:
+        raise InputError(os_error_text(exc)) from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON ({_short(exc)})") from None
+    if not isinstance(records, list):
+        raise InputError(f"{path}: expected a JSON array of records, found {_json_type(records)}")
+    _check_records(records, path)
+    return pd.DataFrame.from_records(records)
+
+
+def _json_type(value: Any) -> str:
+    """``an integer``, ``a string``, ``null``...: the JSON type of a decoded value, with its article."""
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+            dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _null_ok(name: str) -> bool:
+    return bool(getattr(COLUMN_BY_NAME.get(name), "nan_ok", False))
+
+
+def _check_records(records: list, path: Path) -> None:
+    """Every record is an object with the keys of the first record, none of them null
+    (except in a column whose NaN is valid, :attr:`evolve.traces.schema.Column.nan_ok`, written as null)."""
+    if not records:
+        return
+    if not isinstance(records[0], dict):
+        raise InputError(f"{path}: record 0 is {_json_type(records[0])}, expected an object")
+    keys = records[0].keys()
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise InputError(f"{path}: record {i} is {_json_type(rec)}, expected an object")
+        if rec.keys() != keys:
+            missing = [k for k in keys if k not in rec]
+            if missing:
+                raise InputError(f"{path}: record {i} lacks key '{missing[0]}' (record 0 has it)")
+            extra = next(k for k in rec if k not in keys)
+            raise InputError(f"{path}: record {i} has key '{extra}' that record 0 lacks")
+        if None in rec.values():
+            key = next((k for k, v in rec.items() if v is None and not _null_ok(k)), None)
+            if key is not None:
+                raise InputError(f"{path}: column '{key}', row {i}: null (expected a value)")
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] if text else type(exc).__name__
+
+
+def load_split(data_dir: str | os.PathLike, split: str) -> Traces:
+    """Load and validate one split of a dataset directory.
+
+    Args:
+        data_dir: dataset directory (as written by ``generate_data.py``).
+        split: one of ``train``, ``valid``, ``test``.
+
+    Returns: :class:`Traces`.
+
+    Raises:
+        InputError: no such directory or split file (the message says which
+            command creates it), unreadable file, or any schema violation.
+    """
+    if split not in SPLITS:
+        raise InputError(f"unknown split '{split}' (choose from {', '.join(SPLITS)})")
+    data_dir = Path(data_dir)
+    path = split_path(data_dir, split)
+    if path is None:
+        if data_dir.exists() and not data_dir.is_dir():
+            raise InputError(f"{data_dir}: not a directory (expected a dataset directory)")
+        if not data_dir.is_dir():
+            raise InputError(f"{data_dir}: no dataset directory; create one with "
+                             f"`python generate_data.py --out {data_dir}`")
+        raise InputError(f"{data_dir}: no {split}.parquet or {split}.json; create the dataset with "
+                         f"`python generate_data.py --out {data_dir}`")
+    traces = Traces.from_frame(_read_frame(path), source=str(path), split=split)
+    meta_path = data_dir / METADATA_FILE
+    if meta_path.exists():
+        traces.metadata = load_metadata(data_dir)
+    warn_suspicious(traces.columns, str(path))
+    return traces
+
+
+def warn_suspicious(cols: dict[str, np.ndarray], source: str) -> list[str]:
+    """Warn (:class:`evolve.errors.InputWarning`) about a split that is valid but suspicious.
+
+    Suspicious: fewer than :data:`TINY_RECORDS` records, or with ``draft_index``
+    fewer than :data:`TINY_BLOCKS` blocks (rows with ``draft_index`` 0); a
+    position lower than the previous row's inside a block (with ``draft_index``;
+    blocks of one sequence may overlap, as the vocab model redrafts after a
+    rejection) or inside a sequence (without ``draft_index``).
+
+    Args: the validated columns (int64/float64/bool arrays of length n) and the
+    file name. Returns: the warning messages issued (one line each).
+    """
+    messages = []
+    n = int(cols["position"].size)
+    if n < TINY_RECORDS:
+        messages.append(f"{source}: only {n} record{'s' if n != 1 else ''} (fewer than {TINY_RECORDS}); "
+                        "results on it are mostly noise")
+    elif "draft_index" in cols:
+        blocks = int(np.count_nonzero(cols["draft_index"] == 0))
+        if blocks < TINY_BLOCKS:
+            messages.append(f"{source}: only {blocks} block{'s' if blocks != 1 else ''} (fewer than {TINY_BLOCKS}); "
+                            "results on it are mostly noise")
+    pos, seq = cols["position"], cols["seq_id"]
+    if n > 1:
+        same = seq[1:] == seq[:-1]
+        if "draft_index" in cols:
+            same &= cols["draft_index"][1:] > 0
+        down = same & (pos[1:] < pos[:-1])
+        if down.any():
+            i = int(np.flatnonzero(down)[0]) + 1
+            inside = "block" if "draft_index" in cols else "sequence"
+            k = int(np.count_nonzero(down))
+            messages.append(f"{source}: column 'position', row {i}: decreases inside a {inside} "
+                            f"({int(pos[i - 1])} then {int(pos[i])}; {k} such row{'s' if k != 1 else ''})")
+    for message in messages:
+        warnings.warn(message, InputWarning, stacklevel=2)
+    return messages
+
+
+def load_dataset(data_dir: str | os.PathLike, splits: Iterable[str] = SPLITS) -> dict[str, Traces]:
+    """Load several splits; see :func:`load_split`. Returns {split: Traces}."""
+    return {s: load_split(data_dir, s) for s in splits}
+
+
+def load_metadata(data_dir: str | os.PathLike) -> dict[str, Any]:
+    """Read ``metadata.json`` of a dataset directory (empty dict if absent).
+
+    Raises: InputError if the file is not a readable JSON object (a directory, unreadable, not UTF-8 or
+    not JSON) or its schema version is unknown.
+    """
+    path = Path(data_dir) / METADATA_FILE
+    if not path.exists():
+        return {}
+    if not path.is_file():
+        raise InputError(f"{path}: is a directory or special file, expected a JSON file")
+    try:
+        meta = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise InputError(os_error_text(exc)) from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON ({_short(exc)})") from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    version = meta.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise InputError(f"{path}: schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
+    return meta
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = _mkstemp(path.parent, path.name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)
+        raise
+    remove_stale_temps(path.parent, path.name)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Text version of :func:`atomic_write_bytes` (UTF-8)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _frame_to_json_records(df: pd.DataFrame) -> bytes:
+    records = df.to_dict(orient="records")
+    for name in (c.name for c in COLUMNS if c.nan_ok and c.name in df.columns):  # NaN -> null (plain JSON)
+        if COLUMN_BY_NAME[name].length:  # a list column: a JSON array, or null for a record of NaN
+            for rec in records:
+                row = np.asarray(rec[name], dtype=np.float64)
+                rec[name] = None if np.isnan(row).all() else row.tolist()
+            continue
+        for rec in records:
+            if rec[name] != rec[name]:
+                rec[name] = None
+    return json.dumps(records, separators=(",", ":")).encode("utf-8")
+
+
+def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | Traces | Iterable[pd.DataFrame]],
+                  metadata: dict[str, Any] | Callable[[dict[str, Path]], dict[str, Any]],
+                  fmt: str = "parquet") -> list[Path]:
+    """Write a dataset directory atomically.
+
+    Every split file and ``metadata.json`` is first written under a temporary
+    name; only when all have been written are they renamed into place (metadata
+    last), so an interrupted write leaves any earlier dataset intact. Files of
+    the other format for the same splits are removed so loading is unambiguous,
+    and so are temporary files that a killed earlier write left behind
+    (:func:`remove_stale_temps`).
+
+    Args:
+        out_dir: target directory (created if needed).
+        splits: {split name: DataFrame or Traces, columns of the schema}; or, for
+            ``parquet``, {split name: iterable of DataFrames or Traces}: the chunks
+            of the split, each written as one row group of the split's file as soon
+            as it arrives (so only one chunk is in memory; the caller makes every
+            chunk hold whole sequences and every chunk has the same columns).
+        metadata: JSON-serialisable dict; ``schema_version`` and ``format`` are added.
+            May be a function of {split name: its written temporary file}, called
+            once every split is written (metadata made while or after chunks were
+            generated).
+        fmt: ``parquet`` or ``json``.
+
+    Returns: the paths written. Raises: InputError for an unknown format, for chunks with
+    ``json``, or for a chunked split without rows.
+    """
+    if fmt not in FORMATS:
+        raise InputError(f"format: unknown format '{fmt}' (choose from {', '.join(FORMATS)})")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    staged: list[tuple[str, Path]] = []
+    try:
+        for name, frame in splits.items():
+            target = out / f"{name}.{fmt}"
+            fd, tmp = _mkstemp(out, target.name)
+            os.close(fd)
+            staged.append((tmp, target))
+            if not isinstance(frame, (pd.DataFrame, Traces)):
+                if fmt != "parquet":
+                    raise InputError(f"format: a split written in chunks must be parquet (value '{fmt}')")
+                _write_parquet_chunks(tmp, frame, name)
+                continue
+            df = frame.to_frame() if isinstance(frame, Traces) else frame
+            if fmt == "parquet":
+                df.to_parquet(tmp, index=False)
+            else:
+                Path(tmp).write_bytes(_frame_to_json_records(df))
+        if callable(metadata):
+            metadata = metadata({target.stem: Path(tmp) for tmp, target in staged})
+        meta = {"schema_version": SCHEMA_VERSION, "format": fmt, **metadata}
+        fd, tmp = _mkstemp(out, METADATA_FILE)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(meta, fh, indent=2, sort_keys=False, default=_json_default)
+        staged.append((tmp, out / METADATA_FILE))
+    except BaseException:
+        for tmp, _ in staged:
+            _remove(tmp)
+        raise
+    for tmp, target in staged:
+        os.replace(tmp, target)
+    for name in splits:
+        for other in FORMATS:
+            stale = out / f"{name}.{other}"
+            if other != fmt and stale.exists():
+                stale.unlink()
+    for name in [*(f"{split}.{other}" for split in splits for other in FORMATS), METADATA_FILE]:
+        remove_stale_temps(out, name)
+    return [target for _, target in staged]
+
+
+def _arrow_table(chunk: pd.DataFrame | Traces):
+    """A chunk as an Arrow table. Traces are converted column by column without pandas (NaN stored as
+    null, as pandas' conversion does; a 2-D list column as list<double>), which copies far less."""
+    import pyarrow as pa
+
+    if not isinstance(chunk, Traces):
+        return pa.Table.from_pandas(chunk, preserve_index=False)
+    arrays, names = [], []
+    for c in COLUMNS:
+        if c.name not in chunk.columns:
+            continue
+        values = chunk.columns[c.name]
+        if values.ndim == 2:
+            n, k = values.shape
+            if n * k >= 2 ** 31:
+                raise InputError(f"column '{c.name}': a chunk of {n} rows is too large (at most {(2 ** 31 - 1) // k})")
+            offsets = pa.array(np.arange(0, n * k + 1, k, dtype=np.int32))
+            arrays.append(pa.ListArray.from_arrays(offsets, pa.array(values.reshape(-1), from_pandas=True)))
+        else:
+            arrays.append(pa.array(values, from_pandas=True))
+        names.append(c.name)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def _write_parquet_chunks(path: str, chunks: Iterable[pd.DataFrame | Traces], split: str) -> None:
+    """Write ``chunks`` as the row groups of one Parquet file, one row group per chunk, in order."""
+    import pyarrow.parquet as pq
+
+    writer = None
+    try:
+        for chunk in chunks:
+            table = _arrow_table(chunk)
+            del chunk
+            if table.num_rows == 0:
+                continue
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            elif not table.schema.equals(writer.schema):
+                table = table.cast(writer.schema)
+            writer.write_table(table, row_group_size=table.num_rows)
+            del table
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        raise InputError(f"split '{split}': no rows in any chunk")
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")

@@ -1,0 +1,267 @@
+"""Where commands may write: the output-path guard and the rescue directory.
+
+Every command that writes checks its output paths before any work:
+:func:`check_output_file` for a file (a table, a plot, a report) and
+:func:`check_output_dir` for a directory (a dataset, the parent of run
+directories, the champions directory). A path is refused, with one line naming
+it, when
+
+* it is empty, or a directory where a file is expected (or the reverse), or a
+  special file (``/dev/null`` would be replaced by the atomic rename);
+* a parent is a file, or the nearest existing parent cannot be written;
+* it is one of the command's inputs (the same file, also through a link);
+* it would replace a file of a dataset directory (``train.parquet`` ...
+  ``metadata.json``, ``texts.jsonl``: :data:`DATASET_FILES`) or of a run
+  directory (:data:`RUN_FILES`), or be read as a champion file (``*.json``,
+  ``*.py`` directly inside a champions directory the command reads);
+* it lies inside the package's source: the packages :data:`PACKAGES` (the
+  ``data/`` package directory is also the default dataset directory, so only
+  its Python files and subpackages are refused there) and the repository's
+  top-level Python files and ``pyproject.toml``.
+
+When writing still fails at the end of a long job, :func:`write_or_rescue`
+saves the result under a new directory in the temporary directory
+(:func:`rescue_dir`) and raises an InputError naming both places, so a result
+is never lost silently.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterable, TypeVar
+
+from evolve.errors import InputError, os_error_text
+from evolve.traces.io import FORMATS, METADATA_FILE, SPLITS
+
+T = TypeVar("T")
+
+#: The repository (or site-packages) directory holding the packages.
+ROOT = Path(__file__).resolve().parents[2]
+#: The package directories whose contents are source code.
+PACKAGES: tuple[str, ...] = ("evolve", "heuristics", "tests")
+#: Suffixes of files that are (or are made from) source code.
+SOURCE_SUFFIXES = frozenset({".py", ".pyc", ".pyi", ".pyd", ".so", ".pth", ".nbi", ".nbc"})
+#: Files of the repository root that are source.
+TOP_LEVEL_SOURCES = frozenset({"pyproject.toml", "setup.py", "setup.cfg"})
+#: The files of a dataset directory (:mod:`evolve.traces.io`; ``texts.jsonl`` of a harvest).
+DATASET_FILES = frozenset({f"{s}.{f}" for s in SPLITS for f in FORMATS} | {METADATA_FILE, "texts.jsonl"})
+#: The files of a run directory (written by :func:`evolve.search.rundir.write_run`).
+RUN_FILES = frozenset({"config.toml", "run.json", "logbook.csv", "hall_of_fame.json", "champion.json",
+                       "champion.py", "front.json", "fitness.png"})
+#: Prefix of the directories made by :func:`rescue_dir`.
+RESCUE_PREFIX = "specdec-rescued-"
+
+
+def _resolve(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return path.absolute()
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether two paths name the same file or directory (also through links)."""
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return _resolve(a) == _resolve(b)
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    return path == directory or directory in path.parents
+
+
+def is_dataset_dir(directory: Path) -> bool:
+    """Whether ``directory`` holds a dataset (``metadata.json`` or a split file)."""
+    return any((directory / name).is_file() for name in DATASET_FILES)
+
+
+def is_run_dir(directory: Path) -> bool:
+    """Whether ``directory`` is a run directory of ``python -m evolve run`` (holds ``run.json``)."""
+    return (directory / "run.json").is_file()
+
+
+def source_location(path: str | os.PathLike, allowed: str | os.PathLike | None = None) -> str | None:
+    """Why ``path`` lies inside the package's source (a short phrase), or None when it does not.
+
+    Args:
+        path: a file or directory (need not exist).
+        allowed: a directory inside the source that may be written (with
+            everything below it), e.g. the default champions directory.
+    """
+    p = _resolve(Path(path))
+    if allowed is not None and _inside(p, _resolve(Path(allowed))):
+        return None
+    if p.parent == ROOT and (p.suffix in SOURCE_SUFFIXES or p.name in TOP_LEVEL_SOURCES):
+        return f"a source file of the repository ({ROOT})"
+    for name in PACKAGES:
+        package = ROOT / name
+        if not _inside(p, package) or not package.is_dir():
+            continue
+        if name != "data":
+            return f"inside the package's source ({package})"
+        below = p.relative_to(package).parts
+        if p.suffix in SOURCE_SUFFIXES or "__pycache__" in below:
+            return f"a source file of the package ({package})"
+        for k in range(1, len(below) + 1):
+            if (package.joinpath(*below[:k]) / "__init__.py").is_file():
+                return f"inside the package's source ({package.joinpath(*below[:k])})"
+    return None
+
+
+def _check_parents(path: Path, what: str) -> None:
+    """The nearest existing parent of ``path`` must be a writable directory."""
+    parent = next((q for q in path.parents if q.exists()), Path("."))
+    if not parent.is_dir():
+        raise InputError(f"{what}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{what}: cannot write into {parent} (permission denied)")
+
+
+def _check_protected(path: Path, what: str) -> None:
+    """Refuse a path that would replace (or hide) a file of a dataset or run directory."""
+    for p in (path, *path.parents):
+        parent = p.parent
+        if parent == p:
+            break
+        if p.name in DATASET_FILES and parent.is_dir() and is_dataset_dir(parent):
+            raise InputError(f"{what}: {path} would replace a file of the dataset in {parent}")
+        if p.name in RUN_FILES and parent.is_dir() and is_run_dir(parent):
+            raise InputError(f"{what}: {path} would replace a file of the run directory {parent}")
+        if p.exists():
+            break
+
+
+def _check_inputs(path: Path, inputs: Iterable[str | os.PathLike | None],
+                  champion_dirs: Iterable[str | os.PathLike | None], what: str) -> None:
+    """Refuse ``path`` when it is one of ``inputs`` or a file directly inside one of ``champion_dirs``
+    that would be read as a champion."""
+    for given in inputs:
+        if given is not None and str(given) != "" and _same(path, Path(given)):
+            raise InputError(f"{what}: {path} is also an input of this command")
+    for given in champion_dirs:
+        if given is not None and str(given) != "" and path.suffix.lower() in (".json", ".py") \
+                and _same(path.parent, Path(given)):
+            raise InputError(f"{what}: {path} would be read as a champion file of {given}")
+
+
+def _check_nonempty(path: str | os.PathLike | None, what: str) -> Path:
+    if path is None or str(path).strip() == "":
+        raise InputError(f"{what}: the path is empty")
+    return Path(path)
+
+
+def check_output_file(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
+                      what: str = "output", champion_dirs: Iterable[str | os.PathLike | None] = ()) -> Path:
+    """Check, before any work, that a file may be written at ``path``.
+
+    Args:
+        path: the file to write (need not exist).
+        inputs: the files and directories the command reads (None entries are skipped).
+        what: how the path is named in messages (e.g. ``option '--output'``).
+        champion_dirs: champions directories the command reads; a ``.json`` or ``.py``
+            file directly inside one is refused (it would be read as a champion).
+
+    Returns: ``path`` as a :class:`~pathlib.Path`.
+
+    Raises: InputError (one line naming ``what`` and the path) for every case in the module doc.
+    """
+    p = _check_nonempty(path, what)
+    if p.is_dir():
+        raise InputError(f"{what}: {p} is a directory")
+    if p.exists() and not p.is_file():
+        raise InputError(f"{what}: {p} is not a regular file")
+    _check_parents(p, what)
+    if p.exists() and not os.access(p, os.W_OK):
+        raise InputError(f"{what}: {p} is read-only")
+    _check_inputs(p, inputs, champion_dirs, what)
+    _check_protected(p, what)
+    where = source_location(p)
+    if where is not None:
+        raise InputError(f"{what}: {p} is {where}")
+    return p
+
+
+def check_output_dir(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
+                     what: str = "out", allowed_source: str | os.PathLike | None = None) -> Path:
+    """Check, before any work, that files may be written into the directory ``path``.
+
+    Args:
+        path: the directory (created later if it does not exist).
+        inputs: the files and directories the command reads; ``path`` may not be one of them.
+        what: how the path is named in messages (e.g. ``option '--out'``).
+        allowed_source: a directory inside the source that may be written (the champions directory).
+
+    Returns: ``path`` as a :class:`~pathlib.Path`.
+
+    Raises: InputError (one line naming ``what`` and the path) for every case in the module doc.
+    """
+    p = _check_nonempty(path, what)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{what}: {p} exists and is not a directory")
+    if p.is_dir():
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise InputError(f"{what}: cannot write into {p} (permission denied)")
+    else:
+        _check_parents(p, what)
+    _check_inputs(p, inputs, (), what)
+    if not p.exists():
+        _check_protected(p, what)
+    where = source_location(p, allowed_source)
+    if where is not None:
+        raise InputError(f"{what}: {p} is {where}")
+    return p
+
+
+def rescue_dir() -> Path:
+    """A new, empty directory for results that could not be written where asked.
+
+    Made in the temporary directory (:func:`tempfile.gettempdir`), else the home
+    directory, else the current one. Raises: InputError when none can be written.
+    """
+    tried = []
+    for base in (tempfile.gettempdir(), Path.home(), Path.cwd()):
+        try:
+            return Path(tempfile.mkdtemp(prefix=RESCUE_PREFIX, dir=base))
+        except OSError as exc:
+            tried.append(os_error_text(exc))
+    raise InputError(f"cannot create a rescue directory ({'; '.join(tried)})")
+
+
+def write_or_rescue(write: Callable[[Path], T], target: str | os.PathLike, what: str,
+                    is_dir: bool = False) -> T:
+    """``write(target)``; if it fails with an OSError, ``write`` into a :func:`rescue_dir` instead.
+
+    Args:
+        write: writes the result at the path it is given and returns what it wrote.
+        target: the path asked for (a file, or with ``is_dir`` a directory).
+        what: how ``target`` is named in messages.
+        is_dir: ``target`` is a directory (the rescue directory itself is passed to
+            ``write``), else a file (``rescue_dir() / target.name`` is passed).
+
+    Returns: ``write``'s result when the asked-for place could be written.
+
+    Raises: InputError after a failure, naming the reason and where the result
+    was saved instead (or why that failed too).
+    """
+    target = Path(target)
+    try:
+        return write(target)
+    except OSError as exc:
+        reason = os_error_text(exc)
+    place = rescue_dir()
+    fallback = place if is_dir else place / (target.name or "output")
+    try:
+        saved = write(fallback)
+    except OSError as exc:
+        raise InputError(f"{what}: cannot write {target} ({reason}); saving to {fallback} failed too "
+                         f"({os_error_text(exc)})") from None
+    saved = saved if isinstance(saved, (str, os.PathLike)) else fallback
+    raise InputError(f"{what}: cannot write {target} ({reason}); the result was saved to {saved} instead")
+
+
+__all__ = ["check_output_file", "check_output_dir", "source_location", "is_dataset_dir", "is_run_dir",
+           "rescue_dir", "write_or_rescue", "DATASET_FILES", "RUN_FILES", "PACKAGES", "ROOT"]

@@ -1,0 +1,199 @@
+"""The two record columns that need whole distributions: ``block_residual_mass`` and ``target_rank``.
+
+Generators that know a position's whole target and draft distributions (the
+vocabulary model :mod:`evolve.traces.synth.vocab_model`, the harvester
+:mod:`evolve.engine.distributions`, the decode-loop simulator :mod:`evolve.sim.chain`)
+write them with the functions here, so the three agree to the last bit.
+
+Block verification (Ziteng Sun, Uri Mendlovic, Yaniv Leviathan, Asaf Aharoni,
+Ahmad Beirami, Jae Hun Ro, Ananda Theertha Suresh 2024, "Block verification
+accelerates speculative decoding", arXiv 2403.10444) weighs a block of drafted
+tokens X_1..X_gamma with the *block weights*
+
+    P_0 = 1,   P_i = min(1, P_{i-1} p_i(X_i) / q_i(X_i)),
+
+(p_i, q_i: the target's and the draft's distributions at depth i of the block),
+and needs, after i accepted tokens, the *residual mass*
+
+    m_i = sum_x max(0, P_i p_{i+1}(x) - q_{i+1}(x))      (i < gamma).
+
+The record of the drafted token X_{d+1} (``draft_index`` d) holds m_{d+1} in
+``block_residual_mass``: the block weight after its own token times the *next*
+depth's target distribution, minus the next depth's draft distribution. So it is
+NaN on a block's last record, and it is never a per-token feature (it depends on
+the next position). ``target_rank`` is the rank of the drafted token under the
+target distribution, 0 for the arg max; tied tokens share a rank (the number of
+tokens with a strictly larger probability).
+
+Relaxed block verification (:mod:`evolve.eval.relaxed_block`) verifies against a
+mixture p~ = (1 - w) p + w q instead of p, and its residual mass after a weight P is
+(1 - P w) phi(a) with a = P (1 - w) / (1 - P w) and
+
+    phi(a) = sum_x max(0, a p(x) - q(x)),    a in [0, 1],
+
+of the next depth's (p, q). phi is convex and piecewise linear (its slope, the p-mass
+of {x : q(x) < a p(x)}, rises from 0 to at most 1), phi(0) = 0 and phi(1) = 1 - overlap.
+The optional column ``block_residual_phi`` holds, on the record at depth d, phi of
+depth d + 1 at the grid a_k = k / :data:`PHI_POINTS`, k = 1..PHI_POINTS (a row of NaN
+at a block's last depth); :func:`interpolate_phi` reads it back. Between two grid
+points the chord of a convex function lies above it by at most h (s_+ - s_-) / 4
+(h = 1 / PHI_POINTS, s_- and s_+ its slopes at the ends), so the linear
+interpolation overestimates phi by at most 1 / (4 PHI_POINTS) and never
+underestimates it (:data:`PHI_ERROR_BOUND`).
+
+Every function is ``@njit(cache=True)``; ``p``, ``q`` are float64 (V,).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from evolve.traces.schema import RESIDUAL_PHI_POINTS
+
+#: Grid points of ``block_residual_phi``: phi(k / PHI_POINTS) for k = 1..PHI_POINTS (phi(0) = 0 is not stored).
+PHI_POINTS = RESIDUAL_PHI_POINTS
+#: Largest overestimate of phi by :func:`interpolate_phi` between the grid points (the chord bound).
+PHI_ERROR_BOUND = 1.0 / (4 * PHI_POINTS)
+
+
+@njit(cache=True)
+def block_weight(weight, target_prob, draft_prob):
+    """Next block weight min(1, weight * p(x) / q(x)) (Sun et al. 2024, arXiv 2403.10444).
+
+    Args: the previous weight P_{i-1} in [0, 1]; p(x), q(x) of the drafted token (q(x) > 0).
+    Returns: P_i, a float in [0, 1].
+    """
+    return min(1.0, weight * target_prob / draft_prob)
+
+
+@njit(cache=True)
+def residual_mass(weight, p, q):
+    """m = sum_x max(0, weight * p(x) - q(x)): the mass of the block residual after a weight P_i.
+
+    Args: ``weight`` P_i in [0, 1]; ``p``, ``q`` float64 (V,) the next depth's
+    target and draft distributions. Returns: float in [0, weight].
+    """
+    s = 0.0
+    for v in range(p.shape[0]):
+        d = weight * p[v] - q[v]
+        if d > 0.0:
+            s += d
+    return s
+
+
+@njit(cache=True)
+def target_rank(p, x):
+    """Rank of token ``x`` under ``p`` (float64 (V,)): the number of tokens with a strictly larger probability.
+
+    Returns: int in [0, V - 1]; 0 for the arg max (and for every token tied with it).
+    """
+    px = p[x]
+    rank = 0
+    for v in range(p.shape[0]):
+        if p[v] > px:
+            rank += 1
+    return rank
+
+
+@njit(cache=True)
+def residual_phi(p, q, out):
+    """phi(a_k) = sum_x max(0, a_k p(x) - q(x)) at a_k = k / K, k = 1..K (K = ``out.size``), into ``out``.
+
+    Args: ``p``, ``q`` float64 (V,) one depth's target and draft distributions;
+    ``out`` float64 (K,). One pass over the vocabulary: token x contributes
+    a p(x) - q(x) to every grid point a > q(x) / p(x), so each token's p and q
+    are added to the bucket of the first such grid point and the buckets are
+    summed cumulatively (O(V + K)); values agree with the direct sum to round-off.
+    """
+    K = out.shape[0]
+    sp = np.zeros(K + 1)
+    sq = np.zeros(K + 1)
+    for v in range(p.shape[0]):
+        pv = p[v]
+        if pv <= 0.0:
+            continue
+        qv = q[v]
+        if qv >= pv:  # contributes at no a <= 1
+            continue
+        k = int(qv / pv * K) + 1  # first k with k / K > q / p (corrected for round-off below)
+        while k > 1 and (k - 1) / K * pv > qv:
+            k -= 1
+        while k <= K and k / K * pv <= qv:
+            k += 1
+        if k <= K:
+            sp[k] += pv
+            sq[k] += qv
+    cp = 0.0
+    cq = 0.0
+    for k in range(1, K + 1):
+        cp += sp[k]
+        cq += sq[k]
+        out[k - 1] = max(0.0, k / K * cp - cq)
+
+
+@njit(cache=True)
+def interpolate_phi(phi, a):
+    """phi(a) for a in [0, 1] by linear interpolation of the grid values ``phi`` float64 (K,) (phi(0) = 0).
+
+    Exact at the grid points; elsewhere at most :data:`PHI_ERROR_BOUND` above the
+    true value and never below it (phi is convex; see the module doc). ``a``
+    outside [0, 1] is clamped.
+    """
+    K = phi.shape[0]
+    x = min(max(a, 0.0), 1.0) * K
+    k = int(x)
+    if k >= K:
+        return phi[K - 1]
+    f = x - k
+    lo = phi[k - 1] if k > 0 else 0.0
+    return lo + f * (phi[k] - lo)
+
+
+def block_phi(p: np.ndarray, q: np.ndarray, points: int = PHI_POINTS) -> np.ndarray:
+    """``block_residual_phi`` of one block's k records: float64 (k, points), row d = phi of depth d + 1.
+
+    Args: ``p``, ``q`` float64 (k, V) the target's and the draft's distributions
+    at each depth. Row k - 1 (the block's last record) is NaN.
+    """
+    p = np.ascontiguousarray(p, dtype=np.float64)
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    k = p.shape[0]
+    out = np.full((k, points), np.nan)
+    for d in range(k - 1):
+        residual_phi(p[d + 1], q[d + 1], out[d])
+    return out
+
+
+def object_rows(values: np.ndarray) -> np.ndarray:
+    """A float64 (k, K) array as an object array (k,) of its rows: a list column for a record dict or DataFrame."""
+    out = np.empty(values.shape[0], dtype=object)
+    for i in range(values.shape[0]):
+        out[i] = values[i]
+    return out
+
+
+def block_columns(p: np.ndarray, q: np.ndarray, drafts) -> tuple[np.ndarray, np.ndarray]:
+    """``block_residual_mass`` and ``target_rank`` of one block's k drafted tokens.
+
+    Args: ``p``, ``q`` float64 (k, V) the target's and the draft's distributions
+    at each depth; ``drafts`` int (k,) the drafted token ids (q(x) > 0).
+    Returns: (block_residual_mass float64 (k,), NaN at the last depth;
+    target_rank int64 (k,)).
+    """
+    p = np.ascontiguousarray(p, dtype=np.float64)
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    x = np.asarray(drafts, dtype=np.int64)
+    k = x.size
+    mass = np.full(k, np.nan)
+    rank = np.empty(k, dtype=np.int64)
+    weight = 1.0
+    for d in range(k):
+        weight = block_weight(weight, p[d, x[d]], q[d, x[d]])
+        rank[d] = target_rank(p[d], x[d])
+        if d + 1 < k:
+            mass[d] = residual_mass(weight, p[d + 1], q[d + 1])
+    return mass, rank
+
+
+__all__ = ["PHI_ERROR_BOUND", "PHI_POINTS", "block_columns", "block_phi", "block_weight", "interpolate_phi",
+           "object_rows", "residual_mass", "residual_phi", "target_rank"]
