@@ -5,7 +5,7 @@ u ~ U[0, 1); standard rejection, tau = min(1, p(x)/q(x)), is lossless (Leviathan
 arXiv 2211.17192). Five functions cover what the command lines do, returning pandas frames and
 plain dataclasses:
 
-* :func:`load_dataset`: a dataset directory as ``{split: pandas.DataFrame}``;
+* :func:`load_frames`: a dataset directory as ``{split: pandas.DataFrame}``;
 * :func:`evaluate_rule`: one rule (a registry name, an expression or a loaded rule) on one split,
   as :class:`evolve.eval.evaluator.Metrics`;
 * :func:`metrics_frame`: several rules on one split, one row per rule;
@@ -22,9 +22,10 @@ apply)::
     >>> from pathlib import Path
     >>> from evolve.traces.synth import generate
     >>> from evolve import api
-    >>> work = Path(tempfile.mkdtemp())
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> work = Path(tmp.name)
     >>> files = generate.write(generate.generate_dataset("vocab", seed=1, sequences=10), work / "data")
-    >>> splits = api.load_dataset(work / "data")
+    >>> splits = api.load_frames(work / "data")
     >>> sorted(splits), list(splits["test"].columns[:4])
     (['test', 'train', 'valid'], ['seq_id', 'position', 'draft_prob', 'target_prob'])
     >>> standard = api.evaluate_rule("standard_rejection", work / "data", gamma=4)
@@ -47,6 +48,7 @@ apply)::
     True
     >>> api.evaluate_rule(champion, work / "data", split="valid") == run.champion.valid
     True
+    >>> tmp.cleanup()
 """
 from __future__ import annotations
 
@@ -68,7 +70,7 @@ from heuristics.champions import load_champion, read_champion
 from heuristics.contract import Rule
 from heuristics.registry import get_rule
 
-__all__ = ["load_dataset", "evaluate_rule", "metrics_frame", "run_search", "load_champion", "read_champion",
+__all__ = ["load_frames", "evaluate_rule", "metrics_frame", "run_search", "load_champion", "read_champion",
            "SearchRun", "Metrics", "RunConfig", "Rule", "InputError", "SYMPY_MAX_NODES"]
 
 #: Expressions with more nodes than this get no ``sympy``/``latex`` rendering in the frames (None):
@@ -80,7 +82,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 # --- datasets ----------------------------------------------------------------------------------
 
-def load_dataset(path: str | os.PathLike, splits: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
+def load_frames(path: str | os.PathLike, splits: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
     """The splits of a dataset directory as validated DataFrames.
 
     Args:
@@ -157,7 +159,7 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
             prefix expression over the primitive set (``"min(1.0, div(target_prob, draft_prob))"``),
             a :class:`heuristics.contract.Rule`, a compiled :class:`evolve.gp.compiler.Program`, or
             the path (``pathlib.Path``) of a champion file or run directory.
-        data: a dataset directory, the dict :func:`load_dataset` returns, one split as a DataFrame,
+        data: a dataset directory, the dict :func:`load_frames` returns, one split as a DataFrame,
             :class:`evolve.traces.io.Traces` or :class:`evolve.eval.evaluator.EvalData`.
         split: the split read from a directory or dict (``"test"`` by default: searches never read it).
         gamma: draft length for the block metrics (``tokens_per_call``, ``speedup``,
@@ -171,7 +173,7 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
 
     Raises: InputError for an unknown rule name, a malformed expression, a rule needing a column the
     split lacks, a gamma outside [1, the split's block length], or any data error of
-    :func:`load_dataset`.
+    :func:`load_frames`.
     """
     return evaluate(_rule(rule), _eval_data(data, split), fitness or AcceptanceQualityFitness(),
                     gamma=gamma, cost_ratio=cost_ratio)
@@ -279,7 +281,8 @@ class SearchRun:
         Raises: InputError for a run with another fitness (it keeps no front).
         """
         if self.result.front is None:
-            raise InputError(f"fitness '{self.config.fitness}' keeps no front: only a fitness 'pareto' run does")
+            raise InputError(f"objective '{self.config.objective}' keeps no front: only a multi-objective run (objective "
+                             f"'pareto') does")
         return entries_frame(self.result.front)
 
     def logbook_frame(self) -> pd.DataFrame:
@@ -311,6 +314,6 @@ def run_search(config: RunConfig | Mapping[str, Any], progress: Callable[[dict[s
     from evolve.report.runplot import plot_logbook
     from evolve.search.rundir import run
 
-    plot = {"fitness.png": lambda result: plot_logbook(result.logbook, result.config.fitness)}
+    plot = {"fitness.png": lambda result: plot_logbook(result.logbook, result.config.objective)}
     info = run(cfg, progress=progress, extra_files=plot)
     return SearchRun(cfg, info.run_dir, info.result)

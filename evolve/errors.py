@@ -11,11 +11,35 @@ import os
 
 
 class InputError(Exception):
-    """Bad user input (dataset, champion file, option value, output path).
+    """Bad user input (dataset, champion file, parameter value, output path).
 
-    The message is a single line that names the file, the column or option and
-    the first offending row or value.
+    The message is a single line that names the file or the column and the first
+    offending row or value. A bad parameter value is raised with ``param``, the
+    parameter's name in the code (``InputError("must be at least 1 (value 0)",
+    param="max_new_tokens")``), and a message that does not repeat it: the layers
+    below the command line never spell out a command-line flag. ``str()`` gives
+    ``max_new_tokens: must be ...``; the command line (:mod:`evolve.cli.errors`)
+    sets :attr:`flag` to the option that carries the parameter, and then it reads
+    ``option '--max-new-tokens': must be ...``.
+
+    Attributes:
+        message: the text without the parameter's name.
+        param: name of the offending parameter, or None.
+        flag: the command-line option of ``param`` (set by the command line), or None.
     """
+
+    def __init__(self, message: str, *, param: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.flag: str | None = None
+
+    def __str__(self) -> str:
+        if self.flag is not None:
+            return f"option '{self.flag}': {self.message}"
+        if self.param is not None:
+            return f"{self.param}: {self.message}"
+        return self.message
 
 
 class InputWarning(UserWarning):

@@ -9,17 +9,24 @@ the environment variable ``SPECDEC_CHAMPIONS_DIR`` names another directory
 ``NAME.json`` is a JSON object with exactly these keys::
 
     format                 "specdec-evolve champion"
-    format_version         1
+    format_version         2
     name                   NAME, [A-Za-z_][A-Za-z0-9_]* (at most 64 characters)
     description            one line of text
+    kind                   the kind of program (evolve.gp.kinds): "threshold" (a per-token acceptance
+                           threshold tau) or "relaxation" (the weight w of relaxed block verification)
     expression             prefix notation over the primitive set, e.g. "min(1.0, div(target_prob, draft_prob))"
     primitive_set_version  evolve.gp.primitives.PRIMITIVE_SET_VERSION the expression was evolved with
     features               terminal features of the run (names from evolve.gp.primitives.FEATURES)
-    fitness                "acceptance_quality", "expected", "speed_at_tv" or "pareto": the objective the run optimised
-    metrics                {"train": {...}, "valid": {...}}: evolve.eval.evaluator.Metrics fields (numbers;
-                           null for a metric that was not computed; "fitness" is required)
+    objective              the objective the run optimised ("acceptance_quality", "expected", "speed_at_tv",
+                           "pareto", or the name of one registered from Python)
+    metrics                {"train": {...}, "valid": {...}}: the run's metrics of the program (numbers; null
+                           for a metric that was not computed; "fitness" is required for a threshold)
     provenance             run directory, seed, data directory and generator metadata, full config,
                            creation date, package versions (free-form JSON object)
+
+Files of format version 1 (no ``kind``; ``fitness`` in place of ``objective``) still load: their kind
+is read from the run configuration in their provenance (:func:`evolve.gp.kinds.kind_from_config`:
+``verify = "block"`` meant relaxation weights).
 
 Loading checks every key and type, the primitive-set version, and parses the
 expression with :func:`evolve.gp.compiler.parse` against the declared features: a
@@ -52,15 +59,18 @@ from evolve.errors import InputError, InputWarning, os_error_text
 from evolve.traces.io import atomic_write_text
 from evolve.traces.paths import check_output_dir
 from evolve.gp.compiler import Node, parse, to_string
+from evolve.gp.kinds import THRESHOLD, ProgramKind, kind_from_config, program_kind
 from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION
 from heuristics.baselines import BASELINES
 from heuristics.contract import Rule, python_source
 from heuristics.published import PUBLISHED
 
 FORMAT = "specdec-evolve champion"
-FORMAT_VERSION = 1
-#: Objectives a champion may have been evolved with (`python -m evolve run --fitness`).
-FITNESS_KINDS: tuple[str, ...] = ("acceptance_quality", "expected", "speed_at_tv", "pareto")
+FORMAT_VERSION = 2
+#: Format versions :func:`read_champion` reads.
+READ_VERSIONS: tuple[int, ...] = (1, 2)
+#: What an objective's name looks like (registered objectives live in :mod:`evolve.eval.objectives`).
+OBJECTIVE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 #: Environment variable overriding the champions directory.
 ENV_DIR = "SPECDEC_CHAMPIONS_DIR"
 #: Names a champion may not take: the built-in rules (the baselines and the published families'
@@ -70,9 +80,22 @@ RESERVED_NAMES: frozenset[str] = frozenset(r.name for r in (*BASELINES, *PUBLISH
 MAX_FILE_BYTES = 1_000_000
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _KEYS: dict[str, type | tuple[type, ...]] = {
-    "format": str, "format_version": int, "name": str, "description": str, "expression": str,
-    "primitive_set_version": int, "features": list, "fitness": str, "metrics": dict, "provenance": dict,
+    "format": str, "format_version": int, "name": str, "description": str, "kind": str, "expression": str,
+    "primitive_set_version": int, "features": list, "objective": str, "metrics": dict, "provenance": dict,
 }
+#: The keys of a version-1 file.
+_KEYS_V1: dict[str, type | tuple[type, ...]] = {
+    **{k: v for k, v in _KEYS.items() if k not in ("kind", "objective")}, "fitness": str}
+
+
+class ChampionExists(InputError):
+    """Saving would replace an existing champion and overwriting was not asked for (the command line
+    names its option for that). ``path``: the existing file; ``name``: the champion's name."""
+
+    def __init__(self, path: Path, name: str):
+        super().__init__(f"{path}: a champion named {name!r} exists already (not replaced unless asked to "
+                         f"overwrite it)")
+        self.path, self.name = path, name
 
 
 @dataclass
@@ -87,7 +110,8 @@ class Champion:
     expression: str
     description: str = ""
     features: tuple[str, ...] = ()
-    fitness: str = "acceptance_quality"
+    objective: str = "acceptance_quality"
+    kind: str = THRESHOLD.name
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     primitive_set_version: int = PRIMITIVE_SET_VERSION
@@ -98,18 +122,23 @@ class Champion:
         """Prefix nodes of the expression (parsed safely)."""
         return parse(self.expression, self.path or f"champion {self.name}", tuple(self.features) or FEATURES)
 
+    @property
+    def program_kind(self) -> ProgramKind:
+        """The champion's :class:`evolve.gp.kinds.ProgramKind`."""
+        return program_kind(self.kind)
+
     def rule(self) -> Rule:
-        """The champion as an expression :class:`heuristics.contract.Rule` (not registered)."""
+        """The champion as an expression :class:`heuristics.contract.Rule` of its kind (not registered)."""
         return Rule(self.name, self.description, f"champion file {self.path}" if self.path else "evolved champion",
-                    expression=self.expression)
+                    expression=self.expression, kind=self.kind)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the file format (keys in the documented order)."""
         return {
             "format": FORMAT, "format_version": FORMAT_VERSION, "name": self.name,
-            "description": self.description, "expression": self.expression,
+            "description": self.description, "kind": self.kind, "expression": self.expression,
             "primitive_set_version": self.primitive_set_version, "features": list(self.features),
-            "fitness": self.fitness, "metrics": self.metrics, "provenance": self.provenance,
+            "objective": self.objective, "metrics": self.metrics, "provenance": self.provenance,
         }
 
 
@@ -131,24 +160,29 @@ def champion_json(champion: Champion) -> str:
 
 
 def champion_python(champion: Champion) -> str:
-    """Readable ``NAME.py`` source: ``acceptance_threshold`` with the contract's signature.
+    """Readable ``NAME.py`` source: the kind's function (``acceptance_threshold`` or ``relaxation_weight``)
+    with the contract's signature.
 
-    Built only from validated parts (the canonical expression, the name and
+    Built only from validated parts (the canonical expression, the name, the kind and
     numbers), never from free text of the file.
     """
     nodes = champion.nodes
     m = champion.metrics
-    lines = [f"Evolved acceptance rule '{champion.name}' (generated from {champion.name}.json; do not edit).",
-             "", f"Expression: {to_string(nodes)}"]
+    kind = champion.program_kind
+    lines = [f"Evolved {kind.title} '{champion.name}' (generated from {champion.name}.json; do not edit).",
+             "", f"Kind: {kind.name}: {kind.output}.", f"Expression: {to_string(nodes)}"]
     def num(split: str, key: str) -> float:
         v = m.get(split, {}).get(key)
         return math.nan if v is None else float(v)
 
     for split in ("train", "valid"):
-        if split in m:
+        if split in m and "acceptance_rate" in m[split]:
             lines.append(f"{split}: fitness {num(split, 'fitness'):.6f}, acceptance "
                          f"{num(split, 'acceptance_rate'):.4f}, expected TV {num(split, 'expected_tv'):.6f}")
-    return python_source(nodes, "acceptance_threshold", "\n".join(lines))
+        elif split in m:
+            lines.append(f"{split}: {num(split, 'tokens_per_call'):.4f} tokens per call, "
+                         f"{num(split, 'tv_per_token'):.6f} TV per token")
+    return python_source(nodes, kind.function_name, "\n".join(lines), kind)
 
 
 def _json_default(obj: Any) -> Any:
@@ -184,21 +218,28 @@ def _validate(doc: Any, source: str) -> Champion:
     """Check a decoded champion object; return it as a :class:`Champion`. Raises InputError naming ``source``."""
     if not isinstance(doc, dict):
         raise InputError(f"{source}: expected a JSON object, found {_json_type(doc)}")
-    missing = [k for k in _KEYS if k not in doc]
+    keys = _KEYS_V1 if doc.get("format_version") == 1 else _KEYS
+    missing = [k for k in keys if k not in doc]
     if missing:
         raise InputError(f"{source}: missing key '{missing[0]}'")
-    extra = [k for k in doc if k not in _KEYS]
+    extra = [k for k in doc if k not in keys]
     if extra:
         raise InputError(f"{source}: unknown key {extra[0]!r}")
-    for key, kind in _KEYS.items():
+    for key, kind in keys.items():
         value = doc[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise InputError(f"{source}: key '{key}' must be a JSON {_json_name(kind)}, found {_json_type(value)}")
     if doc["format"] != FORMAT:
         raise InputError(f"{source}: key 'format' is {doc['format']!r}, expected {FORMAT!r}")
-    if doc["format_version"] != FORMAT_VERSION:
+    if doc["format_version"] not in READ_VERSIONS:
         raise InputError(f"{source}: format_version {doc['format_version']} is not supported "
                          f"(expected {FORMAT_VERSION})")
+    if doc["format_version"] == 1:  # no kind yet; "fitness" named the objective
+        doc = dict(doc)
+        doc["objective"] = "acceptance_quality" if doc["fitness"] == "seed" else doc.pop("fitness")
+        doc.pop("fitness", None)
+        config = doc["provenance"].get("config")
+        doc["kind"] = kind_from_config(config).name
     if doc["primitive_set_version"] != PRIMITIVE_SET_VERSION:
         raise InputError(f"{source}: primitive_set_version {doc['primitive_set_version']} does not match this "
                          f"version of evolve (primitive set {PRIMITIVE_SET_VERSION})")
@@ -210,11 +251,10 @@ def _validate(doc: Any, source: str) -> Champion:
         if not isinstance(f, str) or f not in FEATURES:
             raise InputError(f"{source}: key 'features', item {i}: unknown feature {f!r} "
                              f"(known: {', '.join(FEATURES)})")
-    if doc["fitness"] == "seed":  # the acceptance-quality fitness's name in champion files before version 0.2
-        doc["fitness"] = "acceptance_quality"
-    if doc["fitness"] not in FITNESS_KINDS:
-        raise InputError(f"{source}: key 'fitness' is {doc['fitness']!r} (expected one of "
-                         f"{', '.join(FITNESS_KINDS)})")
+    if not OBJECTIVE_RE.fullmatch(doc["objective"]):
+        raise InputError(f"{source}: key 'objective' is {doc['objective']!r}, not an objective's name")
+    kind = program_kind(doc["kind"], f"{source}: key 'kind'")
+    kind.check_features(features, f"{source}: key 'features'")
     metrics = doc["metrics"]
     for split in ("train", "valid"):
         if split not in metrics:
@@ -230,11 +270,12 @@ def _validate(doc: Any, source: str) -> Champion:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise InputError(f"{source}: key 'metrics.{split}.{k}' must be a finite number or null "
                                  f"(value {v!r})")
-        if "fitness" not in values:
+        if "fitness" not in values and kind is THRESHOLD:
             raise InputError(f"{source}: key 'metrics.{split}' lacks 'fitness'")
     nodes = parse(doc["expression"], f"{source}: expression", tuple(features) or FEATURES)
+    kind.check_features([n.value for n in nodes if n.kind == "feature"], f"{source}: expression")
     return Champion(name=doc["name"], expression=to_string(nodes), description=doc["description"],
-                    features=tuple(features), fitness=doc["fitness"], metrics=metrics,
+                    features=tuple(features), objective=doc["objective"], kind=kind.name, metrics=metrics,
                     provenance=doc["provenance"], primitive_set_version=doc["primitive_set_version"],
                     path=source)
 
@@ -369,8 +410,7 @@ def save_champion(champion: Champion, directory: str | os.PathLike | None = None
     if not overwrite:
         for p in (json_path, py_path):
             if p.exists():
-                raise InputError(f"{p}: a champion named {champion.name!r} exists already (use --force to "
-                                 f"replace it)")
+                raise ChampionExists(p, champion.name)
     for p in (json_path, py_path):
         if p.exists() and not p.is_file():
             raise InputError(f"{p}: exists and is not a regular file")
@@ -410,11 +450,12 @@ def promote(run_dir: str | os.PathLike, name: str, directory: str | os.PathLike 
     prov["promoted"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     prov["promoted_from"] = champ.path
     champ = Champion(name=name, expression=champ.expression, description=champ.description,
-                     features=champ.features, fitness=champ.fitness, metrics=champ.metrics, provenance=prov,
+                     features=champ.features, objective=champ.objective, kind=champ.kind, metrics=champ.metrics,
+                     provenance=prov,
                      primitive_set_version=champ.primitive_set_version)
     return save_champion(champ, directory, overwrite, inputs=(run_dir,))
 
 
-__all__ = ["Champion", "FORMAT", "FORMAT_VERSION", "ENV_DIR", "PACKAGE_DIR", "RESERVED_NAMES", "champions_dir",
+__all__ = ["Champion", "ChampionExists", "FORMAT", "FORMAT_VERSION", "ENV_DIR", "PACKAGE_DIR", "RESERVED_NAMES", "champions_dir",
            "champion_json", "champion_python", "check_name", "read_champion", "load_champion", "list_champions", "champion_files",
            "save_champion", "promote"]

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from evolve.gp.compiler import Node, Program, compile_nodes, parse, to_python, to_string
+from evolve.gp.kinds import THRESHOLD, ProgramKind, program_kind
 from evolve.gp.primitives import OPTIONAL_FEATURES, CORE_FEATURES
 
 CONTRACT_ARGUMENTS: tuple[str, ...] = CORE_FEATURES
@@ -54,6 +55,10 @@ class Rule:
         extra_columns: optional schema columns a function rule receives.
         lossless: whether the output is distributed exactly as the target's
             (tau <= p/q for every token).
+        kind: the kind of program (:mod:`evolve.gp.kinds`): ``threshold`` (the
+            default: the value is the acceptance threshold tau) or ``relaxation``
+            (the value is the weight w of relaxed block verification; an
+            expression over prefix-level features only).
     """
 
     name: str
@@ -63,6 +68,7 @@ class Rule:
     function: Callable | None = None
     extra_columns: tuple[str, ...] = ()
     lossless: bool = False
+    kind: str = THRESHOLD.name
     _program: Program | None = field(default=None, init=False, repr=False)
     _nodes: list[Node] | None = field(default=None, init=False, repr=False)
     _compiled: Callable | None = field(default=None, init=False, repr=False)
@@ -73,8 +79,12 @@ class Rule:
         bad = [c for c in self.extra_columns if c not in OPTIONAL_FEATURES]
         if bad:
             raise ValueError(f"rule {self.name!r}: unknown extra column {bad[0]!r}")
+        kind = program_kind(self.kind, f"rule {self.name!r}")
+        if kind is not THRESHOLD and self.expression is None:
+            raise ValueError(f"rule {self.name!r}: a {kind.name} rule is an expression")
         if self.expression is not None:
             self._nodes = parse(self.expression, f"rule {self.name}")
+            kind.check_features([n.value for n in self._nodes if n.kind == "feature"], f"rule {self.name!r}")
             self.expression = to_string(self._nodes)
             self._program = compile_nodes(self._nodes)
 
@@ -105,18 +115,26 @@ class Rule:
             self._compiled = self.function if isinstance(self.function, CPUDispatcher) else njit(self.function)
         return self._compiled
 
-    def python_source(self, function_name: str = "acceptance_threshold") -> str:
-        """Readable, Numba-compilable Python source of an expression rule (contract signature)."""
+    @property
+    def program_kind(self) -> ProgramKind:
+        """The rule's :class:`evolve.gp.kinds.ProgramKind`."""
+        return program_kind(self.kind)
+
+    def python_source(self, function_name: str | None = None) -> str:
+        """Readable, Numba-compilable Python source of an expression rule (contract signature); the
+        function is named for the rule's kind (``acceptance_threshold``, ``relaxation_weight``) unless
+        ``function_name`` is given."""
         if self._nodes is None:
             raise TypeError(f"rule {self.name!r} is a function rule")
-        return python_source(self._nodes, function_name, self.description or self.name)
+        return python_source(self._nodes, function_name or self.program_kind.function_name,
+                             self.description or self.name, self.program_kind)
 
 
-def python_source(nodes: list[Node], function_name: str, doc: str) -> str:
+def python_source(nodes: list[Node], function_name: str, doc: str, kind: ProgramKind = THRESHOLD) -> str:
     """Source of a module defining ``function_name`` with the contract's signature for ``nodes``.
 
     Optional features the expression reads become keyword arguments after the
-    six contract arguments.
+    six contract arguments; the function's docstring says what its value is (``kind``'s output).
     """
     extra = [f for f in OPTIONAL_FEATURES if any(n.kind == "feature" and n.value == f for n in nodes)]
     params = ", ".join(list(CONTRACT_ARGUMENTS) + [f"{e}=float('nan')" for e in extra])
@@ -135,7 +153,7 @@ def python_source(nodes: list[Node], function_name: str, doc: str) -> str:
         "",
         "@njit(cache=True)",
         f"def {function_name}({params}):",
-        '    """Acceptance threshold tau; accept the drafted token iff u < tau, u ~ U[0, 1)."""',
+        f'    """{kind.title[0].upper()}{kind.title[1:]}: {kind.output}."""',
         "    position = float(position)",
         "    top_token_match = 1.0 if top_token_match else 0.0",
         f"    return {to_python(nodes)}",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The robustness table of the pareto search (docs/results.md, section "Speed against damage"):
-# six runs of `python -m evolve run --fitness pareto` (random seeds 1, 2, 3 with the default options,
+# six runs of `python -m evolve run --objective pareto` (random seeds 1, 2, 3 with the default options,
 # and the same seeds with --population 500 --generations 40), each front scored on the test split by
 # `python benchmark.py pareto`, and the table of evolve/report/pareto/command/seeds.py.
 #
@@ -18,7 +18,7 @@ files=()
 for size in default small; do
   if [ "$size" = default ]; then opts=(); else opts=(--population 500 --generations 40); fi
   for seed in 1 2 3; do
-    run=$(nice -n "$NICE" python -m evolve run --data "$DATA" --out "$OUT/runs" --fitness pareto \
+    run=$(nice -n "$NICE" python -m evolve run --data "$DATA" --out "$OUT/runs" --objective pareto \
           --seed "$seed" "${opts[@]}" | tail -n 1)
     json="$OUT/$size-seed$seed.json"
     nice -n "$NICE" python benchmark.py pareto --data "$DATA" --run "$run" --format json --no-plot \

@@ -45,7 +45,7 @@ tail -n 12 "$OUT/skip.harvest.log" "$OUT/window.harvest.log"
 #    (every registered rule and the search's champion) and the pareto table
 for name in skip window; do
     stamp "pareto search $name"
-    run=$("$PYTHON" -m evolve run --data "$OUT/$name" --out "$OUT/runs-$name" --fitness pareto \
+    run=$("$PYTHON" -m evolve run --data "$OUT/$name" --out "$OUT/runs-$name" --objective pareto \
           --population "$POPULATION" --generations "$GENERATIONS" --seed 0 --no-progress | tail -n 1)
     echo "$run" > "$OUT/$name.run.txt"
     cp "$run/champion.json" "$OUT/$name.champion.json"

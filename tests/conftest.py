@@ -1,4 +1,5 @@
-"""Shared fixtures and float comparison helpers.
+"""Shared fixtures (plain helper functions are in ``helpers.py``, ``harvest_helpers.py`` and
+``hostile_helpers.py``; test files never import from one another).
 
 Datasets are made once per session (small, schema-valid, fixed seeds) and must not be modified by a
 test: a test that writes into a dataset directory makes its own copy in ``tmp_path``.
@@ -9,10 +10,14 @@ test: a test that writes into a dataset directory makes its own copy in ``tmp_pa
   search must never need it) for whole evolution runs;
 * :func:`vocab_dataset`: a train/valid/test directory of the vocab model (with ``draft_index``,
   so block metrics and Pareto fronts apply);
-* :func:`model`: the context-dependent draft/target pair of the decode-loop and tree tests.
+* :func:`model`: the context-dependent draft/target pair of the decode-loop and tree tests;
+* :func:`base_run`, :func:`ws`, :func:`vocab_ws`: a finished run directory and the workspaces of the
+  hostile-input tests (:mod:`hostile_helpers`);
+* :func:`llama_files`, :func:`one_thread`: the tiny offline Llama models of the harvest tests
+  (:mod:`harvest_helpers`) and torch on one thread while a module runs.
 
-The vocab generator and the simulator are imported inside their fixtures, so that collecting a test
-file does not import (and compile) them unless it uses them.
+The vocab generator, the simulator, the command line and torch are imported inside their fixtures, so
+that collecting a test file does not import (and compile) them unless it uses them.
 """
 from __future__ import annotations
 
@@ -80,32 +85,75 @@ def model():
     return SyntheticModel(vocab_size=48, seed=5)
 
 
-#: Relative difference allowed between the Numba kernels and numpy. Their exp and log come from
-#: different math libraries (LLVM's libm calls against numpy's SIMD loops) that may round the last
-#: bit differently, and a random program compounds such a difference through its later operations.
-RTOL = 1e-9
-#: Absolute difference allowed on top (a threshold is compared with u in [0, 1): a difference of
-#: 1e-12 changes an accept decision with probability 1e-12), for values that cancel to near 0.
-ATOL = 1e-12
+# --- the hostile-input tests (test_hostile.py, test_hostile_faults.py) -------------------------
+
+@pytest.fixture(scope="session")
+def base_run(small_search_dataset, tmp_path_factory) -> Path:
+    """A finished run directory (population 10, 1 generation, from scratch)."""
+    from click.testing import CliRunner
+
+    from evolve.cli.evolve import cli as evolve_cli
+
+    out = tmp_path_factory.mktemp("hostile_runs")
+    res = CliRunner().invoke(evolve_cli, ["run", "--data", str(small_search_dataset), "--out", str(out),
+                                          "--population", "10", "--generations", "1", "--no-progress",
+                                          "--from-scratch"])
+    assert res.exit_code == 0, res.output
+    return Path(res.stdout.strip().splitlines()[-1])
 
 
-def assert_same_floats(got, want, err_msg: str = "", branch_flips: int = 0) -> None:
-    """``got`` equals ``want`` within :data:`RTOL` (relative) plus :data:`ATOL`, with NaN, +inf and -inf
-    in exactly the same places (float64 arrays of one shape).
+@pytest.fixture()
+def ws(tmp_path, independent_dataset, base_run, monkeypatch):
+    """A workspace (:class:`hostile_helpers.Workspace`, the current directory while the test runs) around
+    a copy of the independent-features dataset (about 200 records per split)."""
+    from hostile_helpers import make_workspace
 
-    ``branch_flips``: how many elements may differ beyond that. A random program compares two
-    computed values with ``if_gt``; when they tie to within the last bit, a one-bit difference of
-    exp/log between the two math libraries picks the other branch and the results differ entirely.
-    Random-program tests allow a few such elements (a real evaluator bug changes many)."""
+    return make_workspace(tmp_path, independent_dataset, base_run, monkeypatch)
+
+
+@pytest.fixture()
+def vocab_ws(tmp_path, vocab_dataset, base_run, monkeypatch):
+    """A workspace around a copy of the vocab model's dataset (with draft_index and top probabilities)."""
+    from hostile_helpers import make_workspace
+
+    return make_workspace(tmp_path, vocab_dataset, base_run, monkeypatch)
+
+
+# --- the harvest tests (test_harvest.py, test_harvest_batch.py, test_sharded_harvest.py) -------
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Torch on one thread while the requesting module's tests run (tiny models run fastest, and
+    identically, on one thread); the previous thread count is restored afterwards."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def llama_files(tmp_path_factory) -> dict:
+    """Ten prompts (random seed 3, one blank line among them) and tiny offline Llama models
+    (:func:`harvest_helpers.tiny_llama`): ``target`` (4 layers), ``draft`` (2 layers), ``other_tok``
+    (the draft with a tokenizer that spells one word differently), ``idle`` (4 layers, layers 1 and 3
+    identities); values are paths as str, ``root`` the directory holding them (a Path)."""
     import numpy as np
 
-    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
-    assert got.shape == want.shape, err_msg
-    same = (np.isnan(got) & np.isnan(want)) | (got == want)
-    finite = np.isfinite(got) & np.isfinite(want)
-    close = np.zeros_like(same)
-    close[finite] = np.abs(got[finite] - want[finite]) <= ATOL + RTOL * np.abs(want[finite])
-    bad = np.flatnonzero(~(same | close))
-    if len(bad) > branch_flips:
-        np.testing.assert_allclose(got[bad], want[bad], rtol=RTOL, atol=ATOL,
-                                   err_msg=f"{err_msg} ({len(bad)} elements differ, {branch_flips} allowed)")
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from harvest_helpers import WORDS, tiny_llama
+
+    root = tmp_path_factory.mktemp("harvest")
+    rng = np.random.default_rng(3)
+    prompts = root / "prompts.txt"
+    lines = [" ".join(rng.choice(WORDS, size=rng.integers(1, 6))) for _ in range(10)]
+    prompts.write_text("\n".join(lines[:4]) + "\n\n" + "\n".join(lines[4:]) + "\n")
+    return {
+        "root": root,
+        "prompts": str(prompts),
+        "target": str(tiny_llama(root / "target", 0, 4)),
+        "draft": str(tiny_llama(root / "draft", 1, 2)),
+        "other_tok": str(tiny_llama(root / "other_tok", 1, 2, rename={"w28": "zz"})),
+        "idle": str(tiny_llama(root / "idle", 5, 4, identity_layers=(1, 3))),
+    }

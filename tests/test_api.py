@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import doctest
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -32,18 +33,18 @@ def run(data_dir, tmp_path_factory) -> api.SearchRun:
     return api.run_search({"data": data_dir, "out": out, "population": 16, "generations": 2, "seed": 4})
 
 
-def test_load_dataset(data_dir, tmp_path):
-    splits = api.load_dataset(data_dir)
+def test_load_frames(data_dir, tmp_path):
+    splits = api.load_frames(data_dir)
     assert list(splits) == ["train", "valid", "test"]
     pd.testing.assert_frame_equal(splits["valid"], load_split(data_dir, "valid").to_frame())
     assert "draft_index" in splits["test"].columns and splits["test"]["position"].dtype == "int64"
-    assert list(api.load_dataset(data_dir, ["test"])) == ["test"]
+    assert list(api.load_frames(data_dir, ["test"])) == ["test"]
     write_dataset(tmp_path / "two", {"train": splits["train"], "valid": splits["valid"]}, {"generator": "test"})
-    assert list(api.load_dataset(tmp_path / "two")) == ["train", "valid"]
+    assert list(api.load_frames(tmp_path / "two")) == ["train", "valid"]
     with pytest.raises(InputError, match="no dataset directory"):
-        api.load_dataset(tmp_path / "absent")
+        api.load_frames(tmp_path / "absent")
     with pytest.raises(InputError, match="no test.parquet"):
-        api.load_dataset(tmp_path / "two", ["test"])
+        api.load_frames(tmp_path / "two", ["test"])
 
 
 def test_evaluate_rule_matches_the_evaluator(data_dir):
@@ -55,7 +56,7 @@ def test_evaluate_rule_matches_the_evaluator(data_dir):
     assert floor == evaluate(Rule("floor", expression=FLOOR), test, gamma=4)
     assert floor.expected_acceptance > standard.expected_acceptance and floor.expected_tv > 0
     # the same split given as frames, Traces or EvalData
-    frames = api.load_dataset(data_dir)
+    frames = api.load_frames(data_dir)
     assert api.evaluate_rule(FLOOR, frames, gamma=4) == floor
     assert api.evaluate_rule(FLOOR, frames["test"], gamma=4) == floor
     assert api.evaluate_rule(FLOOR, test, gamma=4) == floor
@@ -81,7 +82,7 @@ def test_metrics_frame_has_one_row_per_rule(data_dir):
     rules = ["standard_rejection", FLOOR, Rule("mine", expression="min(1.0, div(target_prob, draft_prob))")]
     frame = api.metrics_frame(rules, data_dir, gamma=4)
     assert list(frame["rule"]) == ["standard_rejection", FLOOR, "mine"]
-    assert list(frame.columns[:3]) == ["rule", "expression", "tokens"] and "tv_per_token" in frame.columns
+    assert list(frame.columns[:3]) == ["rule", "expression", "records"] and "tv_per_token" in frame.columns
     for row, rule in zip(frame.to_dict("records"), rules):
         assert row == {"rule": row["rule"], "expression": row["expression"],
                        **api.evaluate_rule(rule, data_dir, gamma=4).to_dict()}
@@ -116,7 +117,7 @@ def test_run_search_takes_a_run_config_and_is_deterministic(run, data_dir, tmp_p
 
 def test_pareto_run_has_a_front_frame(data_dir, tmp_path):
     res = api.run_search({"data": data_dir, "out": tmp_path, "population": 16, "generations": 2, "seed": 1,
-                          "fitness": "pareto", "gamma": 4})
+                          "objective": "pareto", "gamma": 4})
     front = res.front_frame()
     assert len(front) == len(res.result.front) > 0
     assert {"train_tokens_per_call", "valid_tv_per_token"} <= set(front.columns)
@@ -127,7 +128,7 @@ def test_pareto_run_has_a_front_frame(data_dir, tmp_path):
 def test_bad_configs(data_dir, tmp_path):
     with pytest.raises(InputError, match="population"):
         api.run_search({"data": data_dir, "out": tmp_path, "population": 1})
-    with pytest.raises(InputError, match="unknown option"):
+    with pytest.raises(InputError, match="unknown setting 'populaton' \\(did you mean 'population'\\?\\)"):
         api.run_search({"data": data_dir, "out": tmp_path, "populaton": 10})
     with pytest.raises(InputError, match="no dataset directory"):
         api.run_search({"data": tmp_path / "absent", "out": tmp_path, "population": 4, "generations": 0})
@@ -143,9 +144,12 @@ def test_large_expressions_are_not_handed_to_sympy():
     assert "target_prob" in text and "frac" in latex
 
 
-def test_the_docstring_example_runs():
+def test_the_docstring_example_runs(tmp_path, monkeypatch):
+    # the example's temporary directory is made below tmp_path, and the example removes it itself
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     result = doctest.testmod(api, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 10 and result.failed == 0
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_docs_show_the_tested_example():

@@ -242,7 +242,7 @@ def test_the_benchmark_row_and_its_note():
                                      traces["block_residual_mass"], 3).mean()
     rec = row.to_dict()
     assert list(rec) == list(ROW_KEYS)
-    assert rec["tokens_per_call"] == pytest.approx(want) and rec["tv_per_token"] == 0.0 and rec["tokens"] == data.n
+    assert rec["tokens_per_call"] == pytest.approx(want) and rec["tv_per_token"] == 0.0 and rec["records"] == data.n
     assert rec["speedup"] == pytest.approx(want / 1.15) and rec["fitness"] is None and rec["acceptance_rate"] is None
     comp = Comparison([row], splits=("test",), tokens={"test": data.n}, sources={"test": "tiny"},
                               gamma={"test": 3})

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import njit
 
 from evolve.errors import InputError
 from evolve.traces.io import Traces
 from evolve.traces.synth.block_columns import residual_mass
 from evolve.traces.synth.vocab_model import VocabModelConfig
 from evolve.eval.block_verification import block_verification_tokens
+from evolve.sim import chain, decoding
 from evolve.sim.chain import B_ANALYTIC, B_TOKENS, B_TV_COUNT, B_TV_EXPECTED, R_ACCEPTED, R_R, R_U
-from evolve.sim.decoding import chain_at_context, chain_traces, chi_square_pvalue, context_damage, simulate_chain
+from evolve.sim.decoding import chain_at_context, chain_traces, context_damage, simulate_chain
 from evolve.sim.models import Context, SyntheticModel, distributions_at, random_context
-from evolve.sim.verification import Verification, block_accept, block_stops
+from evolve.sim.verification import Verification, block_accept, block_residual, block_stops
 from heuristics.registry import get_rule
+
+from helpers import chi_square_pvalue, rebind
 
 BLOCK = Verification("block")
 STANDARD = get_rule("standard_rejection")
@@ -54,17 +58,25 @@ def _joint_counts(tokens: np.ndarray) -> np.ndarray:
     return np.bincount(tokens[:, 0] * V + tokens[:, 1], minlength=V * V)
 
 
-def test_block_verification_emits_the_target_law_and_a_wrong_residual_is_detected(tiny):
+@njit
+def _unweighted_block_residual(weight, p, q, resid):
+    """Deliberately wrong stand-in for ``block_residual`` in the decode loop: norm(max(0, p - q)) without P_tau."""
+    block_residual(1.0, p, q, resid)
+
+
+def test_block_verification_emits_the_target_law_and_a_wrong_residual_is_detected(tiny, monkeypatch):
     ctx = random_context(tiny, key=2, position=12)
     law = _joint_law(tiny, ctx)
     tokens, rows = chain_at_context(tiny, STANDARD, ctx, DRAWS, gamma=3, n_tokens=2, seed=1, verification=BLOCK)
     pv = chi_square_pvalue(_joint_counts(tokens), law)
-    # the wrong variant: after a block rejection at depth tau, sample from norm(max(0, p - q)) instead of
-    # norm(max(0, P_tau p - q)) (the kernel's RESIDUAL_TOKENWISE mode, same drafts and uniforms)
-    wrong, _ = chain_at_context(tiny, STANDARD, ctx, DRAWS, gamma=3, n_tokens=2, seed=1, verification=BLOCK,
-                                _broken_residual=True)
-    pv_wrong = chi_square_pvalue(_joint_counts(wrong), law)
     token, _ = chain_at_context(tiny, STANDARD, ctx, DRAWS, gamma=3, n_tokens=2, seed=1)
+    # the wrong variant: after a block rejection at depth tau, sample from norm(max(0, p - q)) instead of
+    # norm(max(0, P_tau p - q)) (the production decode loop with that residual, same drafts and uniforms)
+    wrong_loop = rebind(chain.chain_batch, chain_run=rebind(chain.chain_run, block_residual=_unweighted_block_residual))
+    with monkeypatch.context() as patch:
+        patch.setattr(decoding, "chain_batch", wrong_loop)
+        wrong, _ = chain_at_context(tiny, STANDARD, ctx, DRAWS, gamma=3, n_tokens=2, seed=1, verification=BLOCK)
+    pv_wrong = chi_square_pvalue(_joint_counts(wrong), law)
     pv_token = chi_square_pvalue(_joint_counts(token), law)
     print(f"joint law of two tokens: chi-square p-values block {pv:.3f}, wrong residual {pv_wrong:.3g}, "
           f"token-wise {pv_token:.3f}")

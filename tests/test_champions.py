@@ -28,7 +28,7 @@ def make_champion(data: EvalData, name: str = "my_rule", expression: str = EXPR)
     ch = Champion(name=name, expression=expression, description="test champion",
                   features=("draft_prob", "target_prob", "position", "draft_entropy", "target_entropy",
                             "top_token_match"),
-                  fitness="acceptance_quality", provenance={"seed": 1, "run_dir": "nowhere"})
+                  objective="acceptance_quality", provenance={"seed": 1, "run_dir": "nowhere"})
     m = evaluate(ch.rule(), data).to_dict()
     ch.metrics = {"train": m, "valid": m}
     return ch
@@ -180,7 +180,8 @@ HOSTILE = {
     "unknown_key": _mutate("code", "print(1)"),
     "bad_format": _mutate("format", "pickle"),
     "bad_name": _mutate("name", "../../etc/passwd"),
-    "bad_fitness": _mutate("fitness", "best"),
+    "bad_objective": _mutate("objective", "no such name"),
+    "bad_kind": _mutate("kind", "tree"),
     "features_not_list": _mutate("features", "draft_prob"),
     "unknown_feature_declared": _mutate("features", ["draft_prob", "os"]),
     "multiline_description": _mutate("description", "a\nb"),

@@ -36,6 +36,9 @@ from evolve.search.rundir import resume, run
 from evolve.search.state import TIMING_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Header values of checkpoints written by the tests themselves (the header is checked when read).
+SHA = {"train": "a" * 64, "valid": "b" * 64}
+CREATED = "2025-01-01T00:00:00+00:00"
 #: The run that is killed: about 2 s of search on this machine, a checkpoint every 5 generations.
 SETTINGS = {"population": 150, "generations": 30, "migration_interval": 5, "seed": 1, "warm_start": False}
 
@@ -183,12 +186,12 @@ def test_resuming_from_every_snapshot_gives_the_same_search(fitness, vocab_datas
         train, valid = (EvalData.from_traces(load_split(vocab_dataset, s)) for s in ("train", "valid"))
     else:
         train, valid = _eval(40, 11, "train"), _eval(20, 12, "valid")
-    cfg = resolve({"population": 40, "generations": 7, "seed": 3, "migration_interval": 3, "fitness": fitness})
+    cfg = resolve({"population": 40, "generations": 7, "seed": 3, "migration_interval": 3, "objective": fitness})
     files = []
 
     def keep(snapshot):
         path = tmp_path / f"ckpt{len(files)}"
-        write_checkpoint(path, header(cfg.to_dict(), CORE_FEATURES, {}, "now", snapshot), snapshot)
+        write_checkpoint(path, header(cfg.to_dict(), CORE_FEATURES, SHA, CREATED, snapshot), snapshot)
         files.append(path)
 
     full = search(cfg, train, valid, CORE_FEATURES, on_epoch=keep)
@@ -208,6 +211,6 @@ def test_show_names_a_stopped_run_in_one_line(data, tmp_path):
     assert info.checkpoint_dir is None  # nothing was left to do: the run completed
     partial = tmp_path / ".run-x.partial"
     partial.mkdir()
-    write_checkpoint(partial / CHECKPOINT_FILE, {**header({"generations": 9}, CORE_FEATURES, {}, "now", None)}, None)
+    write_checkpoint(partial / CHECKPOINT_FILE, header({"generations": 9}, CORE_FEATURES, SHA, CREATED, None), None)
     res = CliRunner().invoke(evolve_cli, ["show", str(partial)])
     assert res.exit_code == 2 and "no champion yet (the run stopped before its first checkpoint)" in res.stderr

@@ -36,7 +36,7 @@ def test_chunk_seed_is_the_spawned_child():
         assert chunked.chunk_seed(split_seed, index) == int(child.generate_state(1, dtype=np.uint64)[0])
     assert chunked.chunk_seed(5, 0) != chunked.chunk_seed(5, 1)
     assert chunked.chunk_sizes(30, 7) == [7, 7, 7, 7, 2] and chunked.chunk_sizes(14, 7) == [7, 7]
-    with pytest.raises(InputError, match="--chunk-sequences"):
+    with pytest.raises(InputError, match="^chunk_sequences: must be an integer >= 1"):
         chunked.chunk_sizes(30, 0)
 
 

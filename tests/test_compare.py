@@ -114,20 +114,20 @@ def test_duplicate_labels_are_disambiguated(split):
 def test_resolve_options():
     assert resolve_splits("all") == ("train", "valid", "test")
     assert resolve_splits("valid") == ("valid",)
-    with pytest.raises(InputError, match="--split"):
+    with pytest.raises(InputError, match="^split: unknown split 'holdout'"):
         resolve_splits("holdout")
     assert resolve_format(None, None, FORMATS) == "table"
     assert resolve_format(None, "out/x.json", FORMATS) == "json"
     assert resolve_format(None, "x.md", FORMATS) == "markdown"
     assert resolve_format(None, "x.csv", FORMATS) == "csv"
     assert resolve_format("csv", "x.json", FORMATS) == "csv"
-    with pytest.raises(InputError, match="--format"):
+    with pytest.raises(InputError, match="^fmt: unknown format 'html'"):
         resolve_format("html", None, FORMATS)
 
 
 def test_json_and_csv_hold_the_same_rows(split):
     comp = _comparison(split, baseline_entries() + [_champion("c", "0.9")])
-    records = json.loads(format_json(comp))
+    records = json.loads(format_json(comp))["rows"]
     assert [list(r) for r in records] == [list(ROW_KEYS)] * len(comp.rows)
     table = list(csv.DictReader(io.StringIO(format_csv(comp))))
     assert len(table) == len(records)
@@ -174,7 +174,7 @@ def test_write_output_is_atomic_and_refuses_directories(tmp_path):
     write_output("hello\n", target)
     assert target.read_text() == "hello\n"
     assert not [p for p in target.parent.iterdir() if ".tmp-" in p.name]
-    with pytest.raises(InputError, match="--output"):
+    with pytest.raises(InputError, match="^output: .* is a directory"):
         write_output("x", tmp_path)
 
 
@@ -192,13 +192,157 @@ def test_block_level_columns(tmp_path):
     res = runner.invoke(benchmark.cli, ["--data", str(tmp_path / "vocab"), "--format", "json", "--repeats", "1",
                                         "--cost-ratio", "0.1"])
     assert res.exit_code == 0, res.output
-    rows = {r["heuristic"]: r for r in _json.loads(res.stdout)}
+    rows = {r["heuristic"]: r for r in _json.loads(res.stdout)["rows"]}
     std, always = rows["standard_rejection"], rows["always_accept"]
     assert std["gamma"] == 5 and std["cost_ratio"] == 0.1
     assert std["tv_per_token"] == 0.0 and 1.0 < std["tokens_per_call"] < 6.0
     assert always["tokens_per_call"] == 6.0 and always["speedup"] == pytest.approx(6.0 / 1.5)
     res = runner.invoke(benchmark.cli, ["--data", str(tmp_path / "vocab"), "--format", "json", "--repeats", "1",
                                         "--gamma", "2"])
-    rows2 = {r["heuristic"]: r for r in _json.loads(res.stdout)}
+    rows2 = {r["heuristic"]: r for r in _json.loads(res.stdout)["rows"]}
     assert rows2["always_accept"]["tokens_per_call"] == 3.0
     assert rows2["standard_rejection"]["tokens_per_call"] < std["tokens_per_call"]
+
+
+# --- the default table's width and the verdict ------------------------------------------------------
+
+def _rows_with_fitness(split, values: dict[str, float], champions: dict[str, str] | None = None):
+    """A comparison built directly: the baselines' rows of ``split`` with the given fitness values (by name; the
+    others get 0.5) and one champion row per ``champions`` entry (label -> expression), whose fitness is
+    ``values[label]``."""
+    import dataclasses
+
+    rows, _ = score_split(baseline_entries(), split, repeats=1)
+    std = next(r for r in rows if r.heuristic == "standard_rejection")
+    out = []
+    for row in rows:
+        if row.metrics is not None:
+            fitness = values.get(row.heuristic, 0.5)
+            row = dataclasses.replace(row, metrics=dataclasses.replace(row.metrics, fitness=fitness))
+        out.append(row)
+    ref_fitness = values.get("standard_rejection", std.metrics.fitness)
+    for label, expression in (champions or {}).items():
+        metrics = dataclasses.replace(std.metrics, fitness=values[label])
+        out.append(dataclasses.replace(std, heuristic=label, kind="champion", metrics=metrics, expression=expression,
+                                       delta_fitness=values[label] - ref_fitness))
+    return Comparison(out, [], 1, (split.split,), {split.split: split.n}, {split.split: split.source})
+
+
+STANDARD = "min(1.0, div(target_prob, draft_prob))"
+
+
+def test_verdict_when_the_champion_wins(split):
+    from evolve.report.compare.verdict import compute_verdict
+
+    comp = _rows_with_fitness(split, {"standard_rejection": 0.79, "c": 0.81}, {"c": "max(0.9, target_prob)"})
+    verdict = compute_verdict(comp)
+    assert (verdict.winner, verdict.winner_kind, verdict.champion, verdict.reason) == ("c", "champion", "c", None)
+    assert verdict.value == pytest.approx(0.81) and verdict.to_dict()["delta"] == pytest.approx(0.02)
+    assert verdict.text == "verdict: champion c wins on test by fitness: 0.810 against standard_rejection's 0.790 (+0.020)"
+    table = format_table(comp)
+    assert table.splitlines()[-1] == verdict.text
+    assert json.loads(format_json(comp))["verdict"] == json.loads(json.dumps(verdict.to_dict()))
+    assert format_markdown(comp).rstrip().endswith("**Verdict:** " + verdict.text.removeprefix("verdict: "))
+
+
+def test_verdict_when_standard_rejection_wins(split):
+    """Ties go to standard_rejection; the line says why the champion does not win, from its file's provenance
+    when the comparison has it, else from its expression, its objective or its origin."""
+    from evolve.report.compare.verdict import compute_verdict
+
+    tie = _rows_with_fitness(split, {"standard_rejection": 0.79, "champion": 0.79}, {"champion": STANDARD})
+    tie.champions["champion"] = {"champion_source": "seeded:standard_rejection", "objective": "acceptance_quality"}
+    verdict = compute_verdict(tie)
+    assert verdict.winner == "standard_rejection" and verdict.champion == "champion"
+    assert verdict.champion_source == "seeded:standard_rejection"
+    assert verdict.text == ("verdict: standard_rejection wins on test by fitness (0.790); the champion is "
+                            "standard_rejection itself (evolution found nothing better on valid)")
+    tie.champions.clear()  # rows built without champion files: the expression still tells
+    assert compute_verdict(tie).text.endswith("; the champion is standard_rejection itself")
+
+    lower = _rows_with_fitness(split, {"standard_rejection": 0.79, "ev": 0.75}, {"ev": "mul(0.9, target_prob)"})
+    lower.champions["ev"] = {"champion_source": "evolved", "objective": "acceptance_quality"}
+    assert compute_verdict(lower).text == (
+        "verdict: standard_rejection wins on test by fitness (0.790); champion ev scores 0.750 (-0.040 against "
+        "standard_rejection): an evolved rule whose lead on valid does not carry over to test")
+    lower.champions["ev"] = {"champion_source": "evolved", "objective": "pareto"}
+    assert compute_verdict(lower).reason == "its run optimised the pareto objective, not fitness"
+    lower.champions["ev"] = {"champion_source": "seeded:ears_0.1", "objective": "acceptance_quality"}
+    assert compute_verdict(lower).reason == ("it is the seeded rule ears_0.1 (evolution found nothing better on "
+                                             "valid)")
+
+    # another registered rule wins: the margin is against standard_rejection
+    other = _rows_with_fitness(split, {"standard_rejection": 0.79, "entropy_aware": 0.80})
+    assert compute_verdict(other).text == ("verdict: entropy_aware wins on test by fitness: 0.800 against "
+                                           "standard_rejection's 0.790 (+0.010)")
+    # no champion: standard rejection's lead over the next best rule
+    alone = _rows_with_fitness(split, {"standard_rejection": 0.79, "entropy_aware": 0.70})
+    verdict = compute_verdict(alone)
+    assert verdict.runner_up == "entropy_aware" and verdict.champion is None
+    assert verdict.text == ("verdict: standard_rejection wins on test by fitness (0.790), 0.090 ahead of the next "
+                            "best, entropy_aware")
+
+
+def test_verdict_reads_the_champion_file(split, tmp_path):
+    """run_comparison records each champion file's champion_source for the verdict (through the command line)."""
+    from click.testing import CliRunner
+
+    import benchmark
+    from evolve.traces.io import write_dataset
+    from heuristics.champions import Champion, champion_json
+
+    data = tmp_path / "data"
+    write_dataset(data, {s: generate_split(6, seed) for s, seed in (("train", 1), ("valid", 2), ("test", 3))},
+                  {"generator": {"name": "test"}})
+    champ = Champion("champion", STANDARD, "the seeded rule standard_rejection", features=(),
+                     metrics={"train": {"fitness": 0.8}, "valid": {"fitness": 0.8}},
+                     provenance={"champion_source": "seeded:standard_rejection"})
+    path = tmp_path / "run" / "champion.json"
+    path.parent.mkdir()
+    path.write_text(champion_json(champ))
+    empty = tmp_path / "champions"
+    empty.mkdir()
+    res = CliRunner().invoke(benchmark.cli, ["--data", str(data), "--champion", str(path), "--champions-dir",
+                                             str(empty), "--repeats", "1"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[-1].startswith("verdict: standard_rejection wins on test by fitness (")
+    assert res.stdout.splitlines()[-1].endswith(
+        "; the champion is standard_rejection itself (evolution found nothing better on valid)")
+    res = CliRunner().invoke(benchmark.cli, ["--data", str(data), "--champion", str(path), "--champions-dir",
+                                             str(empty), "--repeats", "1", "--format", "csv"])
+    assert res.exit_code == 0 and res.stderr.splitlines()[-1].startswith("verdict: standard_rejection wins")
+
+
+def test_default_table_fits_in_100_columns(tmp_path):
+    """Every line of the default table format but the verdict is at most 100 characters, with blocks, champions
+    (one with a long name), every split and notes; markdown keeps every column."""
+    from click.testing import CliRunner
+
+    import benchmark
+    from evolve.traces.synth.generate import generate_dataset, write
+    from heuristics.champions import Champion, champion_json
+
+    write(generate_dataset("vocab", 3, 30), tmp_path / "vocab", "parquet")
+    champs = tmp_path / "champions"
+    champs.mkdir()
+    for name, expression in (("c", "max(0.5, min(1.0, div(target_prob, draft_prob)))"),
+                             ("a_champion_with_a_rather_long_name_indeed", STANDARD),
+                             ("needs_overlap", "min(1.0, add(div(target_prob, draft_prob), overlap))")):
+        (champs / f"{name}.json").write_text(champion_json(Champion(
+            name, expression, features=("target_prob", "draft_prob", "overlap"),
+            metrics={"train": {"fitness": 0.5}, "valid": {"fitness": 0.5}})))
+    for extra in ([], ["--split", "all"]):
+        res = CliRunner().invoke(benchmark.cli, ["--data", str(tmp_path / "vocab"), "--champions-dir", str(champs),
+                                                 "--repeats", "1", *extra])
+        assert res.exit_code == 0, res.output
+        lines = res.stdout.splitlines()
+        assert lines[-1].startswith("verdict: ")
+        too_wide = [line for line in lines[:-1] if len(line) > 100]
+        assert not too_wide, too_wide
+        header = lines[0].split()
+        assert header[-7:] == ["Heuristic", "Accept%", "Fitness", "Tok/call", "Speedup", "TV/tok", "ΔFitness"]
+        assert "a_champion_with_a_rather_long_name_in" in res.stdout  # folded, not cut
+        md = CliRunner().invoke(benchmark.cli, ["--data", str(tmp_path / "vocab"), "--champions-dir", str(champs),
+                                                "--repeats", "1", "--format", "markdown", *extra]).stdout
+        md_header = [c.strip() for c in md.splitlines()[0].strip("|").split("|")]
+        assert {"Accuracy", "Quality", "Time", "E[accept]", "E[TV]", "E[fitness]", "ΔE[TV]"} <= set(md_header)

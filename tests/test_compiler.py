@@ -9,7 +9,7 @@ from deap import gp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_same_floats
+from helpers import assert_same_floats
 from evolve.errors import InputError
 from evolve.gp.compiler import (
     Node, compile_nodes, compile_tree, evaluate_numpy, from_tree, parse, simplify, to_string, to_tree,

@@ -9,13 +9,17 @@ import pytest
 from evolve.errors import InputError
 from evolve.traces.io import Traces
 from evolve.gp.compiler import evaluate_numpy
+from evolve.sim import chain, decoding
 from evolve.sim.chain import B_ANALYTIC, B_TOKENS, B_TV_COUNT, B_TV_EXPECTED, R_R, R_TAU, R_U, S_CALLS
-from evolve.sim.decoding import chain_at_context, chain_traces, chi_square_pvalue, rule_program, simulate_chain
+from evolve.sim.decoding import chain_at_context, chain_traces, rule_program, simulate_chain
 from evolve.sim.models import Context, SyntheticModel, distributions_at, random_context
 from evolve.eval.evaluator import EvalData, evaluate
 from evolve.gp.primitives import FEATURES
 from heuristics.contract import Rule
+from evolve.traces.synth.rng import sample_index
 from heuristics.registry import get_rule
+
+from helpers import chi_square_pvalue, rebind
 
 V = 48
 DRAWS = 100_000  # draws per exactness test (at least 100k)
@@ -84,11 +88,18 @@ def test_standard_rejection_emits_exactly_p(model, context):
     assert 0.3 < rows[:, R_TAU].mean() < 0.99
 
 
-def test_wrong_residual_is_detected(model, context):
+@numba.njit
+def _residual_from_p(rng, ops, args, consts, p, q, feats, XV, stack, resid, uses_rank):
+    """Deliberately wrong stand-in for ``chain._residual_sample``: the token after a rejection comes from p."""
+    return sample_index(rng, p)
+
+
+def test_wrong_residual_is_detected(model, context, monkeypatch):
     """Sampling from p instead of the residual after a rejection over-weights the drafted tokens."""
     p = distributions_at(model, context)["p"]
-    tokens, _ = chain_at_context(model, get_rule("standard_rejection"), context, DRAWS, gamma=2, n_tokens=1, seed=1,
-                                 _broken_residual=True)
+    wrong = rebind(chain.chain_batch, chain_run=rebind(chain.chain_run, _residual_sample=_residual_from_p))
+    monkeypatch.setattr(decoding, "chain_batch", wrong)
+    tokens, _ = chain_at_context(model, get_rule("standard_rejection"), context, DRAWS, gamma=2, n_tokens=1, seed=1)
     pv = chi_square_pvalue(np.bincount(tokens[:, 0], minlength=V), p)
     print(f"broken residual: chi-square p-value {pv:.3g}")
     assert pv < 0.01
@@ -210,11 +221,12 @@ def test_function_rules_and_bad_options_are_refused(sim_model):
         return 1.0
     with pytest.raises(InputError, match="function rule"):
         rule_program(Rule("py_rule", function=fn))
-    with pytest.raises(InputError, match="--gamma"):
+    with pytest.raises(InputError, match="^gamma: must be an integer in") as bad:
         simulate_chain(sim_model, get_rule("standard_rejection"), [10], 1, gamma=0)
-    with pytest.raises(InputError, match="--cost-ratio"):
+    assert bad.value.param == "gamma"
+    with pytest.raises(InputError, match="^cost_ratio: must be a finite number"):
         simulate_chain(sim_model, get_rule("standard_rejection"), [10], 1, gamma=2, cost_ratio=-1.0)
-    with pytest.raises(InputError, match="--vocab"):
+    with pytest.raises(InputError, match="^vocab_size: "):
         SyntheticModel(vocab_size=1)
-    with pytest.raises(InputError, match="--seed"):
+    with pytest.raises(InputError, match="^seed: "):
         SyntheticModel(seed=-3)

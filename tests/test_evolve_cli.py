@@ -39,6 +39,18 @@ def test_run_prints_the_run_directory_last(run_dir):
     assert (run_dir / "logbook.csv").read_text().count("\n") == 4  # header + generations 0..2
 
 
+def test_run_prints_only_the_run_directory_on_stdout(dataset, tmp_path):
+    """stdout is the run directory alone (README's `"$(python -m evolve run)/champion.json"`); the champion and
+    where it comes from are reported on stderr, so the user still reads them."""
+    res = invoke(*run_args(dataset, tmp_path))
+    assert res.exit_code == 0, res.output
+    assert res.stdout.count("\n") == 1 and Path(res.stdout.strip()).is_dir()
+    report = res.stderr.splitlines()
+    assert report[0] == f"champion: {read_champion(res.stdout.strip()).expression}"
+    assert report[1].startswith(("champion: the seeded rule ", "champion: evolved"))
+    assert report[2].startswith("size ") and "programs scored" in report[2]
+
+
 def test_run_with_progress_bar_same_champion(dataset, tmp_path, run_dir):
     res = invoke(*run_args(dataset, tmp_path)[:-1])  # without --no-progress
     assert res.exit_code == 0, res.output
@@ -110,6 +122,8 @@ def one_line_error(res, *needles):
     (["--population", "many"], ["--population"]),
     (["--generations", "-3"], ["--generations", "-3"]),
     (["--fitness", "bogus"], ["--fitness", "bogus"]),
+    (["--objective", "bogus"], ["--objective", "bogus", "pareto"]),
+    (["--evolve", "tree"], ["--evolve", "tree", "relaxation"]),
     (["--parsimony-size", "3"], ["--parsimony-size", "3"]),
     (["--crossover-prob", "nan"], ["--crossover-prob"]),
     (["--max-depth", "40"], ["--max-depth", "17"]),

@@ -15,12 +15,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import assert_same_floats
+from helpers import assert_same_floats
 from evolve.traces.schema import standard_threshold
 from evolve.cli.evolve import cli
 from evolve.eval.evaluator import EvalData, thresholds
 from evolve.export.codegen import straight_line
-from evolve.export.exporter import resolve_rule
+from evolve.eval.relaxed_block import WEIGHT_FEATURES
+from evolve.eval.relaxed_population import weight_thresholds
+from evolve.export.exporter import LAYOUTS, TARGETS, resolve_rule
+from evolve.gp.kinds import KINDS, RELAXATION, THRESHOLD
 from evolve.export.numpy_module import numpy_source
 from evolve.export.torch_module import torch_source
 from evolve.gp.compiler import compile_nodes, from_tree, parse, to_string
@@ -52,6 +55,15 @@ def _random_trees(count: int, seed: int) -> list[str]:
 
 
 EXPRESSIONS = [r.expression for r in rules() if r.expression is not None] + HAND_WRITTEN + _random_trees(25, 4)
+
+
+def _random_weight_trees(count: int, seed: int) -> list:
+    """Random trees over the features a relaxation weight may read."""
+    from deap import gp
+
+    pset = build_pset(WEIGHT_FEATURES)
+    random.seed(seed)
+    return [gp.PrimitiveTree(gp.genHalfAndHalf(pset, min_=2, max_=5)) for _ in range(count)]
 
 
 def test_every_primitive_and_feature_is_covered():
@@ -124,6 +136,74 @@ def test_torch_module_agrees_with_the_evaluator(expression, rows, data):
     got = _load(text)["acceptance_threshold"](**{f: torch.from_numpy(v) for f, v in rows.items()})
     assert got.dtype == torch.float64 and tuple(got.shape) == (N,)
     assert_same_floats(got.numpy(), _evaluator(expression, data), expression)
+
+
+# --- relaxation weights (kind relaxation): relaxation_weight and relaxed_target ------------------------
+
+#: Rows of the relaxation agreement test.
+N_WEIGHT = 10_000
+WEIGHT_EXPRESSIONS = [
+    "mul(0.1, overlap)",
+    "if_gt(target_entropy, 2.0, 0.08, 0.02)",
+    "sub(div(overlap, sub(draft_entropy, -0.87)), draft_index)",
+    "min(exp(mul(target_entropy, 60.0)), log(sub(target_top_prob, draft_top_prob)))",
+    "if_gt(sqrt(position), log(top_token_match), div(1.0, 0.0), max(draft_index, 0.3))",
+    "0.05",
+] + [to_string(from_tree(t)) for t in _random_weight_trees(10, 5)]
+
+
+def _weight_rows(rows) -> tuple[dict, EvalData]:
+    cols = {f: v[:N_WEIGHT] for f, v in rows.items()}
+    X = np.stack([cols[f] for f in FEATURES])
+    with np.errstate(all="ignore"):
+        r = standard_threshold(cols["target_prob"], cols["draft_prob"])
+    u = np.full(N_WEIGHT, 0.5)
+    return cols, EvalData(X, r, u, u < r, FEATURES, source="random rows", block_length=1)
+
+
+@pytest.mark.parametrize("target", ["numpy", "torch"])
+@pytest.mark.parametrize("expression", WEIGHT_EXPRESSIONS)
+def test_relaxation_module_agrees_with_the_evaluator(expression, target, rows):
+    """The exported relaxation_weight equals the relaxation scorer's w (raw weights of
+    evolve.eval.relaxed_population.weight_thresholds, NaN/inf -> 0, clamped to [0, 1]) on 10,000 rows."""
+    if target == "torch":
+        torch = pytest.importorskip("torch")
+    cols, data = _weight_rows(rows)
+    nodes = parse(expression, "weight", WEIGHT_FEATURES)
+    text = TARGETS[target]("w", nodes, "test", LAYOUTS[RELAXATION.name])
+    assert _imports(text) == {"math", target}
+    module = _load(text)
+    assert module["KIND"] == "relaxation" and "acceptance_threshold" not in module
+    assert set(module["COLUMNS"]) <= set(WEIGHT_FEATURES)
+    given = cols if target == "numpy" else {f: torch.from_numpy(v) for f, v in cols.items()}
+    got = np.asarray(module["relaxation_weight"](**given))
+    raw = weight_thresholds(compile_nodes(nodes), data)
+    want = np.where(np.isfinite(raw), np.clip(raw, 0.0, 1.0), 0.0)
+    assert got.dtype == np.float64 and got.shape == (N_WEIGHT,)
+    assert_same_floats(got, want, expression)
+    assert ((got >= 0.0) & (got <= 1.0)).all()
+
+
+@pytest.mark.parametrize("target", ["numpy", "torch"])
+def test_relaxed_target_is_the_mixture(target):
+    if target == "torch":
+        torch = pytest.importorskip("torch")
+    module = _load(TARGETS[target]("w", parse("0.25"), "", LAYOUTS[RELAXATION.name]))
+    rng = np.random.default_rng(2)
+    p, q = rng.dirichlet(np.ones(6), 4), rng.dirichlet(np.ones(6), 4)
+    w = np.array([0.0, 0.25, 0.5, 1.0])
+    args = (p, q, w) if target == "numpy" else tuple(torch.from_numpy(a) for a in (p, q, w))
+    got = np.asarray(module["relaxed_target"](*args))
+    np.testing.assert_allclose(got, (1 - w[:, None]) * p + w[:, None] * q, rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(got[0], p[0])  # w = 0: the target itself, bit for bit
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+
+
+def test_threshold_and_relaxation_layouts_are_the_kinds_tables_entries():
+    assert set(LAYOUTS) == set(KINDS) and set(TARGETS) == {"numpy", "torch"}
+    threshold = numpy_source("rule", parse("0.5"))
+    assert threshold == TARGETS["numpy"]("rule", parse("0.5"), "", LAYOUTS[THRESHOLD.name])
+    assert "def acceptance_threshold(" in threshold and "KIND =" not in threshold
 
 
 def test_columns_broadcast_and_accept_bools_and_ints():

@@ -17,10 +17,12 @@ import pytest
 
 from evolve.errors import InputError
 from evolve.sim.chain import B_ANALYTIC, B_TOKENS, B_TV_COUNT, B_TV_EXPECTED, R_ACCEPTED, R_R, R_U
-from evolve.sim.decoding import chain_at_context, chain_traces, chi_square_pvalue, context_damage, simulate_chain
+from evolve.sim.decoding import chain_at_context, chain_traces, context_damage, simulate_chain
 from evolve.sim.models import SyntheticModel, distributions_at, random_context
 from evolve.sim.verification import Verification, fly_accept, fly_expected, topk_entropy
 from heuristics.registry import get_rule
+
+from helpers import chi_square_pvalue
 
 STANDARD = get_rule("standard_rejection")
 FLY = Verification("fly")

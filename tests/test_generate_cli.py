@@ -178,5 +178,5 @@ def test_build_config_and_model_options():
     assert generate.build_config("vocab", {"gamma": 3, "vocab_size": None}).gamma == 3
     with pytest.raises(InputError, match="unknown model"):
         generate.build_config("nope")
-    with pytest.raises(InputError, match="--seed"):
+    with pytest.raises(InputError, match="^seed: "):
         generate.split_seeds(2 ** 64)

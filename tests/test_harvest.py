@@ -17,95 +17,29 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-scipy_stats = pytest.importorskip("scipy.stats")
-
-from click.testing import CliRunner  # noqa: E402
+pytest.importorskip("scipy.stats")
 
 from evolve.errors import InputError  # noqa: E402
 from evolve.traces.harvest import engine as hv  # noqa: E402
-from evolve.traces.harvest.config import parse_layer_list, parse_window  # noqa: E402
-from evolve.cli.harvest import harvest as harvest_cmd  # noqa: E402
+from evolve.cli.types import LAYER_LIST, WINDOW  # noqa: E402
 from evolve.traces.io import SPLITS, load_dataset, load_metadata  # noqa: E402
 
-WORDS = [f"w{i}" for i in range(29)]
-GAMMA = 4
-MAX_NEW = 30
+from harvest_helpers import (  # noqa: E402
+    GAMMA, MAX_NEW, chi2_pvalue, first_tokens, harvest_config, run_harvest, word_tokenizer,
+)
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest (and identically) on one thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _tokenizer(rename: dict[str, str] | None = None):
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    words = [(rename or {}).get(w, w) for w in ["<unk>", "<s>", "</s>", *WORDS]]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
-
-
-def _llama(path, seed: int, layers: int, rename: dict[str, str] | None = None,
-           identity_layers: tuple[int, ...] = ()):
-    """Save a random Llama (hidden 32, vocab 32) and its tokenizer into ``path``.
-
-    ``identity_layers`` get zero output projections, so they leave the residual stream unchanged.
-    """
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    tok = _tokenizer(rename)
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.3)
-    model = LlamaForCausalLM(cfg)
-    with torch.no_grad():
-        for i in identity_layers:
-            model.model.layers[i].self_attn.o_proj.weight.zero_()
-            model.model.layers[i].mlp.down_proj.weight.zero_()
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+#: Tiny models run fastest (and identically) on one thread (the fixture is in conftest.py).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    root = tmp_path_factory.mktemp("harvest")
-    rng = np.random.default_rng(3)
-    prompts = root / "prompts.txt"
-    lines = [" ".join(rng.choice(WORDS, size=rng.integers(1, 6))) for _ in range(10)]
-    prompts.write_text("\n".join(lines[:4]) + "\n\n" + "\n".join(lines[4:]) + "\n")
-    return {
-        "root": root,
-        "prompts": str(prompts),
-        "target": str(_llama(root / "target", 0, 4)),
-        "draft": str(_llama(root / "draft", 1, 2)),
-        "other_tok": str(_llama(root / "other_tok", 1, 2, rename={"w28": "zz"})),
-        "idle": str(_llama(root / "idle", 5, 4, identity_layers=(1, 3))),
-    }
-
-
-def _config(files, out, **kw) -> hv.HarvestConfig:
-    base = dict(target=files["target"], prompts=files["prompts"], gamma=GAMMA, max_new_tokens=MAX_NEW,
-                temperature=1.0, seed=11, out=str(out))
-    base.update(kw)
-    return hv.HarvestConfig(**base)
-
-
-@pytest.fixture(scope="module")
-def datasets(files):
+def datasets(llama_files):
     """One harvest per drafter kind: {kind: (out dir, result)} (about 12 s: its tests are marked slow)."""
     out = {}
-    for kind, kw in (("model", {"draft": files["draft"]}), ("skip_layers", {"skip_layers": (1, 2)}),
+    for kind, kw in (("model", {"draft": llama_files["draft"]}), ("skip_layers", {"skip_layers": (1, 2)}),
                      ("window", {"window": (1, 3)})):
-        d = files["root"] / f"out-{kind}"
-        out[kind] = (d, hv.harvest(_config(files, d, **kw), progress=False))
+        d = llama_files["root"] / f"out-{kind}"
+        out[kind] = (d, hv.harvest(harvest_config(llama_files, d, **kw), progress=False))
     return out
 
 
@@ -123,7 +57,7 @@ def _blocks(df: pd.DataFrame):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["model", "skip_layers", "window"])
-def test_dataset_is_valid_and_complete(datasets, files, kind):
+def test_dataset_is_valid_and_complete(datasets, llama_files, kind):
     out, result = datasets[kind]
     assert result.texts_done == result.texts_total == 10 and not result.interrupted and result.consolidated
     data = load_dataset(out)  # validates every column, dtypes, ranges and baseline_accepts
@@ -143,9 +77,9 @@ def test_dataset_is_valid_and_complete(datasets, files, kind):
     cfg = meta["config"]
     assert meta["generator"] == "harvest" and meta["complete"] and cfg["drafter"]["kind"] == kind
     assert cfg["gamma"] == GAMMA and cfg["temperature"] == 1.0 and meta["seed"] == 11
-    weights = os.path.join(files["target"], "model.safetensors")
+    weights = os.path.join(llama_files["target"], "model.safetensors")
     assert cfg["target"]["sha256"]["model.safetensors"] == hashlib.sha256(open(weights, "rb").read()).hexdigest()
-    assert cfg["prompts_sha256"] == hashlib.sha256(open(files["prompts"], "rb").read()).hexdigest()
+    assert cfg["prompts_sha256"] == hashlib.sha256(open(llama_files["prompts"], "rb").read()).hexdigest()
     texts = [json.loads(line) for line in open(out / "texts.jsonl")]
     assert [t["seq_id"] for t in texts] == list(range(10)) and texts[4]["line"] == 6  # blank line 5 skipped
     assert all(1 <= t["tokens"] <= MAX_NEW for t in texts)
@@ -191,11 +125,11 @@ def test_standard_acceptance_agrees_with_overlap(datasets, kind):
     assert 0.05 < ov.mean() < 0.95  # a real draft/target gap, so the checks above have power
 
 
-def test_cached_block_distributions_match_full_forward_passes(files):
+def test_cached_block_distributions_match_full_forward_passes(llama_files):
     """draft_prob/target_prob and entropies of every record (all depths, also past a rejection)
     equal those of uncached forward passes over prompt + emitted text + the block's drafts, so
     the KV caches, their cropping after rejections and the logit alignment are right."""
-    setup = hv.build(_config(files, files["root"] / "unused", draft=files["draft"]))
+    setup = hv.build(harvest_config(llama_files, llama_files["root"] / "unused", draft=llama_files["draft"]))
     prompt = [7, 12, 3, 9]
     res = setup.engine.generate(prompt, GAMMA, MAX_NEW, np.random.default_rng(5))
     checked = rejected_blocks = 0
@@ -214,10 +148,10 @@ def test_cached_block_distributions_match_full_forward_passes(files):
     assert checked >= 20 and rejected_blocks >= 3
 
 
-def test_records_carry_block_residual_mass_and_target_rank(files):
+def test_records_carry_block_residual_mass_and_target_rank(llama_files):
     """block_residual_mass (block verification's m_{d+1}, NaN on a block's last record) and target_rank of
     every record equal a brute-force recomputation from uncached forward passes over the block."""
-    setup = hv.build(_config(files, files["root"] / "unused", draft=files["draft"]))
+    setup = hv.build(harvest_config(llama_files, llama_files["root"] / "unused", draft=llama_files["draft"]))
     prompt = [7, 12, 3, 9]
     res = setup.engine.generate(prompt, GAMMA, MAX_NEW, np.random.default_rng(5))
     checked = 0
@@ -254,12 +188,12 @@ def test_block_records_columns_by_hand():
     assert rec["target_rank"].dtype == np.int64
 
 
-def test_window_drafter_attends_to_sink_and_recent_tokens_only(files):
+def test_window_drafter_attends_to_sink_and_recent_tokens_only(llama_files):
     """The window drafter's q equals one uncached forward pass whose rows for the verified prefix
     are causal (the target computed them) and whose later rows see only the first SINK and the
     last RECENT positions (the query included)."""
     sink, recent = 2, 3
-    setup = hv.build(_config(files, files["root"] / "unused", window=(sink, recent)))
+    setup = hv.build(harvest_config(llama_files, llama_files["root"] / "unused", window=(sink, recent)))
     prompt = [7, 12, 3, 9, 4, 5]
     res = setup.engine.generate(prompt, GAMMA, 24, np.random.default_rng(2))
     checked = 0
@@ -279,15 +213,15 @@ def test_window_drafter_attends_to_sink_and_recent_tokens_only(files):
     assert checked >= 10
 
 
-def test_self_drafters_reduce_to_the_target_when_nothing_is_removed(files):
+def test_self_drafters_reduce_to_the_target_when_nothing_is_removed(llama_files):
     """Skipping layers that are identities, or a window wider than the text, drafts exactly from p."""
-    for kw in ({"target": files["idle"], "skip_layers": (1, 3)}, {"window": (0, 1000)}):
-        setup = hv.build(_config(files, files["root"] / "unused", **kw))
+    for kw in ({"target": llama_files["idle"], "skip_layers": (1, 3)}, {"window": (0, 1000)}):
+        setup = hv.build(harvest_config(llama_files, llama_files["root"] / "unused", **kw))
         res = setup.engine.generate([4, 5, 6], GAMMA, 20, np.random.default_rng(0))
         recs = pd.concat([pd.DataFrame(b.records) for b in res.blocks])
         np.testing.assert_allclose(recs["draft_prob"], recs["target_prob"], rtol=1e-5)
         assert recs["overlap"].min() > 0.9999 and recs["baseline_accepts"].all()
-    setup = hv.build(_config(files, files["root"] / "unused", target=files["idle"], skip_layers=(0,)))
+    setup = hv.build(harvest_config(llama_files, llama_files["root"] / "unused", target=llama_files["idle"], skip_layers=(0,)))
     res = setup.engine.generate([4, 5, 6], GAMMA, 20, np.random.default_rng(0))
     assert pd.concat([pd.DataFrame(b.records) for b in res.blocks])["overlap"].mean() < 0.99
 
@@ -356,7 +290,7 @@ def _gguf_pair(root):
     return path, directory
 
 
-def test_gguf_target_with_its_own_safetensors_copy_as_draft(files, tmp_path):
+def test_gguf_target_with_its_own_safetensors_copy_as_draft(llama_files, tmp_path):
     """A .gguf target loads through transformers (weights, config, tokenizer): drafting with the
     same weights from a model directory accepts everything."""
     path, directory = _gguf_pair(tmp_path)
@@ -373,7 +307,7 @@ def test_gguf_target_with_its_own_safetensors_copy_as_draft(files, tmp_path):
     assert meta["target"]["format"] == "gguf" and list(meta["target"]["sha256"]) == ["bpe.gguf"]
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"GGUF" + b"\0" * 64)
-    code, output = _run(["--target", str(broken), "--draft-window", "1,2", "--prompts", str(prompts),
+    code, output = run_harvest(["--target", str(broken), "--draft-window", "1,2", "--prompts", str(prompts),
                          "--out", str(tmp_path / "o2")])
     assert code == 2 and output.startswith("error: option '--target'") and len(output.strip().splitlines()) == 1
 
@@ -381,34 +315,11 @@ def test_gguf_target_with_its_own_safetensors_copy_as_draft(files, tmp_path):
 # ----------------------------------------------------------------------------- lossless
 
 
-def _first_tokens(engine, prompt, n, seed):
-    """First emitted token of n blocks at the same context (caches cropped back after each block)."""
-    out = []
-    with torch.inference_mode():
-        batch = engine.new_batch(1)
-        engine.start(batch, 0, 0, prompt, None)
-        for i in range(n):
-            batch.rows[0].rng = np.random.default_rng([seed, i])
-            out.append(engine.block(batch, [1])[0].emitted[0])
-            engine.rewind(batch, 0, len(prompt))
-    return np.bincount(out, minlength=engine.vocab)
-
-
-def _chi2_pvalue(counts, p):
-    expected = counts.sum() * p
-    small = expected < 5
-    obs = np.append(counts[~small], counts[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    if exp[-1] == 0:
-        obs, exp = obs[:-1], exp[:-1]
-    return scipy_stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue
-
-
 @pytest.mark.slow
-def test_emitted_token_is_distributed_as_the_target(files, monkeypatch):
+def test_emitted_token_is_distributed_as_the_target(llama_files, monkeypatch):
     """Chi-square: the first emitted token at a fixed context follows p; with a wrong residual
     (resampling from p after a rejection) the same test rejects."""
-    setup = hv.build(_config(files, files["root"] / "unused", draft=files["draft"], gamma=1))
+    setup = hv.build(harvest_config(llama_files, llama_files["root"] / "unused", draft=llama_files["draft"], gamma=1))
     engine = setup.engine
     prompt = [7, 12, 3]
     with torch.inference_mode():
@@ -418,15 +329,15 @@ def test_emitted_token_is_distributed_as_the_target(files, monkeypatch):
                              1.0)[0][0]
     assert np.minimum(p, q).sum() < 0.7  # the residual matters
     n = 500
-    good = _first_tokens(engine, prompt, n, seed=1)
-    assert _chi2_pvalue(good, p) > 1e-3
+    good = first_tokens(engine, prompt, n, seed=1)
+    assert chi2_pvalue(good, p) > 1e-3
     monkeypatch.setattr(hv, "residual_distribution", lambda p_, q_: p_)
-    bad = _first_tokens(engine, prompt, n, seed=1)
-    assert _chi2_pvalue(bad, p) < 1e-6
+    bad = first_tokens(engine, prompt, n, seed=1)
+    assert chi2_pvalue(bad, p) < 1e-6
 
 
-def test_greedy_temperature_zero(files, tmp_path):
-    setup = hv.build(_config(files, tmp_path, draft=files["draft"], temperature=0.0))
+def test_greedy_temperature_zero(llama_files, tmp_path):
+    setup = hv.build(harvest_config(llama_files, tmp_path, draft=llama_files["draft"], temperature=0.0))
     res = setup.engine.generate([4, 5], GAMMA, 12, np.random.default_rng(0))
     recs = pd.concat([pd.DataFrame(b.records) for b in res.blocks])
     assert (recs["draft_prob"] == 1).all() and recs["target_prob"].isin([0.0, 1.0]).all()
@@ -442,14 +353,16 @@ def test_greedy_temperature_zero(files, tmp_path):
 
 
 @pytest.mark.slow
-def test_resume_after_interruption_gives_the_same_dataset(files, datasets, monkeypatch):
+def test_resume_after_interruption_gives_the_same_dataset(llama_files, datasets, monkeypatch):
     ref_out, _ = datasets["window"]
-    out = files["root"] / "resumed"
-    cfg = _config(files, out, window=(1, 3))
+    out = llama_files["root"] / "resumed"
+    cfg = harvest_config(llama_files, out, window=(1, 3))
 
-    def stop_after_two(t, count=[0]):
-        count[0] += 1
-        if count[0] == 2:
+    done = []
+
+    def stop_after_two(t):
+        done.append(t)
+        if len(done) == 2:
             raise KeyboardInterrupt
 
     first = hv.harvest(cfg, progress=False, on_text_done=stop_after_two)
@@ -489,13 +402,8 @@ def test_resume_after_interruption_gives_the_same_dataset(files, datasets, monke
 # ----------------------------------------------------------------------------- errors
 
 
-def _run(args):
-    result = CliRunner().invoke(harvest_cmd, args)
-    return result.exit_code, result.output
-
-
-def test_cli_writes_a_dataset(files, tmp_path):
-    code, output = _run(["--target", files["target"], "--draft-window", "2,4", "--prompts", files["prompts"],
+def test_cli_writes_a_dataset(llama_files, tmp_path):
+    code, output = run_harvest(["--target", llama_files["target"], "--draft-window", "2,4", "--prompts", llama_files["prompts"],
                          "--max-new-tokens", "6", "--gamma", "2", "--out", str(tmp_path / "d"), "--no-progress"])
     assert code == 0, output
     assert output.strip().splitlines()[-1] == str(tmp_path / "d")
@@ -503,8 +411,8 @@ def test_cli_writes_a_dataset(files, tmp_path):
 
 
 @pytest.mark.slow
-def test_bad_inputs_give_one_line_errors(files, datasets, tmp_path):
-    t, p = files["target"], files["prompts"]
+def test_bad_inputs_give_one_line_errors(llama_files, datasets, tmp_path):
+    t, p = llama_files["target"], llama_files["prompts"]
     two = tmp_path / "two.txt"
     two.write_text("w1\nw2\n")
     noweights = tmp_path / "noweights"
@@ -516,10 +424,10 @@ def test_bad_inputs_give_one_line_errors(files, datasets, tmp_path):
     cases = [
         (["--target", str(tmp_path / "missing"), "--draft-window", "1,2", "--prompts", p], "no such file"),
         (["--target", str(noweights), "--draft-window", "1,2", "--prompts", p], "no weight files"),
-        (["--target", t, "--draft", files["other_tok"], "--prompts", p],
+        (["--target", t, "--draft", llama_files["other_tok"], "--prompts", p],
          "tokenizer differs from the target's (vocabularies of 32 vs 32 tokens; id 31 is 'w28' vs 'zz')"),
         (["--target", t, "--prompts", p], "choose exactly one drafter"),
-        (["--target", t, "--draft", files["draft"], "--draft-window", "1,2", "--prompts", p], "exactly one"),
+        (["--target", t, "--draft", llama_files["draft"], "--draft-window", "1,2", "--prompts", p], "exactly one"),
         (["--target", t, "--draft-skip-layers", "1,x", "--prompts", p], "--draft-skip-layers"),
         (["--target", t, "--draft-skip-layers", "7", "--prompts", p], "layer 7 does not exist"),
         (["--target", t, "--draft-skip-layers", "0-3", "--prompts", p], "keep at least one"),
@@ -535,22 +443,22 @@ def test_bad_inputs_give_one_line_errors(files, datasets, tmp_path):
           "--out", str(datasets["window"][0])], "other settings (seed: 11 then, 12 now)"),
     ]
     for args, needle in cases:
-        code, output = _run(args + ([] if "--out" in args else ["--out", str(tmp_path / "o")]) + ["--no-progress"])
+        code, output = run_harvest(args + ([] if "--out" in args else ["--out", str(tmp_path / "o")]) + ["--no-progress"])
         lines = output.strip().splitlines()
         assert code == 2, (args, output)
         assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], (args, output)
         assert "Traceback" not in output
 
 
-def test_layer_skipping_refuses_other_architectures(files, tmp_path):
+def test_layer_skipping_refuses_other_architectures(llama_files, tmp_path):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
     GPT2LMHeadModel(GPT2Config(vocab_size=32, n_embd=32, n_layer=2, n_head=2, n_positions=64)).save_pretrained(
         tmp_path / "gpt2")
-    _tokenizer().save_pretrained(tmp_path / "gpt2")
-    code, output = _run(["--target", str(tmp_path / "gpt2"), "--draft-skip-layers", "0",
-                         "--prompts", files["prompts"], "--out", str(tmp_path / "o")])
+    word_tokenizer().save_pretrained(tmp_path / "gpt2")
+    code, output = run_harvest(["--target", str(tmp_path / "gpt2"), "--draft-skip-layers", "0",
+                         "--prompts", llama_files["prompts"], "--out", str(tmp_path / "o")])
     assert code == 2 and "Llama-like models only" in output and len(output.strip().splitlines()) == 1
 
 
@@ -558,11 +466,15 @@ def test_layer_skipping_refuses_other_architectures(files, tmp_path):
 
 
 def test_option_parsers_and_split_rule():
-    assert parse_layer_list("5, 1,3-4") == (1, 3, 4, 5)
-    assert parse_window("4,64") == (4, 64)
-    for bad in ("", "a", "3-1", "-2"):
-        with pytest.raises(InputError):
-            parse_layer_list(bad)
+    import click
+
+    assert LAYER_LIST.convert("5, 1,3-4", None, None) == (1, 3, 4, 5)
+    assert WINDOW.convert("4,64", None, None) == (4, 64)
+    for bad in ("", "a", "3-1", "-2", "1,,2"):
+        with pytest.raises(click.BadParameter):
+            LAYER_LIST.convert(bad, None, None)
+    with pytest.raises(click.BadParameter, match="SINK,RECENT"):
+        WINDOW.convert("5", None, None)
     splits = hv.assign_splits(30, 3)
     assert [len(splits[s]) for s in SPLITS] == [24, 3, 3]
     assert sorted(sum(splits.values(), [])) == list(range(30)) and splits == hv.assign_splits(30, 3)
@@ -582,7 +494,7 @@ def test_residual_and_sampling():
 
 
 def test_prompt_encoding_uses_the_chat_template():
-    tok = _tokenizer()
+    tok = word_tokenizer()
     assert hv.encode_prompt(tok, "w5 w6", "p") == [8, 9]
     tok.chat_template = ("{% for m in messages %}<s> {{ m['content'] }} {% endfor %}"
                          "{% if add_generation_prompt %}w0{% endif %}")

@@ -1,6 +1,6 @@
 """Batched harvesting (``--batch-size``) and top-k/top-p sampling of the harvester (data/harvest).
 
-The tiny random Llama models of tests/test_harvest.py are reused; nothing is downloaded.
+The tiny random Llama models of the harvest tests (tests/harvest_helpers.py) are used; nothing is downloaded.
 """
 from __future__ import annotations
 
@@ -19,7 +19,11 @@ pytest.importorskip("scipy.stats")
 
 from evolve.traces.harvest import engine as hv  # noqa: E402
 from evolve.traces.io import SPLITS, load_dataset  # noqa: E402
-from test_harvest import WORDS, _chi2_pvalue, _first_tokens, _llama, _run, one_thread  # noqa: E402,F401
+
+from harvest_helpers import WORDS, chi2_pvalue, first_tokens, run_harvest, tiny_llama  # noqa: E402
+
+#: Tiny models run fastest (and identically) on one thread (the fixture is in conftest.py).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 GAMMA = 4
 MAX_NEW = 24
@@ -33,8 +37,8 @@ def files(tmp_path_factory):
     prompts = root / "prompts.txt"
     prompts.write_text("\n".join(" ".join(rng.choice(WORDS, size=n)) for n in (1, 9, 3, 6, 2, 8, 1, 5, 4, 7, 2))
                        + "\n")
-    return {"root": root, "prompts": str(prompts), "target": str(_llama(root / "target", 0, 4)),
-            "draft": str(_llama(root / "draft", 1, 2))}
+    return {"root": root, "prompts": str(prompts), "target": str(tiny_llama(root / "target", 0, 4)),
+            "draft": str(tiny_llama(root / "draft", 1, 2))}
 
 
 def _config(files, out, **kw) -> hv.HarvestConfig:
@@ -180,8 +184,8 @@ def test_top_k_top_p_harvest_is_lossless_and_truncated(files, tmp_path):
         logits = setup.target.model(input_ids=torch.tensor([prompt])).logits[0, -1:, :engine.vocab]
     p = engine.distributions(logits)[0][0]
     assert 1 < (p > 0).sum() <= 6
-    counts = _first_tokens(engine, prompt, 500, seed=3)
-    assert counts[p == 0].sum() == 0 and _chi2_pvalue(counts, p) > 1e-3
+    counts = first_tokens(engine, prompt, 500, seed=3)
+    assert counts[p == 0].sum() == 0 and chi2_pvalue(counts, p) > 1e-3
 
 
 def test_bad_sampling_and_batch_options(files, tmp_path):
@@ -189,7 +193,7 @@ def test_bad_sampling_and_batch_options(files, tmp_path):
             "--out", str(tmp_path / "o"), "--no-progress"]
     for args, needle in ((["--top-k", "-1"], "--top-k"), (["--top-p", "0"], "--top-p"),
                          (["--top-p", "1.5"], "--top-p"), (["--batch-size", "0"], "--batch-size")):
-        code, output = _run(base + args)
+        code, output = run_harvest(base + args)
         lines = output.strip().splitlines()
         assert code == 2 and len(lines) == 1 and needle in lines[0], (args, output)
 

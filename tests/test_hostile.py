@@ -15,162 +15,17 @@ property-based cases in ``test_hostile_properties.py``.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from evolve.traces.io import load_split, write_dataset
+from evolve.traces.io import load_split
 from evolve.traces.paths import ROOT, RUN_FILES
-from evolve.cli.benchmark import cli as benchmark_cli
-from evolve.cli.evolve import cli as evolve_cli
-from evolve.cli.generate import cli as generate_cli
 from heuristics.champions import ENV_DIR
 
-COMMANDS = {"benchmark": benchmark_cli, "evolve": evolve_cli, "generate": generate_cli}
-#: Files and directories of the repository that no case may touch (directories: their names).
-REPO_FILES = ("heuristics/registry.py", "heuristics/champions.py")
-REPO_DIRS = ("heuristics", "heuristics/champions", "evolve", "data", "data/synth")
-
-
-@pytest.fixture(scope="session")
-def base_run(small_search_dataset, tmp_path_factory) -> Path:
-    """A finished run directory (population 10, 1 generation, from scratch)."""
-    out = tmp_path_factory.mktemp("hostile_runs")
-    res = CliRunner().invoke(evolve_cli, ["run", "--data", str(small_search_dataset), "--out", str(out),
-                                          "--population", "10", "--generations", "1", "--no-progress",
-                                          "--from-scratch"])
-    assert res.exit_code == 0, res.output
-    return Path(res.stdout.strip().splitlines()[-1])
-
-
-@dataclass
-class Workspace:
-    """The files a case may damage or name: all inside ``root``."""
-
-    root: Path
-    data: Path
-    run: Path
-    champs: Path
-    champion: Path
-    file: Path
-    adir: Path
-
-    def frame(self, split: str = "test") -> pd.DataFrame:
-        return pd.read_parquet(self.data / f"{split}.parquet")
-
-    def save(self, df: pd.DataFrame, split: str = "test") -> None:
-        df.to_parquet(self.data / f"{split}.parquet", index=False)
-
-    def put(self, column: str, row: int, value, split: str = "test") -> None:
-        """Set one cell of a split. Parquet columns have one type: a string value turns the
-        whole column into strings (so the first bad row is 0), an integer in a boolean column
-        turns it into int64."""
-        df = self.frame(split)
-        if isinstance(value, str):
-            df[column] = df[column].astype(str)
-        elif isinstance(value, int) and df[column].dtype == bool:
-            df[column] = df[column].astype(np.int64)
-        df.loc[row, column] = value
-        self.save(df, split)
-
-    def as_json(self) -> None:
-        """Rewrite the dataset as JSON records (same rows)."""
-        frames = {s: self.frame(s) for s in ("train", "valid", "test")}
-        write_dataset(self.data, frames, json.loads((self.data / "metadata.json").read_text()), "json")
-
-    def records(self, split: str = "test") -> list:
-        return json.loads((self.data / f"{split}.json").read_text())
-
-    def write_records(self, records, split: str = "test") -> None:
-        (self.data / f"{split}.json").write_text(json.dumps(records))
-
-    def bad_champion(self, **changes) -> Path:
-        doc = json.loads(self.champion.read_text())
-        doc.update(changes)
-        path = self.root / "bad.json"
-        path.write_text(json.dumps(doc))
-        return path
-
-
-def _workspace(tmp_path: Path, dataset: Path, base_run: Path, monkeypatch) -> Workspace:
-    data = tmp_path / "d"
-    shutil.copytree(dataset, data)
-    run = tmp_path / "run"
-    shutil.copytree(base_run, run)
-    champs = tmp_path / "champs"
-    champs.mkdir()
-    (tmp_path / "file.txt").write_text("a plain file\n")
-    (tmp_path / "adir").mkdir()
-    champion = tmp_path / "champ.json"
-    shutil.copy(run / "champion.json", champion)
-    monkeypatch.chdir(tmp_path)
-    return Workspace(tmp_path, data, run, champs, champion, tmp_path / "file.txt", tmp_path / "adir")
-
-
-@pytest.fixture()
-def ws(tmp_path, independent_dataset, base_run, monkeypatch) -> Workspace:
-    """A workspace around a copy of the independent-features dataset (about 200 records per split)."""
-    return _workspace(tmp_path, independent_dataset, base_run, monkeypatch)
-
-
-@pytest.fixture()
-def vocab_ws(tmp_path, vocab_dataset, base_run, monkeypatch) -> Workspace:
-    """A workspace around a copy of the vocab model's dataset (with draft_index and top probabilities)."""
-    return _workspace(tmp_path, vocab_dataset, base_run, monkeypatch)
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """{path: sha256} of every file below ``root`` plus the protected repository files and listings."""
-    state = {str(p): _digest(p) for p in sorted(root.rglob("*")) if p.is_file()}
-    state.update({f"dir {p}": "" for p in sorted(root.rglob("*")) if p.is_dir()})
-    for name in REPO_FILES:
-        state[f"repo {name}"] = _digest(ROOT / name)
-    for name in REPO_DIRS:
-        state[f"repo-ls {name}"] = " ".join(sorted(p.name for p in (ROOT / name).iterdir()
-                                                   if p.name != "__pycache__"))
-    return state
-
-
-def invoke(command: str, args: list, env: dict | None = None):
-    return CliRunner().invoke(COMMANDS[command], [str(a) for a in args], env=env)
-
-
-def check(ws: Workspace, command: str, args: list, code: int, culprits: tuple[str, ...],
-          env: dict | None = None):
-    """Run one case and assert exit code, one-line message naming ``culprits`` and untouched files."""
-    before = snapshot(ws.root)
-    res = invoke(command, args, {ENV_DIR: str(ws.champs), **(env or {})})
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    assert "Traceback" not in res.output
-    assert res.exit_code == code, (res.stdout, res.stderr)
-    after = snapshot(ws.root)
-    changed = [k for k, v in before.items() if after.get(k) != v]
-    assert not changed, changed
-    lines = res.stderr.strip().splitlines()
-    if code == 2:
-        assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
-        assert sorted(after) == sorted(before), sorted(set(after) - set(before))
-        message = lines[0]
-    else:
-        warned = [line for line in lines if line.startswith("warning: ")]
-        assert warned, res.stderr
-        message = " ".join(warned)
-    for culprit in culprits:
-        assert str(culprit) in message, (culprit, message)
-    assert "np.float64" not in message and "np.int64" not in message
-    return res
-
+from hostile_helpers import check
 
 def _bench(ws, *extra):
     return "benchmark", ["--data", ws.data, "--repeats", 1, *extra]
@@ -378,7 +233,8 @@ OUTPUT_CASES = [
     ("generate-out-empty", lambda ws: ("generate", ["--out", ""]), ("'--out'", "empty")),
     ("generate-out-is-a-file", lambda ws: ("generate", ["--out", ws.file]), ("file.txt",)),
     ("generate-out-under-a-file", lambda ws: ("generate", ["--out", ws.file / "sub"]), ("not a directory",)),
-    ("generate-out-in-source", lambda ws: ("generate", ["--out", ROOT / "data" / "synth"]), ("synth",)),
+    ("generate-out-in-source", lambda ws: ("generate", ["--out", ROOT / "evolve" / "traces" / "synth"]),
+     ("synth", "source")),
     ("generate-out-in-evolve", lambda ws: ("generate", ["--out", ROOT / "evolve" / "newdata"]), ("source",)),
     ("harvest-prompts-is-dir", lambda ws: ("generate", ["harvest", "--target", ws.adir, "--draft-window", "4,8",
                                                         "--prompts", ws.adir]), ("--prompts", "directory")),

@@ -26,7 +26,8 @@ import pytest
 
 from evolve.traces.io import load_split
 from heuristics.champions import ENV_DIR
-from test_hostile import Workspace, base_run, check, invoke, snapshot, ws  # noqa: F401 (fixtures)
+
+from hostile_helpers import Workspace, check, invoke, snapshot
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and pseudo-terminals")
 

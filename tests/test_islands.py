@@ -88,13 +88,13 @@ def test_same_champion_whatever_the_number_of_workers_and_resume(data, cluster):
 @pytest.mark.parametrize("fitness", ["acceptance_quality", "expected", "speed_at_tv", "pareto"])
 def test_every_fitness_kind_runs_on_islands(fitness, vocab_dataset, cluster):
     cfg = resolve({"data": str(vocab_dataset), "population": 16, "generations": 2, "seed": 1,
-                   "migration_interval": 1, "islands": 2, "migrants": 2, "fitness": fitness})
+                   "migration_interval": 1, "islands": 2, "migrants": 2, "objective": fitness})
     train, valid, sha = _splits(vocab_dataset)
     res = island_search(cfg, train, valid, CORE_FEATURES, str(vocab_dataset), sha,
                         ClusterOptions(scheduler=cluster.scheduler_address))
     assert [r["gen"] for r in res.logbook] == [0, 1, 2] and not res.interrupted
     assert (res.front is not None) == (fitness == "pareto")
-    assert res.champion.valid.tokens == valid.n
+    assert res.champion.valid.records == valid.n
 
 
 def test_a_killed_worker_does_not_change_the_champion(data, cluster):

@@ -234,3 +234,78 @@ def test_block_verification_row(files):
     assert set(rows) == {"standard_rejection", "block_verification"}
     assert rows["block_verification"]["tv_per_token"] == 0.0
     assert 1.0 <= rows["block_verification"]["expected_tokens_per_call"] <= GAMMA + 1
+
+
+# --- relaxation champions: relaxed block verification against (1 - w) p + w q -------------------------
+
+#: Relaxation weights (kind relaxation): zero (lossless block verification) and one of prefix-level features.
+ZERO_WEIGHT = Rule("w_zero", expression="0.0", kind="relaxation")
+OVERLAP_WEIGHT = Rule("w_overlap", expression="if_gt(draft_index, 0.5, mul(0.6, overlap), 0.3)", kind="relaxation")
+
+
+def test_relaxation_with_zero_weight_is_block_verification_exactly(files):
+    """w = 0 reproduces lossless block verification bit for bit: the same texts, calls, expected tokens
+    and no damage."""
+    from evolve.report.live import decoder
+    from evolve.sim.live import BLOCK_VERIFICATION, BlockVerifier
+
+    engine = build(_config(files, skip_layers=(1, 2))).engine
+    relaxed = decoder(ZERO_WEIGHT)
+    assert isinstance(relaxed, BlockVerifier) and relaxed.relaxation is ZERO_WEIGHT and relaxed.name == "w_zero"
+    ids = [1, 5, 9, 12]
+    for i in range(3):
+        lossless, c0 = speculative_text(engine, BLOCK_VERIFICATION, ids, GAMMA, MAX_NEW, text_rng(5, i))
+        ours, c1 = speculative_text(engine, relaxed, ids, GAMMA, MAX_NEW, text_rng(5, i))
+        assert ours == lossless
+        assert (c1.tokens, c1.target_calls, c1.tokens_sq) == (c0.tokens, c0.target_calls, c0.tokens_sq)
+        assert c1.expected_tokens == c0.expected_tokens and c1.block_tv == c0.block_tv == 0.0
+
+
+def test_relaxed_block_decision_matches_block_verification_against_the_mixture():
+    """relaxed_block_decision = block_decision against p~ = (1 - w) p + w q (p itself for the bonus), with the
+    damage E[sum over emitted depths of w_d (1 - overlap_d)] by the recursion of evolve.eval.relaxed_block."""
+    from evolve.sim.live import block_decision, relaxed_block_decision
+
+    rng = np.random.default_rng(9)
+    k, V = 3, 6
+    p, q = rng.dirichlet(np.ones(V), k + 1), rng.dirichlet(np.ones(V), k)
+    w = np.array([0.2, 0.0, 0.7])
+    drafts, eta = [1, 4, 2], rng.random(k)
+    n, dist, expected, damage = relaxed_block_decision(p, q, drafts, eta, w)
+    mix = np.concatenate([(1 - w)[:, None] * p[:k] + w[:, None] * q, p[k:]])
+    n2, dist2, expected2 = block_decision(mix, q, drafts, eta)
+    assert n == n2 and expected == expected2
+    np.testing.assert_array_equal(dist, dist2)
+    # damage by enumeration over the accepted length: P(tau = j) from the stopping probabilities h
+    from evolve.sim.verification import block_masses, block_stops
+    rows = np.arange(k)
+    weights, masses, h = np.empty(k), np.empty(k), np.empty(k)
+    block_masses(mix[:k], q, mix[rows, drafts], q[rows, drafts], k, weights, masses)
+    block_stops(weights, masses, k, h)
+    per = w * (1 - np.minimum(p[:k], q).sum(axis=1))
+    prob = [h[j - 1] * np.prod(1 - h[j:]) if j > 0 else np.prod(1 - h) for j in range(k + 1)]
+    want = sum(pj * per[:min(j + 1, k)].sum() for j, pj in enumerate(prob))
+    assert damage == pytest.approx(want, rel=1e-12, abs=1e-15)
+    _, _, _, none = relaxed_block_decision(p, q, drafts, eta, np.zeros(k))
+    assert none == 0.0
+
+
+def test_relaxation_champion_decodes_by_relaxed_block_verification(files, tmp_path):
+    """A relaxation champion file runs as relaxed block verification (a row named after it, damage > 0),
+    never as a per-token threshold; w = 0 gives block verification's figures."""
+    from heuristics.champions import Champion, save_champion
+
+    paths = []
+    for rule in (ZERO_WEIGHT, OVERLAP_WEIGHT):
+        champ = Champion(name=rule.name, expression=rule.expression, kind="relaxation", objective="pareto",
+                         metrics={"train": {"tokens_per_call": 2.0}, "valid": {"tokens_per_call": 2.0}})
+        paths.append(save_champion(champ, tmp_path)[0])
+    rules = resolve_rules(["block_verification"], paths)
+    report = run_live(_config(files, skip_layers=(1, 2)), rules)
+    rows = {r["rule"]: r for r in report.rows}
+    assert list(rows) == ["block_verification", "w_zero", "w_overlap"]
+    for key in ("tokens", "target_calls", "expected_tokens_per_call", "tv_per_token"):
+        assert rows["w_zero"][key] == rows["block_verification"][key]
+    assert rows["block_verification"]["tv_per_token"] == 0.0
+    assert 0.0 < rows["w_overlap"]["tv_per_token"] <= 0.6
+    assert 1.0 <= rows["w_overlap"]["expected_tokens_per_call"] <= GAMMA + 1

@@ -89,7 +89,7 @@ def test_speed_at_tv_search(vocab_splits):
     from evolve.gp.primitives import FEATURES
     from evolve.search.algorithms import search
     train, valid = vocab_splits
-    cfg = resolve({"population": 30, "generations": 3, "seed": 2, "fitness": "speed_at_tv", "warm_start": True,
+    cfg = resolve({"population": 30, "generations": 3, "seed": 2, "objective": "speed_at_tv", "warm_start": True,
                    "tv_budget": 0.02, "hall_of_fame": 5})
     res = search(cfg, train, valid, FEATURES)
     std = evaluate(compile_expression("min(1.0, div(target_prob, draft_prob))"), train, gamma=5)
@@ -113,10 +113,10 @@ def test_block_objectives_need_draft_index_and_a_valid_gamma(vocab_splits):
     seed = EvalData.from_traces(Traces.from_frame(generate_split(10, 1), source="seedtrain", split="train"))
     for fitness in ("speed_at_tv", "pareto"):
         with pytest.raises(InputError, match="draft_index"):
-            search(resolve({"population": 4, "generations": 0, "fitness": fitness}), seed, seed, CORE_FEATURES)
+            search(resolve({"population": 4, "generations": 0, "objective": fitness}), seed, seed, CORE_FEATURES)
     with pytest.raises(InputError, match="gamma"):
-        search(resolve({"population": 4, "generations": 0, "fitness": "pareto", "gamma": 6}), *vocab_splits,
+        search(resolve({"population": 4, "generations": 0, "objective": "pareto", "gamma": 6}), *vocab_splits,
                CORE_FEATURES)
-    for bad in ({"tv_budget": -0.1}, {"tv_cap": 2.0}, {"gamma": 0}, {"fitness": "fastest"}):
+    for bad in ({"tv_budget": -0.1}, {"tv_cap": 2.0}, {"gamma": 0}, {"objective": "fastest"}):
         with pytest.raises(InputError):
             resolve(bad)

@@ -16,6 +16,7 @@ from evolve.report.pareto.seeds import format_table, gap_closed
 from evolve.search.state import score
 from evolve.search.algorithms import search
 from evolve.search.config import resolve
+from evolve.eval.objectives import OBJECTIVES
 from evolve.search.individuals import deap_types
 from evolve.search.operators import mut_constant_shift
 from evolve.search.warm_start import choose_seeds, depth_limited, seed_budgets
@@ -32,8 +33,8 @@ def columns(data: EvalData) -> tuple[str, ...]:
 
 
 def pareto_seeds(train, population=400):
-    cfg = resolve({"population": population, "fitness": "pareto"})
-    return cfg, choose_seeds(cfg, columns(train), train, 5, lambda m: score(m, cfg.fitness, cfg.tv_budget))
+    cfg = resolve({"population": population, "objective": "pareto"})
+    return cfg, choose_seeds(cfg, columns(train), train, 5, lambda m: score(m, cfg))
 
 
 def test_every_familys_fastest_member_within_every_budget_is_seeded(vocab):
@@ -65,14 +66,14 @@ def test_depth_limited_members_relax_only_the_first_depths(vocab):
     _, warm = pareto_seeds(train)
     assert any("depth-limited member" in s.reason and "@draft_index<=" in s.name for s in warm.seeds)
     no_depth = tuple(f for f in columns(train) if f != "draft_index")
-    cfg = resolve({"population": 400, "fitness": "pareto"})
-    plain = choose_seeds(cfg, no_depth, train, 5, lambda m: score(m, "pareto", cfg.tv_budget))
+    cfg = resolve({"population": 400, "objective": "pareto"})
+    plain = choose_seeds(cfg, no_depth, train, 5, lambda m: score(m, cfg))
     assert not any("@draft_index" in s.name for s in plain.seeds)
 
 
 def test_constant_shift_is_a_small_step_of_one_constant():
     pset = build_pset(("draft_prob", "target_prob", "overlap"))
-    individual = deap_types(True)[1]
+    individual = deap_types(OBJECTIVES["pareto"])[1]
     text = "if_gt(0.12, sub(1.0, overlap), 1.0, min(1.0, div(target_prob, draft_prob)))"
     random.seed(3)
     for _ in range(50):
@@ -87,7 +88,7 @@ def test_constant_shift_is_a_small_step_of_one_constant():
 
 def test_every_seed_is_on_the_final_front_or_dominated_there(vocab):
     train, valid, _ = vocab
-    cfg = resolve({"population": 60, "generations": 3, "seed": 2, "fitness": "pareto"})
+    cfg = resolve({"population": 60, "generations": 3, "seed": 2, "objective": "pareto"})
     res = search(cfg, train, valid, columns(train))
     front = [(e.train.tokens_per_call, e.train.tv_per_token, e.size) for e in res.front]
     on_front = {e.expression for e in res.front}

@@ -19,7 +19,7 @@ from evolve.errors import InputError
 from evolve.traces.io import load_split
 from evolve.cli.evolve import cli
 from evolve.eval.evaluator import EvalData
-from evolve.eval.relaxed_block import TOKEN_FEATURES
+from evolve.gp.kinds import TOKEN_FEATURES
 from evolve.eval.relaxed_population import evaluate_relaxed
 from evolve.gp.compiler import parse
 from evolve.search.config import resolve, resolve_features
@@ -28,8 +28,8 @@ from evolve.search.config import resolve, resolve_features
 @pytest.fixture(scope="module")
 def relaxed_run(vocab_dataset, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("relaxed_runs")
-    res = CliRunner().invoke(cli, ["run", "--data", str(vocab_dataset), "--out", str(out), "--fitness", "pareto",
-                                   "--verify", "block", "--population", "40", "--generations", "3", "--seed", "2",
+    res = CliRunner().invoke(cli, ["run", "--data", str(vocab_dataset), "--out", str(out), "--objective", "pareto",
+                                   "--evolve", "relaxation", "--population", "40", "--generations", "3", "--seed", "2",
                                    "--no-progress"])
     assert res.exit_code == 0, res.output
     return Path(res.stdout.strip().splitlines()[-1])
@@ -37,7 +37,7 @@ def relaxed_run(vocab_dataset, tmp_path_factory) -> Path:
 
 def test_run_writes_a_front_of_prefix_level_weights(relaxed_run, vocab_dataset):
     run = json.loads((relaxed_run / "run.json").read_text())
-    assert run["config"]["verify"] == "block"
+    assert run["config"]["evolve"] == "relaxation" and run["kind"] == "relaxation"
     assert not set(run["features"]) & set(TOKEN_FEATURES)
     seeds = [s["name"] for s in run["seeded_rules"]]
     assert seeds[0] == "relaxed_block(w=0)" and len(seeds) > 2
@@ -81,16 +81,23 @@ def test_pareto_shows_the_relaxed_front_and_its_verdict(relaxed_run, vocab_datas
 
 
 def test_bad_relaxed_settings_are_refused(vocab_dataset, tmp_path):
-    with pytest.raises(InputError, match="option '--verify': verification 'block' needs a block objective"):
-        resolve({"verify": "block", "fitness": "acceptance_quality"})
-    with pytest.raises(InputError, match="unknown verification 'tree'"):
-        resolve({"verify": "tree", "fitness": "pareto"})
-    cfg = resolve({"verify": "block", "fitness": "pareto", "features": "overlap,target_prob"})
+    with pytest.raises(InputError, match="objective 'acceptance_quality' does not score relaxation programs") as exc:
+        resolve({"evolve": "relaxation", "objective": "acceptance_quality"})
+    assert exc.value.param == "evolve"
+    with pytest.raises(InputError, match="unknown value 'tree'"):
+        resolve({"evolve": "tree", "objective": "pareto"})
+    cfg = resolve({"evolve": "relaxation", "objective": "pareto", "features": "overlap,target_prob"})
     with pytest.raises(InputError, match="'target_prob' depends on the drafted token"):
         resolve_features(cfg, ("overlap", "target_prob"), "data")
-    auto = resolve_features(resolve({"verify": "block", "fitness": "pareto"}),
+    auto = resolve_features(resolve({"evolve": "relaxation", "objective": "pareto"}),
                             ("draft_index", "overlap", "target_rank"), "data")
     assert "overlap" in auto and not set(auto) & set(TOKEN_FEATURES)
+    res = CliRunner().invoke(cli, ["run", "--data", str(vocab_dataset), "--out", str(tmp_path), "--evolve",
+                                   "relaxation", "--no-progress"])
+    assert res.exit_code == 2 and "option '--evolve': objective 'acceptance_quality' does not score" in res.output
+    # the option of older versions is refused with the new spelling; its config key still loads
     res = CliRunner().invoke(cli, ["run", "--data", str(vocab_dataset), "--out", str(tmp_path), "--verify", "block",
                                    "--no-progress"])
-    assert res.exit_code == 2 and "needs a block objective" in res.output
+    assert res.exit_code == 2 and "--evolve relaxation" in res.output and len(res.output.strip().splitlines()) == 1
+    assert resolve({"verify": "block", "fitness": "pareto"}) == resolve({"evolve": "relaxation", "objective": "pareto"})
+    assert not list(tmp_path.iterdir())

@@ -22,10 +22,12 @@ from evolve.eval.evaluator import EvalData
 from evolve.eval.relaxed_block import attach
 from evolve.eval.relaxed_population import evaluate_relaxed
 from evolve.sim.chain import B_ANALYTIC, B_TOKENS, B_TV_COUNT, B_TV_EXPECTED
-from evolve.sim.decoding import chain_at_context, chain_traces, chi_square_pvalue, context_damage, simulate_chain
+from evolve.sim.decoding import chain_at_context, chain_traces, context_damage, simulate_chain
 from evolve.sim.models import Context, SyntheticModel, distributions_at, random_context
 from evolve.sim.verification import Verification
 from heuristics.registry import get_rule
+
+from helpers import chi_square_pvalue
 
 STANDARD = get_rule("standard_rejection")
 V = 5

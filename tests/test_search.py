@@ -14,7 +14,7 @@ import evolve.search.rundir as search_mod
 from evolve.traces.io import Traces, load_split, write_dataset
 from evolve.traces.synth.independent import generate_split
 from evolve.gp.compiler import compile_expression, parse
-from evolve.search.config import load_toml, resolve
+from evolve.search.config import DEFAULTS, load_toml, resolve
 from evolve.eval.evaluator import EvalData, evaluate
 from evolve.gp.primitives import CORE_FEATURES
 from evolve.cli.evolve import run_and_plot as run
@@ -85,16 +85,16 @@ def test_depth_limit(small):
 
 def test_champion_is_best_on_valid_smallest_on_ties(small):
     res = small_search(small, generations=6)
-    fits = [score(e.valid, "acceptance_quality") for e in res.hall_of_fame]
+    fits = [score(e.valid, DEFAULTS) for e in res.hall_of_fame]
     best = max(fits)
-    assert score(res.champion.valid, "acceptance_quality") == best
+    assert score(res.champion.valid, resolve({"objective": "acceptance_quality"})) == best
     assert res.champion.size == min(e.size for e, f in zip(res.hall_of_fame, fits) if f == best)
     train, valid = small
     program = compile_expression(res.champion.expression)
     assert evaluate(program, valid).to_dict() == res.champion.valid.to_dict()
     assert evaluate(program, train).to_dict() == res.champion.train.to_dict()
     # the hall of fame is ordered by train fitness, then size
-    ranks = [(-score(e.train, "acceptance_quality"), e.size) for e in res.hall_of_fame]
+    ranks = [(-score(e.train, resolve({"objective": "acceptance_quality"})), e.size) for e in res.hall_of_fame]
     assert ranks == sorted(ranks)
 
 
@@ -104,7 +104,7 @@ def test_hall_of_fame_prefers_smaller_trees_on_ties():
     from evolve.search.individuals import HallOfFame, deap_types as _deap_types
 
     pset = build_pset(CORE_FEATURES)
-    _, Individual = _deap_types()
+    _, Individual = _deap_types(DEFAULTS.objective_spec)
 
     def ind(text, fit):
         i = Individual(to_tree(parse(text), pset))
@@ -138,7 +138,7 @@ def test_population_and_hall_of_fame_round_trip_through_pickle(small):
     random.seed(cfg.seed)
     population = [tb.individual() for _ in range(cfg.population)]
     for ind, m in zip(population, evaluate_population(population, train, cfg.acceptance_quality_fitness())):
-        ind.fitness.values = (score(m, cfg.fitness),)
+        ind.fitness.values = (score(m, cfg),)
     hof = HallOfFame(5)
     hof.update(population)
     population2, hof2 = pickle.loads(pickle.dumps((population, hof)))
@@ -166,9 +166,9 @@ def test_population_and_hall_of_fame_round_trip_through_pickle(small):
 def test_seed_standard_and_expected_fitness(small):
     train, _ = small
     std = evaluate(get_rule("standard_rejection"), train)
-    res = small_search(small, warm_start=True, generations=0, fitness="expected")
+    res = small_search(small, warm_start=True, generations=0, objective="expected")
     assert res.logbook[0]["train_max"] >= std.expected_fitness
-    assert score(res.hall_of_fame[0].train, "expected") == res.logbook[0]["train_max"]
+    assert score(res.hall_of_fame[0].train, resolve({"objective": "expected"})) == res.logbook[0]["train_max"]
     plain = small_search(small, generations=0)
     assert "div(target_prob, draft_prob)" not in [e.expression for e in plain.hall_of_fame]
 
@@ -216,7 +216,8 @@ def test_run_writes_a_complete_run_directory_without_reading_test(dataset, tmp_p
                                             for k, v in cfg.to_dict().items()}
     rows = list(csv.DictReader((d / "logbook.csv").open()))
     assert [int(r["gen"]) for r in rows] == [0, 1, 2, 3]
-    assert float(rows[-1]["best_valid"]) == pytest.approx(score(info.result.champion.valid, "acceptance_quality"), abs=1e-6)
+    assert float(rows[-1]["best_valid"]) == pytest.approx(
+        score(info.result.champion.valid, resolve({"objective": "acceptance_quality"})), abs=1e-6)
     assert float(rows[-1]["evals_per_s"]) >= 0
     hof = json.loads((d / "hall_of_fame.json").read_text())
     assert [h["expression"] for h in hof] == [e.expression for e in info.result.hall_of_fame]

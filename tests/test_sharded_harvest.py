@@ -1,27 +1,34 @@
 """Sharded harvesting on Dask: the same dataset as one process, one part file per shard, resume of the
 missing shards only (also over the parts of a one-process harvest or of another shard count), the CLI.
 
-The tiny offline Llama models of ``test_harvest.py`` (its ``files`` fixture) are harvested on a Dask
-LocalCluster of two worker processes on the loopback interface.
+The tiny offline Llama models of the harvest tests (the ``llama_files`` fixture of ``conftest.py``) are
+harvested on a Dask LocalCluster of two worker processes on the loopback interface.
 """
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 import pytest
 
-from test_harvest import MAX_NEW, _config, files, hv  # noqa: F401 (fixture)
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
 
 from click.testing import CliRunner  # noqa: E402
 
 from evolve.cluster import ClusterOptions  # noqa: E402
+from evolve.traces.harvest import engine as hv  # noqa: E402
 from evolve.traces.harvest.prompts import assign_splits, processing_order  # noqa: E402
 from evolve.traces.harvest import shards as sh  # noqa: E402
 from evolve.traces.harvest.resume import WORK_DIR, finished_texts, part_texts, shard_part_path  # noqa: E402
 from evolve.traces.harvest.shards import harvest_sharded, shard_texts  # noqa: E402
 from evolve.traces.io import SPLITS, load_metadata  # noqa: E402
 from evolve.cli.harvest import harvest as harvest_cmd  # noqa: E402
+
+from harvest_helpers import MAX_NEW, harvest_config  # noqa: E402
 
 distributed = pytest.importorskip("distributed")
 
@@ -49,15 +56,15 @@ def test_shards_cut_the_processing_order():
     assert shard_texts(order[:2], 5) == [[order[0]], [order[1]]]
 
 
-def _kw(files) -> dict:
-    return {"draft": files["draft"], "threads": 1, "max_new_tokens": MAX_NEW // 2}
+def _kw(llama_files) -> dict:
+    return {"draft": llama_files["draft"], "threads": 1, "max_new_tokens": MAX_NEW // 2}
 
 
 @pytest.fixture(scope="module")
-def reference(files, tmp_path_factory):
+def reference(llama_files, tmp_path_factory):
     """A one-process harvest with the options of the sharded ones."""
     out = tmp_path_factory.mktemp("sharded") / "one"
-    hv.harvest(_config(files, out, **_kw(files)), progress=False)
+    hv.harvest(harvest_config(llama_files, out, **_kw(llama_files)), progress=False)
     return out
 
 
@@ -80,11 +87,11 @@ def _tokens(out, texts) -> int:
 
 
 @pytest.mark.slow
-def test_sharded_harvest_equals_one_process_and_resumes_missing_shards(files, cluster, reference, written,
+def test_sharded_harvest_equals_one_process_and_resumes_missing_shards(llama_files, cluster, reference, written,
                                                                        tmp_path):
     many = tmp_path / "many"
     where = ClusterOptions(scheduler=cluster.scheduler_address)
-    res = harvest_sharded(_config(files, many, **_kw(files)), 3, where, progress=False)
+    res = harvest_sharded(harvest_config(llama_files, many, **_kw(llama_files)), 3, where, progress=False)
     assert res.texts_done == res.texts_total == 10 and res.consolidated and not res.interrupted
     _same(reference, many)
     # one part per shard, holding exactly the shard's texts
@@ -97,7 +104,7 @@ def test_sharded_harvest_equals_one_process_and_resumes_missing_shards(files, cl
     kept = {p: p.stat().st_mtime_ns for k, p in enumerate(parts) if k != 1}
     parts[1].unlink()
     written.clear()
-    again = harvest_sharded(_config(files, many, **_kw(files)), 3, where, progress=False)
+    again = harvest_sharded(harvest_config(llama_files, many, **_kw(llama_files)), 3, where, progress=False)
     assert again.texts_done == 10
     assert written == [(parts[1].name, sorted(pieces[1]))]  # only the lost shard ran, whole
     assert again.tokens_generated == _tokens(reference, set(pieces[1]))
@@ -106,16 +113,18 @@ def test_sharded_harvest_equals_one_process_and_resumes_missing_shards(files, cl
 
 
 @pytest.mark.slow
-def test_resume_over_parts_of_one_process_and_of_another_shard_count(files, cluster, reference, written,
+def test_resume_over_parts_of_one_process_and_of_another_shard_count(llama_files, cluster, reference, written,
                                                                      tmp_path):
     out = tmp_path / "mixed"
-    config = _config(files, out, **_kw(files))
+    config = harvest_config(llama_files, out, **_kw(llama_files))
     where = ClusterOptions(scheduler=cluster.scheduler_address)
     order = processing_order(assign_splits(10, 11))
 
-    def stop_after_four(t, count=[0]):
-        count[0] += 1
-        if count[0] == 4:
+    done = []
+
+    def stop_after_four(t):
+        done.append(t)
+        if len(done) == 4:
             raise KeyboardInterrupt
     first = hv.harvest(config, progress=False, on_text_done=stop_after_four)
     assert first.interrupted and sorted(finished_texts(out / WORK_DIR)) == sorted(order[:4])
@@ -148,10 +157,10 @@ def test_resume_over_parts_of_one_process_and_of_another_shard_count(files, clus
     _same(reference, out)
 
 
-def test_cli_shards(files, cluster, tmp_path):
+def test_cli_shards(llama_files, cluster, tmp_path):
     out = tmp_path / "cli"
-    res = CliRunner().invoke(harvest_cmd, ["--target", files["target"], "--draft-window", "2,4", "--prompts",
-                                           files["prompts"], "--max-new-tokens", "6", "--gamma", "2", "--out",
+    res = CliRunner().invoke(harvest_cmd, ["--target", llama_files["target"], "--draft-window", "2,4", "--prompts",
+                                           llama_files["prompts"], "--max-new-tokens", "6", "--gamma", "2", "--out",
                                            str(out), "--no-progress", "--threads", "1", "--shards", "2",
                                            "--scheduler", cluster.scheduler_address])
     assert res.exit_code == 0, res.output

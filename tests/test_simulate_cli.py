@@ -71,7 +71,7 @@ def test_chart_goes_to_results_without_output(tmp_path, monkeypatch):
 
 def test_champion_file(tmp_path):
     ch = Champion(name="sim_champ", expression="max(min(1.0, div(target_prob, draft_prob)), 0.2)",
-                  description="test", features=("draft_prob", "target_prob"), fitness="acceptance_quality",
+                  description="test", features=("draft_prob", "target_prob"), objective="acceptance_quality",
                   metrics={"train": {"fitness": 0.5}, "valid": {"fitness": 0.5}})
     path, _ = save_champion(ch, tmp_path)
     res = run(*SMALL, "--champion", path, "--format", "json", "--no-plot")
@@ -162,6 +162,20 @@ def test_verify_block_and_fly_rows():
     table = run(*SMALL, "--verify", "fly", "--no-plot").output
     assert "verification fly(W=2, theta=0.3, k=3)" in table and "Damage at 8 fixed contexts" in table
     assert "verification block" in run(*SMALL, "--verify", "block", "--no-plot").output
+
+
+def test_rule_block_verification_is_verify_block():
+    """``--rule block_verification`` (the verifier benchmark.py and live name so) is --verify block with the
+    standard rule: the same rows, named block_verification; --verify token/fly with it is refused."""
+    block = json.loads(run(*SMALL, "--verify", "block", "--format", "json", "--no-plot").output)
+    named = json.loads(run(*SMALL, "--rule", "block_verification", "--format", "json", "--no-plot").output)
+    assert [r["rule"] for r in named] == ["block_verification"] * len(block)
+    assert [{**r, "rule": None} for r in named] == [{**r, "rule": None} for r in block]
+    relaxed = json.loads(run(*SMALL, "--rule", "block_verification", "--relaxation", "0.1", "--format", "json",
+                             "--no-plot").output)
+    assert all(r["verification"] == "block" and r["relaxation"] == "0.1" for r in relaxed)
+    res = run(*SMALL, "--rule", "block_verification", "--verify", "token", "--no-plot")
+    assert res.exit_code == 2 and "--verify" in res.output and len(res.output.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -3,17 +3,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import njit
 from scipy import stats
 
 from evolve.errors import InputError
 from evolve.sim.chain import S_CALLS, S_EMITTED
-from evolve.sim.decoding import autoregressive, chi_square_pvalue, simulate_chain
+from evolve.sim import tree_kernels, trees
+from evolve.sim.decoding import autoregressive, simulate_chain
 from evolve.sim.models import Context, SyntheticModel, distributions_at, random_context
 from evolve.sim.tree_kernels import T_CALLS, T_EMITTED, adaptive_width
 from evolve.sim.trees import (
     TreeConfig, draft_tree, medusa_head, simulate_tree, tree_at_context, tree_attention_mask, tree_shape, tree_tokens,
 )
 from heuristics.registry import get_rule
+
+from helpers import chi_square_pvalue, rebind
 
 V = 48
 DRAWS = 100_000
@@ -128,9 +132,17 @@ def test_sampling_verification_of_trees_emits_exactly_p(model, context, config):
     assert pv1 > 0.01 and pv2 > 0.01
 
 
-def test_tree_verification_without_residual_update_is_detected(model, context):
+@njit
+def _keep_residual(resid, qrow):
+    """Deliberately wrong stand-in for ``tree_kernels._reject_child``: R stays p after a rejected child."""
+
+
+def test_tree_verification_without_residual_update_is_detected(model, context, monkeypatch):
     p = distributions_at(model, context)["p"]
-    tokens = tree_at_context(model, TreeConfig("tree", 6, (3, 1)), context, DRAWS, seed=9, _broken=True)
+    call = rebind(tree_kernels.tree_call, _reject_child=_keep_residual)
+    monkeypatch.setattr(trees, "tree_batch", rebind(tree_kernels.tree_batch,
+                                                    tree_run=rebind(tree_kernels.tree_run, tree_call=call)))
+    tokens = tree_at_context(model, TreeConfig("tree", 6, (3, 1)), context, DRAWS, seed=9)
     pv = chi_square_pvalue(np.bincount(tokens[:, 0], minlength=V), p)
     print(f"tree without residual update: chi-square p-value {pv:.3g}")
     assert pv < 0.01
@@ -188,9 +200,9 @@ def test_tree_budgets_and_costs():
 def test_bad_tree_configs_are_refused():
     with pytest.raises(InputError, match="kind"):
         TreeConfig("forest")
-    with pytest.raises(InputError, match="--budgets"):
+    with pytest.raises(InputError, match="^budget: a node budget"):
         TreeConfig("tree", 0)
-    with pytest.raises(InputError, match="--widths"):
+    with pytest.raises(InputError, match="^widths: "):
         TreeConfig("tree", 4, (0,))
     with pytest.raises(InputError, match="verification"):
         TreeConfig("tree", 4, verification="beam")

@@ -16,8 +16,9 @@ from evolve.gp.compiler import compile_expression
 from evolve.gp.primitives import CORE_FEATURES, FEATURES
 from evolve.search.state import score
 from evolve.search.algorithms import search
-from evolve.search.champion import NEAR_EQUAL, Candidate, choose, quality_margin
-from evolve.search.config import load_toml, resolve
+from evolve.eval.objectives import OBJECTIVES, quality_margin
+from evolve.search.champion import NEAR_EQUAL, Candidate, choose
+from evolve.search.config import DEFAULTS, load_toml, resolve
 from evolve.search.warm_start import SEED_BUDGETS, choose_seeds
 from heuristics.registry import families, get_rule
 
@@ -36,14 +37,14 @@ def columns(data: EvalData) -> tuple[str, ...]:
 
 
 def objective_of(cfg):
-    return lambda m: score(m, cfg.fitness, cfg.tv_budget)
+    return lambda m: score(m, cfg)
 
 
 # --- which rules are seeded -----------------------------------------------------------------------
 
 def test_single_objective_seeds_standard_first_then_each_familys_best(vocab):
     train = vocab[0]
-    cfg = resolve({"population": 100, "fitness": "acceptance_quality"})
+    cfg = resolve({"population": 100, "objective": "acceptance_quality"})
     warm = choose_seeds(cfg, columns(train), train, None, objective_of(cfg))
     names = [s.name for s in warm.seeds]
     assert names[0] == "standard_rejection"
@@ -66,7 +67,7 @@ def test_single_objective_seeds_standard_first_then_each_familys_best(vocab):
 
 def test_pareto_seeds_the_fastest_grid_member_within_each_budget(vocab):
     train = vocab[0]
-    cfg = resolve({"population": 100, "fitness": "pareto", "tv_budget": 0.015})
+    cfg = resolve({"population": 100, "objective": "pareto", "tv_budget": 0.015})
     warm = choose_seeds(cfg, columns(train), train, 5, objective_of(cfg))
     skipped = {s.name for s in warm.skipped}
     grid = [rule for f in families().values() if f"family {f.name}" not in skipped for _, rule in f.rules()]
@@ -125,10 +126,10 @@ def test_the_best_seeded_rule_wins_unless_evolution_beats_it_on_valid():
     tie = Candidate(metrics(0.80), metrics(0.79), 3)  # same on valid, smaller
     better = Candidate(metrics(0.80), metrics(0.795), 9)
     for kind in ("acceptance_quality", "speed_at_tv"):  # with and without the quality floor
-        assert choose([worse, seed], aq, kind, FIT, guarded=True) == 1
-        assert choose([tie, seed], aq, kind, FIT, guarded=True) == 1  # a seeded rule wins ties
-        assert choose([tie, seed, better], aq, kind, FIT, guarded=True) == 2
-        assert choose([tie, seed], aq, kind, FIT, guarded=False) == 0  # plain: smaller on ties
+        assert choose([worse, seed], aq, OBJECTIVES[kind], DEFAULTS, guarded=True) == 1
+        assert choose([tie, seed], aq, OBJECTIVES[kind], DEFAULTS, guarded=True) == 1  # a seeded rule wins ties
+        assert choose([tie, seed, better], aq, OBJECTIVES[kind], DEFAULTS, guarded=True) == 2
+        assert choose([tie, seed], aq, OBJECTIVES[kind], DEFAULTS, guarded=False) == 0  # plain: smaller on ties
 
 
 def test_cliff_safe_choice_prefers_the_margin_among_near_equal_candidates():
@@ -136,21 +137,21 @@ def test_cliff_safe_choice_prefers_the_margin_among_near_equal_candidates():
     cliff = Candidate(metrics(0.85), metrics(0.8404, 48), 5)  # valid fitness 0.800, quality 0.952
     safe = Candidate(metrics(0.80), metrics(0.797), 7)  # 0.4% lower, quality 1
     seed = Candidate(metrics(0.78), metrics(0.78), 5, "standard_rejection")
-    assert score(cliff.valid, "acceptance_quality") > score(safe.valid, "acceptance_quality")
-    assert choose([cliff, safe, seed], aq, "acceptance_quality", FIT, guarded=False) == 0
-    assert choose([cliff, safe, seed], aq, "acceptance_quality", FIT, guarded=True) == 1
+    assert score(cliff.valid, DEFAULTS) > score(safe.valid, DEFAULTS)
+    assert choose([cliff, safe, seed], aq, OBJECTIVES["acceptance_quality"], DEFAULTS, guarded=False) == 0
+    assert choose([cliff, safe, seed], aq, OBJECTIVES["acceptance_quality"], DEFAULTS, guarded=True) == 1
     # beyond the near-equal band the better valid fitness wins, cliff or not
     far = Candidate(metrics(0.80), metrics(0.800 * (1 - 2 * NEAR_EQUAL)), 7)
-    assert choose([cliff, far, seed], aq, "acceptance_quality", FIT, guarded=True) == 0
+    assert choose([cliff, far, seed], aq, OBJECTIVES["acceptance_quality"], DEFAULTS, guarded=True) == 0
     # never below the best seeded rule
     high_seed = Candidate(metrics(0.80), metrics(0.7995), 5, "standard_rejection")
-    assert choose([cliff, safe, high_seed], aq, "acceptance_quality", FIT, guarded=True) == 2
+    assert choose([cliff, safe, high_seed], aq, OBJECTIVES["acceptance_quality"], DEFAULTS, guarded=True) == 2
 
 
 @pytest.mark.parametrize("fitness", ["acceptance_quality", "expected", "speed_at_tv", "pareto"])
 def test_champion_never_worse_than_the_best_seeded_rule_on_valid(vocab, fitness):
     train, valid, _ = vocab
-    cfg = resolve({"population": 30, "generations": 2, "seed": 1, "fitness": fitness, "hall_of_fame": 5})
+    cfg = resolve({"population": 30, "generations": 2, "seed": 1, "objective": fitness, "hall_of_fame": 5})
     res = search(cfg, train, valid, columns(train))
     assert res.warm_start is not None and len(res.seeded) == len(res.warm_start.seeds) <= 15
     objective = objective_of(cfg)
@@ -191,7 +192,7 @@ def test_run_directory_records_the_seeds_and_show_names_a_seeded_champion(vocab_
     assert any("no room" in s["reason"] for s in doc["skipped_rules"])
     # under the acceptance-quality fitness nothing beats standard rejection: the champion is that seed
     assert doc["champion_source"] == "seeded:standard_rejection"
-    assert "the seeded rule standard_rejection (evolution found nothing better on valid)" in res.stdout
+    assert "the seeded rule standard_rejection (evolution found nothing better on valid)" in res.stderr
     config = (run_dir / "config.toml").read_text()
     assert "warm_start = true" in config and f"#   standard_rejection = {seeded[0]['expression']}" in config
     assert load_toml(run_dir / "config.toml")["warm_start"] is True
@@ -228,10 +229,10 @@ def test_short_warm_started_runs_match_standard_rejection_on_test(default_like, 
     """With the warm start, population 300 x 25 generations reaches >= 0.99 of standard rejection on test."""
     train, valid, test = (EvalData.from_traces(load_split(default_like, s)) for s in ("train", "valid", "test"))
     features = columns(train)
-    standard = score(evaluate(get_rule("standard_rejection"), test), fitness)
+    standard = score(evaluate(get_rule("standard_rejection"), test), resolve({"objective": fitness}))
     for seed in range(5):
-        cfg = resolve({"population": 300, "generations": 25, "seed": seed, "fitness": fitness})
+        cfg = resolve({"population": 300, "generations": 25, "seed": seed, "objective": fitness})
         res = search(cfg, train, valid, features)
-        got = score(evaluate(compile_expression(res.champion.expression), test), fitness)
+        got = score(evaluate(compile_expression(res.champion.expression), test), cfg)
         RATIOS[(fitness, seed)] = got / standard
         assert got >= 0.99 * standard, (seed, res.champion.expression, res.champion_source, got, standard)

@@ -16,11 +16,12 @@ from evolve.cli.perf import perf
 from evolve.cli.simulate import simulate
 from evolve.eval.evaluator import DEFAULT_COST_RATIO
 from evolve.report.compare.rows import DEFAULT_REPEATS, FORMATS, SPLIT_CHOICES
-from evolve.report.compare.table import benchmark
+from evolve.report.compare.table import BenchmarkOptions, benchmark
+from evolve.report.compare.verdict import compute_verdict
 from evolve.report.output import resolve_format
 
 
-@click.group(cls=CliGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CliGroup, invoke_without_command=True, aliases={"champion": "champions"})
 @click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default="data",
               show_default=True, help="Dataset directory (written by `python generate_data.py`).")
 @click.option("--split", type=click.Choice(SPLIT_CHOICES), default="test", show_default=True,
@@ -47,8 +48,9 @@ def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, .
     """Score every registered rule and champion on a split and print the acceptance-quality benchmark table."""
     if ctx.invoked_subcommand is not None:
         return
-    comparison, text = benchmark(data_dir, split, champions, champions_dir, fmt, output, repeats,
-                                          gamma, cost_ratio)
+    comparison, text = benchmark(BenchmarkOptions(
+        data_dir=data_dir, split=split, champions=champions, champions_dir=champions_dir, fmt=fmt, output=output,
+        repeats=repeats, gamma=gamma, cost_ratio=cost_ratio))
     if output is None:
         click.echo(text if text.endswith("\n") else text + "\n", nl=False)
     else:
@@ -56,6 +58,9 @@ def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, .
     if resolve_format(fmt, output, FORMATS) in ("csv", "json"):  # table and markdown carry their notes
         for note in comparison.notes:
             click.echo(f"note: {note}", err=True)
+    verdict = compute_verdict(comparison)
+    if verdict is not None and (output is not None or resolve_format(fmt, output, FORMATS) == "csv"):
+        click.echo(verdict.text, err=True)  # what stdout shows otherwise (table, markdown, json)
 
 
 cli.add_command(simulate)

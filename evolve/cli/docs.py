@@ -35,10 +35,8 @@ def _commands() -> dict[str, click.Command]:
 
 def option_table(command: click.Command) -> str:
     """A Markdown table of ``command``'s arguments and options (subcommands excluded), as ``--help`` shows them."""
-    # every command of the project takes -h as well as --help (set on its group); click caches the help
-    # option of a command the first time a context asks for it, so the names are given here explicitly
-    settings = {"help_option_names": ["-h", "--help"], **command.context_settings}
-    ctx = click.Context(command, info_name=command.name, **settings)
+    # every command of the project takes -h as well as --help: CliCommand/CliGroup put it in their context_settings
+    ctx = click.Context(command, info_name=command.name, **command.context_settings)
     rows = []
     for param in command.get_params(ctx):
         if isinstance(param, click.Argument):
@@ -60,7 +58,7 @@ def producers() -> dict[str, DocTable]:
     return out
 
 
-@click.command("docs", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("docs", cls=CliCommand)
 @click.option("--check", is_flag=True, help="Only compare; exit 1 naming the first stale table, write nothing.")
 @click.option("--table", "tables", multiple=True, metavar="NAME",
               help="Only this table (repeatable) [default: every table the documents use].")

@@ -30,8 +30,42 @@ EXIT_INTERRUPTED = 130
 EXIT_INPUT = 2
 
 
+def flag_of(command: click.Command, param: str) -> str | None:
+    """The longest option string of ``command``'s parameter named ``param`` (``--max-new-tokens``), or None.
+
+    A command may carry ``aliases`` (``{"vocab_size": "vocab"}``: a parameter of a lower layer whose
+    option has another name); ``param`` is looked up through them first.
+    """
+    name = (getattr(command, "aliases", None) or {}).get(param, param)
+    for p in command.params:
+        if p.name == name and isinstance(p, click.Option):
+            return max(p.opts, key=len)
+    return None
+
+
 class _OneLineErrors:
-    """Mixin for click commands: user errors become ``error: ...`` and exit 2."""
+    """Mixin for click commands: user errors become ``error: ...`` and exit 2.
+
+    An :class:`InputError` raised with ``param`` while a command runs is named by that command's
+    option (:func:`flag_of`): the lower layers name parameters, only the command line names flags.
+    The innermost command (a group's subcommand) looks the option up; a group never names an error
+    of its subcommand by an option of its own.
+
+    Args (besides click's): ``aliases``, {lower-layer parameter: the command's parameter name}.
+    """
+
+    def __init__(self, *args, aliases: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.aliases = dict(aliases or {})
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except InputError as exc:
+            if exc.param is not None and exc.flag is None and not getattr(exc, "_flag_looked_up", False):
+                exc.flag = flag_of(ctx.command, exc.param)
+                exc._flag_looked_up = True
+            raise
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -76,11 +110,25 @@ def _fail(message: str) -> None:
     sys.exit(EXIT_INPUT)
 
 
-class CliCommand(_OneLineErrors, click.Command):
-    """A click command reporting user errors as one line with exit code 2."""
+#: Context settings every command of the project starts from; a command's own ``context_settings``
+#: are merged over them. Set on the command (not only inherited from a group's context) because click
+#: caches a command's help option the first time any context asks for it, even a context without parent.
+DEFAULT_CONTEXT_SETTINGS: dict = {"help_option_names": ["-h", "--help"]}
 
 
-class CliGroup(_OneLineErrors, click.Group):
-    """A click group reporting user errors as one line with exit code 2."""
+class _DefaultContextSettings:
+    """Mixin for click commands: :data:`DEFAULT_CONTEXT_SETTINGS` under the command's own ``context_settings``."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["context_settings"] = {**DEFAULT_CONTEXT_SETTINGS, **(kwargs.get("context_settings") or {})}
+        super().__init__(*args, **kwargs)
+
+
+class CliCommand(_OneLineErrors, _DefaultContextSettings, click.Command):
+    """A click command reporting user errors as one line with exit code 2; takes ``-h`` as well as ``--help``."""
+
+
+class CliGroup(_OneLineErrors, _DefaultContextSettings, click.Group):
+    """A click group reporting user errors as one line with exit code 2; takes ``-h`` as well as ``--help``."""
 
     command_class = CliCommand

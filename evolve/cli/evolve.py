@@ -4,7 +4,8 @@ Commands (run ``python -m evolve COMMAND --help`` for every option):
 
 * ``run``: evolve on the train split of ``--data`` (default ``data/``), pick the
   champion on valid, write a run directory under ``--out`` (default
-  ``results/``) and print its path on the last line of stdout;
+  ``results/``) and print its path on stdout (alone: the champion, where it comes
+  from and its scores are reported on stderr, with the progress bar);
 * ``resume RUN_DIR``: continue a run that was stopped (``kill -9``, a lost
   node, Ctrl-C) from its last checkpoint;
 * ``show RUN_DIR``: the champion (simplified with sympy) and its metrics;
@@ -21,7 +22,8 @@ import click
 
 from evolve.cli.errors import EXIT_INTERRUPTED, CliGroup
 from evolve.cli.export import export
-from evolve.search.config import DEFAULTS, FITNESS_CHOICES, VERIFY_CHOICES
+from evolve.cli.types import CommaList
+from evolve.search.config import DEFAULTS
 
 #: Expressions larger than this are shown without sympy (building nested Piecewise terms alone
 #: can take hours: sympy folds and simplifies their conditions as it builds them).
@@ -59,62 +61,88 @@ def _with_time_limit(fn, seconds: int):
             signal.signal(signal.SIGALRM, previous)
 
 
-@click.group(cls=CliGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CliGroup)
 def cli() -> None:
     """Evolve acceptance heuristics for speculative decoding (DEAP genetic programming)."""
 
 
-def _opt(name: str, type_, help_: str):
-    default = getattr(DEFAULTS, name.replace("-", "_"))
-    return click.option(f"--{name}", type=type_, default=None, help=f"{help_} [default: {default}]")
+#: RunConfig fields given as options of ``run``, in help order (the others are set in a --config file).
+RUN_OPTIONS: tuple[str, ...] = (
+    "data", "out", "population", "generations", "seed", "objective", "evolve", "gamma", "tv_budget", "tv_cap",
+    "features", "crossover_prob", "mutation_prob", "tournament_size", "parsimony_size", "elitism", "hall_of_fame",
+    "max_depth", "islands", "migration_interval", "migrants")
+#: Extra help of some options (the field's help comes from :class:`evolve.search.config.RunConfig`).
+RUN_OPTION_NOTES: dict[str, str] = {
+    "objective": "acceptance_quality (acceptance rate times quality score; half the quality score below the "
+                 "quality floor 0.95), expected (its noise-free expected form), speed_at_tv (tokens per target "
+                 "call with TV per token <= --tv-budget), pareto (NSGA-II over tokens per call, TV per token and "
+                 "size; writes front.json).",
+    "evolve": "relaxation needs block_residual_phi in the data and a block objective (speed_at_tv or pareto); "
+              "its programs read prefix-level features only.",
+    "features": "Comma-separated.",
+}
+
+
+def _setting_options(fn):
+    """Decorate ``run`` with one option per field of :data:`RUN_OPTIONS`, typed and documented by the field's
+    metadata (:func:`evolve.search.config.setting_of`); values are checked by :func:`evolve.search.config.resolve`."""
+    from evolve.search.config import setting_of
+
+    for name in reversed(RUN_OPTIONS):
+        s = setting_of(name)
+        kind = click.Choice(s.choices) if s.choices else {int: int, float: float}.get(s.type, str)
+        callback = None
+        if s.type is tuple:  # a comma-separated list (features), or the one word "auto"
+            kind, callback = CommaList(str), _auto_or_list
+        note = f" {RUN_OPTION_NOTES[name]}" if name in RUN_OPTION_NOTES else ""
+        default = DEFAULTS.to_dict()[name]
+        fn = click.option(f"--{name.replace('_', '-')}", name, type=kind, default=None, callback=callback,
+                          help=f"{s.help}{note} [default: {default}]")(fn)
+    return fn
+
+
+def _auto_or_list(ctx, param, value):
+    """``("auto",)`` of a :class:`CommaList` option as the word ``auto``; any other list as it is."""
+    return "auto" if value == ("auto",) else value
+
+
+def _objective_names() -> tuple[str, ...]:
+    from evolve.search.config import setting_of
+    return setting_of("objective").choices
+
+
+def _legacy_option(flag: str, hint: str):
+    """A hidden option that refuses ``flag`` of older versions in one line with ``hint``."""
+    def refuse(ctx, param, value):
+        if value is not None:
+            from evolve.errors import InputError
+            raise InputError(f"option '{flag}' was replaced: {hint}")
+        return value
+    return click.option(flag, hidden=True, expose_value=False, callback=refuse, default=None)
 
 
 @cli.command()
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="TOML file of run settings (keys as the options, with _); options given here override it.")
-@_opt("data", str, "Dataset directory (train and valid are read, test never).")
-@_opt("out", str, "Directory in which the run directory is created.")
-@_opt("population", int, "Individuals per generation.")
-@_opt("generations", int, "Generations after the initial population.")
-@_opt("seed", int, "Random seed (same seed + same data = same champion).")
-@click.option("--fitness", type=click.Choice(FITNESS_CHOICES), default=None,
-              help=f"Objective on train: acceptance_quality (acceptance rate times quality score; half the "
-                   f"quality score below the quality floor 0.95), expected (its noise-free expected form); "
-                   f"speed_at_tv (tokens per target call with TV per token <= --tv-budget); pareto (NSGA-II "
-                   f"over tokens per call, TV per token and size; writes front.json) [default: {DEFAULTS.fitness}].")
-@_opt("gamma", int, "Draft length of the block objectives (speed_at_tv, pareto).")
-@_opt("tv-budget", float, "TV-per-token budget of speed_at_tv and of a pareto run's champion.")
-@_opt("tv-cap", float, "pareto: TV per token beyond which the speed objective is penalised.")
-@click.option("--verify", type=click.Choice(VERIFY_CHOICES), default=None,
-              help="What the programs are: token (per-token acceptance thresholds) or block (the weight w of "
-                   "relaxed block verification against (1 - w) p + w q, from prefix-level features only; needs "
-                   f"block_residual_phi in the data and fitness speed_at_tv or pareto) [default: {DEFAULTS.verify}].")
+@_setting_options
+@click.option("--fitness", "fitness", hidden=True, default=None, type=click.Choice(_objective_names()),
+              help="The old name of --objective (same values).")
+@_legacy_option("--verify", "--verify block is now --evolve relaxation (the programs are weights of relaxed "
+                            "block verification; block verification itself is lossless), --verify token is "
+                            "--evolve threshold")
 @click.option("--warm-start/--from-scratch", "warm_start", default=None,
               help="Warm start: seed the initial population with the registered rules and the best grid members "
                    "of the published families, keep the best seeded rule as champion unless evolution beats it "
                    "on valid, and avoid champions on the quality floor. --from-scratch: random trees only, "
                    "champion = best on valid (the rediscovery runs) [default: warm start].")
-@_opt("features", str, "Terminal features: auto or a comma-separated list.")
-@_opt("crossover-prob", float, "Crossover probability.")
-@_opt("mutation-prob", float, "Mutation probability.")
-@_opt("tournament-size", int, "Fitness tournament size.")
-@_opt("parsimony-size", float, "Size tournament of the double tournament, in [1, 2].")
-@_opt("elitism", int, "Best individuals carried over unchanged.")
-@_opt("hall-of-fame", int, "Hall of fame size (champion = best of it on valid).")
-@_opt("max-depth", int, "Tree depth limit.")
-@_opt("islands", int, "Populations of the island model, each of --population individuals, evolved as Dask tasks "
-                      "(1: one population in this process).")
-@_opt("migration-interval", int, "Generations per epoch: islands exchange migrants, and the run is checkpointed, "
-                                 "after every epoch.")
-@_opt("migrants", int, "Best individuals each island sends to the next (ring) after every epoch.")
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS", metavar="ADDRESS",
               help="Dask scheduler to run the islands on (e.g. tcp://host:8786) [default: $DASK_SCHEDULER_ADDRESS, "
                    "else a local cluster on this machine].")
-@click.option("--workers", type=int, default=None,
+@click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Workers of the local Dask cluster [default: one per island, at most one per core].")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr [default: on].")
 def run(config_file, progress, scheduler, workers, **options) -> int:
-    """Evolve a rule; print the run directory on the last line.
+    """Evolve a rule; print the run directory on stdout (the champion and its scores on stderr).
 
     Ctrl-C finishes the current generation (epoch, with islands) and still writes the champion; the exit
     code is then 130. A checkpoint is kept after every epoch: `python -m evolve resume` continues a run
@@ -123,6 +151,12 @@ def run(config_file, progress, scheduler, workers, **options) -> int:
     from evolve.search.config import resolve
     from evolve.search.interrupt import graceful_interrupt
 
+    fitness = options.pop("fitness")
+    if fitness is not None:
+        if options.get("objective") is not None:
+            from evolve.errors import InputError
+            raise InputError("--fitness is the old name of --objective; give only --objective")
+        options["objective"] = fitness
     cfg = resolve(options, config_file)
     cluster = _cluster(scheduler, workers)
     with _progress_bar(cfg, progress) as on_generation, graceful_interrupt() as stop:
@@ -136,7 +170,7 @@ def run(config_file, progress, scheduler, workers, **options) -> int:
                                            "hold the same train and valid files) [default: where the run read it].")
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS", metavar="ADDRESS",
               help="Dask scheduler for an island run [default: $DASK_SCHEDULER_ADDRESS, else a local cluster].")
-@click.option("--workers", type=int, default=None,
+@click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Workers of the local Dask cluster [default: one per island, at most one per core].")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr [default: on].")
 def resume(run_dir, data, scheduler, workers, progress) -> int:
@@ -144,14 +178,13 @@ def resume(run_dir, data, scheduler, workers, progress) -> int:
 
     RUN_DIR is the run's checkpoint directory (OUT/.run-...partial), the run directory of a run stopped
     by Ctrl-C, or OUT when it holds one stopped run. The champion and logbook are those the run would
-    have had without the stop. Different data or changed settings are refused, with the reason.
+    have had without the stop. Different data or changed settings, a damaged checkpoint, and a second
+    resume of a run that is still running or resuming are refused, with the reason.
     """
-    from evolve.search.checkpoint import CHECKPOINT_FILE, read_header
-    from evolve.search.config import resolve
     from evolve.search.interrupt import graceful_interrupt
-    from evolve.search.rundir import find_checkpoint_dir
+    from evolve.search.rundir import resume_config
 
-    cfg = resolve(read_header(find_checkpoint_dir(run_dir) / CHECKPOINT_FILE)["config"])
+    cfg = resume_config(run_dir)  # the checkpoint's settings, checked (for the progress bar)
     with _progress_bar(cfg, progress) as on_generation, graceful_interrupt() as stop:
         info = run_and_plot(cfg, progress=on_generation, stop=stop, cluster=_cluster(scheduler, workers),
                             resume_from=run_dir, data=data)
@@ -160,34 +193,36 @@ def resume(run_dir, data, scheduler, workers, progress) -> int:
 
 def _cluster(scheduler, workers):
     """The :class:`evolve.cluster.ClusterOptions` of ``--scheduler`` and ``--workers``."""
-    from evolve.errors import InputError
     from evolve.cluster import ClusterOptions
 
-    if workers is not None and workers < 1:
-        raise InputError(f"option '--workers': must be at least 1 (value {workers})")
     return ClusterOptions(scheduler=scheduler or None, workers=workers)
 
 
 def _report(info, cfg) -> int:
-    """Print the outcome of a run (the run directory last); returns the exit code (130 after Ctrl-C)."""
+    """Print the outcome of a run; returns the exit code (130 after Ctrl-C).
+
+    The report (champion, where it comes from, its scores) goes to stderr, with the progress bar; stdout
+    holds the run directory alone, so ``RUN=$(python -m evolve run)`` captures it and the user still
+    reads the report.
+    """
     res = info.result
     champ = res.champion
     if res.interrupted:
         click.echo(f"interrupted after generation {res.generations}; champion written", err=True)
         if info.checkpoint_dir is not None:
             click.echo(f"`python -m evolve resume {info.run_dir}` finishes the run", err=True)
-    click.echo(f"champion: {champ.expression}")
+    click.echo(f"champion: {champ.expression}", err=True)
     line = _source_line(res.champion_source, res.warm_start)
     if line:
-        click.echo(line)
-    click.echo(f"size {champ.size}, {cfg.fitness} fitness train {_fit(champ.train, cfg):.6f}, "
+        click.echo(line, err=True)
+    click.echo(f"size {champ.size}, {cfg.objective} objective train {_fit(champ.train, cfg):.6f}, "
                f"valid {_fit(champ.valid, cfg):.6f}; {res.programs} programs scored "
-               f"in {res.seconds:.1f} s")
+               f"in {res.seconds:.1f} s", err=True)
     if champ.valid.tokens_per_call is not None:
         click.echo(f"valid: {champ.valid.tokens_per_call:.4f} tokens per target call, "
-                   f"{champ.valid.tv_per_token:.5f} TV per token (gamma {cfg.gamma})")
+                   f"{champ.valid.tv_per_token:.5f} TV per token (gamma {cfg.gamma})", err=True)
     if res.front is not None:
-        click.echo(f"front: {len(res.front)} rules in {info.run_dir / 'front.json'}")
+        click.echo(f"front: {len(res.front)} rules in {info.run_dir / 'front.json'}", err=True)
     click.echo(str(info.run_dir))
     return EXIT_INTERRUPTED if res.interrupted else 0
 
@@ -206,7 +241,7 @@ def run_and_plot(cfg, progress=None, stop=None, cluster=None, resume_from=None, 
     from evolve.report.runplot import plot_logbook
     from evolve.search.rundir import resume, run
 
-    plot = {"fitness.png": lambda result: plot_logbook(result.logbook, result.config.fitness)}
+    plot = {"fitness.png": lambda result: plot_logbook(result.logbook, result.config.objective)}
     if resume_from is not None:
         return resume(resume_from, progress=progress, stop=stop, extra_files=plot, cluster=cluster, data=data)
     return run(cfg, progress=progress, stop=stop, extra_files=plot, cluster=cluster)
@@ -235,7 +270,7 @@ def _source_line(source: str | None, warm_start) -> str | None:
 def _fit(metrics, cfg) -> float:
     """The run's objective (the champion criterion for pareto runs) of ``metrics``."""
     from evolve.search.state import score
-    return score(metrics, cfg.fitness, cfg.tv_budget)
+    return score(metrics, cfg)
 
 
 class _progress_bar:
@@ -301,7 +336,8 @@ def show(run_dir) -> None:
     else:
         click.echo(f"simplified: (not attempted: {len(nodes)} nodes > {SIMPLIFY_MAX_NODES}; sympy can take hours "
                    "on large nested if_gt trees)")
-    click.echo(f"size:       {len(nodes)} nodes; objective: {champ.fitness} fitness; "
+    click.echo(f"size:       {len(nodes)} nodes; kind: {champ.kind} ({champ.program_kind.title}); objective: "
+               f"{champ.objective}; "
                f"features: {', '.join(champ.features)}")
     prov = champ.provenance
     if isinstance(prov, dict) and prov.get("run_dir"):
@@ -311,7 +347,7 @@ def show(run_dir) -> None:
         click.echo(f"interrupted: by Ctrl-C after {prov.get('generations_completed')} of {asked} generations "
                    "(the champion is the best found until then)")
     splits = [s for s in ("train", "valid", "test") if s in champ.metrics]
-    keys = ["tokens", "acceptance_rate", "accuracy", "false_accepts", "false_rejects", "quality_score",
+    keys = ["records", "acceptance_rate", "accuracy", "false_accepts", "false_rejects", "quality_score",
             "fitness", "expected_acceptance", "expected_tv", "expected_false_reject", "expected_quality",
             "expected_fitness", "n_invalid"]
     keys += sorted({k for s in splits for k in champ.metrics[s]} - set(keys))
@@ -332,9 +368,15 @@ def show(run_dir) -> None:
 @click.option("--force", is_flag=True, help="Replace an existing champion of that name.")
 def promote(run_dir, name, champions_dir, force) -> None:
     """Copy the champion of RUN_DIR into the champions directory as NAME.json and NAME.py."""
+    from evolve.errors import InputError
+    from heuristics.champions import ChampionExists
     from heuristics.champions import promote as promote_champion
 
-    json_path, py_path = promote_champion(run_dir, name, champions_dir, overwrite=force)
+    try:
+        json_path, py_path = promote_champion(run_dir, name, champions_dir, overwrite=force)
+    except ChampionExists as exc:
+        raise InputError(f"{exc.path}: a champion named {exc.name!r} exists already (use --force to replace "
+                         f"it)") from None
     click.echo(f"wrote {py_path}")
     click.echo(str(json_path))
 

@@ -27,7 +27,8 @@ from evolve.report.output import check_output, write_output
               help="Directory of promoted champions searched for a CHAMPION name [default: heuristics/champions/].")
 def export(champion: str, target: str, output: Path | None, champions_dir: str | None) -> None:
     """Write CHAMPION (a champion file, run directory or rule name) as a standalone module with a batched
-    acceptance_threshold(**columns) over numpy arrays or torch tensors."""
+    acceptance_threshold(**columns) over numpy arrays or torch tensors (for a relaxation champion:
+    relaxation_weight(**columns) and relaxed_target, for block verification against (1 - w) p + w q)."""
     check_output(output, None, inputs=(champion,), champion_dirs=(champions_dir,))
     rule, text = export_source(champion, target, champions_dir)
     if output is None:

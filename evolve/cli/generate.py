@@ -28,20 +28,19 @@ def _model_options(fn):
     return fn
 
 
-@click.group(cls=CliGroup, invoke_without_command=True,
-             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=CliGroup, invoke_without_command=True, context_settings={"max_content_width": 100})
 @click.option("--model", type=click.Choice(list(generate.MODELS)), default=generate.DEFAULT_MODEL,
               show_default=True, help="trace model: vocab (whole distributions, consistent columns) "
                                       "or independent (each feature drawn on its own, no optional columns)")
 @click.option("--out", default="data", show_default=True, type=click.Path(file_okay=False),
               help="dataset directory to write")
-@click.option("--seed", type=int, default=generate.DEFAULT_SEED, show_default=True,
+@click.option("--seed", type=click.IntRange(0, 2 ** 64 - 1), default=generate.DEFAULT_SEED, show_default=True,
               help="master seed; the splits use seeds derived from it")
-@click.option("--sequences", type=int, default=generate.DEFAULT_SEQUENCES, show_default=True,
+@click.option("--sequences", type=click.IntRange(min=1), default=generate.DEFAULT_SEQUENCES, show_default=True,
               help="train sequences; valid and test get max(1, round(0.3 * N)) each")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="parquet", show_default=True,
               help="split file format (json = an array of records, one object per row)")
-@click.option("--chunk-sequences", type=int, default=None, metavar="N",
+@click.option("--chunk-sequences", type=click.IntRange(min=1), default=None, metavar="N",
               help="generate and write each split N sequences at a time (one Parquet row group each), so memory "
                    "holds one chunk whatever --sequences; chunk c draws from a seed derived from the split's seed "
                    "and c, so the dataset differs from the unchunked one of the same seed [default: no chunks]")

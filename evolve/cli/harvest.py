@@ -12,10 +12,23 @@ from __future__ import annotations
 import click
 
 from evolve.cli.errors import CliCommand
+from evolve.cli.types import LAYER_LIST, WINDOW
+from evolve.errors import InputError
 from evolve.traces.synth.generate import format_stats
-from evolve.traces.harvest.config import DTYPES, HarvestConfig, parse_layer_list, parse_window
+from evolve.traces.harvest.config import DTYPES, HarvestConfig
 
 EXIT_INTERRUPTED = 130
+
+
+def check_one_drafter(draft, skip_layers, window) -> None:
+    """Refuse anything but exactly one of ``--draft``, ``--draft-skip-layers`` and ``--draft-window`` (one line
+    naming the options; harvest and live)."""
+    chosen = [flag for flag, v in (("--draft", draft), ("--draft-skip-layers", skip_layers),
+                                   ("--draft-window", window)) if v is not None]
+    if len(chosen) != 1:
+        what = "none was given" if not chosen else f"got {' and '.join(chosen)}"
+        raise InputError(f"options '--draft', '--draft-skip-layers', '--draft-window': choose exactly one drafter "
+                         f"({what})")
 
 
 @click.command("harvest", cls=CliCommand)
@@ -23,35 +36,37 @@ EXIT_INTERRUPTED = 130
               help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
 @click.option("--draft", "draft", default=None, metavar="PATH",
               help="Draft model (directory or .gguf) sharing the target's tokenizer.")
-@click.option("--draft-skip-layers", "skip_layers", default=None, metavar="LIST",
+@click.option("--draft-skip-layers", "skip_layers", type=LAYER_LIST, default=None, metavar="LIST",
               help="Self-speculation: the target skipping these 0-based decoder layers, e.g. '2,4,6-9' "
                    "(Draft & Verify; Llama-like models).")
-@click.option("--draft-window", "window", default=None, metavar="SINK,RECENT",
+@click.option("--draft-window", "window", type=WINDOW, default=None, metavar="SINK,RECENT",
               help="Self-speculation: the target attending only to the first SINK and the RECENT last "
                    "tokens (StreamingLLM-style sparse KV, as in TriForce/MagicDec), e.g. '4,64'.")
 @click.option("--prompts", "prompts", required=True, metavar="FILE",
               help="Text file, one prompt per line (the tokenizer's chat template is applied when it has one).")
-@click.option("--gamma", default=5, show_default=True, type=int, help="Draft length (tokens per block).")
-@click.option("--max-new-tokens", default=128, show_default=True, type=int, help="Tokens generated per prompt.")
-@click.option("--temperature", default=1.0, show_default=True, type=float,
+@click.option("--gamma", default=5, show_default=True, type=click.IntRange(min=1),
+              help="Draft length (tokens per block).")
+@click.option("--max-new-tokens", default=128, show_default=True, type=click.IntRange(min=2),
+              help="Tokens generated per prompt.")
+@click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0.0),
               help="Sampling temperature of target and drafter (0 = greedy).")
-@click.option("--top-k", "top_k", default=0, show_default=True, type=int,
+@click.option("--top-k", "top_k", default=0, show_default=True, type=click.IntRange(min=0),
               help="Keep the K most likely tokens of both models' distributions after the temperature "
                    "(0 = off); the records describe the truncated distributions.")
-@click.option("--top-p", "top_p", default=1.0, show_default=True, type=float,
+@click.option("--top-p", "top_p", default=1.0, show_default=True, type=click.FloatRange(0.0, 1.0, min_open=True),
               help="Nucleus sampling: keep the smallest set of most likely tokens whose mass reaches P, "
                    "after the temperature and top-k (1 = off).")
-@click.option("--batch-size", "batch_size", default=1, show_default=True, type=int,
+@click.option("--batch-size", "batch_size", default=1, show_default=True, type=click.IntRange(min=1),
               help="Texts decoded together (padded batch; a free row takes the next prompt at once). "
                    "A text's records do not depend on it beyond float round-off.")
-@click.option("--seed", default=0, show_default=True, type=int,
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
               help="Seed of the split assignment and of every text's random stream.")
 @click.option("--out", default="data/harvested", show_default=True, metavar="DIR",
               help="Dataset directory; running the same command again resumes an interrupted harvest.")
 @click.option("--dtype", default="float32", show_default=True, type=click.Choice(DTYPES),
               help="Torch dtype the models run in (probabilities are always computed in float64).")
 @click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu or cuda.")
-@click.option("--threads", default=None, type=int, metavar="N",
+@click.option("--threads", default=None, type=click.IntRange(min=1), metavar="N",
               help="Torch CPU threads (default: torch's choice); fix it for bit-identical reruns.")
 @click.option("--shards", default=None, type=click.IntRange(min=1), metavar="S",
               help="Split the prompts into S shards harvested as Dask tasks (each worker loads the models once); "
@@ -71,12 +86,11 @@ def harvest(target, draft, skip_layers, window, prompts, gamma, max_new_tokens, 
     """
     from evolve.traces.harvest.engine import harvest as run
 
+    check_one_drafter(draft, skip_layers, window)
     config = HarvestConfig(
-        target=target, prompts=prompts, draft=draft,
-        skip_layers=parse_layer_list(skip_layers) if skip_layers is not None else None,
-        window=parse_window(window) if window is not None else None,
-        gamma=gamma, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, out=out,
-        dtype=dtype, device=device, threads=threads, top_k=top_k, top_p=top_p, batch_size=batch_size)
+        target=target, prompts=prompts, draft=draft, skip_layers=skip_layers, window=window, gamma=gamma,
+        max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, out=out, dtype=dtype, device=device,
+        threads=threads, top_k=top_k, top_p=top_p, batch_size=batch_size)
     if shards is not None:
         from evolve.cluster import ClusterOptions
         from evolve.traces.harvest.shards import harvest_sharded

@@ -10,20 +10,22 @@ from pathlib import Path
 
 import click
 
-from evolve.traces.harvest.config import DTYPES, HarvestConfig, parse_layer_list, parse_window
+from evolve.traces.harvest.config import DTYPES, HarvestConfig
 from evolve.cli.errors import CliCommand
+from evolve.cli.harvest import check_one_drafter
 from evolve.cli.output import echo_outputs
-from evolve.report.live import FORMATS, live_command
+from evolve.cli.types import LAYER_LIST, WINDOW
+from evolve.report.live import FORMATS, LiveOptions, live_command
 
 
-@click.command("live", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("live", cls=CliCommand, aliases={"champion": "champions"})
 @click.option("--target", required=True, metavar="PATH",
               help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
 @click.option("--draft", default=None, metavar="PATH",
               help="Draft model (directory or .gguf) sharing the target's tokenizer.")
-@click.option("--draft-skip-layers", "skip_layers", default=None, metavar="LIST",
+@click.option("--draft-skip-layers", "skip_layers", type=LAYER_LIST, default=None, metavar="LIST",
               help="Self-speculation: the target skipping these 0-based decoder layers, e.g. '2,4,6-9'.")
-@click.option("--draft-window", "window", default=None, metavar="SINK,RECENT",
+@click.option("--draft-window", "window", type=WINDOW, default=None, metavar="SINK,RECENT",
               help="Self-speculation: the target attending only to the first SINK and the RECENT last tokens.")
 @click.option("--prompts", required=True, metavar="FILE",
               help="Text file, one prompt per line (the tokenizer's chat template is applied when it has one).")
@@ -37,17 +39,23 @@ from evolve.report.live import FORMATS, live_command
                    "block_verification (lossless block verification, Sun et al. 2024) to decode with (repeatable).")
 @click.option("--champion", "champions", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Champion JSON file to decode with (repeatable; after the --rule rules).")
-@click.option("--gamma", default=5, show_default=True, type=int, help="Draft length (tokens per block).")
-@click.option("--max-new-tokens", default=64, show_default=True, type=int, help="Tokens generated per prompt.")
-@click.option("--temperature", default=1.0, show_default=True, type=float,
+@click.option("--gamma", default=5, show_default=True, type=click.IntRange(min=1),
+              help="Draft length (tokens per block).")
+@click.option("--max-new-tokens", default=64, show_default=True, type=click.IntRange(min=2),
+              help="Tokens generated per prompt.")
+@click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0.0),
               help="Sampling temperature of target and drafter (0 = greedy).")
-@click.option("--top-k", default=0, show_default=True, type=int, help="Top-k truncation of both models (0 = off).")
-@click.option("--top-p", default=1.0, show_default=True, type=float, help="Top-p truncation of both models (1 = off).")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of every prompt's random stream.")
+@click.option("--top-k", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Top-k truncation of both models (0 = off).")
+@click.option("--top-p", default=1.0, show_default=True, type=click.FloatRange(0.0, 1.0, min_open=True),
+              help="Top-p truncation of both models (1 = off).")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Seed of every prompt's random stream.")
 @click.option("--dtype", default="float32", show_default=True, type=click.Choice(DTYPES),
               help="Torch dtype the models run in (probabilities are always computed in float64).")
 @click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu or cuda.")
-@click.option("--threads", default=None, type=int, metavar="N", help="Torch CPU threads (default: torch's choice).")
+@click.option("--threads", default=None, type=click.IntRange(min=1), metavar="N",
+              help="Torch CPU threads (default: torch's choice).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Output format [default: json for an --output ending in .json, else table].")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -57,16 +65,16 @@ def live(target, draft, skip_layers, window, prompts, data_dir, split, rules, ch
          top_p, seed, dtype, device, threads, fmt, output, progress) -> None:
     """Decode the prompts by speculative decoding with every rule and by plain decoding of the target; report
     tokens per target call, wall-clock tokens/s and speedup, and the exact TV damage per emitted token."""
+    check_one_drafter(draft, skip_layers, window)
     config = HarvestConfig(
-        target=target, prompts=prompts, draft=draft,
-        skip_layers=parse_layer_list(skip_layers) if skip_layers is not None else None,
-        window=parse_window(window) if window is not None else None,
-        gamma=gamma, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, dtype=dtype, device=device,
+        target=target, prompts=prompts, draft=draft, skip_layers=skip_layers, window=window, gamma=gamma,
+        max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, dtype=dtype, device=device,
         threads=threads, top_k=top_k, top_p=top_p)
 
     def on_text(done: int, total: int) -> None:
         if progress:
             click.echo(f"live: {done}/{total} prompts done", err=True)
 
-    report, text = live_command(config, rules, champions, fmt, output, on_text, data_dir, split)
+    report, text = live_command(LiveOptions(config=config, rules=rules, champions=champions, data_dir=data_dir,
+                                            split=split, fmt=fmt, output=output), on_text)
     echo_outputs(text, output, f"{len(report.rows)} rows", None)

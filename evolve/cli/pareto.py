@@ -8,14 +8,15 @@ import click
 from evolve.traces.io import SPLITS
 from evolve.cli.errors import CliCommand
 from evolve.cli.output import echo_outputs
+from evolve.cli.types import CommaList
 from evolve.eval.objectives import DEFAULT_GAMMA
 from evolve.report.pareto.curves import DEFAULT_BUDGETS, budget_key
 from evolve.report.pareto.format import FORMATS
-from evolve.report.pareto.command import pareto_command
+from evolve.report.pareto.command import ParetoOptions, pareto_command
 from evolve.report.output import resolve_format
 
 
-@click.command("pareto", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("pareto", cls=CliCommand)
 @click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default="data",
               show_default=True, help="Dataset directory (needs draft_index: the vocab model).")
 @click.option("--split", type=click.Choice(SPLITS), default="test", show_default=True, help="Split to score.")
@@ -24,9 +25,10 @@ from evolve.report.output import resolve_format
 @click.option("--rule", "rules", multiple=True,
               help="Registered rule, family member FAMILY:VALUES (e.g. fuzzy_sd:T=0.1) or promoted champion to "
                    "score as its own point beside the curves; repeatable.")
-@click.option("--budgets", default=",".join(budget_key(b) for b in DEFAULT_BUDGETS), show_default=True,
+@click.option("--budgets", type=CommaList(click.FloatRange(0.0, 1.0)),
+              default=",".join(budget_key(b) for b in DEFAULT_BUDGETS), show_default=True,
               help="Comma-separated TV-per-token budgets in [0, 1].")
-@click.option("--gamma", type=int, default=DEFAULT_GAMMA, show_default=True, help="Draft length.")
+@click.option("--gamma", type=click.IntRange(min=1), default=DEFAULT_GAMMA, show_default=True, help="Draft length.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Output format [default: json for an --output ending in .json, else table].")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -36,14 +38,15 @@ from evolve.report.output import resolve_format
 @click.option("--learned/--no-learned", default=None,
               help="Fit the learned per-token rule on train (thresholds from valid) and show its curve "
                    "[default: on when scikit-learn is importable].")
-def pareto(data_dir, split, runs, rules, budgets, gamma, fmt, output, plot, learned) -> None:
+def pareto(**options) -> None:
     """Published rule families vs evolved fronts: tokens per call at each TV budget, hypervolumes, plot.
 
     Beside the curves: lossless block verification (on data with block_residual_mass) and the learned
     per-token rule.
     """
-    comp, text, png_path = pareto_command(data_dir, split, runs, budgets, gamma, fmt, output, plot, rules, learned)
-    echo_outputs(text, output, f"{len(comp.curves)} curves", png_path)
-    if resolve_format(fmt, output, FORMATS) == "json":  # the table carries its notes
+    opts = ParetoOptions(**options)
+    comp, text, png_path = pareto_command(opts)
+    echo_outputs(text, opts.output, f"{len(comp.curves)} curves", png_path)
+    if resolve_format(opts.fmt, opts.output, FORMATS) == "json":  # the table carries its notes
         for note in comp.notes:
             click.echo(f"note: {note}", err=True)

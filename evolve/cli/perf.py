@@ -5,14 +5,16 @@ from pathlib import Path
 
 import click
 
-from evolve.traces.paths import write_or_rescue
 from evolve.cli.errors import CliCommand
-from evolve.report.output import check_output
+from evolve.cli.types import CommaList
 from evolve.report.perf.scaling import DEFAULT_SCALING
-from evolve.report.perf.command import parse_sizes, render, run_perf, write_report
+from evolve.report.perf.command import PerfOptions, perf_command
+
+#: The harvest parameters whose option here has another name (``--harvest`` is the target model).
+ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tokens": "harvest_tokens"}
 
 
-@click.command("perf", cls=CliCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("perf", cls=CliCommand, aliases=ALIASES)
 @click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default="data",
               show_default=True, help="Dataset directory; without train/valid splits the default dataset "
                                       "is generated in memory.")
@@ -24,8 +26,8 @@ from evolve.report.perf.command import parse_sizes, render, run_perf, write_repo
               help="Population of the end-to-end evolution.")
 @click.option("--generations", type=click.IntRange(min=1), default=20, show_default=True,
               help="Generations of the end-to-end evolution (100 are extrapolated).")
-@click.option("--sizes", default=",".join(str(s) for s in DEFAULT_SCALING), show_default=True,
-              help="Token counts of the scaling measurement, comma-separated.")
+@click.option("--sizes", type=CommaList(click.IntRange(min=1)), default=",".join(str(s) for s in DEFAULT_SCALING),
+              show_default=True, help="Token counts of the scaling measurement, comma-separated.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random programs and the evolution.")
 @click.option("--generator-tokens", type=click.IntRange(min=1), default=1_000_000, show_default=True,
@@ -53,37 +55,9 @@ from evolve.report.perf.command import parse_sizes, render, run_perf, write_repo
               help="--harvest: tokens generated per text at most.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="--harvest: torch CPU threads (default: torch's choice).")
-def perf(data_dir: Path, output: Path, programs: int, population: int, generations: int, sizes: str, seed: int,
-         generator_tokens: int, islands: bool, island_tokens: int, large_tokens: int, large_dir: Path,
-         large_only: bool, harvest_model: str | None, harvest_prompts: str, harvest_texts: int, harvest_tokens: int,
-         threads: int | None) -> None:
+def perf(**options) -> None:
     """Measure evaluation speed against DEAP and Operon, evolution speed, scaling and memory ."""
-    check_output(output, inputs=(data_dir,))
-    if harvest_model is not None:
-        from evolve.report.perf.harvest import render_harvest, run_harvest_perf
-        from evolve.report.perf.islands import merge_into
-
-        figures = run_harvest_perf(harvest_model, harvest_prompts, harvest_texts, harvest_tokens, threads=threads,
-                                   seed=seed, progress=lambda msg: click.echo(f"perf: {msg}", err=True))
-        report = merge_into(output, figures)
-        write_or_rescue(lambda path: write_report(report, path), output, "option '--output'")
-        click.echo(render_harvest(figures), nl=False)
-        click.echo(f"wrote {output}", err=True)
-        return
-    if islands:
-        from evolve.traces.paths import check_output_dir
-        from evolve.report.perf.islands import merge_into, render_scale, run_scale
-
-        check_output_dir(large_dir, (data_dir, output), "option '--large-dir'")
-        figures = run_scale(data_dir, population, generations, 10, seed, island_tokens, large_tokens, large_dir,
-                            large_only, progress=lambda msg: click.echo(f"perf: {msg}", err=True))
-        report = merge_into(output, figures)
-        write_or_rescue(lambda path: write_report(report, path), output, "option '--output'")
-        click.echo(render_scale(figures), nl=False)
-        click.echo(f"wrote {output}", err=True)
-        return
-    report = run_perf(data_dir, programs, population, generations, parse_sizes(sizes), seed, generator_tokens,
-                      progress=lambda msg: click.echo(f"perf: {msg}", err=True))
-    write_or_rescue(lambda path: write_report(report, path), output, "option '--output'")
-    click.echo(render(report), nl=False)
-    click.echo(f"wrote {output}", err=True)
+    opts = PerfOptions(**options)
+    _, text = perf_command(opts, progress=lambda msg: click.echo(f"perf: {msg}", err=True))
+    click.echo(text, nl=False)
+    click.echo(f"wrote {opts.output}", err=True)

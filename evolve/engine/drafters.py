@@ -154,17 +154,17 @@ class SkipLayerDrafter(_SelfDrafter):
         import torch
 
         if not isinstance(layers, torch.nn.ModuleList):
-            raise InputError(f"option '--draft-skip-layers': the target's architecture ({type(model).__name__}) "
-                             f"keeps no decoder layers in model.model.layers; layer skipping supports "
-                             f"Llama-like models only")
+            raise InputError(f"the target's architecture ({type(model).__name__}) keeps no decoder layers in "
+                             f"model.model.layers; layer skipping supports Llama-like models only",
+                             param="skip_layers")
         n = len(layers)
         bad = [i for i in skip if i >= n]
         if bad:
-            raise InputError(f"option '--draft-skip-layers': layer {bad[0]} does not exist; the target has "
-                             f"{n} decoder layers (0..{n - 1})")
+            raise InputError(f"layer {bad[0]} does not exist; the target has {n} decoder layers (0..{n - 1})",
+                             param="skip_layers")
         keep = [i for i in range(n) if i not in set(skip)]
         if not keep:
-            raise InputError(f"option '--draft-skip-layers': skips all {n} decoder layers; keep at least one")
+            raise InputError(f"skips all {n} decoder layers; keep at least one", param="skip_layers")
         draft_inner = _shallow(inner)
         draft_inner.layers = torch.nn.ModuleList([layers[i] for i in keep])
         draft = _shallow(model)

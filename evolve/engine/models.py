@@ -41,11 +41,12 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
 
 @dataclass(frozen=True)
 class ModelSource:
-    """A resolved local model: ``kind`` is ``dir`` or ``gguf``; ``files`` are hashed for metadata."""
+    """A resolved local model: ``kind`` is ``dir`` or ``gguf``; ``param`` the parameter that named it (``target``,
+    ``draft``: errors about the model name it); ``files`` are hashed for metadata."""
 
     path: Path
     kind: str
-    option: str
+    param: str
     files: tuple[Path, ...]
 
     @property
@@ -58,27 +59,27 @@ class ModelSource:
         return {str(f.relative_to(self.load_dir)): sha256_file(f) for f in self.files}
 
 
-def resolve_model(path: str, option: str) -> ModelSource:
+def resolve_model(path: str, param: str) -> ModelSource:
     """Check that ``path`` is a loadable local model and list the files that define it.
 
     A directory needs ``config.json``, weights (``*.safetensors`` or ``pytorch_model*.bin``,
     every shard named by an index file present) and tokenizer files; a file must end in
-    ``.gguf``. Raises: InputError naming the option and what is missing.
+    ``.gguf``. Raises: InputError naming the parameter ``param`` and what is missing.
     """
     p = Path(path).expanduser()
     if not p.exists():
-        raise InputError(f"option '{option}': {path}: no such file or directory "
-                         f"(give a local model directory or .gguf file; nothing is downloaded)")
+        raise InputError(f"{path}: no such file or directory "
+                         f"(give a local model directory or .gguf file; nothing is downloaded)", param=param)
     if p.is_file():
         if p.suffix.lower() != ".gguf":
-            raise InputError(f"option '{option}': {path}: not a model directory or a .gguf file")
-        return ModelSource(p.resolve(), "gguf", option, (p.resolve(),))
+            raise InputError(f"{path}: not a model directory or a .gguf file", param=param)
+        return ModelSource(p.resolve(), "gguf", param, (p.resolve(),))
     p = p.resolve()
     if not (p / "config.json").is_file():
         ggufs = sorted(x.name for x in p.glob("*.gguf"))
         hint = f"; it holds GGUF files, pass one of them (e.g. {p / ggufs[0]})" if ggufs else ""
-        raise InputError(f"option '{option}': {path}: no config.json (expected a model directory with "
-                         f"config.json, safetensors weights and tokenizer files, or a .gguf file){hint}")
+        raise InputError(f"{path}: no config.json (expected a model directory with "
+                         f"config.json, safetensors weights and tokenizer files, or a .gguf file){hint}", param=param)
     weights = sorted(p.glob("*.safetensors")) or sorted(p.glob("pytorch_model*.bin"))
     for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
         index = p / index_name
@@ -86,22 +87,22 @@ def resolve_model(path: str, option: str) -> ModelSource:
             try:
                 shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
             except (ValueError, KeyError, TypeError):
-                raise InputError(f"option '{option}': {index}: not a valid weight index") from None
+                raise InputError(f"{index}: not a valid weight index", param=param) from None
             missing = [s for s in shards if not (p / s).is_file()]
             if missing:
-                raise InputError(f"option '{option}': {path}: weight shard {missing[0]} named in {index_name} "
-                                 f"is missing ({len(missing)} of {len(shards)} missing)")
+                raise InputError(f"{path}: weight shard {missing[0]} named in {index_name} "
+                                 f"is missing ({len(missing)} of {len(shards)} missing)", param=param)
     if not weights:
-        raise InputError(f"option '{option}': {path}: no weight files (*.safetensors or pytorch_model*.bin)")
+        raise InputError(f"{path}: no weight files (*.safetensors or pytorch_model*.bin)", param=param)
     tok_files = [n for n in ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
                  if (p / n).is_file()]
     if not tok_files:
-        raise InputError(f"option '{option}': {path}: no tokenizer files (tokenizer.json, tokenizer.model "
-                         f"or vocab.json)")
+        raise InputError(f"{path}: no tokenizer files (tokenizer.json, tokenizer.model or vocab.json)",
+                         param=param)
     small = [p / n for n in _SMALL_MODEL_FILES if (p / n).is_file()]
     index_files = [x for x in p.glob("*.index.json")]
     files = tuple(sorted(set(weights) | set(small) | set(index_files)))
-    return ModelSource(p, "dir", option, files)
+    return ModelSource(p, "dir", param, files)
 
 
 def _torch():
@@ -150,11 +151,11 @@ def load_model(source: ModelSource, dtype: str = "float32", device: str = "cpu")
     kwargs: dict[str, Any] = {"local_files_only": True}
     if source.kind == "gguf":
         kwargs["gguf_file"] = source.path.name
-    where = f"option '{source.option}': {source.path}"
+    where = str(source.path)
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(str(source.load_dir), **kwargs)
     except Exception as exc:  # transformers raises many types for unreadable tokenizers
-        raise InputError(f"{where}: cannot load the tokenizer ({_short(exc)})") from None
+        raise InputError(f"{where}: cannot load the tokenizer ({_short(exc)})", param=source.param) from None
     torch_dtype = getattr(torch, dtype)
     model = None
     for attn in ("sdpa", "eager"):
@@ -164,13 +165,13 @@ def load_model(source: ModelSource, dtype: str = "float32", device: str = "cpu")
             break
         except ValueError as exc:
             if attn == "eager" or "attn" not in str(exc).lower() and "sdpa" not in str(exc).lower():
-                raise InputError(f"{where}: cannot load the model ({_short(exc)})") from None
+                raise InputError(f"{where}: cannot load the model ({_short(exc)})", param=source.param) from None
         except Exception as exc:
-            raise InputError(f"{where}: cannot load the model ({_short(exc)})") from None
+            raise InputError(f"{where}: cannot load the model ({_short(exc)})", param=source.param) from None
     try:
         model = model.to(device)
     except Exception as exc:
-        raise InputError(f"option '--device': cannot move the model to '{device}' ({_short(exc)})") from None
+        raise InputError(f"cannot move the model to '{device}' ({_short(exc)})", param="device") from None
     model.eval()
     out = model.get_output_embeddings()
     vocab_out = int(out.weight.shape[0]) if out is not None else int(model.config.get_text_config().vocab_size)
@@ -185,14 +186,14 @@ def check_rollback(loaded: LoadedModel) -> None:
     """Refuse models with layers whose state cannot be rolled back after a rejection (linear
     attention, Mamba-style hybrids: ``config.layer_types`` outside :data:`ROLLBACK_LAYER_TYPES`).
 
-    Raises: InputError naming the option, the model and the layer type.
+    Raises: InputError naming the model's parameter, the model and the layer type.
     """
     cfg = loaded.model.config.get_text_config()
     bad = sorted({str(t) for t in (getattr(cfg, "layer_types", None) or [])} - set(ROLLBACK_LAYER_TYPES))
     if bad:
-        raise InputError(f"option '{loaded.source.option}': {loaded.source.path}: layers of type '{bad[0]}' keep a "
-                         f"recurrent state that cannot be rolled back after a rejected draft; only attention "
-                         f"models are supported")
+        raise InputError(f"{loaded.source.path}: layers of type '{bad[0]}' keep a recurrent state that cannot "
+                         f"be rolled back after a rejected draft; only attention models are supported",
+                         param=loaded.source.param)
 
 
 def check_same_tokenizer(target: LoadedModel, draft: LoadedModel, vocab: int) -> None:
@@ -208,9 +209,9 @@ def check_same_tokenizer(target: LoadedModel, draft: LoadedModel, vocab: int) ->
     if t_by_id == d_by_id:
         return
     i = min(j for j in set(t_by_id) | set(d_by_id) if t_by_id.get(j) != d_by_id.get(j))
-    raise InputError(f"option '--draft': {draft.source.path}: tokenizer differs from the target's (vocabularies "
+    raise InputError(f"{draft.source.path}: tokenizer differs from the target's (vocabularies "
                      f"of {len(tv)} vs {len(dv)} tokens; id {i} is {t_by_id.get(i)!r} vs {d_by_id.get(i)!r}); "
-                     f"a draft model must share the target's tokenizer")
+                     f"a draft model must share the target's tokenizer", param=draft.source.param)
 
 
 def eos_ids(loaded: LoadedModel) -> set[int]:

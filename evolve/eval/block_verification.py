@@ -132,7 +132,7 @@ def block_verification_tokens(target_prob: np.ndarray, draft_prob: np.ndarray, d
 
 
 @dataclass(frozen=True)
-class BlockVerification:
+class BlockVerificationMetrics:
     """Block verification's block metrics on one split (the evaluator's block metrics, for a verifier).
 
     ``tokens_per_call`` = mean over blocks of 1 + E[tau]; ``speedup`` =
@@ -149,7 +149,7 @@ class BlockVerification:
 
 
 def block_verification_metrics(target_prob: np.ndarray, draft_prob: np.ndarray, draft_index: np.ndarray,
-                               residual_mass: np.ndarray, gamma: int, cost_ratio: float) -> BlockVerification:
+                               residual_mass: np.ndarray, gamma: int, cost_ratio: float) -> BlockVerificationMetrics:
     """Mean tokens per call and speedup of block verification (:func:`block_verification_tokens`).
 
     Raises: as :func:`block_verification_tokens`; InputError for a split
@@ -162,8 +162,8 @@ def block_verification_metrics(target_prob: np.ndarray, draft_prob: np.ndarray, 
     if tokens.size == 0:
         raise InputError("block verification needs at least one block (a row with draft_index 0)")
     tpc = float(tokens.mean())
-    return BlockVerification(tpc, tpc / (gamma * cost_ratio + 1.0), 0.0, int(tokens.size), int(gamma))
+    return BlockVerificationMetrics(tpc, tpc / (gamma * cost_ratio + 1.0), 0.0, int(tokens.size), int(gamma))
 
 
-__all__ = ["RESIDUAL_COLUMN", "BlockVerification", "block_tokens_kernel", "block_verification_tokens",
+__all__ = ["RESIDUAL_COLUMN", "BlockVerificationMetrics", "block_tokens_kernel", "block_verification_tokens",
            "block_verification_metrics"]

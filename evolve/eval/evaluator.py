@@ -48,6 +48,7 @@ from evolve.errors import InputError
 from evolve.traces.io import Traces
 from evolve.traces.schema import standard_threshold
 from evolve.gp.compiler import Program
+from evolve.gp.kinds import THRESHOLD
 from evolve.eval.function_rules import function_thresholds, function_thresholds_extra
 from evolve.eval.kernels import derive_row
 from evolve.eval.layouts import N_COUNTS, N_FITNESS_COUNTS, Count
@@ -242,12 +243,15 @@ def _owned(a: np.ndarray, dtype) -> np.ndarray:
 class Metrics:
     """Metrics of one rule on one split (see module doc). Rates are fractions, not percent.
 
+    ``records`` is the number of records scored (one per drafted token of the split,
+    whether or not it was ever reached); every rate is a fraction of it.
+
     ``tokens_per_call``, ``speedup`` and ``tv_per_token`` are None unless block
     metrics were asked for (``gamma``) on a split with ``draft_index``;
     :meth:`to_dict` leaves them out while they are None.
     """
 
-    tokens: int
+    records: int
     acceptance_rate: float
     accuracy: float
     false_accepts: int
@@ -374,14 +378,6 @@ def program_counts(program: Program, data: EvalData, gamma: int = 0) -> np.ndarr
     return score_packed(packed, data.X, data.r, data.u, data.bounds, data.depth, gamma, baseline=data.baseline)[0]
 
 
-def evaluate_program(program: Program, data: EvalData, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), *,
-                     gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
-    """Metrics of a compiled program on ``data``. Raises InputError for a missing feature or a bad gamma."""
-    check_features(program, data)
-    g = check_gamma(gamma, data)
-    return metrics_from_counts(program_counts(program, data, g), data.n, fitness, gamma, cost_ratio)
-
-
 def thresholds(rule, data: EvalData) -> np.ndarray:
     """Raw thresholds (float64 (n,), before NaN handling and clamping) of a rule or program.
 
@@ -433,9 +429,14 @@ def evaluate(rule, data: EvalData, fitness: AcceptanceQualityFitness = Acceptanc
         cost_ratio: draft/target cost ratio c of the speedup (>= 0).
 
     Raises: InputError if the rule needs a column the split lacks, for a
-    gamma below 1 or above the split's block length (:func:`check_gamma`), or
-    for a negative or non-finite cost_ratio when gamma is given.
+    gamma below 1 or above the split's block length (:func:`check_gamma`), for
+    a negative or non-finite cost_ratio when gamma is given, or for a rule whose
+    kind of program is not a per-token threshold (:mod:`evolve.gp.kinds`; a
+    relaxation weight is scored by :mod:`evolve.eval.relaxed_population`).
     """
+    kind = getattr(rule, "program_kind", THRESHOLD)
+    if kind is not THRESHOLD:
+        raise kind.refuse("per-token evaluation (evolve.eval.evaluator.evaluate)", f"rule '{rule.name}'")
     if gamma is not None and not (isinstance(cost_ratio, (int, float)) and math.isfinite(cost_ratio)
                                   and cost_ratio >= 0):
         raise InputError(f"cost_ratio (the draft/target cost ratio) must be a finite number >= 0 "

@@ -29,11 +29,24 @@ pareto (fitness kind ``pareto``)
     steeply less beyond it, so rules far outside the region of interest are
     dominated (e.g. ``always_accept`` by the constant 0 of the same size) and
     the front stays where the comparison looks.
+
+The objective registry
+    A run optimises one :class:`Objective`, named by ``python -m evolve run --objective``:
+    ``acceptance_quality`` and ``expected`` (the acceptance-quality fitness,
+    :class:`evolve.eval.evaluator.AcceptanceQualityFitness`, on the sampled outcomes or in
+    expectation), ``speed_at_tv`` and ``pareto`` (above). An objective says which kinds of program
+    it scores (:mod:`evolve.gp.kinds`), whether it needs the block metrics, how it turns one
+    program's train metrics into DEAP fitness values, and what the champion selection reads on
+    valid. :func:`register_objective` adds one from Python, as gplearn's ``make_fitness`` does
+    (docs/api.md); every part of the search reads the objective object, never its name.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any, Callable
 
+from evolve.errors import InputError
 from evolve.eval.evaluator import Metrics
 
 #: Default draft length gamma of the block objectives.
@@ -59,7 +72,6 @@ def check_budget(budget: float, name: str = "tv_budget") -> float:
     or ``tv_cap``) and the value for a non-number, NaN, infinity or a value
     outside [0, 1].
     """
-    from evolve.errors import InputError
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) \
             or not 0.0 <= budget <= 1.0:
         raise InputError(f"{name} must be a TV per token in [0, 1] (value {budget!r})")
@@ -122,6 +134,142 @@ def within_budget(metrics: Metrics, budget: float) -> bool:
     return block_values(metrics)[1] <= budget
 
 
+#: Fitness given to a program whose objective value is not finite (worst for maximised, negated for minimised).
+WORST = 1e9
+
+
+def quality_margin(metrics: Metrics, params: Any, expected: bool = False) -> float:
+    """(quality - quality_floor) / standard error of the quality estimate; +-inf for a zero error.
+
+    Quality Q = 1 - w_fa * fa - w_fr * fr with rates fa, fr over N drafted tokens
+    (false accepts and false rejects, or with ``expected`` the expected TV and
+    expected false-reject rates and Q = ``expected_quality``). The standard
+    error is sqrt((w_fa^2 fa (1 - fa) + w_fr^2 fr (1 - fr)) / N): binomial for
+    counted rates, an upper bound for means of values in [0, 1], covariance
+    ignored. ``params`` carries the acceptance-quality parameters
+    (:class:`evolve.eval.evaluator.AcceptanceQualityFitness`). Returns +inf when
+    the error is 0 and Q >= floor, -inf when Q < floor with no error, 0.0 when N is 0.
+    """
+    n = metrics.records
+    if n == 0:
+        return 0.0
+    if expected:
+        quality, fa, fr = metrics.expected_quality, metrics.expected_tv, metrics.expected_false_reject
+    else:
+        quality, fa, fr = metrics.quality_score, metrics.false_accepts / n, metrics.false_rejects / n
+    fa, fr = min(max(fa, 0.0), 1.0), min(max(fr, 0.0), 1.0)
+    var = (params.false_accept_weight ** 2 * fa * (1 - fa) + params.false_reject_weight ** 2 * fr * (1 - fr)) / n
+    excess = quality - params.quality_floor
+    if var <= 0.0:
+        return math.inf if excess >= 0 else -math.inf
+    return excess / math.sqrt(var)
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a run optimises (see "The objective registry" in the module doc).
+
+    The callables receive the run's settings ``cfg`` (a :class:`evolve.search.config.RunConfig`
+    or any object with its fields: ``tv_budget``, ``tv_cap``, ``acceptance_quality_fitness()``).
+
+    Attributes:
+        name: registry name (``--objective NAME``, key ``objective`` of champion files).
+        description: one line for the command's help.
+        score: ``score(metrics, cfg) -> float``, higher is better: ranks a single-objective
+            population on train, picks the champion on valid (every objective) and fills the
+            logbook's ``best_valid``.
+        values: ``values(metrics, size, cfg) -> tuple`` of DEAP fitness values of a program of
+            ``size`` nodes (several for a multi-objective run); None: ``(score(metrics, cfg),)``.
+        weights: DEAP fitness weights (+1 maximise, -1 minimise); more than one value runs NSGA-II
+            (Deb et al. 2002) and keeps the final front.
+        kinds: names of the kinds of program it scores (:data:`evolve.gp.kinds.KINDS`).
+        needs_blocks: it reads the block metrics (tokens per call, TV per token): the data needs
+            ``draft_index`` and the run's ``gamma`` applies.
+        margin: ``margin(metrics, cfg) -> float`` for objectives with a quality floor: the
+            champion choice of a warm-started run prefers near-equal candidates far from the floor
+            (:mod:`evolve.search.champion`); None: no floor.
+        worst: fitness values given in place of non-finite ones; None: -:data:`WORST` for a
+            maximised value, +:data:`WORST` for a minimised one.
+    """
+
+    name: str
+    description: str
+    score: Callable[[Metrics, Any], float]
+    values: Callable[[Metrics, int, Any], tuple] | None = None
+    weights: tuple[float, ...] = (1.0,)
+    kinds: tuple[str, ...] = ("threshold",)
+    needs_blocks: bool = False
+    margin: Callable[[Metrics, Any], float] | None = None
+    worst: tuple[float, ...] | None = None
+
+    @property
+    def multi(self) -> bool:
+        """True when the run keeps a front (NSGA-II) rather than one ranking."""
+        return len(self.weights) > 1
+
+    def fitness_values(self, metrics: Metrics, size: int, cfg: Any) -> tuple[float, ...]:
+        """DEAP fitness values of one program (non-finite values replaced by :attr:`worst`)."""
+        raw = self.values(metrics, size, cfg) if self.values is not None else (self.score(metrics, cfg),)
+        worst = self.worst or tuple(-WORST if w > 0 else WORST for w in self.weights)
+        return tuple(float(v) if math.isfinite(v) else w for v, w in zip(raw, worst))
+
+
+def _quality_score(metrics: Metrics, cfg: Any) -> float:
+    return metrics.fitness
+
+
+def _expected_score(metrics: Metrics, cfg: Any) -> float:
+    return metrics.expected_fitness
+
+
+def _speed_score(metrics: Metrics, cfg: Any) -> float:
+    return speed_at_tv(metrics, cfg.tv_budget)
+
+
+def _pareto_values(metrics: Metrics, size: int, cfg: Any) -> tuple[float, float, float]:
+    return pareto_values(metrics, size, cfg.tv_cap)
+
+
+BLOCK_KINDS: tuple[str, ...] = ("threshold", "relaxation")
+
+#: The registered objectives by name (:func:`register_objective` adds more).
+OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
+    Objective("acceptance_quality", "acceptance rate times quality score (half the quality score below the "
+              "quality floor), on the sampled accept/reject outcomes", _quality_score, worst=(0.0,),
+              margin=lambda m, cfg: quality_margin(m, cfg.acceptance_quality_fitness())),
+    Objective("expected", "the acceptance-quality fitness in expectation (noise-free)", _expected_score,
+              worst=(0.0,), margin=lambda m, cfg: quality_margin(m, cfg.acceptance_quality_fitness(), True)),
+    Objective("speed_at_tv", "tokens per target call with TV per token <= tv_budget", _speed_score,
+              kinds=BLOCK_KINDS, needs_blocks=True),
+    Objective("pareto", "NSGA-II over tokens per call, TV per token and program size (keeps the front; the "
+              "champion is the fastest member within tv_budget on valid)", _speed_score, values=_pareto_values,
+              weights=PARETO_WEIGHTS, kinds=BLOCK_KINDS, needs_blocks=True),
+)}
+
+
+def register_objective(objective: Objective) -> Objective:
+    """Add ``objective`` to :data:`OBJECTIVES`, so runs can name it (``RunConfig(objective=NAME)``).
+
+    Raises: ValueError if another objective of that name is registered, or its weights are empty.
+    """
+    if not objective.weights:
+        raise ValueError(f"objective {objective.name!r}: no fitness weights")
+    if OBJECTIVES.get(objective.name, objective) is not objective:
+        raise ValueError(f"an objective named {objective.name!r} is registered already")
+    OBJECTIVES[objective.name] = objective
+    return objective
+
+
+def objective_named(name: Any) -> Objective:
+    """The registered objective ``name``. Raises InputError (param ``objective``) for an unknown one."""
+    if isinstance(name, Objective):
+        return name
+    if not isinstance(name, str) or name not in OBJECTIVES:
+        raise InputError(f"unknown objective {name!r} (choose from {', '.join(OBJECTIVES)})", param="objective")
+    return OBJECTIVES[name]
+
+
 __all__ = ["DEFAULT_GAMMA", "DEFAULT_BUDGET", "DEFAULT_TV_CAP", "DEFAULT_PENALTY", "TV_UNIT", "PARETO_WEIGHTS",
            "PARETO_OBJECTIVES", "speed_at_tv", "speed_at_tv_value", "pareto_values", "block_values",
-           "within_budget", "check_budget"]
+           "within_budget", "check_budget", "WORST", "quality_margin", "Objective", "OBJECTIVES", "register_objective",
+           "objective_named"]

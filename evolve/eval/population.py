@@ -167,10 +167,6 @@ class PopulationEvaluator:
                 self._remember(key, m)
         return result  # type: ignore[return-value]
 
-    def fitness_values(self, individuals: Iterable[Any], attribute: str = "fitness") -> list[float]:
-        """The ``attribute`` of each individual's Metrics (e.g. ``fitness`` or ``expected_fitness``)."""
-        return [getattr(m, attribute) for m in self.evaluate(individuals)]
-
     def _remember(self, key: str, metrics: Metrics) -> None:
         if self.cache_size <= 0:
             return

@@ -71,6 +71,7 @@ from numba import njit
 from evolve.errors import InputError
 from evolve.eval.block_verification import RESIDUAL_COLUMN
 from evolve.eval.layouts import record_layout, record_size
+from evolve.gp.kinds import TOKEN_FEATURES
 
 #: The optional column holding phi of the next depth on a grid of a (:mod:`evolve.traces.synth.block_columns`).
 PHI_COLUMN = "block_residual_phi"
@@ -84,9 +85,6 @@ WEIGHT_FEATURES: tuple[str, ...] = ("position", "draft_entropy", "target_entropy
 #: verification). Its damage per emitted token is w times the mean TV(p, q) of the emitted positions.
 FIXED_WEIGHTS: tuple[float, ...] = (0.0, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.06,
                                     0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
-#: Features the weight must not read: they depend on the drafted token X_i (p~_i would depend on X_i, and
-#: block verification against it would no longer be exact).
-TOKEN_FEATURES: tuple[str, ...] = ("draft_prob", "target_prob", "target_rank")
 
 
 @record_layout

@@ -5,8 +5,11 @@ module that imports nothing but ``math`` and numpy (:mod:`evolve.export.numpy_mo
 torch (:mod:`evolve.export.torch_module`) and defines a batched
 ``acceptance_threshold(**columns)``: the rule's threshold for every element of the given
 feature arrays, with the evaluator's exact semantics (protected operators, NaN or
-infinite thresholds -> 0, then clamped to [0, 1]). :mod:`evolve.export.straight_line`
-turns an expression into the straight-line code both targets print;
-:mod:`evolve.export.exporter` resolves a champion file or rule name and picks the target.
-The layout follows PySR's export modules (one module per target).
+infinite thresholds -> 0, then clamped to [0, 1]). A relaxation champion (:mod:`evolve.gp.kinds`)
+exports ``relaxation_weight(**columns)`` and ``relaxed_target(target_probs, draft_probs, w)`` instead,
+for block verification against (1 - w) p + w q (Sun et al. 2024, arXiv 2403.10444).
+:mod:`evolve.export.codegen` turns an expression into the straight-line code both targets print
+and holds the one module template (shared operators; a per-backend row in each target module, a
+per-kind layout); :mod:`evolve.export.exporter` resolves a champion file or rule name and picks the
+target and the layout. The layout follows PySR's export modules (one module per target).
 """

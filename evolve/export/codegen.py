@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from evolve.gp.compiler import Node, to_string
+from evolve.gp.kinds import RELAXATION, THRESHOLD, ProgramKind
 from evolve.gp.primitives import DIV_EPS, EXP_MAX, FEATURES, LOG_EPS, PRIMITIVE_BY_NAME
 
 
@@ -91,31 +92,91 @@ def call(step: Step) -> str:
     return f"_{step.primitive}({', '.join(step.operands)})"
 
 
+#: The protected operators of :mod:`evolve.gp.primitives`, one template for every array library: ``{L}``
+#: is the library's name in the module (``np``, ``torch``), whose ``where``, ``abs``, ``log``, ``exp`` and
+#: ``sqrt`` have the same meaning in both.
+OPERATORS = '''
+def _div(a, b):
+    return {L}.where({L}.abs(b) > _DIV_EPS, a / b, 1.0)
+
+
+def _min(a, b):
+    return {L}.where(a < b, a, b)
+
+
+def _max(a, b):
+    return {L}.where(a > b, a, b)
+
+
+def _log(a):
+    x = {L}.abs(a)
+    return {L}.where(x > _LOG_EPS, {L}.log(x), 0.0)
+
+
+def _exp(a):
+    return {L}.where(a <= _EXP_MAX, {L}.exp(a), _EXP_CAP)
+
+
+def _sqrt(a):
+    return {L}.sqrt({L}.abs(a))
+
+
+def _if_gt(a, b, c, d):
+    return {L}.where(a > b, c, d)
+'''
+
+
 @dataclass(frozen=True)
 class Target:
-    """What differs between the exported modules of two array libraries.
+    """What differs between the exported modules of two array libraries (one row of the per-backend
+    table :data:`evolve.export.exporter.TARGETS`; the rest is the shared template).
 
-    ``library`` the module imported (``numpy``); ``imports`` its import line; ``helpers``
-    the text of ``_columns``, the protected operators and ``residual_distribution``;
-    ``constant(value)`` the text of a float64 scalar; ``body_open`` a line (or "") that
-    opens a block around the computation (numpy's ``errstate``); ``finish(result)`` the
-    lines returning the clamped thresholds.
+    ``library`` the module imported (``numpy``); ``imports`` its import line; ``alias`` its name in
+    the module (``np``), filled into :data:`OPERATORS`; ``columns`` the text of ``_columns``
+    (columns -> float64 arrays, their broadcast shape, a device); ``residual`` the text of a
+    threshold module's ``residual_distribution``; ``constant(value)`` the text of a float64 scalar;
+    ``array(text, like)`` the text converting ``text`` to a float64 array (on the device of the array
+    named ``like``, if given); ``body_open`` a line (or "") that opens a block around the computation
+    (numpy's ``errstate``); ``finish(result, value)`` the lines assigning the broadcast raw values to
+    ``value`` and returning them with NaN or infinity -> 0, clamped to [0, 1].
     """
 
     library: str
     imports: str
-    helpers: str
+    alias: str
+    columns: str
+    residual: str
     constant: Callable[[float], str]
+    array: Callable[[str, str | None], str]
     body_open: str
-    finish: Callable[[str], list[str]]
+    finish: Callable[[str, str], list[str]]
+
+    @property
+    def helpers(self) -> str:
+        """``_columns``, the protected operators and ``residual_distribution`` (a threshold module's helpers)."""
+        return "\n".join([self.columns, self.operators, self.residual])
+
+    @property
+    def operators(self) -> str:
+        """:data:`OPERATORS` for this library."""
+        return OPERATORS.replace("{L}", self.alias)
 
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,80}")
 
+#: The operators' semantics, as every exported module's docstring states them.
+_SEMANTICS = """Semantics, identical to specdec-evolve's evaluator: div(a, b) = a / b if |b| > 1e-9 else 1;
+log(a) = log|a| if |a| > 1e-9 else 0; exp(a) = exp(a) if a <= 50 else exp(50); sqrt(a) =
+sqrt|a|; min, max and if_gt compare with <, > and > (a comparison with NaN is false, so NaN
+takes the else branch)."""
+
+
+def _shown(name: str) -> str:
+    return f"'{name}'" if _SAFE_NAME.fullmatch(name) else "RULE"
+
 
 def _docstring(name: str, library: str) -> str:
-    shown = f"'{name}'" if _SAFE_NAME.fullmatch(name) else "RULE"
-    return f'''"""Acceptance rule {shown}, exported for {library} by specdec-evolve (`python -m evolve export`).
+    return f'''"""Acceptance rule {_shown(name)}, exported for {library} by specdec-evolve (`python -m evolve export`).
 
 Generated; do not edit. Standalone: imports only math and {library}.
 
@@ -125,10 +186,7 @@ named as in the trace schema (draft_prob = q(x), target_prob = p(x), entropies i
 position and draft_index as numbers, top_token_match as 0/1 or bool, ...); COLUMNS lists
 those this rule reads, others are accepted and only take part in the broadcast.
 
-Semantics, identical to specdec-evolve's evaluator: div(a, b) = a / b if |b| > 1e-9 else 1;
-log(a) = log|a| if |a| > 1e-9 else 0; exp(a) = exp(a) if a <= 50 else exp(50); sqrt(a) =
-sqrt|a|; min, max and if_gt compare with <, > and > (a comparison with NaN is false, so NaN
-takes the else branch). The threshold is 0 where it is NaN or infinite, then clamped to [0, 1].
+{_SEMANTICS} The threshold is 0 where it is NaN or infinite, then clamped to [0, 1].
 
 residual_distribution(target_probs, draft_probs, tau) is the distribution to sample from
 after a rejection, norm(max(0, p - q * tau)) over the last axis (the vocabulary), with tau
@@ -136,23 +194,104 @@ this rule's threshold of every token of the vocabulary at that position.
 """'''
 
 
+def _relaxation_docstring(name: str, library: str) -> str:
+    return f'''"""Relaxation weight {_shown(name)}, exported for {library} by specdec-evolve (`python -m evolve export`).
+
+Generated; do not edit. Standalone: imports only math and {library}.
+
+relaxation_weight(**columns) returns w, float64 in [0, 1], one weight per element of the
+broadcast columns: the weight of relaxed block verification at one drafted position. Its
+columns are prefix-level features of the position, named as in the trace schema (position,
+draft_index, draft_entropy and target_entropy in nats of the whole draft and target
+distributions there, draft_top_prob, target_top_prob, overlap = sum_v min(p(v), q(v)),
+top_token_match as 0/1 or bool); never a feature of the drafted token, so w is a function
+of the prefix. COLUMNS lists those this weight reads, others are accepted and only take part
+in the broadcast.
+
+{_SEMANTICS} The weight is 0 where it is NaN or infinite, then clamped to [0, 1].
+
+relaxed_target(target_probs, draft_probs, w) returns the relaxed target
+p~ = (1 - w) p + w q over the last axis (the vocabulary), float64, with w one weight per
+position (its shape is that of p without the last axis, or broadcasts to it).
+
+How to deploy it: relaxed block verification. For a block of drafted tokens X_1..X_gamma,
+compute w_i = relaxation_weight(...) from position i's prefix-level features and verify the
+block with lossless block verification (Ziteng Sun et al. 2024, "Block verification
+accelerates speculative decoding", arXiv 2403.10444) against p~_i = relaxed_target(p_i, q_i,
+w_i) in place of the target's p_i: block weights min(1, P~_(i-1) p~_i(X_i) / q_i(X_i)),
+residual masses, stopping probabilities and the residual distribution
+norm(max(0, P~_i p~_(i+1) - q_(i+1))) all use p~. After a fully accepted block the bonus token
+is drawn from p itself (w = 0 at the bonus position). Since w does not depend on the drafted
+token, block verification against p~ stays exact for p~ (the mixture target of speculative
+cascades, Narasimhan et al. 2024, arXiv 2405.19261): position i's token follows p~_i, at total
+variation w_i TV(p_i, q_i) = w_i (1 - overlap_i) from p_i. w = 0 everywhere is lossless block
+verification. Do not use w as a per-token acceptance threshold.
+"""'''
+
+
+def _relaxed_target(target: Target) -> str:
+    """``relaxed_target`` for ``target``'s library (one template, the conversions from the backend's row)."""
+    return f'''
+def relaxed_target(target_probs, draft_probs, w):
+    """The relaxed target (1 - w) p + w q over the last axis (float64); w has p's shape without that axis."""
+    p = {target.array("target_probs", None)}
+    q = {target.array("draft_probs", "p")}
+    w = {target.array("w", "p")}[..., None]
+    return (1.0 - w) * p + w * q
+'''
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What differs between the exported modules of two kinds of program (:mod:`evolve.gp.kinds`).
+
+    ``kind`` the kind; ``value`` the name of the computed value in the module (``tau``, ``w``);
+    ``docstring(name, library)`` the module's docstring; ``helpers(target)`` ``_columns``, the
+    protected operators and the kind's public helpers for ``target``'s library;
+    ``header`` lines written after ``RULE`` (a relaxation module says ``KIND``); ``summary`` the
+    docstring of the module's function. The function is named ``kind.function_name``.
+    """
+
+    kind: ProgramKind
+    value: str
+    docstring: Callable[[str, str], str]
+    helpers: Callable[[Target], str]
+    summary: str
+    header: tuple[str, ...] = ()
+
+
+#: A per-token acceptance threshold: ``acceptance_threshold`` and ``residual_distribution``.
+THRESHOLD_LAYOUT = Layout(THRESHOLD, "tau", _docstring, lambda target: target.helpers,
+                          "Thresholds tau (float64, the broadcast shape of the columns) of every element; see the "
+                          "module doc.")
+#: A relaxation weight: ``relaxation_weight`` and ``relaxed_target``.
+RELAXATION_LAYOUT = Layout(RELAXATION, "w", _relaxation_docstring,
+                           lambda target: "\n".join([target.columns, target.operators, _relaxed_target(target)]),
+                           "Weights w (float64 in [0, 1], the broadcast shape of the columns) of every element; "
+                           "see the module doc.", (f"KIND = {RELAXATION.name!r}",))
+
+
 _CHECK = '''
 
 def _check(x):
     for name in COLUMNS:
         if name not in x:
-            raise TypeError(f"acceptance_threshold() needs the column {name!r} (this rule reads {', '.join(COLUMNS)})")
+            raise TypeError(f"{FUNCTION}() needs the column {name!r} (this rule reads {', '.join(COLUMNS)})")
 
 '''
 
 
-def render_module(name: str, nodes: list[Node], target: Target, source: str = "") -> str:
-    """The text of a standalone module computing the rule ``nodes`` with ``target``'s library.
+def render_module(name: str, nodes: list[Node], target: Target, source: str = "",
+                  layout: Layout = THRESHOLD_LAYOUT) -> str:
+    """The text of a standalone module computing the program ``nodes`` with ``target``'s library.
 
     Args: ``name`` the rule's name, ``nodes`` its prefix expression, ``source`` where it came
     from (a champion file or "registered rule"); both strings are written as ``repr`` literals.
+    ``layout``: what the program's value is (:data:`THRESHOLD_LAYOUT`, the default, defines
+    ``acceptance_threshold``; :data:`RELAXATION_LAYOUT` ``relaxation_weight`` and ``relaxed_target``).
     """
     line = straight_line(nodes)
+    function = layout.kind.function_name
     body = [f"    {f} = x[{f!r}]" for f in line.features]
     body += [f"    {k} = {target.constant(v)}" for k, v in line.constants]
     indent = "    "
@@ -160,29 +299,30 @@ def render_module(name: str, nodes: list[Node], target: Target, source: str = ""
         body.append(f"    {target.body_open}")
         indent = "        "
     body += [f"{indent}{s.name} = {call(s)}" for s in line.steps]
-    body += [f"{indent}{text}" for text in target.finish(line.result)]
+    body += [f"{indent}{text}" for text in target.finish(line.result, layout.value)]
     parts = [
-        _docstring(name, target.library),
+        layout.docstring(name, target.library),
         "import math",
         "",
         target.imports,
         "",
         f"RULE = {name!r}",
+        *layout.header,
         f"SOURCE = {source!r}",
         f"EXPRESSION = {to_string(nodes)!r}",
-        "#: The columns acceptance_threshold reads.",
+        f"#: The columns {function} reads.",
         f"COLUMNS = {tuple(line.features)!r}",
         "",
         f"_DIV_EPS = {DIV_EPS!r}",
         f"_LOG_EPS = {LOG_EPS!r}",
         f"_EXP_MAX = {EXP_MAX!r}",
         f"_EXP_CAP = math.exp({EXP_MAX!r})",
-        _CHECK,
-        target.helpers.strip("\n"),
+        _CHECK.replace("{FUNCTION}", function),
+        layout.helpers(target).strip("\n"),
         "",
         "",
-        "def acceptance_threshold(**columns):",
-        '    """Thresholds tau (float64, the broadcast shape of the columns) of every element; see the module doc."""',
+        f"def {function}(**columns):",
+        f'    """{layout.summary}"""',
         "    x, shape, device = _columns(columns)",
         "    _check(x)",
         *body,
@@ -191,4 +331,5 @@ def render_module(name: str, nodes: list[Node], target: Target, source: str = ""
     return "\n".join(parts)
 
 
-__all__ = ["Step", "StraightLine", "Target", "call", "render_module", "straight_line"]
+__all__ = ["OPERATORS", "Layout", "RELAXATION_LAYOUT", "Step", "StraightLine", "THRESHOLD_LAYOUT", "Target", "call",
+           "render_module", "straight_line"]

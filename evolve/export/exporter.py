@@ -4,6 +4,13 @@
 ``champion.json``, read by :func:`heuristics.champions.read_champion`), or else the name of
 a registered rule or promoted champion (:func:`heuristics.registry.get_rule`). Only
 expression rules can be exported; a rule given as a Python function has no expression.
+
+What the module defines depends on the rule's kind of program (:mod:`evolve.gp.kinds`), through
+the table :data:`LAYOUTS`: a threshold exports ``acceptance_threshold(**columns)`` and
+``residual_distribution``; a relaxation weight (``python -m evolve run --evolve relaxation``)
+exports ``relaxation_weight(**columns)`` and ``relaxed_target(target_probs, draft_probs, w)``,
+to be used with block verification against (1 - w) p + w q (Sun et al. 2024, arXiv 2403.10444;
+the module's docstring says how). The array library is the other table, :data:`TARGETS`.
 """
 from __future__ import annotations
 
@@ -12,14 +19,18 @@ from pathlib import Path
 from typing import Callable
 
 from evolve.errors import InputError
+from evolve.export.codegen import RELAXATION_LAYOUT, THRESHOLD_LAYOUT, Layout
 from evolve.export.numpy_module import numpy_source
 from evolve.export.torch_module import torch_source
+from evolve.gp.kinds import RELAXATION, THRESHOLD
 from heuristics.champions import read_champion
 from heuristics.contract import Rule
 from heuristics.registry import get_rule
 
-#: Export targets: name -> function (rule name, prefix nodes, source text) -> module text.
+#: Export targets: name -> function (rule name, prefix nodes, source text, layout) -> module text.
 TARGETS: dict[str, Callable] = {"numpy": numpy_source, "torch": torch_source}
+#: What the exported module of a rule of each kind of program defines, by kind name.
+LAYOUTS: dict[str, Layout] = {THRESHOLD.name: THRESHOLD_LAYOUT, RELAXATION.name: RELAXATION_LAYOUT}
 
 
 def resolve_rule(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:
@@ -40,15 +51,28 @@ def resolve_rule(spec: str, champions_dir: str | os.PathLike | None = None) -> t
     return rule, f"registered rule {rule.name}"
 
 
-def export_source(spec: str, target: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:
-    """(rule, text of the standalone module) of ``spec`` (see :func:`resolve_rule`) for ``target``.
+def layout(rule: Rule) -> Layout:
+    """The :class:`evolve.export.codegen.Layout` of ``rule``'s kind (:data:`LAYOUTS`).
 
-    Raises: InputError for an unknown target or as :func:`resolve_rule`.
+    Raises: InputError (:meth:`evolve.gp.kinds.ProgramKind.refuse`) for a kind that cannot be exported.
+    """
+    kind = rule.program_kind
+    found = LAYOUTS.get(kind.name)
+    if found is None:
+        raise kind.refuse("python -m evolve export", f"rule '{rule.name}'")
+    return found
+
+
+def export_source(spec: str, target: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:
+    """(rule, text of the standalone module) of ``spec`` (see :func:`resolve_rule`) for ``target``, laid
+    out for the rule's kind (:func:`layout`).
+
+    Raises: InputError for an unknown target, a kind that cannot be exported, or as :func:`resolve_rule`.
     """
     if target not in TARGETS:
         raise InputError(f"unknown export target '{target}' (choose from {', '.join(TARGETS)})")
     rule, source = resolve_rule(spec, champions_dir)
-    return rule, TARGETS[target](rule.name, rule.nodes, source)
+    return rule, TARGETS[target](rule.name, rule.nodes, source, layout(rule))
 
 
-__all__ = ["TARGETS", "export_source", "resolve_rule"]
+__all__ = ["LAYOUTS", "TARGETS", "export_source", "layout", "resolve_rule"]

@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: The fixture of the pareto table, relative to :data:`ROOT`.
 PARETO_FRONT = Path("docs/fronts/pareto_default.json")
 #: The command whose final front the fixture holds (run after ``python generate_data.py``).
-PARETO_FRONT_COMMAND = ("python -m evolve run --fitness pareto --population 2000 "
+PARETO_FRONT_COMMAND = ("python -m evolve run --objective pareto --population 2000 "
                         "--generations 300 --max-depth 10 --seed 1")
 #: Packages of the module map, bottom floor first.
 PACKAGES: tuple[str, ...] = ("evolve", "heuristics")

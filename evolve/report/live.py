@@ -25,6 +25,13 @@ run (not counted) loads the compiled kernels first. Per rule (JSON keys of :data
   evaluator's tokens per call on the live blocks (it does not sample the accept/reject draws, so
   it separates rules with fewer calls).
 
+A relaxation champion (a program of kind ``relaxation``, :mod:`evolve.gp.kinds`: the weight w of relaxed
+block verification) decodes by block verification against (1 - w) p + w q at each drafted position
+(:func:`evolve.sim.live.live_block_verified`); its tv_per_token is the expected sum of w_d TV(p_d, q_d)
+over the emitted positions per emitted token, as :mod:`evolve.eval.relaxed_block` scores it from
+records, and its expected_tokens_per_call is 1 + E[n] given the drafts. ``block_verification`` is the
+same with w = 0. The dispatch on the kind is :data:`KIND_DECODERS`.
+
 With ``data_dir`` and ``split`` only the prompts a harvested dataset put in that split are decoded
 (:func:`split_prompts`; e.g. the held-out test prompts of the dataset a champion was evolved on),
 each with its own text index's random stream, as the harvest drew it.
@@ -46,8 +53,10 @@ from evolve.traces.harvest.prompts import encode_prompt, read_prompts
 from evolve.traces.io import load_metadata
 from evolve.report.compare.table import champion_from_file
 from evolve.report.output import check_output, resolve_format, write_output
-from evolve.sim.live import BLOCK_VERIFICATION, LiveCounts, autoregressive_text, rule_features, speculative_text
-from heuristics.registry import get_rule
+from evolve.report.rules import rule_named
+from evolve.gp.kinds import RELAXATION, THRESHOLD
+from evolve.sim.live import BlockVerifier, LiveCounts, autoregressive_text, rule_features, speculative_text
+from heuristics.contract import Rule
 
 FORMATS: tuple[str, ...] = ("table", "json")
 #: Keys of a row (the JSON output's objects, in this order).
@@ -66,22 +75,55 @@ class LiveReport:
     caption: str
 
 
-def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str | os.PathLike] = ()) -> list:
-    """The rules of ``--rule`` (registered rules, family members, promoted champions, and
-    ``block_verification``: :data:`evolve.sim.live.BLOCK_VERIFICATION`) then ``--champion`` files, in order.
+def _threshold_decoder(rule: Rule) -> Rule:
+    """A threshold rule decodes token by token (:func:`evolve.sim.live.live_block`)."""
+    rule_features(rule)
+    return rule
 
-    Raises: InputError for none at all, an unknown name, a bad champion file or a rule that reads a
-    feature live decoding does not compute.
+
+def _relaxation_decoder(rule: Rule) -> BlockVerifier:
+    """A relaxation rule (the weight w) decodes by relaxed block verification against (1 - w) p + w q
+    (:func:`evolve.sim.live.live_block_verified`), in a row named after the rule."""
+    rule_features(rule)
+    return BlockVerifier(rule.name, relaxation=rule)
+
+
+#: What live decoding runs for a rule of each kind of program (:mod:`evolve.gp.kinds`), by kind name.
+KIND_DECODERS: dict[str, Callable[[Rule], Rule | BlockVerifier]] = {
+    THRESHOLD.name: _threshold_decoder,
+    RELAXATION.name: _relaxation_decoder,
+}
+
+
+def decoder(rule: Rule | BlockVerifier) -> Rule | BlockVerifier:
+    """What :func:`evolve.sim.live.speculative_text` runs for ``rule`` (:data:`KIND_DECODERS`; a
+    :class:`BlockVerifier` as it is).
+
+    Raises: InputError for a kind live decoding cannot run, or a rule reading a feature live
+    decoding does not compute.
     """
-    rules = [BLOCK_VERIFICATION if name == BLOCK_VERIFICATION.name else get_rule(name, champions=True)
-             for name in rule_names]
+    if isinstance(rule, BlockVerifier):
+        return rule
+    kind = rule.program_kind
+    handler = KIND_DECODERS.get(kind.name)
+    if handler is None:
+        raise kind.refuse("python benchmark.py live", f"rule '{rule.name}'")
+    return handler(rule)
+
+
+def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str | os.PathLike] = ()) -> list:
+    """What to decode with for the names ``rule_names`` (:func:`evolve.report.rules.rule_named`: registered
+    rules, family members, promoted champions, and ``block_verification``) then the champion files, in order,
+    each as :func:`decoder` runs it (a relaxation champion as relaxed block verification).
+
+    Raises: InputError for none at all (parameter ``rules``), an unknown name, a bad champion file or a
+    rule that reads a feature live decoding does not compute.
+    """
+    rules = [rule_named(name) for name in rule_names]
     rules += [champion_from_file(path) for path in champion_files]
     if not rules:
-        raise InputError("options '--rule', '--champion': give at least one rule to decode with")
-    for rule in rules:
-        if rule is not BLOCK_VERIFICATION:
-            rule_features(rule)
-    return rules
+        raise InputError("give at least one rule (a rule name or a champion file) to decode with", param="rules")
+    return [decoder(rule) for rule in rules]
 
 
 def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, split: str) -> list[int]:
@@ -95,15 +137,15 @@ def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, 
     meta = load_metadata(data_dir)
     config = meta.get("config") or {}
     if meta.get("generator") != "harvest" or "prompts_sha256" not in config:
-        raise InputError(f"option '--data': {data_dir}: not a harvested dataset (its metadata.json names no "
-                         f"prompts file)")
+        raise InputError(f"{data_dir}: not a harvested dataset (its metadata.json names no prompts file)",
+                         param="data_dir")
     digest = sha256_file(prompts_file)
     if digest != config["prompts_sha256"]:
-        raise InputError(f"option '--prompts': {prompts_file} is not the prompts file {data_dir} was harvested "
-                         f"from ({config.get('prompts')}; SHA-256 differs)")
+        raise InputError(f"{prompts_file} is not the prompts file {data_dir} was harvested "
+                         f"from ({config.get('prompts')}; SHA-256 differs)", param="prompts")
     splits = meta.get("splits") or {}
     if split not in splits:
-        raise InputError(f"option '--split': {data_dir} has no split '{split}' (it has: {', '.join(splits)})")
+        raise InputError(f"{data_dir} has no split '{split}' (it has: {', '.join(splits)})", param="split")
     return [int(i) for i in splits[split]]
 
 
@@ -122,12 +164,12 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     texts = list(range(len(prompts))) if texts is None else list(texts)
     bad = next((i for i in texts if not 0 <= i < len(prompts)), None)
     if bad is not None or not texts:
-        raise InputError(f"option '--prompts': {config.prompts} has {len(prompts)} prompts; no prompt "
-                         f"{'to decode' if bad is None else f'with index {bad}'}")
+        raise InputError(f"{config.prompts} has {len(prompts)} prompts; no prompt "
+                         f"{'to decode' if bad is None else f'with index {bad}'}", param="prompts")
     setup = build(config)
     engine = setup.engine
-    encoded = {i: encode_prompt(setup.target.tokenizer, prompts[i], f"option '--prompts': {config.prompts}, line "
-                                f"{lines[i]}", engine.vocab) for i in texts}
+    encoded = {i: encode_prompt(setup.target.tokenizer, prompts[i], f"{config.prompts}, line {lines[i]}",
+                                engine.vocab) for i in texts}
     warm = min(WARMUP_TOKENS, config.max_new_tokens)
     first = texts[0]
     autoregressive_text(engine, encoded[first], warm, text_rng(config.seed, first))
@@ -184,26 +226,45 @@ def format_json(report: LiveReport) -> str:
     return json.dumps(rows, indent=2) + "\n"
 
 
-def live_command(config: HarvestConfig, rule_names: Sequence[str], champion_files: Sequence[str | os.PathLike],
-                 fmt: str | None, output: str | os.PathLike | None,
-                 on_text: Callable[[int, int], None] | None = None, data_dir: str | os.PathLike | None = None,
-                 split: str = "test") -> tuple[LiveReport, str]:
+@dataclass(frozen=True)
+class LiveOptions:
+    """Everything :func:`live_command` does, as the command line's options of the same names.
+
+    ``config``: the models, drafter, prompts file and sampling (its ``out`` is not used); ``rules``:
+    rule names and ``champions``: champion files to decode with (at least one in all); ``data_dir``
+    and ``split``: decode only the prompts a harvested dataset put in that split (None: every prompt);
+    ``fmt`` (``--format``) and ``output``: the rendering and the file to write (None: the text is
+    returned only).
+    """
+
+    config: HarvestConfig
+    rules: tuple[str, ...] = ()
+    champions: tuple[str | os.PathLike, ...] = ()
+    data_dir: str | os.PathLike | None = None
+    split: str = "test"
+    fmt: str | None = None
+    output: str | os.PathLike | None = None
+
+
+def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | None = None) -> tuple[LiveReport, str]:
     """Check the options, run :func:`run_live` (on the ``split`` prompts of ``data_dir`` when given,
-    :func:`split_prompts`), render the report and write it to ``output`` when given.
+    :func:`split_prompts`), render the report and write it to ``output`` when given. ``on_text(done, total)``
+    is called after each prompt.
 
     Returns (report, text). Raises InputError for bad options, files or rules.
     """
-    fmt = resolve_format(fmt, output, FORMATS)
-    check_output(output, None, inputs=(config.prompts, config.target, config.draft, *champion_files))
+    o, config = options, options.config
+    fmt = resolve_format(o.fmt, o.output, FORMATS)
+    check_output(o.output, None, inputs=(config.prompts, config.target, config.draft, *o.champions))
     config.check()
-    rules = resolve_rules(rule_names, champion_files)
-    texts = None if data_dir is None else split_prompts(config.prompts, data_dir, split)
+    rules = resolve_rules(o.rules, o.champions)
+    texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split)
     report = run_live(config, rules, on_text, texts)
     text = format_json(report) if fmt == "json" else format_table(report)
-    if output is not None:
-        write_output(text, output)
+    if o.output is not None:
+        write_output(text, o.output)
     return report, text
 
 
-__all__ = ["FORMATS", "KEYS", "LiveReport", "format_json", "format_table", "live_command", "resolve_rules",
-           "run_live", "split_prompts"]
+__all__ = ["FORMATS", "KEYS", "KIND_DECODERS", "LiveOptions", "LiveReport", "decoder", "format_json", "format_table",
+           "live_command", "resolve_rules", "run_live", "split_prompts"]

@@ -1,8 +1,9 @@
-"""Naming the command-line option in errors about a value checked by a core layer.
+"""Naming the parameter in errors about a value checked by a core layer.
 
 The core layers (data, eval, search, sim) name values and columns in their
 errors (``gamma (the draft length) must be ...``); the commands of the report
-layer know which option a value came from, and say so.
+layer know which of their parameters a value came from, and say so with
+:class:`evolve.errors.InputError`'s ``param`` (the command line then names the option).
 """
 from __future__ import annotations
 
@@ -13,23 +14,22 @@ from evolve.errors import InputError
 T = TypeVar("T")
 
 
-def naming_option(option: str, check: Callable[..., T], *args) -> T:
-    """``check(*args)``; an InputError it raises is raised again as one line naming ``option``.
+def naming_param(param: str, check: Callable[..., T], *args) -> T:
+    """``check(*args)``; an InputError it raises is raised again as one line naming the parameter ``param``.
 
     Args:
-        option: the option's flag, e.g. ``--gamma``.
+        param: the parameter's name, e.g. ``gamma`` (the command line shows its option, ``--gamma``).
         check: a validating function of a core layer.
 
-    Returns: what ``check`` returns. Raises: InputError ``option '<option>': <message>``
-    (the message unchanged when it names the option already).
+    Returns: what ``check`` returns. Raises: InputError with ``param``: the error unchanged when it
+    names ``param`` already, else its whole text as the message.
     """
     try:
         return check(*args)
     except InputError as exc:
-        message = str(exc)
-        if f"'{option}'" in message:
+        if exc.param == param:
             raise
-        raise InputError(f"option '{option}': {message}") from None
+        raise InputError(str(exc), param=param) from None
 
 
-__all__ = ["naming_option"]
+__all__ = ["naming_param"]

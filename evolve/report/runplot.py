@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 
 
-def plot_logbook(logbook: list[dict[str, float]], fitness: str) -> bytes:
+def plot_logbook(logbook: list[dict[str, float]], objective: str) -> bytes:
     """PNG (bytes, 700 x 550 pixels) of a search's progress per generation.
 
     Top panel: best and median train fitness of the population, and the best
@@ -13,7 +13,7 @@ def plot_logbook(logbook: list[dict[str, float]], fitness: str) -> bytes:
     (nodes). ``logbook`` is the list of logbook rows of
     :class:`evolve.search.algorithms.SearchResult` (keys ``gen``,
     ``train_max``, ``train_median``, ``best_valid``, ``size_avg`` are read);
-    ``fitness`` is the fitness kind, used in the axis label. Drawn with
+    ``objective`` is the run's objective, used in the axis label. Drawn with
     matplotlib's Agg backend.
     """
     import matplotlib
@@ -27,7 +27,7 @@ def plot_logbook(logbook: list[dict[str, float]], fitness: str) -> bytes:
     ax.plot(gens, [r["train_median"] for r in logbook], label="median (train)", color="tab:blue", alpha=0.4)
     ax.plot(gens, [r["best_valid"] for r in logbook], label="hall of fame best (valid)", color="tab:orange",
             linestyle="--")
-    ax.set_ylabel(f"{fitness} fitness")
+    ax.set_ylabel(f"{objective} objective")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     ax2.plot(gens, [r["size_avg"] for r in logbook], color="tab:gray")

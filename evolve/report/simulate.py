@@ -48,6 +48,13 @@ analytic_tokens_per_call is the blocks' expected tokens given the drafts under
 that verification, and for FLy tv_expected and tv_empirical count deferred
 acceptances (expected and realized) per emitted token.
 
+Rules of another kind (:mod:`evolve.gp.kinds`; the dispatch is :data:`KIND_PLANS`): a relaxation
+champion (``--champion FILE`` or the ``--rule`` name of a promoted one; the weight w of relaxed block
+verification) runs as ``--verify block --relaxation EXPR`` with the standard rule underneath and EXPR
+the champion's expression, in rows named after it (``verification`` block, ``relaxation`` EXPR);
+``--verify token|fly`` or ``--relaxation`` with it is refused. ``--rule block_verification`` (the
+verifier ``benchmark.py`` and ``benchmark.py live`` name so) is ``--verify block`` with the standard rule.
+
 Tree comparison (``--trees``): at each node budget N (drafted tokens one target
 call verifies), sequences of max(--lengths) tokens are decoded with a chain
 (gamma = N), a fixed tree (``--widths`` schedule), an adaptive-width tree
@@ -65,15 +72,17 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from evolve.errors import InputError
-from evolve.report.options import naming_option
+from evolve.gp.kinds import RELAXATION, THRESHOLD
+from evolve.report.options import naming_param
+from evolve.report.rules import rule_named
 from evolve.report.output import check_output, resolve_format, write_outputs
+from evolve.sim.live import BlockVerifier
 from evolve.sim.decoding import (
     DAMAGE_CONTEXTS,
     DAMAGE_DRAWS,
@@ -110,41 +119,112 @@ TREE_KEYS = ("budget", "draft", "shape", "verification", "nodes_per_call", "dept
              "cost_ratio", "vocab", "seed")
 
 
-def parse_int_list(text: str, option: str, low: int, high: int) -> tuple[int, ...]:
-    """Comma-separated integers in [low, high]. Raises InputError naming ``option`` and the first bad item."""
-    items = [s.strip() for s in str(text).split(",")]
-    if not items or items == [""]:
-        raise InputError(f"option '{option}': expected comma-separated integers (value {text!r})")
-    out = []
-    for s in items:
-        if not re.fullmatch(r"[0-9]+", s):
-            raise InputError(f"option '{option}': not a positive integer: {s!r} (value {text!r})")
-        v = int(s)
-        if not low <= v <= high:
-            raise InputError(f"option '{option}': {v} is outside [{low}, {high}] (value {text!r})")
-        out.append(v)
-    return tuple(out)
-
-
 def resolve_rule(rule_name: str | None, champion: str | os.PathLike | None):
-    """The rule of ``--rule`` or ``--champion`` (default standard_rejection), checked to be an expression.
+    """The rule named ``rule_name`` or the champion file ``champion`` (default standard_rejection), checked
+    to be an expression.
 
-    ``--rule`` names a registered rule or a promoted champion
-    (:func:`heuristics.registry.get_rule` with champions).
+    ``rule_name`` is resolved as every command resolves ``--rule`` (:func:`evolve.report.rules.rule_named`:
+    a registered rule, a family member, a promoted champion, or ``block_verification``, returned as the
+    verifier :data:`evolve.sim.live.BLOCK_VERIFICATION`). The rule keeps its kind of program;
+    :func:`plan_sweep` says how each kind is simulated.
 
-    Raises: InputError for both options at once, an unknown rule, a missing or
+    Raises: InputError for both at once, an unknown rule, a missing or
     invalid champion file, or a function rule.
     """
-    from heuristics.registry import STANDARD_NAME, get_rule
+    from heuristics.registry import STANDARD_NAME
     if rule_name is not None and champion is not None:
-        raise InputError("options '--rule' and '--champion': give at most one of them")
+        raise InputError("give at most one of a rule name and a champion file", param="champion")
     if champion is not None:
         from evolve.report.compare.table import champion_from_file
         rule = champion_from_file(champion)
     else:
-        rule = get_rule(rule_name or STANDARD_NAME, champions=True)
-    rule_program(rule)  # refuses function rules
+        rule = rule_named(rule_name or STANDARD_NAME)
+    if not isinstance(rule, BlockVerifier):
+        rule_program(rule)  # refuses function rules
     return rule
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What the length sweep runs for a rule (:func:`plan_sweep`): the per-token ``rule`` of the chain
+    under ``verification``; ``label`` names it in the rows (key ``rule``), the chart's file and the
+    caption, where ``title`` (if any) says what it is."""
+
+    rule: object
+    verification: Verification
+    label: str
+    title: str = ""
+
+
+def _verification(o: "SimulateOptions", gamma: int, verify: str | None = None, relaxation: str | None = None):
+    """:func:`resolve_verification` of the options (``verify`` and ``relaxation`` in place of theirs)."""
+    return resolve_verification(verify or o.verify or "token", o.fly_window, o.fly_threshold, o.fly_top_k, gamma,
+                                relaxation)
+
+
+def _block_only(what: str, o: "SimulateOptions") -> None:
+    """Refuse ``--verify token|fly`` for ``what``, which runs as block verification."""
+    if o.verify not in (None, "block"):
+        raise InputError(f"{what} runs as block verification; verification '{o.verify}' does not apply",
+                         param="verify")
+
+
+def _threshold_plan(rule, o: "SimulateOptions", gamma: int) -> SweepPlan:
+    """A threshold rule: the chain under ``--verify`` (default token-wise), ``--relaxation`` with ``block``."""
+    verification = _verification(o, gamma, relaxation=o.relaxation)
+    naming_param("verify", check_verification, verification, rule, gamma)
+    return SweepPlan(rule, verification, rule.name)
+
+
+def _relaxation_plan(rule, o: "SimulateOptions", gamma: int) -> SweepPlan:
+    """A relaxation rule (the weight w of a relaxation champion): block verification against (1 - w) p + w q
+    with the standard rule underneath, w = the rule's expression; ``--verify token|fly`` and
+    ``--relaxation`` are refused (the champion is the relaxation)."""
+    from heuristics.contract import STANDARD_RULE
+    what = f"rule '{rule.name}' (a relaxation weight w)"
+    _block_only(what, o)
+    if o.relaxation is not None:
+        raise InputError(f"{what} is the relaxation itself; give no other relaxation with it "
+                         f"(value {o.relaxation!r})", param="relaxation")
+    _verification(o, gamma, verify="block")  # FLy options are refused as for --verify block
+    verification = naming_param("champion" if o.champion is not None else "rule_name",
+                                Verification("block", relaxation=rule.expression).check, gamma)
+    return SweepPlan(STANDARD_RULE, verification, rule.name,
+                     f"relaxation champion {rule.name}: block verification against (1 - w) p + w q, "
+                     f"w = {rule.expression}")
+
+
+def _verifier_plan(verifier: BlockVerifier, o: "SimulateOptions", gamma: int) -> SweepPlan:
+    """``--rule block_verification``: ``--verify block`` with the standard rule (``--relaxation`` allowed)."""
+    from heuristics.contract import STANDARD_RULE
+    _block_only(f"rule '{verifier.name}'", o)
+    verification = _verification(o, gamma, verify="block", relaxation=o.relaxation)
+    return SweepPlan(STANDARD_RULE, verification, verifier.name, "lossless block verification, Sun et al. 2024"
+                     if verification.relaxation is None else "")
+
+
+#: How the length sweep runs a rule of each kind of program (:mod:`evolve.gp.kinds`), by kind name.
+KIND_PLANS = {
+    THRESHOLD.name: _threshold_plan,
+    RELAXATION.name: _relaxation_plan,
+}
+
+
+def plan_sweep(rule, options: "SimulateOptions", gamma: int) -> SweepPlan:
+    """The :class:`SweepPlan` of ``rule`` (from :func:`resolve_rule`) with the verification ``options``:
+    by the rule's kind (:data:`KIND_PLANS`); the verifier ``block_verification`` as ``--verify block``.
+
+    Raises: InputError naming the parameter: a verification the rule cannot take (``--verify block`` or
+    ``fly`` with a rule other than the standard one; ``--verify token|fly`` or ``--relaxation`` with a
+    relaxation champion), bad FLy options, or a kind the simulator cannot run.
+    """
+    if isinstance(rule, BlockVerifier):
+        return _verifier_plan(rule, options, gamma)
+    kind = rule.program_kind
+    handler = KIND_PLANS.get(kind.name)
+    if handler is None:
+        raise kind.refuse("python benchmark.py simulate", f"rule '{rule.name}'")
+    return handler(rule, options, gamma)
 
 
 @dataclass
@@ -159,8 +239,14 @@ class Simulation:
 
 
 def run_sweep(rule, gamma: int = 5, lengths=DEFAULT_LENGTHS, samples: int = 20, vocab: int = 1000,
-              cost_ratio: float = DEFAULT_COST_RATIO, seed: int = 0, verification: Verification = TOKEN) -> Simulation:
-    """Length sweep of chain speculative decoding against the autoregressive baseline (module doc)."""
+              cost_ratio: float = DEFAULT_COST_RATIO, seed: int = 0, verification: Verification = TOKEN,
+              label: str | None = None, title: str = "") -> Simulation:
+    """Length sweep of chain speculative decoding against the autoregressive baseline (module doc).
+
+    ``label`` names the rule in the rows and the caption (default ``rule.name``); ``title`` is added to
+    the caption (what a relaxation champion runs as, :class:`SweepPlan`).
+    """
+    label = rule.name if label is None else label
     model = SyntheticModel(vocab_size=vocab, seed=seed)
     results = simulate_chain(model, rule, lengths, samples, gamma, cost_ratio, verification)
     lossless = (verification.kind == "block" and verification.relaxation is None) or \
@@ -177,16 +263,18 @@ def run_sweep(rule, gamma: int = 5, lengths=DEFAULT_LENGTHS, samples: int = 20, 
             "autoregressive_calls": r.autoregressive_calls / r.sequences,
             "autoregressive_time": r.autoregressive_time, "speculative_time": r.speculative_time,
             "expected_acceptance": r.expected_acceptance, "samples": samples, "gamma": gamma,
-            "cost_ratio": cost_ratio, "vocab": vocab, "rule": rule.name, "seed": seed,
+            "cost_ratio": cost_ratio, "vocab": vocab, "rule": label, "seed": seed,
             "verification": verification.kind, "fly_window": verification.window(gamma) if fly else None,
             "fly_threshold": float(verification.fly_threshold) if fly else None,
             "fly_top_k": int(verification.fly_top_k) if fly else None, "relaxation": verification.relaxation,
             "context_tv": context_tv,
         })
-    caption = (f"Chain speculative decoding vs autoregressive: rule {rule.name}, gamma {gamma}, vocab {vocab}, "
+    caption = (f"Chain speculative decoding vs autoregressive: rule {label}, gamma {gamma}, vocab {vocab}, "
                f"cost ratio {cost_ratio:g}, {samples} sequences per length, seed {seed}")
     if verification.kind != "token":
         caption += f"; verification {verification.label(gamma)}"
+    if title:
+        caption += f" ({title})"
     return Simulation("sweep", rows, caption, None if lossless else context_tv)
 
 
@@ -327,7 +415,7 @@ def plot_png(sim: Simulation) -> bytes:
 
 
 def plot_path(output: str | os.PathLike | None, sim_mode: str, rule_name: str) -> Path:
-    """Where the PNG goes: ``--output`` with suffix .png, else results/simulate_<rule|trees>.png."""
+    """Where the PNG goes: ``output`` with suffix .png, else results/simulate_<rule|trees>.png."""
     if output is not None:
         return Path(output).with_suffix(".png")
     stem = "simulate_trees" if sim_mode == "trees" else f"simulate_{rule_name}"
@@ -337,71 +425,120 @@ def plot_path(output: str | os.PathLike | None, sim_mode: str, rule_name: str) -
 
 def resolve_verification(verify: str = "token", fly_window=None, fly_threshold=None, fly_top_k=None,
                          gamma: int = 5, relaxation: str | None = None) -> Verification:
-    """The :class:`Verification` of ``--verify``, the ``--fly-*`` options (None: FLy's defaults) and
-    ``--relaxation`` (the weight w of relaxed block verification) for ``gamma``.
+    """The :class:`Verification` of ``verify``, the FLy parameters ``fly_window``, ``fly_threshold`` and
+    ``fly_top_k`` (None: FLy's defaults) and ``relaxation`` (the weight w of relaxed block verification)
+    for ``gamma``.
 
-    Raises: InputError naming the option for an unknown mode, a ``--fly-*``
-    option given without ``--verify fly``, a bad FLy parameter, FLy with gamma < 2,
-    or a ``--relaxation`` without ``--verify block`` or that is not a prefix-level expression.
+    Raises: InputError naming the parameter for an unknown mode, a FLy parameter given
+    without ``verify`` fly, a bad FLy parameter, FLy with gamma < 2, or a ``relaxation``
+    without ``verify`` block or that is not a prefix-level expression.
     """
     if verify not in VERIFICATIONS:
-        raise InputError(f"option '--verify': unknown mode {verify!r} (choose from {', '.join(VERIFICATIONS)})")
+        raise InputError(f"unknown mode {verify!r} (choose from {', '.join(VERIFICATIONS)})", param="verify")
     if relaxation is not None:
         if verify != "block":
-            raise InputError(f"option '--relaxation': applies to '--verify block' only (value {relaxation!r})")
-        return naming_option("--relaxation", Verification("block", relaxation=relaxation).check, gamma)
-    given = {"--fly-window": fly_window, "--fly-threshold": fly_threshold, "--fly-top-k": fly_top_k}
+            raise InputError(f"applies to block verification only (value {relaxation!r})", param="relaxation")
+        return naming_param("relaxation", Verification("block", relaxation=relaxation).check, gamma)
+    given = {"fly_window": fly_window, "fly_threshold": fly_threshold, "fly_top_k": fly_top_k}
     if verify != "fly":
         extra = next((name for name, value in given.items() if value is not None), None)
         if extra is not None:
-            raise InputError(f"option '{extra}': applies to '--verify fly' only (value {given[extra]!r})")
+            raise InputError(f"applies to fly verification only (value {given[extra]!r})", param=extra)
         return Verification(verify)
     default = Verification("fly")
-    naming_option("--gamma", default.check, gamma)
+    naming_param("gamma", default.check, gamma)
     fly = Verification("fly", fly_window, default.fly_threshold if fly_threshold is None else fly_threshold,
                        default.fly_top_k if fly_top_k is None else fly_top_k)
-    naming_option("--fly-window", Verification("fly", fly.fly_window).check, gamma)
-    naming_option("--fly-threshold", Verification("fly", None, fly.fly_threshold).check, gamma)
-    naming_option("--fly-top-k", Verification("fly", None, default.fly_threshold, fly.fly_top_k).check, gamma)
+    naming_param("fly_window", Verification("fly", fly.fly_window).check, gamma)
+    naming_param("fly_threshold", Verification("fly", None, fly.fly_threshold).check, gamma)
+    naming_param("fly_top_k", Verification("fly", None, default.fly_threshold, fly.fly_top_k).check, gamma)
     return fly
 
 
-def simulate_command(rule_name=None, champion=None, gamma=5, lengths="50,100,200,500,1000", samples=20,
-                     vocab=1000, cost_ratio=DEFAULT_COST_RATIO, seed=0, fmt=None, output=None, plot=True,
-                     trees=False, budgets="4,8,16", widths="3,1", max_width=3, verify="token", fly_window=None,
-                     fly_threshold=None, fly_top_k=None, relaxation=None) -> tuple[Simulation, str, Path | None]:
+@dataclass(frozen=True)
+class SimulateOptions:
+    """Everything :func:`simulate_command` does, as the command line's options of the same names.
+
+    ``rule_name`` (``--rule``) or ``champion``: the rule of the length sweep (default
+    standard_rejection); ``gamma``: draft length; ``lengths``: generation lengths; ``samples``:
+    sequences per length; ``vocab``, ``seed``: the synthetic models; ``cost_ratio``: cost of a draft
+    step; ``verify`` (None: ``token``, or ``block`` for a relaxation champion or block_verification) with
+    ``fly_window``, ``fly_threshold``, ``fly_top_k`` and ``relaxation``: the chain verification
+    (:func:`resolve_verification`, :func:`plan_sweep`); ``fmt`` (``--format``): table or json (default from
+    ``output``'s suffix); ``output``: the file to write (None: the text is returned only); ``plot``:
+    write the PNG chart; ``trees``: the tree comparison with ``budgets``, ``widths`` and ``max_width``
+    instead of the sweep. Values are checked by :func:`simulate_command`.
+    """
+
+    rule_name: str | None = None
+    champion: str | os.PathLike | None = None
+    gamma: int = 5
+    lengths: tuple[int, ...] = DEFAULT_LENGTHS
+    samples: int = 20
+    vocab: int = 1000
+    cost_ratio: float = DEFAULT_COST_RATIO
+    seed: int = 0
+    verify: str | None = None
+    fly_window: int | None = None
+    fly_threshold: float | None = None
+    fly_top_k: int | None = None
+    relaxation: str | None = None
+    fmt: str | None = None
+    output: str | os.PathLike | None = None
+    plot: bool = True
+    trees: bool = False
+    budgets: tuple[int, ...] = DEFAULT_BUDGETS
+    widths: tuple[int, ...] = DEFAULT_WIDTHS
+    max_width: int = 3
+
+
+def _check_count(param: str, value, low: int, high: int):
+    """``value`` if it is an integer in [low, high]; else InputError naming ``param``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise InputError(f"must be an integer in [{low}, {high}] (value {value!r})", param=param)
+    return int(value)
+
+
+def simulate_command(options: SimulateOptions = SimulateOptions()) -> tuple[Simulation, str, Path | None]:
     """The whole command: validate every option, simulate, render, write. Returns (simulation, text, png path).
 
     Nothing is written unless everything succeeded; files are written atomically.
-    Raises: InputError for any bad option (one line naming it).
+    Raises: InputError for any bad option (one line naming its parameter).
     """
-    fmt = resolve_format(fmt, output, FORMATS)
-    length_list = parse_int_list(lengths, "--lengths", 1, MAX_LENGTH)
-    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
-        raise InputError(f"option '--samples': must be an integer in [1, {MAX_SAMPLES}] (value {samples!r})")
-    gamma = naming_option("--gamma", check_gamma_range, gamma)
-    cost_ratio = naming_option("--cost-ratio", check_cost_ratio, cost_ratio)
-    verification = resolve_verification(verify, fly_window, fly_threshold, fly_top_k, gamma, relaxation)
-    SyntheticModel(vocab_size=vocab, seed=seed)  # validates --vocab and --seed
-    check_output(output, "chart" if plot else None, inputs=(champion,))
-    if trees and (rule_name is not None or champion is not None):
-        raise InputError("option '--trees': compares lossless tree verification; '--rule' and '--champion' "
-                         "apply to the length sweep only")
-    if trees and verification.kind != "token":
-        raise InputError("option '--trees': compares tree verification; '--verify' applies to the length sweep only")
-    if trees:
-        budget_list = parse_int_list(budgets, "--budgets", 1, 256)
-        width_list = parse_int_list(widths, "--widths", 1, 64)
-        if isinstance(max_width, bool) or not isinstance(max_width, int) or not 1 <= max_width <= 64:
-            raise InputError(f"option '--max-width': must be an integer in [1, 64] (value {max_width!r})")
-        rule_name_for_plot = "trees"
-        sim = run_trees(budget_list, width_list, max_width, max(length_list), samples, vocab, cost_ratio, seed)
+    o = options
+    fmt = resolve_format(o.fmt, o.output, FORMATS)
+    if not o.lengths:
+        raise InputError("the list is empty", param="lengths")
+    lengths = tuple(_check_count("lengths", n, 1, MAX_LENGTH) for n in o.lengths)
+    samples = _check_count("samples", o.samples, 1, MAX_SAMPLES)
+    gamma = check_gamma_range(o.gamma)
+    cost_ratio = check_cost_ratio(o.cost_ratio)
+    if o.trees:
+        verification = _verification(o, gamma, relaxation=o.relaxation)
     else:
-        rule = resolve_rule(rule_name, champion)
-        naming_option("--verify", check_verification, verification, rule, gamma)
-        rule_name_for_plot = rule.name if verification.kind == "token" else f"{rule.name}_{verification.kind}"
-        sim = run_sweep(rule, gamma, length_list, samples, vocab, cost_ratio, seed, verification)
+        plan = plan_sweep(resolve_rule(o.rule_name, o.champion), o, gamma)
+        verification = plan.verification
+    SyntheticModel(vocab_size=o.vocab, seed=o.seed)  # validates the vocabulary size and the seed
+    check_output(o.output, "chart" if o.plot else None, inputs=(o.champion,))
+    if o.trees and (o.rule_name is not None or o.champion is not None):
+        raise InputError("the tree comparison verifies losslessly with the standard rule; a rule or champion "
+                         "applies to the length sweep only", param="trees")
+    if o.trees and verification.kind != "token":
+        raise InputError("the tree comparison has its own verification; a chain verification mode applies to "
+                         "the length sweep only", param="trees")
+    if o.trees:
+        if not o.budgets:
+            raise InputError("the list is empty", param="budgets")
+        for budget in o.budgets:  # every tree configuration is checked before the first is simulated
+            tree_configs(budget, tuple(o.widths), o.max_width)
+        rule_name_for_plot = "trees"
+        sim = run_trees(tuple(o.budgets), tuple(o.widths), o.max_width, max(lengths), samples, o.vocab, cost_ratio,
+                        o.seed)
+    else:
+        rule_name_for_plot = plan.label if verification.kind == "token" else f"{plan.label}_{verification.kind}"
+        sim = run_sweep(plan.rule, gamma, lengths, samples, o.vocab, cost_ratio, o.seed, verification, plan.label,
+                        plan.title)
     text = format_json(sim) if fmt == "json" else format_table(sim)
-    png_path = write_outputs(text, output, plot_png(sim) if plot else None,
-                             plot_path(output, sim.mode, rule_name_for_plot))
+    png_path = write_outputs(text, o.output, plot_png(sim) if o.plot else None,
+                             plot_path(o.output, sim.mode, rule_name_for_plot))
     return sim, text, png_path

@@ -7,13 +7,13 @@ rules of :mod:`evolve.search.warm_start` as its first members, and runs one of
 two algorithms, one generation at a time:
 
 * :func:`generational`: the single-objective generational loop with elitism
-  and a hall of fame, for the fitness kinds ``acceptance_quality`` (the
-  acceptance-quality fitness: acceptance rate times quality score, with the
-  quality floor 0.95), ``expected`` (its noise-free expected form) and
-  ``speed_at_tv`` (expected tokens per target call with draft length
-  ``gamma``, penalised steeply beyond ``tv_budget`` TV per emitted token;
-  :mod:`evolve.eval.objectives`);
-* :func:`nsga2`: NSGA-II (Deb et al. 2002) for the fitness kind ``pareto``, over
+  and a hall of fame, for objectives with one value (:mod:`evolve.eval.objectives`:
+  ``acceptance_quality``, the acceptance-quality fitness: acceptance rate times
+  quality score, with the quality floor 0.95; ``expected``, its noise-free
+  expected form; ``speed_at_tv``, expected tokens per target call with draft
+  length ``gamma``, penalised steeply beyond ``tv_budget`` TV per emitted token);
+* :func:`nsga2`: NSGA-II (Deb et al. 2002) for objectives with several values
+  (:attr:`evolve.eval.objectives.Objective.multi`), such as ``pareto`` over
   (speed up, TV per token down, program size down), speed being tokens per
   call inside ``tv_cap`` (:func:`evolve.eval.objectives.pareto_values`).
 
@@ -38,7 +38,7 @@ non-dominated front for ``pareto``) with the best validation score
 (:func:`score`; for ``pareto`` the best ``speed_at_tv`` with budget
 ``tv_budget``); ties go to the smaller tree, then the better train score. With
 the warm start the seeded rules are candidates too, a seeded rule wins ties,
-and under the two fitness kinds with a quality floor the choice avoids
+and under the objectives with a quality floor the choice avoids
 candidates on the floor (:mod:`evolve.search.champion`,
 :func:`evolve.search.result.finish`).
 
@@ -86,7 +86,7 @@ def initial_population(cfg: RunConfig, tb, pset, train: EvalData, gamma: int | N
     if not cfg.warm_start:
         return population, [], None
     warm = choose_initial_seeds(cfg, tuple(features), train, gamma, objective)
-    seeds = seed_individuals(warm, pset, deap_types(cfg.fitness == "pareto")[1])
+    seeds = seed_individuals(warm, pset, deap_types(cfg.objective_spec)[1])
     population[:len(seeds)] = seeds
     return population, seeds, warm
 
@@ -102,7 +102,7 @@ def begin(state: SearchState, population: list, started: float) -> Island:
     """
     cfg = state.cfg
     nevals = state.evaluate(population)
-    if cfg.fitness == "pareto":
+    if cfg.objective_spec.multi:
         population = tools.selNSGA2(population, cfg.population, nd="log")
         hof = None
     else:
@@ -200,7 +200,7 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
     """Evolve acceptance rules on ``train`` (one population); pick the champion on ``valid``.
 
     Args:
-        cfg: run configuration (population, generations, random seed, operators, fitness).
+        cfg: run configuration (population, generations, random seed, operators, objective).
         train, valid: prepared splits (:meth:`EvalData.from_traces`).
         features: terminal features; each must be available in both splits.
         on_generation: called after every generation (the initial one is 0)
@@ -226,7 +226,6 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
     """
     check_features(train, valid, features)
     gamma = check_block_data(cfg, train, valid)
-    pareto = cfg.fitness == "pareto"
     pset = build_pset(features)
     tb = toolbox(cfg, pset)
     state = SearchState(cfg, train, valid, gamma, on_generation, should_stop)
@@ -239,7 +238,7 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
         before = 0.0
     else:
         island, warm, before = resume.islands[0], resume.warm, resume.seconds
-        seeds = seed_individuals(warm, pset, deap_types(pareto)[1]) if warm is not None else []
+        seeds = seed_individuals(warm, pset, deap_types(cfg.objective_spec)[1]) if warm is not None else []
         state.logbook, state.generations = list(resume.logbook), resume.generation
         state.evaluations = resume.evaluations
         if resume.caches is not None:

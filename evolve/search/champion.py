@@ -11,12 +11,12 @@ metrics. :func:`choose` picks one:
 * seeded fallback (warm start): the champion is never worse on valid than the
   best seeded rule; when no evolved candidate scores strictly better, the
   champion *is* that seeded rule (a seeded rule wins ties);
-* cliff-safe choice (warm start, fitness kinds ``acceptance_quality`` and
-  ``expected``, which halve the fitness below the quality floor): among the
+* cliff-safe choice (warm start, objectives with a quality floor:
+  ``acceptance_quality`` and ``expected``, which halve the fitness below it): among the
   candidates within :data:`NEAR_EQUAL` (relative) of the best valid fitness,
   and not below the best seeded rule, the one whose valid quality is most
   safely above the floor wins, measured in standard errors of the quality
-  estimate (:func:`quality_margin`), counted up to :data:`SAFE_MARGIN`; then
+  estimate (:func:`evolve.eval.objectives.quality_margin`), counted up to :data:`SAFE_MARGIN`; then
   the plain order. So a rule that beats another by a hair on valid but sits
   on the floor does not become the champion and halve its fitness on test.
 
@@ -32,7 +32,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from evolve.eval.evaluator import AcceptanceQualityFitness, Metrics
+from evolve.eval.evaluator import Metrics
+from evolve.eval.objectives import Objective
 
 #: Candidates whose valid fitness is within this fraction of the best count as near-equal (1%: about
 #: 2.5 standard errors of the acceptance rate on a valid split of 15,000 tokens, that of the default data).
@@ -40,8 +41,6 @@ NEAR_EQUAL = 0.01
 #: Quality margins above the floor count up to this many standard errors (about 2.3% one-sided
 #: probability of falling below the floor on a fresh split of the same size); beyond it all are safe.
 SAFE_MARGIN = 2.0
-#: Fitness kinds with a quality floor, where the cliff-safe choice applies.
-FLOOR_FITNESS: tuple[str, ...] = ("acceptance_quality", "expected")
 
 
 @dataclass(frozen=True)
@@ -54,41 +53,16 @@ class Candidate:
     seed_name: str | None = None
 
 
-def quality_margin(metrics: Metrics, fitness: AcceptanceQualityFitness, expected: bool = False) -> float:
-    """(quality - quality_floor) / standard error of the quality estimate; +-inf for a zero error.
-
-    Quality Q = 1 - w_fa * fa - w_fr * fr with rates fa, fr over N tokens
-    (false accepts and false rejects, or with ``expected`` the expected TV and
-    expected false-reject rates and Q = ``expected_quality``). The standard
-    error is sqrt((w_fa^2 fa (1 - fa) + w_fr^2 fr (1 - fr)) / N): binomial for
-    counted rates, an upper bound for means of values in [0, 1], covariance
-    ignored. Returns +inf when the error is 0 and Q >= floor, -inf when Q <
-    floor with no error, 0.0 when N is 0.
-    """
-    n = metrics.tokens
-    if n == 0:
-        return 0.0
-    if expected:
-        quality, fa, fr = metrics.expected_quality, metrics.expected_tv, metrics.expected_false_reject
-    else:
-        quality, fa, fr = metrics.quality_score, metrics.false_accepts / n, metrics.false_rejects / n
-    fa, fr = min(max(fa, 0.0), 1.0), min(max(fr, 0.0), 1.0)
-    var = (fitness.false_accept_weight ** 2 * fa * (1 - fa) + fitness.false_reject_weight ** 2 * fr * (1 - fr)) / n
-    excess = quality - fitness.quality_floor
-    if var <= 0.0:
-        return math.inf if excess >= 0 else -math.inf
-    return excess / math.sqrt(var)
-
-
-def choose(candidates: list[Candidate], objective: Callable[[Metrics], float], fitness_kind: str,
-           fitness: AcceptanceQualityFitness, guarded: bool) -> int:
+def choose(candidates: list[Candidate], objective: Callable[[Metrics], float], spec: Objective, cfg,
+           guarded: bool) -> int:
     """Index of the champion among ``candidates`` (see the module doc).
 
     Args:
         candidates: non-empty; evolved ones (``seed_name`` None) and seeded ones.
         objective: the run's score of a split's metrics (higher is better).
-        fitness_kind: the run's fitness kind (the cliff-safe choice applies to :data:`FLOOR_FITNESS`).
-        fitness: the acceptance-quality parameters (floor, weights).
+        spec: the run's objective (the cliff-safe choice applies when it has a
+            :attr:`evolve.eval.objectives.Objective.margin`, a quality floor).
+        cfg: the run's settings, passed to ``spec.margin``.
         guarded: apply the seeded fallback and the cliff-safe choice (warm
             start); False gives the plain choice.
 
@@ -104,16 +78,15 @@ def choose(candidates: list[Candidate], objective: Callable[[Metrics], float], f
     seeded = [valid[i] for i in pool if candidates[i].seed_name is not None]
     floor = max(seeded) if seeded else -math.inf
     margin = [0.0] * len(candidates)
-    if fitness_kind in FLOOR_FITNESS:
+    if spec.margin is not None:
         best = max(valid)
         near = max(floor, best - NEAR_EQUAL * abs(best))
         pool = [i for i in pool if valid[i] >= near]
-        expected = fitness_kind == "expected"
-        margin = [min(quality_margin(c.valid, fitness, expected), SAFE_MARGIN) for c in candidates]
+        margin = [min(spec.margin(c.valid, cfg), SAFE_MARGIN) for c in candidates]
     else:
         pool = [i for i in pool if valid[i] >= floor]
     return min(pool, key=lambda i: (-margin[i], -valid[i], candidates[i].seed_name is None, candidates[i].size,
                                     -train[i], i))
 
 
-__all__ = ["NEAR_EQUAL", "SAFE_MARGIN", "FLOOR_FITNESS", "Candidate", "quality_margin", "choose"]
+__all__ = ["NEAR_EQUAL", "SAFE_MARGIN", "Candidate", "choose"]

@@ -1,10 +1,10 @@
 """Checkpoints of a search: what is saved between two epochs, and the file that holds it.
 
 A search is cut into epochs of ``migration_interval`` generations. After each
-epoch the run directory gets ``checkpoint.pkl`` (:data:`CHECKPOINT_FILE`),
+epoch the run's checkpoint directory gets ``checkpoint.json`` (:data:`CHECKPOINT_FILE`),
 replaced atomically (written under a temporary name, then renamed; a process
 killed at any point, ``kill -9`` included, leaves the previous checkpoint or
-the new one, never a mix). It holds a :class:`Snapshot`:
+the new one, never a mix). It holds a :class:`Snapshot` (:mod:`evolve.search.snapshot`):
 
 * every island's population with its fitness values (and NSGA-II crowding
   distances), its hall of fame, the generation reached and the states of
@@ -14,88 +14,71 @@ the new one, never a mix). It holds a :class:`Snapshot`:
 * for a one-population search, the evaluators' remembered metrics, so that
   the resumed run counts ``new_programs`` exactly as the uninterrupted one.
 
-File layout: a first line ``specdec-evolve checkpoint 1``, a second line of
-JSON (:func:`header`: the resolved configuration, the features, the SHA-256
-of the train and valid files, the generation reached, the size and SHA-256 of
-the payload), then the payload, a Python pickle of the snapshot. The header
-can be read without unpickling anything (:func:`read_header`); a resume
-compares it with the run's configuration and data before it loads the
-payload (:func:`check_resumable`). Pickles run code when loaded: resume only
-run directories you (or your cluster) wrote.
+File layout: a first line ``specdec-evolve checkpoint 2`` (:data:`MAGIC`), a
+second line of JSON, the header (:func:`header`: the resolved configuration,
+the features, the SHA-256 of the train and valid files, the time the run
+started, the generation reached, the payload's size, and ``sha256``), then the
+payload: the snapshot as JSON data (:func:`evolve.search.snapshot.snapshot_to_data`;
+empty before the first epoch). Data only: nothing in a checkpoint is a pickle
+or code, so loading one runs nothing, whoever wrote it.
+
+A checkpoint proves itself: ``sha256`` is the SHA-256 of the whole file with
+that field's value replaced by 64 zeros, so one hash covers the header and the
+payload, and any changed, added or removed byte is refused. Then every field
+is checked by type and by sense before anything runs (:func:`load_header`,
+:func:`read_checkpoint`: the configuration must resolve, the features must be
+known ones, the generation at most the run's generations, the logbook one row
+per generation, every island of the configured population...), each failure
+one line that names the field. A resume also compares the header with the
+run's ``config.toml`` and data (:func:`check_resumable`).
+
+A checkpoint of format 1 (``checkpoint.pkl``, a Python pickle, written by
+older versions) is refused without being loaded (:func:`legacy_refusal`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import pickle
-import random
-from dataclasses import dataclass
+import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from evolve.errors import InputError
+from evolve.gp.primitives import CORE_FEATURES, FEATURES
+from evolve.search.config import DEFAULTS, RunConfig, resolve, upgrade_legacy
+from evolve.search.snapshot import Island, Snapshot, snapshot_from_data, snapshot_to_data
 from evolve.traces.io import atomic_write_bytes
 
-#: File name of the checkpoint inside a run directory.
-CHECKPOINT_FILE = "checkpoint.pkl"
+#: File name of the checkpoint inside a checkpoint directory.
+CHECKPOINT_FILE = "checkpoint.json"
+#: File name of the checkpoints of older versions (format 1, a pickle: refused, never loaded).
+LEGACY_CHECKPOINT_FILE = "checkpoint.pkl"
 #: First line of a checkpoint file (the number is the format version).
-MAGIC = b"specdec-evolve checkpoint 1\n"
+MAGIC = b"specdec-evolve checkpoint 2\n"
+#: What every checkpoint's first line starts with, whatever its version.
+MAGIC_PREFIX = b"specdec-evolve checkpoint "
 #: Configuration keys that may differ between a checkpoint and a resume: where results go, and where the
 #: data are read (a moved dataset is fine; its files must have the same SHA-256).
 EXECUTION_KEYS: tuple[str, ...] = ("out", "data")
+#: The header field holding the file's SHA-256 (computed with its value replaced by :data:`_BLANK`).
+DIGEST_FIELD = "sha256"
+#: Header fields: every checkpoint has these; ``data_dir_absolute`` is optional.
+HEADER_FIELDS: tuple[str, ...] = ("config", "features", "data_sha256", "created", "generation", "generations",
+                                  "interrupted", "payload_bytes", DIGEST_FIELD)
+OPTIONAL_HEADER_FIELDS: tuple[str, ...] = ("data_dir_absolute",)
+_BLANK = "0" * 64
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-@dataclass
-class Island:
-    """One population between two generations.
-
-    ``hof`` is the :class:`evolve.search.individuals.HallOfFame` (None for a
-    ``pareto`` run, whose candidates are the first front of the population);
-    ``generation`` the last generation completed (0: the initial population
-    is scored); ``rng`` and ``np_rng`` the states of Python's ``random`` and of
-    numpy's global generator at that point (None until :meth:`keep_rng`).
-    """
-
-    population: list
-    hof: Any
-    generation: int
-    rng: Any = None
-    np_rng: Any = None
-
-    def keep_rng(self) -> None:
-        """Store the current states of ``random`` and ``numpy.random`` in the island."""
-        self.rng, self.np_rng = random.getstate(), np.random.get_state()
-
-    def restore_rng(self) -> None:
-        """Set ``random`` and ``numpy.random`` to the states the island holds."""
-        random.setstate(self.rng)
-        np.random.set_state(self.np_rng)
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
-@dataclass
-class Snapshot:
-    """The state of a search after ``generation`` generations (every island has reached it).
-
-    ``logbook``: rows so far; ``evaluations``, ``programs``: individuals
-    scored and distinct programs run so far; ``seconds``: search wall time so
-    far; ``warm``: the :class:`evolve.search.warm_start.WarmStart` (None when
-    off); ``interrupted``: the snapshot was taken because a stop was
-    requested (Ctrl-C); ``caches``: evaluator caches of a one-population
-    search (:meth:`evolve.search.state.SearchState.cache_state`).
-    """
-
-    generation: int
-    islands: list[Island]
-    logbook: list[dict[str, float]]
-    evaluations: int
-    programs: int
-    seconds: float
-    warm: Any = None
-    interrupted: bool = False
-    caches: Any = None
+def _loads(raw: bytes) -> Any:
+    """Strict JSON (``NaN`` and ``Infinity`` are refused: a checkpoint writes non-finite numbers as strings)."""
+    return json.loads(raw, parse_constant=_no_constant)
 
 
 def file_sha256(path: str | os.PathLike) -> str | None:
@@ -112,7 +95,8 @@ def file_sha256(path: str | os.PathLike) -> str | None:
 
 def header(config: dict[str, Any], features: tuple[str, ...], data_sha256: dict[str, Any], created: str,
            snapshot: Snapshot | None) -> dict[str, Any]:
-    """The JSON header of a checkpoint (without the payload fields, which :func:`write_checkpoint` adds).
+    """The JSON header of a checkpoint (without the fields :func:`write_checkpoint` adds: the payload's size and
+    the digest).
 
     Args:
         config: the resolved configuration (``RunConfig.to_dict()``).
@@ -127,14 +111,31 @@ def header(config: dict[str, Any], features: tuple[str, ...], data_sha256: dict[
             "interrupted": False if snapshot is None else snapshot.interrupted}
 
 
+def _json(value: Any, sort: bool) -> bytes:
+    return json.dumps(value, sort_keys=sort, separators=(",", ":"), allow_nan=False, ensure_ascii=True).encode("ascii")
+
+
+def _digest_field(value: str) -> bytes:
+    return f'"{DIGEST_FIELD}":"{value}"'.encode("ascii")
+
+
 def write_checkpoint(path: str | os.PathLike, head: dict[str, Any], snapshot: Snapshot | None) -> None:
-    """Atomically replace the checkpoint file ``path`` with ``head`` and the pickled ``snapshot``."""
-    payload = b"" if snapshot is None else pickle.dumps(snapshot, protocol=pickle.HIGHEST_PROTOCOL)
-    head = {**head, "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest()}
-    atomic_write_bytes(path, MAGIC + json.dumps(head, sort_keys=True).encode("utf-8") + b"\n" + payload)
+    """Atomically replace the checkpoint file ``path`` with ``head`` and ``snapshot`` as JSON (see the module doc)."""
+    payload = b"" if snapshot is None else _json(snapshot_to_data(snapshot), sort=False)
+    line = _json({**head, "payload_bytes": len(payload), DIGEST_FIELD: _BLANK}, sort=True)
+    digest = hashlib.sha256(MAGIC + line + b"\n" + payload).hexdigest()
+    line = line.replace(_digest_field(_BLANK), _digest_field(digest))
+    atomic_write_bytes(path, MAGIC + line + b"\n" + payload)
+
+
+def legacy_refusal(path: str | os.PathLike) -> InputError:
+    """The refusal of a checkpoint of format 1 (a pickle written by an older version), which is never loaded."""
+    return InputError(f"{path}: a checkpoint written by an older version of specdec-evolve (a Python pickle, which "
+                      "could run code when loaded); it cannot be resumed safely: start the run again")
 
 
 def _split(path: Path) -> tuple[dict[str, Any], bytes]:
+    """(header, payload) of the file, its SHA-256 checked (nothing else is)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -143,46 +144,160 @@ def _split(path: Path) -> tuple[dict[str, Any], bytes]:
     except OSError as exc:
         raise InputError(f"{path}: cannot read the checkpoint ({' '.join(str(exc).split())})") from None
     if not raw.startswith(MAGIC):
+        if raw.startswith(MAGIC_PREFIX + b"1\n"):
+            raise legacy_refusal(path)
+        if raw.startswith(MAGIC_PREFIX):
+            first = raw.split(b"\n", 1)[0][:60]
+            raise InputError(f"{path}: a checkpoint of another version of specdec-evolve (first line {first!r}; "
+                             f"this version reads {MAGIC.strip()!r})")
         raise InputError(f"{path}: not a checkpoint of this program (first line {raw[:40]!r})")
     end = raw.find(b"\n", len(MAGIC))
+    line = raw[len(MAGIC):end] if end >= 0 else b""
     try:
-        head = json.loads(raw[len(MAGIC):end]) if end >= 0 else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        head = _loads(line) if end >= 0 else None
+    except (ValueError, UnicodeDecodeError, RecursionError):
         head = None
-    if not isinstance(head, dict) or not isinstance(head.get("config"), dict):
-        raise InputError(f"{path}: the checkpoint header is not valid JSON")
-    return head, raw[end + 1:]
+    if not isinstance(head, dict):
+        raise InputError(f"{path}: the checkpoint header is not valid JSON (truncated or altered)")
+    digest = head.get(DIGEST_FIELD)
+    if not isinstance(digest, str) or not _HEX64.fullmatch(digest) or line.count(_digest_field(digest)) != 1:
+        raise InputError(f"{path}: the checkpoint has no valid SHA-256 (field '{DIGEST_FIELD}'; truncated or altered)")
+    payload = raw[end + 1:]
+    if hashlib.sha256(MAGIC + line.replace(_digest_field(digest), _digest_field(_BLANK)) + b"\n"
+                      + payload).hexdigest() != digest:
+        raise InputError(f"{path}: the checkpoint does not match its SHA-256 (truncated or altered)")
+    return head, payload
+
+
+def _fail(where: str, field: str, text: str) -> InputError:
+    return InputError(f"{where}: the checkpoint's field '{field}' {text}")
+
+
+def _config(head: dict[str, Any], where: str) -> RunConfig:
+    """The run configuration of a header (keys of older versions renamed, settings added since given their
+    defaults). A value that does not resolve is reported as a bad checkpoint, never as an option."""
+    config = head["config"]
+    if not isinstance(config, dict):
+        raise _fail(where, "config", "must be a JSON object")
+    try:
+        values = upgrade_legacy(config)
+        for key, value in values.items():
+            if value is None:
+                raise InputError("is null", param=key)
+        cfg = resolve({**DEFAULTS.to_dict(), **values})
+    except InputError as exc:
+        text = f"key '{exc.param}': {exc.message}" if exc.param is not None else exc.message
+        raise InputError(f"{where}: the checkpoint's configuration is not valid: {text}") from None
+    head["config"] = {**DEFAULTS.to_dict(), **values}
+    return cfg
+
+
+def _check_features(value: Any, cfg: RunConfig, where: str) -> None:
+    if not isinstance(value, list) or not value:
+        raise _fail(where, "features", f"must be a non-empty list of feature names (value {value!r})")
+    for f in value:
+        if not isinstance(f, str) or f not in FEATURES:
+            raise _fail(where, "features", f"names an unknown feature {f!r} (known: {', '.join(FEATURES)})")
+    if len(set(value)) != len(value) or value != [f for f in FEATURES if f in value]:
+        raise _fail(where, "features", f"must list distinct features in the order {', '.join(FEATURES)} "
+                                       f"(value {value!r})")
+    kind = cfg.program_kind
+    bad = [f for f in value if f in kind.excluded_features]
+    if bad:
+        raise _fail(where, "features", f"holds '{bad[0]}', which a {kind.title} may not read")
+    if cfg.features != "auto" and tuple(value) != tuple(cfg.features):
+        raise _fail(where, "features", f"is {value}, but the configuration's features are {list(cfg.features)}")
+    missing = [f for f in CORE_FEATURES if f not in value and f not in kind.excluded_features]
+    if cfg.features == "auto" and missing:
+        raise _fail(where, "features", f"lacks '{missing[0]}', which the configuration's features \"auto\" "
+                                       "always include")
+
+
+def check_header(head: dict[str, Any], payload: bytes, where: str) -> RunConfig:
+    """Check every header field by type and by sense; returns the run's configuration.
+
+    ``head["config"]`` is replaced by the upgraded configuration (keys of older versions renamed,
+    settings added since given their defaults). Raises InputError naming the field.
+    """
+    extra = sorted(set(head) - set(HEADER_FIELDS) - set(OPTIONAL_HEADER_FIELDS))
+    if extra:
+        raise _fail(where, extra[0], "is not a field of a checkpoint header")
+    missing = [k for k in HEADER_FIELDS if k not in head]
+    if missing:
+        raise _fail(where, missing[0], "is missing")
+    cfg = _config(head, where)
+    _check_features(head["features"], cfg, where)
+    sha = head["data_sha256"]
+    if not isinstance(sha, dict) or sorted(sha) != ["train", "valid"]:
+        raise _fail(where, "data_sha256", "must be an object with the keys train and valid")
+    for split in ("train", "valid"):
+        if not isinstance(sha[split], str) or not _HEX64.fullmatch(sha[split]):
+            raise _fail(where, f"data_sha256.{split}", f"must be a SHA-256 in hex (value {sha[split]!r})")
+    created = head["created"]
+    try:
+        datetime.fromisoformat(created)
+    except (TypeError, ValueError):
+        raise _fail(where, "created", f"must be an ISO date and time (value {created!r})") from None
+    generations = head["generations"]
+    if isinstance(generations, bool) or not isinstance(generations, int) or generations != cfg.generations:
+        raise _fail(where, "generations", f"is {generations!r}, but the configuration's generations are "
+                                          f"{cfg.generations}")
+    gen = head["generation"]
+    if gen is not None:
+        if isinstance(gen, bool) or not isinstance(gen, int):
+            raise _fail(where, "generation", f"must be an integer or null (value {gen!r})")
+        if not 0 <= gen <= cfg.generations:
+            raise _fail(where, "generation", f"is {gen}, but the run has {cfg.generations} generations")
+    if not isinstance(head["interrupted"], bool) or (gen is None and head["interrupted"]):
+        raise _fail(where, "interrupted", f"must be true or false, and false before the first checkpoint "
+                                          f"(value {head['interrupted']!r})")
+    size = head["payload_bytes"]
+    if isinstance(size, bool) or not isinstance(size, int) or size != len(payload):
+        raise _fail(where, "payload_bytes", f"is {size!r}, but the payload has {len(payload)} bytes")
+    if (gen is None) != (size == 0):
+        raise _fail(where, "generation", f"is {gen!r}, but the payload is {'empty' if size == 0 else 'not empty'}")
+    absolute = head.get("data_dir_absolute")
+    if absolute is not None and (not isinstance(absolute, str) or not absolute.strip()):
+        raise _fail(where, "data_dir_absolute", f"must be a path (value {absolute!r})")
+    return cfg
+
+
+def load_header(path: str | os.PathLike) -> tuple[dict[str, Any], RunConfig]:
+    """(header, configuration) of the checkpoint file ``path``: its SHA-256 and every header field checked
+    (the payload is not decoded). Raises InputError (one line) for a missing, damaged or unusable file."""
+    path = Path(path)
+    head, payload = _split(path)
+    return head, check_header(head, payload, str(path))
 
 
 def read_header(path: str | os.PathLike) -> dict[str, Any]:
-    """The JSON header of the checkpoint file ``path`` (nothing is unpickled). Raises InputError."""
-    return _split(Path(path))[0]
+    """The checked JSON header of the checkpoint file ``path`` (:func:`load_header`). Raises InputError."""
+    return load_header(path)[0]
 
 
 def read_checkpoint(path: str | os.PathLike) -> tuple[dict[str, Any], Snapshot | None]:
     """(header, snapshot) of the checkpoint file ``path``; the snapshot is None before the first epoch.
 
-    The primitive set of the header's features is built first (DEAP finds the
-    class of the ephemeral constants by name when the trees are unpickled).
+    Nothing is unpickled or evaluated: the payload is JSON data, checked field by field against the
+    header's configuration (:func:`evolve.search.snapshot.snapshot_from_data`).
 
-    Raises: InputError for a missing, unreadable, truncated or altered file
-    (the payload's size and SHA-256 are checked against the header).
+    Raises: InputError for a missing, unreadable, truncated or altered file, or a field of the wrong
+    type or out of sense (the message names it).
     """
-    from evolve.gp.primitives import build_pset
-
     path = Path(path)
     head, payload = _split(path)
-    if len(payload) != head.get("payload_bytes") or hashlib.sha256(payload).hexdigest() != head.get("payload_sha256"):
-        raise InputError(f"{path}: the checkpoint payload does not match its header (truncated or altered)")
+    cfg = check_header(head, payload, str(path))
     if not payload:
         return head, None
-    build_pset(tuple(head.get("features") or ()))
     try:
-        snapshot = pickle.loads(payload)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure means an unusable file
-        raise InputError(f"{path}: cannot load the checkpoint ({type(exc).__name__}: {exc})") from None
-    if not isinstance(snapshot, Snapshot):
-        raise InputError(f"{path}: the checkpoint holds a {type(snapshot).__name__}, not a search snapshot")
+        data = _loads(payload)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise InputError(f"{path}: the checkpoint payload is not valid JSON ({' '.join(str(exc).split())[:200]})") \
+            from None
+    snapshot = snapshot_from_data(data, cfg, tuple(head["features"]), head["generation"], str(path))
+    if snapshot.interrupted != head["interrupted"]:
+        raise _fail(str(path), "interrupted", f"is {str(snapshot.interrupted).lower()} in the payload but "
+                                              f"{str(head['interrupted']).lower()} in the header")
     return head, snapshot
 
 
@@ -193,7 +308,7 @@ def check_resumable(head: dict[str, Any], config: dict[str, Any], data_sha256: d
         head: the checkpoint header (:func:`read_header`).
         config: the configuration the resume would use (``RunConfig.to_dict()``).
         data_sha256: SHA-256 of the train and valid files the resume would read.
-        where: how the run directory is named in the message.
+        where: how the run directory is named in messages.
     """
     saved = head.get("config", {})
     for key in sorted(set(saved) | set(config)):
@@ -212,5 +327,6 @@ def check_resumable(head: dict[str, Any], config: dict[str, Any], data_sha256: d
                              f"the run started (SHA-256 {str(b)[:12]}..., checkpoint {str(a)[:12]}...)")
 
 
-__all__ = ["CHECKPOINT_FILE", "MAGIC", "EXECUTION_KEYS", "Island", "Snapshot", "file_sha256", "header", "write_checkpoint",
+__all__ = ["CHECKPOINT_FILE", "LEGACY_CHECKPOINT_FILE", "MAGIC", "EXECUTION_KEYS", "HEADER_FIELDS", "Island",
+           "Snapshot", "file_sha256", "header", "write_checkpoint", "legacy_refusal", "check_header", "load_header",
            "read_header", "read_checkpoint", "check_resumable"]

@@ -3,9 +3,13 @@
 A configuration is resolved in three layers, later ones winning: the defaults of
 :class:`RunConfig`, the keys of a TOML file (``--config FILE.toml``, top-level
 keys named as the fields below) and the options given on the command line.
-Every value is validated; a bad one raises :class:`evolve.errors.InputError` with
-one line naming where it came from (``option '--population'`` or
-``FILE.toml: key 'population'``) and the offending value.
+Every value is validated against its field's metadata (type, bounds, choices:
+:func:`setting_of`); a bad one raises :class:`evolve.errors.InputError` with one
+line and the offending value, naming the file and key (``FILE.toml: key
+'population'``) or carrying the field as ``param`` (the command line names its
+option). Keys of older configurations (``fitness``, ``verify``) are read under
+their new names (:data:`LEGACY_KEYS`), so older run directories and checkpoints
+still load.
 
 The resolved configuration is written into each run directory as
 ``config.toml`` (:func:`to_toml`), which :func:`load_toml` reads back, so
@@ -17,25 +21,45 @@ import difflib
 import math
 import os
 import tomllib
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Callable, Iterable
 
 from evolve.errors import InputError
+from evolve.gp.kinds import KINDS, ProgramKind, program_kind
 from evolve.gp.primitives import FEATURES, CORE_FEATURES
 
-FITNESS_CHOICES: tuple[str, ...] = ("acceptance_quality", "expected", "speed_at_tv", "pareto")
-#: Values of ``verify``: ``token`` evolves per-token thresholds; ``block`` evolves the weight w(features) of
-#: relaxed block verification (:mod:`evolve.eval.relaxed_block`), for the block objectives only.
-VERIFY_CHOICES: tuple[str, ...] = ("token", "block")
-#: Objectives that read the block metrics (need ``draft_index`` and use ``gamma``).
-BLOCK_FITNESS: tuple[str, ...] = ("speed_at_tv", "pareto")
+#: Keys of older run configurations and what they became: ``fitness`` is now ``objective``
+#: (:mod:`evolve.eval.objectives`); ``verify`` (``token`` or ``block``) is now ``evolve`` (the kind
+#: of program, :mod:`evolve.gp.kinds`: ``threshold`` or ``relaxation``).
+LEGACY_KEYS: dict[str, str] = {"fitness": "objective", "verify": "evolve"}
+_LEGACY_VERIFY: dict[str, str] = {"token": "threshold", "block": "relaxation"}
+
+
+def _setting(default: Any, kind: type, help: str, low: float | None = None, high: float | None = None,
+             choices: Callable[[], Iterable[str]] | None = None) -> Any:
+    """A :class:`RunConfig` field with its type, bounds, choices and help in the field's metadata."""
+    return field(default=default, metadata={"type": kind, "low": low, "high": high, "help": help,
+                                            "choices": choices})
+
+
+def _objective_names() -> tuple[str, ...]:
+    from evolve.eval.objectives import OBJECTIVES
+    return tuple(OBJECTIVES)
+
+
+def _kind_names() -> tuple[str, ...]:
+    return tuple(KINDS)
 
 
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that determines a run (same config + same data -> same champion).
 
-    Default sizes: under the acceptance-quality fitness the landscape of the
+    Each field's type, bounds and one-line help are in its metadata (:func:`setting_of`); the
+    command line (``python -m evolve run``) builds its options from them, and :func:`resolve`
+    checks values against them.
+
+    Default sizes: under the acceptance-quality objective the landscape of the
     default (vocab) data is a needle: about 1 random tree in 2,000 scores
     above 0.6, the rest sit on a plateau at 0.5 * quality just below the
     quality floor. From random trees (``warm_start`` off), population 1000
@@ -43,111 +67,79 @@ class RunConfig:
     (smaller settings failed with 2-17% of the random seeds) in about 10 s
     on 2 cores; the warm start seeds it, so smaller runs are safe too.
 
-    Attributes:
-        data: dataset directory (train and valid splits are read; test never).
-        out: directory under which the run directory is created.
-        population: individuals per generation (>= 2).
-        generations: generations after the initial one (>= 0).
-        seed: random seed of Python's ``random`` (DEAP) and numpy.
-        fitness: ``acceptance_quality`` (the acceptance-quality fitness on the
-            sampled accept/reject outcomes, ``Metrics.fitness``: acceptance
-            rate times quality score, or ``below_floor_scale`` times the
-            quality score when it is below ``quality_floor``),
-            ``expected`` (its noise-free form, ``Metrics.expected_fitness``),
-            ``speed_at_tv`` (expected tokens per target call subject to TV per
-            emitted token <= ``tv_budget``, :mod:`evolve.eval.objectives`) or
-            ``pareto`` (NSGA-II over tokens per call, TV per token and program
-            size; the run keeps the final non-dominated front in ``front.json``
-            and its champion is the front member with the best ``speed_at_tv``
-            on valid). The last two need ``draft_index`` in the data.
-        gamma: draft length of the block metrics (speed_at_tv, pareto); at most
-            the data's block length.
-        tv_budget: TV-per-token budget of ``speed_at_tv`` (and of the champion
-            choice of a ``pareto`` run), in [0, 1].
-        tv_cap: ``pareto``: TV per token beyond which the speed objective is
-            penalised as in ``speed_at_tv`` with this budget, so the front stays
-            in the region compared by ``benchmark.py pareto`` (in [0, 1]).
-        verify: ``token`` (default): the programs are per-token acceptance
-            thresholds; ``block``: the programs are the weight w of relaxed
-            block verification, which verifies each block against p~ = (1 - w) p
-            + w q (:mod:`evolve.eval.relaxed_block`; w reads prefix-level
-            features only, and the data needs ``block_residual_phi``). Only with
-            the block objectives (``speed_at_tv``, ``pareto``).
-        warm_start: seed the initial population with the registered rules and
-            the best grid members of the published families
-            (:mod:`evolve.search.warm_start`), and let the champion choice fall
-            back on the best seeded rule and avoid the quality cliff
-            (:mod:`evolve.search.champion`). On by default; ``False``
-            (``--from-scratch``) starts from random trees only and picks the
-            champion as before, which is how the rediscovery of standard
-            rejection is shown.
-        features: ``"auto"`` (the six :data:`evolve.gp.primitives.CORE_FEATURES`
-            plus every optional column present in both train and valid) or an
-            explicit list of names.
-        crossover_prob: probability that a pair of offspring is recombined
-            (one-point subtree crossover).
-        mutation_prob: probability that an offspring is mutated (subtree,
-            node-replacement, constant, shrink or hoist mutation, chosen at random).
-        tournament_size: fitness tournament size of the double tournament.
-        parsimony_size: size tournament of the double tournament, in [1, 2]
-            (the smaller of two is kept with probability parsimony_size / 2).
-        elitism: copies of the best individuals so far carried into each
-            generation unchanged.
-        hall_of_fame: size of the hall of fame (best on train); the champion
-            is the member with the best validation fitness.
-        max_depth: depth limit of crossover and mutation (Koza's 17).
-        init_min_depth, init_max_depth: depth range of the ramped
-            half-and-half initial trees.
-        mutation_max_depth: maximum depth of a subtree grown by mutation.
-        islands: number of populations (the island model,
-            :mod:`evolve.search.islands`): each island is a population of
-            ``population`` individuals evolved on its own, as Dask tasks; 1 (the
-            default) is the plain search in this process.
-        migration_interval: generations per epoch. Islands exchange migrants
-            after every epoch, and the run directory gets a checkpoint after
-            every epoch (also with one island), from which ``python -m evolve
-            resume`` continues a killed run.
-        migrants: individuals each island sends to the next one (a ring) after
-            every epoch: its best ``migrants``, which replace the worst of the
-            receiving island (0: isolated islands). Below ``population``.
-        false_accept_weight, false_reject_weight, quality_floor,
-            below_floor_scale: parameters of the acceptance-quality fitness
-            (:class:`evolve.eval.evaluator.AcceptanceQualityFitness`): quality =
-            max(0, 1 - false_accept_weight * false accepts / N -
-            false_reject_weight * false rejects / N); fitness = acceptance
-            rate * quality if quality >= quality_floor, else
-            below_floor_scale * quality.
+    Fields that need more than their help line:
+
+    * objective: what the run optimises, a registered
+      :class:`evolve.eval.objectives.Objective`: ``acceptance_quality`` (acceptance rate times
+      quality score on the sampled outcomes, ``Metrics.fitness``), ``expected`` (its noise-free
+      form), ``speed_at_tv`` (tokens per call subject to TV per token <= ``tv_budget``) or
+      ``pareto`` (NSGA-II over tokens per call, TV per token and program size; the final front is
+      kept in ``front.json`` and the champion is the front member with the best ``speed_at_tv`` on
+      valid). The block objectives need ``draft_index`` in the data.
+    * evolve: the kind of program evolved (:mod:`evolve.gp.kinds`): ``threshold`` (per-token
+      acceptance thresholds) or ``relaxation`` (the weight w of relaxed block verification, which
+      verifies each block against (1 - w) p + w q, :mod:`evolve.eval.relaxed_block`; w reads
+      prefix-level features only and the data needs ``block_residual_phi``). The objective must
+      score that kind.
+    * warm_start: seed the initial population with the registered rules and the best grid members
+      of the published families (:mod:`evolve.search.warm_start`), and let the champion choice fall
+      back on the best seeded rule and avoid the quality cliff (:mod:`evolve.search.champion`).
+      ``False`` (``--from-scratch``) starts from random trees only, which is how the rediscovery of
+      standard rejection is shown.
+    * features: ``"auto"`` (the six :data:`evolve.gp.primitives.CORE_FEATURES` plus every optional
+      column present in both train and valid, less those the kind may not read) or a list of names.
+    * islands, migration_interval, migrants: the island model (:mod:`evolve.search.islands`): each
+      island is a population of ``population`` individuals evolved as a Dask task; islands send
+      their best ``migrants`` to the next one (a ring) after every epoch of ``migration_interval``
+      generations, and the run directory gets a checkpoint after every epoch (also with one
+      island), from which ``python -m evolve resume`` continues a killed run.
+    * false_accept_weight, false_reject_weight, quality_floor, below_floor_scale: the
+      acceptance-quality fitness (:class:`evolve.eval.evaluator.AcceptanceQualityFitness`):
+      quality = max(0, 1 - false_accept_weight * false accepts / N - false_reject_weight * false
+      rejects / N); fitness = acceptance rate * quality if quality >= quality_floor, else
+      below_floor_scale * quality.
     """
 
-    data: str = "data"
-    out: str = "results"
-    population: int = 1000
-    generations: int = 100
-    seed: int = 0
-    fitness: str = "acceptance_quality"
-    warm_start: bool = True
-    features: Any = "auto"
-    gamma: int = 5
-    tv_budget: float = 0.01
-    tv_cap: float = 0.05
-    verify: str = "token"
-    crossover_prob: float = 0.5
-    mutation_prob: float = 0.5
-    tournament_size: int = 3
-    parsimony_size: float = 1.4
-    elitism: int = 1
-    hall_of_fame: int = 20
-    max_depth: int = 17
-    init_min_depth: int = 1
-    init_max_depth: int = 3
-    mutation_max_depth: int = 2
-    islands: int = 1
-    migration_interval: int = 10
-    migrants: int = 5
-    false_accept_weight: float = 10.0
-    false_reject_weight: float = 0.1
-    quality_floor: float = 0.95
-    below_floor_scale: float = 0.5
+    data: str = _setting("data", str, "Dataset directory (train and valid are read, test never).")
+    out: str = _setting("results", str, "Directory in which the run directory is created.")
+    population: int = _setting(1000, int, "Individuals per generation.", 2, 1_000_000)
+    generations: int = _setting(100, int, "Generations after the initial population.", 0, 1_000_000)
+    seed: int = _setting(0, int, "Random seed of Python's random (DEAP) and numpy (same seed + same data = same "
+                                 "champion).", 0, 2**63 - 1)
+    objective: str = _setting("acceptance_quality", str, "What the run optimises on train (a registered objective).",
+                              choices=_objective_names)
+    evolve: str = _setting("threshold", str, "Kind of program evolved: threshold (per-token acceptance "
+                                             "thresholds) or relaxation (the weight w of relaxed block "
+                                             "verification).", choices=_kind_names)
+    warm_start: bool = _setting(True, bool, "Seed the registered rules and the best family members.")
+    features: Any = _setting("auto", tuple, "Terminal features: auto or a list of feature names.")
+    gamma: int = _setting(5, int, "Draft length of the block objectives (speed_at_tv, pareto); at most the data's "
+                                  "block length.", 1, 1000)
+    tv_budget: float = _setting(0.01, float, "TV-per-token budget of speed_at_tv and of a pareto run's champion.",
+                                0.0, 1.0)
+    tv_cap: float = _setting(0.05, float, "pareto: TV per token beyond which the speed objective is penalised.",
+                             0.0, 1.0)
+    crossover_prob: float = _setting(0.5, float, "Probability that a pair of offspring is recombined.", 0.0, 1.0)
+    mutation_prob: float = _setting(0.5, float, "Probability that an offspring is mutated.", 0.0, 1.0)
+    tournament_size: int = _setting(3, int, "Fitness tournament size of the double tournament.", 1)
+    parsimony_size: float = _setting(1.4, float, "Size tournament of the double tournament (the smaller of two is "
+                                                 "kept with probability parsimony_size / 2).", 1.0, 2.0)
+    elitism: int = _setting(1, int, "Best individuals carried over unchanged.", 0)
+    hall_of_fame: int = _setting(20, int, "Hall of fame size (the champion is the best of it on valid).", 1, 10_000)
+    max_depth: int = _setting(17, int, "Tree depth limit of crossover and mutation (Koza's 17).", 1, 17)
+    init_min_depth: int = _setting(1, int, "Smallest depth of the ramped half-and-half initial trees.", 0, 17)
+    init_max_depth: int = _setting(3, int, "Largest depth of the ramped half-and-half initial trees.", 0, 17)
+    mutation_max_depth: int = _setting(2, int, "Largest depth of a subtree grown by mutation.", 0, 17)
+    islands: int = _setting(1, int, "Populations of the island model, each evolved as a Dask task (1: one "
+                                    "population in this process).", 1, 10_000)
+    migration_interval: int = _setting(10, int, "Generations per epoch: islands exchange migrants, and the run is "
+                                                "checkpointed, after every epoch.", 1, 1_000_000)
+    migrants: int = _setting(5, int, "Best individuals each island sends to the next (ring) after every epoch.", 0)
+    false_accept_weight: float = _setting(10.0, float, "Acceptance quality: weight of false accepts.", 0.0)
+    false_reject_weight: float = _setting(0.1, float, "Acceptance quality: weight of false rejects.", 0.0)
+    quality_floor: float = _setting(0.95, float, "Acceptance quality: the quality floor.", 0.0, 1.0)
+    below_floor_scale: float = _setting(0.5, float, "Acceptance quality: the factor of the quality score below the "
+                                                    "floor.", 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields (features as a list or ``"auto"``)."""
@@ -162,117 +154,146 @@ class RunConfig:
         return AcceptanceQualityFitness(self.false_accept_weight, self.false_reject_weight,
                            self.quality_floor, self.below_floor_scale)
 
+    @property
+    def program_kind(self) -> ProgramKind:
+        """The :class:`evolve.gp.kinds.ProgramKind` the run evolves."""
+        return program_kind(self.evolve, "evolve")
+
+    @property
+    def objective_spec(self):
+        """The registered :class:`evolve.eval.objectives.Objective` the run optimises."""
+        from evolve.eval.objectives import objective_named
+        return objective_named(self.objective)
+
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunConfig))
 DEFAULTS = RunConfig()
 
-_INT = {"population", "generations", "seed", "tournament_size", "elitism", "hall_of_fame", "max_depth",
-        "init_min_depth", "init_max_depth", "mutation_max_depth", "gamma", "islands", "migration_interval",
-        "migrants"}
-_FLOAT = {"crossover_prob", "mutation_prob", "parsimony_size", "false_accept_weight", "false_reject_weight",
-          "quality_floor", "below_floor_scale", "tv_budget", "tv_cap"}
-_STR = {"data", "out", "fitness", "verify"}
-_BOOL = {"warm_start"}
 
-#: (low, high) inclusive bounds of numeric fields; None = unbounded.
-_BOUNDS: dict[str, tuple[float | None, float | None]] = {
-    "population": (2, 1_000_000),
-    "generations": (0, 1_000_000),
-    "seed": (0, 2**63 - 1),
-    "tournament_size": (1, None),
-    "elitism": (0, None),
-    "hall_of_fame": (1, 10_000),
-    "max_depth": (1, 17),
-    "init_min_depth": (0, 17),
-    "init_max_depth": (0, 17),
-    "mutation_max_depth": (0, 17),
-    "crossover_prob": (0.0, 1.0),
-    "mutation_prob": (0.0, 1.0),
-    "parsimony_size": (1.0, 2.0),
-    "false_accept_weight": (0.0, None),
-    "false_reject_weight": (0.0, None),
-    "quality_floor": (0.0, 1.0),
-    "below_floor_scale": (0.0, None),
-    "gamma": (1, 1000),
-    "islands": (1, 10_000),
-    "migration_interval": (1, 1_000_000),
-    "migrants": (0, None),
-    "tv_budget": (0.0, 1.0),
-    "tv_cap": (0.0, 1.0),
-}
+@dataclass(frozen=True)
+class Setting:
+    """A field's metadata: type, inclusive bounds (None: unbounded), choices, help."""
+
+    name: str
+    type: type
+    low: float | None
+    high: float | None
+    help: str
+    choices: tuple[str, ...] | None
 
 
-def _check_value(name: str, value: Any, where: str) -> Any:
-    """Validate one field's value; return it in canonical form. Raises InputError naming ``where``."""
-    if name in _BOOL:
+def setting_of(name: str) -> Setting:
+    """The :class:`Setting` of field ``name`` of :class:`RunConfig` (choices evaluated now)."""
+    meta = _FIELDS[name].metadata
+    choices = meta["choices"]
+    return Setting(name, meta["type"], meta["low"], meta["high"], meta["help"],
+                   tuple(choices()) if choices is not None else None)
+
+
+_FIELDS = {f.name: f for f in fields(RunConfig)}
+
+
+def _check_value(name: str, value: Any, where: str | None) -> Any:
+    """Validate one field's value; return it in canonical form.
+
+    Raises InputError: with ``param=name`` when ``where`` is None (a value given in code or on the
+    command line, which names the flag), else with ``where`` (a file's key) in the message.
+    """
+    def fail(text: str) -> InputError:
+        return InputError(text, param=name) if where is None else InputError(f"{where}: {text}")
+
+    s = setting_of(name)
+    if s.type is bool:
         if not isinstance(value, bool):
-            raise InputError(f"{where}: expected true or false (value {value!r})")
+            raise fail(f"expected true or false (value {value!r})")
         return value
-    if name in _INT:
+    if s.type is tuple:
+        return _check_features(value, fail)
+    if s.type is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise InputError(f"{where}: expected an integer (value {value!r})")
-    elif name in _FLOAT:
+            raise fail(f"expected an integer (value {value!r})")
+    elif s.type is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InputError(f"{where}: expected a number (value {value!r})")
+            raise fail(f"expected a number (value {value!r})")
         value = float(value)
         if not math.isfinite(value):
-            raise InputError(f"{where}: expected a finite number (value {value!r})")
-    elif name in _STR:
+            raise fail(f"expected a finite number (value {value!r})")
+    else:
         if not isinstance(value, str) or not value.strip():
-            raise InputError(f"{where}: expected a non-empty string (value {value!r})")
-        if name == "fitness" and value not in FITNESS_CHOICES:
-            raise InputError(f"{where}: unknown fitness {value!r} (choose from {', '.join(FITNESS_CHOICES)})")
-        if name == "verify" and value not in VERIFY_CHOICES:
-            raise InputError(f"{where}: unknown verification {value!r} (choose from {', '.join(VERIFY_CHOICES)})")
+            raise fail(f"expected a non-empty string (value {value!r})")
+        if s.choices is not None and value not in s.choices:
+            raise fail(f"unknown value {value!r} (choose from {', '.join(s.choices)})")
         return value
-    elif name == "features":
-        return _check_features(value, where)
-    lo, hi = _BOUNDS.get(name, (None, None))
-    if lo is not None and value < lo:
-        raise InputError(f"{where}: must be at least {lo} (value {value!r})")
-    if hi is not None and value > hi:
-        raise InputError(f"{where}: must be at most {hi} (value {value!r})")
+    if s.low is not None and value < s.low:
+        raise fail(f"must be at least {s.low} (value {value!r})")
+    if s.high is not None and value > s.high:
+        raise fail(f"must be at most {s.high} (value {value!r})")
     return value
 
 
-def _check_features(value: Any, where: str) -> Any:
+def _check_features(value: Any, fail: Callable[[str], InputError]) -> Any:
     if value == "auto":
         return "auto"
     if isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]
     if not isinstance(value, (list, tuple)) or not value:
-        raise InputError(f"{where}: expected \"auto\" or a non-empty list of feature names (value {value!r})")
+        raise fail(f"expected \"auto\" or a non-empty list of feature names (value {value!r})")
     out: list[str] = []
     for v in value:
         if not isinstance(v, str) or v not in FEATURES:
-            raise InputError(f"{where}: unknown feature {v!r} (known: {', '.join(FEATURES)})")
+            raise fail(f"unknown feature {v!r} (known: {', '.join(FEATURES)})")
         if v in out:
-            raise InputError(f"{where}: feature {v!r} is listed twice")
+            raise fail(f"feature {v!r} is listed twice")
         out.append(v)
     return tuple(f for f in FEATURES if f in out)
 
 
-def _check_relations(cfg: RunConfig, origin: dict[str, str]) -> None:
+def _check_relations(cfg: RunConfig, origin: dict[str, str | None]) -> None:
+    def fail(name: str, text: str) -> InputError:
+        where = origin.get(name)
+        return InputError(text, param=name) if where is None else InputError(f"{where}: {text}")
+
     if cfg.init_min_depth > cfg.init_max_depth:
-        raise InputError(f"{origin['init_min_depth']}: init_min_depth {cfg.init_min_depth} is greater than "
-                         f"init_max_depth {cfg.init_max_depth}")
+        raise fail("init_min_depth", f"init_min_depth {cfg.init_min_depth} is greater than init_max_depth "
+                                     f"{cfg.init_max_depth}")
     for name in ("init_max_depth", "mutation_max_depth"):
         if getattr(cfg, name) > cfg.max_depth:
-            raise InputError(f"{origin[name]}: {name} {getattr(cfg, name)} exceeds max_depth {cfg.max_depth}")
+            raise fail(name, f"{name} {getattr(cfg, name)} exceeds max_depth {cfg.max_depth}")
     if cfg.islands > 1 and cfg.migrants >= cfg.population:
-        raise InputError(f"{origin['migrants']}: migrants {cfg.migrants} must be smaller than the population "
-                         f"({cfg.population})")
-    if cfg.verify != "token" and cfg.fitness not in BLOCK_FITNESS:
-        raise InputError(f"{origin['verify']}: verification {cfg.verify!r} needs a block objective (fitness "
-                         f"{' or '.join(BLOCK_FITNESS)}; value of fitness {cfg.fitness!r})")
+        raise fail("migrants", f"migrants {cfg.migrants} must be smaller than the population ({cfg.population})")
+    objective = cfg.objective_spec
+    if cfg.evolve not in objective.kinds:
+        scoring = [o.name for o in _objectives() if cfg.evolve in o.kinds]
+        raise fail("evolve", f"objective {cfg.objective!r} does not score {cfg.evolve} programs (objectives "
+                             f"that do: {', '.join(scoring) or 'none'})")
     if cfg.elitism >= cfg.population:
-        raise InputError(f"{origin['elitism']}: elitism {cfg.elitism} must be smaller than the population "
-                         f"({cfg.population})")
+        raise fail("elitism", f"elitism {cfg.elitism} must be smaller than the population ({cfg.population})")
 
 
-def option_name(name: str) -> str:
-    """The command-line option of field ``name`` (``--population``)."""
-    return "--" + name.replace("_", "-")
+def _objectives():
+    from evolve.eval.objectives import OBJECTIVES
+    return OBJECTIVES.values()
+
+
+def upgrade_legacy(values: dict[str, Any], where: Callable[[str], str | None] = lambda key: None) -> dict[str, Any]:
+    """``values`` with the keys of older configurations renamed (:data:`LEGACY_KEYS`; ``verify``'s values
+    ``token``/``block`` become ``threshold``/``relaxation``). A legacy key replaces the new key's value.
+
+    Raises: InputError for an unknown ``verify`` value or a key given under both names.
+    """
+    out = dict(values)
+    for old, new in LEGACY_KEYS.items():
+        if old not in out:
+            continue
+        value = out.pop(old)
+        if old == "verify":
+            if value not in _LEGACY_VERIFY:
+                text = f"unknown value {value!r} (choose from {', '.join(_LEGACY_VERIFY)})"
+                w = where(old)
+                raise InputError(text, param=old) if w is None else InputError(f"{w}: {text}")
+            value = _LEGACY_VERIFY[value]
+        out[new] = value
+    return out
 
 
 def load_toml(path: str | os.PathLike) -> dict[str, Any]:
@@ -300,6 +321,12 @@ def load_toml(path: str | os.PathLike) -> dict[str, Any]:
         if name == "include_standard":
             raise InputError(f"{path}: key '{key}' was replaced by 'warm_start' (true seeds the registered "
                              "rules, standard rejection among them; false starts from random trees)")
+        if name in LEGACY_KEYS:
+            new = LEGACY_KEYS[name]
+            if new in out or any(k.replace("-", "_") == new for k in raw):
+                raise InputError(f"{path}: key '{key}' is the old name of '{new}'; give only '{new}'")
+            value = upgrade_legacy({name: value}, lambda k: f"{path}: key '{key}'")[new]
+            name = new
         if name not in FIELD_NAMES:
             close = difflib.get_close_matches(name, FIELD_NAMES, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(FIELD_NAMES)})"
@@ -314,25 +341,27 @@ def resolve(options: dict[str, Any] | None = None, config_file: str | os.PathLik
     """Merge defaults, a TOML file and command-line options into a validated :class:`RunConfig`.
 
     Args:
-        options: {field: value} given on the command line; ``None`` values are
-            "not given" and ignored.
+        options: {field: value} given on the command line or in code; ``None`` values are
+            "not given" and ignored; older keys (:data:`LEGACY_KEYS`) are read as their new names.
         config_file: optional TOML file (see :func:`load_toml`).
 
-    Raises: InputError naming the option or file key of the first bad value.
+    Raises: InputError for the first bad value: with ``param`` set to the field (the command line
+    names its option) for a value of ``options``, naming the file and key for one of the file.
     """
     values: dict[str, Any] = {}
-    origin = {name: f"option '{option_name(name)}'" for name in FIELD_NAMES}
+    origin: dict[str, str | None] = {name: None for name in FIELD_NAMES}
     if config_file is not None:
         for name, value in load_toml(config_file).items():
             values[name] = value
             origin[name] = f"{os.fspath(config_file)}: key '{name}'"
-    for name, value in (options or {}).items():
+    given = upgrade_legacy({k: v for k, v in (options or {}).items() if v is not None})
+    for name, value in given.items():
         if name not in FIELD_NAMES:
-            raise InputError(f"option '{option_name(name)}': unknown option")
-        if value is None:
-            continue
-        values[name] = _check_value(name, value, f"option '{option_name(name)}'")
-        origin[name] = f"option '{option_name(name)}'"
+            close = difflib.get_close_matches(name, FIELD_NAMES, n=1)
+            raise InputError(f"unknown setting {name!r}" + (f" (did you mean '{close[0]}'?)" if close else
+                                                            f" (known: {', '.join(FIELD_NAMES)})"))
+        values[name] = _check_value(name, value, None)
+        origin[name] = None
     cfg = replace(DEFAULTS, **values)
     _check_relations(cfg, origin)
     return cfg
@@ -365,28 +394,25 @@ def _toml_value(value: Any) -> str:
 def resolve_features(cfg: RunConfig, available: tuple[str, ...], source: str) -> tuple[str, ...]:
     """The terminal features of a run: ``cfg.features`` checked against the columns ``available``.
 
-    ``"auto"`` gives the six :data:`evolve.gp.primitives.CORE_FEATURES` plus every available optional one;
-    with ``verify = "block"`` the features that depend on the drafted token
-    (:data:`evolve.eval.relaxed_block.TOKEN_FEATURES`) are left out, and asking for one is refused.
-    Raises InputError naming ``source`` when a requested feature is missing.
+    ``"auto"`` gives the six :data:`evolve.gp.primitives.CORE_FEATURES` plus every available optional one,
+    less the features the run's kind of program may not read
+    (:attr:`evolve.gp.kinds.ProgramKind.excluded_features`); asking for one of those is refused.
+    Raises InputError (param ``features``) when a requested feature is missing or excluded.
     """
-    from evolve.eval.relaxed_block import TOKEN_FEATURES
-
-    relaxed = cfg.verify == "block"
+    kind = cfg.program_kind
     if cfg.features == "auto":
         return tuple(f for f in FEATURES if (f in CORE_FEATURES or f in available)
-                     and not (relaxed and f in TOKEN_FEATURES))
-    if relaxed:
-        token = [f for f in cfg.features if f in TOKEN_FEATURES]
-        if token:
-            raise InputError(f"option '--features': '{token[0]}' depends on the drafted token; the weight of relaxed "
-                             "block verification (verify = block) may read prefix-level features only")
+                     and f not in kind.excluded_features)
+    excluded = [f for f in cfg.features if f in kind.excluded_features]
+    if excluded:
+        raise InputError(f"'{excluded[0]}' depends on the drafted token; a {kind.title} may read prefix-level "
+                         f"features only", param="features")
     missing = [f for f in cfg.features if f not in available]
     if missing:
-        raise InputError(f"{source}: no column '{missing[0]}' in train and valid, but the features setting "
-                         f"(option '--features') asks for it")
+        raise InputError(f"{source}: no column '{missing[0]}' in train and valid, but the features setting asks "
+                         f"for it", param="features")
     return tuple(cfg.features)
 
 
-__all__ = ["RunConfig", "DEFAULTS", "FIELD_NAMES", "FITNESS_CHOICES", "VERIFY_CHOICES", "BLOCK_FITNESS", "load_toml", "resolve", "to_toml",
-           "resolve_features", "option_name"]
+__all__ = ["RunConfig", "DEFAULTS", "FIELD_NAMES", "LEGACY_KEYS", "Setting", "setting_of", "upgrade_legacy",
+           "load_toml", "resolve", "to_toml", "resolve_features"]

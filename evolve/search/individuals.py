@@ -48,9 +48,24 @@ class ParetoIndividual(Individual):
     fitness_class = FitnessPareto
 
 
-def deap_types(pareto: bool = False) -> tuple[type[base.Fitness], type[Individual]]:
-    """(fitness class, individual class) of a run: :class:`FitnessMax`/:class:`Individual`, or the pareto pair."""
-    return (FitnessPareto, ParetoIndividual) if pareto else (FitnessMax, Individual)
+_TYPES: dict[tuple[float, ...], tuple[type[base.Fitness], type[Individual]]] = {
+    (1.0,): (FitnessMax, Individual), tuple(PARETO_WEIGHTS): (FitnessPareto, ParetoIndividual)}
+
+
+def deap_types(objective) -> tuple[type[base.Fitness], type[Individual]]:
+    """(fitness class, individual class) for the weights of ``objective`` (an
+    :class:`evolve.eval.objectives.Objective`): :class:`FitnessMax`/:class:`Individual` for one maximised
+    value, :class:`FitnessPareto`/:class:`ParetoIndividual` for the pareto weights, and for other weights
+    (a user's objective) a pair made once and kept as attributes of this module, so they pickle too.
+    """
+    weights = tuple(float(w) for w in objective.weights)
+    if weights not in _TYPES:
+        tag = "_".join(("p" if w >= 0 else "m") + f"{abs(w):g}".replace(".", "d") for w in weights)
+        fit = type(f"Fitness_{tag}", (base.Fitness,), {"weights": weights, "__module__": __name__})
+        ind = type(f"Individual_{tag}", (Individual,), {"fitness_class": fit, "__module__": __name__})
+        globals()[fit.__name__], globals()[ind.__name__] = fit, ind
+        _TYPES[weights] = (fit, ind)
+    return _TYPES[weights]
 
 
 class HallOfFame:

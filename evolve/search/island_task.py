@@ -220,7 +220,7 @@ def _run(job: EpochJob) -> EpochOutcome:
         np.random.seed(seed % 2**32)
         started = time.perf_counter()
         population = [tb.individual() for _ in range(cfg.population)]
-        seeds = seed_individuals(job.warm, pset, deap_types(cfg.fitness == "pareto")[1]) if job.warm else []
+        seeds = seed_individuals(job.warm, pset, deap_types(cfg.objective_spec)[1]) if job.warm else []
         population[:len(seeds)] = seeds
         island = begin(state, population, started)
     advance(state, tb, island, job.stop)

@@ -114,7 +114,7 @@ def migrate(islands: list[Island], migrants: int, pareto: bool) -> None:
 def members(islands: list[Island], cfg: RunConfig) -> list:
     """Champion candidates of all islands: their hall-of-fame members merged (distinct, best train first),
     or for ``pareto`` the first front of the union of their populations."""
-    if cfg.fitness == "pareto":
+    if cfg.objective_spec.multi:
         return first_front([ind for island in islands for ind in island.population])
     merged = HallOfFame(cfg.hall_of_fame * len(islands))
     for island in islands:
@@ -151,7 +151,7 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
     """
     check_features(train, valid, features)
     gamma = check_block_data(cfg, train, valid)
-    pareto = cfg.fitness == "pareto"
+    pareto = cfg.objective_spec.multi
     pset = build_pset(features)
     state = SearchState(cfg, train, valid, gamma, on_generation, should_stop)
     started = time.perf_counter()
@@ -165,7 +165,7 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
         state.logbook, state.generations = list(resume.logbook), resume.generation
         for row in state.logbook:
             state.notify(row)
-    seeds = seed_individuals(warm, pset, deap_types(pareto)[1]) if warm is not None else []
+    seeds = seed_individuals(warm, pset, deap_types(cfg.objective_spec)[1]) if warm is not None else []
     token = uuid.uuid4().hex[:8]
     with dask_client(cluster or ClusterOptions(), cfg.islands) as (client, threads):
         while generation is None or generation < cfg.generations:

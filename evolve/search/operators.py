@@ -37,12 +37,12 @@ def toolbox(cfg: RunConfig, pset: gp.PrimitiveSet) -> base.Toolbox:
     """The DEAP toolbox of a run: ``individual``, ``select``, ``mate``, ``mutate`` (and ``expr``, ``expr_mut``).
 
     Individuals are :class:`evolve.search.individuals.Individual` (or
-    ``ParetoIndividual`` for ``cfg.fitness == "pareto"``); ``select`` is the
+    the individual class of a multi-objective objective, :func:`evolve.search.individuals.deap_types`); ``select`` is the
     double tournament (Luke and Panait 2002); ``mate`` and ``mutate`` carry
     Koza's static depth limit ``cfg.max_depth`` on the tree height; under the
-    ``pareto`` fitness ``mutate`` shifts constants (:func:`mut_constant_shift`).
+    multi-objective objectives (``pareto``) ``mutate`` shifts constants (:func:`mut_constant_shift`).
     """
-    _, individual = deap_types(cfg.fitness == "pareto")
+    _, individual = deap_types(cfg.objective_spec)
     tb = base.Toolbox()
     tb.register("expr", gp.genHalfAndHalf, pset=pset, min_=cfg.init_min_depth, max_=cfg.init_max_depth)
     tb.register("individual", tools.initIterate, individual, tb.expr)
@@ -50,7 +50,7 @@ def toolbox(cfg: RunConfig, pset: gp.PrimitiveSet) -> base.Toolbox:
                 parsimony_size=cfg.parsimony_size, fitness_first=True)
     tb.register("mate", gp.cxOnePoint)
     tb.register("expr_mut", gp.genFull, min_=0, max_=cfg.mutation_max_depth)
-    tb.register("mutate", mutate, pset=pset, expr=tb.expr_mut, shift_constants=cfg.fitness == "pareto")
+    tb.register("mutate", mutate, pset=pset, expr=tb.expr_mut, shift_constants=cfg.objective_spec.multi)
     limit = gp.staticLimit(key=operator.attrgetter("height"), max_value=cfg.max_depth)
     tb.decorate("mate", limit)
     tb.decorate("mutate", limit)

@@ -1,4 +1,4 @@
-"""The warm start of a relaxed block verification search (``verify = "block"``).
+"""The warm start of a relaxed block verification search (``evolve = "relaxation"``).
 
 The programs of such a search are relaxation weights w(features)
 (:mod:`evolve.eval.relaxed_block`), not acceptance thresholds, so the rules of

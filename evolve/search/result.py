@@ -99,13 +99,17 @@ def finish(state: SearchState, features: tuple[str, ...], members: list, seeds: 
         evaluations, programs, seconds: totals of the whole search.
     """
     cfg = state.cfg
-    pareto = cfg.fitness == "pareto"
+    pareto = cfg.objective_spec.multi
     if pareto and seeds:  # a seed lost to crowding comes back unless a final member dominates it on train
         state.evaluate(seeds)
         members = first_front(list(members) + list(seeds))
     found = entries(state, members)
-    if pareto:  # the front, ascending TV per token on train (then more tokens, then smaller)
+    spec = cfg.objective_spec
+    if pareto and spec.needs_blocks:  # the front, ascending TV per token on train (then more tokens, then smaller)
         found.sort(key=lambda e: (e.train.tv_per_token, -e.train.tokens_per_call, e.size, e.expression))
+    elif pareto:  # another front: lexicographically by the objective's values on train, best first
+        found.sort(key=lambda e: (tuple(-w * v for w, v in zip(spec.weights, spec.fitness_values(e.train, e.size, cfg))),
+                                  e.size, e.expression))
     seeded = entries(state, seeds)
     if warm is None:
         names: list[str | None] = [None] * len(found)
@@ -113,7 +117,7 @@ def finish(state: SearchState, features: tuple[str, ...], members: list, seeds: 
         names = [warm.name_of(e.expression) for e in found] + [s.name for s in warm.seeds]
     pool = found + seeded
     candidates = [Candidate(e.train, e.valid, e.size, name) for e, name in zip(pool, names)]
-    best = choose(candidates, state.objective, cfg.fitness, cfg.acceptance_quality_fitness(), guarded=warm is not None)
+    best = choose(candidates, state.objective, cfg.objective_spec, cfg, guarded=warm is not None)
     source = f"seeded:{names[best]}" if names[best] is not None else "evolved"
     return SearchResult(cfg, tuple(features), pool[best], found, state.logbook, state.generations,
                         state.interrupted, evaluations, programs, seconds, front=found if pareto else None,

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from evolve.eval.objectives import PARETO_OBJECTIVES, speed_at_tv
-from evolve.search.config import BLOCK_FITNESS, RunConfig
+from evolve.search.config import RunConfig
 from evolve.search.result import SearchResult
 from evolve.search.state import LOGBOOK_COLUMNS, score
 
@@ -39,8 +39,8 @@ def seeded_document(result: SearchResult) -> dict[str, Any] | None:
     for item in doc["seeded_rules"]:
         entry = values.get(item["expression"])
         if entry is not None:
-            item["train"] = _finite(score(entry.train, cfg.fitness, cfg.tv_budget))
-            item["valid"] = _finite(score(entry.valid, cfg.fitness, cfg.tv_budget))
+            item["train"] = _finite(score(entry.train, cfg))
+            item["valid"] = _finite(score(entry.valid, cfg))
     return doc
 
 
@@ -64,10 +64,11 @@ def seeded_comment(result: SearchResult) -> str:
 
 def _objective_text(cfg: RunConfig) -> str:
     """``, gamma 5, TV budget 0.01`` for block objectives (empty otherwise)."""
-    if cfg.fitness not in BLOCK_FITNESS:
+    spec = cfg.objective_spec
+    if not spec.needs_blocks:
         return ""
     text = f", gamma {cfg.gamma}, TV budget {cfg.tv_budget:g}"
-    return text + (f", TV cap {cfg.tv_cap:g}" if cfg.fitness == "pareto" else "")
+    return text + (f", TV cap {cfg.tv_cap:g}" if spec.multi else "")
 
 
 def front_document(result: SearchResult) -> dict[str, Any]:

@@ -26,7 +26,7 @@ directory is either complete or absent.
 Checkpoints: while the search runs, its state lives in a hidden checkpoint
 directory next to where the run directory will be,
 ``OUT/.run-YYYYmmdd-HHMMSS-seedN.partial`` (:func:`checkpoint_dir_name`),
-holding ``config.toml`` and ``checkpoint.pkl``
+holding ``config.toml`` and ``checkpoint.json``
 (:mod:`evolve.search.checkpoint`), replaced atomically after every epoch of
 ``migration_interval`` generations. A run killed at any point (``kill -9``, a
 lost node, a scheduler's time limit) leaves that directory intact, and
@@ -35,6 +35,16 @@ logbook of an uninterrupted run (timing columns aside). The directory is
 removed when the run directory has been written, except after a Ctrl-C
 (``interrupted``): then it stays, ``run.json`` names it (``checkpoint_dir``)
 and :func:`resume` finishes the run into a new run directory.
+
+One writer per checkpoint directory: :func:`run` and :func:`resume` hold its
+lock (:class:`evolve.traces.locks.DirectoryLock`) from start to end, so a
+second ``resume`` of the same checkpoint, or a resume while the run still
+goes, is refused in one line naming the PID of the process that holds it.
+:func:`resume` checks the checkpoint (one SHA-256 over header and payload,
+every field by type and sense), the run's settings and data, and runs the
+output guard of ``run --out`` on the directory the run directory goes to,
+all before it takes the lock; a successful write of the run directory
+removes the staging directories that a killed write of the same run left.
 """
 from __future__ import annotations
 
@@ -42,7 +52,6 @@ import json
 import os
 import platform
 import shutil
-import tempfile
 import warnings
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -51,15 +60,19 @@ from typing import Any, Callable, Mapping
 
 from evolve.cluster import ClusterOptions
 from evolve.errors import InputError, InputWarning, os_error_text
-from evolve.traces.io import Traces, atomic_write_bytes, atomic_write_text, load_split, remove_stale_temps
-from evolve.traces.paths import check_output_dir, write_or_rescue
+from evolve.traces.io import (
+    Traces, atomic_write_bytes, atomic_write_text, load_split, remove_stale_temps, split_path,
+)
+from evolve.traces.locks import DirectoryLock, mkdtemp_locked
+from evolve.traces.paths import check_output_dir, is_dataset_dir, write_or_rescue
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import PRIMITIVE_SET_VERSION
 from evolve.search.algorithms import search
 from evolve.search.checkpoint import (
-    CHECKPOINT_FILE, Snapshot, check_resumable, file_sha256, header, read_checkpoint, read_header, write_checkpoint,
+    CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, Snapshot, check_resumable, file_sha256, header, legacy_refusal,
+    load_header, read_checkpoint, write_checkpoint,
 )
-from evolve.search.config import DEFAULTS, RunConfig, load_toml, resolve, resolve_features, to_toml
+from evolve.search.config import RunConfig, load_toml, resolve, resolve_features, to_toml
 from evolve.search.interrupt import interrupted_comment
 from evolve.search.result import SearchResult
 from evolve.search.run_documents import (
@@ -126,9 +139,10 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     features = resolve_features(cfg, available, cfg.data)
     started = datetime.now(timezone.utc)
     data_info = dataset_info(cfg.data, train_t, valid_t)
-    partial = _start_checkpoints(out, cfg, features, data_info, started)
-    return _search_and_write(partial, cfg, train, valid, features, data_info, started, None, progress, stop,
-                             extra_files, cluster, fresh=True)
+    partial, lock = _start_checkpoints(out, cfg, features, data_info, started)
+    with lock:
+        return _search_and_write(partial, cfg, train, valid, features, data_info, started, None, progress, stop,
+                                 extra_files, cluster, fresh=True)
 
 
 def checkpoint_dir_name(cfg: RunConfig, started: datetime) -> str:
@@ -136,10 +150,18 @@ def checkpoint_dir_name(cfg: RunConfig, started: datetime) -> str:
     return f".{run_dir_name(cfg, started)}{PARTIAL_SUFFIX}"
 
 
+def _busy(partial: Path) -> Callable[[str], str]:
+    """The refusal of a second writer of the checkpoint directory ``partial``, given the holder."""
+    return lambda who: (f"{partial}: another process ({who}) is running or resuming this run; a checkpoint has "
+                        "one writer at a time (wait for it to end, or stop it and resume again)")
+
+
 def _start_checkpoints(out: Path, cfg: RunConfig, features: tuple[str, ...], data_info: dict[str, Any],
-                       started: datetime) -> Path:
-    """Create the checkpoint directory (unique name) with ``config.toml`` and a checkpoint without state yet."""
+                       started: datetime) -> tuple[Path, DirectoryLock]:
+    """Create the checkpoint directory (unique name), take its lock, and write ``config.toml`` and a
+    checkpoint without state yet. Returns the directory and its lock (held)."""
     base = checkpoint_dir_name(cfg, started)
+    lock = None
     try:
         out.mkdir(parents=True, exist_ok=True)
         k = 1
@@ -150,11 +172,14 @@ def _start_checkpoints(out: Path, cfg: RunConfig, features: tuple[str, ...], dat
                 break
             except FileExistsError:
                 k += 1
+        lock = DirectoryLock(partial, _busy(partial)).acquire()
         atomic_write_text(partial / "config.toml", to_toml(cfg))
         write_checkpoint(partial / CHECKPOINT_FILE, _header(cfg, features, data_info, started, None), None)
     except OSError as exc:
+        if lock is not None:
+            lock.release()
         raise InputError(f"{OUT_WHAT}: cannot create the checkpoint directory ({os_error_text(exc)})") from None
-    return partial
+    return partial, lock
 
 
 def _header(cfg: RunConfig, features: tuple[str, ...], data_info: dict[str, Any], started: datetime,
@@ -221,27 +246,58 @@ def find_checkpoint_dir(path: str | os.PathLike) -> Path:
     run (its ``run.json`` names the checkpoint directory), or the output
     directory of the runs when it holds exactly one checkpoint directory.
 
-    Raises: InputError (one line) when there is nothing to resume.
+    Raises: InputError (one line) when there is nothing to resume, or only a
+    checkpoint of an older version (a pickle, never loaded).
     """
     p = Path(path)
     if not p.is_dir():
         raise InputError(f"{path}: no such directory")
     if (p / CHECKPOINT_FILE).is_file():
         return p
+    if (p / LEGACY_CHECKPOINT_FILE).is_file():
+        raise legacy_refusal(p / LEGACY_CHECKPOINT_FILE)
     if (p / "run.json").is_file():
-        try:
-            kept = json.loads((p / "run.json").read_text()).get("checkpoint_dir")
-        except (OSError, ValueError, AttributeError):
-            kept = None
-        if kept and (Path(kept) / CHECKPOINT_FILE).is_file():
-            return Path(kept)
+        kept = _kept_checkpoint_dir(p / "run.json")
+        if kept is not None and (kept / CHECKPOINT_FILE).is_file():
+            return kept
+        if kept is not None and (kept / LEGACY_CHECKPOINT_FILE).is_file():
+            raise legacy_refusal(kept / LEGACY_CHECKPOINT_FILE)
         raise InputError(f"{path}: the run is complete (no checkpoint left to resume from)")
     found = sorted(q for q in p.glob(f".run-*{PARTIAL_SUFFIX}") if (q / CHECKPOINT_FILE).is_file())
     if len(found) == 1:
         return found[0]
     if found:
         raise InputError(f"{path}: holds {len(found)} stopped runs; name one of them, e.g. {found[-1]}")
+    legacy = sorted(q for q in p.glob(f".run-*{PARTIAL_SUFFIX}") if (q / LEGACY_CHECKPOINT_FILE).is_file())
+    if legacy:
+        raise legacy_refusal(legacy[-1] / LEGACY_CHECKPOINT_FILE)
     raise InputError(f"{path}: no checkpoint to resume from (not a run of `python -m evolve run`, or it finished)")
+
+
+def _kept_checkpoint_dir(run_json: Path) -> Path | None:
+    """The checkpoint directory a run directory's ``run.json`` names (None: it names none)."""
+    try:
+        doc = json.loads(run_json.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise InputError(f"{run_json}: cannot read ({os_error_text(exc)})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise InputError(f"{run_json}: not valid JSON (not a run summary of `python -m evolve run`)") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{run_json}: not a run summary of `python -m evolve run` (expected a JSON object, found "
+                         f"{type(doc).__name__})")
+    kept = doc.get("checkpoint_dir")
+    if kept is None:
+        return None
+    if not isinstance(kept, str) or not kept.strip():
+        raise InputError(f"{run_json}: field 'checkpoint_dir' must be the path of a checkpoint directory "
+                         f"(value {kept!r})")
+    return Path(kept)
+
+
+def resume_config(path: str | os.PathLike) -> RunConfig:
+    """The configuration of the run :func:`resume` would continue for ``path`` (its checkpoint's header,
+    checked as :func:`resume` checks it). Raises InputError as :func:`resume`."""
+    return load_header(find_checkpoint_dir(path) / CHECKPOINT_FILE)[1]
 
 
 def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None] | None = None,
@@ -258,37 +314,68 @@ def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None]
     Returns: :class:`RunInfo`; champion and logbook equal those of the run had
     it not stopped.
 
-    Raises: InputError when there is no checkpoint, when the checkpoint is
-    damaged, when ``config.toml`` of the checkpoint directory was changed, or
-    when the data differ from the data the run started with (SHA-256); the
+    Raises: InputError (one line, nothing written) when there is no checkpoint,
+    when the checkpoint is damaged or makes no sense (its SHA-256, every field),
+    when ``config.toml`` of the checkpoint directory was changed, when the data
+    differ from the data the run started with (SHA-256) or are gone, when the
+    run directory could not be written where it goes (the output guard of
+    :func:`run`), or when another process runs or resumes the same run; the
     message gives the reason.
     """
     partial = find_checkpoint_dir(path)
-    head = read_header(partial / CHECKPOINT_FILE)
-    head["config"] = {**DEFAULTS.to_dict(), **head["config"]}  # settings added since the run started: defaults
-    try:
-        cfg = resolve(head["config"])
-    except InputError as exc:
-        raise InputError(f"{partial}: the checkpoint's configuration is not valid ({exc})") from None
+    checkpoint = partial / CHECKPOINT_FILE
+    head, cfg = load_header(checkpoint)
     if (partial / "config.toml").is_file():
-        check_resumable(head, resolve(load_toml(partial / "config.toml")).to_dict(), head.get("data_sha256", {}),
+        check_resumable(head, resolve(load_toml(partial / "config.toml")).to_dict(), head["data_sha256"],
                         str(partial))
     if data is not None:
         cfg = replace(cfg, data=str(data))
     elif not Path(cfg.data).is_dir() and head.get("data_dir_absolute"):
         cfg = replace(cfg, data=head["data_dir_absolute"])
+    check_resume_output(partial, cfg)
+    if not Path(cfg.data).is_dir() or any(split_path(cfg.data, s) is None for s in ("train", "valid")):
+        raise InputError(f"the run's dataset {cfg.data} is gone (moved or deleted); give its new place to resume "
+                         f"{partial} (its train and valid files must be those the run started with: their SHA-256 "
+                         "is checked)", param="data")
     train_t, valid_t = load_search_data(cfg)
     data_info = dataset_info(cfg.data, train_t, valid_t)
     check_resumable(head, cfg.to_dict(), data_info["sha256"], str(partial))
-    _, snapshot = read_checkpoint(partial / CHECKPOINT_FILE)
+    _, snapshot = read_checkpoint(checkpoint)
     train, valid = EvalData.from_traces(train_t), EvalData.from_traces(valid_t)
-    features = tuple(head.get("features") or ())
+    features = tuple(head["features"])
+    started = datetime.fromisoformat(head["created"])
+    with _lock_checkpoint(partial, head):
+        return _search_and_write(partial, cfg, train, valid, features, data_info, started, snapshot, progress, stop,
+                                 extra_files, cluster)
+
+
+def check_resume_output(partial: Path, cfg: RunConfig) -> Path:
+    """The directory a resume of the checkpoint directory ``partial`` writes its run directory into (the one
+    holding ``partial``), checked as ``run`` checks ``out`` (:func:`evolve.traces.paths.check_output_dir`); a
+    dataset directory is refused too. Raises InputError."""
+    out = check_output_dir(partial.parent, (cfg.data,), OUT_WHAT)
+    if is_dataset_dir(out):
+        raise InputError(f"{OUT_WHAT}: {out} is a dataset directory, not a place for run directories (was the "
+                         f"checkpoint directory {partial.name} moved into it?)")
+    return out
+
+
+def _lock_checkpoint(partial: Path, head: dict[str, Any]) -> DirectoryLock:
+    """The lock of the checkpoint directory ``partial``, taken, with the checkpoint still the one read (``head``)."""
     try:
-        started = datetime.fromisoformat(head["created"])
-    except (KeyError, TypeError, ValueError):
-        raise InputError(f"{partial}: the checkpoint header has no valid 'created' time") from None
-    return _search_and_write(partial, cfg, train, valid, features, data_info, started, snapshot, progress, stop,
-                             extra_files, cluster)
+        lock = DirectoryLock(partial, _busy(partial)).acquire()
+    except OSError as exc:
+        if not (partial / CHECKPOINT_FILE).is_file():
+            raise InputError(f"{partial}: no checkpoint any more (the run finished meanwhile)") from None
+        raise InputError(f"{partial}: cannot lock the checkpoint directory ({os_error_text(exc)})") from None
+    try:
+        if load_header(partial / CHECKPOINT_FILE)[0]["sha256"] != head["sha256"]:
+            raise InputError(f"{partial}: the checkpoint changed while it was being read (another process wrote "
+                             "it meanwhile); resume again")
+    except BaseException:
+        lock.release()
+        raise
+    return lock
 
 
 def checkpoint_status(path: str | os.PathLike) -> str | None:
@@ -297,10 +384,12 @@ def checkpoint_status(path: str | os.PathLike) -> str | None:
     Used by ``python -m evolve show`` on a directory without a champion.
     """
     p = Path(path)
+    if (p / LEGACY_CHECKPOINT_FILE).is_file() and not (p / CHECKPOINT_FILE).is_file():
+        return str(legacy_refusal(p / LEGACY_CHECKPOINT_FILE))
     if not (p / CHECKPOINT_FILE).is_file():
         return None
     try:
-        head = read_header(p / CHECKPOINT_FILE)
+        head = load_header(p / CHECKPOINT_FILE)[0]
     except InputError as exc:
         return str(exc)
     gen, total = head.get("generation"), head.get("generations")
@@ -361,7 +450,7 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
     cfg = result.config
     out.mkdir(parents=True, exist_ok=True)
     base = run_dir_name(cfg, started)
-    stage = Path(tempfile.mkdtemp(dir=out, prefix=f".{base}.tmp-"))
+    stage, stage_lock = mkdtemp_locked(out, f".{base}.tmp-")  # locked: no cleaner takes it while it is written
     created = started.isoformat(timespec="seconds")
     provenance = {
         "run_dir": None, "seed": cfg.seed, "data_dir": str(cfg.data), "data": data_info,
@@ -372,7 +461,8 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
     seeded = seeded_document(result)
     if seeded is not None:
         provenance["seeded_rules"] = [s["name"] for s in seeded["seeded_rules"]]
-    how = f"{cfg.fitness} fitness{_objective_text(cfg)}, seed {cfg.seed}"
+    kind = cfg.program_kind
+    how = f"{kind.title}s, {cfg.objective} objective{_objective_text(cfg)}, seed {cfg.seed}"
     seed_name = seeded_name(result.champion_source)
     try:
         final = _unique(out, base)
@@ -382,12 +472,12 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
             description=(f"evolved on {data_info.get('dir')} ({how})" if seed_name is None else
                          f"the seeded rule {seed_name}: evolution on {data_info.get('dir')} found nothing "
                          f"better on valid ({how})"),
-            features=result.features, fitness=cfg.fitness,
+            features=result.features, objective=cfg.objective, kind=kind.name,
             metrics={"train": result.champion.train.to_dict(), "valid": result.champion.valid.to_dict()},
             provenance=provenance)
         atomic_write_text(stage / "config.toml", to_toml(cfg) + seeded_comment(result) + interrupted_comment(result))
         summary = {
-            "run_dir": str(final), "created": created, "seed": cfg.seed, "fitness": cfg.fitness,
+            "run_dir": str(final), "created": created, "seed": cfg.seed, "kind": kind.name, "objective": cfg.objective,
             "features": list(result.features), "generations_completed": result.generations,
             "interrupted": result.interrupted, "evaluations": result.evaluations,
             "programs_scored": result.programs, "seconds": round(result.seconds, 3),
@@ -420,7 +510,10 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    remove_stale_temps(out, "run-*", min_age=STALE_STAGING_SECONDS)  # left by a run killed while writing
+    finally:
+        os.close(stage_lock)
+    remove_stale_temps(out, base)  # left by a killed write of this run (a live writer's is never removed)
+    remove_stale_temps(out, "run-*", min_age=STALE_STAGING_SECONDS)  # left by other runs killed while writing
     return final
 
 
@@ -444,6 +537,6 @@ def _retarget(stage: Path, final: Path) -> None:
         atomic_write_text(stage / name, json.dumps(doc, indent=2) + "\n")
 
 
-__all__ = ["RunInfo", "ExtraFiles", "OUT_WHAT", "PARTIAL_SUFFIX", "run", "resume", "find_checkpoint_dir",
-           "checkpoint_status", "checkpoint_dir_name", "write_run", "load_search_data", "dataset_info", "versions",
+__all__ = ["RunInfo", "ExtraFiles", "OUT_WHAT", "PARTIAL_SUFFIX", "run", "resume", "resume_config",
+           "find_checkpoint_dir", "check_resume_output", "checkpoint_status", "checkpoint_dir_name", "write_run", "load_search_data", "dataset_info", "versions",
            "run_dir_name"]

@@ -22,9 +22,9 @@ import numpy as np
 
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData, Metrics, check_gamma
-from evolve.eval.objectives import DEFAULT_BUDGET, pareto_values, speed_at_tv
-from evolve.eval.population import EvaluationStats, PopulationEvaluator
-from evolve.search.config import BLOCK_FITNESS, RunConfig
+from evolve.eval.population import EvaluationStats
+from evolve.eval.scorers import population_scorer
+from evolve.search.config import RunConfig
 
 #: Columns of the per-generation logbook, in order.
 LOGBOOK_COLUMNS: tuple[str, ...] = (
@@ -34,36 +34,25 @@ LOGBOOK_COLUMNS: tuple[str, ...] = (
 )
 #: Logbook columns that measure time (they differ between two runs that are otherwise identical).
 TIMING_COLUMNS: tuple[str, ...] = ("eval_seconds", "evals_per_s", "seconds")
-#: Fitness given to a program whose objective is not finite (worst for maximised, best negated for minimised).
-WORST = 1e9
 #: Distinct expressions whose train metrics are remembered (least recently used dropped; results unchanged).
 CACHE_LIMIT = 200_000
 
 
-def score(metrics: Metrics, fitness: str, budget: float = DEFAULT_BUDGET) -> float:
-    """The value a run ranks programs by (on train) and picks its champion by (on valid).
-
-    ``Metrics.fitness`` for the fitness kind ``acceptance_quality``,
-    ``Metrics.expected_fitness`` for ``expected``, otherwise
-    :func:`evolve.eval.objectives.speed_at_tv` with TV-per-token ``budget``
-    (``speed_at_tv``, and ``pareto``, whose champion is the fastest front
-    member within the budget). Raises ValueError for a block objective on
-    metrics without block metrics.
+def score(metrics: Metrics, cfg: RunConfig) -> float:
+    """The value a run ranks programs by (on train) and picks its champion by (on valid): the run's
+    objective's :attr:`evolve.eval.objectives.Objective.score` (for ``pareto``, ``speed_at_tv`` within
+    ``tv_budget``). Raises ValueError for a block objective on metrics without block metrics.
     """
-    if fitness == "acceptance_quality":
-        return metrics.fitness
-    if fitness == "expected":
-        return metrics.expected_fitness
-    return speed_at_tv(metrics, budget)
+    return cfg.objective_spec.score(metrics, cfg)
 
 
 def check_block_data(cfg: RunConfig, train: EvalData, valid: EvalData) -> int | None:
     """The draft length of the block objectives (None for the others). Raises InputError for unusable data."""
-    if cfg.fitness not in BLOCK_FITNESS:
+    if not cfg.objective_spec.needs_blocks:
         return None
     for data in (train, valid):
         if data.depth is None:
-            raise InputError(f"{data.source}: fitness '{cfg.fitness}' needs column 'draft_index' (speculation "
+            raise InputError(f"{data.source}: objective '{cfg.objective}' needs column 'draft_index' (speculation "
                              "blocks); generate the data with `python generate_data.py` (vocab model)")
         check_gamma(cfg.gamma, data)
     return cfg.gamma
@@ -112,9 +101,8 @@ class SearchState:
                  should_stop: Callable[[], bool] | None = None, cache_size: int = CACHE_LIMIT):
         fit = cfg.acceptance_quality_fitness()
         self.cfg = cfg
-        scorer = PopulationEvaluator
-        if getattr(cfg, "verify", "token") == "block":  # programs are relaxation weights w(features)
-            from evolve.eval.relaxed_population import RelaxedPopulationEvaluator as scorer
+        self.objective_spec = cfg.objective_spec
+        scorer = population_scorer(cfg.program_kind)
         self.scorer = scorer(train, fit, gamma=gamma, cache_size=cache_size)
         self.valid_scorer = scorer(valid, fit, gamma=gamma, cache_size=cache_size)
         self.on_generation, self.should_stop = on_generation, should_stop
@@ -123,20 +111,13 @@ class SearchState:
         self.generations, self.interrupted = 0, False
 
     def objective(self, metrics: Metrics) -> float:
-        """The run's objective of ``metrics`` (:func:`score`)."""
-        return score(metrics, self.cfg.fitness, self.cfg.tv_budget)
+        """The run's score of ``metrics`` (:func:`score`)."""
+        return self.objective_spec.score(metrics, self.cfg)
 
     def assign(self, ind, m: Metrics) -> None:
-        """Set ``ind.fitness.values`` from its train metrics (non-finite values become :data:`WORST`)."""
-        cfg = self.cfg
-        if cfg.fitness == "pareto":
-            speed, tv, size = pareto_values(m, len(ind), cfg.tv_cap)
-            ind.fitness.values = (speed if math.isfinite(speed) else -WORST, tv if math.isfinite(tv) else WORST,
-                                  size)
-        else:
-            value = self.objective(m)
-            floor = -WORST if cfg.fitness in BLOCK_FITNESS else 0.0
-            ind.fitness.values = (value if math.isfinite(value) else floor,)
+        """Set ``ind.fitness.values`` from its train metrics (the objective's
+        :meth:`evolve.eval.objectives.Objective.fitness_values`; non-finite values become its worst)."""
+        ind.fitness.values = self.objective_spec.fitness_values(m, len(ind), self.cfg)
 
     def evaluate(self, individuals) -> int:
         """Score individuals without a valid fitness on train (one batched call; cached by expression)."""
@@ -212,5 +193,5 @@ class SearchState:
             scorer.stats = stats if isinstance(stats, EvaluationStats) else EvaluationStats(**stats)
 
 
-__all__ = ["LOGBOOK_COLUMNS", "TIMING_COLUMNS", "WORST", "CACHE_LIMIT", "score", "check_block_data",
+__all__ = ["LOGBOOK_COLUMNS", "TIMING_COLUMNS", "CACHE_LIMIT", "score", "check_block_data",
            "population_row", "SearchState"]

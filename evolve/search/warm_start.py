@@ -173,10 +173,17 @@ def seed_budgets(cfg: RunConfig) -> list[float]:
     return sorted(set(SEED_BUDGETS) | {cfg.tv_budget, cfg.tv_cap})
 
 
+def seeds_along_budgets(cfg: RunConfig) -> bool:
+    """Whether the seeds are the fastest rules within TV budgets (an objective that keeps a front over the
+    block metrics, such as ``pareto``) rather than the best of each family by the run's score."""
+    spec = cfg.objective_spec
+    return spec.multi and spec.needs_blocks
+
+
 def criteria(cfg: RunConfig, objective: Callable[[Metrics], float]) -> dict[str, Callable[[Metrics], float]]:
     """The seed criteria of ``cfg`` (see the module doc): criterion name -> value of train metrics."""
-    if cfg.fitness != "pareto":
-        return {f"best {cfg.fitness} on train": objective}
+    if not seeds_along_budgets(cfg):
+        return {f"best {cfg.objective} on train": objective}
     return {f"most tokens per call on train with TV per token <= {b:g}": _within(b) for b in seed_budgets(cfg)}
 
 
@@ -229,6 +236,7 @@ def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gam
     grid: list[Rule] = []
     groups: list[str] = []
     families_of: list[str] = []
+    along_budgets = seeds_along_budgets(cfg)
     for family in families().values():
         members = [rule for _, rule in family.rules()]
         reasons = [unusable(r, features) for r in members]
@@ -239,16 +247,16 @@ def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gam
         for rule, why in zip(members, reasons):
             if why is None:
                 grid.append(rule)
-                groups.append(family.name if cfg.fitness != "pareto" else "all families")
+                groups.append("all families" if along_budgets else family.name)
                 families_of.append(family.name)
     scorer = PopulationEvaluator(train, cfg.acceptance_quality_fitness(), gamma=gamma, cache_size=0)
     metrics = scorer.evaluate(grid) if grid else []
     chosen: list[Seed] = []
     for i, criterion, group in best_per_criterion(metrics, groups, criteria(cfg, objective)):
         rule = grid[i]
-        where = f" in family {group}" if cfg.fitness != "pareto" else ""
+        where = "" if along_budgets else f" in family {group}"
         chosen.append(Seed(rule.name, rule.expression, f"{criterion}{where}"))
-    if cfg.fitness == "pareto":
+    if along_budgets:
         chosen += _family_picks(cfg, grid, families_of, metrics, "")
         chosen += _depth_limited_picks(cfg, features, grid, families_of, metrics, scorer, gamma)
     standard = [r for r in registered if r.name == STANDARD_NAME]

@@ -150,10 +150,6 @@ N_BLOCK_RECORD = record_size(BlockStat)
 R_R, R_U, R_TAU, R_ACCEPTED, R_TESTED, R_BLOCK, R_RESIDUAL_MASS, R_PHI = Record
 B_TOKENS, B_ANALYTIC, B_TV_COUNT, B_TV_EXPECTED = BlockStat
 
-RESIDUAL_BEST = 0
-RESIDUAL_BROKEN_FROM_P = 1  # deliberately wrong (tests only): sample from p after a rejection
-RESIDUAL_TOKENWISE = 2      # deliberately wrong (tests only): block verification's residual without P_tau
-
 
 @njit(cache=True)
 def _clamp_tau(t):
@@ -186,7 +182,7 @@ def _target_ranks(p, out):
 
 
 @njit(cache=True)
-def _residual_sample(rng, ops, args, consts, p, q, feats, XV, stack, resid, mode, uses_rank):
+def _residual_sample(rng, ops, args, consts, p, q, feats, XV, stack, resid, uses_rank):
     """Token after a rejection: from norm(max(0, p - q*tau)) with tau of every token (see module doc).
 
     ``feats`` float64 (N_FEATURES,) the position's features (the drafted
@@ -195,8 +191,6 @@ def _residual_sample(rng, ops, args, consts, p, q, feats, XV, stack, resid, mode
     ``XV`` float64 (N_FEATURES, V), ``stack`` float64 (>= stack_size, V), ``resid`` float64 (V,).
     """
     V = p.shape[0]
-    if mode == RESIDUAL_BROKEN_FROM_P:
-        return sample_index(rng, p)
     for f in range(N_FEATURES):
         if f != Feature.DRAFT_PROB and f != Feature.TARGET_PROB and f != Feature.TARGET_RANK:
             val = feats[f]
@@ -260,7 +254,7 @@ def _verify(verify, P, target_prob, r, tau, uu, gamma, fly_window, fly_threshold
 
 @njit(cache=True)
 def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params, log_rank,
-              ops, args, consts, stack_size, residual_mode, verify, fly_window, fly_threshold, fly_top_k,
+              ops, args, consts, stack_size, verify, fly_window, fly_threshold, fly_top_k,
               wops, wargs, wconsts, wstack, stats, rows, blocks):
     """Chain speculative decoding of ``length`` tokens from position ``t0`` (module doc).
 
@@ -271,8 +265,6 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
         dpath: float64 (t0 + length + gamma + 2,); ``dpath[s + 1]`` is the difficulty of
             position s; ``dpath[t0]`` must hold d_{t0-1}.
         gamma: draft length >= 1; ops, args, consts, stack_size: the rule's compiled program.
-        residual_mode: :data:`RESIDUAL_BEST` (correct), :data:`RESIDUAL_BROKEN_FROM_P` or
-            :data:`RESIDUAL_TOKENWISE` (deliberately wrong, for tests).
         verify: :data:`evolve.sim.verification.VERIFY_TOKEN`, ``VERIFY_BLOCK`` or ``VERIFY_FLY``;
             fly_window (int), fly_threshold (nats), fly_top_k (int): FLy's parameters.
         wops, wargs, wconsts, wstack: the relaxation weight's compiled program (``VERIFY_BLOCK``
@@ -394,7 +386,7 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
         if accepted < gamma:
             k = accepted
             if verify == VERIFY_BLOCK:  # norm(max(0, P_tau p - q)) at the first depth not kept (p~ if relaxed)
-                weight = 1.0 if k == 0 or residual_mode == RESIDUAL_TOKENWISE else vweights[k - 1]
+                weight = 1.0 if k == 0 else vweights[k - 1]
                 block_residual(weight, Pt[k] if relaxed else P[k], Q[k], resid)
                 y = sample_normalised(rng, resid)
                 if y < 0:
@@ -402,8 +394,7 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
             else:
                 for f in range(N_FEATURES):
                     feats[f] = X[f, k]
-                y = _residual_sample(rng, ops, args, consts, P[k], Q[k], feats, XV, stack, resid, residual_mode,
-                                     uses_rank)
+                y = _residual_sample(rng, ops, args, consts, P[k], Q[k], feats, XV, stack, resid, uses_rank)
             buf[window_len + t + k] = y
         if accepted == gamma:  # bonus token from p at position t + gamma
             pos = t + gamma
@@ -453,8 +444,8 @@ def autoregressive_run(model_seed, rng, buf, dpath, t0, length, window_len, para
 
 @njit(cache=True, parallel=True)
 def chain_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, gamma, params, log_rank, ops, args,
-                consts, stack_size, residual_mode, verify, fly_window, fly_threshold, fly_top_k, wops, wargs, wconsts,
-                wstack, stats_out, tokens_out, rows_out, blocks_out):
+                consts, stack_size, verify, fly_window, fly_threshold, fly_top_k, wops, wargs, wconsts, wstack,
+                stats_out, tokens_out, rows_out, blocks_out):
     """Independent chain decodes (jobs), in parallel; each job's output depends only on its inputs.
 
     Job j decodes ``lengths[j]`` tokens from position ``t0s[j]`` after the context
@@ -470,8 +461,8 @@ def chain_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, g
         buf, dpath = start_buffers(windows[j], t0, d_prevs[j], lengths[j] + gamma + 1)
         rng = seed_state(decode_seed, keys[j], STREAM_DECODE)
         chain_run(model_seed, rng, buf, dpath, t0, lengths[j], gamma, K, params, log_rank, ops, args, consts,
-                  stack_size, residual_mode, verify, fly_window, fly_threshold, fly_top_k, wops, wargs, wconsts,
-                  wstack, stats_out[j], rows_out[j], blocks_out[j])
+                  stack_size, verify, fly_window, fly_threshold, fly_top_k, wops, wargs, wconsts, wstack,
+                  stats_out[j], rows_out[j], blocks_out[j])
         for k in range(min(tokens_out.shape[1], lengths[j])):
             tokens_out[j, k] = buf[K + t0 + k]
 

@@ -55,8 +55,7 @@ from evolve.traces.synth.block_columns import PHI_POINTS
 from evolve.eval.evaluator import DEFAULT_COST_RATIO
 from evolve.gp.primitives import FEATURES
 from evolve.sim.chain import (
-    N_BLOCK_RECORD, N_RECORD, N_STATS, RESIDUAL_BEST, RESIDUAL_BROKEN_FROM_P, RESIDUAL_TOKENWISE, Feature, Record,
-    Stat, autoregressive_batch, chain_batch,
+    N_BLOCK_RECORD, N_RECORD, N_STATS, Feature, Record, Stat, autoregressive_batch, chain_batch,
 )
 from evolve.sim.models import Context, SyntheticModel, context_jobs, random_context, sequence_jobs
 from evolve.sim.verification import TOKEN, Verification
@@ -86,10 +85,10 @@ def check_gamma_range(gamma) -> int:
 
     (Unlike :func:`evolve.eval.evaluator.check_gamma`, which checks a gamma against a
     trace split's blocks, this only checks the range the simulator's kernels accept.)
-    Raises: InputError naming ``--gamma`` and the value.
+    Raises: InputError naming the parameter ``gamma`` and the value.
     """
     if isinstance(gamma, bool) or not isinstance(gamma, (int, np.integer)) or not 1 <= gamma <= MAX_GAMMA:
-        raise InputError(f"option '--gamma': must be an integer in [1, {MAX_GAMMA}] (value {gamma!r})")
+        raise InputError(f"must be an integer in [1, {MAX_GAMMA}] (value {gamma!r})", param="gamma")
     return int(gamma)
 
 
@@ -130,10 +129,10 @@ def _verify_args(verification: Verification, gamma: int) -> tuple:
 
 
 def check_cost_ratio(c) -> float:
-    """Validated cost ratio (finite, >= 0). Raises InputError naming ``--cost-ratio``."""
+    """Validated cost ratio (finite, >= 0). Raises InputError naming the parameter ``cost_ratio``."""
     if isinstance(c, bool) or not isinstance(c, (int, float, np.integer, np.floating)) \
             or not math.isfinite(c) or c < 0:
-        raise InputError(f"option '--cost-ratio': must be a finite number >= 0 (value {c!r})")
+        raise InputError(f"must be a finite number >= 0 (value {c!r})", param="cost_ratio")
     return float(c)
 
 
@@ -237,7 +236,7 @@ def simulate_chain(model: SyntheticModel, rule, lengths, samples: int, gamma: in
     J = jobs["keys"].size
     out = np.zeros((J, N_STATS))
     chain_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"], jobs["lengths"],
-                gamma, model.params, model.log_rank, ops, args, consts, ss, RESIDUAL_BEST,
+                gamma, model.params, model.log_rank, ops, args, consts, ss,
                 *_verify_args(verification, gamma), out,
                 np.zeros((J, 0), np.int64), np.zeros((J, 0, N_RECORD)), np.zeros((J, 0, N_BLOCK_RECORD)))
     ar = autoregressive_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"],
@@ -251,16 +250,12 @@ def simulate_chain(model: SyntheticModel, rule, lengths, samples: int, gamma: in
 
 
 def chain_at_context(model: SyntheticModel, rule, context: Context, n: int, gamma: int, n_tokens: int = 1,
-                     seed: int = 0, _broken_residual: bool = False,
-                     verification: Verification = TOKEN) -> tuple[np.ndarray, np.ndarray]:
+                     seed: int = 0, verification: Verification = TOKEN) -> tuple[np.ndarray, np.ndarray]:
     """``n`` independent speculative decodes of ``n_tokens`` tokens from one fixed context.
 
     Returns: (tokens int64 (n, n_tokens), first_rows float64 (n, N_RECORD)):
     the emitted tokens, and the record of each decode's first drafted token
     (FEATURES, then r, u, tau, accepted, tested, block, block_residual_mass).
-    ``_broken_residual`` (tests only) uses a deliberately wrong residual after a
-    rejection: p itself (token-wise), or norm(max(0, p - q)) without the block
-    weight (block verification).
     """
     gamma = check_gamma_range(gamma)
     check_verification(verification, rule, gamma)
@@ -268,10 +263,8 @@ def chain_at_context(model: SyntheticModel, rule, context: Context, n: int, gamm
     jobs = context_jobs(context, int(n), int(n_tokens))
     tokens = np.zeros((n, n_tokens), dtype=np.int64)
     rows = np.zeros((n, 1, N_RECORD))
-    broken = RESIDUAL_TOKENWISE if verification.kind == "block" else RESIDUAL_BROKEN_FROM_P
-    mode = broken if _broken_residual else RESIDUAL_BEST
     chain_batch(model.useed, np.uint64(seed), jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"],
-                jobs["lengths"], gamma, model.params, model.log_rank, ops, args, consts, ss, mode,
+                jobs["lengths"], gamma, model.params, model.log_rank, ops, args, consts, ss,
                 *_verify_args(verification, gamma), np.zeros((n, N_STATS)), tokens, rows,
                 np.zeros((n, 0, N_BLOCK_RECORD)))
     return tokens, rows[:, 0, :]
@@ -356,7 +349,7 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
     rows = np.zeros((J, length * gamma, N_RECORD))
     blocks = np.zeros((J, length, N_BLOCK_RECORD))
     chain_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"], jobs["lengths"],
-                gamma, model.params, model.log_rank, ops, args, consts, ss, RESIDUAL_BEST,
+                gamma, model.params, model.log_rank, ops, args, consts, ss,
                 *_verify_args(verification, gamma), stats, np.zeros((J, 0), np.int64), rows, blocks)
     frames, taus, blocks_all = [], [], []
     for s in range(J):
@@ -376,28 +369,6 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
         taus.append(r[:, Record.TAU])
         blocks_all.append(blocks[s, :int(stats[s, Stat.CALLS])])
     return pd.concat(frames, ignore_index=True), np.concatenate(taus), np.concatenate(blocks_all)
-
-
-def chi_square_pvalue(counts, probs, min_expected: float = 5.0) -> float:
-    """Pearson chi-square goodness-of-fit p-value of token ``counts`` (int (V,)) against ``probs`` (float (V,)).
-
-    Cells whose expected count is below ``min_expected`` are pooled into one
-    cell (dropped if its expected count is 0 and nothing was observed there).
-    Used by the exactness tests: with a lossless loop the emitted tokens at a
-    fixed context are distributed as p.
-    """
-    from scipy import stats
-    counts = np.asarray(counts, dtype=np.float64)
-    probs = np.asarray(probs, dtype=np.float64)
-    expected = probs / probs.sum() * counts.sum()
-    keep = expected >= min_expected
-    obs = list(counts[keep])
-    exp = list(expected[keep])
-    rest_o, rest_e = counts[~keep].sum(), expected[~keep].sum()
-    if rest_e > 0 or rest_o > 0:
-        obs.append(rest_o)
-        exp.append(max(rest_e, 1e-300))
-    return float(stats.chisquare(np.asarray(obs), np.asarray(exp)).pvalue)
 
 
 def autoregressive(model: SyntheticModel, length: int, sequences: int, greedy: bool = False,

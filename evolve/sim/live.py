@@ -24,7 +24,13 @@ one text (:func:`live_block`), with p_d, q_d the target's and the drafter's dist
 Block verification (Sun et al. 2024, arXiv 2403.10444; :data:`BLOCK_VERIFICATION`) replaces steps 3
 and 4 by a joint decision on the block (:func:`block_decision`, the simulator's kernels): with the
 same k + 1 uniforms it keeps the first n drafts and draws the next token from its own residual;
-it is lossless, so it adds no damage.
+it is lossless, so it adds no damage. Relaxed block verification (a :class:`BlockVerifier` with a
+``relaxation`` rule, the weight w of a relaxation champion: :mod:`evolve.gp.kinds`) makes the same
+decision against p~_d = (1 - w_d) p_d + w_d q_d at every drafted depth (w_d from the depth's
+prefix-level features, :func:`relaxation_weights`; the bonus token after a full block from p_k);
+its damage is the relaxed_block module's (:mod:`evolve.eval.relaxed_block`): the expected sum of
+w_d TV(p_d, q_d) = w_d (1 - overlap_d) over the emitted depths, given the drafts
+(:func:`relaxed_block_decision`).
 
 Damage (:class:`LiveCounts`): at every verified depth the exact total-variation damage
 TV_d = sum_v max(0, q_d(v) tau_d(v) - p_d(v)), tau_d evaluated for all V tokens, is weighted
@@ -40,7 +46,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -50,7 +56,7 @@ from evolve.engine.runner import BatchKV
 from evolve.traces.schema import standard_threshold
 from evolve.eval.evaluator import EvalData, thresholds
 from evolve.gp.primitives import CORE_FEATURES, FEATURES
-from evolve.sim.verification import block_accept, block_masses, block_stops
+from evolve.sim.verification import block_accept, block_masses, block_stops, relaxed_damage
 
 _ROW = {f: i for i, f in enumerate(FEATURES)}
 #: Features :func:`candidate_features` computes (target_rank only when a rule reads it).
@@ -233,15 +239,23 @@ def live_block(engine, batch, k: int, rule, needed: Sequence[str], counts: LiveC
 
 
 @dataclass(frozen=True)
-class BlockVerification:
-    """Lossless block verification (Sun et al. 2024, arXiv 2403.10444) in place of a per-token rule
-    (:func:`live_block_verified`); ``benchmark.py live --rule block_verification``."""
+class BlockVerifier:
+    """Block verification (Sun et al. 2024, arXiv 2403.10444) in place of a per-token rule
+    (:func:`live_block_verified`).
+
+    Without ``relaxation`` it is lossless block verification (``benchmark.py live --rule
+    block_verification``); with ``relaxation``, an expression rule of kind ``relaxation``
+    (:data:`evolve.gp.kinds.RELAXATION`: the weight w in [0, 1] of prefix-level features), each
+    block is verified against p~_d = (1 - w_d) p_d + w_d q_d (relaxed block verification). ``name``
+    labels the row.
+    """
 
     name: str = "block_verification"
+    relaxation: Any = None
 
 
 #: The one instance :func:`speculative_text` recognises.
-BLOCK_VERIFICATION = BlockVerification()
+BLOCK_VERIFICATION = BlockVerifier()
 
 
 def block_decision(p: np.ndarray, q: np.ndarray, drafts: Sequence[int],
@@ -257,6 +271,12 @@ def block_decision(p: np.ndarray, q: np.ndarray, drafts: Sequence[int],
     depth n (P_0 = 1), or p_k after a full block; the expected tokens of the call given the
     drafts, 1 + E[n]).
     """
+    n, dist, expected, _ = _block_decision(p, q, drafts, eta)
+    return n, dist, expected
+
+
+def _block_decision(p, q, drafts, eta):
+    """:func:`block_decision` and the stopping probabilities h float64 (k,)."""
     k = len(drafts)
     rows, x = np.arange(k), np.asarray(drafts)
     weights, masses, h = np.empty(k), np.empty(k), np.empty(k)
@@ -264,19 +284,64 @@ def block_decision(p: np.ndarray, q: np.ndarray, drafts: Sequence[int],
     expected = 1.0 + block_stops(weights, masses, k, h)
     n = int(block_accept(h, eta, k))
     if n == k:
-        return n, p[k], expected
+        return n, p[k], expected, h
     residual = np.maximum((1.0 if n == 0 else weights[n - 1]) * p[n] - q[n], 0.0)
-    return n, (residual if residual.sum() > 0 else p[n]), expected
+    return n, (residual if residual.sum() > 0 else p[n]), expected, h
 
 
-def live_block_verified(engine, batch, k: int, counts: LiveCounts) -> list[int]:
+def relaxation_weights(rule, p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: np.ndarray, start: int,
+                       drafts: Sequence[int], needed: Sequence[str] = ()) -> np.ndarray:
+    """The relaxation weights w float64 (k,) in [0, 1] of a relaxation ``rule`` at depths 0..k-1 of a block.
+
+    Args as :func:`candidate_features` (``p``, ``q`` float64 (k, V), entropies (k,) in nats, ``start``
+    the position of depth 0, the k drafted ids); the rule reads prefix-level features only (a
+    relaxation rule cannot read the drafted token's), computed as the harvester's records hold them.
+    NaN or infinite weights become 0, then they are clamped to [0, 1] (as
+    :mod:`evolve.eval.relaxed_block` scores them).
+    """
+    X = candidate_features(p, q, p_ent, q_ent, start, np.asarray(drafts)[:, None])
+    return rule_thresholds(rule, X, needed)
+
+
+def relaxed_block_decision(p: np.ndarray, q: np.ndarray, drafts: Sequence[int], eta: np.ndarray,
+                           w: np.ndarray) -> tuple[int, np.ndarray, float, float]:
+    """Relaxed block verification's decision on one block: :func:`block_decision` against the relaxed
+    targets p~_d = (1 - w_d) p_d + w_d q_d at the drafted depths d = 0..k-1 and p_k itself for the
+    bonus token (w = 0 there).
+
+    Args: ``p`` float64 (k+1, V), ``q`` float64 (k, V), ``drafts`` the k drafted ids, ``eta`` float64
+    (k,) uniforms, ``w`` float64 (k,) weights in [0, 1]. Returns (n, the unnormalised distribution of
+    the next token, the expected tokens of the call 1 + E[n], the block's expected damage given the
+    drafts: E[sum over the emitted depths d of w_d TV(p_d, q_d)], TV(p_d, q_d) = 1 - sum_v min(p_d,
+    q_d), by :func:`evolve.sim.verification.relaxed_damage`). With w = 0 everywhere it is exactly
+    :func:`block_decision` with damage 0.
+    """
+    k = len(drafts)
+    w = np.asarray(w, dtype=np.float64)
+    target = np.concatenate([(1.0 - w)[:, None] * p[:k] + w[:, None] * q, p[k:k + 1]])
+    n, dist, expected, h = _block_decision(target, q, drafts, eta)
+    damage = w * (1.0 - np.clip(np.minimum(p[:k], q).sum(axis=1), 0.0, 1.0))
+    return n, dist, expected, float(relaxed_damage(h, damage, k))
+
+
+def live_block_verified(engine, batch, k: int, counts: LiveCounts, verifier: BlockVerifier | None = None,
+                        needed: Sequence[str] = ()) -> list[int]:
     """One block of row 0 verified jointly by block verification (:func:`block_decision`): k uniforms
-    for the decision, one more to draw the next token. Lossless, so no damage is added; the call's
-    expected tokens are 1 + E[n] given the drafts. Returns the emitted tokens."""
+    for the decision, one more to draw the next token; the call's expected tokens are 1 + E[n] given
+    the drafts. Lossless (no damage added) unless ``verifier`` has a relaxation: then relaxed block
+    verification (:func:`relaxed_block_decision`, weights by :func:`relaxation_weights` reading the
+    features ``needed``) adds its expected damage. Returns the emitted tokens."""
     state = batch.rows[0]
-    drafts, q, _, p, _, L = _draft_and_score(engine, batch, k)
+    drafts, q, q_ent, p, p_ent, L = _draft_and_score(engine, batch, k)
     eta, u_next = state.rng.random(len(drafts)), state.rng.random()
-    n, dist, expected = block_decision(p, q, drafts, eta)
+    relaxation = None if verifier is None else verifier.relaxation
+    if relaxation is None:
+        n, dist, expected = block_decision(p, q, drafts, eta)
+    else:
+        k = len(drafts)
+        w = relaxation_weights(relaxation, p[:k], q, p_ent[:k], q_ent, L - state.prompt_len, drafts, needed)
+        n, dist, expected, damage = relaxed_block_decision(p, q, drafts, eta, w)
+        counts.block_tv += damage
     emitted = _finish_block(engine, batch, drafts, n, sample_index(dist, u_next), L)
     counts.add_call(len(emitted), expected)
     return emitted
@@ -299,8 +364,9 @@ def _add_damage(rule, needed, p, q, p_ent, q_ent, start, tau_x, counts: LiveCoun
 
 def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_new_tokens: int,
                      rng: np.random.Generator) -> tuple[list[int], LiveCounts]:
-    """Decode one text of at most ``max_new_tokens`` tokens by speculative decoding with ``rule`` (a rule, or
-    :data:`BLOCK_VERIFICATION` for lossless block verification, :func:`live_block_verified`).
+    """Decode one text of at most ``max_new_tokens`` tokens by speculative decoding with ``rule`` (a threshold
+    rule, or a :class:`BlockVerifier`: :data:`BLOCK_VERIFICATION` for lossless block verification, one with a
+    relaxation for relaxed block verification; :func:`live_block_verified`).
 
     Block sizes are min(gamma, remaining - 1), and with one token left the target samples it alone
     (as the harvester does); a text stops after an end-of-sequence token. Returns (the generated
@@ -309,8 +375,11 @@ def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_ne
     """
     import torch
 
-    verified = isinstance(rule, BlockVerification)
-    needed = () if verified else rule_features(rule)
+    verified = isinstance(rule, BlockVerifier)
+    if verified:
+        needed = () if rule.relaxation is None else rule_features(rule.relaxation)
+    else:
+        needed = rule_features(rule)
     counts = LiveCounts()
     t0 = time.perf_counter()
     with torch.inference_mode():
@@ -320,7 +389,7 @@ def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_ne
         while state.generated < max_new_tokens:
             k = min(gamma, max_new_tokens - state.generated - 1)
             if k > 0 and verified:
-                emitted = live_block_verified(engine, batch, k, counts)
+                emitted = live_block_verified(engine, batch, k, counts, rule, needed)
             elif k > 0:
                 emitted = live_block(engine, batch, k, rule, needed, counts)
             else:
@@ -367,6 +436,6 @@ def autoregressive_text(engine, prompt_ids: Sequence[int], max_new_tokens: int,
     return generated, counts
 
 
-__all__ = ["BLOCK_VERIFICATION", "COMPUTED", "BlockVerification", "LiveCounts", "autoregressive_text",
-           "block_decision", "candidate_features", "live_block", "live_block_verified", "rule_features",
-           "rule_thresholds", "speculative_text"]
+__all__ = ["BLOCK_VERIFICATION", "COMPUTED", "BlockVerifier", "LiveCounts", "autoregressive_text",
+           "block_decision", "candidate_features", "live_block", "live_block_verified", "relaxation_weights",
+           "relaxed_block_decision", "rule_features", "rule_thresholds", "speculative_text"]

@@ -184,10 +184,10 @@ class SyntheticModel:
     def __post_init__(self) -> None:
         if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, (int, np.integer)) \
                 or not 2 <= self.vocab_size <= 1_000_000:
-            raise InputError(f"option '--vocab': must be an integer in [2, 1000000] (value {self.vocab_size!r})")
+            raise InputError(f"must be an integer in [2, 1000000] (value {self.vocab_size!r})", param="vocab_size")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) \
                 or not 0 <= int(self.seed) < 2 ** 63:
-            raise InputError(f"option '--seed': must be an integer in [0, 2**63) (value {self.seed!r})")
+            raise InputError(f"must be an integer in [0, 2**63) (value {self.seed!r})", param="seed")
         if not isinstance(self.window, (int, np.integer)) or not 1 <= self.window <= 64:
             raise InputError(f"window: must be an integer in [1, 64] (value {self.window!r})")
         self.config.validate()

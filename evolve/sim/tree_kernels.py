@@ -214,8 +214,23 @@ def build_tree(model_seed, rng, buf, t, window_len, d_prev, params, log_rank, bu
 
 
 @njit(cache=True)
+def _reject_child(resid, qrow):
+    """Sampling verification's residual update after a rejected child: R <- norm(max(0, R - q)), in place.
+
+    If the sum is 0 (R == q) R is left as it is: the next child is then accepted surely.
+    """
+    total = 0.0
+    for v in range(resid.shape[0]):
+        total += max(0.0, resid[v] - qrow[v])
+    if total > 0.0:
+        inv = 1.0 / total
+        for v in range(resid.shape[0]):
+            resid[v] = max(0.0, resid[v] - qrow[v]) * inv
+
+
+@njit(cache=True)
 def tree_call(model_seed, rng, buf, dpath, t, window_len, params, log_rank, budget, widths, max_width,
-              adaptive, max_depth, draft_kind, verify, broken, P, Q, parent, token, level, child_start,
+              adaptive, max_depth, draft_kind, verify, P, Q, parent, token, level, child_start,
               child_count, dn, argp, ready, path, win, resid, work, scratch, picks):
     """One target call at position t with a draft tree (module doc); writes the emitted tokens into ``buf``.
 
@@ -223,7 +238,6 @@ def tree_call(model_seed, rng, buf, dpath, t, window_len, params, log_rank, budg
         buf, dpath: as :func:`evolve.sim.chain.chain_run` (room for N + 1 tokens past t).
         widths: int64 (L,) width schedule (used unless ``adaptive``); max_width: adaptive maximum.
         draft_kind: DRAFT_CHAIN or DRAFT_MEDUSA; verify: VERIFY_SAMPLE or VERIFY_GREEDY.
-        broken: tests only: sampling verification without the residual update.
         P, Q: float64 (N + 1, V); parent, token, level, child_start, child_count, argp: int64 (N + 1,);
         dn: float64 (N + 1,); ready: bool (N + 1,); path, win, picks: int64 (N + 1,), (K,), (N + 1,);
         resid, work, scratch: float64 (V,).
@@ -267,14 +281,7 @@ def tree_call(model_seed, rng, buf, dpath, t, window_len, params, log_rank, budg
                 if next_double(rng) * qrow[x] < resid[x]:  # u < min(1, R(x)/q(x)), q(x) > 0
                     nxt = c
                     break
-                if not broken:
-                    total = 0.0
-                    for v in range(resid.shape[0]):
-                        total += max(0.0, resid[v] - qrow[v])
-                    if total > 0.0:  # else R == q: the next child is accepted surely
-                        inv = 1.0 / total
-                        for v in range(resid.shape[0]):
-                            resid[v] = max(0.0, resid[v] - qrow[v]) * inv
+                _reject_child(resid, qrow)
             if nxt >= 0:
                 buf[window_len + pos] = token[nxt]
             else:
@@ -290,7 +297,7 @@ def tree_call(model_seed, rng, buf, dpath, t, window_len, params, log_rank, budg
 
 @njit(cache=True)
 def tree_run(model_seed, rng, buf, dpath, t0, length, window_len, params, log_rank, budget, widths, max_width,
-             adaptive, max_depth, draft_kind, verify, broken, stats):
+             adaptive, max_depth, draft_kind, verify, stats):
     """Decode ``length`` tokens from position t0 with one draft tree per target call; adds to ``stats``.
 
     ``buf`` needs window_len + t0 + length + budget + 1 entries, ``dpath``
@@ -319,7 +326,7 @@ def tree_run(model_seed, rng, buf, dpath, t0, length, window_len, params, log_ra
     while t < t0 + length:
         emitted, accepted, nodes, depth, steps = tree_call(
             model_seed, rng, buf, dpath, t, window_len, params, log_rank, budget, widths, max_width, adaptive,
-            max_depth, draft_kind, verify, broken, P, Q, parent, token, level, child_start, child_count, dn, argp,
+            max_depth, draft_kind, verify, P, Q, parent, token, level, child_start, child_count, dn, argp,
             ready, path, win, resid, work, scratch, picks)
         stats[TreeStat.CALLS] += 1.0
         stats[TreeStat.EMITTED] += emitted
@@ -333,7 +340,7 @@ def tree_run(model_seed, rng, buf, dpath, t0, length, window_len, params, log_ra
 
 @njit(cache=True, parallel=True)
 def tree_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, params, log_rank, budget, widths,
-               max_width, adaptive, max_depth, draft_kind, verify, broken, stats_out, tokens_out):
+               max_width, adaptive, max_depth, draft_kind, verify, stats_out, tokens_out):
     """Independent tree decodes (jobs as :func:`evolve.sim.chain.chain_batch`), in parallel.
 
     Job j decodes ``lengths[j]`` tokens from ``t0s[j]`` after ``windows[j]`` on the
@@ -346,6 +353,6 @@ def tree_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, pa
         buf, dpath = start_buffers(windows[j], t0, d_prevs[j], lengths[j] + budget + 1)
         rng = seed_state(decode_seed, keys[j], STREAM_DECODE + TREE_STREAM_OFFSET)
         tree_run(model_seed, rng, buf, dpath, t0, lengths[j], K, params, log_rank, budget, widths, max_width,
-                 adaptive, max_depth, draft_kind, verify, broken, stats_out[j])
+                 adaptive, max_depth, draft_kind, verify, stats_out[j])
         for k in range(min(tokens_out.shape[1], lengths[j])):
             tokens_out[j, k] = buf[K + t0 + k]

@@ -124,14 +124,14 @@ class TreeConfig:
             raise InputError(f"tree verification: must be sample or greedy (value {self.verification!r})")
         if isinstance(self.budget, bool) or not isinstance(self.budget, (int, np.integer)) \
                 or not 1 <= self.budget <= 256:
-            raise InputError(f"option '--budgets': a node budget must be an integer in [1, 256] "
-                             f"(value {self.budget!r})")
+            raise InputError(f"a node budget must be an integer in [1, 256] (value {self.budget!r})",
+                             param="budget")
         if not self.widths or any(isinstance(w, bool) or not isinstance(w, (int, np.integer)) or not 1 <= w <= 64
                                   for w in self.widths):
-            raise InputError(f"option '--widths': widths must be integers in [1, 64] (value {self.widths!r})")
+            raise InputError(f"widths must be integers in [1, 64] (value {self.widths!r})", param="widths")
         if isinstance(self.max_width, bool) or not isinstance(self.max_width, (int, np.integer)) \
                 or not 1 <= self.max_width <= 64:
-            raise InputError(f"option '--max-width': must be an integer in [1, 64] (value {self.max_width!r})")
+            raise InputError(f"must be an integer in [1, 64] (value {self.max_width!r})", param="max_width")
         if self.max_depth is not None and (not isinstance(self.max_depth, (int, np.integer)) or self.max_depth < 1):
             raise InputError(f"tree max_depth: must be an integer >= 1 (value {self.max_depth!r})")
 
@@ -220,20 +220,17 @@ def simulate_tree(model: SyntheticModel, config: TreeConfig, length: int, sample
     jobs = sequence_jobs(model, [int(length)], int(samples))
     out = np.zeros((samples, N_TREE_STATS))
     tree_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"], jobs["lengths"],
-               model.params, model.log_rank, *config.kernel_args(), False, out, np.zeros((samples, 0), np.int64))
+               model.params, model.log_rank, *config.kernel_args(), out, np.zeros((samples, 0), np.int64))
     return TreeResult(config, int(length), int(samples), cost_ratio, out.sum(axis=0), out)
 
 
 def tree_at_context(model: SyntheticModel, config: TreeConfig, context: Context, n: int, n_tokens: int = 1,
-                    seed: int = 0, _broken: bool = False) -> np.ndarray:
-    """``n`` independent tree decodes of ``n_tokens`` tokens from one fixed context: int64 (n, n_tokens).
-
-    ``_broken`` (tests only) skips the residual update of sampling verification.
-    """
+                    seed: int = 0) -> np.ndarray:
+    """``n`` independent tree decodes of ``n_tokens`` tokens from one fixed context: int64 (n, n_tokens)."""
     jobs = context_jobs(context, int(n), int(n_tokens))
     out = np.zeros((n, n_tokens), dtype=np.int64)
     tree_batch(model.useed, np.uint64(seed), jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"],
-               jobs["lengths"], model.params, model.log_rank, *config.kernel_args(), bool(_broken),
+               jobs["lengths"], model.params, model.log_rank, *config.kernel_args(),
                np.zeros((n, N_TREE_STATS)), out)
     return out
 
@@ -282,5 +279,5 @@ def tree_tokens(model: SyntheticModel, config: TreeConfig, length: int, sample: 
     out = np.zeros((1, int(length)), dtype=np.int64)
     stats = np.zeros((1, N_TREE_STATS))
     tree_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"], jobs["lengths"],
-               model.params, model.log_rank, *config.kernel_args(), False, stats, out)
+               model.params, model.log_rank, *config.kernel_args(), stats, out)
     return out[0], stats[0]

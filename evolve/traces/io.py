@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from evolve.errors import InputError, InputWarning, os_error_text
+from evolve.traces.locks import DirectoryLock, claim_stale, mkstemp_locked
 from evolve.traces.schema import COLUMN_BY_NAME, COLUMNS, SCHEMA_VERSION, derive_seq_id, validate
 
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
@@ -62,8 +62,10 @@ _FILE_MODE = _file_mode()
 
 
 def _mkstemp(directory: Path, name: str) -> tuple[int, str]:
-    """A temporary file beside ``name`` in ``directory``, with ordinary permissions."""
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}{TEMP_MARK}")
+    """A temporary file beside ``name`` in ``directory``, with ordinary permissions, locked by this
+    writer through the returned descriptor (:func:`evolve.traces.locks.mkstemp_locked`: while it, or a
+    duplicate, is open, :func:`remove_stale_temps` leaves the file alone)."""
+    fd, tmp = mkstemp_locked(directory, f".{name}{TEMP_MARK}")
     os.chmod(tmp, _FILE_MODE)
     return fd, tmp
 
@@ -74,7 +76,10 @@ def remove_stale_temps(directory: str | os.PathLike, name: str, keep: str | None
 
     Called after a successful write of ``name``: such files are left only by a
     write that was killed (an interrupted one removes its own). Only entries with
-    exactly the random suffix of :func:`tempfile.mkstemp` are removed.
+    exactly the random suffix of :func:`tempfile.mkstemp` are removed, and only
+    when their writer is gone: a writer locks its temporary file from creation to
+    rename (:func:`evolve.traces.locks.claim_stale`), so the in-flight file of a
+    write running elsewhere, in this process or another, is never removed.
 
     Args:
         directory: where to look (nothing happens if it cannot be listed).
@@ -99,10 +104,13 @@ def remove_stale_temps(directory: str | os.PathLike, name: str, keep: str | None
         try:
             if min_age > 0 and now - entry.stat().st_mtime < min_age:
                 continue
-            if entry.is_dir():
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
+            with claim_stale(entry.path) as stale:
+                if not stale:
+                    continue  # its writer is still at work
+                if entry.is_dir():
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
             removed.append(Path(entry.path))
         except OSError:
             pass
@@ -257,10 +265,9 @@ def load_split(data_dir: str | os.PathLike, split: str) -> Traces:
         if data_dir.exists() and not data_dir.is_dir():
             raise InputError(f"{data_dir}: not a directory (expected a dataset directory)")
         if not data_dir.is_dir():
-            raise InputError(f"{data_dir}: no dataset directory; create one with "
-                             f"`python generate_data.py --out {data_dir}`")
-        raise InputError(f"{data_dir}: no {split}.parquet or {split}.json; create the dataset with "
-                         f"`python generate_data.py --out {data_dir}`")
+            raise InputError(f"{data_dir}: no dataset directory; create one there with `python generate_data.py`")
+        raise InputError(f"{data_dir}: no {split}.parquet or {split}.json; create the dataset there with "
+                         f"`python generate_data.py`")
     traces = Traces.from_frame(_read_frame(path), source=str(path), split=split)
     meta_path = data_dir / METADATA_FILE
     if meta_path.exists():
@@ -345,6 +352,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _mkstemp(path.parent, path.name)
+    guard = os.dup(fd)  # keeps the temporary file locked until it is renamed
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -352,6 +360,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     except BaseException:
         _remove(tmp)
         raise
+    finally:
+        os.close(guard)
     remove_stale_temps(path.parent, path.name)
 
 
@@ -391,7 +401,9 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
     last), so an interrupted write leaves any earlier dataset intact. Files of
     the other format for the same splits are removed so loading is unambiguous,
     and so are temporary files that a killed earlier write left behind
-    (:func:`remove_stale_temps`).
+    (:func:`remove_stale_temps`). One writer at a time: the directory is locked
+    for the whole write (:class:`evolve.traces.locks.DirectoryLock`), and a second
+    writer into the same directory is refused with the first one's PID.
 
     Args:
         out_dir: target directory (created if needed).
@@ -407,18 +419,36 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
         fmt: ``parquet`` or ``json``.
 
     Returns: the paths written. Raises: InputError for an unknown format, for chunks with
-    ``json``, or for a chunked split without rows.
+    ``json``, for a chunked split without rows, or when another process is writing into
+    ``out_dir``.
     """
     if fmt not in FORMATS:
         raise InputError(f"format: unknown format '{fmt}' (choose from {', '.join(FORMATS)})")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    with DirectoryLock(out, lambda who: f"{out}: another process ({who}) is writing a dataset into this "
+                                        "directory; wait for it to finish, or write elsewhere"):
+        return _write_dataset(out, splits, metadata, fmt)
+
+
+def _write_dataset(out: Path, splits, metadata, fmt: str) -> list[Path]:
+    """:func:`write_dataset` with the directory's lock held."""
     staged: list[tuple[str, Path]] = []
+    guards: list[int] = []  # the descriptors that keep the temporary files locked until they are renamed
+    try:
+        return _stage_and_rename(out, splits, metadata, fmt, staged, guards)
+    finally:
+        for fd in guards:
+            os.close(fd)
+
+
+def _stage_and_rename(out: Path, splits, metadata, fmt: str, staged: list[tuple[str, Path]],
+                      guards: list[int]) -> list[Path]:
     try:
         for name, frame in splits.items():
             target = out / f"{name}.{fmt}"
             fd, tmp = _mkstemp(out, target.name)
-            os.close(fd)
+            guards.append(fd)
             staged.append((tmp, target))
             if not isinstance(frame, (pd.DataFrame, Traces)):
                 if fmt != "parquet":
@@ -434,9 +464,10 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
             metadata = metadata({target.stem: Path(tmp) for tmp, target in staged})
         meta = {"schema_version": SCHEMA_VERSION, "format": fmt, **metadata}
         fd, tmp = _mkstemp(out, METADATA_FILE)
+        guards.append(os.dup(fd))
+        staged.append((tmp, out / METADATA_FILE))
         with os.fdopen(fd, "w") as fh:
             json.dump(meta, fh, indent=2, sort_keys=False, default=_json_default)
-        staged.append((tmp, out / METADATA_FILE))
     except BaseException:
         for tmp, _ in staged:
             _remove(tmp)

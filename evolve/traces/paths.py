@@ -112,107 +112,127 @@ def source_location(path: str | os.PathLike, allowed: str | os.PathLike | None =
     return None
 
 
-def _check_parents(path: Path, what: str) -> None:
+Refuse = Callable[[str], InputError]
+
+
+def _refusal(what: str | None, param: str | None, default: str) -> Refuse:
+    """The error of a refused path: ``what: text``, or with ``param`` the text naming that parameter
+    (``output: x is a directory``; the command line shows its option). ``default`` names the path when
+    neither is given."""
+    if what is None and param is None:
+        what = default
+    return lambda text: InputError(text if what is None else f"{what}: {text}", param=param)
+
+
+def _check_parents(path: Path, refuse: Refuse) -> None:
     """The nearest existing parent of ``path`` must be a writable directory."""
     parent = next((q for q in path.parents if q.exists()), Path("."))
     if not parent.is_dir():
-        raise InputError(f"{what}: {parent} is not a directory")
+        raise refuse(f"{parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"{what}: cannot write into {parent} (permission denied)")
+        raise refuse(f"cannot write into {parent} (permission denied)")
 
 
-def _check_protected(path: Path, what: str) -> None:
+def _check_protected(path: Path, refuse: Refuse) -> None:
     """Refuse a path that would replace (or hide) a file of a dataset or run directory."""
     for p in (path, *path.parents):
         parent = p.parent
         if parent == p:
             break
         if p.name in DATASET_FILES and parent.is_dir() and is_dataset_dir(parent):
-            raise InputError(f"{what}: {path} would replace a file of the dataset in {parent}")
+            raise refuse(f"{path} would replace a file of the dataset in {parent}")
         if p.name in RUN_FILES and parent.is_dir() and is_run_dir(parent):
-            raise InputError(f"{what}: {path} would replace a file of the run directory {parent}")
+            raise refuse(f"{path} would replace a file of the run directory {parent}")
         if p.exists():
             break
 
 
 def _check_inputs(path: Path, inputs: Iterable[str | os.PathLike | None],
-                  champion_dirs: Iterable[str | os.PathLike | None], what: str) -> None:
+                  champion_dirs: Iterable[str | os.PathLike | None], refuse: Refuse) -> None:
     """Refuse ``path`` when it is one of ``inputs`` or a file directly inside one of ``champion_dirs``
     that would be read as a champion."""
     for given in inputs:
         if given is not None and str(given) != "" and _same(path, Path(given)):
-            raise InputError(f"{what}: {path} is also an input of this command")
+            raise refuse(f"{path} is also an input of this command")
     for given in champion_dirs:
         if given is not None and str(given) != "" and path.suffix.lower() in (".json", ".py") \
                 and _same(path.parent, Path(given)):
-            raise InputError(f"{what}: {path} would be read as a champion file of {given}")
+            raise refuse(f"{path} would be read as a champion file of {given}")
 
 
-def _check_nonempty(path: str | os.PathLike | None, what: str) -> Path:
+def _check_nonempty(path: str | os.PathLike | None, refuse: Refuse) -> Path:
     if path is None or str(path).strip() == "":
-        raise InputError(f"{what}: the path is empty")
+        raise refuse("the path is empty")
     return Path(path)
 
 
 def check_output_file(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
-                      what: str = "output", champion_dirs: Iterable[str | os.PathLike | None] = ()) -> Path:
+                      what: str | None = None, champion_dirs: Iterable[str | os.PathLike | None] = (),
+                      *, param: str | None = None) -> Path:
     """Check, before any work, that a file may be written at ``path``.
 
     Args:
         path: the file to write (need not exist).
         inputs: the files and directories the command reads (None entries are skipped).
-        what: how the path is named in messages (e.g. ``option '--output'``).
+        what: how the path is named in messages (e.g. ``chart beside it``); default ``output``
+            when there is no ``param``.
         champion_dirs: champions directories the command reads; a ``.json`` or ``.py``
             file directly inside one is refused (it would be read as a champion).
+        param: the parameter that gave the path (e.g. ``output``), set on the error.
 
     Returns: ``path`` as a :class:`~pathlib.Path`.
 
-    Raises: InputError (one line naming ``what`` and the path) for every case in the module doc.
+    Raises: InputError (one line naming ``what`` or ``param`` and the path) for every case in the module doc.
     """
-    p = _check_nonempty(path, what)
+    refuse = _refusal(what, param, "output")
+    p = _check_nonempty(path, refuse)
     if p.is_dir():
-        raise InputError(f"{what}: {p} is a directory")
+        raise refuse(f"{p} is a directory")
     if p.exists() and not p.is_file():
-        raise InputError(f"{what}: {p} is not a regular file")
-    _check_parents(p, what)
+        raise refuse(f"{p} is not a regular file")
+    _check_parents(p, refuse)
     if p.exists() and not os.access(p, os.W_OK):
-        raise InputError(f"{what}: {p} is read-only")
-    _check_inputs(p, inputs, champion_dirs, what)
-    _check_protected(p, what)
+        raise refuse(f"{p} is read-only")
+    _check_inputs(p, inputs, champion_dirs, refuse)
+    _check_protected(p, refuse)
     where = source_location(p)
     if where is not None:
-        raise InputError(f"{what}: {p} is {where}")
+        raise refuse(f"{p} is {where}")
     return p
 
 
 def check_output_dir(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
-                     what: str = "out", allowed_source: str | os.PathLike | None = None) -> Path:
+                     what: str | None = None, allowed_source: str | os.PathLike | None = None,
+                     *, param: str | None = None) -> Path:
     """Check, before any work, that files may be written into the directory ``path``.
 
     Args:
         path: the directory (created later if it does not exist).
         inputs: the files and directories the command reads; ``path`` may not be one of them.
-        what: how the path is named in messages (e.g. ``option '--out'``).
+        what: how the path is named in messages (e.g. ``champions directory``); default ``out``
+            when there is no ``param``.
         allowed_source: a directory inside the source that may be written (the champions directory).
+        param: the parameter that gave the path (e.g. ``out``), set on the error.
 
     Returns: ``path`` as a :class:`~pathlib.Path`.
 
-    Raises: InputError (one line naming ``what`` and the path) for every case in the module doc.
+    Raises: InputError (one line naming ``what`` or ``param`` and the path) for every case in the module doc.
     """
-    p = _check_nonempty(path, what)
+    refuse = _refusal(what, param, "out")
+    p = _check_nonempty(path, refuse)
     if p.exists() and not p.is_dir():
-        raise InputError(f"{what}: {p} exists and is not a directory")
+        raise refuse(f"{p} exists and is not a directory")
     if p.is_dir():
         if not os.access(p, os.W_OK | os.X_OK):
-            raise InputError(f"{what}: cannot write into {p} (permission denied)")
+            raise refuse(f"cannot write into {p} (permission denied)")
     else:
-        _check_parents(p, what)
-    _check_inputs(p, inputs, (), what)
+        _check_parents(p, refuse)
+    _check_inputs(p, inputs, (), refuse)
     if not p.exists():
-        _check_protected(p, what)
+        _check_protected(p, refuse)
     where = source_location(p, allowed_source)
     if where is not None:
-        raise InputError(f"{what}: {p} is {where}")
+        raise refuse(f"{p} is {where}")
     return p
 
 
@@ -231,22 +251,24 @@ def rescue_dir() -> Path:
     raise InputError(f"cannot create a rescue directory ({'; '.join(tried)})")
 
 
-def write_or_rescue(write: Callable[[Path], T], target: str | os.PathLike, what: str,
-                    is_dir: bool = False) -> T:
+def write_or_rescue(write: Callable[[Path], T], target: str | os.PathLike, what: str | None = None,
+                    is_dir: bool = False, *, param: str | None = None) -> T:
     """``write(target)``; if it fails with an OSError, ``write`` into a :func:`rescue_dir` instead.
 
     Args:
         write: writes the result at the path it is given and returns what it wrote.
         target: the path asked for (a file, or with ``is_dir`` a directory).
-        what: how ``target`` is named in messages.
+        what: how ``target`` is named in messages (default ``output`` when there is no ``param``).
         is_dir: ``target`` is a directory (the rescue directory itself is passed to
             ``write``), else a file (``rescue_dir() / target.name`` is passed).
+        param: the parameter that gave ``target`` (e.g. ``output``), set on the error.
 
     Returns: ``write``'s result when the asked-for place could be written.
 
     Raises: InputError after a failure, naming the reason and where the result
     was saved instead (or why that failed too).
     """
+    refuse = _refusal(what, param, "output")
     target = Path(target)
     try:
         return write(target)
@@ -257,10 +279,10 @@ def write_or_rescue(write: Callable[[Path], T], target: str | os.PathLike, what:
     try:
         saved = write(fallback)
     except OSError as exc:
-        raise InputError(f"{what}: cannot write {target} ({reason}); saving to {fallback} failed too "
-                         f"({os_error_text(exc)})") from None
+        raise refuse(f"cannot write {target} ({reason}); saving to {fallback} failed too "
+                     f"({os_error_text(exc)})") from None
     saved = saved if isinstance(saved, (str, os.PathLike)) else fallback
-    raise InputError(f"{what}: cannot write {target} ({reason}); the result was saved to {saved} instead")
+    raise refuse(f"cannot write {target} ({reason}); the result was saved to {saved} instead")
 
 
 __all__ = ["check_output_file", "check_output_dir", "source_location", "is_dataset_dir", "is_run_dir",

@@ -37,6 +37,20 @@ offending row. Round-off is tolerated: a value of a column bounded to [0, 1] at 
 :data:`ROUNDOFF_TOLERANCE` (1e-9) outside a closed end of the interval is clipped to it,
 and one :class:`RoundOffWarning` per split says how many were (the command-line tools
 print it as one ``warning: ...`` line); anything further out is refused.
+
+Dtypes: a column must hold its dtype above (``block_residual_phi``: lists of float64);
+another one (``uint64``, ``float32``, ``int32``, lists of ``float32`` ...) is refused naming the
+column, the dtype found and the one expected, since converting it could change values
+(2**64 - 1 would read as -1) or break the consistency rules by float32 rounding. The only
+conversions made are exact ones that JSON needs (it has numbers, not dtypes): integers in a
+float column, whole float64 numbers in an integer column, 0/1 in a boolean column; a column of
+Python objects (JSON with mixed types) is checked value by value.
+
+``block_residual_phi`` is checked for what it means (:func:`check_phi_records`): every
+record is non-decreasing and convex in a, with slopes in [0, 1] (phi(0) = 0 included); with
+``draft_index``, it is NaN exactly on a block's last record; with ``overlap`` too, its value
+at a = 1 is 1 - ``overlap`` of the next record. Each comparison allows
+:data:`PHI_TOLERANCE`.
 """
 from __future__ import annotations
 
@@ -59,6 +73,16 @@ TOP_PROB_TOLERANCE = 1e-9
 #: still be accepted as round-off (e.g. an overlap summed over 49k float64 terms, 1.0000000000000007):
 #: such values are clipped to the end and counted in one :class:`RoundOffWarning` per split.
 ROUNDOFF_TOLERANCE = 1e-9
+#: Slack of every check of ``block_residual_phi`` (monotone, convex, slopes in [0, 1], phi(1) = 1 - overlap of
+#: the next record). Every writer computes phi and overlap in float64 from the same float64 (p, q)
+#: (:mod:`evolve.traces.synth.block_columns`): their round-off is at most about V * 2**-53 (2e-11 for a
+#: 150k-token vocabulary; 1e-15 on the test fixtures), and the values are stored as float64 (float32
+#: storage is refused as a dtype), so the slack of the round-off clipping, 1e-9, covers it with room to
+#: spare and is still far below anything that changes a verdict (linear interpolation alone is off by up
+#: to 1/128).
+PHI_TOLERANCE = ROUNDOFF_TOLERANCE
+#: The dtype of each kind of column (a list column holds lists of the float dtype).
+DTYPES = {"int": "int64", "float": "float64", "bool": "bool"}
 
 
 class RoundOffWarning(UserWarning):
@@ -136,30 +160,48 @@ def _bad(source: str, column: str, row: int, value, why: str) -> InputError:
     return InputError(f"{source}: column '{column}', row {row}: {why} (value {text})")
 
 
+def _wrong_dtype(source: str, col: Column, found, note: str = "") -> InputError:
+    """The refusal of a column stored with another dtype than the schema's (``found``)."""
+    expected = f"list<{DTYPES[col.kind]}>" if col.length else DTYPES[col.kind]
+    return InputError(f"{source}: column '{col.name}': dtype {found}, expected {expected}{note}")
+
+
 def _coerce(df: pd.DataFrame, col: Column, source: str) -> np.ndarray:
     series = df[col.name]
     values = series.to_numpy()
     if col.length:
         return _coerce_list(values, col, source)
+    if values.dtype.kind in "iuf" and values.dtype not in (np.int64, np.float64):
+        note = ""
+        if values.dtype.kind == "u" and values.dtype.itemsize == 8 and (values > np.iinfo(np.int64).max).any():
+            i = _first(values > np.iinfo(np.int64).max)
+            note = f"; row {i} holds {values[i].item()}, beyond the int64 range"
+        raise _wrong_dtype(source, col, values.dtype, note)
     if col.kind == "bool":
         if values.dtype == bool:
             return values
-        if values.dtype.kind in "iu":
+        if values.dtype == np.int64:  # 0/1, as JSON may write booleans
             bad = (values != 0) & (values != 1)
             if bad.any():
                 i = _first(bad)
                 raise _bad(source, col.name, i, values[i].item(), "expected a boolean (true/false or 0/1)")
             return values.astype(bool)
+        if values.dtype == np.float64:
+            raise _wrong_dtype(source, col, values.dtype)
         i = _first_non_type(values, (bool, np.bool_))
         raise _bad(source, col.name, i, _py(values[i]), f"expected a boolean, column has dtype {series.dtype}")
     if col.kind == "int":
-        if values.dtype.kind in "iu":
-            return values.astype(np.int64, copy=False)
-        if values.dtype.kind == "f":
+        if values.dtype == np.int64:
+            return values
+        if values.dtype == np.float64:  # whole numbers written as floats (JSON's 3.0)
             bad = ~np.isfinite(values) | (values != np.round(values))
             if bad.any():
                 i = _first(bad)
                 raise _bad(source, col.name, i, values[i].item(), "expected an integer")
+            bad = (values < -2.0 ** 63) | (values >= 2.0 ** 63)
+            if bad.any():
+                i = _first(bad)
+                raise _bad(source, col.name, i, values[i].item(), "integer outside the 64-bit range")
             return values.astype(np.int64)
         i = _first_non_type(values, (int, np.integer))
         if isinstance(values[i], int) and not isinstance(values[i], bool):
@@ -168,7 +210,7 @@ def _coerce(df: pd.DataFrame, col: Column, source: str) -> np.ndarray:
     # float
     if col.nan_ok and values.dtype == object:  # JSON null is NaN here
         values = np.array([np.nan if v is None else v for v in values])
-    if values.dtype.kind in "fiu" and values.dtype != bool:
+    if values.dtype in (np.float64, np.int64):  # integers: JSON's 1 for 1.0
         out = values.astype(np.float64, copy=False)
         bad = np.isinf(out) if col.nan_ok else ~np.isfinite(out)
         if bad.any():
@@ -188,19 +230,22 @@ def _coerce(df: pd.DataFrame, col: Column, source: str) -> np.ndarray:
 def _coerce_list(values: np.ndarray, col: Column, source: str) -> np.ndarray:
     """A list column as float64 (n, col.length): each record a list of ``col.length`` numbers, or null (NaN)."""
     n, k = len(values), col.length
-    if n and all(isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.shape == (k,) for v in values):
-        out = np.stack(values).astype(np.float64, copy=False)  # as read from Parquet
+    if n and all(isinstance(v, np.ndarray) and v.dtype == np.float64 and v.shape == (k,) for v in values):
+        out = np.stack(values)  # as read from Parquet
     else:
         out = np.empty((n, k))
         for i, v in enumerate(values):
             if v is None or (isinstance(v, float) and v != v):
                 out[i] = np.nan
                 continue
+            if isinstance(v, np.ndarray) and v.dtype.kind in "iufb" and v.dtype != np.float64:
+                raise _wrong_dtype(source, col, f"list<{v.dtype}>")  # a typed list column (Parquet)
             items = list(v) if isinstance(v, (list, tuple, np.ndarray)) else None
             if items is None or len(items) != k or not all(
                     isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
                     for x in items):
-                raise _bad(source, col.name, i, v, f"expected a list of {k} numbers (or null)")
+                found = f", found {len(items)} values" if items is not None and len(items) != k else ""
+                raise _bad(source, col.name, i, v, f"expected a list of {k} numbers (or null){found}")
             try:
                 out[i] = np.asarray(items, dtype=np.float64)
             except OverflowError:
@@ -217,7 +262,12 @@ def _coerce_list(values: np.ndarray, col: Column, source: str) -> np.ndarray:
 
 
 def _py(value):
-    return value.item() if hasattr(value, "item") else value
+    """``value`` as plain Python (a numpy scalar as a number, an array or a sequence as a list of them)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_py(v) for v in value]
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _first_non_type(values: np.ndarray, types: tuple) -> int:
@@ -297,8 +347,10 @@ def validate(df: pd.DataFrame, source: str) -> dict[str, np.ndarray]:
         InputError: empty split, missing or misspelt column, wrong dtype, NaN or
             infinity, value out of range, ``baseline_accepts`` inconsistent with
             ``rand_value < min(1, target_prob/draft_prob)``, a top probability
-            below the drafted token's, or ``draft_index`` not counting 0, 1, ...
-            inside a block. The message names the first offending row.
+            below the drafted token's, ``draft_index`` not counting 0, 1, ...
+            inside a block, or a ``block_residual_phi`` record that is not what
+            phi is (:func:`check_phi_records`). The message names the first offending
+            row (a wrong dtype: the column, the dtype found and the one expected).
     """
     if len(df) == 0:
         raise InputError(f"{source}: the split is empty (no rows)")
@@ -357,13 +409,102 @@ def _check_consistency(cols: dict[str, np.ndarray], source: str) -> None:
                 i = _first(bad)
                 raise _bad(source, "block_residual_mass", i, float("nan"),
                            "NaN is only valid at a block's last record (the next depth is needed otherwise)")
-        if "block_residual_phi" in cols:
-            last = np.concatenate((d[1:] == 0, [True]))
-            bad = np.isnan(cols["block_residual_phi"][:, 0]) & ~last
-            if bad.any():
-                i = _first(bad)
-                raise _bad(source, "block_residual_phi", i, None,
-                           "null (NaN) is only valid at a block's last record (the next depth is needed otherwise)")
+    if "block_residual_phi" in cols:
+        check_phi_records(cols, source)
+
+
+#: Rows of ``block_residual_phi`` checked at a time (bounds the temporary arrays to a few MB).
+_PHI_ROWS = 1 << 15
+
+
+def _phi_shape_bad(phi: np.ndarray) -> np.ndarray:
+    """bool (n,): records of ``phi`` (float64 (n, K), rows all NaN or all finite) that decrease, rise with a
+    slope above 1 or are not convex on the grid a = 0, 1/K, ..., 1 (phi(0) = 0 prepended), beyond
+    :data:`PHI_TOLERANCE` (NaN records are never bad)."""
+    step = np.diff(phi, axis=1, prepend=0.0)  # phi(a_k) - phi(a_{k-1}) = h * (slope between them), h = 1/K
+    bad = (step < -PHI_TOLERANCE).any(axis=1) | (step > 1.0 / phi.shape[1] + PHI_TOLERANCE).any(axis=1)
+    return bad | (np.diff(step, axis=1) < -PHI_TOLERANCE).any(axis=1)
+
+
+def _phi_shape_problem(row: np.ndarray) -> str:
+    """What is wrong with one record of ``block_residual_phi`` that :func:`_phi_shape_bad` refused (one phrase)."""
+    K = row.shape[0]
+    values = np.concatenate(([0.0], row))
+    step = np.diff(values)
+
+    def at(k: int) -> str:
+        return f"phi({k}/{K}) = {float(values[k])!r}"
+
+    for k in range(1, K + 1):
+        if step[k - 1] < -PHI_TOLERANCE:
+            return f"decreases in a: {at(k - 1)}, {at(k)} (phi is non-decreasing)"
+    for k in range(1, K + 1):
+        if step[k - 1] > 1.0 / K + PHI_TOLERANCE:
+            return (f"rises with slope {float(step[k - 1] * K):.6g} > 1 between a = {k - 1}/{K} and {k}/{K}: "
+                    f"{at(k - 1)}, {at(k)} (the slope of phi is a probability mass, at most 1)")
+    for k in range(1, K):
+        if step[k] < step[k - 1] - PHI_TOLERANCE:
+            return (f"not convex in a: slope {float(step[k - 1] * K):.6g} then {float(step[k] * K):.6g} around "
+                    f"a = {k}/{K} ({at(k - 1)}, {at(k)}, {at(k + 1)}; the slope of phi never decreases)")
+    return "not a valid phi record"  # not reached
+
+
+def check_phi_records(cols: dict[str, np.ndarray], source: str) -> None:
+    """Check that ``block_residual_phi`` means what it says (:mod:`evolve.traces.synth.block_columns`).
+
+    phi(a) = sum_v max(0, a p'(v) - q'(v)) of the next drafted position (p', q') is, on the grid
+    a = k/K, k = 1..K with phi(0) = 0: non-decreasing, convex (its slope, the p'-mass of
+    {v : q'(v) < a p'(v)}, never decreases) with slopes in [0, 1]; with ``draft_index`` it is all NaN
+    exactly on a block's last record (there is no next position) and finite elsewhere; with ``overlap``
+    too, phi(1) = sum_v max(0, p'(v) - q'(v)) equals 1 - ``overlap`` of the next record. Each comparison
+    allows :data:`PHI_TOLERANCE`.
+
+    Args: the coerced columns (``block_residual_phi`` float64 (n, K), records all NaN or all finite and in
+    [0, 1]); ``source``, the file named in messages.
+    Raises: InputError naming ``source``, the column, the first offending row and what is wrong.
+    """
+    phi = cols["block_residual_phi"]
+    n, K = phi.shape
+    name = "block_residual_phi"
+
+    def refuse(i: int, why: str) -> InputError:
+        return InputError(f"{source}: column '{name}', row {i}: {why}")
+
+    nan = np.isnan(phi[:, 0])
+    if "draft_index" in cols:
+        d = cols["draft_index"]
+        last = np.concatenate((d[1:] == 0, [True]))  # a block's last record: the next row starts a block
+        bad = nan & ~last
+        if bad.any():
+            raise refuse(_first(bad), "null (NaN) is only valid at a block's last record (the next depth is "
+                                      "needed otherwise)")
+        bad = ~nan & last
+        if bad.any():
+            i = _first(bad)
+            raise refuse(i, f"a block's last record must be null (NaN): phi describes the next drafted position "
+                            f"of the block and there is none (draft_index {int(d[i])}, the next row starts a block"
+                            f"{'' if i + 1 < n else ' or the split ends'}; value {_short_list(phi[i])})")
+    for start in range(0, n, _PHI_ROWS):
+        bad = _phi_shape_bad(phi[start:start + _PHI_ROWS])
+        if bad.any():
+            i = start + _first(bad)
+            raise refuse(i, _phi_shape_problem(phi[i]))
+    if "draft_index" in cols and "overlap" in cols and n > 1:
+        top = phi[:-1, K - 1]
+        expected = 1.0 - cols["overlap"][1:]
+        bad = ~np.isnan(top) & (np.abs(top - expected) > PHI_TOLERANCE)
+        if bad.any():
+            i = _first(bad)
+            raise refuse(i, f"phi(1) = {float(top[i])!r} but 1 - overlap of the next record (row {i + 1}) is "
+                            f"{float(expected[i])!r}: phi(1) = sum_v max(0, p'(v) - q'(v)) = 1 - overlap of the "
+                            f"next drafted position (difference {float(abs(top[i] - expected[i])):.3g}, more than "
+                            f"the round-off allowed, {PHI_TOLERANCE:g})")
+
+
+def _short_list(values: np.ndarray) -> str:
+    """A record of a list column in a message: its first three values and how many there are."""
+    head = ", ".join(repr(float(v)) for v in values[:3])
+    return f"[{head}, ...] ({values.size} values)" if values.size > 3 else f"[{head}]"
 
 
 def derive_seq_id(position: np.ndarray) -> np.ndarray:

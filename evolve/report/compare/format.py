@@ -1,21 +1,33 @@
 """Rendering ``benchmark.py``'s comparison: the rich table, Markdown, CSV and JSON.
 
-``table`` (rich, plain text) and ``markdown`` (a GitHub table) show the
-acceptance-quality columns (Heuristic, Accept%, Accuracy, Quality, Fitness,
-Time), the expected metrics, the block metrics (on data with speculation
-blocks) and the champions' deltas, followed by a caption and the notes;
-``csv`` and ``json`` hold one record per row with the keys
-:data:`evolve.report.compare.rows.ROW_KEYS`. A cell a row has no value for
-(the per-token columns of ``block_verification``) is ``-``.
+``markdown`` (a GitHub table) shows every column: the acceptance-quality columns (Heuristic,
+Accept%, Accuracy, Quality, Fitness, Time), the expected metrics, the block metrics (on data with
+speculation blocks) and the champions' deltas, followed by a caption, the notes and the verdict.
+``table`` (rich, plain text, the default) shows the essential columns only (:func:`_table_columns`:
+Heuristic, Accept%, Fitness, then Tok/call, Speedup and TV/tok on data with blocks or E[TV] without,
+and ΔFitness with champions), so that it fits in :data:`TABLE_WIDTH` columns; its caption and notes
+are wrapped to that width and its last line is the verdict. ``csv`` holds one record per row with
+the keys :data:`evolve.report.compare.rows.ROW_KEYS`; ``json`` is an object with ``rows`` (those
+records) and ``verdict`` (:meth:`evolve.report.compare.verdict.Verdict.to_dict`, or null). A cell a
+row has no value for (the per-token columns of ``block_verification``) is ``-``. The verdict
+(:mod:`evolve.report.compare.verdict`) says which rule wins on the scored split by fitness.
 """
 from __future__ import annotations
 
 import csv
 import io
 import json
+import textwrap
 
+from evolve.gp.kinds import RELAXATION, THRESHOLD
 from evolve.report.compare.rows import FORMATS, REFERENCE_RULE, ROW_KEYS, VERIFIER, Comparison
+from evolve.report.compare.verdict import compute_verdict
 from evolve.report.output import resolve_format
+
+#: Width (characters) the default ``table`` format fits in: its table, caption, notes (the verdict
+#: line excepted: it is one line, however long).
+TABLE_WIDTH = 100
+
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
@@ -70,34 +82,85 @@ def _display_columns(comparison: Comparison) -> list[tuple[str, bool, callable]]
     return cols
 
 
-def _caption(comparison: Comparison) -> list[str]:
+def _table_columns(comparison: Comparison) -> list[tuple[str, bool, callable]]:
+    """The essential columns of :func:`_display_columns`, the default table's: Split (several splits),
+    Heuristic, Accept%, Fitness, the block columns (Tok/call, Speedup, TV/tok) or, on data without
+    blocks, E[TV], Invalid (when a rule has invalid values) and ΔFitness (with champions)."""
+    cols = _display_columns(comparison)
+    headers = {h for h, _, _ in cols}
+    keep = {"Split", "Heuristic", "Accept%", "Fitness", "Tok/call", "Speedup", "TV/tok", "Invalid", "ΔFitness"}
+    if "TV/tok" not in headers:
+        keep.add("E[TV]")
+    return [c for c in cols if c[0] in keep]
+
+
+def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]:
+    """The caption lines: tokens per split, then what the columns mean (only the ``shown`` headers;
+    None: every column of :func:`_display_columns`)."""
     lines = [f"{s}: {comparison.tokens[s]:,} tokens from {comparison.sources[s]}" for s in comparison.splits]
-    text = (f"Time: best of {comparison.repeats} timed evaluations after a warm-up. E[accept] = mean tau, "
-            "E[TV] = mean max(0, tau - min(1, p/q)), E[fitness] = acceptance-quality fitness on those.")
+    parts = [f"Time: best of {comparison.repeats} timed evaluations after a warm-up."] if (
+        shown is None or "Time" in shown) else []
+    expected = [text for header, text in (("E[accept]", "E[accept] = mean tau"),
+                                          ("E[TV]", "E[TV] = mean max(0, tau - min(1, p/q))"),
+                                          ("E[fitness]", "E[fitness] = acceptance-quality fitness on those"))
+                if shown is None or header in shown]
+    if expected:
+        parts.append(", ".join(expected) + ".")
+    text = " ".join(parts)
     gammas = {g for g in comparison.gamma.values() if g}
     if gammas:
         text += (f" Tok/call = expected tokens per target call with gamma {', '.join(map(str, sorted(gammas)))}"
                  f" (1 + sum_k prod_(i<=k) tau_i per block), Speedup = Tok/call / (gamma*c + 1) with draft/target"
                  f" cost ratio c = {comparison.cost_ratio:g}, TV/tok = expected TV per emitted token.")
     if any(r.kind == "champion" for r in comparison.rows):
-        text += f" Δ = champion minus {REFERENCE_RULE} on the same split (pp: percentage points)."
+        pp = " (pp: percentage points)" if shown is None or "ΔAccept" in shown else ""
+        text += f" Δ = champion minus {REFERENCE_RULE} on the same split{pp}."
     if any(r.kind == VERIFIER for r in comparison.rows):
         text += (" block_verification: lossless block verification (Sun et al. 2024, arXiv 2403.10444), tokens per"
                  " call from the records' block_residual_mass; it has no per-token threshold (-), its TV is 0.")
-    lines.append(text)
+    for kind_name, caption in KIND_CAPTIONS.items():
+        names = list(dict.fromkeys(r.heuristic for r in comparison.rows if r.program_kind == kind_name))
+        if names and caption:
+            text += " " + caption.format(names=", ".join(names))
+    lines.append(text.strip())
     return lines
 
 
+def _verdict_line(comparison: Comparison) -> str | None:
+    verdict = compute_verdict(comparison)
+    return None if verdict is None else verdict.text
+
+
+def _wrap(line: str, width: int = TABLE_WIDTH) -> list[str]:
+    """``line`` wrapped to ``width`` (paths are not broken; a longer word stays whole)."""
+    return textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False) or [""]
+
+
+#: What the caption says about the rows of each kind of program (:mod:`evolve.gp.kinds`), by kind name;
+#: ``{names}`` lists the rows of that kind. Per-token thresholds need no words.
+KIND_CAPTIONS: dict[str, str] = {
+    THRESHOLD.name: "",
+    RELAXATION.name: ("{names}: relaxation weight w, scored as relaxed block verification: block verification"
+                      " (Sun et al. 2024, arXiv 2403.10444) against (1 - w) p + w q with the split's gamma, TV/tok ="
+                      " expected sum of w (1 - overlap) over the emitted positions per emitted token; no per-token"
+                      " threshold (-)."),
+}
+
+
 def format_table(comparison: Comparison) -> str:
-    """Plain-text table rendered with rich (the benchmark table's columns plus expected metrics and deltas)."""
+    """Plain-text table rendered with rich: the essential columns (:func:`_table_columns`) in at most
+    :data:`TABLE_WIDTH` characters (a long rule name is folded onto a second line), the caption and
+    notes wrapped to that width, and the verdict as the last line."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    cols = _display_columns(comparison)
+    cols = _table_columns(comparison)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for header, right, _ in cols:
-        table.add_column(header, justify="right" if right else "left", no_wrap=True)
+        folds = header == "Heuristic"
+        table.add_column(header, justify="right" if right else "left", no_wrap=not folds,
+                         overflow="fold" if folds else "ellipsis")
     prev = None
     for row in comparison.rows:
         key = (row.split, row.kind)
@@ -106,16 +169,22 @@ def format_table(comparison: Comparison) -> str:
         prev = key
         table.add_row(*(cell(row) for _, _, cell in cols))
     buf = io.StringIO()
-    console = Console(file=buf, width=400, color_system=None, highlight=False, emoji=False, markup=False,
-                      soft_wrap=True)
+    console = Console(file=buf, width=TABLE_WIDTH, color_system=None, highlight=False, emoji=False, markup=False)
     console.print(table)
     text = "\n".join(line.rstrip() for line in buf.getvalue().splitlines())
-    footer = _caption(comparison) + [f"note: {n}" for n in comparison.notes]
-    return text + "\n\n" + "\n".join(footer) + "\n"
+    shown = {h for h, _, _ in cols}
+    more = [h for h, _, _ in _display_columns(comparison) if h not in shown]
+    footer = _caption(comparison, shown)
+    if more:
+        footer.append(f"More columns ({', '.join(more)}): --format markdown, csv or json.")
+    footer += [f"note: {n}" for n in comparison.notes]
+    lines = [wrapped for line in footer for wrapped in _wrap(line)]
+    verdict = _verdict_line(comparison)
+    return text + "\n\n" + "\n".join(lines) + "\n" + (f"\n{verdict}\n" if verdict else "")
 
 
 def format_markdown(comparison: Comparison) -> str:
-    """A GitHub-flavoured Markdown table, followed by the caption and notes."""
+    """A GitHub-flavoured Markdown table (every column), followed by the caption, the notes and the verdict."""
     cols = _display_columns(comparison)
 
     def esc(text: str) -> str:
@@ -126,6 +195,9 @@ def format_markdown(comparison: Comparison) -> str:
     for row in comparison.rows:
         lines.append("| " + " | ".join(esc(cell(row)) for _, _, cell in cols) + " |")
     footer = _caption(comparison) + [f"Note: {n}" for n in comparison.notes]
+    verdict = _verdict_line(comparison)
+    if verdict:
+        footer.append(f"**Verdict:** {esc(verdict.removeprefix('verdict: '))}")
     return "\n".join(lines) + "\n\n" + "\n\n".join(footer) + "\n"
 
 
@@ -140,8 +212,12 @@ def format_csv(comparison: Comparison) -> str:
 
 
 def format_json(comparison: Comparison) -> str:
-    """A JSON array of objects with the keys :data:`ROW_KEYS` (rates as fractions, time in ms)."""
-    return json.dumps([row.to_dict() for row in comparison.rows], indent=2) + "\n"
+    """A JSON object: ``rows``, an array of objects with the keys :data:`ROW_KEYS` (rates as fractions,
+    time in ms), and ``verdict`` (:meth:`evolve.report.compare.verdict.Verdict.to_dict`; null when no
+    rule has a fitness)."""
+    verdict = compute_verdict(comparison)
+    return json.dumps({"rows": [row.to_dict() for row in comparison.rows],
+                       "verdict": None if verdict is None else verdict.to_dict()}, indent=2) + "\n"
 
 
 FORMATTERS = {"table": format_table, "csv": format_csv, "json": format_json, "markdown": format_markdown}
@@ -152,4 +228,4 @@ def format_comparison(comparison: Comparison, fmt: str = "table") -> str:
     return FORMATTERS[resolve_format(fmt, None, FORMATS)](comparison)
 
 
-__all__ = ["FORMATTERS", "format_comparison", "format_csv", "format_json", "format_markdown", "format_table"]
+__all__ = ["FORMATTERS", "KIND_CAPTIONS", "TABLE_WIDTH", "format_comparison", "format_csv", "format_json", "format_markdown", "format_table"]

@@ -3,18 +3,24 @@
 A :class:`Row` holds either a rule's :class:`evolve.eval.evaluator.Metrics`
 (kind ``baseline`` for a registered rule, ``champion`` for a champion file) or,
 for the lossless verifier ``block_verification`` (kind ``verifier``), its
-block metrics alone (:class:`evolve.eval.block_verification.BlockVerification`):
+block metrics alone (:class:`evolve.eval.block_verification.BlockVerificationMetrics`):
 it has no per-token threshold, so the per-token columns stay empty (None in
-JSON, empty in CSV, ``-`` in the tables). :data:`ROW_KEYS` are the keys of
-one JSON record or CSV row, in order.
+JSON, empty in CSV, ``-`` in the tables). A champion of kind ``relaxation``
+(:mod:`evolve.gp.kinds`: the weight w of relaxed block verification) has no
+per-token threshold either: its row holds relaxed block verification's block
+metrics alone (:class:`evolve.eval.relaxed_block.RelaxedMetrics`) in the same
+way. ``program_kind`` says which kind of program a rule's row scored
+(``threshold``, ``relaxation``; None for the verifier). :data:`ROW_KEYS` are
+the keys of one JSON record or CSV row, in order.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
 from evolve.traces.io import SPLITS
-from evolve.eval.block_verification import BlockVerification
+from evolve.eval.block_verification import BlockVerificationMetrics
 from evolve.eval.evaluator import BLOCK_FIELDS, DEFAULT_COST_RATIO, Metrics
+from evolve.eval.relaxed_block import RelaxedMetrics
 from heuristics import registry
 from heuristics.contract import Rule
 
@@ -31,11 +37,11 @@ BLOCK_VERIFICATION = "block_verification"
 VERIFIER = "verifier"
 #: Keys of one JSON record / CSV row, in order.
 ROW_KEYS: tuple[str, ...] = (
-    "heuristic", "kind", "split", "tokens", "acceptance_rate", "accuracy", "quality_score", "fitness",
+    "heuristic", "kind", "split", "records", "acceptance_rate", "accuracy", "quality_score", "fitness",
     "false_accepts", "false_rejects", "expected_acceptance", "expected_tv", "expected_false_reject",
     "expected_quality", "expected_fitness", "n_invalid", "time_ms", "delta_fitness", "delta_acceptance",
     "delta_expected_fitness", "delta_expected_acceptance", "delta_expected_tv", "expression", "data",
-    "tokens_per_call", "speedup", "tv_per_token", "gamma", "cost_ratio",
+    "tokens_per_call", "speedup", "tv_per_token", "gamma", "cost_ratio", "program_kind",
 )
 _METRIC_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Metrics))
 
@@ -57,8 +63,11 @@ class Row:
     ``time_ms`` is the best wall time of one evaluation in milliseconds (see
     :mod:`evolve.report.compare.table`). The ``delta_*`` fields are the champion's
     metric minus ``standard_rejection``'s on the same split (None for
-    baselines). ``metrics`` is None for the verifier row, whose block metrics
-    are in ``verifier`` and whose record count is ``tokens``.
+    baselines). ``metrics`` is None for the verifier row and for a relaxation
+    champion's row, whose block metrics are in ``verifier`` (block
+    verification's or relaxed block verification's, duck-compatible in
+    :data:`evolve.eval.evaluator.BLOCK_FIELDS`) and whose record count is
+    ``records``. ``program_kind``: the kind of program of the row's rule.
     """
 
     heuristic: str
@@ -75,8 +84,9 @@ class Row:
     delta_expected_tv: float | None = None
     gamma: int | None = None
     cost_ratio: float | None = None
-    verifier: BlockVerification | None = None
-    tokens: int | None = None
+    verifier: BlockVerificationMetrics | RelaxedMetrics | None = None
+    records: int | None = None
+    program_kind: str | None = None
 
     def value(self, name: str):
         """A metric of the row (a :class:`Metrics` field name), or None when it has none (verifier rows)."""
@@ -84,7 +94,7 @@ class Row:
             return getattr(self.metrics, name)
         if self.verifier is not None and name in BLOCK_FIELDS:
             return getattr(self.verifier, name)
-        return self.tokens if name == "tokens" else None
+        return self.records if name == "records" else None
 
     def to_dict(self) -> dict:
         """Plain dict with exactly the keys :data:`ROW_KEYS`, in that order."""
@@ -95,13 +105,18 @@ class Row:
         values = {**m, "gamma": self.gamma, "cost_ratio": self.cost_ratio if self.gamma else None,
                   **{k: getattr(self, k) for k in (
             "heuristic", "kind", "split", "data", "time_ms", "expression", "delta_fitness", "delta_acceptance",
-            "delta_expected_fitness", "delta_expected_acceptance", "delta_expected_tv")}}
+            "delta_expected_fitness", "delta_expected_acceptance", "delta_expected_tv", "program_kind")}}
         return {k: values[k] for k in ROW_KEYS}
 
 
 @dataclass
 class Comparison:
-    """Rows of every scored (rule, split), in split then rule order, and notes on skipped rules."""
+    """Rows of every scored (rule, split), in split then rule order, and notes on skipped rules.
+
+    ``champions`` maps a champion row's label to what its champion file records for the verdict
+    (:func:`evolve.report.compare.verdict.champion_records`: ``path``, ``objective``,
+    ``champion_source``); empty when the rows were built otherwise.
+    """
 
     rows: list[Row]
     notes: list[str] = field(default_factory=list)
@@ -111,6 +126,7 @@ class Comparison:
     sources: dict[str, str] = field(default_factory=dict)
     gamma: dict[str, int | None] = field(default_factory=dict)
     cost_ratio: float = DEFAULT_COST_RATIO
+    champions: dict[str, dict] = field(default_factory=dict)
 
 
 __all__ = ["FORMATS", "SPLIT_CHOICES", "REFERENCE_RULE", "DEFAULT_REPEATS", "BLOCK_VERIFICATION", "VERIFIER",

@@ -32,18 +32,32 @@ cost model as the rules and TV 0. It has no per-token threshold, so the
 per-token columns are empty. Its Time is the best of ``repeats`` computations
 of its tokens per call. On a split without the column a note says so.
 
+Kinds of program (:mod:`evolve.gp.kinds`): every rule is scored by its kind through
+:data:`KIND_SCORERS`. A champion of kind ``relaxation`` (the weight w of relaxed block
+verification, ``python -m evolve run --evolve relaxation``) is not a per-token threshold: its row
+holds relaxed block verification's tokens per call, speedup and TV per emitted token on the split
+with the split's gamma (:mod:`evolve.eval.relaxed_block`: block verification against (1 - w) p + w q,
+the same records and formula the run's own valid figures come from), and its per-token columns
+are empty as the ``block_verification`` row's; on a split without the block columns
+(:data:`evolve.gp.kinds.RELAXATION` ``.columns``) it is skipped with a note.
+
 Rows, their JSON/CSV keys (:data:`ROW_KEYS`) and the comparison are defined in
 :mod:`evolve.report.compare.rows`; the output formats ``table`` (rich, plain
-text), ``markdown`` (a GitHub table), ``csv`` and ``json`` (one record per row)
-in :mod:`evolve.report.compare.format`. Both are re-exported here.
+text, the essential columns in 100 characters), ``markdown`` (a GitHub table of
+every column), ``csv`` (one record per row) and ``json`` (the records and the
+verdict) in :mod:`evolve.report.compare.format`. Both are re-exported here. The
+verdict (which rule wins on the scored split by fitness, and why a champion does
+not) is :mod:`evolve.report.compare.verdict`; :func:`run_comparison` records what
+the champion files say for it (``Comparison.champions``).
 """
 from __future__ import annotations
 
 import math
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Sequence
 
 from evolve.errors import InputError
 from evolve.traces.io import SPLITS, Traces, load_split
@@ -51,6 +65,9 @@ from evolve.eval.block_verification import RESIDUAL_COLUMN, block_verification_m
 from evolve.eval.evaluator import (
     DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, check_gamma, evaluate,
 )
+from evolve.eval.relaxed_block import RelaxedMetrics, attach, relaxed_of
+from evolve.eval.relaxed_population import evaluate_relaxed
+from evolve.gp.kinds import RELAXATION, THRESHOLD
 from evolve.report.compare.format import (
     format_comparison,
 )
@@ -58,7 +75,8 @@ from evolve.report.compare.rows import (
     BLOCK_VERIFICATION, DEFAULT_REPEATS, FORMATS, REFERENCE_RULE, SPLIT_CHOICES, VERIFIER, Comparison,
     ComparedRule, Row,
 )
-from evolve.report.options import naming_option
+from evolve.report.compare.verdict import champion_records
+from evolve.report.options import naming_param
 from evolve.report.output import check_output, resolve_format, write_output
 from heuristics import champions, registry
 from heuristics.contract import Rule
@@ -66,11 +84,12 @@ from heuristics.contract import Rule
 # --- which rules ------------------------------------------------------------------------------
 
 def resolve_splits(split: str) -> tuple[str, ...]:
-    """``('test',)`` for ``test``, every split for ``all``. Raises InputError for an unknown name."""
+    """``('test',)`` for ``test``, every split for ``all``. Raises InputError (parameter ``split``) for an
+    unknown name."""
     if split == "all":
         return SPLITS
     if split not in SPLITS:
-        raise InputError(f"option '--split': unknown split '{split}' (choose from {', '.join(SPLIT_CHOICES)})")
+        raise InputError(f"unknown split '{split}' (choose from {', '.join(SPLIT_CHOICES)})", param="split")
     return (split,)
 
 
@@ -124,14 +143,14 @@ def champion_entries(files: Sequence[str | os.PathLike] = (),
 
 
 def champion_from_file(path: str | os.PathLike) -> Rule:
-    """The champion of a ``--champion`` file as a rule.
+    """The champion of a champion file as a rule.
 
-    Raises: InputError naming ``--champion`` for a missing file, or naming the
+    Raises: InputError naming the parameter ``champion`` for a missing file, or naming the
     file for a malformed or hostile one.
     """
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"option '--champion': {path}: no such file")
+        raise InputError(f"{path}: no such file", param="champion")
     return _call_loader(champions.load_champion, path, str(path))
 
 
@@ -197,30 +216,112 @@ def missing_columns(rule: Rule, data: EvalData) -> list[str]:
     return [c for c in rule.columns_needed if c not in data.available]
 
 
+def timed_relaxed(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS, gamma: int = 1,
+                  cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[RelaxedMetrics, float]:
+    """Relaxed block verification's metrics of a relaxation rule (the weight w) on ``data`` and the best wall
+    time of one evaluation in milliseconds (one untimed warm-up, then ``repeats`` timed ones).
+
+    Scored by the relaxation kind's population scorer, the one the search scores its programs with
+    (:func:`evolve.eval.relaxed_population.evaluate_relaxed`; weights NaN/inf -> 0, clamped to [0, 1]), so
+    a run's champion gets here exactly the figures its ``champion.json`` records for the same split and
+    gamma: tokens per call 1 + E[tau] per block with draft length ``gamma``, speedup under ``cost_ratio``,
+    TV per emitted token the expected sum of w_i (1 - overlap_i) over the emitted positions (block
+    verification, Sun et al. 2024, arXiv 2403.10444, against (1 - w) p + w q). The split's block columns
+    must be attached (:func:`evolve.eval.relaxed_block.attach`) or in its split file.
+    Raises: InputError for a column the split lacks or a gamma above its block length.
+    """
+    def run() -> RelaxedMetrics:
+        return evaluate_relaxed([rule.program], data, gamma, cost_ratio)[0]
+
+    metrics = run()
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+    return metrics, best * 1e3
+
+
+def relaxed_missing_columns(rule: Rule, data: EvalData, traces: Traces | None = None) -> list[str]:
+    """Columns a relaxation rule needs (its own and :data:`evolve.gp.kinds.RELAXATION` ``.columns``, the
+    block columns of relaxed block verification) that the split lacks; ``traces`` is the split's columns
+    (None: only ``data`` and, for the block columns, its split file are consulted)."""
+    have = set(data.available) | (set(traces.columns) if traces is not None else set())
+    if traces is None:
+        try:
+            relaxed_of(data)
+            have |= set(RELAXATION.columns)
+        except InputError:
+            pass
+    return [c for c in dict.fromkeys((*rule.columns_needed, *RELAXATION.columns)) if c not in have]
+
+
+def _threshold_scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
+                      fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float):
+    """A threshold rule: its :class:`Metrics` (:func:`timed_evaluate`)."""
+    metrics, ms = timed_evaluate(rule, data, repeats, fitness, gamma, cost_ratio)
+    return {"metrics": metrics}, ms
+
+
+def _relaxation_scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
+                       fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float):
+    """A relaxation rule: relaxed block verification's block metrics alone (:func:`timed_relaxed`), with the
+    split's gamma; the per-token columns stay empty as for the ``block_verification`` row."""
+    if traces is not None:
+        attach(data, traces)
+    metrics, ms = timed_relaxed(rule, data, repeats, gamma, cost_ratio)
+    return {"metrics": None, "verifier": metrics, "records": data.n}, ms
+
+
+@dataclass(frozen=True)
+class KindScorer:
+    """How the comparison scores a rule of one kind of program: ``missing(rule, data, traces)`` the columns
+    it needs that the split lacks (the rule is then skipped with a note); ``score(rule, data, traces,
+    repeats, fitness, gamma, cost_ratio)`` -> (the :class:`Row` fields of its scores, best time in ms)."""
+
+    missing: Callable[[Rule, EvalData, Traces | None], list[str]]
+    score: Callable[..., tuple[dict, float]]
+
+
+#: How ``benchmark.py`` scores a rule of each kind of program (:mod:`evolve.gp.kinds`), by kind name.
+KIND_SCORERS: dict[str, KindScorer] = {
+    THRESHOLD.name: KindScorer(lambda rule, data, traces: missing_columns(rule, data), _threshold_scores),
+    RELAXATION.name: KindScorer(relaxed_missing_columns, _relaxation_scores),
+}
+
+
 def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = DEFAULT_REPEATS,
                 fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), gamma: int | None = None,
-                cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[list[Row], list[str]]:
-    """Score every entry on one prepared split.
+                cost_ratio: float = DEFAULT_COST_RATIO, traces: Traces | None = None) -> tuple[list[Row], list[str]]:
+    """Score every entry on one prepared split, each by its kind of program (:data:`KIND_SCORERS`).
 
     Returns (rows in entry order, notes): a rule needing an optional column the
-    split lacks is skipped with a note. Champions get deltas against
-    :data:`REFERENCE_RULE` when it was scored.
+    split lacks is skipped with a note. Champions of kind threshold get deltas
+    against :data:`REFERENCE_RULE` when it was scored. ``traces``: the split's
+    columns (relaxation rules read its block columns; None: from its file).
+    Raises: InputError (:meth:`evolve.gp.kinds.ProgramKind.refuse`) for a kind the comparison cannot score.
     """
-    scored: list[tuple[ComparedRule, str, Metrics, float]] = []
+    scored: list[tuple[ComparedRule, str, dict, float]] = []
     notes: list[str] = []
     for entry, label in zip(entries, _label(list(entries))):
-        missing = missing_columns(entry.rule, data)
+        kind = entry.rule.program_kind
+        scorer = KIND_SCORERS.get(kind.name)
+        if scorer is None:
+            raise kind.refuse("python benchmark.py", f"rule '{label}'")
+        missing = scorer.missing(entry.rule, data, traces)
         if missing:
             notes.append(f"skipped {label} on {data.split or 'split'}: it needs column '{missing[0]}', "
                          f"which {data.source} lacks")
             continue
-        metrics, ms = timed_evaluate(entry.rule, data, repeats, fitness, gamma, cost_ratio)
-        scored.append((entry, label, metrics, ms))
-    ref = next((m for e, label, m, _ in scored if e.kind == "baseline" and e.rule.name == REFERENCE_RULE), None)
+        scores, ms = scorer.score(entry.rule, data, traces, repeats, fitness, gamma, cost_ratio)
+        scored.append((entry, label, {**scores, "program_kind": kind.name}, ms))
+    ref = next((f["metrics"] for e, label, f, _ in scored if e.kind == "baseline" and e.rule.name == REFERENCE_RULE),
+               None)
     rows = []
-    for entry, label, m, ms in scored:
+    for entry, label, scores, ms in scored:
+        m = scores.pop("metrics")
         deltas = {}
-        if entry.kind == "champion" and ref is not None:
+        if entry.kind == "champion" and ref is not None and m is not None:
             deltas = dict(
                 delta_fitness=m.fitness - ref.fitness,
                 delta_acceptance=m.acceptance_rate - ref.acceptance_rate,
@@ -229,7 +330,7 @@ def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = 
                 delta_expected_tv=m.expected_tv - ref.expected_tv,
             )
         rows.append(Row(label, entry.kind, data.split, data.source, m, ms, entry.rule.expression, **deltas,
-                        gamma=gamma, cost_ratio=cost_ratio))
+                        gamma=gamma, cost_ratio=cost_ratio, **scores))
     return rows, notes
 
 
@@ -269,7 +370,7 @@ def block_verification_row(traces: Traces, data: EvalData, gamma: int | None, co
         block_verification_metrics(*args)
         best = min(best, time.perf_counter() - t0)
     return Row(BLOCK_VERIFICATION, VERIFIER, data.split, data.source, None, best * 1e3, gamma=gamma,
-               cost_ratio=cost_ratio, verifier=result, tokens=data.n), None
+               cost_ratio=cost_ratio, verifier=result, records=data.n), None
 
 
 def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Sequence[ComparedRule] | None = None,
@@ -289,8 +390,8 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         entries: rules to score; default :func:`collect_entries` ().
         repeats: timed evaluations per rule (>= 1).
         gamma: draft length for the block-level metrics (default: each split's
-            block length, see :func:`block_gamma`); an InputError naming --gamma
-            if it exceeds the split's block length.
+            block length, see :func:`block_gamma`); an InputError naming the parameter
+            ``gamma`` if it exceeds the split's block length.
         cost_ratio: draft/target cost ratio c for the speedup (Leviathan et al. 2023).
 
     Raises: InputError for a missing or invalid dataset (see :func:`evolve.traces.io.load_split`)
@@ -298,7 +399,7 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
     """
     splits = resolve_splits(split)
     if repeats < 1:
-        raise InputError(f"option '--repeats': must be at least 1 (value {repeats})")
+        raise InputError(f"must be at least 1 (value {repeats})", param="repeats")
     traces = {s: load_split(data_dir, s) for s in splits}
     loaded = {s: EvalData.from_traces(t) for s, t in traces.items()}
     if entries is None:
@@ -307,9 +408,9 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
     for s, data in loaded.items():
         result.gamma[s] = block_gamma(data, gamma)
         if gamma is not None:
-            naming_option("--gamma", check_gamma, gamma, data)
+            naming_param("gamma", check_gamma, gamma, data)
     for s, data in loaded.items():
-        rows, notes = score_split(entries, data, repeats, fitness, result.gamma[s], cost_ratio)
+        rows, notes = score_split(entries, data, repeats, fitness, result.gamma[s], cost_ratio, traces[s])
         if block_verification:
             row, note = block_verification_row(traces[s], data, result.gamma[s], cost_ratio, repeats)
             rows += [row] if row is not None else []
@@ -318,15 +419,34 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         result.notes += notes
         result.tokens[s] = data.n
         result.sources[s] = data.source
+    result.champions = champion_records(dict(zip(_label(list(entries)), entries)))
     return result
 
 
-def benchmark(data_dir: str | os.PathLike = "data", split: str = "test",
-              champion_files: Iterable[str | os.PathLike] = (),
-              champions_dir: str | os.PathLike | None = None,
-              fmt: str | None = None, output: str | os.PathLike | None = None,
-              repeats: int = DEFAULT_REPEATS, gamma: int | None = None,
-              cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[Comparison, str]:
+@dataclass(frozen=True)
+class BenchmarkOptions:
+    """Everything :func:`benchmark` does, as the command line's options of the same names.
+
+    ``data_dir``: the dataset directory; ``split``: a split or ``all``; ``champions``: champion
+    files compared as well; ``champions_dir``: the promoted champions (None:
+    :func:`default_champions_dir`); ``fmt`` (``--format``) and ``output``: the rendering and the file
+    to write (None: the text is returned only); ``repeats``: timed evaluations per rule; ``gamma``:
+    the draft length of the block metrics (None: each split's block length); ``cost_ratio``: the
+    speedup's draft/target cost ratio.
+    """
+
+    data_dir: str | os.PathLike = "data"
+    split: str = "test"
+    champions: tuple[str | os.PathLike, ...] = ()
+    champions_dir: str | os.PathLike | None = None
+    fmt: str | None = None
+    output: str | os.PathLike | None = None
+    repeats: int = DEFAULT_REPEATS
+    gamma: int | None = None
+    cost_ratio: float = DEFAULT_COST_RATIO
+
+
+def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Comparison, str]:
     """The whole comparison command: validate options, load, score, render, write.
 
     Everything is validated and computed before anything is written; with
@@ -334,22 +454,22 @@ def benchmark(data_dir: str | os.PathLike = "data", split: str = "test",
 
     Returns: (comparison, rendered text). Raises: InputError for any bad input.
     """
-    fmt = resolve_format(fmt, output, FORMATS)
-    resolve_splits(split)
-    if repeats < 1:
-        raise InputError(f"option '--repeats': must be at least 1 (value {repeats})")
-    champion_files = list(champion_files)
-    check_output(output, inputs=(data_dir, *champion_files),
-                 champion_dirs=(champions_dir or default_champions_dir(),))
-    entries = collect_entries(list(champion_files), champions_dir)
-    comparison = run_comparison(data_dir, split, entries, repeats, gamma=gamma, cost_ratio=cost_ratio)
+    o = options
+    fmt = resolve_format(o.fmt, o.output, FORMATS)
+    resolve_splits(o.split)
+    champion_files = list(o.champions)
+    check_output(o.output, inputs=(o.data_dir, *champion_files),
+                 champion_dirs=(o.champions_dir or default_champions_dir(),))
+    entries = collect_entries(champion_files, o.champions_dir)
+    comparison = run_comparison(o.data_dir, o.split, entries, o.repeats, gamma=o.gamma, cost_ratio=o.cost_ratio)
     text = format_comparison(comparison, fmt)
-    if output is not None:
-        write_output(text, output)
+    if o.output is not None:
+        write_output(text, o.output)
     return comparison, text
 
 
 #: The rows and formats are defined in their own modules and re-exported here (see the module doc).
-__all__ = ["baseline_entries", "benchmark", "block_gamma", "block_verification_row", "champion_entries",
-           "champion_from_file", "champion_module", "collect_entries", "default_champions_dir", "missing_columns",
-           "resolve_splits", "run_comparison", "score_split", "timed_evaluate"]
+__all__ = ["BenchmarkOptions", "baseline_entries", "benchmark", "block_gamma", "block_verification_row",
+           "champion_entries", "champion_from_file", "champion_module", "collect_entries", "default_champions_dir",
+           "KIND_SCORERS", "KindScorer", "missing_columns", "relaxed_missing_columns", "resolve_splits", "run_comparison",
+           "score_split", "timed_evaluate", "timed_relaxed"]

@@ -38,7 +38,7 @@ References (beside the curves; the verdict ranks only the curves, and
       is importable (``learned=None``), off with ``learned=False``;
     * ``relaxed_block_fixed_w`` and ``evolved_relaxed_block``: relaxed block
       verification against (1 - w) p + w q with one w everywhere, and the
-      weights w(features) of ``--verify block`` runs among ``--run``, on a
+      weights w(features) of ``--evolve relaxation`` runs among ``--run``, on a
       split with ``block_residual_phi`` (:mod:`evolve.report.pareto.relaxed`,
       which also gives their verdict).
 
@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -65,15 +66,18 @@ from evolve.eval.evaluator import EvalData, Metrics, check_gamma, thresholds
 from evolve.eval.objectives import DEFAULT_GAMMA
 from evolve.eval.population import PopulationEvaluator
 from evolve.gp.compiler import compile_nodes, parse, to_string
-from evolve.report.options import naming_option
+from evolve.report.options import naming_param
 from evolve.report.output import check_output, resolve_format, write_outputs
 from evolve.report.pareto.curves import (
-    BLOCK_VERIFICATION, DEFAULT_BUDGETS, EVOLVED, Curve, ParetoComparison, RulePoint, finish_curve, parse_budgets,
+    BLOCK_VERIFICATION, DEFAULT_BUDGETS, EVOLVED, Curve, ParetoComparison, RulePoint, finish_curve, check_budgets,
 )
 from evolve.report.pareto.learned import learned_curve, sklearn_available
 from evolve.report.pareto.format import FORMATS, format_json, format_table, plot_path, plot_png
 from evolve.report.pareto.oracle import oracle_bound
-from evolve.report.pareto.relaxed import relaxed_evolved_curve, relaxed_family_curve, split_runs
+from evolve.gp.kinds import RELAXATION, THRESHOLD
+from evolve.report.pareto.relaxed import (
+    RELAXED_KINDS, relaxed_evolved_curve, relaxed_family_curve, relaxed_rule_curve, split_runs,
+)
 from heuristics import registry
 from heuristics.contract import Rule
 
@@ -132,7 +136,7 @@ def family_curve(family, data: EvalData, gamma: int, budgets: Sequence[float]) -
 
 
 def resolve_rules(names: Sequence[str]) -> list[Rule]:
-    """The rules of ``--rule`` (registered rules or promoted champions), in order, without repeats.
+    """The rules named ``names`` (registered rules or promoted champions), in order, without repeats.
 
     Raises: InputError for an unknown name (:func:`heuristics.registry.get_rule`)
     or a Python function rule (the comparison scores expression rules).
@@ -141,8 +145,8 @@ def resolve_rules(names: Sequence[str]) -> list[Rule]:
     for name in dict.fromkeys(names):
         rule = registry.get_rule(name, champions=True)
         if rule.expression is None:
-            raise InputError(f"option '--rule': rule '{name}' is a Python function rule; the comparison scores "
-                             "expression rules and champions only")
+            raise InputError(f"rule '{name}' is a Python function rule; the comparison scores "
+                             "expression rules and champions only", param="rules")
         out.append(rule)
     return out
 
@@ -159,15 +163,27 @@ def rule_curve(rule: Rule, data: EvalData, gamma: int, budgets: Sequence[float])
     return finish_curve(Curve(rule.name, "rule", rule.source, None, points), budgets), None
 
 
+def _threshold_rule_curve(rule: Rule, traces, data: EvalData, gamma: int, budgets: Sequence[float]):
+    """A threshold rule named by ``--rule``: its per-token one-point curve (:func:`rule_curve`)."""
+    return rule_curve(rule, data, gamma, budgets)
+
+
+#: How ``--rule`` scores a rule of each kind of program (:mod:`evolve.gp.kinds`), by kind name: a threshold
+#: as a per-token curve of one point, a relaxation weight as a one-point relaxed block verification
+#: reference (:func:`evolve.report.pareto.relaxed.relaxed_rule_curve`). Each takes (rule, traces, data,
+#: gamma, budgets) and returns (curve, note).
+RULE_CURVES = {THRESHOLD.name: _threshold_rule_curve, RELAXATION.name: relaxed_rule_curve}
+
+
 # --- evolved rules --------------------------------------------------------------------------------
 
 def _read_json(path: Path):
     try:
         return json.loads(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"option '--run': {path}: cannot read ({' '.join(str(exc).split())})") from None
+        raise InputError(f"{path}: cannot read ({' '.join(str(exc).split())})", param="runs") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"option '--run': {path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        raise InputError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})", param="runs") from None
 
 
 def _expressions(doc, path: Path, key: str | None) -> list[str]:
@@ -175,13 +191,13 @@ def _expressions(doc, path: Path, key: str | None) -> list[str]:
     if isinstance(items, dict):
         items = [items]
     if not isinstance(items, list):
-        raise InputError(f"option '--run': {path}: expected a list of rules"
-                         + (f" under '{key}'" if key else "") + f" (found {type(items).__name__})")
+        raise InputError(f"{path}: expected a list of rules" + (f" under '{key}'" if key else "")
+                         + f" (found {type(items).__name__})", param="runs")
     out = []
     for i, item in enumerate(items):
         expr = item.get("expression") if isinstance(item, dict) else None
         if not isinstance(expr, str):
-            raise InputError(f"option '--run': {path}: rule {i} has no 'expression' string")
+            raise InputError(f"{path}: rule {i} has no 'expression' string", param="runs")
         out.append(expr)
     return out
 
@@ -191,11 +207,11 @@ def run_expressions(run_dir: str | os.PathLike) -> tuple[list[str], str]:
 
     ``front.json`` (key ``front``, written by ``--fitness pareto`` runs) when
     present, else ``hall_of_fame.json`` plus ``champion.json``.
-    Raises: InputError for a missing directory, no rule file, or malformed JSON.
+    Raises: InputError (parameter ``runs``) for a missing directory, no rule file, or malformed JSON.
     """
     d = Path(run_dir)
     if not d.is_dir():
-        raise InputError(f"option '--run': {d}: no such run directory")
+        raise InputError(f"{d}: no such run directory", param="runs")
     front = d / "front.json"
     if front.is_file():
         return _expressions(_read_json(front), front, "front"), str(front)
@@ -206,8 +222,8 @@ def run_expressions(run_dir: str | os.PathLike) -> tuple[list[str], str]:
             exprs += _expressions(_read_json(path), path, key)
             found.append(str(path))
     if not found:
-        raise InputError(f"option '--run': {d}: no front.json, hall_of_fame.json or champion.json "
-                         "(is it a run directory of `python -m evolve run`?)")
+        raise InputError(f"{d}: no front.json, hall_of_fame.json or champion.json "
+                         "(is it a run directory of `python -m evolve run`?)", param="runs")
     return exprs, " + ".join(found)
 
 
@@ -294,8 +310,8 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
         data_dir: dataset directory; the split needs ``draft_index``.
         split: one of train, valid, test.
         runs: run directories (``python -m evolve run``) whose rules form the evolved curve (those
-            of ``--verify block`` runs the evolved relaxed block verification curve).
-        budgets: TV-per-token budgets (>= 0; see :func:`parse_budgets`).
+            of ``--evolve relaxation`` runs the evolved relaxed block verification curve).
+        budgets: TV-per-token budgets (in [0, 1]; see :func:`check_budgets`).
         gamma: draft length (1 <= gamma <= the split's block length).
         families: names of :func:`heuristics.registry.families` to sweep (default all).
         rules: names of registered rules or promoted champions, each scored as its own
@@ -306,8 +322,8 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
     Raises: InputError for a bad option, dataset, rule name or run directory.
     """
     if split not in SPLITS:
-        raise InputError(f"option '--split': unknown split '{split}' (choose from {', '.join(SPLITS)})")
-    budgets = parse_budgets(list(budgets))
+        raise InputError(f"unknown split '{split}' (choose from {', '.join(SPLITS)})", param="split")
+    budgets = check_budgets(budgets)
     for run_dir in runs:  # fail on a bad run before the (slower) scoring
         run_expressions(run_dir)
     sweep = list(registry.families().values()) if families is None else [registry.get_family(n) for n in families]
@@ -317,7 +333,7 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
     if data.depth is None:
         raise InputError(f"{data.source}: the comparison needs column 'draft_index' (speculation blocks); "
                          "generate the data with `python generate_data.py` (vocab model)")
-    g = naming_option("--gamma", check_gamma, gamma, data)
+    g = naming_param("gamma", check_gamma, gamma, data)
     curves: dict[str, Curve] = {}
     notes: list[str] = []
     for family in sweep:
@@ -326,10 +342,17 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
             notes.append(note)
         else:
             curves[family.name] = curve
+    relaxed_named: list[Curve] = []
     for rule in named:
-        curve, note = rule_curve(rule, data, g, budgets)
+        kind = rule.program_kind
+        make = RULE_CURVES.get(kind.name)
+        if make is None:
+            raise kind.refuse("python benchmark.py pareto --rule", f"rule '{rule.name}'")
+        curve, note = make(rule, traces, data, g, budgets)
         if curve is None:
             notes.append(note)
+        elif curve.kind in RELAXED_KINDS:  # a reference beside the relaxed curves
+            relaxed_named.append(curve)
         else:
             if curve.name in curves:  # a rule named like a family (e.g. greedy_match)
                 curve.name = f"{rule.name} (rule)"
@@ -361,34 +384,57 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
         if ref is not None:
             references[ref.name] = ref
         notes += more
+    for curve in relaxed_named:
+        references[curve.name if curve.name not in references else f"{curve.name} (rule)"] = curve
     bound = oracle_bound(data, g, budgets)
     blocks = int((data.depth == 0).sum())
     return ParetoComparison(split, data.source, data.n, blocks, g, budgets, curves, bound, notes,
                             [str(r) for r in runs], references)
 
 
-def pareto_command(data_dir="data", split="test", runs=(), budgets="0,0.005,0.01,0.02,0.05",
-                   gamma=DEFAULT_GAMMA, fmt=None, output=None, plot=True,
-                   rules=(), learned: bool | None = None) -> tuple[ParetoComparison, str, Path | None]:
+@dataclass(frozen=True)
+class ParetoOptions:
+    """Everything :func:`pareto_command` does, as the command line's options of the same names.
+
+    ``data_dir`` and ``split``: the scored split; ``runs``: run directories whose rules form the
+    evolved curves; ``rules``: rules scored as their own points; ``budgets``: the TV-per-token
+    budgets; ``gamma``: the draft length; ``fmt`` (``--format``) and ``output``: the rendering and the
+    file to write (None: the text is returned only); ``plot``: write the PNG plot; ``learned``: the
+    learned reference on (True), off (False), or when scikit-learn is importable (None).
+    """
+
+    data_dir: str | os.PathLike = "data"
+    split: str = "test"
+    runs: tuple[str | os.PathLike, ...] = ()
+    rules: tuple[str, ...] = ()
+    budgets: tuple[float, ...] = DEFAULT_BUDGETS
+    gamma: int = DEFAULT_GAMMA
+    fmt: str | None = None
+    output: str | os.PathLike | None = None
+    plot: bool = True
+    learned: bool | None = None
+
+
+def pareto_command(options: ParetoOptions = ParetoOptions()) -> tuple[ParetoComparison, str, Path | None]:
     """The whole command: validate, compute, render, write (atomically, only when everything succeeded).
 
-    ``learned``: the learned reference on (True), off (False), or when scikit-learn is importable (None).
     Returns (comparison, rendered text, PNG path or None). Raises InputError for any bad input.
     """
-    fmt = resolve_format(fmt, output, FORMATS)
-    budget_list = parse_budgets(budgets)
-    if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
-        raise InputError(f"option '--gamma': the draft length must be an integer >= 1 (value {gamma!r})")
-    if learned and not sklearn_available():
-        raise InputError("option '--learned': needs scikit-learn (pip install scikit-learn)")
-    check_output(output, "plot" if plot else None, inputs=(data_dir, *runs), png_path=plot_path(output, split))
-    comp = run_pareto(data_dir, split, runs, budget_list, gamma, rules=rules, learned=learned)
+    o = options
+    fmt = resolve_format(o.fmt, o.output, FORMATS)
+    budgets = check_budgets(o.budgets)
+    if o.learned and not sklearn_available():
+        raise InputError("needs scikit-learn (pip install scikit-learn)", param="learned")
+    png_path = plot_path(o.output, o.split)
+    check_output(o.output, "plot" if o.plot else None, inputs=(o.data_dir, *o.runs), png_path=png_path)
+    comp = run_pareto(o.data_dir, o.split, o.runs, budgets, o.gamma, rules=o.rules, learned=o.learned)
     text = format_json(comp) if fmt == "json" else format_table(comp)
-    png_path = write_outputs(text, output, plot_png(comp) if plot else None, plot_path(output, split), "--plot")
+    png_path = write_outputs(text, o.output, plot_png(comp) if o.plot else None, png_path, "plot")
     return comp, text, png_path
 
 
 #: Re-exported from the modules the comparison is split into, so that ``evolve.report.pareto.command``
 #: names everything the command uses (curves, oracle bound, rendering).
-__all__ = ["pareto_command", "run_pareto", "lossless_violation", "evolved_curve", "family_curve", "rule_curve",
-           "resolve_rules", "run_expressions", "block_verification_curve", "learned_reference"]
+__all__ = ["ParetoOptions", "pareto_command", "run_pareto", "lossless_violation", "evolved_curve", "family_curve",
+           "rule_curve", "RULE_CURVES", "resolve_rules", "run_expressions", "block_verification_curve",
+           "learned_reference"]

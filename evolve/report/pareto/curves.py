@@ -101,26 +101,22 @@ def budget_key(budget: float) -> str:
     return format(float(budget), "g")
 
 
-def parse_budgets(text: str | Sequence[float], option: str = "--budgets") -> tuple[float, ...]:
-    """Comma-separated TV-per-token budgets in [0, 1] -> sorted tuple without duplicates.
+def check_budgets(budgets: Sequence[float], param: str = "budgets") -> tuple[float, ...]:
+    """TV-per-token budgets in [0, 1] -> sorted tuple of floats without duplicates.
 
-    Raises: InputError naming ``option`` and the first bad item, or for an empty list.
+    Raises: InputError naming the parameter ``param`` and the first bad budget, or for an empty sequence.
     """
-    items = text.split(",") if isinstance(text, str) else list(text)
     out: set[float] = set()
-    for item in items:
-        raw = item.strip() if isinstance(item, str) else item
-        if raw == "":
-            continue
+    for raw in budgets:
         try:
             value = float(raw)
         except (TypeError, ValueError):
-            raise InputError(f"option '{option}': not a number (value {raw!r})") from None
+            raise InputError(f"not a number (value {raw!r})", param=param) from None
         if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-            raise InputError(f"option '{option}': a budget is a TV per token in [0, 1] (value {raw!r})")
+            raise InputError(f"a budget is a TV per token in [0, 1] (value {raw!r})", param=param)
         out.add(value)
     if not out:
-        raise InputError(f"option '{option}': no budget given (value {text!r})")
+        raise InputError(f"no budget given (value {tuple(budgets)!r})", param=param)
     return tuple(sorted(out))
 
 
@@ -297,5 +293,5 @@ def expression_size(expression: str) -> int | None:
         return None
 
 
-__all__ = ["DEFAULT_BUDGETS", "EVOLVED", "BLOCK_VERIFICATION", "LEARNED_CURVE", "expression_size", "RulePoint", "Curve", "ParetoComparison", "budget_key", "parse_budgets",
+__all__ = ["DEFAULT_BUDGETS", "EVOLVED", "BLOCK_VERIFICATION", "LEARNED_CURVE", "expression_size", "RulePoint", "Curve", "ParetoComparison", "budget_key", "check_budgets",
            "nondominated", "best_at_budget", "hypervolume", "finish_curve"]

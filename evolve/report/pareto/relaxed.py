@@ -10,7 +10,7 @@ the per-token curves (references, not ranked by the per-token verdict):
   (:data:`evolve.eval.relaxed_block.FIXED_WEIGHTS`; w = 0 is lossless block
   verification);
 * ``evolved_relaxed_block``: every weight w(features) of the ``--run``
-  directories made with ``python -m evolve run --fitness pareto --verify block``
+  directories made with ``python -m evolve run --objective pareto --evolve relaxation``
   (their ``front.json``, else hall of fame and champion).
 
 :func:`relaxed_verdict` states, at every budget above 0, whether the evolved
@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from evolve.gp.kinds import RELAXATION, kind_from_config
 from evolve.traces.io import Traces
 from evolve.eval.evaluator import EvalData
 from evolve.eval.relaxed_block import FIXED_WEIGHTS, PHI_COLUMN, RELAXED_COLUMNS, attach
@@ -35,18 +36,20 @@ from evolve.report.pareto.curves import BLOCK_VERIFICATION, Curve, RulePoint, bu
 #: Names of the relaxed block verification curves (references of the comparison).
 RELAXED_FAMILY = "relaxed_block_fixed_w"
 RELAXED_EVOLVED = "evolved_relaxed_block"
-#: Kinds of the two curves.
-RELAXED_KINDS: tuple[str, ...] = ("relaxed_family", "relaxed_evolved")
+#: Kinds of the relaxed curves: the two above and a relaxation champion named by ``--rule``
+#: (:func:`relaxed_rule_curve`).
+RELAXED_KINDS: tuple[str, ...] = ("relaxed_family", "relaxed_evolved", "relaxed_rule")
 
 
 def is_relaxed_run(run_dir: str | os.PathLike) -> bool:
-    """Whether a run directory was made with ``--verify block`` (its ``run.json`` config says so)."""
+    """Whether a run directory evolved relaxation weights (``--evolve relaxation``; its ``run.json`` config
+    says so, :func:`evolve.gp.kinds.kind_from_config`, which also reads older runs' ``verify = "block"``)."""
     path = Path(run_dir) / "run.json"
     try:
         config = json.loads(path.read_text()).get("config", {})
     except (OSError, ValueError, AttributeError):
         return False
-    return isinstance(config, dict) and config.get("verify") == "block"
+    return kind_from_config(config) is RELAXATION
 
 
 def _points(exprs: Sequence[str], labels: Sequence[str], data: EvalData, gamma: int) -> list[RulePoint]:
@@ -76,14 +79,14 @@ def relaxed_family_curve(traces: Traces, data: EvalData, gamma: int,
 
 def relaxed_evolved_curve(runs: Sequence[tuple[list[str], str]], traces: Traces, data: EvalData, gamma: int,
                           budgets: Sequence[float]) -> tuple[Curve | None, list[str]]:
-    """The weights of ``--verify block`` runs as one curve (kind ``relaxed_evolved``); (None, notes) when the
+    """The weights of ``--evolve relaxation`` runs as one curve (kind ``relaxed_evolved``); (None, notes) when the
     split lacks the relaxed columns.
 
     ``runs``: (expressions, source file) of each run
     (:func:`evolve.report.pareto.command.run_expressions`). Raises: InputError for unparsable expressions.
     """
     if not traces.has(PHI_COLUMN):
-        return None, [f"skipped the --verify block runs: {data.source} lacks column '{PHI_COLUMN}'"]
+        return None, [f"skipped the relaxation runs: {data.source} lacks column '{PHI_COLUMN}'"]
     attach(data, traces)
     seen: dict[str, None] = {}
     sources, notes = [], []
@@ -101,6 +104,20 @@ def relaxed_evolved_curve(runs: Sequence[tuple[list[str], str]], traces: Traces,
     curve = Curve(RELAXED_EVOLVED, "relaxed_evolved", ", ".join(sources), "w(features)",
                   _points(exprs, exprs, data, gamma))
     return finish_curve(curve, budgets), notes
+
+
+def relaxed_rule_curve(rule, traces: Traces, data: EvalData, gamma: int,
+                       budgets: Sequence[float]) -> tuple[Curve | None, str | None]:
+    """A rule of kind ``relaxation`` (:mod:`evolve.gp.kinds`; a promoted relaxation champion named by
+    ``--rule``) as a one-point curve of kind ``relaxed_rule``, scored as relaxed block verification (a
+    reference beside the relaxed curves, not a per-token curve); (None, note) when the split lacks a
+    column it needs. Raises: InputError for a gamma above the split's block length."""
+    missing = [c for c in dict.fromkeys((*RELAXED_COLUMNS, *rule.columns_needed)) if not traces.has(c)]
+    if missing:
+        return None, f"skipped {rule.name}: it needs column '{missing[0]}', which {data.source} lacks"
+    attach(data, traces)
+    points = _points([rule.expression], [rule.name], data, gamma)
+    return finish_curve(Curve(rule.name, "relaxed_rule", rule.source, None, points), budgets), None
 
 
 def relaxed_verdict(comp) -> dict[str, Any] | None:
@@ -168,7 +185,7 @@ def relaxed_lines(comp) -> list[str]:
 
 
 def split_runs(runs: Sequence[str | os.PathLike]) -> tuple[list, list]:
-    """(per-token runs, ``--verify block`` runs) of ``--run``, in order."""
+    """(threshold runs, ``--evolve relaxation`` runs) of ``--run``, in order."""
     token, relaxed = [], []
     for r in runs:
         (relaxed if is_relaxed_run(r) else token).append(r)
@@ -176,4 +193,5 @@ def split_runs(runs: Sequence[str | os.PathLike]) -> tuple[list, list]:
 
 
 __all__ = ["RELAXED_FAMILY", "RELAXED_EVOLVED", "RELAXED_KINDS", "is_relaxed_run", "relaxed_family_curve",
+           "relaxed_rule_curve",
            "relaxed_evolved_curve", "relaxed_verdict", "relaxed_lines", "split_runs"]

@@ -70,7 +70,7 @@ def seed_row(doc: dict[str, Any], path: str = "comparison") -> dict[str, Any]:
     """
     curves = doc.get("curves", {})
     if "evolved" not in curves:
-        raise InputError(f"{path}: no evolved curve (was it run with --run?)")
+        raise InputError(f"{path}: no evolved curve (was the comparison given a run directory?)")
     evolved = curves["evolved"]
     verdict = doc["verdict"]
     budgets = {}
@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Print the table of the pareto JSON files named in ``argv`` (``sys.argv[1:]`` by default); returns 0."""
     paths = list(sys.argv[1:] if argv is None else argv)
     if not paths:
-        raise InputError("name at least one JSON file of `python benchmark.py pareto --format json`")
+        raise InputError("name at least one JSON document of `python benchmark.py pareto` (format json)")
     rows = []
     for path in paths:
         try:

@@ -46,17 +46,21 @@ from __future__ import annotations
 import io
 import json
 import os
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from evolve.errors import InputError
 from evolve.traces.io import atomic_write_text
+from evolve.traces.paths import check_output_dir, write_or_rescue
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import FEATURES
 from evolve.report.perf.measure import (
     load_splits, measure_evolution, measure_generator, measure_gp, measure_operon, measure_rule,
 )
+from evolve.report.output import check_output
+from evolve.report.perf.islands import DEFAULT_LARGE_DIR
 from evolve.report.perf.scaling import DEFAULT_SCALING, RULE_BYTES_PER_TOKEN, measure_scaling
 from evolve.report.perf.timing import environment
 
@@ -85,11 +89,14 @@ def run_perf(data_dir: str | os.PathLike = "data", programs: int = 1000, populat
              generator_tokens: int = 1_000_000, progress: Callable[[str], None] | None = None) -> dict:
     """Run all measurements (see the module doc) and return the report dict (keys :data:`REQUIRED_KEYS` and more).
 
-    Raises: InputError for an unreadable dataset or bad sizes.
+    Raises: InputError naming the parameter for a count below its minimum (programs 1, population 2,
+    generations 1) or bad sizes, or for an unreadable dataset.
     """
-    if programs < 1 or population < 2 or generations < 1 or not sizes or min(sizes) < 1:
-        raise InputError("option '--programs/--population/--generations/--sizes': must be positive "
-                         f"(values {programs}, {population}, {generations}, {list(sizes)})")
+    for name, value, low in (("programs", programs, 1), ("population", population, 2), ("generations", generations, 1)):
+        if value < low:
+            raise InputError(f"must be at least {low} (value {value})", param=name)
+    if not sizes or min(sizes) < 1:
+        raise InputError(f"token counts must be positive integers (value {list(sizes)})", param="sizes")
     say = progress or (lambda _msg: None)
     env = environment()
     threads = env["threads"]
@@ -238,14 +245,68 @@ def _json_default(value):
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def parse_sizes(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(s.replace("_", "")) for s in text.split(",") if s.strip())
-    except ValueError:
-        raise InputError(f"option '--sizes': expected comma-separated integers (value {text!r})") from None
-    if not sizes or min(sizes) < 1:
-        raise InputError(f"option '--sizes': sizes must be positive integers (value {text!r})")
-    return sizes
+@dataclass(frozen=True)
+class PerfOptions:
+    """Everything :func:`perf_command` does, as the command line's options of the same names.
+
+    ``data_dir``: the dataset measured (generated in memory without train/valid splits); ``output``:
+    the JSON report. The evaluation measurements (:func:`run_perf`): ``programs``, ``population``,
+    ``generations``, ``sizes`` (token counts of the scaling), ``seed``, ``generator_tokens``. With
+    ``islands`` the scale measurements instead (:func:`evolve.report.perf.islands.run_scale`:
+    ``island_tokens``, ``large_tokens``, ``large_dir``, ``large_only``); with ``harvest_model`` the
+    harvester's speed instead (:func:`evolve.report.perf.harvest.run_harvest_perf`: ``harvest_prompts``,
+    ``harvest_texts``, ``harvest_tokens``, ``threads``); both merge their figures into ``output``.
+    """
+
+    data_dir: str | os.PathLike = "data"
+    output: str | os.PathLike = "results/perf.json"
+    programs: int = 1000
+    population: int = 1000
+    generations: int = 20
+    sizes: tuple[int, ...] = DEFAULT_SCALING
+    seed: int = 0
+    generator_tokens: int = 1_000_000
+    islands: bool = False
+    island_tokens: int = 1_000_000
+    large_tokens: int = 100_000_000
+    large_dir: str | os.PathLike = DEFAULT_LARGE_DIR
+    large_only: bool = False
+    harvest_model: str | None = None
+    harvest_prompts: str | os.PathLike = "prompts/smollm2_prompts.txt"
+    harvest_texts: int = 16
+    harvest_tokens: int = 64
+    threads: int | None = None
 
 
-__all__ = ["parse_sizes", "run_perf", "render", "write_report", "REQUIRED_KEYS", "TARGETS"]
+def perf_command(options: PerfOptions = PerfOptions(),
+                 progress: Callable[[str], None] | None = None) -> tuple[dict, str]:
+    """The whole command: check ``output``, measure (module doc; or the islands or harvest measurements),
+    write the report atomically (into a rescue directory, named by the error, when that fails).
+
+    Returns (the report written, its rendering). Raises: InputError naming the parameter of a bad option.
+    """
+    o = options
+    check_output(o.output, inputs=(o.data_dir,))
+    if o.harvest_model is not None:
+        from evolve.report.perf.harvest import render_harvest, run_harvest_perf
+        from evolve.report.perf.islands import merge_into
+
+        figures = run_harvest_perf(o.harvest_model, o.harvest_prompts, o.harvest_texts, o.harvest_tokens,
+                                   threads=o.threads, seed=o.seed, progress=progress)
+        report, text = merge_into(o.output, figures), render_harvest(figures)
+    elif o.islands:
+        from evolve.report.perf.islands import merge_into, render_scale, run_scale
+
+        check_output_dir(o.large_dir, (o.data_dir, o.output), param="large_dir")
+        figures = run_scale(o.data_dir, o.population, o.generations, 10, o.seed, o.island_tokens, o.large_tokens,
+                            o.large_dir, o.large_only, progress=progress)
+        report, text = merge_into(o.output, figures), render_scale(figures)
+    else:
+        report = run_perf(o.data_dir, o.programs, o.population, o.generations, tuple(o.sizes), o.seed,
+                          o.generator_tokens, progress=progress)
+        text = render(report)
+    write_or_rescue(lambda path: write_report(report, path), o.output, param="output")
+    return report, text
+
+
+__all__ = ["PerfOptions", "perf_command", "run_perf", "render", "write_report", "REQUIRED_KEYS", "TARGETS"]

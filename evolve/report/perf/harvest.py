@@ -54,7 +54,7 @@ def run_harvest_perf(model: str, prompts: str, texts: int = 16, max_new_tokens: 
     setup = build(config)
     lines, _ = read_prompts(prompts)
     tok = setup.target.tokenizer
-    enc = [encode_prompt(tok, p, f"option '--harvest-prompts': {prompts}", setup.engine.vocab)
+    enc = [encode_prompt(tok, p, f"{prompts}", setup.engine.vocab)
            for p in lines[:texts]]
     figures: dict = {"model": str(model), "drafter": setup.engine.drafter.settings(), "texts": len(enc),
                      "max_new_tokens": max_new_tokens, "gamma": gamma, "threads": torch.get_num_threads(),
@@ -109,7 +109,7 @@ def _default_skip(model: str) -> tuple[int, ...]:
 
     from evolve.engine.models import _torch, resolve_model
 
-    src = resolve_model(model, "--harvest")
+    src = resolve_model(model, "target")
     _, transformers = _torch()
     kwargs = {"gguf_file": src.path.name} if src.kind == "gguf" else {}
     n = int(transformers.AutoConfig.from_pretrained(str(Path(src.load_dir)), local_files_only=True,

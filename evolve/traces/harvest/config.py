@@ -1,8 +1,10 @@
-"""The settings of a harvest (:class:`HarvestConfig`) and the parsers of its list-valued options.
+"""The settings of a harvest (:class:`HarvestConfig`).
 
 Every field of :class:`HarvestConfig` is a ``generate_data.py harvest`` option of the
 same name (``skip_layers`` is ``--draft-skip-layers``, ``window`` is
-``--draft-window``), so its errors name the option the value came from.
+``--draft-window``); its errors name the field (:class:`evolve.errors.InputError`'s
+``param``), which the command line shows as the option the value came from. The
+command line parses the list-valued options (:mod:`evolve.cli.types`).
 """
 from __future__ import annotations
 
@@ -44,87 +46,38 @@ class HarvestConfig:
     top_p: float = 1.0
     batch_size: int = 1
 
-    @property
-    def drafter_kind(self) -> str:
-        """``model``, ``skip_layers`` or ``window``."""
-        return "model" if self.draft is not None else "skip_layers" if self.skip_layers is not None else "window"
-
     def check(self) -> None:
-        """Validate option values (not the files). Raises InputError naming the option."""
-        chosen = [name for name, v in (("--draft", self.draft), ("--draft-skip-layers", self.skip_layers),
-                                       ("--draft-window", self.window)) if v is not None]
+        """Validate the values (not the files). Raises InputError naming the field (``param``)."""
+        chosen = [name for name, v in (("draft", self.draft), ("skip_layers", self.skip_layers),
+                                       ("window", self.window)) if v is not None]
         if len(chosen) != 1:
             what = "none was given" if not chosen else f"got {' and '.join(chosen)}"
-            raise InputError(f"options '--draft', '--draft-skip-layers', '--draft-window': "
-                             f"choose exactly one drafter ({what})")
+            raise InputError(f"drafter: choose exactly one of draft, skip_layers and window ({what})")
         if self.gamma < 1:
-            raise InputError(f"option '--gamma': must be at least 1 (value {self.gamma})")
+            raise InputError(f"must be at least 1 (value {self.gamma})", param="gamma")
         if self.max_new_tokens < 2:
-            raise InputError(f"option '--max-new-tokens': must be at least 2 so that a block is drafted "
-                             f"(value {self.max_new_tokens})")
+            raise InputError(f"must be at least 2 so that a block is drafted (value {self.max_new_tokens})",
+                             param="max_new_tokens")
         if not math.isfinite(self.temperature) or self.temperature < 0:
-            raise InputError(f"option '--temperature': must be a finite number >= 0 (value {self.temperature})")
+            raise InputError(f"must be a finite number >= 0 (value {self.temperature})", param="temperature")
         if self.top_k < 0:
-            raise InputError(f"option '--top-k': must be >= 0, 0 meaning off (value {self.top_k})")
+            raise InputError(f"must be >= 0, 0 meaning off (value {self.top_k})", param="top_k")
         if not (math.isfinite(self.top_p) and 0 < self.top_p <= 1):
-            raise InputError(f"option '--top-p': must be in (0, 1], 1 meaning off (value {self.top_p})")
+            raise InputError(f"must be in (0, 1], 1 meaning off (value {self.top_p})", param="top_p")
         if self.batch_size < 1:
-            raise InputError(f"option '--batch-size': must be at least 1 (value {self.batch_size})")
+            raise InputError(f"must be at least 1 (value {self.batch_size})", param="batch_size")
         if self.seed < 0:
-            raise InputError(f"option '--seed': must be >= 0 (value {self.seed})")
+            raise InputError(f"must be >= 0 (value {self.seed})", param="seed")
         if self.threads is not None and self.threads < 1:
-            raise InputError(f"option '--threads': must be at least 1 (value {self.threads})")
+            raise InputError(f"must be at least 1 (value {self.threads})", param="threads")
         if self.dtype not in DTYPES:
-            raise InputError(f"option '--dtype': unknown dtype '{self.dtype}' (choose from {', '.join(DTYPES)})")
+            raise InputError(f"unknown dtype '{self.dtype}' (choose from {', '.join(DTYPES)})", param="dtype")
         if self.skip_layers is not None:
             if not self.skip_layers:
-                raise InputError("option '--draft-skip-layers': the list is empty")
+                raise InputError("the list is empty", param="skip_layers")
             if any(i < 0 for i in self.skip_layers):
-                raise InputError(f"option '--draft-skip-layers': layer indices are >= 0 (value {min(self.skip_layers)})")
+                raise InputError(f"layer indices are >= 0 (value {min(self.skip_layers)})", param="skip_layers")
         if self.window is not None:
             sink, recent = self.window
             if sink < 0 or recent < 1:
-                raise InputError(f"option '--draft-window': SINK must be >= 0 and RECENT >= 1 "
-                                 f"(value {sink},{recent})")
-
-
-def parse_layer_list(text: str, option: str = "--draft-skip-layers") -> tuple[int, ...]:
-    """Parse ``"1,3,5-7"`` into sorted unique 0-based layer indices ``(1, 3, 5, 6, 7)``.
-
-    Raises: InputError naming ``option`` and the bad item.
-    """
-    out: set[int] = set()
-    items = [s.strip() for s in text.split(",")]
-    if not any(items):
-        raise InputError(f"option '{option}': the list is empty (value {text!r})")
-    for item in items:
-        try:
-            if "-" in item[1:]:
-                lo, hi = item.split("-", 1) if not item.startswith("-") else (item, "")
-                a, b = int(lo), int(hi)
-                if b < a:
-                    raise ValueError
-                out.update(range(a, b + 1))
-            else:
-                out.add(int(item))
-        except ValueError:
-            raise InputError(f"option '{option}': '{item}' is not a layer index or a range A-B "
-                             f"(value {text!r})") from None
-    if min(out) < 0:
-        raise InputError(f"option '{option}': layer indices are >= 0 (value {text!r})")
-    return tuple(sorted(out))
-
-
-def parse_window(text: str, option: str = "--draft-window") -> tuple[int, int]:
-    """Parse ``"SINK,RECENT"`` (e.g. ``"4,64"``) into two ints. Raises: InputError."""
-    parts = [s.strip() for s in text.split(",")]
-    try:
-        if len(parts) != 2:
-            raise ValueError
-        sink, recent = int(parts[0]), int(parts[1])
-    except ValueError:
-        raise InputError(f"option '{option}': expected SINK,RECENT, two integers such as 4,64 "
-                         f"(value {text!r})") from None
-    if sink < 0 or recent < 1:
-        raise InputError(f"option '{option}': SINK must be >= 0 and RECENT >= 1 (value {text!r})")
-    return sink, recent
+                raise InputError(f"SINK must be >= 0 and RECENT >= 1 (value {sink},{recent})", param="window")

@@ -316,11 +316,11 @@ def build(config: HarvestConfig) -> Setup:
     window that do not fit the target, an unsupported architecture.
     """
     config.check()
-    target_src = resolve_model(config.target, "--target")
+    target_src = resolve_model(config.target, "target")
     if config.threads is not None:
         torch, _ = _torch()
         torch.set_num_threads(config.threads)
-    draft_src = resolve_model(config.draft, "--draft") if config.draft is not None else None
+    draft_src = resolve_model(config.draft, "draft") if config.draft is not None else None
     target = load_model(target_src, config.dtype, config.device)
     draft = load_model(draft_src, config.dtype, config.device) if draft_src is not None else None
     for loaded in (target, draft):
@@ -415,7 +415,7 @@ def harvest(config: HarvestConfig, progress: bool = True,
     settings = fingerprint(config, setup.description, prompts_sha)
     check_out_dir(out, work, settings)
     tokenizer = setup.target.tokenizer
-    encoded = [encode_prompt(tokenizer, p, f"option '--prompts': {config.prompts}, line {ln}", setup.engine.vocab)
+    encoded = [encode_prompt(tokenizer, p, f"{config.prompts}, line {ln}", setup.engine.vocab)
                for p, ln in zip(prompts, lines)]
     atomic_write_text(work / MANIFEST_FILE, json.dumps(
         {"generator": GENERATOR, "fingerprint": settings, "texts_total": len(prompts)}, indent=2))

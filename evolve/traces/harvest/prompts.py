@@ -23,20 +23,20 @@ HELD_OUT_FRACTION = 0.1
 def read_prompts(path: str) -> tuple[list[str], list[int]]:
     """Read a prompts file: one prompt per line, blank lines ignored.
 
-    Returns (prompts, 1-based line numbers). Raises: InputError for a missing, unreadable or
-    non-UTF-8 file, or one without prompts.
+    Returns (prompts, 1-based line numbers). Raises: InputError (parameter ``prompts``) for a missing,
+    unreadable or non-UTF-8 file, or one without prompts.
     """
     p = Path(path)
     if p.is_dir():
-        raise InputError(f"option '--prompts': {path}: is a directory, expected a text file")
+        raise InputError(f"{path}: is a directory, expected a text file", param="prompts")
     if not p.is_file():
-        raise InputError(f"option '--prompts': {path}: no such file")
+        raise InputError(f"{path}: no such file", param="prompts")
     try:
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"option '--prompts': {path}: not UTF-8 text (byte {exc.start})") from None
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})", param="prompts") from None
     except OSError as exc:
-        raise InputError(f"option '--prompts': {path}: cannot read ({exc.strerror})") from None
+        raise InputError(f"{path}: cannot read ({exc.strerror})", param="prompts") from None
     prompts, lines = [], []
     for i, line in enumerate(text.splitlines(), start=1):
         line = line.strip("\r\n")
@@ -44,7 +44,7 @@ def read_prompts(path: str) -> tuple[list[str], list[int]]:
             prompts.append(line)
             lines.append(i)
     if not prompts:
-        raise InputError(f"option '--prompts': {path}: no prompts (one prompt per non-blank line)")
+        raise InputError(f"{path}: no prompts (one prompt per non-blank line)", param="prompts")
     return prompts, lines
 
 
@@ -53,11 +53,11 @@ def assign_splits(n: int, seed: int) -> dict[str, list[int]]:
 
     Rule: ``rng = numpy.random.default_rng(seed)``, ``perm = rng.permutation(n)``,
     ``h = max(1, round(0.1 n))``; valid = perm[:h], test = perm[h:2h], train = the rest.
-    Raises: InputError if n < 3 (every split needs a prompt).
+    Raises: InputError (parameter ``prompts``) if n < 3 (every split needs a prompt).
     """
     if n < 3:
-        raise InputError(f"option '--prompts': {n} prompt(s); at least 3 are needed, one per split "
-                         f"(train, valid, test)")
+        raise InputError(f"{n} prompt(s); at least 3 are needed, one per split (train, valid, test)",
+                         param="prompts")
     perm = np.random.default_rng(seed).permutation(n)
     h = max(1, int(round(HELD_OUT_FRACTION * n)))
     return {"train": sorted(perm[2 * h:].tolist()), "valid": sorted(perm[:h].tolist()),
@@ -77,10 +77,12 @@ def processing_order(splits: dict[str, list[int]]) -> list[int]:
     return [t for _, _, t in sorted(keyed)]
 
 
-def encode_prompt(tokenizer, prompt: str, where: str, vocab: int | None = None) -> list[int]:
+def encode_prompt(tokenizer, prompt: str, where: str, vocab: int | None = None, param: str | None = "prompts"
+                  ) -> list[int]:
     """Token ids of a prompt: the chat template (user turn + generation prompt) when the tokenizer
     has one, else plain encoding with the tokenizer's special tokens.
 
+    ``where`` names the prompt in messages (``FILE, line N``), ``param`` the parameter that gave its file.
     Raises: InputError if the prompt encodes to nothing or to an id >= ``vocab`` (the models' logits).
     """
     if getattr(tokenizer, "chat_template", None):
@@ -91,7 +93,7 @@ def encode_prompt(tokenizer, prompt: str, where: str, vocab: int | None = None) 
         ids = tokenizer(prompt)["input_ids"]
     ids = [int(i) for i in ids]
     if not ids:
-        raise InputError(f"{where}: the prompt encodes to no tokens")
+        raise InputError(f"{where}: the prompt encodes to no tokens", param=param)
     if vocab is not None and max(ids) >= vocab:
-        raise InputError(f"{where}: token id {max(ids)} is outside the models' {vocab} logits")
+        raise InputError(f"{where}: token id {max(ids)} is outside the models' {vocab} logits", param=param)
     return ids

@@ -217,14 +217,14 @@ def check_out_dir(out: Path, work: Path, settings: dict[str, Any] | None) -> Non
             raise InputError(f"{manifest}: damaged harvest manifest; remove {work} to start over") from None
         diff = _diff(old, settings)
         if diff:
-            raise InputError(f"option '--out': {out} holds a harvest made with other settings ({diff}); "
-                             f"use another --out or remove {work} to start over")
+            raise InputError(f"{out} holds a harvest made with other settings ({diff}); "
+                             f"choose another directory or remove {work} to start over", param="out")
         return
     if (out / METADATA_FILE).exists():
         meta = load_metadata(out)
         if meta.get("generator") != GENERATOR:
-            raise InputError(f"option '--out': {out} holds a dataset made by generator "
-                             f"{meta.get('generator')!r}; choose another directory for the harvest")
+            raise InputError(f"{out} holds a dataset made by generator "
+                             f"{meta.get('generator')!r}; choose another directory for the harvest", param="out")
 
 
 def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], splits: dict[str, list[int]],

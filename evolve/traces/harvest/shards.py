@@ -132,7 +132,7 @@ def harvest_shard(job: ShardJob) -> ShardOutcome:
     splits = assign_splits(len(prompts), config.seed)
     split_of = {t: name for name, idx in splits.items() for t in idx}
     tokenizer = setup.target.tokenizer
-    encoded = {t: encode_prompt(tokenizer, prompts[t], f"option '--prompts': {config.prompts}, line {lines[t]}",
+    encoded = {t: encode_prompt(tokenizer, prompts[t], f"{config.prompts}, line {lines[t]}",
                                 setup.engine.vocab) for t in job.texts}
     before = setup.engine.forward_seconds()
     texts = ((t, encoded[t], text_rng(config.seed, t)) for t in job.texts)

@@ -62,7 +62,7 @@ def chunk_sizes(sequences: int, chunk_sequences: int) -> list[int]:
     Raises: InputError if ``chunk_sequences`` is not an integer >= 1.
     """
     if isinstance(chunk_sequences, bool) or not isinstance(chunk_sequences, (int, np.integer)) or chunk_sequences < 1:
-        raise InputError(f"option '--chunk-sequences': must be an integer >= 1 (value {chunk_sequences!r})")
+        raise InputError(f"must be an integer >= 1 (value {chunk_sequences!r})", param="chunk_sequences")
     full, rest = divmod(int(sequences), int(chunk_sequences))
     return [int(chunk_sequences)] * full + ([rest] if rest else [])
 

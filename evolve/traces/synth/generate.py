@@ -65,9 +65,9 @@ class Model:
 def _validate_independent_config(config: independent.IndependentModelConfig) -> independent.IndependentModelConfig:
     avg, rate = config.avg_length, config.match_rate
     if isinstance(avg, bool) or not isinstance(avg, (int, np.integer)) or not 2 <= avg <= 100_000:
-        raise InputError(f"option '--avg-length': must be an integer in [2, 100000] (value {avg!r})")
+        raise InputError(f"must be an integer in [2, 100000] (value {avg!r})", param="avg_length")
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0:
-        raise InputError(f"option '--match-rate': must be in [0, 1] (value {rate!r})")
+        raise InputError(f"must be in [0, 1] (value {rate!r})", param="match_rate")
     return config
 
 
@@ -120,18 +120,18 @@ def model_options() -> list[ModelOption]:
 
 
 def get_model(name: str) -> Model:
-    """The model ``name``. Raises InputError naming the known models."""
+    """The model ``name``. Raises InputError (parameter ``model``) naming the known models."""
     try:
         return MODELS[name]
     except KeyError:
-        raise InputError(f"option '--model': unknown model '{name}' (choose from {', '.join(MODELS)})") from None
+        raise InputError(f"unknown model '{name}' (choose from {', '.join(MODELS)})", param="model") from None
 
 
 def build_config(model: str, overrides: dict[str, Any] | None = None):
     """The validated config of ``model`` with the given knob values (None = default).
 
     Raises: InputError for an unknown model, a knob the model does not have
-    (naming the option and the models that have it) or an invalid value.
+    (naming the knob as the parameter, and the models that have it) or an invalid value.
     """
     spec = get_model(model)
     names = {f.name for f in dataclasses.fields(spec.config_cls)}
@@ -141,10 +141,9 @@ def build_config(model: str, overrides: dict[str, Any] | None = None):
             continue
         if key not in names:
             owners = [m.name for m in MODELS.values() if key in {f.name for f in dataclasses.fields(m.config_cls)}]
-            flag = "--" + key.replace("_", "-")
             if owners:
-                raise InputError(f"option '{flag}': applies to --model {' or '.join(owners)}, not to --model {model}")
-            raise InputError(f"option '{flag}': unknown knob for --model {model}")
+                raise InputError(f"applies to model {' or '.join(owners)}, not to model {model}", param=key)
+            raise InputError(f"unknown knob for model {model}", param=key)
         kwargs[key] = value
     config = spec.config_cls(**kwargs)
     spec.validate(config)
@@ -157,7 +156,7 @@ def split_sizes(sequences: int) -> dict[str, int]:
     Raises: InputError if ``sequences`` is not an integer >= 1.
     """
     if isinstance(sequences, bool) or not isinstance(sequences, (int, np.integer)) or sequences < 1:
-        raise InputError(f"option '--sequences': must be an integer >= 1 (value {sequences!r})")
+        raise InputError(f"must be an integer >= 1 (value {sequences!r})", param="sequences")
     held_out = max(1, int(round(EVAL_FRACTION * int(sequences))))
     return {"train": int(sequences), "valid": held_out, "test": held_out}
 
@@ -168,7 +167,7 @@ def split_seeds(seed: int) -> dict[str, int]:
     Raises: InputError if ``seed`` is not an integer in [0, 2**64).
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2 ** 64:
-        raise InputError(f"option '--seed': must be an integer in [0, 2**64) (value {seed!r})")
+        raise InputError(f"must be an integer in [0, 2**64) (value {seed!r})", param="seed")
     children = np.random.SeedSequence(int(seed)).spawn(len(SPLITS))
     return {name: int(child.generate_state(1, dtype=np.uint64)[0]) for name, child in zip(SPLITS, children)}
 
@@ -230,7 +229,7 @@ def dataset_metadata(spec, config, seed: int, sizes: dict, seeds: dict, stats: d
 def check_output_dir(out: str | os.PathLike, inputs: tuple[str | os.PathLike | None, ...] = ()) -> Path:
     """Raise InputError if ``out`` is empty, exists and is not a directory, cannot be created in,
     is one of ``inputs`` or lies inside the package's source (:func:`evolve.traces.paths.check_output_dir`)."""
-    return paths.check_output_dir(out, inputs, "option '--out'")
+    return paths.check_output_dir(out, inputs, param="out")
 
 
 def write(dataset: Dataset, out: str | os.PathLike, fmt: str = "parquet") -> list[Path]:
@@ -240,10 +239,10 @@ def write(dataset: Dataset, out: str | os.PathLike, fmt: str = "parquet") -> lis
     end, the dataset is saved into a rescue directory that the message names, :func:`evolve.traces.paths.write_or_rescue`).
     """
     if fmt not in FORMATS:
-        raise InputError(f"option '--format': unknown format '{fmt}' (choose from {', '.join(FORMATS)})")
+        raise InputError(f"unknown format '{fmt}' (choose from {', '.join(FORMATS)})", param="fmt")
     path = check_output_dir(out)
     return paths.write_or_rescue(lambda d: write_dataset(d, dataset.splits, dataset.metadata, fmt=fmt), path,
-                                 "option '--out'", is_dir=True)
+                                 is_dir=True, param="out")
 
 
 def format_stats(stats: dict[str, dict]) -> str:

@@ -189,11 +189,11 @@ class VocabModelConfig:
     def validate(self) -> "VocabModelConfig":
         """Check every knob; returns self.
 
-        Raises: InputError naming the option (``--field-name``) and the value.
+        Raises: InputError naming the knob (``param``, the field's name) and the value.
         """
         def bad(name, why):
             value = getattr(self, name)
-            return InputError(f"option '--{name.replace('_', '-')}': {why} (value {value!r})")
+            return InputError(f"{why} (value {value!r})", param=name)
 
         for f in fields(self):
             v = getattr(self, f.name)
@@ -428,7 +428,7 @@ def _generate(seed, blocks, offsets, gamma, params, log_rank, seq_id, position, 
 
 def _check_seed(seed) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2 ** 64:
-        raise InputError(f"option '--seed': must be an integer in [0, 2**64) (value {seed!r})")
+        raise InputError(f"must be an integer in [0, 2**64) (value {seed!r})", param="seed")
     return int(seed)
 
 
@@ -450,10 +450,10 @@ def generate_split(sequences: int, seed: int, config: VocabModelConfig = VocabMo
     RESIDUAL_PHI_POINTS floats per row) take no random draws, so the other
     columns are those of a model without them.
 
-    Raises: InputError for a bad size, seed or knob (naming the option).
+    Raises: InputError for a bad size, seed or knob (naming the parameter).
     """
     if isinstance(sequences, bool) or not isinstance(sequences, (int, np.integer)) or sequences < 1:
-        raise InputError(f"option '--sequences': must be an integer >= 1 (value {sequences!r})")
+        raise InputError(f"must be an integer >= 1 (value {sequences!r})", param="sequences")
     seed = _check_seed(seed)
     config.validate()
     gamma = int(config.gamma)

@@ -1,0 +1,168 @@
+"""Cost files: what a target forward and a drafted token cost, so tokens per call become tokens per second.
+
+A speculative step drafts some tokens and runs the target once over T new tokens (the last
+accepted token and the L drafted ones: T = L + 1). Its wall time is
+
+    seconds(L, drafted) = target_forward_s(T = L + 1) + drafted * draft_token_s
+
+and plain decoding emits one token per ``plain_token_s`` (by default the T = 1 forward). Over many
+steps the throughput is the ratio of expectations (a renewal-reward argument):
+
+    tokens_per_second = E[tokens per call] / E[seconds per call],
+    speedup = tokens_per_second * plain_token_s.
+
+The block metrics use the expectations from the records (exact, not sampled): for a fixed draft
+length gamma, E[seconds per call] = target_forward_s(gamma + 1) + gamma * draft_token_s.
+
+A cost file is JSON::
+
+    {"target_forward_s": [t1, t2, ...],   # seconds of one target forward over T = 1, 2, ... new tokens
+     "draft_token_s": d,                  # seconds per drafted token
+     "plain_token_s": p,                  # optional: seconds per token of plain decoding (default t1)
+     ...}                                 # other keys (machine, engine, threads, batch curves) are kept
+
+``python benchmark.py perf --costs`` measures one on this machine; one can also be written by
+hand for hardware one does not have (a GPU whose verification is nearly flat in T). A forward
+over more tokens than the list holds extrapolates linearly from its last two entries (flat for a
+one-entry list).
+
+The default (:data:`DEFAULT_COSTS`) is the cost model of the evaluator's ``speedup``: a
+verification as cheap as one plain step whatever T, and a drafted token at
+:data:`evolve.eval.evaluator.DEFAULT_COST_RATIO` = 0.05 of it, in units of one plain step
+(``tokens_per_second`` is then the speedup; Leviathan et al. 2023, arXiv 2211.17192, section 3.4).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from evolve.errors import InputError
+from evolve.eval.evaluator import DEFAULT_COST_RATIO
+
+#: Largest cost file read, in bytes.
+MAX_FILE_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Costs:
+    """A cost model (see the module doc).
+
+    Attributes:
+        target_forward_s: seconds of one target forward over T = 1, 2, ... new tokens (non-empty,
+            positive, finite).
+        draft_token_s: seconds per drafted token (>= 0).
+        plain_token_s: seconds per token of plain decoding (> 0).
+        source: the file it came from, or a description.
+        extra: the file's other keys (machine, engine, ...), kept as read.
+    """
+
+    target_forward_s: tuple[float, ...]
+    draft_token_s: float
+    plain_token_s: float
+    source: str = "default"
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def forward_seconds(self, tokens: int) -> float:
+        """Seconds of one target forward over ``tokens`` (>= 1) new tokens (linear beyond the list)."""
+        t = self.target_forward_s
+        if tokens <= len(t):
+            return t[tokens - 1]
+        slope = t[-1] - t[-2] if len(t) >= 2 else 0.0
+        return t[-1] + slope * (tokens - len(t))
+
+    def step_seconds(self, verified: int, drafted: int) -> float:
+        """Seconds of one speculative step that drafts ``drafted`` tokens and verifies ``verified`` of them
+        (a target forward over ``verified + 1`` new tokens)."""
+        return self.forward_seconds(verified + 1) + drafted * self.draft_token_s
+
+    def fixed_gamma_seconds(self, gamma: int) -> float:
+        """Seconds per call of fixed draft length ``gamma`` (every step drafts and verifies gamma tokens)."""
+        return self.step_seconds(gamma, gamma)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The cost file's JSON object (the extra keys first, then the three defined ones)."""
+        return {**self.extra, "target_forward_s": list(self.target_forward_s), "draft_token_s": self.draft_token_s,
+                "plain_token_s": self.plain_token_s}
+
+
+#: The default cost model: flat verification, drafts at 0.05 of a plain step (the evaluator's ``speedup``).
+DEFAULT_COSTS = Costs((1.0,), DEFAULT_COST_RATIO, 1.0,
+                      source=f"default (flat verification, draft/target cost ratio {DEFAULT_COST_RATIO:g})")
+
+
+def speed(tokens_per_call: float, seconds_per_call: float, costs: Costs) -> tuple[float, float]:
+    """(tokens per second, speedup over plain decoding) of ``tokens_per_call`` emitted per
+    ``seconds_per_call`` (both expectations over calls)."""
+    tps = tokens_per_call / seconds_per_call
+    return tps, tps * costs.plain_token_s
+
+
+def costs_from_dict(doc: Any, source: str) -> Costs:
+    """Validate a cost object; raises InputError naming ``source`` and the key for a bad one."""
+    if not isinstance(doc, dict):
+        raise InputError(f"{source}: a cost file is a JSON object, found {type(doc).__name__}")
+    for key in ("target_forward_s", "draft_token_s"):
+        if key not in doc:
+            raise InputError(f"{source}: missing key '{key}'")
+    curve = doc["target_forward_s"]
+    if not isinstance(curve, list) or not curve:
+        raise InputError(f"{source}: key 'target_forward_s' must be a non-empty list of seconds (T = 1, 2, ...)")
+    for i, v in enumerate(curve):
+        if not _number(v) or v <= 0:
+            raise InputError(f"{source}: key 'target_forward_s', item {i} (T = {i + 1}): expected seconds > 0 "
+                             f"(value {v!r})")
+    draft = doc["draft_token_s"]
+    if not _number(draft) or draft < 0:
+        raise InputError(f"{source}: key 'draft_token_s': expected seconds >= 0 (value {draft!r})")
+    plain = doc.get("plain_token_s", curve[0])
+    if not _number(plain) or plain <= 0:
+        raise InputError(f"{source}: key 'plain_token_s': expected seconds > 0 (value {plain!r})")
+    extra = {k: v for k, v in doc.items() if k not in ("target_forward_s", "draft_token_s", "plain_token_s")}
+    return Costs(tuple(float(v) for v in curve), float(draft), float(plain), source, extra)
+
+
+def load_costs(path: str | os.PathLike | None) -> Costs:
+    """The cost model of the JSON file ``path`` (None: :data:`DEFAULT_COSTS`).
+
+    Raises: InputError naming the file for a missing, unreadable, oversized or invalid file (and
+    the key and item of a bad value).
+    """
+    if path is None:
+        return DEFAULT_COSTS
+    source = os.fspath(path)
+    try:
+        if os.path.getsize(source) > MAX_FILE_BYTES:
+            raise InputError(f"{source}: cost file is larger than {MAX_FILE_BYTES} bytes")
+        with open(source, "rb") as fh:
+            doc = json.loads(fh.read().decode("utf-8"), parse_constant=_reject)
+    except FileNotFoundError:
+        raise InputError(f"{source}: no such cost file") from None
+    except IsADirectoryError:
+        raise InputError(f"{source}: is a directory, expected a cost file (JSON)") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{source}: not UTF-8 text") from None
+    except ValueError as exc:
+        raise InputError(f"{source}: not valid JSON ({' '.join(str(exc).split())[:160]})") from None
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read ({' '.join(str(exc).split())})") from None
+    return costs_from_dict(doc, source)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _reject(name: str):
+    raise ValueError(f"{name} is not allowed")
+
+
+def relative_curve(costs: Costs, tokens: Sequence[int] = (1, 2, 4, 6, 8)) -> dict[int, float]:
+    """The T-curve relative to T = 1: {T: forward_seconds(T) / forward_seconds(1)}."""
+    base = costs.forward_seconds(1)
+    return {t: costs.forward_seconds(t) / base for t in tokens}
+
+
+__all__ = ["Costs", "DEFAULT_COSTS", "MAX_FILE_BYTES", "speed", "costs_from_dict", "load_costs", "relative_curve"]

@@ -1,0 +1,138 @@
+"""Kinds of program: what an evolved or registered program's value means, and who may use it.
+
+A program of the primitive set computes one float from one record's features; its *kind* says
+what that float is for. Today:
+
+* ``threshold``: the per-token acceptance threshold tau of speculative sampling: the drafted
+  token x is accepted iff u < tau with u ~ U[0, 1); tau = min(1, p(x)/q(x)) is the lossless
+  standard rule (Leviathan et al. 2023, arXiv 2211.17192; Chen et al. 2023, arXiv 2302.01318).
+* ``relaxation``: the weight w in [0, 1] of relaxed block verification, which verifies a block
+  with the lossless block verification of Sun et al. 2024 (arXiv 2403.10444) against the mixture
+  target p~ = (1 - w) p + w q (the mixture of speculative cascades, Narasimhan et al. 2024,
+  arXiv 2405.19261). w may read prefix-level features only (never the drafted token), so the
+  relaxed target is a function of the prefix and block verification against it stays exact
+  (:mod:`evolve.eval.relaxed_block`).
+
+The kind is written into every champion file (key ``kind``) and run document, and every command
+dispatches on it through a table keyed by the kind's name in its own module: the search's scorers
+(:data:`evolve.eval.scorers.POPULATION_SCORERS`), ``benchmark.py``
+(:data:`evolve.report.compare.table.KIND_SCORERS`), ``benchmark.py simulate``
+(:data:`evolve.report.simulate.KIND_PLANS`), ``benchmark.py live``
+(:data:`evolve.report.live.KIND_DECODERS`), ``benchmark.py pareto --rule``
+(:data:`evolve.report.pareto.command.RULE_CURVES`) and ``python -m evolve export``
+(:data:`evolve.export.exporter.LAYOUTS`). A command that cannot use a kind refuses in one line
+naming the commands that can (:meth:`ProgramKind.refuse`); per-token evaluation
+(:func:`evolve.eval.evaluator.evaluate`) refuses every kind but ``threshold``.
+
+Adding a kind: one :class:`ProgramKind` here (registered in :data:`KINDS`), its own modules for
+scoring (and simulation, export), and an entry in each command's table; ``tests/test_kinds.py``
+checks that every registered kind reaches every command it names.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from evolve.errors import InputError
+
+
+@dataclass(frozen=True)
+class ProgramKind:
+    """One kind of program (see the module doc).
+
+    Attributes:
+        name: registry name, also the value of ``python -m evolve run --evolve`` and of the key
+            ``kind`` of champion files (``threshold``, ``relaxation``).
+        title: what one value of the program is, in words (``acceptance threshold``).
+        output: one line: the value's range and how it is applied.
+        function_name: name of the function of an exported module (:mod:`evolve.export`) and of
+            a champion's generated ``NAME.py``.
+        excluded_features: features a program of this kind may not read.
+        columns: optional dataset columns scoring a program of this kind needs.
+        commands: the commands that run a program of this kind (as a user types them).
+        source: where the algorithm that applies the value comes from.
+    """
+
+    name: str
+    title: str
+    output: str
+    function_name: str
+    excluded_features: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
+    source: str = ""
+
+    def check_features(self, features, what: str) -> None:
+        """Raise InputError naming ``what`` if ``features`` holds one this kind may not read."""
+        bad = [f for f in features if f in self.excluded_features]
+        if bad:
+            raise InputError(f"{what}: reads '{bad[0]}', which a {self.title} may not read "
+                             f"({', '.join(self.excluded_features)} depend on the drafted token)")
+
+    def refuse(self, command: str, what: str) -> InputError:
+        """The one-line error of ``command`` asked to run ``what``, a program of this kind it cannot use."""
+        can = "; ".join(self.commands) or "no command yet"
+        return InputError(f"{what}: is a {self.name} program ({self.title}); `{command}` cannot run it "
+                          f"(use: {can})")
+
+
+#: Features that depend on the drafted token X_i: a relaxation weight must not read them (p~_i would
+#: depend on X_i, and block verification against it would no longer be exact).
+TOKEN_FEATURES: tuple[str, ...] = ("draft_prob", "target_prob", "target_rank")
+
+THRESHOLD = ProgramKind(
+    name="threshold", title="acceptance threshold",
+    output="tau in [0, 1] per drafted token; the token is accepted iff u < tau (u ~ U[0, 1))",
+    function_name="acceptance_threshold",
+    commands=("python benchmark.py", "python benchmark.py simulate", "python benchmark.py pareto",
+              "python benchmark.py live", "python -m evolve export", "python -m evolve promote"),
+    source="speculative sampling: Leviathan et al. 2023 (arXiv 2211.17192); Chen et al. 2023 (arXiv 2302.01318)",
+)
+RELAXATION = ProgramKind(
+    name="relaxation", title="relaxation weight",
+    output="w in [0, 1] per block position; the block is verified against (1 - w) p + w q",
+    function_name="relaxation_weight", excluded_features=TOKEN_FEATURES,
+    columns=("draft_index", "overlap", "block_residual_mass", "block_residual_phi"),
+    commands=("python benchmark.py", "python benchmark.py simulate", "python benchmark.py pareto",
+              "python benchmark.py live", "python -m evolve export", "python -m evolve promote"),
+    source="block verification: Sun et al. 2024 (arXiv 2403.10444), against the mixture target of "
+           "Narasimhan et al. 2024 (arXiv 2405.19261)",
+)
+
+#: The registered kinds by name, in the order commands list them.
+KINDS: dict[str, ProgramKind] = {k.name: k for k in (THRESHOLD, RELAXATION)}
+
+
+def program_kind(name: Any, what: str = "kind") -> ProgramKind:
+    """The registered kind called ``name``. Raises InputError naming ``what`` for an unknown one."""
+    if isinstance(name, ProgramKind):
+        return name
+    if not isinstance(name, str) or name not in KINDS:
+        raise InputError(f"{what}: unknown kind of program {name!r} (known: {', '.join(KINDS)})")
+    return KINDS[name]
+
+
+def register_kind(kind: ProgramKind) -> ProgramKind:
+    """Add ``kind`` to :data:`KINDS` (a new kind also needs an entry in every command's table).
+
+    Raises: ValueError if a different kind of that name is registered.
+    """
+    if kind.name in KINDS and KINDS[kind.name] != kind:
+        raise ValueError(f"a different kind of program named {kind.name!r} is registered")
+    KINDS[kind.name] = kind
+    return kind
+
+
+def kind_from_config(config: Mapping[str, Any] | None) -> ProgramKind:
+    """The kind of program a run configuration evolved (its ``evolve`` key; before that key existed,
+    ``verify = "block"`` meant relaxation weights). Unknown or missing values give ``threshold``."""
+    if not isinstance(config, Mapping):
+        return THRESHOLD
+    name = config.get("evolve")
+    if isinstance(name, str) and name in KINDS:
+        return KINDS[name]
+    return RELAXATION if config.get("verify") == "block" else THRESHOLD
+
+
+__all__ = ["ProgramKind", "THRESHOLD", "RELAXATION", "KINDS", "TOKEN_FEATURES", "program_kind", "register_kind",
+           "kind_from_config"]

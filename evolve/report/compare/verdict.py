@@ -1,0 +1,214 @@
+"""The verdict of ``benchmark.py``'s comparison: one line saying which rule wins, and by how much.
+
+Measure: the table's main measure, the acceptance-quality fitness (column ``Fitness``, key
+``fitness``: the measure the acceptance-quality benchmark table is built on, and the one a
+default ``python -m evolve run`` optimises). Split: ``test`` when it was scored, else the last
+split scored. Rows: every rule with a fitness on that split (not ``block_verification``, nor a
+relaxation champion: they have no per-token threshold, hence no fitness).
+
+Winner: the highest fitness. Ties go to ``standard_rejection`` (the reference), then to the
+earlier row, so a champion wins only by scoring strictly higher than every registered rule.
+The margin is against the reference; when the reference itself wins, against the next best rule.
+
+When champions were compared and none wins, the line names the best of them (the last one on
+ties: champion files given with ``--champion`` come after the promoted ones) and says why,
+from what its champion file records (:attr:`Comparison.champions`, filled by
+:func:`champion_records`): the seeded rule NAME (``champion_source`` ``seeded:NAME`` in the
+provenance: evolution found nothing better on valid), the reference's own expression, a run
+that optimised another objective, or an evolved rule whose gain on valid did not carry over.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from evolve.report.compare.rows import REFERENCE_RULE, Comparison, ComparedRule, Row
+
+#: The row metric the verdict compares (the table's column ``Fitness``).
+MEASURE = "fitness"
+#: Objectives whose champions are chosen by (a form of) the acceptance-quality fitness.
+FITNESS_OBJECTIVES: frozenset[str] = frozenset({"acceptance_quality", "expected"})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Which rule wins on ``split`` by ``measure`` (see the module doc).
+
+    ``value``/``reference_value``/``champion_value`` are the measure of the winner, of
+    ``standard_rejection`` (None if it was not scored) and of the best champion (None without
+    champions); ``runner_up`` is the next best rule when the reference wins (else None);
+    ``champion_source`` is what the best champion's file records (``evolved``, ``seeded:NAME``
+    or None); ``reason`` why that champion does not win (None when it wins or there is none);
+    ``text`` the line printed.
+    """
+
+    split: str
+    measure: str
+    winner: str
+    winner_kind: str
+    value: float
+    reference: str | None
+    reference_value: float | None
+    runner_up: str | None
+    runner_up_value: float | None
+    champion: str | None
+    champion_value: float | None
+    champion_source: str | None
+    reason: str | None
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of the verdict (``delta``: winner minus reference; ``champion_delta``:
+        best champion minus reference; None where a side is missing)."""
+        def minus(a: float | None, b: float | None) -> float | None:
+            return None if a is None or b is None else a - b
+
+        return {"split": self.split, "measure": self.measure, "winner": self.winner,
+                "winner_kind": self.winner_kind, "value": self.value, "reference": self.reference,
+                "reference_value": self.reference_value, "delta": minus(self.value, self.reference_value),
+                "runner_up": self.runner_up, "runner_up_value": self.runner_up_value,
+                "champion": self.champion, "champion_value": self.champion_value,
+                "champion_delta": minus(self.champion_value, self.reference_value),
+                "champion_source": self.champion_source, "reason": self.reason, "text": self.text}
+
+
+def _measure(row: Row) -> float | None:
+    value = row.value(MEASURE)
+    if value is None or not math.isfinite(float(value)):
+        return None
+    return float(value)
+
+
+def verdict_split(comparison: Comparison) -> str | None:
+    """The split the verdict is about: ``test`` if scored, else the last split scored (None: no rows)."""
+    splits = list(comparison.splits) or list(dict.fromkeys(r.split for r in comparison.rows))
+    if not splits:
+        return None
+    return "test" if "test" in splits else splits[-1]
+
+
+def _seeded_name(source: str | None) -> str | None:
+    """NAME of a champion source ``seeded:NAME`` (as :func:`evolve.search.run_documents.seeded_name`)."""
+    return source[len("seeded:"):] if isinstance(source, str) and source.startswith("seeded:") else None
+
+
+def _reason(champ: Row, winner: Row, ref: Row | None, info: Mapping[str, Any], split: str) -> tuple[bool, str]:
+    """Why the champion ``champ`` does not beat ``winner`` (see the module doc): (True, "NAME itself ...")
+    when the champion is the winning rule itself, else (False, the reason)."""
+    source = info.get("champion_source")
+    seeded = _seeded_name(source)
+    nothing_better = "evolution found nothing better on valid"
+    if seeded is not None:
+        if seeded == winner.heuristic:
+            return True, f"{seeded} itself ({nothing_better})"
+        return False, f"it is the seeded rule {seeded} ({nothing_better})"
+    if champ.expression is not None and champ.expression == winner.expression:
+        return True, f"{winner.heuristic} itself"
+    if ref is not None and champ.expression is not None and champ.expression == ref.expression:
+        return False, f"it is {ref.heuristic} itself"
+    objective = info.get("objective")
+    if isinstance(objective, str) and objective not in FITNESS_OBJECTIVES:
+        return False, f"its run optimised the {objective} objective, not fitness"
+    if source == "evolved":
+        if _measure(champ) == _measure(winner):
+            return False, f"an evolved rule, tied with {winner.heuristic}"
+        return False, f"an evolved rule whose lead on valid does not carry over to {split}"
+    return False, f"behind {winner.heuristic} on {split}"
+
+
+def compute_verdict(comparison: Comparison) -> Verdict | None:
+    """The :class:`Verdict` of ``comparison`` (None when no row of the split has a fitness)."""
+    split = verdict_split(comparison)
+    if split is None:
+        return None
+    rows = [r for r in comparison.rows if r.split == split and r.kind != "verifier" and _measure(r) is not None]
+    if not rows:
+        return None
+    ref = next((r for r in rows if r.kind == "baseline" and r.heuristic == REFERENCE_RULE), None)
+    ordered = ([ref] if ref is not None else []) + [r for r in rows if r is not ref]
+    winner = ordered[0]
+    for row in ordered[1:]:
+        if _measure(row) > _measure(winner):
+            winner = row
+    value = _measure(winner)
+    ref_value = _measure(ref) if ref is not None else None
+    champs = [r for r in rows if r.kind == "champion"]
+    champ = None
+    for row in champs:
+        if champ is None or _measure(row) >= _measure(champ):  # ties: the last (``--champion`` files come last)
+            champ = row
+    info = comparison.champions.get(champ.heuristic, {}) if champ is not None else {}
+
+    def name(row: Row) -> str:
+        return "the champion" if row.heuristic == "champion" else (
+            f"champion {row.heuristic}" if row.kind == "champion" else row.heuristic)
+
+    head = f"verdict: {name(winner)} wins on {split} by {MEASURE}"
+    runner_up = None
+    if ref is None:
+        text = f"{head} ({value:.3f}; {REFERENCE_RULE} was not scored)"
+    elif winner is ref:
+        others = [r for r in ordered[1:] if r is not champ]
+        runner_up = max(others, key=_measure, default=None)
+        text = f"{head} ({value:.3f})"
+        if runner_up is not None and champ is None:
+            text += f", {ref_value - _measure(runner_up):.3f} ahead of the next best, {runner_up.heuristic}"
+    else:
+        text = f"{head}: {value:.3f} against {REFERENCE_RULE}'s {ref_value:.3f} ({value - ref_value:+.3f})"
+    reason = None
+    if champ is not None and champ is not winner:
+        same, reason = _reason(champ, winner, ref, info, split)
+        c_value = _measure(champ)
+        if same:
+            text += f"; {name(champ)} is {reason}"
+        else:
+            vs = f" ({c_value - ref_value:+.3f} against {REFERENCE_RULE})" if ref is not None else ""
+            text += f"; {name(champ)} scores {c_value:.3f}{vs}: {reason}"
+    return Verdict(split, MEASURE, winner.heuristic, winner.kind, value, ref.heuristic if ref is not None else None,
+                   ref_value, runner_up.heuristic if runner_up is not None else None,
+                   _measure(runner_up) if runner_up is not None else None,
+                   champ.heuristic if champ is not None else None, _measure(champ) if champ is not None else None,
+                   info.get("champion_source") if champ is not None else None, reason, text)
+
+
+def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str, Any]]:
+    """What the champion file of each champion entry records for the verdict, by row label.
+
+    ``labelled`` maps row labels to entries; for each entry of kind ``champion`` whose file can
+    be found (a ``--champion`` file, or the file of that name in a champions directory) the result
+    holds ``path``, ``objective`` and ``champion_source`` (from its provenance: ``evolved`` or
+    ``seeded:NAME``; None for files that do not record it). A file that cannot be read again is
+    left out: the verdict then reasons from the row alone.
+    """
+    from evolve.errors import InputError
+    from heuristics.champions import champion_files, read_champion
+
+    out: dict[str, dict[str, Any]] = {}
+    listed: dict[Path, list[Path]] = {}
+    for label, entry in labelled.items():
+        if entry.kind != "champion":
+            continue
+        origin = Path(entry.origin)
+        try:
+            if origin.is_dir():
+                if origin not in listed:
+                    listed[origin] = champion_files(origin)
+                paths = listed[origin]
+            else:
+                paths = [origin]
+            for path in paths:
+                champ = read_champion(path)
+                if champ.name == entry.rule.name:
+                    prov = champ.provenance if isinstance(champ.provenance, dict) else {}
+                    source = prov.get("champion_source")
+                    out[label] = {"path": str(path), "objective": champ.objective,
+                                  "champion_source": source if isinstance(source, str) else None}
+                    break
+        except (InputError, OSError, ValueError):
+            continue
+    return out
+
+
+__all__ = ["FITNESS_OBJECTIVES", "MEASURE", "Verdict", "champion_records", "compute_verdict", "verdict_split"]

@@ -1,0 +1,233 @@
+"""Every registered kind of program (evolve/gp/kinds.py) through every command that takes a champion.
+
+For each kind of :data:`evolve.gp.kinds.KINDS` a real small run (``python -m evolve run --evolve KIND
+--objective pareto`` on the vocab dataset) gives a champion, which then goes through ``benchmark.py``
+(JSON rows), ``benchmark.py simulate`` (JSON), ``python -m evolve export --to numpy``, ``python -m evolve
+promote`` + ``show`` (and the promoted champion's automatic rows and registry lookups) and
+``benchmark.py live`` (tiny offline Llama models); each asserts the outcome its kind must have
+(:data:`EXPECT`): a threshold is scored, simulated, exported and decoded per token; a relaxation weight
+as relaxed block verification against (1 - w) p + w q (tokens per call on valid exactly the run's own
+valid figure, simulate's rows block verification with the champion's expression as relaxation, an
+exported ``relaxation_weight`` and ``relaxed_target``), never as a per-token threshold.
+
+Every command's dispatch table must name every registered kind, so a new kind cannot be forgotten
+silently (:func:`test_every_command_table_covers_every_kind`).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from evolve.cli.benchmark import cli as benchmark_cli
+from evolve.cli.evolve import cli as evolve_cli
+from evolve.gp.kinds import KINDS, RELAXATION, THRESHOLD
+from heuristics.champions import read_champion
+
+#: The small runs (seed 5 evolves a relaxation weight reading features, not a constant w).
+RUN_ARGS = ["--objective", "pareto", "--population", "40", "--generations", "4", "--seed", "5", "--no-progress"]
+
+
+def _rows(text: str) -> list[dict]:
+    """The rows of a JSON output (an array, or an object holding ``rows``)."""
+    doc = json.loads(text)
+    return doc["rows"] if isinstance(doc, dict) else doc
+
+
+@pytest.fixture(scope="module")
+def champions(vocab_dataset, tmp_path_factory) -> dict[str, Path]:
+    """kind name -> the champion.json of a small run evolving that kind on the vocab dataset."""
+    out = {}
+    for name in KINDS:
+        runs = tmp_path_factory.mktemp(f"runs_{name}")
+        res = CliRunner().invoke(evolve_cli, ["run", "--data", str(vocab_dataset), "--out", str(runs),
+                                              "--evolve", name, *RUN_ARGS])
+        assert res.exit_code == 0, res.output
+        path = Path(res.stdout.strip().splitlines()[-1]) / "champion.json"
+        assert read_champion(path).kind == name
+        out[name] = path
+    return out
+
+
+def _valid_figure(path: Path) -> float:
+    return read_champion(path).metrics["valid"]["tokens_per_call"]
+
+
+# --- what each kind must give in each command ---------------------------------------------------------
+
+def _benchmark_threshold(row: dict, path: Path) -> None:
+    assert row["program_kind"] == THRESHOLD.name and row["acceptance_rate"] is not None
+    assert row["fitness"] is not None
+    assert row["tokens_per_call"] == pytest.approx(_valid_figure(path), rel=1e-12)
+
+
+def _benchmark_relaxation(row: dict, path: Path) -> None:
+    assert row["program_kind"] == RELAXATION.name
+    # no per-token threshold: the per-token columns are empty, as block_verification's
+    assert row["acceptance_rate"] is None and row["fitness"] is None and row["expected_tv"] is None
+    assert row["tokens_per_call"] == _valid_figure(path)  # same records, same gamma: exactly the run's figure
+    assert row["tv_per_token"] == read_champion(path).metrics["valid"]["tv_per_token"]
+    assert row["gamma"] == read_champion(path).provenance["config"]["gamma"]
+
+
+def _simulate_threshold(rows: list[dict], champ) -> None:
+    assert all(r["verification"] == "token" and r["relaxation"] is None for r in rows)
+
+
+def _simulate_relaxation(rows: list[dict], champ) -> None:
+    assert all(r["verification"] == "block" and r["relaxation"] == champ.expression for r in rows)
+    assert all(r["tokens_per_call"] > 2.0 for r in rows)  # not a threshold of w (about 1.1 tokens per call)
+
+
+def _export_threshold(module: dict, champ) -> None:
+    assert "acceptance_threshold" in module and "residual_distribution" in module
+    assert "relaxation_weight" not in module and "KIND" not in module
+
+
+def _export_relaxation(module: dict, champ) -> None:
+    assert "relaxation_weight" in module and "relaxed_target" in module and module["KIND"] == RELAXATION.name
+    assert "acceptance_threshold" not in module
+    assert "2403.10444" in module["__doc__"] and "block verification" in module["__doc__"]
+
+
+def _live_threshold(decoded, row: dict, champ) -> None:
+    from evolve.sim.live import BlockVerifier
+    assert not isinstance(decoded, BlockVerifier) and decoded.expression == champ.expression
+
+
+def _live_relaxation(decoded, row: dict, champ) -> None:
+    from evolve.sim.live import BlockVerifier
+    assert isinstance(decoded, BlockVerifier) and decoded.relaxation.expression == champ.expression
+    assert row["tv_per_token"] >= 0.0 and 1.0 <= row["expected_tokens_per_call"]
+
+
+#: The kind-specific outcome of each command, by kind name.
+EXPECT = {
+    THRESHOLD.name: dict(benchmark=_benchmark_threshold, simulate=_simulate_threshold, export=_export_threshold,
+                         live=_live_threshold),
+    RELAXATION.name: dict(benchmark=_benchmark_relaxation, simulate=_simulate_relaxation, export=_export_relaxation,
+                          live=_live_relaxation),
+}
+
+
+def test_every_command_table_covers_every_kind():
+    from evolve.eval.scorers import POPULATION_SCORERS
+    from evolve.export.exporter import LAYOUTS
+    from evolve.report.compare.format import KIND_CAPTIONS
+    from evolve.report.compare.table import KIND_SCORERS
+    from evolve.report.live import KIND_DECODERS
+    from evolve.report.pareto.command import RULE_CURVES
+    from evolve.report.simulate import KIND_PLANS
+
+    tables = {"eval scorers": POPULATION_SCORERS, "benchmark": KIND_SCORERS, "benchmark caption": KIND_CAPTIONS,
+              "simulate": KIND_PLANS, "export": LAYOUTS, "live": KIND_DECODERS, "pareto --rule": RULE_CURVES,
+              "this test": EXPECT}
+    for command, table in tables.items():
+        assert set(table) == set(KINDS), f"{command}: its table lacks a kind of {sorted(KINDS)}"
+    for kind in KINDS.values():
+        assert LAYOUTS[kind.name].kind is kind
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_benchmark(kind, champions, vocab_dataset):
+    path = champions[kind]
+    res = CliRunner().invoke(benchmark_cli, ["--data", str(vocab_dataset), "--split", "valid", "--champion", str(path),
+                                             "--format", "json", "--repeats", "1"])
+    assert res.exit_code == 0, res.output
+    rows = [r for r in _rows(res.stdout) if r["heuristic"] == read_champion(path).name and r["kind"] == "champion"]
+    assert len(rows) == 1
+    EXPECT[kind]["benchmark"](rows[0], path)
+
+
+def test_benchmark_skips_a_relaxation_without_block_columns(champions, independent_dataset):
+    """On a split without the block columns (RELAXATION.columns) a relaxation champion is skipped with a note,
+    as any rule lacking a column is."""
+    path = champions[RELAXATION.name]
+    res = CliRunner().invoke(benchmark_cli, ["--data", str(independent_dataset), "--split", "valid", "--champion",
+                                             str(path), "--format", "json", "--repeats", "1"])
+    assert res.exit_code == 0, res.output
+    assert not [r for r in _rows(res.stdout) if r["kind"] == "champion"]
+    assert f"note: skipped {read_champion(path).name} on valid: it needs column" in res.stderr
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_simulate(kind, champions):
+    champ = read_champion(champions[kind])
+    res = CliRunner().invoke(benchmark_cli, ["simulate", "--champion", str(champions[kind]), "--lengths", "60",
+                                             "--samples", "3", "--vocab", "60", "--format", "json", "--no-plot"])
+    assert res.exit_code == 0, res.output
+    rows = _rows(res.stdout)
+    assert rows and all(r["rule"] == champ.name for r in rows)
+    EXPECT[kind]["simulate"](rows, champ)
+
+
+def test_simulate_refuses_other_verifications_with_a_relaxation(champions):
+    path = str(champions[RELAXATION.name])
+    for extra, option in ((["--verify", "token"], "--verify"), (["--verify", "fly"], "--verify"),
+                          (["--relaxation", "0.1"], "--relaxation")):
+        res = CliRunner().invoke(benchmark_cli, ["simulate", "--champion", path, "--lengths", "20", "--samples", "1",
+                                                 "--no-plot", *extra])
+        assert res.exit_code == 2
+        lines = [ln for ln in res.output.splitlines() if ln.strip()]
+        assert len(lines) == 1 and option in lines[0] and "relaxation weight" in lines[0], res.output
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_export_numpy(kind, champions, vocab_dataset):
+    from evolve.eval.evaluator import EvalData, thresholds
+    from evolve.traces.io import load_split
+
+    champ = read_champion(champions[kind])
+    res = CliRunner().invoke(evolve_cli, ["export", str(champions[kind]), "--to", "numpy"])
+    assert res.exit_code == 0, res.output
+    module: dict = {}
+    exec(compile(res.stdout, "<exported>", "exec"), module)
+    EXPECT[kind]["export"](module, champ)
+    # the module's function computes the champion's values on the valid records (clamped as the evaluator)
+    data = EvalData.from_traces(load_split(vocab_dataset, "valid"))
+    got = module[KINDS[kind].function_name](**{f: data.feature(f) for f in module["COLUMNS"]})
+    raw = thresholds(champ.rule().program, data)
+    np.testing.assert_allclose(got, np.where(np.isfinite(raw), np.clip(raw, 0.0, 1.0), 0.0), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_promote_show_and_the_promoted_champion(kind, champions, vocab_dataset, tmp_path):
+    from heuristics.registry import get_rule
+
+    cdir = tmp_path / "champions"
+    run_dir = champions[kind].parent
+    res = CliRunner().invoke(evolve_cli, ["promote", str(run_dir), f"promoted_{kind}", "--champions-dir", str(cdir)])
+    assert res.exit_code == 0, res.output
+    promoted = cdir / f"promoted_{kind}.json"
+    assert json.loads(promoted.read_text())["kind"] == kind
+    assert f"def {KINDS[kind].function_name}(" in (cdir / f"promoted_{kind}.py").read_text()
+    shown = CliRunner().invoke(evolve_cli, ["show", str(promoted)])
+    assert shown.exit_code == 0 and f"kind: {kind} ({KINDS[kind].title})" in shown.output
+    # registry lookups keep the kind, and the automatic champion rows score it by its kind
+    assert get_rule(f"promoted_{kind}", champions=True, directory=cdir).kind == kind
+    table = CliRunner().invoke(benchmark_cli, ["--data", str(vocab_dataset), "--split", "valid", "--champions-dir",
+                                               str(cdir), "--format", "json", "--repeats", "1"])
+    assert table.exit_code == 0, table.output
+    rows = [r for r in _rows(table.stdout) if r["heuristic"] == f"promoted_{kind}"]
+    assert len(rows) == 1
+    EXPECT[kind]["benchmark"](rows[0], promoted)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_live(kind, champions, llama_files, tmp_path):
+    pytest.importorskip("torch")
+    from evolve.report.live import resolve_rules
+
+    champ = read_champion(champions[kind])
+    out = tmp_path / "live.json"
+    res = CliRunner().invoke(benchmark_cli, ["live", "--target", llama_files["target"], "--draft", llama_files["draft"],
+                                             "--prompts", llama_files["prompts"], "--champion", str(champions[kind]),
+                                             "--gamma", "3", "--max-new-tokens", "6", "--output", str(out),
+                                             "--no-progress", "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(out.read_text())
+    assert [r["rule"] for r in rows] == [champ.name]
+    EXPECT[kind]["live"](resolve_rules((), [champions[kind]])[0], rows[0], champ)
