@@ -317,7 +317,8 @@ def read_champion(path: str | os.PathLike) -> Champion:
     try:
         size = p.stat().st_size
     except FileNotFoundError:
-        raise InputError(f"{source}: no such champion file") from None
+        what = "champion file" if p.suffix.lower() == ".json" else "run directory or champion file"
+        raise InputError(f"{source}: no such {what}") from None
     except OSError as exc:
         raise InputError(f"{source}: cannot read ({' '.join(str(exc).split())})") from None
     if size > MAX_FILE_BYTES:

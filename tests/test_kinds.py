@@ -10,8 +10,9 @@ as relaxed block verification against (1 - w) p + w q (tokens per call on valid 
 valid figure, simulate's rows block verification with the champion's expression as relaxation, an
 exported ``relaxation_weight`` and ``relaxed_target``), never as a per-token threshold.
 
-Every command's dispatch table must name every registered kind, so a new kind cannot be forgotten
-silently (:func:`test_every_command_table_covers_every_kind`).
+Every command's dispatch table must name every registered kind that lists the command
+(:attr:`evolve.gp.kinds.ProgramKind.commands`), and a command a kind does not list must refuse it in
+one line, so a new kind cannot be forgotten silently (:func:`test_every_command_table_covers_every_kind`).
 """
 from __future__ import annotations
 
@@ -24,11 +25,18 @@ from click.testing import CliRunner
 
 from evolve.cli.benchmark import cli as benchmark_cli
 from evolve.cli.evolve import cli as evolve_cli
-from evolve.gp.kinds import KINDS, RELAXATION, THRESHOLD
+from evolve.eval.objectives import OBJECTIVES
+from evolve.gp.kinds import KINDS, RELAXATION, THRESHOLD, VERIFY_LENGTH
 from heuristics.champions import read_champion
 
 #: The small runs (seed 5 evolves a relaxation weight reading features, not a constant w).
-RUN_ARGS = ["--objective", "pareto", "--population", "40", "--generations", "4", "--seed", "5", "--no-progress"]
+RUN_ARGS = ["--population", "40", "--generations", "4", "--seed", "5", "--no-progress"]
+
+
+def objective_of(kind: str) -> str:
+    """The objective a small run of ``kind`` uses: pareto where it scores the kind, else the first that does."""
+    scoring = [o.name for o in OBJECTIVES.values() if kind in o.kinds]
+    return "pareto" if "pareto" in scoring else scoring[0]
 
 
 def _rows(text: str) -> list[dict]:
@@ -44,7 +52,7 @@ def champions(vocab_dataset, tmp_path_factory) -> dict[str, Path]:
     for name in KINDS:
         runs = tmp_path_factory.mktemp(f"runs_{name}")
         res = CliRunner().invoke(evolve_cli, ["run", "--data", str(vocab_dataset), "--out", str(runs),
-                                              "--evolve", name, *RUN_ARGS])
+                                              "--evolve", name, "--objective", objective_of(name), *RUN_ARGS])
         assert res.exit_code == 0, res.output
         path = Path(res.stdout.strip().splitlines()[-1]) / "champion.json"
         assert read_champion(path).kind == name
@@ -93,6 +101,19 @@ def _export_relaxation(module: dict, champ) -> None:
     assert "2403.10444" in module["__doc__"] and "block verification" in module["__doc__"]
 
 
+def _benchmark_length(row: dict, path: Path) -> None:
+    assert row["program_kind"] == VERIFY_LENGTH.name and row["acceptance_rate"] is None
+    recorded = read_champion(path).metrics["valid"]
+    assert row["tokens_per_call"] == recorded["tokens_per_call"]  # same records, same default cost model
+    assert row["tokens_per_second"] == recorded["tokens_per_second"] and row["tv_per_token"] == 0.0
+
+
+def _export_length(module: dict, champ) -> None:
+    assert "keep_drafting" in module and module["KIND"] == VERIFY_LENGTH.name
+    assert "acceptance_threshold" not in module and "relaxed_target" not in module
+    assert "draft one more token iff v > 0" in module["__doc__"]
+
+
 def _live_threshold(decoded, row: dict, champ) -> None:
     from evolve.sim.live import BlockVerifier
     assert not isinstance(decoded, BlockVerifier) and decoded.expression == champ.expression
@@ -110,7 +131,17 @@ EXPECT = {
                          live=_live_threshold),
     RELAXATION.name: dict(benchmark=_benchmark_relaxation, simulate=_simulate_relaxation, export=_export_relaxation,
                           live=_live_relaxation),
+    VERIFY_LENGTH.name: dict(benchmark=_benchmark_length, export=_export_length),
 }
+#: The command each dispatch table serves, as :attr:`evolve.gp.kinds.ProgramKind.commands` names it.
+BENCHMARK, SIMULATE, PARETO, LIVE, EXPORT = ("python benchmark.py", "python benchmark.py simulate",
+                                             "python benchmark.py pareto", "python benchmark.py live",
+                                             "python -m evolve export")
+
+
+def kinds_of(command: str) -> list[str]:
+    """The registered kinds that list ``command``."""
+    return [name for name, kind in KINDS.items() if command in kind.commands]
 
 
 def test_every_command_table_covers_every_kind():
@@ -122,16 +153,25 @@ def test_every_command_table_covers_every_kind():
     from evolve.report.pareto.command import RULE_CURVES
     from evolve.report.simulate import KIND_PLANS
 
-    tables = {"eval scorers": POPULATION_SCORERS, "benchmark": KIND_SCORERS, "benchmark caption": KIND_CAPTIONS,
-              "simulate": KIND_PLANS, "export": LAYOUTS, "live": KIND_DECODERS, "pareto --rule": RULE_CURVES,
-              "this test": EXPECT}
-    for command, table in tables.items():
-        assert set(table) == set(KINDS), f"{command}: its table lacks a kind of {sorted(KINDS)}"
-    for kind in KINDS.values():
-        assert LAYOUTS[kind.name].kind is kind
+    from evolve.search.seeding import SEEDERS
+
+    every = {"eval scorers": POPULATION_SCORERS, "warm start": SEEDERS, "this test": EXPECT}
+    for what, table in every.items():
+        assert set(table) == set(KINDS), f"{what}: its table lacks a kind of {sorted(KINDS)}"
+    by_command = [(BENCHMARK, KIND_SCORERS), (BENCHMARK, KIND_CAPTIONS), (SIMULATE, KIND_PLANS), (EXPORT, LAYOUTS),
+                  (LIVE, KIND_DECODERS), (PARETO, RULE_CURVES)]
+    for command, table in by_command:
+        assert set(table) == set(kinds_of(command)), f"{command}: its table and the kinds listing it differ"
+    for name in kinds_of(EXPORT):
+        assert LAYOUTS[name].kind is KINDS[name]
+    assert all(OBJECTIVES_SCORING(name) for name in KINDS)  # every kind can be evolved
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
+def OBJECTIVES_SCORING(kind: str) -> list[str]:
+    return [o.name for o in OBJECTIVES.values() if kind in o.kinds]
+
+
+@pytest.mark.parametrize("kind", kinds_of(BENCHMARK))
 def test_benchmark(kind, champions, vocab_dataset):
     path = champions[kind]
     res = CliRunner().invoke(benchmark_cli, ["--data", str(vocab_dataset), "--split", "valid", "--champion", str(path),
@@ -153,7 +193,7 @@ def test_benchmark_skips_a_relaxation_without_block_columns(champions, independe
     assert f"note: skipped {read_champion(path).name} on valid: it needs column" in res.stderr
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("kind", kinds_of(SIMULATE))
 def test_simulate(kind, champions):
     champ = read_champion(champions[kind])
     res = CliRunner().invoke(benchmark_cli, ["simulate", "--champion", str(champions[kind]), "--lengths", "60",
@@ -175,7 +215,7 @@ def test_simulate_refuses_other_verifications_with_a_relaxation(champions):
         assert len(lines) == 1 and option in lines[0] and "relaxation weight" in lines[0], res.output
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("kind", kinds_of(EXPORT))
 def test_export_numpy(kind, champions, vocab_dataset):
     from evolve.eval.evaluator import EvalData, thresholds
     from evolve.traces.io import load_split
@@ -188,6 +228,9 @@ def test_export_numpy(kind, champions, vocab_dataset):
     EXPECT[kind]["export"](module, champ)
     # the module's function computes the champion's values on the valid records (clamped as the evaluator)
     data = EvalData.from_traces(load_split(vocab_dataset, "valid"))
+    if kind == VERIFY_LENGTH.name:  # a policy reads the decision rows (what is known before each draft)
+        from evolve.eval.verify_length import decision_data
+        data = decision_data(data)
     got = module[KINDS[kind].function_name](**{f: data.feature(f) for f in module["COLUMNS"]})
     raw = thresholds(champ.rule().program, data)
     np.testing.assert_allclose(got, np.where(np.isfinite(raw), np.clip(raw, 0.0, 1.0), 0.0), rtol=1e-12, atol=0)
@@ -199,24 +242,25 @@ def test_promote_show_and_the_promoted_champion(kind, champions, vocab_dataset, 
 
     cdir = tmp_path / "champions"
     run_dir = champions[kind].parent
-    res = CliRunner().invoke(evolve_cli, ["promote", str(run_dir), f"promoted_{kind}", "--champions-dir", str(cdir)])
+    name = f"promoted_{kind.replace('-', '_')}"
+    res = CliRunner().invoke(evolve_cli, ["promote", str(run_dir), name, "--champions-dir", str(cdir)])
     assert res.exit_code == 0, res.output
-    promoted = cdir / f"promoted_{kind}.json"
+    promoted = cdir / f"{name}.json"
     assert json.loads(promoted.read_text())["kind"] == kind
-    assert f"def {KINDS[kind].function_name}(" in (cdir / f"promoted_{kind}.py").read_text()
+    assert f"def {KINDS[kind].function_name}(" in (cdir / f"{name}.py").read_text()
     shown = CliRunner().invoke(evolve_cli, ["show", str(promoted)])
     assert shown.exit_code == 0 and f"kind: {kind} ({KINDS[kind].title})" in shown.output
     # registry lookups keep the kind, and the automatic champion rows score it by its kind
-    assert get_rule(f"promoted_{kind}", champions=True, directory=cdir).kind == kind
+    assert get_rule(name, champions=True, directory=cdir).kind == kind
     table = CliRunner().invoke(benchmark_cli, ["--data", str(vocab_dataset), "--split", "valid", "--champions-dir",
                                                str(cdir), "--format", "json", "--repeats", "1"])
     assert table.exit_code == 0, table.output
-    rows = [r for r in _rows(table.stdout) if r["heuristic"] == f"promoted_{kind}"]
+    rows = [r for r in _rows(table.stdout) if r["heuristic"] == name]
     assert len(rows) == 1
     EXPECT[kind]["benchmark"](rows[0], promoted)
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("kind", kinds_of(LIVE))
 def test_live(kind, champions, llama_files, tmp_path):
     pytest.importorskip("torch")
     from evolve.report.live import resolve_rules
@@ -231,3 +275,19 @@ def test_live(kind, champions, llama_files, tmp_path):
     rows = json.loads(out.read_text())
     assert [r["rule"] for r in rows] == [champ.name]
     EXPECT[kind]["live"](resolve_rules((), [champions[kind]])[0], rows[0], champ)
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k not in kinds_of(SIMULATE)])
+def test_simulate_refuses_a_kind_it_cannot_run(kind, champions):
+    res = CliRunner().invoke(benchmark_cli, ["simulate", "--champion", str(champions[kind]), "--lengths", "20",
+                                             "--samples", "1", "--no-plot"])
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert res.exit_code == 2 and len(lines) == 1 and "cannot run it" in lines[0] and kind in lines[0], res.output
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k not in kinds_of(PARETO)])
+def test_pareto_refuses_a_kind_it_cannot_run(kind, champions, vocab_dataset, tmp_path):
+    res = CliRunner().invoke(benchmark_cli, ["pareto", "--data", str(vocab_dataset), "--run",
+                                             str(champions[kind].parent), "--no-plot", "--no-learned"])
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert res.exit_code == 2 and "cannot run it" in lines[-1] and kind in lines[-1], res.output

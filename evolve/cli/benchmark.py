@@ -42,15 +42,21 @@ from evolve.report.output import resolve_format
                    "block length when it has draft_index].")
 @click.option("--cost-ratio", type=click.FloatRange(min=0.0), default=DEFAULT_COST_RATIO, show_default=True,
               help="Draft/target cost ratio c of the speedup (Leviathan et al. 2023).")
+@click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+              help="Cost file (JSON: target_forward_s per T = 1, 2, ..., draft_token_s, plain_token_s; "
+                   "`benchmark.py perf --costs` measures one): adds tokens per second, takes the speedup from it, "
+                   "and adds the verification-length rows best_fixed_gamma, confidence_threshold and "
+                   "survival_prefix [default: the speedup of --cost-ratio].")
 @click.pass_context
 def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, ...], champions_dir: Path,
-        fmt: str | None, output: Path | None, repeats: int, gamma: int | None, cost_ratio: float) -> None:
+        fmt: str | None, output: Path | None, repeats: int, gamma: int | None, cost_ratio: float,
+        costs: Path | None) -> None:
     """Score every registered rule and champion on a split and print the acceptance-quality benchmark table."""
     if ctx.invoked_subcommand is not None:
         return
     comparison, text = benchmark(BenchmarkOptions(
         data_dir=data_dir, split=split, champions=champions, champions_dir=champions_dir, fmt=fmt, output=output,
-        repeats=repeats, gamma=gamma, cost_ratio=cost_ratio))
+        repeats=repeats, gamma=gamma, cost_ratio=cost_ratio, costs=costs))
     if output is None:
         click.echo(text if text.endswith("\n") else text + "\n", nl=False)
     else:

@@ -68,7 +68,7 @@ def cli() -> None:
 
 #: RunConfig fields given as options of ``run``, in help order (the others are set in a --config file).
 RUN_OPTIONS: tuple[str, ...] = (
-    "data", "out", "population", "generations", "seed", "objective", "evolve", "gamma", "tv_budget", "tv_cap",
+    "data", "out", "population", "generations", "seed", "objective", "evolve", "gamma", "tv_budget", "tv_cap", "costs",
     "features", "crossover_prob", "mutation_prob", "tournament_size", "parsimony_size", "elitism", "hall_of_fame",
     "max_depth", "islands", "migration_interval", "migrants")
 #: Extra help of some options (the field's help comes from :class:`evolve.search.config.RunConfig`).
@@ -313,17 +313,28 @@ class _progress_bar:
 @cli.command()
 @click.argument("run_dir", type=click.Path())
 def show(run_dir) -> None:
-    """Print the champion of RUN_DIR (or of a champion .json file), simplified, and its metrics."""
+    """Print the champion of RUN_DIR (or of a champion .json file), simplified, and its metrics.
+
+    RUN_DIR may also be the checkpoint directory (OUT/.run-...partial) of a run stopped by Ctrl-C: the
+    champion is then that of the run directory written at the stop.
+    """
     from evolve.errors import InputError
     from evolve.gp.compiler import simplify
     from evolve.search.rundir import checkpoint_status
+    from evolve.search.run_documents import interrupted_run_dir
     from heuristics.champions import read_champion
 
-    status = checkpoint_status(run_dir) if not os.path.isfile(os.path.join(run_dir, "champion.json")) else None
-    if status is not None:
-        raise InputError(status)
-    champ = read_champion(run_dir)
+    written = None
+    if os.path.isdir(run_dir) and not os.path.isfile(os.path.join(run_dir, "champion.json")):
+        written = interrupted_run_dir(run_dir)
+        status = checkpoint_status(run_dir) if written is None else None
+        if status is not None:
+            raise InputError(status)
+    champ = read_champion(run_dir if written is None else written)
     nodes = champ.nodes
+    if written is not None:
+        click.echo(f"checkpoint: {run_dir} holds the run stopped by Ctrl-C; its champion, shown here, was written "
+                   f"to {written} (`python -m evolve resume {run_dir}` finishes the run)")
     click.echo(f"champion:   {champ.expression}")
     prov = champ.provenance if isinstance(champ.provenance, dict) else {}
     line = _source_line(prov.get("champion_source"), prov.get("seeded_rules"))

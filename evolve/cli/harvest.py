@@ -12,23 +12,18 @@ from __future__ import annotations
 import click
 
 from evolve.cli.errors import CliCommand
+from evolve.cli.drafters import check_one_drafter, new_drafter_options
 from evolve.cli.types import LAYER_LIST, WINDOW
 from evolve.errors import InputError
 from evolve.traces.synth.generate import format_stats
 from evolve.traces.harvest.config import DTYPES, HarvestConfig
+from evolve.engine.backends import BACKEND_NAMES
+
+#: ``--backend`` of harvest and live.
+BACKEND_HELP = ("What runs the models: torch (transformers; every drafter, batches) or llama_cpp (a .gguf on "
+                "llama.cpp's kernels, the optional extra 'llama'; --draft only, one text at a time).")
 
 EXIT_INTERRUPTED = 130
-
-
-def check_one_drafter(draft, skip_layers, window) -> None:
-    """Refuse anything but exactly one of ``--draft``, ``--draft-skip-layers`` and ``--draft-window`` (one line
-    naming the options; harvest and live)."""
-    chosen = [flag for flag, v in (("--draft", draft), ("--draft-skip-layers", skip_layers),
-                                   ("--draft-window", window)) if v is not None]
-    if len(chosen) != 1:
-        what = "none was given" if not chosen else f"got {' and '.join(chosen)}"
-        raise InputError(f"options '--draft', '--draft-skip-layers', '--draft-window': choose exactly one drafter "
-                         f"({what})")
 
 
 @click.command("harvest", cls=CliCommand)
@@ -42,6 +37,7 @@ def check_one_drafter(draft, skip_layers, window) -> None:
 @click.option("--draft-window", "window", type=WINDOW, default=None, metavar="SINK,RECENT",
               help="Self-speculation: the target attending only to the first SINK and the RECENT last "
                    "tokens (StreamingLLM-style sparse KV, as in TriForce/MagicDec), e.g. '4,64'.")
+@new_drafter_options
 @click.option("--prompts", "prompts", required=True, metavar="FILE",
               help="Text file, one prompt per line (the tokenizer's chat template is applied when it has one).")
 @click.option("--gamma", default=5, show_default=True, type=click.IntRange(min=1),
@@ -67,7 +63,8 @@ def check_one_drafter(draft, skip_layers, window) -> None:
               help="Torch dtype the models run in (probabilities are always computed in float64).")
 @click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu or cuda.")
 @click.option("--threads", default=None, type=click.IntRange(min=1), metavar="N",
-              help="Torch CPU threads (default: torch's choice); fix it for bit-identical reruns.")
+              help="Torch CPU threads (default: 1 on a machine with at most 2 cores, else torch's choice); fix it "
+                   "for bit-identical reruns.")
 @click.option("--shards", default=None, type=click.IntRange(min=1), metavar="S",
               help="Split the prompts into S shards harvested as Dask tasks (each worker loads the models once); "
                    "the dataset equals a one-process harvest's. Without it: one process.")
@@ -75,22 +72,29 @@ def check_one_drafter(draft, skip_layers, window) -> None:
               metavar="ADDRESS|local",
               help="With --shards: the Dask scheduler (e.g. tcp://host:8786; also $DASK_SCHEDULER_ADDRESS), or "
                    "local for a cluster on this machine.")
+@click.option("--backend", default="torch", show_default=True, type=click.Choice(BACKEND_NAMES), help=BACKEND_HELP)
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show the progress bar.")
-def harvest(target, draft, skip_layers, window, prompts, gamma, max_new_tokens, temperature, top_k, top_p,
-            batch_size, seed, out, dtype, device, threads, shards, scheduler, progress):
+def harvest(target, draft, skip_layers, window, ngram, exit_layer, prompts, gamma, max_new_tokens, temperature,
+            top_k, top_p,
+            batch_size, seed, out, dtype, device, threads, shards, scheduler, backend, progress):
     """Harvest genuine speculative-decoding traces from a local target model and a drafter.
 
     One record per drafted token (all gamma drafts of every block, also past the first
     rejection); the text advances by the standard rule, so it is distributed as the target's.
     Splits are by prompt. Ctrl-C keeps every finished text; the same command resumes.
     """
+    from evolve.engine.backends import get_backend
     from evolve.traces.harvest.engine import harvest as run
 
-    check_one_drafter(draft, skip_layers, window)
+    check_one_drafter(draft=draft, skip_layers=skip_layers, window=window, ngram=ngram,
+                      exit_layer=exit_layer)
     config = HarvestConfig(
-        target=target, prompts=prompts, draft=draft, skip_layers=skip_layers, window=window, gamma=gamma,
+        target=target, prompts=prompts, draft=draft, skip_layers=skip_layers, window=window, ngram=ngram,
+        exit_layer=exit_layer, gamma=gamma,
         max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, out=out, dtype=dtype, device=device,
-        threads=threads, top_k=top_k, top_p=top_p, batch_size=batch_size)
+        threads=threads, top_k=top_k, top_p=top_p, batch_size=batch_size, backend=backend)
+    config.check()
+    get_backend(backend).check(config)
     if shards is not None:
         from evolve.cluster import ClusterOptions
         from evolve.traces.harvest.shards import harvest_sharded

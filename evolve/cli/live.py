@@ -12,7 +12,9 @@ import click
 
 from evolve.traces.harvest.config import DTYPES, HarvestConfig
 from evolve.cli.errors import CliCommand
-from evolve.cli.harvest import check_one_drafter
+from evolve.cli.drafters import check_one_drafter, new_drafter_options
+from evolve.cli.harvest import BACKEND_HELP
+from evolve.engine.backends import BACKEND_NAMES
 from evolve.cli.output import echo_outputs
 from evolve.cli.types import LAYER_LIST, WINDOW
 from evolve.report.live import FORMATS, LiveOptions, live_command
@@ -27,6 +29,7 @@ from evolve.report.live import FORMATS, LiveOptions, live_command
               help="Self-speculation: the target skipping these 0-based decoder layers, e.g. '2,4,6-9'.")
 @click.option("--draft-window", "window", type=WINDOW, default=None, metavar="SINK,RECENT",
               help="Self-speculation: the target attending only to the first SINK and the RECENT last tokens.")
+@new_drafter_options
 @click.option("--prompts", required=True, metavar="FILE",
               help="Text file, one prompt per line (the tokenizer's chat template is applied when it has one).")
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
@@ -55,21 +58,25 @@ from evolve.report.live import FORMATS, LiveOptions, live_command
               help="Torch dtype the models run in (probabilities are always computed in float64).")
 @click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu or cuda.")
 @click.option("--threads", default=None, type=click.IntRange(min=1), metavar="N",
-              help="Torch CPU threads (default: torch's choice).")
+              help="Torch CPU threads (default: 1 on a machine with at most 2 cores, else torch's choice).")
+@click.option("--backend", default="torch", show_default=True, type=click.Choice(BACKEND_NAMES), help=BACKEND_HELP)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Output format [default: json for an --output ending in .json, else table].")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result to FILE (atomically) instead of stdout.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Say on stderr when a prompt is done.")
-def live(target, draft, skip_layers, window, prompts, data_dir, split, rules, champions, gamma, max_new_tokens, temperature, top_k,
-         top_p, seed, dtype, device, threads, fmt, output, progress) -> None:
+def live(target, draft, skip_layers, window, ngram, exit_layer, prompts, data_dir, split, rules, champions, gamma,
+         max_new_tokens, temperature, top_k,
+         top_p, seed, dtype, device, threads, backend, fmt, output, progress) -> None:
     """Decode the prompts by speculative decoding with every rule and by plain decoding of the target; report
     tokens per target call, wall-clock tokens/s and speedup, and the exact TV damage per emitted token."""
-    check_one_drafter(draft, skip_layers, window)
+    check_one_drafter(draft=draft, skip_layers=skip_layers, window=window, ngram=ngram,
+                      exit_layer=exit_layer)
     config = HarvestConfig(
-        target=target, prompts=prompts, draft=draft, skip_layers=skip_layers, window=window, gamma=gamma,
+        target=target, prompts=prompts, draft=draft, skip_layers=skip_layers, window=window, ngram=ngram,
+        exit_layer=exit_layer, gamma=gamma,
         max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, dtype=dtype, device=device,
-        threads=threads, top_k=top_k, top_p=top_p)
+        threads=threads, top_k=top_k, top_p=top_p, backend=backend)
 
     def on_text(done: int, total: int) -> None:
         if progress:

@@ -5,7 +5,9 @@ from pathlib import Path
 
 import click
 
+from evolve.cli.drafters import check_one_drafter, drafter_options
 from evolve.cli.errors import CliCommand
+from evolve.engine.drafters import DRAFTER_FIELDS
 from evolve.cli.types import CommaList
 from evolve.report.perf.scaling import DEFAULT_SCALING
 from evolve.report.perf.command import PerfOptions, perf_command
@@ -54,10 +56,28 @@ ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tok
 @click.option("--harvest-tokens", type=click.IntRange(min=2), default=64, show_default=True,
               help="--harvest: tokens generated per text at most.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="--harvest: torch CPU threads (default: torch's choice).")
+              help="--harvest, --costs: torch CPU threads (default: 1 on a machine with at most 2 cores, else "
+                   "torch's choice).")
+@click.option("--backend-curves", "backend_curves", default=None, metavar="GGUF",
+              help="Instead: one target forward over T = 1..8 new tokens and plain decoding's tokens/s on the "
+                   "torch and llama_cpp backends, 1 and 2 threads, interleaved (needs llama-cpp-python), merged "
+                   "into the --output report.")
+@click.option("--curve-repeats", type=click.IntRange(min=1), default=15, show_default=True,
+              help="--backend-curves: repeats of every forward (the median is reported).")
+@click.option("--costs", "costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+              help="Instead: write the cost file (target forward seconds over T = 1..--gamma-max + 1 new tokens, "
+                   "seconds per drafted token, plain decoding's seconds per token) of the --harvest MODEL target "
+                   "and the drafter option given, measured here (median of --cost-repeats, interleaved).")
+@click.option("--gamma-max", type=click.IntRange(min=1), default=6, show_default=True,
+              help="--costs: largest draft length (forwards over 1..gamma_max + 1 tokens).")
+@click.option("--cost-repeats", type=click.IntRange(min=1), default=7, show_default=True,
+              help="--costs: repeats of every measurement (the median is kept).")
+@drafter_options
 def perf(**options) -> None:
     """Measure evaluation speed against DEAP and Operon, evolution speed, scaling and memory ."""
+    if options["costs"] is not None:
+        check_one_drafter(**{f: options[f] for f in DRAFTER_FIELDS})
     opts = PerfOptions(**options)
     _, text = perf_command(opts, progress=lambda msg: click.echo(f"perf: {msg}", err=True))
     click.echo(text, nl=False)
-    click.echo(f"wrote {opts.output}", err=True)
+    click.echo(f"wrote {opts.costs if opts.costs is not None else opts.output}", err=True)

@@ -1,4 +1,4 @@
-"""Drafters: the models that propose the tokens of a speculation block.
+"""Drafters: what proposes the tokens of a speculation block, and their registry (:data:`DRAFTERS`).
 
 * ``model``: a second model that shares the target's tokenizer (same vocabulary, id for id),
   with its own KV cache.
@@ -14,82 +14,37 @@
   the target on its own KV cache with a 4-D attention mask that hides every other position;
   the rows of the verified prefix were computed by the full target. The mask gives the exact
   drafter distribution; it does not make drafting faster here (only the records matter).
+* ``ngram``: prompt lookup (:mod:`evolve.engine.ngram`): the continuation of the latest earlier
+  match of the last n tokens; deterministic (q one-hot), no model pass.
+* ``early_exit``: the target's first K layers, final norm and LM head (LayerSkip;
+  :mod:`evolve.engine.early_exit`).
+
+Registry: every drafter class names the :class:`evolve.traces.harvest.config.HarvestConfig` field
+that selects it (``field``; the command-line parameter of the same name), validates that field's
+value (``check_value``) and builds itself from it (``build``). Adding a drafter is one module with
+a :class:`evolve.engine.drafter_base.Drafter` subclass and one entry in :data:`DRAFTERS`.
 """
 from __future__ import annotations
 
-import copy
 from typing import Any, Sequence
 
-import numpy as np
-
 from evolve.errors import InputError
-from evolve.engine.distributions import sample_index
+from evolve.engine.drafter_base import Drafter, _SelfDrafter, kept_layers_model, target_layers
+from evolve.engine.early_exit import EarlyExitDrafter
 from evolve.engine.models import LoadedModel
+from evolve.engine.ngram import NgramDrafter
 from evolve.engine.runner import BatchKV, Runner
-
-
-def _shallow(module):
-    """A copy of an nn.Module that shares its parameters, buffers and submodules."""
-    c = copy.copy(module)
-    c._modules = dict(module._modules)
-    c._parameters = dict(module._parameters)
-    c._buffers = dict(module._buffers)
-    return c
-
-
-class Drafter:
-    """Base class: proposes up to k_i tokens for every row of a batch, with their full draft distributions.
-
-    The ``engine`` argument of the methods is the :class:`evolve.traces.harvest.engine.SpeculativeEngine`
-    running the drafter (its ``sampling`` settings and ``eos`` ids are read); ``batch`` is its
-    :class:`evolve.traces.harvest.engine.Batch` (``batch.rows[i]`` the state of row i's text or None,
-    ``batch.kv`` the target's :class:`evolve.engine.runner.BatchKV`).
-    """
-
-    kind = ""
-
-    def settings(self) -> dict[str, Any]:
-        """The drafter's kind and parameters, as written into the dataset's metadata."""
-        raise NotImplementedError
-
-    def start(self, engine, batch, row: int) -> None:
-        """Prepare drafter state for the new text of ``row`` (``batch.rows[row].ctx`` is its prompt)."""
-
-    def propose(self, engine, batch, ks: Sequence[int]):
-        """Draft up to ``ks[i]`` tokens for row i (stopping after an end-of-sequence token).
-
-        Each draft is sampled from q with one uniform of the row's own random stream.
-        Returns: per row (token ids list, q float64 (k'_i, V), entropies float64 (k'_i,)); rows with
-        ``ks[i] == 0`` get an empty list and None.
-        """
-        raise NotImplementedError
-
-    def commit(self, engine, batch, valid: Sequence[int | None]) -> None:
-        """Keep drafter state for the first ``valid[i]`` context tokens of row i (None: row unchanged)."""
-
-    def _draft_loop(self, run: Runner, kv: BatchKV, batch, feeds, ks, engine, allowed=None):
-        rows = range(len(ks))
-        drafts: list[list[int]] = [[] for _ in rows]
-        dists: list[list] = [[] for _ in rows]
-        ents: list[list] = [[] for _ in rows]
-        feeds = [list(f) if k else [] for f, k in zip(feeds, ks)]
-        while any(feeds):
-            logits = run(kv, feeds, 1, allowed)
-            live = [i for i in rows if feeds[i]]
-            q, h = engine.distributions(logits[live, -1])
-            for r, i in enumerate(live):
-                x = sample_index(q[r], batch.rows[i].rng.random())
-                drafts[i].append(x)
-                dists[i].append(q[r])
-                ents[i].append(h[r])
-                feeds[i] = [] if (x in engine.eos or len(drafts[i]) >= ks[i]) else [x]
-        return [(drafts[i], np.stack(dists[i]) if dists[i] else None, np.asarray(ents[i])) for i in rows]
 
 
 class ModelDrafter(Drafter):
     """A second model sharing the target's tokenizer, with its own batched KV cache."""
 
     kind = "model"
+    field = "draft"
+
+    @classmethod
+    def build(cls, target, draft, value, vocab, device):
+        return cls(draft, vocab, device)
 
     def __init__(self, loaded: LoadedModel, vocab: int, device: str):
         self.loaded = loaded
@@ -118,46 +73,26 @@ class ModelDrafter(Drafter):
         batch.draft_kv.compact()
 
 
-class _SelfDrafter(Drafter):
-    """A drafter that runs (part of) the target on the target's own KV cache, then crops it back."""
-
-    def __init__(self, model, vocab: int, device: str):
-        self.run = Runner(model, vocab, device)
-
-    def allowed(self):
-        """``allowed(i, j)``: may query position i attend to key position j (beyond causality)?
-
-        Self-drafters always pass an explicit mask: a skipped layer's cache lags behind during drafting,
-        so the model must not derive the mask from the cache length."""
-        return lambda i, j: j >= 0
-
-    def propose(self, engine, batch, ks):
-        kv = batch.kv
-        slots, lengths = kv.slots, list(kv.lengths)
-        feeds = [r.ctx[kv.lengths[i]:] if r is not None else [] for i, r in enumerate(batch.rows)]
-        try:
-            return self._draft_loop(self.run, kv, batch, feeds, ks, engine, self.allowed())
-        finally:
-            kv.crop(slots, lengths)
-
-
 class SkipLayerDrafter(_SelfDrafter):
     """Draft & Verify self-speculation: the target with some decoder layers skipped
     (Zhang et al. 2024, arXiv 2309.08168). Shares weights and KV cache with the target."""
 
     kind = "skip_layers"
+    field = "skip_layers"
+
+    @classmethod
+    def check_value(cls, value) -> None:
+        if not value:
+            raise InputError("the list is empty", param="skip_layers")
+        if any(i < 0 for i in value):
+            raise InputError(f"layer indices are >= 0 (value {min(value)})", param="skip_layers")
+
+    @classmethod
+    def build(cls, target, draft, value, vocab, device):
+        return cls(target, value, vocab, device)
 
     def __init__(self, target: LoadedModel, skip: Sequence[int], vocab: int, device: str):
-        model = target.model
-        inner = getattr(model, "model", None)
-        layers = getattr(inner, "layers", None)
-        import torch
-
-        if not isinstance(layers, torch.nn.ModuleList):
-            raise InputError(f"the target's architecture ({type(model).__name__}) keeps no decoder layers in "
-                             f"model.model.layers; layer skipping supports Llama-like models only",
-                             param="skip_layers")
-        n = len(layers)
+        n = target_layers(target, "skip_layers")
         bad = [i for i in skip if i >= n]
         if bad:
             raise InputError(f"layer {bad[0]} does not exist; the target has {n} decoder layers (0..{n - 1})",
@@ -165,14 +100,10 @@ class SkipLayerDrafter(_SelfDrafter):
         keep = [i for i in range(n) if i not in set(skip)]
         if not keep:
             raise InputError(f"skips all {n} decoder layers; keep at least one", param="skip_layers")
-        draft_inner = _shallow(inner)
-        draft_inner.layers = torch.nn.ModuleList([layers[i] for i in keep])
-        draft = _shallow(model)
-        draft.model = draft_inner
         self.skip = tuple(sorted(set(skip)))
         self.keep = tuple(keep)
         self.n_layers = n
-        super().__init__(draft, vocab, device)
+        super().__init__(kept_layers_model(target, keep, "skip_layers"), vocab, device)
 
     def settings(self) -> dict[str, Any]:
         return {"kind": self.kind, "skip_layers": list(self.skip), "kept_layers": len(self.keep),
@@ -184,6 +115,17 @@ class WindowDrafter(_SelfDrafter):
     only to the first ``sink`` tokens and the ``recent`` most recent ones (the query included)."""
 
     kind = "window"
+    field = "window"
+
+    @classmethod
+    def check_value(cls, value) -> None:
+        sink, recent = value
+        if sink < 0 or recent < 1:
+            raise InputError(f"SINK must be >= 0 and RECENT >= 1 (value {sink},{recent})", param="window")
+
+    @classmethod
+    def build(cls, target, draft, value, vocab, device):
+        return cls(target, *value, vocab, device)
 
     def __init__(self, target: LoadedModel, sink: int, recent: int, vocab: int, device: str):
         self.sink, self.recent = int(sink), int(recent)
@@ -195,3 +137,26 @@ class WindowDrafter(_SelfDrafter):
 
     def settings(self) -> dict[str, Any]:
         return {"kind": self.kind, "sink": self.sink, "recent": self.recent}
+
+
+#: The drafters, in the order the options are listed; each selected by its ``field``.
+DRAFTERS: tuple[type[Drafter], ...] = (ModelDrafter, SkipLayerDrafter, WindowDrafter, NgramDrafter,
+                                       EarlyExitDrafter)
+#: The HarvestConfig fields selecting a drafter.
+DRAFTER_FIELDS: tuple[str, ...] = tuple(d.field for d in DRAFTERS)
+
+
+def chosen_drafters(values) -> list[type[Drafter]]:
+    """The drafter classes whose field has a value (not None) in ``values`` (a config or a field -> value dict)."""
+    get = values.get if isinstance(values, dict) else (lambda name: getattr(values, name, None))
+    return [d for d in DRAFTERS if get(d.field) is not None]
+
+
+def drafter_for(config, target, draft, vocab: int) -> Drafter:
+    """The drafter a (checked) config selects: exactly one drafter field is set."""
+    (cls,) = chosen_drafters(config)
+    return cls.build(target, draft, getattr(config, cls.field), vocab, config.device)
+
+
+__all__ = ["DRAFTERS", "DRAFTER_FIELDS", "Drafter", "EarlyExitDrafter", "ModelDrafter", "NgramDrafter",
+           "SkipLayerDrafter", "WindowDrafter", "chosen_drafters", "drafter_for"]

@@ -230,6 +230,10 @@ def _pareto_values(metrics: Metrics, size: int, cfg: Any) -> tuple[float, float,
     return pareto_values(metrics, size, cfg.tv_cap)
 
 
+def _tokens_per_second(metrics: Any, cfg: Any) -> float:
+    return metrics.tokens_per_second
+
+
 BLOCK_KINDS: tuple[str, ...] = ("threshold", "relaxation")
 
 #: The registered objectives by name (:func:`register_objective` adds more).
@@ -244,6 +248,8 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective("pareto", "NSGA-II over tokens per call, TV per token and program size (keeps the front; the "
               "champion is the fastest member within tv_budget on valid)", _speed_score, values=_pareto_values,
               weights=PARETO_WEIGHTS, kinds=BLOCK_KINDS, needs_blocks=True),
+    Objective("tokens_per_second", "expected tokens per second under the run's cost file (the costs setting), "
+              "exact from the records", _tokens_per_second, kinds=("verify-length",), needs_blocks=True),
 )}
 
 

@@ -192,7 +192,7 @@ class PopulationEvaluator:
         lowered = [lower(p.ops, p.args, p.consts, rows, derived) for p in programs]
         packed = pack(lowered)
         t1 = time.perf_counter()
-        counts = self._counts(packed, D)
+        counts = self._counts(packed, D, lowered=lowered)
         t2 = time.perf_counter()
         n = self.data.n
         nodes_total = int(packed.nodes.sum())
@@ -209,8 +209,9 @@ class PopulationEvaluator:
         """Raise InputError if ``program`` cannot be scored on the split (a missing feature)."""
         check_features(program, self.data, "individual")
 
-    def _counts(self, packed, D: np.ndarray | None) -> np.ndarray:
-        """Counts (P, N_COUNTS) of the packed programs (:func:`evolve.eval.scoring.score_packed`)."""
+    def _counts(self, packed, D: np.ndarray | None, lowered=()) -> np.ndarray:
+        """Counts (P, N_COUNTS) of the packed programs (:func:`evolve.eval.scoring.score_packed`); ``lowered``
+        holds the same programs one by one, for scorers that run them separately."""
         return score_packed(packed, self.data.X, self.data.r, self.data.u, self.data.bounds,
                             self.data.depth, self._gamma, D, self.data.baseline)
 

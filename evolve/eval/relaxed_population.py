@@ -147,7 +147,7 @@ class RelaxedPopulationEvaluator(PopulationEvaluator):
         check_features(program, self.data, "weight")
         check_weight_features(program.features)
 
-    def _counts(self, packed, D):
+    def _counts(self, packed, D, lowered=()):
         return score_relaxed_packed(packed, self.data.X, self.relaxed, self._gamma, D)
 
     def _metrics(self, counts):

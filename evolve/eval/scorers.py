@@ -3,31 +3,53 @@
 A ``threshold`` program is scored per token by :class:`evolve.eval.population.PopulationEvaluator`
 (acceptance counts, expected metrics, block metrics with ``gamma``); a ``relaxation`` program,
 the weight w of relaxed block verification, by
-:class:`evolve.eval.relaxed_population.RelaxedPopulationEvaluator` (block metrics only). Both take
-``(data, fitness, gamma=, cache_size=)`` and return one :class:`evolve.eval.evaluator.Metrics`-like
-record per program.
+:class:`evolve.eval.relaxed_population.RelaxedPopulationEvaluator` (block metrics only); a
+``verify-length`` policy by :class:`evolve.eval.verify_length.LengthPopulationEvaluator` (tokens per
+second under a cost file). :func:`population_scorer` builds one with a common signature.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from evolve.errors import InputError
+from evolve.eval.costs import DEFAULT_COSTS, Costs
+from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
 from evolve.eval.population import PopulationEvaluator
 from evolve.eval.relaxed_population import RelaxedPopulationEvaluator
-from evolve.gp.kinds import RELAXATION, THRESHOLD, ProgramKind
+from evolve.eval.verify_length import LengthPopulationEvaluator
+from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH, ProgramKind
 
-#: The population scorer of each kind, by kind name.
-POPULATION_SCORERS: dict[str, type[PopulationEvaluator]] = {
-    THRESHOLD.name: PopulationEvaluator,
-    RELAXATION.name: RelaxedPopulationEvaluator,
+
+def _threshold(data, fitness, gamma, cache_size, costs):
+    return PopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size)
+
+
+def _relaxation(data, fitness, gamma, cache_size, costs):
+    return RelaxedPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size)
+
+
+def _length(data, fitness, gamma, cache_size, costs):
+    return LengthPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size, costs=costs)
+
+
+#: The population scorer factory of each kind, by kind name: ``(data, fitness, gamma, cache_size, costs)``.
+POPULATION_SCORERS: dict[str, Callable[..., PopulationEvaluator]] = {
+    THRESHOLD.name: _threshold,
+    RELAXATION.name: _relaxation,
+    VERIFY_LENGTH.name: _length,
 }
 
 
-def population_scorer(kind: ProgramKind) -> type[PopulationEvaluator]:
-    """The population scorer class of ``kind``. Raises InputError (param ``evolve``) for a kind none scores."""
+def population_scorer(kind: ProgramKind, data: EvalData, fitness: AcceptanceQualityFitness, gamma: int | None,
+                      cache_size: int, costs: Costs = DEFAULT_COSTS) -> PopulationEvaluator:
+    """A population scorer of ``kind`` on ``data``. Raises InputError (param ``evolve``) for a kind none scores,
+    and as the scorer's constructor."""
     try:
-        return POPULATION_SCORERS[kind.name]
+        make = POPULATION_SCORERS[kind.name]
     except KeyError:
         raise InputError(f"no population scorer for {kind.name} programs (kinds with one: "
                          f"{', '.join(POPULATION_SCORERS)})", param="evolve") from None
+    return make(data, fitness, gamma, cache_size, costs)
 
 
 __all__ = ["POPULATION_SCORERS", "population_scorer"]

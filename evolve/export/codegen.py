@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from evolve.gp.compiler import Node, to_string
-from evolve.gp.kinds import RELAXATION, THRESHOLD, ProgramKind
+from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH, ProgramKind
 from evolve.gp.primitives import DIV_EPS, EXP_MAX, FEATURES, LOG_EPS, PRIMITIVE_BY_NAME
 
 
@@ -229,6 +229,30 @@ verification. Do not use w as a per-token acceptance threshold.
 """'''
 
 
+def _length_docstring(name: str, library: str) -> str:
+    return f'''"""Verification-length policy {_shown(name)}, exported for {library} by specdec-evolve (`python -m evolve export`).
+
+Generated; do not edit. Standalone: imports only math and {library}.
+
+keep_drafting(**columns) returns v, float64 in [0, 1], one value per element of the broadcast
+columns: before each draft step, draft one more token iff v > 0, then send every drafted token
+to the target and verify them with the standard rule (lossless). Its columns describe the
+drafter's side of the last drafted token, known before the target is called: draft_prob (its
+probability under the drafter; 1 before the first draft), draft_top_prob (the drafter's largest
+probability there; 1 before the first draft), draft_entropy (nats; 0 before the first draft),
+draft_cumprob (the product of the drafter's probabilities of the tokens drafted so far; 1 before
+the first draft), draft_index (the number of tokens drafted so far) and position (the position
+of the token about to be drafted). COLUMNS lists those this policy reads.
+
+{_SEMANTICS} The value is 0 where it is NaN or infinite, then clamped to [0, 1]; only v > 0
+matters. Stop at the engine's longest draft length too. Where it comes from: SpecDec++ (Huang
+et al. 2024, arXiv 2405.19715) stops drafting on a predicted rejection; DSpark's
+confidence-scheduled verification (Cheng et al. 2026, arXiv 2607.05147) sets the verification
+length from the drafter's confidences; this policy was evolved for tokens per second under a
+cost file.
+"""'''
+
+
 def _relaxed_target(target: Target) -> str:
     """``relaxed_target`` for ``target``'s library (one template, the conversions from the backend's row)."""
     return f'''
@@ -269,6 +293,11 @@ RELAXATION_LAYOUT = Layout(RELAXATION, "w", _relaxation_docstring,
                            lambda target: "\n".join([target.columns, target.operators, _relaxed_target(target)]),
                            "Weights w (float64 in [0, 1], the broadcast shape of the columns) of every element; "
                            "see the module doc.", (f"KIND = {RELAXATION.name!r}",))
+#: A verification-length policy: ``keep_drafting``.
+LENGTH_LAYOUT = Layout(VERIFY_LENGTH, "v", _length_docstring,
+                       lambda target: "\n".join([target.columns, target.operators]),
+                       "Values v (float64 in [0, 1]): draft one more token iff v > 0; see the module doc.",
+                       (f"KIND = {VERIFY_LENGTH.name!r}",))
 
 
 _CHECK = '''
@@ -331,5 +360,5 @@ def render_module(name: str, nodes: list[Node], target: Target, source: str = ""
     return "\n".join(parts)
 
 
-__all__ = ["OPERATORS", "Layout", "RELAXATION_LAYOUT", "Step", "StraightLine", "THRESHOLD_LAYOUT", "Target", "call",
+__all__ = ["OPERATORS", "Layout", "LENGTH_LAYOUT", "RELAXATION_LAYOUT", "Step", "StraightLine", "THRESHOLD_LAYOUT", "Target", "call",
            "render_module", "straight_line"]

@@ -10,7 +10,7 @@ the table :data:`LAYOUTS`: a threshold exports ``acceptance_threshold(**columns)
 ``residual_distribution``; a relaxation weight (``python -m evolve run --evolve relaxation``)
 exports ``relaxation_weight(**columns)`` and ``relaxed_target(target_probs, draft_probs, w)``,
 to be used with block verification against (1 - w) p + w q (Sun et al. 2024, arXiv 2403.10444;
-the module's docstring says how). The array library is the other table, :data:`TARGETS`.
+the module's docstring says how); a verification-length policy exports ``keep_drafting(**columns)``. The array library is the other table, :data:`TARGETS`.
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Callable
 
 from evolve.errors import InputError
-from evolve.export.codegen import RELAXATION_LAYOUT, THRESHOLD_LAYOUT, Layout
+from evolve.export.codegen import LENGTH_LAYOUT, RELAXATION_LAYOUT, THRESHOLD_LAYOUT, Layout
 from evolve.export.numpy_module import numpy_source
 from evolve.export.torch_module import torch_source
-from evolve.gp.kinds import RELAXATION, THRESHOLD
+from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
 from heuristics.champions import read_champion
 from heuristics.contract import Rule
 from heuristics.registry import get_rule
@@ -30,7 +30,8 @@ from heuristics.registry import get_rule
 #: Export targets: name -> function (rule name, prefix nodes, source text, layout) -> module text.
 TARGETS: dict[str, Callable] = {"numpy": numpy_source, "torch": torch_source}
 #: What the exported module of a rule of each kind of program defines, by kind name.
-LAYOUTS: dict[str, Layout] = {THRESHOLD.name: THRESHOLD_LAYOUT, RELAXATION.name: RELAXATION_LAYOUT}
+LAYOUTS: dict[str, Layout] = {THRESHOLD.name: THRESHOLD_LAYOUT, RELAXATION.name: RELAXATION_LAYOUT,
+                              VERIFY_LENGTH.name: LENGTH_LAYOUT}
 
 
 def resolve_rule(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:

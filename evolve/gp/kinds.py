@@ -12,6 +12,11 @@ what that float is for. Today:
   arXiv 2405.19261). w may read prefix-level features only (never the drafted token), so the
   relaxed target is a function of the prefix and block verification against it stays exact
   (:mod:`evolve.eval.relaxed_block`).
+* ``verify-length``: a verification-length policy: before each draft step, from the drafter's side of
+  the last drafted token (its probability, top probability, entropy, the cumulative product of the
+  drafter's probabilities, the draft index), whether to draft one more token; every drafted token is
+  verified with the standard rule, so it is lossless; scored in tokens per second under a cost file
+  (:mod:`evolve.eval.verify_length`, :mod:`evolve.eval.costs`).
 
 The kind is written into every champion file (key ``kind``) and run document, and every command
 dispatches on it through a table keyed by the kind's name in its own module: the search's scorers
@@ -34,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from evolve.errors import InputError
+from evolve.gp.primitives import DERIVED_FEATURES
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,8 @@ class ProgramKind:
         output: one line: the value's range and how it is applied.
         function_name: name of the function of an exported module (:mod:`evolve.export`) and of
             a champion's generated ``NAME.py``.
-        excluded_features: features a program of this kind may not read.
+        excluded_features: features a program of this kind may not read; ``excluded_reason`` says why.
+        derived_features: features its scorer computes from the records (no column needed).
         columns: optional dataset columns scoring a program of this kind needs.
         commands: the commands that run a program of this kind (as a user types them).
         source: where the algorithm that applies the value comes from.
@@ -58,6 +65,8 @@ class ProgramKind:
     output: str
     function_name: str
     excluded_features: tuple[str, ...] = ()
+    excluded_reason: str = ""
+    derived_features: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
     source: str = ""
@@ -66,8 +75,7 @@ class ProgramKind:
         """Raise InputError naming ``what`` if ``features`` holds one this kind may not read."""
         bad = [f for f in features if f in self.excluded_features]
         if bad:
-            raise InputError(f"{what}: reads '{bad[0]}', which a {self.title} may not read "
-                             f"({', '.join(self.excluded_features)} depend on the drafted token)")
+            raise InputError(f"{what}: reads '{bad[0]}', which a {self.title} may not read ({self.excluded_reason})")
 
     def refuse(self, command: str, what: str) -> InputError:
         """The one-line error of ``command`` asked to run ``what``, a program of this kind it cannot use."""
@@ -79,28 +87,48 @@ class ProgramKind:
 #: Features that depend on the drafted token X_i: a relaxation weight must not read them (p~_i would
 #: depend on X_i, and block verification against it would no longer be exact).
 TOKEN_FEATURES: tuple[str, ...] = ("draft_prob", "target_prob", "target_rank")
+#: Features only the target's forward pass gives: a verification-length policy decides before it.
+TARGET_FEATURES: tuple[str, ...] = ("target_prob", "target_entropy", "top_token_match", "target_top_prob", "overlap",
+                                    "target_rank")
+_DERIVED = "draft_cumprob is the survival estimate of a verification-length policy, not a record column"
 
 THRESHOLD = ProgramKind(
     name="threshold", title="acceptance threshold",
     output="tau in [0, 1] per drafted token; the token is accepted iff u < tau (u ~ U[0, 1))",
-    function_name="acceptance_threshold",
+    function_name="acceptance_threshold", excluded_features=DERIVED_FEATURES, excluded_reason=_DERIVED,
     commands=("python benchmark.py", "python benchmark.py simulate", "python benchmark.py pareto",
-              "python benchmark.py live", "python -m evolve export", "python -m evolve promote"),
+              "python benchmark.py live", "python -m evolve export", "python -m evolve promote",
+              "python -m evolve run"),
     source="speculative sampling: Leviathan et al. 2023 (arXiv 2211.17192); Chen et al. 2023 (arXiv 2302.01318)",
 )
 RELAXATION = ProgramKind(
     name="relaxation", title="relaxation weight",
     output="w in [0, 1] per block position; the block is verified against (1 - w) p + w q",
-    function_name="relaxation_weight", excluded_features=TOKEN_FEATURES,
+    function_name="relaxation_weight", excluded_features=TOKEN_FEATURES + DERIVED_FEATURES,
+    excluded_reason="draft_prob, target_prob and target_rank depend on the drafted token; " + _DERIVED,
     columns=("draft_index", "overlap", "block_residual_mass", "block_residual_phi"),
     commands=("python benchmark.py", "python benchmark.py simulate", "python benchmark.py pareto",
-              "python benchmark.py live", "python -m evolve export", "python -m evolve promote"),
+              "python benchmark.py live", "python -m evolve export", "python -m evolve promote",
+              "python -m evolve run"),
     source="block verification: Sun et al. 2024 (arXiv 2403.10444), against the mixture target of "
            "Narasimhan et al. 2024 (arXiv 2405.19261)",
 )
 
+VERIFY_LENGTH = ProgramKind(
+    name="verify-length", title="verification-length policy",
+    output="v per draft step, from the drafter's side of the last drafted token; draft one more token iff v > 0, "
+           "then verify every drafted token with the standard rule",
+    function_name="keep_drafting", excluded_features=TARGET_FEATURES,
+    excluded_reason="the target's quantities are not known before the target is called",
+    derived_features=DERIVED_FEATURES,
+    columns=("draft_index",),
+    commands=("python benchmark.py", "python -m evolve export", "python -m evolve promote", "python -m evolve run"),
+    source="when to stop drafting: SpecDec++ (Huang et al. 2024, arXiv 2405.19715); confidence-scheduled "
+           "verification of DSpark (Cheng et al. 2026, arXiv 2607.05147)",
+)
+
 #: The registered kinds by name, in the order commands list them.
-KINDS: dict[str, ProgramKind] = {k.name: k for k in (THRESHOLD, RELAXATION)}
+KINDS: dict[str, ProgramKind] = {k.name: k for k in (THRESHOLD, RELAXATION, VERIFY_LENGTH)}
 
 
 def program_kind(name: Any, what: str = "kind") -> ProgramKind:
@@ -134,5 +162,5 @@ def kind_from_config(config: Mapping[str, Any] | None) -> ProgramKind:
     return RELAXATION if config.get("verify") == "block" else THRESHOLD
 
 
-__all__ = ["ProgramKind", "THRESHOLD", "RELAXATION", "KINDS", "TOKEN_FEATURES", "program_kind", "register_kind",
+__all__ = ["ProgramKind", "THRESHOLD", "RELAXATION", "VERIFY_LENGTH", "KINDS", "TOKEN_FEATURES", "TARGET_FEATURES", "program_kind", "register_kind",
            "kind_from_config"]

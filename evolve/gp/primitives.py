@@ -35,8 +35,12 @@ CORE_FEATURES: tuple[str, ...] = (
 )
 #: Optional schema columns that become terminals when a dataset has them.
 OPTIONAL_FEATURES: tuple[str, ...] = ("draft_index", "draft_top_prob", "target_top_prob", "overlap", "target_rank")
+#: Features computed from the records rather than read from a column: ``draft_cumprob``, the product of
+#: the drafter's probabilities of the block's drafted tokens up to and including this one (the survival
+#: estimate of a verification-length policy, :mod:`evolve.eval.verify_length`).
+DERIVED_FEATURES: tuple[str, ...] = ("draft_cumprob",)
 #: All features; a program's FEATURE opcode indexes this tuple.
-FEATURES: tuple[str, ...] = CORE_FEATURES + OPTIONAL_FEATURES
+FEATURES: tuple[str, ...] = CORE_FEATURES + OPTIONAL_FEATURES + DERIVED_FEATURES
 
 DIV_EPS = 1e-9
 LOG_EPS = 1e-9

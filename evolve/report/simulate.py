@@ -431,14 +431,22 @@ def resolve_verification(verify: str = "token", fly_window=None, fly_threshold=N
 
     Raises: InputError naming the parameter for an unknown mode, a FLy parameter given
     without ``verify`` fly, a bad FLy parameter, FLy with gamma < 2, or a ``relaxation``
-    without ``verify`` block or that is not a prefix-level expression.
+    without ``verify`` block, that is not a prefix-level expression, or that is a constant outside
+    [0, 1] (a weight computed from features is clamped position by position; a constant out of range
+    is refused, never clamped).
     """
     if verify not in VERIFICATIONS:
         raise InputError(f"unknown mode {verify!r} (choose from {', '.join(VERIFICATIONS)})", param="verify")
     if relaxation is not None:
         if verify != "block":
             raise InputError(f"applies to block verification only (value {relaxation!r})", param="relaxation")
-        return naming_param("relaxation", Verification("block", relaxation=relaxation).check, gamma)
+        verification = naming_param("relaxation", Verification("block", relaxation=relaxation).check, gamma)
+        w = verification.constant_weight()
+        if w is not None and not 0.0 <= w <= 1.0:  # NaN fails too
+            raise InputError(f"a constant weight w must lie in [0, 1] (value {relaxation!r} = {w:g}): relaxed block "
+                             "verification verifies against (1 - w) p + w q, w = 0 being lossless; it is refused, "
+                             "not clamped", param="relaxation")
+        return verification
     given = {"fly_window": fly_window, "fly_threshold": fly_threshold, "fly_top_k": fly_top_k}
     if verify != "fly":
         extra = next((name for name, value in given.items() if value is not None), None)

@@ -224,7 +224,7 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
     objectives) the splits lack ``draft_index`` or ``gamma`` exceeds their
     block length.
     """
-    check_features(train, valid, features)
+    check_features(train, valid, [f for f in features if f not in cfg.program_kind.derived_features])
     gamma = check_block_data(cfg, train, valid)
     pset = build_pset(features)
     tb = toolbox(cfg, pset)

@@ -119,6 +119,9 @@ class RunConfig:
                                 0.0, 1.0)
     tv_cap: float = _setting(0.05, float, "pareto: TV per token beyond which the speed objective is penalised.",
                              0.0, 1.0)
+    costs: str = _setting("default", str, "Cost file (JSON: target_forward_s, draft_token_s, plain_token_s) of the "
+                                          "tokens-per-second objective; default: flat verification, drafts at 0.05 "
+                                          "of a target step.")
     crossover_prob: float = _setting(0.5, float, "Probability that a pair of offspring is recombined.", 0.0, 1.0)
     mutation_prob: float = _setting(0.5, float, "Probability that an offspring is mutated.", 0.0, 1.0)
     tournament_size: int = _setting(3, int, "Fitness tournament size of the double tournament.", 1)
@@ -400,13 +403,13 @@ def resolve_features(cfg: RunConfig, available: tuple[str, ...], source: str) ->
     Raises InputError (param ``features``) when a requested feature is missing or excluded.
     """
     kind = cfg.program_kind
+    available = tuple(available) + kind.derived_features
     if cfg.features == "auto":
         return tuple(f for f in FEATURES if (f in CORE_FEATURES or f in available)
                      and f not in kind.excluded_features)
     excluded = [f for f in cfg.features if f in kind.excluded_features]
     if excluded:
-        raise InputError(f"'{excluded[0]}' depends on the drafted token; a {kind.title} may read prefix-level "
-                         f"features only", param="features")
+        raise InputError(f"a {kind.title} may not read '{excluded[0]}' ({kind.excluded_reason})", param="features")
     missing = [f for f in cfg.features if f not in available]
     if missing:
         raise InputError(f"{source}: no column '{missing[0]}' in train and valid, but the features setting asks "

@@ -149,7 +149,7 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
     Raises: InputError as :func:`evolve.search.algorithms.search`, when a
     worker's copy of the data differs, or when the cluster cannot be reached.
     """
-    check_features(train, valid, features)
+    check_features(train, valid, [f for f in features if f not in cfg.program_kind.derived_features])
     gamma = check_block_data(cfg, train, valid)
     pareto = cfg.objective_spec.multi
     pset = build_pset(features)

@@ -3,13 +3,18 @@
 * ``front.json`` of a ``pareto`` run (:func:`front_document`);
 * the warm start's part of ``run.json`` (:func:`seeded_document`) and the
   comment lines of ``config.toml`` naming the seeds (:func:`seeded_comment`);
-* ``logbook.csv`` (:func:`logbook_csv`).
+* ``logbook.csv`` (:func:`logbook_csv`);
+* ``checkpoint_dir`` of ``run.json``, read back: the run directory written when a run was stopped by
+  Ctrl-C, found from its kept checkpoint directory (:func:`interrupted_run_dir`).
 """
 from __future__ import annotations
 
 import csv
 import io
+import json
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 from evolve.eval.objectives import PARETO_OBJECTIVES, speed_at_tv
@@ -107,4 +112,38 @@ def logbook_csv(logbook: list[dict[str, float]]) -> str:
     return buf.getvalue()
 
 
-__all__ = ["seeded_name", "seeded_document", "seeded_comment", "front_document", "logbook_csv"]
+def interrupted_run_dir(checkpoint_dir: str | os.PathLike) -> Path | None:
+    """The run directory written when the run of ``checkpoint_dir`` (``OUT/.run-...partial``) was stopped by
+    Ctrl-C, or None.
+
+    Such a run directory lies beside the checkpoint directory and its ``run.json`` names it
+    (``checkpoint_dir``, compared by name since it may be recorded relative to another working
+    directory). When several do (a resumed run stopped again), the one that completed the most
+    generations. Unreadable or foreign ``run.json`` files are skipped.
+    """
+    partial = Path(checkpoint_dir)
+    if not partial.name:
+        partial = partial.resolve()
+    best: tuple[int, str] | None = None
+    found = None
+    try:
+        siblings = sorted(q for q in partial.parent.iterdir() if q.name.startswith("run-") and q.is_dir())
+    except OSError:
+        return None
+    for run_dir in siblings:
+        try:
+            doc = json.loads((run_dir / "run.json").read_bytes().decode("utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+            continue
+        kept = doc.get("checkpoint_dir") if isinstance(doc, dict) else None
+        if not isinstance(kept, str) or Path(kept).name != partial.name or not (run_dir / "champion.json").is_file():
+            continue
+        done = doc.get("generations_completed")
+        key = (done if isinstance(done, int) and not isinstance(done, bool) else -1, run_dir.name)
+        if best is None or key > best:
+            best, found = key, run_dir
+    return found
+
+
+__all__ = ["seeded_name", "seeded_document", "seeded_comment", "front_document", "logbook_csv",
+           "interrupted_run_dir"]

@@ -3,7 +3,8 @@
 A ``threshold`` search is seeded with the registered rules and the best members of the rule
 families (:func:`evolve.search.warm_start.choose_seeds`); a ``relaxation`` search, whose programs
 are weights w(features) of relaxed block verification, with lossless block verification (w = 0)
-and the fixed-w family (:func:`evolve.search.relaxed_seeds.choose_relaxed_seeds`).
+and the fixed-w family (:func:`evolve.search.relaxed_seeds.choose_relaxed_seeds`); a ``verify-length``
+search with the fixed draft lengths and confidence thresholds (:mod:`evolve.search.length_seeds`).
 """
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Callable
 
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData, Metrics
-from evolve.gp.kinds import RELAXATION, THRESHOLD
+from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
+from evolve.search.length_seeds import choose_length_seeds
 from evolve.search.config import RunConfig
 from evolve.search.relaxed_seeds import choose_relaxed_seeds
 from evolve.search.warm_start import WarmStart, choose_seeds
@@ -27,8 +29,14 @@ def _relaxation_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData
     return choose_relaxed_seeds(cfg, train, gamma, objective)
 
 
+def _length_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gamma: int | None,
+                  objective: Callable[[Metrics], float]) -> WarmStart:
+    return choose_length_seeds(cfg, train, gamma, objective)
+
+
 #: The warm start of each kind, by kind name.
-SEEDERS: dict[str, Callable[..., WarmStart]] = {THRESHOLD.name: _threshold_seeds, RELAXATION.name: _relaxation_seeds}
+SEEDERS: dict[str, Callable[..., WarmStart]] = {THRESHOLD.name: _threshold_seeds, RELAXATION.name: _relaxation_seeds,
+                                                VERIFY_LENGTH.name: _length_seeds}
 
 
 def choose_initial_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gamma: int | None,

@@ -23,6 +23,7 @@ import numpy as np
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData, Metrics, check_gamma
 from evolve.eval.population import EvaluationStats
+from evolve.eval.costs import load_costs
 from evolve.eval.scorers import population_scorer
 from evolve.search.config import RunConfig
 
@@ -102,9 +103,9 @@ class SearchState:
         fit = cfg.acceptance_quality_fitness()
         self.cfg = cfg
         self.objective_spec = cfg.objective_spec
-        scorer = population_scorer(cfg.program_kind)
-        self.scorer = scorer(train, fit, gamma=gamma, cache_size=cache_size)
-        self.valid_scorer = scorer(valid, fit, gamma=gamma, cache_size=cache_size)
+        costs = load_costs(None if cfg.costs == "default" else cfg.costs)
+        self.scorer = population_scorer(cfg.program_kind, train, fit, gamma, cache_size, costs)
+        self.valid_scorer = population_scorer(cfg.program_kind, valid, fit, gamma, cache_size, costs)
         self.on_generation, self.should_stop = on_generation, should_stop
         self.evaluations, self.eval_seconds, self.new_programs = 0, 0.0, 0
         self.logbook: list[dict[str, float]] = []

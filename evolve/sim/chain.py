@@ -85,6 +85,7 @@ class Feature(IntEnum):
     TARGET_TOP_PROB = 8
     OVERLAP = 9
     TARGET_RANK = 10
+    DRAFT_CUMPROB = 11
 
 
 # The layouts are compile-time constants of cached kernels, which Numba re-compiles only when this
@@ -334,6 +335,7 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
             X[Feature.TARGET_TOP_PROB, k] = tp
             X[Feature.OVERLAP, k] = ov
             X[Feature.TARGET_RANK, k] = target_rank(P[k], x)
+            X[Feature.DRAFT_CUMPROB, k] = Q[k, x] * (X[Feature.DRAFT_CUMPROB, k - 1] if k > 0 else 1.0)
             r[k] = min(1.0, P[k, x] / Q[k, x])
             drafts[k] = x
         if relaxed:  # the relaxation weight of every depth, from its prefix-level features

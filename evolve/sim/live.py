@@ -52,6 +52,7 @@ import numpy as np
 
 from evolve.errors import InputError
 from evolve.engine.distributions import residual_distribution, sample_index
+from evolve.engine.onehot import OneHot, argmax_rows, densify, max_rows, overlap_rows, support, values_at
 from evolve.engine.runner import BatchKV
 from evolve.traces.schema import standard_threshold
 from evolve.eval.evaluator import EvalData, thresholds
@@ -82,7 +83,8 @@ def candidate_features(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: n
                        tokens: np.ndarray, rank: bool = False) -> np.ndarray:
     """Features of candidate tokens at each depth of a block, as the harvester's records hold them.
 
-    Args: ``p``, ``q`` float64 (k, V) target and draft distributions at depths 0..k-1;
+    Args: ``p``, ``q`` float64 (k, V) target and draft distributions at depths 0..k-1 (or
+    :class:`evolve.engine.onehot.OneHot` rows: greedy decoding, a deterministic drafter);
     ``p_ent``, ``q_ent`` float64 (k,) their entropies (nats); ``start`` the position (index in
     the generated text) of depth 0; ``tokens`` int (k, m) the candidate ids of each depth;
     ``rank``: compute target_rank (the number of tokens with a larger p; else its row is 0).
@@ -92,17 +94,19 @@ def candidate_features(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: n
     d = np.repeat(np.arange(k), m)
     x = tokens.reshape(-1)
     X = np.zeros((len(FEATURES), k * m))
-    X[_ROW["draft_prob"]] = q[d, x]
-    X[_ROW["target_prob"]] = p[d, x]
+    X[_ROW["draft_prob"]] = values_at(q, d, x)
+    X[_ROW["target_prob"]] = values_at(p, d, x)
     X[_ROW["position"]] = start + d
     X[_ROW["draft_entropy"]] = q_ent[d]
     X[_ROW["target_entropy"]] = p_ent[d]
-    X[_ROW["top_token_match"]] = (q.argmax(axis=1) == p.argmax(axis=1))[d]
+    X[_ROW["top_token_match"]] = (argmax_rows(q) == argmax_rows(p))[d]
     X[_ROW["draft_index"]] = d
-    X[_ROW["draft_top_prob"]] = q.max(axis=1)[d]
-    X[_ROW["target_top_prob"]] = p.max(axis=1)[d]
-    X[_ROW["overlap"]] = np.clip(np.minimum(p, q).sum(axis=1), 0.0, 1.0)[d]
-    if rank:
+    X[_ROW["draft_top_prob"]] = max_rows(q)[d]
+    X[_ROW["target_top_prob"]] = max_rows(p)[d]
+    X[_ROW["overlap"]] = np.clip(overlap_rows(p, q), 0.0, 1.0)[d]
+    if rank and isinstance(p, OneHot):
+        X[_ROW["target_rank"]] = (np.asarray(p.ids)[d] != x).astype(np.float64)
+    elif rank:
         ordered = np.sort(p, axis=1)
         X[_ROW["target_rank"]] = np.concatenate(
             [p.shape[1] - np.searchsorted(ordered[i], p[i, tokens[i]], side="right") for i in range(k)])
@@ -219,15 +223,17 @@ def live_block(engine, batch, k: int, rule, needed: Sequence[str], counts: LiveC
     drafts, q, q_ent, p, p_ent, L = _draft_and_score(engine, batch, k)
     k = len(drafts)
     u, u_next = state.rng.random(k), state.rng.random()
+    if k == 0:  # no draft (e.g. no n-gram match): the target's token alone, as plain decoding
+        emitted = _finish_block(engine, batch, drafts, 0, sample_index(p[0], u_next), L)
+        counts.add_call(len(emitted), 1.0)
+        return emitted
     start, rank = L - state.prompt_len, "target_rank" in needed
     tau_x = rule_thresholds(rule, candidate_features(p[:k], q, p_ent[:k], q_ent, start,
                                                      np.asarray(drafts)[:, None], rank), needed)
     rejected = np.flatnonzero(u >= tau_x)
     n = int(rejected[0]) if rejected.size else k
     if n < k:
-        tau_n = rule_thresholds(rule, candidate_features(p[n:n + 1], q[n:n + 1], p_ent[n:n + 1], q_ent[n:n + 1],
-                                                         start + n, np.arange(p.shape[1])[None, :], rank), needed)
-        nxt = sample_index(residual_distribution(p[n], q[n] * tau_n), u_next)
+        nxt = sample_index(_rule_residual(rule, needed, p, q, p_ent, q_ent, start, n, rank), u_next)
     else:
         nxt = sample_index(p[k], u_next)
     emitted = _finish_block(engine, batch, drafts, n, nxt, L)
@@ -236,6 +242,20 @@ def live_block(engine, batch, k: int, rule, needed: Sequence[str], counts: LiveC
     counts.seconds -= time.perf_counter() - t0
     counts.add_call(len(emitted), expected)
     return emitted
+
+
+def _rule_residual(rule, needed, p, q, p_ent, q_ent, start: int, n: int, rank: bool):
+    """The residual norm(max(0, p_n - q_n tau_n)) after a rejection at depth ``n``. tau_n is evaluated only
+    on the support of q_n (elsewhere q_n tau_n = 0 whatever tau_n): the whole vocabulary for a dense
+    drafter, one token for a one-hot one; the values are those of the evaluation over the vocabulary."""
+    if isinstance(p, OneHot):
+        return p[n]
+    ids = support(q, n)
+    tau = rule_thresholds(rule, candidate_features(p[n:n + 1], q[n:n + 1], p_ent[n:n + 1], q_ent[n:n + 1], start + n,
+                                                   ids[None, :], rank), needed)
+    scaled = np.zeros(p.shape[1])
+    scaled[ids] = values_at(q, np.full(ids.size, n), ids) * tau
+    return residual_distribution(p[n], scaled)
 
 
 @dataclass(frozen=True)
@@ -278,6 +298,7 @@ def block_decision(p: np.ndarray, q: np.ndarray, drafts: Sequence[int],
 def _block_decision(p, q, drafts, eta):
     """:func:`block_decision` and the stopping probabilities h float64 (k,)."""
     k = len(drafts)
+    p, q = densify(p), densify(q)  # the simulator's kernels read dense rows (k + 1 rows: small)
     rows, x = np.arange(k), np.asarray(drafts)
     weights, masses, h = np.empty(k), np.empty(k), np.empty(k)
     block_masses(p[:k], q, p[rows, x], q[rows, x], k, weights, masses)
@@ -317,6 +338,7 @@ def relaxed_block_decision(p: np.ndarray, q: np.ndarray, drafts: Sequence[int], 
     :func:`block_decision` with damage 0.
     """
     k = len(drafts)
+    p, q = densify(p), densify(q)
     w = np.asarray(w, dtype=np.float64)
     target = np.concatenate([(1.0 - w)[:, None] * p[:k] + w[:, None] * q, p[k:k + 1]])
     n, dist, expected, h = _block_decision(target, q, drafts, eta)
@@ -334,6 +356,10 @@ def live_block_verified(engine, batch, k: int, counts: LiveCounts, verifier: Blo
     state = batch.rows[0]
     drafts, q, q_ent, p, p_ent, L = _draft_and_score(engine, batch, k)
     eta, u_next = state.rng.random(len(drafts)), state.rng.random()
+    if not drafts:  # no draft: the target's token alone
+        emitted = _finish_block(engine, batch, drafts, 0, sample_index(p[0], u_next), L)
+        counts.add_call(len(emitted), 1.0)
+        return emitted
     relaxation = None if verifier is None else verifier.relaxation
     if relaxation is None:
         n, dist, expected = block_decision(p, q, drafts, eta)
@@ -349,10 +375,16 @@ def live_block_verified(engine, batch, k: int, counts: LiveCounts, verifier: Blo
 
 def _add_damage(rule, needed, p, q, p_ent, q_ent, start, tau_x, counts: LiveCounts) -> float:
     """Add one block's reach-weighted exact TV (module doc) to ``counts``; returns its expected tokens."""
-    k, V = q.shape
-    tau = rule_thresholds(rule, candidate_features(p, q, p_ent, q_ent, start, np.tile(np.arange(V), (k, 1)),
-                                                   "target_rank" in needed), needed).reshape(k, V)
-    tv = np.maximum(q * tau - p, 0.0).sum(axis=1)
+    k = len(q)
+    tv = np.zeros(k)
+    rank = "target_rank" in needed
+    for d in range(k):  # q tau - p > 0 needs q > p (tau <= 1): tau_d is evaluated on those tokens only
+        pd_, qd = densify(p[d]), densify(q[d])
+        ids = np.flatnonzero(qd > pd_)
+        if ids.size:
+            tau = rule_thresholds(rule, candidate_features(p[d:d + 1], q[d:d + 1], p_ent[d:d + 1], q_ent[d:d + 1],
+                                                           start + d, ids[None, :], rank), needed)
+            tv[d] = np.maximum(qd[ids] * tau - pd_[ids], 0.0).sum()
     reach, tokens, damage = 1.0, 1.0, 0.0
     for d in range(k):
         damage += reach * tv[d]
@@ -423,7 +455,7 @@ def autoregressive_text(engine, prompt_ids: Sequence[int], max_new_tokens: int,
     t0 = time.perf_counter()
     with torch.inference_mode():
         ctx = [int(t) for t in prompt_ids]
-        kv = BatchKV(1, engine.device)
+        kv = engine.new_kv(1)
         kv.place(0, engine.run.prefill(ctx[:-1]), len(ctx) - 1)
         generated: list[int] = []
         while len(generated) < max_new_tokens:

@@ -173,6 +173,23 @@ class Verification:
         check_weight_features(program.features, "relaxation")
         return program
 
+    def constant_weight(self) -> float | None:
+        """The relaxation's value when it reads no feature (``0.3``, ``add(0.5, 0.7)``), unclamped, else None.
+
+        A weight computed from features is clamped to [0, 1] position by position (the rule's semantics,
+        as for evolved weights); a constant outside [0, 1] can only be a mistake of whoever gave it, so the
+        command line refuses it with this value instead of clamping it silently.
+        Raises: InputError as :meth:`weight_program`.
+        """
+        if self.relaxation is None:
+            return None
+        from evolve.gp.compiler import evaluate_numpy, parse
+        nodes = parse(str(self.relaxation), "relaxation")
+        if any(node.kind == "feature" for node in nodes):
+            return None
+        with np.errstate(all="ignore"):
+            return float(evaluate_numpy(nodes, {}, 1)[0])
+
     def label(self, gamma: int) -> str:
         """``token``, ``block``, ``block(w=EXPR)`` or ``fly(W=.., theta=.., k=..)``."""
         if self.kind == "block" and self.relaxation is not None:

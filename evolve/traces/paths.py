@@ -6,8 +6,10 @@ Every command that writes checks its output paths before any work:
 directories, the champions directory). A path is refused, with one line naming
 it, when
 
-* it is empty, or a directory where a file is expected (or the reverse), or a
-  special file (``/dev/null`` would be replaced by the atomic rename);
+* it is empty, or holds a control character (a newline, tab, escape ...:
+  :func:`control_character`; commands print the paths they write, one per line), or a
+  directory where a file is expected (or the reverse), or a special file (``/dev/null``
+  would be replaced by the atomic rename);
 * a parent is a file, or the nearest existing parent cannot be written;
 * it is one of the command's inputs (the same file, also through a link);
 * it would replace a file of a dataset directory (``train.parquet`` ...
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
@@ -160,9 +163,28 @@ def _check_inputs(path: Path, inputs: Iterable[str | os.PathLike | None],
             raise refuse(f"{path} would be read as a champion file of {given}")
 
 
+def control_character(text: str) -> int | None:
+    """Index of the first character of ``text`` that would break it out of one line of a terminal (a C0 or C1
+    control character such as a newline, tab or escape, DEL, or the Unicode line and paragraph separators
+    U+2028/U+2029), or None when there is none."""
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            return i
+    return None
+
+
 def _check_nonempty(path: str | os.PathLike | None, refuse: Refuse) -> Path:
+    """The path, refused when empty or holding a control character: commands print the paths they write
+    (``python -m evolve run`` prints its run directory as the last line of stdout), and a newline or an
+    escape sequence in them would split or garble that line."""
     if path is None or str(path).strip() == "":
         raise refuse("the path is empty")
+    text = os.fsdecode(path)
+    i = control_character(text)
+    if i is not None:
+        shown = "".join(ascii(ch)[1:-1] if control_character(ch) is not None else ch for ch in text)
+        raise refuse(f"{shown}: the path holds the control character {ascii(text[i])[1:-1]} at position {i}; "
+                     "use a name without control characters (the path is printed on one line)")
     return Path(path)
 
 
@@ -285,5 +307,5 @@ def write_or_rescue(write: Callable[[Path], T], target: str | os.PathLike, what:
     raise refuse(f"cannot write {target} ({reason}); the result was saved to {saved} instead")
 
 
-__all__ = ["check_output_file", "check_output_dir", "source_location", "is_dataset_dir", "is_run_dir",
-           "rescue_dir", "write_or_rescue", "DATASET_FILES", "RUN_FILES", "PACKAGES", "ROOT"]
+__all__ = ["check_output_file", "check_output_dir", "control_character", "source_location", "is_dataset_dir",
+           "is_run_dir", "rescue_dir", "write_or_rescue", "DATASET_FILES", "RUN_FILES", "PACKAGES", "ROOT"]

@@ -19,7 +19,7 @@ import io
 import json
 import textwrap
 
-from evolve.gp.kinds import RELAXATION, THRESHOLD
+from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
 from evolve.report.compare.rows import FORMATS, REFERENCE_RULE, ROW_KEYS, VERIFIER, Comparison
 from evolve.report.compare.verdict import compute_verdict
 from evolve.report.output import resolve_format
@@ -70,6 +70,8 @@ def _display_columns(comparison: Comparison) -> list[tuple[str, bool, callable]]
             return lambda r: "n/a" if r.value(name) is None else format(r.value(name), spec)
         cols += [("Tok/call", True, block("tokens_per_call", ".3f")), ("Speedup", True, block("speedup", ".3f")),
                  ("TV/tok", True, block("tv_per_token", ".4f"))]
+        if any(r.value("tokens_per_second") is not None for r in comparison.rows):
+            cols.append(("Tok/s", True, block("tokens_per_second", ".4g")))
     if any(r.value("n_invalid") for r in comparison.rows):
         cols.append(("Invalid", True, lambda r: _num(r.value("n_invalid"), "d")))
     if any(r.kind == "champion" for r in comparison.rows):
@@ -88,7 +90,8 @@ def _table_columns(comparison: Comparison) -> list[tuple[str, bool, callable]]:
     blocks, E[TV], Invalid (when a rule has invalid values) and ΔFitness (with champions)."""
     cols = _display_columns(comparison)
     headers = {h for h, _, _ in cols}
-    keep = {"Split", "Heuristic", "Accept%", "Fitness", "Tok/call", "Speedup", "TV/tok", "Invalid", "ΔFitness"}
+    keep = {"Split", "Heuristic", "Accept%", "Fitness", "Tok/call", "Speedup", "TV/tok", "Tok/s", "Invalid",
+            "ΔFitness"}
     if "TV/tok" not in headers:
         keep.add("E[TV]")
     return [c for c in cols if c[0] in keep]
@@ -108,10 +111,19 @@ def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]
         parts.append(", ".join(expected) + ".")
     text = " ".join(parts)
     gammas = {g for g in comparison.gamma.values() if g}
-    if gammas:
+    if gammas and comparison.costs is None:
         text += (f" Tok/call = expected tokens per target call with gamma {', '.join(map(str, sorted(gammas)))}"
                  f" (1 + sum_k prod_(i<=k) tau_i per block), Speedup = Tok/call / (gamma*c + 1) with draft/target"
                  f" cost ratio c = {comparison.cost_ratio:g}, TV/tok = expected TV per emitted token.")
+    elif gammas:
+        text += (f" Tok/call = expected tokens per target call with gamma {', '.join(map(str, sorted(gammas)))},"
+                 f" Tok/s = Tok/call / (target_forward_s(gamma + 1) + gamma * draft_token_s) of the cost file"
+                 f" {comparison.costs.source}, Speedup = Tok/s * plain_token_s, TV/tok = expected TV per emitted"
+                 f" token.")
+    if any(r.program_kind == "verify-length" for r in comparison.rows):
+        text += (" Verification-length policies (kind policy: best_fixed_gamma, confidence_threshold,"
+                 " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"
+                 " their Tok/s uses their own expected seconds per call.")
     if any(r.kind == "champion" for r in comparison.rows):
         pp = " (pp: percentage points)" if shown is None or "ΔAccept" in shown else ""
         text += f" Δ = champion minus {REFERENCE_RULE} on the same split{pp}."
@@ -140,6 +152,7 @@ def _wrap(line: str, width: int = TABLE_WIDTH) -> list[str]:
 #: ``{names}`` lists the rows of that kind. Per-token thresholds need no words.
 KIND_CAPTIONS: dict[str, str] = {
     THRESHOLD.name: "",
+    VERIFY_LENGTH.name: "",
     RELAXATION.name: ("{names}: relaxation weight w, scored as relaxed block verification: block verification"
                       " (Sun et al. 2024, arXiv 2403.10444) against (1 - w) p + w q with the split's gamma, TV/tok ="
                       " expected sum of w (1 - overlap) over the emitted positions per emitted token; no per-token"

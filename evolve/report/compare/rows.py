@@ -9,8 +9,10 @@ JSON, empty in CSV, ``-`` in the tables). A champion of kind ``relaxation``
 (:mod:`evolve.gp.kinds`: the weight w of relaxed block verification) has no
 per-token threshold either: its row holds relaxed block verification's block
 metrics alone (:class:`evolve.eval.relaxed_block.RelaxedMetrics`) in the same
-way. ``program_kind`` says which kind of program a rule's row scored
-(``threshold``, ``relaxation``; None for the verifier). :data:`ROW_KEYS` are
+way; so does a verification-length policy's row (:class:`evolve.eval.verify_length.LengthMetrics`) and
+the competitor policies' (kind ``policy``, :mod:`evolve.report.compare.speed`). ``program_kind`` says
+which kind of program a rule's row scored (``threshold``, ``relaxation``, ``verify-length``; None for
+the verifier). Under a cost file rows carry ``tokens_per_second`` and the cost file's ``speedup``. :data:`ROW_KEYS` are
 the keys of one JSON record or CSV row, in order.
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field, fields
 
 from evolve.traces.io import SPLITS
 from evolve.eval.block_verification import BlockVerificationMetrics
+from evolve.eval.costs import Costs
 from evolve.eval.evaluator import BLOCK_FIELDS, DEFAULT_COST_RATIO, Metrics
 from evolve.eval.relaxed_block import RelaxedMetrics
 from heuristics import registry
@@ -41,7 +44,7 @@ ROW_KEYS: tuple[str, ...] = (
     "false_accepts", "false_rejects", "expected_acceptance", "expected_tv", "expected_false_reject",
     "expected_quality", "expected_fitness", "n_invalid", "time_ms", "delta_fitness", "delta_acceptance",
     "delta_expected_fitness", "delta_expected_acceptance", "delta_expected_tv", "expression", "data",
-    "tokens_per_call", "speedup", "tv_per_token", "gamma", "cost_ratio", "program_kind",
+    "tokens_per_call", "speedup", "tv_per_token", "gamma", "cost_ratio", "program_kind", "tokens_per_second",
 )
 _METRIC_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Metrics))
 
@@ -87,9 +90,18 @@ class Row:
     verifier: BlockVerificationMetrics | RelaxedMetrics | None = None
     records: int | None = None
     program_kind: str | None = None
+    tokens_per_second: float | None = None
+    cost_speedup: float | None = None
 
     def value(self, name: str):
-        """A metric of the row (a :class:`Metrics` field name), or None when it has none (verifier rows)."""
+        """A metric of the row (a :class:`Metrics` field name, or ``tokens_per_second``), or None when it has
+        none (verifier rows). Under a cost file ``speedup`` is the cost file's (``cost_speedup``)."""
+        if name == "speedup" and self.cost_speedup is not None:
+            return self.cost_speedup
+        if name == "tokens_per_second":
+            if self.tokens_per_second is not None:
+                return self.tokens_per_second
+            return getattr(self.verifier, name, None)
         if self.metrics is not None:
             return getattr(self.metrics, name)
         if self.verifier is not None and name in BLOCK_FIELDS:
@@ -103,6 +115,7 @@ class Row:
         else:
             m = {k: self.value(k) for k in _METRIC_KEYS}
         values = {**m, "gamma": self.gamma, "cost_ratio": self.cost_ratio if self.gamma else None,
+                  "speedup": self.value("speedup"), "tokens_per_second": self.value("tokens_per_second"),
                   **{k: getattr(self, k) for k in (
             "heuristic", "kind", "split", "data", "time_ms", "expression", "delta_fitness", "delta_acceptance",
             "delta_expected_fitness", "delta_expected_acceptance", "delta_expected_tv", "program_kind")}}
@@ -127,6 +140,7 @@ class Comparison:
     gamma: dict[str, int | None] = field(default_factory=dict)
     cost_ratio: float = DEFAULT_COST_RATIO
     champions: dict[str, dict] = field(default_factory=dict)
+    costs: Costs | None = None
 
 
 __all__ = ["FORMATS", "SPLIT_CHOICES", "REFERENCE_RULE", "DEFAULT_REPEATS", "BLOCK_VERIFICATION", "VERIFIER",

@@ -67,7 +67,8 @@ from evolve.eval.evaluator import (
 )
 from evolve.eval.relaxed_block import RelaxedMetrics, attach, relaxed_of
 from evolve.eval.relaxed_population import evaluate_relaxed
-from evolve.gp.kinds import RELAXATION, THRESHOLD
+from evolve.eval.costs import Costs, load_costs
+from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
 from evolve.report.compare.format import (
     format_comparison,
 )
@@ -75,6 +76,7 @@ from evolve.report.compare.rows import (
     BLOCK_VERIFICATION, DEFAULT_REPEATS, FORMATS, REFERENCE_RULE, SPLIT_CHOICES, VERIFIER, Comparison,
     ComparedRule, Row,
 )
+from evolve.report.compare.speed import apply_costs, competitor_rows, length_scores
 from evolve.report.compare.verdict import champion_records
 from evolve.report.options import naming_param
 from evolve.report.output import check_output, resolve_format, write_output
@@ -257,14 +259,14 @@ def relaxed_missing_columns(rule: Rule, data: EvalData, traces: Traces | None = 
 
 
 def _threshold_scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-                      fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float):
+                      fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
     """A threshold rule: its :class:`Metrics` (:func:`timed_evaluate`)."""
     metrics, ms = timed_evaluate(rule, data, repeats, fitness, gamma, cost_ratio)
     return {"metrics": metrics}, ms
 
 
 def _relaxation_scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-                       fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float):
+                       fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
     """A relaxation rule: relaxed block verification's block metrics alone (:func:`timed_relaxed`), with the
     split's gamma; the per-token columns stay empty as for the ``block_verification`` row."""
     if traces is not None:
@@ -273,11 +275,21 @@ def _relaxation_scores(rule: Rule, data: EvalData, traces: Traces | None, repeat
     return {"metrics": None, "verifier": metrics, "records": data.n}, ms
 
 
+def _length_scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
+                   fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
+    """A verification-length policy: its tokens per second under ``costs`` (:mod:`evolve.report.compare.speed`)."""
+    return length_scores(rule, data, repeats, gamma, costs)
+
+
+def _length_missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[str]:
+    return [c for c in VERIFY_LENGTH.columns if c not in data.available]
+
+
 @dataclass(frozen=True)
 class KindScorer:
     """How the comparison scores a rule of one kind of program: ``missing(rule, data, traces)`` the columns
     it needs that the split lacks (the rule is then skipped with a note); ``score(rule, data, traces,
-    repeats, fitness, gamma, cost_ratio)`` -> (the :class:`Row` fields of its scores, best time in ms)."""
+    repeats, fitness, gamma, cost_ratio, costs)`` -> (the :class:`Row` fields of its scores, best time in ms)."""
 
     missing: Callable[[Rule, EvalData, Traces | None], list[str]]
     score: Callable[..., tuple[dict, float]]
@@ -287,12 +299,14 @@ class KindScorer:
 KIND_SCORERS: dict[str, KindScorer] = {
     THRESHOLD.name: KindScorer(lambda rule, data, traces: missing_columns(rule, data), _threshold_scores),
     RELAXATION.name: KindScorer(relaxed_missing_columns, _relaxation_scores),
+    VERIFY_LENGTH.name: KindScorer(_length_missing, _length_scores),
 }
 
 
 def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = DEFAULT_REPEATS,
                 fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), gamma: int | None = None,
-                cost_ratio: float = DEFAULT_COST_RATIO, traces: Traces | None = None) -> tuple[list[Row], list[str]]:
+                cost_ratio: float = DEFAULT_COST_RATIO, traces: Traces | None = None,
+                costs: Costs | None = None) -> tuple[list[Row], list[str]]:
     """Score every entry on one prepared split, each by its kind of program (:data:`KIND_SCORERS`).
 
     Returns (rows in entry order, notes): a rule needing an optional column the
@@ -313,7 +327,8 @@ def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = 
             notes.append(f"skipped {label} on {data.split or 'split'}: it needs column '{missing[0]}', "
                          f"which {data.source} lacks")
             continue
-        scores, ms = scorer.score(entry.rule, data, traces, repeats, fitness, gamma, cost_ratio)
+        scores, ms = scorer.score(entry.rule, data, traces, repeats, fitness, gamma, cost_ratio,
+                                  costs or ratio_costs(cost_ratio))
         scored.append((entry, label, {**scores, "program_kind": kind.name}, ms))
     ref = next((f["metrics"] for e, label, f, _ in scored if e.kind == "baseline" and e.rule.name == REFERENCE_RULE),
                None)
@@ -376,7 +391,7 @@ def block_verification_row(traces: Traces, data: EvalData, gamma: int | None, co
 def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Sequence[ComparedRule] | None = None,
                    repeats: int = DEFAULT_REPEATS, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
                    gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO,
-                   block_verification: bool = True) -> Comparison:
+                   block_verification: bool = True, costs: Costs | None = None) -> Comparison:
     """Load the split(s) of ``data_dir`` and score every entry on each.
 
     Every split is loaded and validated before any rule is scored. With
@@ -393,6 +408,10 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
             block length, see :func:`block_gamma`); an InputError naming the parameter
             ``gamma`` if it exceeds the split's block length.
         cost_ratio: draft/target cost ratio c for the speedup (Leviathan et al. 2023).
+        costs: a cost file's model (:mod:`evolve.eval.costs`): every row gets tokens per second and the
+            cost file's speedup, and the verification-length competitors follow each split's rows
+            (:mod:`evolve.report.compare.speed`); None: the speedup of ``cost_ratio``, and the competitors
+            only when a verification-length policy is compared.
 
     Raises: InputError for a missing or invalid dataset (see :func:`evolve.traces.io.load_split`)
     or an unknown split.
@@ -404,23 +423,46 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
     loaded = {s: EvalData.from_traces(t) for s, t in traces.items()}
     if entries is None:
         entries = collect_entries()
-    result = Comparison([], repeats=repeats, splits=splits, cost_ratio=cost_ratio)
+    result = Comparison([], repeats=repeats, splits=splits, cost_ratio=cost_ratio, costs=costs)
+    model = costs or ratio_costs(cost_ratio)
+    policies = costs is not None or any(e.rule.program_kind is VERIFY_LENGTH for e in entries)
+    tune = _tuning_split(data_dir, splits, loaded) if policies else None
     for s, data in loaded.items():
         result.gamma[s] = block_gamma(data, gamma)
         if gamma is not None:
             naming_param("gamma", check_gamma, gamma, data)
     for s, data in loaded.items():
-        rows, notes = score_split(entries, data, repeats, fitness, result.gamma[s], cost_ratio, traces[s])
+        rows, notes = score_split(entries, data, repeats, fitness, result.gamma[s], cost_ratio, traces[s], model)
         if block_verification:
             row, note = block_verification_row(traces[s], data, result.gamma[s], cost_ratio, repeats)
             rows += [row] if row is not None else []
             notes += [note] if note is not None else []
+        if policies:
+            rows += competitor_rows(data, result.gamma[s], model, *(tune or (None, s)))
+        if costs is not None:
+            rows = apply_costs(rows, costs)
         result.rows += rows
         result.notes += notes
         result.tokens[s] = data.n
         result.sources[s] = data.source
     result.champions = champion_records(dict(zip(_label(list(entries)), entries)))
     return result
+
+
+def ratio_costs(cost_ratio: float) -> Costs:
+    """The cost model of the evaluator's ``speedup`` with draft/target cost ratio ``cost_ratio``."""
+    return Costs((1.0,), float(cost_ratio), 1.0, source=f"flat verification, draft/target cost ratio {cost_ratio:g}")
+
+
+def _tuning_split(data_dir, splits, loaded) -> tuple[EvalData, str] | None:
+    """(the valid split, "valid") to tune the competitors on, when the dataset has one; None: tune on each
+    scored split itself."""
+    if "valid" in loaded:
+        return loaded["valid"], "valid"
+    try:
+        return EvalData.from_traces(load_split(data_dir, "valid")), "valid"
+    except InputError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -432,7 +474,7 @@ class BenchmarkOptions:
     :func:`default_champions_dir`); ``fmt`` (``--format``) and ``output``: the rendering and the file
     to write (None: the text is returned only); ``repeats``: timed evaluations per rule; ``gamma``:
     the draft length of the block metrics (None: each split's block length); ``cost_ratio``: the
-    speedup's draft/target cost ratio.
+    speedup's draft/target cost ratio; ``costs``: a cost file (JSON, :mod:`evolve.eval.costs`) for tokens per second.
     """
 
     data_dir: str | os.PathLike = "data"
@@ -444,6 +486,7 @@ class BenchmarkOptions:
     repeats: int = DEFAULT_REPEATS
     gamma: int | None = None
     cost_ratio: float = DEFAULT_COST_RATIO
+    costs: str | os.PathLike | None = None
 
 
 def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Comparison, str]:
@@ -461,7 +504,9 @@ def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Compariso
     check_output(o.output, inputs=(o.data_dir, *champion_files),
                  champion_dirs=(o.champions_dir or default_champions_dir(),))
     entries = collect_entries(champion_files, o.champions_dir)
-    comparison = run_comparison(o.data_dir, o.split, entries, o.repeats, gamma=o.gamma, cost_ratio=o.cost_ratio)
+    costs = load_costs(o.costs) if o.costs is not None else None
+    comparison = run_comparison(o.data_dir, o.split, entries, o.repeats, gamma=o.gamma, cost_ratio=o.cost_ratio,
+                                costs=costs)
     text = format_comparison(comparison, fmt)
     if o.output is not None:
         write_output(text, o.output)

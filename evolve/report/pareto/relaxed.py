@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from evolve.gp.kinds import RELAXATION, kind_from_config
+from evolve.gp.kinds import RELAXATION, THRESHOLD, ProgramKind, kind_from_config
 from evolve.traces.io import Traces
 from evolve.eval.evaluator import EvalData
 from evolve.eval.relaxed_block import FIXED_WEIGHTS, PHI_COLUMN, RELAXED_COLUMNS, attach
@@ -41,15 +41,21 @@ RELAXED_EVOLVED = "evolved_relaxed_block"
 RELAXED_KINDS: tuple[str, ...] = ("relaxed_family", "relaxed_evolved", "relaxed_rule")
 
 
-def is_relaxed_run(run_dir: str | os.PathLike) -> bool:
-    """Whether a run directory evolved relaxation weights (``--evolve relaxation``; its ``run.json`` config
-    says so, :func:`evolve.gp.kinds.kind_from_config`, which also reads older runs' ``verify = "block"``)."""
+def run_kind(run_dir: str | os.PathLike) -> ProgramKind:
+    """The kind of program a run directory evolved (its ``run.json`` config says so,
+    :func:`evolve.gp.kinds.kind_from_config`, which also reads older runs' ``verify = "block"``);
+    ``threshold`` when ``run.json`` cannot be read (the run's own loader then says why)."""
     path = Path(run_dir) / "run.json"
     try:
         config = json.loads(path.read_text()).get("config", {})
     except (OSError, ValueError, AttributeError):
-        return False
-    return kind_from_config(config) is RELAXATION
+        return THRESHOLD
+    return kind_from_config(config)
+
+
+def is_relaxed_run(run_dir: str | os.PathLike) -> bool:
+    """Whether a run directory evolved relaxation weights (``--evolve relaxation``, :func:`run_kind`)."""
+    return run_kind(run_dir) is RELAXATION
 
 
 def _points(exprs: Sequence[str], labels: Sequence[str], data: EvalData, gamma: int) -> list[RulePoint]:
@@ -185,13 +191,19 @@ def relaxed_lines(comp) -> list[str]:
 
 
 def split_runs(runs: Sequence[str | os.PathLike]) -> tuple[list, list]:
-    """(threshold runs, ``--evolve relaxation`` runs) of ``--run``, in order."""
+    """(threshold runs, ``--evolve relaxation`` runs) of ``--run``, in order.
+
+    Raises: InputError (:meth:`evolve.gp.kinds.ProgramKind.refuse`) for a run of another kind.
+    """
     token, relaxed = [], []
     for r in runs:
-        (relaxed if is_relaxed_run(r) else token).append(r)
+        kind = run_kind(r)
+        if kind not in (THRESHOLD, RELAXATION):
+            raise kind.refuse("python benchmark.py pareto", f"run {r}")
+        (relaxed if kind is RELAXATION else token).append(r)
     return token, relaxed
 
 
-__all__ = ["RELAXED_FAMILY", "RELAXED_EVOLVED", "RELAXED_KINDS", "is_relaxed_run", "relaxed_family_curve",
+__all__ = ["RELAXED_FAMILY", "RELAXED_EVOLVED", "RELAXED_KINDS", "is_relaxed_run", "run_kind", "relaxed_family_curve",
            "relaxed_rule_curve",
            "relaxed_evolved_curve", "relaxed_verdict", "relaxed_lines", "split_runs"]

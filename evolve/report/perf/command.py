@@ -255,7 +255,11 @@ class PerfOptions:
     ``islands`` the scale measurements instead (:func:`evolve.report.perf.islands.run_scale`:
     ``island_tokens``, ``large_tokens``, ``large_dir``, ``large_only``); with ``harvest_model`` the
     harvester's speed instead (:func:`evolve.report.perf.harvest.run_harvest_perf`: ``harvest_prompts``,
-    ``harvest_texts``, ``harvest_tokens``, ``threads``); both merge their figures into ``output``.
+    ``harvest_texts``, ``harvest_tokens``, ``threads``); with ``backend_curves`` (a .gguf) the forward cost
+    over T new tokens on both backends (:mod:`evolve.report.perf.backend_curves`, ``curve_repeats``); all
+    merge their figures into ``output``. With ``costs`` (a path) the cost file of the target ``harvest_model``
+    and the drafter (``draft``, ``skip_layers``, ``window``, ``ngram`` or ``exit_layer``) is measured and
+    written there instead (:mod:`evolve.report.perf.costs`: ``gamma_max``, ``cost_repeats``, ``threads``).
     """
 
     data_dir: str | os.PathLike = "data"
@@ -276,6 +280,16 @@ class PerfOptions:
     harvest_texts: int = 16
     harvest_tokens: int = 64
     threads: int | None = None
+    backend_curves: str | None = None
+    curve_repeats: int = 15
+    costs: str | os.PathLike | None = None
+    gamma_max: int = 6
+    cost_repeats: int = 7
+    draft: str | None = None
+    skip_layers: tuple[int, ...] | None = None
+    window: tuple[int, int] | None = None
+    ngram: tuple[int, ...] | None = None
+    exit_layer: int | None = None
 
 
 def perf_command(options: PerfOptions = PerfOptions(),
@@ -286,8 +300,27 @@ def perf_command(options: PerfOptions = PerfOptions(),
     Returns (the report written, its rendering). Raises: InputError naming the parameter of a bad option.
     """
     o = options
+    if o.costs is not None:  # a cost file (evolve.report.perf.costs), not the report
+        from evolve.report.perf.costs import measure_costs, render_costs, write_costs
+        from evolve.traces.harvest.config import HarvestConfig
+
+        if o.harvest_model is None:
+            raise InputError("a cost file needs the target model", param="target")
+        check_output(o.costs, inputs=(o.harvest_model, o.harvest_prompts))
+        config = HarvestConfig(target=o.harvest_model, prompts=o.harvest_prompts, draft=o.draft,
+                               skip_layers=o.skip_layers, window=o.window, ngram=o.ngram, exit_layer=o.exit_layer,
+                               gamma=o.gamma_max, threads=o.threads)
+        doc = measure_costs(config, o.gamma_max, o.cost_repeats, progress=progress)
+        write_costs(o.costs, doc)
+        return doc, render_costs(doc)
     check_output(o.output, inputs=(o.data_dir,))
-    if o.harvest_model is not None:
+    if o.backend_curves is not None:
+        from evolve.report.perf.backend_curves import render_backend_curves, run_backend_curves
+        from evolve.report.perf.islands import merge_into
+
+        figures = run_backend_curves(o.backend_curves, repeats=o.curve_repeats, progress=progress)
+        report, text = merge_into(o.output, figures), render_backend_curves(figures)
+    elif o.harvest_model is not None:
         from evolve.report.perf.harvest import render_harvest, run_harvest_perf
         from evolve.report.perf.islands import merge_into
 

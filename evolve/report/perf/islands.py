@@ -133,9 +133,25 @@ REFERENCE_TOKENS = 1_000_000
 LARGE_MODEL, LARGE_SEED = "vocab", 42
 
 
+#: Seconds the generating child gets to stop by itself after the parent was interrupted (a Ctrl-C reaches
+#: both), and then again after a SIGINT of its own, before it is terminated (its temporary files are then
+#: removed by the parent).
+CHILD_STOP_SECONDS = (2.0, 30.0)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def _generate_child(queue, kwargs: dict) -> None:
-    """In a child process: :func:`evolve.traces.synth.chunked.generate_chunked` with progress lines sent on ``queue``."""
+    """In a child process: :func:`evolve.traces.synth.chunked.generate_chunked` with progress lines sent on ``queue``.
+
+    SIGTERM stops it as SIGINT does (a KeyboardInterrupt), so the dataset writer removes its temporary files.
+    """
+    import signal
+
     from evolve.traces.synth.chunked import generate_chunked
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         t0 = time.perf_counter()
         generate_chunked(**kwargs, progress=lambda msg: queue.put(("progress", msg)))
@@ -183,6 +199,42 @@ def drop_from_page_cache(path) -> bool:
     return True
 
 
+def _stop_child(child, path: Path, fresh: bool) -> None:
+    """Stop the process generating the dataset ``path`` and remove the temporary files its write left.
+
+    A Ctrl-C in a terminal reaches the child too, which then removes its own temporary files; it gets
+    a moment for that, then a SIGINT of its own, then SIGTERM (which it also turns into an interrupt),
+    and SIGKILL as the last resort. Whatever stopped it, the temporary files of its write that are left
+    (their writer gone) are removed here (:func:`evolve.traces.io.remove_stale_temps`), and so is
+    ``path`` itself when it did not exist before (``fresh``) and is empty.
+    """
+    import signal
+
+    from evolve.traces.io import METADATA_FILE, remove_stale_temps
+
+    first, second = CHILD_STOP_SECONDS
+    child.join(first)
+    if child.is_alive():
+        try:
+            os.kill(child.pid, signal.SIGINT)
+        except OSError:
+            pass
+        child.join(second)
+    if child.is_alive():
+        child.terminate()
+        child.join(5.0)
+    if child.is_alive():
+        child.kill()
+    child.join()
+    for name in ("train.parquet", METADATA_FILE):
+        remove_stale_temps(path, name)
+    if fresh:
+        try:
+            path.rmdir()
+        except OSError:  # not empty (or already gone)
+            pass
+
+
 def large_dataset(directory, tokens: int, chunk_sequences: int,
                   progress: Callable[[str], None] | None = None) -> dict:
     """The train split of about ``tokens`` tokens in ``directory/vocab-seed42-<tokens>``, generated unless present.
@@ -219,6 +271,7 @@ def large_dataset(directory, tokens: int, chunk_sequences: int,
         kwargs = {"out": str(path), "model": LARGE_MODEL, "seed": LARGE_SEED, "sequences": sequences,
                   "chunk_sequences": chunk_sequences, "splits": ("train",)}
         child = ctx.Process(target=_generate_child, args=(channel, kwargs), daemon=True)
+        fresh = not path.exists()
         child.start()
         try:
             while seconds is None:
@@ -235,8 +288,8 @@ def large_dataset(directory, tokens: int, chunk_sequences: int,
                 else:
                     say(f"large dataset: {value}")
         finally:
-            if child.is_alive() and seconds is None:
-                child.terminate()
+            if seconds is None:  # interrupted or failed: stop the child and leave no temporary file behind
+                _stop_child(child, path, fresh)
             child.join()
     meta = load_metadata(path)
     return {"path": str(path), "tokens": meta["statistics"]["train"]["tokens"], "sequences": sequences,

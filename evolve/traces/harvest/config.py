@@ -2,7 +2,7 @@
 
 Every field of :class:`HarvestConfig` is a ``generate_data.py harvest`` option of the
 same name (``skip_layers`` is ``--draft-skip-layers``, ``window`` is
-``--draft-window``); its errors name the field (:class:`evolve.errors.InputError`'s
+``--draft-window``, ``ngram`` is ``--draft-ngram``, ``exit_layer`` is ``--draft-exit-layer``); its errors name the field (:class:`evolve.errors.InputError`'s
 ``param``), which the command line shows as the option the value came from. The
 command line parses the list-valued options (:mod:`evolve.cli.types`).
 """
@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 
 from evolve.errors import InputError
+from evolve.engine.backends import BACKEND_NAMES
+from evolve.engine.drafters import DRAFTER_FIELDS, chosen_drafters
 
 #: Torch dtypes the models can run in.
 DTYPES = ("float32", "bfloat16", "float16")
@@ -21,12 +23,15 @@ DTYPES = ("float32", "bfloat16", "float16")
 class HarvestConfig:
     """Everything a harvest depends on (the CLI options).
 
-    Exactly one drafter: ``draft`` (path of a second model), ``skip_layers`` (0-based decoder
-    layer indices of the target to skip) or ``window`` ((sink, recent) token counts).
+    Exactly one drafter (:data:`evolve.engine.drafters.DRAFTERS`): ``draft`` (path of a second model),
+    ``skip_layers`` (0-based decoder layer indices of the target to skip), ``window`` ((sink, recent)
+    token counts), ``ngram`` ((max,) or (max, min) n-gram sizes of prompt lookup) or ``exit_layer``
+    (early exit after the target's first K decoder layers).
     ``temperature`` 0 means greedy decoding; ``top_k`` (0: off) and ``top_p`` (1: off) truncate
     both models' distributions after the temperature (:func:`evolve.engine.distributions.distributions`).
     ``dtype`` is the torch dtype the models run in, ``threads`` the torch CPU thread count (None:
-    torch's default), ``batch_size`` the number of texts decoded together.
+    torch's default), ``batch_size`` the number of texts decoded together, ``backend`` what runs the
+    models (:mod:`evolve.engine.backends`: ``torch`` or ``llama_cpp``; llama.cpp uses ``threads`` too).
     """
 
     target: str
@@ -45,14 +50,16 @@ class HarvestConfig:
     top_k: int = 0
     top_p: float = 1.0
     batch_size: int = 1
+    backend: str = "torch"
+    ngram: tuple[int, ...] | None = None
+    exit_layer: int | None = None
 
     def check(self) -> None:
         """Validate the values (not the files). Raises InputError naming the field (``param``)."""
-        chosen = [name for name, v in (("draft", self.draft), ("skip_layers", self.skip_layers),
-                                       ("window", self.window)) if v is not None]
+        chosen = [d.field for d in chosen_drafters(self)]
         if len(chosen) != 1:
             what = "none was given" if not chosen else f"got {' and '.join(chosen)}"
-            raise InputError(f"drafter: choose exactly one of draft, skip_layers and window ({what})")
+            raise InputError(f"drafter: choose exactly one of {', '.join(DRAFTER_FIELDS)} ({what})")
         if self.gamma < 1:
             raise InputError(f"must be at least 1 (value {self.gamma})", param="gamma")
         if self.max_new_tokens < 2:
@@ -70,14 +77,10 @@ class HarvestConfig:
             raise InputError(f"must be >= 0 (value {self.seed})", param="seed")
         if self.threads is not None and self.threads < 1:
             raise InputError(f"must be at least 1 (value {self.threads})", param="threads")
+        if self.backend not in BACKEND_NAMES:
+            raise InputError(f"unknown backend '{self.backend}' (choose from {', '.join(BACKEND_NAMES)})",
+                             param="backend")
         if self.dtype not in DTYPES:
             raise InputError(f"unknown dtype '{self.dtype}' (choose from {', '.join(DTYPES)})", param="dtype")
-        if self.skip_layers is not None:
-            if not self.skip_layers:
-                raise InputError("the list is empty", param="skip_layers")
-            if any(i < 0 for i in self.skip_layers):
-                raise InputError(f"layer indices are >= 0 (value {min(self.skip_layers)})", param="skip_layers")
-        if self.window is not None:
-            sink, recent = self.window
-            if sink < 0 or recent < 1:
-                raise InputError(f"SINK must be >= 0 and RECENT >= 1 (value {sink},{recent})", param="window")
+        for drafter in chosen_drafters(self):
+            drafter.check_value(getattr(self, drafter.field))

@@ -68,10 +68,9 @@ import pandas as pd
 
 from evolve.traces.harvest.config import HarvestConfig
 from evolve.engine.distributions import block_records, distributions, residual_distribution, sample_index
-from evolve.engine.drafters import Drafter, ModelDrafter, SkipLayerDrafter, WindowDrafter
-from evolve.engine.models import (
-    LoadedModel, _torch, check_rollback, check_same_tokenizer, eos_ids, load_model, resolve_model, sha256_file,
-)
+from evolve.engine.backends import get_backend
+from evolve.engine.drafters import Drafter, drafter_for
+from evolve.engine.models import LoadedModel, _torch, check_same_tokenizer, eos_ids, resolve_model, sha256_file
 from evolve.traces.harvest.progress import ProgressBar, stderr_console
 from evolve.traces.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
 from evolve.traces.harvest.resume import (
@@ -79,6 +78,7 @@ from evolve.traces.harvest.resume import (
     part_path, write_part,
 )
 from evolve.engine.runner import BatchKV, Runner
+from evolve.engine.threads import apply_threads
 from evolve.traces.io import atomic_write_text
 from evolve.traces.schema import COLUMNS
 from evolve.traces.synth.generate import check_output_dir
@@ -161,7 +161,7 @@ class SpeculativeEngine:
     """
 
     def __init__(self, target: LoadedModel, drafter: Drafter, temperature: float, vocab: int,
-                 eos: set[int], device: str = "cpu", top_k: int = 0, top_p: float = 1.0):
+                 eos: set[int], device: str = "cpu", top_k: int = 0, top_p: float = 1.0, runner=None):
         self.target = target
         self.drafter = drafter
         self.temperature = float(temperature)
@@ -169,12 +169,13 @@ class SpeculativeEngine:
         self.vocab = vocab
         self.eos = set(eos)
         self.device = device
-        self.run = Runner(target.model, vocab, device)
+        # ``runner``: the backend's target runner (:mod:`evolve.engine.backends`); default the torch Runner
+        self.run = runner if runner is not None else Runner(target.model, vocab, device)
 
     def distributions(self, logits) -> tuple[np.ndarray, np.ndarray]:
-        """The sampling distributions (float64 (m, V)) and entropies of logits (m, V) under this
-        engine's temperature, top-k and top-p."""
-        return distributions(logits, self.temperature, self.top_k, self.top_p)
+        """The sampling distributions (float64 (m, V), or :class:`evolve.engine.onehot.OneHot` rows at
+        temperature 0) and entropies of logits (m, V) under this engine's temperature, top-k and top-p."""
+        return distributions(logits, self.temperature, self.top_k, self.top_p, sparse_greedy=True)
 
     def forward_seconds(self) -> float:
         """Wall seconds spent in model forward passes so far (target and drafter)."""
@@ -182,7 +183,13 @@ class SpeculativeEngine:
 
     def new_batch(self, size: int) -> Batch:
         """An empty batch of ``size`` rows."""
-        return Batch([None] * size, BatchKV(size, self.device))
+        return Batch([None] * size, self.new_kv(size))
+
+    def new_kv(self, size: int):
+        """An empty target cache of ``size`` rows: the runner's own cache view when it has one (llama.cpp),
+        else a :class:`BatchKV`."""
+        make = getattr(self.run, "new_kv", None)
+        return make(size) if make is not None else BatchKV(size, self.device)
 
     def start(self, batch: Batch, row: int, index: int, prompt_ids: Sequence[int], rng: np.random.Generator) -> None:
         """Put text ``index`` into the free ``row``: prefill the target (and draft model) with the
@@ -316,32 +323,30 @@ def build(config: HarvestConfig) -> Setup:
     window that do not fit the target, an unsupported architecture.
     """
     config.check()
+    backend = get_backend(config.backend)
+    backend.check(config)
     target_src = resolve_model(config.target, "target")
-    if config.threads is not None:
-        torch, _ = _torch()
-        torch.set_num_threads(config.threads)
+    apply_threads(config.threads)  # None: 1 thread on a machine with <= 2 cores (evolve.engine.threads)
     draft_src = resolve_model(config.draft, "draft") if config.draft is not None else None
-    target = load_model(target_src, config.dtype, config.device)
-    draft = load_model(draft_src, config.dtype, config.device) if draft_src is not None else None
+    target = backend.load(target_src, config)
+    draft = backend.load(draft_src, config) if draft_src is not None else None
     for loaded in (target, draft):
         if loaded is not None:
-            check_rollback(loaded)
+            backend.check_rollback(loaded)
     vocab = target.vocab_out
     if draft is not None:
         vocab = min(vocab, draft.vocab_out)
         check_same_tokenizer(target, draft, vocab)
-    if draft is not None:
-        drafter: Drafter = ModelDrafter(draft, vocab, config.device)
-    elif config.skip_layers is not None:
-        drafter = SkipLayerDrafter(target, config.skip_layers, vocab, config.device)
-    else:
-        drafter = WindowDrafter(target, *config.window, vocab, config.device)
+    drafter: Drafter | None = backend.drafter(config, draft, vocab)  # None: the torch drafters below
+    if drafter is None:
+        drafter = drafter_for(config, target, draft, vocab)
     eos = eos_ids(target)
     engine = SpeculativeEngine(target, drafter, config.temperature, vocab, eos, config.device, config.top_k,
-                               config.top_p)
+                               config.top_p, runner=backend.runner(target, vocab, config))
     description = {
-        "target": {"path": str(target_src.path), "format": target_src.kind, "architecture": target.architecture,
-                   "sha256": target_src.hashes()},
+        "target": {"path": str(target_src.path), "format": target_src.kind,
+                   "architecture": backend.architecture(target), "sha256": target_src.hashes(),
+                   **({"backend": backend.name} if backend.name != "torch" else {})},
         "drafter": dict(drafter.settings(), **({"sha256": draft_src.hashes()} if draft_src else {})),
         "vocab_size": vocab,
         "eos_token_ids": sorted(eos),

@@ -70,6 +70,7 @@ def fingerprint(config: HarvestConfig, description: dict[str, Any], prompts_sha:
         # top-k/top-p enter only when used, so the harvests made before these options resume as before
         **({"top_k": config.top_k} if config.top_k else {}),
         **({"top_p": config.top_p} if config.top_p < 1.0 else {}),
+        **({"backend": config.backend} if config.backend != "torch" else {}),
     }
 
 

@@ -1,0 +1,106 @@
+"""Backends: what runs the models' forward passes (``--backend`` of ``generate_data.py harvest`` and
+``benchmark.py live``).
+
+A backend loads a model (:meth:`Backend.load`), checks that its cache can be rolled back, makes the
+target's runner (``run(kv, feeds, n_logits)`` returning torch logits, ``run.prefill``, ``run.seconds``;
+a runner with ``new_kv(batch)`` brings its own cache view, else :class:`evolve.engine.runner.BatchKV`)
+and, when it has its own, the drafter (None: the torch drafters of :mod:`evolve.engine.drafters`). The decode loops (:mod:`evolve.traces.harvest.engine`, :mod:`evolve.sim.live`) are the
+same for every backend.
+
+* ``torch``: transformers models in torch (:mod:`evolve.engine.runner`; GGUF files dequantised), every
+  drafter, batches;
+* ``llama_cpp``: GGUF files on llama.cpp's own kernels (:mod:`evolve.engine.llama_cpp`; the optional
+  extra ``llama``), the model drafter, one text at a time.
+
+Adding a backend is one module with a :class:`Backend` subclass and one entry in :data:`BACKENDS`.
+Nothing heavy is imported here: torch and llama_cpp are imported when a model is loaded.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from evolve.errors import InputError
+
+
+class Backend:
+    """The torch backend; the base class of the others (see the module doc)."""
+
+    name = "torch"
+
+    def check(self, config) -> None:
+        """Refuse, in one line naming the option, what the backend cannot run (before loading anything)."""
+
+    def load(self, source, config):
+        """Load a resolved model (:class:`evolve.engine.models.ModelSource`) for ``config`` (a HarvestConfig)."""
+        from evolve.engine.models import load_model
+
+        return load_model(source, config.dtype, config.device)
+
+    def check_rollback(self, loaded) -> None:
+        """Refuse a model whose cache cannot be rolled back after a rejected draft."""
+        from evolve.engine.models import check_rollback
+
+        check_rollback(loaded)
+
+    def architecture(self, loaded) -> str:
+        return loaded.architecture
+
+    def runner(self, loaded, vocab: int, config):
+        """The target's runner."""
+        from evolve.engine.runner import Runner
+
+        return Runner(loaded.model, vocab, config.device)
+
+    def drafter(self, config, draft, vocab: int):
+        """The backend's own drafter for ``config`` (``draft``: the loaded draft model or None), or None:
+        the torch drafters (:mod:`evolve.engine.drafters`, built by the harvest's ``build``)."""
+        return None
+
+
+class LlamaCppBackend(Backend):
+    """llama.cpp through llama-cpp-python (:mod:`evolve.engine.llama_cpp`)."""
+
+    name = "llama_cpp"
+
+    def check(self, config) -> None:
+        from evolve.engine.llama_cpp import check_config
+
+        check_config(config)
+
+    def load(self, source, config):
+        from evolve.engine.llama_cpp import load_llama
+        from evolve.engine.threads import default_threads
+
+        return load_llama(source, config.threads if config.threads is not None else default_threads())
+
+    def check_rollback(self, loaded) -> None:
+        """Done by :func:`evolve.engine.llama_cpp.load_llama` (recurrent models are refused there)."""
+
+    def architecture(self, loaded) -> str:
+        from evolve.engine.llama_cpp import architecture
+
+        return architecture(loaded)
+
+    def runner(self, loaded, vocab: int, config):
+        from evolve.engine.llama_cpp import LlamaRunner
+
+        return LlamaRunner(loaded.model, vocab)
+
+    def drafter(self, config, draft, vocab: int):
+        from evolve.engine.llama_cpp import LlamaModelDrafter, check_config
+
+        check_config(config)
+        return LlamaModelDrafter(draft, vocab)
+
+
+#: name -> backend class.
+BACKENDS: dict[str, type[Backend]] = {"torch": Backend, "llama_cpp": LlamaCppBackend}
+#: The names, in the order the command line lists them.
+BACKEND_NAMES: tuple[str, ...] = tuple(BACKENDS)
+
+
+def get_backend(name: str) -> Any:
+    """The backend called ``name``. Raises InputError (param ``backend``) for an unknown name."""
+    if name not in BACKENDS:
+        raise InputError(f"unknown backend '{name}' (choose from {', '.join(BACKEND_NAMES)})", param="backend")
+    return BACKENDS[name]()

@@ -1,0 +1,151 @@
+"""Base classes of the drafters (:mod:`evolve.engine.drafters` holds the drafters and their registry).
+
+:class:`Drafter` is what the engine calls (settings, start, propose, commit); :class:`_SelfDrafter`
+runs (part of) the target on the target's own KV cache and crops it back; :func:`kept_layers_model`
+builds the target restricted to some of its decoder layers (weights shared, nothing copied).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Sequence
+
+import numpy as np
+
+from evolve.errors import InputError
+from evolve.engine.distributions import sample_index
+from evolve.engine.onehot import OneHot
+from evolve.engine.runner import BatchKV, Runner
+
+
+def _shallow(module):
+    """A copy of an nn.Module that shares its parameters, buffers and submodules."""
+    c = copy.copy(module)
+    c._modules = dict(module._modules)
+    c._parameters = dict(module._parameters)
+    c._buffers = dict(module._buffers)
+    return c
+
+
+def _stack(rows: list):
+    """One row per drafted token -> (k, V) float64, or :class:`OneHot` rows (greedy), or None for none."""
+    if not rows:
+        return None
+    if isinstance(rows[0], OneHot):
+        return OneHot(np.asarray([int(r.ids) for r in rows], dtype=np.int64), rows[0].vocab)
+    return np.stack(rows)
+
+
+class Drafter:
+    """Base class: proposes up to k_i tokens for every row of a batch, with their full draft distributions.
+
+    The ``engine`` argument of the methods is the :class:`evolve.traces.harvest.engine.SpeculativeEngine`
+    running the drafter (its ``sampling`` settings and ``eos`` ids are read); ``batch`` is its
+    :class:`evolve.traces.harvest.engine.Batch` (``batch.rows[i]`` the state of row i's text or None,
+    ``batch.kv`` the target's :class:`evolve.engine.runner.BatchKV`).
+    """
+
+    kind = ""
+    #: The :class:`evolve.traces.harvest.config.HarvestConfig` field (and command-line parameter) selecting it.
+    field = ""
+
+    @classmethod
+    def check_value(cls, value) -> None:
+        """Validate the option's value without the models (InputError with ``param=cls.field``)."""
+
+    @classmethod
+    def build(cls, target, draft, value, vocab: int, device: str) -> "Drafter":
+        """The drafter for the option's ``value`` (``draft`` the loaded draft model or None)."""
+        raise NotImplementedError
+
+    def settings(self) -> dict[str, Any]:
+        """The drafter's kind and parameters, as written into the dataset's metadata."""
+        raise NotImplementedError
+
+    def start(self, engine, batch, row: int) -> None:
+        """Prepare drafter state for the new text of ``row`` (``batch.rows[row].ctx`` is its prompt)."""
+
+    def propose(self, engine, batch, ks: Sequence[int]):
+        """Draft up to ``ks[i]`` tokens for row i (stopping after an end-of-sequence token).
+
+        Each draft is sampled from q with one uniform of the row's own random stream.
+        Returns: per row (token ids list, q float64 (k'_i, V), entropies float64 (k'_i,)); rows with
+        ``ks[i] == 0`` get an empty list and None.
+        """
+        raise NotImplementedError
+
+    def commit(self, engine, batch, valid: Sequence[int | None]) -> None:
+        """Keep drafter state for the first ``valid[i]`` context tokens of row i (None: row unchanged)."""
+
+    def _draft_loop(self, run: Runner, kv: BatchKV, batch, feeds, ks, engine, allowed=None):
+        rows = range(len(ks))
+        drafts: list[list[int]] = [[] for _ in rows]
+        dists: list[list] = [[] for _ in rows]
+        ents: list[list] = [[] for _ in rows]
+        feeds = [list(f) if k else [] for f, k in zip(feeds, ks)]
+        while any(feeds):
+            logits = run(kv, feeds, 1, allowed)
+            live = [i for i in rows if feeds[i]]
+            q, h = engine.distributions(logits[live, -1])
+            for r, i in enumerate(live):
+                x = sample_index(q[r], batch.rows[i].rng.random())
+                drafts[i].append(x)
+                dists[i].append(q[r])
+                ents[i].append(h[r])
+                feeds[i] = [] if (x in engine.eos or len(drafts[i]) >= ks[i]) else [x]
+        return [(drafts[i], _stack(dists[i]), np.asarray(ents[i])) for i in rows]
+
+
+class _SelfDrafter(Drafter):
+    """A drafter that runs (part of) the target on the target's own KV cache, then crops it back."""
+
+    def __init__(self, model, vocab: int, device: str):
+        self.run = Runner(model, vocab, device)
+
+    def allowed(self):
+        """``allowed(i, j)``: may query position i attend to key position j (beyond causality)?
+
+        Self-drafters always pass an explicit mask: a skipped layer's cache lags behind during drafting,
+        so the model must not derive the mask from the cache length."""
+        return lambda i, j: j >= 0
+
+    def propose(self, engine, batch, ks):
+        kv = batch.kv
+        slots, lengths = kv.slots, list(kv.lengths)
+        feeds = [r.ctx[kv.lengths[i]:] if r is not None else [] for i, r in enumerate(batch.rows)]
+        try:
+            return self._draft_loop(self.run, kv, batch, feeds, ks, engine, self.allowed())
+        finally:
+            kv.crop(slots, lengths)
+
+
+
+def kept_layers_model(target, keep: Sequence[int], param: str):
+    """A shallow copy of the target's causal LM whose ``model.layers`` holds only the decoder layers ``keep``
+    (0-based, increasing), with the target's final norm and LM head; weights and buffers are shared.
+
+    Raises InputError (``param``) when the target keeps no ``model.model.layers`` (Llama-like models only).
+    """
+    import torch
+
+    model = target.model
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList):
+        raise InputError(f"the target's architecture ({type(model).__name__}) keeps no decoder layers in "
+                         f"model.model.layers; layer skipping supports Llama-like models only", param=param)
+    draft_inner = _shallow(inner)
+    draft_inner.layers = torch.nn.ModuleList([layers[i] for i in keep])
+    draft = _shallow(model)
+    draft.model = draft_inner
+    return draft
+
+
+def target_layers(target, param: str) -> int:
+    """Number of decoder layers of a Llama-like target (InputError ``param`` for another architecture)."""
+    import torch
+
+    layers = getattr(getattr(target.model, "model", None), "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList):
+        raise InputError(f"the target's architecture ({type(target.model).__name__}) keeps no decoder layers in "
+                         f"model.model.layers; layer skipping supports Llama-like models only", param=param)
+    return len(layers)

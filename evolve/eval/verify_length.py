@@ -1,0 +1,282 @@
+"""Verification-length policies from records: how many drafted tokens to send, scored in tokens per second.
+
+A speculative step drafts tokens one at a time and then calls the target once on them. A
+verification-length policy (kind ``verify-length``, :mod:`evolve.gp.kinds`) decides, before each
+draft step k = 0, 1, ... (k tokens drafted so far), whether to draft one more: the step drafts token
+k + 1 iff the program's value v_k > 0 (NaN: stop), up to ``gamma`` tokens. Only what is known before
+the target is called may be read, the drafter's side of the last drafted token k:
+
+* ``draft_prob``: q_k(x_k), its probability under the drafter (1 before the first draft);
+* ``draft_top_prob``: the drafter's largest probability at that position (1 before the first draft;
+  when the data has the column);
+* ``draft_entropy``: the drafter's entropy there, in nats (0 before the first draft);
+* ``draft_cumprob``: prod_{i<=k} q_i(x_i), the drafter's probability of the whole drafted prefix
+  (1 before the first draft): the survival estimate of confidence-scheduled verification;
+* ``draft_index``: k; ``position``: the text position of the token about to be drafted.
+
+Every drafted token is verified with the standard rule (lossless; Leviathan et al. 2023, arXiv
+2211.17192), so a block of L drafts emits, in expectation over the target's test,
+
+    tokens(L) = 1 + sum_{j=1..L} prod_{i<=j} min(1, p_i / q_i)
+
+and costs seconds(L) = target_forward_s(L + 1) + L * draft_token_s (:mod:`evolve.eval.costs`); L = 0
+is a plain decoding step. Tokens per second = sum over blocks of tokens / sum of seconds (exact from
+the records of data harvested with ``gamma_max`` drafts per block: every shorter prefix is scored
+from the same records; the prefixes themselves are those the harvest's own decoding visited).
+
+Competitors, each scored by the same kernel (:func:`competitors`):
+
+* ``best_fixed_gamma``: the fixed draft length (0..gamma) with the most tokens per second (picked on
+  the split given to :func:`competitors`, e.g. valid);
+* ``confidence_threshold``: stop when the drafter's top probability of the last drafted token is
+  below h (SpecDec++, Huang et al. 2024, arXiv 2405.19715, stops on a predicted rejection
+  probability; DFlash's confidence variant in vLLM uses the draft's top probability), h tuned;
+* ``survival_prefix``: draft ``gamma`` tokens, then verify the prefix L that maximises expected
+  tokens per second with the cumulative product of the drafter's probabilities as the survival
+  estimate (confidence-scheduled verification of DSpark, Cheng et al. 2026, arXiv 2607.05147).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from numba import njit
+
+from evolve.errors import InputError
+from evolve.eval.costs import DEFAULT_COSTS, Costs
+from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, check_features
+from evolve.eval.population import PopulationEvaluator
+from evolve.eval.scoring import packed_thresholds
+from evolve.gp.primitives import FEATURES
+
+#: Features a verification-length policy reads (:data:`evolve.gp.kinds.VERIFY_LENGTH`).
+POLICY_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
+                                    "draft_cumprob")
+#: Grid of h of the ``confidence_threshold`` competitor.
+CONFIDENCE_GRID: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(1, 20))
+
+
+@dataclass(frozen=True)
+class LengthMetrics:
+    """A verification-length policy's metrics on one split (per target call, expectations from the records).
+
+    ``records``: records scored; ``blocks``: speculation blocks; ``tokens_per_call``: expected tokens
+    per target call; ``seconds_per_call``: expected seconds per call under the cost file;
+    ``tokens_per_second`` = their ratio; ``speedup`` = tokens per second times ``plain_token_s``;
+    ``mean_verified``: drafted (and verified) tokens per call; ``tv_per_token``: 0 (lossless).
+    """
+
+    records: int
+    blocks: int
+    tokens_per_call: float
+    seconds_per_call: float
+    tokens_per_second: float
+    speedup: float
+    mean_verified: float
+    tv_per_token: float = 0.0
+
+    def to_dict(self) -> dict:
+        """Plain dict of the fields."""
+        return asdict(self)
+
+
+def decision_data(data: EvalData) -> EvalData:
+    """The decision rows of ``data``: row j of block b holds what is known before drafting the block's
+    token j (see the module doc), and ``r`` the acceptance probability min(1, p/q) of that token.
+
+    Returns an :class:`EvalData` with the same records order, whose available features are
+    :data:`POLICY_FEATURES` (``draft_top_prob`` when ``data`` has it) and the core features (the
+    target's read as NaN: a policy may not read them, :data:`evolve.gp.kinds.VERIFY_LENGTH`).
+    Raises: InputError when ``data`` has no ``draft_index``.
+    """
+    if data.depth is None:
+        raise InputError(f"{data.source}: a verification-length policy needs column 'draft_index' (speculation "
+                         f"blocks)")
+    n = data.n
+    depth = data.depth
+    q = data.feature("draft_prob")
+    top = data.feature("draft_top_prob") if "draft_top_prob" in data.available else None
+    ent = data.feature("draft_entropy")
+    start = depth == 0
+    prev = np.roll(np.arange(n), 1)
+    rows: dict[str, np.ndarray] = {}
+    rows["draft_prob"] = np.where(start, 1.0, q[prev])
+    rows["draft_entropy"] = np.where(start, 0.0, ent[prev])
+    if top is not None:
+        rows["draft_top_prob"] = np.where(start, 1.0, top[prev])
+    rows["draft_cumprob"] = _cumprob_before(q, depth)
+    rows["draft_index"] = depth.astype(np.float64)
+    rows["position"] = data.feature("position")
+    available = [f for f in FEATURES if f in rows or f in ("target_prob", "target_entropy", "top_token_match")]
+    X = np.stack([rows.get(f, np.full(n, np.nan)) for f in available])
+    return EvalData(X, data.r, data.u, data.b, tuple(available), source=data.source, split=data.split,
+                    bounds=data.bounds, block_length=data.block_length)
+
+
+def _cumprob_before(q: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    out = np.empty(q.size)
+    acc = 1.0
+    for i in range(q.size):
+        if depth[i] == 0:
+            acc = 1.0
+        out[i] = acc
+        acc *= q[i]
+    return out
+
+
+@njit(cache=True)
+def length_counts(v, r, depth, gamma, forward, draft_s, out):
+    """Per-block reduction of policy values ``v`` float64 (n,) (draft token j of a block iff v_0..v_j > 0).
+
+    ``r`` float64 (n,) min(1, p/q) of each record, ``depth`` float64 (n,) its draft_index; ``forward``
+    float64 (gamma + 1,) seconds of a target forward over 1..gamma + 1 new tokens; ``draft_s`` seconds per
+    drafted token. Adds to ``out`` float64 (4,): blocks, sum of expected tokens, sum of seconds, sum of
+    verified drafts.
+    """
+    n = v.size
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and depth[j] != 0:
+            j += 1
+        g = min(j - i, gamma)
+        L = 0
+        while L < g and v[i + L] > 0.0:
+            L += 1
+        tokens, reach = 1.0, 1.0
+        for k in range(L):
+            reach *= r[i + k]
+            tokens += reach
+        out[0] += 1.0
+        out[1] += tokens
+        out[2] += forward[L] + L * draft_s
+        out[3] += L
+        i = j
+
+
+@njit(cache=True)
+def survival_counts(q, r, depth, gamma, forward, draft_s, out):
+    """The ``survival_prefix`` competitor: draft ``gamma`` tokens (or the block's rows), then verify the prefix
+    L maximising (1 + sum_{k<=L} S_k) / (forward[L] + drafted * draft_s), S_k = prod_{i<=k} q_i. Adds to ``out`` as
+    :func:`length_counts`."""
+    n = q.size
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and depth[j] != 0:
+            j += 1
+        g = min(j - i, gamma)
+        best_L, best, est, surv = 0, 1.0 / (forward[0] + g * draft_s), 1.0, 1.0
+        for k in range(g):
+            surv *= q[i + k]
+            est += surv
+            value = est / (forward[k + 1] + g * draft_s)
+            if value > best:
+                best, best_L = value, k + 1
+        tokens, reach = 1.0, 1.0
+        for k in range(best_L):
+            reach *= r[i + k]
+            tokens += reach
+        out[0] += 1.0
+        out[1] += tokens
+        out[2] += forward[best_L] + g * draft_s
+        out[3] += best_L
+        i = j
+
+
+def forward_table(costs: Costs, gamma: int) -> np.ndarray:
+    """float64 (gamma + 1,): seconds of a target forward over 1..gamma + 1 new tokens."""
+    return np.array([costs.forward_seconds(t) for t in range(1, gamma + 2)])
+
+
+def metrics_from_length_counts(c: np.ndarray, n: int, costs: Costs) -> LengthMetrics:
+    """:class:`LengthMetrics` from the counts of :func:`length_counts` over ``n`` records."""
+    blocks = int(c[0])
+    if blocks == 0:
+        return LengthMetrics(n, 0, math.nan, math.nan, math.nan, math.nan, math.nan)
+    tpc, spc = c[1] / blocks, c[2] / blocks
+    tps = c[1] / c[2]
+    return LengthMetrics(n, blocks, tpc, spc, tps, tps * costs.plain_token_s, c[3] / blocks)
+
+
+def policy_metrics(values: np.ndarray, data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS) -> LengthMetrics:
+    """Metrics of policy values ``values`` float64 (n,) on the records of ``data`` (an EvalData with draft_index)."""
+    out = np.zeros(4)
+    length_counts(np.ascontiguousarray(values, dtype=np.float64), data.r, data.depth, int(gamma),
+                  forward_table(costs, gamma), float(costs.draft_token_s), out)
+    return metrics_from_length_counts(out, data.n, costs)
+
+
+def fixed_gamma_values(data: EvalData, length: int) -> np.ndarray:
+    """Policy values of the fixed draft length ``length`` (draft while draft_index < length)."""
+    return np.where(data.depth < length, 1.0, -1.0)
+
+
+def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS,
+                tuned_on: EvalData | None = None) -> dict[str, tuple[str, LengthMetrics]]:
+    """The competitors of the module doc on ``data``: {name: (setting, metrics)}.
+
+    ``best_fixed_gamma`` and ``confidence_threshold`` pick their setting on ``tuned_on`` (default
+    ``data``: pass the valid split to score the test split honestly). ``confidence_threshold`` reads
+    ``draft_top_prob`` when the data has it, else ``draft_prob``.
+    """
+    tune = tuned_on if tuned_on is not None else data
+
+    def fixed(d: EvalData, g: int) -> LengthMetrics:
+        return policy_metrics(fixed_gamma_values(d, g), d, gamma, costs)
+
+    g_best = max(range(gamma + 1), key=lambda g: (fixed(tune, g).tokens_per_second, -g))
+    out = {"best_fixed_gamma": (f"gamma={g_best}", fixed(data, g_best))}
+
+    def confidence(d: EvalData, h: float) -> LengthMetrics:
+        dd = decision_data(d)
+        col = "draft_top_prob" if "draft_top_prob" in dd.available else "draft_prob"
+        return policy_metrics(dd.feature(col) - h, dd, gamma, costs)
+
+    h_best = max(CONFIDENCE_GRID, key=lambda h: (confidence(tune, h).tokens_per_second, -h))
+    out["confidence_threshold"] = (f"h={h_best:g}", confidence(data, h_best))
+    c = np.zeros(4)
+    survival_counts(data.feature("draft_prob"), data.r, data.depth, int(gamma), forward_table(costs, gamma),
+                    float(costs.draft_token_s), c)
+    out["survival_prefix"] = ("", metrics_from_length_counts(c, data.n, costs))
+    return out
+
+
+class LengthPopulationEvaluator(PopulationEvaluator):
+    """A :class:`evolve.eval.population.PopulationEvaluator` whose individuals are verification-length
+    policies: each program runs on the split's decision rows (:func:`decision_data`), and its values are
+    reduced by :func:`length_counts` under the cost model ``costs``. Same caching and statistics.
+
+    Raises (constructor): InputError for a missing gamma or a split without draft_index; (evaluate)
+    InputError for a program reading a feature the policy may not read.
+    """
+
+    def __init__(self, data: EvalData, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
+                 gamma: int | None = None, cache_size: int = 0, costs: Costs = DEFAULT_COSTS, **kw):
+        if gamma is None:
+            raise InputError("gamma (the longest verification) is required by a verification-length policy")
+        super().__init__(decision_data(data), fitness, gamma=gamma, cache_size=cache_size, **kw)
+        self.costs = costs
+        self._forward = forward_table(costs, self._gamma)
+
+    def _check(self, program) -> None:
+        from evolve.gp.kinds import VERIFY_LENGTH
+        VERIFY_LENGTH.check_features(program.features, "policy")
+        check_features(program, self.data, "policy")
+
+    def _counts(self, packed, D, lowered=()):
+        out = np.zeros((len(lowered), 4))
+        for i, lo in enumerate(lowered):
+            v = packed_thresholds(lo, self.data.X, self.data.bounds, D)
+            length_counts(v, self.data.r, self.data.depth, self._gamma, self._forward, float(self.costs.draft_token_s),
+                          out[i])
+        return out
+
+    def _metrics(self, counts):
+        return metrics_from_length_counts(counts, self.data.n, self.costs)
+
+
+__all__ = ["POLICY_FEATURES", "CONFIDENCE_GRID", "LengthMetrics", "decision_data", "length_counts", "survival_counts",
+           "forward_table", "metrics_from_length_counts", "policy_metrics", "fixed_gamma_values", "competitors",
+           "LengthPopulationEvaluator"]

@@ -1,0 +1,146 @@
+"""``python benchmark.py perf --costs FILE``: a cost file (:mod:`evolve.eval.costs`) measured on this machine.
+
+For a target model and a drafter (selected as in ``harvest`` and ``live``), on the torch engine,
+with the harvest's KV cache (:mod:`evolve.engine.runner`), three methods are timed in turn, one
+repeat of each at a time (interleaved, so a change in the machine's speed hits all alike), and the
+median of ``repeats`` is kept:
+
+* ``target_forward_s[T - 1]``: one target forward over T = 1..gamma_max + 1 new tokens after a
+  cached context (the model's forward only; the cache is cropped back after each);
+* ``draft_token_s``: one ``propose`` call of the drafter for gamma_max tokens (its forward passes,
+  its distributions and sampling, as in a block), divided by the tokens it drafted; the context is
+  the prompt written twice, so that prompt lookup finds a match;
+* ``plain_token_s``: one step of plain decoding: a T = 1 forward, the distribution, one sample.
+
+The context is the first prompt of the prompts file (chat template applied) written twice. The
+file also holds the machine, the thread count, the engine, the models' file names and SHA-256,
+the drafter's settings, dtype, gamma_max, repeats, the date, and the relative figures
+(``target_forward_relative``: the T-curve over T = 1; ``draft_token_relative``: draft_token_s over
+the T = 1 forward; ``plain_tokens_per_s``). Written atomically.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from datetime import datetime, timezone
+from typing import Callable
+
+#: Default largest draft length measured (forwards over 1..DEFAULT_GAMMA_MAX + 1 tokens).
+DEFAULT_GAMMA_MAX = 6
+#: Default repeats of every method.
+DEFAULT_REPEATS = 7
+
+
+def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEFAULT_REPEATS,
+                  progress: Callable[[str], None] | None = None) -> dict:
+    """Measure the cost file's figures (module doc) for ``config`` (a HarvestConfig selecting the target,
+    the drafter, dtype, device and threads; its first prompt is the context). Returns the JSON object."""
+    import numpy as np
+    import torch
+
+    from evolve.engine.distributions import sample_index
+    from evolve.engine.runner import BatchKV
+    from evolve.eval.costs import costs_from_dict
+    from evolve.traces.harvest.engine import build
+    from evolve.traces.harvest.prompts import encode_prompt, read_prompts
+
+    say = progress or (lambda msg: None)
+    say(f"loading {config.target}")
+    setup = build(config)
+    engine = setup.engine
+    prompts, lines = read_prompts(config.prompts)
+    prompt = encode_prompt(setup.target.tokenizer, prompts[0], f"{config.prompts}, line {lines[0]}", engine.vocab)
+    ctx = list(prompt) + list(prompt)
+    filler = (ctx * (gamma_max + 2))[:gamma_max + 1]  # the new tokens of a T-token forward (ids of the text)
+    rng = np.random.default_rng(0)
+    curve: list[list[float]] = [[] for _ in range(gamma_max + 1)]
+    draft_s: list[float] = []
+    plain: list[float] = []
+    drafted_total = 0
+    with torch.inference_mode():
+        kv = BatchKV(1, config.device)
+        kv.place(0, engine.run.prefill(ctx), len(ctx))
+        kv.compact()
+        batch = engine.new_batch(1)
+        engine.start(batch, 0, 0, ctx, rng)
+
+        def forward(T: int) -> float:
+            t0 = time.perf_counter()
+            engine.run(kv, [filler[:T]], T)
+            seconds = time.perf_counter() - t0
+            kv.truncate(0, len(ctx))
+            kv.compact()
+            return seconds
+
+        def plain_step() -> float:
+            t0 = time.perf_counter()
+            logits = engine.run(kv, [filler[:1]], 1)
+            p, _ = engine.distributions(logits[0, -1:])
+            sample_index(p[0], rng.random())
+            seconds = time.perf_counter() - t0
+            kv.truncate(0, len(ctx))
+            kv.compact()
+            return seconds
+
+        def draft() -> tuple[float, int]:
+            t0 = time.perf_counter()
+            drafts = engine.drafter.propose(engine, batch, [gamma_max])[0][0]
+            seconds = time.perf_counter() - t0
+            engine.drafter.commit(engine, batch, [len(ctx) - 1])
+            return seconds, len(drafts)
+
+        forward(1), plain_step(), draft()  # warm-up
+        for r in range(repeats):
+            say(f"repeat {r + 1}/{repeats}")
+            for T in range(1, gamma_max + 2):
+                curve[T - 1].append(forward(T))
+            plain.append(plain_step())
+            seconds, n = draft()
+            drafted_total += n
+            draft_s.append(seconds / max(n, 1))
+    forward_s = [statistics.median(c) for c in curve]
+    doc = {
+        "target_forward_s": forward_s,
+        "draft_token_s": statistics.median(draft_s),
+        "plain_token_s": statistics.median(plain),
+        "target_forward_relative": [t / forward_s[0] for t in forward_s],
+        "draft_token_relative": statistics.median(draft_s) / forward_s[0],
+        "plain_tokens_per_s": 1.0 / statistics.median(plain),
+        "drafted_tokens_per_call": drafted_total / repeats,
+        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                    "cpu_count": os.cpu_count()},
+        "threads": torch.get_num_threads(),
+        "engine": "torch",
+        "target": {"path": setup.description["target"]["path"], "sha256": setup.description["target"]["sha256"]},
+        "drafter": setup.description["drafter"],
+        "dtype": config.dtype,
+        "device": config.device,
+        "gamma_max": gamma_max,
+        "repeats": repeats,
+        "context_tokens": len(ctx),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    costs_from_dict(doc, "measured costs")  # the file must load
+    return doc
+
+
+def write_costs(path, doc: dict) -> None:
+    """Write the cost file atomically."""
+    from evolve.traces.io import atomic_write_text
+
+    atomic_write_text(os.fspath(path), json.dumps(doc, indent=2) + "\n")
+
+
+def render_costs(doc: dict) -> str:
+    """A short table of the figures."""
+    rel = doc["target_forward_relative"]
+    lines = [f"target forward, T = 1: {doc['target_forward_s'][0] * 1e3:.2f} ms ({doc['threads']} threads)",
+             "T-curve / T=1: " + ", ".join(f"T={i + 1} {r:.2f}" for i, r in enumerate(rel)),
+             f"drafter ({doc['drafter'].get('kind')}): {doc['draft_token_s'] * 1e3:.3f} ms per drafted token "
+             f"= {doc['draft_token_relative']:.3f} of a T=1 forward ({doc['drafted_tokens_per_call']:.1f} drafted "
+             f"per call)",
+             f"plain decoding: {doc['plain_tokens_per_s']:.1f} tokens/s"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,53 @@
+"""The warm start of a verification-length search (``evolve = "verify-length"``).
+
+Its programs are verification-length policies (:mod:`evolve.eval.verify_length`), so the
+registered acceptance rules cannot seed it. The known policies are the competitors of
+``benchmark.py``'s verification-length rows written as programs: every fixed draft length
+G = 0..gamma (``sub(G - 0.5, draft_index)``: draft while fewer than G tokens are drafted; G = 0 is
+plain decoding) and the confidence threshold at every h of
+:data:`evolve.eval.verify_length.CONFIDENCE_GRID` (``sub(draft_top_prob, h)``, or ``draft_prob``
+without that column). All are scored on train in one batched call; the seeds are the best of each
+group by the run's objective, then the other fixed lengths (so the search starts from every
+length), at most :data:`evolve.search.warm_start.MAX_SEED_FRACTION` of the population.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from evolve.eval.evaluator import EvalData
+from evolve.eval.verify_length import CONFIDENCE_GRID, LengthMetrics, LengthPopulationEvaluator
+from evolve.search.config import RunConfig
+from evolve.search.warm_start import Seed, WarmStart, fill_seeds
+
+
+def fixed_length_expression(length: int) -> str:
+    """The policy program of the fixed draft length ``length``."""
+    return f"sub({length - 0.5!r}, draft_index)"
+
+
+def confidence_expression(h: float, column: str) -> str:
+    """The policy program ``column - h`` (draft on while the last drafted token's confidence is above h)."""
+    return f"sub({column}, {h!r})"
+
+
+def choose_length_seeds(cfg: RunConfig, train: EvalData, gamma: int,
+                        objective: Callable[[LengthMetrics], float]) -> WarmStart:
+    """The seeds of a warm-started verification-length search (see the module doc).
+
+    Raises: InputError when the split lacks draft_index.
+    """
+    scorer = LengthPopulationEvaluator(train, cfg.acceptance_quality_fitness(), gamma=gamma, cache_size=0)
+    column = "draft_top_prob" if "draft_top_prob" in scorer.data.available else "draft_prob"
+    fixed = [(f"fixed_gamma={g}", fixed_length_expression(g)) for g in range(gamma + 1)]
+    conf = [(f"confidence_threshold(h={h:g})", confidence_expression(h, column)) for h in CONFIDENCE_GRID]
+    values = [objective(m) for m in scorer.evaluate([e for _, e in fixed + conf])]
+    best_fixed = max(range(len(fixed)), key=lambda i: (values[i], -i))
+    best_conf = len(fixed) + max(range(len(conf)), key=lambda i: (values[len(fixed) + i], -i))
+    named = fixed + conf
+    ordered = [Seed(*named[best_fixed], "the best fixed draft length on train"),
+               Seed(*named[best_conf], f"the best confidence threshold on {column} on train")]
+    ordered += [Seed(name, expr, "a fixed draft length") for name, expr in fixed]
+    return fill_seeds(WarmStart(), ordered, cfg.population)
+
+
+__all__ = ["fixed_length_expression", "confidence_expression", "choose_length_seeds"]

@@ -1,0 +1,151 @@
+"""Verification-length policies: exact tokens per second from records, competitors, cost files, and evolution."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from evolve.errors import InputError
+from evolve.eval.costs import DEFAULT_COSTS, Costs, costs_from_dict, load_costs
+from evolve.eval.evaluator import EvalData, evaluate
+from evolve.eval.verify_length import (
+    LengthPopulationEvaluator, competitors, decision_data, fixed_gamma_values, policy_metrics,
+)
+from evolve.gp.compiler import compile_expression
+from evolve.search.algorithms import search
+from evolve.search.config import resolve
+from evolve.traces.io import load_split
+from heuristics.registry import get_rule
+
+#: A CPU where speculation does not pay (drafts cost 0.8 of a target step, verification grows with T).
+CPU = Costs((0.06, 0.084, 0.09, 0.093, 0.099, 0.108, 0.114), 0.048, 0.06, source="cpu-like")
+#: A drafter almost free and a short verification almost free: speculation pays.
+CHEAP = Costs((0.06, 0.064, 0.1, 0.136, 0.16), 0.003, 0.06, source="cheap")
+
+
+@pytest.fixture(scope="module")
+def splits(vocab_dataset):
+    return {s: EvalData.from_traces(load_split(vocab_dataset, s)) for s in ("train", "valid", "test")}
+
+
+def reference(values, data: EvalData, gamma: int, costs: Costs):
+    """Tokens per second by plain Python: per block, draft while v > 0, expected tokens by the standard rule."""
+    depth, r = data.depth, data.r
+    starts = list(np.flatnonzero(depth == 0)) + [data.n]
+    tokens = seconds = 0.0
+    for a, b in zip(starts[:-1], starts[1:]):
+        g = min(b - a, gamma)
+        L = 0
+        while L < g and values[a + L] > 0:
+            L += 1
+        t, reach = 1.0, 1.0
+        for k in range(L):
+            reach *= r[a + k]
+            t += reach
+        tokens += t
+        seconds += costs.forward_seconds(L + 1) + L * costs.draft_token_s
+    return tokens / seconds
+
+
+@pytest.mark.parametrize("costs", [DEFAULT_COSTS, CPU, CHEAP])
+def test_policies_are_scored_exactly(splits, costs):
+    data = splits["train"]
+    dd = decision_data(data)
+    expressions = ["sub(draft_prob, 0.4)", "sub(0.3, draft_entropy)", "sub(draft_cumprob, 0.25)",
+                   "if_gt(draft_index, 2.5, -1.0, sub(draft_top_prob, 0.5))", "sub(2.5, draft_index)"]
+    got = LengthPopulationEvaluator(data, gamma=5, costs=costs).evaluate(expressions)
+    for expr, m in zip(expressions, got):
+        from evolve.eval.evaluator import thresholds
+        v = thresholds(compile_expression(expr), dd)
+        assert m.tokens_per_second == pytest.approx(reference(v, data, 5, costs), rel=1e-12), expr
+        assert m.speedup == pytest.approx(m.tokens_per_second * costs.plain_token_s, rel=1e-15)
+        assert 0.0 <= m.mean_verified <= 5.0 and m.tv_per_token == 0.0
+
+
+def test_decision_rows_hold_what_is_known_before_each_draft(splits):
+    data = splits["valid"]
+    dd = decision_data(data)
+    depth, q = data.depth, data.feature("draft_prob")
+    i = int(np.flatnonzero(depth == 0)[3])
+    assert dd.feature("draft_prob")[i] == 1.0 and dd.feature("draft_cumprob")[i] == 1.0
+    assert dd.feature("draft_entropy")[i] == 0.0 and dd.feature("draft_index")[i] == 0.0
+    assert dd.feature("draft_prob")[i + 2] == q[i + 1]
+    assert dd.feature("draft_cumprob")[i + 2] == pytest.approx(q[i] * q[i + 1], rel=1e-15)
+    assert np.isnan(dd.feature("target_prob")).all()  # the target is not called yet
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 5])
+def test_a_fixed_length_is_the_evaluators_block_metrics(splits, gamma):
+    """Fixed draft length G with the default cost model = the standard rule's tokens per call and speedup at G."""
+    data = splits["test"]
+    m = policy_metrics(fixed_gamma_values(data, gamma), data, 5)
+    standard = evaluate(get_rule("standard_rejection"), data, gamma=gamma)
+    assert m.tokens_per_call == pytest.approx(standard.tokens_per_call, rel=1e-12)
+    assert m.speedup == pytest.approx(standard.speedup, rel=1e-12)
+    assert m.mean_verified == pytest.approx(gamma)
+    plain = policy_metrics(fixed_gamma_values(data, 0), data, 5, CPU)
+    assert plain.tokens_per_call == 1.0 and plain.speedup == pytest.approx(1.0)
+
+
+def test_competitors_are_tuned_on_valid(splits):
+    found = competitors(splits["test"], 5, CPU, tuned_on=splits["valid"])
+    assert list(found) == ["best_fixed_gamma", "confidence_threshold", "survival_prefix"]
+    setting, m = found["best_fixed_gamma"]
+    assert setting == "gamma=0" and m.speedup == pytest.approx(1.0)  # on this CPU plain decoding is fastest
+    setting, m = found["best_fixed_gamma"] if False else competitors(splits["test"], 5, CHEAP, splits["valid"])[
+        "best_fixed_gamma"]
+    assert setting != "gamma=0" and m.speedup > 1.0
+    # survival_prefix drafts the whole block, so on the CPU its drafting cost alone makes it slower than plain
+    assert found["survival_prefix"][1].speedup < 1.0
+
+
+@pytest.mark.parametrize("costs, plain", [(CPU, True), (CHEAP, False)])
+def test_evolution_learns_when_not_to_speculate(splits, costs, plain, tmp_path):
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps(costs.to_dict()))
+    cfg = resolve({"evolve": "verify-length", "objective": "tokens_per_second", "costs": str(path),
+                   "population": 60, "generations": 4, "seed": 3})
+    res = search(cfg, splits["train"], splits["valid"], ("draft_prob", "position", "draft_entropy", "draft_index",
+                                                         "draft_top_prob", "draft_cumprob"))
+    data = splits["test"]
+    m = LengthPopulationEvaluator(data, gamma=5, costs=costs).evaluate([res.champion.expression])[0]
+    best = competitors(data, 5, costs, tuned_on=splits["valid"])
+    if plain:
+        assert m.speedup >= 0.999, res.champion.expression
+    else:
+        assert m.speedup > 1.0
+    # never below the best fixed length picked on valid (the warm start seeds every fixed length)
+    assert m.tokens_per_second >= best["best_fixed_gamma"][1].tokens_per_second * (1 - 1e-9) or \
+        res.champion.valid.tokens_per_second >= best["best_fixed_gamma"][1].tokens_per_second
+
+
+def test_a_policy_may_not_read_the_target():
+    from evolve.search.config import resolve_features
+    with pytest.raises(InputError, match="not known before the target is called"):
+        resolve_features(resolve({"evolve": "verify-length", "objective": "tokens_per_second",
+                                  "features": "target_prob,draft_prob"}), ("target_prob",), "data")
+    cfg = resolve({"evolve": "verify-length", "objective": "tokens_per_second"})
+    with pytest.raises(InputError, match="does not score verify-length"):
+        resolve({"evolve": "verify-length", "objective": "pareto"})
+    assert "target_prob" not in resolve_features(cfg, ("draft_index", "target_top_prob"), "data")
+
+
+def test_cost_files_are_checked(tmp_path):
+    assert load_costs(None) is DEFAULT_COSTS
+    good = costs_from_dict({"target_forward_s": [0.1, 0.15], "draft_token_s": 0.01, "engine": "torch"}, "x.json")
+    assert good.plain_token_s == 0.1 and good.forward_seconds(4) == pytest.approx(0.25) and good.extra == {
+        "engine": "torch"}
+    for doc, needle in [([1], "JSON object"), ({"draft_token_s": 0.1}, "target_forward_s"),
+                        ({"target_forward_s": [], "draft_token_s": 0.1}, "non-empty"),
+                        ({"target_forward_s": [0.1, -1], "draft_token_s": 0.1}, "item 1 \\(T = 2\\)"),
+                        ({"target_forward_s": [0.1], "draft_token_s": True}, "draft_token_s"),
+                        ({"target_forward_s": [0.1], "draft_token_s": 0.1, "plain_token_s": 0}, "plain_token_s")]:
+        with pytest.raises(InputError, match=needle):
+            costs_from_dict(doc, "x.json")
+    bad = tmp_path / "c.json"
+    bad.write_text('{"target_forward_s": [NaN], "draft_token_s": 0.1}')
+    with pytest.raises(InputError, match="c.json: not valid JSON"):
+        load_costs(bad)
+    with pytest.raises(InputError, match="no such cost file"):
+        load_costs(tmp_path / "absent.json")
