@@ -18,7 +18,6 @@ from evolve.engine.ngram import lookup  # noqa: E402
 from evolve.errors import InputError  # noqa: E402
 from evolve.eval.costs import load_costs  # noqa: E402
 from evolve.traces.harvest import engine as hv  # noqa: E402
-from evolve.traces.io import load_dataset  # noqa: E402
 from heuristics.registry import get_rule  # noqa: E402
 
 from harvest_helpers import GAMMA, harvest_config, run_harvest  # noqa: E402
@@ -59,17 +58,15 @@ def test_one_hot_rows_give_the_dense_records_bit_for_bit():
     assert (ent == 0).all()
 
 
-@pytest.fixture(scope="module")
-def ngram_harvest(llama_files):
-    d = llama_files["root"] / "out-ngram"
-    hv.harvest(harvest_config(llama_files, d, ngram=(2, 1)), progress=False)
-    return d
+def test_ngram_records_are_valid_with_draft_prob_one(llama_files):
+    from evolve.traces.schema import validate
 
-
-def test_ngram_harvest_records_are_valid_with_draft_prob_one(ngram_harvest):
-    frames = [load_dataset(ngram_harvest, s).frame for s in ("train", "valid", "test")]
-    df = pd.concat(frames)
+    engine = hv.build(harvest_config(llama_files, llama_files["root"] / "unused", ngram=(2, 1))).engine
+    prompts = [[1, 5, 9, 5, 9, 12], [1, 7, 8, 9], [1, 4, 4, 4]]
+    done = engine.run_texts([(i, ids, hv.text_rng(11, i)) for i, ids in enumerate(prompts)], GAMMA, 30, 2)
+    df = pd.concat([result.frame(i) for i, result in done], ignore_index=True)
     assert len(df) > 0
+    validate(df, "ngram records")
     assert (df["draft_prob"] == 1.0).all() and (df["draft_entropy"] == 0.0).all()
     assert (df["draft_top_prob"] == 1.0).all()
     np.testing.assert_array_equal(df["overlap"], df["target_prob"])
@@ -94,7 +91,9 @@ def test_early_exit_drafts_from_the_first_k_layers(llama_files):
     engine = setup.engine
     assert engine.drafter.settings() == {"kind": "early_exit", "exit_layer": 2, "target_layers": 4}
     full = AutoModelForCausalLM.from_pretrained(llama_files["target"])
-    cfg = full.config
+    import copy
+
+    cfg = copy.deepcopy(full.config)  # the model reads its config's layer count: never change full's
     cfg.num_hidden_layers = 2
     short = LlamaForCausalLM(cfg)
     short.load_state_dict(full.state_dict(), strict=False)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -308,9 +309,11 @@ def test_ctrl_c_while_perf_generates_leaves_no_temporary_file(tmp_path):
     seen = b""
     deadline = time.monotonic() + 240
     while b"generating" not in seen:
-        chunk = os.read(proc.stderr.fileno(), 4096)
-        assert chunk and time.monotonic() < deadline, (proc.poll(), seen[-2000:])
-        seen += chunk
+        assert time.monotonic() < deadline, seen[-2000:]
+        if select.select([proc.stderr], [], [], 1.0)[0]:
+            chunk = os.read(proc.stderr.fileno(), 4096)
+            assert chunk, (proc.poll(), seen[-2000:])
+            seen += chunk
     deadline = time.monotonic() + 60
     while not any(".tmp-" in p.name for p in large.rglob("*")):  # the write has begun
         assert proc.poll() is None and time.monotonic() < deadline, seen[-2000:]

@@ -77,6 +77,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evolve.eval.costs import load_costs
 from evolve.errors import InputError
 from evolve.gp.kinds import RELAXATION, THRESHOLD
 from evolve.report.options import naming_param
@@ -475,7 +476,10 @@ class SimulateOptions:
     (:func:`resolve_verification`, :func:`plan_sweep`); ``fmt`` (``--format``): table or json (default from
     ``output``'s suffix); ``output``: the file to write (None: the text is returned only); ``plot``:
     write the PNG chart; ``trees``: the tree comparison with ``budgets``, ``widths`` and ``max_width``
-    instead of the sweep. Values are checked by :func:`simulate_command`.
+    instead of the sweep; ``costs``: a cost file (:mod:`evolve.eval.costs`): each sweep row gains the
+    predicted ``tokens_per_second`` = tokens per call / (target_forward_s(gamma + 1) + gamma *
+    draft_token_s) and ``cost_speedup`` = that times ``plain_token_s``. Values are checked by
+    :func:`simulate_command`.
     """
 
     rule_name: str | None = None
@@ -498,6 +502,7 @@ class SimulateOptions:
     budgets: tuple[int, ...] = DEFAULT_BUDGETS
     widths: tuple[int, ...] = DEFAULT_WIDTHS
     max_width: int = 3
+    costs: str | os.PathLike | None = None
 
 
 def _check_count(param: str, value, low: int, high: int):
@@ -531,6 +536,10 @@ def simulate_command(options: SimulateOptions = SimulateOptions()) -> tuple[Simu
     if o.trees and (o.rule_name is not None or o.champion is not None):
         raise InputError("the tree comparison verifies losslessly with the standard rule; a rule or champion "
                          "applies to the length sweep only", param="trees")
+    costs = load_costs(o.costs) if o.costs is not None else None
+    if o.trees and costs is not None:
+        raise InputError("a cost file applies to the length sweep only (a tree's verification cost is not "
+                         "modelled yet)", param="costs")
     if o.trees and verification.kind != "token":
         raise InputError("the tree comparison has its own verification; a chain verification mode applies to "
                          "the length sweep only", param="trees")
@@ -546,6 +555,15 @@ def simulate_command(options: SimulateOptions = SimulateOptions()) -> tuple[Simu
         rule_name_for_plot = plan.label if verification.kind == "token" else f"{plan.label}_{verification.kind}"
         sim = run_sweep(plan.rule, gamma, lengths, samples, o.vocab, cost_ratio, o.seed, verification, plan.label,
                         plan.title)
+        if costs is not None:
+            seconds = costs.fixed_gamma_seconds(gamma)
+            for row in sim.rows:
+                row["tokens_per_second"] = row["tokens_per_call"] / seconds
+                row["cost_speedup"] = row["tokens_per_second"] * costs.plain_token_s
+            sim.caption += (f"; under the cost file {costs.source}: tokens per second = tokens per call / "
+                            f"{seconds:.4g} s per call, speedup over plain decoding = that x {costs.plain_token_s:.4g} "
+                            f"s per plain token: " + ", ".join(f"{r['length']} tokens {r['tokens_per_second']:.4g} "
+                                                               f"tok/s ({r['cost_speedup']:.3f}x)" for r in sim.rows))
     text = format_json(sim) if fmt == "json" else format_table(sim)
     png_path = write_outputs(text, o.output, plot_png(sim) if o.plot else None,
                              plot_path(o.output, sim.mode, rule_name_for_plot))

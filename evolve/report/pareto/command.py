@@ -59,6 +59,7 @@ from typing import Sequence
 
 import numpy as np
 
+from evolve.eval.costs import load_costs
 from evolve.errors import InputError
 from evolve.traces.io import SPLITS, Traces, load_split
 from evolve.eval.block_verification import RESIDUAL_COLUMN, block_verification_metrics
@@ -400,7 +401,8 @@ class ParetoOptions:
     evolved curves; ``rules``: rules scored as their own points; ``budgets``: the TV-per-token
     budgets; ``gamma``: the draft length; ``fmt`` (``--format``) and ``output``: the rendering and the
     file to write (None: the text is returned only); ``plot``: write the PNG plot; ``learned``: the
-    learned reference on (True), off (False), or when scikit-learn is importable (None).
+    learned reference on (True), off (False), or when scikit-learn is importable (None); ``costs``: a cost
+    file for tokens per second (:mod:`evolve.report.pareto.speed`).
     """
 
     data_dir: str | os.PathLike = "data"
@@ -413,6 +415,7 @@ class ParetoOptions:
     output: str | os.PathLike | None = None
     plot: bool = True
     learned: bool | None = None
+    costs: str | os.PathLike | None = None
 
 
 def pareto_command(options: ParetoOptions = ParetoOptions()) -> tuple[ParetoComparison, str, Path | None]:
@@ -427,7 +430,9 @@ def pareto_command(options: ParetoOptions = ParetoOptions()) -> tuple[ParetoComp
         raise InputError("needs scikit-learn (pip install scikit-learn)", param="learned")
     png_path = plot_path(o.output, o.split)
     check_output(o.output, "plot" if o.plot else None, inputs=(o.data_dir, *o.runs), png_path=png_path)
+    costs = load_costs(o.costs) if o.costs is not None else None
     comp = run_pareto(o.data_dir, o.split, o.runs, budgets, o.gamma, rules=o.rules, learned=o.learned)
+    comp.costs = costs
     text = format_json(comp) if fmt == "json" else format_table(comp)
     png_path = write_outputs(text, o.output, plot_png(comp) if o.plot else None, png_path, "plot")
     return comp, text, png_path

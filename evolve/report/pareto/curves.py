@@ -197,6 +197,8 @@ class ParetoComparison:
     notes: list[str]
     runs: list[str]
     references: dict[str, Curve] = field(default_factory=dict)
+    #: The cost file's model (:class:`evolve.eval.costs.Costs`) of ``--costs``, or None.
+    costs: Any = None
 
     def families(self) -> list[Curve]:
         """The published-family curves."""

@@ -20,6 +20,7 @@ import json
 import os
 from pathlib import Path
 
+from evolve.report.pareto.speed import speed_lines, speed_summary
 from evolve.report.pareto.curves import BLOCK_VERIFICATION, EVOLVED, LEARNED_CURVE, ParetoComparison, budget_key
 from evolve.report.pareto.relaxed import RELAXED_EVOLVED, RELAXED_FAMILY, relaxed_lines, relaxed_verdict
 
@@ -78,6 +79,8 @@ def format_table(comp: ParetoComparison) -> str:
     out.append(f"largest hypervolume: {v['largest_hypervolume']}")
     out += _reference_lines(comp)
     out += relaxed_lines(comp)
+    if comp.costs is not None:
+        out += speed_lines(comp, comp.costs)
     out.append("")
     out.append("✓ = lossless, checked exactly: clamped tau <= min(1, p/q) on every record of the split (the "
                "budget-0 column counts only such rules; n/a = none of the curve's rules is lossless).")
@@ -125,9 +128,11 @@ def _reference_lines(comp: ParetoComparison) -> list[str]:
 
 def format_json(comp: ParetoComparison) -> str:
     """JSON: ``budgets`` (list), ``curves`` {name: {points, best_at_budget, hypervolume, ...}}, ``bound``,
-    ``verdict``, and ``relaxed_verdict`` (:func:`evolve.report.pareto.relaxed.relaxed_verdict`; null
-    without an evolved relaxed block verification front)."""
-    return json.dumps({**comp.to_dict(), "relaxed_verdict": relaxed_verdict(comp)}, indent=2) + "\n"
+    ``verdict``, ``relaxed_verdict`` (:func:`evolve.report.pareto.relaxed.relaxed_verdict`; null
+    without an evolved relaxed block verification front) and ``speed`` (tokens per second under the
+    cost file, :func:`evolve.report.pareto.speed.speed_summary`; null without one)."""
+    speed = speed_summary(comp, comp.costs) if comp.costs is not None else None
+    return json.dumps({**comp.to_dict(), "relaxed_verdict": relaxed_verdict(comp), "speed": speed}, indent=2) + "\n"
 
 
 def plot_png(comp: ParetoComparison) -> bytes:
