@@ -132,10 +132,10 @@ def test_live_greedy_equals_plain_decoding_and_harvest_text(llama_files, drafter
 def test_cli_ngram_harvest_and_one_drafter_error(llama_files, tmp_path):
     base = ["--target", llama_files["target"], "--prompts", llama_files["prompts"], "--gamma", "2",
             "--max-new-tokens", "6", "--no-progress"]
-    code, out = run_harvest(base + ["--draft-ngram", "2", "--out", str(tmp_path / "d")])
+    code, out = run_harvest(base + ["--draft-exit-layer", "2", "--out", str(tmp_path / "d")])
     assert code == 0, out
     code, out = run_harvest(base + ["--draft-ngram", "2", "--draft-exit-layer", "1", "--out", str(tmp_path / "e")])
-    assert code == 2 and "'--draft-ngram' and '--draft-exit-layer'" in out and "choose exactly one drafter" in out
+    assert code == 2 and "got --draft-ngram and --draft-exit-layer" in out and "choose exactly one drafter" in out
     code, out = run_harvest(base + ["--draft-exit-layer", "4", "--out", str(tmp_path / "f")])
     assert code == 2 and "--draft-exit-layer" in out and "1..3" in out
 

@@ -64,10 +64,13 @@ from evolve.report.live import FORMATS, LiveOptions, live_command
               help="Output format [default: json for an --output ending in .json, else table].")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result to FILE (atomically) instead of stdout.")
+@click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+              help="Cost file (JSON, as `benchmark.py perf --costs` writes): print the cost model's predicted tokens/s "
+                   "and speedup for the same run beside the measured ones.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Say on stderr when a prompt is done.")
 def live(target, draft, skip_layers, window, ngram, exit_layer, prompts, data_dir, split, rules, champions, gamma,
          max_new_tokens, temperature, top_k,
-         top_p, seed, dtype, device, threads, backend, fmt, output, progress) -> None:
+         top_p, seed, dtype, device, threads, backend, fmt, output, costs, progress) -> None:
     """Decode the prompts by speculative decoding with every rule and by plain decoding of the target; report
     tokens per target call, wall-clock tokens/s and speedup, and the exact TV damage per emitted token."""
     check_one_drafter(draft=draft, skip_layers=skip_layers, window=window, ngram=ngram,
@@ -83,5 +86,5 @@ def live(target, draft, skip_layers, window, ngram, exit_layer, prompts, data_di
             click.echo(f"live: {done}/{total} prompts done", err=True)
 
     report, text = live_command(LiveOptions(config=config, rules=rules, champions=champions, data_dir=data_dir,
-                                            split=split, fmt=fmt, output=output), on_text)
+                                            split=split, fmt=fmt, output=output, costs=costs), on_text)
     echo_outputs(text, output, f"{len(report.rows)} rows", None)

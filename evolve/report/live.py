@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from evolve.eval.costs import load_costs
 from evolve.errors import InputError
 from evolve.traces.harvest.config import HarvestConfig
 from evolve.traces.harvest.engine import build, text_rng
@@ -61,7 +62,8 @@ from heuristics.contract import Rule
 FORMATS: tuple[str, ...] = ("table", "json")
 #: Keys of a row (the JSON output's objects, in this order).
 KEYS: tuple[str, ...] = ("rule", "tokens", "target_calls", "tokens_per_call", "tokens_per_s", "ar_tokens_per_s",
-                         "speedup", "tv_per_token", "tokens_per_call_se", "expected_tokens_per_call")
+                         "speedup", "tv_per_token", "tokens_per_call_se", "expected_tokens_per_call",
+                         "predicted_tokens_per_s", "predicted_speedup")
 #: Tokens of the warm-up text of every run.
 WARMUP_TOKENS = 8
 
@@ -187,7 +189,8 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     rows = [{"rule": rule.name, "tokens": c.tokens, "target_calls": c.target_calls,
              "tokens_per_call": c.tokens_per_call, "tokens_per_s": c.tokens_per_s, "ar_tokens_per_s": ar.tokens_per_s,
              "speedup": c.tokens_per_s / ar.tokens_per_s, "tv_per_token": c.tv_per_token,
-             "tokens_per_call_se": c.tokens_per_call_se, "expected_tokens_per_call": c.expected_tokens_per_call}
+             "tokens_per_call_se": c.tokens_per_call_se, "expected_tokens_per_call": c.expected_tokens_per_call,
+             "predicted_tokens_per_s": None, "predicted_speedup": None}
             for rule, c in zip(rules, per_rule)]
     drafter = setup.description["drafter"]
     drafter_text = ", ".join(f"{k} {v}" for k, v in drafter.items() if k != "sha256")
@@ -213,6 +216,13 @@ def format_table(report: LiveReport) -> str:
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
               for row in body]
+    predicted = [r for r in report.rows if r.get("predicted_tokens_per_s") is not None]
+    if predicted:
+        lines += ["", "predicted by the cost file (tokens per call measured here / the cost of one call of gamma "
+                      "drafts): " + "; ".join(f"{r['rule']} {r['predicted_tokens_per_s']:.2f} tok/s "
+                                            f"({r['predicted_speedup']:.2f}x; measured/predicted "
+                                            f"{r['tokens_per_s'] / r['predicted_tokens_per_s']:.2f})"
+                                            for r in predicted)]
     lines += ["", "AR = plain autoregressive decoding of the target; Speedup = Tokens/s / AR tokens/s (wall clock); "
                   "TV/token = exact expected damage per emitted token (0 = lossless); Tokens/call ± its standard "
                   "error; E[tokens/call] = 1 + sum_d prod_(i<=d) tau_i per call, given the drafts."]
@@ -234,7 +244,10 @@ class LiveOptions:
     rule names and ``champions``: champion files to decode with (at least one in all); ``data_dir``
     and ``split``: decode only the prompts a harvested dataset put in that split (None: every prompt);
     ``fmt`` (``--format``) and ``output``: the rendering and the file to write (None: the text is
-    returned only).
+    returned only); ``costs``: a cost file (:mod:`evolve.eval.costs`): each row gains the prediction of
+    the cost model for the same run, ``predicted_tokens_per_s`` = the measured tokens per call /
+    (target_forward_s(gamma + 1) + gamma * draft_token_s) and ``predicted_speedup`` = that times
+    ``plain_token_s``, beside the measured ones.
     """
 
     config: HarvestConfig
@@ -244,6 +257,7 @@ class LiveOptions:
     split: str = "test"
     fmt: str | None = None
     output: str | os.PathLike | None = None
+    costs: str | os.PathLike | None = None
 
 
 def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | None = None) -> tuple[LiveReport, str]:
@@ -259,7 +273,12 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     config.check()
     rules = resolve_rules(o.rules, o.champions)
     texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split)
+    costs = load_costs(o.costs) if o.costs is not None else None
     report = run_live(config, rules, on_text, texts)
+    for row in report.rows:
+        predicted = None if costs is None else row["tokens_per_call"] / costs.fixed_gamma_seconds(config.gamma)
+        row["predicted_tokens_per_s"] = predicted
+        row["predicted_speedup"] = None if predicted is None else predicted * costs.plain_token_s
     text = format_json(report) if fmt == "json" else format_table(report)
     if o.output is not None:
         write_output(text, o.output)

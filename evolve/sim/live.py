@@ -204,7 +204,7 @@ def _finish_block(engine, batch, drafts: list[int], n: int, nxt: int, L: int) ->
     advance row 0's caches and context; returns the emitted tokens."""
     state, kv = batch.rows[0], batch.kv
     k = len(drafts)
-    emitted = drafts[:n] if (n == k and drafts[-1] in engine.eos) else drafts[:n] + [nxt]
+    emitted = drafts[:n] if (k and n == k and drafts[-1] in engine.eos) else drafts[:n] + [nxt]
     kv.truncate(0, L + n)
     kv.compact()
     engine.drafter.commit(engine, batch, [L + n])
