@@ -47,8 +47,9 @@ ALIASES = {"vocab_size": "vocab", "budget": "budgets"}
 @click.option("--fly-top-k", type=click.IntRange(min=1), default=None,
               help=f"--verify fly: target probabilities in the entropy gate [default: {FLY_TOP_K}].")
 @click.option("--relaxation", default=None, metavar="W",
-              help="--verify block: verify against (1 - w) p + w q, w a constant or an expression over prefix-level "
-                   "features (relaxed block verification; lossy, damage w (1 - overlap) per emitted position).")
+              help="--verify block: verify against (1 - w) p + w q, w a constant in [0, 1] or an expression over "
+                   "prefix-level features, clamped to [0, 1] per position (relaxed block verification; lossy, damage "
+                   "w (1 - overlap) per emitted position).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Output format [default: json for an --output ending in .json, else table].")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,

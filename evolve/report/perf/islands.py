@@ -27,7 +27,8 @@ per chunk of ``chunk_sequences`` sequences (by default the sequences of about
 ``reference_tokens`` tokens, so the 1M-token reference is one row group). A
 dataset already there with the same metadata and all its rows is reused. The
 generation runs in a child process (its memory is not the scorer's) and is
-timed on its own (``large_generate_seconds``, null when reused). Then the
+timed on its own (``large_generate_seconds``, null when reused); a Ctrl-C stops
+it without leaving a temporary file behind (:func:`_stop_child`). Then the
 standard rule and 31 random programs are scored on the file with
 :func:`evolve.eval.chunked.score_split_chunks` (row group by row group: read,
 validate, prepare, score, drop; the next row group prefetched by the OS) while
