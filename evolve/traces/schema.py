@@ -208,8 +208,8 @@ def _coerce(df: pd.DataFrame, col: Column, source: str) -> np.ndarray:
             raise _bad(source, col.name, i, values[i], "integer outside the 64-bit range")
         raise _bad(source, col.name, i, _py(values[i]), f"expected an integer, column has dtype {series.dtype}")
     # float
-    if col.nan_ok and values.dtype == object:  # JSON null is NaN here
-        values = np.array([np.nan if v is None else v for v in values])
+    if col.nan_ok and values.dtype == object and not any(isinstance(v, (bool, np.bool_)) for v in values):
+        values = np.array([np.nan if v is None else v for v in values])  # JSON null is NaN here
     if values.dtype in (np.float64, np.int64):  # integers: JSON's 1 for 1.0
         out = values.astype(np.float64, copy=False)
         bad = np.isinf(out) if col.nan_ok else ~np.isfinite(out)
