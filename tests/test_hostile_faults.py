@@ -131,7 +131,7 @@ def test_sigkill_leaves_no_half_written_run_directory(ws):
 def test_killed_generate_keeps_the_old_dataset_and_the_next_write_cleans_up(ws):
     before = snapshot(ws.root)
     child = Child([Path(__file__).resolve().parents[1] / "generate_data.py", "--model", "independent", "--out",
-                   ws.data, "--sequences", 20_000], ws.root)
+                   ws.data, "--sequences", 200_000], ws.root)
     time.sleep(1.5)
     child.proc.kill()
     code, _, err = child.finish()

@@ -14,7 +14,6 @@ import click
 from evolve.cli.errors import CliCommand
 from evolve.cli.drafters import check_one_drafter, new_drafter_options
 from evolve.cli.types import LAYER_LIST, WINDOW
-from evolve.errors import InputError
 from evolve.traces.synth.generate import format_stats
 from evolve.traces.harvest.config import DTYPES, HarvestConfig
 from evolve.engine.backends import BACKEND_NAMES

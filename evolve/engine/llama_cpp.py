@@ -61,11 +61,11 @@ def check_config(config) -> None:
         chosen = [d for d in chosen_drafters(config) if d.field != "draft"]
         kind, field = (chosen[0].kind, chosen[0].field) if chosen else ("none", "draft")
         why = reasons.get(field, "only the model drafter runs on llama.cpp")
-        raise InputError(f"drafter '{kind}' is not supported by backend '{NAME}' ({why}); use --draft with a "
-                         f"second GGUF model, or --backend torch", param=field)
+        raise InputError(f"drafter '{kind}' is not supported by backend '{NAME}' ({why}); use a draft model "
+                         f"(a second GGUF) or the torch backend", param=field)
     if config.batch_size != 1:
-        raise InputError(f"backend '{NAME}' decodes one text at a time (value {config.batch_size}); use 1 or "
-                         f"--backend torch", param="batch_size")
+        raise InputError(f"backend '{NAME}' decodes one text at a time (value {config.batch_size}); use 1 or the "
+                         f"torch backend", param="batch_size")
     if config.device != "cpu":
         raise InputError(f"backend '{NAME}' runs on the cpu only (value {config.device})", param="device")
     for param in ("target", "draft"):
@@ -149,7 +149,7 @@ class LlamaRunner:
         need = self.llm.n_tokens + len(ids)
         if need > self.llm.n_ctx():
             raise InputError(f"a text needs {need} tokens of context, more than the llama.cpp context of "
-                             f"{self.llm.n_ctx()}; shorten the prompt or --max-new-tokens", param="max_new_tokens")
+                             f"{self.llm.n_ctx()}; generate fewer tokens or shorten the prompt", param="max_new_tokens")
         t0 = time.perf_counter()
         try:
             self.llm.eval(list(ids))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from evolve.traces.synth.block_columns import PHI_POINTS, block_columns, block_phi, block_weight, residual_phi
+from evolve.traces.synth.block_columns import PHI_POINTS, block_columns, block_phi, block_weight, residual_phi_onehot
 
 
 @dataclass(frozen=True)
@@ -123,31 +123,7 @@ def _columns_point(p, qids, x, mass, rank):
 @njit(cache=True)
 def _phi_point(p, y, out):
     """:func:`evolve.traces.synth.block_columns.residual_phi` with q one-hot at y (same steps)."""
-    K = out.shape[0]
-    sp = np.zeros(K + 1)
-    sq = np.zeros(K + 1)
-    for v in range(p.shape[0]):
-        pv = p[v]
-        if pv <= 0.0:
-            continue
-        qv = 1.0 if v == y else 0.0
-        if qv >= pv:
-            continue
-        k = int(qv / pv * K) + 1
-        while k > 1 and (k - 1) / K * pv > qv:
-            k -= 1
-        while k <= K and k / K * pv <= qv:
-            k += 1
-        if k <= K:
-            sp[k] += pv
-            sq[k] += qv
-    cp = 0.0
-    cq = 0.0
-    for k in range(1, K + 1):
-        cp += sp[k]
-        cq += sq[k]
-        out[k - 1] = max(0.0, k / K * cp - cq)
-
+    residual_phi_onehot(p, p, y, out)
 
 def block_columns_any(p, q, drafts) -> tuple[np.ndarray, np.ndarray]:
     """:func:`evolve.traces.synth.block_columns.block_columns` for dense or :class:`OneHot` rows."""

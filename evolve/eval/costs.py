@@ -33,7 +33,6 @@ verification as cheap as one plain step whatever T, and a drafted token at
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from typing import Any, Sequence
 
 from evolve.errors import InputError
 from evolve.eval.evaluator import DEFAULT_COST_RATIO
+from evolve.traces.io import read_json
 
 #: Largest cost file read, in bytes.
 MAX_FILE_BYTES = 1_000_000
@@ -133,30 +133,18 @@ def load_costs(path: str | os.PathLike | None) -> Costs:
     if path is None:
         return DEFAULT_COSTS
     source = os.fspath(path)
-    try:
-        if os.path.getsize(source) > MAX_FILE_BYTES:
-            raise InputError(f"{source}: cost file is larger than {MAX_FILE_BYTES} bytes")
-        with open(source, "rb") as fh:
-            doc = json.loads(fh.read().decode("utf-8"), parse_constant=_reject)
-    except FileNotFoundError:
-        raise InputError(f"{source}: no such cost file") from None
-    except IsADirectoryError:
-        raise InputError(f"{source}: is a directory, expected a cost file (JSON)") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{source}: not UTF-8 text") from None
-    except ValueError as exc:
-        raise InputError(f"{source}: not valid JSON ({' '.join(str(exc).split())[:160]})") from None
-    except OSError as exc:
-        raise InputError(f"{source}: cannot read ({' '.join(str(exc).split())})") from None
+    if os.path.isdir(source):
+        raise InputError(f"{source}: is a directory, expected a cost file (JSON)")
+    if not os.path.exists(source):
+        raise InputError(f"{source}: no such cost file")
+    if os.path.getsize(source) > MAX_FILE_BYTES:
+        raise InputError(f"{source}: cost file is larger than {MAX_FILE_BYTES} bytes")
+    doc = read_json(source, strict=True)
     return costs_from_dict(doc, source)
 
 
 def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _reject(name: str):
-    raise ValueError(f"{name} is not allowed")
 
 
 def relative_curve(costs: Costs, tokens: Sequence[int] = (1, 2, 4, 6, 8)) -> dict[int, float]:

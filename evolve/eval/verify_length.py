@@ -126,6 +126,28 @@ def _cumprob_before(q: np.ndarray, depth: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
+def _block_end(depth, i):
+    """Index one past the speculation block starting at record ``i`` (the next draft_index 0, or the end)."""
+    j = i + 1
+    while j < depth.size and depth[j] != 0:
+        j += 1
+    return j
+
+
+@njit(cache=True)
+def _add_call(r, i, verified, drafted, forward, draft_s, out):
+    """Add one call that verifies ``verified`` of the block's drafts (standard rule) and drafted ``drafted``."""
+    tokens, reach = 1.0, 1.0
+    for k in range(verified):
+        reach *= r[i + k]
+        tokens += reach
+    out[0] += 1.0
+    out[1] += tokens
+    out[2] += forward[verified] + drafted * draft_s
+    out[3] += verified
+
+
+@njit(cache=True)
 def length_counts(v, r, depth, gamma, forward, draft_s, out):
     """Per-block reduction of policy values ``v`` float64 (n,) (draft token j of a block iff v_0..v_j > 0).
 
@@ -134,24 +156,14 @@ def length_counts(v, r, depth, gamma, forward, draft_s, out):
     drafted token. Adds to ``out`` float64 (4,): blocks, sum of expected tokens, sum of seconds, sum of
     verified drafts.
     """
-    n = v.size
     i = 0
-    while i < n:
-        j = i + 1
-        while j < n and depth[j] != 0:
-            j += 1
+    while i < v.size:
+        j = _block_end(depth, i)
         g = min(j - i, gamma)
         L = 0
         while L < g and v[i + L] > 0.0:
             L += 1
-        tokens, reach = 1.0, 1.0
-        for k in range(L):
-            reach *= r[i + k]
-            tokens += reach
-        out[0] += 1.0
-        out[1] += tokens
-        out[2] += forward[L] + L * draft_s
-        out[3] += L
+        _add_call(r, i, L, L, forward, draft_s, out)
         i = j
 
 
@@ -160,12 +172,9 @@ def survival_counts(q, r, depth, gamma, forward, draft_s, out):
     """The ``survival_prefix`` competitor: draft ``gamma`` tokens (or the block's rows), then verify the prefix
     L maximising (1 + sum_{k<=L} S_k) / (forward[L] + drafted * draft_s), S_k = prod_{i<=k} q_i. Adds to ``out`` as
     :func:`length_counts`."""
-    n = q.size
     i = 0
-    while i < n:
-        j = i + 1
-        while j < n and depth[j] != 0:
-            j += 1
+    while i < q.size:
+        j = _block_end(depth, i)
         g = min(j - i, gamma)
         best_L, best, est, surv = 0, 1.0 / (forward[0] + g * draft_s), 1.0, 1.0
         for k in range(g):
@@ -174,14 +183,7 @@ def survival_counts(q, r, depth, gamma, forward, draft_s, out):
             value = est / (forward[k + 1] + g * draft_s)
             if value > best:
                 best, best_L = value, k + 1
-        tokens, reach = 1.0, 1.0
-        for k in range(best_L):
-            reach *= r[i + k]
-            tokens += reach
-        out[0] += 1.0
-        out[1] += tokens
-        out[2] += forward[best_L] + g * draft_s
-        out[3] += best_L
+        _add_call(r, i, best_L, g, forward, draft_s, out)
         i = j
 
 

@@ -189,15 +189,7 @@ def _read_frame(path: Path) -> pd.DataFrame:
             raise InputError(os_error_text(exc)) from None
         except Exception as exc:  # pyarrow raises several types for damaged files
             raise InputError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
-    try:
-        with open(path, "rb") as fh:
-            records = json.load(fh)
-    except OSError as exc:
-        raise InputError(os_error_text(exc)) from None
-    except RecursionError:
-        raise InputError(f"{path}: JSON nested too deeply") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not valid JSON ({_short(exc)})") from None
+    records = read_json(path)
     if not isinstance(records, list):
         raise InputError(f"{path}: expected a JSON array of records, found {_json_type(records)}")
     _check_records(records, path)
@@ -237,6 +229,27 @@ def _check_records(records: list, path: Path) -> None:
             key = next((k for k, v in rec.items() if v is None and not _null_ok(k)), None)
             if key is not None:
                 raise InputError(f"{path}: column '{key}', row {i}: null (expected a value)")
+
+
+def read_json(path: str | Path, strict: bool = False) -> Any:
+    """The JSON document of the file ``path``.
+
+    ``strict``: refuse the non-standard constants NaN and Infinity. Raises: InputError naming the file
+    for a missing or unreadable file, text that is not UTF-8, invalid or too deeply nested JSON.
+    """
+    def reject(name: str):
+        raise ValueError(f"{name} is not allowed")
+
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        return json.loads(raw.decode("utf-8"), **({"parse_constant": reject} if strict else {}))
+    except OSError as exc:
+        raise InputError(os_error_text(exc)) from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON ({_short(exc)})") from None
 
 
 def _short(exc: BaseException) -> str:
@@ -331,14 +344,7 @@ def load_metadata(data_dir: str | os.PathLike) -> dict[str, Any]:
         return {}
     if not path.is_file():
         raise InputError(f"{path}: is a directory or special file, expected a JSON file")
-    try:
-        meta = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise InputError(os_error_text(exc)) from None
-    except RecursionError:
-        raise InputError(f"{path}: JSON nested too deeply") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not valid JSON ({_short(exc)})") from None
+    meta = read_json(path)
     if not isinstance(meta, dict):
         raise InputError(f"{path}: expected a JSON object")
     version = meta.get("schema_version", SCHEMA_VERSION)

@@ -70,7 +70,7 @@ from evolve.traces.harvest.config import HarvestConfig
 from evolve.engine.distributions import block_records, distributions, residual_distribution, sample_index
 from evolve.engine.backends import get_backend
 from evolve.engine.drafters import Drafter, drafter_for
-from evolve.engine.models import LoadedModel, _torch, check_same_tokenizer, eos_ids, resolve_model, sha256_file
+from evolve.engine.models import LoadedModel, check_same_tokenizer, eos_ids, resolve_model, sha256_file
 from evolve.traces.harvest.progress import ProgressBar, stderr_console
 from evolve.traces.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
 from evolve.traces.harvest.resume import (

@@ -105,6 +105,14 @@ def residual_phi(p, q, out):
     are added to the bucket of the first such grid point and the buckets are
     summed cumulatively (O(V + K)); values agree with the direct sum to round-off.
     """
+    residual_phi_onehot(p, q, -1, out)
+
+
+@njit(cache=True)
+def residual_phi_onehot(p, q, y, out):
+    """:func:`residual_phi` with q one-hot at token ``y`` when ``y`` >= 0 (``q`` is then not read), the same
+    steps and values as with the dense one-hot row; ``y`` < 0: q = ``q``."""
+
     K = out.shape[0]
     sp = np.zeros(K + 1)
     sq = np.zeros(K + 1)
@@ -112,7 +120,7 @@ def residual_phi(p, q, out):
         pv = p[v]
         if pv <= 0.0:
             continue
-        qv = q[v]
+        qv = q[v] if y < 0 else (1.0 if v == y else 0.0)
         if qv >= pv:  # contributes at no a <= 1
             continue
         k = int(qv / pv * K) + 1  # first k with k / K > q / p (corrected for round-off below)
