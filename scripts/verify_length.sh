@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # An evolved verification-length policy against its competitors on synthetic data, under the hand-written
 # GPU-like cost file docs/costs/gpu_like.json (verification nearly flat in T, a drafter at 0.2 of a target step).
-# Writes OUT/bench.txt (the comparison on the test split). A few minutes on 2 cores.
+# Then a policy evolved for 128 concurrent requests under docs/costs/gpu_batched.json (the same curve plus a batch
+# curve that turns compute-bound past 64 tokens), against throughput at 1..512 requests.
+# Writes OUT/bench.txt and OUT/bench_batched.txt (comparisons on the test split). A few minutes on 2 cores.
 # Options through the environment: PYTHON (python), OUT (results/verify_length), SEED (1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,3 +20,10 @@ run=$("$PYTHON" -m evolve run --data "$OUT/data" --out "$OUT/runs" --evolve veri
     > "$OUT/bench.txt"
 grep -E "^(standard_rejection|champion|block_verification|best_fixed_gamma|confidence_threshold|survival_prefix) " \
     "$OUT/bench.txt"
+run=$("$PYTHON" -m evolve run --data "$OUT/data" --out "$OUT/runs" --evolve verify-length \
+      --objective tokens_per_second --costs docs/costs/gpu_batched.json --concurrency 128 --gamma 8 \
+      --population 300 --generations 30 --seed "$SEED" --no-progress)
+"$PYTHON" benchmark.py --data "$OUT/data" --costs docs/costs/gpu_batched.json --concurrency 1,8,32,128,512 \
+    --champion "$run/champion.json" --repeats 1 > "$OUT/bench_batched.txt"
+grep -E "^(plain decoding|standard_rejection|champion|best_fixed_gamma|confidence_threshold|survival_prefix) .*x$" \
+    "$OUT/bench_batched.txt"

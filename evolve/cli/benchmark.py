@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from evolve.cli.types import CommaList
 from evolve.cli.errors import CliGroup
 from evolve.cli.live import live
 from evolve.cli.pareto import pareto
@@ -47,16 +48,19 @@ from evolve.report.output import resolve_format
                    "`benchmark.py perf --costs` measures one): adds tokens per second, takes the speedup from it, "
                    "and adds the verification-length rows best_fixed_gamma, confidence_threshold and "
                    "survival_prefix [default: the speedup of --cost-ratio].")
+@click.option("--concurrency", type=CommaList(click.IntRange(1, 100_000)), default=None, metavar="R,R,...",
+              help="With --costs: throughput of every speculation row against R concurrent requests decoded together "
+                   "(the cost file's batch_forward_s curve), as speedup over plain decoding.")
 @click.pass_context
 def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, ...], champions_dir: Path,
         fmt: str | None, output: Path | None, repeats: int, gamma: int | None, cost_ratio: float,
-        costs: Path | None) -> None:
+        costs: Path | None, concurrency: tuple[int, ...] | None) -> None:
     """Score every registered rule and champion on a split and print the acceptance-quality benchmark table."""
     if ctx.invoked_subcommand is not None:
         return
     comparison, text = benchmark(BenchmarkOptions(
         data_dir=data_dir, split=split, champions=champions, champions_dir=champions_dir, fmt=fmt, output=output,
-        repeats=repeats, gamma=gamma, cost_ratio=cost_ratio, costs=costs))
+        repeats=repeats, gamma=gamma, cost_ratio=cost_ratio, costs=costs, concurrency=tuple(concurrency or ())))
     if output is None:
         click.echo(text if text.endswith("\n") else text + "\n", nl=False)
     else:

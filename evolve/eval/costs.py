@@ -19,7 +19,9 @@ A cost file is JSON::
     {"target_forward_s": [t1, t2, ...],   # seconds of one target forward over T = 1, 2, ... new tokens
      "draft_token_s": d,                  # seconds per drafted token
      "plain_token_s": p,                  # optional: seconds per token of plain decoding (default t1)
-     ...}                                 # other keys (machine, engine, threads, batch curves) are kept
+     "batch_forward_s": {"tokens": [1, 8, 64], "seconds": [s1, s8, s64]},  # optional: a step over n new
+                                          # tokens in total across a batch of requests (concurrency)
+     ...}                                 # other keys (machine, engine, threads) are kept
 
 ``python benchmark.py perf --costs`` measures one on this machine; one can also be written by
 hand for hardware one does not have (a GPU whose verification is nearly flat in T). A forward
@@ -78,6 +80,24 @@ class Costs:
         (a target forward over ``verified + 1`` new tokens)."""
         return self.forward_seconds(verified + 1) + drafted * self.draft_token_s
 
+    def batch_seconds(self, tokens: float) -> float:
+        """Seconds of one target step over ``tokens`` new tokens in total across a batch of requests: the
+        cost file's ``batch_forward_s`` curve ({"tokens": [...], "seconds": [...]}, linear between its points
+        and beyond them), else :meth:`forward_seconds` of that many tokens (a batch as one long forward)."""
+        curve = self.extra.get("batch_forward_s")
+        if not curve:
+            n = max(1.0, float(tokens))
+            lo = int(n)
+            return self.forward_seconds(lo) + (n - lo) * (self.forward_seconds(lo + 1) - self.forward_seconds(lo))
+        xs, ys = curve["tokens"], curve["seconds"]
+        if len(xs) == 1:
+            return ys[0] * tokens / xs[0]
+        i = 1
+        while i < len(xs) - 1 and xs[i] < tokens:
+            i += 1
+        slope = (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1])
+        return ys[i - 1] + slope * (tokens - xs[i - 1])
+
     def fixed_gamma_seconds(self, gamma: int) -> float:
         """Seconds per call of fixed draft length ``gamma`` (every step drafts and verifies gamma tokens)."""
         return self.step_seconds(gamma, gamma)
@@ -120,6 +140,17 @@ def costs_from_dict(doc: Any, source: str) -> Costs:
     plain = doc.get("plain_token_s", curve[0])
     if not _number(plain) or plain <= 0:
         raise InputError(f"{source}: key 'plain_token_s': expected seconds > 0 (value {plain!r})")
+    batch = doc.get("batch_forward_s")
+    if batch is not None:
+        ok = isinstance(batch, dict) and isinstance(batch.get("tokens"), list) and isinstance(batch.get("seconds"), list) \
+            and batch["tokens"] and len(batch["tokens"]) == len(batch["seconds"])
+        if not ok:
+            raise InputError(f"{source}: key 'batch_forward_s' must be an object with lists 'tokens' and 'seconds' of "
+                             f"one length")
+        for i, (n, s) in enumerate(zip(batch["tokens"], batch["seconds"])):
+            if not (_number(n) and n >= 1 and _number(s) and s > 0) or (i and n <= batch["tokens"][i - 1]):
+                raise InputError(f"{source}: key 'batch_forward_s', item {i}: expected increasing token counts >= 1 "
+                                 f"and seconds > 0 (value {n!r}, {s!r})")
     extra = {k: v for k, v in doc.items() if k not in ("target_forward_s", "draft_token_s", "plain_token_s")}
     return Costs(tuple(float(v) for v in curve), float(draft), float(plain), source, extra)
 

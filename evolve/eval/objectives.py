@@ -231,7 +231,23 @@ def _pareto_values(metrics: Metrics, size: int, cfg: Any) -> tuple[float, float,
 
 
 def _tokens_per_second(metrics: Any, cfg: Any) -> float:
-    return metrics.tokens_per_second
+    requests = getattr(cfg, "concurrency", 1)
+    if requests == 1:
+        return metrics.tokens_per_second
+    from evolve.eval.costs import load_costs
+    costs = load_costs(None if cfg.costs == "default" else cfg.costs)
+    return concurrent_tokens_per_second(metrics.tokens_per_call, metrics.mean_verified, metrics.mean_verified,
+                                        requests, costs)
+
+
+def concurrent_tokens_per_second(tokens_per_call: float, verified: float, drafted: float, requests: int,
+                                 costs: Any) -> float:
+    """Tokens per second of ``requests`` requests decoded together: each step verifies every request's drafts in
+    one target call over requests * (verified + 1) new tokens (the cost file's batch curve,
+    :meth:`evolve.eval.costs.Costs.batch_seconds`) after ``drafted`` batched draft steps; expectations per call
+    stand for the per-request distributions (a batch sums many requests)."""
+    step = costs.batch_seconds(requests * (verified + 1.0)) + drafted * costs.draft_token_s
+    return requests * tokens_per_call / step
 
 
 BLOCK_KINDS: tuple[str, ...] = ("threshold", "relaxation")
@@ -249,7 +265,8 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
               "champion is the fastest member within tv_budget on valid)", _speed_score, values=_pareto_values,
               weights=PARETO_WEIGHTS, kinds=BLOCK_KINDS, needs_blocks=True),
     Objective("tokens_per_second", "expected tokens per second under the run's cost file (the costs setting), "
-              "exact from the records", _tokens_per_second, kinds=("verify-length",), needs_blocks=True),
+              "exact from the records; with concurrency R > 1, the throughput of R requests decoded together",
+              _tokens_per_second, kinds=("verify-length",), needs_blocks=True),
 )}
 
 
@@ -277,5 +294,5 @@ def objective_named(name: Any) -> Objective:
 
 __all__ = ["DEFAULT_GAMMA", "DEFAULT_BUDGET", "DEFAULT_TV_CAP", "DEFAULT_PENALTY", "TV_UNIT", "PARETO_WEIGHTS",
            "PARETO_OBJECTIVES", "speed_at_tv", "speed_at_tv_value", "pareto_values", "block_values",
-           "within_budget", "check_budget", "WORST", "quality_margin", "Objective", "OBJECTIVES", "register_objective",
+           "within_budget", "check_budget", "WORST", "concurrent_tokens_per_second", "quality_margin", "Objective", "OBJECTIVES", "register_objective",
            "objective_named"]

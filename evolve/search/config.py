@@ -122,6 +122,9 @@ class RunConfig:
     costs: str = _setting("default", str, "Cost file (JSON: target_forward_s, draft_token_s, plain_token_s) of the "
                                           "tokens-per-second objective; default: flat verification, drafts at 0.05 "
                                           "of a target step.")
+    concurrency: int = _setting(1, int, "Concurrent requests the tokens-per-second objective serves (the cost "
+                                        "file's batch_forward_s curve prices a step over all their tokens).", 1,
+                                100_000)
     crossover_prob: float = _setting(0.5, float, "Probability that a pair of offspring is recombined.", 0.0, 1.0)
     mutation_prob: float = _setting(0.5, float, "Probability that an offspring is mutated.", 0.0, 1.0)
     tournament_size: int = _setting(3, int, "Fitness tournament size of the double tournament.", 1)

@@ -19,6 +19,7 @@ import io
 import json
 import textwrap
 
+from evolve.report.compare.concurrency import concurrency_lines
 from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
 from evolve.report.compare.rows import FORMATS, REFERENCE_RULE, ROW_KEYS, VERIFIER, Comparison
 from evolve.report.compare.verdict import compute_verdict
@@ -192,6 +193,12 @@ def format_table(comparison: Comparison) -> str:
         footer.append(f"More columns ({', '.join(more)}): --format markdown, csv or json.")
     footer += [f"note: {n}" for n in comparison.notes]
     lines = [wrapped for line in footer for wrapped in _wrap(line)]
+    if comparison.concurrency:
+        requests = list(comparison.concurrency[0]["speedup"])
+        lines += ["", *concurrency_lines(comparison.concurrency, requests),
+                  *_wrap("Concurrency: R requests decoded together, each step verifying every request's drafts in "
+                         "one target call (the cost file's batch curve); speedup over plain decoding of R requests "
+                         "(evolve.report.compare.concurrency).")]
     verdict = _verdict_line(comparison)
     return text + "\n\n" + "\n".join(lines) + "\n" + (f"\n{verdict}\n" if verdict else "")
 
@@ -226,11 +233,13 @@ def format_csv(comparison: Comparison) -> str:
 
 def format_json(comparison: Comparison) -> str:
     """A JSON object: ``rows``, an array of objects with the keys :data:`ROW_KEYS` (rates as fractions,
-    time in ms), and ``verdict`` (:meth:`evolve.report.compare.verdict.Verdict.to_dict`; null when no
-    rule has a fitness)."""
+    time in ms), ``verdict`` (:meth:`evolve.report.compare.verdict.Verdict.to_dict`; null when no
+    rule has a fitness) and ``concurrency`` (:func:`evolve.report.compare.concurrency.concurrency_rows`;
+    null without ``--concurrency``)."""
     verdict = compute_verdict(comparison)
     return json.dumps({"rows": [row.to_dict() for row in comparison.rows],
-                       "verdict": None if verdict is None else verdict.to_dict()}, indent=2) + "\n"
+                       "verdict": None if verdict is None else verdict.to_dict(),
+                       "concurrency": comparison.concurrency}, indent=2) + "\n"
 
 
 FORMATTERS = {"table": format_table, "csv": format_csv, "json": format_json, "markdown": format_markdown}

@@ -141,6 +141,8 @@ class Comparison:
     cost_ratio: float = DEFAULT_COST_RATIO
     champions: dict[str, dict] = field(default_factory=dict)
     costs: Costs | None = None
+    #: Throughput against concurrent requests (:mod:`evolve.report.compare.concurrency`), or None.
+    concurrency: list[dict] | None = None
 
 
 __all__ = ["FORMATS", "SPLIT_CHOICES", "REFERENCE_RULE", "DEFAULT_REPEATS", "BLOCK_VERIFICATION", "VERIFIER",

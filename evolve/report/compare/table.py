@@ -76,6 +76,7 @@ from evolve.report.compare.rows import (
     BLOCK_VERIFICATION, DEFAULT_REPEATS, FORMATS, REFERENCE_RULE, SPLIT_CHOICES, VERIFIER, Comparison,
     ComparedRule, Row,
 )
+from evolve.report.compare.concurrency import concurrency_rows
 from evolve.report.compare.speed import apply_costs, competitor_rows, length_scores
 from evolve.report.compare.verdict import champion_records
 from evolve.report.options import naming_param
@@ -474,7 +475,8 @@ class BenchmarkOptions:
     :func:`default_champions_dir`); ``fmt`` (``--format``) and ``output``: the rendering and the file
     to write (None: the text is returned only); ``repeats``: timed evaluations per rule; ``gamma``:
     the draft length of the block metrics (None: each split's block length); ``cost_ratio``: the
-    speedup's draft/target cost ratio; ``costs``: a cost file (JSON, :mod:`evolve.eval.costs`) for tokens per second.
+    speedup's draft/target cost ratio; ``costs``: a cost file (JSON, :mod:`evolve.eval.costs`) for tokens per second;
+    ``concurrency``: numbers of concurrent requests to report throughput at (needs ``costs``).
     """
 
     data_dir: str | os.PathLike = "data"
@@ -487,6 +489,7 @@ class BenchmarkOptions:
     gamma: int | None = None
     cost_ratio: float = DEFAULT_COST_RATIO
     costs: str | os.PathLike | None = None
+    concurrency: tuple[int, ...] = ()
 
 
 def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Comparison, str]:
@@ -505,8 +508,12 @@ def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Compariso
                  champion_dirs=(o.champions_dir or default_champions_dir(),))
     entries = collect_entries(champion_files, o.champions_dir)
     costs = load_costs(o.costs) if o.costs is not None else None
+    if o.concurrency and costs is None:
+        raise InputError("throughput against concurrent requests needs a cost file", param="concurrency")
     comparison = run_comparison(o.data_dir, o.split, entries, o.repeats, gamma=o.gamma, cost_ratio=o.cost_ratio,
                                 costs=costs)
+    if o.concurrency:
+        comparison.concurrency = concurrency_rows(comparison, o.concurrency, costs)
     text = format_comparison(comparison, fmt)
     if o.output is not None:
         write_output(text, o.output)

@@ -1,0 +1,64 @@
+"""Throughput against the number of concurrent requests (``benchmark.py --costs FILE --concurrency 1,4,16``).
+
+With R requests decoded together, one engine step drafts for every request and runs the target once
+over all their new tokens. With a policy's expected tokens per call t and expected drafts verified per
+call L (from the records, :mod:`evolve.eval.verify_length`), a step covers R (L + 1) new target tokens,
+and the throughput is
+
+    tokens_per_second(R) = R t / (batch_seconds(R (L + 1)) + D * draft_token_s)
+
+with ``batch_seconds`` the cost file's batch curve (:meth:`evolve.eval.costs.Costs.batch_seconds`) and D
+the drafts made per call (L for the policies that draft only what they verify, gamma for
+``survival_prefix``); plain decoding gives R / batch_seconds(R). Scope: the expectations replace the
+per-request distributions (a batch sums many requests), and drafting is assumed batched across the
+requests at the cost of one request's drafting (optimistic for the drafter). This is the regime
+confidence-scheduled verification targets (DSpark, Cheng et al. 2026, arXiv 2607.05147): when the
+target is compute-bound, verifying long blocks for every request costs more than it emits, and
+fixed-length speculation falls below plain decoding. ``python -m evolve run --evolve verify-length
+--concurrency R`` evolves a policy for that regime.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from evolve.eval.costs import Costs
+from evolve.eval.objectives import concurrent_tokens_per_second
+from evolve.report.compare.rows import Comparison
+
+#: Rows of the concurrency table: the plain decoding row, then every row with a policy's metrics.
+PLAIN = "plain decoding"
+
+
+def concurrency_rows(comparison: Comparison, requests: Sequence[int], costs: Costs) -> list[dict]:
+    """``[{"heuristic", "split", "tokens_per_second": {R: value}, "speedup": {R: value}}]``: plain decoding and every
+    row with verification-length metrics (``mean_verified``) or a fixed gamma (verifying gamma drafts)."""
+    out = []
+    for split in comparison.splits:
+        plain = {r: r / costs.batch_seconds(r) for r in requests}
+        out.append({"heuristic": PLAIN, "split": split, "tokens_per_second": plain,
+                    "speedup": {r: 1.0 for r in requests}})
+        for row in comparison.rows:
+            if row.split != split or row.value("tokens_per_call") is None or row.gamma is None:
+                continue
+            verified = getattr(row.verifier, "mean_verified", None)
+            if verified is None:
+                verified = drafted = float(row.gamma)
+            else:
+                drafted = float(row.gamma) if row.heuristic == "survival_prefix" else verified
+            tps = {r: concurrent_tokens_per_second(row.value("tokens_per_call"), verified, drafted, r, costs) for r in requests}
+            out.append({"heuristic": row.heuristic, "split": split, "tokens_per_second": tps,
+                        "speedup": {r: tps[r] / plain[r] for r in requests}})
+    return out
+
+
+def concurrency_lines(rows: list[dict], requests: Sequence[int]) -> list[str]:
+    """A plain-text table: one line per row, speedup over plain decoding at every number of requests."""
+    width = max(len(r["heuristic"]) for r in rows)
+    head = "speedup at R requests".ljust(width) + "".join(f"{f'R={n}':>9}" for n in requests)
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(r["heuristic"].ljust(width) + "".join(f"{r['speedup'][n]:>8.3f}x" for n in requests))
+    return lines
+
+
+__all__ = ["PLAIN", "concurrency_rows", "concurrency_lines"]
