@@ -267,7 +267,7 @@ def _validate(doc: Any, source: str) -> Champion:
         for k, v in values.items():
             if v is None and k != "fitness":
                 continue  # a metric that was not computed (e.g. block metrics without draft_index)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v):
                 raise InputError(f"{source}: key 'metrics.{split}.{k}' must be a finite number or null "
                                  f"(value {v!r})")
         if "fitness" not in values and kind is THRESHOLD:
@@ -278,6 +278,14 @@ def _validate(doc: Any, source: str) -> Champion:
                     features=tuple(features), objective=doc["objective"], kind=kind.name, metrics=metrics,
                     provenance=doc["provenance"], primitive_set_version=doc["primitive_set_version"],
                     path=source)
+
+
+def _finite(v: int | float) -> bool:
+    """Whether ``v`` is a finite number within float range (a huge JSON integer is not)."""
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 
 def _json_name(kind) -> str:

@@ -33,7 +33,7 @@ from typing import Callable
 
 from evolve.gp.compiler import Node, Program, compile_nodes, parse, to_python, to_string
 from evolve.gp.kinds import THRESHOLD, ProgramKind, program_kind
-from evolve.gp.primitives import OPTIONAL_FEATURES, CORE_FEATURES
+from evolve.gp.primitives import CORE_FEATURES, DERIVED_FEATURES, OPTIONAL_FEATURES
 
 CONTRACT_ARGUMENTS: tuple[str, ...] = CORE_FEATURES
 #: The standard rule min(1, p/q) as a primitive-set expression.
@@ -136,7 +136,7 @@ def python_source(nodes: list[Node], function_name: str, doc: str, kind: Program
     Optional features the expression reads become keyword arguments after the
     six contract arguments; the function's docstring says what its value is (``kind``'s output).
     """
-    extra = [f for f in OPTIONAL_FEATURES if any(n.kind == "feature" and n.value == f for n in nodes)]
+    extra = [f for f in OPTIONAL_FEATURES + DERIVED_FEATURES if any(n.kind == "feature" and n.value == f for n in nodes)]
     params = ", ".join(list(CONTRACT_ARGUMENTS) + [f"{e}=float('nan')" for e in extra])
     used = sorted({n.value for n in nodes if n.kind == "prim"})
     from evolve.gp.primitives import PRIMITIVE_BY_NAME

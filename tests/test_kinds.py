@@ -291,3 +291,27 @@ def test_pareto_refuses_a_kind_it_cannot_run(kind, champions, vocab_dataset, tmp
                                              str(champions[kind].parent), "--no-plot", "--no-learned"])
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert res.exit_code == 2 and "cannot run it" in lines[-1] and kind in lines[-1], res.output
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_stopped_run_of_every_kind_resumes_to_the_uninterrupted_result(kind, vocab_dataset, tmp_path):
+    """The checkpoint holds each kind's evaluator caches (its own metrics record) and resumes exactly."""
+    from evolve.search.config import resolve
+    from evolve.search.rundir import resume, run
+    from evolve.search.state import TIMING_COLUMNS
+
+    settings = {"data": str(vocab_dataset), "evolve": kind, "objective": objective_of(kind), "population": 30,
+                "generations": 4, "seed": 2, "migration_interval": 1}
+    whole = run(resolve({**settings, "out": str(tmp_path / "whole")}))
+    calls: list[int] = []
+    stopped = run(resolve({**settings, "out": str(tmp_path / "stopped")}),
+                  progress=lambda row: calls.append(row["gen"]), stop=lambda: len(calls) > 2)
+    assert stopped.result.interrupted
+    done = resume(stopped.run_dir)
+
+    def outcome(info):
+        champion = json.loads((info.run_dir / "champion.json").read_text())
+        rows = [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in info.result.logbook]
+        return champion["expression"], champion["kind"], champion["metrics"], rows
+
+    assert outcome(done) == outcome(whole)

@@ -76,7 +76,8 @@ RUN_OPTION_NOTES: dict[str, str] = {
     "objective": "acceptance_quality (acceptance rate times quality score; half the quality score below the "
                  "quality floor 0.95), expected (its noise-free expected form), speed_at_tv (tokens per target "
                  "call with TV per token <= --tv-budget), pareto (NSGA-II over tokens per call, TV per token and "
-                 "size; writes front.json).",
+                 "size; writes front.json), tokens_per_second (verify-length policies: tokens per second under "
+                 "--costs).",
     "evolve": "relaxation needs block_residual_phi in the data and a block objective (speed_at_tv or pareto); "
               "its programs read prefix-level features only.",
     "features": "Comma-separated.",

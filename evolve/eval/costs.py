@@ -26,7 +26,7 @@ A cost file is JSON::
 ``python benchmark.py perf --costs`` measures one on this machine; one can also be written by
 hand for hardware one does not have (a GPU whose verification is nearly flat in T). A forward
 over more tokens than the list holds extrapolates linearly from its last two entries (flat for a
-one-entry list).
+one-entry list, and never downwards: a noisy curve that dips at its end is extended flat).
 
 The default (:data:`DEFAULT_COSTS`) is the cost model of the evaluator's ``speedup``: a
 verification as cheap as one plain step whatever T, and a drafted token at
@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from evolve.errors import InputError
 from evolve.eval.evaluator import DEFAULT_COST_RATIO
@@ -72,7 +72,7 @@ class Costs:
         t = self.target_forward_s
         if tokens <= len(t):
             return t[tokens - 1]
-        slope = t[-1] - t[-2] if len(t) >= 2 else 0.0
+        slope = max(0.0, t[-1] - t[-2]) if len(t) >= 2 else 0.0
         return t[-1] + slope * (tokens - len(t))
 
     def step_seconds(self, verified: int, drafted: int) -> float:
@@ -91,11 +91,13 @@ class Costs:
             return self.forward_seconds(lo) + (n - lo) * (self.forward_seconds(lo + 1) - self.forward_seconds(lo))
         xs, ys = curve["tokens"], curve["seconds"]
         if len(xs) == 1:
-            return ys[0] * tokens / xs[0]
+            return ys[0] * max(1.0, tokens / xs[0])
+        if tokens <= xs[0]:
+            return ys[0]
         i = 1
         while i < len(xs) - 1 and xs[i] < tokens:
             i += 1
-        slope = (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1])
+        slope = max(0.0, (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1]))
         return ys[i - 1] + slope * (tokens - xs[i - 1])
 
     def fixed_gamma_seconds(self, gamma: int) -> float:
@@ -111,13 +113,6 @@ class Costs:
 #: The default cost model: flat verification, drafts at 0.05 of a plain step (the evaluator's ``speedup``).
 DEFAULT_COSTS = Costs((1.0,), DEFAULT_COST_RATIO, 1.0,
                       source=f"default (flat verification, draft/target cost ratio {DEFAULT_COST_RATIO:g})")
-
-
-def speed(tokens_per_call: float, seconds_per_call: float, costs: Costs) -> tuple[float, float]:
-    """(tokens per second, speedup over plain decoding) of ``tokens_per_call`` emitted per
-    ``seconds_per_call`` (both expectations over calls)."""
-    tps = tokens_per_call / seconds_per_call
-    return tps, tps * costs.plain_token_s
 
 
 def costs_from_dict(doc: Any, source: str) -> Costs:
@@ -175,13 +170,37 @@ def load_costs(path: str | os.PathLike | None) -> Costs:
 
 
 def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:  # an integer beyond float range
+        return False
 
 
-def relative_curve(costs: Costs, tokens: Sequence[int] = (1, 2, 4, 6, 8)) -> dict[int, float]:
-    """The T-curve relative to T = 1: {T: forward_seconds(T) / forward_seconds(1)}."""
-    base = costs.forward_seconds(1)
-    return {t: costs.forward_seconds(t) / base for t in tokens}
+def concurrent_tokens_per_second(tokens_per_call: float, verified: float, drafted: float, requests: int,
+                                 costs: Costs) -> float:
+    """Tokens per second of ``requests`` requests decoded together: each step verifies every request's drafts in
+    one target call over requests * (verified + 1) new tokens (:meth:`Costs.batch_seconds`) after ``drafted``
+    batched draft steps; expectations per call stand for the per-request distributions (a batch sums many
+    requests), and drafting is assumed batched at the cost of one request's drafting."""
+    step = costs.batch_seconds(requests * (verified + 1.0)) + drafted * costs.draft_token_s
+    return requests * tokens_per_call / step
 
 
-__all__ = ["Costs", "DEFAULT_COSTS", "MAX_FILE_BYTES", "speed", "costs_from_dict", "load_costs", "relative_curve"]
+_LOADED: dict[tuple, Costs] = {}
+
+
+def cached_costs(path: str | os.PathLike | None) -> Costs:
+    """:func:`load_costs`, read once per file state (path, size, modification time) in this process."""
+    if path is None:
+        return DEFAULT_COSTS
+    st = os.stat(path) if os.path.isfile(path) else None
+    key = (os.path.abspath(path), None if st is None else (st.st_size, st.st_mtime_ns))
+    if key not in _LOADED:
+        _LOADED[key] = load_costs(path)
+    return _LOADED[key]
+
+
+__all__ = ["Costs", "DEFAULT_COSTS", "MAX_FILE_BYTES", "costs_from_dict", "load_costs", "cached_costs",
+           "concurrent_tokens_per_second"]

@@ -47,7 +47,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from evolve.errors import InputError
+from evolve.eval.costs import cached_costs, concurrent_tokens_per_second
 from evolve.eval.evaluator import Metrics
+from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
 
 #: Default draft length gamma of the block objectives.
 DEFAULT_GAMMA = 5
@@ -190,6 +192,7 @@ class Objective:
             (:mod:`evolve.search.champion`); None: no floor.
         worst: fitness values given in place of non-finite ones; None: -:data:`WORST` for a
             maximised value, +:data:`WORST` for a minimised one.
+        reads_costs: it reads the run's cost file and concurrency settings (which other objectives refuse).
     """
 
     name: str
@@ -201,6 +204,7 @@ class Objective:
     needs_blocks: bool = False
     margin: Callable[[Metrics, Any], float] | None = None
     worst: tuple[float, ...] | None = None
+    reads_costs: bool = False
 
     @property
     def multi(self) -> bool:
@@ -234,23 +238,12 @@ def _tokens_per_second(metrics: Any, cfg: Any) -> float:
     requests = getattr(cfg, "concurrency", 1)
     if requests == 1:
         return metrics.tokens_per_second
-    from evolve.eval.costs import load_costs
-    costs = load_costs(None if cfg.costs == "default" else cfg.costs)
-    return concurrent_tokens_per_second(metrics.tokens_per_call, metrics.mean_verified, metrics.mean_verified,
+    costs = cached_costs(None if cfg.costs == "default" else cfg.costs)
+    return concurrent_tokens_per_second(metrics.tokens_per_call, metrics.mean_verified, metrics.mean_drafted,
                                         requests, costs)
 
 
-def concurrent_tokens_per_second(tokens_per_call: float, verified: float, drafted: float, requests: int,
-                                 costs: Any) -> float:
-    """Tokens per second of ``requests`` requests decoded together: each step verifies every request's drafts in
-    one target call over requests * (verified + 1) new tokens (the cost file's batch curve,
-    :meth:`evolve.eval.costs.Costs.batch_seconds`) after ``drafted`` batched draft steps; expectations per call
-    stand for the per-request distributions (a batch sums many requests)."""
-    step = costs.batch_seconds(requests * (verified + 1.0)) + drafted * costs.draft_token_s
-    return requests * tokens_per_call / step
-
-
-BLOCK_KINDS: tuple[str, ...] = ("threshold", "relaxation")
+BLOCK_KINDS: tuple[str, ...] = (THRESHOLD.name, RELAXATION.name)
 
 #: The registered objectives by name (:func:`register_objective` adds more).
 OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
@@ -266,7 +259,7 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
               weights=PARETO_WEIGHTS, kinds=BLOCK_KINDS, needs_blocks=True),
     Objective("tokens_per_second", "expected tokens per second under the run's cost file (the costs setting), "
               "exact from the records; with concurrency R > 1, the throughput of R requests decoded together",
-              _tokens_per_second, kinds=("verify-length",), needs_blocks=True),
+              _tokens_per_second, kinds=(VERIFY_LENGTH.name,), needs_blocks=True, reads_costs=True),
 )}
 
 
@@ -277,6 +270,9 @@ def register_objective(objective: Objective) -> Objective:
     """
     if not objective.weights:
         raise ValueError(f"objective {objective.name!r}: no fitness weights")
+    if len(objective.weights) == 1 and objective.weights[0] <= 0:
+        raise ValueError(f"objective {objective.name!r}: a single-value objective is maximised (weights (1.0,)); "
+                         f"return its negation to minimise")
     if OBJECTIVES.get(objective.name, objective) is not objective:
         raise ValueError(f"an objective named {objective.name!r} is registered already")
     OBJECTIVES[objective.name] = objective
@@ -294,5 +290,5 @@ def objective_named(name: Any) -> Objective:
 
 __all__ = ["DEFAULT_GAMMA", "DEFAULT_BUDGET", "DEFAULT_TV_CAP", "DEFAULT_PENALTY", "TV_UNIT", "PARETO_WEIGHTS",
            "PARETO_OBJECTIVES", "speed_at_tv", "speed_at_tv_value", "pareto_values", "block_values",
-           "within_budget", "check_budget", "WORST", "concurrent_tokens_per_second", "quality_margin", "Objective", "OBJECTIVES", "register_objective",
+           "within_budget", "check_budget", "WORST", "quality_margin", "Objective", "OBJECTIVES", "register_objective",
            "objective_named"]

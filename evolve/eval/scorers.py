@@ -13,10 +13,11 @@ from typing import Callable
 
 from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs
-from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
+from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, Metrics
+from evolve.eval.relaxed_block import RelaxedMetrics
 from evolve.eval.population import PopulationEvaluator
 from evolve.eval.relaxed_population import RelaxedPopulationEvaluator
-from evolve.eval.verify_length import LengthPopulationEvaluator
+from evolve.eval.verify_length import LengthMetrics, LengthPopulationEvaluator
 from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH, ProgramKind
 
 
@@ -31,6 +32,10 @@ def _relaxation(data, fitness, gamma, cache_size, costs):
 def _length(data, fitness, gamma, cache_size, costs):
     return LengthPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size, costs=costs)
 
+
+#: The metrics record each kind's scorer returns (what a checkpoint's evaluator caches hold), by kind name.
+METRICS_CLASSES: dict[str, type] = {THRESHOLD.name: Metrics, RELAXATION.name: RelaxedMetrics,
+                                    VERIFY_LENGTH.name: LengthMetrics}
 
 #: The population scorer factory of each kind, by kind name: ``(data, fitness, gamma, cache_size, costs)``.
 POPULATION_SCORERS: dict[str, Callable[..., PopulationEvaluator]] = {
@@ -52,4 +57,4 @@ def population_scorer(kind: ProgramKind, data: EvalData, fitness: AcceptanceQual
     return make(data, fitness, gamma, cache_size, costs)
 
 
-__all__ = ["POPULATION_SCORERS", "population_scorer"]
+__all__ = ["METRICS_CLASSES", "POPULATION_SCORERS", "population_scorer"]

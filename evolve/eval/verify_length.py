@@ -64,7 +64,8 @@ class LengthMetrics:
     ``records``: records scored; ``blocks``: speculation blocks; ``tokens_per_call``: expected tokens
     per target call; ``seconds_per_call``: expected seconds per call under the cost file;
     ``tokens_per_second`` = their ratio; ``speedup`` = tokens per second times ``plain_token_s``;
-    ``mean_verified``: drafted (and verified) tokens per call; ``tv_per_token``: 0 (lossless).
+    ``mean_verified``: drafted tokens verified per call; ``mean_drafted``: tokens drafted per call (more than
+    verified only for ``survival_prefix``); ``tv_per_token``: 0 (lossless).
     """
 
     records: int
@@ -74,6 +75,7 @@ class LengthMetrics:
     tokens_per_second: float
     speedup: float
     mean_verified: float
+    mean_drafted: float
     tv_per_token: float = 0.0
 
     def to_dict(self) -> dict:
@@ -114,7 +116,9 @@ def decision_data(data: EvalData) -> EvalData:
                     bounds=data.bounds, block_length=data.block_length)
 
 
+@njit(cache=True)
 def _cumprob_before(q: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """prod of ``q`` over the block's earlier records (1 at a block's first record), float64 (n,)."""
     out = np.empty(q.size)
     acc = 1.0
     for i in range(q.size):
@@ -145,6 +149,7 @@ def _add_call(r, i, verified, drafted, forward, draft_s, out):
     out[1] += tokens
     out[2] += forward[verified] + drafted * draft_s
     out[3] += verified
+    out[4] += drafted
 
 
 @njit(cache=True)
@@ -153,8 +158,8 @@ def length_counts(v, r, depth, gamma, forward, draft_s, out):
 
     ``r`` float64 (n,) min(1, p/q) of each record, ``depth`` float64 (n,) its draft_index; ``forward``
     float64 (gamma + 1,) seconds of a target forward over 1..gamma + 1 new tokens; ``draft_s`` seconds per
-    drafted token. Adds to ``out`` float64 (4,): blocks, sum of expected tokens, sum of seconds, sum of
-    verified drafts.
+    drafted token. Adds to ``out`` float64 (5,): blocks, sum of expected tokens, sum of seconds, sum of
+    verified drafts, sum of drafted tokens.
     """
     i = 0
     while i < v.size:
@@ -196,15 +201,15 @@ def metrics_from_length_counts(c: np.ndarray, n: int, costs: Costs) -> LengthMet
     """:class:`LengthMetrics` from the counts of :func:`length_counts` over ``n`` records."""
     blocks = int(c[0])
     if blocks == 0:
-        return LengthMetrics(n, 0, math.nan, math.nan, math.nan, math.nan, math.nan)
+        return LengthMetrics(n, 0, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan)
     tpc, spc = c[1] / blocks, c[2] / blocks
     tps = c[1] / c[2]
-    return LengthMetrics(n, blocks, tpc, spc, tps, tps * costs.plain_token_s, c[3] / blocks)
+    return LengthMetrics(n, blocks, tpc, spc, tps, tps * costs.plain_token_s, c[3] / blocks, c[4] / blocks)
 
 
 def policy_metrics(values: np.ndarray, data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS) -> LengthMetrics:
     """Metrics of policy values ``values`` float64 (n,) on the records of ``data`` (an EvalData with draft_index)."""
-    out = np.zeros(4)
+    out = np.zeros(5)
     length_counts(np.ascontiguousarray(values, dtype=np.float64), data.r, data.depth, int(gamma),
                   forward_table(costs, gamma), float(costs.draft_token_s), out)
     return metrics_from_length_counts(out, data.n, costs)
@@ -231,14 +236,16 @@ def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS,
     g_best = max(range(gamma + 1), key=lambda g: (fixed(tune, g).tokens_per_second, -g))
     out = {"best_fixed_gamma": (f"gamma={g_best}", fixed(data, g_best))}
 
+    decisions = {id(d): decision_data(d) for d in (tune, data)}
+
     def confidence(d: EvalData, h: float) -> LengthMetrics:
-        dd = decision_data(d)
+        dd = decisions[id(d)]
         col = "draft_top_prob" if "draft_top_prob" in dd.available else "draft_prob"
         return policy_metrics(dd.feature(col) - h, dd, gamma, costs)
 
     h_best = max(CONFIDENCE_GRID, key=lambda h: (confidence(tune, h).tokens_per_second, -h))
     out["confidence_threshold"] = (f"h={h_best:g}", confidence(data, h_best))
-    c = np.zeros(4)
+    c = np.zeros(5)
     survival_counts(data.feature("draft_prob"), data.r, data.depth, int(gamma), forward_table(costs, gamma),
                     float(costs.draft_token_s), c)
     out["survival_prefix"] = ("", metrics_from_length_counts(c, data.n, costs))
@@ -268,7 +275,7 @@ class LengthPopulationEvaluator(PopulationEvaluator):
         check_features(program, self.data, "policy")
 
     def _counts(self, packed, D, lowered=()):
-        out = np.zeros((len(lowered), 4))
+        out = np.zeros((len(lowered), 5))
         for i, lo in enumerate(lowered):
             v = packed_thresholds(lo, self.data.X, self.data.bounds, D)
             length_counts(v, self.data.r, self.data.depth, self._gamma, self._forward, float(self.costs.draft_token_s),

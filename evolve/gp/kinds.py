@@ -140,17 +140,6 @@ def program_kind(name: Any, what: str = "kind") -> ProgramKind:
     return KINDS[name]
 
 
-def register_kind(kind: ProgramKind) -> ProgramKind:
-    """Add ``kind`` to :data:`KINDS` (a new kind also needs an entry in every command's table).
-
-    Raises: ValueError if a different kind of that name is registered.
-    """
-    if kind.name in KINDS and KINDS[kind.name] != kind:
-        raise ValueError(f"a different kind of program named {kind.name!r} is registered")
-    KINDS[kind.name] = kind
-    return kind
-
-
 def kind_from_config(config: Mapping[str, Any] | None) -> ProgramKind:
     """The kind of program a run configuration evolved (its ``evolve`` key; before that key existed,
     ``verify = "block"`` meant relaxation weights). Unknown or missing values give ``threshold``."""
@@ -162,5 +151,5 @@ def kind_from_config(config: Mapping[str, Any] | None) -> ProgramKind:
     return RELAXATION if config.get("verify") == "block" else THRESHOLD
 
 
-__all__ = ["ProgramKind", "THRESHOLD", "RELAXATION", "VERIFY_LENGTH", "KINDS", "TOKEN_FEATURES", "TARGET_FEATURES", "program_kind", "register_kind",
+__all__ = ["ProgramKind", "THRESHOLD", "RELAXATION", "VERIFY_LENGTH", "KINDS", "TOKEN_FEATURES", "TARGET_FEATURES", "program_kind",
            "kind_from_config"]

@@ -36,8 +36,9 @@ CORE_FEATURES: tuple[str, ...] = (
 #: Optional schema columns that become terminals when a dataset has them.
 OPTIONAL_FEATURES: tuple[str, ...] = ("draft_index", "draft_top_prob", "target_top_prob", "overlap", "target_rank")
 #: Features computed from the records rather than read from a column: ``draft_cumprob``, the product of
-#: the drafter's probabilities of the block's drafted tokens up to and including this one (the survival
-#: estimate of a verification-length policy, :mod:`evolve.eval.verify_length`).
+#: the drafter's probabilities of the block's drafted tokens up to and including the token a feature row
+#: describes (in a verification-length policy's decision row, the last drafted token: the survival
+#: estimate of the drafted prefix, :mod:`evolve.eval.verify_length`).
 DERIVED_FEATURES: tuple[str, ...] = ("draft_cumprob",)
 #: All features; a program's FEATURE opcode indexes this tuple.
 FEATURES: tuple[str, ...] = CORE_FEATURES + OPTIONAL_FEATURES + DERIVED_FEATURES

@@ -109,8 +109,9 @@ class RunConfig:
     objective: str = _setting("acceptance_quality", str, "What the run optimises on train (a registered objective).",
                               choices=_objective_names)
     evolve: str = _setting("threshold", str, "Kind of program evolved: threshold (per-token acceptance "
-                                             "thresholds) or relaxation (the weight w of relaxed block "
-                                             "verification).", choices=_kind_names)
+                                             "thresholds), relaxation (the weight w of relaxed block "
+                                             "verification) or verify-length (a verification-length policy).",
+                           choices=_kind_names)
     warm_start: bool = _setting(True, bool, "Seed the registered rules and the best family members.")
     features: Any = _setting("auto", tuple, "Terminal features: auto or a list of feature names.")
     gamma: int = _setting(5, int, "Draft length of the block objectives (speed_at_tv, pareto); at most the data's "
@@ -272,6 +273,12 @@ def _check_relations(cfg: RunConfig, origin: dict[str, str | None]) -> None:
         scoring = [o.name for o in _objectives() if cfg.evolve in o.kinds]
         raise fail("evolve", f"objective {cfg.objective!r} does not score {cfg.evolve} programs (objectives "
                              f"that do: {', '.join(scoring) or 'none'})")
+    if not objective.reads_costs:
+        for name, default in (("costs", DEFAULTS.costs), ("concurrency", DEFAULTS.concurrency)):
+            if getattr(cfg, name) != default:
+                reading = [o.name for o in _objectives() if o.reads_costs]
+                raise fail(name, f"objective {cfg.objective!r} does not read it (objectives that do: "
+                                 f"{', '.join(reading)})")
     if cfg.elitism >= cfg.population:
         raise fail("elitism", f"elitism {cfg.elitism} must be smaller than the population ({cfg.population})")
 

@@ -175,10 +175,12 @@ def _start_checkpoints(out: Path, cfg: RunConfig, features: tuple[str, ...], dat
         lock = DirectoryLock(partial, _busy(partial)).acquire()
         atomic_write_text(partial / "config.toml", to_toml(cfg))
         write_checkpoint(partial / CHECKPOINT_FILE, _header(cfg, features, data_info, started, None), None)
-    except OSError as exc:
+    except BaseException as exc:
         if lock is not None:
             lock.release()
-        raise InputError(f"{OUT_WHAT}: cannot create the checkpoint directory ({os_error_text(exc)})") from None
+        if isinstance(exc, OSError):
+            raise InputError(f"{OUT_WHAT}: cannot create the checkpoint directory ({os_error_text(exc)})") from None
+        raise
     return partial, lock
 
 

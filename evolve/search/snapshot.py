@@ -40,6 +40,7 @@ from evolve.errors import InputError
 from evolve.eval.evaluator import Metrics
 from evolve.eval.population import EvaluationStats
 from evolve.eval.relaxed_block import RelaxedMetrics
+from evolve.eval.scorers import METRICS_CLASSES
 from evolve.eval.verify_length import LengthMetrics
 from evolve.gp.compiler import from_tree, parse, to_string
 from evolve.gp.primitives import build_pset
@@ -240,6 +241,12 @@ class _Reader:
             return _NONFINITE[value]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.fail(field, f"must be a {'finite ' if finite else ''}number, found {_kind(value)}")
+        try:
+            ok = math.isfinite(float(value))
+        except OverflowError:  # an integer beyond float range
+            ok = False
+        if not ok and (finite or isinstance(value, int)):
+            raise self.fail(field, f"must be a finite number within float range (value {str(value)[:40]})")
         return value
 
     def opt_num(self, value: Any, field: str) -> int | float | None:
@@ -493,7 +500,7 @@ def snapshot_from_data(data: Any, cfg: RunConfig, features: tuple[str, ...], gen
         if caches is not None:
             raise read.fail("caches", "must be null for an island run (each island task scores afresh)")
     else:
-        kind = "RelaxedMetrics" if cfg.evolve == "relaxation" else "Metrics"
+        kind = METRICS_CLASSES[cfg.program_kind.name].__name__
         caches = read.obj(caches, "caches", ("train", "valid"))
         snapshot.caches = {name: _cache_from(caches[name], f"caches.{name}", kind, read) for name in ("train", "valid")}
     return snapshot

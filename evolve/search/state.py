@@ -23,7 +23,7 @@ import numpy as np
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData, Metrics, check_gamma
 from evolve.eval.population import EvaluationStats
-from evolve.eval.costs import load_costs
+from evolve.eval.costs import cached_costs
 from evolve.eval.scorers import population_scorer
 from evolve.search.config import RunConfig
 
@@ -103,7 +103,7 @@ class SearchState:
         fit = cfg.acceptance_quality_fitness()
         self.cfg = cfg
         self.objective_spec = cfg.objective_spec
-        costs = load_costs(None if cfg.costs == "default" else cfg.costs)
+        costs = cached_costs(None if cfg.costs == "default" else cfg.costs)
         self.scorer = population_scorer(cfg.program_kind, train, fit, gamma, cache_size, costs)
         self.valid_scorer = population_scorer(cfg.program_kind, valid, fit, gamma, cache_size, costs)
         self.on_generation, self.should_stop = on_generation, should_stop

@@ -16,10 +16,9 @@ it, when
   ``metadata.json``, ``texts.jsonl``: :data:`DATASET_FILES`) or of a run
   directory (:data:`RUN_FILES`), or be read as a champion file (``*.json``,
   ``*.py`` directly inside a champions directory the command reads);
-* it lies inside the package's source: the packages :data:`PACKAGES` (the
-  ``data/`` package directory is also the default dataset directory, so only
-  its Python files and subpackages are refused there) and the repository's
-  top-level Python files and ``pyproject.toml``.
+* it lies inside the package's source: the packages :data:`PACKAGES` and the
+  repository's top-level Python files and ``pyproject.toml`` (``data/``, the
+  default dataset directory, holds no code).
 
 When writing still fails at the end of a long job, :func:`write_or_rescue`
 saves the result under a new directory in the temporary directory
@@ -102,16 +101,8 @@ def source_location(path: str | os.PathLike, allowed: str | os.PathLike | None =
         return f"a source file of the repository ({ROOT})"
     for name in PACKAGES:
         package = ROOT / name
-        if not _inside(p, package) or not package.is_dir():
-            continue
-        if name != "data":
+        if _inside(p, package) and package.is_dir():
             return f"inside the package's source ({package})"
-        below = p.relative_to(package).parts
-        if p.suffix in SOURCE_SUFFIXES or "__pycache__" in below:
-            return f"a source file of the package ({package})"
-        for k in range(1, len(below) + 1):
-            if (package.joinpath(*below[:k]) / "__init__.py").is_file():
-                return f"inside the package's source ({package.joinpath(*below[:k])})"
     return None
 
 

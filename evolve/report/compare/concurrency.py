@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from evolve.eval.costs import Costs
-from evolve.eval.objectives import concurrent_tokens_per_second
+from evolve.eval.costs import Costs, concurrent_tokens_per_second
 from evolve.report.compare.rows import Comparison
 
 #: Rows of the concurrency table: the plain decoding row, then every row with a policy's metrics.
@@ -31,21 +30,22 @@ PLAIN = "plain decoding"
 
 def concurrency_rows(comparison: Comparison, requests: Sequence[int], costs: Costs) -> list[dict]:
     """``[{"heuristic", "split", "tokens_per_second": {R: value}, "speedup": {R: value}}]``: plain decoding and every
-    row with verification-length metrics (``mean_verified``) or a fixed gamma (verifying gamma drafts)."""
+    row with verification-length metrics (``mean_verified``, ``mean_drafted``) or a fixed gamma (drafting and
+    verifying gamma tokens). At R = 1 a row's own tokens per second is used (the exact per-call expectation
+    of its table), so the R = 1 column is the table's speedup."""
     out = []
     for split in comparison.splits:
-        plain = {r: r / costs.batch_seconds(r) for r in requests}
+        plain = {r: (1.0 / costs.plain_token_s if r == 1 else r / costs.batch_seconds(r)) for r in requests}
         out.append({"heuristic": PLAIN, "split": split, "tokens_per_second": plain,
                     "speedup": {r: 1.0 for r in requests}})
         for row in comparison.rows:
             if row.split != split or row.value("tokens_per_call") is None or row.gamma is None:
                 continue
-            verified = getattr(row.verifier, "mean_verified", None)
-            if verified is None:
-                verified = drafted = float(row.gamma)
-            else:
-                drafted = float(row.gamma) if row.heuristic == "survival_prefix" else verified
-            tps = {r: concurrent_tokens_per_second(row.value("tokens_per_call"), verified, drafted, r, costs) for r in requests}
+            verified = getattr(row.verifier, "mean_verified", float(row.gamma))
+            drafted = getattr(row.verifier, "mean_drafted", float(row.gamma))
+            tps = {r: (row.value("tokens_per_second") if r == 1 and row.value("tokens_per_second") is not None else
+                       concurrent_tokens_per_second(row.value("tokens_per_call"), verified, drafted, r, costs))
+                   for r in requests}
             out.append({"heuristic": row.heuristic, "split": split, "tokens_per_second": tps,
                         "speedup": {r: tps[r] / plain[r] for r in requests}})
     return out

@@ -121,7 +121,7 @@ def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]
                  f" Tok/s = Tok/call / (target_forward_s(gamma + 1) + gamma * draft_token_s) of the cost file"
                  f" {comparison.costs.source}, Speedup = Tok/s * plain_token_s, TV/tok = expected TV per emitted"
                  f" token.")
-    if any(r.program_kind == "verify-length" for r in comparison.rows):
+    if any(r.program_kind == VERIFY_LENGTH.name for r in comparison.rows):
         text += (" Verification-length policies (kind policy: best_fixed_gamma, confidence_threshold,"
                  " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"
                  " their Tok/s uses their own expected seconds per call.")

@@ -19,6 +19,7 @@ from typing import Sequence
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import EvalData
 from evolve.eval.verify_length import LengthPopulationEvaluator, competitors
+from evolve.gp.kinds import VERIFY_LENGTH
 from evolve.report.compare.rows import Row
 from heuristics.contract import Rule
 
@@ -64,7 +65,7 @@ def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: E
         setting, metrics = found[name]
         where = f" (tuned on {tuned_name})" if setting else ""
         rows.append(Row(name, POLICY, data.split, data.source, None, ms, expression=f"{setting}{where}" or None,
-                        gamma=gamma, verifier=metrics, records=data.n, program_kind="verify-length"))
+                        gamma=gamma, verifier=metrics, records=data.n, program_kind=VERIFY_LENGTH.name))
     return rows
 
 

@@ -283,7 +283,8 @@ def _length_scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: i
 
 
 def _length_missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[str]:
-    return [c for c in VERIFY_LENGTH.columns if c not in data.available]
+    needed = (*VERIFY_LENGTH.columns, *(c for c in rule.columns_needed if c not in VERIFY_LENGTH.derived_features))
+    return [c for c in dict.fromkeys(needed) if c not in data.available]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ Curves
     * one per ``--rule`` (a registered rule or promoted champion, resolved by
       :func:`heuristics.registry.get_rule`): that rule alone, a single point;
     * ``evolved``: every rule of the ``--run`` directories (``front.json`` of a
-      ``--fitness pareto`` run, else the run's ``hall_of_fame.json`` and
+      ``--objective pareto`` run, else the run's ``hall_of_fame.json`` and
       ``champion.json``), all together;
     * ``bound`` (reported beside the curves, not one of them): what a block
       oracle achieves, and an upper bound no acceptance rule can exceed on the
@@ -206,7 +206,7 @@ def _expressions(doc, path: Path, key: str | None) -> list[str]:
 def run_expressions(run_dir: str | os.PathLike) -> tuple[list[str], str]:
     """The evolved expressions of one run directory and the file(s) they came from.
 
-    ``front.json`` (key ``front``, written by ``--fitness pareto`` runs) when
+    ``front.json`` (key ``front``, written by ``--objective pareto`` runs) when
     present, else ``hall_of_fame.json`` plus ``champion.json``.
     Raises: InputError (parameter ``runs``) for a missing directory, no rule file, or malformed JSON.
     """

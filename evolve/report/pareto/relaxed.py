@@ -53,11 +53,6 @@ def run_kind(run_dir: str | os.PathLike) -> ProgramKind:
     return kind_from_config(config)
 
 
-def is_relaxed_run(run_dir: str | os.PathLike) -> bool:
-    """Whether a run directory evolved relaxation weights (``--evolve relaxation``, :func:`run_kind`)."""
-    return run_kind(run_dir) is RELAXATION
-
-
 def _points(exprs: Sequence[str], labels: Sequence[str], data: EvalData, gamma: int) -> list[RulePoint]:
     metrics = evaluate_relaxed(list(exprs), data, gamma)
     out = []
@@ -204,6 +199,6 @@ def split_runs(runs: Sequence[str | os.PathLike]) -> tuple[list, list]:
     return token, relaxed
 
 
-__all__ = ["RELAXED_FAMILY", "RELAXED_EVOLVED", "RELAXED_KINDS", "is_relaxed_run", "run_kind", "relaxed_family_curve",
+__all__ = ["RELAXED_FAMILY", "RELAXED_EVOLVED", "RELAXED_KINDS", "run_kind", "relaxed_family_curve",
            "relaxed_rule_curve",
            "relaxed_evolved_curve", "relaxed_verdict", "relaxed_lines", "split_runs"]

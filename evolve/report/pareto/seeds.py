@@ -1,6 +1,6 @@
 """The robustness table of the pareto search: several runs' fronts against the families and the oracle bound.
 
-``scripts/pareto_seeds.sh`` runs ``python -m evolve run --fitness pareto`` for
+``scripts/pareto_seeds.sh`` runs ``python -m evolve run --objective pareto`` for
 three random seeds with the default options and three with ``--population 500
 --generations 40``, scores each run's front with ``python benchmark.py pareto
 --format json`` and hands the JSON files to this module::

@@ -1,0 +1,1 @@
+"""`python benchmark.py pareto`: published rule families against evolved fronts, the oracle bound, the references and the relaxed fronts."""
