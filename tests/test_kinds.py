@@ -111,7 +111,11 @@ def _benchmark_length(row: dict, path: Path) -> None:
 def _export_length(module: dict, champ) -> None:
     assert "keep_drafting" in module and module["KIND"] == VERIFY_LENGTH.name
     assert "acceptance_threshold" not in module and "relaxed_target" not in module
-    assert "draft one more token iff v > 0" in module["__doc__"]
+    assert "draft one more token where it is 1.0" in module["__doc__"]
+    assert list(module["keep_drafting"](draft_index=np.array([0.0, 1.0]), draft_prob=np.array([np.inf, np.nan]),
+                                        draft_cumprob=np.array([1.0, 1.0]), draft_entropy=np.array([0.0, 0.0]),
+                                        draft_top_prob=np.array([1.0, 1.0]), position=np.array([0.0, 1.0]))) \
+        in ([0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0])  # decisions only, never another value
 
 
 def _live_threshold(decoded, row: dict, champ) -> None:
@@ -233,7 +237,9 @@ def test_export_numpy(kind, champions, vocab_dataset):
         data = decision_data(data)
     got = module[KINDS[kind].function_name](**{f: data.feature(f) for f in module["COLUMNS"]})
     raw = thresholds(champ.rule().program, data)
-    np.testing.assert_allclose(got, np.where(np.isfinite(raw), np.clip(raw, 0.0, 1.0), 0.0), rtol=1e-12, atol=0)
+    want = np.where(raw > 0, 1.0, 0.0) if kind == VERIFY_LENGTH.name else \
+        np.where(np.isfinite(raw), np.clip(raw, 0.0, 1.0), 0.0)  # a policy exports its decision, v > 0
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
 
 
 @pytest.mark.parametrize("kind", list(KINDS))

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from evolve.traces.synth.block_columns import PHI_POINTS, block_columns, block_phi, block_weight, residual_phi_onehot
+from evolve.traces.synth.block_columns import (
+    PHI_POINTS, block_columns, block_phi, block_weight, residual_phi_onehot, target_rank,
+)
 
 
 @dataclass(frozen=True)
@@ -100,22 +102,12 @@ def _mass_point(weight, p, y):
 
 
 @njit(cache=True)
-def _rank(p, x):
-    px = p[x]
-    rank = 0
-    for v in range(p.shape[0]):
-        if p[v] > px:
-            rank += 1
-    return rank
-
-
-@njit(cache=True)
 def _columns_point(p, qids, x, mass, rank):
     weight = 1.0
     k = x.shape[0]
     for d in range(k):
         weight = block_weight(weight, p[d, x[d]], 1.0 if qids[d] == x[d] else 0.0)
-        rank[d] = _rank(p[d], x[d])
+        rank[d] = target_rank(p[d], x[d])
         if d + 1 < k:
             mass[d] = _mass_point(weight, p[d + 1], qids[d + 1])
 

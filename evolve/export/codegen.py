@@ -234,8 +234,8 @@ def _length_docstring(name: str, library: str) -> str:
 
 Generated; do not edit. Standalone: imports only math and {library}.
 
-keep_drafting(**columns) returns v, float64 in [0, 1], one value per element of the broadcast
-columns: before each draft step, draft one more token iff v > 0, then send every drafted token
+keep_drafting(**columns) returns 1.0 or 0.0 (float64), one per element of the broadcast columns:
+before each draft step, draft one more token where it is 1.0 (the policy's value v > 0), then send every drafted token
 to the target and verify them with the standard rule (lossless). Its columns describe the
 drafter's side of the last drafted token, known before the target is called: draft_prob (its
 probability under the drafter; 1 before the first draft), draft_top_prob (the drafter's largest
@@ -244,8 +244,7 @@ draft_cumprob (the product of the drafter's probabilities of the tokens drafted 
 the first draft), draft_index (the number of tokens drafted so far) and position (the position
 of the token about to be drafted). COLUMNS lists those this policy reads.
 
-{_SEMANTICS} The value is 0 where it is NaN or infinite, then clamped to [0, 1]; only v > 0
-matters. Stop at the engine's longest draft length too. Where it comes from: SpecDec++ (Huang
+{_SEMANTICS} A NaN value stops drafting. Stop at the engine's longest draft length too. Where it comes from: SpecDec++ (Huang
 et al. 2024, arXiv 2405.19715) stops drafting on a predicted rejection; DSpark's
 confidence-scheduled verification (Cheng et al. 2026, arXiv 2607.05147) sets the verification
 length from the drafter's confidences; this policy was evolved for tokens per second under a
@@ -273,7 +272,9 @@ class Layout:
     ``docstring(name, library)`` the module's docstring; ``helpers(target)`` ``_columns``, the
     protected operators and the kind's public helpers for ``target``'s library;
     ``header`` lines written after ``RULE`` (a relaxation module says ``KIND``); ``summary`` the
-    docstring of the module's function. The function is named ``kind.function_name``.
+    docstring of the module's function; ``decision``: the function returns the decision 1.0 where the
+    program's value is > 0, else 0.0 (NaN: 0.0), rather than the clamped value. The function is named
+    ``kind.function_name``.
     """
 
     kind: ProgramKind
@@ -282,6 +283,7 @@ class Layout:
     helpers: Callable[[Target], str]
     summary: str
     header: tuple[str, ...] = ()
+    decision: bool = False
 
 
 #: A per-token acceptance threshold: ``acceptance_threshold`` and ``residual_distribution``.
@@ -296,8 +298,8 @@ RELAXATION_LAYOUT = Layout(RELAXATION, "w", _relaxation_docstring,
 #: A verification-length policy: ``keep_drafting``.
 LENGTH_LAYOUT = Layout(VERIFY_LENGTH, "v", _length_docstring,
                        lambda target: "\n".join([target.columns, target.operators]),
-                       "Values v (float64 in [0, 1]): draft one more token iff v > 0; see the module doc.",
-                       (f"KIND = {VERIFY_LENGTH.name!r}",))
+                       "1.0 where the policy drafts one more token (its value > 0), else 0.0; see the module doc.",
+                       (f"KIND = {VERIFY_LENGTH.name!r}",), decision=True)
 
 
 _CHECK = '''
@@ -328,7 +330,8 @@ def render_module(name: str, nodes: list[Node], target: Target, source: str = ""
         body.append(f"    {target.body_open}")
         indent = "        "
     body += [f"{indent}{s.name} = {call(s)}" for s in line.steps]
-    body += [f"{indent}{text}" for text in target.finish(line.result, layout.value)]
+    result = f"{target.alias}.where({line.result} > 0, 1.0, 0.0)" if layout.decision else line.result
+    body += [f"{indent}{text}" for text in target.finish(result, layout.value)]
     parts = [
         layout.docstring(name, target.library),
         "import math",
