@@ -48,6 +48,11 @@ class InputWarning(UserWarning):
     :func:`warnings.warn`; the message is a single line naming the file or directory."""
 
 
+def printable(text: str) -> str:
+    """``text`` for a one-line message: control and other unprintable characters escaped (a newline as ``\\n``)."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
 def os_error_text(exc: OSError) -> str:
     """A file-system error as one line: ``PATH: reason`` (e.g. ``out/x: Permission denied``).
 

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from evolve.errors import InputError, InputWarning, os_error_text
+from evolve.errors import InputError, InputWarning, os_error_text, printable
 from evolve.traces.locks import DirectoryLock, claim_stale, mkstemp_locked
 from evolve.traces.schema import COLUMN_BY_NAME, COLUMNS, SCHEMA_VERSION, derive_seq_id, validate
 
@@ -222,13 +222,13 @@ def _check_records(records: list, path: Path) -> None:
         if rec.keys() != keys:
             missing = [k for k in keys if k not in rec]
             if missing:
-                raise InputError(f"{path}: record {i} lacks key '{missing[0]}' (record 0 has it)")
+                raise InputError(f"{path}: record {i} lacks key '{printable(missing[0])}' (record 0 has it)")
             extra = next(k for k in rec if k not in keys)
-            raise InputError(f"{path}: record {i} has key '{extra}' that record 0 lacks")
+            raise InputError(f"{path}: record {i} has key '{printable(extra)}' that record 0 lacks")
         if None in rec.values():
             key = next((k for k, v in rec.items() if v is None and not _null_ok(k)), None)
             if key is not None:
-                raise InputError(f"{path}: column '{key}', row {i}: null (expected a value)")
+                raise InputError(f"{path}: column '{printable(key)}', row {i}: null (expected a value)")
 
 
 def read_json(path: str | Path, strict: bool = False) -> Any:

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from evolve.errors import InputError
+from evolve.errors import InputError, printable
 
 SCHEMA_VERSION = 1
 #: Values per record of the list column ``block_residual_phi`` (:mod:`evolve.traces.synth.block_columns`).
@@ -358,7 +358,7 @@ def validate(df: pd.DataFrame, source: str) -> dict[str, np.ndarray]:
     for name in present - set(COLUMN_BY_NAME):
         close = difflib.get_close_matches(name, list(COLUMN_BY_NAME), n=1, cutoff=0.8)
         if close and close[0] not in present:
-            raise InputError(f"{source}: unknown column '{name}' (did you mean '{close[0]}'?)")
+            raise InputError(f"{source}: unknown column '{printable(name)}' (did you mean '{close[0]}'?)")
     missing = [c for c in REQUIRED_COLUMNS if c not in present]
     if missing:
         raise InputError(f"{source}: missing required column '{missing[0]}' "
