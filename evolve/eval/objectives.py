@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from evolve.errors import InputError
-from evolve.eval.costs import cached_costs, concurrent_tokens_per_second
+from evolve.eval.costs import concurrent_tokens_per_second
 from evolve.eval.evaluator import Metrics
 from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
 
@@ -238,9 +238,8 @@ def _tokens_per_second(metrics: Any, cfg: Any) -> float:
     requests = getattr(cfg, "concurrency", 1)
     if requests == 1:
         return metrics.tokens_per_second
-    costs = cached_costs(None if cfg.costs == "default" else cfg.costs)
     return concurrent_tokens_per_second(metrics.tokens_per_call, metrics.mean_verified, metrics.mean_drafted,
-                                        requests, costs)
+                                        requests, cfg.cost_model)
 
 
 BLOCK_KINDS: tuple[str, ...] = (THRESHOLD.name, RELAXATION.name)

@@ -140,6 +140,11 @@ def program_kind(name: Any, what: str = "kind") -> ProgramKind:
     return KINDS[name]
 
 
+#: The kinds older run configurations named by ``verify``: ``token`` programs were thresholds, ``block``
+#: programs relaxation weights.
+LEGACY_VERIFY: dict[str, str] = {"token": THRESHOLD.name, "block": RELAXATION.name}
+
+
 def kind_from_config(config: Mapping[str, Any] | None) -> ProgramKind:
     """The kind of program a run configuration evolved (its ``evolve`` key; before that key existed,
     ``verify = "block"`` meant relaxation weights). Unknown or missing values give ``threshold``."""
@@ -148,8 +153,8 @@ def kind_from_config(config: Mapping[str, Any] | None) -> ProgramKind:
     name = config.get("evolve")
     if isinstance(name, str) and name in KINDS:
         return KINDS[name]
-    return RELAXATION if config.get("verify") == "block" else THRESHOLD
+    return KINDS[LEGACY_VERIFY.get(config.get("verify"), THRESHOLD.name)]
 
 
-__all__ = ["ProgramKind", "THRESHOLD", "RELAXATION", "VERIFY_LENGTH", "KINDS", "TOKEN_FEATURES", "TARGET_FEATURES", "program_kind",
+__all__ = ["ProgramKind", "THRESHOLD", "RELAXATION", "VERIFY_LENGTH", "KINDS", "TOKEN_FEATURES", "TARGET_FEATURES", "LEGACY_VERIFY", "program_kind",
            "kind_from_config"]

@@ -25,14 +25,13 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Iterable
 
 from evolve.errors import InputError
-from evolve.gp.kinds import KINDS, ProgramKind, program_kind
+from evolve.gp.kinds import KINDS, LEGACY_VERIFY, ProgramKind, program_kind
 from evolve.gp.primitives import FEATURES, CORE_FEATURES
 
 #: Keys of older run configurations and what they became: ``fitness`` is now ``objective``
 #: (:mod:`evolve.eval.objectives`); ``verify`` (``token`` or ``block``) is now ``evolve`` (the kind
 #: of program, :mod:`evolve.gp.kinds`: ``threshold`` or ``relaxation``).
 LEGACY_KEYS: dict[str, str] = {"fitness": "objective", "verify": "evolve"}
-_LEGACY_VERIFY: dict[str, str] = {"token": "threshold", "block": "relaxation"}
 
 
 def _setting(default: Any, kind: type, help: str, low: float | None = None, high: float | None = None,
@@ -165,6 +164,13 @@ class RunConfig:
     def program_kind(self) -> ProgramKind:
         """The :class:`evolve.gp.kinds.ProgramKind` the run evolves."""
         return program_kind(self.evolve, "evolve")
+
+    @property
+    def cost_model(self):
+        """The :class:`evolve.eval.costs.Costs` of the ``costs`` setting (``default``: the built-in model),
+        read once per file state (:func:`evolve.eval.costs.cached_costs`)."""
+        from evolve.eval.costs import cached_costs
+        return cached_costs(None if self.costs == "default" else self.costs)
 
     @property
     def objective_spec(self):
@@ -300,11 +306,11 @@ def upgrade_legacy(values: dict[str, Any], where: Callable[[str], str | None] = 
             continue
         value = out.pop(old)
         if old == "verify":
-            if value not in _LEGACY_VERIFY:
-                text = f"unknown value {value!r} (choose from {', '.join(_LEGACY_VERIFY)})"
+            if value not in LEGACY_VERIFY:
+                text = f"unknown value {value!r} (choose from {', '.join(LEGACY_VERIFY)})"
                 w = where(old)
                 raise InputError(text, param=old) if w is None else InputError(f"{w}: {text}")
-            value = _LEGACY_VERIFY[value]
+            value = LEGACY_VERIFY[value]
         out[new] = value
     return out
 

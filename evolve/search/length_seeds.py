@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from evolve.eval.costs import cached_costs
 from evolve.eval.evaluator import EvalData
 from evolve.eval.verify_length import CONFIDENCE_GRID, LengthMetrics, LengthPopulationEvaluator
 from evolve.search.config import RunConfig
@@ -37,8 +36,8 @@ def choose_length_seeds(cfg: RunConfig, train: EvalData, gamma: int,
 
     Raises: InputError when the split lacks draft_index.
     """
-    costs = cached_costs(None if cfg.costs == "default" else cfg.costs)
-    scorer = LengthPopulationEvaluator(train, cfg.acceptance_quality_fitness(), gamma=gamma, cache_size=0, costs=costs)
+    scorer = LengthPopulationEvaluator(train, cfg.acceptance_quality_fitness(), gamma=gamma, cache_size=0,
+                                       costs=cfg.cost_model)
     column = "draft_top_prob" if "draft_top_prob" in scorer.data.available else "draft_prob"
     fixed = [(f"fixed_gamma={g}", fixed_length_expression(g)) for g in range(gamma + 1)]
     conf = [(f"confidence_threshold(h={h:g})", confidence_expression(h, column)) for h in CONFIDENCE_GRID]

@@ -23,7 +23,6 @@ import numpy as np
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData, Metrics, check_gamma
 from evolve.eval.population import EvaluationStats
-from evolve.eval.costs import cached_costs
 from evolve.eval.scorers import population_scorer
 from evolve.search.config import RunConfig
 
@@ -103,7 +102,7 @@ class SearchState:
         fit = cfg.acceptance_quality_fitness()
         self.cfg = cfg
         self.objective_spec = cfg.objective_spec
-        costs = cached_costs(None if cfg.costs == "default" else cfg.costs)
+        costs = cfg.cost_model
         self.scorer = population_scorer(cfg.program_kind, train, fit, gamma, cache_size, costs)
         self.valid_scorer = population_scorer(cfg.program_kind, valid, fit, gamma, cache_size, costs)
         self.on_generation, self.should_stop = on_generation, should_stop

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from evolve.report.compare.rows import REFERENCE_RULE, Comparison, ComparedRule, Row
+from evolve.report.compare.rows import REFERENCE_RULE, VERIFIER, Comparison, ComparedRule, Row
 
 #: The row metric the verdict compares (the table's column ``Fitness``).
 MEASURE = "fitness"
@@ -123,7 +123,7 @@ def compute_verdict(comparison: Comparison) -> Verdict | None:
     split = verdict_split(comparison)
     if split is None:
         return None
-    rows = [r for r in comparison.rows if r.split == split and r.kind != "verifier" and _measure(r) is not None]
+    rows = [r for r in comparison.rows if r.split == split and r.kind != VERIFIER and _measure(r) is not None]
     if not rows:
         return None
     ref = next((r for r in rows if r.kind == "baseline" and r.heuristic == REFERENCE_RULE), None)

@@ -79,6 +79,7 @@ def run_backend_curves(model: str, threads: Sequence[int] = (1, 2), max_t: int =
 
     lrun = LlamaRunner(lmodel.model, vocab)
     lkv = lrun.new_kv(1)
+    engines = {"torch": (trun, tkv), "llama_cpp": (lrun, lkv)}
     P = len(prompt)
 
     def set_n(n: int) -> None:
@@ -86,7 +87,7 @@ def run_backend_curves(model: str, threads: Sequence[int] = (1, 2), max_t: int =
         set_threads(lmodel.model, n)
 
     def forward(name: str, T: int):
-        run, kv = (trun, tkv) if name == "torch" else (lrun, lkv)
+        run, kv = engines[name]
         kv.truncate(0, P)
         kv.compact()
         t0 = time.perf_counter()
@@ -94,7 +95,7 @@ def run_backend_curves(model: str, threads: Sequence[int] = (1, 2), max_t: int =
         return time.perf_counter() - t0, logits
 
     def plain(name: str) -> float:
-        run, kv = (trun, tkv) if name == "torch" else (lrun, lkv)
+        run, kv = engines[name]
         kv.truncate(0, P - 1)
         kv.compact()
         tok = prompt[-1]
