@@ -62,3 +62,39 @@ def os_error_text(exc: OSError) -> str:
     if exc.filename is None:
         return reason
     return f"{os.fsdecode(exc.filename)}: {reason}"
+
+
+
+#: Seconds after which a Ctrl-C swallowed by a C callback is delivered again (:func:`redeliver_swallowed_interrupts`).
+REDELIVER_SECONDS = 0.05
+
+
+def redeliver_swallowed_interrupts(delay: float = REDELIVER_SECONDS) -> None:
+    """Make a Ctrl-C that a C callback swallowed arrive again, without a traceback (idempotent).
+
+    A KeyboardInterrupt raised while Python code runs inside a callback from C (numba writing its
+    cache through llvmlite, for one) cannot propagate: Python prints ``Exception ignored in ...`` with a
+    traceback and carries on, and the Ctrl-C is lost. With this ``sys.unraisablehook`` installed such an
+    interrupt prints nothing and the main thread is interrupted again ``delay`` seconds later (by then
+    out of the callback; if not, the same happens again). Other unraisable exceptions go to the hook
+    installed before.
+    """
+    import sys
+
+    if getattr(sys.unraisablehook, "_redelivers_interrupts", False):
+        return
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            import _thread
+            import threading
+
+            timer = threading.Timer(delay, _thread.interrupt_main)
+            timer.daemon = True
+            timer.start()
+        else:
+            previous(unraisable)
+
+    hook._redelivers_interrupts = True
+    sys.unraisablehook = hook

@@ -24,6 +24,7 @@ from evolve.errors import InputError
 from heuristics.baselines import BASELINES
 from heuristics.champions import list_champions
 from heuristics.contract import Rule
+from heuristics.length_policies import POLICY_FAMILIES
 from heuristics.published import FAMILIES, PUBLISHED, Family, Pair
 
 #: Name of the lossless reference rule, min(1, p/q).
@@ -79,7 +80,9 @@ def rule_names(champions: bool = False, directory: str | os.PathLike | None = No
 
 
 def family_member(spec: str) -> Rule:
-    """The member of a published family named ``FAMILY:VALUES``, as ``benchmark.py pareto`` labels its points.
+    """The member of a published family named ``FAMILY:VALUES``, as ``benchmark.py pareto`` labels its points
+    (the acceptance-rule families of :data:`heuristics.published.FAMILIES` and the verification-length
+    policy families of :data:`heuristics.length_policies.POLICY_FAMILIES`).
 
     ``VALUES`` is the parameter value(s), with or without their names: ``fuzzy_sd:T=0.1125``,
     ``fuzzy_sd:0.1125``, ``sglang_threshold:t_single=0.5,t_acc=0.8`` or ``sglang_threshold:0.5,0.8``;
@@ -89,9 +92,10 @@ def family_member(spec: str) -> Rule:
     values, or a value out of the family's range.
     """
     name, _, values = spec.partition(":")
-    if name.strip() not in FAMILIES:
-        raise InputError(f"rule '{spec}': unknown family '{name.strip()}' (known: {', '.join(FAMILIES)})")
-    family = FAMILIES[name.strip()]
+    known = {**FAMILIES, **POLICY_FAMILIES}
+    if name.strip() not in known:
+        raise InputError(f"rule '{spec}': unknown family '{name.strip()}' (known: {', '.join(known)})")
+    family = known[name.strip()]
     names = [] if family.parameter is None else [n.strip() for n in family.parameter.split(",")]
     parts = [v.strip() for v in values.split(",") if v.strip()]
     if len(parts) != len(names):

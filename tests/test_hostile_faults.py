@@ -258,3 +258,32 @@ def test_stale_staging_directories_are_removed_by_the_next_run(ws):
                             "--no-progress", "--from-scratch"])
     assert res.exit_code == 0, res.output
     assert not stale.exists() and fresh.exists()
+
+
+
+def test_a_ctrl_c_inside_a_c_callback_prints_no_traceback_and_arrives_again():
+    """A KeyboardInterrupt raised in a callback from C (as in numba's cache writer in llvmlite) cannot
+    propagate; with the hook installed it prints nothing and interrupts the main thread again."""
+    code = (
+        "import ctypes, time\n"
+        "from evolve.errors import redeliver_swallowed_interrupts\n"
+        "redeliver_swallowed_interrupts()\n"
+        "redeliver_swallowed_interrupts()  # idempotent: one delivery, not two\n"
+        "def callback():\n"
+        "    raise KeyboardInterrupt\n"
+        "ctypes.CFUNCTYPE(None)(callback)()\n"
+        "print('carried on', flush=True)\n"
+        "try:\n"
+        "    time.sleep(10)\n"
+        "    print('lost')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('arrived again')\n"
+        "time.sleep(0.5)\n"
+        "print('once')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["carried on", "arrived again", "once"]
+    assert done.stderr == ""
+    plain = subprocess.run([sys.executable, "-c", code.replace("redeliver_swallowed_interrupts()", "pass")
+                            .replace("time.sleep(10)", "time.sleep(0.2)")], capture_output=True, text=True, timeout=60)
+    assert "Traceback" in plain.stderr and "lost" in plain.stdout  # without the hook: printed, and lost

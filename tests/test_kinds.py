@@ -129,13 +129,20 @@ def _live_relaxation(decoded, row: dict, champ) -> None:
     assert row["tv_per_token"] >= 0.0 and 1.0 <= row["expected_tokens_per_call"]
 
 
+def _live_length(decoded, row: dict, champ) -> None:
+    from evolve.sim.live import LengthPolicy
+    assert isinstance(decoded, LengthPolicy) and decoded.policy.expression == champ.expression
+    assert 0.0 <= row["mean_drafted"] <= 3.0  # at most gamma drafts per call, as the policy decides
+    assert row["tv_per_token"] < 1e-12 and 1.0 <= row["tokens_per_call"] <= 1.0 + row["mean_drafted"] + 1e-12
+
+
 #: The kind-specific outcome of each command, by kind name.
 EXPECT = {
     THRESHOLD.name: dict(benchmark=_benchmark_threshold, simulate=_simulate_threshold, export=_export_threshold,
                          live=_live_threshold),
     RELAXATION.name: dict(benchmark=_benchmark_relaxation, simulate=_simulate_relaxation, export=_export_relaxation,
                           live=_live_relaxation),
-    VERIFY_LENGTH.name: dict(benchmark=_benchmark_length, export=_export_length),
+    VERIFY_LENGTH.name: dict(benchmark=_benchmark_length, export=_export_length, live=_live_length),
 }
 #: The command each dispatch table serves, as :attr:`evolve.gp.kinds.ProgramKind.commands` names it.
 BENCHMARK, SIMULATE, PARETO, LIVE, EXPORT = ("python benchmark.py", "python benchmark.py simulate",

@@ -19,7 +19,7 @@ import warnings
 
 import click
 
-from evolve.errors import InputError, InputWarning, os_error_text
+from evolve.errors import InputError, InputWarning, os_error_text, redeliver_swallowed_interrupts
 from evolve.traces.schema import RoundOffWarning
 
 #: Warnings printed as one ``warning: ...`` line.
@@ -70,6 +70,7 @@ class _OneLineErrors:
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        redeliver_swallowed_interrupts()  # a Ctrl-C inside a C callback: no traceback, not lost
         try:
             with warnings.catch_warnings():
                 for category in ONE_LINE_WARNINGS:

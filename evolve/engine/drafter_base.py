@@ -7,7 +7,7 @@ builds the target restricted to some of its decoder layers (weights shared, noth
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -24,6 +24,17 @@ def _shallow(module):
     c._parameters = dict(module._parameters)
     c._buffers = dict(module._buffers)
     return c
+
+
+#: ``keep(row, probs, tops, entropies) -> bool``: whether a row drafts one more token (:meth:`Drafter.propose`).
+Keep = Callable[[int, list, list, list], bool]
+
+
+def draft_confidence(row, x: int) -> tuple[float, float]:
+    """(q(x), max q) of one draft distribution row: float64 (V,), or a :class:`OneHot` row (1, 1)."""
+    if isinstance(row, OneHot):
+        return 1.0, 1.0
+    return float(row[x]), float(row.max())
 
 
 def _stack(rows: list):
@@ -64,10 +75,13 @@ class Drafter:
     def start(self, engine, batch, row: int) -> None:
         """Prepare drafter state for the new text of ``row`` (``batch.rows[row].ctx`` is its prompt)."""
 
-    def propose(self, engine, batch, ks: Sequence[int]):
+    def propose(self, engine, batch, ks: Sequence[int], keep: Keep | None = None):
         """Draft up to ``ks[i]`` tokens for row i (stopping after an end-of-sequence token).
 
-        Each draft is sampled from q with one uniform of the row's own random stream.
+        Each draft is sampled from q with one uniform of the row's own random stream. ``keep``: after
+        each drafted token, ``keep(i, probs, tops, entropies)`` decides whether row i drafts one more
+        (the lists hold, for the row's drafts so far, q(x) and max q (probabilities) and the entropy
+        of q (nats)); None: draft up to ``ks[i]`` (a verification-length policy, live).
         Returns: per row (token ids list, q float64 (k'_i, V), entropies float64 (k'_i,)); rows with
         ``ks[i] == 0`` get an empty list and None.
         """
@@ -76,11 +90,13 @@ class Drafter:
     def commit(self, engine, batch, valid: Sequence[int | None]) -> None:
         """Keep drafter state for the first ``valid[i]`` context tokens of row i (None: row unchanged)."""
 
-    def _draft_loop(self, run: Runner, kv: BatchKV, batch, feeds, ks, engine, allowed=None):
+    def _draft_loop(self, run: Runner, kv: BatchKV, batch, feeds, ks, engine, allowed=None, keep=None):
         rows = range(len(ks))
         drafts: list[list[int]] = [[] for _ in rows]
         dists: list[list] = [[] for _ in rows]
         ents: list[list] = [[] for _ in rows]
+        probs: list[list[float]] = [[] for _ in rows]
+        tops: list[list[float]] = [[] for _ in rows]
         feeds = [list(f) if k else [] for f, k in zip(feeds, ks)]
         while any(feeds):
             logits = run(kv, feeds, 1, allowed)
@@ -91,7 +107,13 @@ class Drafter:
                 drafts[i].append(x)
                 dists[i].append(q[r])
                 ents[i].append(h[r])
-                feeds[i] = [] if (x in engine.eos or len(drafts[i]) >= ks[i]) else [x]
+                done = x in engine.eos or len(drafts[i]) >= ks[i]
+                if keep is not None and not done:
+                    prob, top = draft_confidence(q[r], x)
+                    probs[i].append(prob)
+                    tops[i].append(top)
+                    done = not keep(i, probs[i], tops[i], ents[i])
+                feeds[i] = [] if done else [x]
         return [(drafts[i], _stack(dists[i]), np.asarray(ents[i])) for i in rows]
 
 
@@ -108,12 +130,12 @@ class _SelfDrafter(Drafter):
         so the model must not derive the mask from the cache length."""
         return lambda i, j: j >= 0
 
-    def propose(self, engine, batch, ks):
+    def propose(self, engine, batch, ks, keep=None):
         kv = batch.kv
         slots, lengths = kv.slots, list(kv.lengths)
         feeds = [r.ctx[kv.lengths[i]:] if r is not None else [] for i, r in enumerate(batch.rows)]
         try:
-            return self._draft_loop(self.run, kv, batch, feeds, ks, engine, self.allowed())
+            return self._draft_loop(self.run, kv, batch, feeds, ks, engine, self.allowed(), keep)
         finally:
             kv.crop(slots, lengths)
 

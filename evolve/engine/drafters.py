@@ -61,10 +61,10 @@ class ModelDrafter(Drafter):
         ctx = batch.rows[row].ctx
         batch.draft_kv.place(row, self.run.prefill(ctx[:-1]), len(ctx) - 1)
 
-    def propose(self, engine, batch, ks):
+    def propose(self, engine, batch, ks, keep=None):
         kv = batch.draft_kv
         feeds = [r.ctx[kv.lengths[i]:] if r is not None else [] for i, r in enumerate(batch.rows)]
-        return self._draft_loop(self.run, kv, batch, feeds, ks, engine)
+        return self._draft_loop(self.run, kv, batch, feeds, ks, engine, keep=keep)
 
     def commit(self, engine, batch, valid):
         for i, n in enumerate(valid):

@@ -72,9 +72,9 @@ class NgramDrafter(Drafter):
     def settings(self) -> dict[str, Any]:
         return {"kind": self.kind, "max": self.n_max, "min": self.n_min}
 
-    def propose(self, engine, batch, ks):
+    def propose(self, engine, batch, ks, keep=None):
         out = []
-        for row, k in zip(batch.rows, ks):
+        for i, (row, k) in enumerate(zip(batch.rows, ks)):
             if row is None or not k:
                 out.append(([], None, np.zeros(0)))
                 continue
@@ -83,6 +83,11 @@ class NgramDrafter(Drafter):
                 if t in engine.eos:
                     draft = draft[:j + 1]
                     break
+            if keep is not None:  # a one-hot draft: q(x) = max q = 1, entropy 0
+                n = 1
+                while n < len(draft) and keep(i, [1.0] * n, [1.0] * n, [0.0] * n):
+                    n += 1
+                draft = draft[:n]
             q = OneHot(np.asarray(draft, dtype=np.int64), self.vocab) if draft else None
             out.append((draft, q, np.zeros(len(draft))))
         return out

@@ -122,7 +122,8 @@ VERIFY_LENGTH = ProgramKind(
     excluded_reason="the target's quantities are not known before the target is called",
     derived_features=DERIVED_FEATURES,
     columns=("draft_index",),
-    commands=("python benchmark.py", "python -m evolve export", "python -m evolve promote", "python -m evolve run"),
+    commands=("python benchmark.py", "python benchmark.py live", "python -m evolve export", "python -m evolve promote",
+              "python -m evolve run"),
     source="when to stop drafting: SpecDec++ (Huang et al. 2024, arXiv 2405.19715); confidence-scheduled "
            "verification of DSpark (Cheng et al. 2026, arXiv 2607.05147)",
 )

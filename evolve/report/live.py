@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -55,15 +55,15 @@ from evolve.traces.io import load_metadata
 from evolve.report.compare.table import champion_from_file
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.rules import rule_named
-from evolve.gp.kinds import RELAXATION, THRESHOLD
-from evolve.sim.live import BlockVerifier, LiveCounts, autoregressive_text, rule_features, speculative_text
+from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
+from evolve.sim.live import BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text, rule_features, speculative_text
 from heuristics.contract import Rule
 
 FORMATS: tuple[str, ...] = ("table", "json")
 #: Keys of a row (the JSON output's objects, in this order).
 KEYS: tuple[str, ...] = ("rule", "tokens", "target_calls", "tokens_per_call", "tokens_per_s", "ar_tokens_per_s",
                          "speedup", "tv_per_token", "tokens_per_call_se", "expected_tokens_per_call",
-                         "predicted_tokens_per_s", "predicted_speedup")
+                         "mean_drafted", "predicted_tokens_per_s", "predicted_speedup")
 #: Tokens of the warm-up text of every run.
 WARMUP_TOKENS = 8
 
@@ -75,12 +75,19 @@ class LiveReport:
     rows: list[dict]
     autoregressive: LiveCounts
     caption: str
+    counts: list[LiveCounts] = field(default_factory=list)
 
 
 def _threshold_decoder(rule: Rule) -> Rule:
     """A threshold rule decodes token by token (:func:`evolve.sim.live.live_block`)."""
     rule_features(rule)
     return rule
+
+
+def _length_decoder(rule: Rule) -> LengthPolicy:
+    """A verification-length policy decides live how many tokens to draft, one draft step at a time
+    (:func:`evolve.sim.live.policy_keep`); the drafts are verified by the standard rule."""
+    return LengthPolicy(rule.name, rule)
 
 
 def _relaxation_decoder(rule: Rule) -> BlockVerifier:
@@ -94,6 +101,7 @@ def _relaxation_decoder(rule: Rule) -> BlockVerifier:
 KIND_DECODERS: dict[str, Callable[[Rule], Rule | BlockVerifier]] = {
     THRESHOLD.name: _threshold_decoder,
     RELAXATION.name: _relaxation_decoder,
+    VERIFY_LENGTH.name: _length_decoder,
 }
 
 
@@ -104,7 +112,7 @@ def decoder(rule: Rule | BlockVerifier) -> Rule | BlockVerifier:
     Raises: InputError for a kind live decoding cannot run, or a rule reading a feature live
     decoding does not compute.
     """
-    if isinstance(rule, BlockVerifier):
+    if isinstance(rule, (BlockVerifier, LengthPolicy)):
         return rule
     kind = rule.program_kind
     handler = KIND_DECODERS.get(kind.name)
@@ -190,7 +198,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
              "tokens_per_call": c.tokens_per_call, "tokens_per_s": c.tokens_per_s, "ar_tokens_per_s": ar.tokens_per_s,
              "speedup": c.tokens_per_s / ar.tokens_per_s, "tv_per_token": c.tv_per_token,
              "tokens_per_call_se": c.tokens_per_call_se, "expected_tokens_per_call": c.expected_tokens_per_call,
-             "predicted_tokens_per_s": None, "predicted_speedup": None}
+             "mean_drafted": c.mean_drafted, "predicted_tokens_per_s": None, "predicted_speedup": None}
             for rule, c in zip(rules, per_rule)]
     drafter = setup.description["drafter"]
     drafter_text = ", ".join(f"{k} {v}" for k, v in drafter.items() if k != "sha256")
@@ -199,14 +207,14 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
                f"gamma {config.gamma}, temperature {config.temperature:g}, top-k {config.top_k}, top-p "
                f"{config.top_p:g}; {len(texts)} prompts, at most {config.max_new_tokens} new tokens each, seed "
                f"{config.seed}; plain decoding: {ar.tokens} tokens, {ar.tokens_per_s:.2f} tokens/s")
-    return LiveReport(rows, ar, caption)
+    return LiveReport(rows, ar, caption, per_rule)
 
 
 def format_table(report: LiveReport) -> str:
     """Plain-text table of the rows, the caption above it."""
-    header = ["Rule", "Tokens", "Calls", "Tokens/call", "E[tokens/call]", "Tokens/s", "AR tokens/s", "Speedup",
-              "TV/token"]
-    body = [[r["rule"], f"{r['tokens']}", f"{r['target_calls']}",
+    header = ["Rule", "Tokens", "Calls", "Drafted/call", "Tokens/call", "E[tokens/call]", "Tokens/s", "AR tokens/s",
+              "Speedup", "TV/token"]
+    body = [[r["rule"], f"{r['tokens']}", f"{r['target_calls']}", f"{r['mean_drafted']:.2f}",
              f"{r['tokens_per_call']:.3f} ± {r['tokens_per_call_se']:.3f}", f"{r['expected_tokens_per_call']:.3f}",
              f"{r['tokens_per_s']:.2f}", f"{r['ar_tokens_per_s']:.2f}", f"{r['speedup']:.2f}x",
              f"{r['tv_per_token']:.2e}"] for r in report.rows]
@@ -218,12 +226,12 @@ def format_table(report: LiveReport) -> str:
               for row in body]
     predicted = [r for r in report.rows if r.get("predicted_tokens_per_s") is not None]
     if predicted:
-        lines += ["", "predicted by the cost file (tokens per call measured here / the cost of one call of gamma "
-                      "drafts): " + "; ".join(f"{r['rule']} {r['predicted_tokens_per_s']:.2f} tok/s "
+        lines += ["", "predicted by the cost file (tokens emitted here / the cost file's seconds of the calls made "
+                      "here, each by its drafted tokens): " + "; ".join(f"{r['rule']} {r['predicted_tokens_per_s']:.2f} tok/s "
                                             f"({r['predicted_speedup']:.2f}x; measured/predicted "
                                             f"{r['tokens_per_s'] / r['predicted_tokens_per_s']:.2f})"
                                             for r in predicted)]
-    lines += ["", "AR = plain autoregressive decoding of the target; Speedup = Tokens/s / AR tokens/s (wall clock); "
+    lines += ["", "AR = plain autoregressive decoding of the target; Drafted/call = drafted tokens verified per target call; Speedup = Tokens/s / AR tokens/s (wall clock); "
                   "TV/token = exact expected damage per emitted token (0 = lossless); Tokens/call ± its standard "
                   "error; E[tokens/call] = 1 + sum_d prod_(i<=d) tau_i per call, given the drafts."]
     return "\n".join(lines) + "\n"
@@ -245,8 +253,9 @@ class LiveOptions:
     and ``split``: decode only the prompts a harvested dataset put in that split (None: every prompt);
     ``fmt`` (``--format``) and ``output``: the rendering and the file to write (None: the text is
     returned only); ``costs``: a cost file (:mod:`evolve.eval.costs`): each row gains the prediction of
-    the cost model for the same run, ``predicted_tokens_per_s`` = the measured tokens per call /
-    (target_forward_s(gamma + 1) + gamma * draft_token_s) and ``predicted_speedup`` = that times
+    the cost model for the same run, ``predicted_tokens_per_s`` = the tokens emitted / the sum over the
+    run's target calls of target_forward_s(k + 1) + k * draft_token_s (k the call's drafted tokens:
+    :meth:`evolve.sim.live.LiveCounts.predicted_seconds`) and ``predicted_speedup`` = that times
     ``plain_token_s``, beside the measured ones.
     """
 
@@ -275,8 +284,8 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split)
     costs = load_costs(o.costs) if o.costs is not None else None
     report = run_live(config, rules, on_text, texts)
-    for row in report.rows:
-        predicted = None if costs is None else row["tokens_per_call"] / costs.fixed_gamma_seconds(config.gamma)
+    for row, counts in zip(report.rows, report.counts):
+        predicted = None if costs is None else counts.tokens / counts.predicted_seconds(costs)
         row["predicted_tokens_per_s"] = predicted
         row["predicted_speedup"] = None if predicted is None else predicted * costs.plain_token_s
     text = format_json(report) if fmt == "json" else format_table(report)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -56,7 +56,9 @@ from evolve.engine.onehot import OneHot, argmax_rows, densify, max_rows, overlap
 from evolve.engine.runner import BatchKV
 from evolve.traces.schema import standard_threshold
 from evolve.eval.evaluator import EvalData, thresholds
+from evolve.eval.verify_length import POLICY_FEATURES
 from evolve.gp.primitives import CORE_FEATURES, FEATURES
+from heuristics.registry import get_rule
 from evolve.sim.verification import block_accept, block_masses, block_stops, relaxed_damage
 
 _ROW = {f: i for i, f in enumerate(FEATURES)}
@@ -141,19 +143,33 @@ class LiveCounts:
     expected_tokens: float = 0.0
     block_tv: float = 0.0
     tokens_sq: int = 0
+    drafted: dict[int, int] = field(default_factory=dict)
 
     def add(self, other: "LiveCounts") -> None:
         """Add ``other``'s totals to these."""
         for name in ("tokens", "target_calls", "seconds", "expected_tokens", "block_tv", "tokens_sq"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        for k, n in other.drafted.items():
+            self.drafted[k] = self.drafted.get(k, 0) + n
 
-    def add_call(self, emitted: int, expected: float | None = None) -> None:
+    def add_call(self, emitted: int, expected: float | None = None, drafted: int = 0) -> None:
         """Count one target call that emitted ``emitted`` tokens (``expected`` of them in expectation;
-        default ``emitted``)."""
+        default ``emitted``) and verified ``drafted`` drafted tokens (it scored drafted + 1 new tokens)."""
         self.target_calls += 1
         self.tokens += emitted
         self.tokens_sq += emitted * emitted
         self.expected_tokens += float(emitted) if expected is None else expected
+        self.drafted[drafted] = self.drafted.get(drafted, 0) + 1
+
+    def predicted_seconds(self, costs) -> float:
+        """Seconds the cost model gives these calls: sum over calls of target_forward_s(k + 1) + k *
+        draft_token_s, k the call's drafted tokens (``costs`` a :class:`evolve.eval.costs.Costs`)."""
+        return sum(n * (costs.forward_seconds(k + 1) + k * costs.draft_token_s) for k, n in self.drafted.items())
+
+    @property
+    def mean_drafted(self) -> float:
+        """Drafted tokens verified per target call."""
+        return sum(k * n for k, n in self.drafted.items()) / self.target_calls if self.target_calls else float("nan")
 
     @property
     def tokens_per_call(self) -> float:
@@ -188,11 +204,12 @@ class LiveCounts:
         return self.block_tv / self.expected_tokens if self.expected_tokens > 0 else 0.0
 
 
-def _draft_and_score(engine, batch, k: int):
-    """Steps 1 and 2 of a block of row 0: the drafts x_0..x_{k-1}, their q (k, V) and entropies (k,), the
+def _draft_and_score(engine, batch, k: int, keep=None):
+    """Steps 1 and 2 of a block of row 0: the drafts x_0..x_{k-1} (fewer when ``keep``, a verification-length
+    policy's :data:`evolve.engine.drafter_base.Keep`, stops drafting), their q (k, V) and entropies (k,), the
     target's p (k+1, V) and entropies (k+1,), and the context length before the block."""
     state, kv = batch.rows[0], batch.kv
-    drafts, q, q_ent = engine.drafter.propose(engine, batch, [k])[0]
+    drafts, q, q_ent = engine.drafter.propose(engine, batch, [k], keep)[0]
     k, L = len(drafts), len(state.ctx)
     logits = engine.run(kv, [state.ctx[kv.lengths[0]:] + drafts], k + 1)
     p, p_ent = engine.distributions(logits[0, logits.shape[1] - k - 1:])
@@ -212,15 +229,16 @@ def _finish_block(engine, batch, drafts: list[int], n: int, nxt: int, L: int) ->
     return emitted
 
 
-def live_block(engine, batch, k: int, rule, needed: Sequence[str], counts: LiveCounts) -> list[int]:
+def live_block(engine, batch, k: int, rule, needed: Sequence[str], counts: LiveCounts, keep=None) -> list[int]:
     """One speculation block of row 0 of ``batch`` with up to ``k`` drafts (the module doc's steps).
 
     Advances the row's context and caches and adds the block's call, tokens and damage terms to
-    ``counts`` (the damage measurement's time is subtracted from ``counts.seconds``). Returns the
+    ``counts`` (the damage measurement's time is subtracted from ``counts.seconds``). ``keep``: a
+    verification-length policy's decision to draft one more token (:func:`policy_keep`). Returns the
     emitted tokens.
     """
     state = batch.rows[0]
-    drafts, q, q_ent, p, p_ent, L = _draft_and_score(engine, batch, k)
+    drafts, q, q_ent, p, p_ent, L = _draft_and_score(engine, batch, k, keep)
     k = len(drafts)
     u, u_next = state.rng.random(k), state.rng.random()
     if k == 0:  # no draft (e.g. no n-gram match): the target's token alone, as plain decoding
@@ -240,7 +258,7 @@ def live_block(engine, batch, k: int, rule, needed: Sequence[str], counts: LiveC
     t0 = time.perf_counter()
     expected = _add_damage(rule, needed, p[:k], q, p_ent[:k], q_ent, start, tau_x, counts)
     counts.seconds -= time.perf_counter() - t0
-    counts.add_call(len(emitted), expected)
+    counts.add_call(len(emitted), expected, k)
     return emitted
 
 
@@ -369,8 +387,55 @@ def live_block_verified(engine, batch, k: int, counts: LiveCounts, verifier: Blo
         n, dist, expected, damage = relaxed_block_decision(p, q, drafts, eta, w)
         counts.block_tv += damage
     emitted = _finish_block(engine, batch, drafts, n, sample_index(dist, u_next), L)
-    counts.add_call(len(emitted), expected)
+    counts.add_call(len(emitted), expected, len(drafts))
     return emitted
+
+
+@dataclass(frozen=True)
+class LengthPolicy:
+    """A verification-length policy (a rule of kind ``verify-length``, :data:`evolve.gp.kinds.VERIFY_LENGTH`)
+    deciding live how many tokens to draft (:func:`policy_keep`); the drafts are verified by ``rule``
+    (default: the standard rule, lossless). ``name`` labels the row."""
+
+    name: str
+    policy: Any
+    rule: Any = None
+
+
+def policy_features(probs: Sequence[float], tops: Sequence[float], entropies: Sequence[float],
+                    start: int) -> np.ndarray:
+    """The decision features before drafting token k = len(probs) of a block, as
+    :func:`evolve.eval.verify_length.decision_data` builds them from records: float64
+    (len(POLICY_AVAILABLE), 1), rows in :data:`POLICY_AVAILABLE` order (the target's NaN).
+
+    ``probs``, ``tops``: q_i(x_i) and max q_i of the drafts so far (probabilities); ``entropies``: their
+    drafter entropies (nats); ``start``: the text position of the block's first draft.
+    """
+    k = len(probs)
+    values = {"draft_prob": probs[-1] if k else 1.0, "draft_top_prob": tops[-1] if k else 1.0,
+              "draft_entropy": float(entropies[k - 1]) if k else 0.0,
+              "draft_cumprob": float(np.prod(probs)) if k else 1.0, "draft_index": float(k),
+              "position": float(start + k)}
+    return np.array([[values.get(f, np.nan)] for f in POLICY_AVAILABLE])
+
+
+#: The features :func:`policy_features` gives, in :data:`evolve.gp.primitives.FEATURES` order.
+POLICY_AVAILABLE: tuple[str, ...] = tuple(f for f in FEATURES if f in POLICY_FEATURES or f in CORE_FEATURES)
+
+
+def policy_value(policy, X: np.ndarray) -> float:
+    """The policy's value v on one decision (``X`` from :func:`policy_features`); NaN or infinite -> -1 (stop)."""
+    one = np.ones(1)
+    v = float(thresholds(policy, EvalData(X, one, one, one < one, POLICY_AVAILABLE, source="live decoding"))[0])
+    return v if math.isfinite(v) else -1.0
+
+
+def policy_keep(policy, start: int):
+    """``keep(row, probs, tops, entropies)`` for :meth:`evolve.engine.drafter_base.Drafter.propose`: draft one
+    more token iff the policy's value on :func:`policy_features` is > 0 (the decision after each draft)."""
+    def keep(_row, probs, tops, entropies) -> bool:
+        return policy_value(policy, policy_features(probs, tops, entropies, start)) > 0.0
+    return keep
 
 
 def _add_damage(rule, needed, p, q, p_ent, q_ent, start, tau_x, counts: LiveCounts) -> float:
@@ -408,6 +473,9 @@ def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_ne
     import torch
 
     verified = isinstance(rule, BlockVerifier)
+    policy = rule if isinstance(rule, LengthPolicy) else None
+    if policy is not None:
+        rule = policy.rule if policy.rule is not None else get_rule("standard_rejection")
     if verified:
         needed = () if rule.relaxation is None else rule_features(rule.relaxation)
     else:
@@ -420,10 +488,16 @@ def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_ne
         state = batch.rows[0]
         while state.generated < max_new_tokens:
             k = min(gamma, max_new_tokens - state.generated - 1)
+            keep = None
+            if k > 0 and policy is not None:
+                start = len(state.ctx) - state.prompt_len
+                keep = policy_keep(policy.policy, start)
+                if not keep(0, [], [], []):  # the decision before the first draft: a plain step
+                    k = 0
             if k > 0 and verified:
                 emitted = live_block_verified(engine, batch, k, counts, rule, needed)
             elif k > 0:
-                emitted = live_block(engine, batch, k, rule, needed, counts)
+                emitted = live_block(engine, batch, k, rule, needed, counts, keep)
             else:
                 emitted = [_target_step(engine, batch.kv, state.ctx, state.rng)]
                 counts.add_call(1)
@@ -465,9 +539,11 @@ def autoregressive_text(engine, prompt_ids: Sequence[int], max_new_tokens: int,
     counts.seconds = time.perf_counter() - t0
     counts.tokens = counts.target_calls = counts.tokens_sq = len(generated)
     counts.expected_tokens = float(len(generated))
+    counts.drafted = {0: len(generated)}
     return generated, counts
 
 
-__all__ = ["BLOCK_VERIFICATION", "COMPUTED", "BlockVerifier", "LiveCounts", "autoregressive_text",
+__all__ = ["BLOCK_VERIFICATION", "COMPUTED", "BlockVerifier", "LengthPolicy", "LiveCounts", "POLICY_AVAILABLE",
+           "autoregressive_text", "policy_features", "policy_keep", "policy_value",
            "block_decision", "candidate_features", "live_block", "live_block_verified", "relaxation_weights",
            "relaxed_block_decision", "rule_features", "rule_thresholds", "speculative_text"]

@@ -148,11 +148,15 @@ def _generate_child(queue, kwargs: dict) -> None:
     """In a child process: :func:`evolve.traces.synth.chunked.generate_chunked` with progress lines sent on ``queue``.
 
     SIGTERM stops it as SIGINT does (a KeyboardInterrupt), so the dataset writer removes its temporary files.
+    An interrupt that arrives inside a callback from C (numba writing its cache) prints no traceback and
+    arrives again a moment later (:func:`evolve.errors.redeliver_swallowed_interrupts`).
     """
     import signal
 
+    from evolve.errors import redeliver_swallowed_interrupts
     from evolve.traces.synth.chunked import generate_chunked
     signal.signal(signal.SIGTERM, _interrupt)
+    redeliver_swallowed_interrupts()
     try:
         t0 = time.perf_counter()
         generate_chunked(**kwargs, progress=lambda msg: queue.put(("progress", msg)))

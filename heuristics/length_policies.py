@@ -1,0 +1,57 @@
+"""The published verification-length policies as parameterised families (the competitors of an evolved
+policy, :mod:`evolve.eval.verify_length`), so that commands can run them by name (``benchmark.py live
+--rule fixed_gamma:gamma=2``).
+
+Both are rules of kind ``verify-length`` (:data:`evolve.gp.kinds.VERIFY_LENGTH`): before each draft step,
+draft one more token iff the value is > 0; the drafts are verified by the standard rule.
+
+* ``fixed_gamma:gamma=G``: draft G tokens (value G - 0.5 - draft_index): the fixed draft length of
+  speculative sampling (Leviathan et al. 2023, arXiv 2211.17192; Chen et al. 2023, arXiv 2302.01318).
+  G = 0 is plain decoding.
+* ``confidence_threshold:h=H``: stop when the drafter's top probability of the last drafted token is
+  below H (value draft_top_prob - H; 1 before the first draft): the draft-confidence stop of SpecDec++
+  (Huang et al. 2024, arXiv 2405.19715) and of DFlash's confidence variant in vLLM.
+
+The survival-prefix competitor drafts first and then picks the prefix to verify; it is no policy of
+this kind and is scored from records only (:func:`evolve.eval.verify_length.competitors`).
+"""
+from __future__ import annotations
+
+from heuristics.contract import Rule
+from heuristics.published import Family
+
+#: Longest fixed draft length of the sweep grid.
+MAX_FIXED_GAMMA = 8
+VERIFY_LENGTH = "verify-length"
+
+
+def fixed_gamma(gamma) -> Rule:
+    """The policy drafting exactly ``gamma`` tokens per block (an integer >= 0; ValueError otherwise)."""
+    g = 5 if gamma is None else gamma
+    if g != int(g) or g < 0:
+        raise ValueError(f"gamma must be an integer >= 0 (value {g:g})")
+    return Rule(f"fixed_gamma:gamma={int(g)}", f"draft {int(g)} tokens per block",
+                "Leviathan et al. 2023 (arXiv 2211.17192); Chen et al. 2023 (arXiv 2302.01318)",
+                expression=f"sub({int(g) - 0.5!r}, draft_index)", lossless=True, kind=VERIFY_LENGTH)
+
+
+def confidence_threshold(h) -> Rule:
+    """The policy that stops drafting when the drafter's top probability falls below ``h`` (in [0, 1];
+    ValueError otherwise)."""
+    h = 0.5 if h is None else float(h)
+    if not 0.0 <= h <= 1.0:
+        raise ValueError(f"h must be in [0, 1] (value {h:g})")
+    return Rule(f"confidence_threshold:h={h:g}", f"stop drafting when the drafter's top probability < {h:g}",
+                "SpecDec++ (Huang et al. 2024, arXiv 2405.19715); DFlash confidence scheduling in vLLM",
+                expression=f"sub(draft_top_prob, {h!r})", lossless=True, kind=VERIFY_LENGTH)
+
+
+#: The policy families by name (``FAMILY:VALUE`` names a member, as for the acceptance-rule families).
+POLICY_FAMILIES: dict[str, Family] = {f.name: f for f in (
+    Family("fixed_gamma", fixed_gamma, "gamma", 5, tuple(float(g) for g in range(MAX_FIXED_GAMMA + 1)),
+           "Leviathan et al. 2023 (arXiv 2211.17192)"),
+    Family("confidence_threshold", confidence_threshold, "h", 0.5, tuple(round(0.05 * i, 2) for i in range(1, 20)),
+           "SpecDec++ (Huang et al. 2024, arXiv 2405.19715)", columns=("draft_top_prob",)),
+)}
+
+__all__ = ["POLICY_FAMILIES", "MAX_FIXED_GAMMA", "confidence_threshold", "fixed_gamma"]

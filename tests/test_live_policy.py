@@ -1,0 +1,114 @@
+"""Verification-length policies decoding live (`benchmark.py live` with a rule of kind verify-length).
+
+Tiny random Llama models built offline (the ``llama_files`` fixture). The policy decides before each draft step
+whether to draft one more token; the drafts are verified by the standard rule.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from evolve.eval.costs import Costs  # noqa: E402
+from evolve.eval.evaluator import EvalData  # noqa: E402
+from evolve.eval.verify_length import decision_data  # noqa: E402
+from evolve.gp.primitives import FEATURES  # noqa: E402
+from evolve.report.live import KEYS, resolve_rules, run_live  # noqa: E402
+from evolve.sim.live import (POLICY_AVAILABLE, LengthPolicy, autoregressive_text, policy_features,  # noqa: E402
+                             speculative_text)
+from evolve.traces.harvest.config import HarvestConfig  # noqa: E402
+from evolve.traces.harvest.engine import build, text_rng  # noqa: E402
+from heuristics.registry import get_rule  # noqa: E402
+
+GAMMA = 3
+MAX_NEW = 12
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread(one_thread):
+    yield
+
+
+@pytest.fixture(scope="module")
+def files(llama_files):
+    return llama_files
+
+DRAFTERS = {"skip_layers": {"skip_layers": (1, 2)}, "ngram": {"ngram": (2, 1)}, "early_exit": {"exit_layer": 2}}
+PROMPT = [1, 5, 9, 12, 5, 9]
+
+
+def _engine(files, drafter):
+    return build(HarvestConfig(target=files["target"], prompts=files["prompts"], gamma=GAMMA, max_new_tokens=MAX_NEW,
+                               seed=5, **DRAFTERS[drafter])).engine
+
+
+@pytest.mark.parametrize("drafter", list(DRAFTERS))
+def test_drafting_nothing_is_plain_decoding(files, drafter):
+    engine = _engine(files, drafter)
+    for i in range(3):
+        plain, _ = autoregressive_text(engine, PROMPT, MAX_NEW, text_rng(5, i))
+        text, counts = speculative_text(engine, LengthPolicy("g0", get_rule("fixed_gamma:0")), PROMPT, GAMMA, MAX_NEW,
+                                        text_rng(5, i))
+        assert text == plain
+        assert counts.drafted == {0: counts.target_calls} and counts.tokens == len(plain)
+
+
+@pytest.mark.parametrize("drafter", list(DRAFTERS))
+def test_a_fixed_length_policy_is_the_standard_rule_at_that_gamma(files, drafter):
+    engine = _engine(files, drafter)
+    for g in (1, GAMMA):
+        for i in range(3):
+            want, wc = speculative_text(engine, get_rule("standard_rejection"), PROMPT, g, MAX_NEW, text_rng(5, i))
+            got, gc = speculative_text(engine, LengthPolicy("g", get_rule(f"fixed_gamma:{g}")), PROMPT, GAMMA, MAX_NEW,
+                                       text_rng(5, i))
+            assert got == want
+            assert (gc.target_calls, gc.drafted, gc.tokens) == (wc.target_calls, wc.drafted, wc.tokens)
+            assert max(gc.drafted) <= g
+
+
+def test_a_confidence_policy_drafts_less_and_stays_lossless(files):
+    config = HarvestConfig(target=files["target"], prompts=files["prompts"], gamma=GAMMA, max_new_tokens=MAX_NEW,
+                           seed=5, skip_layers=(1, 2))
+    rules = resolve_rules(["standard_rejection", "confidence_threshold:h=0.2", "confidence_threshold:h=1"])
+    assert isinstance(rules[1], LengthPolicy)
+    report = run_live(config, rules)
+    rows = {r["rule"]: r for r in report.rows}
+    assert set(report.rows[1]) == set(KEYS)
+    assert rows["standard_rejection"]["mean_drafted"] > rows["confidence_threshold:h=0.2"]["mean_drafted"] > 0
+    assert rows["confidence_threshold:h=1"]["mean_drafted"] == 0.0  # top probability 1 > h never holds
+    assert all(abs(r["tv_per_token"]) < 1e-12 for r in report.rows)
+
+
+def test_predicted_seconds_count_every_call_by_its_drafted_tokens(files):
+    engine = _engine(files, "skip_layers")
+    _, counts = speculative_text(engine, LengthPolicy("c", get_rule("confidence_threshold:h=0.2")), PROMPT, GAMMA,
+                                 MAX_NEW, text_rng(5, 0))
+    costs = Costs(target_forward_s=(1.0, 1.5, 2.0, 4.0), draft_token_s=0.25, plain_token_s=1.0)
+    want = sum(n * ((1.0, 1.5, 2.0, 4.0)[k] + 0.25 * k) for k, n in counts.drafted.items())
+    assert counts.predicted_seconds(costs) == pytest.approx(want)
+    assert sum(counts.drafted.values()) == counts.target_calls
+
+
+def test_live_decision_features_are_those_of_the_records():
+    """policy_features after j drafts equals row j of decision_data for the same block of records."""
+    rng = np.random.default_rng(0)
+    q, top, ent = rng.uniform(0.05, 0.9, 4), rng.uniform(0.9, 1.0, 4), rng.uniform(0.0, 3.0, 4)
+    rows = {"draft_prob": q, "draft_top_prob": top, "draft_entropy": ent, "draft_index": np.arange(4.0),
+            "position": 7.0 + np.arange(4), "target_prob": rng.uniform(size=4), "target_entropy": np.ones(4),
+            "top_token_match": np.zeros(4)}
+    available = tuple(f for f in FEATURES if f in rows)
+    X = np.stack([rows[f] for f in available])
+    r = np.minimum(1.0, rows["target_prob"] / q)
+    u = rng.uniform(size=4)
+    data = EvalData(np.ascontiguousarray(X), r, u, u < r, available)
+    dd = decision_data(data)
+    for j in range(4):
+        live = policy_features(list(q[:j]), list(top[:j]), list(ent[:j]), 7)
+        for f in ("draft_prob", "draft_top_prob", "draft_entropy", "draft_cumprob", "draft_index", "position"):
+            assert live[POLICY_AVAILABLE.index(f), 0] == pytest.approx(dd.feature(f)[j]), (f, j)
