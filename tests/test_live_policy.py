@@ -89,8 +89,8 @@ def test_predicted_seconds_count_every_call_by_its_drafted_tokens(files):
     engine = _engine(files, "skip_layers")
     _, counts = speculative_text(engine, LengthPolicy("c", get_rule("confidence_threshold:h=0.2")), PROMPT, GAMMA,
                                  MAX_NEW, text_rng(5, 0))
-    costs = Costs(target_forward_s=(1.0, 1.5, 2.0, 4.0), draft_token_s=0.25, plain_token_s=1.0)
-    want = sum(n * ((1.0, 1.5, 2.0, 4.0)[k] + 0.25 * k) for k, n in counts.drafted.items())
+    costs = Costs(target_forward_s=(1.0, 1.5, 2.0, 4.0), draft_token_s=0.25, plain_token_s=0.5)
+    want = sum(n * ((0.5, 1.5, 2.0, 4.0)[k] + 0.25 * k) for k, n in counts.drafted.items())  # no draft: plain step
     assert counts.predicted_seconds(costs) == pytest.approx(want)
     assert sum(counts.drafted.values()) == counts.target_calls
 

@@ -40,7 +40,7 @@ def test_registry_names_and_unknown_backend():
 @pytest.mark.parametrize("kw, param, words", [
     ({"draft": None, "skip_layers": (1, 2)}, "skip_layers", "cannot skip decoder layers"),
     ({"draft": None, "window": (4, 64)}, "window", "cannot restrict attention"),
-    ({"draft": None, "ngram": (3,)}, "ngram", "only the model drafter runs on llama.cpp"),
+    ({"draft": None, "exit_layer": 2}, "exit_layer", "cannot exit early"),
     ({"batch_size": 2}, "batch_size", "one text at a time"),
     ({"device": "cuda"}, "device", "cpu only"),
     ({"target": "model_dir"}, "target", ".gguf files only"),
@@ -53,6 +53,14 @@ def test_unsupported_settings_are_refused_in_one_line(kw, param, words):
         get_backend("llama_cpp").check(config)
     assert err.value.param == param and "\n" not in str(err.value)
     get_backend("torch").check(config)  # the torch backend runs all of them
+
+
+def test_prompt_lookup_runs_on_llama_cpp():
+    """The n-gram drafter runs no model, so the llama.cpp backend accepts it (and builds no drafter of its own)."""
+    config = _config(draft=None, ngram=(3, 1))
+    config.check()
+    get_backend("llama_cpp").check(config)
+    assert get_backend("llama_cpp").drafter(config, None, 10) is None  # the registry's NgramDrafter is built
 
 
 def test_missing_package_names_the_backend_and_the_install_command(monkeypatch):

@@ -20,7 +20,7 @@ from evolve.engine.backends import BACKEND_NAMES
 
 #: ``--backend`` of harvest and live.
 BACKEND_HELP = ("What runs the models: torch (transformers; every drafter, batches) or llama_cpp (a .gguf on "
-                "llama.cpp's kernels, the optional extra 'llama'; --draft only, one text at a time).")
+                "llama.cpp's kernels, the optional extra 'llama'; --draft or --draft-ngram, one text at a time).")
 
 EXIT_INTERRUPTED = 130
 

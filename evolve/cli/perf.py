@@ -7,6 +7,7 @@ import click
 
 from evolve.cli.drafters import check_one_drafter, drafter_options
 from evolve.cli.errors import CliCommand
+from evolve.engine.backends import BACKEND_NAMES
 from evolve.engine.drafters import DRAFTER_FIELDS
 from evolve.cli.types import CommaList
 from evolve.report.perf.scaling import DEFAULT_SCALING
@@ -68,6 +69,8 @@ ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tok
               help="Instead: write the cost file (target forward seconds over T = 1..--gamma-max + 1 new tokens, "
                    "seconds per drafted token, plain decoding's seconds per token) of the --harvest MODEL target "
                    "and the drafter option given, measured here (median of --cost-repeats, interleaved).")
+@click.option("--backend", default="torch", show_default=True, type=click.Choice(BACKEND_NAMES),
+              help="--costs: what runs the models (as for harvest and live).")
 @click.option("--gamma-max", type=click.IntRange(min=1), default=6, show_default=True,
               help="--costs: largest draft length (forwards over 1..gamma_max + 1 tokens).")
 @click.option("--cost-repeats", type=click.IntRange(min=1), default=7, show_default=True,

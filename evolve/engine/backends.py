@@ -51,6 +51,12 @@ class Backend:
 
         return Runner(loaded.model, vocab, config.device)
 
+    def threads(self, config) -> int:
+        """The CPU threads the models run on (after :func:`evolve.traces.harvest.engine.build`)."""
+        import torch
+
+        return torch.get_num_threads()
+
     def drafter(self, config, draft, vocab: int):
         """The backend's own drafter for ``config`` (``draft``: the loaded draft model or None), or None:
         the torch drafters (:mod:`evolve.engine.drafters`, built by the harvest's ``build``)."""
@@ -76,6 +82,11 @@ class LlamaCppBackend(Backend):
     def check_rollback(self, loaded) -> None:
         """Done by :func:`evolve.engine.llama_cpp.load_llama` (recurrent models are refused there)."""
 
+    def threads(self, config) -> int:
+        from evolve.engine.threads import default_threads
+
+        return config.threads if config.threads is not None else default_threads()
+
     def architecture(self, loaded) -> str:
         from evolve.engine.llama_cpp import architecture
 
@@ -90,7 +101,7 @@ class LlamaCppBackend(Backend):
         from evolve.engine.llama_cpp import LlamaModelDrafter, check_config
 
         check_config(config)
-        return LlamaModelDrafter(draft, vocab)
+        return LlamaModelDrafter(draft, vocab) if draft is not None else None  # None: a model-free drafter
 
 
 #: name -> backend class.

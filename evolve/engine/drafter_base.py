@@ -58,6 +58,8 @@ class Drafter:
     kind = ""
     #: The :class:`evolve.traces.harvest.config.HarvestConfig` field (and command-line parameter) selecting it.
     field = ""
+    #: Whether it runs no model at all (so it runs on every backend: :mod:`evolve.engine.backends`).
+    model_free = False
 
     @classmethod
     def check_value(cls, value) -> None:

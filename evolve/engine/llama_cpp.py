@@ -50,7 +50,8 @@ def import_llama():
 
 def check_config(config) -> None:
     """Refuse what this backend cannot run, in one line naming the option (before anything is loaded):
-    every drafter but the model drafter (skip-layers, window, ...), a batch size above 1, a device other than cpu, a target or
+    every drafter but the model drafter and those that run no model (prompt lookup; skip-layers, window,
+    early exit are refused), a batch size above 1, a device other than cpu, a target or
     draft model that is not a .gguf file."""
     if config.draft is None:
         from evolve.engine.drafters import chosen_drafters
@@ -59,10 +60,13 @@ def check_config(config) -> None:
                    "window": "llama.cpp cannot restrict attention per query",
                    "exit_layer": "llama.cpp cannot exit early from the decoder layers"}
         chosen = [d for d in chosen_drafters(config) if d.field != "draft"]
-        kind, field = (chosen[0].kind, chosen[0].field) if chosen else ("none", "draft")
-        why = reasons.get(field, "only the model drafter runs on llama.cpp")
-        raise InputError(f"drafter '{kind}' is not supported by backend '{NAME}' ({why}); use a draft model "
-                         f"(a second GGUF) or the torch backend", param=field)
+        if chosen and chosen[0].model_free:
+            pass  # runs no model (prompt lookup): any backend
+        else:
+            kind, field = (chosen[0].kind, chosen[0].field) if chosen else ("none", "draft")
+            why = reasons.get(field, "only the model drafter and the drafters without a model run on llama.cpp")
+            raise InputError(f"drafter '{kind}' is not supported by backend '{NAME}' ({why}); use a draft model "
+                             f"(a second GGUF), prompt lookup or the torch backend", param=field)
     if config.batch_size != 1:
         raise InputError(f"backend '{NAME}' decodes one text at a time (value {config.batch_size}); use 1 or the "
                          f"torch backend", param="batch_size")

@@ -52,6 +52,7 @@ class NgramDrafter(Drafter):
 
     kind = "ngram"
     field = "ngram"
+    model_free = True
 
     @classmethod
     def check_value(cls, value) -> None:

@@ -75,10 +75,16 @@ class Costs:
         slope = max(0.0, t[-1] - t[-2]) if len(t) >= 2 else 0.0
         return t[-1] + slope * (tokens - len(t))
 
+    def verify_seconds(self, verified: int) -> float:
+        """Seconds of the target's call that verifies ``verified`` drafted tokens: a forward over ``verified +
+        1`` new tokens; with none it is a step of plain decoding, ``plain_token_s`` (so that a policy that
+        never drafts is plain decoding to the cost model too, speedup 1)."""
+        return self.plain_token_s if verified == 0 else self.forward_seconds(verified + 1)
+
     def step_seconds(self, verified: int, drafted: int) -> float:
         """Seconds of one speculative step that drafts ``drafted`` tokens and verifies ``verified`` of them
-        (a target forward over ``verified + 1`` new tokens)."""
-        return self.forward_seconds(verified + 1) + drafted * self.draft_token_s
+        (:meth:`verify_seconds` plus the drafting)."""
+        return self.verify_seconds(verified) + drafted * self.draft_token_s
 
     def batch_seconds(self, tokens: float) -> float:
         """Seconds of one target step over ``tokens`` new tokens in total across a batch of requests: the

@@ -20,7 +20,7 @@ Every drafted token is verified with the standard rule (lossless; Leviathan et a
     tokens(L) = 1 + sum_{j=1..L} prod_{i<=j} min(1, p_i / q_i)
 
 and costs seconds(L) = target_forward_s(L + 1) + L * draft_token_s (:mod:`evolve.eval.costs`); L = 0
-is a plain decoding step. Tokens per second = sum over blocks of tokens / sum of seconds (exact from
+is a plain decoding step and costs plain_token_s. Tokens per second = sum over blocks of tokens / sum of seconds (exact from
 the records of data harvested with ``gamma_max`` drafts per block: every shorter prefix is scored
 from the same records; the prefixes themselves are those the harvest's own decoding visited).
 
@@ -193,8 +193,9 @@ def survival_counts(q, r, depth, gamma, forward, draft_s, out):
 
 
 def forward_table(costs: Costs, gamma: int) -> np.ndarray:
-    """float64 (gamma + 1,): seconds of a target forward over 1..gamma + 1 new tokens."""
-    return np.array([costs.forward_seconds(t) for t in range(1, gamma + 2)])
+    """float64 (gamma + 1,): seconds of the target's call verifying 0..gamma drafted tokens
+    (:meth:`evolve.eval.costs.Costs.verify_seconds`: a plain decoding step for 0)."""
+    return np.array([costs.verify_seconds(t) for t in range(gamma + 1)])
 
 
 def metrics_from_length_counts(c: np.ndarray, n: int, costs: Costs) -> LengthMetrics:

@@ -14,7 +14,7 @@ run (not counted) loads the compiled kernels first. Per rule (JSON keys of :data
 
 * tokens: tokens emitted over all prompts; target_calls: target passes after the prefills;
   tokens_per_call = tokens / target_calls (in [1, gamma + 1]);
-* tokens_per_s: tokens per second of wall time (prefills included, the damage measurement
+* tokens_per_s: tokens per second of decoding wall time (the prompts' prefills and the damage measurement
   excluded); ar_tokens_per_s: the same for plain decoding of the same prompts in the same run;
   speedup = tokens_per_s / ar_tokens_per_s;
 * tv_per_token: the exact expected total-variation damage per emitted token, from the whole

@@ -133,7 +133,7 @@ class LiveCounts:
     """Totals of live decoding with one rule (or plain decoding: no drafts, no damage).
 
     ``tokens`` emitted, ``target_calls`` target passes after the prefill, ``seconds`` decoding wall
-    time (prefill included, damage measurement excluded), ``expected_tokens`` and ``block_tv``
+    time (the prompt's prefill and the damage measurement excluded), ``expected_tokens`` and ``block_tv``
     the sums of the module doc's tokens-per-call and TV terms.
     """
 
@@ -163,8 +163,9 @@ class LiveCounts:
 
     def predicted_seconds(self, costs) -> float:
         """Seconds the cost model gives these calls: sum over calls of target_forward_s(k + 1) + k *
-        draft_token_s, k the call's drafted tokens (``costs`` a :class:`evolve.eval.costs.Costs`)."""
-        return sum(n * (costs.forward_seconds(k + 1) + k * costs.draft_token_s) for k, n in self.drafted.items())
+        draft_token_s, k the call's drafted tokens, and plain_token_s for a call without drafts
+        (:meth:`evolve.eval.costs.Costs.step_seconds`; ``costs`` a :class:`evolve.eval.costs.Costs`)."""
+        return sum(n * costs.step_seconds(k, k) for k, n in self.drafted.items())
 
     @property
     def mean_drafted(self) -> float:
@@ -481,10 +482,10 @@ def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_ne
     else:
         needed = rule_features(rule)
     counts = LiveCounts()
-    t0 = time.perf_counter()
     with torch.inference_mode():
         batch = engine.new_batch(1)
-        engine.start(batch, 0, 0, prompt_ids, rng)
+        engine.start(batch, 0, 0, prompt_ids, rng)  # the prefill: not timed
+        t0 = time.perf_counter()
         state = batch.rows[0]
         while state.generated < max_new_tokens:
             k = min(gamma, max_new_tokens - state.generated - 1)
@@ -526,11 +527,11 @@ def autoregressive_text(engine, prompt_ids: Sequence[int], max_new_tokens: int,
     import torch
 
     counts = LiveCounts()
-    t0 = time.perf_counter()
     with torch.inference_mode():
         ctx = [int(t) for t in prompt_ids]
         kv = engine.new_kv(1)
-        kv.place(0, engine.run.prefill(ctx[:-1]), len(ctx) - 1)
+        kv.place(0, engine.run.prefill(ctx[:-1]), len(ctx) - 1)  # the prefill: not timed
+        t0 = time.perf_counter()
         generated: list[int] = []
         while len(generated) < max_new_tokens:
             generated.append(_target_step(engine, kv, ctx, rng))

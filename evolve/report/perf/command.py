@@ -259,7 +259,8 @@ class PerfOptions:
     over T new tokens on both backends (:mod:`evolve.report.perf.backend_curves`, ``curve_repeats``); all
     merge their figures into ``output``. With ``costs`` (a path) the cost file of the target ``harvest_model``
     and the drafter (``draft``, ``skip_layers``, ``window``, ``ngram`` or ``exit_layer``) is measured and
-    written there instead (:mod:`evolve.report.perf.costs`: ``gamma_max``, ``cost_repeats``, ``threads``).
+    written there instead (:mod:`evolve.report.perf.costs`: ``gamma_max``, ``cost_repeats``, ``threads``,
+    ``backend``).
     """
 
     data_dir: str | os.PathLike = "data"
@@ -283,6 +284,7 @@ class PerfOptions:
     backend_curves: str | None = None
     curve_repeats: int = 15
     costs: str | os.PathLike | None = None
+    backend: str = "torch"
     gamma_max: int = 6
     cost_repeats: int = 7
     draft: str | None = None
@@ -309,7 +311,7 @@ def perf_command(options: PerfOptions = PerfOptions(),
         check_output(o.costs, inputs=(o.harvest_model, o.harvest_prompts))
         config = HarvestConfig(target=o.harvest_model, prompts=o.harvest_prompts, draft=o.draft,
                                skip_layers=o.skip_layers, window=o.window, ngram=o.ngram, exit_layer=o.exit_layer,
-                               gamma=o.gamma_max, threads=o.threads)
+                               gamma=o.gamma_max, threads=o.threads, backend=o.backend)
         doc = measure_costs(config, o.gamma_max, o.cost_repeats, progress=progress)
         write_costs(o.costs, doc)
         return doc, render_costs(doc)

@@ -1,7 +1,7 @@
 """``python benchmark.py perf --costs FILE``: a cost file (:mod:`evolve.eval.costs`) measured on this machine.
 
-For a target model and a drafter (selected as in ``harvest`` and ``live``), on the torch engine,
-with the harvest's KV cache (:mod:`evolve.engine.runner`), three methods are timed in turn, one
+For a target model and a drafter (selected as in ``harvest`` and ``live``), on the backend the
+config names (torch, or llama.cpp: :mod:`evolve.engine.backends`), with the harvest's KV cache, three methods are timed in turn, one
 repeat of each at a time (interleaved, so a change in the machine's speed hits all alike), and the
 median of ``repeats`` is kept:
 
@@ -41,8 +41,8 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
     import numpy as np
     import torch
 
+    from evolve.engine.backends import get_backend
     from evolve.engine.distributions import sample_index
-    from evolve.engine.runner import BatchKV
     from evolve.eval.costs import costs_from_dict
     from evolve.traces.harvest.engine import build
     from evolve.traces.harvest.prompts import encode_prompt, read_prompts
@@ -61,17 +61,15 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
     plain: list[float] = []
     drafted_total = 0
     with torch.inference_mode():
-        kv = BatchKV(1, config.device)
-        kv.place(0, engine.run.prefill(ctx), len(ctx))
-        kv.compact()
         batch = engine.new_batch(1)
-        engine.start(batch, 0, 0, ctx, rng)
+        engine.start(batch, 0, 0, ctx, rng)  # the target's cache holds ctx[:-1] (one cache: llama.cpp has one)
+        kv, base = batch.kv, batch.kv.lengths[0]
 
         def forward(T: int) -> float:
             t0 = time.perf_counter()
             engine.run(kv, [filler[:T]], T)
             seconds = time.perf_counter() - t0
-            kv.truncate(0, len(ctx))
+            kv.truncate(0, base)
             kv.compact()
             return seconds
 
@@ -81,7 +79,7 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
             p, _ = engine.distributions(logits[0, -1:])
             sample_index(p[0], rng.random())
             seconds = time.perf_counter() - t0
-            kv.truncate(0, len(ctx))
+            kv.truncate(0, base)
             kv.compact()
             return seconds
 
@@ -89,7 +87,7 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
             t0 = time.perf_counter()
             drafts = engine.drafter.propose(engine, batch, [gamma_max])[0][0]
             seconds = time.perf_counter() - t0
-            engine.drafter.commit(engine, batch, [len(ctx) - 1])
+            engine.drafter.commit(engine, batch, [base])
             return seconds, len(drafts)
 
         forward(1), plain_step(), draft()  # warm-up
@@ -112,8 +110,8 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
         "drafted_tokens_per_call": drafted_total / repeats,
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                     "cpu_count": os.cpu_count()},
-        "threads": torch.get_num_threads(),
-        "engine": "torch",
+        "threads": get_backend(config.backend).threads(config),
+        "engine": config.backend,
         "target": {"path": setup.description["target"]["path"], "sha256": setup.description["target"]["sha256"]},
         "drafter": setup.description["drafter"],
         "dtype": config.dtype,
