@@ -59,10 +59,11 @@ from evolve.errors import InputError, InputWarning, os_error_text
 from evolve.traces.io import atomic_write_text
 from evolve.traces.paths import check_output_dir
 from evolve.gp.compiler import Node, parse, to_string
-from evolve.gp.kinds import THRESHOLD, ProgramKind, kind_from_config, program_kind
+from evolve.gp.kinds import THRESHOLD, VERIFY_LENGTH, ProgramKind, kind_from_config, program_kind
 from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION
 from heuristics.baselines import BASELINES
 from heuristics.contract import Rule, python_source
+from heuristics.length_policies import STANDARD_VERIFIER_NAME
 from heuristics.published import PUBLISHED
 
 FORMAT = "specdec-evolve champion"
@@ -127,10 +128,19 @@ class Champion:
         """The champion's :class:`evolve.gp.kinds.ProgramKind`."""
         return program_kind(self.kind)
 
+    @property
+    def verifier(self) -> str | None:
+        """For a verification-length policy: what verified its drafts in its run (the run configuration's
+        ``verify_with`` in the provenance; None: the standard rule, or another kind)."""
+        if self.kind != VERIFY_LENGTH.name:
+            return None
+        spec = ((self.provenance or {}).get("config") or {}).get("verify_with")
+        return spec if isinstance(spec, str) and spec != STANDARD_VERIFIER_NAME else None
+
     def rule(self) -> Rule:
         """The champion as an expression :class:`heuristics.contract.Rule` of its kind (not registered)."""
         return Rule(self.name, self.description, f"champion file {self.path}" if self.path else "evolved champion",
-                    expression=self.expression, kind=self.kind)
+                    expression=self.expression, kind=self.kind, verifier=self.verifier)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the file format (keys in the documented order)."""

@@ -56,9 +56,12 @@ class Rule:
         lossless: whether the output is distributed exactly as the target's
             (tau <= p/q for every token).
         kind: the kind of program (:mod:`evolve.gp.kinds`): ``threshold`` (the
-            default: the value is the acceptance threshold tau) or ``relaxation``
+            default: the value is the acceptance threshold tau), ``relaxation``
             (the value is the weight w of relaxed block verification; an
-            expression over prefix-level features only).
+            expression over prefix-level features only) or ``verify-length`` (a
+            verification-length policy).
+        verifier: for a ``verify-length`` rule, what verifies the drafts it sends
+            (:func:`heuristics.length_policies.verifier_parts`; None: the standard rule).
     """
 
     name: str
@@ -69,6 +72,7 @@ class Rule:
     extra_columns: tuple[str, ...] = ()
     lossless: bool = False
     kind: str = THRESHOLD.name
+    verifier: str | None = None
     _program: Program | None = field(default=None, init=False, repr=False)
     _nodes: list[Node] | None = field(default=None, init=False, repr=False)
     _compiled: Callable | None = field(default=None, init=False, repr=False)

@@ -112,3 +112,19 @@ def test_live_decision_features_are_those_of_the_records():
         live = policy_features(list(q[:j]), list(top[:j]), list(ent[:j]), 7)
         for f in ("draft_prob", "draft_top_prob", "draft_entropy", "draft_cumprob", "draft_index", "position"):
             assert live[POLICY_AVAILABLE.index(f), 0] == pytest.approx(dd.feature(f)[j]), (f, j)
+
+
+def test_a_fixed_length_policy_verified_by_block_verification_is_block_verification(files):
+    from evolve.report.live import decoder
+    from evolve.sim.live import BLOCK_VERIFICATION
+    from heuristics.contract import Rule
+
+    engine = _engine(files, "skip_layers")
+    policy = Rule("g", expression=f"sub({GAMMA - 0.5!r}, draft_index)", kind="verify-length",
+                  verifier="block_verification")
+    decoded = decoder(policy)
+    assert decoded.rule is BLOCK_VERIFICATION
+    for i in range(3):
+        want, wc = speculative_text(engine, BLOCK_VERIFICATION, PROMPT, GAMMA, MAX_NEW, text_rng(5, i))
+        got, gc = speculative_text(engine, decoded, PROMPT, GAMMA, MAX_NEW, text_rng(5, i))
+        assert got == want and (gc.target_calls, gc.drafted) == (wc.target_calls, wc.drafted)

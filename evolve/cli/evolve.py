@@ -68,7 +68,8 @@ def cli() -> None:
 
 #: RunConfig fields given as options of ``run``, in help order (the others are set in a --config file).
 RUN_OPTIONS: tuple[str, ...] = (
-    "data", "out", "population", "generations", "seed", "objective", "evolve", "gamma", "tv_budget", "tv_cap", "costs", "concurrency",
+    "data", "out", "population", "generations", "seed", "objective", "evolve", "gamma", "tv_budget", "tv_cap", "costs",
+    "concurrency", "verify_with",
     "features", "crossover_prob", "mutation_prob", "tournament_size", "parsimony_size", "elitism", "hall_of_fame",
     "max_depth", "islands", "migration_interval", "migrants")
 #: Extra help of some options (the field's help comes from :class:`evolve.search.config.RunConfig`).
@@ -77,7 +78,8 @@ RUN_OPTION_NOTES: dict[str, str] = {
                  "quality floor 0.95), expected (its noise-free expected form), speed_at_tv (tokens per target "
                  "call with TV per token <= --tv-budget), pareto (NSGA-II over tokens per call, TV per token and "
                  "size; writes front.json), tokens_per_second (verify-length policies: tokens per second under "
-                 "--costs).",
+                 "--costs, within --tv-budget when --verify-with is lossy), pareto_tokens_per_second (NSGA-II over "
+                 "tokens per second within --tv-cap, TV per token and size).",
     "evolve": "relaxation needs block_residual_phi in the data and a block objective (speed_at_tv or pareto); "
               "its programs read prefix-level features only.",
     "features": "Comma-separated.",

@@ -89,6 +89,22 @@ class AcceptanceQualityFitness:
         return acceptance * quality if quality >= self.quality_floor else self.below_floor_scale * quality
 
 
+def split_target_calls(metadata: dict, split: str) -> int | None:
+    """Target calls of a harvested split (its ``metadata.json`` statistics: ``target_calls``, or generated tokens /
+    tokens per target call for datasets written before that key), or None when the metadata does not say.
+
+    With the speculation blocks of the records, it gives the calls that drafted nothing (no record): the
+    n-gram drafter without a match, the last token of a text (:attr:`EvalData.no_draft_calls`).
+    """
+    stats = ((metadata or {}).get("statistics") or {}).get(split) or {}
+    if "target_calls" in stats:
+        return int(stats["target_calls"])
+    gen, tpc = stats.get("generated_tokens"), stats.get("tokens_per_target_call")
+    if isinstance(gen, (int, float)) and isinstance(tpc, (int, float)) and tpc > 0:
+        return int(round(gen / tpc))
+    return None
+
+
 @dataclass
 class EvalData:
     """A split prepared for the interpreter.
@@ -103,8 +119,11 @@ class EvalData:
     ValueError otherwise). ``bounds`` int64 (C+1,) are the work-item boundaries
     of the fast path (:func:`evolve.eval.scheduler.chunk_bounds`, at speculation-block
     starts when the split has ``draft_index``); ``block_length`` is the split's
-    draft length (max draft_index + 1) or None; ``baseline`` the number of
-    baseline accepts (computed).
+    draft length (max draft_index + 1) or None; ``no_draft_calls`` the target calls
+    of the split that drafted nothing and so left no record (known for harvested
+    splits, :func:`split_target_calls`; read by the verification-length scoring
+    only, as plain decoding steps); ``baseline`` the number of baseline accepts
+    (computed).
     """
 
     X: np.ndarray
@@ -118,6 +137,7 @@ class EvalData:
     feature_rows: tuple[int, ...] = field(default=(), repr=False)
     bounds: np.ndarray | None = field(default=None, repr=False)
     block_length: int | None = None
+    no_draft_calls: int = 0
     _derived: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _derived_map: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _derived_count: int = field(default=0, init=False, repr=False, compare=False)
@@ -188,7 +208,11 @@ class EvalData:
         if share:
             traces.columns["rand_value"] = u
             traces.columns["baseline_accepts"] = b
-        return cls(X, r, u, b, tuple(avail), traces.source, traces.split)
+        data = cls(X, r, u, b, tuple(avail), traces.source, traces.split)
+        calls = split_target_calls(traces.metadata, traces.split)
+        if calls is not None and data.depth is not None:
+            data.no_draft_calls = max(0, calls - int(np.count_nonzero(data.depth == 0)))
+        return data
 
     def feature(self, name: str) -> np.ndarray:
         """Row of ``X`` for feature ``name``, float64 (n,). Raises KeyError if the split lacks it."""

@@ -34,7 +34,10 @@ The objective registry
     A run optimises one :class:`Objective`, named by ``python -m evolve run --objective``:
     ``acceptance_quality`` and ``expected`` (the acceptance-quality fitness,
     :class:`evolve.eval.evaluator.AcceptanceQualityFitness`, on the sampled outcomes or in
-    expectation), ``speed_at_tv`` and ``pareto`` (above). An objective says which kinds of program
+    expectation), ``speed_at_tv`` and ``pareto`` (above); for verification-length policies
+    ``tokens_per_second`` (within ``tv_budget`` when a lossy rule verifies the drafts:
+    :func:`tokens_per_second_at_tv`) and ``pareto_tokens_per_second`` (NSGA-II over tokens per second
+    within ``tv_cap``, TV per token and size). An objective says which kinds of program
     it scores (:mod:`evolve.gp.kinds`), whether it needs the block metrics, how it turns one
     program's train metrics into DEAP fitness values, and what the champion selection reads on
     valid. :func:`register_objective` adds one from Python, as gplearn's ``make_fitness`` does
@@ -234,12 +237,34 @@ def _pareto_values(metrics: Metrics, size: int, cfg: Any) -> tuple[float, float,
     return pareto_values(metrics, size, cfg.tv_cap)
 
 
-def _tokens_per_second(metrics: Any, cfg: Any) -> float:
+def _raw_tokens_per_second(metrics: Any, cfg: Any) -> float:
     requests = getattr(cfg, "concurrency", 1)
     if requests == 1:
         return metrics.tokens_per_second
     return concurrent_tokens_per_second(metrics.tokens_per_call, metrics.mean_verified, metrics.mean_drafted,
                                         requests, cfg.cost_model)
+
+
+def tokens_per_second_at_tv(tokens_per_second: float, tv_per_token: float, plain_token_s: float,
+                            budget: float = DEFAULT_BUDGET, penalty: float = DEFAULT_PENALTY) -> float:
+    """Tokens per second with TV per token <= ``budget``: :func:`speed_at_tv_value` in units of plain decoding's
+    speed, (speedup - K * max(0, tv - budget) / max(budget, TV_UNIT)) / ``plain_token_s``: exactly the tokens
+    per second inside the budget (always, for a lossless verifier), and K times plain decoding's tokens per
+    second less for every budget's worth of excess. -inf for NaN inputs."""
+    return speed_at_tv_value(tokens_per_second * plain_token_s, tv_per_token, budget, penalty) / plain_token_s
+
+
+def _tokens_per_second(metrics: Any, cfg: Any) -> float:
+    tv = metrics.tv_per_token
+    return tokens_per_second_at_tv(_raw_tokens_per_second(metrics, cfg), 0.0 if tv is None else tv,
+                                   cfg.cost_model.plain_token_s, cfg.tv_budget)
+
+
+def _pareto_tokens_per_second(metrics: Any, size: int, cfg: Any) -> tuple[float, float, float]:
+    tv = metrics.tv_per_token
+    speed = tokens_per_second_at_tv(_raw_tokens_per_second(metrics, cfg), tv, cfg.cost_model.plain_token_s,
+                                    cfg.tv_cap)
+    return speed, (math.inf if math.isnan(tv) else tv), float(size)
 
 
 BLOCK_KINDS: tuple[str, ...] = (THRESHOLD.name, RELAXATION.name)
@@ -257,8 +282,13 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
               "champion is the fastest member within tv_budget on valid)", _speed_score, values=_pareto_values,
               weights=PARETO_WEIGHTS, kinds=BLOCK_KINDS, needs_blocks=True),
     Objective("tokens_per_second", "expected tokens per second under the run's cost file (the costs setting), "
-              "exact from the records; with concurrency R > 1, the throughput of R requests decoded together",
-              _tokens_per_second, kinds=(VERIFY_LENGTH.name,), needs_blocks=True, reads_costs=True),
+              "exact from the records; with concurrency R > 1, the throughput of R requests decoded together; "
+              "with a lossy verifier (verify_with), within tv_budget", _tokens_per_second,
+              kinds=(VERIFY_LENGTH.name,), needs_blocks=True, reads_costs=True),
+    Objective("pareto_tokens_per_second", "NSGA-II over tokens per second (within tv_cap), TV per token and program "
+              "size, for a policy whose drafts a lossy rule verifies (verify_with); the champion is the fastest "
+              "member within tv_budget on valid", _tokens_per_second, values=_pareto_tokens_per_second,
+              weights=PARETO_WEIGHTS, kinds=(VERIFY_LENGTH.name,), needs_blocks=True, reads_costs=True),
 )}
 
 
@@ -289,5 +319,5 @@ def objective_named(name: Any) -> Objective:
 
 __all__ = ["DEFAULT_GAMMA", "DEFAULT_BUDGET", "DEFAULT_TV_CAP", "DEFAULT_PENALTY", "TV_UNIT", "PARETO_WEIGHTS",
            "PARETO_OBJECTIVES", "speed_at_tv", "speed_at_tv_value", "pareto_values", "block_values",
-           "within_budget", "check_budget", "WORST", "quality_margin", "Objective", "OBJECTIVES", "register_objective",
+           "within_budget", "check_budget", "tokens_per_second_at_tv", "WORST", "quality_margin", "Objective", "OBJECTIVES", "register_objective",
            "objective_named"]

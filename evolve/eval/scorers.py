@@ -21,23 +21,24 @@ from evolve.eval.verify_length import LengthMetrics, LengthPopulationEvaluator
 from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH, ProgramKind
 
 
-def _threshold(data, fitness, gamma, cache_size, costs):
+def _threshold(data, fitness, gamma, cache_size, costs, verifier=None):
     return PopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size)
 
 
-def _relaxation(data, fitness, gamma, cache_size, costs):
+def _relaxation(data, fitness, gamma, cache_size, costs, verifier=None):
     return RelaxedPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size)
 
 
-def _length(data, fitness, gamma, cache_size, costs):
-    return LengthPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size, costs=costs)
+def _length(data, fitness, gamma, cache_size, costs, verifier=None):
+    return LengthPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size, costs=costs, verifier=verifier)
 
 
 #: The metrics record each kind's scorer returns (what a checkpoint's evaluator caches hold), by kind name.
 METRICS_CLASSES: dict[str, type] = {THRESHOLD.name: Metrics, RELAXATION.name: RelaxedMetrics,
                                     VERIFY_LENGTH.name: LengthMetrics}
 
-#: The population scorer factory of each kind, by kind name: ``(data, fitness, gamma, cache_size, costs)``.
+#: The population scorer factory of each kind, by kind name: ``(data, fitness, gamma, cache_size, costs,
+#: verifier)`` (``verifier``: what verifies a verification-length policy's drafts; other kinds ignore it).
 POPULATION_SCORERS: dict[str, Callable[..., PopulationEvaluator]] = {
     THRESHOLD.name: _threshold,
     RELAXATION.name: _relaxation,
@@ -46,15 +47,16 @@ POPULATION_SCORERS: dict[str, Callable[..., PopulationEvaluator]] = {
 
 
 def population_scorer(kind: ProgramKind, data: EvalData, fitness: AcceptanceQualityFitness, gamma: int | None,
-                      cache_size: int, costs: Costs = DEFAULT_COSTS) -> PopulationEvaluator:
-    """A population scorer of ``kind`` on ``data``. Raises InputError (param ``evolve``) for a kind none scores,
-    and as the scorer's constructor."""
+                      cache_size: int, costs: Costs = DEFAULT_COSTS, verifier=None) -> PopulationEvaluator:
+    """A population scorer of ``kind`` on ``data`` (``verifier``: a verification-length policy's
+    :class:`evolve.eval.verify_length.LengthVerifier`, None: the standard rule). Raises InputError (param
+    ``evolve``) for a kind none scores, and as the scorer's constructor."""
     try:
         make = POPULATION_SCORERS[kind.name]
     except KeyError:
         raise InputError(f"no population scorer for {kind.name} programs (kinds with one: "
                          f"{', '.join(POPULATION_SCORERS)})", param="evolve") from None
-    return make(data, fitness, gamma, cache_size, costs)
+    return make(data, fitness, gamma, cache_size, costs, verifier)
 
 
 __all__ = ["METRICS_CLASSES", "POPULATION_SCORERS", "population_scorer"]

@@ -14,12 +14,29 @@ the target is called may be read, the drafter's side of the last drafted token k
   (1 before the first draft): the survival estimate of confidence-scheduled verification;
 * ``draft_index``: k; ``position``: the text position of the token about to be drafted.
 
-Every drafted token is verified with the standard rule (lossless; Leviathan et al. 2023, arXiv
-2211.17192), so a block of L drafts emits, in expectation over the target's test,
+The drafted tokens are verified by a *verifier* (:class:`LengthVerifier`), by default the standard
+rule (lossless; Leviathan et al. 2023, arXiv 2211.17192), under which a block of L drafts emits, in
+expectation over the target's test,
 
     tokens(L) = 1 + sum_{j=1..L} prod_{i<=j} min(1, p_i / q_i)
 
-and costs seconds(L) = target_forward_s(L + 1) + L * draft_token_s (:mod:`evolve.eval.costs`); L = 0
+Any other verifier of a chain works the same way, from per-record prefix tables (:func:`prefix_tables`:
+the expected tokens and damage of the block's first L records verified alone, for every L):
+
+* a per-token acceptance rule tau (a threshold rule, lossy or not): tokens(L) = 1 + sum_{j<=L}
+  prod_{i<=j} tau_i and damage(L) = sum_{j<=L} prod_{i<j} tau_i max(0, tau_j - min(1, p_j/q_j)), the
+  evaluator's block accounting (:func:`evolve.eval.kernels.reduce_block_counts`);
+* block verification (Sun et al. 2024, arXiv 2403.10444; lossless) and relaxed block verification
+  with a relaxation weight w (:mod:`evolve.eval.relaxed_block`): the block recursion stopped at L, whose
+  last level accepts with h_L = P~_L, as a block of L drafted tokens would (damage 0 without w).
+
+Target calls that drafted nothing leave no record (the n-gram drafter without a match, the last token of
+a text): a harvested split knows how many there were (:attr:`evolve.eval.evaluator.EvalData.no_draft_calls`),
+and every policy's figures include them as plain decoding steps (1 token, ``plain_token_s``), which no
+policy can change.
+
+A policy's ``tv_per_token`` is the sum of the blocks' damage over the sum of their expected tokens (0
+for a lossless verifier). A block of L drafts costs seconds(L) = target_forward_s(L + 1) + L * draft_token_s (:mod:`evolve.eval.costs`); L = 0
 is a plain decoding step and costs plain_token_s. Tokens per second = sum over blocks of tokens / sum of seconds (exact from
 the records of data harvested with ``gamma_max`` drafts per block: every shorter prefix is scored
 from the same records; the prefixes themselves are those the harvest's own decoding visited).
@@ -39,13 +56,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
 
 from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs
-from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, check_features
+from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, check_features, thresholds
+from evolve.eval.relaxed_block import phi_at
 from evolve.eval.population import PopulationEvaluator
 from evolve.eval.scoring import packed_thresholds
 from evolve.gp.primitives import FEATURES
@@ -65,7 +84,8 @@ class LengthMetrics:
     per target call; ``seconds_per_call``: expected seconds per call under the cost file;
     ``tokens_per_second`` = their ratio; ``speedup`` = tokens per second times ``plain_token_s``;
     ``mean_verified``: drafted tokens verified per call; ``mean_drafted``: tokens drafted per call (more than
-    verified only for ``survival_prefix``); ``tv_per_token``: 0 (lossless).
+    verified only for ``survival_prefix``); ``tv_per_token``: expected damage per emitted token under the
+    verifier (0 for a lossless one).
     """
 
     records: int
@@ -113,7 +133,7 @@ def decision_data(data: EvalData) -> EvalData:
     available = [f for f in FEATURES if f in rows or f in ("target_prob", "target_entropy", "top_token_match")]
     X = np.stack([rows.get(f, np.full(n, np.nan)) for f in available])
     return EvalData(X, data.r, data.u, data.b, tuple(available), source=data.source, split=data.split,
-                    bounds=data.bounds, block_length=data.block_length)
+                    bounds=data.bounds, block_length=data.block_length, no_draft_calls=data.no_draft_calls)
 
 
 @njit(cache=True)
@@ -139,27 +159,97 @@ def _block_end(depth, i):
 
 
 @njit(cache=True)
-def _add_call(r, i, verified, drafted, forward, draft_s, out):
-    """Add one call that verifies ``verified`` of the block's drafts (standard rule) and drafted ``drafted``."""
-    tokens, reach = 1.0, 1.0
-    for k in range(verified):
-        reach *= r[i + k]
+def threshold_prefix_tables(tau, r, depth, tok, dmg):
+    """Prefix tables of a per-token verifier: on the record at depth d (L = d + 1 records of its block),
+    ``tok`` = 1 + sum_{j<=L} prod_{i<=j} tau_i and ``dmg`` = sum_{j<=L} prod_{i<j} tau_i max(0, tau_j - r_j).
+
+    Args: ``tau`` float64 (n,) thresholds (NaN/inf -> 0, clamped to [0, 1]), ``r`` float64 (n,) min(1, p/q),
+    ``depth`` float64 (n,) draft_index; ``tok``, ``dmg`` float64 (n,) written. Rows before the first block
+    start get tok 1, dmg 0.
+    """
+    tokens, damage, reach = 1.0, 0.0, 1.0
+    for i in range(tau.size):
+        if depth[i] == 0.0:
+            tokens, damage, reach = 1.0, 0.0, 1.0
+        t = tau[i]
+        if not np.isfinite(t):
+            t = 0.0
+        t = min(max(t, 0.0), 1.0)
+        e = t - r[i]
+        if e > 0.0:
+            damage += reach * e
+        reach *= t
         tokens += reach
+        tok[i] = tokens
+        dmg[i] = damage
+
+
+@njit(cache=True)
+def block_prefix_tables(w, ratio, depth, overlap, mass, phi, tok, dmg):
+    """Prefix tables of (relaxed) block verification: on the record at depth d, the expected tokens 1 + E[tau]
+    and damage of the block's first L = d + 1 records verified as a block of L drafts (h_L = P~_L), by the
+    recursion of :func:`evolve.eval.relaxed_block.reduce_relaxed` (w = 0 everywhere: lossless block
+    verification, damage 0).
+
+    Args: ``w`` float64 (n,) relaxation weights (NaN/inf -> 0, clamped to [0, 1]); ``ratio`` p(x)/q(x),
+    ``depth``, ``overlap``, ``mass`` (block_residual_mass) float64 (n,); ``phi`` float64 (n, K)
+    (block_residual_phi; any (n, 1) array when w is 0 everywhere: it is then not read); ``tok``, ``dmg``
+    float64 (n,) written.
+    """
+    e_tau, f, cum, pt, pl, prev = 0.0, 0.0, 0.0, 1.0, 1.0, -1
+    for row in range(w.size):
+        d = depth[row]
+        wj = w[row]
+        if not (abs(wj) < np.inf):
+            wj = 0.0
+        wj = min(max(wj, 0.0), 1.0)
+        damage = wj * (1.0 - overlap[row])
+        if d == 0.0 or prev < 0:
+            e_tau, cum, f, pt, pl = 0.0, damage, damage, 1.0, 1.0
+        else:
+            den_w = 1.0 - pt * wj
+            if den_w <= 0.0:
+                m_res = 0.0
+            elif wj == 0.0:
+                m_res = mass[prev] if pt == pl else den_w * phi_at(phi[prev], pt, pl, mass[prev])
+            else:
+                m_res = den_w * phi_at(phi[prev], pt * (1.0 - wj) / den_w, pl, mass[prev])
+            den = m_res + 1.0 - pt
+            h = 1.0 if den <= 0.0 else m_res / den
+            cum += damage
+            e_tau = d * h + (1.0 - h) * e_tau
+            f = h * cum + (1.0 - h) * f
+        pt = min(1.0, pt * ((1.0 - wj) * ratio[row] + wj))
+        pl = min(1.0, pl * ratio[row])
+        prev = row
+        level = d + 1.0
+        tok[row] = 1.0 + level * pt + (1.0 - pt) * e_tau
+        dmg[row] = pt * cum + (1.0 - pt) * f
+
+
+@njit(cache=True)
+def _add_call(tok, dmg, i, verified, drafted, forward, draft_s, out):
+    """Add one call that verifies the block's first ``verified`` drafts (starting at record ``i``) and drafted
+    ``drafted`` tokens."""
     out[0] += 1.0
-    out[1] += tokens
+    if verified > 0:
+        out[1] += tok[i + verified - 1]
+        out[5] += dmg[i + verified - 1]
+    else:
+        out[1] += 1.0
     out[2] += forward[verified] + drafted * draft_s
     out[3] += verified
     out[4] += drafted
 
 
 @njit(cache=True)
-def length_counts(v, r, depth, gamma, forward, draft_s, out):
+def length_counts(v, tok, dmg, depth, gamma, forward, draft_s, out):
     """Per-block reduction of policy values ``v`` float64 (n,) (draft token j of a block iff v_0..v_j > 0).
 
-    ``r`` float64 (n,) min(1, p/q) of each record, ``depth`` float64 (n,) its draft_index; ``forward``
-    float64 (gamma + 1,) seconds of a target forward over 1..gamma + 1 new tokens; ``draft_s`` seconds per
-    drafted token. Adds to ``out`` float64 (5,): blocks, sum of expected tokens, sum of seconds, sum of
-    verified drafts, sum of drafted tokens.
+    ``tok``, ``dmg`` float64 (n,) the verifier's prefix tables (:func:`prefix_tables`), ``depth`` float64
+    (n,) draft_index; ``forward`` float64 (gamma + 1,) seconds of the target's call verifying 0..gamma drafts;
+    ``draft_s`` seconds per drafted token. Adds to ``out`` float64 (:data:`N_LENGTH_COUNTS`,): blocks, sum of
+    expected tokens, sum of seconds, sum of verified drafts, sum of drafted tokens, sum of expected damage.
     """
     i = 0
     while i < v.size:
@@ -168,12 +258,12 @@ def length_counts(v, r, depth, gamma, forward, draft_s, out):
         L = 0
         while L < g and v[i + L] > 0.0:
             L += 1
-        _add_call(r, i, L, L, forward, draft_s, out)
+        _add_call(tok, dmg, i, L, L, forward, draft_s, out)
         i = j
 
 
 @njit(cache=True)
-def survival_counts(q, r, depth, gamma, forward, draft_s, out):
+def survival_counts(q, tok, dmg, depth, gamma, forward, draft_s, out):
     """The ``survival_prefix`` competitor: draft ``gamma`` tokens (or the block's rows), then verify the prefix
     L maximising (1 + sum_{k<=L} S_k) / (forward[L] + drafted * draft_s), S_k = prod_{i<=k} q_i. Adds to ``out`` as
     :func:`length_counts`."""
@@ -188,8 +278,68 @@ def survival_counts(q, r, depth, gamma, forward, draft_s, out):
             value = est / (forward[k + 1] + g * draft_s)
             if value > best:
                 best, best_L = value, k + 1
-        _add_call(r, i, best_L, g, forward, draft_s, out)
+        _add_call(tok, dmg, i, best_L, g, forward, draft_s, out)
         i = j
+
+
+#: Length of the counts record of :func:`length_counts`.
+N_LENGTH_COUNTS = 6
+
+
+def add_no_draft_calls(out: np.ndarray, calls: int, forward: np.ndarray) -> np.ndarray:
+    """Add ``calls`` target calls without a draft (no record: a plain decoding step each, 1 token,
+    ``forward[0]`` seconds) to the counts ``out`` of :func:`length_counts`; returns ``out``."""
+    out[0] += calls
+    out[1] += calls
+    out[2] += calls * forward[0]
+    return out
+
+
+@dataclass(frozen=True)
+class LengthVerifier:
+    """What verifies the drafted tokens a verification-length policy sends (see the module doc).
+
+    ``name``: a label (``standard_rejection``, ``block_verification``, a rule's name); ``rule``: a threshold
+    rule (per-token verifier) or a relaxation rule (relaxed block verification), any object
+    :func:`evolve.eval.evaluator.thresholds` reads; None with ``block`` False: the standard rule;
+    ``block``: block verification (with ``rule`` its relaxation weight). ``lossless``: whether its
+    output is the target's distribution.
+    """
+
+    name: str = "standard_rejection"
+    rule: Any = None
+    block: bool = False
+    lossless: bool = True
+
+
+#: The default verifier: the standard rule min(1, p/q).
+STANDARD_VERIFIER = LengthVerifier()
+#: Lossless block verification (Sun et al. 2024, arXiv 2403.10444).
+BLOCK_VERIFIER = LengthVerifier("block_verification", block=True)
+
+
+def prefix_tables(data: EvalData, verifier: LengthVerifier = STANDARD_VERIFIER) -> tuple[np.ndarray, np.ndarray]:
+    """The verifier's prefix tables on the records of ``data`` (tok, dmg float64 (n,); see
+    :func:`threshold_prefix_tables`, :func:`block_prefix_tables`).
+
+    Raises: InputError when block verification needs a column the split lacks (``block_residual_mass``,
+    and ``block_residual_phi`` for a relaxation), or the rule reads a feature the split lacks.
+    """
+    n = data.n
+    tok, dmg = np.empty(n), np.empty(n)
+    if not verifier.block:
+        tau = data.r if verifier.rule is None else np.ascontiguousarray(thresholds(verifier.rule, data),
+                                                                          dtype=np.float64)
+        threshold_prefix_tables(tau, data.r, data.depth.astype(np.float64), tok, dmg)
+        return tok, dmg
+    from evolve.eval.relaxed_block import relaxed_of
+    rd = relaxed_of(data)
+    if verifier.rule is None:
+        w, phi = np.zeros(n), np.zeros((n, 1))
+    else:
+        w, phi = np.ascontiguousarray(thresholds(verifier.rule, data), dtype=np.float64), rd.phi
+    block_prefix_tables(w, rd.ratio, rd.depth, rd.overlap, rd.mass, phi, tok, dmg)
+    return tok, dmg
 
 
 def forward_table(costs: Costs, gamma: int) -> np.ndarray:
@@ -202,18 +352,24 @@ def metrics_from_length_counts(c: np.ndarray, n: int, costs: Costs) -> LengthMet
     """:class:`LengthMetrics` from the counts of :func:`length_counts` over ``n`` records."""
     blocks = int(c[0])
     if blocks == 0:
-        return LengthMetrics(n, 0, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan)
+        return LengthMetrics(n, 0, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan)
     tpc, spc = c[1] / blocks, c[2] / blocks
     tps = c[1] / c[2]
-    return LengthMetrics(n, blocks, tpc, spc, tps, tps * costs.plain_token_s, c[3] / blocks, c[4] / blocks)
+    return LengthMetrics(n, blocks, tpc, spc, tps, tps * costs.plain_token_s, c[3] / blocks, c[4] / blocks,
+                         c[5] / c[1])
 
 
-def policy_metrics(values: np.ndarray, data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS) -> LengthMetrics:
-    """Metrics of policy values ``values`` float64 (n,) on the records of ``data`` (an EvalData with draft_index)."""
-    out = np.zeros(5)
-    length_counts(np.ascontiguousarray(values, dtype=np.float64), data.r, data.depth, int(gamma),
-                  forward_table(costs, gamma), float(costs.draft_token_s), out)
-    return metrics_from_length_counts(out, data.n, costs)
+def policy_metrics(values: np.ndarray, data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS,
+                   verifier: LengthVerifier = STANDARD_VERIFIER,
+                   tables: tuple[np.ndarray, np.ndarray] | None = None) -> LengthMetrics:
+    """Metrics of policy values ``values`` float64 (n,) on the records of ``data`` (an EvalData with draft_index),
+    the drafts verified by ``verifier`` (``tables``: its :func:`prefix_tables` on ``data``, when known)."""
+    tok, dmg = tables if tables is not None else prefix_tables(data, verifier)
+    out = np.zeros(N_LENGTH_COUNTS)
+    forward = forward_table(costs, gamma)
+    length_counts(np.ascontiguousarray(values, dtype=np.float64), tok, dmg, data.depth.astype(np.float64), int(gamma),
+                  forward, float(costs.draft_token_s), out)
+    return metrics_from_length_counts(add_no_draft_calls(out, data.no_draft_calls, forward), data.n, costs)
 
 
 def fixed_gamma_values(data: EvalData, length: int) -> np.ndarray:
@@ -221,20 +377,25 @@ def fixed_gamma_values(data: EvalData, length: int) -> np.ndarray:
     return np.where(data.depth < length, 1.0, -1.0)
 
 
-def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS,
-                tuned_on: EvalData | None = None) -> dict[str, tuple[str, LengthMetrics]]:
-    """The competitors of the module doc on ``data``: {name: (setting, metrics)}.
+def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_on: EvalData | None = None,
+                verifier: LengthVerifier = STANDARD_VERIFIER,
+                score=None) -> dict[str, tuple[str, LengthMetrics]]:
+    """The competitors of the module doc on ``data``, their drafts verified by ``verifier``: {name: (setting,
+    metrics)}.
 
     ``best_fixed_gamma`` and ``confidence_threshold`` pick their setting on ``tuned_on`` (default
-    ``data``: pass the valid split to score the test split honestly). ``confidence_threshold`` reads
-    ``draft_top_prob`` when the data has it, else ``draft_prob``.
+    ``data``: pass the valid split to score the test split honestly) by ``score(metrics)`` (default: tokens
+    per second; a run's objective for a lossy verifier). ``confidence_threshold`` reads ``draft_top_prob``
+    when the data has it, else ``draft_prob``.
     """
     tune = tuned_on if tuned_on is not None else data
+    score = score or (lambda m: m.tokens_per_second)
+    tables = {id(d): prefix_tables(d, verifier) for d in (tune, data)}
 
     def fixed(d: EvalData, g: int) -> LengthMetrics:
-        return policy_metrics(fixed_gamma_values(d, g), d, gamma, costs)
+        return policy_metrics(fixed_gamma_values(d, g), d, gamma, costs, verifier, tables[id(d)])
 
-    g_best = max(range(gamma + 1), key=lambda g: (fixed(tune, g).tokens_per_second, -g))
+    g_best = max(range(gamma + 1), key=lambda g: (score(fixed(tune, g)), -g))
     out = {"best_fixed_gamma": (f"gamma={g_best}", fixed(data, g_best))}
 
     decisions = {id(d): decision_data(d) for d in (tune, data)}
@@ -242,33 +403,41 @@ def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS,
     def confidence(d: EvalData, h: float) -> LengthMetrics:
         dd = decisions[id(d)]
         col = "draft_top_prob" if "draft_top_prob" in dd.available else "draft_prob"
-        return policy_metrics(dd.feature(col) - h, dd, gamma, costs)
+        return policy_metrics(dd.feature(col) - h, dd, gamma, costs, verifier, tables[id(d)])
 
-    h_best = max(CONFIDENCE_GRID, key=lambda h: (confidence(tune, h).tokens_per_second, -h))
+    h_best = max(CONFIDENCE_GRID, key=lambda h: (score(confidence(tune, h)), -h))
     out["confidence_threshold"] = (f"h={h_best:g}", confidence(data, h_best))
-    c = np.zeros(5)
-    survival_counts(data.feature("draft_prob"), data.r, data.depth, int(gamma), forward_table(costs, gamma),
+    c = np.zeros(N_LENGTH_COUNTS)
+    tok, dmg = tables[id(data)]
+    forward = forward_table(costs, gamma)
+    survival_counts(data.feature("draft_prob"), tok, dmg, data.depth.astype(np.float64), int(gamma), forward,
                     float(costs.draft_token_s), c)
-    out["survival_prefix"] = ("", metrics_from_length_counts(c, data.n, costs))
+    out["survival_prefix"] = ("", metrics_from_length_counts(add_no_draft_calls(c, data.no_draft_calls, forward),
+                                                             data.n, costs))
     return out
 
 
 class LengthPopulationEvaluator(PopulationEvaluator):
     """A :class:`evolve.eval.population.PopulationEvaluator` whose individuals are verification-length
     policies: each program runs on the split's decision rows (:func:`decision_data`), and its values are
-    reduced by :func:`length_counts` under the cost model ``costs``. Same caching and statistics.
+    reduced by :func:`length_counts` under the cost model ``costs``, the drafts verified by ``verifier``
+    (:class:`LengthVerifier`; its prefix tables are computed once). Same caching and statistics.
 
     Raises (constructor): InputError for a missing gamma or a split without draft_index; (evaluate)
     InputError for a program reading a feature the policy may not read.
     """
 
     def __init__(self, data: EvalData, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
-                 gamma: int | None = None, cache_size: int = 0, costs: Costs = DEFAULT_COSTS, **kw):
+                 gamma: int | None = None, cache_size: int = 0, costs: Costs = DEFAULT_COSTS,
+                 verifier: LengthVerifier | None = None, **kw):
         if gamma is None:
             raise InputError("gamma (the longest verification) is required by a verification-length policy")
         super().__init__(decision_data(data), fitness, gamma=gamma, cache_size=cache_size, **kw)
         self.costs = costs
+        self.verifier = verifier or STANDARD_VERIFIER
         self._forward = forward_table(costs, self._gamma)
+        self._tok, self._dmg = prefix_tables(data, self.verifier)
+        self._depth = self.data.depth.astype(np.float64)
 
     def _check(self, program) -> None:
         from evolve.gp.kinds import VERIFY_LENGTH
@@ -276,17 +445,20 @@ class LengthPopulationEvaluator(PopulationEvaluator):
         check_features(program, self.data, "policy")
 
     def _counts(self, packed, D, lowered=()):
-        out = np.zeros((len(lowered), 5))
+        out = np.zeros((len(lowered), N_LENGTH_COUNTS))
         for i, lo in enumerate(lowered):
             v = packed_thresholds(lo, self.data.X, self.data.bounds, D)
-            length_counts(v, self.data.r, self.data.depth, self._gamma, self._forward, float(self.costs.draft_token_s),
-                          out[i])
+            length_counts(v, self._tok, self._dmg, self._depth, self._gamma, self._forward,
+                          float(self.costs.draft_token_s), out[i])
+            add_no_draft_calls(out[i], self.data.no_draft_calls, self._forward)
         return out
 
     def _metrics(self, counts):
         return metrics_from_length_counts(counts, self.data.n, self.costs)
 
 
-__all__ = ["POLICY_FEATURES", "CONFIDENCE_GRID", "LengthMetrics", "decision_data", "length_counts", "survival_counts",
+__all__ = ["POLICY_FEATURES", "CONFIDENCE_GRID", "LengthMetrics", "LengthVerifier", "STANDARD_VERIFIER", "BLOCK_VERIFIER",
+           "N_LENGTH_COUNTS", "add_no_draft_calls", "prefix_tables", "threshold_prefix_tables", "block_prefix_tables", "decision_data",
+           "length_counts", "survival_counts",
            "forward_table", "metrics_from_length_counts", "policy_metrics", "fixed_gamma_values", "competitors",
            "LengthPopulationEvaluator"]

@@ -236,7 +236,9 @@ Generated; do not edit. Standalone: imports only math and {library}.
 
 keep_drafting(**columns) returns 1.0 or 0.0 (float64), one per element of the broadcast columns:
 before each draft step, draft one more token where it is 1.0 (the policy's value v > 0), then send every drafted token
-to the target and verify them with the standard rule (lossless). Its columns describe the
+to the target and verify them with the rule VERIFIER names, the one its run used (standard_rejection: the standard
+rule, lossless; block_verification: block verification, lossless; else a rule or relaxation of that name, lossy
+unless it says otherwise). Its columns describe the
 drafter's side of the last drafted token, known before the target is called: draft_prob (its
 probability under the drafter; 1 before the first draft), draft_top_prob (the drafter's largest
 probability there; 1 before the first draft), draft_entropy (nats; 0 before the first draft),
@@ -273,8 +275,9 @@ class Layout:
     protected operators and the kind's public helpers for ``target``'s library;
     ``header`` lines written after ``RULE`` (a relaxation module says ``KIND``); ``summary`` the
     docstring of the module's function; ``decision``: the function returns the decision 1.0 where the
-    program's value is > 0, else 0.0 (NaN: 0.0), rather than the clamped value. The function is named
-    ``kind.function_name``.
+    program's value is > 0, else 0.0 (NaN: 0.0), rather than the clamped value; ``verifier_header``: the
+    module names the rule's verifier (``VERIFIER = ...``, :attr:`heuristics.contract.Rule.verifier`). The
+    function is named ``kind.function_name``.
     """
 
     kind: ProgramKind
@@ -284,6 +287,7 @@ class Layout:
     summary: str
     header: tuple[str, ...] = ()
     decision: bool = False
+    verifier_header: bool = False
 
 
 #: A per-token acceptance threshold: ``acceptance_threshold`` and ``residual_distribution``.
@@ -299,7 +303,7 @@ RELAXATION_LAYOUT = Layout(RELAXATION, "w", _relaxation_docstring,
 LENGTH_LAYOUT = Layout(VERIFY_LENGTH, "v", _length_docstring,
                        lambda target: "\n".join([target.columns, target.operators]),
                        "1.0 where the policy drafts one more token (its value > 0), else 0.0; see the module doc.",
-                       (f"KIND = {VERIFY_LENGTH.name!r}",), decision=True)
+                       (f"KIND = {VERIFY_LENGTH.name!r}",), decision=True, verifier_header=True)
 
 
 _CHECK = '''

@@ -14,6 +14,7 @@ the module's docstring says how); a verification-length policy exports ``keep_dr
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Callable
@@ -61,6 +62,8 @@ def layout(rule: Rule) -> Layout:
     found = LAYOUTS.get(kind.name)
     if found is None:
         raise kind.refuse("python -m evolve export", f"rule '{rule.name}'")
+    if found.verifier_header:  # the verifier its run used (the standard rule without one)
+        return dataclasses.replace(found, header=(*found.header, f"VERIFIER = {rule.verifier or 'standard_rejection'!r}"))
     return found
 
 

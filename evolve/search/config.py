@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Iterable
 
 from evolve.errors import InputError
-from evolve.gp.kinds import KINDS, LEGACY_VERIFY, ProgramKind, program_kind
+from evolve.gp.kinds import KINDS, LEGACY_VERIFY, VERIFY_LENGTH, ProgramKind, program_kind
 from evolve.gp.primitives import FEATURES, CORE_FEATURES
 
 #: Keys of older run configurations and what they became: ``fitness`` is now ``objective``
@@ -122,6 +122,10 @@ class RunConfig:
     costs: str = _setting("default", str, "Cost file (JSON: target_forward_s, draft_token_s, plain_token_s) of the "
                                           "tokens-per-second objective; default: flat verification, drafts at 0.05 "
                                           "of a target step.")
+    verify_with: str = _setting("standard_rejection", str, "verify-length runs: what verifies the drafted tokens: "
+                                "standard_rejection, block_verification, a threshold rule (per token) or a "
+                                "relaxation rule (relaxed block verification), by name (registered, FAMILY:VALUES, "
+                                "promoted champion) or champion file.")
     concurrency: int = _setting(1, int, "Concurrent requests the tokens-per-second objective serves (the cost "
                                         "file's batch_forward_s curve prices a step over all their tokens).", 1,
                                 100_000)
@@ -171,6 +175,16 @@ class RunConfig:
         read once per file state (:func:`evolve.eval.costs.cached_costs`)."""
         from evolve.eval.costs import cached_costs
         return cached_costs(None if self.costs == "default" else self.costs)
+
+    @property
+    def length_verifier(self):
+        """The :class:`evolve.eval.verify_length.LengthVerifier` of the ``verify_with`` setting.
+
+        Raises: InputError (param ``verify_with``) as :func:`heuristics.length_policies.verifier_parts`."""
+        from evolve.eval.verify_length import LengthVerifier
+        from heuristics.length_policies import verifier_parts
+        name, rule, block = verifier_parts(self.verify_with)
+        return LengthVerifier(name, rule, block, lossless=rule is None or (not block and rule.lossless))
 
     @property
     def objective_spec(self):
@@ -285,6 +299,11 @@ def _check_relations(cfg: RunConfig, origin: dict[str, str | None]) -> None:
                 reading = [o.name for o in _objectives() if o.reads_costs]
                 raise fail(name, f"objective {cfg.objective!r} does not read it (objectives that do: "
                                  f"{', '.join(reading)})")
+    if cfg.verify_with != DEFAULTS.verify_with:
+        if cfg.program_kind is not VERIFY_LENGTH:
+            raise fail("verify_with", f"only a {VERIFY_LENGTH.name} run reads it (this run evolves {cfg.evolve} "
+                                      f"programs)")
+        cfg.length_verifier  # noqa: B018 - an unknown verifier is refused here, before the search
     if cfg.elitism >= cfg.population:
         raise fail("elitism", f"elitism {cfg.elitism} must be smaller than the population ({cfg.population})")
 

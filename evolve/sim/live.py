@@ -366,14 +366,15 @@ def relaxed_block_decision(p: np.ndarray, q: np.ndarray, drafts: Sequence[int], 
 
 
 def live_block_verified(engine, batch, k: int, counts: LiveCounts, verifier: BlockVerifier | None = None,
-                        needed: Sequence[str] = ()) -> list[int]:
+                        needed: Sequence[str] = (), keep=None) -> list[int]:
     """One block of row 0 verified jointly by block verification (:func:`block_decision`): k uniforms
     for the decision, one more to draw the next token; the call's expected tokens are 1 + E[n] given
     the drafts. Lossless (no damage added) unless ``verifier`` has a relaxation: then relaxed block
     verification (:func:`relaxed_block_decision`, weights by :func:`relaxation_weights` reading the
-    features ``needed``) adds its expected damage. Returns the emitted tokens."""
+    features ``needed``) adds its expected damage. ``keep``: a verification-length policy's decision to draft one
+    more token (:func:`policy_keep`). Returns the emitted tokens."""
     state = batch.rows[0]
-    drafts, q, q_ent, p, p_ent, L = _draft_and_score(engine, batch, k)
+    drafts, q, q_ent, p, p_ent, L = _draft_and_score(engine, batch, k, keep)
     eta, u_next = state.rng.random(len(drafts)), state.rng.random()
     if not drafts:  # no draft: the target's token alone
         emitted = _finish_block(engine, batch, drafts, 0, sample_index(p[0], u_next), L)
@@ -395,8 +396,9 @@ def live_block_verified(engine, batch, k: int, counts: LiveCounts, verifier: Blo
 @dataclass(frozen=True)
 class LengthPolicy:
     """A verification-length policy (a rule of kind ``verify-length``, :data:`evolve.gp.kinds.VERIFY_LENGTH`)
-    deciding live how many tokens to draft (:func:`policy_keep`); the drafts are verified by ``rule``
-    (default: the standard rule, lossless). ``name`` labels the row."""
+    deciding live how many tokens to draft (:func:`policy_keep`); the drafts are verified by ``rule``: a
+    threshold rule (per token), a :class:`BlockVerifier` (block verification, relaxed or not), or None (the
+    standard rule, lossless). ``name`` labels the row."""
 
     name: str
     policy: Any
@@ -473,10 +475,10 @@ def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_ne
     """
     import torch
 
-    verified = isinstance(rule, BlockVerifier)
     policy = rule if isinstance(rule, LengthPolicy) else None
     if policy is not None:
         rule = policy.rule if policy.rule is not None else get_rule("standard_rejection")
+    verified = isinstance(rule, BlockVerifier)
     if verified:
         needed = () if rule.relaxation is None else rule_features(rule.relaxation)
     else:
@@ -496,7 +498,7 @@ def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_ne
                 if not keep(0, [], [], []):  # the decision before the first draft: a plain step
                     k = 0
             if k > 0 and verified:
-                emitted = live_block_verified(engine, batch, k, counts, rule, needed)
+                emitted = live_block_verified(engine, batch, k, counts, rule, needed, keep)
             elif k > 0:
                 emitted = live_block(engine, batch, k, rule, needed, counts, keep)
             else:

@@ -153,7 +153,8 @@ def _wrap(line: str, width: int = TABLE_WIDTH) -> list[str]:
 #: ``{names}`` lists the rows of that kind. Per-token thresholds need no words.
 KIND_CAPTIONS: dict[str, str] = {
     THRESHOLD.name: "",
-    VERIFY_LENGTH.name: "",
+    VERIFY_LENGTH.name: ("{names}: drafts verified by the verifier of their run (a champion's verify_with; the "
+                         "competitors: the first policy's, else the standard rule)."),
     RELAXATION.name: ("{names}: relaxation weight w, scored as relaxed block verification: block verification"
                       " (Sun et al. 2024, arXiv 2403.10444) against (1 - w) p + w q with the split's gamma, TV/tok ="
                       " expected sum of w (1 - overlap) over the emitted positions per emitted token; no per-token"

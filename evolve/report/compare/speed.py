@@ -8,7 +8,10 @@ exactly). A verification-length policy (kind ``verify-length``, :mod:`evolve.eva
 is scored by its own expected seconds per call, and three competitors follow the rules of a split
 with ``draft_index`` (rows of kind ``policy``): ``best_fixed_gamma`` and ``confidence_threshold``
 (their setting tuned on the valid split when the dataset has one, else on the scored split; the
-setting is in the row's ``expression``) and ``survival_prefix``.
+setting is in the row's ``expression``) and ``survival_prefix``. A policy's drafts are verified by the
+verifier its run used (its champion's ``verify_with``: :func:`length_verifier_of`); the competitors use
+the verifier of the first policy compared (the standard rule without one), and with a lossy verifier
+they are tuned for tokens per second within the default TV budget (0.01 per token).
 """
 from __future__ import annotations
 
@@ -18,10 +21,12 @@ from typing import Sequence
 
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import EvalData
-from evolve.eval.verify_length import LengthPopulationEvaluator, competitors
+from evolve.eval.objectives import DEFAULT_BUDGET, tokens_per_second_at_tv
+from evolve.eval.verify_length import STANDARD_VERIFIER, LengthPopulationEvaluator, LengthVerifier, competitors
 from evolve.gp.kinds import VERIFY_LENGTH
 from evolve.report.compare.rows import Row
 from heuristics.contract import Rule
+from heuristics.length_policies import verifier_parts
 
 #: Kind of the competitor rows.
 POLICY = "policy"
@@ -29,36 +34,59 @@ POLICY = "policy"
 COMPETITORS: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold", "survival_prefix")
 
 
-def with_costs(row: Row, costs: Costs) -> Row:
+def with_costs(row: Row, costs: Costs, blocks: int = 0, no_draft_calls: int = 0) -> Row:
     """``row`` with ``tokens_per_second`` and the cost file's ``speedup`` (rows scored at a fixed gamma; a
-    verification-length row already has both)."""
+    verification-length row already has both). ``blocks``: the split's speculation blocks, ``no_draft_calls``:
+    its target calls without a draft (:attr:`evolve.eval.evaluator.EvalData.no_draft_calls`), counted as plain
+    decoding steps: tokens per second = (blocks * tokens per call + no_draft_calls) / (blocks * seconds of a
+    gamma-draft call + no_draft_calls * plain_token_s)."""
     tpc = row.value("tokens_per_call")
     if tpc is None or row.gamma is None or row.value("tokens_per_second") is not None:
         return row
-    tps = tpc / costs.fixed_gamma_seconds(row.gamma)
+    if no_draft_calls and blocks:
+        tps = (blocks * tpc + no_draft_calls) / (blocks * costs.fixed_gamma_seconds(row.gamma)
+                                                 + no_draft_calls * costs.plain_token_s)
+    else:
+        tps = tpc / costs.fixed_gamma_seconds(row.gamma)
     return dataclasses.replace(row, tokens_per_second=tps, cost_speedup=tps * costs.plain_token_s)
+
+
+def length_verifier_of(rule: Rule | None) -> LengthVerifier:
+    """The :class:`evolve.eval.verify_length.LengthVerifier` of a verification-length rule's ``verifier``
+    (None or no rule: the standard rule). Raises InputError for a verifier that no longer resolves."""
+    if rule is None or rule.verifier is None:
+        return STANDARD_VERIFIER
+    name, verifier_rule, block = verifier_parts(rule.verifier)
+    return LengthVerifier(name, verifier_rule, block,
+                          lossless=verifier_rule is None or (not block and verifier_rule.lossless))
 
 
 def length_scores(rule: Rule, data: EvalData, repeats: int, gamma: int, costs: Costs) -> tuple[dict, float]:
     """A verification-length policy's row fields (its :class:`evolve.eval.verify_length.LengthMetrics` as the
-    row's block metrics) and best time of ``repeats`` scorings in ms."""
-    scorer = LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs)
+    row's block metrics, its drafts verified by :func:`length_verifier_of`) and best time of ``repeats``
+    scorings in ms."""
+    verifier = length_verifier_of(rule)
+    scorer = LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs, verifier=verifier)
     metrics = scorer.evaluate([rule.program])[0]
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
-        LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs).evaluate([rule.program])
+        LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs,
+                                  verifier=verifier).evaluate([rule.program])
         best = min(best, time.perf_counter() - t0)
     return {"metrics": None, "verifier": metrics, "records": data.n}, best * 1e3
 
 
 def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: EvalData | None,
-                    tuned_name: str) -> list[Row]:
-    """The three competitor rows of one split (none without block metrics)."""
+                    tuned_name: str, verifier: LengthVerifier = STANDARD_VERIFIER) -> list[Row]:
+    """The three competitor rows of one split (none without block metrics), their drafts verified by
+    ``verifier``."""
     if gamma is None or data.depth is None:
         return []
     t0 = time.perf_counter()
-    found = competitors(data, gamma, costs, tuned_on)
+    score = None if verifier.lossless else (
+        lambda m: tokens_per_second_at_tv(m.tokens_per_second, m.tv_per_token, costs.plain_token_s, DEFAULT_BUDGET))
+    found = competitors(data, gamma, costs, tuned_on, verifier, score)
     ms = (time.perf_counter() - t0) * 1e3
     rows = []
     for name in COMPETITORS:
@@ -69,9 +97,12 @@ def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: E
     return rows
 
 
-def apply_costs(rows: Sequence[Row], costs: Costs) -> list[Row]:
-    """Every row :func:`with_costs`."""
-    return [with_costs(r, costs) for r in rows]
+def apply_costs(rows: Sequence[Row], costs: Costs, data: EvalData | None = None) -> list[Row]:
+    """Every row :func:`with_costs` (with the blocks and calls without a draft of ``data``, the rows' split)."""
+    blocks = int((data.depth == 0).sum()) if data is not None and data.depth is not None else 0
+    no_draft = data.no_draft_calls if data is not None else 0
+    return [with_costs(r, costs, blocks, no_draft) for r in rows]
 
 
-__all__ = ["POLICY", "COMPETITORS", "with_costs", "length_scores", "competitor_rows", "apply_costs"]
+__all__ = ["POLICY", "COMPETITORS", "with_costs", "length_verifier_of", "length_scores", "competitor_rows",
+           "apply_costs"]

@@ -77,7 +77,7 @@ from evolve.report.compare.rows import (
     ComparedRule, Row,
 )
 from evolve.report.compare.concurrency import concurrency_rows
-from evolve.report.compare.speed import apply_costs, competitor_rows, length_scores
+from evolve.report.compare.speed import apply_costs, competitor_rows, length_scores, length_verifier_of
 from evolve.report.compare.verdict import champion_records
 from evolve.report.options import naming_param
 from evolve.report.output import check_output, resolve_format, write_output
@@ -428,6 +428,7 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
     result = Comparison([], repeats=repeats, splits=splits, cost_ratio=cost_ratio, costs=costs)
     model = costs or ratio_costs(cost_ratio)
     policies = costs is not None or any(e.rule.program_kind is VERIFY_LENGTH for e in entries)
+    first_verifier = length_verifier_of(next((e.rule for e in entries if e.rule.program_kind is VERIFY_LENGTH), None))
     tune = _tuning_split(data_dir, splits, loaded) if policies else None
     for s, data in loaded.items():
         result.gamma[s] = block_gamma(data, gamma)
@@ -440,9 +441,9 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
             rows += [row] if row is not None else []
             notes += [note] if note is not None else []
         if policies:
-            rows += competitor_rows(data, result.gamma[s], model, *(tune or (None, s)))
+            rows += competitor_rows(data, result.gamma[s], model, *(tune or (None, s)), verifier=first_verifier)
         if costs is not None:
-            rows = apply_costs(rows, costs)
+            rows = apply_costs(rows, costs, data)
         result.rows += rows
         result.notes += notes
         result.tokens[s] = data.n

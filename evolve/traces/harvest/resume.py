@@ -268,7 +268,7 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
         mine = [i for i in infos if i["split"] == s]
         gen = sum(i["tokens"] for i in mine)
         calls = sum(i["target_calls"] for i in mine)
-        stats[s] = dict(split_stats(traces.columns), texts=len(mine), generated_tokens=gen,
+        stats[s] = dict(split_stats(traces.columns), texts=len(mine), generated_tokens=gen, target_calls=calls,
                         tokens_per_target_call=gen / calls if calls else 0.0,
                         eos_finished=sum(i["finish"] == "eos" for i in mine))
     is_complete = n_done == total
