@@ -32,9 +32,12 @@ def user_objective():
 
 
 def test_the_builtin_objectives_are_objects():
-    assert list(OBJECTIVES) == ["acceptance_quality", "expected", "speed_at_tv", "pareto", "tokens_per_second"]
+    assert list(OBJECTIVES) == ["acceptance_quality", "expected", "speed_at_tv", "pareto", "tokens_per_second",
+                                "pareto_tokens_per_second"]
     assert OBJECTIVES["pareto"].multi and not OBJECTIVES["speed_at_tv"].multi
-    assert {o.name for o in OBJECTIVES.values() if o.needs_blocks} == {"speed_at_tv", "pareto", "tokens_per_second"}
+    assert OBJECTIVES["pareto_tokens_per_second"].multi and not OBJECTIVES["tokens_per_second"].multi
+    assert {o.name for o in OBJECTIVES.values() if o.needs_blocks} == {"speed_at_tv", "pareto", "tokens_per_second",
+                                                                       "pareto_tokens_per_second"}
     assert {o.name for o in OBJECTIVES.values() if "relaxation" in o.kinds} == {"speed_at_tv", "pareto"}
     assert all(set(o.kinds) <= set(KINDS) for o in OBJECTIVES.values())
     with pytest.raises(InputError, match="unknown objective 'fastest'") as exc:

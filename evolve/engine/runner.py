@@ -302,3 +302,80 @@ class Runner:
         kv.valid, kv.pos = valid, pos
         kv.lengths = [n + len(f) for n, f in zip(kv.lengths, feeds)]
         return logits[:, logits.shape[1] - n_logits:, : self.vocab]
+
+    def tree(self, kv: BatchKV, context: Sequence[int], parents: Sequence[int], tokens: Sequence[int]):
+        """One forward pass over ``context`` and then a draft tree (tree attention) for a batch of ONE row.
+
+        Tokens and positions. With L = ``kv.lengths[0]`` cached tokens, the c = len(``context``) >= 1
+        context tokens (the text's tokens not cached yet; the last one is the last accepted token) get
+        positions L..L+c-1. Then the n = len(``tokens``) tree nodes follow: node i holds ``tokens[i]``,
+        its parent is node ``parents[i]`` (< i) or, for -1, the root (the last context token); its
+        position is L + c - 1 + depth(i), depth 1 for a child of the root (siblings share a position;
+        rotary embeddings use these ``position_ids``).
+
+        Mask. An explicit 4-D additive mask (1, 1, T, S + T) (T = c + n, S slots; 0 where allowed, the
+        dtype's minimum elsewhere) is always passed: every new token attends to every valid cached slot;
+        context token k to context tokens 0..k; node i to all context tokens, its ancestors and itself
+        only (not to siblings or other branches). So node i's logits equal those of a plain forward of
+        the text followed by the path root -> i.
+
+        Returns: logits (n + 1, V) in the model's dtype (float32 for a float32 model), V = ``self.vocab``:
+        row 0 the last context token's (the root's next-token distribution), row 1 + i those after node i.
+
+        Cache afterwards. The tree's slots are removed (``truncate(0, L + c)`` then ``compact``): ``kv``
+        holds exactly the L + c tokens of the text, as if only ``context`` had been fed, so the accepted
+        path can be fed next as ordinary context. ``seconds`` counts the pass.
+
+        Raises: ValueError (before touching ``kv``) for a batch of more than one row, an empty context,
+        ``parents`` and ``tokens`` of different lengths, or a parent outside -1..i-1. An exception of the
+        model discards the built cache (as :meth:`__call__` does) and leaves ``kv`` as it was.
+        """
+        import torch
+
+        if kv.batch != 1:
+            raise ValueError(f"Runner.tree needs a batch of one row, got {kv.batch}")
+        c, n = len(context), len(tokens)
+        if c < 1:
+            raise ValueError("Runner.tree needs at least one context token (the last accepted token)")
+        if len(parents) != n:
+            raise ValueError(f"Runner.tree: {len(parents)} parents for {n} tokens")
+        depth: list[int] = []
+        for i, p in enumerate(parents):
+            p = int(p)
+            if not -1 <= p < i:
+                raise ValueError(f"Runner.tree: node {i} has parent {p} (needs -1 <= parent < {i})")
+            depth.append(1 if p < 0 else depth[p] + 1)
+        L, T, dev = kv.lengths[0], c + n, self.device
+        root = L + c - 1
+        qpos = torch.tensor([list(range(L, L + c)) + [root + d for d in depth]], dtype=torch.long, device=dev)
+        ids = torch.tensor([list(context) + list(tokens)], dtype=torch.long, device=dev)
+        # visibility among the new tokens: causal over the context, ancestors (and self) inside the tree
+        seen = torch.zeros((T, T), dtype=torch.bool)
+        seen[:c, :c] = torch.tril(torch.ones((c, c), dtype=torch.bool))
+        for i, p in enumerate(parents):
+            row = c + i
+            if p >= 0:
+                seen[row] = seen[c + int(p)]
+            else:
+                seen[row, :c] = True
+            seen[row, row] = True
+        ok = torch.cat([kv.valid[0][None, :].expand(T, -1), seen.to(dev)], dim=1)
+        mask = torch.zeros((1, 1, T, kv.slots + T), dtype=self.dtype, device=dev)
+        mask = mask.masked_fill(~ok[None, None], torch.finfo(self.dtype).min)
+        cache = kv.dynamic_cache()
+        kwargs: dict[str, Any] = {"input_ids": ids, "position_ids": qpos, "past_key_values": cache,
+                                  "attention_mask": mask, "use_cache": True}
+        if self.keep_arg:
+            kwargs["logits_to_keep"] = n + 1
+        try:
+            logits = self._forward(kwargs).logits
+        except BaseException:
+            kv.discard_cache()
+            raise
+        kv.absorb(cache)
+        kv.valid = torch.cat([kv.valid, torch.ones((1, T), dtype=torch.bool, device=dev)], dim=1)
+        kv.pos = torch.cat([kv.pos, qpos], dim=1)
+        kv.lengths = [root + 1 + max(depth, default=0)]  # every tree position is >= L + c: truncate drops them
+        kv.truncate(0, L + c)
+        kv.compact()
+        return logits[0, logits.shape[1] - (n + 1):, : self.vocab]

@@ -234,8 +234,8 @@ def format_table(report: LiveReport) -> str:
     if predicted:
         lines += ["", "predicted by the cost file (tokens emitted here / the cost file's seconds of the calls made "
                       "here, each by its drafted tokens): " + "; ".join(f"{r['rule']} {r['predicted_tokens_per_s']:.2f} tok/s "
-                                            f"({r['predicted_speedup']:.2f}x; measured/predicted "
-                                            f"{r['tokens_per_s'] / r['predicted_tokens_per_s']:.2f})"
+                                            f"({r['predicted_speedup']:.2f}x; measured/predicted speedup "
+                                            f"{r['speedup'] / r['predicted_speedup']:.2f})"
                                             for r in predicted)]
     lines += ["", "AR = plain autoregressive decoding of the target; Drafted/call = drafted tokens verified per target call; Speedup = Tokens/s / AR tokens/s (wall clock); "
                   "TV/token = exact expected damage per emitted token (0 = lossless); Tokens/call ± its standard "

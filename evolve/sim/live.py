@@ -32,6 +32,15 @@ its damage is the relaxed_block module's (:mod:`evolve.eval.relaxed_block`): the
 w_d TV(p_d, q_d) = w_d (1 - overlap_d) over the emitted depths, given the drafts
 (:func:`relaxed_block_decision`).
 
+A verification-length policy (:class:`LengthPolicy`, a rule of kind ``verify-length``) changes step 1:
+before each draft step it decides, from the drafter's side of the last drafted token
+(:func:`policy_features`, the features :func:`evolve.eval.verify_length.decision_data` gives the
+records), whether to draft one more token (:func:`policy_keep`; the drafter stops at once, so tokens
+not sent are never drafted); a step with no draft is a plain decoding step. The drafts are then
+verified by the policy's verifier (the standard rule, a per-token rule or block verification).
+:class:`LiveCounts` keeps how many tokens each call verified, so the cost model predicts the same
+calls' seconds (:meth:`LiveCounts.predicted_seconds`).
+
 Damage (:class:`LiveCounts`): at every verified depth the exact total-variation damage
 TV_d = sum_v max(0, q_d(v) tau_d(v) - p_d(v)), tau_d evaluated for all V tokens, is weighted
 as the evaluator weights TV per emitted token (:mod:`evolve.eval.evaluator`, Leviathan et al.

@@ -5,8 +5,9 @@ config names (torch, or llama.cpp: :mod:`evolve.engine.backends`), with the harv
 repeat of each at a time (interleaved, so a change in the machine's speed hits all alike), and the
 median of ``repeats`` is kept:
 
-* ``target_forward_s[T - 1]``: one target forward over T = 1..gamma_max + 1 new tokens after a
-  cached context (the model's forward only; the cache is cropped back after each);
+* ``target_forward_s[T - 1]``: one target call over T = 1..gamma_max + 1 new tokens after a
+  cached context: the model's forward and the T next-token distributions the engine computes from
+  its logits (the cache is cropped back after each);
 * ``draft_token_s``: one ``propose`` call of the drafter for gamma_max tokens (its forward passes,
   its distributions and sampling, as in a block), divided by the tokens it drafted; the context is
   the prompt written twice, so that prompt lookup finds a match;
@@ -67,7 +68,7 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
 
         def forward(T: int) -> float:
             t0 = time.perf_counter()
-            engine.run(kv, [filler[:T]], T)
+            engine.distributions(engine.run(kv, [filler[:T]], T)[0])
             seconds = time.perf_counter() - t0
             kv.truncate(0, base)
             kv.compact()
