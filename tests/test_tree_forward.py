@@ -128,8 +128,9 @@ def test_cache_afterwards_holds_only_the_context(target, how):
 
 
 def test_siblings_sharing_a_position_do_not_see_each_other(target):
-    """Changing a sibling's token, or adding a branch, leaves every other node's logits unchanged; siblings
-    with equal tokens get equal logits (they see the same context and sit at the same position)."""
+    """Changing a sibling's token leaves every other node's logits unchanged (bit for bit), adding a branch
+    leaves them unchanged up to round-off; siblings with equal tokens get equal logits (they see the same
+    context and sit at the same position)."""
     _, runner = target
     with torch.inference_mode():
         a = runner.tree(_kv(runner, PROMPT, "prefill"), CONTEXT, [-1, -1, 0, 1], [5, 5, 9, 9])
@@ -137,9 +138,9 @@ def test_siblings_sharing_a_position_do_not_see_each_other(target):
         c = runner.tree(_kv(runner, PROMPT, "prefill"), CONTEXT, [-1, -1, 0, 1, -1, 4], [5, 20, 9, 9, 11, 3])
     torch.testing.assert_close(a[1], a[2], atol=1e-6, rtol=0)  # equal siblings, equal logits
     torch.testing.assert_close(a[3], a[4], atol=1e-6, rtol=0)  # and so their children
-    for rows in ([0, 1, 3], [0, 1, 2, 3, 4]):
-        x, y = (a, b) if len(rows) == 3 else (b, c)
-        torch.testing.assert_close(x[rows], y[rows], atol=1e-6, rtol=0)
+    # same shapes: the other rows are bit for bit equal; an extra branch changes the pass's shapes (round-off)
+    assert torch.equal(a[[0, 1, 3]], b[[0, 1, 3]])
+    torch.testing.assert_close(b, c[:5], atol=1e-5, rtol=0)
     assert float((a[2] - b[2]).abs().max()) > 1e-3  # the changed sibling itself does change
     assert float((a[4] - b[4]).abs().max()) > 1e-3
 
