@@ -61,7 +61,7 @@ class Rule:
             expression over prefix-level features only) or ``verify-length`` (a
             verification-length policy).
         verifier: for a ``verify-length`` rule, what verifies the drafts it sends
-            (:func:`heuristics.length_policies.verifier_parts`; None: the standard rule).
+            (:func:`heuristics.verifiers.verifier_parts`; None: the standard rule).
     """
 
     name: str

@@ -15,17 +15,11 @@ draft one more token iff the value is > 0; the drafts are verified by the standa
 The survival-prefix competitor drafts first and then picks the prefix to verify; it is no policy of
 this kind and is scored from records only (:func:`evolve.eval.verify_length.competitors`).
 
-What verifies the drafts a policy sends (:func:`verifier_parts`, the ``verify_with`` setting of a
-verification-length run): the standard rule (default), ``block_verification`` (Sun et al. 2024, arXiv
-2403.10444), any threshold rule (a per-token acceptance rule, lossless or not) or a relaxation rule
-(relaxed block verification), by name or champion file.
+What verifies the drafts a policy sends is named by :func:`heuristics.verifiers.verifier_parts` (the
+``verify_with`` setting of a verification-length run).
 """
 from __future__ import annotations
 
-from pathlib import Path
-
-from evolve.errors import InputError
-from evolve.gp.kinds import RELAXATION, THRESHOLD
 from heuristics.contract import Rule
 from heuristics.published import Family
 
@@ -67,40 +61,5 @@ POLICY_FAMILIES: dict[str, Family] = {f.name: f for f in (
            "SpecDec++ (Huang et al. 2024, arXiv 2405.19715)", columns=("draft_top_prob",)),
 )}
 
-def verifier_parts(spec: str | None) -> tuple[str, Rule | None, bool]:
-    """What ``spec`` names as the verifier of a policy's drafts: (label, rule or None, block).
-
-    ``spec``: None or ``standard_rejection`` (the standard rule: no rule, per token), ``block_verification``
-    (no rule, block), a champion file (``*.json``) or a rule name as ``--rule`` takes it (registered, family
-    member, promoted champion): a threshold rule verifies per token, a relaxation rule by relaxed block
-    verification (block True).
-
-    Raises: InputError (param ``verify_with``) for an unknown name, an unreadable champion file or a rule of
-    another kind.
-    """
-    if spec is None or spec == STANDARD_VERIFIER_NAME:
-        return STANDARD_VERIFIER_NAME, None, False
-    if spec == BLOCK_VERIFIER_NAME:
-        return BLOCK_VERIFIER_NAME, None, True
-    from heuristics.champions import load_champion
-    from heuristics.registry import get_rule
-
-    try:
-        if spec.endswith(".json"):
-            path = Path(spec)
-            if not path.is_file():
-                raise InputError(f"{spec}: no such champion file")
-            rule = load_champion(path)
-        else:
-            rule = get_rule(spec, champions=True)
-    except InputError as exc:
-        raise InputError(str(exc), param="verify_with") from None
-    if rule.kind not in (THRESHOLD.name, RELAXATION.name):
-        raise InputError(f"'{spec}' is a {rule.kind} rule; the drafts are verified by a {THRESHOLD.name} rule "
-                         f"(per token), a {RELAXATION.name} rule (relaxed block verification), "
-                         f"{STANDARD_VERIFIER_NAME} or {BLOCK_VERIFIER_NAME}", param="verify_with")
-    return rule.name, rule, rule.kind == RELAXATION.name
-
-
 __all__ = ["POLICY_FAMILIES", "MAX_FIXED_GAMMA", "STANDARD_VERIFIER_NAME", "BLOCK_VERIFIER_NAME", "confidence_threshold",
-           "fixed_gamma", "verifier_parts"]
+           "fixed_gamma"]

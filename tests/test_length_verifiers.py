@@ -20,7 +20,7 @@ from evolve.search.algorithms import search
 from evolve.search.config import resolve
 from evolve.traces.io import load_split
 from heuristics.contract import Rule
-from heuristics.length_policies import verifier_parts
+from heuristics.verifiers import verifier_parts
 from heuristics.registry import get_rule
 
 CPU = Costs((0.06, 0.084, 0.09, 0.093, 0.099, 0.108, 0.114), 0.048, 0.06, source="cpu-like")

@@ -58,7 +58,7 @@ from evolve.report.rules import rule_named
 from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
 from evolve.sim.live import BLOCK_VERIFICATION, BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text, rule_features, speculative_text
 from heuristics.contract import Rule
-from heuristics.length_policies import verifier_parts
+from heuristics.verifiers import verifier_parts
 
 FORMATS: tuple[str, ...] = ("table", "json")
 #: Keys of a row (the JSON output's objects, in this order).
@@ -88,7 +88,7 @@ def _threshold_decoder(rule: Rule) -> Rule:
 def _length_decoder(rule: Rule) -> LengthPolicy:
     """A verification-length policy decides live how many tokens to draft, one draft step at a time
     (:func:`evolve.sim.live.policy_keep`); the drafts are verified by the verifier of its run (``rule.verifier``:
-    :func:`heuristics.length_policies.verifier_parts`; the standard rule without one), itself decoded as
+    :func:`heuristics.verifiers.verifier_parts`; the standard rule without one), itself decoded as
     :func:`decoder` decodes that rule."""
     _, verifier, block = verifier_parts(rule.verifier)
     if verifier is None:

@@ -180,9 +180,9 @@ class RunConfig:
     def length_verifier(self):
         """The :class:`evolve.eval.verify_length.LengthVerifier` of the ``verify_with`` setting.
 
-        Raises: InputError (param ``verify_with``) as :func:`heuristics.length_policies.verifier_parts`."""
+        Raises: InputError (param ``verify_with``) as :func:`heuristics.verifiers.verifier_parts`."""
         from evolve.eval.verify_length import LengthVerifier
-        from heuristics.length_policies import verifier_parts
+        from heuristics.verifiers import verifier_parts
         name, rule, block = verifier_parts(self.verify_with)
         return LengthVerifier(name, rule, block, lossless=rule is None or (not block and rule.lossless))
 

@@ -26,7 +26,7 @@ from evolve.eval.verify_length import STANDARD_VERIFIER, LengthPopulationEvaluat
 from evolve.gp.kinds import VERIFY_LENGTH
 from evolve.report.compare.rows import Row
 from heuristics.contract import Rule
-from heuristics.length_policies import verifier_parts
+from heuristics.verifiers import verifier_parts
 
 #: Kind of the competitor rows.
 POLICY = "policy"
