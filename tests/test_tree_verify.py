@@ -57,23 +57,26 @@ def _extend(out, seq, w, target, L):
         _extend(out, seq + (z,), w * dist[z], target, L)
 
 
+def drafted_trees(parents, target, drafter):
+    """Every token assignment of the tree shape with its probability (children i.i.d. from the drafter at
+    their parent's context, with replacement): (tokens, probability, p (n + 1, V), q (n + 1, V))."""
+    for toks in itertools.product(range(V), repeat=len(parents)):
+        ctx, w = [], 1.0
+        for i, par in enumerate(parents):
+            parent_ctx = () if par < 0 else ctx[par]
+            w *= drafter(parent_ctx)[toks[i]]
+            ctx.append(parent_ctx + (toks[i],))
+        yield (toks, w, np.array([target(c) for c in [()] + ctx]), np.array([drafter(c) for c in [()] + ctx]))
+
+
 def emitted_distribution(outcomes_fn, parents, target, drafter, L):
     """Exact distribution (V,) * L of the first L tokens emitted by one call, continued by the target.
 
     Enumerates every token assignment of the tree shape (children i.i.d. from the drafter at their
     parent's context, with replacement) with its probability, and the call's exact outcomes on it.
     """
-    n = len(parents)
     out = np.zeros((V,) * L)
-    for toks in itertools.product(range(V), repeat=n):
-        ctx = []
-        w = 1.0
-        for i, par in enumerate(parents):
-            parent_ctx = () if par < 0 else ctx[par]
-            w *= drafter(parent_ctx)[toks[i]]
-            ctx.append(parent_ctx + (toks[i],))
-        p = np.array([target(c) for c in [()] + ctx])
-        q = np.array([drafter(c) for c in [()] + ctx])
+    for toks, w, p, q in drafted_trees(parents, target, drafter):
         for path, prob, nxt in outcomes_fn(parents, np.array(toks), p, q):
             seq = tuple(toks[i] for i in path)
             if len(seq) >= L:
@@ -228,14 +231,7 @@ def _random_tree(rng, n, vocab):
 def _expected_over_trees(parents, target, drafter):
     """Exact E over the drafted tree (children i.i.d. from the drafter) of each algorithm's expected tokens."""
     out = {"specinfer": 0.0, "traversal": 0.0}
-    for toks in itertools.product(range(V), repeat=len(parents)):
-        ctx, w = [], 1.0
-        for i, par in enumerate(parents):
-            parent_ctx = () if par < 0 else ctx[par]
-            w *= drafter(parent_ctx)[toks[i]]
-            ctx.append(parent_ctx + (toks[i],))
-        p = np.array([target(c) for c in [()] + ctx])
-        q = np.array([drafter(c) for c in [()] + ctx])
+    for toks, w, p, q in drafted_trees(parents, target, drafter):
         out["specinfer"] += w * tv.specinfer_expected_tokens(parents, np.array(toks), p, q)
         out["traversal"] += w * tv.traversal_expected_tokens(parents, np.array(toks), p, q)
     return out

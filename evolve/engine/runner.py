@@ -240,6 +240,19 @@ class Runner:
         finally:
             self.seconds += time.perf_counter() - t0
 
+    def _forward_cached(self, kv: BatchKV, cache, kwargs: dict[str, Any], keep: int):
+        """Run the model on ``kwargs`` (keeping the last ``keep`` logit rows where the model allows it) and take
+        the grown ``cache`` into ``kv``; on an exception the cache is discarded and ``kv`` left as it was."""
+        if self.keep_arg:
+            kwargs["logits_to_keep"] = keep
+        try:
+            logits = self._forward(kwargs).logits
+        except BaseException:
+            kv.discard_cache()
+            raise
+        kv.absorb(cache)
+        return logits
+
     def prefill(self, ids: Sequence[int]):
         """Run ``ids`` (positions 0..) alone into a new cache; returns the cache (None for no ids)."""
         import torch
@@ -291,14 +304,7 @@ class Runner:
                 ok &= allowed(i, j)
             mask = torch.zeros((B, 1, T, valid.shape[1]), dtype=self.dtype, device=dev)
             kwargs["attention_mask"] = mask.masked_fill(~ok[:, None], torch.finfo(self.dtype).min)
-        if self.keep_arg:
-            kwargs["logits_to_keep"] = max(1, n_logits)
-        try:
-            logits = self._forward(kwargs).logits
-        except BaseException:
-            kv.discard_cache()
-            raise
-        kv.absorb(cache)
+        logits = self._forward_cached(kv, cache, kwargs, max(1, n_logits))
         kv.valid, kv.pos = valid, pos
         kv.lengths = [n + len(f) for n, f in zip(kv.lengths, feeds)]
         return logits[:, logits.shape[1] - n_logits:, : self.vocab]
@@ -365,14 +371,7 @@ class Runner:
         cache = kv.dynamic_cache()
         kwargs: dict[str, Any] = {"input_ids": ids, "position_ids": qpos, "past_key_values": cache,
                                   "attention_mask": mask, "use_cache": True}
-        if self.keep_arg:
-            kwargs["logits_to_keep"] = n + 1
-        try:
-            logits = self._forward(kwargs).logits
-        except BaseException:
-            kv.discard_cache()
-            raise
-        kv.absorb(cache)
+        logits = self._forward_cached(kv, cache, kwargs, n + 1)
         kv.valid = torch.cat([kv.valid, torch.ones((1, T), dtype=torch.bool, device=dev)], dim=1)
         kv.pos = torch.cat([kv.pos, qpos], dim=1)
         kv.lengths = [root + 1 + max(depth, default=0)]  # every tree position is >= L + c: truncate drops them

@@ -166,6 +166,29 @@ def close_block(st, acc):
 
 
 @njit(cache=True)
+def block_level(d, wj, overlap, rho, phi_prev, mass_prev, e_tau, f, cum, pt, pl):
+    """One record of the (relaxed) block recursion of the module doc, at depth ``d`` with the clamped weight
+    ``wj``, the record's ``overlap`` and ``rho`` = p(x)/q(x), and the previous record's phi row (float64 (K,))
+    and block_residual_mass (read only when d > 0). Takes and returns the state (e_tau = A_{level-1},
+    f = F_{level-1}, cum = C_level, pt = P~, pl = P): at d = 0 a new block starts."""
+    damage = wj * (1.0 - overlap)
+    if d == 0.0:
+        e_tau, cum, f, pt, pl = 0.0, damage, damage, 1.0, 1.0
+    else:
+        den_w = 1.0 - pt * wj
+        if den_w <= 0.0:
+            m_res = 0.0
+        else:
+            m_res = den_w * phi_at(phi_prev, pt * (1.0 - wj) / den_w, pl, mass_prev)
+        den = m_res + 1.0 - pt
+        h = 1.0 if den <= 0.0 else m_res / den
+        cum += damage
+        e_tau = d * h + (1.0 - h) * e_tau
+        f = h * cum + (1.0 - h) * f
+    return e_tau, f, cum, min(1.0, pt * ((1.0 - wj) * rho + wj)), min(1.0, pl * rho)
+
+
+@njit(cache=True)
 def reduce_relaxed(w, s, m, ratio, depth, overlap, mass, phi, gamma, st, acc):
     """Feed records ``s:s+m`` with raw weights ``w[:m]`` into the block recursion (module doc).
 
@@ -205,27 +228,9 @@ def reduce_relaxed(w, s, m, ratio, depth, overlap, mass, phi, gamma, st, acc):
         wj = min(max(wj, 0.0), 1.0)
         s_w += wj
         records += 1.0
-        damage = wj * (1.0 - overlap[row])
         rho = ratio[row]
-        if d == 0.0:
-            e_tau = 0.0
-            cum = damage
-            f = damage
-            pt = 1.0
-            pl = 1.0
-        else:
-            den_w = 1.0 - pt * wj
-            if den_w <= 0.0:
-                m_res = 0.0
-            else:
-                m_res = den_w * phi_at(phi[prev], pt * (1.0 - wj) / den_w, pl, mass[prev])
-            den = m_res + 1.0 - pt
-            h = 1.0 if den <= 0.0 else m_res / den
-            cum += damage
-            e_tau = d * h + (1.0 - h) * e_tau
-            f = h * cum + (1.0 - h) * f
-        pt = min(1.0, pt * ((1.0 - wj) * rho + wj))
-        pl = min(1.0, pl * rho)
+        e_tau, f, cum, pt, pl = block_level(d, wj, overlap[row], rho, phi[prev if d > 0.0 else row],
+                                            mass[prev if d > 0.0 else row], e_tau, f, cum, pt, pl)
         prev = row
         level = d + 1.0
     st[Carry.LEVEL], st[Carry.ACC], st[Carry.DAMAGE], st[Carry.CUM] = level, e_tau, f, cum
@@ -401,7 +406,7 @@ def relaxed_metrics(w, rd: RelaxedData, gamma: int, cost_ratio: float = 0.0) -> 
     return metrics_from_relaxed(relaxed_counts(w, rd, gamma), rd.n, gamma, cost_ratio)
 
 
-__all__ = ["PHI_COLUMN", "RELAXED_COLUMNS", "WEIGHT_FEATURES", "TOKEN_FEATURES", "FIXED_WEIGHTS", "RelaxedCount", "N_RELAXED",
+__all__ = ["PHI_COLUMN", "RELAXED_COLUMNS", "block_level", "WEIGHT_FEATURES", "TOKEN_FEATURES", "FIXED_WEIGHTS", "RelaxedCount", "N_RELAXED",
            "Carry", "N_CARRY", "phi_at", "close_block", "reduce_relaxed", "relaxed_chunks", "RelaxedData", "attach",
            "relaxed_of", "check_weight_features", "RelaxedMetrics", "metrics_from_relaxed", "relaxed_counts",
            "relaxed_metrics"]

@@ -64,7 +64,7 @@ from numba import njit
 from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, check_features, thresholds
-from evolve.eval.relaxed_block import phi_at
+from evolve.eval.relaxed_block import block_level
 from evolve.eval.population import PopulationEvaluator
 from evolve.eval.scoring import packed_thresholds
 from evolve.gp.primitives import FEATURES
@@ -198,29 +198,14 @@ def block_prefix_tables(w, ratio, depth, overlap, mass, phi, tok, dmg):
     """
     e_tau, f, cum, pt, pl, prev = 0.0, 0.0, 0.0, 1.0, 1.0, -1
     for row in range(w.size):
-        d = depth[row]
+        d = depth[row] if prev >= 0 else 0.0  # rows before the first block start one
         wj = w[row]
         if not (abs(wj) < np.inf):
             wj = 0.0
         wj = min(max(wj, 0.0), 1.0)
-        damage = wj * (1.0 - overlap[row])
-        if d == 0.0 or prev < 0:
-            e_tau, cum, f, pt, pl = 0.0, damage, damage, 1.0, 1.0
-        else:
-            den_w = 1.0 - pt * wj
-            if den_w <= 0.0:
-                m_res = 0.0
-            elif wj == 0.0:
-                m_res = mass[prev] if pt == pl else den_w * phi_at(phi[prev], pt, pl, mass[prev])
-            else:
-                m_res = den_w * phi_at(phi[prev], pt * (1.0 - wj) / den_w, pl, mass[prev])
-            den = m_res + 1.0 - pt
-            h = 1.0 if den <= 0.0 else m_res / den
-            cum += damage
-            e_tau = d * h + (1.0 - h) * e_tau
-            f = h * cum + (1.0 - h) * f
-        pt = min(1.0, pt * ((1.0 - wj) * ratio[row] + wj))
-        pl = min(1.0, pl * ratio[row])
+        back = prev if d > 0.0 else row
+        e_tau, f, cum, pt, pl = block_level(d, wj, overlap[row], ratio[row], phi[back], mass[back], e_tau, f, cum,
+                                            pt, pl)
         prev = row
         level = d + 1.0
         tok[row] = 1.0 + level * pt + (1.0 - pt) * e_tau
