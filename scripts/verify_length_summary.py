@@ -40,8 +40,7 @@ def summary(out: Path, names: list[str]) -> str:
         cells = []
         for p in POLICIES:
             r = rows[p]
-            setting = r["expression"] if p != "champion" else r["expression"]
-            setting = (setting or "").replace(" (tuned on valid)", "")
+            setting = (r["expression"] or "").replace(" (tuned on valid)", "")
             cells.append(f"{r['tokens_per_second']:.2f} tok/s ({r['speedup']:.3f}x)" + (f" `{setting}`" if setting else ""))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "Live on the test prompts (decoding wall clock, prefill excluded; speedup over plain decoding measured "

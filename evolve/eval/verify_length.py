@@ -36,10 +36,11 @@ and every policy's figures include them as plain decoding steps (1 token, ``plai
 policy can change.
 
 A policy's ``tv_per_token`` is the sum of the blocks' damage over the sum of their expected tokens (0
-for a lossless verifier). A block of L drafts costs seconds(L) = target_forward_s(L + 1) + L * draft_token_s (:mod:`evolve.eval.costs`); L = 0
-is a plain decoding step and costs plain_token_s. Tokens per second = sum over blocks of tokens / sum of seconds (exact from
-the records of data harvested with ``gamma_max`` drafts per block: every shorter prefix is scored
-from the same records; the prefixes themselves are those the harvest's own decoding visited).
+for a lossless verifier). A block of L drafts costs seconds(L) = target_forward_s(L + 1) + L *
+draft_token_s (:mod:`evolve.eval.costs`); L = 0 is a plain decoding step and costs plain_token_s.
+Tokens per second = sum over blocks of tokens / sum of seconds (exact from the records of data
+harvested with ``gamma_max`` drafts per block: every shorter prefix is scored from the same records;
+the prefixes themselves are those the harvest's own decoding visited).
 
 Competitors, each scored by the same kernel (:func:`competitors`):
 
@@ -297,6 +298,12 @@ class LengthVerifier:
     lossless: bool = True
 
 
+def verifier_from_parts(name: str, rule: Any, block: bool) -> LengthVerifier:
+    """The :class:`LengthVerifier` of ``(name, rule, block)`` as :func:`heuristics.verifiers.verifier_parts`
+    gives them; lossless for no rule, or a per-token rule that says it is lossless."""
+    return LengthVerifier(name, rule, block, lossless=rule is None or (not block and bool(rule.lossless)))
+
+
 #: The default verifier: the standard rule min(1, p/q).
 STANDARD_VERIFIER = LengthVerifier()
 #: Lossless block verification (Sun et al. 2024, arXiv 2403.10444).
@@ -443,7 +450,7 @@ class LengthPopulationEvaluator(PopulationEvaluator):
 
 
 __all__ = ["POLICY_FEATURES", "CONFIDENCE_GRID", "LengthMetrics", "LengthVerifier", "STANDARD_VERIFIER", "BLOCK_VERIFIER",
-           "N_LENGTH_COUNTS", "add_no_draft_calls", "prefix_tables", "threshold_prefix_tables", "block_prefix_tables", "decision_data",
+           "N_LENGTH_COUNTS", "add_no_draft_calls", "verifier_from_parts", "prefix_tables", "threshold_prefix_tables", "block_prefix_tables", "decision_data",
            "length_counts", "survival_counts",
            "forward_table", "metrics_from_length_counts", "policy_metrics", "fixed_gamma_values", "competitors",
            "LengthPopulationEvaluator"]

@@ -56,7 +56,8 @@ from evolve.report.compare.table import champion_from_file
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.rules import rule_named
 from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
-from evolve.sim.live import BLOCK_VERIFICATION, BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text, rule_features, speculative_text
+from evolve.sim.live import (BLOCK_VERIFICATION, BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text,
+                             rule_features, speculative_text)
 from heuristics.contract import Rule
 from heuristics.verifiers import verifier_parts
 
@@ -233,11 +234,12 @@ def format_table(report: LiveReport) -> str:
     predicted = [r for r in report.rows if r.get("predicted_tokens_per_s") is not None]
     if predicted:
         lines += ["", "predicted by the cost file (tokens emitted here / the cost file's seconds of the calls made "
-                      "here, each by its drafted tokens): " + "; ".join(f"{r['rule']} {r['predicted_tokens_per_s']:.2f} tok/s "
-                                            f"({r['predicted_speedup']:.2f}x; measured/predicted speedup "
-                                            f"{r['speedup'] / r['predicted_speedup']:.2f})"
-                                            for r in predicted)]
-    lines += ["", "AR = plain autoregressive decoding of the target; Drafted/call = drafted tokens verified per target call; Speedup = Tokens/s / AR tokens/s (wall clock); "
+                      "here, each by its drafted tokens): "
+                  + "; ".join(f"{r['rule']} {r['predicted_tokens_per_s']:.2f} tok/s ({r['predicted_speedup']:.2f}x; "
+                              f"measured/predicted speedup {r['speedup'] / r['predicted_speedup']:.2f})"
+                              for r in predicted)]
+    lines += ["", "AR = plain autoregressive decoding of the target; Drafted/call = drafted tokens verified per target "
+                  "call; Speedup = Tokens/s / AR tokens/s (wall clock); "
                   "TV/token = exact expected damage per emitted token (0 = lossless); Tokens/call ± its standard "
                   "error; E[tokens/call] = 1 + sum_d prod_(i<=d) tau_i per call, given the drafts."]
     return "\n".join(lines) + "\n"

@@ -181,10 +181,9 @@ class RunConfig:
         """The :class:`evolve.eval.verify_length.LengthVerifier` of the ``verify_with`` setting.
 
         Raises: InputError (param ``verify_with``) as :func:`heuristics.verifiers.verifier_parts`."""
-        from evolve.eval.verify_length import LengthVerifier
+        from evolve.eval.verify_length import verifier_from_parts
         from heuristics.verifiers import verifier_parts
-        name, rule, block = verifier_parts(self.verify_with)
-        return LengthVerifier(name, rule, block, lossless=rule is None or (not block and rule.lossless))
+        return verifier_from_parts(*verifier_parts(self.verify_with))
 
     @property
     def objective_spec(self):

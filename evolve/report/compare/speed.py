@@ -22,7 +22,8 @@ from typing import Sequence
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import EvalData
 from evolve.eval.objectives import DEFAULT_BUDGET, tokens_per_second_at_tv
-from evolve.eval.verify_length import STANDARD_VERIFIER, LengthPopulationEvaluator, LengthVerifier, competitors
+from evolve.eval.verify_length import (STANDARD_VERIFIER, LengthPopulationEvaluator, LengthVerifier, competitors,
+                                       verifier_from_parts)
 from evolve.gp.kinds import VERIFY_LENGTH
 from evolve.report.compare.rows import Row
 from heuristics.contract import Rule
@@ -56,9 +57,7 @@ def length_verifier_of(rule: Rule | None) -> LengthVerifier:
     (None or no rule: the standard rule). Raises InputError for a verifier that no longer resolves."""
     if rule is None or rule.verifier is None:
         return STANDARD_VERIFIER
-    name, verifier_rule, block = verifier_parts(rule.verifier)
-    return LengthVerifier(name, verifier_rule, block,
-                          lossless=verifier_rule is None or (not block and verifier_rule.lossless))
+    return verifier_from_parts(*verifier_parts(rule.verifier))
 
 
 def length_scores(rule: Rule, data: EvalData, repeats: int, gamma: int, costs: Costs) -> tuple[dict, float]:
