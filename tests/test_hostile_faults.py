@@ -265,7 +265,8 @@ def test_a_ctrl_c_inside_a_c_callback_prints_no_traceback_and_arrives_again():
     """A KeyboardInterrupt raised in a callback from C (as in numba's cache writer in llvmlite) cannot
     propagate; with the hook installed it prints nothing and interrupts the main thread again."""
     code = (
-        "import ctypes, time\n"
+        "import ctypes, signal, time\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's Python has it\n"
         "from evolve.errors import redeliver_swallowed_interrupts\n"
         "redeliver_swallowed_interrupts()\n"
         "redeliver_swallowed_interrupts()  # idempotent: one delivery, not two\n"

@@ -305,7 +305,8 @@ def test_ctrl_c_while_perf_generates_leaves_no_temporary_file(tmp_path):
     proc = subprocess.Popen([sys.executable, str(ROOT / "benchmark.py"), "perf", "--islands", "--large-only",
                              "--large-dir", str(large), "--large-tokens", "2000000", "--output",
                              str(tmp_path / "perf.json")], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                            stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # even if ignored here
     seen = b""
     deadline = time.monotonic() + 240
     while b"generating" not in seen:
