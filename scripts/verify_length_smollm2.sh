@@ -2,7 +2,7 @@
 # Verification-length policies on SmolLM2-135M-Instruct on this CPU, end to end (docs/speed.md, "Real model"):
 #   1. fetch the model (scripts/smollm2_common.sh);
 #   2. measure a cost file per drafter with `benchmark.py perf --costs` (target forwards over T = 1..7 new
-#      tokens, seconds per drafted token, plain decoding; one thread; run alone, nothing else running):
+#      tokens, seconds per drafted token, plain decoding; one thread, median of 15 interleaved repeats; run alone):
 #      skip (layers 10, 15, 20 skipped), exit12 (early exit after 12 of 30 layers), ngram (prompt lookup 3..1)
 #      on the torch backend, and ngram_llama (prompt lookup on the llama.cpp backend, the optional extra 'llama');
 #   3. harvest four datasets with gamma_max 6 drafts per block (splits by prompt, 10% valid, 10% test):
@@ -47,7 +47,7 @@ for c in skip exit12 ngram ngram_llama; do
     stamp "cost file $c"
     # shellcheck disable=SC2086
     "$PYTHON" benchmark.py perf --costs "$OUT/costs/$c.json" --harvest "$MODEL" ${DRAFTER[$c]} --gamma-max "$GAMMA" \
-        --threads 1 --backend "${BACKEND[$c]}" > "$OUT/costs/$c.log" 2>&1
+        --threads 1 --cost-repeats 15 --backend "${BACKEND[$c]}" > "$OUT/costs/$c.log" 2>&1
 done
 
 for name in "${DATASETS[@]}"; do
