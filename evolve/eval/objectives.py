@@ -251,12 +251,10 @@ def tokens_per_second_at_tv(tokens_per_second: float, tv_per_token: float, plain
     speed, (speedup - K * max(0, tv - budget) / max(budget, TV_UNIT)) / ``plain_token_s``: exactly the tokens
     per second inside the budget (always, for a lossless verifier), and K times plain decoding's tokens per
     second less for every budget's worth of excess. -inf for NaN inputs."""
-    if math.isnan(tokens_per_second) or math.isnan(tv_per_token):
+    if math.isnan(tokens_per_second):
         return -math.inf
-    excess = max(0.0, tv_per_token - budget)
-    if excess == 0.0:
-        return tokens_per_second  # exactly, not through a product and a quotient
-    return tokens_per_second - penalty * excess / max(budget, TV_UNIT) / plain_token_s
+    # the penalty of speed_at_tv (0 within the budget: the tokens per second exactly), in plain decoding's speed
+    return tokens_per_second + speed_at_tv_value(0.0, tv_per_token, budget, penalty) / plain_token_s
 
 
 def _tokens_per_second(metrics: Any, cfg: Any) -> float:
