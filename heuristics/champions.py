@@ -59,7 +59,7 @@ from evolve.errors import InputError, InputWarning, os_error_text
 from evolve.traces.io import atomic_write_text
 from evolve.traces.paths import check_output_dir
 from evolve.gp.compiler import Node, parse, to_string
-from evolve.gp.kinds import THRESHOLD, VERIFY_LENGTH, ProgramKind, kind_from_config, program_kind
+from evolve.gp.kinds import THRESHOLD, ProgramKind, kind_from_config, program_kind
 from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION
 from heuristics.baselines import BASELINES
 from heuristics.contract import Rule, python_source
@@ -132,7 +132,7 @@ class Champion:
     def verifier(self) -> str | None:
         """For a verification-length policy: what verified its drafts in its run (the run configuration's
         ``verify_with`` in the provenance; None: the standard rule, or another kind)."""
-        if self.kind != VERIFY_LENGTH.name:
+        if "verify_with" not in self.program_kind.settings:  # a kind whose runs do not read it
             return None
         spec = ((self.provenance or {}).get("config") or {}).get("verify_with")
         return spec if isinstance(spec, str) and spec != STANDARD_VERIFIER_NAME else None

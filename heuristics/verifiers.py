@@ -17,6 +17,11 @@ from heuristics.length_policies import BLOCK_VERIFIER_NAME, STANDARD_VERIFIER_NA
 from heuristics.registry import get_rule
 
 
+#: The kinds of program that can verify a policy's drafts, by kind name: whether they verify as a block
+#: (a relaxation weight: relaxed block verification) rather than token by token (a threshold).
+VERIFIER_KINDS: dict[str, bool] = {THRESHOLD.name: False, RELAXATION.name: True}
+
+
 def verifier_parts(spec: str | None) -> tuple[str, Rule | None, bool]:
     """What ``spec`` names as the verifier of a policy's drafts: (label, rule or None, block).
 
@@ -42,11 +47,11 @@ def verifier_parts(spec: str | None) -> tuple[str, Rule | None, bool]:
             rule = get_rule(spec, champions=True)
     except InputError as exc:
         raise InputError(str(exc), param="verify_with") from None
-    if rule.kind not in (THRESHOLD.name, RELAXATION.name):
+    if rule.kind not in VERIFIER_KINDS:
         raise InputError(f"'{spec}' is a {rule.kind} rule; the drafts are verified by a {THRESHOLD.name} rule "
                          f"(per token), a {RELAXATION.name} rule (relaxed block verification), "
                          f"{STANDARD_VERIFIER_NAME} or {BLOCK_VERIFIER_NAME}", param="verify_with")
-    return rule.name, rule, rule.kind == RELAXATION.name
+    return rule.name, rule, VERIFIER_KINDS[rule.kind]
 
 
-__all__ = ["verifier_parts"]
+__all__ = ["VERIFIER_KINDS", "verifier_parts"]

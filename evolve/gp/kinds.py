@@ -58,6 +58,8 @@ class ProgramKind:
         columns: optional dataset columns scoring a program of this kind needs.
         commands: the commands that run a program of this kind (as a user types them).
         source: where the algorithm that applies the value comes from.
+        settings: run settings (:class:`evolve.search.config.RunConfig` fields) that only a run of this kind
+            reads; another run refuses a value other than the default.
     """
 
     name: str
@@ -70,6 +72,7 @@ class ProgramKind:
     columns: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
     source: str = ""
+    settings: tuple[str, ...] = ()
 
     def check_features(self, features, what: str) -> None:
         """Raise InputError naming ``what`` if ``features`` holds one this kind may not read."""
@@ -126,6 +129,7 @@ VERIFY_LENGTH = ProgramKind(
               "python -m evolve run"),
     source="when to stop drafting: SpecDec++ (Huang et al. 2024, arXiv 2405.19715); confidence-scheduled "
            "verification of DSpark (Cheng et al. 2026, arXiv 2607.05147)",
+    settings=("verify_with",),
 )
 
 #: The registered kinds by name, in the order commands list them.

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Iterable
 
 from evolve.errors import InputError
-from evolve.gp.kinds import KINDS, LEGACY_VERIFY, VERIFY_LENGTH, ProgramKind, program_kind
+from evolve.gp.kinds import KINDS, LEGACY_VERIFY, ProgramKind, program_kind
 from evolve.gp.primitives import FEATURES, CORE_FEATURES
 
 #: Keys of older run configurations and what they became: ``fitness`` is now ``objective``
@@ -298,10 +298,11 @@ def _check_relations(cfg: RunConfig, origin: dict[str, str | None]) -> None:
                 reading = [o.name for o in _objectives() if o.reads_costs]
                 raise fail(name, f"objective {cfg.objective!r} does not read it (objectives that do: "
                                  f"{', '.join(reading)})")
+    for name in dict.fromkeys(s for kind in KINDS.values() for s in kind.settings):
+        if getattr(cfg, name) != getattr(DEFAULTS, name) and name not in cfg.program_kind.settings:
+            readers = [k.name for k in KINDS.values() if name in k.settings]
+            raise fail(name, f"only a {' or '.join(readers)} run reads it (this run evolves {cfg.evolve} programs)")
     if cfg.verify_with != DEFAULTS.verify_with:
-        if cfg.program_kind is not VERIFY_LENGTH:
-            raise fail("verify_with", f"only a {VERIFY_LENGTH.name} run reads it (this run evolves {cfg.evolve} "
-                                      f"programs)")
         cfg.length_verifier  # noqa: B018 - an unknown verifier is refused here, before the search
     if cfg.elitism >= cfg.population:
         raise fail("elitism", f"elitism {cfg.elitism} must be smaller than the population ({cfg.population})")

@@ -121,10 +121,6 @@ def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]
                  f" Tok/s = Tok/call / (target_forward_s(gamma + 1) + gamma * draft_token_s) of the cost file"
                  f" {comparison.costs.source}, Speedup = Tok/s * plain_token_s, TV/tok = expected TV per emitted"
                  f" token.")
-    if any(r.program_kind == VERIFY_LENGTH.name for r in comparison.rows):
-        text += (" Verification-length policies (kind policy: best_fixed_gamma, confidence_threshold,"
-                 " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"
-                 " their Tok/s uses their own expected seconds per call.")
     if any(r.kind == "champion" for r in comparison.rows):
         pp = " (pp: percentage points)" if shown is None or "ΔAccept" in shown else ""
         text += f" Δ = champion minus {REFERENCE_RULE} on the same split{pp}."
@@ -153,8 +149,11 @@ def _wrap(line: str, width: int = TABLE_WIDTH) -> list[str]:
 #: ``{names}`` lists the rows of that kind. Per-token thresholds need no words.
 KIND_CAPTIONS: dict[str, str] = {
     THRESHOLD.name: "",
-    VERIFY_LENGTH.name: ("{names}: drafts verified by the verifier of their run (a champion's verify_with; the "
-                         "competitors: the first policy's, else the standard rule)."),
+    VERIFY_LENGTH.name: ("Verification-length policies (kind policy: best_fixed_gamma, confidence_threshold,"
+                         " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"
+                         " their Tok/s uses their own expected seconds per call. {names}: drafts verified by the"
+                         " verifier of their run (a champion's verify_with; the competitors: the first policy's,"
+                         " else the standard rule)."),
     RELAXATION.name: ("{names}: relaxation weight w, scored as relaxed block verification: block verification"
                       " (Sun et al. 2024, arXiv 2403.10444) against (1 - w) p + w q with the split's gamma, TV/tok ="
                       " expected sum of w (1 - overlap) over the emitted positions per emitted token; no per-token"

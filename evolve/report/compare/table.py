@@ -291,17 +291,20 @@ def _length_missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[s
 class KindScorer:
     """How the comparison scores a rule of one kind of program: ``missing(rule, data, traces)`` the columns
     it needs that the split lacks (the rule is then skipped with a note); ``score(rule, data, traces,
-    repeats, fitness, gamma, cost_ratio, costs)`` -> (the :class:`Row` fields of its scores, best time in ms)."""
+    repeats, fitness, gamma, cost_ratio, costs)`` -> (the :class:`Row` fields of its scores, best time in ms);
+    ``competitors``: comparing a rule of this kind adds the verification-length competitor rows (their drafts
+    verified as the first such rule's are)."""
 
     missing: Callable[[Rule, EvalData, Traces | None], list[str]]
     score: Callable[..., tuple[dict, float]]
+    competitors: bool = False
 
 
 #: How ``benchmark.py`` scores a rule of each kind of program (:mod:`evolve.gp.kinds`), by kind name.
 KIND_SCORERS: dict[str, KindScorer] = {
     THRESHOLD.name: KindScorer(lambda rule, data, traces: missing_columns(rule, data), _threshold_scores),
     RELAXATION.name: KindScorer(relaxed_missing_columns, _relaxation_scores),
-    VERIFY_LENGTH.name: KindScorer(_length_missing, _length_scores),
+    VERIFY_LENGTH.name: KindScorer(_length_missing, _length_scores, competitors=True),
 }
 
 
@@ -427,8 +430,10 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         entries = collect_entries()
     result = Comparison([], repeats=repeats, splits=splits, cost_ratio=cost_ratio, costs=costs)
     model = costs or ratio_costs(cost_ratio)
-    policies = costs is not None or any(e.rule.program_kind is VERIFY_LENGTH for e in entries)
-    first_verifier = length_verifier_of(next((e.rule for e in entries if e.rule.program_kind is VERIFY_LENGTH), None))
+    with_competitors = [e.rule for e in entries
+                        if getattr(KIND_SCORERS.get(e.rule.program_kind.name), "competitors", False)]
+    policies = costs is not None or bool(with_competitors)
+    first_verifier = length_verifier_of(with_competitors[0] if with_competitors else None)
     tune = _tuning_split(data_dir, splits, loaded) if policies else None
     for s, data in loaded.items():
         result.gamma[s] = block_gamma(data, gamma)
