@@ -8,6 +8,8 @@ each distinct warning once as one line ``warning: ...`` and carries on.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 
 
 class InputError(Exception):
@@ -68,6 +70,18 @@ def os_error_text(exc: OSError) -> str:
 #: Seconds after which a Ctrl-C swallowed by a C callback is delivered again (:func:`redeliver_swallowed_interrupts`).
 REDELIVER_SECONDS = 0.05
 
+_INTERRUPTED = threading.Event()
+
+
+def note_interrupt() -> None:
+    """Record that this process was interrupted (Ctrl-C or SIGTERM); see :func:`redeliver_swallowed_interrupts`."""
+    _INTERRUPTED.set()
+
+
+def _sigint(signum, frame):
+    note_interrupt()
+    signal.default_int_handler(signum, frame)
+
 
 def redeliver_swallowed_interrupts(delay: float = REDELIVER_SECONDS) -> None:
     """Make a Ctrl-C that a C callback swallowed arrive again, without a traceback (idempotent).
@@ -76,24 +90,29 @@ def redeliver_swallowed_interrupts(delay: float = REDELIVER_SECONDS) -> None:
     cache through llvmlite, for one) cannot propagate: Python prints ``Exception ignored in ...`` with a
     traceback and carries on, and the Ctrl-C is lost. With this ``sys.unraisablehook`` installed such an
     interrupt prints nothing and the main thread is interrupted again ``delay`` seconds later (by then
-    out of the callback; if not, the same happens again). Other unraisable exceptions go to the hook
-    installed before.
+    out of the callback; if not, the same happens again). Once the process has been interrupted
+    (SIGINT through Python's default handler, which this wraps, or :func:`note_interrupt`), other
+    unraisable exceptions print nothing either: they come from objects the interrupt left half built
+    (llvmlite's ``PassBuilder.__del__`` raising ``AttributeError``, for one) while the command aborts.
+    Before an interrupt they go to the hook installed before.
     """
     import sys
 
     if getattr(sys.unraisablehook, "_redelivers_interrupts", False):
         return
     previous = sys.unraisablehook
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _sigint)
 
     def hook(unraisable) -> None:
         if isinstance(unraisable.exc_value, KeyboardInterrupt):
             import _thread
-            import threading
 
+            note_interrupt()
             timer = threading.Timer(delay, _thread.interrupt_main)
             timer.daemon = True
             timer.start()
-        else:
+        elif not _INTERRUPTED.is_set():
             previous(unraisable)
 
     hook._redelivers_interrupts = True

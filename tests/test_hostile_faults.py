@@ -288,3 +288,34 @@ def test_a_ctrl_c_inside_a_c_callback_prints_no_traceback_and_arrives_again():
     plain = subprocess.run([sys.executable, "-c", code.replace("redeliver_swallowed_interrupts()", "pass")
                             .replace("time.sleep(10)", "time.sleep(0.2)")], capture_output=True, text=True, timeout=60)
     assert "Traceback" in plain.stderr and "lost" in plain.stdout  # without the hook: printed, and lost
+
+
+def test_after_a_ctrl_c_half_built_objects_print_nothing_but_before_it_they_do():
+    """A Ctrl-C inside a constructor (llvmlite's PassBuilder) leaves an object whose ``__del__`` fails;
+    once interrupted that error prints nothing; the same error without an interrupt is still printed."""
+    code = (
+        "import gc, os, signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "from evolve.errors import redeliver_swallowed_interrupts\n"
+        "redeliver_swallowed_interrupts()\n"
+        "class Half:\n"
+        "    def __init__(self, interrupt):\n"
+        "        if interrupt:\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
+        "        self.handle = 1\n"
+        "    def __del__(self):\n"
+        "        del self.handle\n"
+        "INTERRUPT = sys.argv[1] == '1'\n"
+        "try:\n"
+        "    Half(INTERRUPT)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('aborted', flush=True)\n"
+        "h = Half(False); del h.handle; del h\n"
+        "gc.collect()\n")
+    for interrupt in ("1", "0"):
+        done = subprocess.run([sys.executable, "-c", code, interrupt], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        if interrupt == "1":
+            assert done.stdout == "aborted\n" and done.stderr == ""
+        else:
+            assert done.stdout == "" and "AttributeError" in done.stderr

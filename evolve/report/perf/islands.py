@@ -141,6 +141,9 @@ CHILD_STOP_SECONDS = (2.0, 30.0)
 
 
 def _interrupt(signum, frame):
+    from evolve.errors import note_interrupt
+
+    note_interrupt()
     raise KeyboardInterrupt
 
 
