@@ -1,4 +1,4 @@
-"""Tests of evolve.sim.tree_verify: losslessness (exact, by enumerating every drafted tree of a shape),
+"""Tests of evolve.engine.tree_verify: losslessness (exact, by enumerating every drafted tree of a shape),
 sensitivity of that check to wrong variants, chains against block verification, and samplers against
 the exact expected tokens.
 """
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from evolve.eval.block_verification import block_tokens_kernel
-from evolve.sim import tree_verify as tv
+from evolve.engine import tree_verify as tv
 from evolve.sim.live import block_decision
 
 V = 3
