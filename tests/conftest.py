@@ -1,5 +1,5 @@
 """Shared fixtures (plain helper functions are in ``helpers.py``, ``harvest_helpers.py`` and
-``hostile_helpers.py``; test files never import from one another).
+``hostile_helpers.py``, ``tree_helpers.py``; test files never import from one another).
 
 Datasets are made once per session (small, schema-valid, fixed seeds) and must not be modified by a
 test: a test that writes into a dataset directory makes its own copy in ``tmp_path``.
@@ -9,7 +9,7 @@ test: a test that writes into a dataset directory makes its own copy in ``tmp_pa
 * :func:`search_dataset`, :func:`small_search_dataset`: train/valid directories (no test split: a
   search must never need it) for whole evolution runs;
 * :func:`vocab_dataset`: a train/valid/test directory of the vocab model (with ``draft_index``,
-  so block metrics and Pareto fronts apply);
+  so block metrics and Pareto fronts apply), with random draft-tree tables beside (:mod:`tree_helpers`);
 * :func:`model`: the context-dependent draft/target pair of the decode-loop and tree tests;
 * :func:`base_run`, :func:`ws`, :func:`vocab_ws`: a finished run directory and the workspaces of the
   hostile-input tests (:mod:`hostile_helpers`);
@@ -68,11 +68,14 @@ def small_search_dataset(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def vocab_dataset(tmp_path_factory) -> Path:
     """The vocab model's dataset with random seed 5 and 40 train sequences (valid and test sized by
-    :func:`evolve.traces.synth.generate.split_sizes`), written as Parquet."""
+    :func:`evolve.traces.synth.generate.split_sizes`), written as Parquet, and 60 random draft trees per
+    split (:func:`tree_helpers.write_tree_tables`, seed 5) for the tree-shape kind."""
     from evolve.traces.synth import generate
+    from tree_helpers import write_tree_tables
 
     path = tmp_path_factory.mktemp("vocab")
     generate.write(generate.generate_dataset("vocab", 5, 40), path)
+    write_tree_tables(path, seed=5)
     return path
 
 

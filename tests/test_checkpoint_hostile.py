@@ -455,14 +455,14 @@ def test_an_island_checkpoint_round_trips_through_the_file(made, tmp_path):
     from evolve.cluster import ClusterOptions
     from evolve.eval.evaluator import EvalData
     from evolve.gp.primitives import CORE_FEATURES
-    from evolve.search.checkpoint import file_sha256, header, write_checkpoint
+    from evolve.search.checkpoint import header, split_sha256, write_checkpoint
     from evolve.search.islands import island_search
     from evolve.traces.io import load_split
 
     cfg = resolve({"data": str(made["data"]), "population": 12, "generations": 4, "seed": 2, "migration_interval": 2,
                    "islands": 2, "migrants": 2})
     traces = [load_split(made["data"], s) for s in ("train", "valid")]
-    sha = {t.split: file_sha256(t.source) for t in traces}
+    sha = {t.split: split_sha256(t.source, t.split) for t in traces}
     train, valid = (EvalData.from_traces(t) for t in traces)
     files = []
 

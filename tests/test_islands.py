@@ -22,7 +22,7 @@ from evolve.cli.evolve import cli as evolve_cli
 from evolve.eval.evaluator import EvalData
 from evolve.gp.compiler import parse, to_tree
 from evolve.gp.primitives import CORE_FEATURES, build_pset
-from evolve.search.checkpoint import Island, file_sha256
+from evolve.search.checkpoint import Island, split_sha256
 from evolve.cluster import ClusterOptions
 from evolve.search.config import resolve
 from evolve.search.individuals import HallOfFame, Individual
@@ -45,7 +45,7 @@ def cluster():
 
 def _splits(directory: Path) -> tuple:
     traces = [load_split(directory, s) for s in ("train", "valid")]
-    sha = {t.split: file_sha256(t.source) for t in traces}
+    sha = {t.split: split_sha256(t.source, t.split) for t in traces}
     return EvalData.from_traces(traces[0]), EvalData.from_traces(traces[1]), sha
 
 

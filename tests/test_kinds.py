@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from evolve.cli.benchmark import cli as benchmark_cli
 from evolve.cli.evolve import cli as evolve_cli
 from evolve.eval.objectives import OBJECTIVES
-from evolve.gp.kinds import KINDS, RELAXATION, THRESHOLD, VERIFY_LENGTH
+from evolve.gp.kinds import KINDS, RELAXATION, THRESHOLD, TREE_SHAPE, VERIFY_LENGTH
 from heuristics.champions import read_champion
 
 #: The small runs (seed 5 evolves a relaxation weight reading features, not a constant w).
@@ -118,6 +118,29 @@ def _export_length(module: dict, champ) -> None:
         in ([0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0])  # decisions only, never another value
 
 
+def _trees_shape(row: dict, path: Path) -> None:
+    recorded = read_champion(path).metrics["valid"]
+    assert row["kind"] == "champion" and row["tv_per_token"] == 0.0
+    # same tree table, same default cost model: exactly the run's own valid figures
+    assert row["tokens_per_call"] == recorded["tokens_per_call"]
+    assert row["tokens_per_second"] == recorded["tokens_per_second"]
+
+
+def _trees_relaxation(row: dict, path: Path) -> None:
+    # every harvested tree verified against the mixture (1 - w) p + w q: lossy, more tokens than lossless SpecInfer
+    assert row["kind"] == "champion" and row["setting"] == "relaxation, whole tree"
+    assert row["tv_per_token"] >= 0.0 and row["tokens_per_call"] >= 1.0
+
+
+def _export_tree(module: dict, champ) -> None:
+    assert "tree_children" in module and module["KIND"] == TREE_SHAPE.name
+    assert "acceptance_threshold" not in module and "2305.09781" in module["__doc__"]
+    counts = module["tree_children"](draft_index=np.array([0.0, 1.0, 2.0]), draft_prob=np.array([1.0, 0.5, np.nan]),
+                                     draft_cumprob=np.array([1.0, 0.5, 0.1]), draft_entropy=np.array([0.0, 1.0, 2.0]),
+                                     draft_top_prob=np.array([1.0, 0.6, 0.3]), position=np.array([0.0, 0.0, 0.0]))
+    assert np.all((counts >= 0) & ((counts == np.floor(counts)) | np.isinf(counts)))  # counts, never fractions
+
+
 def _live_threshold(decoded, row: dict, champ) -> None:
     from evolve.sim.live import BlockVerifier
     assert not isinstance(decoded, BlockVerifier) and decoded.expression == champ.expression
@@ -141,13 +164,14 @@ EXPECT = {
     THRESHOLD.name: dict(benchmark=_benchmark_threshold, simulate=_simulate_threshold, export=_export_threshold,
                          live=_live_threshold),
     RELAXATION.name: dict(benchmark=_benchmark_relaxation, simulate=_simulate_relaxation, export=_export_relaxation,
-                          live=_live_relaxation),
+                          live=_live_relaxation, trees=_trees_relaxation),
     VERIFY_LENGTH.name: dict(benchmark=_benchmark_length, export=_export_length, live=_live_length),
+    TREE_SHAPE.name: dict(trees=_trees_shape, export=_export_tree),
 }
 #: The command each dispatch table serves, as :attr:`evolve.gp.kinds.ProgramKind.commands` names it.
-BENCHMARK, SIMULATE, PARETO, LIVE, EXPORT = ("python benchmark.py", "python benchmark.py simulate",
-                                             "python benchmark.py pareto", "python benchmark.py live",
-                                             "python -m evolve export")
+BENCHMARK, SIMULATE, PARETO, LIVE, EXPORT, TREES = ("python benchmark.py", "python benchmark.py simulate",
+                                                    "python benchmark.py pareto", "python benchmark.py live",
+                                                    "python -m evolve export", "python benchmark.py trees")
 
 
 def kinds_of(command: str) -> list[str]:
@@ -238,15 +262,33 @@ def test_export_numpy(kind, champions, vocab_dataset):
     exec(compile(res.stdout, "<exported>", "exec"), module)
     EXPECT[kind]["export"](module, champ)
     # the module's function computes the champion's values on the valid records (clamped as the evaluator)
-    data = EvalData.from_traces(load_split(vocab_dataset, "valid"))
-    if kind == VERIFY_LENGTH.name:  # a policy reads the decision rows (what is known before each draft)
-        from evolve.eval.verify_length import decision_data
-        data = decision_data(data)
+    data = EVAL_ROWS.get(kind, lambda d: EvalData.from_traces(load_split(d, "valid")))(vocab_dataset)
     got = module[KINDS[kind].function_name](**{f: data.feature(f) for f in module["COLUMNS"]})
     raw = thresholds(champ.rule().program, data)
-    want = np.where(raw > 0, 1.0, 0.0) if kind == VERIFY_LENGTH.name else \
-        np.where(np.isfinite(raw), np.clip(raw, 0.0, 1.0), 0.0)  # a policy exports its decision, v > 0
+    want = EXPORTED.get(kind, lambda v: np.where(np.isfinite(v), np.clip(v, 0.0, 1.0), 0.0))(raw)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+
+
+def _policy_rows(directory):
+    """A policy reads the decision rows (what is known before each draft)."""
+    from evolve.eval.evaluator import EvalData
+    from evolve.eval.verify_length import decision_data
+    from evolve.traces.io import load_split
+    return decision_data(EvalData.from_traces(load_split(directory, "valid")))
+
+
+def _shape_rows(directory):
+    """A tree shape reads the decision rows of the valid tree table (the root and every node)."""
+    from evolve.eval.tree_shape import shape_data
+    from evolve.traces.trees import load_trees
+    return shape_data(load_trees(directory, "valid")).decisions
+
+
+#: Where an exported module's columns come from, for the kinds that do not read the records themselves.
+EVAL_ROWS = {VERIFY_LENGTH.name: _policy_rows, TREE_SHAPE.name: _shape_rows}
+#: What an exported module returns from the program's raw values, where it is not the clamped value.
+EXPORTED = {VERIFY_LENGTH.name: lambda v: np.where(v > 0, 1.0, 0.0),  # a policy exports its decision, v > 0
+            TREE_SHAPE.name: lambda v: np.where(v > 0, np.ceil(v), 0.0)}  # a shape its children counts
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -269,8 +311,11 @@ def test_promote_show_and_the_promoted_champion(kind, champions, vocab_dataset, 
                                                str(cdir), "--format", "json", "--repeats", "1"])
     assert table.exit_code == 0, table.output
     rows = [r for r in _rows(table.stdout) if r["heuristic"] == name]
-    assert len(rows) == 1
-    EXPECT[kind]["benchmark"](rows[0], promoted)
+    if kind in kinds_of(BENCHMARK):
+        assert len(rows) == 1
+        EXPECT[kind]["benchmark"](rows[0], promoted)
+    else:  # a promoted champion the table cannot score does not stop it: a note names the commands that can
+        assert not rows and f"note: skipped {name}: a {kind} program" in table.stderr
 
 
 @pytest.mark.parametrize("kind", kinds_of(LIVE))
@@ -288,6 +333,27 @@ def test_live(kind, champions, llama_files, tmp_path):
     rows = json.loads(out.read_text())
     assert [r["rule"] for r in rows] == [champ.name]
     EXPECT[kind]["live"](resolve_rules((), [champions[kind]])[0], rows[0], champ)
+
+
+@pytest.mark.parametrize("kind", kinds_of(TREES))
+def test_trees(kind, champions, vocab_dataset):
+    from evolve.report.trees import champion_label
+
+    path = champions[kind]
+    res = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--split", "valid", "--champion",
+                                             str(path), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = [r for r in json.loads(res.stdout) if r["heuristic"] == champion_label(path) and r["kind"] == "champion"]
+    assert len(rows) == 1
+    EXPECT[kind]["trees"](rows[0], path)
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k not in kinds_of(TREES)])
+def test_trees_refuses_a_kind_it_cannot_run(kind, champions, vocab_dataset):
+    res = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--champion",
+                                             str(champions[kind])])
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert res.exit_code == 2 and len(lines) == 1 and "cannot run it" in lines[0] and kind in lines[0], res.output
 
 
 @pytest.mark.parametrize("kind", [k for k in KINDS if k not in kinds_of(SIMULATE)])

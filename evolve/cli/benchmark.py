@@ -15,6 +15,7 @@ from evolve.cli.live import live
 from evolve.cli.pareto import pareto
 from evolve.cli.perf import perf
 from evolve.cli.simulate import simulate
+from evolve.cli.trees import trees
 from evolve.eval.evaluator import DEFAULT_COST_RATIO
 from evolve.report.compare.rows import DEFAULT_REPEATS, FORMATS, SPLIT_CHOICES
 from evolve.report.compare.table import BenchmarkOptions, benchmark
@@ -77,3 +78,4 @@ cli.add_command(simulate)
 cli.add_command(perf)
 cli.add_command(pareto)
 cli.add_command(live)
+cli.add_command(trees)

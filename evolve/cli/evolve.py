@@ -77,11 +77,12 @@ RUN_OPTION_NOTES: dict[str, str] = {
     "objective": "acceptance_quality (acceptance rate times quality score; half the quality score below the "
                  "quality floor 0.95), expected (its noise-free expected form), speed_at_tv (tokens per target "
                  "call with TV per token <= --tv-budget), pareto (NSGA-II over tokens per call, TV per token and "
-                 "size; writes front.json), tokens_per_second (verify-length policies: tokens per second under "
-                 "--costs, within --tv-budget when --verify-with is lossy), pareto_tokens_per_second (NSGA-II over "
+                 "size; writes front.json), tokens_per_second (verify-length policies and tree shapes: tokens per "
+                 "second under --costs, within --tv-budget when --verify-with is lossy), pareto_tokens_per_second (NSGA-II over "
                  "tokens per second within --tv-cap, TV per token and size).",
     "evolve": "relaxation needs block_residual_phi in the data and a block objective (speed_at_tv or pareto); "
-              "its programs read prefix-level features only.",
+              "its programs read prefix-level features only. tree-shape needs the tree tables of a tree harvest "
+              "(DIR/SPLIT.trees.parquet) and the tokens_per_second objective.",
     "features": "Comma-separated.",
 }
 
@@ -222,8 +223,9 @@ def _report(info, cfg) -> int:
                f"valid {_fit(champ.valid, cfg):.6f}; {res.programs} programs scored "
                f"in {res.seconds:.1f} s", err=True)
     if champ.valid.tokens_per_call is not None:
+        scope = f" (gamma {cfg.gamma})" if cfg.program_kind.reads_gamma else ""
         click.echo(f"valid: {champ.valid.tokens_per_call:.4f} tokens per target call, "
-                   f"{champ.valid.tv_per_token:.5f} TV per token (gamma {cfg.gamma})", err=True)
+                   f"{champ.valid.tv_per_token:.5f} TV per token{scope}", err=True)
     if res.front is not None:
         click.echo(f"front: {len(res.front)} rules in {info.run_dir / 'front.json'}", err=True)
     click.echo(str(info.run_dir))

@@ -17,6 +17,7 @@ from evolve.cli.types import LAYER_LIST, WINDOW
 from evolve.traces.synth.generate import format_stats
 from evolve.traces.harvest.config import DTYPES, HarvestConfig
 from evolve.engine.backends import BACKEND_NAMES
+from evolve.errors import InputError
 
 #: ``--backend`` of harvest and live.
 BACKEND_HELP = ("What runs the models: torch (transformers; every drafter, batches) or llama_cpp (a .gguf on "
@@ -71,15 +72,28 @@ EXIT_INTERRUPTED = 130
               metavar="ADDRESS|local",
               help="With --shards: the Dask scheduler (e.g. tcp://host:8786; also $DASK_SCHEDULER_ADDRESS), or "
                    "local for a cluster on this machine.")
+@click.option("--tree-nodes", "tree_nodes", default=None, type=click.IntRange(min=1), metavar="N",
+              help="Draft trees instead of chains: every target call verifies a tree of at most N drafted nodes, "
+                   "grown best-first (EAGLE-2 style, children drawn i.i.d. from the drafter), and the text advances "
+                   "by SpecInfer's lossless tree verification. Writes {split}.trees.parquet (one row per node) "
+                   "besides the records of each tree's first path; --gamma is not used. Torch backend, batch "
+                   "size 1, temperature > 0, the --draft, --draft-skip-layers or --draft-exit-layer drafter; "
+                   "no --shards (docs/trees.md).")
+@click.option("--tree-width", "tree_width", default=None, type=click.IntRange(min=1), metavar="K",
+              help="With --tree-nodes: children drawn per expanded node, and nodes expanded per drafter pass "
+                   "(default 2).")
 @click.option("--backend", default="torch", show_default=True, type=click.Choice(BACKEND_NAMES), help=BACKEND_HELP)
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show the progress bar.")
 def harvest(target, draft, skip_layers, window, ngram, exit_layer, prompts, gamma, max_new_tokens, temperature,
             top_k, top_p,
-            batch_size, seed, out, dtype, device, threads, shards, scheduler, backend, progress):
+            batch_size, seed, out, dtype, device, threads, shards, scheduler, tree_nodes, tree_width, backend,
+            progress):
     """Harvest genuine speculative-decoding traces from a local target model and a drafter.
 
     One record per drafted token (all gamma drafts of every block, also past the first
     rejection); the text advances by the standard rule, so it is distributed as the target's.
+    With --tree-nodes: draft trees verified by SpecInfer (also lossless), one record per node of
+    each tree's first path and one row per node in {split}.trees.parquet.
     Splits are by prompt. Ctrl-C keeps every finished text; the same command resumes.
     """
     from evolve.engine.backends import get_backend
@@ -87,12 +101,18 @@ def harvest(target, draft, skip_layers, window, ngram, exit_layer, prompts, gamm
 
     check_one_drafter(draft=draft, skip_layers=skip_layers, window=window, ngram=ngram,
                       exit_layer=exit_layer)
+    if tree_width is not None and tree_nodes is None:
+        raise InputError("only with --tree-nodes (a tree harvest)", param="tree_width")
     config = HarvestConfig(
         target=target, prompts=prompts, draft=draft, skip_layers=skip_layers, window=window, ngram=ngram,
         exit_layer=exit_layer, gamma=gamma,
         max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, out=out, dtype=dtype, device=device,
-        threads=threads, top_k=top_k, top_p=top_p, batch_size=batch_size, backend=backend)
+        threads=threads, top_k=top_k, top_p=top_p, batch_size=batch_size, backend=backend, tree_nodes=tree_nodes,
+        tree_width=tree_width if tree_width is not None else 2)
     config.check()
+    if shards is not None and tree_nodes is not None:
+        raise InputError("a tree harvest (--tree-nodes) runs in one process; sharding is not supported",
+                         param="shards")
     get_backend(backend).check(config)
     if shards is not None:
         from evolve.cluster import ClusterOptions
@@ -118,9 +138,17 @@ def harvest(target, draft, skip_layers, window, ngram, exit_layer, prompts, gamm
 
 
 def format_harvest_stats(stats: dict[str, dict]) -> str:
-    """Per-split harvest figures: texts, generated tokens, tokens per target call, texts ended by EOS."""
+    """Per-split harvest figures: texts, generated tokens, tokens per target call, texts ended by EOS; for a tree
+    harvest also trees, mean nodes and deepest depth per tree, and the mean exact expected tokens per call."""
     rows = [f"{'split':<6} {'texts':>6} {'generated':>9} {'tok/call':>8} {'ended by EOS':>12}"]
     for name, s in stats.items():
         rows.append(f"{name:<6} {s['texts']:>6d} {s['generated_tokens']:>9d} {s['tokens_per_target_call']:>8.3f} "
                     f"{s['eos_finished']:>12d}")
+    if all("trees" in s for s in stats.values()) and stats:
+        rows.append(f"{'split':<6} {'trees':>6} {'nodes/tree':>10} {'max depth':>9} {'E[tok] SpecInfer':>16} "
+                    f"{'E[tok] traversal':>16}")
+        for name, s in stats.items():
+            t = s["trees"]
+            rows.append(f"{name:<6} {t['trees']:>6d} {t['mean_nodes']:>10.2f} {t['mean_max_depth']:>9.2f} "
+                        f"{t['mean_specinfer_tokens']:>16.3f} {t['mean_traversal_tokens']:>16.3f}")
     return "\n".join(rows)

@@ -52,7 +52,7 @@ from typing import Any, Callable
 from evolve.errors import InputError
 from evolve.eval.costs import concurrent_tokens_per_second
 from evolve.eval.evaluator import Metrics
-from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
+from evolve.gp.kinds import RELAXATION, THRESHOLD, TREE_SHAPE, VERIFY_LENGTH
 
 #: Default draft length gamma of the block objectives.
 DEFAULT_GAMMA = 5
@@ -286,8 +286,8 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
               weights=PARETO_WEIGHTS, kinds=BLOCK_KINDS, needs_blocks=True),
     Objective("tokens_per_second", "expected tokens per second under the run's cost file (the costs setting), "
               "exact from the records; with concurrency R > 1, the throughput of R requests decoded together; "
-              "with a lossy verifier (verify_with), within tv_budget", _tokens_per_second,
-              kinds=(VERIFY_LENGTH.name,), needs_blocks=True, reads_costs=True),
+              "with a lossy verifier (verify_with), within tv_budget; for tree shapes, on the tree tables",
+              _tokens_per_second, kinds=(VERIFY_LENGTH.name, TREE_SHAPE.name), needs_blocks=True, reads_costs=True),
     Objective("pareto_tokens_per_second", "NSGA-II over tokens per second (within tv_cap), TV per token and program "
               "size, for a policy whose drafts a lossy rule verifies (verify_with); the champion is the fastest "
               "member within tv_budget on valid", _tokens_per_second, values=_pareto_tokens_per_second,

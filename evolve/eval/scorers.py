@@ -17,8 +17,10 @@ from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, Metrics
 from evolve.eval.relaxed_block import RelaxedMetrics
 from evolve.eval.population import PopulationEvaluator
 from evolve.eval.relaxed_population import RelaxedPopulationEvaluator
+from evolve.eval.tree_population import TreeShapePopulationEvaluator
+from evolve.eval.tree_shape import ShapeMetrics
 from evolve.eval.verify_length import LengthMetrics, LengthPopulationEvaluator
-from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH, ProgramKind
+from evolve.gp.kinds import RELAXATION, THRESHOLD, TREE_SHAPE, VERIFY_LENGTH, ProgramKind
 
 
 def _threshold(data, fitness, gamma, cache_size, costs, verifier=None):
@@ -33,9 +35,13 @@ def _length(data, fitness, gamma, cache_size, costs, verifier=None):
     return LengthPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size, costs=costs, verifier=verifier)
 
 
+def _tree_shape(data, fitness, gamma, cache_size, costs, verifier=None):
+    return TreeShapePopulationEvaluator(data, fitness, cache_size=cache_size, costs=costs)
+
+
 #: The metrics record each kind's scorer returns (what a checkpoint's evaluator caches hold), by kind name.
 METRICS_CLASSES: dict[str, type] = {THRESHOLD.name: Metrics, RELAXATION.name: RelaxedMetrics,
-                                    VERIFY_LENGTH.name: LengthMetrics}
+                                    VERIFY_LENGTH.name: LengthMetrics, TREE_SHAPE.name: ShapeMetrics}
 
 #: The population scorer factory of each kind, by kind name: ``(data, fitness, gamma, cache_size, costs,
 #: verifier)`` (``verifier``: what verifies a verification-length policy's drafts; other kinds ignore it).
@@ -43,6 +49,7 @@ POPULATION_SCORERS: dict[str, Callable[..., PopulationEvaluator]] = {
     THRESHOLD.name: _threshold,
     RELAXATION.name: _relaxation,
     VERIFY_LENGTH.name: _length,
+    TREE_SHAPE.name: _tree_shape,
 }
 
 

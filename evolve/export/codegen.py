@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from evolve.gp.compiler import Node, to_string
-from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH, ProgramKind
+from evolve.gp.kinds import RELAXATION, THRESHOLD, TREE_SHAPE, VERIFY_LENGTH, ProgramKind
 from evolve.gp.primitives import DIV_EPS, EXP_MAX, FEATURES, LOG_EPS, PRIMITIVE_BY_NAME
 
 
@@ -137,8 +137,9 @@ class Target:
     threshold module's ``residual_distribution``; ``constant(value)`` the text of a float64 scalar;
     ``array(text, like)`` the text converting ``text`` to a float64 array (on the device of the array
     named ``like``, if given); ``body_open`` a line (or "") that opens a block around the computation
-    (numpy's ``errstate``); ``finish(result, value)`` the lines assigning the broadcast raw values to
-    ``value`` and returning them with NaN or infinity -> 0, clamped to [0, 1].
+    (numpy's ``errstate``); ``finish(result, value, clamp)`` the lines assigning the broadcast raw values to
+    ``value`` and returning them with NaN or infinity -> 0, clamped to [0, 1] (``clamp`` False: NaN -> 0 only,
+    for counts).
     """
 
     library: str
@@ -149,7 +150,7 @@ class Target:
     constant: Callable[[float], str]
     array: Callable[[str, str | None], str]
     body_open: str
-    finish: Callable[[str, str], list[str]]
+    finish: Callable[[str, str, bool], list[str]]
 
     @property
     def helpers(self) -> str:
@@ -254,6 +255,27 @@ cost file.
 """'''
 
 
+def _tree_docstring(name: str, library: str) -> str:
+    return f'''"""Draft-tree shape {_shown(name)}, exported for {library} by specdec-evolve (`python -m evolve export`).
+
+Generated; do not edit. Standalone: imports only math and {library}.
+
+tree_children(**columns) returns, per element of the broadcast columns, how many children to draw at a
+node of a draft tree (float64: ceil(v) where the shape's value v > 0, else 0; NaN gives 0, inf every
+child the engine allows): at the root and at every kept node, before drawing its children, draw that many
+independently (with replacement) from the drafter's distribution there, then verify the tree with
+SpecInfer's recursive rejection sampling (Miao et al. 2024, arXiv 2305.09781), which keeps the output
+distributed as the target's. Never choose the count after seeing those children's tokens. Its columns
+describe the node: draft_prob (the drafter's probability of the node's token; 1 at the root),
+draft_top_prob and draft_entropy (largest probability and entropy, nats, of the drafter's distribution
+the node was drawn from; 1 and 0 at the root), draft_cumprob (the product of the drafter's probabilities
+from the root down to the node; 1 at the root), draft_index (the node's depth, 0 at the root) and
+position (tokens generated before the step). COLUMNS lists those this shape reads. Cap the tree at the
+engine's node budget; expand nodes best first by draft_cumprob (EAGLE-2's order, Li et al. 2024, arXiv
+2406.16858), as the shape was scored.
+"""'''
+
+
 def _relaxed_target(target: Target) -> str:
     """``relaxed_target`` for ``target``'s library (one template, the conversions from the backend's row)."""
     return f'''
@@ -275,7 +297,9 @@ class Layout:
     protected operators and the kind's public helpers for ``target``'s library;
     ``header`` lines written after ``RULE`` (a relaxation module says ``KIND``); ``summary`` the
     docstring of the module's function; ``decision``: the function returns the decision 1.0 where the
-    program's value is > 0, else 0.0 (NaN: 0.0), rather than the clamped value; ``verifier_header``: the
+    program's value is > 0, else 0.0 (NaN: 0.0), rather than the clamped value; ``children``: it returns
+    the number of children ceil(v) where v > 0, else 0.0 (NaN: 0.0; inf: every child), not clamped to
+    [0, 1]; ``verifier_header``: the
     module names the rule's verifier (``VERIFIER = ...``, :attr:`heuristics.contract.Rule.verifier`). The
     function is named ``kind.function_name``.
     """
@@ -288,6 +312,7 @@ class Layout:
     header: tuple[str, ...] = ()
     decision: bool = False
     verifier_header: bool = False
+    children: bool = False
 
 
 #: A per-token acceptance threshold: ``acceptance_threshold`` and ``residual_distribution``.
@@ -304,6 +329,11 @@ LENGTH_LAYOUT = Layout(VERIFY_LENGTH, "v", _length_docstring,
                        lambda target: "\n".join([target.columns, target.operators]),
                        "1.0 where the policy drafts one more token (its value > 0), else 0.0; see the module doc.",
                        (f"KIND = {VERIFY_LENGTH.name!r}",), decision=True, verifier_header=True)
+#: A draft-tree shape: ``tree_children``.
+TREE_LAYOUT = Layout(TREE_SHAPE, "v", lambda name, library: _tree_docstring(name, library),
+                     lambda target: "\n".join([target.columns, target.operators]),
+                     "Children to keep (float64 counts: ceil(v) where the shape's value v > 0, else 0) at every node; "
+                     "see the module doc.", (f"KIND = {TREE_SHAPE.name!r}",), children=True)
 
 
 _CHECK = '''
@@ -334,8 +364,11 @@ def render_module(name: str, nodes: list[Node], target: Target, source: str = ""
         body.append(f"    {target.body_open}")
         indent = "        "
     body += [f"{indent}{s.name} = {call(s)}" for s in line.steps]
-    result = f"{target.alias}.where({line.result} > 0, 1.0, 0.0)" if layout.decision else line.result
-    body += [f"{indent}{text}" for text in target.finish(result, layout.value)]
+    a = target.alias
+    result = f"{a}.where({line.result} > 0, 1.0, 0.0)" if layout.decision else line.result
+    if layout.children:
+        result = f"{a}.where({line.result} > 0, {a}.ceil({line.result}), 0.0)"
+    body += [f"{indent}{text}" for text in target.finish(result, layout.value, not layout.children)]
     parts = [
         layout.docstring(name, target.library),
         "import math",
@@ -367,5 +400,5 @@ def render_module(name: str, nodes: list[Node], target: Target, source: str = ""
     return "\n".join(parts)
 
 
-__all__ = ["OPERATORS", "Layout", "LENGTH_LAYOUT", "RELAXATION_LAYOUT", "Step", "StraightLine", "THRESHOLD_LAYOUT", "Target", "call",
+__all__ = ["OPERATORS", "Layout", "LENGTH_LAYOUT", "RELAXATION_LAYOUT", "Step", "StraightLine", "THRESHOLD_LAYOUT", "TREE_LAYOUT", "Target", "call",
            "render_module", "straight_line"]

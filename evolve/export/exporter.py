@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Callable
 
 from evolve.errors import InputError
-from evolve.export.codegen import LENGTH_LAYOUT, RELAXATION_LAYOUT, THRESHOLD_LAYOUT, Layout
+from evolve.export.codegen import LENGTH_LAYOUT, RELAXATION_LAYOUT, THRESHOLD_LAYOUT, TREE_LAYOUT, Layout
 from evolve.export.numpy_module import numpy_source
 from evolve.export.torch_module import torch_source
-from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
+from evolve.gp.kinds import RELAXATION, THRESHOLD, TREE_SHAPE, VERIFY_LENGTH
 from heuristics.champions import read_champion
 from heuristics.contract import Rule
 from heuristics.registry import get_rule
@@ -32,7 +32,7 @@ from heuristics.registry import get_rule
 TARGETS: dict[str, Callable] = {"numpy": numpy_source, "torch": torch_source}
 #: What the exported module of a rule of each kind of program defines, by kind name.
 LAYOUTS: dict[str, Layout] = {THRESHOLD.name: THRESHOLD_LAYOUT, RELAXATION.name: RELAXATION_LAYOUT,
-                              VERIFY_LENGTH.name: LENGTH_LAYOUT}
+                              VERIFY_LENGTH.name: LENGTH_LAYOUT, TREE_SHAPE.name: TREE_LAYOUT}
 
 
 def resolve_rule(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:

@@ -35,8 +35,10 @@ TARGET = Target(
     constant=lambda v: f"np.float64({v!r})",
     array=lambda text, like: f"np.asarray({text}, dtype=np.float64)",
     body_open='with np.errstate(all="ignore"):',
-    finish=lambda result, value: [f"{value} = np.broadcast_to({result}, shape)",
-                                  f"return np.where(np.isfinite({value}), np.clip({value}, 0.0, 1.0), 0.0)"],
+    finish=lambda result, value, clamp=True: [
+        f"{value} = np.broadcast_to({result}, shape)",
+        f"return np.where(np.isfinite({value}), np.clip({value}, 0.0, 1.0), 0.0)" if clamp else
+        f"return np.where(np.isnan({value}), 0.0, {value})"],
 )
 
 

@@ -44,8 +44,10 @@ TARGET = Target(
     constant=lambda v: f"torch.tensor({v!r}, dtype=torch.float64, device=device)",
     array=_array,
     body_open="",
-    finish=lambda result, value: [f"{value} = torch.broadcast_to({result}, shape)",
-                                  f"return torch.where(torch.isfinite({value}), {value}.clamp(0.0, 1.0), 0.0)"],
+    finish=lambda result, value, clamp=True: [
+        f"{value} = torch.broadcast_to({result}, shape)",
+        f"return torch.where(torch.isfinite({value}), {value}.clamp(0.0, 1.0), 0.0)" if clamp else
+        f"return torch.where(torch.isnan({value}), 0.0, {value})"],
 )
 
 

@@ -17,6 +17,10 @@ what that float is for. Today:
   drafter's probabilities, the draft index), whether to draft one more token; every drafted token is
   verified with the standard rule, so it is lossless; scored in tokens per second under a cost file
   (:mod:`evolve.eval.verify_length`, :mod:`evolve.eval.costs`).
+* ``tree-shape``: a draft-tree shape: at the root and at every kept node of a harvested draft tree, from
+  the drafter's side of the node, how many of its drawn children to keep (ceil(v), none for v <= 0);
+  the kept tree is verified by SpecInfer's recursive rejection sampling, so it is lossless; scored in
+  tokens per second under a cost file on the dataset's tree tables (:mod:`evolve.eval.tree_shape`).
 
 The kind is written into every champion file (key ``kind``) and run document, and every command
 dispatches on it through a table keyed by the kind's name in its own module: the search's scorers
@@ -60,6 +64,8 @@ class ProgramKind:
         source: where the algorithm that applies the value comes from.
         settings: run settings (:class:`evolve.search.config.RunConfig` fields) that only a run of this kind
             reads; another run refuses a value other than the default.
+        reads_gamma: whether its scoring reads the run's draft length ``gamma`` (a tree shape does not: the
+            harvested trees bound it).
     """
 
     name: str
@@ -73,6 +79,7 @@ class ProgramKind:
     commands: tuple[str, ...] = ()
     source: str = ""
     settings: tuple[str, ...] = ()
+    reads_gamma: bool = True
 
     def check_features(self, features, what: str) -> None:
         """Raise InputError naming ``what`` if ``features`` holds one this kind may not read."""
@@ -111,8 +118,8 @@ RELAXATION = ProgramKind(
     excluded_reason="draft_prob, target_prob and target_rank depend on the drafted token; " + _DERIVED,
     columns=("draft_index", "overlap", "block_residual_mass", "block_residual_phi"),
     commands=("python benchmark.py", "python benchmark.py simulate", "python benchmark.py pareto",
-              "python benchmark.py live", "python -m evolve export", "python -m evolve promote",
-              "python -m evolve run"),
+              "python benchmark.py live", "python benchmark.py trees", "python -m evolve export",
+              "python -m evolve promote", "python -m evolve run"),
     source="block verification: Sun et al. 2024 (arXiv 2403.10444), against the mixture target of "
            "Narasimhan et al. 2024 (arXiv 2405.19261)",
 )
@@ -132,8 +139,22 @@ VERIFY_LENGTH = ProgramKind(
     settings=("verify_with",),
 )
 
+TREE_SHAPE = ProgramKind(
+    name="tree-shape", title="draft-tree shape",
+    output="v per tree node (the root included), from the drafter's side of the node; keep its first ceil(v) "
+           "drawn children (none for v <= 0), then verify the kept tree with SpecInfer's recursive rejection sampling",
+    function_name="tree_children", excluded_features=TARGET_FEATURES,
+    excluded_reason="the target's quantities are not known before the target is called",
+    derived_features=DERIVED_FEATURES,
+    commands=("python benchmark.py trees", "python -m evolve export", "python -m evolve promote",
+              "python -m evolve run"),
+    source="draft trees: SpecInfer (Miao et al. 2024, arXiv 2305.09781); EAGLE-2's dynamic trees (Li et al. "
+           "2024, arXiv 2406.16858)",
+    reads_gamma=False,
+)
+
 #: The registered kinds by name, in the order commands list them.
-KINDS: dict[str, ProgramKind] = {k.name: k for k in (THRESHOLD, RELAXATION, VERIFY_LENGTH)}
+KINDS: dict[str, ProgramKind] = {k.name: k for k in (THRESHOLD, RELAXATION, VERIFY_LENGTH, TREE_SHAPE)}
 
 
 def program_kind(name: Any, what: str = "kind") -> ProgramKind:
@@ -161,5 +182,5 @@ def kind_from_config(config: Mapping[str, Any] | None) -> ProgramKind:
     return KINDS[LEGACY_VERIFY.get(config.get("verify"), THRESHOLD.name)]
 
 
-__all__ = ["ProgramKind", "THRESHOLD", "RELAXATION", "VERIFY_LENGTH", "KINDS", "TOKEN_FEATURES", "TARGET_FEATURES", "LEGACY_VERIFY", "program_kind",
+__all__ = ["ProgramKind", "THRESHOLD", "RELAXATION", "VERIFY_LENGTH", "TREE_SHAPE", "KINDS", "TOKEN_FEATURES", "TARGET_FEATURES", "LEGACY_VERIFY", "program_kind",
            "kind_from_config"]

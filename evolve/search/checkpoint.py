@@ -93,6 +93,20 @@ def file_sha256(path: str | os.PathLike) -> str | None:
         return None
 
 
+def split_sha256(path: str | os.PathLike, split: str) -> str | None:
+    """The digest a run records for a split: :func:`file_sha256` of its records file, or, when the dataset holds
+    the split's tree table (``DIR/{split}.trees.parquet``, read by tree-shape runs), SHA-256 of the two files'
+    digests, so that a changed tree table is a changed split. None when a file cannot be read."""
+    from evolve.traces.trees import tree_path
+
+    digest = file_sha256(path)
+    trees = tree_path(Path(path).parent, split)
+    if digest is None or not trees.is_file():
+        return digest
+    other = file_sha256(trees)
+    return None if other is None else hashlib.sha256(f"{digest} {other}".encode()).hexdigest()
+
+
 def header(config: dict[str, Any], features: tuple[str, ...], data_sha256: dict[str, Any], created: str,
            snapshot: Snapshot | None) -> dict[str, Any]:
     """The JSON header of a checkpoint (without the fields :func:`write_checkpoint` adds: the payload's size and
@@ -101,7 +115,7 @@ def header(config: dict[str, Any], features: tuple[str, ...], data_sha256: dict[
     Args:
         config: the resolved configuration (``RunConfig.to_dict()``).
         features: the run's terminal features.
-        data_sha256: {"train": hex digest, "valid": hex digest} of the split files.
+        data_sha256: {"train": hex digest, "valid": hex digest} of the split files (:func:`split_sha256`).
         created: ISO time at which the run started (UTC).
         snapshot: the state saved (None: the run has started, no epoch is done yet).
     """
@@ -328,5 +342,5 @@ def check_resumable(head: dict[str, Any], config: dict[str, Any], data_sha256: d
 
 
 __all__ = ["CHECKPOINT_FILE", "LEGACY_CHECKPOINT_FILE", "MAGIC", "EXECUTION_KEYS", "HEADER_FIELDS", "Island",
-           "Snapshot", "file_sha256", "header", "write_checkpoint", "legacy_refusal", "check_header", "load_header",
+           "Snapshot", "file_sha256", "split_sha256", "header", "write_checkpoint", "legacy_refusal", "check_header", "load_header",
            "read_header", "read_checkpoint", "check_resumable"]

@@ -109,7 +109,8 @@ class RunConfig:
                               choices=_objective_names)
     evolve: str = _setting("threshold", str, "Kind of program evolved: threshold (per-token acceptance "
                                              "thresholds), relaxation (the weight w of relaxed block "
-                                             "verification) or verify-length (a verification-length policy).",
+                                             "verification), verify-length (a verification-length policy) or "
+                                             "tree-shape (children kept per draft-tree node; needs tree tables).",
                            choices=_kind_names)
     warm_start: bool = _setting(True, bool, "Seed the registered rules and the best family members.")
     features: Any = _setting("auto", tuple, "Terminal features: auto or a list of feature names.")

@@ -43,7 +43,7 @@ from evolve.traces.io import load_split
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import build_pset
 from evolve.search.algorithms import advance, begin
-from evolve.search.checkpoint import file_sha256
+from evolve.search.checkpoint import split_sha256
 from evolve.search.config import resolve
 from evolve.search.individuals import deap_types
 from evolve.search.operators import toolbox
@@ -117,7 +117,7 @@ def load_data(directory: str, data_sha256: dict[str, Any]):
         splits = []
         for split in ("train", "valid"):
             traces = load_split(directory, split)
-            digest = file_sha256(traces.source)
+            digest = split_sha256(traces.source, split)
             if digest != data_sha256.get(split):
                 raise InputError(f"{traces.source}: this worker's copy of the {split} split differs from the "
                                  f"client's (SHA-256 {str(digest)[:12]}..., expected "

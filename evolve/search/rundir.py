@@ -69,7 +69,7 @@ from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import PRIMITIVE_SET_VERSION
 from evolve.search.algorithms import search
 from evolve.search.checkpoint import (
-    CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, Snapshot, check_resumable, file_sha256, header, legacy_refusal,
+    CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, Snapshot, check_resumable, header, legacy_refusal, split_sha256,
     load_header, read_checkpoint, write_checkpoint,
 )
 from evolve.search.config import RunConfig, load_toml, resolve, resolve_features, to_toml
@@ -409,7 +409,7 @@ def dataset_info(data_dir: str, train: Traces, valid: Traces) -> dict[str, Any]:
     if "config" in meta:
         info["generator_config"] = meta["config"]
     info["tokens"] = {"train": train.n, "valid": valid.n}
-    info["sha256"] = {t.split: file_sha256(t.source) for t in (train, valid)}
+    info["sha256"] = {t.split: split_sha256(t.source, t.split) for t in (train, valid)}
     return info
 
 

@@ -4,7 +4,8 @@ A ``threshold`` search is seeded with the registered rules and the best members 
 families (:func:`evolve.search.warm_start.choose_seeds`); a ``relaxation`` search, whose programs
 are weights w(features) of relaxed block verification, with lossless block verification (w = 0)
 and the fixed-w family (:func:`evolve.search.relaxed_seeds.choose_relaxed_seeds`); a ``verify-length``
-search with the fixed draft lengths and confidence thresholds (:mod:`evolve.search.length_seeds`).
+search with the fixed draft lengths and confidence thresholds (:mod:`evolve.search.length_seeds`); a
+``tree-shape`` search with the fixed-width and adaptive-width trees (:mod:`evolve.search.tree_seeds`).
 """
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from typing import Callable
 
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData, Metrics
-from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
+from evolve.gp.kinds import RELAXATION, THRESHOLD, TREE_SHAPE, VERIFY_LENGTH
 from evolve.search.length_seeds import choose_length_seeds
 from evolve.search.config import RunConfig
 from evolve.search.relaxed_seeds import choose_relaxed_seeds
+from evolve.search.tree_seeds import choose_tree_seeds
 from evolve.search.warm_start import WarmStart, choose_seeds
 
 
@@ -34,9 +36,14 @@ def _length_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, ga
     return choose_length_seeds(cfg, train, gamma, objective)
 
 
+def _tree_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gamma: int | None,
+                objective: Callable[[Metrics], float]) -> WarmStart:
+    return choose_tree_seeds(cfg, train, objective)
+
+
 #: The warm start of each kind, by kind name.
 SEEDERS: dict[str, Callable[..., WarmStart]] = {THRESHOLD.name: _threshold_seeds, RELAXATION.name: _relaxation_seeds,
-                                                VERIFY_LENGTH.name: _length_seeds}
+                                                VERIFY_LENGTH.name: _length_seeds, TREE_SHAPE.name: _tree_seeds}
 
 
 def choose_initial_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gamma: int | None,

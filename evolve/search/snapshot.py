@@ -41,6 +41,7 @@ from evolve.eval.evaluator import Metrics
 from evolve.eval.population import EvaluationStats
 from evolve.eval.relaxed_block import RelaxedMetrics
 from evolve.eval.scorers import METRICS_CLASSES
+from evolve.eval.tree_shape import ShapeMetrics
 from evolve.eval.verify_length import LengthMetrics
 from evolve.gp.compiler import from_tree, parse, to_string
 from evolve.gp.primitives import build_pset
@@ -54,7 +55,8 @@ _NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 #: Binary columns of the evaluator caches: little-endian numbers.
 _DTYPES = {"float64": "<f8", "int64": "<i8"}
 #: The metrics classes an evaluator cache may hold, by name.
-_METRICS: dict[str, type] = {"Metrics": Metrics, "RelaxedMetrics": RelaxedMetrics, "LengthMetrics": LengthMetrics}
+_METRICS: dict[str, type] = {"Metrics": Metrics, "RelaxedMetrics": RelaxedMetrics, "LengthMetrics": LengthMetrics,
+                             "ShapeMetrics": ShapeMetrics}
 #: Fields of a snapshot's data, of an island's, of an individual's.
 _SNAPSHOT_KEYS = ("generation", "islands", "logbook", "evaluations", "programs", "seconds", "warm", "interrupted",
                   "caches")

@@ -47,8 +47,9 @@ def score(metrics: Metrics, cfg: RunConfig) -> float:
 
 
 def check_block_data(cfg: RunConfig, train: EvalData, valid: EvalData) -> int | None:
-    """The draft length of the block objectives (None for the others). Raises InputError for unusable data."""
-    if not cfg.objective_spec.needs_blocks:
+    """The draft length of the block objectives (None for the others, and for a kind whose scoring does not read
+    it: a tree shape is bounded by its harvested trees). Raises InputError for unusable data."""
+    if not cfg.objective_spec.needs_blocks or not cfg.program_kind.reads_gamma:
         return None
     for data in (train, valid):
         if data.depth is None:

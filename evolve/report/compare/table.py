@@ -318,7 +318,8 @@ def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = 
     split lacks is skipped with a note. Champions of kind threshold get deltas
     against :data:`REFERENCE_RULE` when it was scored. ``traces``: the split's
     columns (relaxation rules read its block columns; None: from its file).
-    Raises: InputError (:meth:`evolve.gp.kinds.ProgramKind.refuse`) for a kind the comparison cannot score.
+    Raises: InputError (:meth:`evolve.gp.kinds.ProgramKind.refuse`) for a kind the comparison cannot score (a
+    promoted champion of such a kind, from the champions directory, is skipped with a note instead).
     """
     scored: list[tuple[ComparedRule, str, dict, float]] = []
     notes: list[str] = []
@@ -326,6 +327,10 @@ def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = 
         kind = entry.rule.program_kind
         scorer = KIND_SCORERS.get(kind.name)
         if scorer is None:
+            if entry.kind == "champion" and Path(entry.origin).is_dir():  # promoted: the table goes on without it
+                notes.append(f"skipped {label}: a {kind.name} program ({kind.title}); run it with: "
+                             f"{'; '.join(kind.commands)}")
+                continue
             raise kind.refuse("python benchmark.py", f"rule '{label}'")
         missing = scorer.missing(entry.rule, data, traces)
         if missing:

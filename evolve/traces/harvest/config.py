@@ -32,6 +32,9 @@ class HarvestConfig:
     ``dtype`` is the torch dtype the models run in, ``threads`` the torch CPU thread count (None:
     torch's default), ``batch_size`` the number of texts decoded together, ``backend`` what runs the
     models (:mod:`evolve.engine.backends`: ``torch`` or ``llama_cpp``; llama.cpp uses ``threads`` too).
+    ``tree_nodes`` (None: chain blocks of ``gamma`` drafts) makes it a tree harvest: every target call
+    verifies a draft tree of at most that many nodes, grown with ``tree_width`` children per expansion
+    (:mod:`evolve.traces.harvest.trees`, docs/trees.md); ``gamma`` is then not used.
     """
 
     target: str
@@ -53,6 +56,8 @@ class HarvestConfig:
     backend: str = "torch"
     ngram: tuple[int, ...] | None = None
     exit_layer: int | None = None
+    tree_nodes: int | None = None
+    tree_width: int = 2
 
     def check(self) -> None:
         """Validate the values (not the files). Raises InputError naming the field (``param``)."""
@@ -84,3 +89,29 @@ class HarvestConfig:
             raise InputError(f"unknown dtype '{self.dtype}' (choose from {', '.join(DTYPES)})", param="dtype")
         for drafter in chosen_drafters(self):
             drafter.check_value(getattr(self, drafter.field))
+        self.check_tree()
+
+    def check_tree(self) -> None:
+        """Validate the draft-tree fields and refuse what a tree harvest cannot run (InputError naming the field)."""
+        if self.tree_nodes is None:
+            if self.tree_width != 2:
+                raise InputError(f"is used only by a tree harvest, with tree_nodes (value {self.tree_width})",
+                                 param="tree_width")
+            return
+        if self.tree_nodes < 1:
+            raise InputError(f"must be at least 1 (value {self.tree_nodes})", param="tree_nodes")
+        if self.tree_width < 1:
+            raise InputError(f"must be at least 1 (value {self.tree_width})", param="tree_width")
+        for name in ("window", "ngram"):
+            if getattr(self, name) is not None:
+                raise InputError("this drafter cannot grow a draft tree (tree_nodes); trees take the model, "
+                                 "skip_layers or exit_layer drafter", param=name)
+        if self.temperature == 0:
+            raise InputError("must be > 0 for a draft tree (tree_nodes): at temperature 0 every sibling "
+                             "would be the same token (value 0)", param="temperature")
+        if self.backend != "torch":
+            raise InputError(f"draft trees (tree_nodes) run on the torch backend only (value {self.backend})",
+                             param="backend")
+        if self.batch_size != 1:
+            raise InputError(f"draft trees (tree_nodes) decode one text at a time: must be 1 "
+                             f"(value {self.batch_size})", param="batch_size")

@@ -50,6 +50,10 @@ matrix product rounds differently in the last bits (records agree to about 1e-6)
 that falls on a boundary of the inverse CDF can then pick a neighbouring token, after which the
 text continues differently; the datasets are identical in distribution, not bit for bit.
 
+Draft trees (``tree_nodes``): texts are decoded one at a time by tree steps instead of blocks
+(:mod:`evolve.traces.harvest.trees`, :mod:`evolve.engine.tree_draft`, docs/trees.md); the records are
+those of each tree's first path, and every node goes into the tree table.
+
 Columns: ``seq_id`` = text index (0-based, among the non-blank lines of the prompts file),
 ``position`` = index in the generated continuation of the token being drafted (the positions
 of the records after a rejection repeat in the next block, as they should), ``draft_index``
@@ -64,7 +68,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
-import pandas as pd
 
 from evolve.traces.harvest.config import HarvestConfig
 from evolve.engine.distributions import block_records, distributions, residual_distribution, sample_index
@@ -74,55 +77,14 @@ from evolve.engine.models import LoadedModel, check_same_tokenizer, eos_ids, res
 from evolve.traces.harvest.progress import ProgressBar, stderr_console
 from evolve.traces.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
 from evolve.traces.harvest.resume import (
-    COLUMN_ORDER, GENERATOR, MANIFEST_FILE, WORK_DIR, check_out_dir, consolidate, finished_texts, fingerprint,
-    part_path, write_part,
+    GENERATOR, MANIFEST_FILE, WORK_DIR, check_out_dir, consolidate, finished_texts, fingerprint,
+    part_path, tree_part_path, write_part, write_tree_part,
 )
 from evolve.engine.runner import BatchKV, Runner
+from evolve.traces.harvest.results import BlockResult, TextResult
 from evolve.engine.threads import apply_threads
 from evolve.traces.io import atomic_write_text
-from evolve.traces.schema import COLUMNS
 from evolve.traces.synth.generate import check_output_dir
-
-
-@dataclass
-class BlockResult:
-    """One speculation block of one text: drafts, the number the standard rule accepted, the emitted
-    tokens and the records (columns without ``seq_id``/``position``; None for a target-only step)."""
-
-    start: int
-    drafts: list[int]
-    accepted: int
-    emitted: list[int]
-    records: dict[str, np.ndarray] | None
-
-
-@dataclass
-class TextResult:
-    """A generated text: continuation ids, why it stopped (``eos``/``length``), its blocks and
-    the number of target passes after the prefill."""
-
-    tokens: list[int]
-    finish: str
-    blocks: list[BlockResult]
-    target_calls: int
-
-    def frame(self, seq_id: int) -> pd.DataFrame:
-        """The text's records as a schema DataFrame (columns in schema order)."""
-        cols: dict[str, list] = {}
-        for b in self.blocks:
-            k = len(b.drafts)
-            parts = dict(b.records, seq_id=np.full(k, seq_id, dtype=np.int64),
-                         position=np.arange(b.start, b.start + k, dtype=np.int64))
-            for name, values in parts.items():
-                cols.setdefault(name, []).append(values)
-        if not cols:
-            return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in COLUMN_ORDER})
-        return pd.DataFrame({c: np.concatenate(cols[c]) for c in COLUMN_ORDER})
-
-
-def _dtype(col: str) -> str:
-    kind = next(c.kind for c in COLUMNS if c.name == col)
-    return {"int": "int64", "float": "float64", "bool": "bool"}[kind]
 
 
 @dataclass
@@ -443,13 +405,23 @@ def harvest(config: HarvestConfig, progress: bool = True,
     try:
         with bar:
             texts = ((t, encoded[t], text_rng(config.seed, t)) for t in todo)
-            for t, result in setup.engine.run_texts(texts, config.gamma, config.max_new_tokens, config.batch_size,
-                                                    on_block):
+            if config.tree_nodes is None:
+                results = ((t, result, None) for t, result in setup.engine.run_texts(
+                    texts, config.gamma, config.max_new_tokens, config.batch_size, on_block))
+            else:
+                from evolve.traces.harvest.trees import run_tree_texts
+
+                results = run_tree_texts(setup.engine, texts, config.tree_nodes, config.tree_width,
+                                         config.max_new_tokens, on_block)
+            for t, result, trees in results:
                 info = {"seq_id": t, "split": split_of[t], "line": lines[t], "prompt": prompts[t],
                         "completion": tokenizer.decode(result.tokens, skip_special_tokens=False),
                         "completion_ids": result.tokens, "prompt_tokens": len(encoded[t]),
                         "tokens": len(result.tokens), "finish": result.finish,
                         "target_calls": result.target_calls, "blocks": len(result.blocks)}
+                if trees is not None:  # the tree table first: the records part marks the text done
+                    info["trees"] = int(trees["tree"].nunique())
+                    write_tree_part(tree_part_path(work, t), trees)
                 write_part(part_path(work, t), result.frame(t), info)
                 bar.text_done()
                 if on_text_done is not None:

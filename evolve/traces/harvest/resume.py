@@ -4,7 +4,10 @@ Finished texts are written at once (atomically: temporary file + rename; a part'
 existence marks its texts done) into ``OUT/.harvest/parts/``:
 
 * the one-process harvest writes one part per text, ``text-NNNNNN.parquet``
-  (:func:`part_path`, :func:`write_part`);
+  (:func:`part_path`, :func:`write_part`); a tree harvest (``--tree-nodes``,
+  :mod:`evolve.traces.harvest.trees`) first writes the text's tree table beside it,
+  ``text-NNNNNN.trees.parquet`` (:func:`tree_part_path`, :func:`write_tree_part`), so the
+  records part still marks the text done and a text redone on resume overwrites both;
 * the sharded harvest (:mod:`evolve.traces.harvest.shards`) writes one part per shard,
   ``shard-KKKKK-of-SSSSS.parquet`` (:func:`shard_part_path`,
   :func:`write_shard_part`): the records of all its texts and each text's info.
@@ -17,7 +20,8 @@ holding the same text. On completion or Ctrl-C the parts are consolidated
 (:func:`consolidate`) into ``train/valid/test.parquet``, ``texts.jsonl`` (prompt
 and completion of every text) and ``metadata.json`` with
 :func:`evolve.traces.io.write_dataset`; the result does not depend on which kind of part
-holds a text. Running the same command again resumes: finished texts are kept,
+holds a text. A tree harvest adds ``train/valid/test.trees.parquet``, its texts' tree tables in
+the same order. Running the same command again resumes: finished texts are kept,
 the interrupted ones are redone from their own seeds, and different settings are
 refused (:func:`check_out_dir`).
 """
@@ -71,6 +75,8 @@ def fingerprint(config: HarvestConfig, description: dict[str, Any], prompts_sha:
         **({"top_k": config.top_k} if config.top_k else {}),
         **({"top_p": config.top_p} if config.top_p < 1.0 else {}),
         **({"backend": config.backend} if config.backend != "torch" else {}),
+        **({"tree_nodes": config.tree_nodes, "tree_width": config.tree_width} if config.tree_nodes is not None
+           else {}),
     }
 
 
@@ -94,6 +100,12 @@ def _brief(v) -> str:
 def part_path(work: Path, index: int) -> Path:
     """The part file of text ``index`` (one-process harvest): ``WORK/parts/text-NNNNNN.parquet``."""
     return work / PARTS_DIR / f"text-{index:06d}.parquet"
+
+
+def tree_part_path(work: Path, index: int) -> Path:
+    """The tree table of text ``index`` (one-process tree harvest): ``WORK/parts/text-NNNNNN.trees.parquet``
+    (not a part of its own: :func:`finished_texts` goes by the records part)."""
+    return work / PARTS_DIR / f"text-{index:06d}.trees.parquet"
 
 
 def shard_part_path(work: Path, shard: int, shards: int) -> Path:
@@ -121,6 +133,31 @@ def _write_table(path: Path, df: pd.DataFrame, key: bytes, value: Any) -> None:
 def write_part(path: Path, df: pd.DataFrame, info: dict[str, Any]) -> None:
     """Write a text's records ``df`` atomically as parquet, with ``info`` (JSON) in the schema metadata."""
     _write_table(path, df, b"harvest", info)
+
+
+def write_tree_part(path: Path, df: pd.DataFrame) -> None:
+    """Write a text's tree table ``df`` (:data:`evolve.traces.trees.TREE_COLUMNS`) atomically as parquet."""
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def read_tree_part(path: Path) -> pd.DataFrame:
+    """A text's tree table written by :func:`write_tree_part`: the columns of
+    :data:`evolve.traces.trees.TREE_COLUMNS`, and of ``RELAX_COLUMNS`` when it has them. Raises: InputError when it
+    is missing or damaged."""
+    from evolve.traces.trees import RELAX_COLUMN_NAMES, TREE_COLUMN_NAMES
+
+    try:
+        df = pd.read_parquet(path)
+        missing = [c for c in TREE_COLUMN_NAMES if c not in df.columns]
+        if missing:
+            raise ValueError(f"no column {missing[0]}")
+    except Exception as exc:
+        raise InputError(f"{path}: missing or damaged tree table ({_short(exc)}); delete the text's part "
+                         f"{path.name.replace('.trees', '')} to redo it") from None
+    relax = [c for c in RELAX_COLUMN_NAMES if c in df.columns]
+    return df[list(TREE_COLUMN_NAMES) + (relax if len(relax) == len(RELAX_COLUMN_NAMES) else [])]
 
 
 def write_shard_part(path: Path, texts: Sequence[tuple[pd.DataFrame, dict[str, Any]]]) -> None:
@@ -236,10 +273,13 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
     ``splits[name]``, whichever part holds them, so the files equal those of a one-process harvest.
 
     ``run_seconds``, ``run_tokens`` and ``run_forward_seconds`` (time inside model forward passes)
-    describe this run and go into ``metadata.json`` under ``last_run``.
+    describe this run and go into ``metadata.json`` under ``last_run``. A tree harvest (``config.tree_nodes``)
+    also writes ``{split}.trees.parquet`` (the texts' tree tables in the same order), its settings under
+    ``tree`` and per split ``statistics.{split}.trees`` (:func:`tree_stats`).
 
     Returns (written, {split: stats}, texts done). Nothing is written unless every split has a
-    finished text. Raises: InputError for a damaged part file or a text in two part files.
+    finished text. Raises: InputError for a damaged part file, a text in two part files, or a finished
+    text of a tree harvest whose tree table is missing or damaged.
     """
     work = out / WORK_DIR
     parts = finished_texts(work)
@@ -248,6 +288,7 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
         for df, info in read_parts(path):
             by_text[info["seq_id"]] = (df, info)
     frames: dict[str, list[pd.DataFrame]] = {s: [] for s in SPLITS}
+    tree_frames: dict[str, list[pd.DataFrame]] = {s: [] for s in SPLITS}
     infos: list[dict[str, Any]] = []
     for name in SPLITS:
         for t in splits[name]:
@@ -255,6 +296,8 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
                 df, info = by_text[t]
                 frames[name].append(df)
                 infos.append(info)
+                if config.tree_nodes is not None:
+                    tree_frames[name].append(read_tree_part(tree_part_path(work, t)))
     n_done = len(infos)
     total = sum(len(v) for v in splits.values())
     if any(not frames[s] for s in SPLITS):
@@ -271,6 +314,15 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
         stats[s] = dict(split_stats(traces.columns), texts=len(mine), generated_tokens=gen, target_calls=calls,
                         tokens_per_target_call=gen / calls if calls else 0.0,
                         eos_finished=sum(i["finish"] == "eos" for i in mine))
+    trees: dict[str, pd.DataFrame] = {}
+    tree_meta: dict[str, Any] = {}
+    if config.tree_nodes is not None:
+        from evolve.engine.tree_draft import tree_settings
+
+        tree_meta["tree"] = tree_settings(config.tree_nodes, config.tree_width)
+        for s in SPLITS:
+            trees[f"{s}.trees"] = pd.concat(tree_frames[s], ignore_index=True)
+            stats[s]["trees"] = tree_stats(trees[f"{s}.trees"])
     is_complete = n_done == total
     metadata = {
         "generator": GENERATOR,
@@ -292,13 +344,29 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
                      "tokens_per_second": run_tokens / run_seconds if run_seconds > 0 else 0.0,
                      "forward_seconds": round(run_forward_seconds, 3)},
         "statistics": stats,
+        **tree_meta,
     }
     texts = "".join(json.dumps({k: i[k] for k in ("seq_id", "split", "line", "prompt", "completion", "tokens",
                                                   "finish")}) + "\n"
                     for i in sorted(infos, key=lambda i: i["seq_id"]))
     atomic_write_text(out / TEXTS_FILE, texts)
-    write_dataset(out, tables, metadata)
+    write_dataset(out, {**tables, **trees}, metadata)
     return True, stats, n_done
+
+
+def tree_stats(df: pd.DataFrame) -> dict[str, float | int]:
+    """Per-split figures of a tree table: trees, nodes, mean nodes per tree, mean depth of the deepest node,
+    and the mean exact expected tokens per call of SpecInfer and traversal verification."""
+    per_tree = df.groupby(["seq_id", "tree"], sort=False).agg(
+        nodes=("node", "size"), depth=("depth", "max"), specinfer=("specinfer_tokens", "first"),
+        traversal=("traversal_tokens", "first")) if len(df) else None
+    if per_tree is None or not len(per_tree):
+        return {"trees": 0, "nodes": 0, "mean_nodes": 0.0, "mean_max_depth": 0.0, "mean_specinfer_tokens": 0.0,
+                "mean_traversal_tokens": 0.0}
+    return {"trees": int(len(per_tree)), "nodes": int(len(df)), "mean_nodes": float(per_tree["nodes"].mean()),
+            "mean_max_depth": float(per_tree["depth"].mean()),
+            "mean_specinfer_tokens": float(per_tree["specinfer"].mean()),
+            "mean_traversal_tokens": float(per_tree["traversal"].mean())}
 
 
 def _versions() -> dict[str, str]:

@@ -170,11 +170,13 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
     Returns: :class:`evolve.traces.harvest.engine.HarvestResult`. Ctrl-C stops waiting for the shards still
     running; the finished ones are kept and consolidated, and the same command resumes.
 
-    Raises: InputError as :func:`evolve.traces.harvest.engine.harvest`, for a bad shard count, or when the
-    cluster cannot be reached or a worker's files differ.
+    Raises: InputError as :func:`evolve.traces.harvest.engine.harvest`, for a bad shard count, a tree harvest
+    (``tree_nodes``: one process only), or when the cluster cannot be reached or a worker's files differ.
     """
     if shards < 1:
         raise InputError(f"shards: must be at least 1 (value {shards})")
+    if config.tree_nodes is not None:
+        raise InputError("a tree harvest (tree_nodes) runs in one process; sharding is not supported", param="shards")
     prompts, _, splits, prompts_sha, out, work = prepare(config)
     order = processing_order(splits)
     pieces = shard_texts(order, shards)

@@ -1,0 +1,38 @@
+"""``python benchmark.py trees``: draft-tree verification and tree shapes (:mod:`evolve.report.trees`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from evolve.cli.errors import CliCommand
+from evolve.report.trees import ALL_SPLITS, FORMATS, TreesOptions, trees_command
+
+
+@click.command("trees", cls=CliCommand)
+@click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default="data",
+              show_default=True, help="Dataset directory with tree tables (generate_data.py harvest --tree-nodes N).")
+@click.option("--split", type=click.Choice((*ALL_SPLITS, "all")), default="test", show_default=True,
+              help="Split to score; `all` scores train, valid and test.")
+@click.option("--tune-split", type=click.Choice(ALL_SPLITS), default="valid", show_default=True,
+              help="Split the named shapes' settings (depth, width, budget) are chosen on.")
+@click.option("--champion", "champions", type=click.Path(dir_okay=False, path_type=Path), multiple=True,
+              help="Champion JSON file of kind tree-shape (python -m evolve run --evolve tree-shape) or relaxation "
+                   "(verifies every tree against the mixture (1 - w) p + w q); repeatable.")
+@click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+              help="Cost file (benchmark.py perf --costs; a tree of n nodes costs a target forward of n + 1 tokens) "
+                   "[default: flat verification, drafts at 0.05 of a target step].")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Output format [default: from the --output suffix (.json, .csv, .md), else table].")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result to FILE (atomically) instead of stdout.")
+def trees(data_dir: Path, split: str, tune_split: str, champions: tuple[Path, ...], costs: Path | None,
+          fmt: str | None, output: Path | None) -> None:
+    """Tokens per call and per second of draft trees: SpecInfer and traversal verification of the harvested trees,
+    the chain, fixed-width, EAGLE-2, Medusa-style and adaptive-width shapes, and evolved tree shapes."""
+    rows, text = trees_command(TreesOptions(data_dir=data_dir, split=split, tune_split=tune_split,
+                                            champions=champions, costs=costs, fmt=fmt, output=output))
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        click.echo(f"wrote {output} ({len(rows)} rows)", err=True)

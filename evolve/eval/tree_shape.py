@@ -1,0 +1,467 @@
+"""Tree shapes from records: which subtree of each harvested draft tree to verify, scored in tokens per second.
+
+A harvested draft tree (:mod:`evolve.traces.trees`) holds, at every node the harvest expanded, children
+drawn i.i.d. from the drafter. A *tree shape* decides, node by node, how many of those children to keep:
+a program of kind ``tree-shape`` (:mod:`evolve.gp.kinds`) or a named shape (:func:`named_shapes`) gives a
+value v at every decision point (the root and every kept node) and the node keeps its first
+k = min(ceil(v), children drawn) children in draw order (v <= 0 or NaN: none). The decision reads only
+what is known before the node's children are drawn, the drafter's side of the node itself:
+
+* ``draft_prob``: q(x | parent) of the node's token (1 at the root);
+* ``draft_top_prob``, ``draft_entropy``: largest probability and entropy (nats) of the drafter's
+  distribution the node was drawn from (at the root: 1 and 0, nothing drafted yet);
+* ``draft_cumprob``: the product of draft_prob from the root down to the node (1 at the root);
+* ``draft_index``: the node's depth (0 at the root); ``position``: the text position of the node's
+  children (tokens generated before the step + depth), as a chain record's position of its drafted token.
+
+So a shape never looks at a child's own token to keep it, and every kept child is one of the node's
+i.i.d. draws: SpecInfer's recursive rejection sampling (Miao et al. 2024, arXiv 2305.09781) on the kept
+tree is lossless, and its expected tokens are exact from the rows: a kept child with sibling index s is
+accepted, when tried, with probability a = min(1, R_s(x) / q(x)) (``residual_prob``, which depends on s
+only, not on the earlier siblings' tokens), so
+
+    P(node accepted) = P(parent accepted) * prod_{kept earlier siblings} (1 - a_sib) * a_node,
+    tokens per call = 1 + sum over kept nodes of P(node accepted).
+
+Expansion order and node budget: kept nodes are expanded best first by ``draft_cumprob`` (EAGLE-2's
+value, Li et al. 2024, arXiv 2406.16858), ties by row, until ``budget`` nodes are kept; children past
+the budget are dropped. Nodes the harvest did not expand are leaves for every shape (the harvest's own
+tree, ``--tree-nodes N``, bounds every shape scored on it).
+
+Cost of one call (:mod:`evolve.eval.costs`): the target verifies the n kept nodes in one forward over
+n + 1 tokens (``verify_seconds(n)``; a plain step for n = 0); the drafter runs one pass per depth at which
+some node is expanded, over the m nodes expanded there, costing ``draft_token_s`` times the target's
+relative cost of an m-token forward (``forward_seconds(m) / forward_seconds(1)``: the drafter's cost is
+assumed to grow with m as the target's does; exact for a chain, m = 1). Tokens per second = sum of
+expected tokens / sum of seconds over the split's trees; speedup = tokens per second * plain_token_s.
+
+Scope: shapes are compared within the harvested trees (same draws, same target), under SpecInfer's
+verification; traversal verification (Weng et al. 2025, arXiv 2505.12398) is scored for the whole
+harvested tree only (``traversal_tokens``, computed at harvest from the full distributions), since its
+outcome on a subtree needs the distributions, not just the rows.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from numba import njit
+
+from evolve.eval.costs import DEFAULT_COSTS, Costs
+from evolve.eval.evaluator import EvalData
+from evolve.gp.primitives import FEATURES
+from evolve.errors import InputError
+from evolve.traces.trees import RELAX_COLUMN_NAMES, RELAX_GRID, TreeTable
+
+#: Features a tree-shape program reads (:data:`evolve.gp.kinds.TREE_SHAPE`).
+SHAPE_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
+                                   "draft_cumprob")
+#: Length of the counts record of :func:`shape_counts`.
+N_SHAPE_COUNTS = 6
+
+
+@dataclass(frozen=True)
+class ShapeMetrics:
+    """A tree shape's metrics on one split (per target call; expectations exact from the rows).
+
+    ``trees``: calls scored; ``tokens_per_call``: expected tokens per call; ``seconds_per_call`` under the cost
+    file; ``tokens_per_second`` = their ratio; ``speedup`` = tokens per second * plain_token_s; ``mean_nodes``:
+    drafted nodes verified per call; ``mean_passes``: drafter passes per call; ``tv_per_token``: expected TV
+    per emitted token (0 for SpecInfer against the target; w (1 - overlap) per token emitted at a context
+    verified against the mixture (1 - w) p + w q, :func:`relaxed_accept`).
+    """
+
+    trees: int
+    tokens_per_call: float
+    seconds_per_call: float
+    tokens_per_second: float
+    speedup: float
+    mean_nodes: float
+    mean_passes: float
+    tv_per_token: float = 0.0
+
+    def to_dict(self) -> dict:
+        """Plain dict of the fields."""
+        return asdict(self)
+
+    @property
+    def mean_verified(self) -> float:
+        """Drafted tokens the target verifies per call (the kept nodes), as a verification-length policy's."""
+        return self.mean_nodes
+
+    @property
+    def mean_drafted(self) -> float:
+        """Drafter steps per call, as a concurrency model counts them (one batched step each): the drafter
+        passes (one per depth with an expansion), not the nodes."""
+        return self.mean_passes
+
+
+@dataclass(frozen=True)
+class ShapeData:
+    """The decision rows of a tree table: per tree, the root's row then one row per node (rows of tree t:
+    ``starts[t]..starts[t+1]-1``, the root first).
+
+    ``decisions``: an :class:`EvalData` whose features are :data:`SHAPE_FEATURES` (the target's core
+    features NaN: a shape may not read them); ``starts`` int64 (trees + 1,); ``parent_row`` int64 (-1 at
+    roots); ``first_child`` int64 (row of the first child drawn, -1 for none); ``n_children`` int64 (children
+    drawn); ``accept`` float64 (SpecInfer's acceptance probability when tried; 0 at roots); ``priority``
+    float64 (draft_cumprob, 1 at roots); ``depth`` int64 (0 at roots); ``table``: the :class:`TreeTable`.
+    With the table's relaxation columns: ``contexts``, an :class:`EvalData` of what a relaxation program reads
+    at every decision row's context (the drafter's and target's entropies and top probabilities, ``overlap``,
+    ``top_token_match``, ``draft_index`` = depth, ``position``; the drafted token's probabilities NaN);
+    ``relaxed`` float64 (rows, len(RELAX_GRID)) (``relaxed_residual_prob``, zeros at roots); ``overlap``
+    float64 (rows,) at each context. None without them.
+    """
+
+    decisions: EvalData
+    starts: np.ndarray
+    parent_row: np.ndarray
+    first_child: np.ndarray
+    n_children: np.ndarray
+    accept: np.ndarray
+    priority: np.ndarray
+    depth: np.ndarray
+    table: TreeTable
+    contexts: EvalData | None = None
+    relaxed: np.ndarray | None = None
+    overlap: np.ndarray | None = None
+
+    @property
+    def trees(self) -> int:
+        """Number of trees (calls)."""
+        return int(self.starts.size - 1)
+
+    @property
+    def max_nodes(self) -> int:
+        """The largest harvested tree's node count."""
+        return int(np.diff(self.starts).max()) - 1
+
+
+def shape_data(table: TreeTable) -> ShapeData:
+    """The decision rows of ``table`` (see :class:`ShapeData`)."""
+    c = table.columns
+    T, n = table.trees, table.rows
+    tree_of = np.repeat(np.arange(T), np.diff(table.starts))
+    row_of_node = np.arange(n) + tree_of + 1  # node row r -> decision row (the tree's root row comes first)
+    starts = table.starts + np.arange(T + 1)
+    root_rows = starts[:-1]
+    m = n + T
+    parent_row = np.full(m, -1, dtype=np.int64)
+    parent_row[row_of_node] = np.where(c["parent"] >= 0, root_rows[tree_of] + 1 + c["parent"], root_rows[tree_of])
+    n_children = np.zeros(m, dtype=np.int64)
+    n_children[row_of_node] = c["children"]
+    n_children[root_rows] = table.per_tree("root_children")
+    first_child = np.full(m, -1, dtype=np.int64)
+    first = row_of_node[c["sibling"] == 0]
+    first_child[parent_row[first]] = first
+    accept = np.zeros(m)
+    accept[row_of_node] = np.minimum(1.0, c["residual_prob"] / c["draft_prob"])
+    priority = np.ones(m)
+    priority[row_of_node] = c["draft_cumprob"]
+    depth = np.zeros(m, dtype=np.int64)
+    depth[row_of_node] = c["depth"]
+    # the drafter's distribution each node was drawn from: its parent's (the root's for depth 1)
+    top_at = np.ones(m)
+    ent_at = np.zeros(m)
+    top_at[row_of_node] = c["node_draft_top_prob"]
+    ent_at[row_of_node] = c["node_draft_entropy"]
+    top_at[root_rows] = table.per_tree("root_draft_top_prob")
+    ent_at[root_rows] = table.per_tree("root_draft_entropy")
+    rows = {"draft_prob": np.ones(m), "draft_top_prob": np.ones(m), "draft_entropy": np.zeros(m),
+            "draft_cumprob": priority.copy(), "draft_index": depth.astype(np.float64),
+            "position": np.repeat(table.per_tree("position"), np.diff(starts)) + depth.astype(np.float64)}
+    rows["draft_prob"][row_of_node] = c["draft_prob"]
+    rows["draft_top_prob"][row_of_node] = top_at[parent_row[row_of_node]]
+    rows["draft_entropy"][row_of_node] = ent_at[parent_row[row_of_node]]
+    available = [f for f in FEATURES if f in rows or f in ("target_prob", "target_entropy", "top_token_match")]
+    X = np.stack([rows.get(f, np.full(m, np.nan)) for f in available])
+    ones = np.ones(m)
+    decisions = EvalData(X, ones, np.zeros(m), np.ones(m, dtype=bool), tuple(available), source=table.source,
+                         split=table.split)
+    contexts = relaxed = overlap = None
+    if table.relaxable:
+        def at(node_col: str, root_col: str) -> np.ndarray:
+            v = np.empty(m)
+            v[row_of_node] = c[node_col]
+            v[root_rows] = table.per_tree(root_col)
+            return v
+
+        overlap = at("node_overlap", "root_overlap")
+        ctx = {"draft_entropy": ent_at, "target_entropy": at("node_target_entropy", "root_target_entropy"),
+               "overlap": overlap, "top_token_match": at("node_top_token_match", "root_top_token_match"),
+               "draft_top_prob": top_at, "target_top_prob": at("node_target_top_prob", "root_target_top_prob"),
+               "draft_index": rows["draft_index"], "position": rows["position"]}
+        names = [f for f in FEATURES if f in ctx or f in ("draft_prob", "target_prob")]
+        contexts = EvalData(np.stack([ctx.get(f, np.full(m, np.nan)) for f in names]), ones, np.zeros(m),
+                            np.ones(m, dtype=bool), tuple(names), source=table.source, split=table.split)
+        relaxed = np.zeros((m, c["relaxed_residual_prob"].shape[1]))
+        relaxed[row_of_node] = c["relaxed_residual_prob"]
+    return ShapeData(decisions, starts.astype(np.int64), parent_row, first_child, n_children, accept, priority,
+                     depth, table, contexts, relaxed, overlap)
+
+
+@njit(cache=True)
+def _width(v: float) -> int:
+    """Children a value keeps: ceil(v) for v > 0, else 0 (NaN included)."""
+    if not (v > 0.0):
+        return 0
+    if v > 1e9:
+        return 1_000_000_000
+    return int(math.ceil(v))
+
+
+@njit(cache=True)
+def shape_counts(values, starts, parent_row, first_child, n_children, accept, damage, priority, depth, budget,
+                 forward, draft_pass, out):
+    """Keep, score and cost every tree under shape values (see the module doc).
+
+    Args: ``values`` float64 (rows,) the shape's value at every decision row; ``starts`` .. ``depth`` as
+    :class:`ShapeData`, ``damage`` float64 (rows,) the expected TV of the token emitted at each context when it is
+    reached and has a kept child (zeros for SpecInfer against the target; a context without a kept child draws its
+    token from p, no damage); ``budget`` most nodes kept per tree; ``forward`` float64 (>= budget + 1,): seconds of
+    the target's call verifying 0, 1, ... nodes; ``draft_pass`` float64 (>= budget + 1,): seconds of one
+    drafter pass over m = 0, 1, ... nodes. Adds to ``out`` float64 (:data:`N_SHAPE_COUNTS`,): calls,
+    sum of expected tokens, sum of seconds, sum of kept nodes, sum of drafter passes, sum of expected damage.
+    """
+    m = values.size
+    kept = np.zeros(m, dtype=np.bool_)
+    reach = np.zeros(m)
+    for t in range(starts.size - 1):
+        a, b = starts[t], starts[t + 1]
+        size = b - a
+        frontier = np.empty(size, dtype=np.int64)
+        nf = 1
+        frontier[0] = a
+        expanded = np.zeros(size, dtype=np.int64)  # nodes expanded at each depth
+        kept[a:b] = False
+        kept[a] = True
+        used = 0
+        while nf > 0 and used < budget:
+            best = 0
+            for j in range(1, nf):
+                r, s = frontier[j], frontier[best]
+                if priority[r] > priority[s] or (priority[r] == priority[s] and r < s):
+                    best = j
+            v = frontier[best]
+            frontier[best] = frontier[nf - 1]
+            nf -= 1
+            k = min(_width(values[v]), n_children[v], budget - used)
+            if k <= 0:
+                continue
+            expanded[depth[v]] += 1
+            for c in range(first_child[v], first_child[v] + k):
+                kept[c] = True
+                frontier[nf] = c
+                nf += 1
+            used += k
+        tokens = 1.0
+        harm = 0.0
+        reach[a] = 1.0
+        for r in range(a, b):
+            if not kept[r] or n_children[r] == 0 or not kept[first_child[r]]:
+                continue  # no draft is tested here: the emitted token is drawn from p (no damage)
+            harm += reach[r] * damage[r]
+            rejected = 1.0
+            for c in range(first_child[r], first_child[r] + n_children[r]):
+                if not kept[c]:
+                    break
+                p = reach[r] * rejected * accept[c]
+                reach[c] = p
+                tokens += p
+                rejected *= 1.0 - accept[c]
+        seconds = forward[used]
+        passes = 0
+        for d in range(size):
+            if expanded[d] > 0:
+                seconds += draft_pass[expanded[d]]
+                passes += 1
+        out[0] += 1.0
+        out[1] += tokens
+        out[2] += seconds
+        out[3] += used
+        out[4] += passes
+        out[5] += harm
+
+
+def cost_tables(costs: Costs, nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, draft_pass) float64 (nodes + 1,) of :func:`shape_counts` under ``costs``: the target's call
+    verifying 0..nodes drafted nodes (``verify_seconds``), and one drafter pass over 0..nodes nodes
+    (``draft_token_s * forward_seconds(m) / forward_seconds(1)``; 0 for m = 0)."""
+    forward = np.array([costs.verify_seconds(n) for n in range(nodes + 1)])
+    one = costs.forward_seconds(1)
+    draft = np.array([0.0] + [costs.draft_token_s * costs.forward_seconds(m) / one for m in range(1, nodes + 1)])
+    return forward, draft
+
+
+def metrics_from_shape_counts(c: np.ndarray, costs: Costs) -> ShapeMetrics:
+    """:class:`ShapeMetrics` from the counts of :func:`shape_counts`."""
+    calls = int(c[0])
+    if calls == 0:
+        return ShapeMetrics(0, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan)
+    tps = c[1] / c[2]
+    return ShapeMetrics(calls, c[1] / calls, c[2] / calls, tps, tps * costs.plain_token_s, c[3] / calls,
+                        c[4] / calls, c[5] / c[1])
+
+
+def shape_metrics(values: np.ndarray, data: ShapeData, costs: Costs = DEFAULT_COSTS,
+                  budget: int | None = None, relaxation: np.ndarray | None = None) -> ShapeMetrics:
+    """Metrics of shape values ``values`` float64 (decision rows,) on ``data`` with at most ``budget`` nodes
+    per tree (None: the largest harvested tree's size), verified by SpecInfer against the target, or with
+    ``relaxation`` (float64 (decision rows,), a weight w per context) against the mixture target
+    (:func:`relaxed_accept`)."""
+    nodes = data.max_nodes
+    budget = nodes if budget is None else min(int(budget), nodes)
+    forward, draft = cost_tables(costs, nodes)
+    if relaxation is None:
+        accept, damage = data.accept, np.zeros(data.accept.size)
+    else:
+        accept, damage = relaxed_accept(data, relaxation)
+    out = np.zeros(N_SHAPE_COUNTS)
+    shape_counts(np.ascontiguousarray(values, dtype=np.float64), data.starts, data.parent_row, data.first_child,
+                 data.n_children, accept, damage, data.priority, data.depth, int(budget), forward, draft, out)
+    return metrics_from_shape_counts(out, costs)
+
+
+def relaxed_accept(data: ShapeData, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """SpecInfer against the mixture target (1 - w) p + w q at every context (speculative cascades' mixture,
+    Narasimhan et al. 2024, arXiv 2405.19261, as the ``relaxation`` kind uses it on chains): (accept, damage)
+    float64 (rows,) for :func:`shape_counts`.
+
+    ``weights`` float64 (rows,): w at each decision row's context (NaN -> 0, clamped to [0, 1], then rounded
+    DOWN to the grid :data:`evolve.traces.trees.RELAX_GRID`, where the rows store the residuals: exact at
+    the grid's points). A child tried with sibling index s at a context of weight w is accepted with
+    probability min(1, R~_s(x) / q(x)); RRS is lossless with respect to its target, so the token emitted at
+    a reached context with drafts is distributed as the mixture there, whose TV from p is w (1 - overlap):
+    that is the context's damage (:func:`shape_counts` charges it only where the context has a kept child;
+    elsewhere the token is drawn from p). Raises: InputError when the table lacks the relaxation columns.
+    """
+    if data.relaxed is None:
+        raise InputError(f"{data.table.source}: relaxed verification of trees needs the columns "
+                         f"{', '.join(RELAX_COLUMN_NAMES)}, which this tree table lacks")
+    w = np.asarray(weights, dtype=np.float64)
+    w = np.clip(np.where(np.isfinite(w), w, 0.0), 0.0, 1.0)
+    steps = len(RELAX_GRID) - 1
+    g = np.minimum(np.floor(w * steps + 1e-9).astype(np.int64), steps)
+    grid = np.asarray(RELAX_GRID)
+    node = data.parent_row >= 0
+    accept = np.zeros(w.size)
+    gp = g[data.parent_row[node]]
+    q = data.decisions.feature("draft_prob")[node]
+    accept[node] = np.minimum(1.0, data.relaxed[np.flatnonzero(node), gp] / q)
+    damage = grid[g] * (1.0 - data.overlap)
+    return accept, damage
+
+
+def whole_tree_metrics(data: ShapeData, column: str, costs: Costs = DEFAULT_COSTS) -> ShapeMetrics:
+    """Metrics of verifying every harvested tree whole, its expected tokens read from the per-tree ``column``
+    (``specinfer_tokens`` or ``traversal_tokens``); cost as :func:`shape_counts` with every node kept."""
+    full = shape_metrics(np.full(data.decisions.n, np.inf), data, costs)
+    tokens = data.table.per_tree(column)
+    spc = full.seconds_per_call
+    tpc = float(tokens.mean())
+    tps = tpc / spc
+    return ShapeMetrics(full.trees, tpc, spc, tps, tps * costs.plain_token_s, full.mean_nodes, full.mean_passes)
+
+
+# ------------------------------------------------------------------------------------------------ named shapes
+
+#: Grid of the entropy slope c of the ``adaptive_width`` shape (children = ceil(1 + c * entropy), nats).
+ADAPTIVE_GRID: tuple[float, ...] = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
+
+
+def fixed_width_values(data: ShapeData, width: int, depth: int) -> np.ndarray:
+    """Values of the fixed-width shape: ``width`` children at every node shallower than ``depth`` (the root
+    at depth 0), none below; width 1 is a chain of ``depth`` drafts. Expression:
+    ``if_gt(depth - 0.5, draft_index, width, 0)``."""
+    return np.where(data.depth < depth, float(width), 0.0)
+
+
+def static_values(data: ShapeData, widths: tuple[int, ...]) -> np.ndarray:
+    """Values of a static tree given as children per depth (``widths[d]`` children at every node of depth d;
+    none past the tuple): Medusa's fixed sparse trees (Cai et al. 2024, arXiv 2401.10774) in our terms."""
+    w = np.asarray(list(widths) + [0], dtype=np.float64)
+    return w[np.minimum(data.depth, len(widths))]
+
+
+def adaptive_values(data: ShapeData, slope: float, depth: int) -> np.ndarray:
+    """Values of the adaptive-width shape: children = ceil(1 + ``slope`` * H) at every node shallower than
+    ``depth``, H the entropy (nats) of the drafter's distribution the node was drawn from (0 at the root):
+    wider where the drafter is unsure. Expression:
+    ``if_gt(depth - 0.5, draft_index, add(1, mul(slope, draft_entropy)), 0)``."""
+    h = data.decisions.feature("draft_entropy")
+    return np.where(data.depth < depth, 1.0 + slope * h, 0.0)
+
+
+def shape_expressions(widest: int, deepest: int) -> list[tuple[str, str]]:
+    """(name, expression) of the named shapes above as programs (the seeds of a tree-shape search): every chain
+    and fixed width up to ``widest`` children and ``deepest`` depths, and the adaptive widths."""
+    out = [(f"fixed_width:width={k},depth={d}", f"if_gt({d - 0.5!r}, draft_index, {float(k)!r}, 0.0)")
+           for k in range(1, widest + 1) for d in range(1, deepest + 1)]
+    out += [(f"adaptive_width:c={c:g},depth={d}",
+             f"if_gt({d - 0.5!r}, draft_index, add(1.0, mul({c!r}, draft_entropy)), 0.0)")
+            for c in ADAPTIVE_GRID for d in range(1, deepest + 1)]
+    return out
+
+
+def _best(candidates, score):
+    """The (setting, values, budget) of ``candidates`` with the highest score (the first on ties)."""
+    best, best_score = None, -math.inf
+    for cand in candidates:
+        s = score(cand)
+        if s > best_score:
+            best, best_score = cand, s
+    return best
+
+
+def competitors(data: ShapeData, costs: Costs = DEFAULT_COSTS, tuned_on: ShapeData | None = None,
+                score=None) -> dict[str, tuple[str, ShapeMetrics]]:
+    """The named shapes on ``data``, each with its setting tuned on ``tuned_on`` (default ``data``; pass the
+    valid split to score test honestly) by ``score(metrics)`` (default tokens per second): {name: (setting,
+    metrics)}.
+
+    * ``chain``: the tree's first path (the first drawn child at every node, to the harvested depth),
+      verified token-wise (SpecInfer on a chain is the standard rule); ``best_chain``: the same cut at a
+      depth tuned (0 = plain decoding .. deepest harvested);
+    * ``fixed_width``: k children per node to a depth, both tuned (k >= 2): a fixed top-K tree;
+    * ``eagle2``: every drawn child, expanded best first by draft_cumprob under a node budget, the budget
+      tuned (EAGLE-2's dynamic expansion, Li et al. 2024, arXiv 2406.16858); ``eagle2_full``: every
+      harvested node (the harvest's own budget);
+    * ``medusa_static``: a static tree wide at the root and narrowing by one child per depth (K, K-1, ..., 1,
+      1, ...) to a tuned depth (Medusa's sparse trees, Cai et al. 2024, arXiv 2401.10774);
+    * ``adaptive_width``: ceil(1 + c H) children (H the drafter's entropy), c and depth tuned.
+    """
+    tune = tuned_on if tuned_on is not None else data
+    score = score or (lambda m: m.tokens_per_second)
+    widest = int(max(tune.n_children.max(), data.n_children.max(), 1))
+    deepest = int(max(tune.depth.max(), data.depth.max(), 1))
+    nodes = max(tune.max_nodes, data.max_nodes)
+
+    def run(d: ShapeData, make, budget=None) -> ShapeMetrics:
+        return shape_metrics(make(d), d, costs, budget)
+
+    def pick(cands):
+        setting, make, budget = _best(cands, lambda c: score(run(tune, c[1], c[2])))
+        return setting, run(data, make, budget)
+
+    out: dict[str, tuple[str, ShapeMetrics]] = {}
+    out["chain"] = ("first path", run(data, lambda x: fixed_width_values(x, 1, deepest + 1)))
+    out["best_chain"] = pick([(f"depth={d}", lambda x, d=d: fixed_width_values(x, 1, d), None)
+                              for d in range(0, deepest + 1)])
+    out["fixed_width"] = pick([(f"width={k},depth={d}", lambda x, k=k, d=d: fixed_width_values(x, k, d), None)
+                               for k in range(2, widest + 1) for d in range(1, deepest + 1)] or
+                              [("width=1,depth=1", lambda x: fixed_width_values(x, 1, 1), None)])
+    every = lambda x: np.full(x.decisions.n, np.inf)  # noqa: E731 - every drawn child
+    out["eagle2"] = pick([(f"budget={b}", every, b) for b in range(1, nodes + 1)])
+    out["eagle2_full"] = (f"budget={nodes}", run(data, every))
+    out["medusa_static"] = pick([(f"widths={','.join(str(max(1, widest - i)) for i in range(d))}",
+                                  lambda x, d=d: static_values(x, tuple(max(1, widest - i) for i in range(d))), None)
+                                 for d in range(1, deepest + 1)])
+    out["adaptive_width"] = pick([(f"c={c:g},depth={d}", lambda x, c=c, d=d: adaptive_values(x, c, d), None)
+                                  for c in ADAPTIVE_GRID for d in range(1, deepest + 1)])
+    return out
+
+
+__all__ = ["SHAPE_FEATURES", "N_SHAPE_COUNTS", "ShapeMetrics", "ShapeData", "shape_data", "shape_counts", "cost_tables",
+           "metrics_from_shape_counts", "shape_metrics", "whole_tree_metrics", "ADAPTIVE_GRID", "fixed_width_values",
+           "static_values", "adaptive_values", "shape_expressions", "competitors", "relaxed_accept"]

@@ -1,0 +1,209 @@
+"""``benchmark.py trees``: draft-tree verification and tree shapes on a dataset's tree tables.
+
+For each split asked for, from ``DIR/{split}.trees.parquet`` (:mod:`evolve.traces.trees`), one row per:
+
+* ``specinfer`` and ``traversal``: every harvested tree verified whole, by SpecInfer's recursive
+  rejection sampling (Miao et al. 2024, arXiv 2305.09781) and by traversal verification (Weng et al.
+  2025, arXiv 2505.12398); exact expected tokens computed at harvest from the full distributions;
+* the named shapes of :func:`evolve.eval.tree_shape.competitors` (``chain``: the first path, whole;
+  ``best_chain``, ``fixed_width``, ``eagle2``, ``eagle2_full``, ``medusa_static``, ``adaptive_width``), their
+  settings tuned on the tuning split (valid by default) by tokens per second, verified by SpecInfer;
+* each ``--champion`` of kind ``tree-shape`` (an evolved shape), verified by SpecInfer;
+* each ``--champion`` of kind ``relaxation`` (a weight w evolved on the chains): every harvested tree
+  verified by SpecInfer against the mixture (1 - w) p + w q at each context (w rounded down to the
+  grid of the table's ``relaxed_residual_prob``; :func:`evolve.eval.tree_shape.relaxed_accept`), with its
+  exact TV per token, and the ``fixed_w`` row: the largest constant w whose TV per token on the tuning
+  split is at most the champion's (an equal-damage comparison).
+
+Every other row is lossless (TV per token 0). Tokens per second and speedup use the cost file (``--costs``;
+the default flat cost model otherwise): a call on n nodes costs a target forward of n + 1 tokens plus
+the drafter's passes (:mod:`evolve.eval.tree_shape`).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from evolve.eval.costs import Costs, load_costs
+from evolve.eval.evaluator import thresholds
+from evolve.eval.tree_shape import (
+    ShapeData, ShapeMetrics, competitors, relaxed_accept, shape_data, shape_metrics, whole_tree_metrics,
+)
+from evolve.gp.kinds import RELAXATION, TREE_SHAPE
+from evolve.report.output import check_output, resolve_format, write_output
+from evolve.traces.trees import RELAX_GRID, load_trees
+from heuristics.champions import read_champion
+
+#: Output formats of the command.
+FORMATS: tuple[str, ...] = ("table", "markdown", "json", "csv")
+#: Keys of a row (``--format json``), in order.
+KEYS: tuple[str, ...] = ("split", "heuristic", "kind", "setting", "trees", "tokens_per_call", "tv_per_token",
+                         "mean_nodes", "mean_passes", "seconds_per_call", "tokens_per_second", "speedup")
+#: Splits of ``--split all``.
+ALL_SPLITS: tuple[str, ...] = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class TreesOptions:
+    """What :func:`trees_command` does (the command line's options of the same names).
+
+    ``data_dir``: dataset directory with tree tables; ``split``: ``train``/``valid``/``test``/``all``;
+    ``tune_split``: the split the named shapes' settings are chosen on; ``champions``: champion files of kind
+    ``tree-shape`` or ``relaxation``; ``costs``: cost file or None; ``fmt``, ``output``: as every table command.
+    """
+
+    data_dir: Path
+    split: str = "test"
+    tune_split: str = "valid"
+    champions: tuple[Path, ...] = ()
+    costs: Path | None = None
+    fmt: str | None = None
+    output: Path | None = None
+
+
+def _row(split: str, name: str, kind: str, setting: str, m: ShapeMetrics) -> dict[str, Any]:
+    return {"split": split, "heuristic": name, "kind": kind, "setting": setting, "trees": m.trees,
+            "tokens_per_call": m.tokens_per_call, "tv_per_token": m.tv_per_token, "mean_nodes": m.mean_nodes,
+            "mean_passes": m.mean_passes, "seconds_per_call": m.seconds_per_call,
+            "tokens_per_second": m.tokens_per_second, "speedup": m.speedup}
+
+
+#: Kinds of champion the command scores: a tree shape (verified by SpecInfer) and a relaxation weight
+#: (every harvested tree verified by SpecInfer against the mixture (1 - w) p + w q).
+TREE_KINDS: tuple[str, ...] = (TREE_SHAPE.name, RELAXATION.name)
+
+
+def champion_label(path: Path) -> str:
+    """A champion row's label: the file's name without ``.json`` (``.champion`` dropped too), or the run
+    directory's name for a run's ``champion.json``."""
+    path = Path(path)
+    if path.is_dir():
+        return path.name
+    stem = path.name[: -len(".json")] if path.name.endswith(".json") else path.name
+    stem = stem[: -len(".champion")] if stem.endswith(".champion") else stem
+    return path.parent.name if stem == "champion" else stem
+
+
+def _champion_programs(paths: Sequence[Path]) -> list[tuple[str, str, Any]]:
+    """(label, kind, program) of each champion file; InputError for another kind or a bad file."""
+    out = []
+    for path in paths:
+        champ = read_champion(path)
+        if champ.kind not in TREE_KINDS:
+            raise champ.program_kind.refuse("python benchmark.py trees", str(path))
+        out.append((champion_label(path), champ.kind, champ.rule().program))
+    return out
+
+
+def _relaxation_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData,
+                     costs: Costs) -> list[dict[str, Any]]:
+    """The relaxation champion's row (every harvested tree, SpecInfer against the mixture) and the fixed-w row at
+    the largest grid w whose TV per token on ``tune`` is at most the champion's there."""
+    every = np.full(d.decisions.n, np.inf)
+    for what in (d, tune):
+        if what.contexts is None:
+            relaxed_accept(what, every)  # raises: the table lacks the relaxation columns
+    m = shape_metrics(every, d, costs, relaxation=thresholds(program, d.contexts))
+    budget_tv = shape_metrics(np.full(tune.decisions.n, np.inf), tune, costs,
+                              relaxation=thresholds(program, tune.contexts)).tv_per_token
+    fixed = [w for w in RELAX_GRID
+             if shape_metrics(np.full(tune.decisions.n, np.inf), tune, costs,
+                              relaxation=np.full(tune.decisions.n, w)).tv_per_token <= budget_tv + 1e-15]
+    w = max(fixed)
+    f = shape_metrics(every, d, costs, relaxation=np.full(d.decisions.n, w))
+    return [_row(split, name, "champion", "relaxation, whole tree", m),
+            _row(split, "fixed_w", "relaxation", f"w={w:g} (TV <= {name}'s on {tune.table.split or 'tune'})", f)]
+
+
+def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
+              champions: Sequence[tuple[str, str, Any]] = ()) -> list[dict[str, Any]]:
+    """The rows of every split in ``data`` (see the module doc), named shapes tuned on ``tune``."""
+    rows = []
+    for split, d in data.items():
+        rows.append(_row(split, "specinfer", "verification", "whole tree", whole_tree_metrics(d, "specinfer_tokens",
+                                                                                             costs)))
+        rows.append(_row(split, "traversal", "verification", "whole tree", whole_tree_metrics(d, "traversal_tokens",
+                                                                                             costs)))
+        for name, (setting, m) in competitors(d, costs, tuned_on=tune).items():
+            rows.append(_row(split, name, "shape", setting, m))
+        for name, kind, program in champions:
+            if kind == RELAXATION.name:
+                rows += _relaxation_rows(split, name, program, d, tune, costs)
+            else:
+                rows.append(_row(split, name, "champion", "evolved shape",
+                                 shape_metrics(thresholds(program, d.decisions), d, costs)))
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]], caption: str) -> str:
+    """Plain-text table of the rows under ``caption``."""
+    header = ["Split", "Heuristic", "Setting", "Tokens/call", "TV/token", "Nodes/call", "Passes/call", "s/call",
+              "Tokens/s", "Speedup"]
+    body = [[r["split"], r["heuristic"], r["setting"], f"{r['tokens_per_call']:.4f}", f"{r['tv_per_token']:.2e}",
+             f"{r['mean_nodes']:.2f}",
+             f"{r['mean_passes']:.2f}", f"{r['seconds_per_call']:.4f}", f"{r['tokens_per_second']:.3f}",
+             f"{r['speedup']:.3f}x"] for r in rows]
+    widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
+    left = {0, 1, 2}
+    fmt = lambda cells: "  ".join(c.ljust(w) if i in left else c.rjust(w)  # noqa: E731
+                                  for i, (c, w) in enumerate(zip(cells, widths)))
+    lines = [caption, "", fmt(header), "  ".join("-" * w for w in widths)] + [fmt(b) for b in body]
+    lines += ["", "TV/token: exact expected TV per emitted token (0: lossless). Tokens/call: exact expected tokens per target call; "
+                  "Nodes/call: drafted nodes the target verifies; Passes/call: drafter passes the cost model charges "
+                  "(one per depth with an expansion); Speedup: tokens per second over plain decoding's, under the "
+                  "cost file."]
+    return "\n".join(lines) + "\n"
+
+
+def format_markdown(rows: list[dict[str, Any]], caption: str) -> str:
+    """GitHub Markdown table of the rows, the caption above it."""
+    from evolve.report.doctables import markdown_table
+
+    body = [[r["split"], r["heuristic"], r["setting"], f"{r['tokens_per_call']:.4f}", f"{r['tv_per_token']:.2e}",
+             f"{r['mean_nodes']:.2f}", f"{r['tokens_per_second']:.3f}", f"{r['speedup']:.3f}x"] for r in rows]
+    return caption + "\n\n" + markdown_table(["Split", "Heuristic", "Setting", "Tokens/call", "TV/token", "Nodes/call",
+                                              "Tokens/s", "Speedup"], body, right={3, 4, 5, 6, 7})
+
+
+def _clean(v):
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
+    """Run ``benchmark.py trees``: (rows, the text written or printed).
+
+    Raises: InputError for a missing or damaged tree table (naming the file, column and row), a champion of
+    another kind, a bad cost file, or a bad output path.
+    """
+    fmt = resolve_format(opts.fmt, opts.output, FORMATS)
+    check_output(opts.output)
+    costs = load_costs(opts.costs)
+    champions = _champion_programs(opts.champions)
+    splits = ALL_SPLITS if opts.split == "all" else (opts.split,)
+    data = {s: shape_data(load_trees(opts.data_dir, s)) for s in splits}
+    tune = data.get(opts.tune_split) or shape_data(load_trees(opts.data_dir, opts.tune_split))
+    rows = tree_rows(data, tune, costs, champions)
+    caption = (f"draft trees of {opts.data_dir} ({', '.join(f'{s}: {d.trees} trees' for s, d in data.items())}); "
+               f"named shapes tuned on {opts.tune_split}; costs: {costs.source}; every row but traversal verified by "
+               f"SpecInfer (against the target, or against (1 - w) p + w q for relaxation and fixed_w)")
+    if fmt == "json":
+        text = json.dumps([{k: _clean(r[k]) for k in KEYS} for r in rows], indent=2) + "\n"
+    elif fmt == "csv":
+        import pandas as pd
+        text = pd.DataFrame(rows, columns=list(KEYS)).to_csv(index=False)
+    elif fmt == "markdown":
+        text = format_markdown(rows, caption)
+    else:
+        text = format_table(rows, caption)
+    if opts.output is not None:
+        write_output(text, opts.output)
+    return rows, text
+
+
+__all__ = ["FORMATS", "KEYS", "ALL_SPLITS", "TreesOptions", "champion_label", "tree_rows", "format_table", "format_markdown",
+           "trees_command"]

@@ -1,0 +1,325 @@
+"""Draft-tree tables: one row per drafted node of every draft tree of a split (``DIR/{split}.trees.parquet``).
+
+A tree harvest (``generate_data.py harvest --tree-nodes N``, docs/trees.md) writes, beside the chain
+records of each split, a table of the draft trees it grew: at every decoding step a tree of at most N
+drafted nodes whose children were drawn i.i.d. (with replacement) from the drafter's distribution at
+their parent. This module names the table's columns (:data:`TREE_COLUMNS`), reads a table and checks
+it for what it means (:func:`load_trees`), and gives it to the scorers as arrays (:class:`TreeTable`).
+
+Rows are grouped by tree (``seq_id``, ``tree``), the rows of a tree contiguous and ordered by ``node``
+0..n-1; a node's parent is an earlier node (or -1, the root: the text so far), and the children of a
+node are contiguous rows in draw order (``sibling`` 0, 1, ...). That order is what lets a scorer keep
+any shape whose children at every node are a prefix of the drawn ones in draw order, and score it
+exactly with SpecInfer's recursive rejection sampling from the rows alone (``residual_prob``).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from evolve.errors import InputError
+
+#: File name of a split's tree table inside a dataset directory.
+TREE_FILE = "{split}.trees.parquet"
+#: Relative tolerance of the ``draft_cumprob`` check (a product of float64 probabilities).
+CUMPROB_RTOL = 1e-6
+#: Tolerance of probabilities outside [0, 1] from round-off.
+PROB_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class TreeColumn:
+    """One column of a tree table: name, dtype (``int64``/``float64``) and meaning."""
+
+    name: str
+    dtype: str
+    meaning: str
+
+
+#: The columns of a tree table, in file order. Probabilities in [0, 1]; entropies in nats.
+TREE_COLUMNS: tuple[TreeColumn, ...] = (
+    TreeColumn("seq_id", "int64", "text index (0-based among the prompts file's non-blank lines)"),
+    TreeColumn("tree", "int64", "step of that text the tree was grown at (0-based)"),
+    TreeColumn("position", "int64", "tokens of the continuation generated before this step"),
+    TreeColumn("node", "int64", "the node's index in its tree, 0..n-1 (parents before children)"),
+    TreeColumn("parent", "int64", "index of the parent node; -1 for a child of the root (the text so far)"),
+    TreeColumn("depth", "int64", "1 for a child of the root, the parent's depth + 1 otherwise"),
+    TreeColumn("sibling", "int64", "draw index among the parent's children (0-based); siblings are contiguous"),
+    TreeColumn("token", "int64", "the drafted token id"),
+    TreeColumn("draft_prob", "float64", "q(x | parent): the drafter's probability of the token where it was drawn"),
+    TreeColumn("target_prob", "float64", "p(x | parent): the target's probability of the token there"),
+    TreeColumn("residual_prob", "float64", "R_s(x): SpecInfer's target residual at the parent after s = sibling "
+               "earlier children were rejected (R_0 = p, R_{i+1} = normalise(max(0, R_i - q))); the node is "
+               "accepted with probability min(1, residual_prob / draft_prob) when it is tried"),
+    TreeColumn("draft_cumprob", "float64", "product of draft_prob from the root's child down to this node"),
+    TreeColumn("node_draft_top_prob", "float64", "largest probability of q(. | node), the drafter's distribution "
+               "at this node"),
+    TreeColumn("node_draft_entropy", "float64", "entropy of q(. | node), nats"),
+    TreeColumn("node_target_top_prob", "float64", "largest probability of p(. | node)"),
+    TreeColumn("children", "int64", "children the harvest drew at this node (0 for a leaf)"),
+    TreeColumn("tree_nodes", "int64", "per tree: its number of nodes n"),
+    TreeColumn("root_draft_top_prob", "float64", "per tree: largest probability of q at the root"),
+    TreeColumn("root_draft_entropy", "float64", "per tree: entropy of q at the root, nats"),
+    TreeColumn("root_children", "int64", "per tree: children the harvest drew at the root"),
+    TreeColumn("specinfer_tokens", "float64", "per tree: exact expected tokens of one SpecInfer verification of "
+               "the whole tree (accepted nodes + 1), from the full distributions"),
+    TreeColumn("traversal_tokens", "float64", "per tree: exact expected tokens of one traversal verification of "
+               "the whole tree, from the full distributions"),
+)
+TREE_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in TREE_COLUMNS)
+_PROBS = ("draft_prob", "target_prob", "residual_prob", "draft_cumprob", "node_draft_top_prob",
+          "node_target_top_prob", "root_draft_top_prob")
+#: Relaxation weights w at which ``relaxed_residual_prob`` is stored: 0, 0.05, ..., 1.
+RELAX_GRID: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(21))
+#: Optional columns: what relaxed verification of the trees needs (SpecInfer against the mixture target
+#: (1 - w) p + w q at every context). Datasets without them score lossless verification only.
+RELAX_COLUMNS: tuple[TreeColumn, ...] = (
+    TreeColumn("node_target_entropy", "float64", "entropy of p(. | node), nats"),
+    TreeColumn("node_overlap", "float64", "sum_v min(p(v | node), q(v | node)) = 1 - TV(p, q) at the node"),
+    TreeColumn("node_top_token_match", "int64", "1 if argmax p(. | node) = argmax q(. | node), else 0"),
+    TreeColumn("relaxed_residual_prob", "list<float64>", "R~_s(x) at each w of RELAX_GRID: residual_prob with "
+               "the mixture (1 - w) p + w q in place of p at the parent"),
+    TreeColumn("root_target_entropy", "float64", "per tree: entropy of p at the root, nats"),
+    TreeColumn("root_target_top_prob", "float64", "per tree: largest probability of p at the root"),
+    TreeColumn("root_overlap", "float64", "per tree: sum_v min(p(v), q(v)) at the root"),
+    TreeColumn("root_top_token_match", "int64", "per tree: 1 if argmax p = argmax q at the root, else 0"),
+)
+RELAX_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in RELAX_COLUMNS)
+#: Columns constant over the rows of one tree.
+PER_TREE: tuple[str, ...] = ("seq_id", "tree", "position", "tree_nodes", "root_draft_top_prob", "root_draft_entropy",
+                             "root_children", "specinfer_tokens", "traversal_tokens", "root_target_entropy",
+                             "root_target_top_prob", "root_overlap", "root_top_token_match")
+
+
+@dataclass(frozen=True)
+class TreeTable:
+    """A checked tree table as arrays (one entry per row unless said otherwise).
+
+    ``columns``: name -> array (int64 or float64, (rows,)) for every column of :data:`TREE_COLUMNS`, and of
+    :data:`RELAX_COLUMNS` when the table has them (``relaxed_residual_prob`` float64 (rows, len(RELAX_GRID)));
+    ``starts`` int64 (trees + 1,): row offsets of the trees (tree t is rows starts[t]..starts[t+1]-1);
+    ``source``: the file; ``split``: the split's name.
+    """
+
+    columns: dict[str, np.ndarray]
+    starts: np.ndarray
+    source: str = "<memory>"
+    split: str = ""
+
+    @property
+    def trees(self) -> int:
+        """Number of trees."""
+        return int(self.starts.size - 1)
+
+    @property
+    def relaxable(self) -> bool:
+        """Whether the table has the columns of relaxed verification (:data:`RELAX_COLUMNS`)."""
+        return all(c in self.columns for c in RELAX_COLUMN_NAMES)
+
+    @property
+    def rows(self) -> int:
+        """Number of nodes over all trees."""
+        return int(self.starts[-1])
+
+    def per_tree(self, name: str) -> np.ndarray:
+        """A per-tree column's values, one per tree ((trees,))."""
+        return self.columns[name][self.starts[:-1]]
+
+
+def tree_path(data_dir: str | os.PathLike, split: str) -> Path:
+    """The tree table of ``split`` in dataset directory ``data_dir``."""
+    return Path(data_dir) / TREE_FILE.format(split=split)
+
+
+def _bad(source: str, column: str, row: int, what: str) -> InputError:
+    return InputError(f"{source}: column '{column}', row {row}: {what}")
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def trees_from_frame(df: pd.DataFrame, source: str = "<memory>", split: str = "") -> TreeTable:
+    """Check a tree table's frame for what it means and return it as a :class:`TreeTable`.
+
+    Checked: every column of :data:`TREE_COLUMNS` present with an integer or float dtype, no NaN; rows
+    grouped by tree with ``node`` = 0..n-1 in order; ``parent`` in -1..node-1; ``depth`` = parent's + 1;
+    children of a node contiguous with ``sibling`` 0, 1, ... and ``children`` their number; probabilities
+    in [0, 1] with ``draft_prob`` > 0 (the token was drawn from q); ``draft_cumprob`` the product along the
+    path; per-tree columns constant within a tree and ``tree_nodes`` = n; expected tokens in [1, depth + 1].
+    Raises: InputError naming ``source``, the column and the first offending row.
+    """
+    missing = [c for c in TREE_COLUMN_NAMES if c not in df.columns]
+    if missing:
+        raise InputError(f"{source}: missing column '{missing[0]}' (a tree table has: {', '.join(TREE_COLUMN_NAMES)})")
+    if len(df) == 0:
+        raise InputError(f"{source}: no rows (a tree table holds at least one drafted node)")
+    cols: dict[str, np.ndarray] = {}
+    for c in TREE_COLUMNS:
+        v = df[c.name].to_numpy()
+        if c.dtype == "int64":
+            if not np.issubdtype(v.dtype, np.integer):
+                raise InputError(f"{source}: column '{c.name}': expected integers, got {v.dtype}")
+            cols[c.name] = np.ascontiguousarray(v, dtype=np.int64)
+        else:
+            if not (np.issubdtype(v.dtype, np.floating) or np.issubdtype(v.dtype, np.integer)):
+                raise InputError(f"{source}: column '{c.name}': expected numbers, got {v.dtype}")
+            f = np.ascontiguousarray(v, dtype=np.float64)
+            if not np.isfinite(f).all():
+                raise _bad(source, c.name, _first(~np.isfinite(f)), f"not a finite number ({f[_first(~np.isfinite(f))]})")
+            cols[c.name] = f
+    _read_relax_columns(df, cols, source)
+    for name in _PROBS + tuple(c for c in ("node_overlap", "root_overlap", "root_target_top_prob") if c in cols):
+        v = cols[name]
+        bad = (v < -PROB_TOL) | (v > 1 + PROB_TOL)
+        if bad.any():
+            i = _first(bad)
+            raise _bad(source, name, i, f"{v[i]} is not a probability in [0, 1]")
+    for name in ("position", "seq_id", "tree", "token"):
+        if (cols[name] < 0).any():
+            i = _first(cols[name] < 0)
+            raise _bad(source, name, i, f"is {cols[name][i]}, expected >= 0")
+    if (cols["draft_prob"] <= 0).any():
+        i = _first(cols["draft_prob"] <= 0)
+        raise _bad(source, "draft_prob", i, "is 0, but every node's token was drawn from the drafter's q")
+    n = len(df)
+    node, parent, depth = cols["node"], cols["parent"], cols["depth"]
+    new_tree = np.ones(n, dtype=bool)
+    new_tree[1:] = (cols["seq_id"][1:] != cols["seq_id"][:-1]) | (cols["tree"][1:] != cols["tree"][:-1])
+    starts = np.append(np.flatnonzero(new_tree), n).astype(np.int64)
+    tree_of = np.cumsum(new_tree) - 1
+    expect_node = np.arange(n) - starts[tree_of]
+    if (node != expect_node).any():
+        i = _first(node != expect_node)
+        raise _bad(source, "node", i, f"is {node[i]}, expected {expect_node[i]} (a tree's rows are its nodes "
+                                      f"0..n-1 in order, trees contiguous)")
+    if ((parent < -1) | (parent >= node)).any():
+        i = _first((parent < -1) | (parent >= node))
+        raise _bad(source, "parent", i, f"is {parent[i]}; needs -1 <= parent < node ({node[i]})")
+    base = starts[tree_of]
+    prow = np.where(parent >= 0, base + parent, -1)
+    expect_depth = np.where(parent >= 0, depth[np.maximum(prow, 0)] + 1, 1)
+    if (depth != expect_depth).any():
+        i = _first(depth != expect_depth)
+        raise _bad(source, "depth", i, f"is {depth[i]}, expected {expect_depth[i]} (the parent's depth + 1)")
+    _check_siblings(cols, starts, source)
+    parent_cum = np.where(prow >= 0, cols["draft_cumprob"][np.maximum(prow, 0)], 1.0)
+    want = parent_cum * cols["draft_prob"]
+    bad = np.abs(cols["draft_cumprob"] - want) > CUMPROB_RTOL * np.maximum(want, 1e-300) + 1e-300
+    if bad.any():
+        i = _first(bad)
+        raise _bad(source, "draft_cumprob", i, f"is {cols['draft_cumprob'][i]}, expected {want[i]} (the product of "
+                                               f"draft_prob along the path)")
+    for name in (c for c in PER_TREE if c in cols):
+        v = cols[name]
+        bad = v != v[starts[tree_of]]
+        if bad.any():
+            i = _first(bad)
+            raise _bad(source, name, i, f"differs within one tree ({v[i]} against {v[starts[tree_of][i]]})")
+    sizes = np.diff(starts)[tree_of]
+    if (cols["tree_nodes"] != sizes).any():
+        i = _first(cols["tree_nodes"] != sizes)
+        raise _bad(source, "tree_nodes", i, f"is {cols['tree_nodes'][i]}, but the tree has {sizes[i]} rows")
+    max_depth = np.maximum.reduceat(depth, starts[:-1])[tree_of]
+    for name in ("specinfer_tokens", "traversal_tokens"):
+        v = cols[name]
+        bad = (v < 1 - 1e-9) | (v > max_depth + 1 + 1e-9)
+        if bad.any():
+            i = _first(bad)
+            raise _bad(source, name, i, f"{v[i]} is outside [1, depth + 1] (1 to {max_depth[i] + 1} tokens per call)")
+    return TreeTable(cols, starts, source=source, split=split)
+
+
+def _read_relax_columns(df: pd.DataFrame, cols: dict[str, np.ndarray], source: str) -> None:
+    """Add the optional :data:`RELAX_COLUMNS` to ``cols`` when the frame has all of them (checked)."""
+    present = [c for c in RELAX_COLUMN_NAMES if c in df.columns]
+    if not present:
+        return
+    if len(present) != len(RELAX_COLUMN_NAMES):
+        missing = next(c for c in RELAX_COLUMN_NAMES if c not in df.columns)
+        raise InputError(f"{source}: has column '{present[0]}' but not '{missing}' (relaxed verification needs "
+                         f"all of {', '.join(RELAX_COLUMN_NAMES)})")
+    for c in RELAX_COLUMNS:
+        if c.name == "relaxed_residual_prob":
+            rows = []
+            for i, x in enumerate(df[c.name]):
+                try:
+                    row = np.asarray(x, dtype=np.float64)
+                except (TypeError, ValueError):
+                    row = None
+                if row is None or row.shape != (len(RELAX_GRID),):
+                    raise _bad(source, c.name, i, f"expected {len(RELAX_GRID)} numbers (one per w of "
+                                                  f"{RELAX_GRID[0]}..{RELAX_GRID[-1]})")
+                rows.append(row)
+            v = np.stack(rows) if rows else np.zeros((0, len(RELAX_GRID)))
+            bad = ~np.isfinite(v).all(1) | (v < -PROB_TOL).any(1) | (v > 1 + PROB_TOL).any(1)
+            if bad.any():
+                raise _bad(source, c.name, _first(bad), "not probabilities in [0, 1]")
+            cols[c.name] = np.ascontiguousarray(v)
+            continue
+        v = df[c.name].to_numpy()
+        if not (np.issubdtype(v.dtype, np.floating) or np.issubdtype(v.dtype, np.integer)
+                or np.issubdtype(v.dtype, np.bool_)):
+            raise InputError(f"{source}: column '{c.name}': expected numbers, got {v.dtype}")
+        f = np.ascontiguousarray(v, dtype=np.float64)
+        if not np.isfinite(f).all():
+            raise _bad(source, c.name, _first(~np.isfinite(f)), "not a finite number")
+        if c.dtype == "int64" and not np.isin(f, (0.0, 1.0)).all():
+            raise _bad(source, c.name, _first(~np.isin(f, (0.0, 1.0))), f"{f[_first(~np.isin(f, (0.0, 1.0)))]} is not "
+                                                                         f"0 or 1")
+        cols[c.name] = f.astype(np.int64) if c.dtype == "int64" else f
+    gap = np.abs(cols["relaxed_residual_prob"][:, 0] - cols["residual_prob"]) > 1e-9
+    if gap.any():
+        i = _first(gap)
+        raise _bad(source, "relaxed_residual_prob", i, f"its value at w = 0 ({cols['relaxed_residual_prob'][i, 0]}) "
+                                                       f"is not residual_prob ({cols['residual_prob'][i]})")
+
+
+def _check_siblings(cols: dict[str, np.ndarray], starts: np.ndarray, source: str) -> None:
+    """Children of every node (and of the root) contiguous, in draw order, counted by ``children``."""
+    parent, sibling, children = cols["parent"], cols["sibling"], cols["children"]
+    for t in range(starts.size - 1):
+        a, b = int(starts[t]), int(starts[t + 1])
+        count = np.zeros(b - a + 1, dtype=np.int64)  # index 0: the root, i + 1: node i
+        last = np.full(b - a + 1, -2, dtype=np.int64)
+        for r in range(a, b):
+            p = int(parent[r]) + 1
+            if sibling[r] != count[p]:
+                raise _bad(source, "sibling", r, f"is {sibling[r]}, expected {count[p]} (children are numbered "
+                                                 f"0, 1, ... in draw order)")
+            if count[p] and last[p] != r - a - 1:
+                raise _bad(source, "parent", r, "this node's siblings are not contiguous rows")
+            count[p] += 1
+            last[p] = r - a
+        got = children[a:b]
+        if (got != count[1:]).any():
+            i = a + _first(got != count[1:])
+            raise _bad(source, "children", i, f"is {children[i]}, but {count[i - a + 1]} rows name it as parent")
+        if cols["root_children"][a] != count[0]:
+            raise _bad(source, "root_children", a, f"is {cols['root_children'][a]}, but {count[0]} rows have "
+                                                   f"parent -1")
+
+
+def load_trees(data_dir: str | os.PathLike, split: str) -> TreeTable:
+    """Read and check ``DIR/{split}.trees.parquet`` (:func:`trees_from_frame`).
+
+    Raises: InputError when the file is missing (the dataset holds no trees: only a tree harvest writes them),
+    unreadable, or fails a check.
+    """
+    path = tree_path(data_dir, split)
+    if not path.is_file():
+        raise InputError(f"{path}: no tree table for split '{split}' (the dataset holds no draft trees: only a "
+                         f"tree harvest writes them, docs/trees.md)")
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is a damaged file to the user
+        raise InputError(f"{path}: cannot read the tree table ({type(exc).__name__}: {exc})") from None
+    return trees_from_frame(df, source=str(path), split=split)
+
+
+__all__ = ["TREE_FILE", "TREE_COLUMNS", "TREE_COLUMN_NAMES", "RELAX_GRID", "RELAX_COLUMNS", "RELAX_COLUMN_NAMES", "PER_TREE", "TreeColumn", "TreeTable", "tree_path",
+           "trees_from_frame", "load_trees"]
