@@ -56,6 +56,18 @@ def tiny_llama(path, seed: int, layers: int, rename: dict[str, str] | None = Non
     return path
 
 
+def stop_after(n: int):
+    """An ``on_text_done`` callback that interrupts the harvest (KeyboardInterrupt) after its n-th finished text."""
+    done: list[int] = []
+
+    def callback(index: int) -> None:
+        done.append(index)
+        if len(done) == n:
+            raise KeyboardInterrupt
+
+    return callback
+
+
 def harvest_config(files, out, **kw) -> hv.HarvestConfig:
     """The harvest of ``files`` (the ``llama_files`` fixture) into ``out``: gamma :data:`GAMMA`,
     :data:`MAX_NEW` new tokens per text, temperature 1, seed 11; ``kw`` overrides (a drafter is needed)."""

@@ -25,7 +25,7 @@ from evolve.cli.types import LAYER_LIST, WINDOW  # noqa: E402
 from evolve.traces.io import SPLITS, load_dataset, load_metadata  # noqa: E402
 
 from harvest_helpers import (  # noqa: E402
-    GAMMA, MAX_NEW, chi2_pvalue, first_tokens, harvest_config, run_harvest, word_tokenizer,
+    GAMMA, MAX_NEW, chi2_pvalue, first_tokens, harvest_config, run_harvest, stop_after, word_tokenizer,
 )
 
 #: Tiny models run fastest (and identically) on one thread (the fixture is in conftest.py).
@@ -358,14 +358,7 @@ def test_resume_after_interruption_gives_the_same_dataset(llama_files, datasets,
     out = llama_files["root"] / "resumed"
     cfg = harvest_config(llama_files, out, window=(1, 3))
 
-    done = []
-
-    def stop_after_two(t):
-        done.append(t)
-        if len(done) == 2:
-            raise KeyboardInterrupt
-
-    first = hv.harvest(cfg, progress=False, on_text_done=stop_after_two)
+    first = hv.harvest(cfg, progress=False, on_text_done=stop_after(2))
     assert first.interrupted and first.texts_done == 2 and not first.consolidated
     assert not (out / "train.parquet").exists()
 

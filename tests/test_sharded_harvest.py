@@ -28,7 +28,7 @@ from evolve.traces.harvest.shards import harvest_sharded, shard_texts  # noqa: E
 from evolve.traces.io import SPLITS, load_metadata  # noqa: E402
 from evolve.cli.harvest import harvest as harvest_cmd  # noqa: E402
 
-from harvest_helpers import MAX_NEW, harvest_config  # noqa: E402
+from harvest_helpers import MAX_NEW, harvest_config, stop_after  # noqa: E402
 
 distributed = pytest.importorskip("distributed")
 
@@ -120,13 +120,7 @@ def test_resume_over_parts_of_one_process_and_of_another_shard_count(llama_files
     where = ClusterOptions(scheduler=cluster.scheduler_address)
     order = processing_order(assign_splits(10, 11))
 
-    done = []
-
-    def stop_after_four(t):
-        done.append(t)
-        if len(done) == 4:
-            raise KeyboardInterrupt
-    first = hv.harvest(config, progress=False, on_text_done=stop_after_four)
+    first = hv.harvest(config, progress=False, on_text_done=stop_after(4))
     assert first.interrupted and sorted(finished_texts(out / WORK_DIR)) == sorted(order[:4])
 
     real = sh.write_shard

@@ -26,7 +26,7 @@ from evolve.traces.harvest import trees as ht  # noqa: E402
 from evolve.traces.io import SPLITS, load_dataset, load_metadata  # noqa: E402
 from evolve.traces.trees import RELAX_COLUMN_NAMES, TREE_COLUMNS, TREE_COLUMN_NAMES, load_trees  # noqa: E402
 
-from harvest_helpers import chi2_pvalue, harvest_config, run_harvest  # noqa: E402
+from harvest_helpers import chi2_pvalue, harvest_config, run_harvest, stop_after  # noqa: E402
 
 #: Tiny models run fastest (and identically) on one thread (the fixture is in conftest.py).
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -296,14 +296,7 @@ def test_same_seed_and_resume_give_the_same_tables(llama_files, tree_data, monke
 
     out = llama_files["root"] / "trees-resumed"
     cfg = _config(llama_files, out)
-    done = []
-
-    def stop_after_two(t):
-        done.append(t)
-        if len(done) == 2:
-            raise KeyboardInterrupt
-
-    first = hv.harvest(cfg, progress=False, on_text_done=stop_after_two)
+    first = hv.harvest(cfg, progress=False, on_text_done=stop_after(2))
     assert first.interrupted and first.texts_done == 2
     steps = [0]
     real_step = ht.tree_step
