@@ -85,9 +85,9 @@ def test_trees_mode(tmp_path):
               "--vocab", "60", "--output", out)
     assert res.exit_code == 0, res.output
     rows = json.loads(out.read_text())
-    assert len(rows) == 16 and set(rows[0]) == set(TREE_KEYS)
+    assert len(rows) == 24 and set(rows[0]) == set(TREE_KEYS)
     assert {(r["draft"], r["verification"]) for r in rows} == {
-        (k, v) for k in ("chain", "tree", "adaptive", "medusa") for v in ("sample", "greedy")}
+        (k, v) for k in ("chain", "tree", "adaptive", "medusa") for v in ("sample", "traversal", "greedy")}
     for r in rows:
         assert r["nodes_per_call"] == r["budget"] and r["length"] == 60
         assert 1.0 <= r["tokens_per_call"] <= r["budget"] + 1

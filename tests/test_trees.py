@@ -120,7 +120,11 @@ def test_medusa_heads_do_not_condition_on_earlier_drafts(model, context):
 # --- exactness ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("config", [TreeConfig("tree", 6, (3, 1)), TreeConfig("adaptive", 6, max_width=3),
-                                    TreeConfig("medusa", 6, (2, 1))], ids=lambda c: c.label)
+                                    TreeConfig("medusa", 6, (2, 1)),
+                                    TreeConfig("tree", 6, (3, 1), verification="traversal"),
+                                    TreeConfig("tree", 7, (2, 2), verification="traversal"),
+                                    TreeConfig("medusa", 6, (2, 1), verification="traversal")],
+                         ids=lambda c: f"{c.label} {c.verification}")
 def test_sampling_verification_of_trees_emits_exactly_p(model, context, config):
     dist = distributions_at(model, context)
     p = dist["p"]
@@ -146,6 +150,40 @@ def test_tree_verification_without_residual_update_is_detected(model, context, m
     pv = chi_square_pvalue(np.bincount(tokens[:, 0], minlength=V), p)
     print(f"tree without residual update: chi-square p-value {pv:.3g}")
     assert pv < 0.01
+
+
+@njit
+def _keep_target(w, prow, qrow):
+    """Deliberately wrong stand-in for ``tree_kernels._traversal_delete``: the parent keeps P, its weight drops."""
+    return 1.0 - w
+
+
+def test_traversal_verification_with_a_wrong_update_is_detected(model, context, monkeypatch):
+    p = distributions_at(model, context)["p"]
+    pick = rebind(tree_kernels._traversal_pick, _traversal_delete=_keep_target)
+    call = rebind(tree_kernels.tree_call, _traversal_pick=pick)
+    monkeypatch.setattr(trees, "tree_batch", rebind(tree_kernels.tree_batch,
+                                                    tree_run=rebind(tree_kernels.tree_run, tree_call=call)))
+    tokens = tree_at_context(model, TreeConfig("tree", 6, (3, 1), verification="traversal"), context, DRAWS, seed=9)
+    pv = chi_square_pvalue(np.bincount(tokens[:, 0], minlength=V), p)
+    print(f"traversal with a wrong update: chi-square p-value {pv:.3g}")
+    assert pv < 0.01
+
+
+def test_traversal_accepts_at_least_as_much_as_specinfer_in_expectation():
+    """Same model, same tree configuration: traversal verification's tokens per call are not below SpecInfer's
+    beyond the noise of the run (the paper's comparison, in expectation over the drafted trees)."""
+    m = SyntheticModel(vocab_size=64, seed=4)
+    for config in (TreeConfig("tree", 6, (2, 1)), TreeConfig("chain", 4)):
+        rows = {}
+        for verification in ("sample", "traversal"):
+            res = simulate_tree(m, TreeConfig(config.kind, config.budget, config.widths, verification=verification),
+                                200, 40)
+            per_call = res.per_sequence[:, T_EMITTED] / res.per_sequence[:, T_CALLS]
+            rows[verification] = (per_call.mean(), per_call.std(ddof=1) / np.sqrt(per_call.size))
+        (a, sa), (b, sb) = rows["sample"], rows["traversal"]
+        print(f"{config.label}: tokens per call SpecInfer {a:.4f} +- {sa:.4f}, traversal {b:.4f} +- {sb:.4f}")
+        assert b > a - 3 * np.hypot(sa, sb)
 
 
 @pytest.mark.parametrize("config", [TreeConfig("chain", 5, verification="greedy"),

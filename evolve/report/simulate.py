@@ -59,8 +59,8 @@ Tree comparison (``--trees``): at each node budget N (drafted tokens one target
 call verifies), sequences of max(--lengths) tokens are decoded with a chain
 (gamma = N), a fixed tree (``--widths`` schedule), an adaptive-width tree
 (width from the draft's confidence, maximum ``--max-width``) and Medusa heads (``--widths``), each
-verified by lossless multi-draft rejection sampling and by greedy match
-(:mod:`evolve.sim.trees`). Tree decoding uses the standard rule; ``--rule`` and
+verified by lossless multi-draft rejection sampling (SpecInfer), by traversal verification (lossless,
+Weng et al. 2025, arXiv 2505.12398) and by greedy match (:mod:`evolve.sim.trees`). Tree decoding uses the standard rule; ``--rule`` and
 ``--champion`` apply to the length sweep only.
 
 A bar chart (PNG, matplotlib Agg) of the speedups (sweep) or tokens per call
@@ -280,9 +280,9 @@ def run_sweep(rule, gamma: int = 5, lengths=DEFAULT_LENGTHS, samples: int = 20, 
 
 
 def tree_configs(budget: int, widths=DEFAULT_WIDTHS, max_width: int = 3) -> list[TreeConfig]:
-    """The compared drafts at one node budget: chain, tree, adaptive, medusa x sample, greedy."""
+    """The compared drafts at one node budget: chain, tree, adaptive, medusa x sample, traversal, greedy."""
     out = []
-    for verification in ("sample", "greedy"):
+    for verification in ("sample", "traversal", "greedy"):
         for kind in ("chain", "tree", "adaptive", "medusa"):
             out.append(TreeConfig(kind, budget, tuple(widths), max_width, verification))
     return out
@@ -355,8 +355,9 @@ def format_table(sim: Simulation) -> str:
                  f"{r['draft_steps_per_call']:.2f}", f"{r['tokens_per_call']:.3f}", f"{r['calls_per_token']:.3f}",
                  f"{r['accepted_per_node']:.3f}", f"{r['speedup']:.2f}x"] for r in sim.rows]
         lines += _table(header, body)
-        lines += ["", "sample = lossless multi-draft recursive rejection sampling (SpecInfer); greedy = greedy match "
-                      "(output = greedy decoding).",
+        lines += ["", "sample = lossless multi-draft recursive rejection sampling (SpecInfer); traversal = traversal "
+                      "verification (lossless, leaf to root; on a chain it is block verification); greedy = greedy "
+                      "match (output = greedy decoding).",
                   "Draft steps: one per tree level (chain, tree, adaptive), one per call for Medusa heads; "
                   "speedup = length / (calls + c * draft steps)."]
     return "\n".join(lines) + "\n"

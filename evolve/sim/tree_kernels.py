@@ -50,6 +50,13 @@ Verification
 * ``VERIFY_GREEDY``: emit g = argmax p at the current node; move to the child
   holding g if there is one, else stop. The output equals greedy
   autoregressive decoding token for token.
+* ``VERIFY_TRAVERSAL``, traversal verification (Weng et al. 2025, arXiv 2505.12398):
+  leaf to root, sequence level, on the sampled tree; lossless and at least as many
+  accepted tokens as SpecInfer's in expectation over the drafted tree. The rules (the
+  acceptance weights a_v, the deletion of a rejected node and its parent's update) are
+  those of :mod:`evolve.engine.tree_verify`, whose exact enumeration tests check them;
+  here every node's p is computed first, then the nodes are tested in depth-first
+  post-order, one uniform each, then one uniform draws the token after the accepted path.
 
 A call emits (accepted nodes) + 1 tokens; the statistics of a run are the
 columns of :class:`TreeStat` (the flat names ``T_*`` are the same members).
@@ -69,6 +76,7 @@ DRAFT_CHAIN = 0
 DRAFT_MEDUSA = 1
 VERIFY_SAMPLE = 0
 VERIFY_GREEDY = 1
+VERIFY_TRAVERSAL = 2
 
 #: Draft-confidence thresholds of the adaptive width.
 NARROW_CONFIDENCE = 0.9
@@ -229,24 +237,123 @@ def _reject_child(resid, qrow):
 
 
 @njit(cache=True)
+def _accept_weight(w, prow, qrow, x):
+    """min(1, w P(x) / Q(x)); 1 (or 0 when w P(x) = 0) where Q(x) = 0."""
+    num = w * prow[x]
+    if qrow[x] <= 0.0:
+        return 1.0 if num > 0.0 else 0.0
+    return min(1.0, num / qrow[x])
+
+
+@njit(cache=True)
+def _traversal_delete(w, prow, qrow):
+    """Traversal verification's update of a node whose child was deleted, in place: P <- norm(max(0, w P - Q))
+    (unchanged when the mass m is 0); returns the node's new weight m / (m + 1 - w) (1 when that is 0/0)."""
+    m = 0.0
+    for v in range(prow.shape[0]):
+        m += max(0.0, w * prow[v] - qrow[v])
+    if m > 0.0:
+        inv = 1.0 / m
+        for v in range(prow.shape[0]):
+            prow[v] = max(0.0, w * prow[v] - qrow[v]) * inv
+    den = m + 1.0 - w
+    return 1.0 if den <= 0.0 else m / den
+
+
+@njit(cache=True)
+def _traversal_refresh(n, parent, token, level, draft_kind, Pt, Q, acc, gone, touched):
+    """a_v = min(1, a_parent P_parent(x_v) / Q_parent(x_v)) for every node neither deleted nor updated, parents first."""
+    for i in range(1, n):
+        if not (gone[i] or touched[i]):
+            p = parent[i]
+            acc[i] = _accept_weight(acc[p], Pt[p], Q[p] if draft_kind == DRAFT_CHAIN else Q[level[p]], token[i])
+
+
+@njit(cache=True)
+def _traversal_pick(rng, n, parent, token, level, child_start, child_count, draft_kind, P, Q, Pt, acc, gone,
+                    touched, stack, next_child):
+    """Traversal verification of the tree's nodes 1..n-1 (node 0 the root; every P row computed): returns the
+    accepted node (0: the root, nothing accepted); ``Pt[node]`` then holds the distribution of the token emitted
+    after it. Scratch: Pt float64 (n, V); acc float64, gone, touched bool, stack, next_child int64 (n,)."""
+    for u in range(n):
+        for v in range(P.shape[1]):
+            Pt[u, v] = P[u, v]
+        acc[u] = 1.0
+        gone[u] = False
+        touched[u] = False
+        next_child[u] = 0
+    _traversal_refresh(n, parent, token, level, draft_kind, Pt, Q, acc, gone, touched)
+    top = 0
+    stack[0] = 0
+    while top >= 0:  # depth-first post-order, children in index order
+        u = stack[top]
+        if next_child[u] < child_count[u]:
+            c = child_start[u] + next_child[u]
+            next_child[u] += 1
+            top += 1
+            stack[top] = c
+            continue
+        top -= 1
+        if u == 0:
+            break
+        if next_double(rng) < acc[u]:
+            return u
+        gone[u] = True
+        p = parent[u]
+        acc[p] = _traversal_delete(acc[p], Pt[p], Q[p] if draft_kind == DRAFT_CHAIN else Q[level[p]])
+        touched[p] = True
+        _traversal_refresh(n, parent, token, level, draft_kind, Pt, Q, acc, gone, touched)
+    return 0
+
+
+@njit(cache=True)
 def tree_call(model_seed, rng, buf, dpath, t, window_len, params, log_rank, budget, widths, max_width,
               adaptive, max_depth, draft_kind, verify, P, Q, parent, token, level, child_start,
-              child_count, dn, argp, ready, path, win, resid, work, scratch, picks):
+              child_count, dn, argp, ready, path, win, resid, work, scratch, picks, Pt, acc, gone, touched, stack,
+              next_child):
     """One target call at position t with a draft tree (module doc); writes the emitted tokens into ``buf``.
 
     Args (arrays are preallocated scratch, N = budget):
         buf, dpath: as :func:`evolve.sim.chain.chain_run` (room for N + 1 tokens past t).
         widths: int64 (L,) width schedule (used unless ``adaptive``); max_width: adaptive maximum.
-        draft_kind: DRAFT_CHAIN or DRAFT_MEDUSA; verify: VERIFY_SAMPLE or VERIFY_GREEDY.
+        draft_kind: DRAFT_CHAIN or DRAFT_MEDUSA; verify: VERIFY_SAMPLE, VERIFY_TRAVERSAL or VERIFY_GREEDY.
         P, Q: float64 (N + 1, V); parent, token, level, child_start, child_count, argp: int64 (N + 1,);
         dn: float64 (N + 1,); ready: bool (N + 1,); path, win, picks: int64 (N + 1,), (K,), (N + 1,);
-        resid, work, scratch: float64 (V,).
+        resid, work, scratch: float64 (V,); Pt float64 (N + 1, V), acc float64, gone, touched bool, stack,
+        next_child int64 (N + 1,): traversal verification's scratch.
 
     Returns: (emitted, accepted, nodes drafted, tree depth, draft steps).
     """
     n, depth = build_tree(model_seed, rng, buf, t, window_len, dpath[t], params, log_rank, budget, widths, max_width,
                           adaptive, max_depth, draft_kind, verify, P, Q, parent, token, level, child_start,
                           child_count, dn, argp, ready, path, win, work, scratch, picks)
+    steps = depth if draft_kind == DRAFT_CHAIN else (1 if depth > 0 else 0)
+    if verify == VERIFY_TRAVERSAL:
+        for u in range(n):  # every node's p (breadth-first: a parent's latent difficulty comes first)
+            if not ready[u]:
+                _node_window(buf, window_len, t, u, parent, token, level, path, win)
+                d, ap = target_at(model_seed, t + level[u], win, dpath[t] if u == 0 else dn[parent[u]], params,
+                                  log_rank, P[u], scratch, work)
+                dn[u] = d
+                argp[u] = ap
+                ready[u] = True
+        last = _traversal_pick(rng, n, parent, token, level, child_start, child_count, draft_kind, P, Q, Pt, acc,
+                               gone, touched, stack, next_child)
+        k = level[last]
+        u = last
+        for i in range(k, 0, -1):  # the accepted path, root side first
+            path[i] = u
+            u = parent[u]
+        path[0] = 0
+        for i in range(k + 1):
+            c = path[i]
+            dpath[t + i + 1] = dn[c]
+            if i < k:
+                buf[window_len + t + i] = token[path[i + 1]]
+            else:
+                y = sample_normalised(rng, Pt[last])
+                buf[window_len + t + i] = y if y >= 0 else sample_index(rng, P[last])
+        return k + 1, k, n - 1, depth, steps
     # verification
     u = 0
     accepted = 0
@@ -291,7 +398,6 @@ def tree_call(model_seed, rng, buf, dpath, t, window_len, params, log_rank, budg
             break
         accepted += 1
         u = nxt
-    steps = depth if draft_kind == DRAFT_CHAIN else (1 if depth > 0 else 0)
     return accepted + 1, accepted, n - 1, depth, steps
 
 
@@ -322,12 +428,18 @@ def tree_run(model_seed, rng, buf, dpath, t0, length, window_len, params, log_ra
     resid = np.empty(V)
     work = np.empty(V)
     scratch = np.empty(V)
+    Pt = np.empty((m, V))
+    acc = np.empty(m)
+    gone = np.empty(m, dtype=np.bool_)
+    touched = np.empty(m, dtype=np.bool_)
+    stack = np.empty(m, dtype=np.int64)
+    next_child = np.empty(m, dtype=np.int64)
     t = t0
     while t < t0 + length:
         emitted, accepted, nodes, depth, steps = tree_call(
             model_seed, rng, buf, dpath, t, window_len, params, log_rank, budget, widths, max_width, adaptive,
             max_depth, draft_kind, verify, P, Q, parent, token, level, child_start, child_count, dn, argp,
-            ready, path, win, resid, work, scratch, picks)
+            ready, path, win, resid, work, scratch, picks, Pt, acc, gone, touched, stack, next_child)
         stats[TreeStat.CALLS] += 1.0
         stats[TreeStat.EMITTED] += emitted
         stats[TreeStat.ACCEPTED] += accepted

@@ -24,7 +24,8 @@ from evolve.traces.synth.rng import seed_state
 from evolve.sim.decoding import check_cost_ratio
 from evolve.sim.models import STREAM_DECODE, Context, SyntheticModel, context_jobs, position_pair, sequence_jobs
 from evolve.sim.tree_kernels import (
-    DRAFT_CHAIN, DRAFT_MEDUSA, N_TREE_STATS, TREE_STREAM_OFFSET, VERIFY_GREEDY, VERIFY_SAMPLE, TreeStat, build_tree,
+    DRAFT_CHAIN, DRAFT_MEDUSA, N_TREE_STATS, TREE_STREAM_OFFSET, VERIFY_GREEDY, VERIFY_SAMPLE, VERIFY_TRAVERSAL, TreeStat,
+    build_tree,
     tree_batch,
 )
 
@@ -96,7 +97,7 @@ def tree_shape(widths, budget: int, max_depth: int | None = None) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 DRAFTS = {"chain": DRAFT_CHAIN, "tree": DRAFT_CHAIN, "adaptive": DRAFT_CHAIN, "medusa": DRAFT_MEDUSA}
-VERIFICATIONS = {"sample": VERIFY_SAMPLE, "greedy": VERIFY_GREEDY}
+VERIFICATIONS = {"sample": VERIFY_SAMPLE, "greedy": VERIFY_GREEDY, "traversal": VERIFY_TRAVERSAL}
 
 
 @dataclass(frozen=True)
@@ -106,8 +107,8 @@ class TreeConfig:
     kind: ``chain`` (width 1), ``tree`` (the ``widths`` schedule), ``adaptive``
     (width from the draft's confidence, maximum ``max_width``) or ``medusa``
     (per-depth heads, ``widths`` schedule); budget: drafted nodes per call;
-    verification: ``sample`` (lossless multi-draft rejection sampling) or
-    ``greedy``; max_depth: level cap (default: the budget).
+    verification: ``sample`` (lossless multi-draft rejection sampling, SpecInfer), ``traversal``
+    (traversal verification, lossless) or ``greedy``; max_depth: level cap (default: the budget).
     """
 
     kind: str = "tree"
@@ -121,7 +122,8 @@ class TreeConfig:
         if self.kind not in DRAFTS:
             raise InputError(f"tree kind: must be one of {', '.join(DRAFTS)} (value {self.kind!r})")
         if self.verification not in VERIFICATIONS:
-            raise InputError(f"tree verification: must be sample or greedy (value {self.verification!r})")
+            raise InputError(f"tree verification: must be one of {', '.join(VERIFICATIONS)} "
+                             f"(value {self.verification!r})")
         if isinstance(self.budget, bool) or not isinstance(self.budget, (int, np.integer)) \
                 or not 1 <= self.budget <= 256:
             raise InputError(f"a node budget must be an integer in [1, 256] (value {self.budget!r})",
