@@ -74,8 +74,8 @@ def written(monkeypatch):
     log = []
     real = sh.write_shard
 
-    def spy(path, outcome):
-        real(path, outcome)
+    def spy(path, outcome, work=None):
+        real(path, outcome, work)
         log.append((path.name, sorted(t for t, _, _ in outcome.texts)))
     monkeypatch.setattr(sh, "write_shard", spy)
     return log
@@ -125,8 +125,8 @@ def test_resume_over_parts_of_one_process_and_of_another_shard_count(llama_files
 
     real = sh.write_shard
 
-    def crash_after_one_shard(path, outcome):  # the client killed after writing one shard part
-        real(path, outcome)
+    def crash_after_one_shard(path, outcome, work=None):  # the client killed after writing one shard part
+        real(path, outcome, work)
         raise KeyboardInterrupt
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sh, "write_shard", crash_after_one_shard)
@@ -160,3 +160,17 @@ def test_cli_shards(llama_files, cluster, tmp_path):
     assert res.exit_code == 0, res.output
     assert res.output.strip().splitlines()[-1] == str(out)
     assert load_metadata(out)["complete"] is True
+
+
+def test_sharded_tree_harvest_equals_one_process(llama_files, cluster, tmp_path):
+    """A tree harvest sharded over two workers writes the same records, texts and tree tables as in one process."""
+    kw = dict(_kw(llama_files), tree_nodes=5, tree_width=2)
+    one, many = tmp_path / "one", tmp_path / "many"
+    hv.harvest(harvest_config(llama_files, one, **kw), progress=False)
+    res = harvest_sharded(harvest_config(llama_files, many, **kw), 2, ClusterOptions(scheduler=cluster.scheduler_address),
+                          progress=False)
+    assert res.texts_done == res.texts_total == 10 and res.consolidated
+    _same(one, many)
+    for name in SPLITS:
+        pd.testing.assert_frame_equal(pd.read_parquet(one / f"{name}.trees.parquet"),
+                                      pd.read_parquet(many / f"{name}.trees.parquet"))

@@ -343,7 +343,6 @@ def test_refusals_are_one_line_errors(llama_files, tmp_path):
         (["--draft", d, "--backend", "llama_cpp", *tree], "--backend"),
         (["--draft", d, "--tree-width", "3"], "--tree-width"),
         (["--draft", d, "--batch-size", "2", *tree], "--batch-size"),
-        (["--draft", d, "--shards", "2", *tree], "--shards"),
         (["--draft", d, "--tree-nodes", "0"], "--tree-nodes"),
     ]
     for args, needle in cases:

@@ -77,8 +77,8 @@ EXIT_INTERRUPTED = 130
                    "grown best-first (EAGLE-2 style, children drawn i.i.d. from the drafter), and the text advances "
                    "by SpecInfer's lossless tree verification. Writes {split}.trees.parquet (one row per node) "
                    "besides the records of each tree's first path; --gamma is not used. Torch backend, batch "
-                   "size 1, temperature > 0, the --draft, --draft-skip-layers or --draft-exit-layer drafter; "
-                   "no --shards (docs/trees.md).")
+                   "size 1, temperature > 0, the --draft, --draft-skip-layers or --draft-exit-layer drafter "
+                   "(docs/trees.md).")
 @click.option("--tree-width", "tree_width", default=None, type=click.IntRange(min=1), metavar="K",
               help="With --tree-nodes: children drawn per expanded node, and nodes expanded per drafter pass "
                    "(default 2).")
@@ -110,9 +110,6 @@ def harvest(target, draft, skip_layers, window, ngram, exit_layer, prompts, gamm
         threads=threads, top_k=top_k, top_p=top_p, batch_size=batch_size, backend=backend, tree_nodes=tree_nodes,
         tree_width=tree_width if tree_width is not None else 2)
     config.check()
-    if shards is not None and tree_nodes is not None:
-        raise InputError("a tree harvest (--tree-nodes) runs in one process; sharding is not supported",
-                         param="shards")
     get_backend(backend).check(config)
     if shards is not None:
         from evolve.cluster import ClusterOptions

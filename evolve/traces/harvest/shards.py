@@ -33,6 +33,11 @@ two part files is refused (:func:`evolve.traces.harvest.resume.finished_texts`).
 lost with its worker is run again by Dask. The workers must read the model
 files and the prompts file at the same paths as the client (a shared file
 system); the output is written by the client only.
+
+A tree harvest (``tree_nodes``) shards the same way: a worker decodes its texts by tree steps
+(:func:`evolve.traces.harvest.trees.run_tree_texts`) and returns each text's tree table with its
+records; the client writes the tree tables as the one-process harvest does, one
+``text-NNNNNN.trees.parquet`` per text, before the shard's part (which marks the texts done).
 """
 from __future__ import annotations
 
@@ -53,7 +58,7 @@ from evolve.traces.harvest.progress import ProgressBar, stderr_console
 from evolve.traces.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
 from evolve.traces.harvest.resume import (
     GENERATOR, MANIFEST_FILE, check_out_dir, consolidate, finished_texts, fingerprint, read_parts, shard_part_path,
-    write_shard_part,
+    tree_part_path, write_shard_part, write_tree_part,
 )
 from evolve.traces.io import atomic_write_text
 
@@ -77,10 +82,12 @@ class ShardJob:
 @dataclass
 class ShardOutcome:
     """A finished shard: per text, its index, records (schema DataFrame) and ``texts.jsonl`` entry; the
-    generated tokens, the target's forward seconds and the models' description."""
+    generated tokens, the target's forward seconds and the models' description; for a tree harvest, each
+    text's tree table by index."""
 
     shard: int
     texts: list[tuple[int, pd.DataFrame, dict[str, Any]]] = field(default_factory=list)
+    trees: dict[int, pd.DataFrame] = field(default_factory=dict)
     tokens: int = 0
     forward_seconds: float = 0.0
     description: dict[str, Any] = field(default_factory=dict)
@@ -136,8 +143,18 @@ def harvest_shard(job: ShardJob) -> ShardOutcome:
                                 setup.engine.vocab) for t in job.texts}
     before = setup.engine.forward_seconds()
     texts = ((t, encoded[t], text_rng(config.seed, t)) for t in job.texts)
-    for t, result in setup.engine.run_texts(texts, config.gamma, config.max_new_tokens, config.batch_size):
+    if config.tree_nodes is None:
+        results = ((t, result, None) for t, result in setup.engine.run_texts(
+            texts, config.gamma, config.max_new_tokens, config.batch_size))
+    else:
+        from evolve.traces.harvest.trees import run_tree_texts
+
+        results = run_tree_texts(setup.engine, texts, config.tree_nodes, config.tree_width, config.max_new_tokens)
+    for t, result, trees in results:
         info = text_info(t, split_of[t], lines[t], prompts[t], len(encoded[t]), tokenizer, result)
+        if trees is not None:
+            info["trees"] = int(trees["tree"].nunique())
+            outcome.trees[t] = trees
         outcome.texts.append((t, result.frame(t), info))
         outcome.tokens += len(result.tokens)
     outcome.texts.sort(key=lambda item: item[0])
@@ -145,12 +162,15 @@ def harvest_shard(job: ShardJob) -> ShardOutcome:
     return outcome
 
 
-def write_shard(path: Path, outcome: ShardOutcome) -> None:
+def write_shard(path: Path, outcome: ShardOutcome, work: Path | None = None) -> None:
     """Write a finished shard's texts as one part file at ``path`` (atomically, see
-    :func:`evolve.traces.harvest.resume.write_shard_part`). A part already at ``path`` (the shard ran before
-    while some of its texts were in other part files since deleted) is kept merged in: its texts are
-    not among ``outcome``'s, which are only texts in no part. Texts are stored by increasing index.
-    Raises: InputError for a damaged part already at ``path``."""
+    :func:`evolve.traces.harvest.resume.write_shard_part`), after its texts' tree tables (a tree harvest: one
+    file per text under ``work``, :func:`evolve.traces.harvest.resume.tree_part_path`). A part already at
+    ``path`` (the shard ran before while some of its texts were in other part files since deleted) is kept
+    merged in: its texts are not among ``outcome``'s, which are only texts in no part. Texts are stored by
+    increasing index. Raises: InputError for a damaged part already at ``path``."""
+    for t, trees in outcome.trees.items():
+        write_tree_part(tree_part_path(work if work is not None else path.parent.parent, t), trees)
     texts = [(frame, info) for _, frame, info in outcome.texts]
     if path.exists():
         texts += read_parts(path)
@@ -170,13 +190,11 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
     Returns: :class:`evolve.traces.harvest.engine.HarvestResult`. Ctrl-C stops waiting for the shards still
     running; the finished ones are kept and consolidated, and the same command resumes.
 
-    Raises: InputError as :func:`evolve.traces.harvest.engine.harvest`, for a bad shard count, a tree harvest
-    (``tree_nodes``: one process only), or when the cluster cannot be reached or a worker's files differ.
+    Raises: InputError as :func:`evolve.traces.harvest.engine.harvest`, for a bad shard count, or when the
+    cluster cannot be reached or a worker's files differ.
     """
     if shards < 1:
         raise InputError(f"shards: must be at least 1 (value {shards})")
-    if config.tree_nodes is not None:
-        raise InputError("a tree harvest (tree_nodes) runs in one process; sharding is not supported", param="shards")
     prompts, _, splits, prompts_sha, out, work = prepare(config)
     order = processing_order(splits)
     pieces = shard_texts(order, shards)
@@ -201,7 +219,7 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
                 from distributed import as_completed
                 for future in as_completed(futures):
                     outcome: ShardOutcome = future.result()
-                    write_shard(shard_part_path(work, outcome.shard, len(pieces)), outcome)
+                    write_shard(shard_part_path(work, outcome.shard, len(pieces)), outcome, work)
                     for _ in outcome.texts:
                         bar.text_done()
                     tokens += outcome.tokens
