@@ -171,14 +171,6 @@ def grow_tree(draft_pass: DraftPass, nodes: int, width: int, max_depth: int, eos
     return tree
 
 
-def _residual(R: np.ndarray, Q: np.ndarray) -> np.ndarray:
-    """SpecInfer's residual after a rejected child: normalise(max(0, R - Q)); R itself when the mass is 0
-    (the same float64 operations as :func:`evolve.engine.tree_verify._residual` with weight 1)."""
-    r = np.maximum(R - Q, 0.0)
-    m = float(r.sum())
-    return r / m if m > 0.0 else R.copy()
-
-
 def node_columns(parents: Sequence[int], tokens: Sequence[int], p: np.ndarray, q: np.ndarray,
                  q_ent: np.ndarray, p_ent: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The per-node columns of ``{split}.trees.parquet`` (all but ``seq_id``, ``tree``, ``position``).
@@ -210,9 +202,7 @@ def node_columns(parents: Sequence[int], tokens: Sequence[int], p: np.ndarray, q
     depth = np.zeros(n, dtype=np.int64)
     sibling = np.zeros(n, dtype=np.int64)
     cum = np.zeros(n, dtype=np.float64)
-    residual = np.zeros(n, dtype=np.float64)
     counts = np.zeros(n + 1, dtype=np.int64)
-    R: dict[int, np.ndarray] = {}
     for i in range(n):
         r = int(rows[i])
         if r > i:
@@ -220,13 +210,9 @@ def node_columns(parents: Sequence[int], tokens: Sequence[int], p: np.ndarray, q
         depth[i] = 1 if r == 0 else depth[r - 1] + 1
         cum[i] = draft_prob[i] * (1.0 if r == 0 else cum[r - 1])
         sibling[i] = counts[r]
-        if counts[r] == 0:
-            R[r] = p[r]
-        else:
-            R[r] = _residual(R[r], q[r])
-        residual[i] = R[r][x[i]]
         counts[r] += 1
     relaxed = _relaxed_residuals(rows, x, p, q)
+    residual = relaxed[:, 0].copy()  # w = 0: the mixture is p, so this is SpecInfer's R_s(x)
     si = specinfer_expected_tokens(par, x, p, q)
     tv = traversal_expected_tokens(par, x, p, q)
     q_ent = np.asarray(q_ent, dtype=np.float64)
@@ -244,7 +230,8 @@ def node_columns(parents: Sequence[int], tokens: Sequence[int], p: np.ndarray, q
 
 def _relaxed_residuals(rows: np.ndarray, x: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """float64 (n, len(RELAX_GRID)): R~_s(x) of every node at every w of the grid, R~_0 = (1 - w) p + w q at the
-    parent and R~_{i+1} = normalise(max(0, R~_i - q)) after each earlier sibling (as ``residual_prob`` for p)."""
+    parent and R~_{i+1} = normalise(max(0, R~_i - q)) after each earlier sibling (unchanged when its mass is 0).
+    Column 0 (w = 0, the mixture is p) is SpecInfer's residual, the column ``residual_prob``."""
     grid = np.asarray(RELAX_GRID)
     out = np.zeros((x.shape[0], grid.size))
     current: dict[int, np.ndarray] = {}
