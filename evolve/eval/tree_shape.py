@@ -323,6 +323,13 @@ def shape_metrics(values: np.ndarray, data: ShapeData, costs: Costs = DEFAULT_CO
     return metrics_from_shape_counts(out, costs)
 
 
+def require_relaxable(data: ShapeData) -> None:
+    """Raise InputError naming the tree table unless it has the columns of relaxed verification."""
+    if data.relaxed is None:
+        raise InputError(f"{data.table.source}: relaxed verification of trees needs the columns "
+                         f"{', '.join(RELAX_COLUMN_NAMES)}, which this tree table lacks")
+
+
 def relaxed_accept(data: ShapeData, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """SpecInfer against the mixture target (1 - w) p + w q at every context (speculative cascades' mixture,
     Narasimhan et al. 2024, arXiv 2405.19261, as the ``relaxation`` kind uses it on chains): (accept, damage)
@@ -336,9 +343,7 @@ def relaxed_accept(data: ShapeData, weights: np.ndarray) -> tuple[np.ndarray, np
     that is the context's damage (:func:`shape_counts` charges it only where the context has a kept child;
     elsewhere the token is drawn from p). Raises: InputError when the table lacks the relaxation columns.
     """
-    if data.relaxed is None:
-        raise InputError(f"{data.table.source}: relaxed verification of trees needs the columns "
-                         f"{', '.join(RELAX_COLUMN_NAMES)}, which this tree table lacks")
+    require_relaxable(data)
     w = np.asarray(weights, dtype=np.float64)
     w = np.clip(np.where(np.isfinite(w), w, 0.0), 0.0, 1.0)
     steps = len(RELAX_GRID) - 1
@@ -404,16 +409,6 @@ def shape_expressions(widest: int, deepest: int) -> list[tuple[str, str]]:
     return out
 
 
-def _best(candidates, score):
-    """The (setting, values, budget) of ``candidates`` with the highest score (the first on ties)."""
-    best, best_score = None, -math.inf
-    for cand in candidates:
-        s = score(cand)
-        if s > best_score:
-            best, best_score = cand, s
-    return best
-
-
 def competitors(data: ShapeData, costs: Costs = DEFAULT_COSTS, tuned_on: ShapeData | None = None,
                 score=None) -> dict[str, tuple[str, ShapeMetrics]]:
     """The named shapes on ``data``, each with its setting tuned on ``tuned_on`` (default ``data``; pass the
@@ -441,7 +436,7 @@ def competitors(data: ShapeData, costs: Costs = DEFAULT_COSTS, tuned_on: ShapeDa
         return shape_metrics(make(d), d, costs, budget)
 
     def pick(cands):
-        setting, make, budget = _best(cands, lambda c: score(run(tune, c[1], c[2])))
+        setting, make, budget = max(cands, key=lambda c: score(run(tune, c[1], c[2])))  # the first on ties
         return setting, run(data, make, budget)
 
     out: dict[str, tuple[str, ShapeMetrics]] = {}
@@ -464,4 +459,4 @@ def competitors(data: ShapeData, costs: Costs = DEFAULT_COSTS, tuned_on: ShapeDa
 
 __all__ = ["SHAPE_FEATURES", "N_SHAPE_COUNTS", "ShapeMetrics", "ShapeData", "shape_data", "shape_counts", "cost_tables",
            "metrics_from_shape_counts", "shape_metrics", "whole_tree_metrics", "ADAPTIVE_GRID", "fixed_width_values",
-           "static_values", "adaptive_values", "shape_expressions", "competitors", "relaxed_accept"]
+           "static_values", "adaptive_values", "shape_expressions", "competitors", "require_relaxable", "relaxed_accept"]

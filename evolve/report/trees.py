@@ -32,7 +32,7 @@ import numpy as np
 from evolve.eval.costs import Costs, load_costs
 from evolve.eval.evaluator import thresholds
 from evolve.eval.tree_shape import (
-    ShapeData, ShapeMetrics, competitors, relaxed_accept, shape_data, shape_metrics, whole_tree_metrics,
+    ShapeData, ShapeMetrics, competitors, require_relaxable, shape_data, shape_metrics, whole_tree_metrics,
 )
 from evolve.gp.kinds import RELAXATION, TREE_SHAPE
 from evolve.report.output import check_output, resolve_format, write_output
@@ -73,11 +73,6 @@ def _row(split: str, name: str, kind: str, setting: str, m: ShapeMetrics) -> dic
             "tokens_per_second": m.tokens_per_second, "speedup": m.speedup}
 
 
-#: Kinds of champion the command scores: a tree shape (verified by SpecInfer) and a relaxation weight
-#: (every harvested tree verified by SpecInfer against the mixture (1 - w) p + w q).
-TREE_KINDS: tuple[str, ...] = (TREE_SHAPE.name, RELAXATION.name)
-
-
 def champion_label(path: Path) -> str:
     """A champion row's label: the file's name without ``.json`` (``.champion`` dropped too), or the run
     directory's name for a run's ``champion.json``."""
@@ -94,7 +89,7 @@ def _champion_programs(paths: Sequence[Path]) -> list[tuple[str, str, Any]]:
     out = []
     for path in paths:
         champ = read_champion(path)
-        if champ.kind not in TREE_KINDS:
+        if champ.kind not in TREE_ROWS:
             raise champ.program_kind.refuse("python benchmark.py trees", str(path))
         out.append((champion_label(path), champ.kind, champ.rule().program))
     return out
@@ -104,10 +99,9 @@ def _relaxation_rows(split: str, name: str, program, d: ShapeData, tune: ShapeDa
                      costs: Costs) -> list[dict[str, Any]]:
     """The relaxation champion's row (every harvested tree, SpecInfer against the mixture) and the fixed-w row at
     the largest grid w whose TV per token on ``tune`` is at most the champion's there."""
+    require_relaxable(d)
+    require_relaxable(tune)
     every = np.full(d.decisions.n, np.inf)
-    for what in (d, tune):
-        if what.contexts is None:
-            relaxed_accept(what, every)  # raises: the table lacks the relaxation columns
     m = shape_metrics(every, d, costs, relaxation=thresholds(program, d.contexts))
     budget_tv = shape_metrics(np.full(tune.decisions.n, np.inf), tune, costs,
                               relaxation=thresholds(program, tune.contexts)).tv_per_token
@@ -118,6 +112,16 @@ def _relaxation_rows(split: str, name: str, program, d: ShapeData, tune: ShapeDa
     f = shape_metrics(every, d, costs, relaxation=np.full(d.decisions.n, w))
     return [_row(split, name, "champion", "relaxation, whole tree", m),
             _row(split, "fixed_w", "relaxation", f"w={w:g} (TV <= {name}'s on {tune.table.split or 'tune'})", f)]
+
+
+def _shape_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData, costs: Costs) -> list[dict[str, Any]]:
+    """The tree-shape champion's row: its kept subtrees verified by SpecInfer."""
+    return [_row(split, name, "champion", "evolved shape", shape_metrics(thresholds(program, d.decisions), d, costs))]
+
+
+#: The rows of a champion of each kind the command scores, by kind name: a tree shape (verified by SpecInfer)
+#: and a relaxation weight (every harvested tree verified by SpecInfer against (1 - w) p + w q).
+TREE_ROWS = {TREE_SHAPE.name: _shape_rows, RELAXATION.name: _relaxation_rows}
 
 
 def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
@@ -132,11 +136,7 @@ def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
         for name, (setting, m) in competitors(d, costs, tuned_on=tune).items():
             rows.append(_row(split, name, "shape", setting, m))
         for name, kind, program in champions:
-            if kind == RELAXATION.name:
-                rows += _relaxation_rows(split, name, program, d, tune, costs)
-            else:
-                rows.append(_row(split, name, "champion", "evolved shape",
-                                 shape_metrics(thresholds(program, d.decisions), d, costs)))
+            rows += TREE_ROWS[kind](split, name, program, d, tune, costs)
     return rows
 
 
@@ -205,5 +205,5 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     return rows, text
 
 
-__all__ = ["FORMATS", "KEYS", "ALL_SPLITS", "TreesOptions", "champion_label", "tree_rows", "format_table", "format_markdown",
+__all__ = ["FORMATS", "KEYS", "ALL_SPLITS", "TREE_ROWS", "TreesOptions", "champion_label", "tree_rows", "format_table", "format_markdown",
            "trees_command"]
