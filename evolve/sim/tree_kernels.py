@@ -237,6 +237,12 @@ def _reject_child(resid, qrow):
 
 
 @njit(cache=True)
+def _children_q(Q, u, level, draft_kind):
+    """The distribution node u's children were drawn from: its own row of Q (chain draft) or its level's head."""
+    return Q[u] if draft_kind == DRAFT_CHAIN else Q[level[u]]
+
+
+@njit(cache=True)
 def _accept_weight(w, prow, qrow, x):
     """min(1, w P(x) / Q(x)); 1 (or 0 when w P(x) = 0) where Q(x) = 0."""
     num = w * prow[x]
@@ -266,7 +272,7 @@ def _traversal_refresh(n, parent, token, level, draft_kind, Pt, Q, acc, gone, to
     for i in range(1, n):
         if not (gone[i] or touched[i]):
             p = parent[i]
-            acc[i] = _accept_weight(acc[p], Pt[p], Q[p] if draft_kind == DRAFT_CHAIN else Q[level[p]], token[i])
+            acc[i] = _accept_weight(acc[p], Pt[p], _children_q(Q, p, level, draft_kind), token[i])
 
 
 @njit(cache=True)
@@ -300,7 +306,7 @@ def _traversal_pick(rng, n, parent, token, level, child_start, child_count, draf
             return u
         gone[u] = True
         p = parent[u]
-        acc[p] = _traversal_delete(acc[p], Pt[p], Q[p] if draft_kind == DRAFT_CHAIN else Q[level[p]])
+        acc[p] = _traversal_delete(acc[p], Pt[p], _children_q(Q, p, level, draft_kind))
         touched[p] = True
         _traversal_refresh(n, parent, token, level, draft_kind, Pt, Q, acc, gone, touched)
     return 0
@@ -379,7 +385,7 @@ def tree_call(model_seed, rng, buf, dpath, t, window_len, params, log_rank, budg
                     break
             buf[window_len + pos] = g
         else:
-            qrow = Q[u] if draft_kind == DRAFT_CHAIN else Q[lv]
+            qrow = _children_q(Q, u, level, draft_kind)
             pu = P[u]
             for v in range(pu.shape[0]):
                 resid[v] = pu[v]
