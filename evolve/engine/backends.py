@@ -26,6 +26,8 @@ class Backend:
     """The torch backend; the base class of the others (see the module doc)."""
 
     name = "torch"
+    #: Whether a tree harvest can run on it (tree attention over a draft tree: :meth:`Runner.tree`).
+    grows_trees = True
 
     def check(self, config) -> None:
         """Refuse, in one line naming the option, what the backend cannot run (before loading anything)."""
@@ -67,6 +69,7 @@ class LlamaCppBackend(Backend):
     """llama.cpp through llama-cpp-python (:mod:`evolve.engine.llama_cpp`)."""
 
     name = "llama_cpp"
+    grows_trees = False
 
     def check(self, config) -> None:
         from evolve.engine.llama_cpp import check_config

@@ -60,6 +60,8 @@ class Drafter:
     field = ""
     #: Whether it runs no model at all (so it runs on every backend: :mod:`evolve.engine.backends`).
     model_free = False
+    #: Whether it can grow a draft tree (a torch model run over a tree with :meth:`Runner.tree`; a tree harvest).
+    grows_trees = False
 
     @classmethod
     def check_value(cls, value) -> None:

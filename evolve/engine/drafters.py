@@ -41,6 +41,7 @@ class ModelDrafter(Drafter):
 
     kind = "model"
     field = "draft"
+    grows_trees = True
 
     @classmethod
     def build(cls, target, draft, value, vocab, device):
@@ -79,6 +80,7 @@ class SkipLayerDrafter(_SelfDrafter):
 
     kind = "skip_layers"
     field = "skip_layers"
+    grows_trees = True
 
     @classmethod
     def check_value(cls, value) -> None:

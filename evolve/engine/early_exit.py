@@ -23,6 +23,7 @@ class EarlyExitDrafter(_SelfDrafter):
 
     kind = "early_exit"
     field = "exit_layer"
+    grows_trees = True
 
     @classmethod
     def check_value(cls, value) -> None:

@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 
 from evolve.errors import InputError
-from evolve.engine.backends import BACKEND_NAMES
-from evolve.engine.drafters import DRAFTER_FIELDS, chosen_drafters
+from evolve.engine.backends import BACKEND_NAMES, BACKENDS
+from evolve.engine.drafters import DRAFTER_FIELDS, DRAFTERS, chosen_drafters
 
 #: Torch dtypes the models can run in.
 DTYPES = ("float32", "bfloat16", "float16")
@@ -102,14 +102,15 @@ class HarvestConfig:
             raise InputError(f"must be at least 1 (value {self.tree_nodes})", param="tree_nodes")
         if self.tree_width < 1:
             raise InputError(f"must be at least 1 (value {self.tree_width})", param="tree_width")
-        for name in ("window", "ngram"):
-            if getattr(self, name) is not None:
-                raise InputError("this drafter cannot grow a draft tree (tree_nodes); trees take the model, "
-                                 "skip_layers or exit_layer drafter", param=name)
+        for drafter in chosen_drafters(self):
+            if not drafter.grows_trees:
+                can = ", ".join(d.field for d in DRAFTERS if d.grows_trees)
+                raise InputError(f"this drafter cannot grow a draft tree (tree_nodes); trees take one of the "
+                                 f"drafters {can}", param=drafter.field)
         if self.temperature == 0:
             raise InputError("must be > 0 for a draft tree (tree_nodes): at temperature 0 every sibling "
                              "would be the same token (value 0)", param="temperature")
-        if self.backend != "torch":
+        if not BACKENDS[self.backend].grows_trees:
             raise InputError(f"draft trees (tree_nodes) run on the torch backend only (value {self.backend})",
                              param="backend")
         if self.batch_size != 1:

@@ -25,10 +25,6 @@ from evolve.engine.tree_draft import tree_step
 from evolve.traces.harvest.results import BlockResult, TextResult
 from evolve.traces.trees import RELAX_COLUMNS, TREE_COLUMNS
 
-#: The drafter kinds (``Drafter.kind``) that can grow a tree: they have a torch runner for tree passes.
-TREE_DRAFTERS = ("model", "skip_layers", "early_exit")
-
-
 def empty_tree_frame() -> pd.DataFrame:
     """A tree table without rows (the columns and dtypes of :data:`evolve.traces.trees.TREE_COLUMNS` and
     ``RELAX_COLUMNS``; ``relaxed_residual_prob`` holds one list per row)."""
@@ -41,7 +37,7 @@ def generate_tree_text(engine, prompt_ids: Sequence[int], rng: np.random.Generat
                        on_step: Callable[[int], None] | None = None) -> tuple[TextResult, pd.DataFrame]:
     """Generate one text by tree steps (module doc); runs under ``torch.inference_mode``.
 
-    Args: the engine (torch backend, a drafter of :data:`TREE_DRAFTERS`, temperature > 0), the prompt's
+    Args: the engine (torch backend, a drafter that ``grows_trees``, temperature > 0), the prompt's
     ids (at least one), the text's random stream, N >= 1 nodes and K >= 1 children per expansion, the
     text's budget (>= 1 new tokens), its ``seq_id`` (the tree table's column) and ``on_step(n_emitted)``
     called after every step.
@@ -56,9 +52,8 @@ def generate_tree_text(engine, prompt_ids: Sequence[int], rng: np.random.Generat
     import torch
 
     drafter = engine.drafter
-    if getattr(drafter, "kind", None) not in TREE_DRAFTERS or getattr(drafter, "run", None) is None:
-        raise ValueError(f"a draft tree needs one of the drafters {', '.join(TREE_DRAFTERS)} "
-                         f"(got {getattr(drafter, 'kind', type(drafter).__name__)})")
+    if not getattr(drafter, "grows_trees", False):
+        raise ValueError(f"a draft tree needs a drafter that can grow one (got {getattr(drafter, 'kind', type(drafter).__name__)})")
     if not prompt_ids:
         raise ValueError("generate_tree_text: empty prompt")
     ctx = [int(t) for t in prompt_ids]
@@ -111,4 +106,4 @@ def run_tree_texts(engine, texts: Iterable[tuple[int, Sequence[int], np.random.G
         yield index, result, trees
 
 
-__all__ = ["TREE_DRAFTERS", "empty_tree_frame", "generate_tree_text", "run_tree_texts"]
+__all__ = ["empty_tree_frame", "generate_tree_text", "run_tree_texts"]
