@@ -137,10 +137,19 @@ class Champion:
         spec = ((self.provenance or {}).get("config") or {}).get("verify_with")
         return spec if isinstance(spec, str) and spec != STANDARD_VERIFIER_NAME else None
 
+    @property
+    def weighting(self) -> str | None:
+        """For a verification-length policy: how its run weighted the harvested blocks (the run configuration's
+        ``length_weighting``; None: ``call``, or another kind)."""
+        if "length_weighting" not in self.program_kind.settings:
+            return None
+        spec = ((self.provenance or {}).get("config") or {}).get("length_weighting")
+        return spec if isinstance(spec, str) and spec != "call" else None
+
     def rule(self) -> Rule:
         """The champion as an expression :class:`heuristics.contract.Rule` of its kind (not registered)."""
         return Rule(self.name, self.description, f"champion file {self.path}" if self.path else "evolved champion",
-                    expression=self.expression, kind=self.kind, verifier=self.verifier)
+                    expression=self.expression, kind=self.kind, verifier=self.verifier, weighting=self.weighting)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the file format (keys in the documented order)."""

@@ -33,7 +33,7 @@ from typing import Callable
 
 from evolve.gp.compiler import Node, Program, compile_nodes, parse, to_python, to_string
 from evolve.gp.kinds import THRESHOLD, ProgramKind, program_kind
-from evolve.gp.primitives import CORE_FEATURES, DERIVED_FEATURES, OPTIONAL_FEATURES
+from evolve.gp.primitives import COLUMN_FEATURES, CORE_FEATURES, FEATURES
 
 CONTRACT_ARGUMENTS: tuple[str, ...] = CORE_FEATURES
 #: The standard rule min(1, p/q) as a primitive-set expression.
@@ -62,6 +62,8 @@ class Rule:
             verification-length policy).
         verifier: for a ``verify-length`` rule, what verifies the drafts it sends
             (:func:`heuristics.verifiers.verifier_parts`; None: the standard rule).
+        weighting: for a ``verify-length`` rule, how its run weighted the harvested blocks
+            (:func:`evolve.eval.verify_length.block_cover`; None: ``call``).
     """
 
     name: str
@@ -73,6 +75,7 @@ class Rule:
     lossless: bool = False
     kind: str = THRESHOLD.name
     verifier: str | None = None
+    weighting: str | None = None
     _program: Program | None = field(default=None, init=False, repr=False)
     _nodes: list[Node] | None = field(default=None, init=False, repr=False)
     _compiled: Callable | None = field(default=None, init=False, repr=False)
@@ -80,10 +83,11 @@ class Rule:
     def __post_init__(self) -> None:
         if (self.expression is None) == (self.function is None):
             raise ValueError(f"rule {self.name!r}: give exactly one of expression and function")
-        bad = [c for c in self.extra_columns if c not in OPTIONAL_FEATURES]
+        bad = [c for c in self.extra_columns if c not in COLUMN_FEATURES]
         if bad:
             raise ValueError(f"rule {self.name!r}: unknown extra column {bad[0]!r}")
         kind = program_kind(self.kind, f"rule {self.name!r}")
+        kind.check_features(self.extra_columns, f"rule {self.name!r}")
         if kind is not THRESHOLD and self.expression is None:
             raise ValueError(f"rule {self.name!r}: a {kind.name} rule is an expression")
         if self.expression is not None:
@@ -106,7 +110,7 @@ class Rule:
     def columns_needed(self) -> tuple[str, ...]:
         """Optional schema columns the rule reads."""
         if self._program is not None:
-            return tuple(f for f in self._program.features if f in OPTIONAL_FEATURES)
+            return tuple(f for f in self._program.features if f in COLUMN_FEATURES)
         return self.extra_columns
 
     def compiled(self) -> Callable:
@@ -140,7 +144,7 @@ def python_source(nodes: list[Node], function_name: str, doc: str, kind: Program
     Optional features the expression reads become keyword arguments after the
     six contract arguments; the function's docstring says what its value is (``kind``'s output).
     """
-    extra = [f for f in OPTIONAL_FEATURES + DERIVED_FEATURES if any(n.kind == "feature" and n.value == f for n in nodes)]
+    extra = [f for f in FEATURES if f not in CORE_FEATURES and any(n.kind == "feature" and n.value == f for n in nodes)]
     params = ", ".join(list(CONTRACT_ARGUMENTS) + [f"{e}=float('nan')" for e in extra])
     used = sorted({n.value for n in nodes if n.kind == "prim"})
     from evolve.gp.primitives import PRIMITIVE_BY_NAME

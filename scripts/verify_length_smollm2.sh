@@ -10,14 +10,16 @@
 #      48 new tokens), and grounded: prompt lookup on the 60 input-grounded prompts of
 #      prompts/grounded_prompts.txt (rewrite, copy, extract, replace-a-name tasks; greedy, at most 64 new tokens);
 #   4. on each (and grounded_llama: the grounded dataset under the llama.cpp cost file): a verification-length
-#      search under its cost file (population 300, 30 generations, seed 1; it reads train and valid), then the
-#      benchmark table on the held-out test split, where the competitors best_fixed_gamma and
-#      confidence_threshold are tuned on valid -> OUT/NAME.bench.{txt,json};
+#      search under its cost file (population 300, 30 generations, seed 1, blocks weighted by the text positions
+#      their harvest call covered: --length-weighting position; it reads train and valid), then the benchmark
+#      table on the held-out test split, where the competitors best_fixed_gamma and confidence_threshold are
+#      tuned on valid (same weighting) -> OUT/NAME.bench.{txt,json};
 #   5. live decoding of the test prompts (one thread, same gamma_max, sampling and seed as the harvest; the
 #      backend of the cost file) plainly and with standard rejection at gamma 6, block verification, the best
 #      fixed gamma and the tuned confidence threshold (as named policies) and the evolved policy, each with the
 #      cost model's prediction for the same calls -> OUT/NAME.live.json;
-#   6. OUT/summary.md: the table of docs/speed.md (scripts/verify_length_summary.py).
+#   6. OUT/summary.md: the tables of docs/speed.md (scripts/verify_length_summary.py), with the live rows'
+#      speedups predicted from the test records under both block weightings.
 # Everything goes under OUT (results/vl_smollm2, git-ignored); a finished step's file is kept (remove it to
 # redo the step). About 1.5 hours on 2 cores. Options through the environment: PYTHON, MODELS, OUT.
 OUT=${OUT:-results/vl_smollm2}
@@ -64,8 +66,8 @@ for name in "${NAMES[@]}"; do
     if [ ! -f "$OUT/$name.champion.json" ]; then
         stamp "verification-length search $name"
         run=$("$PYTHON" -m evolve run --data "$OUT/${DATA[$name]}" --out "$OUT/runs-$name" --evolve verify-length \
-              --objective tokens_per_second --costs "$costs" --gamma "$GAMMA" --population 300 --generations 30 \
-              --seed 1 --no-progress | tail -n 1)
+              --objective tokens_per_second --costs "$costs" --gamma "$GAMMA" --length-weighting position \
+              --population 300 --generations 30 --seed 1 --no-progress | tail -n 1)
         cp "$run/champion.json" "$OUT/$name.champion.json"
     fi
     for fmt in txt json; do
@@ -89,5 +91,7 @@ for name in "${NAMES[@]}"; do
         --rule "${tuned[0]}" --rule "${tuned[1]}" --champion "$OUT/$name.champion.json" \
         --output "$OUT/$name.live.json" > "$OUT/$name.live.log" 2>&1
 done
-"$PYTHON" scripts/verify_length_summary.py --out "$OUT" "${NAMES[@]}" > "$OUT/summary.md"
+SPECS=()
+for name in "${NAMES[@]}"; do SPECS+=("$name=$OUT/${DATA[$name]},$OUT/costs/${COSTS[$name]}.json"); done
+"$PYTHON" scripts/verify_length_summary.py --out "$OUT" "${SPECS[@]}" > "$OUT/summary.md"
 cat "$OUT/summary.md"

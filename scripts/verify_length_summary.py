@@ -3,9 +3,11 @@
     python scripts/verify_length_summary.py --tuned OUT/NAME.bench.json
         the competitors' settings tuned on valid as rule names, one per line:
         fixed_gamma:gamma=G and confidence_threshold:h=H
-    python scripts/verify_length_summary.py --out OUT NAME...
+    python scripts/verify_length_summary.py --out OUT NAME[=DATA,COSTS]...
         a markdown summary: per dataset, the predicted tokens per second and speedup on the test split
-        (from the records, OUT/NAME.bench.json) and live decoding measured beside predicted (OUT/NAME.live.json)
+        (from the records, OUT/NAME.bench.json) and live decoding measured beside predicted (OUT/NAME.live.json);
+        with DATA (the dataset directory) and COSTS (its cost file), also every live policy's speedup predicted
+        from the test records under both block weightings (call, position) beside the live one
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-POLICIES = ("champion", "best_fixed_gamma", "confidence_threshold", "survival_prefix")
+POLICIES = ("champion", "best_fixed_gamma", "confidence_threshold", "survival_prefix", "length_oracle")
 
 
 def bench_rows(path: Path) -> dict[str, dict]:
@@ -33,14 +35,20 @@ def tuned(path: Path) -> list[str]:
 
 def summary(out: Path, names: list[str]) -> str:
     lines = ["Predicted on the held-out test split, from the records (tokens/s and speedup over plain decoding "
-             "under the drafter's cost file; competitors tuned on valid):", "",
+             "under the drafter's cost file; competitors tuned on valid; length_oracle is a bound, not a policy: the best "
+             "lengths knowing each block's outcome):", "",
              "| dataset | " + " | ".join(POLICIES) + " |", "|---" * (len(POLICIES) + 1) + "|"]
+    specs = [n.split("=", 1) for n in names if "=" in n]
+    names = [n.split("=", 1)[0] for n in names]
     for name in names:
         rows = bench_rows(out / f"{name}.bench.json")
         cells = []
         for p in POLICIES:
-            r = rows[p]
-            setting = (r["expression"] or "").replace(" (tuned on valid)", "")
+            r = rows.get(p)
+            if r is None:  # a table written before the row existed
+                cells.append("")
+                continue
+            setting = "" if p == "length_oracle" else (r["expression"] or "").replace(" (tuned on valid)", "")
             cells.append(f"{r['tokens_per_second']:.2f} tok/s ({r['speedup']:.3f}x)" + (f" `{setting}`" if setting else ""))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "Live on the test prompts (decoding wall clock, prefill excluded; speedup over plain decoding measured "
@@ -65,7 +73,46 @@ def summary(out: Path, names: list[str]) -> str:
                          f"{r['tokens_per_s']:.2f} | {r['predicted_tokens_per_s']:.2f} | "
                          f"{r['tokens_per_s'] / r['predicted_tokens_per_s']:.3f} | {r['speedup']:.3f}x | "
                          f"{r['predicted_speedup']:.3f}x | {ratio:.3f} |")
+    if specs:
+        lines += ["", "Speedup of the live policies predicted from the test records under each block weighting "
+                      "(call: each harvested block one call of the policy; position: each block the text positions "
+                      "its harvest call covered) against the speedup measured live and predicted for the live "
+                      "calls:", "",
+                  "| dataset | rule | call weighting | position weighting | live, predicted for its calls | "
+                  "live, measured |", "|---|---|---:|---:|---:|---:|"]
+        for name, where in specs:
+            data_dir, costs_file = where.split(",")
+            for rule, call, position, live in estimator_rows(out, name, data_dir, costs_file):
+                lines.append(f"| {name} | {rule} | {call:.3f}x | {position:.3f}x | {live['predicted_speedup']:.3f}x | "
+                             f"{live['speedup']:.3f}x |")
     return "\n".join(lines) + "\n"
+
+
+def estimator_rows(out: Path, name: str, data_dir: str, costs_file: str):
+    """(rule, call-weighted speedup, position-weighted speedup, live row) of every verification-length policy of
+    OUT/NAME.live.json (standard rejection and block verification are skipped), on the test split of ``data_dir``."""
+    from evolve.eval.costs import load_costs
+    from evolve.eval.evaluator import EvalData, thresholds
+    from evolve.eval.verify_length import decision_data, policy_metrics
+    from evolve.traces.io import load_split
+    from heuristics.champions import load_champion
+    from heuristics.registry import get_rule
+
+    costs = load_costs(costs_file)
+    data = EvalData.from_traces(load_split(data_dir, "test"))
+    decisions = decision_data(data)
+    gamma = int(data.depth.max()) + 1
+    for live in json.loads((out / f"{name}.live.json").read_text()):
+        label = live["rule"]
+        if label == "champion":
+            program = load_champion(out / f"{name}.champion.json").program
+        elif ":" in label:
+            program = get_rule(label).program
+        else:
+            continue
+        values = thresholds(program, decisions)
+        call, position = (policy_metrics(values, data, gamma, costs, weighting=w).speedup for w in ("call", "position"))
+        yield label, call, position, live
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from evolve.engine.distributions import OneHot, block_records, distributions  # noqa: E402
-from evolve.engine.ngram import lookup  # noqa: E402
+from evolve.engine.ngram import lookup_columns, lookup_match  # noqa: E402
 from evolve.errors import InputError  # noqa: E402
 from evolve.eval.costs import load_costs  # noqa: E402
 from evolve.traces.harvest import engine as hv  # noqa: E402
@@ -27,12 +27,43 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def test_ngram_lookup_takes_the_latest_match_of_the_longest_n():
     ctx = [5, 6, 7, 9, 5, 6, 8, 4, 5, 6]
-    assert lookup(ctx, 3, 2, 1) == [8, 4, 5]          # "5 6" last seen at 4 -> continues 8 4 5
-    assert lookup(ctx, 3, 3, 3) == []                  # "6 5 6" never seen before
-    assert lookup([1, 2, 3], 4, 3, 1) == []            # no repeat: no draft
-    assert lookup([3, 1, 2, 3], 5, 1, 1) == [1, 2, 3]  # the continuation is cut at the text's end
+    assert lookup_match(ctx, 3, 2, 1) == ([8, 4, 5], 2)          # "5 6" last seen at 4 -> continues 8 4 5
+    assert lookup_match(ctx, 3, 3, 3) == ([], 0)                  # "6 5 6" never seen before
+    assert lookup_match([1, 2, 3], 4, 3, 1) == ([], 0)            # no repeat: no draft
+    assert lookup_match([3, 1, 2, 3], 5, 1, 1) == ([1, 2, 3], 1)  # the continuation is cut at the text's end
     with pytest.raises(InputError):
         hv.HarvestConfig(target="t", prompts="p", ngram=(1, 2)).check()
+
+
+def _lookup_reference(ctx, draft, n):
+    """lookup_len, lookup_freq by plain loops: for token j, over every start s whose pattern (the last n tokens
+    of ctx, then draft[:j]) fits before ctx's last token, the share followed by draft[j]."""
+    freqs = []
+    for j, x in enumerate(draft):
+        pat = list(ctx[len(ctx) - n:]) + list(draft[:j])
+        nxt = [ctx[s + len(pat)] for s in range(len(ctx) - len(pat)) if list(ctx[s:s + len(pat)]) == pat]
+        freqs.append(sum(t == x for t in nxt) / len(nxt))
+    return [n] * len(draft), freqs
+
+
+def test_lookup_columns_count_the_earlier_continuations():
+    ctx = [7, 1, 2, 3, 9, 1, 2, 4, 1, 2, 3, 5, 1, 2]
+    draft, n = lookup_match(ctx, 3, 2, 1)
+    assert (draft, n) == ([3, 5, 1], 2)           # "1 2" last seen at 8 -> 3 5 1
+    cols = lookup_columns(ctx, draft, n)
+    # "1 2" is followed by 3, 4, 3: 3 in 2 of 3; "1 2 3" by 9, 5: 5 in 1 of 2; "1 2 3 5" once, by 1
+    np.testing.assert_allclose(cols["lookup_freq"], [2 / 3, 1 / 2, 1.0])
+    assert cols["lookup_len"].tolist() == [2, 2, 2]
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        ctx = rng.integers(0, 4, size=int(rng.integers(2, 30))).tolist()
+        draft, n = lookup_match(ctx, 4, 3, 1)
+        got = lookup_columns(ctx, draft, n)
+        want = _lookup_reference(ctx, draft, n)
+        assert got["lookup_len"].tolist() == want[0]
+        np.testing.assert_allclose(got["lookup_freq"], want[1], rtol=0, atol=1e-15)
+    with pytest.raises(ValueError, match="never follows"):
+        lookup_columns([1, 2, 1, 2], [9], 1)
 
 
 def test_one_hot_rows_give_the_dense_records_bit_for_bit():
@@ -71,6 +102,25 @@ def test_ngram_records_are_valid_with_draft_prob_one(llama_files):
     assert (df["draft_top_prob"] == 1.0).all()
     np.testing.assert_array_equal(df["overlap"], df["target_prob"])
     assert (df["draft_index"] < GAMMA).all()
+    # the lookup columns of every block, from its context, as the reference and as live decoding's lookahead
+    checked = 0
+    for i, result in done_again(engine, prompts):
+        for b in result.blocks:
+            ctx = list(prompts[i]) + result.tokens[:b.start]
+            if b.drafts:
+                _, n = lookup_match(ctx, len(b.drafts), 2, 1)
+                want = _lookup_reference(ctx, b.drafts, n)
+                assert b.records["lookup_len"].tolist() == want[0]
+                np.testing.assert_allclose(b.records["lookup_freq"], want[1], rtol=0, atol=1e-15)
+                for j in range(len(b.drafts)):
+                    ahead = engine.drafter.lookahead(engine, ctx, j)
+                    assert ahead == {"lookup_len": want[0][j], "lookup_freq": pytest.approx(want[1][j])}
+                checked += len(b.drafts)
+    assert checked == len(df)
+
+
+def done_again(engine, prompts):
+    return engine.run_texts([(i, ids, hv.text_rng(11, i)) for i, ids in enumerate(prompts)], GAMMA, 30, 2)
 
 
 def test_zero_length_draft_is_a_plain_target_step(llama_files):

@@ -181,3 +181,30 @@ def test_an_exported_policy_names_its_verifier():
     namespace = {}
     exec(compile(TARGETS["numpy"](plain.name, plain.nodes, "test", layout(plain)), "exported", "exec"), namespace)
     assert namespace["VERIFIER"] == "standard_rejection"
+
+
+def test_a_run_with_position_weighting_scores_its_champion_so(splits, tmp_path):
+    """The run's length_weighting reaches its champion's valid figures, the champion file's rule and the benchmark
+    row (length_scores), and the competitors of a benchmark follow the first policy's weighting."""
+    from evolve.report.compare.speed import competitor_rows, length_scores
+    from heuristics.champions import Champion
+
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps(CHEAP.to_dict()))
+    cfg = resolve({"evolve": "verify-length", "objective": "tokens_per_second", "costs": str(path),
+                   "length_weighting": "position", "population": 40, "generations": 3, "seed": 2})
+    res = search(cfg, splits["train"], splits["valid"], ("draft_prob", "position", "draft_entropy", "draft_index",
+                                                         "draft_top_prob", "draft_cumprob"))
+    expr = res.champion.expression
+    got = LengthPopulationEvaluator(splits["valid"], gamma=5, costs=CHEAP, weighting="position").evaluate([expr])[0]
+    assert got == res.champion.valid
+    champ = Champion("c", expr, kind="verify-length", provenance={"config": {"length_weighting": "position"}})
+    rule = champ.rule()
+    assert rule.weighting == "position"
+    assert Champion("d", expr, kind="verify-length", provenance={"config": {}}).rule().weighting is None
+    fields, _ = length_scores(rule, splits["valid"], 1, 5, CHEAP)
+    assert fields["verifier"] == got
+    rows = {r.heuristic: r for r in competitor_rows(splits["valid"], 5, CHEAP, None, "valid", weighting="position")}
+    fixed = competitors(splits["valid"], 5, CHEAP, weighting="position")["best_fixed_gamma"][1]
+    assert rows["best_fixed_gamma"].verifier == fixed
+    assert rows["length_oracle"].expression.startswith("bound")

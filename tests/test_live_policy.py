@@ -24,6 +24,7 @@ from evolve.sim.live import (POLICY_AVAILABLE, LengthPolicy, autoregressive_text
                              speculative_text)
 from evolve.traces.harvest.config import HarvestConfig  # noqa: E402
 from evolve.traces.harvest.engine import build, text_rng  # noqa: E402
+from heuristics.contract import Rule  # noqa: E402
 from heuristics.registry import get_rule  # noqa: E402
 
 GAMMA = 3
@@ -101,7 +102,7 @@ def test_live_decision_features_are_those_of_the_records():
     q, top, ent = rng.uniform(0.05, 0.9, 4), rng.uniform(0.9, 1.0, 4), rng.uniform(0.0, 3.0, 4)
     rows = {"draft_prob": q, "draft_top_prob": top, "draft_entropy": ent, "draft_index": np.arange(4.0),
             "position": 7.0 + np.arange(4), "target_prob": rng.uniform(size=4), "target_entropy": np.ones(4),
-            "top_token_match": np.zeros(4)}
+            "top_token_match": np.zeros(4), "lookup_len": np.full(4, 2.0), "lookup_freq": rng.uniform(0.1, 1.0, 4)}
     available = tuple(f for f in FEATURES if f in rows)
     X = np.stack([rows[f] for f in available])
     r = np.minimum(1.0, rows["target_prob"] / q)
@@ -109,9 +110,31 @@ def test_live_decision_features_are_those_of_the_records():
     data = EvalData(np.ascontiguousarray(X), r, u, u < r, available)
     dd = decision_data(data)
     for j in range(4):
-        live = policy_features(list(q[:j]), list(top[:j]), list(ent[:j]), 7)
-        for f in ("draft_prob", "draft_top_prob", "draft_entropy", "draft_cumprob", "draft_index", "position"):
+        ahead = {"lookup_len": 2.0, "lookup_freq": rows["lookup_freq"][j]}  # token j's, known before drafting it
+        live = policy_features(list(q[:j]), list(top[:j]), list(ent[:j]), 7, ahead)
+        for f in ("draft_prob", "draft_top_prob", "draft_entropy", "draft_cumprob", "draft_index", "position",
+                  "lookup_len", "lookup_freq"):
             assert live[POLICY_AVAILABLE.index(f), 0] == pytest.approx(dd.feature(f)[j]), (f, j)
+    assert np.isnan(policy_features([], [], [], 7)[POLICY_AVAILABLE.index("lookup_freq"), 0])  # a model drafter
+
+
+def test_a_lookup_policy_decides_on_the_match_and_stays_lossless(files):
+    """A policy reading prompt lookup's columns: greedy decoding still equals plain decoding, and a threshold on
+    lookup_freq above 1 drafts nothing while one at 0 drafts as the fixed length does."""
+    greedy = build(HarvestConfig(target=files["target"], prompts=files["prompts"], gamma=GAMMA,
+                                 max_new_tokens=MAX_NEW, seed=5, temperature=0.0, ngram=(2, 1))).engine
+    plain, _ = autoregressive_text(greedy, PROMPT, MAX_NEW, text_rng(5, 0))
+    never = LengthPolicy("n", Rule("n", expression="sub(lookup_freq, 1.5)", kind="verify-length"))
+    always = LengthPolicy("a", Rule("a", expression=f"sub({GAMMA - 0.5!r}, add(draft_index, sub(1.0, lookup_len)))",
+                                    kind="verify-length"))
+    fixed = LengthPolicy("g", get_rule(f"fixed_gamma:{GAMMA}"))
+    calls = {}
+    for name, policy in (("never", never), ("always", always), ("fixed", fixed)):
+        text, counts = speculative_text(greedy, policy, PROMPT, GAMMA, MAX_NEW, text_rng(5, 0))
+        assert text == plain, name
+        calls[name] = counts.drafted
+    assert calls["never"] == {0: sum(calls["never"].values())}
+    assert calls["always"] == calls["fixed"] and sum(k * v for k, v in calls["fixed"].items()) > 0
 
 
 def test_a_fixed_length_policy_verified_by_block_verification_is_block_verification(files):
@@ -128,3 +151,13 @@ def test_a_fixed_length_policy_verified_by_block_verification_is_block_verificat
         want, wc = speculative_text(engine, BLOCK_VERIFICATION, PROMPT, GAMMA, MAX_NEW, text_rng(5, i))
         got, gc = speculative_text(engine, decoded, PROMPT, GAMMA, MAX_NEW, text_rng(5, i))
         assert got == want and (gc.target_calls, gc.drafted) == (wc.target_calls, wc.drafted)
+
+
+def test_a_lookup_policy_is_refused_without_prompt_lookup(files):
+    from evolve.errors import InputError
+    config = HarvestConfig(target=files["target"], prompts=files["prompts"], gamma=GAMMA, max_new_tokens=MAX_NEW,
+                           seed=5, skip_layers=(1, 2))
+    policy = LengthPolicy("n", Rule("n", expression="sub(lookup_freq, 0.5)", kind="verify-length"))
+    with pytest.raises(InputError, match="reads 'lookup_freq', which only the prompt-lookup drafter gives") as err:
+        run_live(config, [policy])
+    assert err.value.param == "ngram"

@@ -10,7 +10,7 @@ from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs, costs_from_dict, load_costs
 from evolve.eval.evaluator import EvalData, evaluate
 from evolve.eval.verify_length import (
-    LengthPopulationEvaluator, competitors, decision_data, fixed_gamma_values, policy_metrics,
+    LengthPopulationEvaluator, competitors, decision_data, fixed_gamma_values, length_oracle, policy_metrics,
 )
 from evolve.gp.compiler import compile_expression
 from evolve.search.algorithms import search
@@ -90,7 +90,7 @@ def test_a_fixed_length_is_the_evaluators_block_metrics(splits, gamma):
 
 def test_competitors_are_tuned_on_valid(splits):
     found = competitors(splits["test"], 5, CPU, tuned_on=splits["valid"])
-    assert list(found) == ["best_fixed_gamma", "confidence_threshold", "survival_prefix"]
+    assert list(found) == ["best_fixed_gamma", "confidence_threshold", "survival_prefix", "length_oracle"]
     setting, m = found["best_fixed_gamma"]
     assert setting == "gamma=0" and m.speedup == pytest.approx(1.0)  # on this CPU plain decoding is fastest
     setting, m = competitors(splits["test"], 5, CHEAP, splits["valid"])["best_fixed_gamma"]
@@ -181,3 +181,127 @@ def test_cost_files_are_checked(tmp_path):
         load_costs(bad)
     with pytest.raises(InputError, match="no such cost file"):
         load_costs(tmp_path / "absent.json")
+
+
+@pytest.mark.parametrize("costs", [CPU, CHEAP])
+def test_the_length_oracle_is_the_best_choice_of_lengths(splits, costs):
+    """On a few blocks, the oracle equals the best of every per-block choice of lengths (enumerated); on a split
+    it is at least every competitor and every policy tried."""
+    import itertools
+
+    data = splits["valid"]
+    starts = np.flatnonzero(data.depth == 0)
+    few = EvalData(data.X[:, :starts[5]].copy(), data.r[:starts[5]], data.u[:starts[5]], data.b[:starts[5]],
+                   data.available)
+    gamma = 3
+    blocks = [(a, min(b - a, gamma)) for a, b in zip(starts[:5], starts[1:6])]
+    best = 0.0
+    for lengths in itertools.product(*[range(g + 1) for _, g in blocks]):
+        tokens = seconds = 0.0
+        for (a, _), L in zip(blocks, lengths):
+            tokens += 1.0 + np.cumprod(few.r[a:a + L]).sum()
+            seconds += costs.verify_seconds(L) + L * costs.draft_token_s
+        best = max(best, tokens / seconds)
+    assert length_oracle(few, gamma, costs).tokens_per_second == pytest.approx(best, rel=1e-12)
+    oracle = length_oracle(data, 5, costs).tokens_per_second
+    found = competitors(data, 5, costs)
+    assert found["length_oracle"][1].tokens_per_second == oracle
+    assert all(m.tokens_per_second <= oracle * (1 + 1e-12) for _, m in found.values())
+    dd = decision_data(data)
+    for expr in ("sub(draft_prob, 0.4)", "sub(draft_cumprob, 0.25)", "sub(2.5, draft_index)"):
+        from evolve.eval.evaluator import thresholds
+        m = policy_metrics(thresholds(compile_expression(expr), dd), data, 5, costs)
+        assert m.tokens_per_second < oracle
+
+
+def test_position_weighting_by_hand():
+    """The two blocks of test_one_block_by_hand: under position weighting each block stands for the positions its
+    harvest call covered in expectation (1 + 0.5 + 0.5 + 0.25 = 2.25 and 1 + 1 + 1 + 0.1 = 3.1), and a policy's
+    call there costs seconds / tokens per position."""
+    from evolve.eval.verify_length import block_cover
+    q = np.array([0.5, 0.8, 0.9, 0.6, 0.3, 0.7])
+    p = np.array([0.25, 0.8, 0.45, 0.6, 0.6, 0.07])
+    r = np.minimum(1.0, p / q)
+    depth = np.array([0, 1, 2, 0, 1, 2], dtype=float)
+    X = np.stack([q, p, np.arange(6.0), np.zeros(6), np.zeros(6), np.zeros(6), depth])
+    data = EvalData(X, r, np.full(6, 0.99), np.full(6, 0.99) < r,
+                    ("draft_prob", "target_prob", "position", "draft_entropy", "target_entropy", "top_token_match",
+                     "draft_index"))
+    np.testing.assert_allclose(block_cover(data, "position"), [2.25, 0, 0, 3.1, 0, 0])
+    assert not block_cover(data, "call").any()
+    with pytest.raises(InputError, match="unknown block weighting"):
+        block_cover(data, "tokens")
+    costs = Costs((1.0, 1.5, 2.0, 2.5), 0.25, 1.0)
+    m = policy_metrics(fixed_gamma_values(data, 1), data, 3, costs, weighting="position")
+    t1, t2, s = 1.5, 2.0, 1.5 + 0.25  # one draft per call: tokens 1 + r_1, seconds forward over 2 + a draft
+    want = (2.25 + 3.1) / (2.25 * s / t1 + 3.1 * s / t2)
+    assert m.tokens_per_second == pytest.approx(want, rel=1e-14)
+    assert m.tokens_per_call == pytest.approx((2.25 + 3.1) / (2.25 / t1 + 3.1 / t2), rel=1e-14)
+    # the harvest's own length: both weightings give the same figures
+    full = fixed_gamma_values(data, 3)
+    a, b = policy_metrics(full, data, 3, costs), policy_metrics(full, data, 3, costs, weighting="position")
+    assert a.tokens_per_second == pytest.approx(b.tokens_per_second, rel=1e-14)
+    assert a.tokens_per_call == pytest.approx(b.tokens_per_call, rel=1e-14)
+
+
+@pytest.mark.parametrize("costs", [CPU, CHEAP])
+def test_position_weighting_everywhere(splits, costs):
+    """Scorer, policy_metrics and competitors agree under position weighting; the oracle is each block's best
+    ratio and bounds every competitor."""
+    from evolve.eval.evaluator import thresholds
+    from evolve.eval.verify_length import block_cover
+    data = splits["valid"]
+    dd = decision_data(data)
+    expr = "sub(draft_cumprob, 0.3)"
+    v = thresholds(compile_expression(expr), dd)
+    got = LengthPopulationEvaluator(data, gamma=5, costs=costs, weighting="position").evaluate([expr])[0]
+    assert got == policy_metrics(v, data, 5, costs, weighting="position")
+    assert got != policy_metrics(v, data, 5, costs)
+    cover = block_cover(data, "position")
+    starts = list(np.flatnonzero(data.depth == 0)) + [data.n]
+    num = den = 0.0
+    for a, b in zip(starts[:-1], starts[1:]):
+        g = min(b - a, 5)
+        ratios = [1.0 / costs.plain_token_s] + [(1.0 + np.cumprod(data.r[a:a + L]).sum())
+                                                 / (costs.verify_seconds(L) + L * costs.draft_token_s)
+                                                 for L in range(1, g + 1)]
+        num += cover[a]
+        den += cover[a] / max(ratios)
+    num += data.no_draft_calls
+    den += data.no_draft_calls * costs.plain_token_s
+    found = competitors(data, 5, costs, weighting="position")
+    oracle = found["length_oracle"][1].tokens_per_second
+    assert oracle == pytest.approx(num / den, rel=1e-12)
+    assert all(m.tokens_per_second <= oracle * (1 + 1e-12) for _, m in found.values())
+    assert found["best_fixed_gamma"][1] == policy_metrics(
+        fixed_gamma_values(data, int(found["best_fixed_gamma"][0].split("=")[1])), data, 5, costs,
+        weighting="position")
+
+
+def test_length_weighting_is_a_verify_length_setting():
+    cfg = resolve({"evolve": "verify-length", "objective": "tokens_per_second", "length_weighting": "position"})
+    assert cfg.length_weighting == "position"
+    with pytest.raises(InputError, match="length_weighting|length-weighting"):
+        resolve({"length_weighting": "position"})
+    with pytest.raises(InputError):
+        resolve({"evolve": "verify-length", "objective": "tokens_per_second", "length_weighting": "tokens"})
+
+
+def test_an_exported_policy_reads_the_lookup_columns(tmp_path):
+    """A policy reading prompt lookup's columns exports to a module whose keep_drafting takes them by name."""
+    from evolve.export.exporter import export_source
+    from heuristics.champions import Champion, champion_json
+
+    champ = Champion("lookup", "if_gt(lookup_freq, 0.7, sub(add(lookup_len, 0.5), draft_index), -1.0)",
+                     kind="verify-length", features=("draft_index", "lookup_len", "lookup_freq"),
+                     metrics={"train": {"tokens_per_second": 1.0}, "valid": {"tokens_per_second": 1.0}})
+    path = tmp_path / "lookup.json"
+    path.write_text(champion_json(champ))
+    _, text = export_source(str(path), "numpy")
+    module: dict = {}
+    exec(compile(text, "<exported>", "exec"), module)
+    assert set(module["COLUMNS"]) == {"draft_index", "lookup_len", "lookup_freq"}
+    got = module["keep_drafting"](lookup_freq=np.array([0.9, 0.9, 0.5]), lookup_len=np.array([3.0, 1.0, 3.0]),
+                                  draft_index=np.array([2.0, 2.0, 0.0]))
+    assert list(got) == [1.0, 0.0, 0.0]
+    assert "lookup_freq (the share of the earlier occurrences" in module["__doc__"]

@@ -47,8 +47,8 @@ from evolve.report.output import resolve_format
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Cost file (JSON: target_forward_s per T = 1, 2, ..., draft_token_s, plain_token_s; "
                    "`benchmark.py perf --costs` measures one): adds tokens per second, takes the speedup from it, "
-                   "and adds the verification-length rows best_fixed_gamma, confidence_threshold and "
-                   "survival_prefix [default: the speedup of --cost-ratio].")
+                   "and adds the verification-length rows best_fixed_gamma, confidence_threshold, "
+                   "survival_prefix and the bound length_oracle [default: the speedup of --cost-ratio].")
 @click.option("--concurrency", type=CommaList(click.IntRange(1, 100_000)), default=None, metavar="R,R,...",
               help="With --costs: throughput of every speculation row against R concurrent requests decoded together "
                    "(the cost file's batch_forward_s curve), as speedup over plain decoding.")

@@ -69,7 +69,7 @@ def cli() -> None:
 #: RunConfig fields given as options of ``run``, in help order (the others are set in a --config file).
 RUN_OPTIONS: tuple[str, ...] = (
     "data", "out", "population", "generations", "seed", "objective", "evolve", "gamma", "tv_budget", "tv_cap", "costs",
-    "concurrency", "verify_with",
+    "concurrency", "verify_with", "length_weighting",
     "features", "crossover_prob", "mutation_prob", "tournament_size", "parsimony_size", "elitism", "hall_of_fame",
     "max_depth", "islands", "migration_interval", "migrants")
 #: Extra help of some options (the field's help comes from :class:`evolve.search.config.RunConfig`).

@@ -26,8 +26,9 @@ def _shallow(module):
     return c
 
 
-#: ``keep(row, probs, tops, entropies) -> bool``: whether a row drafts one more token (:meth:`Drafter.propose`).
-Keep = Callable[[int, list, list, list], bool]
+#: ``keep(row, probs, tops, entropies[, lookahead]) -> bool``: whether a row drafts one more token
+#: (:meth:`Drafter.propose`).
+Keep = Callable[..., bool]
 
 
 def draft_confidence(row, x: int) -> tuple[float, float]:
@@ -62,6 +63,8 @@ class Drafter:
     model_free = False
     #: Whether it can grow a draft tree (a torch model run over a tree with :meth:`Runner.tree`; a tree harvest).
     grows_trees = False
+    #: The columns :meth:`draft_columns` writes and :meth:`lookahead` gives before drafting a token.
+    lookahead_columns: tuple[str, ...] = ()
 
     @classmethod
     def check_value(cls, value) -> None:
@@ -79,13 +82,26 @@ class Drafter:
     def start(self, engine, batch, row: int) -> None:
         """Prepare drafter state for the new text of ``row`` (``batch.rows[row].ctx`` is its prompt)."""
 
+    def draft_columns(self, ctx: Sequence[int], drafts: Sequence[int]) -> dict[str, np.ndarray]:
+        """Schema columns only this drafter writes, for the tokens ``drafts`` it drafted after ``ctx``: {column:
+        array (len(drafts),)}; none by default (prompt lookup: :data:`evolve.engine.ngram.LOOKUP_COLUMNS`)."""
+        return {}
+
+    def lookahead(self, engine, ctx: Sequence[int], drafted: int = 0) -> dict[str, float]:
+        """The :meth:`draft_columns` of the token this drafter would draft after ``drafted`` tokens of a block
+        started after ``ctx``, where it knows them before drafting it (a drafter without a model: free); {} when
+        it does not (every drafter that runs a model) or drafts nothing there."""
+        return {}
+
     def propose(self, engine, batch, ks: Sequence[int], keep: Keep | None = None):
         """Draft up to ``ks[i]`` tokens for row i (stopping after an end-of-sequence token).
 
         Each draft is sampled from q with one uniform of the row's own random stream. ``keep``: after
         each drafted token, ``keep(i, probs, tops, entropies)`` decides whether row i drafts one more
         (the lists hold, for the row's drafts so far, q(x) and max q (probabilities) and the entropy
-        of q (nats)); None: draft up to ``ks[i]`` (a verification-length policy, live).
+        of q (nats)); a drafter with :meth:`lookahead` columns passes the next token's as a fifth argument
+        (computed only when ``keep.lookahead`` is true or absent); None: draft up to ``ks[i]`` (a
+        verification-length policy, live).
         Returns: per row (token ids list, q float64 (k'_i, V), entropies float64 (k'_i,)); rows with
         ``ks[i] == 0`` get an empty list and None.
         """

@@ -12,6 +12,16 @@ one token alone, as in plain decoding).
 The draft is deterministic: its distribution q is one-hot at the drafted token, kept as
 :class:`evolve.engine.onehot.OneHot` ids (records: draft_prob 1, draft_entropy 0, draft_top_prob 1),
 and it draws no uniform from the text's random stream.
+
+So the drafter's probabilities say nothing about a draft's chance; what does is the match itself.
+Every drafted token carries two lookup columns (:func:`lookup_columns`; :data:`evolve.traces.schema.LOOKUP_COLUMNS`), known
+before the token is drafted (the lookup is free), which a verification-length policy may read:
+
+* ``lookup_len``: n, the length of the matched n-gram (the same for every token of the block);
+* ``lookup_freq``: among the earlier occurrences in the text of the matched n-gram followed by the
+  block's tokens drafted before this one, the fraction followed by this token: the empirical
+  probability of the continuation, as SuffixDecoding scores its candidate tokens (Oliaro et al. 2024,
+  arXiv 2411.04975). In (0, 1]: the latest match itself is one occurrence.
 """
 from __future__ import annotations
 
@@ -22,23 +32,51 @@ import numpy as np
 from evolve.errors import InputError
 from evolve.engine.drafter_base import Drafter
 from evolve.engine.onehot import OneHot
+from evolve.traces.schema import LOOKUP_COLUMNS
 
 
-def lookup(ctx: Sequence[int], k: int, n_max: int, n_min: int) -> list[int]:
-    """The continuation (at most ``k`` tokens) of the latest earlier match of the last n tokens of ``ctx``,
-    for the largest n in [n_min, n_max] that has one; [] when none has."""
+def _occurrences(arr: np.ndarray, pattern: np.ndarray) -> np.ndarray:
+    """Start indices s of the occurrences of ``pattern`` in ``arr`` followed by a token of ``arr``
+    (s + len(pattern) < len(arr)), increasing; int64."""
+    m = pattern.size
+    if arr.size <= m:
+        return np.zeros(0, dtype=np.int64)
+    windows = np.lib.stride_tricks.sliding_window_view(arr[:arr.size - 1], m)
+    return np.flatnonzero((windows == pattern).all(axis=1))
+
+
+def lookup_match(ctx: Sequence[int], k: int, n_max: int, n_min: int) -> tuple[list[int], int]:
+    """(draft, n): the continuation (at most ``k`` tokens) of the latest earlier match of the last n tokens of
+    ``ctx``, for the largest n in [n_min, n_max] that has one; ([], 0) when none has."""
     L = len(ctx)
     if k <= 0 or L < 2:
-        return []
+        return [], 0
     arr = np.asarray(ctx, dtype=np.int64)
     for n in range(min(n_max, L - 1), n_min - 1, -1):
-        # windows starting at 0..L-n-1 (the last window, the pattern itself, is excluded)
-        windows = np.lib.stride_tricks.sliding_window_view(arr[:L - 1], n)
-        hits = np.flatnonzero((windows == arr[L - n:]).all(axis=1))
+        hits = _occurrences(arr, arr[L - n:])  # the last window, the pattern itself, is not followed: excluded
         if hits.size:
             start = int(hits[-1]) + n
-            return [int(t) for t in arr[start:start + k]]
-    return []
+            return [int(t) for t in arr[start:start + k]], n
+    return [], 0
+
+
+def lookup_columns(ctx: Sequence[int], draft: Sequence[int], n: int) -> dict[str, np.ndarray]:
+    """The lookup columns (module doc) of the tokens of ``draft``, a continuation of a match of the last ``n``
+    tokens of ``ctx`` (:func:`lookup_match`): {"lookup_len": int64 (k,), "lookup_freq": float64 (k,)}.
+
+    Raises ValueError when a drafted token never follows its pattern in ``ctx`` (not a lookup draft).
+    """
+    arr = np.asarray(ctx, dtype=np.int64)
+    pattern = list(arr[arr.size - n:]) if n else []
+    freq = np.empty(len(draft))
+    for j, x in enumerate(draft):
+        p = np.asarray(pattern + list(draft[:j]), dtype=np.int64)
+        hits = _occurrences(arr, p)
+        follows = arr[hits + p.size] == x
+        if not follows.any():
+            raise ValueError(f"drafted token {j} ({x}) never follows its pattern in the context")
+        freq[j] = follows.mean()
+    return {"lookup_len": np.full(len(draft), n, dtype=np.int64), "lookup_freq": freq}
 
 
 class _NoModel:
@@ -53,6 +91,7 @@ class NgramDrafter(Drafter):
     kind = "ngram"
     field = "ngram"
     model_free = True
+    lookahead_columns = LOOKUP_COLUMNS
 
     @classmethod
     def check_value(cls, value) -> None:
@@ -73,22 +112,37 @@ class NgramDrafter(Drafter):
     def settings(self) -> dict[str, Any]:
         return {"kind": self.kind, "max": self.n_max, "min": self.n_min}
 
+    def _draft(self, engine, ctx: Sequence[int], k: int) -> tuple[list[int], int]:
+        draft, n = lookup_match(ctx, k, self.n_max, self.n_min)
+        for j, t in enumerate(draft):
+            if t in engine.eos:
+                return draft[:j + 1], n
+        return draft, n
+
+    def draft_columns(self, ctx, drafts):
+        _, n = lookup_match(ctx, len(drafts), self.n_max, self.n_min)
+        return lookup_columns(ctx, drafts, n)
+
+    def lookahead(self, engine, ctx, drafted=0):
+        draft, n = self._draft(engine, ctx, drafted + 1)
+        if len(draft) <= drafted:
+            return {}
+        return {c: float(v[drafted]) for c, v in lookup_columns(ctx, draft, n).items()}
+
     def propose(self, engine, batch, ks, keep=None):
         out = []
         for i, (row, k) in enumerate(zip(batch.rows, ks)):
             if row is None or not k:
                 out.append(([], None, np.zeros(0)))
                 continue
-            draft = lookup(row.ctx, k, self.n_max, self.n_min)
-            for j, t in enumerate(draft):
-                if t in engine.eos:
-                    draft = draft[:j + 1]
-                    break
-            if keep is not None:  # a one-hot draft: q(x) = max q = 1, entropy 0
-                n = 1
-                while n < len(draft) and keep(i, [1.0] * n, [1.0] * n, [0.0] * n):
-                    n += 1
-                draft = draft[:n]
+            draft, n = self._draft(engine, row.ctx, k)
+            if keep is not None and len(draft) > 1:  # a one-hot draft: q(x) = max q = 1, entropy 0
+                cols = lookup_columns(row.ctx, draft, n) if getattr(keep, "lookahead", True) else {}
+                m = 1
+                while m < len(draft) and keep(i, [1.0] * m, [1.0] * m, [0.0] * m,
+                                              {c: float(v[m]) for c, v in cols.items()}):
+                    m += 1
+                draft = draft[:m]
             q = OneHot(np.asarray(draft, dtype=np.int64), self.vocab) if draft else None
             out.append((draft, q, np.zeros(len(draft))))
         return out

@@ -23,19 +23,20 @@ from evolve.eval.verify_length import LengthMetrics, LengthPopulationEvaluator
 from evolve.gp.kinds import RELAXATION, THRESHOLD, TREE_SHAPE, VERIFY_LENGTH, ProgramKind
 
 
-def _threshold(data, fitness, gamma, cache_size, costs, verifier=None):
+def _threshold(data, fitness, gamma, cache_size, costs, verifier=None, weighting="call"):
     return PopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size)
 
 
-def _relaxation(data, fitness, gamma, cache_size, costs, verifier=None):
+def _relaxation(data, fitness, gamma, cache_size, costs, verifier=None, weighting="call"):
     return RelaxedPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size)
 
 
-def _length(data, fitness, gamma, cache_size, costs, verifier=None):
-    return LengthPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size, costs=costs, verifier=verifier)
+def _length(data, fitness, gamma, cache_size, costs, verifier=None, weighting="call"):
+    return LengthPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size, costs=costs, verifier=verifier,
+                                     weighting=weighting)
 
 
-def _tree_shape(data, fitness, gamma, cache_size, costs, verifier=None):
+def _tree_shape(data, fitness, gamma, cache_size, costs, verifier=None, weighting="call"):
     return TreeShapePopulationEvaluator(data, fitness, cache_size=cache_size, costs=costs)
 
 
@@ -44,7 +45,8 @@ METRICS_CLASSES: dict[str, type] = {THRESHOLD.name: Metrics, RELAXATION.name: Re
                                     VERIFY_LENGTH.name: LengthMetrics, TREE_SHAPE.name: ShapeMetrics}
 
 #: The population scorer factory of each kind, by kind name: ``(data, fitness, gamma, cache_size, costs,
-#: verifier)`` (``verifier``: what verifies a verification-length policy's drafts; other kinds ignore it).
+#: verifier, weighting)`` (``verifier``, ``weighting``: what verifies a verification-length policy's drafts and
+#: how its blocks are weighted; other kinds ignore them).
 POPULATION_SCORERS: dict[str, Callable[..., PopulationEvaluator]] = {
     THRESHOLD.name: _threshold,
     RELAXATION.name: _relaxation,
@@ -54,16 +56,18 @@ POPULATION_SCORERS: dict[str, Callable[..., PopulationEvaluator]] = {
 
 
 def population_scorer(kind: ProgramKind, data: EvalData, fitness: AcceptanceQualityFitness, gamma: int | None,
-                      cache_size: int, costs: Costs = DEFAULT_COSTS, verifier=None) -> PopulationEvaluator:
+                      cache_size: int, costs: Costs = DEFAULT_COSTS, verifier=None,
+                      weighting: str = "call") -> PopulationEvaluator:
     """A population scorer of ``kind`` on ``data`` (``verifier``: a verification-length policy's
-    :class:`evolve.eval.verify_length.LengthVerifier`, None: the standard rule). Raises InputError (param
+    :class:`evolve.eval.verify_length.LengthVerifier`, None: the standard rule; ``weighting``: how its blocks are
+    weighted, :func:`evolve.eval.verify_length.block_cover`). Raises InputError (param
     ``evolve``) for a kind none scores, and as the scorer's constructor."""
     try:
         make = POPULATION_SCORERS[kind.name]
     except KeyError:
         raise InputError(f"no population scorer for {kind.name} programs (kinds with one: "
                          f"{', '.join(POPULATION_SCORERS)})", param="evolve") from None
-    return make(data, fitness, gamma, cache_size, costs, verifier)
+    return make(data, fitness, gamma, cache_size, costs, verifier, weighting)
 
 
 __all__ = ["METRICS_CLASSES", "POPULATION_SCORERS", "population_scorer"]

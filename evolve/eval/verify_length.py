@@ -12,7 +12,11 @@ the target is called may be read, the drafter's side of the last drafted token k
 * ``draft_entropy``: the drafter's entropy there, in nats (0 before the first draft);
 * ``draft_cumprob``: prod_{i<=k} q_i(x_i), the drafter's probability of the whole drafted prefix
   (1 before the first draft): the survival estimate of confidence-scheduled verification;
-* ``draft_index``: k; ``position``: the text position of the token about to be drafted.
+* ``draft_index``: k; ``position``: the text position of the token about to be drafted;
+* ``lookup_len``, ``lookup_freq`` (n-gram prompt lookup only; when the data has the columns): the
+  matched n-gram's length and the empirical frequency of the token about to be drafted
+  (:mod:`evolve.engine.ngram`): a lookup draft is known before it is drafted, so these describe
+  token k + 1 itself, as its record holds them.
 
 The drafted tokens are verified by a *verifier* (:class:`LengthVerifier`), by default the standard
 rule (lossless; Leviathan et al. 2023, arXiv 2211.17192), under which a block of L drafts emits, in
@@ -52,6 +56,11 @@ Competitors, each scored by the same kernel (:func:`competitors`):
 * ``survival_prefix``: draft ``gamma`` tokens, then verify the prefix L that maximises expected
   tokens per second with the cumulative product of the drafter's probabilities as the survival
   estimate (confidence-scheduled verification of DSpark, Cheng et al. 2026, arXiv 2607.05147).
+
+And one bound, not a policy: ``length_oracle`` (:func:`length_oracle`), the most tokens per second any
+per-block choice of lengths gives when each block's outcome is known (it reads the target); a policy's
+distance to it is what better features could still win, and where it equals plain decoding no policy
+can speed decoding up.
 """
 from __future__ import annotations
 
@@ -68,11 +77,11 @@ from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, check_feat
 from evolve.eval.relaxed_block import block_level
 from evolve.eval.population import PopulationEvaluator
 from evolve.eval.scoring import packed_thresholds
-from evolve.gp.primitives import FEATURES
+from evolve.gp.primitives import FEATURES, LOOKUP_FEATURES
 
 #: Features a verification-length policy reads (:data:`evolve.gp.kinds.VERIFY_LENGTH`).
 POLICY_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
-                                    "draft_cumprob")
+                                    "draft_cumprob") + LOOKUP_FEATURES
 #: Grid of h of the ``confidence_threshold`` competitor.
 CONFIDENCE_GRID: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(1, 20))
 
@@ -81,7 +90,8 @@ CONFIDENCE_GRID: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(1, 
 class LengthMetrics:
     """A verification-length policy's metrics on one split (per target call, expectations from the records).
 
-    ``records``: records scored; ``blocks``: speculation blocks; ``tokens_per_call``: expected tokens
+    ``records``: records scored; ``blocks``: target calls counted (one per block and per call without a draft;
+    under position weighting, :func:`block_cover`, the weighted count, rounded); ``tokens_per_call``: expected tokens
     per target call; ``seconds_per_call``: expected seconds per call under the cost file;
     ``tokens_per_second`` = their ratio; ``speedup`` = tokens per second times ``plain_token_s``;
     ``mean_verified``: drafted tokens verified per call; ``mean_drafted``: tokens drafted per call (more than
@@ -109,7 +119,8 @@ def decision_data(data: EvalData) -> EvalData:
     token j (see the module doc), and ``r`` the acceptance probability min(1, p/q) of that token.
 
     Returns an :class:`EvalData` with the same records order, whose available features are
-    :data:`POLICY_FEATURES` (``draft_top_prob`` when ``data`` has it) and the core features (the
+    :data:`POLICY_FEATURES` (``draft_top_prob`` and the lookup columns when ``data`` has them; a lookup
+    column is the record's own value) and the core features (the
     target's read as NaN: a policy may not read them, :data:`evolve.gp.kinds.VERIFY_LENGTH`).
     Raises: InputError when ``data`` has no ``draft_index``.
     """
@@ -131,6 +142,9 @@ def decision_data(data: EvalData) -> EvalData:
     rows["draft_cumprob"] = _cumprob_before(q, depth)
     rows["draft_index"] = depth.astype(np.float64)
     rows["position"] = data.feature("position")
+    for f in LOOKUP_FEATURES:
+        if f in data.available:
+            rows[f] = data.feature(f)
     available = [f for f in FEATURES if f in rows or f in ("target_prob", "target_entropy", "top_token_match")]
     X = np.stack([rows.get(f, np.full(n, np.nan)) for f in available])
     return EvalData(X, data.r, data.u, data.b, tuple(available), source=data.source, split=data.split,
@@ -214,28 +228,31 @@ def block_prefix_tables(w, ratio, depth, overlap, mass, phi, tok, dmg):
 
 
 @njit(cache=True)
-def _add_call(tok, dmg, i, verified, drafted, forward, draft_s, out):
+def _add_call(tok, dmg, i, verified, drafted, forward, draft_s, cover, out):
     """Add one call that verifies the block's first ``verified`` drafts (starting at record ``i``) and drafted
-    ``drafted`` tokens."""
-    out[0] += 1.0
+    ``drafted`` tokens, weighted by ``cover[i] / tokens`` calls (:func:`block_cover`; one call where
+    ``cover[i]`` <= 0)."""
+    tokens = tok[i + verified - 1] if verified > 0 else 1.0
+    k = cover[i] / tokens if cover[i] > 0.0 else 1.0
+    out[0] += k
+    out[1] += k * tokens
     if verified > 0:
-        out[1] += tok[i + verified - 1]
-        out[5] += dmg[i + verified - 1]
-    else:
-        out[1] += 1.0
-    out[2] += forward[verified] + drafted * draft_s
-    out[3] += verified
-    out[4] += drafted
+        out[5] += k * dmg[i + verified - 1]
+    out[2] += k * (forward[verified] + drafted * draft_s)
+    out[3] += k * verified
+    out[4] += k * drafted
 
 
 @njit(cache=True)
-def length_counts(v, tok, dmg, depth, gamma, forward, draft_s, out):
+def length_counts(v, tok, dmg, depth, gamma, forward, draft_s, cover, out):
     """Per-block reduction of policy values ``v`` float64 (n,) (draft token j of a block iff v_0..v_j > 0).
 
     ``tok``, ``dmg`` float64 (n,) the verifier's prefix tables (:func:`prefix_tables`), ``depth`` float64
     (n,) draft_index; ``forward`` float64 (gamma + 1,) seconds of the target's call verifying 0..gamma drafts;
-    ``draft_s`` seconds per drafted token. Adds to ``out`` float64 (:data:`N_LENGTH_COUNTS`,): blocks, sum of
-    expected tokens, sum of seconds, sum of verified drafts, sum of drafted tokens, sum of expected damage.
+    ``draft_s`` seconds per drafted token; ``cover`` float64 (n,) the block weights of :func:`block_cover`.
+    Adds to ``out`` float64 (:data:`N_LENGTH_COUNTS`,): calls, sum of expected tokens, sum of seconds, sum of
+    verified drafts, sum of drafted tokens, sum of expected damage (each block's call counted ``cover / tokens``
+    times, once under call weighting).
     """
     i = 0
     while i < v.size:
@@ -244,12 +261,44 @@ def length_counts(v, tok, dmg, depth, gamma, forward, draft_s, out):
         L = 0
         while L < g and v[i + L] > 0.0:
             L += 1
-        _add_call(tok, dmg, i, L, L, forward, draft_s, out)
+        _add_call(tok, dmg, i, L, L, forward, draft_s, cover, out)
         i = j
 
 
+#: How blocks are weighted (:func:`block_cover`): ``call``, every harvested block stands for one call of the
+#: policy; ``position``, for the text positions the harvest's call covered.
+WEIGHTINGS: tuple[str, ...] = ("call", "position")
+
+
+def block_cover(data: EvalData, weighting: str = "call") -> np.ndarray:
+    """The block weights of a weighting (:data:`WEIGHTINGS`): float64 (n,), at each block's first record.
+
+    ``call`` (zeros): a policy's tokens per second is sum of its calls' expected tokens / sum of their seconds,
+    one call per harvested block, as if the states the harvest started its calls in were the states any policy
+    starts its calls in. ``position``: a block stands for the positions of the text its harvest call covered,
+    h = 1 + sum_j prod_(i<=j) min(1, p_i/q_i) over all its records (the standard rule's expected tokens, the
+    harvest's own verification), and a policy's call there costs seconds / tokens per position, so tokens per
+    second = sum h / sum h * seconds / tokens: the policy's calls are counted h / tokens times. The two agree
+    exactly for the harvest's own draft length verified by the standard rule; on real texts, where a stretch that is easy to draft (a copied
+    passage) stays easy, a policy that verifies fewer tokens per call makes more calls there than the harvest
+    did, which only the second counts (docs/speed.md measures both against live decoding).
+    Raises: InputError (param ``length_weighting``) for an unknown weighting.
+    """
+    if weighting not in WEIGHTINGS:
+        raise InputError(f"unknown block weighting {weighting!r} (choose from {', '.join(WEIGHTINGS)})",
+                         param="length_weighting")
+    cover = np.zeros(data.n)
+    if weighting == "position" and data.n:
+        depth = data.depth.astype(np.float64)
+        tok, dmg = np.empty(data.n), np.empty(data.n)
+        threshold_prefix_tables(data.r, data.r, depth, tok, dmg)  # the standard rule over each whole block
+        starts = np.flatnonzero(depth == 0)
+        cover[starts] = tok[np.append(starts[1:], data.n) - 1]
+    return cover
+
+
 @njit(cache=True)
-def survival_counts(q, tok, dmg, depth, gamma, forward, draft_s, out):
+def survival_counts(q, tok, dmg, depth, gamma, forward, draft_s, cover, out):
     """The ``survival_prefix`` competitor: draft ``gamma`` tokens (or the block's rows), then verify the prefix
     L maximising (1 + sum_{k<=L} S_k) / (forward[L] + drafted * draft_s), S_k = prod_{i<=k} q_i. Adds to ``out`` as
     :func:`length_counts`."""
@@ -264,7 +313,29 @@ def survival_counts(q, tok, dmg, depth, gamma, forward, draft_s, out):
             value = est / (forward[k + 1] + g * draft_s)
             if value > best:
                 best, best_L = value, k + 1
-        _add_call(tok, dmg, i, best_L, g, forward, draft_s, out)
+        _add_call(tok, dmg, i, best_L, g, forward, draft_s, cover, out)
+        i = j
+
+
+@njit(cache=True)
+def oracle_counts(tok, dmg, depth, gamma, forward, draft_s, cover, lam, out):
+    """The ``length_oracle`` bound at rate ``lam`` (tokens per second): every block verifies the prefix L
+    (0..gamma) maximising tokens(L) - lam * seconds(L), its expected tokens known; under position weighting
+    (``cover`` > 0) the one maximising tokens(L) / seconds(L), whatever ``lam`` (:func:`length_oracle`). Adds
+    to ``out`` as :func:`length_counts`."""
+    i = 0
+    while i < depth.size:
+        j = _block_end(depth, i)
+        g = min(j - i, gamma)
+        per_position = cover[i] > 0.0
+        best_L = 0
+        best = 1.0 / forward[0] if per_position else 1.0 - lam * forward[0]
+        for L in range(1, g + 1):
+            s = forward[L] + L * draft_s
+            value = tok[i + L - 1] / s if per_position else tok[i + L - 1] - lam * s
+            if value > best:
+                best, best_L = value, L
+        _add_call(tok, dmg, i, best_L, best_L, forward, draft_s, cover, out)
         i = j
 
 
@@ -342,25 +413,26 @@ def forward_table(costs: Costs, gamma: int) -> np.ndarray:
 
 def metrics_from_length_counts(c: np.ndarray, n: int, costs: Costs) -> LengthMetrics:
     """:class:`LengthMetrics` from the counts of :func:`length_counts` over ``n`` records."""
-    blocks = int(c[0])
-    if blocks == 0:
+    calls = float(c[0])
+    if not calls > 0.0:
         return LengthMetrics(n, 0, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan)
-    tpc, spc = c[1] / blocks, c[2] / blocks
+    tpc, spc = c[1] / calls, c[2] / calls
     tps = c[1] / c[2]
-    return LengthMetrics(n, blocks, tpc, spc, tps, tps * costs.plain_token_s, c[3] / blocks, c[4] / blocks,
+    return LengthMetrics(n, int(round(calls)), tpc, spc, tps, tps * costs.plain_token_s, c[3] / calls, c[4] / calls,
                          c[5] / c[1])
 
 
 def policy_metrics(values: np.ndarray, data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS,
                    verifier: LengthVerifier = STANDARD_VERIFIER,
-                   tables: tuple[np.ndarray, np.ndarray] | None = None) -> LengthMetrics:
+                   tables: tuple[np.ndarray, np.ndarray] | None = None, weighting: str = "call") -> LengthMetrics:
     """Metrics of policy values ``values`` float64 (n,) on the records of ``data`` (an EvalData with draft_index),
-    the drafts verified by ``verifier`` (``tables``: its :func:`prefix_tables` on ``data``, when known)."""
+    the drafts verified by ``verifier`` (``tables``: its :func:`prefix_tables` on ``data``, when known), the
+    blocks weighted by ``weighting`` (:func:`block_cover`)."""
     tok, dmg = tables if tables is not None else prefix_tables(data, verifier)
     out = np.zeros(N_LENGTH_COUNTS)
     forward = forward_table(costs, gamma)
     length_counts(np.ascontiguousarray(values, dtype=np.float64), tok, dmg, data.depth.astype(np.float64), int(gamma),
-                  forward, float(costs.draft_token_s), out)
+                  forward, float(costs.draft_token_s), block_cover(data, weighting), out)
     return metrics_from_length_counts(add_no_draft_calls(out, data.no_draft_calls, forward), data.n, costs)
 
 
@@ -371,9 +443,9 @@ def fixed_gamma_values(data: EvalData, length: int) -> np.ndarray:
 
 def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_on: EvalData | None = None,
                 verifier: LengthVerifier = STANDARD_VERIFIER,
-                score=None) -> dict[str, tuple[str, LengthMetrics]]:
-    """The competitors of the module doc on ``data``, their drafts verified by ``verifier``: {name: (setting,
-    metrics)}.
+                score=None, weighting: str = "call") -> dict[str, tuple[str, LengthMetrics]]:
+    """The competitors of the module doc on ``data``, their drafts verified by ``verifier``, the blocks weighted
+    by ``weighting`` (:func:`block_cover`): {name: (setting, metrics)}.
 
     ``best_fixed_gamma`` and ``confidence_threshold`` pick their setting on ``tuned_on`` (default
     ``data``: pass the valid split to score the test split honestly) by ``score(metrics)`` (default: tokens
@@ -385,7 +457,7 @@ def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_
     tables = {id(d): prefix_tables(d, verifier) for d in (tune, data)}
 
     def fixed(d: EvalData, g: int) -> LengthMetrics:
-        return policy_metrics(fixed_gamma_values(d, g), d, gamma, costs, verifier, tables[id(d)])
+        return policy_metrics(fixed_gamma_values(d, g), d, gamma, costs, verifier, tables[id(d)], weighting)
 
     g_best = max(range(gamma + 1), key=lambda g: (score(fixed(tune, g)), -g))
     out = {"best_fixed_gamma": (f"gamma={g_best}", fixed(data, g_best))}
@@ -395,7 +467,7 @@ def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_
     def confidence(d: EvalData, h: float) -> LengthMetrics:
         dd = decisions[id(d)]
         col = "draft_top_prob" if "draft_top_prob" in dd.available else "draft_prob"
-        return policy_metrics(dd.feature(col) - h, dd, gamma, costs, verifier, tables[id(d)])
+        return policy_metrics(dd.feature(col) - h, dd, gamma, costs, verifier, tables[id(d)], weighting)
 
     h_best = max(CONFIDENCE_GRID, key=lambda h: (score(confidence(tune, h)), -h))
     out["confidence_threshold"] = (f"h={h_best:g}", confidence(data, h_best))
@@ -403,17 +475,51 @@ def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_
     tok, dmg = tables[id(data)]
     forward = forward_table(costs, gamma)
     survival_counts(data.feature("draft_prob"), tok, dmg, data.depth.astype(np.float64), int(gamma), forward,
-                    float(costs.draft_token_s), c)
+                    float(costs.draft_token_s), block_cover(data, weighting), c)
     out["survival_prefix"] = ("", metrics_from_length_counts(add_no_draft_calls(c, data.no_draft_calls, forward),
                                                              data.n, costs))
+    out["length_oracle"] = ("bound", length_oracle(data, gamma, costs, verifier, tables[id(data)], weighting))
     return out
+
+
+def length_oracle(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS,
+                  verifier: LengthVerifier = STANDARD_VERIFIER,
+                  tables: tuple[np.ndarray, np.ndarray] | None = None, weighting: str = "call") -> LengthMetrics:
+    """An upper bound, not a policy: the most tokens per second any choice of verification lengths (0..gamma per
+    block, chosen knowing each block's expected tokens, i.e. reading the target) gives on ``data`` under ``costs``.
+
+    Maximises (sum of tokens) / (sum of seconds) over per-block lengths exactly by Dinkelbach's iteration
+    (Dinkelbach 1967): at rate lam each block takes the length maximising tokens - lam * seconds
+    (:func:`oracle_counts`), lam becomes the resulting ratio, until it stops rising (finitely many steps). No
+    policy that reads only what is known before the target is called (:data:`POLICY_FEATURES`) can exceed it,
+    so a policy's distance to it is the room left for better features; the drafting cost is charged only for the
+    verified drafts, as for a policy. TV is not constrained (for a lossy verifier, the bound of the unconstrained
+    problem). Under position weighting (:func:`block_cover`) the ratio is sum h / sum h * seconds / tokens, so each
+    block simply takes the length with the most tokens per second.
+    """
+    tok, dmg = tables if tables is not None else prefix_tables(data, verifier)
+    forward = forward_table(costs, gamma)
+    depth = data.depth.astype(np.float64)
+    cover = block_cover(data, weighting)
+    lam, best = 1.0 / forward[0], None
+    for _ in range(100):
+        out = np.zeros(N_LENGTH_COUNTS)
+        oracle_counts(tok, dmg, depth, int(gamma), forward, float(costs.draft_token_s), cover, lam, out)
+        add_no_draft_calls(out, data.no_draft_calls, forward)
+        if best is None or out[1] * best[2] > best[1] * out[2]:
+            best = out
+        if not out[1] / out[2] > lam * (1.0 + 1e-12):
+            break
+        lam = out[1] / out[2]
+    return metrics_from_length_counts(best, data.n, costs)
 
 
 class LengthPopulationEvaluator(PopulationEvaluator):
     """A :class:`evolve.eval.population.PopulationEvaluator` whose individuals are verification-length
     policies: each program runs on the split's decision rows (:func:`decision_data`), and its values are
     reduced by :func:`length_counts` under the cost model ``costs``, the drafts verified by ``verifier``
-    (:class:`LengthVerifier`; its prefix tables are computed once). Same caching and statistics.
+    (:class:`LengthVerifier`; its prefix tables are computed once), the blocks weighted by ``weighting``
+    (:func:`block_cover`). Same caching and statistics.
 
     Raises (constructor): InputError for a missing gamma or a split without draft_index; (evaluate)
     InputError for a program reading a feature the policy may not read.
@@ -421,7 +527,7 @@ class LengthPopulationEvaluator(PopulationEvaluator):
 
     def __init__(self, data: EvalData, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
                  gamma: int | None = None, cache_size: int = 0, costs: Costs = DEFAULT_COSTS,
-                 verifier: LengthVerifier | None = None, **kw):
+                 verifier: LengthVerifier | None = None, weighting: str = "call", **kw):
         if gamma is None:
             raise InputError("gamma (the longest verification) is required by a verification-length policy")
         super().__init__(decision_data(data), fitness, gamma=gamma, cache_size=cache_size, **kw)
@@ -430,6 +536,8 @@ class LengthPopulationEvaluator(PopulationEvaluator):
         self._forward = forward_table(costs, self._gamma)
         self._tok, self._dmg = prefix_tables(data, self.verifier)
         self._depth = self.data.depth.astype(np.float64)
+        self.weighting = weighting
+        self._cover = block_cover(data, weighting)
 
     def _check(self, program) -> None:
         from evolve.gp.kinds import VERIFY_LENGTH
@@ -441,7 +549,7 @@ class LengthPopulationEvaluator(PopulationEvaluator):
         for i, lo in enumerate(lowered):
             v = packed_thresholds(lo, self.data.X, self.data.bounds, D)
             length_counts(v, self._tok, self._dmg, self._depth, self._gamma, self._forward,
-                          float(self.costs.draft_token_s), out[i])
+                          float(self.costs.draft_token_s), self._cover, out[i])
             add_no_draft_calls(out[i], self.data.no_draft_calls, self._forward)
         return out
 
@@ -451,6 +559,6 @@ class LengthPopulationEvaluator(PopulationEvaluator):
 
 __all__ = ["POLICY_FEATURES", "CONFIDENCE_GRID", "LengthMetrics", "LengthVerifier", "STANDARD_VERIFIER", "BLOCK_VERIFIER",
            "N_LENGTH_COUNTS", "add_no_draft_calls", "verifier_from_parts", "prefix_tables", "threshold_prefix_tables", "block_prefix_tables", "decision_data",
-           "length_counts", "survival_counts",
+           "length_counts", "survival_counts", "oracle_counts", "length_oracle", "WEIGHTINGS", "block_cover",
            "forward_table", "metrics_from_length_counts", "policy_metrics", "fixed_gamma_values", "competitors",
            "LengthPopulationEvaluator"]

@@ -245,7 +245,10 @@ probability under the drafter; 1 before the first draft), draft_top_prob (the dr
 probability there; 1 before the first draft), draft_entropy (nats; 0 before the first draft),
 draft_cumprob (the product of the drafter's probabilities of the tokens drafted so far; 1 before
 the first draft), draft_index (the number of tokens drafted so far) and position (the position
-of the token about to be drafted). COLUMNS lists those this policy reads.
+of the token about to be drafted); with n-gram prompt lookup also lookup_len (the matched n-gram's
+length) and lookup_freq (the share of the earlier occurrences of the matched n-gram, followed by the
+tokens drafted so far, that the token about to be drafted follows), both of the token about to be
+drafted, which a lookup knows before drafting it. COLUMNS lists those this policy reads.
 
 {_SEMANTICS} A NaN value stops drafting. Stop at the engine's longest draft length too. Where it comes from: SpecDec++ (Huang
 et al. 2024, arXiv 2405.19715) stops drafting on a predicted rejection; DSpark's

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from evolve.errors import InputError
-from evolve.gp.primitives import DERIVED_FEATURES
+from evolve.gp.primitives import DERIVED_FEATURES, LOOKUP_FEATURES
 
 
 @dataclass(frozen=True)
@@ -101,11 +101,13 @@ TOKEN_FEATURES: tuple[str, ...] = ("draft_prob", "target_prob", "target_rank")
 TARGET_FEATURES: tuple[str, ...] = ("target_prob", "target_entropy", "top_token_match", "target_top_prob", "overlap",
                                     "target_rank")
 _DERIVED = "draft_cumprob is the survival estimate of a verification-length policy, not a record column"
+_LOOKUP = "lookup_len and lookup_freq describe a prompt-lookup draft for a verification-length policy"
 
 THRESHOLD = ProgramKind(
     name="threshold", title="acceptance threshold",
     output="tau in [0, 1] per drafted token; the token is accepted iff u < tau (u ~ U[0, 1))",
-    function_name="acceptance_threshold", excluded_features=DERIVED_FEATURES, excluded_reason=_DERIVED,
+    function_name="acceptance_threshold", excluded_features=DERIVED_FEATURES + LOOKUP_FEATURES,
+    excluded_reason=f"{_DERIVED}; {_LOOKUP}",
     commands=("python benchmark.py", "python benchmark.py simulate", "python benchmark.py pareto",
               "python benchmark.py live", "python -m evolve export", "python -m evolve promote",
               "python -m evolve run"),
@@ -114,8 +116,8 @@ THRESHOLD = ProgramKind(
 RELAXATION = ProgramKind(
     name="relaxation", title="relaxation weight",
     output="w in [0, 1] per block position; the block is verified against (1 - w) p + w q",
-    function_name="relaxation_weight", excluded_features=TOKEN_FEATURES + DERIVED_FEATURES,
-    excluded_reason="draft_prob, target_prob and target_rank depend on the drafted token; " + _DERIVED,
+    function_name="relaxation_weight", excluded_features=TOKEN_FEATURES + DERIVED_FEATURES + LOOKUP_FEATURES,
+    excluded_reason=f"draft_prob, target_prob and target_rank depend on the drafted token; {_DERIVED}; {_LOOKUP}",
     columns=("draft_index", "overlap", "block_residual_mass", "block_residual_phi"),
     commands=("python benchmark.py", "python benchmark.py simulate", "python benchmark.py pareto",
               "python benchmark.py live", "python benchmark.py trees", "python -m evolve export",
@@ -126,8 +128,8 @@ RELAXATION = ProgramKind(
 
 VERIFY_LENGTH = ProgramKind(
     name="verify-length", title="verification-length policy",
-    output="v per draft step, from the drafter's side of the last drafted token; draft one more token iff v > 0, "
-           "then verify every drafted token with the standard rule",
+    output="v per draft step, from the drafter's side of the last drafted token (and, for prompt lookup, the "
+           "next token's match); draft one more token iff v > 0, then verify every drafted token with the standard rule",
     function_name="keep_drafting", excluded_features=TARGET_FEATURES,
     excluded_reason="the target's quantities are not known before the target is called",
     derived_features=DERIVED_FEATURES,
@@ -136,15 +138,15 @@ VERIFY_LENGTH = ProgramKind(
               "python -m evolve run"),
     source="when to stop drafting: SpecDec++ (Huang et al. 2024, arXiv 2405.19715); confidence-scheduled "
            "verification of DSpark (Cheng et al. 2026, arXiv 2607.05147)",
-    settings=("verify_with",),
+    settings=("verify_with", "length_weighting"),
 )
 
 TREE_SHAPE = ProgramKind(
     name="tree-shape", title="draft-tree shape",
     output="v per tree node (the root included), from the drafter's side of the node; keep its first ceil(v) "
            "drawn children (none for v <= 0), then verify the kept tree with SpecInfer's recursive rejection sampling",
-    function_name="tree_children", excluded_features=TARGET_FEATURES,
-    excluded_reason="the target's quantities are not known before the target is called",
+    function_name="tree_children", excluded_features=TARGET_FEATURES + LOOKUP_FEATURES,
+    excluded_reason=f"the target's quantities are not known before the target is called; {_LOOKUP}",
     derived_features=DERIVED_FEATURES,
     commands=("python benchmark.py trees", "python -m evolve export", "python -m evolve promote",
               "python -m evolve run"),

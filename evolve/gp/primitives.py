@@ -27,6 +27,8 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
+from evolve.traces.schema import LOOKUP_COLUMNS
+
 PRIMITIVE_SET_VERSION = 1
 
 #: Features every rule receives: the arguments of the rule contract's function, in order.
@@ -40,8 +42,13 @@ OPTIONAL_FEATURES: tuple[str, ...] = ("draft_index", "draft_top_prob", "target_t
 #: describes (in a verification-length policy's decision row, the last drafted token: the survival
 #: estimate of the drafted prefix, :mod:`evolve.eval.verify_length`).
 DERIVED_FEATURES: tuple[str, ...] = ("draft_cumprob",)
+#: Optional schema columns of n-gram prompt lookup only (:data:`evolve.traces.schema.LOOKUP_COLUMNS`): the
+#: matched n-gram's length and the empirical frequency of the drafted continuation (:mod:`evolve.engine.ngram`).
+LOOKUP_FEATURES: tuple[str, ...] = LOOKUP_COLUMNS
 #: All features; a program's FEATURE opcode indexes this tuple.
-FEATURES: tuple[str, ...] = CORE_FEATURES + OPTIONAL_FEATURES + DERIVED_FEATURES
+FEATURES: tuple[str, ...] = CORE_FEATURES + OPTIONAL_FEATURES + DERIVED_FEATURES + LOOKUP_FEATURES
+#: Features read from optional schema columns (a rule reading one needs the column).
+COLUMN_FEATURES: tuple[str, ...] = OPTIONAL_FEATURES + LOOKUP_FEATURES
 
 DIV_EPS = 1e-9
 LOG_EPS = 1e-9

@@ -49,7 +49,9 @@ from evolve.eval.costs import load_costs
 from evolve.errors import InputError
 from evolve.traces.harvest.config import HarvestConfig
 from evolve.traces.harvest.engine import build, text_rng
+from evolve.engine.drafters import chosen_drafters
 from evolve.engine.models import sha256_file
+from evolve.gp.primitives import LOOKUP_FEATURES
 from evolve.traces.harvest.prompts import encode_prompt, read_prompts
 from evolve.traces.io import load_metadata
 from evolve.report.compare.table import champion_from_file
@@ -166,6 +168,19 @@ def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, 
     return [int(i) for i in splits[split]]
 
 
+def _check_lookahead(config: HarvestConfig, rules: Sequence) -> None:
+    """Refuse a verification-length policy reading a drafter column (prompt lookup's ``lookup_len``,
+    ``lookup_freq``) the configured drafter does not give (InputError naming the drafter option)."""
+    offered = {c for d in chosen_drafters(config) for c in d.lookahead_columns}
+    for rule in rules:
+        if not isinstance(rule, LengthPolicy):
+            continue
+        missing = [f for f in rule.policy.program.features if f in LOOKUP_FEATURES and f not in offered]
+        if missing:
+            raise InputError(f"policy '{rule.name}' reads '{missing[0]}', which only the prompt-lookup drafter gives",
+                             param="ngram")
+
+
 def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int], None] | None = None,
              texts: Sequence[int] | None = None) -> LiveReport:
     """Decode the prompts of ``config.prompts`` plainly and with every rule (module doc); returns the report.
@@ -183,6 +198,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     if bad is not None or not texts:
         raise InputError(f"{config.prompts} has {len(prompts)} prompts; no prompt "
                          f"{'to decode' if bad is None else f'with index {bad}'}", param="prompts")
+    _check_lookahead(config, rules)
     setup = build(config)
     engine = setup.engine
     encoded = {i: encode_prompt(setup.target.tokenizer, prompts[i], f"{config.prompts}, line {lines[i]}",

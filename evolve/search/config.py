@@ -50,6 +50,11 @@ def _kind_names() -> tuple[str, ...]:
     return tuple(KINDS)
 
 
+def _weighting_names() -> tuple[str, ...]:
+    from evolve.eval.verify_length import WEIGHTINGS
+    return WEIGHTINGS
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that determines a run (same config + same data -> same champion).
@@ -127,6 +132,10 @@ class RunConfig:
                                 "standard_rejection, block_verification, a threshold rule (per token) or a "
                                 "relaxation rule (relaxed block verification), by name (registered, FAMILY:VALUES, "
                                 "promoted champion) or champion file.")
+    length_weighting: str = _setting("call", str, "verify-length runs: how harvested blocks are weighted: call (each "
+                                     "block one call of the policy) or position (each block the text positions "
+                                     "its harvest call covered; closer to live decoding on real texts).",
+                                     choices=_weighting_names)
     concurrency: int = _setting(1, int, "Concurrent requests the tokens-per-second objective serves (the cost "
                                         "file's batch_forward_s curve prices a step over all their tokens).", 1,
                                 100_000)

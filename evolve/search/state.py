@@ -105,8 +105,10 @@ class SearchState:
         self.objective_spec = cfg.objective_spec
         costs = cfg.cost_model
         verifier = cfg.length_verifier  # read by verification-length scorers only
-        self.scorer = population_scorer(cfg.program_kind, train, fit, gamma, cache_size, costs, verifier)
-        self.valid_scorer = population_scorer(cfg.program_kind, valid, fit, gamma, cache_size, costs, verifier)
+        self.scorer = population_scorer(cfg.program_kind, train, fit, gamma, cache_size, costs, verifier,
+                                        cfg.length_weighting)
+        self.valid_scorer = population_scorer(cfg.program_kind, valid, fit, gamma, cache_size, costs, verifier,
+                                              cfg.length_weighting)
         self.on_generation, self.should_stop = on_generation, should_stop
         self.evaluations, self.eval_seconds, self.new_programs = 0, 0.0, 0
         self.logbook: list[dict[str, float]] = []

@@ -66,7 +66,7 @@ from evolve.engine.runner import BatchKV
 from evolve.traces.schema import standard_threshold
 from evolve.eval.evaluator import EvalData, thresholds
 from evolve.eval.verify_length import POLICY_FEATURES
-from evolve.gp.primitives import CORE_FEATURES, FEATURES
+from evolve.gp.primitives import CORE_FEATURES, FEATURES, LOOKUP_FEATURES
 from heuristics.registry import get_rule
 from evolve.sim.verification import block_accept, block_masses, block_stops, relaxed_damage
 
@@ -415,19 +415,21 @@ class LengthPolicy:
 
 
 def policy_features(probs: Sequence[float], tops: Sequence[float], entropies: Sequence[float],
-                    start: int) -> np.ndarray:
+                    start: int, lookahead: dict[str, float] | None = None) -> np.ndarray:
     """The decision features before drafting token k = len(probs) of a block, as
     :func:`evolve.eval.verify_length.decision_data` builds them from records: float64
     (len(POLICY_AVAILABLE), 1), rows in :data:`POLICY_AVAILABLE` order (the target's NaN).
 
     ``probs``, ``tops``: q_i(x_i) and max q_i of the drafts so far (probabilities); ``entropies``: their
-    drafter entropies (nats); ``start``: the text position of the block's first draft.
+    drafter entropies (nats); ``start``: the text position of the block's first draft; ``lookahead``: the
+    drafter's columns of token k, known before drafting it (prompt lookup's ``lookup_len``, ``lookup_freq``;
+    :meth:`evolve.engine.drafter_base.Drafter.lookahead`), NaN where not given.
     """
     k = len(probs)
     values = {"draft_prob": probs[-1] if k else 1.0, "draft_top_prob": tops[-1] if k else 1.0,
               "draft_entropy": float(entropies[k - 1]) if k else 0.0,
               "draft_cumprob": float(np.prod(probs)) if k else 1.0, "draft_index": float(k),
-              "position": float(start + k)}
+              "position": float(start + k), **(lookahead or {})}
     return np.array([[values.get(f, np.nan)] for f in POLICY_AVAILABLE])
 
 
@@ -443,10 +445,13 @@ def policy_value(policy, X: np.ndarray) -> float:
 
 
 def policy_keep(policy, start: int):
-    """``keep(row, probs, tops, entropies)`` for :meth:`evolve.engine.drafter_base.Drafter.propose`: draft one
-    more token iff the policy's value on :func:`policy_features` is > 0 (the decision after each draft)."""
-    def keep(_row, probs, tops, entropies) -> bool:
-        return policy_value(policy, policy_features(probs, tops, entropies, start)) > 0.0
+    """``keep(row, probs, tops, entropies, lookahead=None)`` for :meth:`evolve.engine.drafter_base.Drafter.propose`:
+    draft one more token iff the policy's value on :func:`policy_features` is > 0 (the decision after each draft).
+    Its attribute ``lookahead`` says whether the policy reads a drafter's lookahead columns (else a drafter need
+    not compute them)."""
+    def keep(_row, probs, tops, entropies, lookahead=None) -> bool:
+        return policy_value(policy, policy_features(probs, tops, entropies, start, lookahead)) > 0.0
+    keep.lookahead = any(f in LOOKUP_FEATURES for f in policy.program.features)
     return keep
 
 
@@ -504,7 +509,8 @@ def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_ne
             if k > 0 and policy is not None:
                 start = len(state.ctx) - state.prompt_len
                 keep = policy_keep(policy.policy, start)
-                if not keep(0, [], [], []):  # the decision before the first draft: a plain step
+                ahead = engine.drafter.lookahead(engine, state.ctx) if keep.lookahead else {}
+                if not keep(0, [], [], [], ahead):  # the decision before the first draft
                     k = 0
             if k > 0 and verified:
                 emitted = live_block_verified(engine, batch, k, counts, rule, needed, keep)

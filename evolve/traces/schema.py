@@ -31,6 +31,11 @@ a = k / RESIDUAL_PHI_POINTS, k = 1..RESIDUAL_PHI_POINTS, the residual masses of
 relaxed block verification; all NaN, and only there, at a block's last depth; Parquet
 list<double>, a JSON array or null).
 
+Optional columns of one drafter (:data:`LOOKUP_COLUMNS`), written by harvests with n-gram prompt lookup
+(:mod:`evolve.engine.ngram`): ``lookup_len`` (int64 >= 1, the length of the matched n-gram) and
+``lookup_freq`` (float64 in (0, 1], the fraction of the earlier occurrences of the matched n-gram followed
+by the block's earlier drafts that the token follows).
+
 :func:`validate` checks a whole split and returns it with canonical dtypes, or
 raises :class:`evolve.errors.InputError` naming the file, the column and the first
 offending row. Round-off is tolerated: a value of a column bounded to [0, 1] at most
@@ -135,7 +140,14 @@ COLUMNS: tuple[Column, ...] = (
     Column("block_residual_phi", "float", False, 0.0, 1.0, nan_ok=True, length=RESIDUAL_PHI_POINTS,
            doc=f"list of {RESIDUAL_PHI_POINTS} float64: sum_v max(0, a p'(v) - q'(v)) at a = k/{RESIDUAL_PHI_POINTS}, "
                "k = 1..32, p', q' the next depth's; all NaN at a block's last depth"),
+    Column("lookup_len", "int", False, 1, None, doc="prompt lookup: length n of the matched n-gram"),
+    Column("lookup_freq", "float", False, 0.0, 1.0, low_open=True,
+           doc="prompt lookup: fraction of the earlier occurrences of the matched n-gram and the block's earlier "
+               "drafts that this token follows"),
 )
+#: Optional columns only the prompt-lookup drafter writes (:mod:`evolve.engine.ngram`); the other generators write
+#: every other optional column.
+LOOKUP_COLUMNS: tuple[str, ...] = ("lookup_len", "lookup_freq")
 COLUMN_BY_NAME = {c.name: c for c in COLUMNS}
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.required)
 OPTIONAL_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if not c.required)

@@ -23,6 +23,7 @@ from typing import Sequence
 
 from evolve.eval.costs import Costs, concurrent_tokens_per_second
 from evolve.report.compare.rows import Comparison
+from evolve.report.compare.speed import NOTES, POLICY
 
 #: Rows of the concurrency table: the plain decoding row, then every row with a policy's metrics.
 PLAIN = "plain decoding"
@@ -41,6 +42,8 @@ def concurrency_rows(comparison: Comparison, requests: Sequence[int], costs: Cos
         for row in comparison.rows:
             if row.split != split or row.value("tokens_per_call") is None or row.gamma is None:
                 continue
+            if row.kind == POLICY and row.heuristic in NOTES:
+                continue  # a bound for one request's costs says nothing at R requests
             verified = getattr(row.verifier, "mean_verified", float(row.gamma))
             drafted = getattr(row.verifier, "mean_drafted", float(row.gamma))
             tps = {r: (row.value("tokens_per_second") if r == 1 and row.value("tokens_per_second") is not None else

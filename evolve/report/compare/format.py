@@ -151,7 +151,8 @@ KIND_CAPTIONS: dict[str, str] = {
     THRESHOLD.name: "",
     VERIFY_LENGTH.name: ("Verification-length policies (kind policy: best_fixed_gamma, confidence_threshold,"
                          " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"
-                         " their Tok/s uses their own expected seconds per call. {names}: drafts verified by the"
+                         " their Tok/s uses their own expected seconds per call; length_oracle is a bound, not a"
+                         " policy (the best lengths knowing each block's outcome). {names}: drafts verified by the"
                          " verifier of their run (a champion's verify_with; the competitors: the first policy's,"
                          " else the standard rule)."),
     RELAXATION.name: ("{names}: relaxation weight w, scored as relaxed block verification: block verification"

@@ -8,9 +8,11 @@ exactly). A verification-length policy (kind ``verify-length``, :mod:`evolve.eva
 is scored by its own expected seconds per call, and three competitors follow the rules of a split
 with ``draft_index`` (rows of kind ``policy``): ``best_fixed_gamma`` and ``confidence_threshold``
 (their setting tuned on the valid split when the dataset has one, else on the scored split; the
-setting is in the row's ``expression``) and ``survival_prefix``. A policy's drafts are verified by the
+setting is in the row's ``expression``) and ``survival_prefix``, then the bound ``length_oracle`` (not a
+policy: the best lengths knowing each block's outcome, :func:`evolve.eval.verify_length.length_oracle`). A policy's drafts are verified by the
 verifier its run used (its champion's ``verify_with``: :func:`length_verifier_of`); the competitors use
-the verifier of the first policy compared (the standard rule without one), and with a lossy verifier
+the verifier and the block weighting (``length_weighting``) of the first policy compared (the standard rule
+and call weighting without one), and with a lossy verifier
 they are tuned for tokens per second within the default TV budget (0.01 per token).
 """
 from __future__ import annotations
@@ -32,7 +34,11 @@ from heuristics.verifiers import verifier_parts
 #: Kind of the competitor rows.
 POLICY = "policy"
 #: The competitor rows, in order.
-COMPETITORS: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold", "survival_prefix")
+COMPETITORS: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold", "survival_prefix", "length_oracle")
+#: The competitors whose setting is tuned (on valid when the dataset has it).
+TUNED: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold")
+#: Row expressions of the rows without a setting.
+NOTES = {"length_oracle": "bound: the best lengths knowing each block's outcome (reads the target)"}
 
 
 def with_costs(row: Row, costs: Costs, blocks: int = 0, no_draft_calls: int = 0) -> Row:
@@ -64,34 +70,36 @@ def length_scores(rule: Rule, data: EvalData, repeats: int, gamma: int, costs: C
     """A verification-length policy's row fields (its :class:`evolve.eval.verify_length.LengthMetrics` as the
     row's block metrics, its drafts verified by :func:`length_verifier_of`) and best time of ``repeats``
     scorings in ms."""
-    verifier = length_verifier_of(rule)
-    scorer = LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs, verifier=verifier)
+    verifier, weighting = length_verifier_of(rule), rule.weighting or "call"
+    scorer = LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs, verifier=verifier,
+                                       weighting=weighting)
     metrics = scorer.evaluate([rule.program])[0]
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
-        LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs,
-                                  verifier=verifier).evaluate([rule.program])
+        LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs, verifier=verifier,
+                                  weighting=weighting).evaluate([rule.program])
         best = min(best, time.perf_counter() - t0)
     return {"metrics": None, "verifier": metrics, "records": data.n}, best * 1e3
 
 
 def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: EvalData | None,
-                    tuned_name: str, verifier: LengthVerifier = STANDARD_VERIFIER) -> list[Row]:
-    """The three competitor rows of one split (none without block metrics), their drafts verified by
-    ``verifier``."""
+                    tuned_name: str, verifier: LengthVerifier = STANDARD_VERIFIER,
+                    weighting: str = "call") -> list[Row]:
+    """The competitor rows of one split (none without block metrics), their drafts verified by
+    ``verifier``, the blocks weighted by ``weighting`` (:func:`evolve.eval.verify_length.block_cover`)."""
     if gamma is None or data.depth is None:
         return []
     t0 = time.perf_counter()
     score = None if verifier.lossless else (
         lambda m: tokens_per_second_at_tv(m.tokens_per_second, m.tv_per_token, costs.plain_token_s, DEFAULT_BUDGET))
-    found = competitors(data, gamma, costs, tuned_on, verifier, score)
+    found = competitors(data, gamma, costs, tuned_on, verifier, score, weighting)
     ms = (time.perf_counter() - t0) * 1e3
     rows = []
     for name in COMPETITORS:
         setting, metrics = found[name]
-        where = f" (tuned on {tuned_name})" if setting else ""
-        rows.append(Row(name, POLICY, data.split, data.source, None, ms, expression=f"{setting}{where}" or None,
+        text = f"{setting} (tuned on {tuned_name})" if name in TUNED else NOTES.get(name)
+        rows.append(Row(name, POLICY, data.split, data.source, None, ms, expression=text,
                         gamma=gamma, verifier=metrics, records=data.n, program_kind=VERIFY_LENGTH.name))
     return rows
 

@@ -439,6 +439,7 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
                         if getattr(KIND_SCORERS.get(e.rule.program_kind.name), "competitors", False)]
     policies = costs is not None or bool(with_competitors)
     first_verifier = length_verifier_of(with_competitors[0] if with_competitors else None)
+    first_weighting = (with_competitors[0].weighting if with_competitors else None) or "call"
     tune = _tuning_split(data_dir, splits, loaded) if policies else None
     for s, data in loaded.items():
         result.gamma[s] = block_gamma(data, gamma)
@@ -451,7 +452,8 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
             rows += [row] if row is not None else []
             notes += [note] if note is not None else []
         if policies:
-            rows += competitor_rows(data, result.gamma[s], model, *(tune or (None, s)), verifier=first_verifier)
+            rows += competitor_rows(data, result.gamma[s], model, *(tune or (None, s)), verifier=first_verifier,
+                                    weighting=first_weighting)
         if costs is not None:
             rows = apply_costs(rows, costs, data)
         result.rows += rows

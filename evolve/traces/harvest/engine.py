@@ -207,6 +207,8 @@ class SpeculativeEngine:
             u = state.rng.random(k)
             u_next = state.rng.random()
             records = block_records(p[:k], q, p_ent[:k], q_ent, drafts, u) if k else None
+            if k:
+                records.update(self.drafter.draft_columns(state.ctx, drafts))
             rejected = np.flatnonzero(~records["baseline_accepts"]) if k else np.zeros(0)
             n = int(rejected[0]) if rejected.size else k
             nxt = sample_index(residual_distribution(p[n], q[n]) if n < k else p[k], u_next)

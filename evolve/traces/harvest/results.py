@@ -45,7 +45,7 @@ class TextResult:
                 cols.setdefault(name, []).append(values)
         if not cols:
             return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in COLUMN_ORDER})
-        return pd.DataFrame({c: np.concatenate(cols[c]) for c in COLUMN_ORDER})
+        return pd.DataFrame({c: np.concatenate(cols[c]) for c in COLUMN_ORDER if c in cols})
 
 
 def _dtype(col: str) -> str:
