@@ -123,13 +123,18 @@ def test_verify_with_is_refused_outside_verification_length_runs():
         resolve({"evolve": "verify-length", "objective": "tokens_per_second", "verify_with": "nope"})
 
 
-def test_a_run_with_block_verification_scores_its_champion_so(splits, tmp_path):
+def _small_run(splits, tmp_path, **settings):
+    """A short verification-length search under CHEAP with ``settings``; returns its result."""
     path = tmp_path / "costs.json"
     path.write_text(json.dumps(CHEAP.to_dict()))
     cfg = resolve({"evolve": "verify-length", "objective": "tokens_per_second", "costs": str(path),
-                   "verify_with": "block_verification", "population": 40, "generations": 3, "seed": 2})
-    res = search(cfg, splits["train"], splits["valid"], ("draft_prob", "position", "draft_entropy", "draft_index",
-                                                         "draft_top_prob", "draft_cumprob"))
+                   "population": 40, "generations": 3, "seed": 2, **settings})
+    return search(cfg, splits["train"], splits["valid"], ("draft_prob", "position", "draft_entropy", "draft_index",
+                                                          "draft_top_prob", "draft_cumprob"))
+
+
+def test_a_run_with_block_verification_scores_its_champion_so(splits, tmp_path):
+    res = _small_run(splits, tmp_path, verify_with="block_verification")
     got = LengthPopulationEvaluator(splits["valid"], gamma=5, costs=CHEAP,
                                     verifier=BLOCK_VERIFIER).evaluate([res.champion.expression])[0]
     assert got == res.champion.valid
@@ -189,12 +194,7 @@ def test_a_run_with_position_weighting_scores_its_champion_so(splits, tmp_path):
     from evolve.report.compare.speed import competitor_rows, length_scores
     from heuristics.champions import Champion
 
-    path = tmp_path / "costs.json"
-    path.write_text(json.dumps(CHEAP.to_dict()))
-    cfg = resolve({"evolve": "verify-length", "objective": "tokens_per_second", "costs": str(path),
-                   "length_weighting": "position", "population": 40, "generations": 3, "seed": 2})
-    res = search(cfg, splits["train"], splits["valid"], ("draft_prob", "position", "draft_entropy", "draft_index",
-                                                         "draft_top_prob", "draft_cumprob"))
+    res = _small_run(splits, tmp_path, length_weighting="position")
     expr = res.champion.expression
     got = LengthPopulationEvaluator(splits["valid"], gamma=5, costs=CHEAP, weighting="position").evaluate([expr])[0]
     assert got == res.champion.valid
