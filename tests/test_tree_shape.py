@@ -299,3 +299,28 @@ def test_relaxation_columns_that_mean_something_else_are_refused(forest):
     df = tree_frame(trees[:3]).drop(columns=["node_overlap"])
     with pytest.raises(InputError, match="but not 'node_overlap'"):
         trees_from_frame(df, "t.parquet")
+
+
+def test_the_shape_oracle_is_the_best_subtree_of_every_tree(forest):
+    """On single trees the bound equals the best of every kept-children choice scored by shape_metrics (an
+    independent path); on the forest it is at least every named shape and random shape values."""
+    import itertools
+
+    from evolve.eval.tree_shape import shape_oracle
+    trees, data = forest
+    costs = Costs((1.0, 1.1, 1.2, 1.3, 1.5, 1.7, 1.9, 2.1, 2.3, 2.5), 0.2, 1.0)
+    for t in range(6):
+        one = shape_data(trees_from_frame(tree_frame([trees[t]]), "mem"))
+        rows = range(one.decisions.n)
+        best = 0.0
+        for widths in itertools.product(*[range(int(one.n_children[r]) + 1) for r in rows]):
+            best = max(best, shape_metrics(np.array(widths, dtype=float), one, costs).tokens_per_second)
+        assert shape_oracle(one, costs).tokens_per_second == pytest.approx(best, rel=1e-12)
+    bound = shape_oracle(data, costs).tokens_per_second
+    found = competitors(data, costs)
+    assert found["shape_oracle"][1].tokens_per_second == bound
+    assert all(m.tokens_per_second <= bound * (1 + 1e-12) for _, m in found.values())
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        v = rng.integers(0, 4, data.decisions.n).astype(float)
+        assert shape_metrics(v, data, costs).tokens_per_second <= bound * (1 + 1e-12)

@@ -284,6 +284,103 @@ def shape_counts(values, starts, parent_row, first_child, n_children, accept, da
         out[5] += harm
 
 
+#: The rows of :func:`competitors` that are bounds, not shapes.
+BOUNDS: tuple[str, ...] = ("shape_oracle",)
+#: Most subtree shapes :func:`oracle_shape_counts` enumerates per tree (prod over expanded nodes of children + 1).
+MAX_ORACLE_SHAPES = 2_000_000
+
+
+@njit(cache=True)
+def oracle_shape_counts(starts, parent_row, first_child, n_children, accept, depth, forward, draft_pass, lam, out):
+    """The ``shape_oracle`` bound at rate ``lam`` (tokens per second): every tree keeps the subtree (each node a
+    prefix, in draw order, of its drawn children; no node budget) maximising tokens - lam * seconds, enumerated
+    exhaustively with the outcome probabilities known (:func:`shape_oracle`). Adds its counts to ``out`` as
+    :func:`shape_counts`; returns -1, or the first tree with more than :data:`MAX_ORACLE_SHAPES` shapes."""
+    m = parent_row.size
+    kept = np.zeros(m, dtype=np.bool_)
+    reach = np.zeros(m)
+    for t in range(starts.size - 1):
+        a, b = starts[t], starts[t + 1]
+        size = b - a
+        radix = np.zeros(size, dtype=np.int64)
+        total = 1
+        for r in range(a, b):
+            radix[r - a] = n_children[r] + 1
+            total *= radix[r - a]
+            if total > MAX_ORACLE_SHAPES:
+                return t
+        k = np.zeros(size, dtype=np.int64)  # children kept at each row (mixed-radix counter)
+        expanded = np.zeros(size, dtype=np.int64)
+        best_v, best_t, best_s, best_n, best_p = -np.inf, 0.0, 0.0, 0, 0
+        for _ in range(total):
+            kept[a:b] = False
+            kept[a] = True
+            reach[a] = 1.0
+            tokens = 1.0
+            n = 0
+            expanded[:] = 0
+            for r in range(a, b):  # parents come before their children in a tree's rows
+                if not kept[r] or k[r - a] == 0:
+                    continue
+                expanded[depth[r]] += 1
+                rejected = 1.0
+                for c in range(first_child[r], first_child[r] + k[r - a]):
+                    kept[c] = True
+                    reach[c] = reach[r] * rejected * accept[c]
+                    tokens += reach[c]
+                    rejected *= 1.0 - accept[c]
+                    n += 1
+            seconds = forward[n]
+            passes = 0
+            for d in range(size):
+                if expanded[d] > 0:
+                    seconds += draft_pass[expanded[d]]
+                    passes += 1
+            value = tokens - lam * seconds
+            if value > best_v:
+                best_v, best_t, best_s, best_n, best_p = value, tokens, seconds, n, passes
+            j = 0  # next shape: increment the counter
+            while j < size:
+                k[j] += 1
+                if k[j] < radix[j]:
+                    break
+                k[j] = 0
+                j += 1
+        out[0] += 1.0
+        out[1] += best_t
+        out[2] += best_s
+        out[3] += best_n
+        out[4] += best_p
+    return -1
+
+
+def shape_oracle(data: ShapeData, costs: Costs = DEFAULT_COSTS) -> ShapeMetrics:
+    """An upper bound, not a shape: the most tokens per second any choice of subtrees (at every node a prefix, in
+    draw order, of its drawn children; no node budget) gives on ``data``'s trees under ``costs``, each tree's
+    subtree chosen knowing its outcome probabilities (it reads the target), verified by SpecInfer.
+
+    Exact: every subtree of every tree is enumerated, the ratio of sums maximised by Dinkelbach's iteration
+    (Dinkelbach 1967). No tree-shape program, nor any of the named shapes, can exceed it on these trees (traversal
+    verification, a relaxation or the harvest's node budget are outside it: it bounds SpecInfer on subtrees).
+    Raises: InputError naming the tree when a tree has more than :data:`MAX_ORACLE_SHAPES` subtrees.
+    """
+    forward, draft = cost_tables(costs, data.max_nodes)
+    lam, best = 1.0 / forward[0], None
+    for _ in range(100):
+        out = np.zeros(N_SHAPE_COUNTS)
+        bad = oracle_shape_counts(data.starts, data.parent_row, data.first_child, data.n_children, data.accept,
+                                  data.depth, forward, draft, lam, out)
+        if bad >= 0:
+            raise InputError(f"{data.table.source}: tree {bad} has more than {MAX_ORACLE_SHAPES} subtrees; the shape "
+                             f"bound enumerates them all")
+        if best is None or out[1] * best[2] > best[1] * out[2]:
+            best = out
+        if not out[1] / out[2] > lam * (1.0 + 1e-12):
+            break
+        lam = out[1] / out[2]
+    return metrics_from_shape_counts(best, costs)
+
+
 def cost_tables(costs: Costs, nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """(forward, draft_pass) float64 (nodes + 1,) of :func:`shape_counts` under ``costs``: the target's call
     verifying 0..nodes drafted nodes (``verify_seconds``), and one drafter pass over 0..nodes nodes
@@ -424,7 +521,10 @@ def competitors(data: ShapeData, costs: Costs = DEFAULT_COSTS, tuned_on: ShapeDa
       harvested node (the harvest's own budget);
     * ``medusa_static``: a static tree wide at the root and narrowing by one child per depth (K, K-1, ..., 1,
       1, ...) to a tuned depth (Medusa's sparse trees, Cai et al. 2024, arXiv 2401.10774);
-    * ``adaptive_width``: ceil(1 + c H) children (H the drafter's entropy), c and depth tuned.
+    * ``adaptive_width``: ceil(1 + c H) children (H the drafter's entropy), c and depth tuned;
+
+    and the bound ``shape_oracle`` (:func:`shape_oracle`; not a shape: each tree's best subtree knowing its
+    outcome).
     """
     tune = tuned_on if tuned_on is not None else data
     score = score or (lambda m: m.tokens_per_second)
@@ -454,9 +554,10 @@ def competitors(data: ShapeData, costs: Costs = DEFAULT_COSTS, tuned_on: ShapeDa
                                  for d in range(1, deepest + 1)])
     out["adaptive_width"] = pick([(f"c={c:g},depth={d}", lambda x, c=c, d=d: adaptive_values(x, c, d), None)
                                   for c in ADAPTIVE_GRID for d in range(1, deepest + 1)])
+    out["shape_oracle"] = ("bound: each tree's best subtree knowing its outcome", shape_oracle(data, costs))
     return out
 
 
 __all__ = ["SHAPE_FEATURES", "N_SHAPE_COUNTS", "ShapeMetrics", "ShapeData", "shape_data", "shape_counts", "cost_tables",
-           "metrics_from_shape_counts", "shape_metrics", "whole_tree_metrics", "ADAPTIVE_GRID", "fixed_width_values",
+           "metrics_from_shape_counts", "shape_metrics", "shape_oracle", "oracle_shape_counts", "MAX_ORACLE_SHAPES", "BOUNDS", "whole_tree_metrics", "ADAPTIVE_GRID", "fixed_width_values",
            "static_values", "adaptive_values", "shape_expressions", "competitors", "require_relaxable", "relaxed_accept"]

@@ -44,7 +44,9 @@ for a lossless verifier). A block of L drafts costs seconds(L) = target_forward_
 draft_token_s (:mod:`evolve.eval.costs`); L = 0 is a plain decoding step and costs plain_token_s.
 Tokens per second = sum over blocks of tokens / sum of seconds (exact from the records of data
 harvested with ``gamma_max`` drafts per block: every shorter prefix is scored from the same records;
-the prefixes themselves are those the harvest's own decoding visited).
+the prefixes themselves are those the harvest's own decoding visited). That is call weighting, each
+harvested block one call of the policy; under position weighting each block counts as
+h / tokens calls, h the positions its harvest call covered (:func:`block_cover`).
 
 Competitors, each scored by the same kernel (:func:`competitors`):
 
