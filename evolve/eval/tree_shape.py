@@ -212,6 +212,19 @@ def _width(v: float) -> int:
 
 
 @njit(cache=True)
+def _call_seconds(forward, draft_pass, expanded, nodes):
+    """(seconds, drafter passes) of a call verifying ``nodes`` nodes whose tree expands ``expanded[d]`` nodes at
+    each depth d: the target's forward plus one drafter pass per depth with an expansion."""
+    seconds = forward[nodes]
+    passes = 0
+    for d in range(expanded.size):
+        if expanded[d] > 0:
+            seconds += draft_pass[expanded[d]]
+            passes += 1
+    return seconds, passes
+
+
+@njit(cache=True)
 def shape_counts(values, starts, parent_row, first_child, n_children, accept, damage, priority, depth, budget,
                  forward, draft_pass, out):
     """Keep, score and cost every tree under shape values (see the module doc).
@@ -270,12 +283,7 @@ def shape_counts(values, starts, parent_row, first_child, n_children, accept, da
                 reach[c] = p
                 tokens += p
                 rejected *= 1.0 - accept[c]
-        seconds = forward[used]
-        passes = 0
-        for d in range(size):
-            if expanded[d] > 0:
-                seconds += draft_pass[expanded[d]]
-                passes += 1
+        seconds, passes = _call_seconds(forward, draft_pass, expanded, used)
         out[0] += 1.0
         out[1] += tokens
         out[2] += seconds
@@ -330,12 +338,7 @@ def oracle_shape_counts(starts, parent_row, first_child, n_children, accept, dep
                     tokens += reach[c]
                     rejected *= 1.0 - accept[c]
                     n += 1
-            seconds = forward[n]
-            passes = 0
-            for d in range(size):
-                if expanded[d] > 0:
-                    seconds += draft_pass[expanded[d]]
-                    passes += 1
+            seconds, passes = _call_seconds(forward, draft_pass, expanded, n)
             value = tokens - lam * seconds
             if value > best_v:
                 best_v, best_t, best_s, best_n, best_p = value, tokens, seconds, n, passes
