@@ -84,7 +84,7 @@ class Drafter:
 
     def draft_columns(self, ctx: Sequence[int], drafts: Sequence[int]) -> dict[str, np.ndarray]:
         """Schema columns only this drafter writes, for the tokens ``drafts`` it drafted after ``ctx``: {column:
-        array (len(drafts),)}; none by default (prompt lookup: :data:`evolve.engine.ngram.LOOKUP_COLUMNS`)."""
+        array (len(drafts),)}; none by default (prompt lookup: :data:`evolve.traces.schema.LOOKUP_COLUMNS`)."""
         return {}
 
     def lookahead(self, engine, ctx: Sequence[int], drafted: int = 0) -> dict[str, float]:

@@ -5,7 +5,7 @@ Under a cost file (``--costs FILE``, :mod:`evolve.eval.costs`) every row with bl
 gamma being ``target_forward_s(gamma + 1) + gamma * draft_token_s``, and its ``speedup`` becomes
 tokens per second times ``plain_token_s`` (the default cost model gives the evaluator's speedup
 exactly). A verification-length policy (kind ``verify-length``, :mod:`evolve.eval.verify_length`)
-is scored by its own expected seconds per call, and three competitors follow the rules of a split
+is scored by its own expected seconds per call, and the competitors follow the rules of a split
 with ``draft_index`` (rows of kind ``policy``): ``best_fixed_gamma`` and ``confidence_threshold``
 (their setting tuned on the valid split when the dataset has one, else on the scored split; the
 setting is in the row's ``expression``) and ``survival_prefix``, then the bound ``length_oracle`` (not a
