@@ -208,3 +208,26 @@ def test_a_run_with_position_weighting_scores_its_champion_so(splits, tmp_path):
     fixed = competitors(splits["valid"], 5, CHEAP, weighting="position")["best_fixed_gamma"][1]
     assert rows["best_fixed_gamma"].verifier == fixed
     assert rows["length_oracle"].expression.startswith("bound")
+
+
+def test_benchmark_scores_a_position_champion_with_its_weighting(vocab_dataset, tmp_path):
+    """benchmark.py's table: the champion row is scored with its run's weighting, the competitors with the first
+    policy's, and the caption says so."""
+    from evolve.report.compare.format import format_table
+    from evolve.report.compare.table import BenchmarkOptions, benchmark
+    from heuristics.champions import Champion, champion_json
+
+    expr = "sub(draft_cumprob, 0.3)"
+    champ = Champion("pos", expr, kind="verify-length", features=("draft_cumprob",),
+                     metrics={"train": {"tokens_per_second": 1.0}, "valid": {"tokens_per_second": 1.0}},
+                     provenance={"config": {"length_weighting": "position"}})
+    path = tmp_path / "pos.json"
+    path.write_text(champion_json(champ))
+    comparison, _ = benchmark(BenchmarkOptions(data_dir=vocab_dataset, split="test", champions=(str(path),),
+                                               repeats=1))
+    rows = {r.heuristic: r for r in comparison.rows}
+    test = EvalData.from_traces(load_split(vocab_dataset, "test"))
+    want = LengthPopulationEvaluator(test, gamma=rows["pos"].gamma, weighting="position").evaluate([expr])[0]
+    assert rows["pos"].verifier == want
+    assert comparison.length_weighting == "position"
+    assert "text positions its harvest call covered" in " ".join(format_table(comparison).split())

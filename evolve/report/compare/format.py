@@ -131,6 +131,9 @@ def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]
         names = list(dict.fromkeys(r.heuristic for r in comparison.rows if r.program_kind == kind_name))
         if names and caption:
             text += " " + caption.format(names=", ".join(names))
+    if comparison.length_weighting == "position" and any(r.program_kind == VERIFY_LENGTH.name for r in comparison.rows):
+        text += (" The competitor rows weight each harvested block by the text positions its harvest call covered"
+                 " (the first policy's length_weighting, position); each champion row by its own run's.")
     lines.append(text.strip())
     return lines
 

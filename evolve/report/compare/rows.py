@@ -143,6 +143,8 @@ class Comparison:
     costs: Costs | None = None
     #: Throughput against concurrent requests (:mod:`evolve.report.compare.concurrency`), or None.
     concurrency: list[dict] | None = None
+    #: How the competitor rows weight the harvested blocks (:func:`evolve.eval.verify_length.block_cover`).
+    length_weighting: str = "call"
 
 
 __all__ = ["FORMATS", "SPLIT_CHOICES", "REFERENCE_RULE", "DEFAULT_REPEATS", "BLOCK_VERIFICATION", "VERIFIER",

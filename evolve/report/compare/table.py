@@ -440,6 +440,7 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
     policies = costs is not None or bool(with_competitors)
     first_verifier = length_verifier_of(with_competitors[0] if with_competitors else None)
     first_weighting = (with_competitors[0].weighting if with_competitors else None) or "call"
+    result.length_weighting = first_weighting
     tune = _tuning_split(data_dir, splits, loaded) if policies else None
     for s, data in loaded.items():
         result.gamma[s] = block_gamma(data, gamma)
