@@ -11,6 +11,7 @@ import click
 
 from evolve.cli.types import CommaList
 from evolve.cli.errors import CliGroup
+from evolve.cli.output import FORMAT_BY_SUFFIX, echo_outputs, output_options
 from evolve.cli.live import live
 from evolve.cli.pareto import pareto
 from evolve.cli.perf import perf
@@ -33,10 +34,7 @@ from evolve.report.output import resolve_format
 @click.option("--champions-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory of promoted champions (*.json) [default: heuristics/champions/, or "
                    "$SPECDEC_CHAMPIONS_DIR].")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Output format [default: from the --output suffix (.json, .csv, .md), else table].")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result to FILE (atomically) instead of stdout.")
+@output_options(FORMATS, FORMAT_BY_SUFFIX)
 @click.option("--repeats", type=click.IntRange(min=1), default=DEFAULT_REPEATS, show_default=True,
               help="Timed evaluations per rule after one warm-up; Time is the best of them.")
 @click.option("--gamma", type=click.IntRange(min=1), default=None,
@@ -62,10 +60,7 @@ def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, .
     comparison, text = benchmark(BenchmarkOptions(
         data_dir=data_dir, split=split, champions=champions, champions_dir=champions_dir, fmt=fmt, output=output,
         repeats=repeats, gamma=gamma, cost_ratio=cost_ratio, costs=costs, concurrency=tuple(concurrency or ())))
-    if output is None:
-        click.echo(text if text.endswith("\n") else text + "\n", nl=False)
-    else:
-        click.echo(f"wrote {output} ({len(comparison.rows)} rows)", err=True)
+    echo_outputs(text if text.endswith("\n") else text + "\n", output, f"{len(comparison.rows)} rows", None)
     if resolve_format(fmt, output, FORMATS) in ("csv", "json"):  # table and markdown carry their notes
         for note in comparison.notes:
             click.echo(f"note: {note}", err=True)

@@ -15,7 +15,7 @@ from evolve.cli.errors import CliCommand
 from evolve.cli.drafters import check_one_drafter, new_drafter_options
 from evolve.cli.harvest import BACKEND_HELP
 from evolve.engine.backends import BACKEND_NAMES
-from evolve.cli.output import echo_outputs
+from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.types import LAYER_LIST, WINDOW
 from evolve.report.live import FORMATS, LiveOptions, live_command
 
@@ -60,10 +60,7 @@ from evolve.report.live import FORMATS, LiveOptions, live_command
 @click.option("--threads", default=None, type=click.IntRange(min=1), metavar="N",
               help="Torch CPU threads (default: 1 on a machine with at most 2 cores, else torch's choice).")
 @click.option("--backend", default="torch", show_default=True, type=click.Choice(BACKEND_NAMES), help=BACKEND_HELP)
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Output format [default: json for an --output ending in .json, else table].")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result to FILE (atomically) instead of stdout.")
+@output_options(FORMATS, FORMAT_JSON_OR_TABLE)
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Cost file (JSON, as `benchmark.py perf --costs` writes): print the cost model's predicted tokens/s "
                    "and speedup for the same run beside the measured ones.")

@@ -7,7 +7,7 @@ import click
 
 from evolve.traces.io import SPLITS
 from evolve.cli.errors import CliCommand
-from evolve.cli.output import echo_outputs
+from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.types import CommaList
 from evolve.eval.objectives import DEFAULT_GAMMA
 from evolve.report.pareto.curves import DEFAULT_BUDGETS, budget_key
@@ -29,10 +29,7 @@ from evolve.report.output import resolve_format
               default=",".join(budget_key(b) for b in DEFAULT_BUDGETS), show_default=True,
               help="Comma-separated TV-per-token budgets in [0, 1].")
 @click.option("--gamma", type=click.IntRange(min=1), default=DEFAULT_GAMMA, show_default=True, help="Draft length.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Output format [default: json for an --output ending in .json, else table].")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result to FILE (atomically); the plot goes next to it as .png.")
+@output_options(FORMATS, FORMAT_JSON_OR_TABLE, "Write the result to FILE (atomically); the plot goes next to it as .png.")
 @click.option("--plot/--no-plot", default=True, show_default=True,
               help="Write the PNG plot (next to --output, else results/pareto_<split>.png).")
 @click.option("--learned/--no-learned", default=None,

@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from evolve.cli.errors import CliCommand
-from evolve.cli.output import echo_outputs
+from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.types import CommaList
 from evolve.eval.evaluator import DEFAULT_COST_RATIO
 from evolve.report.simulate import FORMATS, MAX_LENGTH, MAX_SAMPLES, SimulateOptions, simulate_command
@@ -50,10 +50,7 @@ ALIASES = {"vocab_size": "vocab", "budget": "budgets"}
               help="--verify block: verify against (1 - w) p + w q, w a constant in [0, 1] or an expression over "
                    "prefix-level features, clamped to [0, 1] per position (relaxed block verification; lossy, damage "
                    "w (1 - overlap) per emitted position).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Output format [default: json for an --output ending in .json, else table].")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result to FILE (atomically); the chart goes next to it as .png.")
+@output_options(FORMATS, FORMAT_JSON_OR_TABLE, "Write the result to FILE (atomically); the chart goes next to it as .png.")
 @click.option("--plot/--no-plot", default=True, show_default=True,
               help="Write the bar chart PNG (next to --output, else into results/).")
 @click.option("--trees", is_flag=True, help="Compare chains and draft trees at equal node budgets instead.")

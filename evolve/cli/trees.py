@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from evolve.cli.errors import CliCommand
+from evolve.cli.output import FORMAT_BY_SUFFIX, echo_outputs, output_options
 from evolve.report.trees import ALL_SPLITS, FORMATS, TreesOptions, trees_command
 
 
@@ -22,17 +23,11 @@ from evolve.report.trees import ALL_SPLITS, FORMATS, TreesOptions, trees_command
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Cost file (benchmark.py perf --costs; a tree of n nodes costs a target forward of n + 1 tokens) "
                    "[default: flat verification, drafts at 0.05 of a target step].")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Output format [default: from the --output suffix (.json, .csv, .md), else table].")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result to FILE (atomically) instead of stdout.")
+@output_options(FORMATS, FORMAT_BY_SUFFIX)
 def trees(data_dir: Path, split: str, tune_split: str, champions: tuple[Path, ...], costs: Path | None,
           fmt: str | None, output: Path | None) -> None:
     """Tokens per call and per second of draft trees: SpecInfer and traversal verification of the harvested trees,
     the chain, fixed-width, EAGLE-2, Medusa-style and adaptive-width shapes, and evolved tree shapes."""
     rows, text = trees_command(TreesOptions(data_dir=data_dir, split=split, tune_split=tune_split,
                                             champions=champions, costs=costs, fmt=fmt, output=output))
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        click.echo(f"wrote {output} ({len(rows)} rows)", err=True)
+    echo_outputs(text, output, f"{len(rows)} rows", None)
