@@ -19,24 +19,24 @@ from evolve.eval.population import PopulationEvaluator
 from evolve.eval.relaxed_population import RelaxedPopulationEvaluator
 from evolve.eval.tree_population import TreeShapePopulationEvaluator
 from evolve.eval.tree_shape import ShapeMetrics
-from evolve.eval.verify_length import LengthMetrics, LengthPopulationEvaluator
+from evolve.eval.verify_length import DEFAULT_WEIGHTING, LengthMetrics, LengthPopulationEvaluator
 from evolve.gp.kinds import RELAXATION, THRESHOLD, TREE_SHAPE, VERIFY_LENGTH, ProgramKind
 
 
-def _threshold(data, fitness, gamma, cache_size, costs, verifier=None, weighting="call"):
+def _threshold(data, fitness, gamma, cache_size, costs, verifier=None, weighting=DEFAULT_WEIGHTING):
     return PopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size)
 
 
-def _relaxation(data, fitness, gamma, cache_size, costs, verifier=None, weighting="call"):
+def _relaxation(data, fitness, gamma, cache_size, costs, verifier=None, weighting=DEFAULT_WEIGHTING):
     return RelaxedPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size)
 
 
-def _length(data, fitness, gamma, cache_size, costs, verifier=None, weighting="call"):
+def _length(data, fitness, gamma, cache_size, costs, verifier=None, weighting=DEFAULT_WEIGHTING):
     return LengthPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size, costs=costs, verifier=verifier,
                                      weighting=weighting)
 
 
-def _tree_shape(data, fitness, gamma, cache_size, costs, verifier=None, weighting="call"):
+def _tree_shape(data, fitness, gamma, cache_size, costs, verifier=None, weighting=DEFAULT_WEIGHTING):
     return TreeShapePopulationEvaluator(data, fitness, cache_size=cache_size, costs=costs)
 
 
@@ -57,7 +57,7 @@ POPULATION_SCORERS: dict[str, Callable[..., PopulationEvaluator]] = {
 
 def population_scorer(kind: ProgramKind, data: EvalData, fitness: AcceptanceQualityFitness, gamma: int | None,
                       cache_size: int, costs: Costs = DEFAULT_COSTS, verifier=None,
-                      weighting: str = "call") -> PopulationEvaluator:
+                      weighting: str = DEFAULT_WEIGHTING) -> PopulationEvaluator:
     """A population scorer of ``kind`` on ``data`` (``verifier``: a verification-length policy's
     :class:`evolve.eval.verify_length.LengthVerifier`, None: the standard rule; ``weighting``: how its blocks are
     weighted, :func:`evolve.eval.verify_length.block_cover`). Raises InputError (param

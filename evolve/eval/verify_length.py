@@ -267,12 +267,14 @@ def length_counts(v, tok, dmg, depth, gamma, forward, draft_s, cover, out):
         i = j
 
 
-#: How blocks are weighted (:func:`block_cover`): ``call``, every harvested block stands for one call of the
-#: policy; ``position``, for the text positions the harvest's call covered.
-WEIGHTINGS: tuple[str, ...] = ("call", "position")
+#: How blocks are weighted (:func:`block_cover`), by name: what every harvested block stands for.
+WEIGHTINGS: dict[str, str] = {"call": "one call of the policy",
+                              "position": "the text positions its harvest call covered"}
+#: The weighting of a run or table that names none.
+DEFAULT_WEIGHTING = "call"
 
 
-def block_cover(data: EvalData, weighting: str = "call") -> np.ndarray:
+def block_cover(data: EvalData, weighting: str = DEFAULT_WEIGHTING) -> np.ndarray:
     """The block weights of a weighting (:data:`WEIGHTINGS`): float64 (n,), at each block's first record.
 
     ``call`` (zeros): a policy's tokens per second is sum of its calls' expected tokens / sum of their seconds,
@@ -426,15 +428,16 @@ def metrics_from_length_counts(c: np.ndarray, n: int, costs: Costs) -> LengthMet
 
 def policy_metrics(values: np.ndarray, data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS,
                    verifier: LengthVerifier = STANDARD_VERIFIER,
-                   tables: tuple[np.ndarray, np.ndarray] | None = None, weighting: str = "call") -> LengthMetrics:
+                   tables: tuple[np.ndarray, np.ndarray] | None = None, weighting: str = DEFAULT_WEIGHTING,
+                   cover: np.ndarray | None = None) -> LengthMetrics:
     """Metrics of policy values ``values`` float64 (n,) on the records of ``data`` (an EvalData with draft_index),
     the drafts verified by ``verifier`` (``tables``: its :func:`prefix_tables` on ``data``, when known), the
-    blocks weighted by ``weighting`` (:func:`block_cover`)."""
+    blocks weighted by ``weighting`` (``cover``: its :func:`block_cover` on ``data``, when known)."""
     tok, dmg = tables if tables is not None else prefix_tables(data, verifier)
     out = np.zeros(N_LENGTH_COUNTS)
     forward = forward_table(costs, gamma)
     length_counts(np.ascontiguousarray(values, dtype=np.float64), tok, dmg, data.depth.astype(np.float64), int(gamma),
-                  forward, float(costs.draft_token_s), block_cover(data, weighting), out)
+                  forward, float(costs.draft_token_s), block_cover(data, weighting) if cover is None else cover, out)
     return metrics_from_length_counts(add_no_draft_calls(out, data.no_draft_calls, forward), data.n, costs)
 
 
@@ -445,7 +448,7 @@ def fixed_gamma_values(data: EvalData, length: int) -> np.ndarray:
 
 def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_on: EvalData | None = None,
                 verifier: LengthVerifier = STANDARD_VERIFIER,
-                score=None, weighting: str = "call") -> dict[str, tuple[str, LengthMetrics]]:
+                score=None, weighting: str = DEFAULT_WEIGHTING) -> dict[str, tuple[str, LengthMetrics]]:
     """The competitors of the module doc on ``data``, their drafts verified by ``verifier``, the blocks weighted
     by ``weighting`` (:func:`block_cover`): {name: (setting, metrics)}.
 
@@ -457,9 +460,10 @@ def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_
     tune = tuned_on if tuned_on is not None else data
     score = score or (lambda m: m.tokens_per_second)
     tables = {id(d): prefix_tables(d, verifier) for d in (tune, data)}
+    covers = {id(d): block_cover(d, weighting) for d in (tune, data)}
 
     def fixed(d: EvalData, g: int) -> LengthMetrics:
-        return policy_metrics(fixed_gamma_values(d, g), d, gamma, costs, verifier, tables[id(d)], weighting)
+        return policy_metrics(fixed_gamma_values(d, g), d, gamma, costs, verifier, tables[id(d)], cover=covers[id(d)])
 
     g_best = max(range(gamma + 1), key=lambda g: (score(fixed(tune, g)), -g))
     out = {"best_fixed_gamma": (f"gamma={g_best}", fixed(data, g_best))}
@@ -469,7 +473,7 @@ def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_
     def confidence(d: EvalData, h: float) -> LengthMetrics:
         dd = decisions[id(d)]
         col = "draft_top_prob" if "draft_top_prob" in dd.available else "draft_prob"
-        return policy_metrics(dd.feature(col) - h, dd, gamma, costs, verifier, tables[id(d)], weighting)
+        return policy_metrics(dd.feature(col) - h, dd, gamma, costs, verifier, tables[id(d)], cover=covers[id(d)])
 
     h_best = max(CONFIDENCE_GRID, key=lambda h: (score(confidence(tune, h)), -h))
     out["confidence_threshold"] = (f"h={h_best:g}", confidence(data, h_best))
@@ -477,7 +481,7 @@ def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_
     tok, dmg = tables[id(data)]
     forward = forward_table(costs, gamma)
     survival_counts(data.feature("draft_prob"), tok, dmg, data.depth.astype(np.float64), int(gamma), forward,
-                    float(costs.draft_token_s), block_cover(data, weighting), c)
+                    float(costs.draft_token_s), covers[id(data)], c)
     out["survival_prefix"] = ("", metrics_from_length_counts(add_no_draft_calls(c, data.no_draft_calls, forward),
                                                              data.n, costs))
     out["length_oracle"] = ("bound", length_oracle(data, gamma, costs, verifier, tables[id(data)], weighting))
@@ -486,7 +490,7 @@ def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_
 
 def length_oracle(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS,
                   verifier: LengthVerifier = STANDARD_VERIFIER,
-                  tables: tuple[np.ndarray, np.ndarray] | None = None, weighting: str = "call") -> LengthMetrics:
+                  tables: tuple[np.ndarray, np.ndarray] | None = None, weighting: str = DEFAULT_WEIGHTING) -> LengthMetrics:
     """An upper bound, not a policy: the most tokens per second any choice of verification lengths (0..gamma per
     block, chosen knowing each block's expected tokens, i.e. reading the target) gives on ``data`` under ``costs``.
 
@@ -529,7 +533,7 @@ class LengthPopulationEvaluator(PopulationEvaluator):
 
     def __init__(self, data: EvalData, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
                  gamma: int | None = None, cache_size: int = 0, costs: Costs = DEFAULT_COSTS,
-                 verifier: LengthVerifier | None = None, weighting: str = "call", **kw):
+                 verifier: LengthVerifier | None = None, weighting: str = DEFAULT_WEIGHTING, **kw):
         if gamma is None:
             raise InputError("gamma (the longest verification) is required by a verification-length policy")
         super().__init__(decision_data(data), fitness, gamma=gamma, cache_size=cache_size, **kw)
@@ -561,6 +565,6 @@ class LengthPopulationEvaluator(PopulationEvaluator):
 
 __all__ = ["POLICY_FEATURES", "CONFIDENCE_GRID", "LengthMetrics", "LengthVerifier", "STANDARD_VERIFIER", "BLOCK_VERIFIER",
            "N_LENGTH_COUNTS", "add_no_draft_calls", "verifier_from_parts", "prefix_tables", "threshold_prefix_tables", "block_prefix_tables", "decision_data",
-           "length_counts", "survival_counts", "oracle_counts", "length_oracle", "WEIGHTINGS", "block_cover",
+           "length_counts", "survival_counts", "oracle_counts", "length_oracle", "WEIGHTINGS", "DEFAULT_WEIGHTING", "block_cover",
            "forward_table", "metrics_from_length_counts", "policy_metrics", "fixed_gamma_values", "competitors",
            "LengthPopulationEvaluator"]

@@ -52,7 +52,7 @@ def _kind_names() -> tuple[str, ...]:
 
 def _weighting_names() -> tuple[str, ...]:
     from evolve.eval.verify_length import WEIGHTINGS
-    return WEIGHTINGS
+    return tuple(WEIGHTINGS)
 
 
 @dataclass(frozen=True)

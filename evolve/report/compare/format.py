@@ -20,6 +20,7 @@ import json
 import textwrap
 
 from evolve.report.compare.concurrency import concurrency_lines
+from evolve.eval.verify_length import DEFAULT_WEIGHTING, WEIGHTINGS
 from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
 from evolve.report.compare.rows import FORMATS, REFERENCE_RULE, ROW_KEYS, VERIFIER, Comparison
 from evolve.report.compare.verdict import compute_verdict
@@ -131,9 +132,10 @@ def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]
         names = list(dict.fromkeys(r.heuristic for r in comparison.rows if r.program_kind == kind_name))
         if names and caption:
             text += " " + caption.format(names=", ".join(names))
-    if comparison.length_weighting == "position" and any(r.program_kind == VERIFY_LENGTH.name for r in comparison.rows):
-        text += (" The competitor rows weight each harvested block by the text positions its harvest call covered"
-                 " (the first policy's length_weighting, position); each champion row by its own run's.")
+    weighting = comparison.length_weighting
+    if weighting != DEFAULT_WEIGHTING and any(r.program_kind == VERIFY_LENGTH.name for r in comparison.rows):
+        text += (f" The competitor rows weight each harvested block as {WEIGHTINGS[weighting]} (the first policy's"
+                 f" length_weighting, {weighting}); each champion row by its own run's.")
     lines.append(text.strip())
     return lines
 

@@ -24,6 +24,7 @@ from evolve.eval.block_verification import BlockVerificationMetrics
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import BLOCK_FIELDS, DEFAULT_COST_RATIO, Metrics
 from evolve.eval.relaxed_block import RelaxedMetrics
+from evolve.eval.verify_length import DEFAULT_WEIGHTING
 from heuristics import registry
 from heuristics.contract import Rule
 
@@ -144,7 +145,7 @@ class Comparison:
     #: Throughput against concurrent requests (:mod:`evolve.report.compare.concurrency`), or None.
     concurrency: list[dict] | None = None
     #: How the competitor rows weight the harvested blocks (:func:`evolve.eval.verify_length.block_cover`).
-    length_weighting: str = "call"
+    length_weighting: str = DEFAULT_WEIGHTING
 
 
 __all__ = ["FORMATS", "SPLIT_CHOICES", "REFERENCE_RULE", "DEFAULT_REPEATS", "BLOCK_VERIFICATION", "VERIFIER",

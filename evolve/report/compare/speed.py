@@ -24,7 +24,7 @@ from typing import Sequence
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import EvalData
 from evolve.eval.objectives import DEFAULT_BUDGET, tokens_per_second_at_tv
-from evolve.eval.verify_length import (STANDARD_VERIFIER, LengthPopulationEvaluator, LengthVerifier, competitors,
+from evolve.eval.verify_length import (DEFAULT_WEIGHTING, STANDARD_VERIFIER, LengthPopulationEvaluator, LengthVerifier, competitors,
                                        verifier_from_parts)
 from evolve.gp.kinds import VERIFY_LENGTH
 from evolve.report.compare.rows import Row
@@ -70,7 +70,7 @@ def length_scores(rule: Rule, data: EvalData, repeats: int, gamma: int, costs: C
     """A verification-length policy's row fields (its :class:`evolve.eval.verify_length.LengthMetrics` as the
     row's block metrics, its drafts verified by :func:`length_verifier_of`) and best time of ``repeats``
     scorings in ms."""
-    verifier, weighting = length_verifier_of(rule), rule.weighting or "call"
+    verifier, weighting = length_verifier_of(rule), rule.weighting or DEFAULT_WEIGHTING
     scorer = LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs, verifier=verifier,
                                        weighting=weighting)
     metrics = scorer.evaluate([rule.program])[0]
@@ -85,7 +85,7 @@ def length_scores(rule: Rule, data: EvalData, repeats: int, gamma: int, costs: C
 
 def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: EvalData | None,
                     tuned_name: str, verifier: LengthVerifier = STANDARD_VERIFIER,
-                    weighting: str = "call") -> list[Row]:
+                    weighting: str = DEFAULT_WEIGHTING) -> list[Row]:
     """The competitor rows of one split (none without block metrics), their drafts verified by
     ``verifier``, the blocks weighted by ``weighting`` (:func:`evolve.eval.verify_length.block_cover`)."""
     if gamma is None or data.depth is None:

@@ -68,6 +68,7 @@ from evolve.eval.evaluator import (
 from evolve.eval.relaxed_block import RelaxedMetrics, attach, relaxed_of
 from evolve.eval.relaxed_population import evaluate_relaxed
 from evolve.eval.costs import Costs, load_costs
+from evolve.eval.verify_length import DEFAULT_WEIGHTING
 from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
 from evolve.report.compare.format import (
     format_comparison,
@@ -439,7 +440,7 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
                         if getattr(KIND_SCORERS.get(e.rule.program_kind.name), "competitors", False)]
     policies = costs is not None or bool(with_competitors)
     first_verifier = length_verifier_of(with_competitors[0] if with_competitors else None)
-    first_weighting = (with_competitors[0].weighting if with_competitors else None) or "call"
+    first_weighting = (with_competitors[0].weighting if with_competitors else None) or DEFAULT_WEIGHTING
     result.length_weighting = first_weighting
     tune = _tuning_split(data_dir, splits, loaded) if policies else None
     for s, data in loaded.items():
