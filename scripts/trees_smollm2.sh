@@ -9,14 +9,15 @@
 #      at most 40 new tokens, seed 0; splits by prompt, 10% valid, 10% test) -> OUT/data;
 #   4. evolve tree shapes under each cost file (the CPU file of step 2 and docs/costs/gpu_like.json, a
 #      hypothetical GPU: verification nearly flat in T, drafts at 0.2 of a target step), seeds 1 2 3
-#      (population 600, 40 generations) -> OUT/shape-COSTS-sSEED.champion.json;
+#      (population 2000, 80 generations; a few minutes each) -> OUT/shape-COSTS-sSEED.champion.json, and under
+#      the GPU-like file without the level features (level_cumprob, level_rank) -> OUT/shape-nolevel-gpu_like-sSEED;
 #   5. evolve a relaxation weight on the dataset's chains (the trees' first paths; NSGA-II over tokens per
 #      call, TV per token and size, draft length RELAX_GAMMA (5; at most the first paths' longest block), seed 1)
 #      -> OUT/relaxation.champion.json;
 #   6. `benchmark.py trees` on the held-out test split (named shapes tuned on valid) under each cost file,
 #      with every champion -> OUT/trees-COSTS.{txt,json,md}.
 # Everything goes under OUT (results/trees_smollm2, git-ignored); a finished step's file is kept (remove it to
-# redo the step). About 30 minutes on 2 cores (the harvest; the searches take seconds). Options through the
+# redo the step). About 30 minutes on 2 cores for the harvest and 25 for the searches. Options through the
 # environment: PYTHON, MODELS, OUT, SEEDS, TREE_NODES, TREE_WIDTH, RELAX_GAMMA.
 OUT=${OUT:-results/trees_smollm2}
 source "$(dirname "$0")/smollm2_common.sh"
@@ -45,15 +46,17 @@ if [ ! -f "$OUT/data/metadata.json" ]; then
         --out "$OUT/data" > "$OUT/harvest.log" 2>&1
 fi
 
-CHAMPIONS=()
-for costs in skip16 gpu_like; do
+# the ablation: the same searches without the level features (a node's own features only)
+NODE_FEATURES=draft_prob,position,draft_entropy,draft_index,draft_top_prob,draft_cumprob
+for spec in skip16:shape:auto gpu_like:shape:auto gpu_like:shape-nolevel:$NODE_FEATURES; do
+    IFS=: read -r costs prefix features <<< "$spec"
     for seed in $SEEDS; do
-        name="shape-$costs-s$seed"
+        name="$prefix-$costs-s$seed"
         if [ ! -f "$OUT/$name.champion.json" ]; then
             stamp "tree-shape search $name"
             run=$("$PYTHON" -m evolve run --data "$OUT/data" --out "$OUT/runs-$name" --evolve tree-shape \
-                  --objective tokens_per_second --costs "$OUT/costs/$costs.json" --population 600 --generations 40 \
-                  --seed "$seed" --no-progress | tail -n 1)
+                  --objective tokens_per_second --costs "$OUT/costs/$costs.json" --population 2000 --generations 80 \
+                  --features "$features" --seed "$seed" --no-progress | tail -n 1)
             cp "$run/champion.json" "$OUT/$name.champion.json"
         fi
     done
@@ -69,6 +72,9 @@ fi
 for costs in skip16 gpu_like; do
     args=(--champion "$OUT/relaxation.champion.json")
     for seed in $SEEDS; do args+=(--champion "$OUT/shape-$costs-s$seed.champion.json"); done
+    if [ "$costs" = gpu_like ]; then
+        for seed in $SEEDS; do args+=(--champion "$OUT/shape-nolevel-$costs-s$seed.champion.json"); done
+    fi
     for fmt in txt json md; do
         [ -f "$OUT/trees-$costs.$fmt" ] && continue
         "$PYTHON" benchmark.py trees --data "$OUT/data" --split test --costs "$OUT/costs/$costs.json" "${args[@]}" \

@@ -13,9 +13,8 @@ import pytest
 from evolve.engine import tree_verify as tv
 from evolve.errors import InputError
 from evolve.eval.costs import Costs
-from evolve.eval.tree_shape import (
-    competitors, fixed_width_values, shape_data, shape_metrics, shape_expressions, whole_tree_metrics,
-)
+from evolve.eval.tree_competitors import competitors, fixed_width_values, shape_expressions
+from evolve.eval.tree_shape import shape_data, shape_metrics, whole_tree_metrics
 from evolve.traces.trees import trees_from_frame
 from tree_helpers import random_tree, tree_frame
 

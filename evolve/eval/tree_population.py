@@ -18,6 +18,7 @@ from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, check_features
 from evolve.eval.population import PopulationEvaluator
 from evolve.eval.scoring import packed_thresholds
+from evolve.eval.tree_levels import one_chunk, reads_levels, shape_values
 from evolve.eval.tree_shape import (
     N_SHAPE_COUNTS, ShapeData, cost_tables, metrics_from_shape_counts, shape_counts, shape_data,
 )
@@ -50,7 +51,9 @@ class TreeShapePopulationEvaluator(PopulationEvaluator):
                  gamma: int | None = None, cache_size: int = 0, costs: Costs = DEFAULT_COSTS,
                  shapes: ShapeData | None = None, budget: int | None = None, **kw):
         shapes = shapes if shapes is not None else shape_data(trees_beside(data))
-        super().__init__(shapes.decisions, fitness, gamma=None, cache_size=cache_size, **kw)
+        # no derived rows: they would be computed from the level features' NaN rows, which shape_values fills
+        # level by level
+        super().__init__(shapes.decisions, fitness, gamma=None, cache_size=cache_size, derive=False, **kw)
         self.shapes = shapes
         self.costs = costs
         self.budget = shapes.max_nodes if budget is None else min(int(budget), shapes.max_nodes)
@@ -66,7 +69,13 @@ class TreeShapePopulationEvaluator(PopulationEvaluator):
         s = self.shapes
         out = np.zeros((len(lowered), N_SHAPE_COUNTS))
         for i, lo in enumerate(lowered):
-            v = packed_thresholds(lo, self.data.X, self.data.bounds, D)
+            if reads_levels(lo, self.data):
+                if self.budget < s.max_nodes:
+                    raise InputError(f"{s.table.source}: a shape reading level features is scored without a node "
+                                     f"budget (its levels are the shape's own tree before the budget)")
+                v = shape_values(s, lambda X, rows, lo=lo: packed_thresholds(lo, X, one_chunk(X)), True)
+            else:
+                v = packed_thresholds(lo, self.data.X, self.data.bounds, D)
             shape_counts(v, s.starts, s.parent_row, s.first_child, s.n_children, s.accept, self._damage, s.priority,
                          s.depth, self.budget, self._forward, self._draft, out[i])
         return out

@@ -2,17 +2,25 @@
 
 A harvested draft tree (:mod:`evolve.traces.trees`) holds, at every node the harvest expanded, children
 drawn i.i.d. from the drafter. A *tree shape* decides, node by node, how many of those children to keep:
-a program of kind ``tree-shape`` (:mod:`evolve.gp.kinds`) or a named shape (:func:`named_shapes`) gives a
-value v at every decision point (the root and every kept node) and the node keeps its first
-k = min(ceil(v), children drawn) children in draw order (v <= 0 or NaN: none). The decision reads only
-what is known before the node's children are drawn, the drafter's side of the node itself:
+a program of kind ``tree-shape`` (:mod:`evolve.gp.kinds`) or a named shape
+(:mod:`evolve.eval.tree_competitors`) gives a value v at every decision point (the root and every kept
+node) and the node keeps its first k = min(ceil(v), children drawn) children in draw order (v <= 0 or
+NaN: none). The decision reads only what is known before the node's children are drawn, the drafter's
+side of the node and of its level:
 
 * ``draft_prob``: q(x | parent) of the node's token (1 at the root);
 * ``draft_top_prob``, ``draft_entropy``: largest probability and entropy (nats) of the drafter's
   distribution the node was drawn from (at the root: 1 and 0, nothing drafted yet);
 * ``draft_cumprob``: the product of draft_prob from the root down to the node (1 at the root);
 * ``draft_index``: the node's depth (0 at the root); ``position``: the text position of the node's
-  children (tokens generated before the step + depth), as a chain record's position of its drafted token.
+  children (tokens generated before the step + depth), as a chain record's position of its drafted token;
+* ``level_cumprob``, ``level_rank`` (:data:`evolve.gp.primitives.LEVEL_FEATURES`): the node's *level* is the
+  set of nodes the shape keeps at its depth in its tree; ``level_cumprob`` is the largest draft_cumprob
+  there and ``level_rank`` the node's rank there by draft_cumprob (0 = the most probable, ties in draw
+  order): EAGLE-2 expands the top-k nodes of each level (Li et al. 2024, arXiv 2406.16858). Both are known
+  once the level above has been expanded and its children drawn, before any node of the level is expanded,
+  so a program reading them is evaluated level by level (:mod:`evolve.eval.tree_levels`); the level is
+  the shape's own tree before the node budget, so such a program is scored without a binding budget.
 
 So a shape never looks at a child's own token to keep it, and every kept child is one of the node's
 i.i.d. draws: SpecInfer's recursive rejection sampling (Miao et al. 2024, arXiv 2305.09781) on the kept
@@ -50,13 +58,13 @@ from numba import njit
 
 from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import EvalData
-from evolve.gp.primitives import FEATURES
+from evolve.gp.primitives import FEATURES, LEVEL_FEATURES
 from evolve.errors import InputError
 from evolve.traces.trees import RELAX_COLUMN_NAMES, RELAX_GRID, TreeTable
 
 #: Features a tree-shape program reads (:data:`evolve.gp.kinds.TREE_SHAPE`).
 SHAPE_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
-                                   "draft_cumprob")
+                                   "draft_cumprob") + LEVEL_FEATURES
 #: Length of the counts record of :func:`shape_counts`.
 N_SHAPE_COUNTS = 6
 
@@ -103,9 +111,10 @@ class ShapeData:
     ``starts[t]..starts[t+1]-1``, the root first).
 
     ``decisions``: an :class:`EvalData` whose features are :data:`SHAPE_FEATURES` (the target's core
-    features NaN: a shape may not read them); ``starts`` int64 (trees + 1,); ``parent_row`` int64 (-1 at
-    roots); ``first_child`` int64 (row of the first child drawn, -1 for none); ``n_children`` int64 (children
-    drawn); ``accept`` float64 (SpecInfer's acceptance probability when tried; 0 at roots); ``priority``
+    features NaN: a shape may not read them; the level features NaN until
+    :func:`evolve.eval.tree_levels.shape_values` fills them); ``starts`` int64 (trees + 1,); ``parent_row``
+    int64 (-1 at roots); ``first_child`` int64 (row of the first child drawn, -1 for none); ``n_children``
+    int64 (children drawn); ``accept`` float64 (SpecInfer's acceptance probability when tried; 0 at roots); ``priority``
     float64 (draft_cumprob, 1 at roots); ``depth`` int64 (0 at roots); ``table``: the :class:`TreeTable`.
     With the table's relaxation columns: ``contexts``, an :class:`EvalData` of what a relaxation program reads
     at every decision row's context (the drafter's and target's entropies and top probabilities, ``overlap``,
@@ -174,6 +183,7 @@ def shape_data(table: TreeTable) -> ShapeData:
     rows["draft_prob"][row_of_node] = c["draft_prob"]
     rows["draft_top_prob"][row_of_node] = top_at[parent_row[row_of_node]]
     rows["draft_entropy"][row_of_node] = ent_at[parent_row[row_of_node]]
+    rows.update({f: np.full(m, np.nan) for f in LEVEL_FEATURES})
     available = [f for f in FEATURES if f in rows or f in ("target_prob", "target_entropy", "top_token_match")]
     X = np.stack([rows.get(f, np.full(m, np.nan)) for f in available])
     ones = np.ones(m)
@@ -292,7 +302,7 @@ def shape_counts(values, starts, parent_row, first_child, n_children, accept, da
         out[5] += harm
 
 
-#: The rows of :func:`competitors` that are bounds, not shapes.
+#: The rows of :func:`evolve.eval.tree_competitors.competitors` that are bounds, not shapes.
 BOUNDS: tuple[str, ...] = ("shape_oracle",)
 #: Most subtree shapes :func:`oracle_shape_counts` enumerates per tree (prod over expanded nodes of children + 1).
 MAX_ORACLE_SHAPES = 2_000_000
@@ -469,98 +479,6 @@ def whole_tree_metrics(data: ShapeData, column: str, costs: Costs = DEFAULT_COST
     return ShapeMetrics(full.trees, tpc, spc, tps, tps * costs.plain_token_s, full.mean_nodes, full.mean_passes)
 
 
-# ------------------------------------------------------------------------------------------------ named shapes
-
-#: Grid of the entropy slope c of the ``adaptive_width`` shape (children = ceil(1 + c * entropy), nats).
-ADAPTIVE_GRID: tuple[float, ...] = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
-
-
-def fixed_width_values(data: ShapeData, width: int, depth: int) -> np.ndarray:
-    """Values of the fixed-width shape: ``width`` children at every node shallower than ``depth`` (the root
-    at depth 0), none below; width 1 is a chain of ``depth`` drafts. Expression:
-    ``if_gt(depth - 0.5, draft_index, width, 0)``."""
-    return np.where(data.depth < depth, float(width), 0.0)
-
-
-def static_values(data: ShapeData, widths: tuple[int, ...]) -> np.ndarray:
-    """Values of a static tree given as children per depth (``widths[d]`` children at every node of depth d;
-    none past the tuple): Medusa's fixed sparse trees (Cai et al. 2024, arXiv 2401.10774) in our terms."""
-    w = np.asarray(list(widths) + [0], dtype=np.float64)
-    return w[np.minimum(data.depth, len(widths))]
-
-
-def adaptive_values(data: ShapeData, slope: float, depth: int) -> np.ndarray:
-    """Values of the adaptive-width shape: children = ceil(1 + ``slope`` * H) at every node shallower than
-    ``depth``, H the entropy (nats) of the drafter's distribution the node was drawn from (0 at the root):
-    wider where the drafter is unsure. Expression:
-    ``if_gt(depth - 0.5, draft_index, add(1, mul(slope, draft_entropy)), 0)``."""
-    h = data.decisions.feature("draft_entropy")
-    return np.where(data.depth < depth, 1.0 + slope * h, 0.0)
-
-
-def shape_expressions(widest: int, deepest: int) -> list[tuple[str, str]]:
-    """(name, expression) of the named shapes above as programs (the seeds of a tree-shape search): every chain
-    and fixed width up to ``widest`` children and ``deepest`` depths, and the adaptive widths."""
-    out = [(f"fixed_width:width={k},depth={d}", f"if_gt({d - 0.5!r}, draft_index, {float(k)!r}, 0.0)")
-           for k in range(1, widest + 1) for d in range(1, deepest + 1)]
-    out += [(f"adaptive_width:c={c:g},depth={d}",
-             f"if_gt({d - 0.5!r}, draft_index, add(1.0, mul({c!r}, draft_entropy)), 0.0)")
-            for c in ADAPTIVE_GRID for d in range(1, deepest + 1)]
-    return out
-
-
-def competitors(data: ShapeData, costs: Costs = DEFAULT_COSTS, tuned_on: ShapeData | None = None,
-                score=None) -> dict[str, tuple[str, ShapeMetrics]]:
-    """The named shapes on ``data``, each with its setting tuned on ``tuned_on`` (default ``data``; pass the
-    valid split to score test honestly) by ``score(metrics)`` (default tokens per second): {name: (setting,
-    metrics)}.
-
-    * ``chain``: the tree's first path (the first drawn child at every node, to the harvested depth),
-      verified token-wise (SpecInfer on a chain is the standard rule); ``best_chain``: the same cut at a
-      depth tuned (0 = plain decoding .. deepest harvested);
-    * ``fixed_width``: k children per node to a depth, both tuned (k >= 2): a fixed top-K tree;
-    * ``eagle2``: every drawn child, expanded best first by draft_cumprob under a node budget, the budget
-      tuned (EAGLE-2's dynamic expansion, Li et al. 2024, arXiv 2406.16858); ``eagle2_full``: every
-      harvested node (the harvest's own budget);
-    * ``medusa_static``: a static tree wide at the root and narrowing by one child per depth (K, K-1, ..., 1,
-      1, ...) to a tuned depth (Medusa's sparse trees, Cai et al. 2024, arXiv 2401.10774);
-    * ``adaptive_width``: ceil(1 + c H) children (H the drafter's entropy), c and depth tuned;
-
-    and the bound ``shape_oracle`` (:func:`shape_oracle`; not a shape: each tree's best subtree knowing its
-    outcome).
-    """
-    tune = tuned_on if tuned_on is not None else data
-    score = score or (lambda m: m.tokens_per_second)
-    widest = int(max(tune.n_children.max(), data.n_children.max(), 1))
-    deepest = int(max(tune.depth.max(), data.depth.max(), 1))
-    nodes = max(tune.max_nodes, data.max_nodes)
-
-    def run(d: ShapeData, make, budget=None) -> ShapeMetrics:
-        return shape_metrics(make(d), d, costs, budget)
-
-    def pick(cands):
-        setting, make, budget = max(cands, key=lambda c: score(run(tune, c[1], c[2])))  # the first on ties
-        return setting, run(data, make, budget)
-
-    out: dict[str, tuple[str, ShapeMetrics]] = {}
-    out["chain"] = ("first path", run(data, lambda x: fixed_width_values(x, 1, deepest + 1)))
-    out["best_chain"] = pick([(f"depth={d}", lambda x, d=d: fixed_width_values(x, 1, d), None)
-                              for d in range(0, deepest + 1)])
-    out["fixed_width"] = pick([(f"width={k},depth={d}", lambda x, k=k, d=d: fixed_width_values(x, k, d), None)
-                               for k in range(2, widest + 1) for d in range(1, deepest + 1)] or
-                              [("width=1,depth=1", lambda x: fixed_width_values(x, 1, 1), None)])
-    every = lambda x: np.full(x.decisions.n, np.inf)  # noqa: E731 - every drawn child
-    out["eagle2"] = pick([(f"budget={b}", every, b) for b in range(1, nodes + 1)])
-    out["eagle2_full"] = (f"budget={nodes}", run(data, every))
-    out["medusa_static"] = pick([(f"widths={','.join(str(max(1, widest - i)) for i in range(d))}",
-                                  lambda x, d=d: static_values(x, tuple(max(1, widest - i) for i in range(d))), None)
-                                 for d in range(1, deepest + 1)])
-    out["adaptive_width"] = pick([(f"c={c:g},depth={d}", lambda x, c=c, d=d: adaptive_values(x, c, d), None)
-                                  for c in ADAPTIVE_GRID for d in range(1, deepest + 1)])
-    out["shape_oracle"] = ("bound: each tree's best subtree knowing its outcome", shape_oracle(data, costs))
-    return out
-
-
 __all__ = ["SHAPE_FEATURES", "N_SHAPE_COUNTS", "ShapeMetrics", "ShapeData", "shape_data", "shape_counts", "cost_tables",
-           "metrics_from_shape_counts", "shape_metrics", "shape_oracle", "oracle_shape_counts", "MAX_ORACLE_SHAPES", "BOUNDS", "whole_tree_metrics", "ADAPTIVE_GRID", "fixed_width_values",
-           "static_values", "adaptive_values", "shape_expressions", "competitors", "require_relaxable", "relaxed_accept"]
+           "metrics_from_shape_counts", "shape_metrics", "shape_oracle", "oracle_shape_counts", "MAX_ORACLE_SHAPES",
+           "BOUNDS", "whole_tree_metrics", "require_relaxable", "relaxed_accept"]

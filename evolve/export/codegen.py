@@ -272,10 +272,14 @@ distributed as the target's. Never choose the count after seeing those children'
 describe the node: draft_prob (the drafter's probability of the node's token; 1 at the root),
 draft_top_prob and draft_entropy (largest probability and entropy, nats, of the drafter's distribution
 the node was drawn from; 1 and 0 at the root), draft_cumprob (the product of the drafter's probabilities
-from the root down to the node; 1 at the root), draft_index (the node's depth, 0 at the root) and
-position (tokens generated before the step). COLUMNS lists those this shape reads. Cap the tree at the
-engine's node budget; expand nodes best first by draft_cumprob (EAGLE-2's order, Li et al. 2024, arXiv
-2406.16858), as the shape was scored.
+from the root down to the node; 1 at the root), draft_index (the node's depth, 0 at the root),
+position (tokens generated before the step), and the node's level (the nodes kept at its depth):
+level_cumprob (the largest draft_cumprob there; 1 at the root) and level_rank (the node's rank there by
+draft_cumprob, 0 = the most probable, ties in draw order). A shape reading the level columns is applied
+level by level: draw the children of the whole level above, then compute the level's columns and counts.
+COLUMNS lists those this shape reads. Cap the tree at the engine's node budget; expand nodes best first by
+draft_cumprob (EAGLE-2's order, Li et al. 2024, arXiv 2406.16858), as the shape was scored (a shape
+reading the level columns was scored without a binding budget).
 """'''
 
 

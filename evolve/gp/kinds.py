@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from evolve.errors import InputError
-from evolve.gp.primitives import DERIVED_FEATURES, LOOKUP_FEATURES
+from evolve.gp.primitives import DERIVED_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
 
 
 @dataclass(frozen=True)
@@ -102,12 +102,13 @@ TARGET_FEATURES: tuple[str, ...] = ("target_prob", "target_entropy", "top_token_
                                     "target_rank")
 _DERIVED = "draft_cumprob is the survival estimate of a verification-length policy, not a record column"
 _LOOKUP = "lookup_len and lookup_freq describe a prompt-lookup draft for a verification-length policy"
+_LEVEL = "level_cumprob and level_rank describe a draft tree's level for a tree-shape program"
 
 THRESHOLD = ProgramKind(
     name="threshold", title="acceptance threshold",
     output="tau in [0, 1] per drafted token; the token is accepted iff u < tau (u ~ U[0, 1))",
-    function_name="acceptance_threshold", excluded_features=DERIVED_FEATURES + LOOKUP_FEATURES,
-    excluded_reason=f"{_DERIVED}; {_LOOKUP}",
+    function_name="acceptance_threshold", excluded_features=DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES,
+    excluded_reason=f"{_DERIVED}; {_LOOKUP}; {_LEVEL}",
     commands=("python benchmark.py", "python benchmark.py simulate", "python benchmark.py pareto",
               "python benchmark.py live", "python -m evolve export", "python -m evolve promote",
               "python -m evolve run"),
@@ -116,8 +117,10 @@ THRESHOLD = ProgramKind(
 RELAXATION = ProgramKind(
     name="relaxation", title="relaxation weight",
     output="w in [0, 1] per block position; the block is verified against (1 - w) p + w q",
-    function_name="relaxation_weight", excluded_features=TOKEN_FEATURES + DERIVED_FEATURES + LOOKUP_FEATURES,
-    excluded_reason=f"draft_prob, target_prob and target_rank depend on the drafted token; {_DERIVED}; {_LOOKUP}",
+    function_name="relaxation_weight", excluded_features=TOKEN_FEATURES + DERIVED_FEATURES + LOOKUP_FEATURES
+    + LEVEL_FEATURES,
+    excluded_reason=f"draft_prob, target_prob and target_rank depend on the drafted token; {_DERIVED}; {_LOOKUP}; "
+                    f"{_LEVEL}",
     columns=("draft_index", "overlap", "block_residual_mass", "block_residual_phi"),
     commands=("python benchmark.py", "python benchmark.py simulate", "python benchmark.py pareto",
               "python benchmark.py live", "python benchmark.py trees", "python -m evolve export",
@@ -130,8 +133,8 @@ VERIFY_LENGTH = ProgramKind(
     name="verify-length", title="verification-length policy",
     output="v per draft step, from the drafter's side of the last drafted token (and, for prompt lookup, the "
            "next token's match); draft one more token iff v > 0, then verify every drafted token with the standard rule",
-    function_name="keep_drafting", excluded_features=TARGET_FEATURES,
-    excluded_reason="the target's quantities are not known before the target is called",
+    function_name="keep_drafting", excluded_features=TARGET_FEATURES + LEVEL_FEATURES,
+    excluded_reason=f"the target's quantities are not known before the target is called; {_LEVEL}",
     derived_features=DERIVED_FEATURES,
     columns=("draft_index",),
     commands=("python benchmark.py", "python benchmark.py live", "python -m evolve export", "python -m evolve promote",
@@ -147,7 +150,7 @@ TREE_SHAPE = ProgramKind(
            "drawn children (none for v <= 0), then verify the kept tree with SpecInfer's recursive rejection sampling",
     function_name="tree_children", excluded_features=TARGET_FEATURES + LOOKUP_FEATURES,
     excluded_reason=f"the target's quantities are not known before the target is called; {_LOOKUP}",
-    derived_features=DERIVED_FEATURES,
+    derived_features=DERIVED_FEATURES + LEVEL_FEATURES,
     commands=("python benchmark.py trees", "python -m evolve export", "python -m evolve promote",
               "python -m evolve run"),
     source="draft trees: SpecInfer (Miao et al. 2024, arXiv 2305.09781); EAGLE-2's dynamic trees (Li et al. "

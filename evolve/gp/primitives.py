@@ -45,8 +45,12 @@ DERIVED_FEATURES: tuple[str, ...] = ("draft_cumprob",)
 #: Optional schema columns of n-gram prompt lookup only (:data:`evolve.traces.schema.LOOKUP_COLUMNS`): the
 #: matched n-gram's length and the empirical frequency of the drafted continuation (:mod:`evolve.engine.ngram`).
 LOOKUP_FEATURES: tuple[str, ...] = LOOKUP_COLUMNS
+#: Features of a draft tree's level (the kept nodes at one depth of one tree), for a tree-shape program only
+#: (:mod:`evolve.eval.tree_levels`): ``level_cumprob``, the largest ``draft_cumprob`` at the node's level, and
+#: ``level_rank``, the node's rank there by ``draft_cumprob`` (0 = the most probable; EAGLE-2's per-depth top-k).
+LEVEL_FEATURES: tuple[str, ...] = ("level_cumprob", "level_rank")
 #: All features; a program's FEATURE opcode indexes this tuple.
-FEATURES: tuple[str, ...] = CORE_FEATURES + OPTIONAL_FEATURES + DERIVED_FEATURES + LOOKUP_FEATURES
+FEATURES: tuple[str, ...] = CORE_FEATURES + OPTIONAL_FEATURES + DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES
 #: Features read from optional schema columns (a rule reading one needs the column).
 COLUMN_FEATURES: tuple[str, ...] = OPTIONAL_FEATURES + LOOKUP_FEATURES
 

@@ -5,9 +5,10 @@ For each split asked for, from ``DIR/{split}.trees.parquet`` (:mod:`evolve.trace
 * ``specinfer`` and ``traversal``: every harvested tree verified whole, by SpecInfer's recursive
   rejection sampling (Miao et al. 2024, arXiv 2305.09781) and by traversal verification (Weng et al.
   2025, arXiv 2505.12398); exact expected tokens computed at harvest from the full distributions;
-* the named shapes of :func:`evolve.eval.tree_shape.competitors` (``chain``: the first path, whole;
-  ``best_chain``, ``fixed_width``, ``eagle2``, ``eagle2_full``, ``medusa_static``, ``adaptive_width``), their
-  settings tuned on the tuning split (valid by default) by tokens per second, verified by SpecInfer;
+* the named shapes of :func:`evolve.eval.tree_competitors.competitors` (``chain``: the first path, whole;
+  ``best_chain``, ``fixed_width``, ``eagle2``, ``eagle2_full``, ``eagle2_topk``, ``medusa_static``,
+  ``adaptive_width``), their settings tuned on the tuning split (valid by default) by tokens per second,
+  verified by SpecInfer;
 * each ``--champion`` of kind ``tree-shape`` (an evolved shape), verified by SpecInfer;
 * each ``--champion`` of kind ``relaxation`` (a weight w evolved on the chains): every harvested tree
   verified by SpecInfer against the mixture (1 - w) p + w q at each context (w rounded down to the
@@ -31,8 +32,10 @@ import numpy as np
 
 from evolve.eval.costs import Costs, load_costs
 from evolve.eval.evaluator import thresholds
+from evolve.eval.tree_competitors import competitors
+from evolve.eval.tree_levels import program_values
 from evolve.eval.tree_shape import (
-    BOUNDS, ShapeData, ShapeMetrics, competitors, require_relaxable, shape_data, shape_metrics, whole_tree_metrics,
+    BOUNDS, ShapeData, ShapeMetrics, require_relaxable, shape_data, shape_metrics, whole_tree_metrics,
 )
 from evolve.gp.kinds import RELAXATION, TREE_SHAPE
 from evolve.report.output import check_output, resolve_format, write_output
@@ -116,7 +119,7 @@ def _relaxation_rows(split: str, name: str, program, d: ShapeData, tune: ShapeDa
 
 def _shape_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData, costs: Costs) -> list[dict[str, Any]]:
     """The tree-shape champion's row: its kept subtrees verified by SpecInfer."""
-    return [_row(split, name, "champion", "evolved shape", shape_metrics(thresholds(program, d.decisions), d, costs))]
+    return [_row(split, name, "champion", "evolved shape", shape_metrics(program_values(program, d), d, costs))]
 
 
 #: The rows of a champion of each kind the command scores, by kind name: a tree shape (verified by SpecInfer)

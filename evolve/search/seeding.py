@@ -38,7 +38,7 @@ def _length_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, ga
 
 def _tree_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gamma: int | None,
                 objective: Callable[[Metrics], float]) -> WarmStart:
-    return choose_tree_seeds(cfg, train, objective)
+    return choose_tree_seeds(cfg, features, train, objective)
 
 
 #: The warm start of each kind, by kind name.

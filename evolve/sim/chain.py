@@ -88,6 +88,8 @@ class Feature(IntEnum):
     DRAFT_CUMPROB = 11
     LOOKUP_LEN = 12   # prompt lookup's columns: the simulator has no lookup drafter (NaN rows, not exported)
     LOOKUP_FREQ = 13
+    LEVEL_CUMPROB = 14  # a draft tree's level: no kind the simulator runs reads them (NaN rows)
+    LEVEL_RANK = 15
 
 
 # The layouts are compile-time constants of cached kernels, which Numba re-compiles only when this
@@ -284,6 +286,8 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
     X = np.empty((N_FEATURES, gamma))
     X[Feature.LOOKUP_LEN, :] = np.nan  # no prompt lookup here: its columns are NaN (no kind the simulator runs reads them)
     X[Feature.LOOKUP_FREQ, :] = np.nan
+    X[Feature.LEVEL_CUMPROB, :] = np.nan
+    X[Feature.LEVEL_RANK, :] = np.nan
     XV = np.empty((N_FEATURES, V))
     stack = np.empty((max(stack_size, wstack, 1), max(gamma, V)))
     relaxed = verify == VERIFY_BLOCK and wops.shape[0] > 0

@@ -53,7 +53,7 @@ import pandas as pd
 from evolve.errors import InputError
 from evolve.traces.synth.block_columns import PHI_POINTS
 from evolve.eval.evaluator import DEFAULT_COST_RATIO
-from evolve.gp.primitives import DERIVED_FEATURES, FEATURES, LOOKUP_FEATURES
+from evolve.gp.primitives import DERIVED_FEATURES, FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
 from evolve.sim.chain import (
     N_BLOCK_RECORD, N_RECORD, N_STATS, Feature, Record, Stat, autoregressive_batch, chain_batch,
 )
@@ -355,7 +355,8 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
     for s in range(J):
         n = int(stats[s, Stat.ROWS])
         r = rows[s, :n]
-        frame = {f: r[:, i] for i, f in enumerate(FEATURES) if f not in DERIVED_FEATURES + LOOKUP_FEATURES}
+        frame = {f: r[:, i] for i, f in enumerate(FEATURES)
+                 if f not in DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES}
         frame["position"] = frame["position"].astype(np.int64)
         frame["draft_index"] = frame["draft_index"].astype(np.int64)
         frame["target_rank"] = r[:, Feature.TARGET_RANK].astype(np.int64)
