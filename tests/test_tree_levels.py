@@ -30,11 +30,16 @@ def ranked(best: float, rank: int, depth: int) -> float:
     return 3.0 - rank if best > 0.3 * depth else 0.0
 
 
-@pytest.fixture(scope="module")
-def forest():
+@pytest.fixture(scope="module", params=[True, False], ids=["breadth-first", "creation-order"])
+def forest(request):
+    """40 random trees (vocabulary 6, so siblings often share a token: ties in draft_cumprob), numbered
+    breadth-first or in the harvest's creation order."""
     rng = np.random.default_rng(11)
-    trees = [random_tree(rng) for _ in range(40)]
-    return shape_data(trees_from_frame(tree_frame(trees), "mem"))
+    trees = [random_tree(rng, bfs=request.param) for _ in range(40)]
+    data = shape_data(trees_from_frame(tree_frame(trees), "mem"))
+    assert any(np.unique(data.priority[data.starts[t]:data.starts[t + 1]]).size
+               < data.starts[t + 1] - data.starts[t] for t in range(data.trees))  # ties occur
+    return data
 
 
 def reference_values(data, rule, sign: float = -1.0) -> np.ndarray:
@@ -65,11 +70,17 @@ def test_level_features_equal_a_level_by_level_walk(forest):
     # the population scorer gives the same metrics as the values above
     scorer = TreeShapePopulationEvaluator(None, shapes=data, costs=Costs((0.1, 0.11, 0.12, 0.13), 0.02, 0.1))
     assert scorer.evaluate([RANKED])[0] == shape_metrics(want, data, scorer.costs)
+    # huge, negative and NaN values: the population scorer and the level walk keep the same children
+    for expr in ("mul(sub(1.0, level_rank), 1e300)", "sub(level_cumprob, mul(0.5, add(level_rank, draft_index)))",
+                 "div(sub(level_rank, level_rank), sub(level_rank, level_rank))", "exp(mul(60.0, level_cumprob))"):
+        want = shape_metrics(program_values(compile_expression(expr), data), data, scorer.costs)
+        assert scorer.evaluate([expr])[0] == want, expr
 
 
 def test_a_wrong_rank_order_is_caught(forest):
     """Ranks counted from the least probable node give other values: the test above can fail."""
-    assert not np.array_equal(reference_values(forest, ranked), reference_values(forest, ranked, sign=1.0))
+    got = program_values(compile_expression(RANKED), forest)
+    assert not np.array_equal(got, reference_values(forest, ranked, sign=1.0))
 
 
 def test_a_shape_without_level_features_is_evaluated_once(forest):
@@ -111,6 +122,9 @@ def test_a_binding_node_budget_is_refused_for_level_features(forest):
     with pytest.raises(InputError, match="without a node budget"):
         scorer.evaluate([RANKED])
     assert scorer.evaluate(["if_gt(1.5, draft_index, 2.0, 0.0)"])[0].mean_nodes <= 2
+    # a budget as large as the largest tree never binds: accepted, the same metrics as without one
+    whole = TreeShapePopulationEvaluator(None, shapes=data, budget=data.max_nodes).evaluate([RANKED])[0]
+    assert whole == TreeShapePopulationEvaluator(None, shapes=data).evaluate([RANKED])[0]
 
 
 def test_an_exported_shape_applied_level_by_level_gives_the_scored_counts(forest):

@@ -23,13 +23,12 @@ from evolve.gp.primitives import FEATURES, LEVEL_FEATURES
 
 
 def level_features(data: ShapeData, rows: np.ndarray) -> dict[str, np.ndarray]:
-    """The level features (:data:`evolve.gp.primitives.LEVEL_FEATURES`) of ``rows`` int64 (k,), ascending: the
-    kept decision rows of one depth, each tree's rows forming that tree's level (see the module doc).
-    Returns {name: float64 (k,)}."""
-    tree = np.searchsorted(data.starts, rows, side="right") - 1
+    """The level features (:data:`evolve.gp.primitives.LEVEL_FEATURES`) of ``rows`` int64 (k,): kept decision
+    rows, the rows of one tree at one depth forming a level (see the module doc). Returns {name: float64 (k,)}."""
+    level = (np.searchsorted(data.starts, rows, side="right") - 1) * (int(data.depth.max()) + 1) + data.depth[rows]
     prio = data.priority[rows]
-    order = np.lexsort((rows, -prio, tree))  # by tree, then draft_cumprob descending, then draw order
-    first = np.r_[0, np.flatnonzero(np.diff(tree[order])) + 1]
+    order = np.lexsort((rows, -prio, level))  # by level, then draft_cumprob descending, then draw order
+    first = np.r_[0, np.flatnonzero(np.diff(level[order])) + 1]
     group = np.repeat(np.arange(first.size), np.diff(np.r_[first, rows.size]))
     rank = np.empty(rows.size)
     rank[order] = np.arange(rows.size) - first[group]

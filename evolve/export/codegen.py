@@ -275,11 +275,11 @@ the node was drawn from; 1 and 0 at the root), draft_cumprob (the product of the
 from the root down to the node; 1 at the root), draft_index (the node's depth, 0 at the root),
 position (tokens generated before the step), and the node's level (the nodes kept at its depth):
 level_cumprob (the largest draft_cumprob there; 1 at the root) and level_rank (the node's rank there by
-draft_cumprob, 0 = the most probable, ties in draw order). A shape reading the level columns is applied
-level by level: draw the children of the whole level above, then compute the level's columns and counts.
-COLUMNS lists those this shape reads. Cap the tree at the engine's node budget; expand nodes best first by
-draft_cumprob (EAGLE-2's order, Li et al. 2024, arXiv 2406.16858), as the shape was scored (a shape
-reading the level columns was scored without a binding budget).
+draft_cumprob, 0 = the most probable, ties to the node drawn first). COLUMNS lists those this shape
+reads. A shape reading no level column: cap the tree at the engine's node budget and expand nodes best
+first by draft_cumprob (EAGLE-2's order, Li et al. 2024, arXiv 2406.16858), as it was scored. A shape
+reading one: expand level by level (draw the children of every node of a level, then compute the next
+level's columns and counts), with no node budget below the tree it keeps, as it was scored.
 """'''
 
 

@@ -5,7 +5,8 @@ families (:func:`evolve.search.warm_start.choose_seeds`); a ``relaxation`` searc
 are weights w(features) of relaxed block verification, with lossless block verification (w = 0)
 and the fixed-w family (:func:`evolve.search.relaxed_seeds.choose_relaxed_seeds`); a ``verify-length``
 search with the fixed draft lengths and confidence thresholds (:mod:`evolve.search.length_seeds`); a
-``tree-shape`` search with the fixed-width and adaptive-width trees (:mod:`evolve.search.tree_seeds`).
+``tree-shape`` search with the fixed-width and adaptive-width trees, EAGLE-2's per-level top-k and the level
+gates (:mod:`evolve.search.tree_seeds`).
 """
 from __future__ import annotations
 
