@@ -15,7 +15,8 @@
 #      call, TV per token and size, draft length RELAX_GAMMA (5; at most the first paths' longest block), seed 1)
 #      -> OUT/relaxation.champion.json;
 #   6. `benchmark.py trees` on the held-out test split (named shapes tuned on valid) under each cost file,
-#      with every champion -> OUT/trees-COSTS.{txt,json,md}.
+#      with every champion and 2000 bootstrap replicates over texts against fixed_width
+#      -> OUT/trees-COSTS.{txt,json,md}.
 # Everything goes under OUT (results/trees_smollm2, git-ignored); a finished step's file is kept (remove it to
 # redo the step). About 30 minutes on 2 cores for the harvest and 25 for the searches. Options through the
 # environment: PYTHON, MODELS, OUT, SEEDS, TREE_NODES, TREE_WIDTH, RELAX_GAMMA.
@@ -77,7 +78,7 @@ for costs in skip16 gpu_like; do
     fi
     for fmt in txt json md; do
         [ -f "$OUT/trees-$costs.$fmt" ] && continue
-        "$PYTHON" benchmark.py trees --data "$OUT/data" --split test --costs "$OUT/costs/$costs.json" "${args[@]}" \
+        "$PYTHON" benchmark.py trees --data "$OUT/data" --split test --costs "$OUT/costs/$costs.json" "${args[@]}" --bootstrap 2000 \
             --output "$OUT/trees-$costs.$fmt" --format "$(case $fmt in txt) echo table;; json) echo json;; md) echo markdown;; esac)"
     done
 done

@@ -76,10 +76,11 @@ def shape_expressions(widest: int, deepest: int) -> list[tuple[str, str]]:
 
 
 def competitors(data: ShapeData, costs: Costs = DEFAULT_COSTS, tuned_on: ShapeData | None = None,
-                score=None) -> dict[str, tuple[str, ShapeMetrics]]:
+                score=None, per_tree: dict[str, np.ndarray] | None = None) -> dict[str, tuple[str, ShapeMetrics]]:
     """The named shapes on ``data``, each with its setting tuned on ``tuned_on`` (default ``data``; pass the
     valid split to score test honestly) by ``score(metrics)`` (default tokens per second): {name: (setting,
-    metrics)}.
+    metrics)}. With a dict ``per_tree``, each shape's expected tokens and seconds per tree of ``data`` (float64
+    (trees, 2)) are stored in it under the shape's name (not the bound's).
 
     * ``chain``: the tree's first path (the first drawn child at every node, to the harvested depth),
       verified token-wise (SpecInfer on a chain is the standard rule); ``best_chain``: the same cut at a
@@ -103,30 +104,37 @@ def competitors(data: ShapeData, costs: Costs = DEFAULT_COSTS, tuned_on: ShapeDa
     deepest = int(max(tune.depth.max(), data.depth.max(), 1))
     nodes = max(tune.max_nodes, data.max_nodes)
 
-    def run(d: ShapeData, make, budget=None) -> ShapeMetrics:
-        return shape_metrics(make(d), d, costs, budget)
+    def run(d: ShapeData, make, budget=None, name=None) -> ShapeMetrics:
+        trees = None
+        if name is not None and per_tree is not None:
+            trees = per_tree[name] = np.zeros((d.trees, 2))
+        return shape_metrics(make(d), d, costs, budget, per_tree=trees)
 
-    def pick(cands):
+    def pick(name, cands):
         setting, make, budget = max(cands, key=lambda c: score(run(tune, c[1], c[2])))  # the first on ties
-        return setting, run(data, make, budget)
+        return setting, run(data, make, budget, name)
 
     out: dict[str, tuple[str, ShapeMetrics]] = {}
-    out["chain"] = ("first path", run(data, lambda x: fixed_width_values(x, 1, deepest + 1)))
-    out["best_chain"] = pick([(f"depth={d}", lambda x, d=d: fixed_width_values(x, 1, d), None)
-                              for d in range(0, deepest + 1)])
-    out["fixed_width"] = pick([(f"width={k},depth={d}", lambda x, k=k, d=d: fixed_width_values(x, k, d), None)
-                               for k in range(2, widest + 1) for d in range(1, deepest + 1)] or
-                              [("width=1,depth=1", lambda x: fixed_width_values(x, 1, 1), None)])
+    out["chain"] = ("first path", run(data, lambda x: fixed_width_values(x, 1, deepest + 1), name="chain"))
+    out["best_chain"] = pick("best_chain", [(f"depth={d}", lambda x, d=d: fixed_width_values(x, 1, d), None)
+                                            for d in range(0, deepest + 1)])
+    out["fixed_width"] = pick("fixed_width", [
+        (f"width={k},depth={d}", lambda x, k=k, d=d: fixed_width_values(x, k, d), None)
+        for k in range(2, widest + 1) for d in range(1, deepest + 1)]
+        or [("width=1,depth=1", lambda x: fixed_width_values(x, 1, 1), None)])
     every = lambda x: np.full(x.decisions.n, np.inf)  # noqa: E731 - every drawn child
-    out["eagle2"] = pick([(f"budget={b}", every, b) for b in range(1, nodes + 1)])
-    out["eagle2_full"] = (f"budget={nodes}", run(data, every))
-    out["eagle2_topk"] = pick([(f"top={k},depth={d}", lambda x, k=k, d=d: eagle2_topk_values(x, k, d), None)
-                               for k in range(1, widest ** 2 + 1) for d in range(1, deepest + 1)])
-    out["medusa_static"] = pick([(f"widths={','.join(str(max(1, widest - i)) for i in range(d))}",
-                                  lambda x, d=d: static_values(x, tuple(max(1, widest - i) for i in range(d))), None)
-                                 for d in range(1, deepest + 1)])
-    out["adaptive_width"] = pick([(f"c={c:g},depth={d}", lambda x, c=c, d=d: adaptive_values(x, c, d), None)
-                                  for c in ADAPTIVE_GRID for d in range(1, deepest + 1)])
+    out["eagle2"] = pick("eagle2", [(f"budget={b}", every, b) for b in range(1, nodes + 1)])
+    out["eagle2_full"] = (f"budget={nodes}", run(data, every, name="eagle2_full"))
+    out["eagle2_topk"] = pick("eagle2_topk", [
+        (f"top={k},depth={d}", lambda x, k=k, d=d: eagle2_topk_values(x, k, d), None)
+        for k in range(1, widest ** 2 + 1) for d in range(1, deepest + 1)])
+    out["medusa_static"] = pick("medusa_static", [
+        (f"widths={','.join(str(max(1, widest - i)) for i in range(d))}",
+         lambda x, d=d: static_values(x, tuple(max(1, widest - i) for i in range(d))), None)
+        for d in range(1, deepest + 1)])
+    out["adaptive_width"] = pick("adaptive_width", [
+        (f"c={c:g},depth={d}", lambda x, c=c, d=d: adaptive_values(x, c, d), None)
+        for c in ADAPTIVE_GRID for d in range(1, deepest + 1)])
     out["shape_oracle"] = ("bound: each tree's best subtree knowing its outcome", shape_oracle(data, costs))
     return out
 

@@ -20,7 +20,7 @@ from evolve.eval.population import PopulationEvaluator
 from evolve.eval.scoring import packed_thresholds
 from evolve.eval.tree_levels import one_chunk, reads_levels, shape_values
 from evolve.eval.tree_shape import (
-    N_SHAPE_COUNTS, ShapeData, cost_tables, metrics_from_shape_counts, shape_counts, shape_data,
+    N_SHAPE_COUNTS, NO_TREES, ShapeData, cost_tables, metrics_from_shape_counts, shape_counts, shape_data,
 )
 from evolve.traces.trees import TreeTable, load_trees
 
@@ -77,7 +77,7 @@ class TreeShapePopulationEvaluator(PopulationEvaluator):
             else:
                 v = packed_thresholds(lo, self.data.X, self.data.bounds, D)
             shape_counts(v, s.starts, s.parent_row, s.first_child, s.n_children, s.accept, self._damage, s.priority,
-                         s.depth, self.budget, self._forward, self._draft, out[i])
+                         s.depth, self.budget, self._forward, self._draft, out[i], NO_TREES)
         return out
 
     def _metrics(self, counts):

@@ -67,6 +67,8 @@ SHAPE_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "d
                                    "draft_cumprob") + LEVEL_FEATURES
 #: Length of the counts record of :func:`shape_counts`.
 N_SHAPE_COUNTS = 6
+#: The ``per_tree`` argument of :func:`shape_counts` when no per-tree figures are wanted.
+NO_TREES = np.zeros((0, 2))
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,7 @@ def _call_seconds(forward, draft_pass, expanded, nodes):
 
 @njit(cache=True)
 def shape_counts(values, starts, parent_row, first_child, n_children, accept, damage, priority, depth, budget,
-                 forward, draft_pass, out):
+                 forward, draft_pass, out, per_tree):
     """Keep, score and cost every tree under shape values (see the module doc).
 
     Args: ``values`` float64 (rows,) the shape's value at every decision row; ``starts`` .. ``depth`` as
@@ -245,7 +247,9 @@ def shape_counts(values, starts, parent_row, first_child, n_children, accept, da
     token from p, no damage); ``budget`` most nodes kept per tree; ``forward`` float64 (>= budget + 1,): seconds of
     the target's call verifying 0, 1, ... nodes; ``draft_pass`` float64 (>= budget + 1,): seconds of one
     drafter pass over m = 0, 1, ... nodes. Adds to ``out`` float64 (:data:`N_SHAPE_COUNTS`,): calls,
-    sum of expected tokens, sum of seconds, sum of kept nodes, sum of drafter passes, sum of expected damage.
+    sum of expected tokens, sum of seconds, sum of kept nodes, sum of drafter passes, sum of expected damage;
+    writes each tree's expected tokens and seconds into ``per_tree`` float64 (trees, 2) unless it has no rows
+    (:data:`NO_TREES`).
     """
     m = values.size
     kept = np.zeros(m, dtype=np.bool_)
@@ -300,6 +304,9 @@ def shape_counts(values, starts, parent_row, first_child, n_children, accept, da
         out[3] += used
         out[4] += passes
         out[5] += harm
+        if per_tree.shape[0] > 0:
+            per_tree[t, 0] = tokens
+            per_tree[t, 1] = seconds
 
 
 #: The rows of :func:`evolve.eval.tree_competitors.competitors` that are bounds, not shapes.
@@ -415,11 +422,13 @@ def metrics_from_shape_counts(c: np.ndarray, costs: Costs) -> ShapeMetrics:
 
 
 def shape_metrics(values: np.ndarray, data: ShapeData, costs: Costs = DEFAULT_COSTS,
-                  budget: int | None = None, relaxation: np.ndarray | None = None) -> ShapeMetrics:
+                  budget: int | None = None, relaxation: np.ndarray | None = None,
+                  per_tree: np.ndarray | None = None) -> ShapeMetrics:
     """Metrics of shape values ``values`` float64 (decision rows,) on ``data`` with at most ``budget`` nodes
     per tree (None: the largest harvested tree's size), verified by SpecInfer against the target, or with
     ``relaxation`` (float64 (decision rows,), a weight w per context) against the mixture target
-    (:func:`relaxed_accept`)."""
+    (:func:`relaxed_accept`). ``per_tree``: if given, float64 (trees, 2) filled with each tree's expected
+    tokens and seconds."""
     nodes = data.max_nodes
     budget = nodes if budget is None else min(int(budget), nodes)
     forward, draft = cost_tables(costs, nodes)
@@ -429,7 +438,8 @@ def shape_metrics(values: np.ndarray, data: ShapeData, costs: Costs = DEFAULT_CO
         accept, damage = relaxed_accept(data, relaxation)
     out = np.zeros(N_SHAPE_COUNTS)
     shape_counts(np.ascontiguousarray(values, dtype=np.float64), data.starts, data.parent_row, data.first_child,
-                 data.n_children, accept, damage, data.priority, data.depth, int(budget), forward, draft, out)
+                 data.n_children, accept, damage, data.priority, data.depth, int(budget), forward, draft, out,
+                 NO_TREES if per_tree is None else per_tree)
     return metrics_from_shape_counts(out, costs)
 
 
@@ -468,17 +478,21 @@ def relaxed_accept(data: ShapeData, weights: np.ndarray) -> tuple[np.ndarray, np
     return accept, damage
 
 
-def whole_tree_metrics(data: ShapeData, column: str, costs: Costs = DEFAULT_COSTS) -> ShapeMetrics:
+def whole_tree_metrics(data: ShapeData, column: str, costs: Costs = DEFAULT_COSTS,
+                       per_tree: np.ndarray | None = None) -> ShapeMetrics:
     """Metrics of verifying every harvested tree whole, its expected tokens read from the per-tree ``column``
-    (``specinfer_tokens`` or ``traversal_tokens``); cost as :func:`shape_counts` with every node kept."""
-    full = shape_metrics(np.full(data.decisions.n, np.inf), data, costs)
+    (``specinfer_tokens`` or ``traversal_tokens``); cost as :func:`shape_counts` with every node kept.
+    ``per_tree`` as :func:`shape_metrics`."""
+    full = shape_metrics(np.full(data.decisions.n, np.inf), data, costs, per_tree=per_tree)
     tokens = data.table.per_tree(column)
+    if per_tree is not None:
+        per_tree[:, 0] = tokens
     spc = full.seconds_per_call
     tpc = float(tokens.mean())
     tps = tpc / spc
     return ShapeMetrics(full.trees, tpc, spc, tps, tps * costs.plain_token_s, full.mean_nodes, full.mean_passes)
 
 
-__all__ = ["SHAPE_FEATURES", "N_SHAPE_COUNTS", "ShapeMetrics", "ShapeData", "shape_data", "shape_counts", "cost_tables",
+__all__ = ["SHAPE_FEATURES", "N_SHAPE_COUNTS", "NO_TREES", "ShapeMetrics", "ShapeData", "shape_data", "shape_counts", "cost_tables",
            "metrics_from_shape_counts", "shape_metrics", "shape_oracle", "oracle_shape_counts", "MAX_ORACLE_SHAPES",
            "BOUNDS", "whole_tree_metrics", "require_relaxable", "relaxed_accept"]

@@ -38,6 +38,7 @@ from evolve.eval.tree_shape import (
     BOUNDS, ShapeData, ShapeMetrics, require_relaxable, shape_data, shape_metrics, whole_tree_metrics,
 )
 from evolve.gp.kinds import RELAXATION, TREE_SHAPE
+from evolve.report.bootstrap import group_weights, ratio_interval
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.traces.trees import RELAX_GRID, load_trees
 from heuristics.champions import read_champion
@@ -47,6 +48,8 @@ FORMATS: tuple[str, ...] = ("table", "markdown", "json", "csv")
 #: Keys of a row (``--format json``), in order.
 KEYS: tuple[str, ...] = ("split", "heuristic", "kind", "setting", "trees", "tokens_per_call", "tv_per_token",
                          "mean_nodes", "mean_passes", "seconds_per_call", "tokens_per_second", "speedup")
+#: Keys a row gains with ``--bootstrap N`` (:func:`tree_rows`).
+BOOTSTRAP_KEYS: tuple[str, ...] = ("vs_fixed_width", "vs_fixed_width_low", "vs_fixed_width_high")
 #: Splits of ``--split all``.
 ALL_SPLITS: tuple[str, ...] = ("train", "valid", "test")
 
@@ -57,7 +60,8 @@ class TreesOptions:
 
     ``data_dir``: dataset directory with tree tables; ``split``: ``train``/``valid``/``test``/``all``;
     ``tune_split``: the split the named shapes' settings are chosen on; ``champions``: champion files of kind
-    ``tree-shape`` or ``relaxation``; ``costs``: cost file or None; ``fmt``, ``output``: as every table command.
+    ``tree-shape`` or ``relaxation``; ``costs``: cost file or None; ``bootstrap``: replicates of the paired
+    bootstrap against ``fixed_width`` (0: none); ``fmt``, ``output``: as every table command.
     """
 
     data_dir: Path
@@ -65,15 +69,19 @@ class TreesOptions:
     tune_split: str = "valid"
     champions: tuple[Path, ...] = ()
     costs: Path | None = None
+    bootstrap: int = 0
     fmt: str | None = None
     output: Path | None = None
 
 
-def _row(split: str, name: str, kind: str, setting: str, m: ShapeMetrics) -> dict[str, Any]:
+def _row(split: str, name: str, kind: str, setting: str, m: ShapeMetrics,
+         per_tree: np.ndarray | None = None) -> dict[str, Any]:
+    """One row; ``per_tree`` float64 (trees, 2), each tree's expected tokens and seconds (None for a bound), is
+    kept under ``_per_tree`` for the bootstrap and never written."""
     return {"split": split, "heuristic": name, "kind": kind, "setting": setting, "trees": m.trees,
             "tokens_per_call": m.tokens_per_call, "tv_per_token": m.tv_per_token, "mean_nodes": m.mean_nodes,
             "mean_passes": m.mean_passes, "seconds_per_call": m.seconds_per_call,
-            "tokens_per_second": m.tokens_per_second, "speedup": m.speedup}
+            "tokens_per_second": m.tokens_per_second, "speedup": m.speedup, "_per_tree": per_tree}
 
 
 def champion_label(path: Path) -> str:
@@ -105,21 +113,25 @@ def _relaxation_rows(split: str, name: str, program, d: ShapeData, tune: ShapeDa
     require_relaxable(d)
     require_relaxable(tune)
     every = np.full(d.decisions.n, np.inf)
-    m = shape_metrics(every, d, costs, relaxation=thresholds(program, d.contexts))
+    trees, fixed_trees = np.zeros((d.trees, 2)), np.zeros((d.trees, 2))
+    m = shape_metrics(every, d, costs, relaxation=thresholds(program, d.contexts), per_tree=trees)
     budget_tv = shape_metrics(np.full(tune.decisions.n, np.inf), tune, costs,
                               relaxation=thresholds(program, tune.contexts)).tv_per_token
     fixed = [w for w in RELAX_GRID
              if shape_metrics(np.full(tune.decisions.n, np.inf), tune, costs,
                               relaxation=np.full(tune.decisions.n, w)).tv_per_token <= budget_tv + 1e-15]
     w = max(fixed)
-    f = shape_metrics(every, d, costs, relaxation=np.full(d.decisions.n, w))
-    return [_row(split, name, "champion", "relaxation, whole tree", m),
-            _row(split, "fixed_w", "relaxation", f"w={w:g} (TV <= {name}'s on {tune.table.split or 'tune'})", f)]
+    f = shape_metrics(every, d, costs, relaxation=np.full(d.decisions.n, w), per_tree=fixed_trees)
+    return [_row(split, name, "champion", "relaxation, whole tree", m, trees),
+            _row(split, "fixed_w", "relaxation", f"w={w:g} (TV <= {name}'s on {tune.table.split or 'tune'})", f,
+                 fixed_trees)]
 
 
 def _shape_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData, costs: Costs) -> list[dict[str, Any]]:
     """The tree-shape champion's row: its kept subtrees verified by SpecInfer."""
-    return [_row(split, name, "champion", "evolved shape", shape_metrics(program_values(program, d), d, costs))]
+    trees = np.zeros((d.trees, 2))
+    return [_row(split, name, "champion", "evolved shape",
+                 shape_metrics(program_values(program, d), d, costs, per_tree=trees), trees)]
 
 
 #: The rows of a champion of each kind the command scores, by kind name: a tree shape (verified by SpecInfer)
@@ -128,29 +140,55 @@ TREE_ROWS = {TREE_SHAPE.name: _shape_rows, RELAXATION.name: _relaxation_rows}
 
 
 def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
-              champions: Sequence[tuple[str, str, Any]] = ()) -> list[dict[str, Any]]:
-    """The rows of every split in ``data`` (see the module doc), named shapes tuned on ``tune``."""
+              champions: Sequence[tuple[str, str, Any]] = (), bootstrap: int = 0) -> list[dict[str, Any]]:
+    """The rows of every split in ``data`` (see the module doc), named shapes tuned on ``tune``. With
+    ``bootstrap`` > 0 replicates, every row but the bound gets ``vs_fixed_width`` (its tokens per second over the
+    split's ``fixed_width`` row) and the 95% interval ``vs_fixed_width_low``/``_high`` from a paired bootstrap over
+    the split's texts (:mod:`evolve.report.bootstrap`)."""
     rows = []
     for split, d in data.items():
-        rows.append(_row(split, "specinfer", "verification", "whole tree", whole_tree_metrics(d, "specinfer_tokens",
-                                                                                             costs)))
-        rows.append(_row(split, "traversal", "verification", "whole tree", whole_tree_metrics(d, "traversal_tokens",
-                                                                                             costs)))
-        for name, (setting, m) in competitors(d, costs, tuned_on=tune).items():
-            rows.append(_row(split, name, "bound" if name in BOUNDS else "shape", setting, m))
+        first = len(rows)
+        for name, column in (("specinfer", "specinfer_tokens"), ("traversal", "traversal_tokens")):
+            trees = np.zeros((d.trees, 2))
+            rows.append(_row(split, name, "verification", "whole tree", whole_tree_metrics(d, column, costs, trees),
+                             trees))
+        per_tree: dict[str, np.ndarray] = {}
+        for name, (setting, m) in competitors(d, costs, tuned_on=tune, per_tree=per_tree).items():
+            rows.append(_row(split, name, "bound" if name in BOUNDS else "shape", setting, m, per_tree.get(name)))
         for name, kind, program in champions:
             rows += TREE_ROWS[kind](split, name, program, d, tune, costs)
+        if bootstrap > 0:
+            weights = group_weights(d.table.per_tree("seq_id"), bootstrap)
+            reference = per_tree["fixed_width"]
+            for row in rows[first:]:
+                point = low = high = math.nan
+                if row["_per_tree"] is not None:
+                    point, low, high = ratio_interval(weights, row["_per_tree"], reference)
+                row.update(vs_fixed_width=point, vs_fixed_width_low=low, vs_fixed_width_high=high)
     return rows
+
+
+def _versus(r: dict[str, Any]) -> list[str]:
+    """The bootstrap cell of a row (none without ``--bootstrap``; blank for a bound)."""
+    if "vs_fixed_width" not in r:
+        return []
+    if not math.isfinite(r["vs_fixed_width"]):
+        return [""]
+    return [f"{r['vs_fixed_width']:.3f} [{r['vs_fixed_width_low']:.3f}, {r['vs_fixed_width_high']:.3f}]"]
+
+
+#: Header of the bootstrap column.
+VERSUS_HEADER = "vs fixed_width [95%]"
 
 
 def format_table(rows: list[dict[str, Any]], caption: str) -> str:
     """Plain-text table of the rows under ``caption``."""
     header = ["Split", "Heuristic", "Setting", "Tokens/call", "TV/token", "Nodes/call", "Passes/call", "s/call",
-              "Tokens/s", "Speedup"]
+              "Tokens/s", "Speedup"] + ([VERSUS_HEADER] if rows and "vs_fixed_width" in rows[0] else [])
     body = [[r["split"], r["heuristic"], r["setting"], f"{r['tokens_per_call']:.4f}", f"{r['tv_per_token']:.2e}",
              f"{r['mean_nodes']:.2f}",
              f"{r['mean_passes']:.2f}", f"{r['seconds_per_call']:.4f}", f"{r['tokens_per_second']:.3f}",
-             f"{r['speedup']:.3f}x"] for r in rows]
+             f"{r['speedup']:.3f}x"] + _versus(r) for r in rows]
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
     left = {0, 1, 2}
     fmt = lambda cells: "  ".join(c.ljust(w) if i in left else c.rjust(w)  # noqa: E731
@@ -160,8 +198,12 @@ def format_table(rows: list[dict[str, Any]], caption: str) -> str:
                   "Nodes/call: drafted nodes the target verifies; Passes/call: drafter passes the cost model charges "
                   "(one per depth with an expansion); Speedup: tokens per second over plain decoding's, under the "
                   "cost file. shape_oracle: a bound, not a shape (every subtree of every tree tried, knowing its "
-                  "outcome)."]
+                  "outcome)." + (_BOOTSTRAP_NOTE if len(header) > 10 else "")]
     return "\n".join(lines) + "\n"
+
+
+_BOOTSTRAP_NOTE = (" vs fixed_width [95%]: tokens per second over the fixed_width row's, with a paired percentile "
+                   "interval from resampling the split's texts (seeded).")
 
 
 def format_markdown(rows: list[dict[str, Any]], caption: str) -> str:
@@ -169,9 +211,11 @@ def format_markdown(rows: list[dict[str, Any]], caption: str) -> str:
     from evolve.report.doctables import markdown_table
 
     body = [[r["split"], r["heuristic"], r["setting"], f"{r['tokens_per_call']:.4f}", f"{r['tv_per_token']:.2e}",
-             f"{r['mean_nodes']:.2f}", f"{r['tokens_per_second']:.3f}", f"{r['speedup']:.3f}x"] for r in rows]
-    return caption + "\n\n" + markdown_table(["Split", "Heuristic", "Setting", "Tokens/call", "TV/token", "Nodes/call",
-                                              "Tokens/s", "Speedup"], body, right={3, 4, 5, 6, 7})
+             f"{r['mean_nodes']:.2f}", f"{r['tokens_per_second']:.3f}", f"{r['speedup']:.3f}x"] + _versus(r)
+            for r in rows]
+    header = ["Split", "Heuristic", "Setting", "Tokens/call", "TV/token", "Nodes/call", "Tokens/s", "Speedup"]
+    header += [VERSUS_HEADER] if rows and "vs_fixed_width" in rows[0] else []
+    return caption + "\n\n" + markdown_table(header, body, right=set(range(3, len(header))))
 
 
 def _clean(v):
@@ -191,15 +235,18 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     splits = ALL_SPLITS if opts.split == "all" else (opts.split,)
     data = {s: shape_data(load_trees(opts.data_dir, s)) for s in splits}
     tune = data.get(opts.tune_split) or shape_data(load_trees(opts.data_dir, opts.tune_split))
-    rows = tree_rows(data, tune, costs, champions)
+    rows = tree_rows(data, tune, costs, champions, opts.bootstrap)
     caption = (f"draft trees of {opts.data_dir} ({', '.join(f'{s}: {d.trees} trees' for s, d in data.items())}); "
                f"named shapes tuned on {opts.tune_split}; costs: {costs.source}; every row but traversal verified by "
                f"SpecInfer (against the target, or against (1 - w) p + w q for relaxation and fixed_w)")
+    keys = KEYS + (BOOTSTRAP_KEYS if opts.bootstrap > 0 else ())
+    if opts.bootstrap > 0:
+        caption += f"; vs fixed_width: {opts.bootstrap} bootstrap replicates over texts"
     if fmt == "json":
-        text = json.dumps([{k: _clean(r[k]) for k in KEYS} for r in rows], indent=2) + "\n"
+        text = json.dumps([{k: _clean(r[k]) for k in keys} for r in rows], indent=2) + "\n"
     elif fmt == "csv":
         import pandas as pd
-        text = pd.DataFrame(rows, columns=list(KEYS)).to_csv(index=False)
+        text = pd.DataFrame(rows, columns=list(keys)).to_csv(index=False)
     elif fmt == "markdown":
         text = format_markdown(rows, caption)
     else:
@@ -209,5 +256,5 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     return rows, text
 
 
-__all__ = ["FORMATS", "KEYS", "ALL_SPLITS", "TREE_ROWS", "TreesOptions", "champion_label", "tree_rows", "format_table", "format_markdown",
+__all__ = ["FORMATS", "KEYS", "BOOTSTRAP_KEYS", "ALL_SPLITS", "TREE_ROWS", "TreesOptions", "champion_label", "tree_rows", "format_table", "format_markdown",
            "trees_command"]

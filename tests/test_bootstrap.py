@@ -1,0 +1,61 @@
+"""The paired bootstrap over texts (evolve/report/bootstrap.py) and `benchmark.py trees --bootstrap`."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from evolve.report.bootstrap import group_weights, ratio_interval
+
+
+def test_weights_draw_whole_groups_with_replacement():
+    groups = np.array([3, 3, 7, 7, 7, 9])
+    w = group_weights(groups, 500, seed=1)
+    assert w.shape == (500, 6)
+    # calls of one group share a weight, and each replicate draws as many groups as there are
+    assert np.array_equal(w[:, 0], w[:, 1]) and np.array_equal(w[:, 2], w[:, 4])
+    assert np.array_equal(w[:, [0, 2, 5]].sum(axis=1), np.full(500, 3.0))
+    assert set(np.unique(w)) <= {0.0, 1.0, 2.0, 3.0} and abs(w[:, 5].mean() - 1.0) < 0.15
+    assert np.array_equal(group_weights(groups, 50, seed=1), group_weights(groups, 50, seed=1))  # seeded
+
+
+def test_ratio_interval_against_the_replicates_by_hand():
+    rng = np.random.default_rng(2)
+    groups = np.repeat(np.arange(8), 5)
+    values = np.column_stack([rng.uniform(1, 3, 40), rng.uniform(0.5, 1, 40)])
+    reference = np.column_stack([rng.uniform(1, 3, 40), rng.uniform(0.5, 1, 40)])
+    w = group_weights(groups, 400, seed=3)
+    point, low, high = ratio_interval(w, values, reference)
+    assert point == pytest.approx((values[:, 0].sum() / values[:, 1].sum())
+                                  / (reference[:, 0].sum() / reference[:, 1].sum()))
+    by_hand = [((values[:, 0] * r).sum() / (values[:, 1] * r).sum())
+               / ((reference[:, 0] * r).sum() / (reference[:, 1] * r).sum()) for r in w]
+    assert (low, high) == pytest.approx(tuple(np.percentile(by_hand, [2.5, 97.5])))
+    assert low < point < high
+    # a row against itself is exactly 1; one group only: every replicate is the sample
+    assert ratio_interval(w, values, values) == pytest.approx((1.0, 1.0, 1.0))
+    one = group_weights(np.zeros(40, dtype=np.int64), 50)
+    assert ratio_interval(one, values, reference) == pytest.approx((point, point, point))
+
+
+def test_benchmark_trees_bootstrap_column(vocab_dataset):
+    from evolve.cli.benchmark import cli as benchmark_cli
+
+    res = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--split", "test",
+                                             "--bootstrap", "200", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["heuristic"]: r for r in json.loads(res.stdout)}
+    assert rows["fixed_width"]["vs_fixed_width"] == pytest.approx(1.0)
+    assert rows["shape_oracle"]["vs_fixed_width"] is None  # a bound gets no interval
+    for name in ("specinfer", "chain", "eagle2", "eagle2_topk"):
+        r = rows[name]
+        assert r["vs_fixed_width"] == pytest.approx(r["tokens_per_second"] / rows["fixed_width"]["tokens_per_second"])
+        assert r["vs_fixed_width_low"] <= r["vs_fixed_width"] <= r["vs_fixed_width_high"]
+    table = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--bootstrap", "50"])
+    assert table.exit_code == 0 and "vs fixed_width [95%]" in table.output
+    plain = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--format", "json"])
+    assert "vs_fixed_width" not in plain.stdout  # off by default
+    bad = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--bootstrap", "-1"])
+    assert bad.exit_code != 0 and "--bootstrap" in bad.output and "Traceback" not in bad.output
