@@ -18,7 +18,7 @@ from evolve.eval.evaluator import EvalData, check_features, lowered_program
 from evolve.eval.layouts import WIDTH, Instr
 from evolve.eval.lowering import Lowered
 from evolve.eval.scoring import packed_thresholds
-from evolve.eval.tree_shape import ShapeData
+from evolve.eval.tree_shape import ShapeData, kept_children
 from evolve.gp.primitives import FEATURES, LEVEL_FEATURES
 
 
@@ -82,9 +82,7 @@ def shape_values(data: ShapeData, evaluate, levels: bool) -> np.ndarray:
             sub[idx[f]] = v
         v = np.asarray(evaluate(sub, rows), dtype=np.float64)
         values[rows] = v
-        with np.errstate(invalid="ignore"):
-            k = np.where(v > 0.0, np.ceil(np.minimum(v, 1e9)), 0.0).astype(np.int64)  # _width, vectorised
-        k = np.minimum(k, data.n_children[rows])
+        k = kept_children(v, data.n_children[rows])
         parents = np.flatnonzero(k > 0)
         if parents.size == 0:
             break

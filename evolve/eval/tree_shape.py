@@ -224,6 +224,17 @@ def _width(v: float) -> int:
 
 
 @njit(cache=True)
+def kept_children(values, n_children):
+    """Children each value keeps: int64 (k,), min(ceil(v), children drawn) for v > 0, else 0 (NaN included);
+    ``values`` float64 (k,), ``n_children`` int64 (k,) the children drawn at those rows (the rule of
+    :func:`shape_counts`, before its node budget)."""
+    out = np.empty(values.size, dtype=np.int64)
+    for i in range(values.size):
+        out[i] = min(_width(values[i]), n_children[i])
+    return out
+
+
+@njit(cache=True)
 def _call_seconds(forward, draft_pass, expanded, nodes):
     """(seconds, drafter passes) of a call verifying ``nodes`` nodes whose tree expands ``expanded[d]`` nodes at
     each depth d: the target's forward plus one drafter pass per depth with an expansion."""
@@ -494,5 +505,5 @@ def whole_tree_metrics(data: ShapeData, column: str, costs: Costs = DEFAULT_COST
 
 
 __all__ = ["SHAPE_FEATURES", "N_SHAPE_COUNTS", "NO_TREES", "ShapeMetrics", "ShapeData", "shape_data", "shape_counts", "cost_tables",
-           "metrics_from_shape_counts", "shape_metrics", "shape_oracle", "oracle_shape_counts", "MAX_ORACLE_SHAPES",
+           "metrics_from_shape_counts", "kept_children", "shape_metrics", "shape_oracle", "oracle_shape_counts", "MAX_ORACLE_SHAPES",
            "BOUNDS", "whole_tree_metrics", "require_relaxable", "relaxed_accept"]

@@ -179,12 +179,19 @@ def _versus(r: dict[str, Any]) -> list[str]:
 
 #: Header of the bootstrap column.
 VERSUS_HEADER = "vs fixed_width [95%]"
+_BOOTSTRAP_NOTE = (" vs fixed_width [95%]: tokens per second over the fixed_width row's, with a paired percentile "
+                   "interval from resampling the split's texts (seeded).")
+
+
+def _versus_header(rows: list[dict[str, Any]]) -> list[str]:
+    """The bootstrap column's header when the rows were bootstrapped (``--bootstrap``), else none."""
+    return [VERSUS_HEADER] if rows and "vs_fixed_width" in rows[0] else []
 
 
 def format_table(rows: list[dict[str, Any]], caption: str) -> str:
     """Plain-text table of the rows under ``caption``."""
     header = ["Split", "Heuristic", "Setting", "Tokens/call", "TV/token", "Nodes/call", "Passes/call", "s/call",
-              "Tokens/s", "Speedup"] + ([VERSUS_HEADER] if rows and "vs_fixed_width" in rows[0] else [])
+              "Tokens/s", "Speedup"] + _versus_header(rows)
     body = [[r["split"], r["heuristic"], r["setting"], f"{r['tokens_per_call']:.4f}", f"{r['tv_per_token']:.2e}",
              f"{r['mean_nodes']:.2f}",
              f"{r['mean_passes']:.2f}", f"{r['seconds_per_call']:.4f}", f"{r['tokens_per_second']:.3f}",
@@ -198,12 +205,8 @@ def format_table(rows: list[dict[str, Any]], caption: str) -> str:
                   "Nodes/call: drafted nodes the target verifies; Passes/call: drafter passes the cost model charges "
                   "(one per depth with an expansion); Speedup: tokens per second over plain decoding's, under the "
                   "cost file. shape_oracle: a bound, not a shape (every subtree of every tree tried, knowing its "
-                  "outcome)." + (_BOOTSTRAP_NOTE if len(header) > 10 else "")]
+                  "outcome)." + (_BOOTSTRAP_NOTE if _versus_header(rows) else "")]
     return "\n".join(lines) + "\n"
-
-
-_BOOTSTRAP_NOTE = (" vs fixed_width [95%]: tokens per second over the fixed_width row's, with a paired percentile "
-                   "interval from resampling the split's texts (seeded).")
 
 
 def format_markdown(rows: list[dict[str, Any]], caption: str) -> str:
@@ -214,7 +217,7 @@ def format_markdown(rows: list[dict[str, Any]], caption: str) -> str:
              f"{r['mean_nodes']:.2f}", f"{r['tokens_per_second']:.3f}", f"{r['speedup']:.3f}x"] + _versus(r)
             for r in rows]
     header = ["Split", "Heuristic", "Setting", "Tokens/call", "TV/token", "Nodes/call", "Tokens/s", "Speedup"]
-    header += [VERSUS_HEADER] if rows and "vs_fixed_width" in rows[0] else []
+    header += _versus_header(rows)
     return caption + "\n\n" + markdown_table(header, body, right=set(range(3, len(header))))
 
 

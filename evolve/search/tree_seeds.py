@@ -17,9 +17,10 @@ from evolve.eval.evaluator import EvalData
 from evolve.eval.tree_population import TreeShapePopulationEvaluator
 from evolve.eval.tree_competitors import shape_expressions
 from evolve.eval.tree_shape import ShapeMetrics
-from evolve.gp.compiler import compile_expression
+from evolve.gp.kinds import TREE_SHAPE
 from evolve.search.config import RunConfig
-from evolve.search.warm_start import Seed, Skipped, WarmStart, fill_seeds
+from evolve.search.warm_start import Seed, Skipped, WarmStart, fill_seeds, unusable
+from heuristics.contract import Rule
 
 
 def choose_tree_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData,
@@ -35,11 +36,11 @@ def choose_tree_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData
     warm = WarmStart()
     named = []
     for name, expr in shape_expressions(int(max(s.n_children.max(), 1)), int(max(s.depth.max(), 1))):
-        missing = [f for f in compile_expression(expr).features if f not in features]
-        if missing:
-            warm.skipped.append(Skipped(name, f"reads '{missing[0]}', which is not among the run's features"))
-        else:
+        why = unusable(Rule(name, expression=expr, kind=TREE_SHAPE.name), features)
+        if why is None:
             named.append((name, expr))
+        else:
+            warm.skipped.append(Skipped(name, why))
     values = [objective(m) for m in scorer.evaluate([e for _, e in named])]
 
     def best(prefix: str, reason: str) -> list[Seed]:
