@@ -63,6 +63,7 @@ import pandas as pd
 from evolve.errors import InputError
 from evolve.traces.io import SPLITS, Traces, load_split, split_path
 from evolve.eval.evaluator import DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, evaluate
+from evolve.eval.costs import DEFAULT_COSTS, Costs, load_costs
 from evolve.gp.compiler import Node, Program, parse, to_sympy
 from evolve.gp.primitives import FEATURES
 from evolve.search.config import RunConfig, resolve
@@ -151,8 +152,8 @@ def _label(rule: Rule | Program) -> tuple[str, str | None]:
 
 def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None = None, *,
                   fitness: AcceptanceQualityFitness | None = None,
-                  cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
-    """Metrics of one acceptance rule on one split.
+                  cost_ratio: float = DEFAULT_COST_RATIO, costs: Any = None) -> Any:
+    """Metrics of one rule of any kind of program on one split.
 
     Args:
         rule: a rule name (``"standard_rejection"``, a published rule or a promoted champion), a
@@ -167,16 +168,35 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
         fitness: parameters of the acceptance-quality fitness (default weights 10 and 0.1, floor
             0.95, scale 0.5).
         cost_ratio: draft/target cost ratio c of ``speedup`` = tokens_per_call / (gamma c + 1).
+        costs: the cost file (a path, or a :class:`evolve.eval.costs.Costs`) of a kind scored in tokens per
+            second (verification-length policies, tree shapes); None: the built-in cost model.
 
-    Returns: :class:`evolve.eval.evaluator.Metrics` (rates are fractions of tokens; the formulas are
-    in :mod:`evolve.eval.evaluator`).
+    Returns: the metrics of the rule's kind (its ``score`` hook, :mod:`evolve.kinds`): for a threshold
+    :class:`evolve.eval.evaluator.Metrics` (rates are fractions of tokens; the formulas are in
+    :mod:`evolve.eval.evaluator`); for a relaxation weight relaxed block verification's
+    :class:`evolve.kinds.relaxation.eval_block.RelaxedMetrics` (``gamma`` needed); for a verification-length
+    policy :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` (``gamma``: the longest draft); for a
+    tree shape :class:`evolve.kinds.tree_shape.eval_shape.ShapeMetrics` (``data`` a dataset directory with tree
+    tables).
 
     Raises: InputError for an unknown rule name, a malformed expression, a rule needing a column the
     split lacks, a gamma outside [1, the split's block length], or any data error of
     :func:`load_frames`.
     """
-    return evaluate(_rule(rule), _eval_data(data, split), fitness or AcceptanceQualityFitness(),
-                    gamma=gamma, cost_ratio=cost_ratio)
+    rule = _rule(rule)
+    fitness = fitness or AcceptanceQualityFitness()
+    if isinstance(rule, Program):
+        return evaluate(rule, _eval_data(data, split), fitness, gamma=gamma, cost_ratio=cost_ratio)
+    kind = rule.program_kind
+    score = kind.hook("score", "evolve.api.evaluate_rule", f"rule '{rule.name}'")
+    if costs is None or isinstance(costs, Costs):
+        model = costs or DEFAULT_COSTS
+    elif isinstance(costs, (str, os.PathLike)):
+        model = load_costs(costs)
+    else:
+        raise InputError(f"costs must be a cost file path or Costs (got {type(costs).__name__})")
+    directory = data if isinstance(data, (str, os.PathLike)) else None
+    return score(rule, lambda: _eval_data(data, split), directory, split, gamma, fitness, cost_ratio, model)
 
 
 def metrics_frame(rules: Iterable[Any] | Mapping[str, Any], data: Any, split: str = "test",

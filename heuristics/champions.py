@@ -12,7 +12,7 @@ the environment variable ``SPECDEC_CHAMPIONS_DIR`` names another directory
     format_version         2
     name                   NAME, [A-Za-z_][A-Za-z0-9_]* (at most 64 characters)
     description            one line of text
-    kind                   the kind of program (evolve.gp.kinds): "threshold" (a per-token acceptance
+    kind                   the kind of program (evolve.kinds.registry): "threshold" (a per-token acceptance
                            threshold tau) or "relaxation" (the weight w of relaxed block verification)
     expression             prefix notation over the primitive set, e.g. "min(1.0, div(target_prob, draft_prob))"
     primitive_set_version  evolve.gp.primitives.PRIMITIVE_SET_VERSION the expression was evolved with
@@ -25,7 +25,7 @@ the environment variable ``SPECDEC_CHAMPIONS_DIR`` names another directory
                            creation date, package versions (free-form JSON object)
 
 Files of format version 1 (no ``kind``; ``fitness`` in place of ``objective``) still load: their kind
-is read from the run configuration in their provenance (:func:`evolve.gp.kinds.kind_from_config`:
+is read from the run configuration in their provenance (:func:`evolve.kinds.registry.kind_from_config`:
 ``verify = "block"`` meant relaxation weights).
 
 Loading checks every key and type, the primitive-set version, and parses the
@@ -59,7 +59,9 @@ from evolve.errors import InputError, InputWarning, os_error_text
 from evolve.traces.io import atomic_write_text
 from evolve.traces.paths import check_output_dir
 from evolve.gp.compiler import Node, parse, to_string
-from evolve.gp.kinds import THRESHOLD, ProgramKind, kind_from_config, program_kind
+from evolve.kinds.base import ProgramKind
+from evolve.kinds.registry import kind_from_config, program_kind
+from evolve.kinds.threshold import THRESHOLD
 from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION
 from heuristics.baselines import BASELINES
 from heuristics.contract import Rule, python_source
@@ -125,7 +127,7 @@ class Champion:
 
     @property
     def program_kind(self) -> ProgramKind:
-        """The champion's :class:`evolve.gp.kinds.ProgramKind`."""
+        """The champion's :class:`evolve.kinds.registry.ProgramKind`."""
         return program_kind(self.kind)
 
     @property

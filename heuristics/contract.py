@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from evolve.gp.compiler import Node, Program, compile_nodes, parse, to_python, to_string
-from evolve.gp.kinds import THRESHOLD, ProgramKind, program_kind
+from evolve.kinds.base import ProgramKind
+from evolve.kinds.registry import program_kind
+from evolve.kinds.threshold import THRESHOLD
 from evolve.gp.primitives import COLUMN_FEATURES, CORE_FEATURES, FEATURES
 
 CONTRACT_ARGUMENTS: tuple[str, ...] = CORE_FEATURES
@@ -55,7 +57,7 @@ class Rule:
         extra_columns: optional schema columns a function rule receives.
         lossless: whether the output is distributed exactly as the target's
             (tau <= p/q for every token).
-        kind: the kind of program (:mod:`evolve.gp.kinds`): ``threshold`` (the
+        kind: the kind of program (:mod:`evolve.kinds.registry`): ``threshold`` (the
             default: the value is the acceptance threshold tau), ``relaxation``
             (the value is the weight w of relaxed block verification; an
             expression over prefix-level features only) or ``verify-length`` (a
@@ -63,7 +65,7 @@ class Rule:
         verifier: for a ``verify-length`` rule, what verifies the drafts it sends
             (:func:`heuristics.verifiers.verifier_parts`; None: the standard rule).
         weighting: for a ``verify-length`` rule, how its run weighted the harvested blocks
-            (:func:`evolve.eval.verify_length.block_cover`; None: ``call``).
+            (:func:`evolve.kinds.verify_length.eval_policy.block_cover`; None: ``call``).
     """
 
     name: str
@@ -125,7 +127,7 @@ class Rule:
 
     @property
     def program_kind(self) -> ProgramKind:
-        """The rule's :class:`evolve.gp.kinds.ProgramKind`."""
+        """The rule's :class:`evolve.kinds.registry.ProgramKind`."""
         return program_kind(self.kind)
 
     def python_source(self, function_name: str | None = None) -> str:

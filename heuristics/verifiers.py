@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from evolve.errors import InputError
-from evolve.gp.kinds import RELAXATION, THRESHOLD
+from evolve.kinds.relaxation import RELAXATION
+from evolve.kinds.threshold import THRESHOLD
 from heuristics.champions import load_champion
 from heuristics.contract import Rule
 from heuristics.length_policies import BLOCK_VERIFIER_NAME, STANDARD_VERIFIER_NAME

@@ -93,7 +93,7 @@ def estimator_rows(out: Path, name: str, data_dir: str, costs_file: str):
     OUT/NAME.live.json (standard rejection and block verification are skipped), on the test split of ``data_dir``."""
     from evolve.eval.costs import load_costs
     from evolve.eval.evaluator import EvalData, thresholds
-    from evolve.eval.verify_length import decision_data, policy_metrics
+    from evolve.kinds.verify_length.eval_policy import decision_data, policy_metrics
     from evolve.traces.io import load_split
     from heuristics.champions import load_champion
     from heuristics.registry import get_rule

@@ -20,10 +20,12 @@ from evolve.traces.schema import standard_threshold
 from evolve.cli.evolve import cli
 from evolve.eval.evaluator import EvalData, thresholds
 from evolve.export.codegen import straight_line
-from evolve.eval.relaxed_block import WEIGHT_FEATURES
-from evolve.eval.relaxed_population import weight_thresholds
-from evolve.export.exporter import LAYOUTS, TARGETS, resolve_rule
-from evolve.gp.kinds import KINDS, RELAXATION, THRESHOLD
+from evolve.kinds.relaxation.eval_block import WEIGHT_FEATURES
+from evolve.kinds.relaxation.eval_population import weight_thresholds
+from evolve.export.exporter import TARGETS, resolve_rule
+from evolve.kinds.threshold.export_layout import THRESHOLD_LAYOUT
+from evolve.kinds.registry import KINDS
+from evolve.kinds.relaxation import RELAXATION
 from evolve.export.numpy_module import numpy_source
 from evolve.export.torch_module import torch_source
 from evolve.gp.compiler import compile_nodes, from_tree, parse, to_string
@@ -121,7 +123,7 @@ def _imports(text: str) -> set[str]:
 
 @pytest.mark.parametrize("expression", EXPRESSIONS)
 def test_numpy_module_agrees_with_the_evaluator(expression, rows, data):
-    text = numpy_source("rule", parse(expression))
+    text = numpy_source("rule", parse(expression), THRESHOLD_LAYOUT)
     assert _imports(text) == {"math", "numpy"}
     got = _load(text)["acceptance_threshold"](**rows)
     assert got.dtype == np.float64 and got.shape == (N,)
@@ -131,7 +133,7 @@ def test_numpy_module_agrees_with_the_evaluator(expression, rows, data):
 @pytest.mark.parametrize("expression", EXPRESSIONS)
 def test_torch_module_agrees_with_the_evaluator(expression, rows, data):
     torch = pytest.importorskip("torch")
-    text = torch_source("rule", parse(expression))
+    text = torch_source("rule", parse(expression), THRESHOLD_LAYOUT)
     assert _imports(text) == {"math", "torch"}
     got = _load(text)["acceptance_threshold"](**{f: torch.from_numpy(v) for f, v in rows.items()})
     assert got.dtype == torch.float64 and tuple(got.shape) == (N,)
@@ -165,12 +167,12 @@ def _weight_rows(rows) -> tuple[dict, EvalData]:
 @pytest.mark.parametrize("expression", WEIGHT_EXPRESSIONS)
 def test_relaxation_module_agrees_with_the_evaluator(expression, target, rows):
     """The exported relaxation_weight equals the relaxation scorer's w (raw weights of
-    evolve.eval.relaxed_population.weight_thresholds, NaN/inf -> 0, clamped to [0, 1]) on 10,000 rows."""
+    evolve.kinds.relaxation.eval_population.weight_thresholds, NaN/inf -> 0, clamped to [0, 1]) on 10,000 rows."""
     if target == "torch":
         torch = pytest.importorskip("torch")
     cols, data = _weight_rows(rows)
     nodes = parse(expression, "weight", WEIGHT_FEATURES)
-    text = TARGETS[target]("w", nodes, "test", LAYOUTS[RELAXATION.name])
+    text = TARGETS[target]("w", nodes, RELAXATION.hooks().export, "test")
     assert _imports(text) == {"math", target}
     module = _load(text)
     assert module["KIND"] == "relaxation" and "acceptance_threshold" not in module
@@ -188,7 +190,7 @@ def test_relaxation_module_agrees_with_the_evaluator(expression, target, rows):
 def test_relaxed_target_is_the_mixture(target):
     if target == "torch":
         torch = pytest.importorskip("torch")
-    module = _load(TARGETS[target]("w", parse("0.25"), "", LAYOUTS[RELAXATION.name]))
+    module = _load(TARGETS[target]("w", parse("0.25"), RELAXATION.hooks().export, ""))
     rng = np.random.default_rng(2)
     p, q = rng.dirichlet(np.ones(6), 4), rng.dirichlet(np.ones(6), 4)
     w = np.array([0.0, 0.25, 0.5, 1.0])
@@ -200,26 +202,26 @@ def test_relaxed_target_is_the_mixture(target):
 
 
 def test_threshold_and_relaxation_layouts_are_the_kinds_tables_entries():
-    assert set(LAYOUTS) == set(KINDS) and set(TARGETS) == {"numpy", "torch"}
-    threshold = numpy_source("rule", parse("0.5"))
-    assert threshold == TARGETS["numpy"]("rule", parse("0.5"), "", LAYOUTS[THRESHOLD.name])
+    assert all(k.hooks().export.kind is k for k in KINDS.values()) and set(TARGETS) == {"numpy", "torch"}
+    threshold = numpy_source("rule", parse("0.5"), THRESHOLD_LAYOUT)
+    assert threshold == TARGETS["numpy"]("rule", parse("0.5"), THRESHOLD_LAYOUT, "")
     assert "def acceptance_threshold(" in threshold and "KIND =" not in threshold
 
 
 def test_columns_broadcast_and_accept_bools_and_ints():
-    module = _load(numpy_source("rule", parse("if_gt(top_token_match, 0.5, position, 0.25)")))
+    module = _load(numpy_source("rule", parse("if_gt(top_token_match, 0.5, position, 0.25)"), THRESHOLD_LAYOUT))
     assert module["COLUMNS"] == ("position", "top_token_match")
     tau = module["acceptance_threshold"](top_token_match=np.array([True, False]), position=np.int64(1),
                                          target_prob=np.zeros((3, 1)))
     np.testing.assert_array_equal(tau, [[1.0, 0.25]] * 3)
     with pytest.raises(TypeError, match="needs the column 'position'"):
         module["acceptance_threshold"](top_token_match=1.0)
-    const = _load(numpy_source("rule", parse("2.0")))["acceptance_threshold"](draft_prob=np.ones(4))
+    const = _load(numpy_source("rule", parse("2.0"), THRESHOLD_LAYOUT))["acceptance_threshold"](draft_prob=np.ones(4))
     np.testing.assert_array_equal(const, np.ones(4))
 
 
 def test_residual_distribution():
-    module = _load(numpy_source("rule", parse("1.0")))
+    module = _load(numpy_source("rule", parse("1.0"), THRESHOLD_LAYOUT))
     p = np.array([[0.5, 0.3, 0.2], [0.2, 0.3, 0.5]])
     q = np.array([[0.2, 0.3, 0.5], [0.2, 0.3, 0.5]])
     np.testing.assert_allclose(module["residual_distribution"](p, q, np.minimum(1, p / q)),
@@ -235,7 +237,7 @@ def test_a_deep_expression_exports():
     text = "0.5"
     for _ in range(3000):
         text = f"mul({text}, 1.0)"
-    tau = _load(numpy_source("deep", parse(text)))["acceptance_threshold"](draft_prob=np.ones(2))
+    tau = _load(numpy_source("deep", parse(text), THRESHOLD_LAYOUT))["acceptance_threshold"](draft_prob=np.ones(2))
     np.testing.assert_array_equal(tau, [0.5, 0.5])
 
 

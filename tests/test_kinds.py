@@ -1,6 +1,6 @@
-"""Every registered kind of program (evolve/gp/kinds.py) through every command that takes a champion.
+"""Every registered kind of program (evolve/kinds/registry.py) through every command that takes a champion.
 
-For each kind of :data:`evolve.gp.kinds.KINDS` a real small run (``python -m evolve run --evolve KIND
+For each kind of :data:`evolve.kinds.registry.KINDS` a real small run (``python -m evolve run --evolve KIND
 --objective pareto`` on the vocab dataset) gives a champion, which then goes through ``benchmark.py``
 (JSON rows), ``benchmark.py simulate`` (JSON), ``python -m evolve export --to numpy``, ``python -m evolve
 promote`` + ``show`` (and the promoted champion's automatic rows and registry lookups) and
@@ -10,9 +10,9 @@ as relaxed block verification against (1 - w) p + w q (tokens per call on valid 
 valid figure, simulate's rows block verification with the champion's expression as relaxation, an
 exported ``relaxation_weight`` and ``relaxed_target``), never as a per-token threshold.
 
-Every command's dispatch table must name every registered kind that lists the command
-(:attr:`evolve.gp.kinds.ProgramKind.commands`), and a command a kind does not list must refuse it in
-one line, so a new kind cannot be forgotten silently (:func:`test_every_command_table_covers_every_kind`).
+A kind's commands are those whose hook it implements (:attr:`evolve.kinds.base.ProgramKind.commands`), and a
+command a kind does not list must refuse it in one line (:func:`test_every_kind_is_evolved_scored_and_exported`;
+``tests/test_new_kind.py`` adds a kind with one registration).
 """
 from __future__ import annotations
 
@@ -25,8 +25,13 @@ from click.testing import CliRunner
 
 from evolve.cli.benchmark import cli as benchmark_cli
 from evolve.cli.evolve import cli as evolve_cli
-from evolve.eval.objectives import OBJECTIVES
-from evolve.gp.kinds import KINDS, RELAXATION, THRESHOLD, TREE_SHAPE, VERIFY_LENGTH
+from evolve.eval.objectives import OBJECTIVES, scores_kind
+from evolve.kinds.base import HOOK_COMMANDS
+from evolve.kinds.registry import KINDS
+from evolve.kinds.relaxation import RELAXATION
+from evolve.kinds.threshold import THRESHOLD
+from evolve.kinds.tree_shape import TREE_SHAPE
+from evolve.kinds.verify_length import VERIFY_LENGTH
 from heuristics.champions import read_champion
 
 #: The small runs (seed 5 evolves a relaxation weight reading features, not a constant w).
@@ -35,7 +40,7 @@ RUN_ARGS = ["--population", "40", "--generations", "4", "--seed", "5", "--no-pro
 
 def objective_of(kind: str) -> str:
     """The objective a small run of ``kind`` uses: pareto where it scores the kind, else the first that does."""
-    scoring = [o.name for o in OBJECTIVES.values() if kind in o.kinds]
+    scoring = [o.name for o in OBJECTIVES.values() if scores_kind(o, KINDS[kind])]
     return "pareto" if "pareto" in scoring else scoring[0]
 
 
@@ -168,7 +173,7 @@ EXPECT = {
     VERIFY_LENGTH.name: dict(benchmark=_benchmark_length, export=_export_length, live=_live_length),
     TREE_SHAPE.name: dict(trees=_trees_shape, export=_export_tree),
 }
-#: The command each dispatch table serves, as :attr:`evolve.gp.kinds.ProgramKind.commands` names it.
+#: The command each dispatch table serves, as :attr:`evolve.kinds.registry.ProgramKind.commands` names it.
 BENCHMARK, SIMULATE, PARETO, LIVE, EXPORT, TREES = ("python benchmark.py", "python benchmark.py simulate",
                                                     "python benchmark.py pareto", "python benchmark.py live",
                                                     "python -m evolve export", "python benchmark.py trees")
@@ -179,31 +184,23 @@ def kinds_of(command: str) -> list[str]:
     return [name for name, kind in KINDS.items() if command in kind.commands]
 
 
-def test_every_command_table_covers_every_kind():
-    from evolve.eval.scorers import POPULATION_SCORERS
-    from evolve.export.exporter import LAYOUTS
-    from evolve.report.compare.format import KIND_CAPTIONS
-    from evolve.report.compare.table import KIND_SCORERS
-    from evolve.report.live import KIND_DECODERS
-    from evolve.report.pareto.command import RULE_CURVES
-    from evolve.report.simulate import KIND_PLANS
-
-    from evolve.search.seeding import SEEDERS
-
-    every = {"eval scorers": POPULATION_SCORERS, "warm start": SEEDERS, "this test": EXPECT}
-    for what, table in every.items():
-        assert set(table) == set(KINDS), f"{what}: its table lacks a kind of {sorted(KINDS)}"
-    by_command = [(BENCHMARK, KIND_SCORERS), (BENCHMARK, KIND_CAPTIONS), (SIMULATE, KIND_PLANS), (EXPORT, LAYOUTS),
-                  (LIVE, KIND_DECODERS), (PARETO, RULE_CURVES)]
-    for command, table in by_command:
-        assert set(table) == set(kinds_of(command)), f"{command}: its table and the kinds listing it differ"
-    for name in kinds_of(EXPORT):
-        assert LAYOUTS[name].kind is KINDS[name]
-    assert all(OBJECTIVES_SCORING(name) for name in KINDS)  # every kind can be evolved
+def test_every_kind_is_evolved_scored_and_exported():
+    """Every kind implements the hooks of a search (scorer, metrics, warm start), the API's scoring and export, and
+    an objective scores it; the commands it lists are exactly those whose hook it implements."""
+    for kind in KINDS.values():
+        hooks = kind.hooks()
+        for hook in ("metrics", "population", "score", "seeds", "export"):
+            assert getattr(hooks, hook) is not None, f"{kind.name} lacks the {hook} hook"
+        assert hooks.export.kind is kind
+        assert OBJECTIVES_SCORING(kind.name), f"no objective scores {kind.name}"
+        assert kind.objectives[0] in OBJECTIVES
+        listed = {command for hook, command in HOOK_COMMANDS if getattr(hooks, hook) is not None}
+        assert set(kind.commands) == listed
+    assert set(EXPECT) == set(KINDS), "this test's table lacks a kind"
 
 
 def OBJECTIVES_SCORING(kind: str) -> list[str]:
-    return [o.name for o in OBJECTIVES.values() if kind in o.kinds]
+    return [o.name for o in OBJECTIVES.values() if scores_kind(o, KINDS[kind])]
 
 
 @pytest.mark.parametrize("kind", kinds_of(BENCHMARK))
@@ -272,14 +269,14 @@ def test_export_numpy(kind, champions, vocab_dataset):
 def _policy_rows(directory):
     """A policy reads the decision rows (what is known before each draft)."""
     from evolve.eval.evaluator import EvalData
-    from evolve.eval.verify_length import decision_data
+    from evolve.kinds.verify_length.eval_policy import decision_data
     from evolve.traces.io import load_split
     return decision_data(EvalData.from_traces(load_split(directory, "valid")))
 
 
 def _shape_rows(directory):
     """A tree shape reads the decision rows of the valid tree table (the root and every node)."""
-    from evolve.eval.tree_shape import shape_data
+    from evolve.kinds.tree_shape.eval_shape import shape_data
     from evolve.traces.trees import load_trees
     return shape_data(load_trees(directory, "valid")).decisions
 

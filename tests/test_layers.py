@@ -10,15 +10,21 @@ own floor):
 
 1. ``evolve.errors``, ``evolve.cluster`` and ``evolve.traces`` (schema, io, output paths, the
    synthetic models of ``evolve.traces.synth``)
-2. ``evolve.engine`` (the real-model engine: loading, KV cache, drafters, distributions) and
-   ``evolve.gp`` (primitive set, expressions, parsing, compiler)
+2. ``evolve.engine`` (the real-model engine: loading, KV cache, drafters, distributions),
+   ``evolve.gp`` (primitive set, expressions, parsing, compiler) and ``evolve.kinds`` (what a kind of program
+   is, the registry, each kind's descriptor)
 3. ``evolve.traces.harvest`` (traces from real models, on the engine), ``evolve.eval`` and
    ``heuristics`` (none imports another)
 4. ``evolve.search`` and ``evolve.sim`` (neither imports the other)
 5. ``evolve.report`` and ``evolve.export`` (neither imports the other)
-6. ``evolve.cli`` and ``evolve.api`` (the CLI may use the API; the API never imports the CLI)
-7. ``generate_data``, ``benchmark``, ``evolve.__main__``, ``evolve.docs`` (entry points: nothing
+6. the kinds' plugins (``evolve.kinds.<kind>.plugin``: each kind's hooks, registered once)
+7. ``evolve.cli`` and ``evolve.api`` (the CLI may use the API; the API never imports the CLI)
+8. ``generate_data``, ``benchmark``, ``evolve.__main__``, ``evolve.docs`` (entry points: nothing
    imports them)
+
+A kind's package (``evolve.kinds.<kind>``) spans the floors: each of its modules sits on the floor its name
+prefix says (:data:`KIND_LAYERS`: ``eval_*`` with ``evolve.eval``, ``search_*`` with ``evolve.search``,
+``report_*`` with ``evolve.report``, ``export_*`` with ``evolve.export``, ``plugin`` above them all).
 
 A package's ``__init__`` runs before any of its modules, so the ``evolve`` package itself sits on
 floor 1 (its lowest subpackage) and may import nothing.
@@ -46,23 +52,30 @@ FLOORS: tuple[tuple[str, int, str], ...] = (
     ("evolve.traces", 1, "base"),
     ("evolve.engine", 2, "engine"),
     ("evolve.gp", 2, "gp"),
+    ("evolve.kinds", 2, "kinds"),
     ("evolve.eval", 3, "eval"),
     ("heuristics", 3, "heuristics"),
     ("evolve.search", 4, "search"),
     ("evolve.sim", 4, "sim"),
     ("evolve.report", 5, "report"),
     ("evolve.export", 5, "export"),
-    ("evolve.cli", 6, "cli"),
-    ("evolve.api", 6, "api"),
-    ("evolve.__main__", 7, "evolve.__main__"),
-    ("evolve.docs", 7, "evolve.docs"),
-    ("generate_data", 7, "generate_data"),
-    ("benchmark", 7, "benchmark"),
+    ("evolve.cli", 7, "cli"),
+    ("evolve.api", 7, "api"),
+    ("evolve.__main__", 8, "evolve.__main__"),
+    ("evolve.docs", 8, "evolve.docs"),
+    ("generate_data", 8, "generate_data"),
+    ("benchmark", 8, "benchmark"),
+)
+#: The modules of a kind's package (``evolve.kinds.<kind>.<module>``), by the prefix of the module's name:
+#: (prefix, floor, group). The package's ``__init__`` (the kind's descriptor) is on the floor of ``evolve.kinds``.
+KIND_LAYERS: tuple[tuple[str, int, str], ...] = (
+    ("eval_", 3, "eval"), ("search_", 4, "search"), ("report_", 5, "report"), ("export_", 5, "export"),
+    ("plugin", 6, "plugins"),
 )
 #: Package ``evolve`` itself (its ``__init__``): the floor of its lowest subpackage.
 PACKAGE_FLOORS: dict[str, tuple[int, str]] = {"evolve": (1, "evolve")}
 #: Imports between different groups of one floor that are allowed: (importer group, imported group).
-SIBLINGS: frozenset[tuple[str, str]] = frozenset({("cli", "api")})
+SIBLINGS: frozenset[tuple[str, str]] = frozenset({("cli", "api"), ("kinds", "gp")})
 #: Where ``click`` may be imported (module prefixes).
 CLICK_ALLOWED: tuple[str, ...] = ("evolve.cli", *SCRIPTS)
 
@@ -168,6 +181,9 @@ def floor_of(module: str) -> tuple[int, str] | None:
     """(floor, group) of a module, or None when no floor covers it."""
     if module in PACKAGE_FLOORS:
         return PACKAGE_FLOORS[module]
+    parts = module.split(".")
+    if parts[:2] == ["evolve", "kinds"] and len(parts) == 4 and _is_package(".".join(parts[:3])):
+        return next(((floor, group) for prefix, floor, group in KIND_LAYERS if parts[3].startswith(prefix)), None)
     for prefix, floor, group in FLOORS:
         if module == prefix or module.startswith(prefix + "."):
             return floor, group

@@ -12,8 +12,8 @@ from evolve.errors import InputError
 from evolve.eval.block_verification import block_verification_metrics
 from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import EvalData, evaluate, split_target_calls, thresholds
-from evolve.eval.relaxed_block import attach, relaxed_metrics
-from evolve.eval.verify_length import (BLOCK_VERIFIER, STANDARD_VERIFIER, LengthPopulationEvaluator, LengthVerifier,
+from evolve.kinds.relaxation.eval_block import attach, relaxed_metrics
+from evolve.kinds.verify_length.eval_policy import (BLOCK_VERIFIER, STANDARD_VERIFIER, LengthPopulationEvaluator, LengthVerifier,
                                        competitors, fixed_gamma_values, policy_metrics)
 from evolve.gp.compiler import compile_expression
 from evolve.search.algorithms import search
@@ -57,7 +57,7 @@ def test_a_fixed_length_under_each_verifier_is_that_verifiers_block_metrics(spli
                                        gamma, 0.0)
     m = policy_metrics(v, data, 5, DEFAULT_COSTS, BLOCK_VERIFIER)
     assert m.tokens_per_call == pytest.approx(block.tokens_per_call, rel=1e-12) and m.tv_per_token == 0.0
-    from evolve.eval.relaxed_block import relaxed_of
+    from evolve.kinds.relaxation.eval_block import relaxed_of
     w = thresholds(RELAX, data)
     relaxed = relaxed_metrics(w, relaxed_of(data), gamma)
     m = policy_metrics(v, data, 5, DEFAULT_COSTS, LengthVerifier("relax", RELAX, block=True, lossless=False))
@@ -166,7 +166,7 @@ def test_the_policy_scorer_refuses_block_verification_without_its_column(splits)
 def test_policy_values_of_a_compiled_program_are_thresholds(splits):
     """The scorer reads a program as the evaluator does (one code path)."""
     data = splits["valid"]
-    from evolve.eval.verify_length import decision_data
+    from evolve.kinds.verify_length.eval_policy import decision_data
     expr = "sub(draft_top_prob, 0.6)"
     v = thresholds(compile_expression(expr), decision_data(data))
     assert LengthPopulationEvaluator(data, gamma=5, costs=CPU, verifier=BLOCK_VERIFIER).evaluate([expr])[0] == \
@@ -178,13 +178,13 @@ def test_an_exported_policy_names_its_verifier():
     from evolve.export.exporter import TARGETS, layout
 
     policy = Rule("p", expression="sub(2.5, draft_index)", kind="verify-length", verifier="block_verification")
-    text = TARGETS["numpy"](policy.name, policy.nodes, "test", layout(policy))
+    text = TARGETS["numpy"](policy.name, policy.nodes, layout(policy), "test")
     namespace: dict = {}
     exec(compile(text, "exported", "exec"), namespace)  # noqa: S102 - the module the exporter wrote
     assert namespace["VERIFIER"] == "block_verification" and "VERIFIER names" in namespace["__doc__"]
     plain = Rule("q", expression="sub(2.5, draft_index)", kind="verify-length")
     namespace = {}
-    exec(compile(TARGETS["numpy"](plain.name, plain.nodes, "test", layout(plain)), "exported", "exec"), namespace)
+    exec(compile(TARGETS["numpy"](plain.name, plain.nodes, layout(plain), "test"), "exported", "exec"), namespace)
     assert namespace["VERIFIER"] == "standard_rejection"
 
 

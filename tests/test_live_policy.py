@@ -17,7 +17,7 @@ pytest.importorskip("transformers")
 
 from evolve.eval.costs import Costs  # noqa: E402
 from evolve.eval.evaluator import EvalData  # noqa: E402
-from evolve.eval.verify_length import decision_data  # noqa: E402
+from evolve.kinds.verify_length.eval_policy import decision_data  # noqa: E402
 from evolve.gp.primitives import FEATURES  # noqa: E402
 from evolve.report.live import KEYS, resolve_rules, run_live  # noqa: E402
 from evolve.sim.live import (POLICY_AVAILABLE, LengthPolicy, autoregressive_text, policy_features,  # noqa: E402

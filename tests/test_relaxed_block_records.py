@@ -1,4 +1,4 @@
-"""Relaxed block verification from records (evolve/eval/relaxed_block.py) against brute force.
+"""Relaxed block verification from records (evolve/kinds/relaxation/eval_block.py) against brute force.
 
 * ``block_residual_phi``: the grid values equal sum_x max(0, a p(x) - q(x)) computed directly, the
   interpolation never falls below phi and stays within the chord bound, the vocab model's column is
@@ -22,10 +22,10 @@ from evolve.traces.synth.block_columns import PHI_ERROR_BOUND, PHI_POINTS, block
 from evolve.traces.synth.vocab_model import VocabModelConfig, block_distributions, generate_split
 from evolve.eval.block_verification import block_verification_tokens
 from evolve.eval.evaluator import EvalData
-from evolve.eval.relaxed_block import (
+from evolve.kinds.relaxation.eval_block import (
     N_CARRY, N_RELAXED, RelaxedCount, attach, close_block, phi_at, reduce_relaxed, relaxed_counts, relaxed_metrics,
 )
-from evolve.eval.relaxed_population import evaluate_relaxed, weight_thresholds
+from evolve.kinds.relaxation.eval_population import evaluate_relaxed, weight_thresholds
 from evolve.gp.compiler import compile_nodes, parse
 
 CFG = VocabModelConfig(vocab_size=64, avg_length=20, gamma=4)

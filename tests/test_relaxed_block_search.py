@@ -2,7 +2,7 @@
 
 * a small run writes a front of weights w(features) that read prefix-level features only, is seeded
   with lossless block verification (w = 0) and the fixed-w family, and its front's objectives are
-  the record scorer's (evolve/eval/relaxed_block.py) values on train;
+  the record scorer's (evolve/kinds/relaxation/eval_block.py) values on train;
 * ``benchmark.py pareto --run`` shows that front as ``evolved_relaxed_block`` beside block
   verification, the fixed-w family and the per-token curves, with a verdict per budget;
 * bad settings are refused with one line naming the option.
@@ -19,8 +19,8 @@ from evolve.errors import InputError
 from evolve.traces.io import load_split
 from evolve.cli.evolve import cli
 from evolve.eval.evaluator import EvalData
-from evolve.gp.kinds import TOKEN_FEATURES
-from evolve.eval.relaxed_population import evaluate_relaxed
+from evolve.kinds.base import TOKEN_FEATURES
+from evolve.kinds.relaxation.eval_population import evaluate_relaxed
 from evolve.gp.compiler import parse
 from evolve.search.config import resolve, resolve_features
 

@@ -1,4 +1,4 @@
-"""Level features of tree shapes (``level_cumprob``, ``level_rank``; evolve/eval/tree_shape.py) against a brute force.
+"""Level features of tree shapes (``level_cumprob``, ``level_rank``; evolve/kinds/tree_shape/eval_shape.py) against a brute force.
 
 A shape reading them is evaluated level by level: the nodes it keeps at one depth of one tree form the level,
 ``level_cumprob`` is their largest draft_cumprob and ``level_rank`` a node's rank among them by draft_cumprob
@@ -12,12 +12,12 @@ import pytest
 from evolve.errors import InputError
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import lowered_program
-from evolve.eval.tree_population import TreeShapePopulationEvaluator
-from evolve.eval.tree_competitors import (
+from evolve.kinds.tree_shape.eval_population import TreeShapePopulationEvaluator
+from evolve.kinds.tree_shape.eval_competitors import (
     competitors, eagle2_topk_expression, eagle2_topk_values, fixed_width_values, shape_expressions,
 )
-from evolve.eval.tree_levels import program_values, reads_levels
-from evolve.eval.tree_shape import shape_data, shape_metrics
+from evolve.kinds.tree_shape.eval_levels import program_values, reads_levels
+from evolve.kinds.tree_shape.eval_shape import shape_data, shape_metrics
 from evolve.gp.compiler import compile_expression
 from evolve.traces.trees import trees_from_frame
 from tree_helpers import random_tree, tree_frame
@@ -129,14 +129,14 @@ def test_a_binding_node_budget_is_refused_for_level_features(forest):
 
 def test_an_exported_shape_applied_level_by_level_gives_the_scored_counts(forest):
     from evolve.export.exporter import TARGETS, layout
-    from evolve.eval.tree_levels import shape_values
+    from evolve.kinds.tree_shape.eval_levels import shape_values
     from evolve.gp.primitives import FEATURES
     from heuristics.contract import Rule
 
     data = forest
     rule = Rule("ranked", expression=RANKED, kind="tree-shape")
     module: dict = {}
-    exec(compile(TARGETS["numpy"](rule.name, rule.nodes, "test", layout(rule)), "<exported>", "exec"), module)
+    exec(compile(TARGETS["numpy"](rule.name, rule.nodes, layout(rule), "test"), "<exported>", "exec"), module)
     assert {"level_cumprob", "level_rank"} <= set(module["COLUMNS"])
     rows = {f: data.decisions.feature_rows[FEATURES.index(f)] for f in module["COLUMNS"]}
     counts = shape_values(data, lambda X, _: module["tree_children"](**{f: X[r] for f, r in rows.items()}), True)

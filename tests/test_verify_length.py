@@ -9,7 +9,7 @@ import pytest
 from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs, costs_from_dict, load_costs
 from evolve.eval.evaluator import EvalData, evaluate
-from evolve.eval.verify_length import (
+from evolve.kinds.verify_length.eval_policy import (
     LengthPopulationEvaluator, competitors, decision_data, fixed_gamma_values, length_oracle, policy_metrics,
 )
 from evolve.gp.compiler import compile_expression
@@ -218,7 +218,7 @@ def test_position_weighting_by_hand():
     """The two blocks of test_one_block_by_hand: under position weighting each block stands for the positions its
     harvest call covered in expectation (1 + 0.5 + 0.5 + 0.25 = 2.25 and 1 + 1 + 1 + 0.1 = 3.1), and a policy's
     call there costs seconds / tokens per position."""
-    from evolve.eval.verify_length import block_cover
+    from evolve.kinds.verify_length.eval_policy import block_cover
     q = np.array([0.5, 0.8, 0.9, 0.6, 0.3, 0.7])
     p = np.array([0.25, 0.8, 0.45, 0.6, 0.6, 0.07])
     r = np.minimum(1.0, p / q)
@@ -249,7 +249,7 @@ def test_position_weighting_everywhere(splits, costs):
     """Scorer, policy_metrics and competitors agree under position weighting; the oracle is each block's best
     ratio and bounds every competitor."""
     from evolve.eval.evaluator import thresholds
-    from evolve.eval.verify_length import block_cover
+    from evolve.kinds.verify_length.eval_policy import block_cover
     data = splits["valid"]
     dd = decision_data(data)
     expr = "sub(draft_cumprob, 0.3)"

@@ -22,7 +22,7 @@ import click
 
 from evolve.cli.errors import EXIT_INTERRUPTED, CliGroup
 from evolve.cli.export import export
-from evolve.cli.types import CommaList
+from evolve.cli.types import CommaList, LiveChoice
 from evolve.search.config import DEFAULTS
 
 #: Expressions larger than this are shown without sympy (building nested Piecewise terms alone
@@ -94,7 +94,8 @@ def _setting_options(fn):
 
     for name in reversed(RUN_OPTIONS):
         s = setting_of(name)
-        kind = click.Choice(s.choices) if s.choices else {int: int, float: float}.get(s.type, str)
+        kind = (LiveChoice(lambda field=name: setting_of(field).choices) if s.choices
+                else {int: int, float: float}.get(s.type, str))
         callback = None
         if s.type is tuple:  # a comma-separated list (features), or the one word "auto"
             kind, callback = CommaList(str), _auto_or_list

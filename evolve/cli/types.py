@@ -8,9 +8,27 @@ refused by click as one line naming the option and the first bad item, e.g.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import click
+
+
+class LiveChoice(click.Choice):
+    """A :class:`click.Choice` whose choices are read each time they are needed, so that a kind of program or
+    an objective registered after the command was built (:func:`evolve.kinds.registry.register_kind`,
+    :func:`evolve.eval.objectives.register_objective`) is accepted too."""
+
+    def __init__(self, choices_of: Callable[[], Sequence[str]]):
+        self._choices_of = choices_of
+        super().__init__(tuple(choices_of()))
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self._choices_of())
+
+    @choices.setter
+    def choices(self, value) -> None:  # click.Choice.__init__ assigns them; they are read live instead
+        pass
 
 
 class CommaList(click.ParamType):

@@ -48,7 +48,7 @@ from evolve.errors import InputError
 from evolve.traces.io import Traces
 from evolve.traces.schema import standard_threshold
 from evolve.gp.compiler import Program
-from evolve.gp.kinds import THRESHOLD
+from evolve.kinds.threshold import THRESHOLD
 from evolve.eval.function_rules import function_thresholds, function_thresholds_extra
 from evolve.eval.kernels import derive_row
 from evolve.eval.layouts import N_COUNTS, N_FITNESS_COUNTS, Count
@@ -455,8 +455,8 @@ def evaluate(rule, data: EvalData, fitness: AcceptanceQualityFitness = Acceptanc
     Raises: InputError if the rule needs a column the split lacks, for a
     gamma below 1 or above the split's block length (:func:`check_gamma`), for
     a negative or non-finite cost_ratio when gamma is given, or for a rule whose
-    kind of program is not a per-token threshold (:mod:`evolve.gp.kinds`; a
-    relaxation weight is scored by :mod:`evolve.eval.relaxed_population`).
+    kind of program is not a per-token threshold (:mod:`evolve.kinds.registry`; a
+    relaxation weight is scored by :mod:`evolve.kinds.relaxation.eval_population`).
     """
     kind = getattr(rule, "program_kind", THRESHOLD)
     if kind is not THRESHOLD:

@@ -38,7 +38,7 @@ The objective registry
     ``tokens_per_second`` (within ``tv_budget`` when a lossy rule verifies the drafts:
     :func:`tokens_per_second_at_tv`) and ``pareto_tokens_per_second`` (NSGA-II over tokens per second
     within ``tv_cap``, TV per token and size). An objective says which kinds of program
-    it scores (:mod:`evolve.gp.kinds`), whether it needs the block metrics, how it turns one
+    it scores (:mod:`evolve.kinds.registry`), whether it needs the block metrics, how it turns one
     program's train metrics into DEAP fitness values, and what the champion selection reads on
     valid. :func:`register_objective` adds one from Python, as gplearn's ``make_fitness`` does
     (docs/api.md); every part of the search reads the objective object, never its name.
@@ -52,7 +52,7 @@ from typing import Any, Callable
 from evolve.errors import InputError
 from evolve.eval.costs import concurrent_tokens_per_second
 from evolve.eval.evaluator import Metrics
-from evolve.gp.kinds import RELAXATION, THRESHOLD, TREE_SHAPE, VERIFY_LENGTH
+from evolve.kinds.base import ProgramKind
 
 #: Default draft length gamma of the block objectives.
 DEFAULT_GAMMA = 5
@@ -187,7 +187,9 @@ class Objective:
             ``size`` nodes (several for a multi-objective run); None: ``(score(metrics, cfg),)``.
         weights: DEAP fitness weights (+1 maximise, -1 minimise); more than one value runs NSGA-II
             (Deb et al. 2002) and keeps the final front.
-        kinds: names of the kinds of program it scores (:data:`evolve.gp.kinds.KINDS`).
+        kinds: names of kinds of program it scores besides those that list it (a built-in kind lists the
+            objectives that score it, :attr:`evolve.kinds.base.ProgramKind.objectives`, and the built-in objectives
+            list none; :func:`scores_kind`). A user's objective scores thresholds unless it says otherwise.
         needs_blocks: it reads the block metrics (tokens per call, TV per token): the data needs
             ``draft_index`` and the run's ``gamma`` applies.
         margin: ``margin(metrics, cfg) -> float`` for objectives with a quality floor: the
@@ -270,28 +272,26 @@ def _pareto_tokens_per_second(metrics: Any, size: int, cfg: Any) -> tuple[float,
     return speed, (math.inf if math.isnan(tv) else tv), float(size)
 
 
-BLOCK_KINDS: tuple[str, ...] = (THRESHOLD.name, RELAXATION.name)
-
 #: The registered objectives by name (:func:`register_objective` adds more).
 OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective("acceptance_quality", "acceptance rate times quality score (half the quality score below the "
-              "quality floor), on the sampled accept/reject outcomes", _quality_score, worst=(0.0,),
+              "quality floor), on the sampled accept/reject outcomes", _quality_score, worst=(0.0,), kinds=(),
               margin=lambda m, cfg: quality_margin(m, cfg.acceptance_quality_fitness())),
     Objective("expected", "the acceptance-quality fitness in expectation (noise-free)", _expected_score,
-              worst=(0.0,), margin=lambda m, cfg: quality_margin(m, cfg.acceptance_quality_fitness(), True)),
+              worst=(0.0,), kinds=(), margin=lambda m, cfg: quality_margin(m, cfg.acceptance_quality_fitness(), True)),
     Objective("speed_at_tv", "tokens per target call with TV per token <= tv_budget", _speed_score,
-              kinds=BLOCK_KINDS, needs_blocks=True),
+              kinds=(), needs_blocks=True),
     Objective("pareto", "NSGA-II over tokens per call, TV per token and program size (keeps the front; the "
               "champion is the fastest member within tv_budget on valid)", _speed_score, values=_pareto_values,
-              weights=PARETO_WEIGHTS, kinds=BLOCK_KINDS, needs_blocks=True),
+              weights=PARETO_WEIGHTS, kinds=(), needs_blocks=True),
     Objective("tokens_per_second", "expected tokens per second under the run's cost file (the costs setting), "
               "exact from the records; with concurrency R > 1, the throughput of R requests decoded together; "
               "with a lossy verifier (verify_with), within tv_budget; for tree shapes, on the tree tables",
-              _tokens_per_second, kinds=(VERIFY_LENGTH.name, TREE_SHAPE.name), needs_blocks=True, reads_costs=True),
+              _tokens_per_second, kinds=(), needs_blocks=True, reads_costs=True),
     Objective("pareto_tokens_per_second", "NSGA-II over tokens per second (within tv_cap), TV per token and program "
               "size, for a policy whose drafts a lossy rule verifies (verify_with); the champion is the fastest "
               "member within tv_budget on valid", _tokens_per_second, values=_pareto_tokens_per_second,
-              weights=PARETO_WEIGHTS, kinds=(VERIFY_LENGTH.name,), needs_blocks=True, reads_costs=True),
+              weights=PARETO_WEIGHTS, kinds=(), needs_blocks=True, reads_costs=True),
 )}
 
 
@@ -311,6 +311,11 @@ def register_objective(objective: Objective) -> Objective:
     return objective
 
 
+def scores_kind(objective: Objective, kind: ProgramKind) -> bool:
+    """Whether ``objective`` scores runs of ``kind``: the kind lists it, or it lists the kind."""
+    return objective.name in kind.objectives or kind.name in objective.kinds
+
+
 def objective_named(name: Any) -> Objective:
     """The registered objective ``name``. Raises InputError (param ``objective``) for an unknown one."""
     if isinstance(name, Objective):
@@ -323,4 +328,4 @@ def objective_named(name: Any) -> Objective:
 __all__ = ["DEFAULT_GAMMA", "DEFAULT_BUDGET", "DEFAULT_TV_CAP", "DEFAULT_PENALTY", "TV_UNIT", "PARETO_WEIGHTS",
            "PARETO_OBJECTIVES", "speed_at_tv", "speed_at_tv_value", "pareto_values", "block_values",
            "within_budget", "check_budget", "tokens_per_second_at_tv", "WORST", "quality_margin", "Objective", "OBJECTIVES", "register_objective",
-           "objective_named"]
+           "objective_named", "scores_kind"]

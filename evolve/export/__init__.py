@@ -5,7 +5,7 @@ module that imports nothing but ``math`` and numpy (:mod:`evolve.export.numpy_mo
 torch (:mod:`evolve.export.torch_module`) and defines a batched
 ``acceptance_threshold(**columns)``: the rule's threshold for every element of the given
 feature arrays, with the evaluator's exact semantics (protected operators, NaN or
-infinite thresholds -> 0, then clamped to [0, 1]). A relaxation champion (:mod:`evolve.gp.kinds`)
+infinite thresholds -> 0, then clamped to [0, 1]). A relaxation champion (:mod:`evolve.kinds.registry`)
 exports ``relaxation_weight(**columns)`` and ``relaxed_target(target_probs, draft_probs, w)`` instead,
 for block verification against (1 - w) p + w q (Sun et al. 2024, arXiv 2403.10444).
 :mod:`evolve.export.codegen` turns an expression into the straight-line code both targets print

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from evolve.gp.compiler import Node, to_string
-from evolve.gp.kinds import RELAXATION, THRESHOLD, TREE_SHAPE, VERIFY_LENGTH, ProgramKind
+from evolve.kinds.base import ProgramKind
 from evolve.gp.primitives import DIV_EPS, EXP_MAX, FEATURES, LOG_EPS, PRIMITIVE_BY_NAME
 
 
@@ -166,138 +166,19 @@ class Target:
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,80}")
 
 #: The operators' semantics, as every exported module's docstring states them.
-_SEMANTICS = """Semantics, identical to specdec-evolve's evaluator: div(a, b) = a / b if |b| > 1e-9 else 1;
+SEMANTICS = """Semantics, identical to specdec-evolve's evaluator: div(a, b) = a / b if |b| > 1e-9 else 1;
 log(a) = log|a| if |a| > 1e-9 else 0; exp(a) = exp(a) if a <= 50 else exp(50); sqrt(a) =
 sqrt|a|; min, max and if_gt compare with <, > and > (a comparison with NaN is false, so NaN
 takes the else branch)."""
 
 
-def _shown(name: str) -> str:
+def shown(name: str) -> str:
     return f"'{name}'" if _SAFE_NAME.fullmatch(name) else "RULE"
-
-
-def _docstring(name: str, library: str) -> str:
-    return f'''"""Acceptance rule {_shown(name)}, exported for {library} by specdec-evolve (`python -m evolve export`).
-
-Generated; do not edit. Standalone: imports only math and {library}.
-
-acceptance_threshold(**columns) returns tau, float64, one threshold per element of the
-broadcast columns: accept a drafted token x iff u < tau(x) with u ~ U[0, 1). Columns are
-named as in the trace schema (draft_prob = q(x), target_prob = p(x), entropies in nats,
-position and draft_index as numbers, top_token_match as 0/1 or bool, ...); COLUMNS lists
-those this rule reads, others are accepted and only take part in the broadcast.
-
-{_SEMANTICS} The threshold is 0 where it is NaN or infinite, then clamped to [0, 1].
-
-residual_distribution(target_probs, draft_probs, tau) is the distribution to sample from
-after a rejection, norm(max(0, p - q * tau)) over the last axis (the vocabulary), with tau
-this rule's threshold of every token of the vocabulary at that position.
-"""'''
-
-
-def _relaxation_docstring(name: str, library: str) -> str:
-    return f'''"""Relaxation weight {_shown(name)}, exported for {library} by specdec-evolve (`python -m evolve export`).
-
-Generated; do not edit. Standalone: imports only math and {library}.
-
-relaxation_weight(**columns) returns w, float64 in [0, 1], one weight per element of the
-broadcast columns: the weight of relaxed block verification at one drafted position. Its
-columns are prefix-level features of the position, named as in the trace schema (position,
-draft_index, draft_entropy and target_entropy in nats of the whole draft and target
-distributions there, draft_top_prob, target_top_prob, overlap = sum_v min(p(v), q(v)),
-top_token_match as 0/1 or bool); never a feature of the drafted token, so w is a function
-of the prefix. COLUMNS lists those this weight reads, others are accepted and only take part
-in the broadcast.
-
-{_SEMANTICS} The weight is 0 where it is NaN or infinite, then clamped to [0, 1].
-
-relaxed_target(target_probs, draft_probs, w) returns the relaxed target
-p~ = (1 - w) p + w q over the last axis (the vocabulary), float64, with w one weight per
-position (its shape is that of p without the last axis, or broadcasts to it).
-
-How to deploy it: relaxed block verification. For a block of drafted tokens X_1..X_gamma,
-compute w_i = relaxation_weight(...) from position i's prefix-level features and verify the
-block with lossless block verification (Ziteng Sun et al. 2024, "Block verification
-accelerates speculative decoding", arXiv 2403.10444) against p~_i = relaxed_target(p_i, q_i,
-w_i) in place of the target's p_i: block weights min(1, P~_(i-1) p~_i(X_i) / q_i(X_i)),
-residual masses, stopping probabilities and the residual distribution
-norm(max(0, P~_i p~_(i+1) - q_(i+1))) all use p~. After a fully accepted block the bonus token
-is drawn from p itself (w = 0 at the bonus position). Since w does not depend on the drafted
-token, block verification against p~ stays exact for p~ (the mixture target of speculative
-cascades, Narasimhan et al. 2024, arXiv 2405.19261): position i's token follows p~_i, at total
-variation w_i TV(p_i, q_i) = w_i (1 - overlap_i) from p_i. w = 0 everywhere is lossless block
-verification. Do not use w as a per-token acceptance threshold.
-"""'''
-
-
-def _length_docstring(name: str, library: str) -> str:
-    return f'''"""Verification-length policy {_shown(name)}, exported for {library} by specdec-evolve (`python -m evolve export`).
-
-Generated; do not edit. Standalone: imports only math and {library}.
-
-keep_drafting(**columns) returns 1.0 or 0.0 (float64), one per element of the broadcast columns:
-before each draft step, draft one more token where it is 1.0 (the policy's value v > 0), then send every drafted token
-to the target and verify them with the rule VERIFIER names, the one its run used (standard_rejection: the standard
-rule, lossless; block_verification: block verification, lossless; else a rule or relaxation of that name, lossy
-unless it says otherwise). Its columns describe the
-drafter's side of the last drafted token, known before the target is called: draft_prob (its
-probability under the drafter; 1 before the first draft), draft_top_prob (the drafter's largest
-probability there; 1 before the first draft), draft_entropy (nats; 0 before the first draft),
-draft_cumprob (the product of the drafter's probabilities of the tokens drafted so far; 1 before
-the first draft), draft_index (the number of tokens drafted so far) and position (the position
-of the token about to be drafted); with n-gram prompt lookup also lookup_len (the matched n-gram's
-length) and lookup_freq (the share of the earlier occurrences of the matched n-gram, followed by the
-tokens drafted so far, that the token about to be drafted follows), both of the token about to be
-drafted, which a lookup knows before drafting it. COLUMNS lists those this policy reads.
-
-{_SEMANTICS} A NaN value stops drafting. Stop at the engine's longest draft length too. Where it comes from: SpecDec++ (Huang
-et al. 2024, arXiv 2405.19715) stops drafting on a predicted rejection; DSpark's
-confidence-scheduled verification (Cheng et al. 2026, arXiv 2607.05147) sets the verification
-length from the drafter's confidences; this policy was evolved for tokens per second under a
-cost file.
-"""'''
-
-
-def _tree_docstring(name: str, library: str) -> str:
-    return f'''"""Draft-tree shape {_shown(name)}, exported for {library} by specdec-evolve (`python -m evolve export`).
-
-Generated; do not edit. Standalone: imports only math and {library}.
-
-tree_children(**columns) returns, per element of the broadcast columns, how many children to draw at a
-node of a draft tree (float64: ceil(v) where the shape's value v > 0, else 0; NaN gives 0, inf every
-child the engine allows): at the root and at every kept node, before drawing its children, draw that many
-independently (with replacement) from the drafter's distribution there, then verify the tree with
-SpecInfer's recursive rejection sampling (Miao et al. 2024, arXiv 2305.09781), which keeps the output
-distributed as the target's. Never choose the count after seeing those children's tokens. Its columns
-describe the node: draft_prob (the drafter's probability of the node's token; 1 at the root),
-draft_top_prob and draft_entropy (largest probability and entropy, nats, of the drafter's distribution
-the node was drawn from; 1 and 0 at the root), draft_cumprob (the product of the drafter's probabilities
-from the root down to the node; 1 at the root), draft_index (the node's depth, 0 at the root),
-position (tokens generated before the step), and the node's level (the nodes kept at its depth):
-level_cumprob (the largest draft_cumprob there; 1 at the root) and level_rank (the node's rank there by
-draft_cumprob, 0 = the most probable, ties to the node drawn first). COLUMNS lists those this shape
-reads. A shape reading no level column: cap the tree at the engine's node budget and expand nodes best
-first by draft_cumprob (EAGLE-2's order, Li et al. 2024, arXiv 2406.16858), as it was scored. A shape
-reading one: expand level by level (draw the children of every node of a level, then compute the next
-level's columns and counts), with no node budget below the tree it keeps, as it was scored.
-"""'''
-
-
-def _relaxed_target(target: Target) -> str:
-    """``relaxed_target`` for ``target``'s library (one template, the conversions from the backend's row)."""
-    return f'''
-def relaxed_target(target_probs, draft_probs, w):
-    """The relaxed target (1 - w) p + w q over the last axis (float64); w has p's shape without that axis."""
-    p = {target.array("target_probs", None)}
-    q = {target.array("draft_probs", "p")}
-    w = {target.array("w", "p")}[..., None]
-    return (1.0 - w) * p + w * q
-'''
 
 
 @dataclass(frozen=True)
 class Layout:
-    """What differs between the exported modules of two kinds of program (:mod:`evolve.gp.kinds`).
+    """What differs between the exported modules of two kinds of program (:mod:`evolve.kinds.registry`).
 
     ``kind`` the kind; ``value`` the name of the computed value in the module (``tau``, ``w``);
     ``docstring(name, library)`` the module's docstring; ``helpers(target)`` ``_columns``, the
@@ -322,27 +203,6 @@ class Layout:
     children: bool = False
 
 
-#: A per-token acceptance threshold: ``acceptance_threshold`` and ``residual_distribution``.
-THRESHOLD_LAYOUT = Layout(THRESHOLD, "tau", _docstring, lambda target: target.helpers,
-                          "Thresholds tau (float64, the broadcast shape of the columns) of every element; see the "
-                          "module doc.")
-#: A relaxation weight: ``relaxation_weight`` and ``relaxed_target``.
-RELAXATION_LAYOUT = Layout(RELAXATION, "w", _relaxation_docstring,
-                           lambda target: "\n".join([target.columns, target.operators, _relaxed_target(target)]),
-                           "Weights w (float64 in [0, 1], the broadcast shape of the columns) of every element; "
-                           "see the module doc.", (f"KIND = {RELAXATION.name!r}",))
-#: A verification-length policy: ``keep_drafting``.
-LENGTH_LAYOUT = Layout(VERIFY_LENGTH, "v", _length_docstring,
-                       lambda target: "\n".join([target.columns, target.operators]),
-                       "1.0 where the policy drafts one more token (its value > 0), else 0.0; see the module doc.",
-                       (f"KIND = {VERIFY_LENGTH.name!r}",), decision=True, verifier_header=True)
-#: A draft-tree shape: ``tree_children``.
-TREE_LAYOUT = Layout(TREE_SHAPE, "v", lambda name, library: _tree_docstring(name, library),
-                     lambda target: "\n".join([target.columns, target.operators]),
-                     "Children to keep (float64 counts: ceil(v) where the shape's value v > 0, else 0) at every node; "
-                     "see the module doc.", (f"KIND = {TREE_SHAPE.name!r}",), children=True)
-
-
 _CHECK = '''
 
 def _check(x):
@@ -353,14 +213,14 @@ def _check(x):
 '''
 
 
-def render_module(name: str, nodes: list[Node], target: Target, source: str = "",
-                  layout: Layout = THRESHOLD_LAYOUT) -> str:
+def render_module(name: str, nodes: list[Node], target: Target, layout: Layout, source: str = "") -> str:
     """The text of a standalone module computing the program ``nodes`` with ``target``'s library.
 
     Args: ``name`` the rule's name, ``nodes`` its prefix expression, ``source`` where it came
     from (a champion file or "registered rule"); both strings are written as ``repr`` literals.
-    ``layout``: what the program's value is (:data:`THRESHOLD_LAYOUT`, the default, defines
-    ``acceptance_threshold``; :data:`RELAXATION_LAYOUT` ``relaxation_weight`` and ``relaxed_target``).
+    ``layout``: what the program's value is, the kind's own (``export_layout`` of its package in
+    :mod:`evolve.kinds`: a threshold defines ``acceptance_threshold``, a relaxation weight ``relaxation_weight``
+    and ``relaxed_target``, ...).
     """
     line = straight_line(nodes)
     function = layout.kind.function_name
@@ -407,5 +267,5 @@ def render_module(name: str, nodes: list[Node], target: Target, source: str = ""
     return "\n".join(parts)
 
 
-__all__ = ["OPERATORS", "Layout", "LENGTH_LAYOUT", "RELAXATION_LAYOUT", "Step", "StraightLine", "THRESHOLD_LAYOUT", "TREE_LAYOUT", "Target", "call",
+__all__ = ["OPERATORS", "SEMANTICS", "Layout", "Step", "StraightLine", "Target", "call", "shown",
            "render_module", "straight_line"]

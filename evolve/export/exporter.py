@@ -5,8 +5,8 @@
 a registered rule or promoted champion (:func:`heuristics.registry.get_rule`). Only
 expression rules can be exported; a rule given as a Python function has no expression.
 
-What the module defines depends on the rule's kind of program (:mod:`evolve.gp.kinds`), through
-the table :data:`LAYOUTS`: a threshold exports ``acceptance_threshold(**columns)`` and
+What the module defines depends on the rule's kind of program (:mod:`evolve.kinds`), through the
+kind's ``export`` hook (the ``export_layout`` module of its package): a threshold exports ``acceptance_threshold(**columns)`` and
 ``residual_distribution``; a relaxation weight (``python -m evolve run --evolve relaxation``)
 exports ``relaxation_weight(**columns)`` and ``relaxed_target(target_probs, draft_probs, w)``,
 to be used with block verification against (1 - w) p + w q (Sun et al. 2024, arXiv 2403.10444;
@@ -20,19 +20,15 @@ from pathlib import Path
 from typing import Callable
 
 from evolve.errors import InputError
-from evolve.export.codegen import LENGTH_LAYOUT, RELAXATION_LAYOUT, THRESHOLD_LAYOUT, TREE_LAYOUT, Layout
+from evolve.export.codegen import Layout
 from evolve.export.numpy_module import numpy_source
 from evolve.export.torch_module import torch_source
-from evolve.gp.kinds import RELAXATION, THRESHOLD, TREE_SHAPE, VERIFY_LENGTH
 from heuristics.champions import read_champion
 from heuristics.contract import Rule
 from heuristics.registry import get_rule
 
-#: Export targets: name -> function (rule name, prefix nodes, source text, layout) -> module text.
+#: Export targets: name -> function (rule name, prefix nodes, layout, source text) -> module text.
 TARGETS: dict[str, Callable] = {"numpy": numpy_source, "torch": torch_source}
-#: What the exported module of a rule of each kind of program defines, by kind name.
-LAYOUTS: dict[str, Layout] = {THRESHOLD.name: THRESHOLD_LAYOUT, RELAXATION.name: RELAXATION_LAYOUT,
-                              VERIFY_LENGTH.name: LENGTH_LAYOUT, TREE_SHAPE.name: TREE_LAYOUT}
 
 
 def resolve_rule(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:
@@ -54,14 +50,11 @@ def resolve_rule(spec: str, champions_dir: str | os.PathLike | None = None) -> t
 
 
 def layout(rule: Rule) -> Layout:
-    """The :class:`evolve.export.codegen.Layout` of ``rule``'s kind (:data:`LAYOUTS`).
+    """The :class:`evolve.export.codegen.Layout` of ``rule``'s kind (its ``export`` hook).
 
-    Raises: InputError (:meth:`evolve.gp.kinds.ProgramKind.refuse`) for a kind that cannot be exported.
+    Raises: InputError (:meth:`evolve.kinds.registry.ProgramKind.refuse`) for a kind that cannot be exported.
     """
-    kind = rule.program_kind
-    found = LAYOUTS.get(kind.name)
-    if found is None:
-        raise kind.refuse("python -m evolve export", f"rule '{rule.name}'")
+    found = rule.program_kind.hook("export", "python -m evolve export", f"rule '{rule.name}'")
     if found.verifier_header:  # the verifier its run used (the standard rule without one)
         return dataclasses.replace(found, header=(*found.header, f"VERIFIER = {rule.verifier or 'standard_rejection'!r}"))
     return found
@@ -76,7 +69,7 @@ def export_source(spec: str, target: str, champions_dir: str | os.PathLike | Non
     if target not in TARGETS:
         raise InputError(f"unknown export target '{target}' (choose from {', '.join(TARGETS)})")
     rule, source = resolve_rule(spec, champions_dir)
-    return rule, TARGETS[target](rule.name, rule.nodes, source, layout(rule))
+    return rule, TARGETS[target](rule.name, rule.nodes, layout(rule), source)
 
 
-__all__ = ["LAYOUTS", "TARGETS", "export_source", "layout", "resolve_rule"]
+__all__ = ["TARGETS", "export_source", "layout", "resolve_rule"]

@@ -8,7 +8,7 @@ instead of raising. This module holds numpy's row of the per-backend table (:dat
 """
 from __future__ import annotations
 
-from evolve.export.codegen import THRESHOLD_LAYOUT, Layout, Target, render_module
+from evolve.export.codegen import Layout, Target, render_module
 from evolve.gp.compiler import Node
 
 COLUMNS = '''
@@ -42,10 +42,10 @@ TARGET = Target(
 )
 
 
-def numpy_source(name: str, nodes: list[Node], source: str = "", layout: Layout = THRESHOLD_LAYOUT) -> str:
+def numpy_source(name: str, nodes: list[Node], layout: Layout, source: str = "") -> str:
     """Text of the standalone numpy module of the program ``nodes`` (see :func:`evolve.export.codegen.render_module`;
     ``layout`` says its kind, default a threshold)."""
-    return render_module(name, nodes, TARGET, source, layout)
+    return render_module(name, nodes, TARGET, layout, source)
 
 
 __all__ = ["TARGET", "numpy_source"]

@@ -40,13 +40,13 @@ OPTIONAL_FEATURES: tuple[str, ...] = ("draft_index", "draft_top_prob", "target_t
 #: Features computed from the records rather than read from a column: ``draft_cumprob``, the product of
 #: the drafter's probabilities of the block's drafted tokens up to and including the token a feature row
 #: describes (in a verification-length policy's decision row, the last drafted token: the survival
-#: estimate of the drafted prefix, :mod:`evolve.eval.verify_length`).
+#: estimate of the drafted prefix, :mod:`evolve.kinds.verify_length.eval_policy`).
 DERIVED_FEATURES: tuple[str, ...] = ("draft_cumprob",)
 #: Optional schema columns of n-gram prompt lookup only (:data:`evolve.traces.schema.LOOKUP_COLUMNS`): the
 #: matched n-gram's length and the empirical frequency of the drafted continuation (:mod:`evolve.engine.ngram`).
 LOOKUP_FEATURES: tuple[str, ...] = LOOKUP_COLUMNS
 #: Features of a draft tree's level (the kept nodes at one depth of one tree), for a tree-shape program only
-#: (:mod:`evolve.eval.tree_levels`): ``level_cumprob``, the largest ``draft_cumprob`` at the node's level, and
+#: (:mod:`evolve.kinds.tree_shape.eval_levels`): ``level_cumprob``, the largest ``draft_cumprob`` at the node's level, and
 #: ``level_rank``, the node's rank there by ``draft_cumprob`` (0 = the most probable; EAGLE-2's per-depth top-k).
 LEVEL_FEATURES: tuple[str, ...] = ("level_cumprob", "level_rank")
 #: All features; a program's FEATURE opcode indexes this tuple.

@@ -25,12 +25,12 @@ run (not counted) loads the compiled kernels first. Per rule (JSON keys of :data
   evaluator's tokens per call on the live blocks (it does not sample the accept/reject draws, so
   it separates rules with fewer calls).
 
-A relaxation champion (a program of kind ``relaxation``, :mod:`evolve.gp.kinds`: the weight w of relaxed
+A relaxation champion (a program of kind ``relaxation``, :mod:`evolve.kinds.registry`: the weight w of relaxed
 block verification) decodes by block verification against (1 - w) p + w q at each drafted position
 (:func:`evolve.sim.live.live_block_verified`); its tv_per_token is the expected sum of w_d TV(p_d, q_d)
-over the emitted positions per emitted token, as :mod:`evolve.eval.relaxed_block` scores it from
+over the emitted positions per emitted token, as :mod:`evolve.kinds.relaxation.eval_block` scores it from
 records, and its expected_tokens_per_call is 1 + E[n] given the drafts. ``block_verification`` is the
-same with w = 0. The dispatch on the kind is :data:`KIND_DECODERS`.
+same with w = 0. The dispatch on the kind is the kind's ``live`` hook.
 
 With ``data_dir`` and ``split`` only the prompts a harvested dataset put in that split are decoded
 (:func:`split_prompts`; e.g. the held-out test prompts of the dataset a champion was evolved on),
@@ -57,11 +57,9 @@ from evolve.traces.io import load_metadata
 from evolve.report.compare.table import champion_from_file
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.rules import rule_named
-from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
-from evolve.sim.live import (BLOCK_VERIFICATION, BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text,
-                             rule_features, speculative_text)
+from evolve.sim.live import (BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text,
+                             speculative_text)
 from heuristics.contract import Rule
-from heuristics.verifiers import verifier_parts
 
 FORMATS: tuple[str, ...] = ("table", "json")
 #: Keys of a row (the JSON output's objects, in this order).
@@ -82,40 +80,8 @@ class LiveReport:
     counts: list[LiveCounts] = field(default_factory=list)
 
 
-def _threshold_decoder(rule: Rule) -> Rule:
-    """A threshold rule decodes token by token (:func:`evolve.sim.live.live_block`)."""
-    rule_features(rule)
-    return rule
-
-
-def _length_decoder(rule: Rule) -> LengthPolicy:
-    """A verification-length policy decides live how many tokens to draft, one draft step at a time
-    (:func:`evolve.sim.live.policy_keep`); the drafts are verified by the verifier of its run (``rule.verifier``:
-    :func:`heuristics.verifiers.verifier_parts`; the standard rule without one), itself decoded as
-    :func:`decoder` decodes that rule."""
-    _, verifier, block = verifier_parts(rule.verifier)
-    if verifier is None:
-        return LengthPolicy(rule.name, rule, BLOCK_VERIFICATION if block else None)
-    return LengthPolicy(rule.name, rule, decoder(verifier))
-
-
-def _relaxation_decoder(rule: Rule) -> BlockVerifier:
-    """A relaxation rule (the weight w) decodes by relaxed block verification against (1 - w) p + w q
-    (:func:`evolve.sim.live.live_block_verified`), in a row named after the rule."""
-    rule_features(rule)
-    return BlockVerifier(rule.name, relaxation=rule)
-
-
-#: What live decoding runs for a rule of each kind of program (:mod:`evolve.gp.kinds`), by kind name.
-KIND_DECODERS: dict[str, Callable[[Rule], Rule | BlockVerifier]] = {
-    THRESHOLD.name: _threshold_decoder,
-    RELAXATION.name: _relaxation_decoder,
-    VERIFY_LENGTH.name: _length_decoder,
-}
-
-
 def decoder(rule: Rule | BlockVerifier) -> Rule | BlockVerifier:
-    """What :func:`evolve.sim.live.speculative_text` runs for ``rule`` (:data:`KIND_DECODERS`; a
+    """What :func:`evolve.sim.live.speculative_text` runs for ``rule`` (the ``live`` hook of its kind; a
     :class:`BlockVerifier` as it is).
 
     Raises: InputError for a kind live decoding cannot run, or a rule reading a feature live
@@ -123,10 +89,7 @@ def decoder(rule: Rule | BlockVerifier) -> Rule | BlockVerifier:
     """
     if isinstance(rule, (BlockVerifier, LengthPolicy)):
         return rule
-    kind = rule.program_kind
-    handler = KIND_DECODERS.get(kind.name)
-    if handler is None:
-        raise kind.refuse("python benchmark.py live", f"rule '{rule.name}'")
+    handler = rule.program_kind.hook("live", "python benchmark.py live", f"rule '{rule.name}'")
     return handler(rule)
 
 
@@ -318,5 +281,5 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     return report, text
 
 
-__all__ = ["FORMATS", "KEYS", "KIND_DECODERS", "LiveOptions", "LiveReport", "decoder", "format_json", "format_table",
+__all__ = ["FORMATS", "KEYS", "LiveOptions", "LiveReport", "decoder", "format_json", "format_table",
            "live_command", "resolve_rules", "run_live", "split_prompts"]

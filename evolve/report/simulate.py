@@ -48,7 +48,7 @@ analytic_tokens_per_call is the blocks' expected tokens given the drafts under
 that verification, and for FLy tv_expected and tv_empirical count deferred
 acceptances (expected and realized) per emitted token.
 
-Rules of another kind (:mod:`evolve.gp.kinds`; the dispatch is :data:`KIND_PLANS`): a relaxation
+Rules of another kind (:mod:`evolve.kinds`; the dispatch is the kind's ``simulate`` hook): a relaxation
 champion (``--champion FILE`` or the ``--rule`` name of a promoted one; the weight w of relaxed block
 verification) runs as ``--verify block --relaxation EXPR`` with the standard rule underneath and EXPR
 the champion's expression, in rows named after it (``verification`` block, ``relaxation`` EXPR);
@@ -79,7 +79,6 @@ import numpy as np
 
 from evolve.eval.costs import load_costs
 from evolve.errors import InputError
-from evolve.gp.kinds import RELAXATION, THRESHOLD
 from evolve.report.options import naming_param
 from evolve.report.rules import rule_named
 from evolve.report.output import check_output, resolve_format, write_outputs
@@ -89,7 +88,6 @@ from evolve.sim.decoding import (
     DAMAGE_DRAWS,
     check_cost_ratio,
     check_gamma_range,
-    check_verification,
     context_damage,
     is_standard,
     rule_program,
@@ -157,63 +155,31 @@ class SweepPlan:
     title: str = ""
 
 
-def _verification(o: "SimulateOptions", gamma: int, verify: str | None = None, relaxation: str | None = None):
+def options_verification(o: "SimulateOptions", gamma: int, verify: str | None = None, relaxation: str | None = None):
     """:func:`resolve_verification` of the options (``verify`` and ``relaxation`` in place of theirs)."""
     return resolve_verification(verify or o.verify or "token", o.fly_window, o.fly_threshold, o.fly_top_k, gamma,
                                 relaxation)
 
 
-def _block_only(what: str, o: "SimulateOptions") -> None:
+def block_only(what: str, o: "SimulateOptions") -> None:
     """Refuse ``--verify token|fly`` for ``what``, which runs as block verification."""
     if o.verify not in (None, "block"):
         raise InputError(f"{what} runs as block verification; verification '{o.verify}' does not apply",
                          param="verify")
 
 
-def _threshold_plan(rule, o: "SimulateOptions", gamma: int) -> SweepPlan:
-    """A threshold rule: the chain under ``--verify`` (default token-wise), ``--relaxation`` with ``block``."""
-    verification = _verification(o, gamma, relaxation=o.relaxation)
-    naming_param("verify", check_verification, verification, rule, gamma)
-    return SweepPlan(rule, verification, rule.name)
-
-
-def _relaxation_plan(rule, o: "SimulateOptions", gamma: int) -> SweepPlan:
-    """A relaxation rule (the weight w of a relaxation champion): block verification against (1 - w) p + w q
-    with the standard rule underneath, w = the rule's expression; ``--verify token|fly`` and
-    ``--relaxation`` are refused (the champion is the relaxation)."""
-    from heuristics.contract import STANDARD_RULE
-    what = f"rule '{rule.name}' (a relaxation weight w)"
-    _block_only(what, o)
-    if o.relaxation is not None:
-        raise InputError(f"{what} is the relaxation itself; give no other relaxation with it "
-                         f"(value {o.relaxation!r})", param="relaxation")
-    _verification(o, gamma, verify="block")  # FLy options are refused as for --verify block
-    verification = naming_param("champion" if o.champion is not None else "rule_name",
-                                Verification("block", relaxation=rule.expression).check, gamma)
-    return SweepPlan(STANDARD_RULE, verification, rule.name,
-                     f"relaxation champion {rule.name}: block verification against (1 - w) p + w q, "
-                     f"w = {rule.expression}")
-
-
 def _verifier_plan(verifier: BlockVerifier, o: "SimulateOptions", gamma: int) -> SweepPlan:
     """``--rule block_verification``: ``--verify block`` with the standard rule (``--relaxation`` allowed)."""
     from heuristics.contract import STANDARD_RULE
-    _block_only(f"rule '{verifier.name}'", o)
-    verification = _verification(o, gamma, verify="block", relaxation=o.relaxation)
+    block_only(f"rule '{verifier.name}'", o)
+    verification = options_verification(o, gamma, verify="block", relaxation=o.relaxation)
     return SweepPlan(STANDARD_RULE, verification, verifier.name, "lossless block verification, Sun et al. 2024"
                      if verification.relaxation is None else "")
 
 
-#: How the length sweep runs a rule of each kind of program (:mod:`evolve.gp.kinds`), by kind name.
-KIND_PLANS = {
-    THRESHOLD.name: _threshold_plan,
-    RELAXATION.name: _relaxation_plan,
-}
-
-
 def plan_sweep(rule, options: "SimulateOptions", gamma: int) -> SweepPlan:
     """The :class:`SweepPlan` of ``rule`` (from :func:`resolve_rule`) with the verification ``options``:
-    by the rule's kind (:data:`KIND_PLANS`); the verifier ``block_verification`` as ``--verify block``.
+    by the rule's kind (its ``simulate`` hook); the verifier ``block_verification`` as ``--verify block``.
 
     Raises: InputError naming the parameter: a verification the rule cannot take (``--verify block`` or
     ``fly`` with a rule other than the standard one; ``--verify token|fly`` or ``--relaxation`` with a
@@ -221,10 +187,7 @@ def plan_sweep(rule, options: "SimulateOptions", gamma: int) -> SweepPlan:
     """
     if isinstance(rule, BlockVerifier):
         return _verifier_plan(rule, options, gamma)
-    kind = rule.program_kind
-    handler = KIND_PLANS.get(kind.name)
-    if handler is None:
-        raise kind.refuse("python benchmark.py simulate", f"rule '{rule.name}'")
+    handler = rule.program_kind.hook("simulate", "python benchmark.py simulate", f"rule '{rule.name}'")
     return handler(rule, options, gamma)
 
 
@@ -528,7 +491,7 @@ def simulate_command(options: SimulateOptions = SimulateOptions()) -> tuple[Simu
     gamma = check_gamma_range(o.gamma)
     cost_ratio = check_cost_ratio(o.cost_ratio)
     if o.trees:
-        verification = _verification(o, gamma, relaxation=o.relaxation)
+        verification = options_verification(o, gamma, relaxation=o.relaxation)
     else:
         plan = plan_sweep(resolve_rule(o.rule_name, o.champion), o, gamma)
         verification = plan.verification

@@ -5,20 +5,20 @@ For each split asked for, from ``DIR/{split}.trees.parquet`` (:mod:`evolve.trace
 * ``specinfer`` and ``traversal``: every harvested tree verified whole, by SpecInfer's recursive
   rejection sampling (Miao et al. 2024, arXiv 2305.09781) and by traversal verification (Weng et al.
   2025, arXiv 2505.12398); exact expected tokens computed at harvest from the full distributions;
-* the named shapes of :func:`evolve.eval.tree_competitors.competitors` (``chain``: the first path, whole;
+* the named shapes of :func:`evolve.kinds.tree_shape.eval_competitors.competitors` (``chain``: the first path, whole;
   ``best_chain``, ``fixed_width``, ``eagle2``, ``eagle2_full``, ``eagle2_topk``, ``medusa_static``,
   ``adaptive_width``), their settings tuned on the tuning split (valid by default) by tokens per second,
   verified by SpecInfer;
 * each ``--champion`` of kind ``tree-shape`` (an evolved shape), verified by SpecInfer;
 * each ``--champion`` of kind ``relaxation`` (a weight w evolved on the chains): every harvested tree
   verified by SpecInfer against the mixture (1 - w) p + w q at each context (w rounded down to the
-  grid of the table's ``relaxed_residual_prob``; :func:`evolve.eval.tree_shape.relaxed_accept`), with its
+  grid of the table's ``relaxed_residual_prob``; :func:`evolve.kinds.tree_shape.eval_shape.relaxed_accept`), with its
   exact TV per token, and the ``fixed_w`` row: the largest constant w whose TV per token on the tuning
   split is at most the champion's (an equal-damage comparison).
 
 Every other row is lossless (TV per token 0). Tokens per second and speedup use the cost file (``--costs``;
 the default flat cost model otherwise): a call on n nodes costs a target forward of n + 1 tokens plus
-the drafter's passes (:mod:`evolve.eval.tree_shape`).
+the drafter's passes (:mod:`evolve.kinds.tree_shape.eval_shape`).
 """
 from __future__ import annotations
 
@@ -31,16 +31,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from evolve.eval.costs import Costs, load_costs
-from evolve.eval.evaluator import thresholds
-from evolve.eval.tree_competitors import competitors
-from evolve.eval.tree_levels import program_values
-from evolve.eval.tree_shape import (
-    BOUNDS, ShapeData, ShapeMetrics, require_relaxable, shape_data, shape_metrics, whole_tree_metrics,
+from evolve.kinds.tree_shape.eval_competitors import competitors
+from evolve.kinds.tree_shape.eval_shape import (
+    BOUNDS, ShapeData, ShapeMetrics, shape_data, whole_tree_metrics,
 )
-from evolve.gp.kinds import RELAXATION, TREE_SHAPE
 from evolve.report.bootstrap import group_weights, ratio_interval
 from evolve.report.output import check_output, resolve_format, write_output
-from evolve.traces.trees import RELAX_GRID, load_trees
+from evolve.traces.trees import load_trees
 from heuristics.champions import read_champion
 
 #: Output formats of the command.
@@ -74,7 +71,7 @@ class TreesOptions:
     output: Path | None = None
 
 
-def _row(split: str, name: str, kind: str, setting: str, m: ShapeMetrics,
+def tree_row(split: str, name: str, kind: str, setting: str, m: ShapeMetrics,
          per_tree: np.ndarray | None = None) -> dict[str, Any]:
     """One row; ``per_tree`` float64 (trees, 2), each tree's expected tokens and seconds (None for a bound), is
     kept under ``_per_tree`` for the bootstrap and never written."""
@@ -100,43 +97,9 @@ def _champion_programs(paths: Sequence[Path]) -> list[tuple[str, str, Any]]:
     out = []
     for path in paths:
         champ = read_champion(path)
-        if champ.kind not in TREE_ROWS:
-            raise champ.program_kind.refuse("python benchmark.py trees", str(path))
-        out.append((champion_label(path), champ.kind, champ.rule().program))
+        rows = champ.program_kind.hook("trees", "python benchmark.py trees", str(path))
+        out.append((champion_label(path), rows, champ.rule().program))
     return out
-
-
-def _relaxation_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData,
-                     costs: Costs) -> list[dict[str, Any]]:
-    """The relaxation champion's row (every harvested tree, SpecInfer against the mixture) and the fixed-w row at
-    the largest grid w whose TV per token on ``tune`` is at most the champion's there."""
-    require_relaxable(d)
-    require_relaxable(tune)
-    every = np.full(d.decisions.n, np.inf)
-    trees, fixed_trees = np.zeros((d.trees, 2)), np.zeros((d.trees, 2))
-    m = shape_metrics(every, d, costs, relaxation=thresholds(program, d.contexts), per_tree=trees)
-    budget_tv = shape_metrics(np.full(tune.decisions.n, np.inf), tune, costs,
-                              relaxation=thresholds(program, tune.contexts)).tv_per_token
-    fixed = [w for w in RELAX_GRID
-             if shape_metrics(np.full(tune.decisions.n, np.inf), tune, costs,
-                              relaxation=np.full(tune.decisions.n, w)).tv_per_token <= budget_tv + 1e-15]
-    w = max(fixed)
-    f = shape_metrics(every, d, costs, relaxation=np.full(d.decisions.n, w), per_tree=fixed_trees)
-    return [_row(split, name, "champion", "relaxation, whole tree", m, trees),
-            _row(split, "fixed_w", "relaxation", f"w={w:g} (TV <= {name}'s on {tune.table.split or 'tune'})", f,
-                 fixed_trees)]
-
-
-def _shape_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData, costs: Costs) -> list[dict[str, Any]]:
-    """The tree-shape champion's row: its kept subtrees verified by SpecInfer."""
-    trees = np.zeros((d.trees, 2))
-    return [_row(split, name, "champion", "evolved shape",
-                 shape_metrics(program_values(program, d), d, costs, per_tree=trees), trees)]
-
-
-#: The rows of a champion of each kind the command scores, by kind name: a tree shape (verified by SpecInfer)
-#: and a relaxation weight (every harvested tree verified by SpecInfer against (1 - w) p + w q).
-TREE_ROWS = {TREE_SHAPE.name: _shape_rows, RELAXATION.name: _relaxation_rows}
 
 
 def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
@@ -150,13 +113,13 @@ def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
         first = len(rows)
         for name, column in (("specinfer", "specinfer_tokens"), ("traversal", "traversal_tokens")):
             trees = np.zeros((d.trees, 2))
-            rows.append(_row(split, name, "verification", "whole tree", whole_tree_metrics(d, column, costs, trees),
+            rows.append(tree_row(split, name, "verification", "whole tree", whole_tree_metrics(d, column, costs, trees),
                              trees))
         per_tree: dict[str, np.ndarray] = {}
         for name, (setting, m) in competitors(d, costs, tuned_on=tune, per_tree=per_tree).items():
-            rows.append(_row(split, name, "bound" if name in BOUNDS else "shape", setting, m, per_tree.get(name)))
-        for name, kind, program in champions:
-            rows += TREE_ROWS[kind](split, name, program, d, tune, costs)
+            rows.append(tree_row(split, name, "bound" if name in BOUNDS else "shape", setting, m, per_tree.get(name)))
+        for name, champion_rows, program in champions:
+            rows += champion_rows(split, name, program, d, tune, costs)
         if bootstrap > 0:
             weights = group_weights(d.table.per_tree("seq_id"), bootstrap)
             reference = per_tree["fixed_width"]
@@ -259,5 +222,5 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     return rows, text
 
 
-__all__ = ["FORMATS", "KEYS", "BOOTSTRAP_KEYS", "ALL_SPLITS", "TREE_ROWS", "TreesOptions", "champion_label", "tree_rows", "format_table", "format_markdown",
+__all__ = ["FORMATS", "KEYS", "BOOTSTRAP_KEYS", "ALL_SPLITS", "TreesOptions", "champion_label", "tree_rows", "format_table", "format_markdown",
            "trees_command"]

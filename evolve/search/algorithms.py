@@ -66,7 +66,7 @@ from evolve.search.result import SearchResult, finish
 from evolve.search.state import (
     SearchState, check_block_data,
 )
-from evolve.search.seeding import choose_initial_seeds
+from evolve.search.warm_start import initial_seeds
 from evolve.search.warm_start import WarmStart, seed_individuals
 
 #: The shared state of :func:`generational` and :func:`nsga2` (the name it had before it moved).
@@ -85,7 +85,7 @@ def initial_population(cfg: RunConfig, tb, pset, train: EvalData, gamma: int | N
     population = [tb.individual() for _ in range(cfg.population)]
     if not cfg.warm_start:
         return population, [], None
-    warm = choose_initial_seeds(cfg, tuple(features), train, gamma, objective)
+    warm = initial_seeds(cfg, tuple(features), train, gamma, objective)
     seeds = seed_individuals(warm, pset, deap_types(cfg.objective_spec)[1])
     population[:len(seeds)] = seeds
     return population, seeds, warm

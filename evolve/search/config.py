@@ -25,12 +25,13 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Iterable
 
 from evolve.errors import InputError
-from evolve.gp.kinds import KINDS, LEGACY_VERIFY, ProgramKind, program_kind
+from evolve.kinds.base import ProgramKind
+from evolve.kinds.registry import KINDS, LEGACY_VERIFY, program_kind
 from evolve.gp.primitives import FEATURES, CORE_FEATURES
 
 #: Keys of older run configurations and what they became: ``fitness`` is now ``objective``
 #: (:mod:`evolve.eval.objectives`); ``verify`` (``token`` or ``block``) is now ``evolve`` (the kind
-#: of program, :mod:`evolve.gp.kinds`: ``threshold`` or ``relaxation``).
+#: of program, :mod:`evolve.kinds.registry`: ``threshold`` or ``relaxation``).
 LEGACY_KEYS: dict[str, str] = {"fitness": "objective", "verify": "evolve"}
 
 
@@ -51,7 +52,7 @@ def _kind_names() -> tuple[str, ...]:
 
 
 def _weighting_names() -> tuple[str, ...]:
-    from evolve.eval.verify_length import WEIGHTINGS
+    from evolve.kinds.verify_length.eval_policy import WEIGHTINGS
     return tuple(WEIGHTINGS)
 
 
@@ -80,9 +81,9 @@ class RunConfig:
       ``pareto`` (NSGA-II over tokens per call, TV per token and program size; the final front is
       kept in ``front.json`` and the champion is the front member with the best ``speed_at_tv`` on
       valid). The block objectives need ``draft_index`` in the data.
-    * evolve: the kind of program evolved (:mod:`evolve.gp.kinds`): ``threshold`` (per-token
+    * evolve: the kind of program evolved (:mod:`evolve.kinds.registry`): ``threshold`` (per-token
       acceptance thresholds) or ``relaxation`` (the weight w of relaxed block verification, which
-      verifies each block against (1 - w) p + w q, :mod:`evolve.eval.relaxed_block`; w reads
+      verifies each block against (1 - w) p + w q, :mod:`evolve.kinds.relaxation.eval_block`; w reads
       prefix-level features only and the data needs ``block_residual_phi``). The objective must
       score that kind.
     * warm_start: seed the initial population with the registered rules and the best grid members
@@ -176,7 +177,7 @@ class RunConfig:
 
     @property
     def program_kind(self) -> ProgramKind:
-        """The :class:`evolve.gp.kinds.ProgramKind` the run evolves."""
+        """The :class:`evolve.kinds.registry.ProgramKind` the run evolves."""
         return program_kind(self.evolve, "evolve")
 
     @property
@@ -188,10 +189,10 @@ class RunConfig:
 
     @property
     def length_verifier(self):
-        """The :class:`evolve.eval.verify_length.LengthVerifier` of the ``verify_with`` setting.
+        """The :class:`evolve.kinds.verify_length.eval_policy.LengthVerifier` of the ``verify_with`` setting.
 
         Raises: InputError (param ``verify_with``) as :func:`heuristics.verifiers.verifier_parts`."""
-        from evolve.eval.verify_length import verifier_from_parts
+        from evolve.kinds.verify_length.eval_policy import verifier_from_parts
         from heuristics.verifiers import verifier_parts
         return verifier_from_parts(*verifier_parts(self.verify_with))
 
@@ -297,9 +298,10 @@ def _check_relations(cfg: RunConfig, origin: dict[str, str | None]) -> None:
             raise fail(name, f"{name} {getattr(cfg, name)} exceeds max_depth {cfg.max_depth}")
     if cfg.islands > 1 and cfg.migrants >= cfg.population:
         raise fail("migrants", f"migrants {cfg.migrants} must be smaller than the population ({cfg.population})")
+    from evolve.eval.objectives import scores_kind
     objective = cfg.objective_spec
-    if cfg.evolve not in objective.kinds:
-        scoring = [o.name for o in _objectives() if cfg.evolve in o.kinds]
+    if not scores_kind(objective, cfg.program_kind):
+        scoring = [o.name for o in _objectives() if scores_kind(o, cfg.program_kind)]
         raise fail("evolve", f"objective {cfg.objective!r} does not score {cfg.evolve} programs (objectives "
                              f"that do: {', '.join(scoring) or 'none'})")
     if not objective.reads_costs:
@@ -444,7 +446,7 @@ def resolve_features(cfg: RunConfig, available: tuple[str, ...], source: str) ->
 
     ``"auto"`` gives the six :data:`evolve.gp.primitives.CORE_FEATURES` plus every available optional one,
     less the features the run's kind of program may not read
-    (:attr:`evolve.gp.kinds.ProgramKind.excluded_features`); asking for one of those is refused.
+    (:attr:`evolve.kinds.registry.ProgramKind.excluded_features`); asking for one of those is refused.
     Raises InputError (param ``features``) when a requested feature is missing or excluded.
     """
     kind = cfg.program_kind

@@ -55,7 +55,7 @@ from evolve.search.island_task import EpochJob, EpochOutcome, run_epoch
 from evolve.search.operators import first_front
 from evolve.search.result import SearchResult, finish
 from evolve.search.state import SearchState, check_block_data, population_row
-from evolve.search.seeding import choose_initial_seeds
+from evolve.search.warm_start import initial_seeds
 from evolve.search.warm_start import seed_individuals
 
 #: Times Dask re-runs a task that raised (a task lost with its worker is re-run regardless).
@@ -156,7 +156,7 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
     state = SearchState(cfg, train, valid, gamma, on_generation, should_stop)
     started = time.perf_counter()
     if resume is None:
-        warm = choose_initial_seeds(cfg, tuple(features), train, gamma, state.objective) if cfg.warm_start else None
+        warm = initial_seeds(cfg, tuple(features), train, gamma, state.objective) if cfg.warm_start else None
         islands: list[Island | None] = [None] * cfg.islands
         generation, before, evaluations, programs = None, 0.0, 0, 0
     else:

@@ -37,12 +37,8 @@ from typing import Any
 import numpy as np
 
 from evolve.errors import InputError
-from evolve.eval.evaluator import Metrics
 from evolve.eval.population import EvaluationStats
-from evolve.eval.relaxed_block import RelaxedMetrics
-from evolve.eval.scorers import METRICS_CLASSES
-from evolve.eval.tree_shape import ShapeMetrics
-from evolve.eval.verify_length import LengthMetrics
+from evolve.kinds.registry import KINDS
 from evolve.gp.compiler import from_tree, parse, to_string
 from evolve.gp.primitives import build_pset
 from evolve.search.config import RunConfig
@@ -54,9 +50,11 @@ from evolve.search.warm_start import Seed, Skipped, WarmStart
 _NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 #: Binary columns of the evaluator caches: little-endian numbers.
 _DTYPES = {"float64": "<f8", "int64": "<i8"}
-#: The metrics classes an evaluator cache may hold, by name.
-_METRICS: dict[str, type] = {"Metrics": Metrics, "RelaxedMetrics": RelaxedMetrics, "LengthMetrics": LengthMetrics,
-                             "ShapeMetrics": ShapeMetrics}
+def _metrics_class(name: str) -> type:
+    """The metrics class called ``name`` among the registered kinds' (what an evaluator cache may hold)."""
+    return next(k.hooks().metrics for k in KINDS.values() if k.hooks().metrics.__name__ == name)
+
+
 #: Fields of a snapshot's data, of an island's, of an individual's.
 _SNAPSHOT_KEYS = ("generation", "islands", "logbook", "evaluations", "programs", "seconds", "warm", "interrupted",
                   "caches")
@@ -171,7 +169,7 @@ def _column(values: list) -> dict[str, Any]:
 
 def _cache(items, stats) -> dict[str, Any]:
     kind = type(items[0][1]).__name__ if items else None
-    names = [f.name for f in fields(_METRICS[kind])] if kind is not None else []
+    names = [f.name for f in fields(_metrics_class(kind))] if kind is not None else []
     columns = {n: _column([getattr(m, n) for _, m in items]) for n in names}
     stats = stats if isinstance(stats, EvaluationStats) else EvaluationStats(**stats)
     return {"kind": kind, "keys": [key for key, _ in items], "columns": columns,
@@ -453,10 +451,10 @@ def _cache_from(value: Any, field: str, kind: str, read: _Reader) -> tuple[list,
         read.text(keys[k], f"{field}.keys[{k}]")
     if len(set(keys)) != len(keys):
         raise read.fail(f"{field}.keys", "repeats an expression")
-    names = [f.name for f in fields(_METRICS[kind])] if keys else []
+    names = [f.name for f in fields(_metrics_class(kind))] if keys else []
     columns = read.obj(data["columns"], f"{field}.columns", tuple(names))
     cols = [_column_from(columns[n], f"{field}.columns.{n}", len(keys), read) for n in names]
-    items = list(zip(keys, map(_METRICS[kind], *cols))) if keys else []
+    items = list(zip(keys, map(_metrics_class(kind), *cols))) if keys else []
     stats = read.obj(data["stats"], f"{field}.stats", tuple(f.name for f in fields(EvaluationStats)))
     totals = {}
     for f in fields(EvaluationStats):
@@ -502,7 +500,7 @@ def snapshot_from_data(data: Any, cfg: RunConfig, features: tuple[str, ...], gen
         if caches is not None:
             raise read.fail("caches", "must be null for an island run (each island task scores afresh)")
     else:
-        kind = METRICS_CLASSES[cfg.program_kind.name].__name__
+        kind = cfg.program_kind.hooks().metrics.__name__
         caches = read.obj(caches, "caches", ("train", "valid"))
         snapshot.caches = {name: _cache_from(caches[name], f"caches.{name}", kind, read) for name in ("train", "valid")}
     return snapshot

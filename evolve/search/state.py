@@ -23,7 +23,6 @@ import numpy as np
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData, Metrics, check_gamma
 from evolve.eval.population import EvaluationStats
-from evolve.eval.scorers import population_scorer
 from evolve.search.config import RunConfig
 
 #: Columns of the per-generation logbook, in order.
@@ -105,10 +104,9 @@ class SearchState:
         self.objective_spec = cfg.objective_spec
         costs = cfg.cost_model
         verifier = cfg.length_verifier  # read by verification-length scorers only
-        self.scorer = population_scorer(cfg.program_kind, train, fit, gamma, cache_size, costs, verifier,
-                                        cfg.length_weighting)
-        self.valid_scorer = population_scorer(cfg.program_kind, valid, fit, gamma, cache_size, costs, verifier,
-                                              cfg.length_weighting)
+        make = cfg.program_kind.hook("population", "python -m evolve run", f"kind '{cfg.evolve}'")
+        self.scorer = make(train, fit, gamma, cache_size, costs, verifier, cfg.length_weighting)
+        self.valid_scorer = make(valid, fit, gamma, cache_size, costs, verifier, cfg.length_weighting)
         self.on_generation, self.should_stop = on_generation, should_stop
         self.evaluations, self.eval_seconds, self.new_programs = 0, 0.0, 0
         self.logbook: list[dict[str, float]] = []

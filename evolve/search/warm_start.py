@@ -59,6 +59,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData, Metrics
 from evolve.eval.objectives import block_values
 from evolve.eval.population import PopulationEvaluator
@@ -222,7 +223,7 @@ def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gam
         objective: the run's objective of a rule's train metrics (higher is better).
 
     Returns: :class:`WarmStart` (seeds in population order, skipped rules). (A relaxed block
-    verification search is seeded by :mod:`evolve.search.relaxed_seeds` instead; the choice is
+    verification search is seeded by :mod:`evolve.kinds.relaxation.search_seeds` instead; the choice is
     :func:`evolve.search.seeding.choose_initial_seeds`.)
     """
     warm = WarmStart()
@@ -310,5 +311,18 @@ def seed_individuals(warm: WarmStart, pset, individual: type) -> list:
     return [individual(to_tree(parse(s.expression, f"seeded rule {s.name}"), pset)) for s in warm.seeds]
 
 
-__all__ = ["SEED_BUDGETS", "MAX_SEED_FRACTION", "Seed", "Skipped", "WarmStart", "unusable", "best_per_criterion", "fill_seeds",
+def initial_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gamma: int | None,
+                  objective: Callable[[Metrics], float]) -> WarmStart:
+    """The seeds of a warm-started search, by the kind of program it evolves (its ``seeds`` hook, arguments as
+    :func:`choose_seeds`).
+
+    Raises: InputError (param ``warm_start``) for a kind with no warm start (run it with warm_start off).
+    """
+    seeder = cfg.program_kind.hooks().seeds
+    if seeder is None:
+        raise InputError(f"no warm start for {cfg.evolve} programs; start from random trees", param="warm_start")
+    return seeder(cfg, features, train, gamma, objective)
+
+
+__all__ = ["initial_seeds", "SEED_BUDGETS", "MAX_SEED_FRACTION", "Seed", "Skipped", "WarmStart", "unusable", "best_per_criterion", "fill_seeds",
            "seed_budgets", "criteria", "depth_limited", "choose_seeds", "seed_individuals"]

@@ -25,16 +25,16 @@ Block verification (Sun et al. 2024, arXiv 2403.10444; :data:`BLOCK_VERIFICATION
 and 4 by a joint decision on the block (:func:`block_decision`, the simulator's kernels): with the
 same k + 1 uniforms it keeps the first n drafts and draws the next token from its own residual;
 it is lossless, so it adds no damage. Relaxed block verification (a :class:`BlockVerifier` with a
-``relaxation`` rule, the weight w of a relaxation champion: :mod:`evolve.gp.kinds`) makes the same
+``relaxation`` rule, the weight w of a relaxation champion: :mod:`evolve.kinds.registry`) makes the same
 decision against p~_d = (1 - w_d) p_d + w_d q_d at every drafted depth (w_d from the depth's
 prefix-level features, :func:`relaxation_weights`; the bonus token after a full block from p_k);
-its damage is the relaxed_block module's (:mod:`evolve.eval.relaxed_block`): the expected sum of
+its damage is the relaxed_block module's (:mod:`evolve.kinds.relaxation.eval_block`): the expected sum of
 w_d TV(p_d, q_d) = w_d (1 - overlap_d) over the emitted depths, given the drafts
 (:func:`relaxed_block_decision`).
 
 A verification-length policy (:class:`LengthPolicy`, a rule of kind ``verify-length``) changes step 1:
 before each draft step it decides, from the drafter's side of the last drafted token
-(:func:`policy_features`, the features :func:`evolve.eval.verify_length.decision_data` gives the
+(:func:`policy_features`, the features :func:`evolve.kinds.verify_length.eval_policy.decision_data` gives the
 records), whether to draft one more token (:func:`policy_keep`; the drafter stops at once, so tokens
 not sent are never drafted); a step with no draft is a plain decoding step. The drafts are then
 verified by the policy's verifier (the standard rule, a per-token rule or block verification).
@@ -65,7 +65,7 @@ from evolve.engine.onehot import OneHot, argmax_rows, densify, max_rows, overlap
 from evolve.engine.runner import BatchKV
 from evolve.traces.schema import standard_threshold
 from evolve.eval.evaluator import EvalData, thresholds
-from evolve.eval.verify_length import POLICY_FEATURES
+from evolve.kinds.verify_length.eval_policy import POLICY_FEATURES
 from evolve.gp.primitives import CORE_FEATURES, FEATURES, LOOKUP_FEATURES
 from heuristics.registry import get_rule
 from evolve.sim.verification import block_accept, block_masses, block_stops, relaxed_damage
@@ -293,7 +293,7 @@ class BlockVerifier:
 
     Without ``relaxation`` it is lossless block verification (``benchmark.py live --rule
     block_verification``); with ``relaxation``, an expression rule of kind ``relaxation``
-    (:data:`evolve.gp.kinds.RELAXATION`: the weight w in [0, 1] of prefix-level features), each
+    (:data:`evolve.kinds.registry.RELAXATION`: the weight w in [0, 1] of prefix-level features), each
     block is verified against p~_d = (1 - w_d) p_d + w_d q_d (relaxed block verification). ``name``
     labels the row.
     """
@@ -346,7 +346,7 @@ def relaxation_weights(rule, p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_
     the position of depth 0, the k drafted ids); the rule reads prefix-level features only (a
     relaxation rule cannot read the drafted token's), computed as the harvester's records hold them.
     NaN or infinite weights become 0, then they are clamped to [0, 1] (as
-    :mod:`evolve.eval.relaxed_block` scores them).
+    :mod:`evolve.kinds.relaxation.eval_block` scores them).
     """
     X = candidate_features(p, q, p_ent, q_ent, start, np.asarray(drafts)[:, None])
     return rule_thresholds(rule, X, needed)
@@ -404,7 +404,7 @@ def live_block_verified(engine, batch, k: int, counts: LiveCounts, verifier: Blo
 
 @dataclass(frozen=True)
 class LengthPolicy:
-    """A verification-length policy (a rule of kind ``verify-length``, :data:`evolve.gp.kinds.VERIFY_LENGTH`)
+    """A verification-length policy (a rule of kind ``verify-length``, :data:`evolve.kinds.registry.VERIFY_LENGTH`)
     deciding live how many tokens to draft (:func:`policy_keep`); the drafts are verified by ``rule``: a
     threshold rule (per token), a :class:`BlockVerifier` (block verification, relaxed or not), or None (the
     standard rule, lossless). ``name`` labels the row."""
@@ -417,7 +417,7 @@ class LengthPolicy:
 def policy_features(probs: Sequence[float], tops: Sequence[float], entropies: Sequence[float],
                     start: int, lookahead: dict[str, float] | None = None) -> np.ndarray:
     """The decision features before drafting token k = len(probs) of a block, as
-    :func:`evolve.eval.verify_length.decision_data` builds them from records: float64
+    :func:`evolve.kinds.verify_length.eval_policy.decision_data` builds them from records: float64
     (len(POLICY_AVAILABLE), 1), rows in :data:`POLICY_AVAILABLE` order (the target's NaN).
 
     ``probs``, ``tops``: q_i(x_i) and max q_i of the drafts so far (probabilities); ``entropies``: their

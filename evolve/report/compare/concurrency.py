@@ -2,7 +2,7 @@
 
 With R requests decoded together, one engine step drafts for every request and runs the target once
 over all their new tokens. With a policy's expected tokens per call t and expected drafts verified per
-call L (from the records, :mod:`evolve.eval.verify_length`), a step covers R (L + 1) new target tokens,
+call L (from the records, :mod:`evolve.kinds.verify_length.eval_policy`), a step covers R (L + 1) new target tokens,
 and the throughput is
 
     tokens_per_second(R) = R t / (batch_seconds(R (L + 1)) + D * draft_token_s)

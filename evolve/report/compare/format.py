@@ -20,8 +20,9 @@ import json
 import textwrap
 
 from evolve.report.compare.concurrency import concurrency_lines
-from evolve.eval.verify_length import DEFAULT_WEIGHTING, WEIGHTINGS
-from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
+from evolve.kinds.verify_length.eval_policy import DEFAULT_WEIGHTING, WEIGHTINGS
+from evolve.kinds.registry import KINDS
+from evolve.kinds.verify_length import VERIFY_LENGTH
 from evolve.report.compare.rows import FORMATS, REFERENCE_RULE, ROW_KEYS, VERIFIER, Comparison
 from evolve.report.compare.verdict import compute_verdict
 from evolve.report.output import resolve_format
@@ -128,8 +129,9 @@ def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]
     if any(r.kind == VERIFIER for r in comparison.rows):
         text += (" block_verification: lossless block verification (Sun et al. 2024, arXiv 2403.10444), tokens per"
                  " call from the records' block_residual_mass; it has no per-token threshold (-), its TV is 0.")
-    for kind_name, caption in KIND_CAPTIONS.items():
-        names = list(dict.fromkeys(r.heuristic for r in comparison.rows if r.program_kind == kind_name))
+    for kind in KINDS.values():
+        caption = kind.hooks().caption
+        names = list(dict.fromkeys(r.heuristic for r in comparison.rows if r.program_kind == kind.name))
         if names and caption:
             text += " " + caption.format(names=", ".join(names))
     weighting = comparison.length_weighting
@@ -148,23 +150,6 @@ def _verdict_line(comparison: Comparison) -> str | None:
 def _wrap(line: str, width: int = TABLE_WIDTH) -> list[str]:
     """``line`` wrapped to ``width`` (paths are not broken; a longer word stays whole)."""
     return textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False) or [""]
-
-
-#: What the caption says about the rows of each kind of program (:mod:`evolve.gp.kinds`), by kind name;
-#: ``{names}`` lists the rows of that kind. Per-token thresholds need no words.
-KIND_CAPTIONS: dict[str, str] = {
-    THRESHOLD.name: "",
-    VERIFY_LENGTH.name: ("Verification-length policies (kind policy: best_fixed_gamma, confidence_threshold,"
-                         " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"
-                         " their Tok/s uses their own expected seconds per call; length_oracle is a bound, not a"
-                         " policy (the best lengths knowing each block's outcome). {names}: drafts verified by the"
-                         " verifier of their run (a champion's verify_with; the competitors: the first policy's,"
-                         " else the standard rule)."),
-    RELAXATION.name: ("{names}: relaxation weight w, scored as relaxed block verification: block verification"
-                      " (Sun et al. 2024, arXiv 2403.10444) against (1 - w) p + w q with the split's gamma, TV/tok ="
-                      " expected sum of w (1 - overlap) over the emitted positions per emitted token; no per-token"
-                      " threshold (-)."),
-}
 
 
 def format_table(comparison: Comparison) -> str:
@@ -256,4 +241,4 @@ def format_comparison(comparison: Comparison, fmt: str = "table") -> str:
     return FORMATTERS[resolve_format(fmt, None, FORMATS)](comparison)
 
 
-__all__ = ["FORMATTERS", "KIND_CAPTIONS", "TABLE_WIDTH", "format_comparison", "format_csv", "format_json", "format_markdown", "format_table"]
+__all__ = ["FORMATTERS", "TABLE_WIDTH", "format_comparison", "format_csv", "format_json", "format_markdown", "format_table"]

@@ -6,10 +6,10 @@ for the lossless verifier ``block_verification`` (kind ``verifier``), its
 block metrics alone (:class:`evolve.eval.block_verification.BlockVerificationMetrics`):
 it has no per-token threshold, so the per-token columns stay empty (None in
 JSON, empty in CSV, ``-`` in the tables). A champion of kind ``relaxation``
-(:mod:`evolve.gp.kinds`: the weight w of relaxed block verification) has no
+(:mod:`evolve.kinds.registry`: the weight w of relaxed block verification) has no
 per-token threshold either: its row holds relaxed block verification's block
-metrics alone (:class:`evolve.eval.relaxed_block.RelaxedMetrics`) in the same
-way; so does a verification-length policy's row (:class:`evolve.eval.verify_length.LengthMetrics`) and
+metrics alone (:class:`evolve.kinds.relaxation.eval_block.RelaxedMetrics`) in the same
+way; so does a verification-length policy's row (:class:`evolve.kinds.verify_length.eval_policy.LengthMetrics`) and
 the competitor policies' (kind ``policy``, :mod:`evolve.report.compare.speed`). ``program_kind`` says
 which kind of program a rule's row scored (``threshold``, ``relaxation``, ``verify-length``; None for
 the verifier). Under a cost file rows carry ``tokens_per_second`` and the cost file's ``speedup``. :data:`ROW_KEYS` are
@@ -23,8 +23,8 @@ from evolve.traces.io import SPLITS
 from evolve.eval.block_verification import BlockVerificationMetrics
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import BLOCK_FIELDS, DEFAULT_COST_RATIO, Metrics
-from evolve.eval.relaxed_block import RelaxedMetrics
-from evolve.eval.verify_length import DEFAULT_WEIGHTING
+from evolve.kinds.relaxation.eval_block import RelaxedMetrics
+from evolve.kinds.verify_length.eval_policy import DEFAULT_WEIGHTING
 from heuristics import registry
 from heuristics.contract import Rule
 
@@ -144,7 +144,7 @@ class Comparison:
     costs: Costs | None = None
     #: Throughput against concurrent requests (:mod:`evolve.report.compare.concurrency`), or None.
     concurrency: list[dict] | None = None
-    #: How the competitor rows weight the harvested blocks (:func:`evolve.eval.verify_length.block_cover`).
+    #: How the competitor rows weight the harvested blocks (:func:`evolve.kinds.verify_length.eval_policy.block_cover`).
     length_weighting: str = DEFAULT_WEIGHTING
 
 

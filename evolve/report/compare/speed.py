@@ -4,12 +4,12 @@ Under a cost file (``--costs FILE``, :mod:`evolve.eval.costs`) every row with bl
 ``tokens_per_second`` = tokens per call / seconds per call, the seconds of a fixed draft length
 gamma being ``target_forward_s(gamma + 1) + gamma * draft_token_s``, and its ``speedup`` becomes
 tokens per second times ``plain_token_s`` (the default cost model gives the evaluator's speedup
-exactly). A verification-length policy (kind ``verify-length``, :mod:`evolve.eval.verify_length`)
+exactly). A verification-length policy (kind ``verify-length``, :mod:`evolve.kinds.verify_length.eval_policy`)
 is scored by its own expected seconds per call, and the competitors follow the rules of a split
 with ``draft_index`` (rows of kind ``policy``): ``best_fixed_gamma`` and ``confidence_threshold``
 (their setting tuned on the valid split when the dataset has one, else on the scored split; the
 setting is in the row's ``expression``) and ``survival_prefix``, then the bound ``length_oracle`` (not a
-policy: the best lengths knowing each block's outcome, :func:`evolve.eval.verify_length.length_oracle`). A policy's drafts are verified by the
+policy: the best lengths knowing each block's outcome, :func:`evolve.kinds.verify_length.eval_policy.length_oracle`). A policy's drafts are verified by the
 verifier its run used (its champion's ``verify_with``: :func:`length_verifier_of`); the competitors use
 the verifier and the block weighting (``length_weighting``) of the first policy compared (the standard rule
 and call weighting without one), and with a lossy verifier
@@ -24,9 +24,9 @@ from typing import Sequence
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import EvalData
 from evolve.eval.objectives import DEFAULT_BUDGET, tokens_per_second_at_tv
-from evolve.eval.verify_length import (DEFAULT_WEIGHTING, STANDARD_VERIFIER, LengthPopulationEvaluator, LengthVerifier, competitors,
+from evolve.kinds.verify_length.eval_policy import (DEFAULT_WEIGHTING, STANDARD_VERIFIER, LengthPopulationEvaluator, LengthVerifier, competitors,
                                        verifier_from_parts)
-from evolve.gp.kinds import VERIFY_LENGTH
+from evolve.kinds.verify_length import VERIFY_LENGTH
 from evolve.report.compare.rows import Row
 from heuristics.contract import Rule
 from heuristics.verifiers import verifier_parts
@@ -59,7 +59,7 @@ def with_costs(row: Row, costs: Costs, blocks: int = 0, no_draft_calls: int = 0)
 
 
 def length_verifier_of(rule: Rule | None) -> LengthVerifier:
-    """The :class:`evolve.eval.verify_length.LengthVerifier` of a verification-length rule's ``verifier``
+    """The :class:`evolve.kinds.verify_length.eval_policy.LengthVerifier` of a verification-length rule's ``verifier``
     (None or no rule: the standard rule). Raises InputError for a verifier that no longer resolves."""
     if rule is None or rule.verifier is None:
         return STANDARD_VERIFIER
@@ -67,7 +67,7 @@ def length_verifier_of(rule: Rule | None) -> LengthVerifier:
 
 
 def length_scores(rule: Rule, data: EvalData, repeats: int, gamma: int, costs: Costs) -> tuple[dict, float]:
-    """A verification-length policy's row fields (its :class:`evolve.eval.verify_length.LengthMetrics` as the
+    """A verification-length policy's row fields (its :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` as the
     row's block metrics, its drafts verified by :func:`length_verifier_of`) and best time of ``repeats``
     scorings in ms."""
     verifier, weighting = length_verifier_of(rule), rule.weighting or DEFAULT_WEIGHTING
@@ -87,7 +87,7 @@ def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: E
                     tuned_name: str, verifier: LengthVerifier = STANDARD_VERIFIER,
                     weighting: str = DEFAULT_WEIGHTING) -> list[Row]:
     """The competitor rows of one split (none without block metrics), their drafts verified by
-    ``verifier``, the blocks weighted by ``weighting`` (:func:`evolve.eval.verify_length.block_cover`)."""
+    ``verifier``, the blocks weighted by ``weighting`` (:func:`evolve.kinds.verify_length.eval_policy.block_cover`)."""
     if gamma is None or data.depth is None:
         return []
     t0 = time.perf_counter()

@@ -32,14 +32,14 @@ cost model as the rules and TV 0. It has no per-token threshold, so the
 per-token columns are empty. Its Time is the best of ``repeats`` computations
 of its tokens per call. On a split without the column a note says so.
 
-Kinds of program (:mod:`evolve.gp.kinds`): every rule is scored by its kind through
-:data:`KIND_SCORERS`. A champion of kind ``relaxation`` (the weight w of relaxed block
+Kinds of program (:mod:`evolve.kinds`): every rule is scored by its kind through the kind's
+``compare`` hook. A champion of kind ``relaxation`` (the weight w of relaxed block
 verification, ``python -m evolve run --evolve relaxation``) is not a per-token threshold: its row
 holds relaxed block verification's tokens per call, speedup and TV per emitted token on the split
-with the split's gamma (:mod:`evolve.eval.relaxed_block`: block verification against (1 - w) p + w q,
+with the split's gamma (:mod:`evolve.kinds.relaxation.eval_block`: block verification against (1 - w) p + w q,
 the same records and formula the run's own valid figures come from), and its per-token columns
 are empty as the ``block_verification`` row's; on a split without the block columns
-(:data:`evolve.gp.kinds.RELAXATION` ``.columns``) it is skipped with a note.
+(:data:`evolve.kinds.registry.RELAXATION` ``.columns``) it is skipped with a note.
 
 Rows, their JSON/CSV keys (:data:`ROW_KEYS`) and the comparison are defined in
 :mod:`evolve.report.compare.rows`; the output formats ``table`` (rich, plain
@@ -65,11 +65,11 @@ from evolve.eval.block_verification import RESIDUAL_COLUMN, block_verification_m
 from evolve.eval.evaluator import (
     DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, check_gamma, evaluate,
 )
-from evolve.eval.relaxed_block import RelaxedMetrics, attach, relaxed_of
-from evolve.eval.relaxed_population import evaluate_relaxed
+from evolve.kinds.relaxation.eval_block import RelaxedMetrics, relaxed_of
+from evolve.kinds.relaxation.eval_population import evaluate_relaxed
 from evolve.eval.costs import Costs, load_costs
-from evolve.eval.verify_length import DEFAULT_WEIGHTING
-from evolve.gp.kinds import RELAXATION, THRESHOLD, VERIFY_LENGTH
+from evolve.kinds.verify_length.eval_policy import DEFAULT_WEIGHTING
+from evolve.kinds.relaxation import RELAXATION
 from evolve.report.compare.format import (
     format_comparison,
 )
@@ -78,7 +78,7 @@ from evolve.report.compare.rows import (
     ComparedRule, Row,
 )
 from evolve.report.compare.concurrency import concurrency_rows
-from evolve.report.compare.speed import apply_costs, competitor_rows, length_scores, length_verifier_of
+from evolve.report.compare.speed import apply_costs, competitor_rows, length_verifier_of
 from evolve.report.compare.verdict import champion_records
 from evolve.report.options import naming_param
 from evolve.report.output import check_output, resolve_format, write_output
@@ -226,12 +226,12 @@ def timed_relaxed(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS, ga
     time of one evaluation in milliseconds (one untimed warm-up, then ``repeats`` timed ones).
 
     Scored by the relaxation kind's population scorer, the one the search scores its programs with
-    (:func:`evolve.eval.relaxed_population.evaluate_relaxed`; weights NaN/inf -> 0, clamped to [0, 1]), so
+    (:func:`evolve.kinds.relaxation.eval_population.evaluate_relaxed`; weights NaN/inf -> 0, clamped to [0, 1]), so
     a run's champion gets here exactly the figures its ``champion.json`` records for the same split and
     gamma: tokens per call 1 + E[tau] per block with draft length ``gamma``, speedup under ``cost_ratio``,
     TV per emitted token the expected sum of w_i (1 - overlap_i) over the emitted positions (block
     verification, Sun et al. 2024, arXiv 2403.10444, against (1 - w) p + w q). The split's block columns
-    must be attached (:func:`evolve.eval.relaxed_block.attach`) or in its split file.
+    must be attached (:func:`evolve.kinds.relaxation.eval_block.attach`) or in its split file.
     Raises: InputError for a column the split lacks or a gamma above its block length.
     """
     def run() -> RelaxedMetrics:
@@ -247,7 +247,7 @@ def timed_relaxed(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS, ga
 
 
 def relaxed_missing_columns(rule: Rule, data: EvalData, traces: Traces | None = None) -> list[str]:
-    """Columns a relaxation rule needs (its own and :data:`evolve.gp.kinds.RELAXATION` ``.columns``, the
+    """Columns a relaxation rule needs (its own and :data:`evolve.kinds.registry.RELAXATION` ``.columns``, the
     block columns of relaxed block verification) that the split lacks; ``traces`` is the split's columns
     (None: only ``data`` and, for the block columns, its split file are consulted)."""
     have = set(data.available) | (set(traces.columns) if traces is not None else set())
@@ -258,34 +258,6 @@ def relaxed_missing_columns(rule: Rule, data: EvalData, traces: Traces | None = 
         except InputError:
             pass
     return [c for c in dict.fromkeys((*rule.columns_needed, *RELAXATION.columns)) if c not in have]
-
-
-def _threshold_scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-                      fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
-    """A threshold rule: its :class:`Metrics` (:func:`timed_evaluate`)."""
-    metrics, ms = timed_evaluate(rule, data, repeats, fitness, gamma, cost_ratio)
-    return {"metrics": metrics}, ms
-
-
-def _relaxation_scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-                       fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
-    """A relaxation rule: relaxed block verification's block metrics alone (:func:`timed_relaxed`), with the
-    split's gamma; the per-token columns stay empty as for the ``block_verification`` row."""
-    if traces is not None:
-        attach(data, traces)
-    metrics, ms = timed_relaxed(rule, data, repeats, gamma, cost_ratio)
-    return {"metrics": None, "verifier": metrics, "records": data.n}, ms
-
-
-def _length_scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-                   fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
-    """A verification-length policy: its tokens per second under ``costs`` (:mod:`evolve.report.compare.speed`)."""
-    return length_scores(rule, data, repeats, gamma, costs)
-
-
-def _length_missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[str]:
-    needed = (*VERIFY_LENGTH.columns, *(c for c in rule.columns_needed if c not in VERIFY_LENGTH.derived_features))
-    return [c for c in dict.fromkeys(needed) if c not in data.available]
 
 
 @dataclass(frozen=True)
@@ -301,32 +273,24 @@ class KindScorer:
     competitors: bool = False
 
 
-#: How ``benchmark.py`` scores a rule of each kind of program (:mod:`evolve.gp.kinds`), by kind name.
-KIND_SCORERS: dict[str, KindScorer] = {
-    THRESHOLD.name: KindScorer(lambda rule, data, traces: missing_columns(rule, data), _threshold_scores),
-    RELAXATION.name: KindScorer(relaxed_missing_columns, _relaxation_scores),
-    VERIFY_LENGTH.name: KindScorer(_length_missing, _length_scores, competitors=True),
-}
-
-
 def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = DEFAULT_REPEATS,
                 fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), gamma: int | None = None,
                 cost_ratio: float = DEFAULT_COST_RATIO, traces: Traces | None = None,
                 costs: Costs | None = None) -> tuple[list[Row], list[str]]:
-    """Score every entry on one prepared split, each by its kind of program (:data:`KIND_SCORERS`).
+    """Score every entry on one prepared split, each by its kind of program (its ``compare`` hook).
 
     Returns (rows in entry order, notes): a rule needing an optional column the
     split lacks is skipped with a note. Champions of kind threshold get deltas
     against :data:`REFERENCE_RULE` when it was scored. ``traces``: the split's
     columns (relaxation rules read its block columns; None: from its file).
-    Raises: InputError (:meth:`evolve.gp.kinds.ProgramKind.refuse`) for a kind the comparison cannot score (a
+    Raises: InputError (:meth:`evolve.kinds.registry.ProgramKind.refuse`) for a kind the comparison cannot score (a
     promoted champion of such a kind, from the champions directory, is skipped with a note instead).
     """
     scored: list[tuple[ComparedRule, str, dict, float]] = []
     notes: list[str] = []
     for entry, label in zip(entries, _label(list(entries))):
         kind = entry.rule.program_kind
-        scorer = KIND_SCORERS.get(kind.name)
+        scorer = kind.hooks().compare
         if scorer is None:
             if entry.kind == "champion" and Path(entry.origin).is_dir():  # promoted: the table goes on without it
                 notes.append(f"skipped {label}: a {kind.name} program ({kind.title}); run it with: "
@@ -437,7 +401,7 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
     result = Comparison([], repeats=repeats, splits=splits, cost_ratio=cost_ratio, costs=costs)
     model = costs or ratio_costs(cost_ratio)
     with_competitors = [e.rule for e in entries
-                        if getattr(KIND_SCORERS.get(e.rule.program_kind.name), "competitors", False)]
+                        if getattr(e.rule.program_kind.hooks().compare, "competitors", False)]
     policies = costs is not None or bool(with_competitors)
     first_verifier = length_verifier_of(with_competitors[0] if with_competitors else None)
     first_weighting = (with_competitors[0].weighting if with_competitors else None) or DEFAULT_WEIGHTING
@@ -539,5 +503,5 @@ def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Compariso
 #: The rows and formats are defined in their own modules and re-exported here (see the module doc).
 __all__ = ["BenchmarkOptions", "baseline_entries", "benchmark", "block_gamma", "block_verification_row",
            "champion_entries", "champion_from_file", "champion_module", "collect_entries", "default_champions_dir",
-           "KIND_SCORERS", "KindScorer", "missing_columns", "relaxed_missing_columns", "resolve_splits", "run_comparison",
+           "KindScorer", "missing_columns", "relaxed_missing_columns", "resolve_splits", "run_comparison",
            "score_split", "timed_evaluate", "timed_relaxed"]

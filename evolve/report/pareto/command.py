@@ -75,9 +75,8 @@ from evolve.report.pareto.curves import (
 from evolve.report.pareto.learned import learned_curve, sklearn_available
 from evolve.report.pareto.format import FORMATS, format_json, format_table, plot_path, plot_png
 from evolve.report.pareto.oracle import oracle_bound
-from evolve.gp.kinds import RELAXATION, THRESHOLD
 from evolve.report.pareto.relaxed import (
-    RELAXED_KINDS, relaxed_evolved_curve, relaxed_family_curve, relaxed_rule_curve, split_runs,
+    RELAXED_KINDS, relaxed_evolved_curve, relaxed_family_curve, split_runs,
 )
 from heuristics import registry
 from heuristics.contract import Rule
@@ -162,18 +161,6 @@ def rule_curve(rule: Rule, data: EvalData, gamma: int, budgets: Sequence[float])
         return None, f"skipped {rule.name}: it needs column '{missing[0]}', which {data.source} lacks"
     points = _score([rule], [rule.name], data, gamma, [rule.lossless])
     return finish_curve(Curve(rule.name, "rule", rule.source, None, points), budgets), None
-
-
-def _threshold_rule_curve(rule: Rule, traces, data: EvalData, gamma: int, budgets: Sequence[float]):
-    """A threshold rule named by ``--rule``: its per-token one-point curve (:func:`rule_curve`)."""
-    return rule_curve(rule, data, gamma, budgets)
-
-
-#: How ``--rule`` scores a rule of each kind of program (:mod:`evolve.gp.kinds`), by kind name: a threshold
-#: as a per-token curve of one point, a relaxation weight as a one-point relaxed block verification
-#: reference (:func:`evolve.report.pareto.relaxed.relaxed_rule_curve`). Each takes (rule, traces, data,
-#: gamma, budgets) and returns (curve, note).
-RULE_CURVES = {THRESHOLD.name: _threshold_rule_curve, RELAXATION.name: relaxed_rule_curve}
 
 
 # --- evolved rules --------------------------------------------------------------------------------
@@ -345,10 +332,7 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
             curves[family.name] = curve
     relaxed_named: list[Curve] = []
     for rule in named:
-        kind = rule.program_kind
-        make = RULE_CURVES.get(kind.name)
-        if make is None:
-            raise kind.refuse("python benchmark.py pareto --rule", f"rule '{rule.name}'")
+        make = rule.program_kind.hook("pareto", "python benchmark.py pareto --rule", f"rule '{rule.name}'")
         curve, note = make(rule, traces, data, g, budgets)
         if curve is None:
             notes.append(note)
@@ -441,5 +425,5 @@ def pareto_command(options: ParetoOptions = ParetoOptions()) -> tuple[ParetoComp
 #: Re-exported from the modules the comparison is split into, so that ``evolve.report.pareto.command``
 #: names everything the command uses (curves, oracle bound, rendering).
 __all__ = ["ParetoOptions", "pareto_command", "run_pareto", "lossless_violation", "evolved_curve", "family_curve",
-           "rule_curve", "RULE_CURVES", "resolve_rules", "run_expressions", "block_verification_curve",
+           "rule_curve", "resolve_rules", "run_expressions", "block_verification_curve",
            "learned_reference"]

@@ -43,7 +43,7 @@ import numpy as np
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData, evaluate_thresholds
 from evolve.eval.outright_gain import outright_gain
-from evolve.gp.kinds import THRESHOLD
+from evolve.kinds.threshold import THRESHOLD
 from evolve.gp.primitives import FEATURES
 from evolve.report.pareto.curves import LEARNED_CURVE as LEARNED
 from evolve.report.pareto.curves import Curve, RulePoint, best_at_budget, budget_key, finish_curve

@@ -1,13 +1,13 @@
 """Relaxed block verification in ``benchmark.py pareto``: the fixed-w family, the evolved front, the verdict.
 
-Relaxed block verification (:mod:`evolve.eval.relaxed_block`) runs block
+Relaxed block verification (:mod:`evolve.kinds.relaxation.eval_block`) runs block
 verification against p~ = (1 - w) p + w q with a weight w chosen from the
 prefix; its damage per emitted token is w (1 - overlap) at each emitted
 position. On a split with ``block_residual_phi`` the comparison shows, beside
 the per-token curves (references, not ranked by the per-token verdict):
 
 * ``relaxed_block_fixed_w``: the fixed-w family
-  (:data:`evolve.eval.relaxed_block.FIXED_WEIGHTS`; w = 0 is lossless block
+  (:data:`evolve.kinds.relaxation.eval_block.FIXED_WEIGHTS`; w = 0 is lossless block
   verification);
 * ``evolved_relaxed_block``: every weight w(features) of the ``--run``
   directories made with ``python -m evolve run --objective pareto --evolve relaxation``
@@ -25,11 +25,14 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from evolve.gp.kinds import RELAXATION, THRESHOLD, ProgramKind, kind_from_config
+from evolve.kinds.base import ProgramKind
+from evolve.kinds.registry import kind_from_config
+from evolve.kinds.relaxation import RELAXATION
+from evolve.kinds.threshold import THRESHOLD
 from evolve.traces.io import Traces
 from evolve.eval.evaluator import EvalData
-from evolve.eval.relaxed_block import FIXED_WEIGHTS, PHI_COLUMN, RELAXED_COLUMNS, attach
-from evolve.eval.relaxed_population import evaluate_relaxed
+from evolve.kinds.relaxation.eval_block import FIXED_WEIGHTS, PHI_COLUMN, RELAXED_COLUMNS, attach
+from evolve.kinds.relaxation.eval_population import evaluate_relaxed
 from evolve.gp.compiler import parse, to_string
 from evolve.report.pareto.curves import BLOCK_VERIFICATION, Curve, RulePoint, budget_key, finish_curve
 
@@ -43,7 +46,7 @@ RELAXED_KINDS: tuple[str, ...] = ("relaxed_family", "relaxed_evolved", "relaxed_
 
 def run_kind(run_dir: str | os.PathLike) -> ProgramKind:
     """The kind of program a run directory evolved (its ``run.json`` config says so,
-    :func:`evolve.gp.kinds.kind_from_config`, which also reads older runs' ``verify = "block"``);
+    :func:`evolve.kinds.registry.kind_from_config`, which also reads older runs' ``verify = "block"``);
     ``threshold`` when ``run.json`` cannot be read (the run's own loader then says why)."""
     path = Path(run_dir) / "run.json"
     try:
@@ -109,7 +112,7 @@ def relaxed_evolved_curve(runs: Sequence[tuple[list[str], str]], traces: Traces,
 
 def relaxed_rule_curve(rule, traces: Traces, data: EvalData, gamma: int,
                        budgets: Sequence[float]) -> tuple[Curve | None, str | None]:
-    """A rule of kind ``relaxation`` (:mod:`evolve.gp.kinds`; a promoted relaxation champion named by
+    """A rule of kind ``relaxation`` (:mod:`evolve.kinds.registry`; a promoted relaxation champion named by
     ``--rule``) as a one-point curve of kind ``relaxed_rule``, scored as relaxed block verification (a
     reference beside the relaxed curves, not a per-token curve); (None, note) when the split lacks a
     column it needs. Raises: InputError for a gamma above the split's block length."""
@@ -168,7 +171,7 @@ def relaxed_lines(comp) -> list[str]:
     lines = []
     if RELAXED_FAMILY in comp.references:
         lines.append("relaxed block verification: block verification against (1 - w) p + w q, w from prefix-level "
-                     "features; damage w (1 - overlap) per emitted position (evolve.eval.relaxed_block).")
+                     "features; damage w (1 - overlap) per emitted position (evolve.kinds.relaxation.eval_block).")
     if v is None:
         return lines
     lines.append("evolved_relaxed_block vs block_verification / relaxed_block_fixed_w / best per-token curve / "
@@ -188,7 +191,7 @@ def relaxed_lines(comp) -> list[str]:
 def split_runs(runs: Sequence[str | os.PathLike]) -> tuple[list, list]:
     """(threshold runs, ``--evolve relaxation`` runs) of ``--run``, in order.
 
-    Raises: InputError (:meth:`evolve.gp.kinds.ProgramKind.refuse`) for a run of another kind.
+    Raises: InputError (:meth:`evolve.kinds.registry.ProgramKind.refuse`) for a run of another kind.
     """
     token, relaxed = [], []
     for r in runs:

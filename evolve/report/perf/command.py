@@ -55,7 +55,7 @@ from evolve.errors import InputError
 from evolve.traces.io import atomic_write_text
 from evolve.traces.paths import check_output_dir, write_or_rescue
 from evolve.eval.evaluator import EvalData
-from evolve.gp.kinds import THRESHOLD
+from evolve.kinds.threshold import THRESHOLD
 from evolve.gp.primitives import FEATURES
 from evolve.report.perf.measure import (
     load_splits, measure_evolution, measure_generator, measure_gp, measure_operon, measure_rule,

@@ -25,7 +25,7 @@ the next position). ``target_rank`` is the rank of the drafted token under the
 target distribution, 0 for the arg max; tied tokens share a rank (the number of
 tokens with a strictly larger probability).
 
-Relaxed block verification (:mod:`evolve.eval.relaxed_block`) verifies against a
+Relaxed block verification (:mod:`evolve.kinds.relaxation.eval_block`) verifies against a
 mixture p~ = (1 - w) p + w q instead of p, and its residual mass after a weight P is
 (1 - P w) phi(a) with a = P (1 - w) / (1 - P w) and
 

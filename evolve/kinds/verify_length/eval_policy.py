@@ -1,7 +1,7 @@
 """Verification-length policies from records: how many drafted tokens to send, scored in tokens per second.
 
 A speculative step drafts tokens one at a time and then calls the target once on them. A
-verification-length policy (kind ``verify-length``, :mod:`evolve.gp.kinds`) decides, before each
+verification-length policy (kind ``verify-length``, :mod:`evolve.kinds.registry`) decides, before each
 draft step k = 0, 1, ... (k tokens drafted so far), whether to draft one more: the step drafts token
 k + 1 iff the program's value v_k > 0 (NaN: stop), up to ``gamma`` tokens. Only what is known before
 the target is called may be read, the drafter's side of the last drafted token k:
@@ -31,7 +31,7 @@ the expected tokens and damage of the block's first L records verified alone, fo
   prod_{i<=j} tau_i and damage(L) = sum_{j<=L} prod_{i<j} tau_i max(0, tau_j - min(1, p_j/q_j)), the
   evaluator's block accounting (:func:`evolve.eval.kernels.reduce_block_counts`);
 * block verification (Sun et al. 2024, arXiv 2403.10444; lossless) and relaxed block verification
-  with a relaxation weight w (:mod:`evolve.eval.relaxed_block`): the block recursion stopped at L, whose
+  with a relaxation weight w (:mod:`evolve.kinds.relaxation.eval_block`): the block recursion stopped at L, whose
   last level accepts with h_L = P~_L, as a block of L drafted tokens would (damage 0 without w).
 
 Target calls that drafted nothing leave no record (the n-gram drafter without a match, the last token of
@@ -76,12 +76,12 @@ from numba import njit
 from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, check_features, thresholds
-from evolve.eval.relaxed_block import block_level
+from evolve.kinds.relaxation.eval_block import block_level
 from evolve.eval.population import PopulationEvaluator
 from evolve.eval.scoring import packed_thresholds
 from evolve.gp.primitives import FEATURES, LOOKUP_FEATURES
 
-#: Features a verification-length policy reads (:data:`evolve.gp.kinds.VERIFY_LENGTH`).
+#: Features a verification-length policy reads (:data:`evolve.kinds.registry.VERIFY_LENGTH`).
 POLICY_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
                                     "draft_cumprob") + LOOKUP_FEATURES
 #: Grid of h of the ``confidence_threshold`` competitor.
@@ -123,7 +123,7 @@ def decision_data(data: EvalData) -> EvalData:
     Returns an :class:`EvalData` with the same records order, whose available features are
     :data:`POLICY_FEATURES` (``draft_top_prob`` and the lookup columns when ``data`` has them; a lookup
     column is the record's own value) and the core features (the
-    target's read as NaN: a policy may not read them, :data:`evolve.gp.kinds.VERIFY_LENGTH`).
+    target's read as NaN: a policy may not read them, :data:`evolve.kinds.registry.VERIFY_LENGTH`).
     Raises: InputError when ``data`` has no ``draft_index``.
     """
     if data.depth is None:
@@ -205,7 +205,7 @@ def threshold_prefix_tables(tau, r, depth, tok, dmg):
 def block_prefix_tables(w, ratio, depth, overlap, mass, phi, tok, dmg):
     """Prefix tables of (relaxed) block verification: on the record at depth d, the expected tokens 1 + E[tau]
     and damage of the block's first L = d + 1 records verified as a block of L drafts (h_L = P~_L), by the
-    recursion of :func:`evolve.eval.relaxed_block.reduce_relaxed` (w = 0 everywhere: lossless block
+    recursion of :func:`evolve.kinds.relaxation.eval_block.reduce_relaxed` (w = 0 everywhere: lossless block
     verification, damage 0).
 
     Args: ``w`` float64 (n,) relaxation weights (NaN/inf -> 0, clamped to [0, 1]); ``ratio`` p(x)/q(x),
@@ -399,7 +399,7 @@ def prefix_tables(data: EvalData, verifier: LengthVerifier = STANDARD_VERIFIER) 
                                                                           dtype=np.float64)
         threshold_prefix_tables(tau, data.r, data.depth.astype(np.float64), tok, dmg)
         return tok, dmg
-    from evolve.eval.relaxed_block import relaxed_of
+    from evolve.kinds.relaxation.eval_block import relaxed_of
     rd = relaxed_of(data)
     if verifier.rule is None:
         w, phi = np.zeros(n), np.zeros((n, 1))
@@ -546,7 +546,7 @@ class LengthPopulationEvaluator(PopulationEvaluator):
         self._cover = block_cover(data, weighting)
 
     def _check(self, program) -> None:
-        from evolve.gp.kinds import VERIFY_LENGTH
+        from evolve.kinds.verify_length import VERIFY_LENGTH
         VERIFY_LENGTH.check_features(program.features, "policy")
         check_features(program, self.data, "policy")
 

@@ -57,7 +57,7 @@ most h (s_+ - s_-) / 4 (h the grid step, s_- and s_+ the slopes at the ends, in
 (1 - P~ w) / (4 * 32) above it (:data:`evolve.traces.synth.block_columns.PHI_ERROR_BOUND`).
 
 Kernels are ``@njit(cache=True)``; the population scorer fusing them with the
-program interpreter is :mod:`evolve.eval.relaxed_population`.
+program interpreter is :mod:`evolve.kinds.relaxation.eval_population`.
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ from numba import njit
 from evolve.errors import InputError
 from evolve.eval.block_verification import RESIDUAL_COLUMN
 from evolve.eval.layouts import record_layout, record_size
-from evolve.gp.kinds import TOKEN_FEATURES
+from evolve.kinds.base import TOKEN_FEATURES
 
 #: The optional column holding phi of the next depth on a grid of a (:mod:`evolve.traces.synth.block_columns`).
 PHI_COLUMN = "block_residual_phi"
@@ -324,7 +324,7 @@ def relaxed_of(data) -> RelaxedData:
     path = Path(data.source)
     if not data.split or not path.is_file():
         raise InputError(f"{data.source}: relaxed block verification needs the split's columns "
-                         f"{', '.join(RELAXED_COLUMNS)} (attach them with evolve.eval.relaxed_block.attach)")
+                         f"{', '.join(RELAXED_COLUMNS)} (attach them with evolve.kinds.relaxation.eval_block.attach)")
     return attach(data, load_split(path.parent, data.split))
 
 

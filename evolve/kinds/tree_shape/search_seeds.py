@@ -1,7 +1,7 @@
 """The warm start of a tree-shape search (``evolve = "tree-shape"``).
 
-Its programs are draft-tree shapes (:mod:`evolve.eval.tree_shape`), so no acceptance rule can seed
-it. The known shapes written as programs (:func:`evolve.eval.tree_competitors.shape_expressions`): every
+Its programs are draft-tree shapes (:mod:`evolve.kinds.tree_shape.eval_shape`), so no acceptance rule can seed
+it. The known shapes written as programs (:func:`evolve.kinds.tree_shape.eval_competitors.shape_expressions`): every
 fixed width (width 1: a chain) to every depth the trees reach, the adaptive widths (children growing with
 the drafter's entropy), EAGLE-2's per-level top-k and the level gates, all scored on train in one batched
 call; the seeds are the best fixed width, the best chain, the best adaptive width, the best per-level top-k
@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Callable
 
 from evolve.eval.evaluator import EvalData
-from evolve.eval.tree_population import TreeShapePopulationEvaluator
-from evolve.eval.tree_competitors import shape_expressions
-from evolve.eval.tree_shape import ShapeMetrics
-from evolve.gp.kinds import TREE_SHAPE
+from evolve.kinds.tree_shape.eval_population import TreeShapePopulationEvaluator
+from evolve.kinds.tree_shape.eval_competitors import shape_expressions
+from evolve.kinds.tree_shape.eval_shape import ShapeMetrics
+from evolve.kinds.tree_shape import TREE_SHAPE
 from evolve.search.config import RunConfig
 from evolve.search.warm_start import Seed, Skipped, WarmStart, fill_seeds, unusable
 from heuristics.contract import Rule

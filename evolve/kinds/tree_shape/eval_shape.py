@@ -2,8 +2,8 @@
 
 A harvested draft tree (:mod:`evolve.traces.trees`) holds, at every node the harvest expanded, children
 drawn i.i.d. from the drafter. A *tree shape* decides, node by node, how many of those children to keep:
-a program of kind ``tree-shape`` (:mod:`evolve.gp.kinds`) or a named shape
-(:mod:`evolve.eval.tree_competitors`) gives a value v at every decision point (the root and every kept
+a program of kind ``tree-shape`` (:mod:`evolve.kinds.registry`) or a named shape
+(:mod:`evolve.kinds.tree_shape.eval_competitors`) gives a value v at every decision point (the root and every kept
 node) and the node keeps its first k = min(ceil(v), children drawn) children in draw order (v <= 0 or
 NaN: none). The decision reads only what is known before the node's children are drawn, the drafter's
 side of the node and of its level:
@@ -19,7 +19,7 @@ side of the node and of its level:
   there and ``level_rank`` the node's rank there by draft_cumprob (0 = the most probable, ties in draw
   order): EAGLE-2 expands the top-k nodes of each level (Li et al. 2024, arXiv 2406.16858). Both are known
   once the level above has been expanded and its children drawn, before any node of the level is expanded,
-  so a program reading them is evaluated level by level (:mod:`evolve.eval.tree_levels`); the level is
+  so a program reading them is evaluated level by level (:mod:`evolve.kinds.tree_shape.eval_levels`); the level is
   the shape's own tree before the node budget, so such a program is scored without a binding budget.
 
 So a shape never looks at a child's own token to keep it, and every kept child is one of the node's
@@ -62,7 +62,7 @@ from evolve.gp.primitives import FEATURES, LEVEL_FEATURES
 from evolve.errors import InputError
 from evolve.traces.trees import RELAX_COLUMN_NAMES, RELAX_GRID, TreeTable
 
-#: Features a tree-shape program reads (:data:`evolve.gp.kinds.TREE_SHAPE`).
+#: Features a tree-shape program reads (:data:`evolve.kinds.registry.TREE_SHAPE`).
 SHAPE_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
                                    "draft_cumprob") + LEVEL_FEATURES
 #: Length of the counts record of :func:`shape_counts`.
@@ -114,7 +114,7 @@ class ShapeData:
 
     ``decisions``: an :class:`EvalData` whose features are :data:`SHAPE_FEATURES` (the target's core
     features NaN: a shape may not read them; the level features NaN until
-    :func:`evolve.eval.tree_levels.shape_values` fills them); ``starts`` int64 (trees + 1,); ``parent_row``
+    :func:`evolve.kinds.tree_shape.eval_levels.shape_values` fills them); ``starts`` int64 (trees + 1,); ``parent_row``
     int64 (-1 at roots); ``first_child`` int64 (row of the first child drawn, -1 for none); ``n_children``
     int64 (children drawn); ``accept`` float64 (SpecInfer's acceptance probability when tried; 0 at roots); ``priority``
     float64 (draft_cumprob, 1 at roots); ``depth`` int64 (0 at roots); ``table``: the :class:`TreeTable`.
@@ -320,7 +320,7 @@ def shape_counts(values, starts, parent_row, first_child, n_children, accept, da
             per_tree[t, 1] = seconds
 
 
-#: The rows of :func:`evolve.eval.tree_competitors.competitors` that are bounds, not shapes.
+#: The rows of :func:`evolve.kinds.tree_shape.eval_competitors.competitors` that are bounds, not shapes.
 BOUNDS: tuple[str, ...] = ("shape_oracle",)
 #: Most subtree shapes :func:`oracle_shape_counts` enumerates per tree (prod over expanded nodes of children + 1).
 MAX_ORACLE_SHAPES = 2_000_000

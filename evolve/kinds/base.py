@@ -1,0 +1,166 @@
+"""What a kind of program is (:class:`ProgramKind`), and the hooks through which the commands run it (:class:`KindHooks`).
+
+A program of the primitive set computes one float from one record's features; its *kind* says what that float
+is for (an acceptance threshold, a relaxation weight, a verification-length decision, a draft-tree width). A
+kind is described once, in its own package's ``__init__`` (:mod:`evolve.kinds`), by a :class:`ProgramKind`:
+plain data that every floor may read. What the kind *does* in each command lives in its package's modules and
+reaches the commands through one :class:`KindHooks`, loaded on first use from the module the kind names
+(``ProgramKind.plugin``) or given when the kind is registered (:func:`evolve.kinds.registry.register_kind`).
+A command asks :meth:`ProgramKind.hook` for its hook; the commands a kind supports are the ones whose hook it
+implements (:data:`HOOK_COMMANDS`), never a list written by hand.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+from evolve.errors import InputError
+
+#: Features that depend on the drafted token X_i: a relaxation weight must not read them (p~_i would
+#: depend on X_i, and block verification against it would no longer be exact).
+TOKEN_FEATURES: tuple[str, ...] = ("draft_prob", "target_prob", "target_rank")
+#: Features only the target's forward pass gives: a verification-length policy decides before it.
+TARGET_FEATURES: tuple[str, ...] = ("target_prob", "target_entropy", "top_token_match", "target_top_prob", "overlap",
+                                    "target_rank")
+
+
+@dataclass(frozen=True)
+class KindHooks:
+    """What a kind does in each command; a hook left None means the command cannot run the kind (it refuses
+    in one line naming the commands that can).
+
+    Attributes:
+        metrics: the metrics record its population scorer returns (what a checkpoint's evaluator caches hold).
+        population: ``population(data, fitness, gamma, cache_size, costs, verifier, weighting)`` -> a population
+            scorer (:class:`evolve.eval.population.PopulationEvaluator` or one with its ``evaluate`` method):
+            ``python -m evolve run`` and ``promote``.
+        score: ``score(rule, data, directory, split, gamma, fitness, cost_ratio, costs)`` -> one rule's metrics on a
+            split (the Python API, :func:`evolve.api.evaluate_rule`): ``data()`` returns the split's
+            :class:`evolve.eval.evaluator.EvalData`, ``directory`` is the dataset directory (None when the data
+            was given in memory), ``costs`` a :class:`evolve.eval.costs.Costs`.
+        seeds: ``seeds(cfg, features, train, gamma, objective)`` -> the warm start of a search
+            (:class:`evolve.search.warm_start.WarmStart`).
+        compare: how ``benchmark.py`` scores a rule (:class:`evolve.report.compare.table.KindScorer`).
+        caption: what ``benchmark.py``'s caption says about its rows (``{names}``: the rows of the kind).
+        simulate: ``simulate(rule, options, gamma)`` -> the sweep plan of ``benchmark.py simulate``.
+        live: ``live(rule)`` -> what ``benchmark.py live`` decodes with.
+        pareto: ``pareto(rule, traces, data, gamma, budgets)`` -> (curve, note) of ``benchmark.py pareto --rule``.
+        trees: ``trees(split, name, program, data, tune, costs)`` -> the rows of ``benchmark.py trees``.
+        export: the :class:`evolve.export.codegen.Layout` of ``python -m evolve export``.
+    """
+
+    metrics: type | None = None
+    population: Callable[..., Any] | None = None
+    score: Callable[..., Any] | None = None
+    seeds: Callable[..., Any] | None = None
+    compare: Any = None
+    caption: str = ""
+    simulate: Callable[..., Any] | None = None
+    live: Callable[..., Any] | None = None
+    pareto: Callable[..., Any] | None = None
+    trees: Callable[..., Any] | None = None
+    export: Any = None
+
+
+#: The commands each hook serves, in the order a refusal lists them.
+HOOK_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("compare", "python benchmark.py"), ("simulate", "python benchmark.py simulate"),
+    ("pareto", "python benchmark.py pareto"), ("live", "python benchmark.py live"),
+    ("trees", "python benchmark.py trees"), ("export", "python -m evolve export"),
+    ("population", "python -m evolve promote"), ("population", "python -m evolve run"),
+)
+HOOK_NAMES: tuple[str, ...] = tuple(f.name for f in fields(KindHooks))
+#: Hooks of the kinds whose hooks are loaded, by kind name.
+_HOOKS: dict[str, KindHooks] = {}
+
+
+@dataclass(frozen=True)
+class ProgramKind:
+    """One kind of program (see the module doc).
+
+    Attributes:
+        name: registry name, also the value of ``python -m evolve run --evolve`` and of the key
+            ``kind`` of champion files (``threshold``, ``relaxation``).
+        title: what one value of the program is, in words (``acceptance threshold``).
+        output: one line: the value's range and how it is applied.
+        function_name: name of the function of an exported module (:mod:`evolve.export`) and of
+            a champion's generated ``NAME.py``.
+        plugin: the module whose ``HOOKS`` (a :class:`KindHooks`) are this kind's hooks, imported on first use.
+        excluded_features: features a program of this kind may not read; ``excluded_reason`` says why.
+        derived_features: features its scorer computes from the records (no column needed).
+        columns: optional dataset columns scoring a program of this kind needs.
+        objectives: the objectives (:mod:`evolve.eval.objectives`) that score a run of this kind.
+        verifies: how a rule of this kind verifies the drafts of a verification-length policy (its
+            ``verify_with``): ``token`` (per drafted token), ``block`` (the whole block), or empty (it cannot).
+        source: where the algorithm that applies the value comes from.
+        settings: run settings (:class:`evolve.search.config.RunConfig` fields) that only a run of this kind
+            reads; another run refuses a value other than the default.
+        reads_gamma: whether its scoring reads the run's draft length ``gamma`` (a tree shape does not: the
+            harvested trees bound it).
+    """
+
+    name: str
+    title: str
+    output: str
+    function_name: str
+    plugin: str = ""
+    excluded_features: tuple[str, ...] = ()
+    excluded_reason: str = ""
+    derived_features: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+    objectives: tuple[str, ...] = ()
+    verifies: str = ""
+    source: str = ""
+    settings: tuple[str, ...] = ()
+    reads_gamma: bool = True
+
+    def hooks(self) -> KindHooks:
+        """This kind's :class:`KindHooks` (its plugin module imported on first use; none: no hooks)."""
+        found = _HOOKS.get(self.name)
+        if found is None:
+            found = importlib.import_module(self.plugin).HOOKS if self.plugin else KindHooks()
+            _HOOKS[self.name] = found
+        return found
+
+    def hook(self, name: str, command: str, what: str) -> Any:
+        """The hook ``name`` (a :class:`KindHooks` field) that ``command`` runs ``what`` with.
+
+        Raises: InputError (:meth:`refuse`) when this kind does not implement it.
+        """
+        found = getattr(self.hooks(), name)
+        if found is None:
+            raise self.refuse(command, what)
+        return found
+
+    @property
+    def commands(self) -> tuple[str, ...]:
+        """The commands that run a program of this kind (as a user types them), from the hooks it implements."""
+        hooks = self.hooks()
+        return tuple(command for hook, command in HOOK_COMMANDS if getattr(hooks, hook) is not None)
+
+    def check_features(self, features, what: str) -> None:
+        """Raise InputError naming ``what`` if ``features`` holds one this kind may not read."""
+        bad = [f for f in features if f in self.excluded_features]
+        if bad:
+            raise InputError(f"{what}: reads '{bad[0]}', which a {self.title} may not read ({self.excluded_reason})")
+
+    def refuse(self, command: str, what: str) -> InputError:
+        """The one-line error of ``command`` asked to run ``what``, a program of this kind it cannot use."""
+        can = "; ".join(self.commands) or "no command yet"
+        return InputError(f"{what}: is a {self.name} program ({self.title}); `{command}` cannot run it "
+                          f"(use: {can})")
+
+
+def set_hooks(kind: ProgramKind, hooks: KindHooks) -> None:
+    """Give ``kind`` the hooks ``hooks`` (instead of loading its plugin module)."""
+    _HOOKS[kind.name] = hooks
+
+
+def forget_hooks(kind: ProgramKind) -> None:
+    """Drop ``kind``'s loaded hooks (a kind registered for a while, then removed)."""
+    _HOOKS.pop(kind.name, None)
+
+
+__all__ = ["TOKEN_FEATURES", "TARGET_FEATURES", "KindHooks", "HOOK_COMMANDS", "HOOK_NAMES", "ProgramKind",
+           "set_hooks", "forget_hooks"]

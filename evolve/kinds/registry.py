@@ -1,0 +1,81 @@
+"""The registered kinds of program (:data:`KINDS`) and how to find one by name.
+
+Adding a built-in kind is one package under :mod:`evolve.kinds` and one line in :data:`BUILTIN`; a kind defined
+elsewhere (a user's, or a test's) is added at run time with :func:`register_kind`. The kind is written into every
+champion file (key ``kind``) and run document; each command asks the kind for its hook
+(:meth:`evolve.kinds.base.ProgramKind.hook`) and refuses in one line naming the commands that can run it.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from evolve.errors import InputError
+from evolve.kinds.base import KindHooks, ProgramKind, forget_hooks, set_hooks
+from evolve.kinds.relaxation import RELAXATION
+from evolve.kinds.threshold import THRESHOLD
+from evolve.kinds.tree_shape import TREE_SHAPE
+from evolve.kinds.verify_length import VERIFY_LENGTH
+
+#: The built-in kinds, in the order commands list them (one line per kind).
+BUILTIN: tuple[ProgramKind, ...] = (THRESHOLD, RELAXATION, VERIFY_LENGTH, TREE_SHAPE)
+#: The registered kinds by name.
+KINDS: dict[str, ProgramKind] = {k.name: k for k in BUILTIN}
+
+
+def register_kind(kind: ProgramKind, hooks: KindHooks | None = None) -> ProgramKind:
+    """Add ``kind`` to :data:`KINDS` (with ``hooks``; None: from its ``plugin`` module on first use).
+
+    Raises: ValueError if another kind of that name is registered.
+    """
+    if KINDS.get(kind.name, kind) is not kind:
+        raise ValueError(f"a kind named {kind.name!r} is registered already")
+    KINDS[kind.name] = kind
+    if hooks is not None:
+        set_hooks(kind, hooks)
+    return kind
+
+
+def unregister_kind(kind: ProgramKind) -> None:
+    """Remove ``kind`` (registered with :func:`register_kind`); a built-in kind cannot be removed.
+
+    Raises: ValueError for a built-in kind.
+    """
+    if kind in BUILTIN:
+        raise ValueError(f"{kind.name!r} is a built-in kind")
+    if KINDS.get(kind.name) is kind:
+        del KINDS[kind.name]
+        forget_hooks(kind)
+
+
+def program_kind(name: Any, what: str = "kind") -> ProgramKind:
+    """The registered kind called ``name``. Raises InputError naming ``what`` for an unknown one."""
+    if isinstance(name, ProgramKind):
+        return name
+    if not isinstance(name, str) or name not in KINDS:
+        raise InputError(f"{what}: unknown kind of program {name!r} (known: {', '.join(KINDS)})")
+    return KINDS[name]
+
+
+def kinds_with(hook: str) -> list[ProgramKind]:
+    """The registered kinds that implement the hook ``hook`` (a :class:`evolve.kinds.base.KindHooks` field)."""
+    return [k for k in KINDS.values() if getattr(k.hooks(), hook) is not None]
+
+
+#: The kinds older run configurations named by ``verify``: ``token`` programs were thresholds, ``block``
+#: programs relaxation weights.
+LEGACY_VERIFY: dict[str, str] = {"token": THRESHOLD.name, "block": RELAXATION.name}
+
+
+def kind_from_config(config: Mapping[str, Any] | None) -> ProgramKind:
+    """The kind of program a run configuration evolved (its ``evolve`` key; before that key existed,
+    ``verify = "block"`` meant relaxation weights). Unknown or missing values give ``threshold``."""
+    if not isinstance(config, Mapping):
+        return THRESHOLD
+    name = config.get("evolve")
+    if isinstance(name, str) and name in KINDS:
+        return KINDS[name]
+    return KINDS[LEGACY_VERIFY.get(config.get("verify"), THRESHOLD.name)]
+
+
+__all__ = ["BUILTIN", "KINDS", "register_kind", "unregister_kind", "program_kind", "kinds_with", "LEGACY_VERIFY",
+           "kind_from_config"]

@@ -1,0 +1,28 @@
+"""Kind ``relaxation``: the weight w in [0, 1] of relaxed block verification.
+
+A block is verified with the lossless block verification of Sun et al. 2024 (arXiv 2403.10444) against the
+mixture target p~ = (1 - w) p + w q (the mixture of speculative cascades, Narasimhan et al. 2024, arXiv
+2405.19261). w may read prefix-level features only (never the drafted token), so the relaxed target is a
+function of the prefix and block verification against it stays exact (``eval_block``). The package holds its
+scoring (``eval_block``, ``eval_population``), warm start (``search_seeds``), command rows (``report_hooks``),
+exported layout (``export_layout``) and hooks (``plugin``).
+"""
+from evolve.gp.primitives import DERIVED_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
+from evolve.kinds.base import TOKEN_FEATURES, ProgramKind
+
+RELAXATION = ProgramKind(
+    name="relaxation", title="relaxation weight",
+    output="w in [0, 1] per block position; the block is verified against (1 - w) p + w q",
+    function_name="relaxation_weight", plugin="evolve.kinds.relaxation.plugin",
+    excluded_features=TOKEN_FEATURES + DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES,
+    excluded_reason="draft_prob, target_prob and target_rank depend on the drafted token; draft_cumprob is the "
+                    "survival estimate of a verification-length policy, not a record column; lookup_len and "
+                    "lookup_freq describe a prompt-lookup draft for a verification-length policy; level_cumprob "
+                    "and level_rank describe a draft tree's level for a tree-shape program",
+    columns=("draft_index", "overlap", "block_residual_mass", "block_residual_phi"),
+    objectives=("speed_at_tv", "pareto"), verifies="block",
+    source="block verification: Sun et al. 2024 (arXiv 2403.10444), against the mixture target of "
+           "Narasimhan et al. 2024 (arXiv 2405.19261)",
+)
+
+__all__ = ["RELAXATION"]

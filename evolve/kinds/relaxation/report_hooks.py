@@ -1,0 +1,90 @@
+"""What a relaxation weight does in the commands: ``benchmark.py``'s rows (relaxed block verification), the
+simulator's sweep, live decoding, ``pareto --rule``'s reference point and ``trees``' rows (the kind's report hooks,
+:mod:`evolve.kinds.relaxation.plugin`)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from evolve.errors import InputError
+from evolve.eval.costs import Costs
+from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, thresholds
+from evolve.kinds.relaxation.eval_block import attach
+from evolve.kinds.tree_shape.eval_shape import ShapeData, require_relaxable, shape_metrics
+from evolve.report.compare.table import KindScorer, relaxed_missing_columns, timed_relaxed
+from evolve.report.options import naming_param
+from evolve.report.simulate import SimulateOptions, SweepPlan, block_only, options_verification
+from evolve.report.trees import tree_row
+from evolve.sim.decoding import Verification
+from evolve.sim.live import BlockVerifier, rule_features
+from evolve.traces.io import Traces
+from evolve.traces.trees import RELAX_GRID
+from heuristics.contract import Rule
+
+
+def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
+                       fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
+    """A relaxation rule: relaxed block verification's block metrics alone (:func:`timed_relaxed`), with the
+    split's gamma; the per-token columns stay empty as for the ``block_verification`` row."""
+    if traces is not None:
+        attach(data, traces)
+    metrics, ms = timed_relaxed(rule, data, repeats, gamma, cost_ratio)
+    return {"metrics": None, "verifier": metrics, "records": data.n}, ms
+
+
+COMPARE = KindScorer(relaxed_missing_columns, scores)
+#: What ``benchmark.py``'s caption says about relaxation rows.
+CAPTION = ("{names}: relaxation weight w, scored as relaxed block verification: block verification"
+                      " (Sun et al. 2024, arXiv 2403.10444) against (1 - w) p + w q with the split's gamma, TV/tok ="
+                      " expected sum of w (1 - overlap) over the emitted positions per emitted token; no per-token"
+                      " threshold (-).")
+
+
+def simulate_plan(rule, o: SimulateOptions, gamma: int) -> SweepPlan:
+    """A relaxation rule (the weight w of a relaxation champion): block verification against (1 - w) p + w q
+    with the standard rule underneath, w = the rule's expression; ``--verify token|fly`` and
+    ``--relaxation`` are refused (the champion is the relaxation)."""
+    from heuristics.contract import STANDARD_RULE
+    what = f"rule '{rule.name}' (a relaxation weight w)"
+    block_only(what, o)
+    if o.relaxation is not None:
+        raise InputError(f"{what} is the relaxation itself; give no other relaxation with it "
+                         f"(value {o.relaxation!r})", param="relaxation")
+    options_verification(o, gamma, verify="block")  # FLy options are refused as for --verify block
+    verification = naming_param("champion" if o.champion is not None else "rule_name",
+                                Verification("block", relaxation=rule.expression).check, gamma)
+    return SweepPlan(STANDARD_RULE, verification, rule.name,
+                     f"relaxation champion {rule.name}: block verification against (1 - w) p + w q, "
+                     f"w = {rule.expression}")
+
+
+def live_decoder(rule: Rule) -> BlockVerifier:
+    """A relaxation rule (the weight w) decodes by relaxed block verification against (1 - w) p + w q
+    (:func:`evolve.sim.live.live_block_verified`), in a row named after the rule."""
+    rule_features(rule)
+    return BlockVerifier(rule.name, relaxation=rule)
+
+
+def tree_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData,
+                     costs: Costs) -> list[dict[str, Any]]:
+    """The relaxation champion's row (every harvested tree, SpecInfer against the mixture) and the fixed-w row at
+    the largest grid w whose TV per token on ``tune`` is at most the champion's there."""
+    require_relaxable(d)
+    require_relaxable(tune)
+    every = np.full(d.decisions.n, np.inf)
+    trees, fixed_trees = np.zeros((d.trees, 2)), np.zeros((d.trees, 2))
+    m = shape_metrics(every, d, costs, relaxation=thresholds(program, d.contexts), per_tree=trees)
+    budget_tv = shape_metrics(np.full(tune.decisions.n, np.inf), tune, costs,
+                              relaxation=thresholds(program, tune.contexts)).tv_per_token
+    fixed = [w for w in RELAX_GRID
+             if shape_metrics(np.full(tune.decisions.n, np.inf), tune, costs,
+                              relaxation=np.full(tune.decisions.n, w)).tv_per_token <= budget_tv + 1e-15]
+    w = max(fixed)
+    f = shape_metrics(every, d, costs, relaxation=np.full(d.decisions.n, w), per_tree=fixed_trees)
+    return [tree_row(split, name, "champion", "relaxation, whole tree", m, trees),
+            tree_row(split, "fixed_w", "relaxation", f"w={w:g} (TV <= {name}'s on {tune.table.split or 'tune'})", f,
+                 fixed_trees)]
+
+
+__all__ = ["COMPARE", "CAPTION", "scores", "simulate_plan", "live_decoder", "tree_rows"]

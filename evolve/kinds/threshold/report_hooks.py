@@ -1,0 +1,47 @@
+"""What a threshold does in the commands: ``benchmark.py``'s rows, the simulator's sweep, live decoding and
+``pareto --rule``'s one-point curve (the kind's report hooks, :mod:`evolve.kinds.threshold.plugin`)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from evolve.eval.costs import Costs
+from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
+from evolve.report.compare.table import KindScorer, missing_columns, timed_evaluate
+from evolve.report.options import naming_param
+from evolve.report.pareto.command import rule_curve
+from evolve.report.simulate import SimulateOptions, SweepPlan, options_verification
+from evolve.sim.decoding import check_verification
+from evolve.sim.live import rule_features
+from evolve.traces.io import Traces
+from heuristics.contract import Rule
+
+
+def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
+                      fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
+    """A threshold rule: its :class:`Metrics` (:func:`timed_evaluate`)."""
+    metrics, ms = timed_evaluate(rule, data, repeats, fitness, gamma, cost_ratio)
+    return {"metrics": metrics}, ms
+
+
+COMPARE = KindScorer(lambda rule, data, traces: missing_columns(rule, data), scores)
+
+
+def simulate_plan(rule, o: SimulateOptions, gamma: int) -> SweepPlan:
+    """A threshold rule: the chain under ``--verify`` (default token-wise), ``--relaxation`` with ``block``."""
+    verification = options_verification(o, gamma, relaxation=o.relaxation)
+    naming_param("verify", check_verification, verification, rule, gamma)
+    return SweepPlan(rule, verification, rule.name)
+
+
+def live_decoder(rule: Rule) -> Rule:
+    """A threshold rule decodes token by token (:func:`evolve.sim.live.live_block`)."""
+    rule_features(rule)
+    return rule
+
+
+def pareto_curve(rule: Rule, traces, data: EvalData, gamma: int, budgets: Sequence[float]):
+    """A threshold rule named by ``--rule``: its per-token one-point curve (:func:`rule_curve`)."""
+    return rule_curve(rule, data, gamma, budgets)
+
+
+__all__ = ["COMPARE", "scores", "simulate_plan", "live_decoder", "pareto_curve"]

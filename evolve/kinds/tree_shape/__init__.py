@@ -1,0 +1,28 @@
+"""Kind ``tree-shape``: a draft-tree shape.
+
+At the root and at every kept node of a harvested draft tree, from the drafter's side of the node, the program
+says how many of its drawn children to keep (ceil(v), none for v <= 0); the kept tree is verified by SpecInfer's
+recursive rejection sampling, so it is lossless; scored in tokens per second under a cost file on the dataset's
+tree tables (``eval_shape``). The package holds its scoring (``eval_shape``, ``eval_levels``,
+``eval_population``, ``eval_competitors``), warm start (``search_seeds``), command rows (``report_trees``,
+``report_hooks``), exported layout (``export_layout``) and hooks (``plugin``).
+"""
+from evolve.gp.primitives import DERIVED_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
+from evolve.kinds.base import TARGET_FEATURES, ProgramKind
+
+TREE_SHAPE = ProgramKind(
+    name="tree-shape", title="draft-tree shape",
+    output="v per tree node (the root included), from the drafter's side of the node; keep its first ceil(v) "
+           "drawn children (none for v <= 0), then verify the kept tree with SpecInfer's recursive rejection sampling",
+    function_name="tree_children", plugin="evolve.kinds.tree_shape.plugin",
+    excluded_features=TARGET_FEATURES + LOOKUP_FEATURES,
+    excluded_reason="the target's quantities are not known before the target is called; lookup_len and "
+                    "lookup_freq describe a prompt-lookup draft for a verification-length policy",
+    derived_features=DERIVED_FEATURES + LEVEL_FEATURES,
+    objectives=("tokens_per_second",),
+    source="draft trees: SpecInfer (Miao et al. 2024, arXiv 2305.09781); EAGLE-2's dynamic trees (Li et al. "
+           "2024, arXiv 2406.16858)",
+    reads_gamma=False,
+)
+
+__all__ = ["TREE_SHAPE"]

@@ -1,0 +1,22 @@
+"""What a draft-tree shape does in ``benchmark.py trees``: its row, the kept subtrees verified by SpecInfer (the
+kind's report hook, :mod:`evolve.kinds.tree_shape.plugin`)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from evolve.eval.costs import Costs
+from evolve.kinds.tree_shape.eval_levels import program_values
+from evolve.kinds.tree_shape.eval_shape import ShapeData, shape_metrics
+from evolve.report.trees import tree_row
+
+
+def tree_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData, costs: Costs) -> list[dict[str, Any]]:
+    """The tree-shape champion's row: its kept subtrees verified by SpecInfer."""
+    trees = np.zeros((d.trees, 2))
+    return [tree_row(split, name, "champion", "evolved shape",
+                 shape_metrics(program_values(program, d), d, costs, per_tree=trees), trees)]
+
+
+__all__ = ["tree_rows"]

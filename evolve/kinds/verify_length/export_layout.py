@@ -1,0 +1,43 @@
+"""The exported module of a verification-length policy (``python -m evolve export``): ``keep_drafting``."""
+from __future__ import annotations
+
+from evolve.export.codegen import SEMANTICS, Layout, shown
+from evolve.kinds.verify_length import VERIFY_LENGTH
+
+
+def _length_docstring(name: str, library: str) -> str:
+    return f'''"""Verification-length policy {shown(name)}, exported for {library} by specdec-evolve (`python -m evolve export`).
+
+Generated; do not edit. Standalone: imports only math and {library}.
+
+keep_drafting(**columns) returns 1.0 or 0.0 (float64), one per element of the broadcast columns:
+before each draft step, draft one more token where it is 1.0 (the policy's value v > 0), then send every drafted token
+to the target and verify them with the rule VERIFIER names, the one its run used (standard_rejection: the standard
+rule, lossless; block_verification: block verification, lossless; else a rule or relaxation of that name, lossy
+unless it says otherwise). Its columns describe the
+drafter's side of the last drafted token, known before the target is called: draft_prob (its
+probability under the drafter; 1 before the first draft), draft_top_prob (the drafter's largest
+probability there; 1 before the first draft), draft_entropy (nats; 0 before the first draft),
+draft_cumprob (the product of the drafter's probabilities of the tokens drafted so far; 1 before
+the first draft), draft_index (the number of tokens drafted so far) and position (the position
+of the token about to be drafted); with n-gram prompt lookup also lookup_len (the matched n-gram's
+length) and lookup_freq (the share of the earlier occurrences of the matched n-gram, followed by the
+tokens drafted so far, that the token about to be drafted follows), both of the token about to be
+drafted, which a lookup knows before drafting it. COLUMNS lists those this policy reads.
+
+{SEMANTICS} A NaN value stops drafting. Stop at the engine's longest draft length too. Where it comes from: SpecDec++ (Huang
+et al. 2024, arXiv 2405.19715) stops drafting on a predicted rejection; DSpark's
+confidence-scheduled verification (Cheng et al. 2026, arXiv 2607.05147) sets the verification
+length from the drafter's confidences; this policy was evolved for tokens per second under a
+cost file.
+"""'''
+
+
+#: A verification-length policy: ``keep_drafting``.
+LENGTH_LAYOUT = Layout(VERIFY_LENGTH, "v", _length_docstring,
+                       lambda target: "\n".join([target.columns, target.operators]),
+                       "1.0 where the policy drafts one more token (its value > 0), else 0.0; see the module doc.",
+                       (f"KIND = {VERIFY_LENGTH.name!r}",), decision=True, verifier_header=True)
+
+
+__all__ = ["LENGTH_LAYOUT"]

@@ -1,0 +1,36 @@
+"""The hooks of kind ``verify-length`` (:class:`evolve.kinds.base.KindHooks`): scored in tokens per second under a
+cost file (:mod:`evolve.kinds.verify_length.eval_policy`), seeded with the fixed draft lengths and confidence
+thresholds (:mod:`evolve.kinds.verify_length.search_seeds`), compared beside the competitor policies and decoded
+live."""
+from __future__ import annotations
+
+from evolve.kinds.base import KindHooks
+from evolve.kinds.verify_length.eval_policy import DEFAULT_WEIGHTING, LengthMetrics, LengthPopulationEvaluator
+from evolve.kinds.verify_length.export_layout import LENGTH_LAYOUT
+from evolve.kinds.verify_length.report_hooks import CAPTION, COMPARE, live_decoder
+from evolve.kinds.verify_length.search_seeds import choose_length_seeds
+from evolve.report.compare.speed import length_verifier_of
+
+
+def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> LengthPopulationEvaluator:
+    """The verification-length population scorer (tokens per second under ``costs``, drafts verified by
+    ``verifier``, blocks weighted by ``weighting``)."""
+    return LengthPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size, costs=costs, verifier=verifier,
+                                     weighting=weighting)
+
+
+def score(rule, data, directory, split, gamma, fitness, cost_ratio, costs) -> LengthMetrics:
+    """One policy's :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` under ``costs`` with longest draft
+    ``gamma``, its drafts verified by its own run's verifier and its blocks weighted by its run's weighting."""
+    scorer = LengthPopulationEvaluator(data(), gamma=gamma, cache_size=0, costs=costs,
+                                       verifier=length_verifier_of(rule), weighting=rule.weighting or DEFAULT_WEIGHTING)
+    return scorer.evaluate([rule.program])[0]
+
+
+def seeds(cfg, features, train, gamma, objective):
+    """Fixed draft lengths and confidence thresholds."""
+    return choose_length_seeds(cfg, train, gamma, objective)
+
+
+HOOKS = KindHooks(metrics=LengthMetrics, population=population, score=score, seeds=seeds, compare=COMPARE,
+                  caption=CAPTION, live=live_decoder, export=LENGTH_LAYOUT)

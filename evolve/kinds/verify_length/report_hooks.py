@@ -1,0 +1,49 @@
+"""What a verification-length policy does in the commands: ``benchmark.py``'s rows (tokens per second, with the
+competitor policies) and live decoding (the kind's report hooks, :mod:`evolve.kinds.verify_length.plugin`)."""
+from __future__ import annotations
+
+from evolve.eval.costs import Costs
+from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
+from evolve.kinds.verify_length import VERIFY_LENGTH
+from evolve.report.compare.speed import length_scores
+from evolve.report.compare.table import KindScorer
+from evolve.report.live import decoder
+from evolve.sim.live import BLOCK_VERIFICATION, LengthPolicy
+from evolve.traces.io import Traces
+from heuristics.contract import Rule
+from heuristics.verifiers import verifier_parts
+
+
+def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
+                   fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
+    """A verification-length policy: its tokens per second under ``costs`` (:mod:`evolve.report.compare.speed`)."""
+    return length_scores(rule, data, repeats, gamma, costs)
+
+
+def missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[str]:
+    needed = (*VERIFY_LENGTH.columns, *(c for c in rule.columns_needed if c not in VERIFY_LENGTH.derived_features))
+    return [c for c in dict.fromkeys(needed) if c not in data.available]
+
+
+COMPARE = KindScorer(missing, scores, competitors=True)
+#: What ``benchmark.py``'s caption says about verification-length rows.
+CAPTION = ("Verification-length policies (kind policy: best_fixed_gamma, confidence_threshold,"
+                         " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"
+                         " their Tok/s uses their own expected seconds per call; length_oracle is a bound, not a"
+                         " policy (the best lengths knowing each block's outcome). {names}: drafts verified by the"
+                         " verifier of their run (a champion's verify_with; the competitors: the first policy's,"
+                         " else the standard rule).")
+
+
+def live_decoder(rule: Rule) -> LengthPolicy:
+    """A verification-length policy decides live how many tokens to draft, one draft step at a time
+    (:func:`evolve.sim.live.policy_keep`); the drafts are verified by the verifier of its run (``rule.verifier``:
+    :func:`heuristics.verifiers.verifier_parts`; the standard rule without one), itself decoded as
+    :func:`decoder` decodes that rule."""
+    _, verifier, block = verifier_parts(rule.verifier)
+    if verifier is None:
+        return LengthPolicy(rule.name, rule, BLOCK_VERIFICATION if block else None)
+    return LengthPolicy(rule.name, rule, decoder(verifier))
+
+
+__all__ = ["COMPARE", "CAPTION", "scores", "missing", "live_decoder"]
