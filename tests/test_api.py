@@ -153,7 +153,7 @@ def test_the_docstring_example_runs(tmp_path, monkeypatch):
 
 
 def test_docs_show_the_tested_example():
-    """docs/api.md carries the docstring example verbatim (so the tested example is the documented one)."""
+    """docs/reference/api.md carries the docstring example verbatim (so the tested example is the documented one)."""
     lines = api.__doc__.splitlines()
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith(">>>"))
     tested = [line[4:] for line in lines[start:] if line.strip()]
