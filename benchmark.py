@@ -12,7 +12,7 @@ with ``draft_index``, tokens per target call, speedup and TV per emitted token. 
 compares published rule families with evolved fronts at TV budgets (:mod:`evolve.report.pareto.command`),
 ``simulate`` runs the decode-loop simulator (:mod:`evolve.report.simulate`) and ``perf`` measures
 the evaluator's speed (:mod:`evolve.report.perf.command`). The command line lives in
-:mod:`evolve.cli.benchmark`; every option is listed in docs/commands.md.
+:mod:`evolve.cli.benchmark`; every option is listed in docs/reference/commands.md.
 """
 from evolve.cli.benchmark import cli
 

@@ -7,8 +7,8 @@
 
 Without a subcommand it generates a synthetic dataset (:mod:`evolve.traces.synth.generate`); ``harvest``
 records traces from local language models (:mod:`evolve.traces.harvest.engine`). The command line lives in
-:mod:`evolve.cli.generate`; every option is listed in docs/commands.md and the files it writes in
-docs/schema.md.
+:mod:`evolve.cli.generate`; every option is listed in docs/reference/commands-data.md and the files it writes in
+docs/reference/schema.md.
 """
 from evolve.cli.generate import cli
 

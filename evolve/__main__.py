@@ -1,6 +1,6 @@
 """``python -m evolve run|show|promote``: evolve acceptance rules (thin entry point of :mod:`evolve.cli.evolve`).
 
-Every option is listed in docs/commands.md.
+Every option is listed in docs/reference/commands.md.
 """
 from evolve.cli.evolve import cli
 

@@ -12,7 +12,7 @@ connected ``distributed.Client``:
 * with an address (``tcp://host:8786``; the usual ``DASK_SCHEDULER_ADDRESS``
   convention is read by the command line): the client joins that cluster and
   leaves its workers running. Slurm or PBS users start such a cluster with
-  dask-jobqueue (see docs/distributed.md).
+  dask-jobqueue (see docs/tutorial/distributed.md).
 
 Numba's own threads inside a worker: on a ``LocalCluster`` each worker gets
 ``cores // workers`` of them (at least 1), so islands do not oversubscribe the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The robustness table of the pareto search (docs/results.md, section "Speed against damage"):
+# The robustness table of the pareto search (docs/results/synthetic.md, section "Speed against damage"):
 # six runs of `python -m evolve run --objective pareto` (random seeds 1, 2, 3 with the default options,
 # and the same seeds with --population 500 --generations 40), each front scored on the test split by
 # `python benchmark.py pareto`, and the table of evolve/report/pareto/seeds.py.

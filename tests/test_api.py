@@ -153,10 +153,10 @@ def test_the_docstring_example_runs(tmp_path, monkeypatch):
 
 
 def test_docs_show_the_tested_example():
-    """docs/api.md carries the docstring example verbatim (so the tested example is the documented one)."""
+    """docs/reference/api.md carries the docstring example verbatim (so the tested example is the documented one)."""
     lines = api.__doc__.splitlines()
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith(">>>"))
     tested = [line[4:] for line in lines[start:] if line.strip()]
-    text = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "api.md").read_text(encoding="utf-8")
     block = text.split("```python\n>>>", 1)[1].split("```", 1)[0]
     assert (">>>" + block).strip().splitlines() == tested

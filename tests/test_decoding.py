@@ -111,7 +111,7 @@ def test_lossy_rule_tv_matches_expected(model, context, name):
     dist = distributions_at(model, context)
     p, q = dist["p"], dist["q"]
     tau = np.clip(evaluate_numpy(rule.nodes, _feature_columns(dist, context.position), V), 0.0, 1.0)
-    tv = np.maximum(0.0, q * tau - p).sum()                      # TV of tau against p (docs/math.md)
+    tv = np.maximum(0.0, q * tau - p).sum()                      # TV of tau against p (docs/reference/math.md)
     accept = (q * tau).sum()
     resid = np.maximum(0.0, p - q * tau)
     output = q * tau + (1.0 - accept) * resid / resid.sum()     # the best residual's output distribution

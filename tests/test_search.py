@@ -295,5 +295,5 @@ def test_finding_evolution_from_random_reaches_standard_rejection(tmp_path):
     standard = evaluate(get_rule("standard_rejection"), test).fitness
     got = evaluate(champion, test).fitness
     assert got >= 0.97 * standard, (info.result.champion.expression, got, standard)
-    # and nothing beats it by more than sampling noise (docs/math.md: standard rejection is the optimum)
+    # and nothing beats it by more than sampling noise (docs/reference/math.md: standard rejection is the optimum)
     assert got <= standard + 0.01

@@ -1,4 +1,4 @@
-"""The tree harvest (``generate_data.py harvest ... --tree-nodes N --tree-width K``; docs/trees.md).
+"""The tree harvest (``generate_data.py harvest ... --tree-nodes N --tree-width K``; docs/reference/trees.md).
 
 The tiny random Llama models of the harvest tests (tests/harvest_helpers.py, the ``llama_files`` fixture) are
 used; nothing is downloaded.

@@ -4,7 +4,7 @@ Writes the module text of :mod:`evolve.export` (it imports only ``math`` and the
 library) to stdout, or atomically to ``--output`` (checked first as every command's output is:
 :func:`evolve.report.output.check_output`). CHAMPION is a champion JSON file, a run
 directory, or the name of a registered rule or promoted champion (an expression rule).
-How the module plugs into speculative sampling code: docs/deploy.md.
+How the module plugs into speculative sampling code: docs/tutorial/deploy.md.
 """
 from __future__ import annotations
 

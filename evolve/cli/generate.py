@@ -2,7 +2,7 @@
 
 :data:`cli` is a click group. Without a subcommand its own options generate a dataset with
 :func:`evolve.traces.synth.generate.generate_dataset` and write it with :func:`evolve.traces.synth.generate.write`
-(train, valid and test splits plus ``metadata.json``, see docs/schema.md), after printing the
+(train, valid and test splits plus ``metadata.json``, see docs/reference/schema.md), after printing the
 per-split statistics. With ``--chunk-sequences N`` the splits are generated and written N sequences
 at a time instead (:func:`evolve.traces.synth.chunked.generate_chunked`: one Parquet row group per chunk,
 memory bounded by one chunk; another draw than the unchunked dataset of the same seed), and the

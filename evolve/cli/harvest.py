@@ -4,8 +4,8 @@ The command object :data:`harvest` is added to the group of :mod:`evolve.cli.gen
 builds a :class:`evolve.traces.harvest.engine.HarvestConfig` from the options, runs the harvest and prints
 the per-split statistics. torch and transformers (the optional extra ``models``) are imported only
 when the command runs. Exit codes: 0 when every prompt is done, 130 after Ctrl-C (the finished
-texts are kept and the same command resumes), 2 for bad input. Options and files: docs/commands.md
-and docs/schema.md.
+texts are kept and the same command resumes), 2 for bad input. Options and files:
+docs/reference/commands-data.md and docs/reference/schema.md.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ EXIT_INTERRUPTED = 130
                    "by SpecInfer's lossless tree verification. Writes {split}.trees.parquet (one row per node) "
                    "besides the records of each tree's first path; --gamma is not used. Torch backend, batch "
                    "size 1, temperature > 0, the --draft, --draft-skip-layers or --draft-exit-layer drafter "
-                   "(docs/trees.md).")
+                   "(docs/reference/trees.md).")
 @click.option("--tree-width", "tree_width", default=None, type=click.IntRange(min=1), metavar="K",
               help="With --tree-nodes: children drawn per expanded node, and nodes expanded per drafter pass "
                    "(default 2).")

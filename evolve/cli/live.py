@@ -2,7 +2,7 @@
 
 The drafter and sampling options are those of ``generate_data.py harvest`` (:mod:`evolve.cli.harvest`), and the
 models are loaded the same way. torch and transformers (the optional extra ``models``) are imported only when the
-command runs. Options: docs/commands.md.
+command runs. Options: docs/tutorial/deploy.md.
 """
 from __future__ import annotations
 

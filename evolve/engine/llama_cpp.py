@@ -2,7 +2,7 @@
 
 The torch backend (:mod:`evolve.engine.runner`) dequantises a GGUF file into float32 torch weights;
 this backend runs the file as it is (quantised matrix products, llama.cpp's KV cache), which on a
-CPU makes a forward over a few new tokens several times cheaper (docs/results.md). It offers the
+CPU makes a forward over a few new tokens several times cheaper (docs/results/backends.md). It offers the
 interface the decode loops use from the torch runner:
 
 * :class:`LlamaRunner` (``run(kv, feeds, n_logits)``, ``run.prefill(ids)``, ``run.seconds``,

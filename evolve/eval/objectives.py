@@ -41,7 +41,7 @@ The objective registry
     it scores (:mod:`evolve.kinds.registry`), whether it needs the block metrics, how it turns one
     program's train metrics into DEAP fitness values, and what the champion selection reads on
     valid. :func:`register_objective` adds one from Python, as gplearn's ``make_fitness`` does
-    (docs/api.md); every part of the search reads the objective object, never its name.
+    (docs/reference/api.md); every part of the search reads the objective object, never its name.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Draft-tree tables: one row per drafted node of every draft tree of a split (``DIR/{split}.trees.parquet``).
 
-A tree harvest (``generate_data.py harvest --tree-nodes N``, docs/trees.md) writes, beside the chain
+A tree harvest (``generate_data.py harvest --tree-nodes N``, docs/reference/trees.md) writes, beside the chain
 records of each split, a table of the draft trees it grew: at every decoding step a tree of at most N
 drafted nodes whose children were drawn i.i.d. (with replacement) from the drafter's distribution at
 their parent. This module names the table's columns (:data:`TREE_COLUMNS`), reads a table and checks
@@ -313,7 +313,7 @@ def load_trees(data_dir: str | os.PathLike, split: str) -> TreeTable:
     path = tree_path(data_dir, split)
     if not path.is_file():
         raise InputError(f"{path}: no tree table for split '{split}' (the dataset holds no draft trees: only a "
-                         f"tree harvest writes them, docs/trees.md)")
+                         f"tree harvest writes them, docs/reference/trees.md)")
     try:
         df = pd.read_parquet(path)
     except Exception as exc:  # noqa: BLE001 - any reader failure is a damaged file to the user

@@ -49,7 +49,7 @@ when p~ depends on the text prefix alone (w does not read ``draft_index``)
 the sequence's distance from p's law is at most the expected sum of the
 per-position TVs (a hybrid argument over positions); with a depth-dependent
 w each call is still exact for its own targets, and its contribution is
-bounded by the sum over all its drafted positions (docs/relaxed.md).
+bounded by the sum over all its drafted positions (docs/reference/relaxed.md).
 
 Interpolation: phi is convex and piecewise linear, so a chord lies above it by at
 most h (s_+ - s_-) / 4 (h the grid step, s_- and s_+ the slopes at the ends, in

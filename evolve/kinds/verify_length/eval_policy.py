@@ -285,7 +285,7 @@ def block_cover(data: EvalData, weighting: str = DEFAULT_WEIGHTING) -> np.ndarra
     second = sum h / sum h * seconds / tokens: the policy's calls are counted h / tokens times. The two agree
     exactly for the harvest's own draft length verified by the standard rule; on real texts, where a stretch that is easy to draft (a copied
     passage) stays easy, a policy that verifies fewer tokens per call makes more calls there than the harvest
-    did, which only the second counts (docs/speed.md measures both against live decoding).
+    did, which only the second counts (docs/results/speed.md measures both against live decoding).
     Raises: InputError (param ``length_weighting``) for an unknown weighting.
     """
     if weighting not in WEIGHTINGS:

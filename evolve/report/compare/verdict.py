@@ -16,6 +16,12 @@ from what its champion file records (:attr:`Comparison.champions`, filled by
 :func:`champion_records`): the seeded rule NAME (``champion_source`` ``seeded:NAME`` in the
 provenance: evolution found nothing better on valid), the reference's own expression, a run
 that optimised another objective, or an evolved rule whose gain on valid did not carry over.
+
+What to try next (:data:`NEXT_STEPS`): when the best champion does not beat standard rejection and
+its champion file (read by :func:`champion_records`) records a run under an acceptance-quality
+objective, the verdict line is preceded by a few lines saying that this fitness cannot be beaten
+(standard rejection is its optimum, docs/reference/math.md, section 3) and which runs optimise speed
+instead. Every such line is at most 100 characters; the verdict line stays the last one.
 """
 from __future__ import annotations
 
@@ -30,6 +36,15 @@ from evolve.report.compare.rows import REFERENCE_RULE, VERIFIER, Comparison, Com
 MEASURE = "fitness"
 #: Objectives whose champions are chosen by (a form of) the acceptance-quality fitness.
 FITNESS_OBJECTIVES: frozenset[str] = frozenset({"acceptance_quality", "expected"})
+#: The lines printed before the verdict when a champion of a fitness run does not beat standard rejection.
+NEXT_STEPS: tuple[str, ...] = (
+    "next: standard rejection is the optimum of the acceptance-quality fitness, so no champion can beat",
+    "  it there (docs/reference/math.md, section 3); to evolve for speed, optimise speed instead:",
+    "  python -m evolve run --objective speed_at_tv --tv-budget 0.01   # tokens per call, TV <= 0.01",
+    "  python -m evolve run --objective pareto                         # tokens per call against TV",
+    "  python -m evolve run --evolve verify-length --objective tokens_per_second --costs FILE",
+    "  (FILE: `python benchmark.py perf --costs FILE --harvest MODEL ...`, or docs/costs/gpu_like.json)",
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +56,8 @@ class Verdict:
     champions); ``runner_up`` is the next best rule when the reference wins (else None);
     ``champion_source`` is what the best champion's file records (``evolved``, ``seeded:NAME``
     or None); ``reason`` why that champion does not win (None when it wins or there is none);
-    ``text`` the line printed.
+    ``hint`` the lines on what to try next (:data:`NEXT_STEPS`, or empty); ``text`` what is
+    printed: the hint lines, then the verdict line.
     """
 
     split: str
@@ -58,6 +74,7 @@ class Verdict:
     champion_source: str | None
     reason: str | None
     text: str
+    hint: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the verdict (``delta``: winner minus reference; ``champion_delta``:
@@ -71,7 +88,8 @@ class Verdict:
                 "runner_up": self.runner_up, "runner_up_value": self.runner_up_value,
                 "champion": self.champion, "champion_value": self.champion_value,
                 "champion_delta": minus(self.champion_value, self.reference_value),
-                "champion_source": self.champion_source, "reason": self.reason, "text": self.text}
+                "champion_source": self.champion_source, "reason": self.reason, "hint": list(self.hint),
+                "text": self.text}
 
 
 def _measure(row: Row) -> float | None:
@@ -158,6 +176,7 @@ def compute_verdict(comparison: Comparison) -> Verdict | None:
     else:
         text = f"{head}: {value:.3f} against {REFERENCE_RULE}'s {ref_value:.3f} ({value - ref_value:+.3f})"
     reason = None
+    hint: tuple[str, ...] = ()
     if champ is not None and champ is not winner:
         same, reason = _reason(champ, winner, ref, info, split)
         c_value = _measure(champ)
@@ -166,11 +185,23 @@ def compute_verdict(comparison: Comparison) -> Verdict | None:
         else:
             vs = f" ({c_value - ref_value:+.3f} against {REFERENCE_RULE})" if ref is not None else ""
             text += f"; {name(champ)} scores {c_value:.3f}{vs}: {reason}"
+        if _needs_next_steps(champ, ref, info):
+            hint = NEXT_STEPS
+            text = "\n".join([*hint, text])
     return Verdict(split, MEASURE, winner.heuristic, winner.kind, value, ref.heuristic if ref is not None else None,
                    ref_value, runner_up.heuristic if runner_up is not None else None,
                    _measure(runner_up) if runner_up is not None else None,
                    champ.heuristic if champ is not None else None, _measure(champ) if champ is not None else None,
-                   info.get("champion_source") if champ is not None else None, reason, text)
+                   info.get("champion_source") if champ is not None else None, reason, text, hint)
+
+
+def _needs_next_steps(champ: Row, ref: Row | None, info: Mapping[str, Any]) -> bool:
+    """Whether the verdict says what to try next: ``champ`` does not beat standard rejection and its
+    champion file (``info`` from :func:`champion_records`, which records the file's ``path``) was
+    written by a run under an acceptance-quality objective."""
+    if ref is None or "path" not in info or _measure(champ) > _measure(ref):
+        return False
+    return info.get("objective") in FITNESS_OBJECTIVES
 
 
 def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str, Any]]:
@@ -211,4 +242,4 @@ def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str
     return out
 
 
-__all__ = ["FITNESS_OBJECTIVES", "MEASURE", "Verdict", "champion_records", "compute_verdict", "verdict_split"]
+__all__ = ["FITNESS_OBJECTIVES", "MEASURE", "NEXT_STEPS", "Verdict", "champion_records", "compute_verdict", "verdict_split"]

@@ -51,7 +51,7 @@ that falls on a boundary of the inverse CDF can then pick a neighbouring token, 
 text continues differently; the datasets are identical in distribution, not bit for bit.
 
 Draft trees (``tree_nodes``): texts are decoded one at a time by tree steps instead of blocks
-(:mod:`evolve.traces.harvest.trees`, :mod:`evolve.engine.tree_draft`, docs/trees.md); the records are
+(:mod:`evolve.traces.harvest.trees`, :mod:`evolve.engine.tree_draft`, docs/reference/trees.md); the records are
 those of each tree's first path, and every node goes into the tree table.
 
 Columns: ``seq_id`` = text index (0-based, among the non-blank lines of the prompts file),

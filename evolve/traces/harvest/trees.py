@@ -4,7 +4,7 @@ Each text is decoded alone (batch of one row) by tree steps (:func:`evolve.engin
 grow a draft tree of at most N nodes, score it with one target pass, record its first path as an
 ordinary chain block and every node as a row of the tree table, and advance the text by SpecInfer's
 recursive rejection sampling on the whole tree (lossless). With one token of budget left the target
-samples it alone (one uniform, no record, no tree), as the chain harvest does. See docs/trees.md.
+samples it alone (one uniform, no record, no tree), as the chain harvest does. See docs/reference/trees.md.
 
 Caches: the target's one-row :class:`evolve.engine.runner.BatchKV` is prefilled with the prompt minus
 its last token; each target tree pass feeds the tokens not cached yet and leaves the cache holding
