@@ -11,7 +11,7 @@ Without a subcommand it scores every registered rule and every champion on a spl
 with ``draft_index``, tokens per target call, speedup and TV per emitted token. ``pareto``
 compares published rule families with evolved fronts at TV budgets (:mod:`evolve.report.pareto.command`),
 ``simulate`` runs the decode-loop simulator (:mod:`evolve.report.simulate`) and ``perf`` measures
-the evaluator's speed (:mod:`evolve.report.perf.command`). The command line lives in
+the evaluator's speed (:mod:`evolve.perf.command`). The command line lives in
 :mod:`evolve.cli.benchmark`; every option is listed in docs/reference/commands.md.
 """
 from evolve.cli.benchmark import cli

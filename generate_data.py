@@ -6,7 +6,7 @@
                                     --draft-window SINK,RECENT) --prompts FILE [options]
 
 Without a subcommand it generates a synthetic dataset (:mod:`evolve.traces.synth.generate`); ``harvest``
-records traces from local language models (:mod:`evolve.traces.harvest.engine`). The command line lives in
+records traces from local language models (:mod:`evolve.harvest.loop`). The command line lives in
 :mod:`evolve.cli.generate`; every option is listed in docs/reference/commands-data.md and the files it writes in
 docs/reference/schema.md.
 """

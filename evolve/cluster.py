@@ -2,7 +2,7 @@
 
 Dask distributed (the ``distributed`` package) runs the island epochs of a
 search (:mod:`evolve.search.islands`) and the shards of a harvest
-(:mod:`evolve.traces.harvest.shards`) as futures: a task lost with its worker is run again on another one, and the
+(:mod:`evolve.harvest.shards`) as futures: a task lost with its worker is run again on another one, and the
 scheduler may be anywhere the client can reach. :func:`dask_client` yields a
 connected ``distributed.Client``:
 

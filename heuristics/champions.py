@@ -57,7 +57,7 @@ from typing import Any
 
 from evolve.errors import InputError, InputWarning, os_error_text
 from evolve.traces.io import atomic_write_text
-from evolve.traces.paths import check_output_dir
+from evolve.files.guard import check_output_dir
 from evolve.gp.compiler import Node, parse, to_string
 from evolve.kinds.base import ProgramKind
 from evolve.kinds.registry import kind_from_config, program_kind
@@ -430,7 +430,7 @@ def save_champion(champion: Champion, directory: str | os.PathLike | None = None
     Returns: (json path, py path). Raises: InputError for an invalid champion or
     name, an existing file when ``overwrite`` is False, a ``NAME.py`` that is not
     a generated champion file, a directory refused by
-    :func:`evolve.traces.paths.check_output_dir` (inside the package's source other than
+    :func:`evolve.files.guard.check_output_dir` (inside the package's source other than
     :data:`PACKAGE_DIR`, not writable, a file...), or a failed write.
     """
     d = Path(directory) if directory is not None else champions_dir()

@@ -44,7 +44,7 @@ sum_v min(p(v), q(v))) as its divergence; the paper also uses KL and JS
 divergences, which need whole distributions the traces do not keep.
 
 The relaxed rules inference engines ship follow in :data:`FAMILIES`
-(defined in :mod:`heuristics.engines`): ``sglang_threshold`` (SGLang's two
+(defined in :mod:`heuristics.shipped`): ``sglang_threshold`` (SGLang's two
 acceptance thresholds, parameters t_single and t_acc), ``trt_relaxed``
 (TensorRT-LLM's relaxed acceptance, parameters N and delta; needs
 ``target_rank`` and ``target_top_prob``) and ``mixture`` (verification against
@@ -65,7 +65,7 @@ from typing import Callable
 
 import numpy as np
 
-from heuristics import engines
+from heuristics import shipped
 from heuristics.contract import STANDARD, STANDARD_RULE, STANDARD_SOURCE, Rule
 
 LEVIATHAN = STANDARD_SOURCE
@@ -255,11 +255,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("ears", ears, "alpha", DEFAULT_EARS_ALPHA, EARS_GRID, EARS, ("target_top_prob",)),
     Family("fuzzy_sd", fuzzy_sd, "T", DEFAULT_FUZZY_T, FUZZY_GRID, FUZZY, ("overlap",)),
     Family("lenient", lenient, "L", DEFAULT_LENIENCE, LENIENT_GRID, LENIENT),
-    Family("sglang_threshold", lambda v: engines.sglang_threshold(*v), "t_single, t_acc",
-           Pair(*engines.DEFAULT_SGLANG), SGLANG_GRID, engines.SGLANG),
-    Family("trt_relaxed", lambda v: engines.trt_relaxed(*v), "N, delta", Pair(*engines.DEFAULT_TRT), TRT_GRID,
-           engines.TRT, ("target_rank", "target_top_prob")),
-    Family("mixture", engines.mixture, "w", engines.DEFAULT_MIXTURE_W, MIXTURE_GRID, engines.MIXTURE),
+    Family("sglang_threshold", lambda v: shipped.sglang_threshold(*v), "t_single, t_acc",
+           Pair(*shipped.DEFAULT_SGLANG), SGLANG_GRID, shipped.SGLANG),
+    Family("trt_relaxed", lambda v: shipped.trt_relaxed(*v), "N, delta", Pair(*shipped.DEFAULT_TRT), TRT_GRID,
+           shipped.TRT, ("target_rank", "target_top_prob")),
+    Family("mixture", shipped.mixture, "w", shipped.DEFAULT_MIXTURE_W, MIXTURE_GRID, shipped.MIXTURE),
 )}
 
 #: The default rule of every published family but ``standard`` (whose rule is the baseline

@@ -19,7 +19,7 @@ measures, in bf16 under ``torch.inference_mode()``, after a cached context of ``
   cached context): 1, 2, ..., 64 requests of one token each, then 64 requests of 2..32 tokens each; the whole
   grid (requests x tokens per request) is kept under ``batch_grid``.
 
-Methods are interleaved, one repeat of each at a time (as ``evolve/report/perf/costs.py`` does), after
+Methods are interleaved, one repeat of each at a time (as ``evolve/perf/costs.py`` does), after
 warm-ups, with ``torch.cuda.synchronize()`` around ``time.perf_counter()``; the median of ``--repeats`` is kept.
 
 Two engines are measured for every pair: ``torch`` (transformers' LlamaForCausalLM, SDPA attention, DynamicCache,

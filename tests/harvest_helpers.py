@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from scipy import stats
 
 from evolve.cli.harvest import harvest as harvest_cmd
-from evolve.traces.harvest import engine as hv
+from evolve.harvest import loop as hv
 
 #: The tokenizer's words (ids 3..31 after <unk>, <s>, </s>).
 WORDS = [f"w{i}" for i in range(29)]

@@ -18,7 +18,7 @@ import pandas as pd
 from click.testing import CliRunner
 
 from evolve.traces.io import write_dataset
-from evolve.traces.paths import ROOT
+from evolve.files.guard import ROOT
 from evolve.cli.benchmark import cli as benchmark_cli
 from evolve.cli.evolve import cli as evolve_cli
 from evolve.cli.generate import cli as generate_cli

@@ -17,7 +17,7 @@ from evolve.engine.distributions import OneHot, block_records, distributions  # 
 from evolve.engine.ngram import lookup_columns, lookup_match  # noqa: E402
 from evolve.errors import InputError  # noqa: E402
 from evolve.eval.costs import load_costs  # noqa: E402
-from evolve.traces.harvest import engine as hv  # noqa: E402
+from evolve.harvest import loop as hv  # noqa: E402
 from heuristics.registry import get_rule  # noqa: E402
 
 from harvest_helpers import GAMMA, harvest_config, run_harvest  # noqa: E402
@@ -165,7 +165,7 @@ def test_early_exit_drafts_from_the_first_k_layers(llama_files):
 
 @pytest.mark.parametrize("drafter", [{"ngram": (2, 1)}, {"exit_layer": 2}])
 def test_live_greedy_equals_plain_decoding_and_harvest_text(llama_files, drafter):
-    from evolve.sim.live import autoregressive_text, speculative_text
+    from evolve.live.decoding import autoregressive_text, speculative_text
 
     ids = [1, 5, 9, 5, 9, 12]
     greedy = hv.build(harvest_config(llama_files, llama_files["root"] / "u", temperature=0.0, **drafter)).engine

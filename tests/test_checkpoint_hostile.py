@@ -36,7 +36,7 @@ from evolve.search.config import resolve
 from evolve.search.rundir import resume, run, run_dir_name
 from evolve.search.state import TIMING_COLUMNS
 from evolve.traces.io import remove_stale_temps, write_dataset
-from evolve.traces.locks import DirectoryLock, mkdtemp_locked, mkstemp_locked
+from evolve.files.locks import DirectoryLock, mkdtemp_locked, mkstemp_locked
 from evolve.traces.synth.independent import generate_split
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -343,7 +343,7 @@ def test_a_moved_dataset_is_named_with_the_data_option(made, tmp_path):
 
 
 def test_resume_runs_the_output_guard(made, tmp_path, monkeypatch):
-    import evolve.traces.paths as paths
+    import evolve.files.guard as paths
 
     fake = tmp_path / "repo"
     (fake / "evolve").mkdir(parents=True)

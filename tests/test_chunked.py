@@ -136,7 +136,7 @@ def chunked_vocab(tmp_path_factory):
 
 def _programs(data: EvalData):
     from evolve.gp.primitives import build_pset
-    from evolve.report.perf.measure import random_programs
+    from evolve.perf.measure import random_programs
     from heuristics.registry import get_rule
     trees = random_programs(build_pset(data.available), 24, 5)
     texts = ["min(1.0, mul(1.3, div(target_prob, draft_prob)))", "sub(overlap, 0.2)", "log(draft_prob)"]

@@ -8,8 +8,8 @@ from click.testing import CliRunner
 
 from evolve.traces.chunks import split_row_groups
 from evolve.traces.io import load_metadata
-from evolve.report.perf import islands as perf_islands
-from evolve.report.perf.islands import measure_large
+from evolve.perf import islands as perf_islands
+from evolve.perf.islands import measure_large
 
 KEYS = {"tokens_100m_seconds", "resident_bytes_per_token_100m", "cost_per_token_ratio", "resident_peak_bytes_100m",
         "large_generate_seconds", "large_tokens_actual", "large_method"}

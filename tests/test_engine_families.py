@@ -1,4 +1,4 @@
-"""heuristics.engines: the relaxed rules of SGLang, TensorRT-LLM and mixture verification, by hand."""
+"""heuristics.shipped: the relaxed rules of SGLang, TensorRT-LLM and mixture verification, by hand."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ import pytest
 from evolve.eval.evaluator import EvalData, thresholds
 from evolve.gp.compiler import evaluate_numpy
 from evolve.gp.primitives import FEATURES, OPTIONAL_FEATURES
-from heuristics import engines as E
+from heuristics import shipped as E
 from heuristics import published as P
 from heuristics.contract import STANDARD_RULE
 from heuristics.registry import get_rule, rule_names

@@ -286,7 +286,7 @@ def test_perf_harness_smoke(tmp_path):
     import json
     from click.testing import CliRunner
     from evolve.cli.perf import perf
-    from evolve.report.perf.command import REQUIRED_KEYS
+    from evolve.perf.command import REQUIRED_KEYS
     out = tmp_path / "perf.json"
     result = CliRunner().invoke(perf, ["--output", str(out), "--data", str(tmp_path / "none"), "--programs", "12",
                                        "--population", "12", "--generations", "1", "--sizes", "1500,3000",

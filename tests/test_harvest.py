@@ -20,7 +20,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("scipy.stats")
 
 from evolve.errors import InputError  # noqa: E402
-from evolve.traces.harvest import engine as hv  # noqa: E402
+from evolve.harvest import loop as hv  # noqa: E402
 from evolve.cli.types import LAYER_LIST, WINDOW  # noqa: E402
 from evolve.traces.io import SPLITS, load_dataset, load_metadata  # noqa: E402
 

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("scipy.stats")
 
-from evolve.traces.harvest import engine as hv  # noqa: E402
+from evolve.harvest import loop as hv  # noqa: E402
 from evolve.traces.io import SPLITS, load_dataset  # noqa: E402
 
 from harvest_helpers import WORDS, chi2_pvalue, first_tokens, run_harvest, tiny_llama  # noqa: E402

@@ -1,4 +1,4 @@
-"""Part files of a harvest (evolve/traces/harvest/resume.py): one part per shard, one per text, both together.
+"""Part files of a harvest (evolve/harvest/resume.py): one part per shard, one per text, both together.
 
 No model runs here: the records are random frames with the schema's columns. The sharded harvest
 itself (one part per shard written, resume of the missing shards, mixed parts) is tested on tiny
@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 from evolve.errors import InputError
-from evolve.traces.harvest.config import HarvestConfig
-from evolve.traces.harvest.resume import (
+from evolve.harvest.config import HarvestConfig
+from evolve.harvest.resume import (
     COLUMN_ORDER, WORK_DIR, consolidate, finished_texts, part_path, part_texts, read_parts, shard_part_path,
     write_part, write_shard_part,
 )
-from evolve.traces.harvest.shards import ShardOutcome, write_shard
+from evolve.harvest.shards import ShardOutcome, write_shard
 from evolve.traces.schema import COLUMNS
 
 pytest.importorskip("pyarrow")

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from evolve.traces.io import load_split
-from evolve.traces.paths import ROOT, RUN_FILES
+from evolve.files.guard import ROOT, RUN_FILES
 from heuristics.champions import ENV_DIR
 
 from hostile_helpers import check

@@ -214,7 +214,7 @@ def test_dataset_that_cannot_be_written_is_rescued(ws, rescue, monkeypatch):
 
 def _deny_access(monkeypatch, directory: Path) -> None:
     """``os.access`` says ``directory`` cannot be written (root may write anywhere, so chmod would not do)."""
-    import evolve.traces.paths as paths
+    import evolve.files.guard as paths
 
     original = os.access
     monkeypatch.setattr(paths.os, "access", lambda p, mode, **k: False if Path(p) == directory and mode & os.W_OK

@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from evolve.errors import InputError
 from evolve.traces.io import Traces, load_split
-from evolve.traces.paths import ROOT
+from evolve.files.guard import ROOT
 from evolve.traces.schema import PHI_TOLERANCE, RESIDUAL_PHI_POINTS
 from evolve.traces.synth.block_columns import block_phi
 

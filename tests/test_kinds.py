@@ -147,18 +147,18 @@ def _export_tree(module: dict, champ) -> None:
 
 
 def _live_threshold(decoded, row: dict, champ) -> None:
-    from evolve.sim.live import BlockVerifier
+    from evolve.live.decoding import BlockVerifier
     assert not isinstance(decoded, BlockVerifier) and decoded.expression == champ.expression
 
 
 def _live_relaxation(decoded, row: dict, champ) -> None:
-    from evolve.sim.live import BlockVerifier
+    from evolve.live.decoding import BlockVerifier
     assert isinstance(decoded, BlockVerifier) and decoded.relaxation.expression == champ.expression
     assert row["tv_per_token"] >= 0.0 and 1.0 <= row["expected_tokens_per_call"]
 
 
 def _live_length(decoded, row: dict, champ) -> None:
-    from evolve.sim.live import LengthPolicy
+    from evolve.live.decoding import LengthPolicy
     assert isinstance(decoded, LengthPolicy) and decoded.policy.expression == champ.expression
     assert 0.0 <= row["mean_drafted"] <= 3.0  # at most gamma drafts per call, as the policy decides
     assert row["tv_per_token"] < 1e-12 and 1.0 <= row["tokens_per_call"] <= 1.0 + row["mean_drafted"] + 1e-12

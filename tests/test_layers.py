@@ -8,15 +8,17 @@ are resolved against the importing module's package.
 Floors, bottom to top (a module may import modules of lower floors, and of its own group on its
 own floor):
 
-1. ``evolve.errors``, ``evolve.cluster`` and ``evolve.traces`` (schema, io, output paths, the
-   synthetic models of ``evolve.traces.synth``)
+1. ``evolve.errors``, ``evolve.cluster``, ``evolve.files`` (locks, the output-path guard) and
+   ``evolve.traces`` (schema, io, the synthetic models of ``evolve.traces.synth``)
 2. ``evolve.engine`` (the real-model engine: loading, KV cache, drafters, distributions),
    ``evolve.gp`` (primitive set, expressions, parsing, compiler) and ``evolve.kinds`` (what a kind of program
    is, the registry, each kind's descriptor)
-3. ``evolve.traces.harvest`` (traces from real models, on the engine), ``evolve.eval`` and
+3. ``evolve.harvest`` (traces from real models, on the engine), ``evolve.eval`` and
    ``heuristics`` (none imports another)
-4. ``evolve.search`` and ``evolve.sim`` (neither imports the other)
-5. ``evolve.report`` and ``evolve.export`` (neither imports the other)
+4. ``evolve.search`` and ``evolve.sim`` (neither imports the other); then ``evolve.live`` (live decoding on
+   real models, above the simulator's verification)
+5. ``evolve.report`` and ``evolve.export`` (neither imports the other); then ``evolve.perf`` (the speed
+   harness of ``benchmark.py perf``, which writes through the reports' output helpers)
 6. the kinds' plugins (``evolve.kinds.<kind>.plugin``: each kind's hooks, registered once)
 7. ``evolve.cli`` and ``evolve.api`` (the CLI may use the API; the API never imports the CLI)
 8. ``generate_data``, ``benchmark``, ``evolve.__main__``, ``evolve.docs`` (entry points: nothing
@@ -48,7 +50,8 @@ MAX_LINES = 600
 FLOORS: tuple[tuple[str, int, str], ...] = (
     ("evolve.errors", 1, "base"),
     ("evolve.cluster", 1, "base"),
-    ("evolve.traces.harvest", 3, "harvest"),
+    ("evolve.harvest", 3, "harvest"),
+    ("evolve.files", 1, "base"),
     ("evolve.traces", 1, "base"),
     ("evolve.engine", 2, "engine"),
     ("evolve.gp", 2, "gp"),
@@ -57,8 +60,10 @@ FLOORS: tuple[tuple[str, int, str], ...] = (
     ("heuristics", 3, "heuristics"),
     ("evolve.search", 4, "search"),
     ("evolve.sim", 4, "sim"),
+    ("evolve.live", 4.5, "live"),
     ("evolve.report", 5, "report"),
     ("evolve.export", 5, "export"),
+    ("evolve.perf", 5.5, "perf"),
     ("evolve.cli", 7, "cli"),
     ("evolve.api", 7, "api"),
     ("evolve.__main__", 8, "evolve.__main__"),

@@ -18,13 +18,13 @@ pytest.importorskip("transformers")
 
 from click.testing import CliRunner  # noqa: E402
 
-from evolve.traces.harvest.config import HarvestConfig  # noqa: E402
+from evolve.harvest.config import HarvestConfig  # noqa: E402
 from evolve.errors import InputError  # noqa: E402
-from evolve.traces.harvest.engine import build, text_rng  # noqa: E402
+from evolve.harvest.loop import build, text_rng  # noqa: E402
 from evolve.cli.benchmark import cli  # noqa: E402
 from evolve.gp.primitives import FEATURES  # noqa: E402
 from evolve.report.live import KEYS, resolve_rules, run_live  # noqa: E402
-from evolve.sim.live import candidate_features, rule_thresholds, speculative_text  # noqa: E402
+from evolve.live.decoding import candidate_features, rule_thresholds, speculative_text  # noqa: E402
 from heuristics.contract import Rule  # noqa: E402
 from heuristics.registry import get_rule  # noqa: E402
 
@@ -194,7 +194,7 @@ def test_block_verification_is_exactly_lossless():
     distribution of the first two tokens (V = 4, two drafts, a later block continuing from p_1 after an
     early stop). The stopping probabilities are recomputed here from the paper's formulas (Sun et al.
     2024): h_1 = m_1 / (m_1 + 1 - P_1), h_2 = P_2, with m_1 = sum_v max(0, P_1 p_1(v) - q_1(v))."""
-    from evolve.sim.live import block_decision
+    from evolve.live.decoding import block_decision
 
     rng = np.random.default_rng(4)
     V = 4
@@ -247,7 +247,7 @@ def test_relaxation_with_zero_weight_is_block_verification_exactly(files):
     """w = 0 reproduces lossless block verification bit for bit: the same texts, calls, expected tokens
     and no damage."""
     from evolve.report.live import decoder
-    from evolve.sim.live import BLOCK_VERIFICATION, BlockVerifier
+    from evolve.live.decoding import BLOCK_VERIFICATION, BlockVerifier
 
     engine = build(_config(files, skip_layers=(1, 2))).engine
     relaxed = decoder(ZERO_WEIGHT)
@@ -264,7 +264,7 @@ def test_relaxation_with_zero_weight_is_block_verification_exactly(files):
 def test_relaxed_block_decision_matches_block_verification_against_the_mixture():
     """relaxed_block_decision = block_decision against p~ = (1 - w) p + w q (p itself for the bonus), with the
     damage E[sum over emitted depths of w_d (1 - overlap_d)] by the recursion of evolve.kinds.relaxation.eval_block."""
-    from evolve.sim.live import block_decision, relaxed_block_decision
+    from evolve.live.decoding import block_decision, relaxed_block_decision
 
     rng = np.random.default_rng(9)
     k, V = 3, 6

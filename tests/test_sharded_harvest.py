@@ -20,11 +20,11 @@ pytest.importorskip("transformers")
 from click.testing import CliRunner  # noqa: E402
 
 from evolve.cluster import ClusterOptions  # noqa: E402
-from evolve.traces.harvest import engine as hv  # noqa: E402
-from evolve.traces.harvest.prompts import assign_splits, processing_order  # noqa: E402
-from evolve.traces.harvest import shards as sh  # noqa: E402
-from evolve.traces.harvest.resume import WORK_DIR, finished_texts, part_texts, shard_part_path  # noqa: E402
-from evolve.traces.harvest.shards import harvest_sharded, shard_texts  # noqa: E402
+from evolve.harvest import loop as hv  # noqa: E402
+from evolve.harvest.prompts import assign_splits, processing_order  # noqa: E402
+from evolve.harvest import shards as sh  # noqa: E402
+from evolve.harvest.resume import WORK_DIR, finished_texts, part_texts, shard_part_path  # noqa: E402
+from evolve.harvest.shards import harvest_sharded, shard_texts  # noqa: E402
 from evolve.traces.io import SPLITS, load_metadata  # noqa: E402
 from evolve.cli.harvest import harvest as harvest_cmd  # noqa: E402
 

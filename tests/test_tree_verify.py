@@ -11,7 +11,7 @@ import pytest
 
 from evolve.eval.block_verification import block_tokens_kernel
 from evolve.engine import tree_verify as tv
-from evolve.sim.live import block_decision
+from evolve.live.decoding import block_decision
 
 V = 3
 

@@ -1,6 +1,6 @@
 """The drafter options of ``harvest``, ``live`` and ``perf --costs``, and the one-drafter check.
 
-Every option's parameter is the :class:`evolve.traces.harvest.config.HarvestConfig` field of its
+Every option's parameter is the :class:`evolve.harvest.config.HarvestConfig` field of its
 drafter (:data:`evolve.engine.drafters.DRAFTERS`, each class's ``field``); :func:`check_one_drafter`
 names the options through the command's own parameters (:func:`evolve.cli.errors.flag_of`), so a
 new drafter needs its option here and its class in the registry, nothing else.

@@ -1,7 +1,7 @@
-"""``python generate_data.py harvest``: trace datasets from local language models (:mod:`evolve.traces.harvest.engine`).
+"""``python generate_data.py harvest``: trace datasets from local language models (:mod:`evolve.harvest.loop`).
 
 The command object :data:`harvest` is added to the group of :mod:`evolve.cli.generate`. It
-builds a :class:`evolve.traces.harvest.engine.HarvestConfig` from the options, runs the harvest and prints
+builds a :class:`evolve.harvest.loop.HarvestConfig` from the options, runs the harvest and prints
 the per-split statistics. torch and transformers (the optional extra ``models``) are imported only
 when the command runs. Exit codes: 0 when every prompt is done, 130 after Ctrl-C (the finished
 texts are kept and the same command resumes), 2 for bad input. Options and files:
@@ -15,7 +15,7 @@ from evolve.cli.errors import CliCommand
 from evolve.cli.drafters import check_one_drafter, new_drafter_options
 from evolve.cli.types import LAYER_LIST, WINDOW
 from evolve.traces.synth.generate import format_stats
-from evolve.traces.harvest.config import DTYPES, HarvestConfig
+from evolve.harvest.config import DTYPES, HarvestConfig
 from evolve.engine.backends import BACKEND_NAMES
 from evolve.errors import InputError
 
@@ -97,7 +97,7 @@ def harvest(target, draft, skip_layers, window, ngram, exit_layer, prompts, gamm
     Splits are by prompt. Ctrl-C keeps every finished text; the same command resumes.
     """
     from evolve.engine.backends import get_backend
-    from evolve.traces.harvest.engine import harvest as run
+    from evolve.harvest.loop import harvest as run
 
     check_one_drafter(draft=draft, skip_layers=skip_layers, window=window, ngram=ngram,
                       exit_layer=exit_layer)
@@ -113,7 +113,7 @@ def harvest(target, draft, skip_layers, window, ngram, exit_layer, prompts, gamm
     get_backend(backend).check(config)
     if shards is not None:
         from evolve.cluster import ClusterOptions
-        from evolve.traces.harvest.shards import harvest_sharded
+        from evolve.harvest.shards import harvest_sharded
 
         where = ClusterOptions(scheduler=None if scheduler in (None, "", "local") else scheduler)
         result = harvest_sharded(config, shards, where, progress=progress)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from evolve.traces.harvest.config import DTYPES, HarvestConfig
+from evolve.harvest.config import DTYPES, HarvestConfig
 from evolve.cli.errors import CliCommand
 from evolve.cli.drafters import check_one_drafter, new_drafter_options
 from evolve.cli.harvest import BACKEND_HELP

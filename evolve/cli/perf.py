@@ -1,4 +1,4 @@
-"""``python benchmark.py perf``: the evaluator's speed against DEAP and Operon (:mod:`evolve.report.perf.command`)."""
+"""``python benchmark.py perf``: the evaluator's speed against DEAP and Operon (:mod:`evolve.perf.command`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +10,8 @@ from evolve.cli.errors import CliCommand
 from evolve.engine.backends import BACKEND_NAMES
 from evolve.engine.drafters import DRAFTER_FIELDS
 from evolve.cli.types import CommaList
-from evolve.report.perf.scaling import DEFAULT_SCALING
-from evolve.report.perf.command import PerfOptions, perf_command
+from evolve.perf.scaling import DEFAULT_SCALING
+from evolve.perf.command import PerfOptions, perf_command
 
 #: The harvest parameters whose option here has another name (``--harvest`` is the target model).
 ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tokens": "harvest_tokens"}

@@ -4,7 +4,7 @@
 A backend loads a model (:meth:`Backend.load`), checks that its cache can be rolled back, makes the
 target's runner (``run(kv, feeds, n_logits)`` returning torch logits, ``run.prefill``, ``run.seconds``;
 a runner with ``new_kv(batch)`` brings its own cache view, else :class:`evolve.engine.runner.BatchKV`)
-and, when it has its own, the drafter (None: the torch drafters of :mod:`evolve.engine.drafters`). The decode loops (:mod:`evolve.traces.harvest.engine`, :mod:`evolve.sim.live`) are the
+and, when it has its own, the drafter (None: the torch drafters of :mod:`evolve.engine.drafters`). The decode loops (:mod:`evolve.harvest.loop`, :mod:`evolve.live.decoding`) are the
 same for every backend.
 
 * ``torch``: transformers models in torch (:mod:`evolve.engine.runner`; GGUF files dequantised), every
@@ -54,7 +54,7 @@ class Backend:
         return Runner(loaded.model, vocab, config.device)
 
     def threads(self, config) -> int:
-        """The CPU threads the models run on (after :func:`evolve.traces.harvest.engine.build`)."""
+        """The CPU threads the models run on (after :func:`evolve.harvest.loop.build`)."""
         import torch
 
         return torch.get_num_threads()

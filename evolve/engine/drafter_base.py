@@ -50,14 +50,14 @@ def _stack(rows: list):
 class Drafter:
     """Base class: proposes up to k_i tokens for every row of a batch, with their full draft distributions.
 
-    The ``engine`` argument of the methods is the :class:`evolve.traces.harvest.engine.SpeculativeEngine`
+    The ``engine`` argument of the methods is the :class:`evolve.harvest.loop.SpeculativeEngine`
     running the drafter (its ``sampling`` settings and ``eos`` ids are read); ``batch`` is its
-    :class:`evolve.traces.harvest.engine.Batch` (``batch.rows[i]`` the state of row i's text or None,
+    :class:`evolve.harvest.loop.Batch` (``batch.rows[i]`` the state of row i's text or None,
     ``batch.kv`` the target's :class:`evolve.engine.runner.BatchKV`).
     """
 
     kind = ""
-    #: The :class:`evolve.traces.harvest.config.HarvestConfig` field (and command-line parameter) selecting it.
+    #: The :class:`evolve.harvest.config.HarvestConfig` field (and command-line parameter) selecting it.
     field = ""
     #: Whether it runs no model at all (so it runs on every backend: :mod:`evolve.engine.backends`).
     model_free = False

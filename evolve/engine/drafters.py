@@ -19,7 +19,7 @@
 * ``early_exit``: the target's first K layers, final norm and LM head (LayerSkip;
   :mod:`evolve.engine.early_exit`).
 
-Registry: every drafter class names the :class:`evolve.traces.harvest.config.HarvestConfig` field
+Registry: every drafter class names the :class:`evolve.harvest.config.HarvestConfig` field
 that selects it (``field``; the command-line parameter of the same name), validates that field's
 value (``check_value``) and builds itself from it (``build``). Adding a drafter is one module with
 a :class:`evolve.engine.drafter_base.Drafter` subclass and one entry in :data:`DRAFTERS`.

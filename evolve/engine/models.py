@@ -12,7 +12,7 @@ hybrids) are refused (:func:`check_rollback`): their cache cannot be rolled back
 after a rejected draft. A draft model must share the target's tokenizer
 (:func:`check_same_tokenizer`).
 
-``_torch`` and ``_short`` are helpers shared inside :mod:`evolve.traces.harvest`.
+``_torch`` and ``_short`` are helpers shared inside :mod:`evolve.harvest`.
 """
 from __future__ import annotations
 

@@ -288,7 +288,7 @@ def tree_step(engine, kv, draft_kv, ctx: Sequence[int], rng: np.random.Generator
     """One tree step of a text (module doc): grow, verify with the target, record, advance by SpecInfer.
 
     Args:
-        engine: the :class:`evolve.traces.harvest.engine.SpeculativeEngine` (its target runner ``run``, its
+        engine: the :class:`evolve.harvest.loop.SpeculativeEngine` (its target runner ``run``, its
             drafter's runner ``drafter.run``, ``distributions`` and ``eos``).
         kv: the target's :class:`evolve.engine.runner.BatchKV` of one row holding a prefix of ``ctx``
             (at least its last token uncached); afterwards it holds all of ``ctx``.

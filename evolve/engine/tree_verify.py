@@ -52,7 +52,7 @@ On a chain (every node at most one child) this is exactly block verification (Su
 verification accelerates speculative decoding", arXiv 2403.10444): a_i is the block weight P_i, the
 updated a is h_i, the updated P is normalise(max(0, P_i p_{i+1} - q_{i+1})), and testing the
 deepest node first with fresh uniforms accepts the longest prefix i with eta_i <= h_i (see
-:func:`evolve.sim.live.block_decision`); the sampler consumes the uniforms leaf first, then one for
+:func:`evolve.live.decoding.block_decision`); the sampler consumes the uniforms leaf first, then one for
 the next token. On a root with k leaf children it is SpecInfer's recursive rejection sampling.
 
 The drafter distribution Q(.|beta) after a deletion: whether it must change depends on how the

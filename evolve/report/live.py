@@ -5,9 +5,9 @@
         [--temperature 1] [--top-k K] [--top-p P] [--seed 0] [--format table|json] [--output FILE]
 
 The target, the drafter and the sampling are loaded exactly as ``generate_data.py harvest``
-loads them (:func:`evolve.traces.harvest.engine.build`). For every prompt, in turn, the target first
+loads them (:func:`evolve.harvest.loop.build`). For every prompt, in turn, the target first
 decodes the prompt alone (plain autoregressive decoding, one pass per token), then every rule
-decodes it speculatively (:func:`evolve.sim.live.speculative_text`), all from the same random
+decodes it speculatively (:func:`evolve.live.decoding.speculative_text`), all from the same random
 stream ``numpy.random.default_rng([seed, prompt index])``; interleaving the runs prompt by prompt
 spreads any change of machine load over all of them. One warm-up text of at most 8 tokens per
 run (not counted) loads the compiled kernels first. Per rule (JSON keys of :data:`KEYS`):
@@ -18,7 +18,7 @@ run (not counted) loads the compiled kernels first. Per rule (JSON keys of :data
   excluded); ar_tokens_per_s: the same for plain decoding of the same prompts in the same run;
   speedup = tokens_per_s / ar_tokens_per_s;
 * tv_per_token: the exact expected total-variation damage per emitted token, from the whole
-  vocabulary at every verified position (:mod:`evolve.sim.live`); 0 for a lossless rule
+  vocabulary at every verified position (:mod:`evolve.live.decoding`); 0 for a lossless rule
   (up to float64 rounding, about 1e-16);
 * tokens_per_call_se: the standard error of tokens_per_call (target calls taken as independent);
   expected_tokens_per_call: 1 + sum_d prod_{i<=d} tau_i(x_i) averaged over the calls, the
@@ -27,7 +27,7 @@ run (not counted) loads the compiled kernels first. Per rule (JSON keys of :data
 
 A relaxation champion (a program of kind ``relaxation``, :mod:`evolve.kinds.registry`: the weight w of relaxed
 block verification) decodes by block verification against (1 - w) p + w q at each drafted position
-(:func:`evolve.sim.live.live_block_verified`); its tv_per_token is the expected sum of w_d TV(p_d, q_d)
+(:func:`evolve.live.decoding.live_block_verified`); its tv_per_token is the expected sum of w_d TV(p_d, q_d)
 over the emitted positions per emitted token, as :mod:`evolve.kinds.relaxation.eval_block` scores it from
 records, and its expected_tokens_per_call is 1 + E[n] given the drafts. ``block_verification`` is the
 same with w = 0. The dispatch on the kind is the kind's ``live`` hook.
@@ -47,17 +47,17 @@ from typing import Callable, Sequence
 
 from evolve.eval.costs import load_costs
 from evolve.errors import InputError
-from evolve.traces.harvest.config import HarvestConfig
-from evolve.traces.harvest.engine import build, text_rng
+from evolve.harvest.config import HarvestConfig
+from evolve.harvest.loop import build, text_rng
 from evolve.engine.drafters import chosen_drafters
 from evolve.engine.models import sha256_file
 from evolve.gp.primitives import LOOKUP_FEATURES
-from evolve.traces.harvest.prompts import encode_prompt, read_prompts
+from evolve.harvest.prompts import encode_prompt, read_prompts
 from evolve.traces.io import load_metadata
 from evolve.report.compare.table import champion_from_file
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.rules import rule_named
-from evolve.sim.live import (BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text,
+from evolve.live.decoding import (BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text,
                              speculative_text)
 from heuristics.contract import Rule
 
@@ -81,7 +81,7 @@ class LiveReport:
 
 
 def decoder(rule: Rule | BlockVerifier) -> Rule | BlockVerifier:
-    """What :func:`evolve.sim.live.speculative_text` runs for ``rule`` (the ``live`` hook of its kind; a
+    """What :func:`evolve.live.decoding.speculative_text` runs for ``rule`` (the ``live`` hook of its kind; a
     :class:`BlockVerifier` as it is).
 
     Raises: InputError for a kind live decoding cannot run, or a rule reading a feature live
@@ -152,7 +152,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     threads (its ``out`` is not used). ``texts``: the prompt indices to decode (default all; see
     :func:`split_prompts`); prompt i decodes from ``numpy.random.default_rng([seed, i])``.
     ``on_text(done, total)`` is called after each prompt.
-    Raises: InputError as :func:`evolve.traces.harvest.engine.build`, for a bad prompts file or a text index
+    Raises: InputError as :func:`evolve.harvest.loop.build`, for a bad prompts file or a text index
     beyond its prompts.
     """
     prompts, lines = read_prompts(config.prompts)
@@ -242,7 +242,7 @@ class LiveOptions:
     returned only); ``costs``: a cost file (:mod:`evolve.eval.costs`): each row gains the prediction of
     the cost model for the same run, ``predicted_tokens_per_s`` = the tokens emitted / the sum over the
     run's target calls of target_forward_s(k + 1) + k * draft_token_s (k the call's drafted tokens:
-    :meth:`evolve.sim.live.LiveCounts.predicted_seconds`) and ``predicted_speedup`` = that times
+    :meth:`evolve.live.decoding.LiveCounts.predicted_seconds`) and ``predicted_speedup`` = that times
     ``plain_token_s``, beside the measured ones.
     """
 

@@ -2,12 +2,12 @@
 
 Every command that writes a table or plot checks its ``output`` file (and the plot
 beside it) before any work (:func:`check_output`, which applies the guard of
-:mod:`evolve.traces.paths`: never a directory, an input, a file of a dataset or run
+:mod:`evolve.files.guard`: never a directory, an input, a file of a dataset or run
 directory, or the package's source) and writes only when everything
 succeeded, each file atomically (temporary file + rename,
 :func:`evolve.traces.io.atomic_write_bytes`). If a write still fails at the end, the
 files not yet written are saved into a rescue directory
-(:func:`evolve.traces.paths.rescue_dir`) and the one-line error names it.
+(:func:`evolve.files.guard.rescue_dir`) and the one-line error names it.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Iterable
 
 from evolve.errors import InputError, os_error_text
 from evolve.traces.io import atomic_write_bytes
-from evolve.traces.paths import check_output_file, rescue_dir
+from evolve.files.guard import check_output_file, rescue_dir
 
 #: Output file suffixes that select a format when ``fmt`` (the command line's ``--format``) is not given.
 SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown",
@@ -61,7 +61,7 @@ def check_output(output: str | os.PathLike | None, image: str | None = None,
         champion_dirs: champions directories the command reads.
 
     Raises: InputError naming the parameter ``output`` (or, for the PNG without an
-    ``output``, the image) for every refusal of :func:`evolve.traces.paths.check_output_file`.
+    ``output``, the image) for every refusal of :func:`evolve.files.guard.check_output_file`.
     """
     inputs, champion_dirs = list(inputs), list(champion_dirs)
     if output is not None:
@@ -82,7 +82,7 @@ def write_outputs(text: str, output: str | os.PathLike | None, png: bytes | None
     Returns the PNG path written, or None. Raises InputError naming the parameter ``output``
     (``png_param`` for the PNG) when a file cannot be written; that file and the
     ones after it are then saved into a new rescue directory
-    (:func:`evolve.traces.paths.rescue_dir`), which the message names.
+    (:func:`evolve.files.guard.rescue_dir`), which the message names.
     """
     files: list[tuple[Path, bytes, str]] = []
     if output is not None:

@@ -1,7 +1,7 @@
 """What a command's ``--rule NAME`` names, resolved in one place for every command that runs rules.
 
 A name is ``block_verification`` (lossless block verification, Sun et al. 2024, arXiv 2403.10444:
-the verifier :data:`evolve.sim.live.BLOCK_VERIFICATION`, which has no per-token threshold), or
+the verifier :data:`evolve.live.decoding.BLOCK_VERIFICATION`, which has no per-token threshold), or
 anything :func:`heuristics.registry.get_rule` resolves with champions: a registered rule, a family
 member ``FAMILY:VALUES`` or a promoted champion. The rule keeps its kind of program
 (:mod:`evolve.kinds.registry`, ``Rule.kind``); each command then dispatches on the kind through its own
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from evolve.sim.live import BLOCK_VERIFICATION, BlockVerifier
+from evolve.live.decoding import BLOCK_VERIFICATION, BlockVerifier
 from heuristics.contract import Rule
 from heuristics.registry import get_rule
 

@@ -82,7 +82,7 @@ from evolve.errors import InputError
 from evolve.report.options import naming_param
 from evolve.report.rules import rule_named
 from evolve.report.output import check_output, resolve_format, write_outputs
-from evolve.sim.live import BlockVerifier
+from evolve.live.decoding import BlockVerifier
 from evolve.sim.decoding import (
     DAMAGE_CONTEXTS,
     DAMAGE_DRAWS,
@@ -124,7 +124,7 @@ def resolve_rule(rule_name: str | None, champion: str | os.PathLike | None):
 
     ``rule_name`` is resolved as every command resolves ``--rule`` (:func:`evolve.report.rules.rule_named`:
     a registered rule, a family member, a promoted champion, or ``block_verification``, returned as the
-    verifier :data:`evolve.sim.live.BLOCK_VERIFICATION`). The rule keeps its kind of program;
+    verifier :data:`evolve.live.decoding.BLOCK_VERIFICATION`). The rule keeps its kind of program;
     :func:`plan_sweep` says how each kind is simulated.
 
     Raises: InputError for both at once, an unknown rule, a missing or

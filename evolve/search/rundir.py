@@ -37,7 +37,7 @@ removed when the run directory has been written, except after a Ctrl-C
 and :func:`resume` finishes the run into a new run directory.
 
 One writer per checkpoint directory: :func:`run` and :func:`resume` hold its
-lock (:class:`evolve.traces.locks.DirectoryLock`) from start to end, so a
+lock (:class:`evolve.files.locks.DirectoryLock`) from start to end, so a
 second ``resume`` of the same checkpoint, or a resume while the run still
 goes, is refused in one line naming the PID of the process that holds it.
 :func:`resume` checks the checkpoint (one SHA-256 over header and payload,
@@ -63,8 +63,8 @@ from evolve.errors import InputError, InputWarning, os_error_text
 from evolve.traces.io import (
     Traces, atomic_write_bytes, atomic_write_text, load_split, remove_stale_temps, split_path,
 )
-from evolve.traces.locks import DirectoryLock, mkdtemp_locked
-from evolve.traces.paths import check_output_dir, is_dataset_dir, write_or_rescue
+from evolve.files.locks import DirectoryLock, mkdtemp_locked
+from evolve.files.guard import check_output_dir, is_dataset_dir, write_or_rescue
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import PRIMITIVE_SET_VERSION
 from evolve.search.algorithms import search
@@ -127,10 +127,10 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     Returns: :class:`RunInfo` with the run directory.
 
     Raises: InputError for bad data or an unusable output directory (checked
-    before the search, :func:`evolve.traces.paths.check_output_dir`); nothing is written
+    before the search, :func:`evolve.files.guard.check_output_dir`); nothing is written
     in that case. If writing still fails at the end, the run directory is
     written into a rescue directory and the InputError names it
-    (:func:`evolve.traces.paths.write_or_rescue`).
+    (:func:`evolve.files.guard.write_or_rescue`).
     """
     out = check_output_dir(cfg.out, (cfg.data,), OUT_WHAT)
     train_t, valid_t = load_search_data(cfg)
@@ -353,7 +353,7 @@ def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None]
 
 def check_resume_output(partial: Path, cfg: RunConfig) -> Path:
     """The directory a resume of the checkpoint directory ``partial`` writes its run directory into (the one
-    holding ``partial``), checked as ``run`` checks ``out`` (:func:`evolve.traces.paths.check_output_dir`); a
+    holding ``partial``), checked as ``run`` checks ``out`` (:func:`evolve.files.guard.check_output_dir`); a
     dataset directory is refused too. Raises InputError."""
     out = check_output_dir(partial.parent, (cfg.data,), OUT_WHAT)
     if is_dataset_dir(out):

@@ -1,6 +1,6 @@
 """Trace datasets: the schema (version 1), reading with validation, atomic writing, the synthetic
-trace models (:mod:`evolve.traces.synth`) and traces harvested from real models
-(:mod:`evolve.traces.harvest`).
+trace models (:mod:`evolve.traces.synth`); traces harvested from real models are written by
+:mod:`evolve.harvest`, beside the engine it drives.
 
 Generated datasets are written to the folder ``data/`` of the working directory by default
 (``data/train.parquet``, ``data/valid.parquet``, ``data/test.parquet``, ``data/metadata.json``).

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from evolve.errors import InputError, InputWarning, os_error_text, printable
-from evolve.traces.locks import DirectoryLock, claim_stale, mkstemp_locked
+from evolve.files.locks import DirectoryLock, claim_stale, mkstemp_locked
 from evolve.traces.schema import COLUMN_BY_NAME, COLUMNS, SCHEMA_VERSION, derive_seq_id, validate
 
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
@@ -63,7 +63,7 @@ _FILE_MODE = _file_mode()
 
 def _mkstemp(directory: Path, name: str) -> tuple[int, str]:
     """A temporary file beside ``name`` in ``directory``, with ordinary permissions, locked by this
-    writer through the returned descriptor (:func:`evolve.traces.locks.mkstemp_locked`: while it, or a
+    writer through the returned descriptor (:func:`evolve.files.locks.mkstemp_locked`: while it, or a
     duplicate, is open, :func:`remove_stale_temps` leaves the file alone)."""
     fd, tmp = mkstemp_locked(directory, f".{name}{TEMP_MARK}")
     os.chmod(tmp, _FILE_MODE)
@@ -78,7 +78,7 @@ def remove_stale_temps(directory: str | os.PathLike, name: str, keep: str | None
     write that was killed (an interrupted one removes its own). Only entries with
     exactly the random suffix of :func:`tempfile.mkstemp` are removed, and only
     when their writer is gone: a writer locks its temporary file from creation to
-    rename (:func:`evolve.traces.locks.claim_stale`), so the in-flight file of a
+    rename (:func:`evolve.files.locks.claim_stale`), so the in-flight file of a
     write running elsewhere, in this process or another, is never removed.
 
     Args:
@@ -408,7 +408,7 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
     the other format for the same splits are removed so loading is unambiguous,
     and so are temporary files that a killed earlier write left behind
     (:func:`remove_stale_temps`). One writer at a time: the directory is locked
-    for the whole write (:class:`evolve.traces.locks.DirectoryLock`), and a second
+    for the whole write (:class:`evolve.files.locks.DirectoryLock`), and a second
     writer into the same directory is refused with the first one's PID.
 
     Args:

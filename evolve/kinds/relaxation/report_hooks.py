@@ -17,7 +17,7 @@ from evolve.report.options import naming_param
 from evolve.report.simulate import SimulateOptions, SweepPlan, block_only, options_verification
 from evolve.report.trees import tree_row
 from evolve.sim.decoding import Verification
-from evolve.sim.live import BlockVerifier, rule_features
+from evolve.live.decoding import BlockVerifier, rule_features
 from evolve.traces.io import Traces
 from evolve.traces.trees import RELAX_GRID
 from heuristics.contract import Rule
@@ -61,7 +61,7 @@ def simulate_plan(rule, o: SimulateOptions, gamma: int) -> SweepPlan:
 
 def live_decoder(rule: Rule) -> BlockVerifier:
     """A relaxation rule (the weight w) decodes by relaxed block verification against (1 - w) p + w q
-    (:func:`evolve.sim.live.live_block_verified`), in a row named after the rule."""
+    (:func:`evolve.live.decoding.live_block_verified`), in a row named after the rule."""
     rule_features(rule)
     return BlockVerifier(rule.name, relaxation=rule)
 

@@ -11,7 +11,7 @@ from evolve.report.options import naming_param
 from evolve.report.pareto.command import rule_curve
 from evolve.report.simulate import SimulateOptions, SweepPlan, options_verification
 from evolve.sim.decoding import check_verification
-from evolve.sim.live import rule_features
+from evolve.live.decoding import rule_features
 from evolve.traces.io import Traces
 from heuristics.contract import Rule
 
@@ -34,7 +34,7 @@ def simulate_plan(rule, o: SimulateOptions, gamma: int) -> SweepPlan:
 
 
 def live_decoder(rule: Rule) -> Rule:
-    """A threshold rule decodes token by token (:func:`evolve.sim.live.live_block`)."""
+    """A threshold rule decodes token by token (:func:`evolve.live.decoding.live_block`)."""
     rule_features(rule)
     return rule
 

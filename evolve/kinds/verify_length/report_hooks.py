@@ -8,7 +8,7 @@ from evolve.kinds.verify_length import VERIFY_LENGTH
 from evolve.report.compare.speed import length_scores
 from evolve.report.compare.table import KindScorer
 from evolve.report.live import decoder
-from evolve.sim.live import BLOCK_VERIFICATION, LengthPolicy
+from evolve.live.decoding import BLOCK_VERIFICATION, LengthPolicy
 from evolve.traces.io import Traces
 from heuristics.contract import Rule
 from heuristics.verifiers import verifier_parts
@@ -37,7 +37,7 @@ CAPTION = ("Verification-length policies (kind policy: best_fixed_gamma, confide
 
 def live_decoder(rule: Rule) -> LengthPolicy:
     """A verification-length policy decides live how many tokens to draft, one draft step at a time
-    (:func:`evolve.sim.live.policy_keep`); the drafts are verified by the verifier of its run (``rule.verifier``:
+    (:func:`evolve.live.decoding.policy_keep`); the drafts are verified by the verifier of its run (``rule.verifier``:
     :func:`heuristics.verifiers.verifier_parts`; the standard rule without one), itself decoded as
     :func:`decoder` decodes that rule."""
     _, verifier, block = verifier_parts(rule.verifier)

@@ -36,7 +36,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from evolve.traces import paths
+from evolve.files import guard
 from evolve.traces.synth import independent, vocab_model
 from evolve.errors import InputError
 from evolve.traces.io import FORMATS, SPLITS, Traces, write_dataset
@@ -228,20 +228,20 @@ def dataset_metadata(spec, config, seed: int, sizes: dict, seeds: dict, stats: d
 
 def check_output_dir(out: str | os.PathLike, inputs: tuple[str | os.PathLike | None, ...] = ()) -> Path:
     """Raise InputError if ``out`` is empty, exists and is not a directory, cannot be created in,
-    is one of ``inputs`` or lies inside the package's source (:func:`evolve.traces.paths.check_output_dir`)."""
-    return paths.check_output_dir(out, inputs, param="out")
+    is one of ``inputs`` or lies inside the package's source (:func:`evolve.files.guard.check_output_dir`)."""
+    return guard.check_output_dir(out, inputs, param="out")
 
 
 def write(dataset: Dataset, out: str | os.PathLike, fmt: str = "parquet") -> list[Path]:
     """Write ``dataset`` atomically into ``out`` (see :func:`evolve.traces.io.write_dataset`).
 
     Raises: InputError for an unknown format or an unwritable directory (when writing fails only at the
-    end, the dataset is saved into a rescue directory that the message names, :func:`evolve.traces.paths.write_or_rescue`).
+    end, the dataset is saved into a rescue directory that the message names, :func:`evolve.files.guard.write_or_rescue`).
     """
     if fmt not in FORMATS:
         raise InputError(f"unknown format '{fmt}' (choose from {', '.join(FORMATS)})", param="fmt")
     path = check_output_dir(out)
-    return paths.write_or_rescue(lambda d: write_dataset(d, dataset.splits, dataset.metadata, fmt=fmt), path,
+    return guard.write_or_rescue(lambda d: write_dataset(d, dataset.splits, dataset.metadata, fmt=fmt), path,
                                  is_dir=True, param="out")
 
 

@@ -15,8 +15,8 @@ from evolve.traces.io import Traces
 from evolve.eval.evaluator import EvalData, evaluate
 from evolve.eval.layouts import CHUNK
 from evolve.eval.population import PopulationEvaluator
-from evolve.report.perf.measure import tiled_columns
-from evolve.report.perf.timing import RssSampler, Timing, repeat, timed, utilisation
+from evolve.perf.measure import tiled_columns
+from evolve.perf.timing import RssSampler, Timing, repeat, timed, utilisation
 
 #: Token counts of the scaling measurement.
 DEFAULT_SCALING = (10_000, 100_000, 1_000_000, 10_000_000)

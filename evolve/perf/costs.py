@@ -50,8 +50,8 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
     from evolve.engine.backends import get_backend
     from evolve.engine.distributions import sample_index
     from evolve.eval.costs import costs_from_dict
-    from evolve.traces.harvest.engine import build
-    from evolve.traces.harvest.prompts import encode_prompt, read_prompts
+    from evolve.harvest.loop import build
+    from evolve.harvest.prompts import encode_prompt, read_prompts
 
     say = progress or (lambda msg: None)
     say(f"loading {config.target}")

@@ -1,7 +1,7 @@
 """The performance harness: ``python benchmark.py perf [--output results/perf.json]``.
 
 One process, one run, five measurements plus the trace generator's speed
-(:mod:`evolve.report.perf.measure`, :mod:`evolve.report.perf.scaling`):
+(:mod:`evolve.perf.measure`, :mod:`evolve.perf.scaling`):
 
 1. ``standard_rejection`` with the acceptance-quality fitness on the default
    train split (``DATA/train.*`` when it exists, else the default vocab-model
@@ -53,17 +53,17 @@ import numpy as np
 
 from evolve.errors import InputError
 from evolve.traces.io import atomic_write_text
-from evolve.traces.paths import check_output_dir, write_or_rescue
+from evolve.files.guard import check_output_dir, write_or_rescue
 from evolve.eval.evaluator import EvalData
 from evolve.kinds.threshold import THRESHOLD
 from evolve.gp.primitives import FEATURES
-from evolve.report.perf.measure import (
+from evolve.perf.measure import (
     load_splits, measure_evolution, measure_generator, measure_gp, measure_operon, measure_rule,
 )
 from evolve.report.output import check_output
-from evolve.report.perf.islands import DEFAULT_LARGE_DIR
-from evolve.report.perf.scaling import DEFAULT_SCALING, RULE_BYTES_PER_TOKEN, measure_scaling
-from evolve.report.perf.timing import environment
+from evolve.perf.islands import DEFAULT_LARGE_DIR
+from evolve.perf.scaling import DEFAULT_SCALING, RULE_BYTES_PER_TOKEN, measure_scaling
+from evolve.perf.timing import environment
 
 REQUIRED_KEYS: tuple[str, ...] = (
     "rule_tokens_per_s", "gp_node_evals_per_s", "deap_node_evals_per_s", "gp_vs_deap", "operon_node_evals_per_s",
@@ -253,14 +253,14 @@ class PerfOptions:
     ``data_dir``: the dataset measured (generated in memory without train/valid splits); ``output``:
     the JSON report. The evaluation measurements (:func:`run_perf`): ``programs``, ``population``,
     ``generations``, ``sizes`` (token counts of the scaling), ``seed``, ``generator_tokens``. With
-    ``islands`` the scale measurements instead (:func:`evolve.report.perf.islands.run_scale`:
+    ``islands`` the scale measurements instead (:func:`evolve.perf.islands.run_scale`:
     ``island_tokens``, ``large_tokens``, ``large_dir``, ``large_only``); with ``harvest_model`` the
-    harvester's speed instead (:func:`evolve.report.perf.harvest.run_harvest_perf`: ``harvest_prompts``,
+    harvester's speed instead (:func:`evolve.perf.harvest.run_harvest_perf`: ``harvest_prompts``,
     ``harvest_texts``, ``harvest_tokens``, ``threads``); with ``backend_curves`` (a .gguf) the forward cost
-    over T new tokens on both backends (:mod:`evolve.report.perf.backend_curves`, ``curve_repeats``); all
+    over T new tokens on both backends (:mod:`evolve.perf.backend_curves`, ``curve_repeats``); all
     merge their figures into ``output``. With ``costs`` (a path) the cost file of the target ``harvest_model``
     and the drafter (``draft``, ``skip_layers``, ``window``, ``ngram`` or ``exit_layer``) is measured and
-    written there instead (:mod:`evolve.report.perf.costs`: ``gamma_max``, ``cost_repeats``, ``threads``,
+    written there instead (:mod:`evolve.perf.costs`: ``gamma_max``, ``cost_repeats``, ``threads``,
     ``backend``).
     """
 
@@ -303,9 +303,9 @@ def perf_command(options: PerfOptions = PerfOptions(),
     Returns (the report written, its rendering). Raises: InputError naming the parameter of a bad option.
     """
     o = options
-    if o.costs is not None:  # a cost file (evolve.report.perf.costs), not the report
-        from evolve.report.perf.costs import measure_costs, render_costs, write_costs
-        from evolve.traces.harvest.config import HarvestConfig
+    if o.costs is not None:  # a cost file (evolve.perf.costs), not the report
+        from evolve.perf.costs import measure_costs, render_costs, write_costs
+        from evolve.harvest.config import HarvestConfig
 
         if o.harvest_model is None:
             raise InputError("a cost file needs the target model", param="target")
@@ -318,20 +318,20 @@ def perf_command(options: PerfOptions = PerfOptions(),
         return doc, render_costs(doc)
     check_output(o.output, inputs=(o.data_dir,))
     if o.backend_curves is not None:
-        from evolve.report.perf.backend_curves import render_backend_curves, run_backend_curves
-        from evolve.report.perf.islands import merge_into
+        from evolve.perf.backend_curves import render_backend_curves, run_backend_curves
+        from evolve.perf.islands import merge_into
 
         figures = run_backend_curves(o.backend_curves, repeats=o.curve_repeats, progress=progress)
         report, text = merge_into(o.output, figures), render_backend_curves(figures)
     elif o.harvest_model is not None:
-        from evolve.report.perf.harvest import render_harvest, run_harvest_perf
-        from evolve.report.perf.islands import merge_into
+        from evolve.perf.harvest import render_harvest, run_harvest_perf
+        from evolve.perf.islands import merge_into
 
         figures = run_harvest_perf(o.harvest_model, o.harvest_prompts, o.harvest_texts, o.harvest_tokens,
                                    threads=o.threads, seed=o.seed, progress=progress)
         report, text = merge_into(o.output, figures), render_harvest(figures)
     elif o.islands:
-        from evolve.report.perf.islands import merge_into, render_scale, run_scale
+        from evolve.perf.islands import merge_into, render_scale, run_scale
 
         check_output_dir(o.large_dir, (o.data_dir, o.output), param="large_dir")
         figures = run_scale(o.data_dir, o.population, o.generations, 10, o.seed, o.island_tokens, o.large_tokens,

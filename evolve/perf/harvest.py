@@ -1,6 +1,6 @@
 """``python benchmark.py perf --harvest MODEL``: the harvester's speed against plain ``generate()`` sampling.
 
-The harvester (:mod:`evolve.traces.harvest.engine`) runs the target once per emitted block plus the
+The harvester (:mod:`evolve.harvest.loop`) runs the target once per emitted block plus the
 drafter's passes, so plain autoregressive sampling of the same target with transformers'
 ``generate()`` (temperature 1, no top-k/top-p, the same prompts and token budget, stopping at
 the end-of-sequence token) is the upper bound it is compared with. Both are measured in the
@@ -40,9 +40,9 @@ def run_harvest_perf(model: str, prompts: str, texts: int = 16, max_new_tokens: 
     """
     import torch
 
-    from evolve.traces.harvest.config import HarvestConfig
-    from evolve.traces.harvest.engine import build, text_rng
-    from evolve.traces.harvest.prompts import encode_prompt, read_prompts
+    from evolve.harvest.config import HarvestConfig
+    from evolve.harvest.loop import build, text_rng
+    from evolve.harvest.prompts import encode_prompt, read_prompts
 
     say = progress or (lambda msg: None)
     load_start = _load()

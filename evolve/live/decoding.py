@@ -1,8 +1,8 @@
 """Live speculative decoding on real models with any acceptance rule, and plain decoding to compare.
 
 The models, the drafters, the KV cache, the sampling distributions and the random streams
-are the harvester's (:mod:`evolve.traces.harvest`: :func:`evolve.traces.harvest.engine.build` loads them from
-a :class:`evolve.traces.harvest.config.HarvestConfig`); only the acceptance test differs. One block of
+are the harvester's (:mod:`evolve.harvest`: :func:`evolve.harvest.loop.build` loads them from
+a :class:`evolve.harvest.config.HarvestConfig`); only the acceptance test differs. One block of
 one text (:func:`live_block`), with p_d, q_d the target's and the drafter's distributions
 (float64 (V,)) at depth d = 0..k-1 of the block:
 

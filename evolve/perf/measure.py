@@ -1,6 +1,6 @@
 """Measurements (1) to (4) of the performance harness and the trace generator's speed.
 
-See :mod:`evolve.report.perf.command` for what each measures; the data they run on
+See :mod:`evolve.perf.command` for what each measures; the data they run on
 (:func:`load_splits`) and the random programs they score
 (:func:`random_programs`) are defined here too.
 """
@@ -18,7 +18,7 @@ from evolve.eval.evaluator import EvalData, evaluate, reference_metrics
 from evolve.eval.population import PopulationEvaluator
 from evolve.gp.compiler import from_tree, to_string
 from evolve.gp.primitives import PRIMITIVE_BY_NAME, build_pset, random_constant
-from evolve.report.perf.timing import repeat, timed, utilisation
+from evolve.perf.timing import repeat, timed, utilisation
 
 #: The primitives of the Operon comparison (the subset Operon and we share).
 ARITHMETIC = ("add", "sub", "mul", "div")

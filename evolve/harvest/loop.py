@@ -7,11 +7,11 @@ drafter, and writes one schema-v1 record (:mod:`evolve.traces.schema`) for every
 
 This module holds the decode loop (:class:`SpeculativeEngine`) and the harvest itself
 (:func:`build`, :func:`harvest`); it is the package's entry point, so it also exposes the
-option parsers of :mod:`evolve.traces.harvest.config`. The parts live in :mod:`evolve.traces.harvest.config`
+option parsers of :mod:`evolve.harvest.config`. The parts live in :mod:`evolve.harvest.config`
 (settings), :mod:`evolve.engine.models` (loading local models), :mod:`evolve.engine.drafters`
 (the three drafters), :mod:`evolve.engine.runner` (forward passes on a KV cache),
-:mod:`evolve.engine.distributions` (the numbers of one block), :mod:`evolve.traces.harvest.prompts`
-(prompts and splits) and :mod:`evolve.traces.harvest.resume` (part files, resume, the final dataset).
+:mod:`evolve.engine.distributions` (the numbers of one block), :mod:`evolve.harvest.prompts`
+(prompts and splits) and :mod:`evolve.harvest.resume` (part files, resume, the final dataset).
 
 One block (:meth:`SpeculativeEngine.block`)
 -------------------------------------------
@@ -51,7 +51,7 @@ that falls on a boundary of the inverse CDF can then pick a neighbouring token, 
 text continues differently; the datasets are identical in distribution, not bit for bit.
 
 Draft trees (``tree_nodes``): texts are decoded one at a time by tree steps instead of blocks
-(:mod:`evolve.traces.harvest.trees`, :mod:`evolve.engine.tree_draft`, docs/reference/trees.md); the records are
+(:mod:`evolve.harvest.trees`, :mod:`evolve.engine.tree_draft`, docs/reference/trees.md); the records are
 those of each tree's first path, and every node goes into the tree table.
 
 Columns: ``seq_id`` = text index (0-based, among the non-blank lines of the prompts file),
@@ -69,19 +69,19 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from evolve.traces.harvest.config import HarvestConfig
+from evolve.harvest.config import HarvestConfig
 from evolve.engine.distributions import block_records, distributions, residual_distribution, sample_index
 from evolve.engine.backends import get_backend
 from evolve.engine.drafters import Drafter, drafter_for
 from evolve.engine.models import LoadedModel, check_same_tokenizer, eos_ids, resolve_model, sha256_file
-from evolve.traces.harvest.progress import ProgressBar, stderr_console
-from evolve.traces.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
-from evolve.traces.harvest.resume import (
+from evolve.harvest.progress import ProgressBar, stderr_console
+from evolve.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
+from evolve.harvest.resume import (
     GENERATOR, MANIFEST_FILE, WORK_DIR, check_out_dir, consolidate, finished_texts, fingerprint,
     part_path, tree_part_path, write_part, write_tree_part,
 )
 from evolve.engine.runner import BatchKV, Runner
-from evolve.traces.harvest.results import BlockResult, TextResult
+from evolve.harvest.results import BlockResult, TextResult
 from evolve.engine.threads import apply_threads
 from evolve.traces.io import atomic_write_text
 from evolve.traces.synth.generate import check_output_dir
@@ -411,7 +411,7 @@ def harvest(config: HarvestConfig, progress: bool = True,
                 results = ((t, result, None) for t, result in setup.engine.run_texts(
                     texts, config.gamma, config.max_new_tokens, config.batch_size, on_block))
             else:
-                from evolve.traces.harvest.trees import run_tree_texts
+                from evolve.harvest.trees import run_tree_texts
 
                 results = run_tree_texts(setup.engine, texts, config.tree_nodes, config.tree_width,
                                          config.max_new_tokens, on_block)

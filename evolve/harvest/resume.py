@@ -5,10 +5,10 @@ existence marks its texts done) into ``OUT/.harvest/parts/``:
 
 * the one-process harvest writes one part per text, ``text-NNNNNN.parquet``
   (:func:`part_path`, :func:`write_part`); a tree harvest (``--tree-nodes``,
-  :mod:`evolve.traces.harvest.trees`) first writes the text's tree table beside it,
+  :mod:`evolve.harvest.trees`) first writes the text's tree table beside it,
   ``text-NNNNNN.trees.parquet`` (:func:`tree_part_path`, :func:`write_tree_part`), so the
   records part still marks the text done and a text redone on resume overwrites both;
-* the sharded harvest (:mod:`evolve.traces.harvest.shards`) writes one part per shard,
+* the sharded harvest (:mod:`evolve.harvest.shards`) writes one part per shard,
   ``shard-KKKKK-of-SSSSS.parquet`` (:func:`shard_part_path`,
   :func:`write_shard_part`): the records of all its texts and each text's info.
 
@@ -38,9 +38,9 @@ from typing import Any, Sequence
 import pandas as pd
 
 from evolve.errors import InputError
-from evolve.traces.harvest.config import HarvestConfig
+from evolve.harvest.config import HarvestConfig
 from evolve.engine.models import _short
-from evolve.traces.harvest.prompts import HELD_OUT_FRACTION
+from evolve.harvest.prompts import HELD_OUT_FRACTION
 from evolve.traces.io import METADATA_FILE, SPLITS, Traces, atomic_write_bytes, atomic_write_text, load_metadata, write_dataset
 from evolve.traces.schema import COLUMNS, split_stats
 
@@ -59,9 +59,9 @@ _SHARD_PART = re.compile(r"shard-(\d{5,})-of-(\d{5,})\.parquet")
 def fingerprint(config: HarvestConfig, description: dict[str, Any], prompts_sha: str) -> dict[str, Any]:
     """The settings a harvest must be resumed with: every option and file hash that changes its records.
 
-    ``description`` is the models' description of :func:`evolve.traces.harvest.engine.build`. The batch size
+    ``description`` is the models' description of :func:`evolve.harvest.loop.build`. The batch size
     is not part of it: a harvest may be resumed with another ``--batch-size`` (the records of a text
-    do not depend on its batch but for float round-off, see :mod:`evolve.traces.harvest.engine`).
+    do not depend on its batch but for float round-off, see :mod:`evolve.harvest.loop`).
     """
     d = description
     return {
@@ -113,7 +113,7 @@ def shard_part_path(work: Path, shard: int, shards: int) -> Path:
     ``WORK/parts/shard-KKKKK-of-SSSSS.parquet``. ``shards`` is the number of non-empty shards
     (``--shards``, or the number of texts if that is smaller). Given the prompts and the seed (both
     in the :func:`fingerprint`), ``shard`` and ``shards`` fix the shard's texts
-    (:func:`evolve.traces.harvest.shards.shard_texts`), so a resume with the same ``--shards`` finds the
+    (:func:`evolve.harvest.shards.shard_texts`), so a resume with the same ``--shards`` finds the
     shards already done by name."""
     return work / PARTS_DIR / f"shard-{shard:05d}-of-{shards:05d}.parquet"
 

@@ -1,9 +1,9 @@
 """Sharded harvesting on Dask: the prompts split into shards, each harvested as one Dask task.
 
 ``python generate_data.py harvest ... --scheduler ADDRESS|local --shards S`` runs
-:func:`harvest_sharded` instead of :func:`evolve.traces.harvest.engine.harvest`:
+:func:`harvest_sharded` instead of :func:`evolve.harvest.loop.harvest`:
 
-1. the processing order of all texts (:func:`evolve.traces.harvest.prompts.processing_order`)
+1. the processing order of all texts (:func:`evolve.harvest.prompts.processing_order`)
    is cut into ``S`` contiguous shards (:func:`shard_texts`), the same cut whatever
    is left to do;
 2. every shard with a text not yet in any part file is one Dask task
@@ -12,13 +12,13 @@
    its models and prompts give the client's settings fingerprint, generates the
    shard's texts still to do with each text's own random stream
    (``numpy.random.default_rng([seed, text])``,
-   :func:`evolve.traces.harvest.engine.text_rng`) and returns their records;
+   :func:`evolve.harvest.loop.text_rng`) and returns their records;
 3. the client writes each finished shard as one part file,
    ``OUT/.harvest/parts/shard-KKKKK-of-SSSSS.parquet`` (shard ``K`` of ``S``,
-   :func:`evolve.traces.harvest.resume.shard_part_path`; atomically: temporary file +
+   :func:`evolve.harvest.resume.shard_part_path`; atomically: temporary file +
    rename) holding the records and the info of all its texts, and at the end
    assembles the splits, ``texts.jsonl`` and ``metadata.json`` from all parts
-   (:func:`evolve.traces.harvest.resume.consolidate`).
+   (:func:`evolve.harvest.resume.consolidate`).
 
 Because a text's records depend only on the models, the options, the seed and
 the text's index, the dataset equals that of a one-process harvest with the
@@ -29,13 +29,13 @@ Texts already in a part of another kind, the one-text parts of a one-process
 harvest or the shard parts of a harvest with another ``--shards``, are not
 redone: a shard runs only its texts in no part, and its part holds only those
 (a part written again under the same name keeps the texts it held). A text in
-two part files is refused (:func:`evolve.traces.harvest.resume.finished_texts`). A task
+two part files is refused (:func:`evolve.harvest.resume.finished_texts`). A task
 lost with its worker is run again by Dask. The workers must read the model
 files and the prompts file at the same paths as the client (a shared file
 system); the output is written by the client only.
 
 A tree harvest (``tree_nodes``) shards the same way: a worker decodes its texts by tree steps
-(:func:`evolve.traces.harvest.trees.run_tree_texts`) and returns each text's tree table with its
+(:func:`evolve.harvest.trees.run_tree_texts`) and returns each text's tree table with its
 records; the client writes the tree tables as the one-process harvest does, one
 ``text-NNNNNN.trees.parquet`` per text, before the shard's part (which marks the texts done).
 """
@@ -51,18 +51,18 @@ import pandas as pd
 
 from evolve.cluster import ClusterOptions, dask_client
 from evolve.errors import InputError
-from evolve.traces.harvest.config import HarvestConfig
-from evolve.traces.harvest.engine import HarvestResult, Setup, build, prepare, text_rng
+from evolve.harvest.config import HarvestConfig
+from evolve.harvest.loop import HarvestResult, Setup, build, prepare, text_rng
 from evolve.engine.models import sha256_file
-from evolve.traces.harvest.progress import ProgressBar, stderr_console
-from evolve.traces.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
-from evolve.traces.harvest.resume import (
+from evolve.harvest.progress import ProgressBar, stderr_console
+from evolve.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
+from evolve.harvest.resume import (
     GENERATOR, MANIFEST_FILE, check_out_dir, consolidate, finished_texts, fingerprint, read_parts, shard_part_path,
     tree_part_path, write_shard_part, write_tree_part,
 )
 from evolve.traces.io import atomic_write_text
 
-#: The worker's loaded models: the configuration (as JSON) -> :class:`evolve.traces.harvest.engine.Setup`.
+#: The worker's loaded models: the configuration (as JSON) -> :class:`evolve.harvest.loop.Setup`.
 _SETUPS: dict[str, Setup] = {}
 
 
@@ -100,7 +100,7 @@ def shard_texts(order: list[int], shards: int) -> list[list[int]]:
 
 
 def worker_setup(config: HarvestConfig) -> Setup:
-    """The loaded models of ``config`` in this process (:func:`evolve.traces.harvest.engine.build`, once per process)."""
+    """The loaded models of ``config`` in this process (:func:`evolve.harvest.loop.build`, once per process)."""
     key = json.dumps({k: v for k, v in vars(config).items() if k not in ("out", "batch_size")}, sort_keys=True,
                      default=str)
     if key not in _SETUPS:
@@ -147,7 +147,7 @@ def harvest_shard(job: ShardJob) -> ShardOutcome:
         results = ((t, result, None) for t, result in setup.engine.run_texts(
             texts, config.gamma, config.max_new_tokens, config.batch_size))
     else:
-        from evolve.traces.harvest.trees import run_tree_texts
+        from evolve.harvest.trees import run_tree_texts
 
         results = run_tree_texts(setup.engine, texts, config.tree_nodes, config.tree_width, config.max_new_tokens)
     for t, result, trees in results:
@@ -164,8 +164,8 @@ def harvest_shard(job: ShardJob) -> ShardOutcome:
 
 def write_shard(path: Path, outcome: ShardOutcome, work: Path | None = None) -> None:
     """Write a finished shard's texts as one part file at ``path`` (atomically, see
-    :func:`evolve.traces.harvest.resume.write_shard_part`), after its texts' tree tables (a tree harvest: one
-    file per text under ``work``, :func:`evolve.traces.harvest.resume.tree_part_path`). A part already at
+    :func:`evolve.harvest.resume.write_shard_part`), after its texts' tree tables (a tree harvest: one
+    file per text under ``work``, :func:`evolve.harvest.resume.tree_part_path`). A part already at
     ``path`` (the shard ran before while some of its texts were in other part files since deleted) is kept
     merged in: its texts are not among ``outcome``'s, which are only texts in no part. Texts are stored by
     increasing index. Raises: InputError for a damaged part already at ``path``."""
@@ -182,15 +182,15 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
     """Run (or resume) a harvest as ``shards`` Dask tasks and write the dataset into ``config.out``.
 
     Args:
-        config: the options (see :class:`evolve.traces.harvest.config.HarvestConfig`).
+        config: the options (see :class:`evolve.harvest.config.HarvestConfig`).
         shards: number of shards (>= 1).
         cluster: where the tasks run (None: a local cluster, one worker per shard, at most one per core).
         progress: show the progress bar (texts, tokens) on ``console`` (default: stderr).
 
-    Returns: :class:`evolve.traces.harvest.engine.HarvestResult`. Ctrl-C stops waiting for the shards still
+    Returns: :class:`evolve.harvest.loop.HarvestResult`. Ctrl-C stops waiting for the shards still
     running; the finished ones are kept and consolidated, and the same command resumes.
 
-    Raises: InputError as :func:`evolve.traces.harvest.engine.harvest`, for a bad shard count, or when the
+    Raises: InputError as :func:`evolve.harvest.loop.harvest`, for a bad shard count, or when the
     cluster cannot be reached or a worker's files differ.
     """
     if shards < 1:

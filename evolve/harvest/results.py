@@ -1,6 +1,6 @@
 """What the decode loops of a harvest return: one speculation block (:class:`BlockResult`) and one text
-(:class:`TextResult`), shared by the chain loop (:mod:`evolve.traces.harvest.engine`) and the tree loop
-(:mod:`evolve.traces.harvest.trees`)."""
+(:class:`TextResult`), shared by the chain loop (:mod:`evolve.harvest.loop`) and the tree loop
+(:mod:`evolve.harvest.trees`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from evolve.traces.harvest.resume import COLUMN_ORDER
+from evolve.harvest.resume import COLUMN_ORDER
 from evolve.traces.schema import COLUMNS
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 from evolve.engine.distributions import sample_index
 from evolve.engine.runner import BatchKV
 from evolve.engine.tree_draft import tree_step
-from evolve.traces.harvest.results import BlockResult, TextResult
+from evolve.harvest.results import BlockResult, TextResult
 from evolve.traces.trees import RELAX_COLUMNS, TREE_COLUMNS
 
 def empty_tree_frame() -> pd.DataFrame:

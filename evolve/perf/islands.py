@@ -63,8 +63,8 @@ import pandas as pd
 from evolve.traces.io import Traces, write_dataset
 from evolve.eval.evaluator import EvalData
 from evolve.gp.compiler import compile_nodes, from_tree
-from evolve.report.perf.measure import tiled_columns
-from evolve.report.perf.timing import RssSampler
+from evolve.perf.measure import tiled_columns
+from evolve.perf.timing import RssSampler
 
 #: Workers compared by :func:`measure_islands`.
 WORKERS: tuple[int, ...] = (1, 2)
@@ -315,7 +315,7 @@ def measure_large(tokens: int = 100_000_000, directory=DEFAULT_LARGE_DIR, trees:
         tokens: size of the large dataset (tokens, >= 1).
         directory: where the datasets are kept (created if needed).
         trees: DEAP trees (or prefix node lists) scored with the standard rule; None: 31 random programs
-            over the data's features (:func:`evolve.report.perf.measure.random_programs`, ``seed``).
+            over the data's features (:func:`evolve.perf.measure.random_programs`, ``seed``).
         reference_tokens: size of the reference dataset (None: :data:`REFERENCE_TOKENS`, 1M).
         chunk_sequences: sequences per row group; None: those of about ``reference_tokens`` tokens.
         reference_repeats: timed passes over the reference before the large pass.
@@ -335,7 +335,7 @@ def measure_large(tokens: int = 100_000_000, directory=DEFAULT_LARGE_DIR, trees:
     from evolve.traces.synth.generate import build_config
     from evolve.eval.chunked import score_split_chunks
     from evolve.gp.primitives import FEATURES, build_pset
-    from evolve.report.perf.measure import random_programs
+    from evolve.perf.measure import random_programs
     from heuristics.registry import get_rule
 
     say = progress or (lambda _msg: None)
@@ -424,13 +424,13 @@ def run_scale(data_dir, population: int = 1000, generations: int = 30, interval:
               island_tokens: int = 1_000_000, large_tokens: int = 100_000_000, large_dir=DEFAULT_LARGE_DIR,
               large_only: bool = False, progress: Callable[[str], None] | None = None) -> dict:
     """:func:`measure_islands` on the splits of ``data_dir`` (or the default data generated in memory,
-    :func:`evolve.report.perf.measure.load_splits`; skipped with ``large_only``) and :func:`measure_large`
+    :func:`evolve.perf.measure.load_splits`; skipped with ``large_only``) and :func:`measure_large`
     in ``large_dir``; returns the figures, the targets met (:data:`SCALE_TARGETS`, those measured) and the
     machine's load."""
     import os
 
-    from evolve.report.perf.measure import load_splits
-    from evolve.report.perf.timing import environment
+    from evolve.perf.measure import load_splits
+    from evolve.perf.timing import environment
 
     report: dict = {"scale_environment": environment()}
     if not large_only:
