@@ -2,7 +2,7 @@
 # Draft trees on SmolLM2-135M-Instruct on this CPU, end to end (docs/results/trees.md):
 #   1. fetch the model (scripts/smollm2_common.sh);
 #   2. measure the cost file of the layer-skipping drafter (layers 10, 15, 20 skipped) with forwards over
-#      T = 1..17 new tokens (`benchmark.py perf --costs --gamma-max 16`; one thread, median of 15 repeats; run
+#      T = 1..17 new tokens (`benchmark.py perf --write-costs --gamma-max 16`; one thread, median of 15 repeats; run
 #      alone) -> OUT/costs/skip16.json;
 #   3. harvest draft trees of at most TREE_NODES (16) nodes, TREE_WIDTH (2) i.i.d. children per expanded node
 #      (EAGLE-2-style best-first growth), on the first 100 prompts of prompts/smollm2_prompts.txt (temperature 1,
@@ -35,7 +35,7 @@ cp docs/costs/gpu_like.json "$OUT/costs/gpu_like.json"
 if [ ! -f "$OUT/costs/skip16.json" ]; then
     stamp "cost file skip16"
     # shellcheck disable=SC2086
-    "$PYTHON" benchmark.py perf --costs "$OUT/costs/skip16.json" --harvest "$MODEL" $DRAFTER --gamma-max 16 \
+    "$PYTHON" benchmark.py perf --write-costs "$OUT/costs/skip16.json" --harvest "$MODEL" $DRAFTER --gamma-max 16 \
         --threads 1 --cost-repeats 15 > "$OUT/costs/skip16.log" 2>&1
 fi
 

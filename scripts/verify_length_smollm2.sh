@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Verification-length policies on SmolLM2-135M-Instruct on this CPU, end to end (docs/results/speed.md, "Real model"):
 #   1. fetch the model (scripts/smollm2_common.sh);
-#   2. measure a cost file per drafter with `benchmark.py perf --costs` (target forwards over T = 1..7 new
+#   2. measure a cost file per drafter with `benchmark.py perf --write-costs` (target forwards over T = 1..7 new
 #      tokens, seconds per drafted token, plain decoding; one thread, median of 15 interleaved repeats; run alone):
 #      skip (layers 10, 15, 20 skipped), exit12 (early exit after 12 of 30 layers), ngram (prompt lookup 3..1)
 #      on the torch backend, and ngram_llama (prompt lookup on the llama.cpp backend, the optional extra 'llama');
@@ -48,7 +48,7 @@ for c in skip exit12 ngram ngram_llama; do
     [ -f "$OUT/costs/$c.json" ] && continue
     stamp "cost file $c"
     # shellcheck disable=SC2086
-    "$PYTHON" benchmark.py perf --costs "$OUT/costs/$c.json" --harvest "$MODEL" ${DRAFTER[$c]} --gamma-max "$GAMMA" \
+    "$PYTHON" benchmark.py perf --write-costs "$OUT/costs/$c.json" --harvest "$MODEL" ${DRAFTER[$c]} --gamma-max "$GAMMA" \
         --threads 1 --cost-repeats 15 --backend "${BACKEND[$c]}" > "$OUT/costs/$c.log" 2>&1
 done
 

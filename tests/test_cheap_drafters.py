@@ -1,5 +1,5 @@
 """The cheap drafters (n-gram prompt lookup, early exit), one-hot rows, zero-length drafts and
-``benchmark.py perf --costs``, on the tiny offline Llama models of the harvest tests."""
+``benchmark.py perf --write-costs``, on the tiny offline Llama models of the harvest tests."""
 from __future__ import annotations
 
 import os
@@ -197,7 +197,7 @@ def test_perf_costs_writes_a_loadable_cost_file(llama_files, tmp_path, drafter):
     from evolve.cli.perf import perf
 
     out = tmp_path / "costs.json"
-    result = CliRunner().invoke(perf, ["--costs", str(out), "--harvest", llama_files["target"], "--harvest-prompts",
+    result = CliRunner().invoke(perf, ["--write-costs", str(out), "--harvest", llama_files["target"], "--harvest-prompts",
                                        llama_files["prompts"], "--gamma-max", "3", "--cost-repeats", "2",
                                        "--threads", "1", *drafter])
     assert result.exit_code == 0, result.output
@@ -205,3 +205,17 @@ def test_perf_costs_writes_a_loadable_cost_file(llama_files, tmp_path, drafter):
     assert len(costs.target_forward_s) == 4 and costs.draft_token_s >= 0 and costs.plain_token_s > 0
     assert costs.extra["gamma_max"] == 3 and costs.extra["engine"] == "torch" and costs.extra["threads"] == 1
     assert set(costs.extra["target"]["sha256"]) and costs.extra["machine"]["cpu_count"] >= 1
+
+
+def test_the_old_spelling_of_perf_write_costs_is_refused(tmp_path):
+    """``perf --costs`` (which wrote a cost file, where every other command's ``--costs`` reads one) is refused in one
+    line naming ``--write-costs``, and writes nothing."""
+    from click.testing import CliRunner
+
+    from evolve.cli.perf import perf
+
+    out = tmp_path / "costs.json"
+    result = CliRunner().invoke(perf, ["--costs", str(out)])
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "--write-costs" in lines[0], result.output
+    assert not out.exists()

@@ -44,7 +44,7 @@ from evolve.report.output import resolve_format
               help="Draft/target cost ratio c of the speedup (Leviathan et al. 2023).")
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Cost file (JSON: target_forward_s per T = 1, 2, ..., draft_token_s, plain_token_s; "
-                   "`benchmark.py perf --costs` measures one): adds tokens per second, takes the speedup from it, "
+                   "`benchmark.py perf --write-costs` measures one): adds tokens per second, takes the speedup from it, "
                    "and adds the verification-length rows best_fixed_gamma, confidence_threshold, "
                    "survival_prefix and the bound length_oracle [default: the speedup of --cost-ratio].")
 @click.option("--concurrency", type=CommaList(click.IntRange(1, 100_000)), default=None, metavar="R,R,...",

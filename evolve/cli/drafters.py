@@ -1,4 +1,4 @@
-"""The drafter options of ``harvest``, ``live`` and ``perf --costs``, and the one-drafter check.
+"""The drafter options of ``harvest``, ``live`` and ``perf --write-costs``, and the one-drafter check.
 
 Every option's parameter is the :class:`evolve.harvest.config.HarvestConfig` field of its
 drafter (:data:`evolve.engine.drafters.DRAFTERS`, each class's ``field``); :func:`check_one_drafter`

@@ -22,7 +22,7 @@ import click
 
 from evolve.cli.errors import EXIT_INTERRUPTED, CliGroup
 from evolve.cli.export import export
-from evolve.cli.types import CommaList, LiveChoice
+from evolve.cli.types import CommaList, LiveChoice, legacy_option
 from evolve.search.config import DEFAULTS
 
 #: Expressions larger than this are shown without sympy (building nested Piecewise terms alone
@@ -116,23 +116,13 @@ def _objective_names() -> tuple[str, ...]:
     return setting_of("objective").choices
 
 
-def _legacy_option(flag: str, hint: str):
-    """A hidden option that refuses ``flag`` of older versions in one line with ``hint``."""
-    def refuse(ctx, param, value):
-        if value is not None:
-            from evolve.errors import InputError
-            raise InputError(f"option '{flag}' was replaced: {hint}")
-        return value
-    return click.option(flag, hidden=True, expose_value=False, callback=refuse, default=None)
-
-
 @cli.command()
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="TOML file of run settings (keys as the options, with _); options given here override it.")
 @_setting_options
 @click.option("--fitness", "fitness", hidden=True, default=None, type=click.Choice(_objective_names()),
               help="The old name of --objective (same values).")
-@_legacy_option("--verify", "--verify block is now --evolve relaxation (the programs are weights of relaxed "
+@legacy_option("--verify", "--verify block is now --evolve relaxation (the programs are weights of relaxed "
                             "block verification; block verification itself is lossless), --verify token is "
                             "--evolve threshold")
 @click.option("--warm-start/--from-scratch", "warm_start", default=None,

@@ -62,7 +62,7 @@ from evolve.report.live import FORMATS, LiveOptions, live_command
 @click.option("--backend", default="torch", show_default=True, type=click.Choice(BACKEND_NAMES), help=BACKEND_HELP)
 @output_options(FORMATS, FORMAT_JSON_OR_TABLE)
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
-              help="Cost file (JSON, as `benchmark.py perf --costs` writes): print the cost model's predicted tokens/s "
+              help="Cost file (JSON, as `benchmark.py perf --write-costs` writes): print the cost model's predicted tokens/s "
                    "and speedup for the same run beside the measured ones.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Say on stderr when a prompt is done.")
 def live(target, draft, skip_layers, window, ngram, exit_layer, prompts, data_dir, split, rules, champions, gamma,

@@ -36,7 +36,7 @@ from evolve.report.output import resolve_format
               help="Fit the learned per-token rule on train (thresholds from valid) and show its curve "
                    "[default: on when scikit-learn is importable].")
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
-              help="Cost file (JSON, as `benchmark.py perf --costs` writes): adds tokens per second and the speedup "
+              help="Cost file (JSON, as `benchmark.py perf --write-costs` writes): adds tokens per second and the speedup "
                    "over plain decoding of the fastest point at each budget.")
 def pareto(**options) -> None:
     """Published rule families vs evolved fronts: tokens per call at each TV budget, hypervolumes, plot.

@@ -9,7 +9,7 @@ from evolve.cli.drafters import check_one_drafter, drafter_options
 from evolve.cli.errors import CliCommand
 from evolve.engine.backends import BACKEND_NAMES
 from evolve.engine.drafters import DRAFTER_FIELDS
-from evolve.cli.types import CommaList
+from evolve.cli.types import CommaList, legacy_option
 from evolve.perf.scaling import DEFAULT_SCALING
 from evolve.perf.command import PerfOptions, perf_command
 
@@ -57,7 +57,7 @@ ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tok
 @click.option("--harvest-tokens", type=click.IntRange(min=2), default=64, show_default=True,
               help="--harvest: tokens generated per text at most.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="--harvest, --costs: torch CPU threads (default: 1 on a machine with at most 2 cores, else "
+              help="--harvest, --write-costs: torch CPU threads (default: 1 on a machine with at most 2 cores, else "
                    "torch's choice).")
 @click.option("--backend-curves", "backend_curves", default=None, metavar="GGUF",
               help="Instead: one target forward over T = 1..8 new tokens and plain decoding's tokens/s on the "
@@ -65,16 +65,18 @@ ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tok
                    "into the --output report.")
 @click.option("--curve-repeats", type=click.IntRange(min=1), default=15, show_default=True,
               help="--backend-curves: repeats of every forward (the median is reported).")
-@click.option("--costs", "costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+@click.option("--write-costs", "costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Instead: write the cost file (target forward seconds over T = 1..--gamma-max + 1 new tokens, "
                    "seconds per drafted token, plain decoding's seconds per token) of the --harvest MODEL target "
                    "and the drafter option given, measured here (median of --cost-repeats, interleaved).")
 @click.option("--backend", default="torch", show_default=True, type=click.Choice(BACKEND_NAMES),
-              help="--costs: what runs the models (as for harvest and live).")
+              help="--write-costs: what runs the models (as for harvest and live).")
 @click.option("--gamma-max", type=click.IntRange(min=1), default=6, show_default=True,
-              help="--costs: largest draft length (forwards over 1..gamma_max + 1 tokens).")
+              help="--write-costs: largest draft length (forwards over 1..gamma_max + 1 tokens).")
 @click.option("--cost-repeats", type=click.IntRange(min=1), default=7, show_default=True,
-              help="--costs: repeats of every measurement (the median is kept).")
+              help="--write-costs: repeats of every measurement (the median is kept).")
+@legacy_option("--costs", "perf --costs FILE is now perf --write-costs FILE (it writes a cost file; the --costs of "
+                         "benchmark.py, trees, pareto and simulate reads one)")
 @drafter_options
 def perf(**options) -> None:
     """Measure evaluation speed against DEAP and Operon, evolution speed, scaling and memory ."""

@@ -61,7 +61,7 @@ ALIASES = {"vocab_size": "vocab", "budget": "budgets"}
 @click.option("--max-width", type=click.IntRange(1, 64), default=3, show_default=True,
               help="--trees: maximal adaptive width.")
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
-              help="Cost file (JSON, as `benchmark.py perf --costs` writes): each row of the sweep gains the "
+              help="Cost file (JSON, as `benchmark.py perf --write-costs` writes): each row of the sweep gains the "
                    "predicted tokens per second and speedup over plain decoding.")
 def simulate(**options) -> None:
     """Simulate speculative decoding over synthetic draft/target models (length sweep or --trees)."""

@@ -21,7 +21,7 @@ from evolve.report.trees import ALL_SPLITS, FORMATS, TreesOptions, trees_command
               help="Champion JSON file of kind tree-shape (python -m evolve run --evolve tree-shape) or relaxation "
                    "(verifies every tree against the mixture (1 - w) p + w q); repeatable.")
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
-              help="Cost file (benchmark.py perf --costs; a tree of n nodes costs a target forward of n + 1 tokens) "
+              help="Cost file (benchmark.py perf --write-costs; a tree of n nodes costs a target forward of n + 1 tokens) "
                    "[default: flat verification, drafts at 0.05 of a target step].")
 @click.option("--bootstrap", type=click.IntRange(0, 100_000), default=0, show_default=True, metavar="N",
               help="Add each row's tokens per second over the fixed_width row's, with a 95% interval from N paired "

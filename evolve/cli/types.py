@@ -13,6 +13,17 @@ from typing import Any, Callable, Sequence
 import click
 
 
+def legacy_option(flag: str, hint: str):
+    """A hidden option that refuses ``flag`` of older versions in one line with ``hint``."""
+    def refuse(ctx, param, value):
+        if value is not None:
+            from evolve.errors import InputError
+            raise InputError(f"option '{flag}' was replaced: {hint}")
+        return value
+    name = "legacy_" + flag.lstrip("-").replace("-", "_")  # its own name: a new option may take the old one's
+    return click.option(flag, name, hidden=True, expose_value=False, callback=refuse, default=None)
+
+
 class LiveChoice(click.Choice):
     """A :class:`click.Choice` whose choices are read each time they are needed, so that a kind of program or
     an objective registered after the command was built (:func:`evolve.kinds.registry.register_kind`,

@@ -23,7 +23,7 @@ A cost file is JSON::
                                           # tokens in total across a batch of requests (concurrency)
      ...}                                 # other keys (machine, engine, threads) are kept
 
-``python benchmark.py perf --costs`` measures one on this machine; one can also be written by
+``python benchmark.py perf --write-costs`` measures one on this machine; one can also be written by
 hand for hardware one does not have (a GPU whose verification is nearly flat in T). A forward
 over more tokens than the list holds extrapolates linearly from its last two entries (flat for a
 one-entry list, and never downwards: a noisy curve that dips at its end is extended flat).

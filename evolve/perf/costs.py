@@ -1,4 +1,4 @@
-"""``python benchmark.py perf --costs FILE``: a cost file (:mod:`evolve.eval.costs`) measured on this machine.
+"""``python benchmark.py perf --write-costs FILE``: a cost file (:mod:`evolve.eval.costs`) measured on this machine.
 
 For a target model and a drafter (selected as in ``harvest`` and ``live``), on the backend the
 config names (torch, or llama.cpp: :mod:`evolve.engine.backends`), with the harvest's KV cache, three methods are timed in turn, one
