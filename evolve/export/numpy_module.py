@@ -44,7 +44,7 @@ TARGET = Target(
 
 def numpy_source(name: str, nodes: list[Node], layout: Layout, source: str = "") -> str:
     """Text of the standalone numpy module of the program ``nodes`` (see :func:`evolve.export.codegen.render_module`;
-    ``layout`` says its kind, default a threshold)."""
+    ``layout``: its kind's, from the kind's ``export`` hook)."""
     return render_module(name, nodes, TARGET, layout, source)
 
 

@@ -53,7 +53,7 @@ TARGET = Target(
 
 def torch_source(name: str, nodes: list[Node], layout: Layout, source: str = "") -> str:
     """Text of the standalone torch module of the program ``nodes`` (see :func:`evolve.export.codegen.render_module`;
-    ``layout`` says its kind, default a threshold)."""
+    ``layout``: its kind's, from the kind's ``export`` hook)."""
     return render_module(name, nodes, TARGET, layout, source)
 
 

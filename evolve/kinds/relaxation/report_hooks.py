@@ -24,7 +24,7 @@ from heuristics.contract import Rule
 
 
 def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-                       fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
+           fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
     """A relaxation rule: relaxed block verification's block metrics alone (:func:`timed_relaxed`), with the
     split's gamma; the per-token columns stay empty as for the ``block_verification`` row."""
     if traces is not None:
@@ -36,9 +36,9 @@ def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
 COMPARE = KindScorer(relaxed_missing_columns, scores)
 #: What ``benchmark.py``'s caption says about relaxation rows.
 CAPTION = ("{names}: relaxation weight w, scored as relaxed block verification: block verification"
-                      " (Sun et al. 2024, arXiv 2403.10444) against (1 - w) p + w q with the split's gamma, TV/tok ="
-                      " expected sum of w (1 - overlap) over the emitted positions per emitted token; no per-token"
-                      " threshold (-).")
+           " (Sun et al. 2024, arXiv 2403.10444) against (1 - w) p + w q with the split's gamma, TV/tok ="
+           " expected sum of w (1 - overlap) over the emitted positions per emitted token; no per-token"
+           " threshold (-).")
 
 
 def simulate_plan(rule, o: SimulateOptions, gamma: int) -> SweepPlan:
@@ -67,7 +67,7 @@ def live_decoder(rule: Rule) -> BlockVerifier:
 
 
 def tree_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData,
-                     costs: Costs) -> list[dict[str, Any]]:
+              costs: Costs) -> list[dict[str, Any]]:
     """The relaxation champion's row (every harvested tree, SpecInfer against the mixture) and the fixed-w row at
     the largest grid w whose TV per token on ``tune`` is at most the champion's there."""
     require_relaxable(d)

@@ -17,7 +17,7 @@ from heuristics.contract import Rule
 
 
 def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-                      fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
+           fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
     """A threshold rule: its :class:`Metrics` (:func:`timed_evaluate`)."""
     metrics, ms = timed_evaluate(rule, data, repeats, fitness, gamma, cost_ratio)
     return {"metrics": metrics}, ms

@@ -15,7 +15,7 @@ from heuristics.verifiers import verifier_parts
 
 
 def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-                   fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
+           fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
     """A verification-length policy: its tokens per second under ``costs`` (:mod:`evolve.report.compare.speed`)."""
     return length_scores(rule, data, repeats, gamma, costs)
 
@@ -28,11 +28,11 @@ def missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[str]:
 COMPARE = KindScorer(missing, scores, competitors=True)
 #: What ``benchmark.py``'s caption says about verification-length rows.
 CAPTION = ("Verification-length policies (kind policy: best_fixed_gamma, confidence_threshold,"
-                         " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"
-                         " their Tok/s uses their own expected seconds per call; length_oracle is a bound, not a"
-                         " policy (the best lengths knowing each block's outcome). {names}: drafts verified by the"
-                         " verifier of their run (a champion's verify_with; the competitors: the first policy's,"
-                         " else the standard rule).")
+           " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"
+           " their Tok/s uses their own expected seconds per call; length_oracle is a bound, not a"
+           " policy (the best lengths knowing each block's outcome). {names}: drafts verified by the"
+           " verifier of their run (a champion's verify_with; the competitors: the first policy's,"
+           " else the standard rule).")
 
 
 def live_decoder(rule: Rule) -> LengthPolicy:
