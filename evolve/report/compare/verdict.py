@@ -43,7 +43,7 @@ NEXT_STEPS: tuple[str, ...] = (
     "  python -m evolve run --objective speed_at_tv --tv-budget 0.01   # tokens per call, TV <= 0.01",
     "  python -m evolve run --objective pareto                         # tokens per call against TV",
     "  python -m evolve run --evolve verify-length --objective tokens_per_second --costs FILE",
-    "  (FILE: `python benchmark.py perf --write-costs FILE --harvest MODEL ...`, or docs/costs/gpu_like.json)",
+    "  (FILE: docs/costs/gpu_like.json, or one measured by `python benchmark.py perf --write-costs FILE`)",
 )
 
 
