@@ -294,7 +294,7 @@ def _validate(doc: Any, source: str) -> Champion:
         if "fitness" not in values and kind is THRESHOLD:
             raise InputError(f"{source}: key 'metrics.{split}' lacks 'fitness'")
     nodes = parse(doc["expression"], f"{source}: expression", tuple(features) or FEATURES)
-    kind.check_features([n.value for n in nodes if n.kind == "feature"], f"{source}: expression")
+    kind.check_features([n.value for n in nodes if n.node_type == "feature"], f"{source}: expression")
     return Champion(name=doc["name"], expression=to_string(nodes), description=doc["description"],
                     features=tuple(features), objective=doc["objective"], kind=kind.name, metrics=metrics,
                     provenance=doc["provenance"], primitive_set_version=doc["primitive_set_version"],

@@ -94,7 +94,7 @@ class Rule:
             raise ValueError(f"rule {self.name!r}: a {kind.name} rule is an expression")
         if self.expression is not None:
             self._nodes = parse(self.expression, f"rule {self.name}")
-            kind.check_features([n.value for n in self._nodes if n.kind == "feature"], f"rule {self.name!r}")
+            kind.check_features([n.value for n in self._nodes if n.node_type == "feature"], f"rule {self.name!r}")
             self.expression = to_string(self._nodes)
             self._program = compile_nodes(self._nodes)
 
@@ -146,9 +146,9 @@ def python_source(nodes: list[Node], function_name: str, doc: str, kind: Program
     Optional features the expression reads become keyword arguments after the
     six contract arguments; the function's docstring says what its value is (``kind``'s output).
     """
-    extra = [f for f in FEATURES if f not in CORE_FEATURES and any(n.kind == "feature" and n.value == f for n in nodes)]
+    extra = [f for f in FEATURES if f not in CORE_FEATURES and any(n.node_type == "feature" and n.value == f for n in nodes)]
     params = ", ".join(list(CONTRACT_ARGUMENTS) + [f"{e}=float('nan')" for e in extra])
-    used = sorted({n.value for n in nodes if n.kind == "prim"})
+    used = sorted({n.value for n in nodes if n.node_type == "prim"})
     from evolve.gp.primitives import PRIMITIVE_BY_NAME
     imports = ", ".join(sorted(PRIMITIVE_BY_NAME[u].python_name for u in used))
     lines = [

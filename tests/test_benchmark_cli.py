@@ -414,7 +414,7 @@ def test_champion_files_are_compared_with_standard_rejection(tmp_path, dataset, 
                            "min(1.0, div(target_prob, draft_prob))")
     rows = {r["heuristic"]: r for r in records("--data", dataset, "--champions-dir", cdir, "--champion", given)}
     std, floor, again = rows["standard_rejection"], rows["floor_half"], rows["again_standard"]
-    assert floor["kind"] == again["kind"] == "champion" and std["kind"] == "baseline"
+    assert floor["role"] == again["role"] == "champion" and std["role"] == "baseline"
     assert floor["delta_fitness"] == pytest.approx(floor["fitness"] - std["fitness"])
     assert floor["delta_acceptance"] == pytest.approx(floor["acceptance_rate"] - std["acceptance_rate"])
     assert floor["delta_acceptance"] > 0 and floor["expected_tv"] > 0

@@ -237,7 +237,7 @@ def test_the_benchmark_row_and_its_note():
     data = EvalData.from_traces(traces)
     assert "draft_index" in data.available and "block_residual_mass" not in FEATURES
     row, note = block_verification_row(traces, data, 3, 0.05, repeats=1)
-    assert note is None and row.heuristic == "block_verification" and row.kind == "verifier"
+    assert note is None and row.heuristic == "block_verification" and row.role == "verifier"
     want = block_verification_tokens(traces["target_prob"], traces["draft_prob"], traces["draft_index"],
                                      traces["block_residual_mass"], 3).mean()
     rec = row.to_dict()

@@ -46,7 +46,7 @@ def _comparison(split, entries, repeats=1) -> Comparison:
 def test_baseline_entries_are_the_registry():
     names = [e.rule.name for e in baseline_entries()]
     assert names[:len(BASELINES)] == [r.name for r in BASELINES]
-    assert all(e.kind == "baseline" for e in baseline_entries())
+    assert all(e.role == "baseline" for e in baseline_entries())
 
 
 def test_rows_match_the_numpy_reference(split, traces):
@@ -82,13 +82,13 @@ def test_champion_deltas_against_standard_rejection(split):
     rows, _ = score_split(entries, split, repeats=1)
     by = {r.heuristic: r for r in rows}
     std, floor, same = by["standard_rejection"], by["floor_half"], by["same_as_standard"]
-    assert floor.kind == "champion"
+    assert floor.role == "champion"
     assert floor.delta_fitness == pytest.approx(floor.metrics.fitness - std.metrics.fitness)
     assert floor.delta_acceptance == pytest.approx(floor.metrics.acceptance_rate - std.metrics.acceptance_rate)
     assert floor.delta_expected_tv > 0 and floor.delta_acceptance > 0  # a floor accepts more and damages
     assert floor.delta_fitness < 0
     assert same.delta_fitness == 0 and same.delta_acceptance == 0 and same.delta_expected_tv == 0
-    assert all(r.delta_fitness is None for r in rows if r.kind == "baseline")
+    assert all(r.delta_fitness is None for r in rows if r.role == "baseline")
 
 
 def test_rule_needing_a_missing_column_is_skipped_with_a_note(split):
@@ -107,7 +107,7 @@ def test_duplicate_labels_are_disambiguated(split):
     other = ComparedRule(Rule("x", expression="0.25"), "champion", "other/x.json")
     entries = baseline_entries() + [_champion("x", "0.5"), other]
     rows, _ = score_split(entries, split, repeats=1)
-    labels = [r.heuristic for r in rows if r.kind == "champion"]
+    labels = [r.heuristic for r in rows if r.role == "champion"]
     assert labels == ["x", "x (x.json)"]
 
 
@@ -140,7 +140,7 @@ def test_json_and_csv_hold_the_same_rows(split):
             else:
                 assert line[key] == str(rec[key])
     champ = records[-1]
-    assert champ["kind"] == "champion" and champ["delta_fitness"] is not None
+    assert champ["role"] == "champion" and champ["delta_fitness"] is not None
     assert records[0]["delta_fitness"] is None
 
 
@@ -223,7 +223,7 @@ def _rows_with_fitness(split, values: dict[str, float], champions: dict[str, str
     ref_fitness = values.get("standard_rejection", std.metrics.fitness)
     for label, expression in (champions or {}).items():
         metrics = dataclasses.replace(std.metrics, fitness=values[label])
-        out.append(dataclasses.replace(std, heuristic=label, kind="champion", metrics=metrics, expression=expression,
+        out.append(dataclasses.replace(std, heuristic=label, role="champion", metrics=metrics, expression=expression,
                                        delta_fitness=values[label] - ref_fitness))
     return Comparison(out, [], 1, (split.split,), {split.split: split.n}, {split.split: split.source})
 
@@ -236,7 +236,7 @@ def test_verdict_when_the_champion_wins(split):
 
     comp = _rows_with_fitness(split, {"standard_rejection": 0.79, "c": 0.81}, {"c": "max(0.9, target_prob)"})
     verdict = compute_verdict(comp)
-    assert (verdict.winner, verdict.winner_kind, verdict.champion, verdict.reason) == ("c", "champion", "c", None)
+    assert (verdict.winner, verdict.winner_role, verdict.champion, verdict.reason) == ("c", "champion", "c", None)
     assert verdict.value == pytest.approx(0.81) and verdict.to_dict()["delta"] == pytest.approx(0.02)
     assert verdict.text == "verdict: champion c wins on test by fitness: 0.810 against standard_rejection's 0.790 (+0.020)"
     table = format_table(comp)
@@ -340,7 +340,7 @@ def test_default_table_fits_in_100_columns(tmp_path):
         too_wide = [line for line in lines[:-1] if len(line) > 100]
         assert not too_wide, too_wide
         header = lines[0].split()
-        assert header[-7:] == ["Heuristic", "Accept%", "Fitness", "Tok/call", "Speedup", "TV/tok", "ΔFitness"]
+        assert header[-9:] == ["Heuristic", "Accept%", "Fitness", "Mean", "acc.", "len", "Speedup", "TV/tok", "ΔFitness"]
         assert "a_champion_with_a_rather_long_name_in" in res.stdout  # folded, not cut
         md = CliRunner().invoke(benchmark.cli, ["--data", str(tmp_path / "vocab"), "--champions-dir", str(champs),
                                                 "--repeats", "1", "--format", "markdown", *extra]).stdout

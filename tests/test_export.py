@@ -70,8 +70,8 @@ def _random_weight_trees(count: int, seed: int) -> list:
 
 def test_every_primitive_and_feature_is_covered():
     nodes = [n for e in EXPRESSIONS for n in parse(e)]
-    assert {p.name for p in PRIMITIVES} <= {n.value for n in nodes if n.kind == "prim"}
-    assert set(FEATURES) <= {n.value for n in nodes if n.kind == "feature"}
+    assert {p.name for p in PRIMITIVES} <= {n.value for n in nodes if n.node_type == "prim"}
+    assert set(FEATURES) <= {n.value for n in nodes if n.node_type == "feature"}
 
 
 @pytest.fixture(scope="module")

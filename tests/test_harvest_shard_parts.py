@@ -21,7 +21,7 @@ from evolve.traces.schema import COLUMNS
 
 pytest.importorskip("pyarrow")
 
-_KIND = {c.name: c.kind for c in COLUMNS}
+_VALUE_TYPE = {c.name: c.value_type for c in COLUMNS}
 
 
 def _frame(seq_id: int, rows: int, seed: int) -> pd.DataFrame:
@@ -29,7 +29,7 @@ def _frame(seq_id: int, rows: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng([seed, seq_id])
     cols = {}
     for name in COLUMN_ORDER:
-        kind = _KIND[name]
+        kind = _VALUE_TYPE[name]
         if name == "seq_id":
             cols[name] = np.full(rows, seq_id, dtype=np.int64)
         elif kind == "int":

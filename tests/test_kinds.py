@@ -125,7 +125,7 @@ def _export_length(module: dict, champ) -> None:
 
 def _trees_shape(row: dict, path: Path) -> None:
     recorded = read_champion(path).metrics["valid"]
-    assert row["kind"] == "champion" and row["tv_per_token"] == 0.0
+    assert row["role"] == "champion" and row["tv_per_token"] == 0.0
     # same tree table, same default cost model: exactly the run's own valid figures
     assert row["tokens_per_call"] == recorded["tokens_per_call"]
     assert row["tokens_per_second"] == recorded["tokens_per_second"]
@@ -133,7 +133,7 @@ def _trees_shape(row: dict, path: Path) -> None:
 
 def _trees_relaxation(row: dict, path: Path) -> None:
     # every harvested tree verified against the mixture (1 - w) p + w q: lossy, more tokens than lossless SpecInfer
-    assert row["kind"] == "champion" and row["setting"] == "relaxation, whole tree"
+    assert row["role"] == "champion" and row["setting"] == "relaxation, whole tree"
     assert row["tv_per_token"] >= 0.0 and row["tokens_per_call"] >= 1.0
 
 
@@ -209,7 +209,7 @@ def test_benchmark(kind, champions, vocab_dataset):
     res = CliRunner().invoke(benchmark_cli, ["--data", str(vocab_dataset), "--split", "valid", "--champion", str(path),
                                              "--format", "json", "--repeats", "1"])
     assert res.exit_code == 0, res.output
-    rows = [r for r in _rows(res.stdout) if r["heuristic"] == read_champion(path).name and r["kind"] == "champion"]
+    rows = [r for r in _rows(res.stdout) if r["heuristic"] == read_champion(path).name and r["role"] == "champion"]
     assert len(rows) == 1
     EXPECT[kind]["benchmark"](rows[0], path)
 
@@ -221,7 +221,7 @@ def test_benchmark_skips_a_relaxation_without_block_columns(champions, independe
     res = CliRunner().invoke(benchmark_cli, ["--data", str(independent_dataset), "--split", "valid", "--champion",
                                              str(path), "--format", "json", "--repeats", "1"])
     assert res.exit_code == 0, res.output
-    assert not [r for r in _rows(res.stdout) if r["kind"] == "champion"]
+    assert not [r for r in _rows(res.stdout) if r["role"] == "champion"]
     assert f"note: skipped {read_champion(path).name} on valid: it needs column" in res.stderr
 
 
@@ -340,7 +340,7 @@ def test_trees(kind, champions, vocab_dataset):
     res = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--split", "valid", "--champion",
                                              str(path), "--format", "json"])
     assert res.exit_code == 0, res.output
-    rows = [r for r in json.loads(res.stdout) if r["heuristic"] == champion_label(path) and r["kind"] == "champion"]
+    rows = [r for r in json.loads(res.stdout) if r["heuristic"] == champion_label(path) and r["role"] == "champion"]
     assert len(rows) == 1
     EXPECT[kind]["trees"](rows[0], path)
 

@@ -66,7 +66,7 @@ def test_the_curve_is_deterministic_and_lossless_at_infinity(splits, target):
     assert last.label == "t=inf" and last.lossless and last.tv_per_token == 0.0
     assert last.tokens_per_call == pytest.approx(std.tokens_per_call, rel=1e-12)
     assert a.best_at_budget["0"] >= std.tokens_per_call - 1e-12
-    assert a.kind == "learned" and a.extra["target"] == target and a.extra["training_rows"] > 0
+    assert a.category == "learned" and a.extra["target"] == target and a.extra["training_rows"] > 0
     assert set(a.extra["valid_choice"]) == {"0", "0.005", "0.01", "0.02", "0.05"}
     assert [p.tv_per_token for p in a.rules[:-1]] == sorted((p.tv_per_token for p in a.rules[:-1]), reverse=True)
 
@@ -97,11 +97,11 @@ def test_the_command_shows_the_learned_curve_and_block_verification(vocab_datase
         doc["references"]["learned"]["best_at_budget"]["0.01"]
     if load_split(vocab_dataset, "test").has("block_residual_mass"):
         bv = doc["references"]["block_verification"]
-        assert bv["kind"] == "lossless" and bv["points"][0][0] == 0.0
+        assert bv["category"] == "lossless" and bv["points"][0][0] == 0.0
         assert len(set(bv["best_at_budget"].values())) == 1  # lossless: the same value at every budget
         verdict = doc["versus_references"]["block_verification"]["budgets"]
         assert set(verdict) == {"0", "0.005", "0.01", "0.02", "0.05"}
-        assert set(verdict["0.01"]["families"]) == {c for c, v in doc["curves"].items() if v["kind"] == "family"}
+        assert set(verdict["0.01"]["families"]) == {c for c, v in doc["curves"].items() if v["category"] == "family"}
     res = run(benchmark.cli, ["pareto", "--data", str(vocab_dataset), "--no-plot", "--no-learned"])
     assert res.exit_code == 0, res.output
     assert "learned" not in res.stdout.split("oracle bound")[0]

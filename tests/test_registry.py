@@ -119,7 +119,7 @@ def test_pareto_json_has_one_curve_per_named_rule(dataset):
     assert result.exit_code == 0, result.output
     curves = json.loads(result.stdout)["curves"]
     assert list(curves) == list(FAMILIES) + ["ears_0.1", "greedy_match (rule)"]
-    assert curves["ears_0.1"]["kind"] == "rule" and len(curves["ears_0.1"]["rules"]) == 1
+    assert curves["ears_0.1"]["category"] == "rule" and len(curves["ears_0.1"]["rules"]) == 1
 
 
 def test_a_promoted_champion_through_every_command(dataset, tmp_path, monkeypatch):

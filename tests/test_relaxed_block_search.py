@@ -45,7 +45,7 @@ def test_run_writes_a_front_of_prefix_level_weights(relaxed_run, vocab_dataset):
     assert front
     exprs = [m["expression"] for m in front]
     for e in exprs:
-        assert not {n.value for n in parse(e) if n.kind == "feature"} & set(TOKEN_FEATURES)
+        assert not {n.value for n in parse(e) if n.node_type == "feature"} & set(TOKEN_FEATURES)
     train = EvalData.from_traces(load_split(vocab_dataset, "train"))
     for member, m in zip(front, evaluate_relaxed(exprs, train, 5)):
         assert member["objectives"]["train"]["tokens_per_call"] == m.tokens_per_call

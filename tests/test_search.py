@@ -267,7 +267,7 @@ def test_optional_columns_become_terminals(tmp_path):
     cfg = resolve({"data": str(d), "out": str(tmp_path / "out"), "population": 60, "generations": 3, "seed": 0})
     info = run(cfg)
     assert info.result.features == CORE_FEATURES + ("draft_index", "draft_top_prob", "target_top_prob", "overlap")
-    used = {n.value for e in info.result.hall_of_fame for n in parse(e.expression) if n.kind == "feature"}
+    used = {n.value for e in info.result.hall_of_fame for n in parse(e.expression) if n.node_type == "feature"}
     assert used & {"draft_index", "draft_top_prob", "target_top_prob", "overlap"}
     only = resolve({"data": str(d), "out": str(tmp_path / "out"), "population": 10, "generations": 0,
                     "features": "draft_prob,target_prob"})

@@ -25,7 +25,7 @@ def test_table_output_and_chart(tmp_path):
     res = run(*SMALL, "--output", out)
     assert res.exit_code == 0, res.output
     text = out.read_text()
-    for col in ("Length", "AR calls", "Spec calls", "Calls/token", "Accept", "Tokens/call", "Analytic",
+    for col in ("Length", "AR calls", "Spec calls", "Calls/token", "Accept", "Mean acc. len", "Analytic",
                 "Speedup", "TV emp", "TV exp"):
         assert col in text
     assert "rule standard_rejection, gamma 3, vocab 80" in text
@@ -93,7 +93,7 @@ def test_trees_mode(tmp_path):
         assert 1.0 <= r["tokens_per_call"] <= r["budget"] + 1
     assert (tmp_path / "trees.png").read_bytes().startswith(PNG_MAGIC)
     text = run("--trees", "--budgets", "3", "--lengths", "40", "--samples", "1", "--vocab", "50", "--no-plot")
-    assert text.exit_code == 0 and "Tokens/call" in text.output and "medusa 3,1" in text.output
+    assert text.exit_code == 0 and "Mean acc. len" in text.output and "medusa 3,1" in text.output
 
 
 @pytest.mark.parametrize("args, needle", [

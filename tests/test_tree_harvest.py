@@ -328,7 +328,7 @@ def test_cli_writes_a_tree_dataset(llama_files, tmp_path):
                                 llama_files["prompts"], "--max-new-tokens", "6", "--tree-nodes", "4",
                                 "--tree-width", "3", "--out", str(tmp_path / "d"), "--no-progress"])
     assert code == 0, output
-    assert "E[tok] SpecInfer" in output and output.strip().splitlines()[-1] == str(tmp_path / "d")
+    assert "E[acc. len] SpecInfer" in output and output.strip().splitlines()[-1] == str(tmp_path / "d")
     table = load_trees(tmp_path / "d", "train")
     assert table.rows > 0 and (table.columns["tree_nodes"] <= 4).all()
 

@@ -215,7 +215,7 @@ def _report(info, cfg) -> int:
                f"in {res.seconds:.1f} s", err=True)
     if champ.valid.tokens_per_call is not None:
         scope = f" (gamma {cfg.gamma})" if cfg.program_kind.reads_gamma else ""
-        click.echo(f"valid: {champ.valid.tokens_per_call:.4f} tokens per target call, "
+        click.echo(f"valid: {champ.valid.tokens_per_call:.4f} tokens per target call (mean acceptance length), "
                    f"{champ.valid.tv_per_token:.5f} TV per token{scope}", err=True)
     if res.front is not None:
         click.echo(f"front: {len(res.front)} rules in {info.run_dir / 'front.json'}", err=True)

@@ -135,17 +135,17 @@ def harvest(target, draft, skip_layers, window, ngram, exit_layer, prompts, gamm
 
 
 def format_harvest_stats(stats: dict[str, dict]) -> str:
-    """Per-split harvest figures: texts, generated tokens, tokens per target call, texts ended by EOS; for a tree
-    harvest also trees, mean nodes and deepest depth per tree, and the mean exact expected tokens per call."""
-    rows = [f"{'split':<6} {'texts':>6} {'generated':>9} {'tok/call':>8} {'ended by EOS':>12}"]
+    """Per-split harvest figures: texts, generated tokens, tokens per target call (mean acceptance length),
+    texts ended by EOS; for a tree harvest also trees, mean nodes and deepest depth per tree, and the mean exact expected tokens per call."""
+    rows = [f"{'split':<6} {'texts':>6} {'generated':>9} {'mean acc. len':>13} {'ended by EOS':>12}"]
     for name, s in stats.items():
-        rows.append(f"{name:<6} {s['texts']:>6d} {s['generated_tokens']:>9d} {s['tokens_per_target_call']:>8.3f} "
+        rows.append(f"{name:<6} {s['texts']:>6d} {s['generated_tokens']:>9d} {s['tokens_per_target_call']:>13.3f} "
                     f"{s['eos_finished']:>12d}")
     if all("trees" in s for s in stats.values()) and stats:
-        rows.append(f"{'split':<6} {'trees':>6} {'nodes/tree':>10} {'max depth':>9} {'E[tok] SpecInfer':>16} "
-                    f"{'E[tok] traversal':>16}")
+        rows.append(f"{'split':<6} {'trees':>6} {'nodes/tree':>10} {'max depth':>9} {'E[acc. len] SpecInfer':>21} "
+                    f"{'E[acc. len] traversal':>21}")
         for name, s in stats.items():
             t = s["trees"]
             rows.append(f"{name:<6} {t['trees']:>6d} {t['mean_nodes']:>10.2f} {t['mean_max_depth']:>9.2f} "
-                        f"{t['mean_specinfer_tokens']:>16.3f} {t['mean_traversal_tokens']:>16.3f}")
+                        f"{t['mean_specinfer_tokens']:>21.3f} {t['mean_traversal_tokens']:>21.3f}")
     return "\n".join(rows)

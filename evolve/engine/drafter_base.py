@@ -56,7 +56,8 @@ class Drafter:
     ``batch.kv`` the target's :class:`evolve.engine.runner.BatchKV`).
     """
 
-    kind = ""
+    #: The drafter's name (``model``, ``skip_layers``, ...), written as ``kind`` into the dataset's metadata.
+    name = ""
     #: The :class:`evolve.harvest.config.HarvestConfig` field (and command-line parameter) selecting it.
     field = ""
     #: Whether it runs no model at all (so it runs on every backend: :mod:`evolve.engine.backends`).
@@ -76,7 +77,8 @@ class Drafter:
         raise NotImplementedError
 
     def settings(self) -> dict[str, Any]:
-        """The drafter's kind and parameters, as written into the dataset's metadata."""
+        """The drafter's name (key ``kind``, the key of earlier datasets) and parameters, as written into the
+        dataset's metadata."""
         raise NotImplementedError
 
     def start(self, engine, batch, row: int) -> None:

@@ -39,7 +39,7 @@ from evolve.engine.runner import BatchKV, Runner
 class ModelDrafter(Drafter):
     """A second model sharing the target's tokenizer, with its own batched KV cache."""
 
-    kind = "model"
+    name = "model"
     field = "draft"
     grows_trees = True
 
@@ -53,7 +53,7 @@ class ModelDrafter(Drafter):
         self.run = Runner(loaded.model, vocab, device)
 
     def settings(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": str(self.loaded.source.path), "format": self.loaded.source.kind,
+        return {"kind": self.name, "path": str(self.loaded.source.path), "format": self.loaded.source.file_format,
                 "architecture": self.loaded.architecture}
 
     def start(self, engine, batch, row):
@@ -78,7 +78,7 @@ class SkipLayerDrafter(_SelfDrafter):
     """Draft & Verify self-speculation: the target with some decoder layers skipped
     (Zhang et al. 2024, arXiv 2309.08168). Shares weights and KV cache with the target."""
 
-    kind = "skip_layers"
+    name = "skip_layers"
     field = "skip_layers"
     grows_trees = True
 
@@ -108,7 +108,7 @@ class SkipLayerDrafter(_SelfDrafter):
         super().__init__(kept_layers_model(target, keep, "skip_layers"), vocab, device)
 
     def settings(self) -> dict[str, Any]:
-        return {"kind": self.kind, "skip_layers": list(self.skip), "kept_layers": len(self.keep),
+        return {"kind": self.name, "skip_layers": list(self.skip), "kept_layers": len(self.keep),
                 "target_layers": self.n_layers}
 
 
@@ -116,7 +116,7 @@ class WindowDrafter(_SelfDrafter):
     """StreamingLLM-style sparse-KV self-speculation (TriForce, MagicDec): the target attending
     only to the first ``sink`` tokens and the ``recent`` most recent ones (the query included)."""
 
-    kind = "window"
+    name = "window"
     field = "window"
 
     @classmethod
@@ -138,7 +138,7 @@ class WindowDrafter(_SelfDrafter):
         return lambda i, j: (j < sink) | (i - j < recent)
 
     def settings(self) -> dict[str, Any]:
-        return {"kind": self.kind, "sink": self.sink, "recent": self.recent}
+        return {"kind": self.name, "sink": self.sink, "recent": self.recent}
 
 
 #: The drafters, in the order the options are listed; each selected by its ``field``.

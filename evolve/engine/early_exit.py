@@ -21,7 +21,7 @@ from evolve.engine.drafter_base import _SelfDrafter, kept_layers_model, target_l
 class EarlyExitDrafter(_SelfDrafter):
     """The target's first ``exit_layer`` decoder layers + final norm + LM head (1 <= K < layers)."""
 
-    kind = "early_exit"
+    name = "early_exit"
     field = "exit_layer"
     grows_trees = True
 
@@ -43,4 +43,4 @@ class EarlyExitDrafter(_SelfDrafter):
         super().__init__(kept_layers_model(target, range(exit_layer), "exit_layer"), vocab, device)
 
     def settings(self) -> dict[str, Any]:
-        return {"kind": self.kind, "exit_layer": self.exit_layer, "target_layers": self.n_layers}
+        return {"kind": self.name, "exit_layer": self.exit_layer, "target_layers": self.n_layers}

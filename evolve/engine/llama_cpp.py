@@ -63,9 +63,9 @@ def check_config(config) -> None:
         if chosen and chosen[0].model_free:
             pass  # runs no model (prompt lookup): any backend
         else:
-            kind, field = (chosen[0].kind, chosen[0].field) if chosen else ("none", "draft")
+            drafter, field = (chosen[0].name, chosen[0].field) if chosen else ("none", "draft")
             why = reasons.get(field, "only the model drafter and the drafters without a model run on llama.cpp")
-            raise InputError(f"drafter '{kind}' is not supported by backend '{NAME}' ({why}); use a draft model "
+            raise InputError(f"drafter '{drafter}' is not supported by backend '{NAME}' ({why}); use a draft model "
                              f"(a second GGUF), prompt lookup or the torch backend", param=field)
     if config.batch_size != 1:
         raise InputError(f"backend '{NAME}' decodes one text at a time (value {config.batch_size}); use 1 or the "
@@ -202,7 +202,7 @@ def load_llama(source: ModelSource, threads: int | None = None, n_ctx: int = DEF
     loads, or the model keeps a recurrent state.
     """
     llama_cpp = import_llama()
-    if source.kind != "gguf":
+    if source.file_format != "gguf":
         raise InputError(f"{source.path}: backend '{NAME}' loads .gguf files only", param=source.param)
     _, transformers = _torch()
     kwargs: dict[str, Any] = {"n_ctx": n_ctx, "logits_all": True, "verbose": False}
@@ -244,7 +244,7 @@ class LlamaModelDrafter(ModelDrafter):
         self.run = LlamaRunner(loaded.model, vocab)
 
     def settings(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": str(self.loaded.source.path), "format": self.loaded.source.kind,
+        return {"kind": self.name, "path": str(self.loaded.source.path), "format": self.loaded.source.file_format,
                 "architecture": architecture(self.loaded), "backend": NAME}
 
     def start(self, engine, batch, row):

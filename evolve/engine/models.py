@@ -41,18 +41,18 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
 
 @dataclass(frozen=True)
 class ModelSource:
-    """A resolved local model: ``kind`` is ``dir`` or ``gguf``; ``param`` the parameter that named it (``target``,
+    """A resolved local model: ``file_format`` is ``dir`` or ``gguf``; ``param`` the parameter that named it (``target``,
     ``draft``: errors about the model name it); ``files`` are hashed for metadata."""
 
     path: Path
-    kind: str
+    file_format: str
     param: str
     files: tuple[Path, ...]
 
     @property
     def load_dir(self) -> Path:
         """The directory transformers loads from (the model directory, or the .gguf file's directory)."""
-        return self.path if self.kind == "dir" else self.path.parent
+        return self.path if self.file_format == "dir" else self.path.parent
 
     def hashes(self) -> dict[str, str]:
         """{file name relative to the model: sha256}, in name order."""
@@ -149,7 +149,7 @@ def load_model(source: ModelSource, dtype: str = "float32", device: str = "cpu")
     """
     torch, transformers = _torch()
     kwargs: dict[str, Any] = {"local_files_only": True}
-    if source.kind == "gguf":
+    if source.file_format == "gguf":
         kwargs["gguf_file"] = source.path.name
     where = str(source.path)
     try:

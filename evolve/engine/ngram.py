@@ -88,7 +88,7 @@ class _NoModel:
 class NgramDrafter(Drafter):
     """Prompt lookup (see the module doc): ``n_max`` >= ``n_min`` >= 1."""
 
-    kind = "ngram"
+    name = "ngram"
     field = "ngram"
     model_free = True
     lookahead_columns = LOOKUP_COLUMNS
@@ -110,7 +110,7 @@ class NgramDrafter(Drafter):
         self.run = _NoModel()
 
     def settings(self) -> dict[str, Any]:
-        return {"kind": self.kind, "max": self.n_max, "min": self.n_min}
+        return {"kind": self.name, "max": self.n_max, "min": self.n_min}
 
     def _draft(self, engine, ctx: Sequence[int], k: int) -> tuple[list[int], int]:
         draft, n = lookup_match(ctx, k, self.n_max, self.n_min)

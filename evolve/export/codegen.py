@@ -57,7 +57,7 @@ def straight_line(nodes: list[Node]) -> StraightLine:
     constants: dict[str, tuple[str, float]] = {}
     used: set[str] = set()
     for node in reversed(nodes):
-        if node.kind == "prim":
+        if node.node_type == "prim":
             arity = PRIMITIVE_BY_NAME[node.value].arity
             if len(stack) < arity:
                 raise ValueError("malformed expression: an operator lacks arguments")
@@ -67,7 +67,7 @@ def straight_line(nodes: list[Node]) -> StraightLine:
                 seen[key] = f"t{len(steps)}"
                 steps.append(Step(seen[key], str(node.value), operands))
             stack.append(seen[key])
-        elif node.kind == "feature":
+        elif node.node_type == "feature":
             used.add(str(node.value))
             stack.append(str(node.value))
         else:

@@ -31,15 +31,15 @@ MAX_NODES = 20_000
 
 @dataclass(frozen=True)
 class Node:
-    """One prefix node: ``kind`` is ``prim``, ``feature`` or ``const``."""
+    """One prefix node: ``node_type`` is ``prim``, ``feature`` or ``const``."""
 
-    kind: str
+    node_type: str
     value: str | float
 
     @property
     def arity(self) -> int:
         """Number of arguments (0 for terminals)."""
-        return PRIMITIVE_BY_NAME[self.value].arity if self.kind == "prim" else 0
+        return PRIMITIVE_BY_NAME[self.value].arity if self.node_type == "prim" else 0
 
 
 #: Tokens are ASCII only: ``re.ASCII`` keeps ``\d`` and ``\s`` from matching other scripts' digits
@@ -79,11 +79,12 @@ def parse(text: str, source: str = "expression", features: tuple[str, ...] = FEA
         if not m:
             offset = pos + len(text[pos:]) - len(text[pos:].lstrip(_SPACE))
             raise InputError(f"{source}: unexpected character {text[offset]!r} at offset {offset}")
-        kind = m.lastgroup
-        if kind == "name" and m.group(kind) not in PRIMITIVE_BY_NAME and m.group(kind) not in features:
+        token_type = m.lastgroup
+        if token_type == "name" and m.group(token_type) not in PRIMITIVE_BY_NAME and m.group(token_type) not in features:
             known = ", ".join(list(PRIMITIVE_BY_NAME) + list(features))
-            raise InputError(f"{source}: unknown name {m.group(kind)!r} at offset {m.start(kind)} (known: {known})")
-        tokens.append((kind, m.group(kind), m.start(kind)))
+            raise InputError(f"{source}: unknown name {m.group(token_type)!r} at offset {m.start(token_type)} "
+                             f"(known: {known})")
+        tokens.append((token_type, m.group(token_type), m.start(token_type)))
         pos = m.end()
         if len(tokens) > 4 * MAX_NODES:
             raise InputError(f"{source}: expression has more than {MAX_NODES} nodes")
@@ -102,14 +103,14 @@ def parse(text: str, source: str = "expression", features: tuple[str, ...] = FEA
     while True:
         if i >= len(tokens):
             raise InputError(f"{source}: unexpected end of expression")
-        kind, tok, off = tokens[i]
-        if kind == "num":
+        token_type, tok, off = tokens[i]
+        if token_type == "num":
             value = float(tok)
             if not np.isfinite(value):
                 raise InputError(f"{source}: constant {tok!r} at offset {off} is not finite")
             nodes.append(Node("const", value))
             i += 1
-        elif kind == "name":
+        elif token_type == "name":
             if tok in PRIMITIVE_BY_NAME:
                 nodes.append(Node("prim", tok))
                 expect("(", i + 1)
@@ -158,11 +159,11 @@ def to_python(nodes: list[Node]) -> str:
 def _render(nodes: list[Node], call, const) -> str:
     stack: list[str] = []
     for node in reversed(nodes):
-        if node.kind == "prim":
+        if node.node_type == "prim":
             arity = node.arity
             args = [stack.pop() for _ in range(arity)]
             stack.append(call(node.value, args))
-        elif node.kind == "feature":
+        elif node.node_type == "feature":
             stack.append(str(node.value))
         else:
             stack.append(const(float(node.value)))
@@ -174,10 +175,10 @@ def to_sympy(nodes: list[Node]):
     import sympy as sp
     stack: list = []
     for node in reversed(nodes):
-        if node.kind == "prim":
+        if node.node_type == "prim":
             args = [stack.pop() for _ in range(node.arity)]
             stack.append(PRIMITIVE_BY_NAME[node.value].sympy(*args))
-        elif node.kind == "feature":
+        elif node.node_type == "feature":
             stack.append(sp.Symbol(str(node.value), real=True))
         else:
             stack.append(sp.Float(float(node.value)))
@@ -221,9 +222,9 @@ def to_tree(nodes: list[Node], pset):
     eph = next(t for t in pset.terminals[pset.ret] if isinstance(t, type))
     out = []
     for node in nodes:
-        if node.kind == "prim":
+        if node.node_type == "prim":
             out.append(prims[node.value])
-        elif node.kind == "feature":
+        elif node.node_type == "feature":
             if node.value not in args:
                 raise InputError(f"feature {node.value!r} is not in this primitive set")
             out.append(args[node.value])
@@ -267,14 +268,14 @@ def compile_nodes(nodes: list[Node]) -> Program:
     used: list[str] = []
     depth = max_depth = 0
     for j, node in enumerate(reversed(nodes)):
-        if node.kind == "prim":
+        if node.node_type == "prim":
             prim = PRIMITIVE_BY_NAME[node.value]
             ops[j] = prim.opcode
             depth -= prim.arity - 1
             if depth < 1:
                 raise ValueError("malformed program: an operator lacks arguments")
         else:
-            if node.kind == "feature":
+            if node.node_type == "feature":
                 ops[j] = Op.FEATURE
                 args[j] = FEATURES.index(node.value)
                 if node.value not in used:
@@ -309,10 +310,10 @@ def evaluate_numpy(nodes: list[Node], columns: dict[str, np.ndarray], n: int) ->
     """
     stack: list[np.ndarray] = []
     for node in reversed(nodes):
-        if node.kind == "prim":
+        if node.node_type == "prim":
             args = [stack.pop() for _ in range(node.arity)]
             stack.append(np.broadcast_to(PRIMITIVE_BY_NAME[node.value].vector(*args), (n,)))
-        elif node.kind == "feature":
+        elif node.node_type == "feature":
             stack.append(np.asarray(columns[node.value], dtype=np.float64))
         else:
             stack.append(np.full(n, float(node.value)))

@@ -308,7 +308,7 @@ def build(config: HarvestConfig) -> Setup:
     engine = SpeculativeEngine(target, drafter, config.temperature, vocab, eos, config.device, config.top_k,
                                config.top_p, runner=backend.runner(target, vocab, config))
     description = {
-        "target": {"path": str(target_src.path), "format": target_src.kind,
+        "target": {"path": str(target_src.path), "format": target_src.file_format,
                    "architecture": backend.architecture(target), "sha256": target_src.hashes(),
                    **({"backend": backend.name} if backend.name != "torch" else {})},
         "drafter": dict(drafter.settings(), **({"sha256": draft_src.hashes()} if draft_src else {})),

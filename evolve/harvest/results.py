@@ -49,8 +49,8 @@ class TextResult:
 
 
 def _dtype(col: str) -> str:
-    kind = next(c.kind for c in COLUMNS if c.name == col)
-    return {"int": "int64", "float": "float64", "bool": "bool"}[kind]
+    value_type = next(c.value_type for c in COLUMNS if c.name == col)
+    return {"int": "int64", "float": "float64", "bool": "bool"}[value_type]
 
 
 __all__ = ["BlockResult", "TextResult"]

@@ -53,7 +53,7 @@ def generate_tree_text(engine, prompt_ids: Sequence[int], rng: np.random.Generat
 
     drafter = engine.drafter
     if not getattr(drafter, "grows_trees", False):
-        raise ValueError(f"a draft tree needs a drafter that can grow one (got {getattr(drafter, 'kind', type(drafter).__name__)})")
+        raise ValueError(f"a draft tree needs a drafter that can grow one (got {getattr(drafter, 'name', type(drafter).__name__)})")
     if not prompt_ids:
         raise ValueError("generate_tree_text: empty prompt")
     ctx = [int(t) for t in prompt_ids]

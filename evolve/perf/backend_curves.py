@@ -60,7 +60,7 @@ def run_backend_curves(model: str, threads: Sequence[int] = (1, 2), max_t: int =
             raise InputError(f"must be at least 1 (value {value})", param=name)
     say = progress or (lambda _msg: None)
     src = resolve_model(model, "backend_curves")
-    if src.kind != "gguf":
+    if src.file_format != "gguf":
         raise InputError(f"{model}: give a .gguf file (both backends load it)", param="backend_curves")
     say(f"loading {src.path} on llama.cpp")
     lmodel = load_llama(src, threads=threads[0], n_ctx=max(512, prompt_tokens + max_t + plain_tokens + 8))

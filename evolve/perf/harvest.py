@@ -111,7 +111,7 @@ def _default_skip(model: str) -> tuple[int, ...]:
 
     src = resolve_model(model, "target")
     _, transformers = _torch()
-    kwargs = {"gguf_file": src.path.name} if src.kind == "gguf" else {}
+    kwargs = {"gguf_file": src.path.name} if src.file_format == "gguf" else {}
     n = int(transformers.AutoConfig.from_pretrained(str(Path(src.load_dir)), local_files_only=True,
                                                     **kwargs).get_text_config().num_hidden_layers)
     return tuple(sorted({n // 3, n // 2, 2 * n // 3}))

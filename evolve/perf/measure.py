@@ -115,10 +115,10 @@ def operon_infix(tree, names: dict[str, str]) -> str:
     symbols = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
     stack: list[str] = []
     for node in reversed(from_tree(tree)):
-        if node.kind == "prim":
+        if node.node_type == "prim":
             a, b = stack.pop(), stack.pop()
             stack.append(f"({a} {symbols[node.value]} {b})")
-        elif node.kind == "feature":
+        elif node.node_type == "feature":
             stack.append(names[str(node.value)])
         else:
             stack.append(repr(float(node.value)))

@@ -226,8 +226,8 @@ def schema_table(ws: Workspace) -> str:
     """Every schema column: name, dtype, required or optional, valid range, meaning (:data:`evolve.traces.schema.COLUMNS`)."""
     from evolve.traces.schema import COLUMNS
     dtype = {"int": "int64", "float": "float64", "bool": "bool"}
-    rows = [[f"`{c.name}`", dtype[c.kind], "required" if c.required else "optional",
-             "" if c.kind == "bool" else c.range_text(), c.doc] for c in COLUMNS]
+    rows = [[f"`{c.name}`", dtype[c.value_type], "required" if c.required else "optional",
+             "" if c.value_type == "bool" else c.range_text(), c.doc] for c in COLUMNS]
     return markdown_table(["column", "dtype", "presence", "range", "meaning"], rows)
 
 

@@ -198,7 +198,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
 
 def format_table(report: LiveReport) -> str:
     """Plain-text table of the rows, the caption above it."""
-    header = ["Rule", "Tokens", "Calls", "Drafted/call", "Tokens/call", "E[tokens/call]", "Tokens/s", "AR tokens/s",
+    header = ["Rule", "Tokens", "Calls", "Drafted/call", "Mean acc. len", "E[acc. len]", "Tokens/s", "AR tokens/s",
               "Speedup", "TV/token"]
     body = [[r["rule"], f"{r['tokens']}", f"{r['target_calls']}", f"{r['mean_drafted']:.2f}",
              f"{r['tokens_per_call']:.3f} ± {r['tokens_per_call_se']:.3f}", f"{r['expected_tokens_per_call']:.3f}",
@@ -219,8 +219,9 @@ def format_table(report: LiveReport) -> str:
                               for r in predicted)]
     lines += ["", "AR = plain autoregressive decoding of the target; Drafted/call = drafted tokens verified per target "
                   "call; Speedup = Tokens/s / AR tokens/s (wall clock); "
-                  "TV/token = exact expected damage per emitted token (0 = lossless); Tokens/call ± its standard "
-                  "error; E[tokens/call] = 1 + sum_d prod_(i<=d) tau_i per call, given the drafts."]
+                  "TV/token = exact expected damage per emitted token (0 = lossless); Mean acc. len = mean acceptance "
+                  "length = tokens per target call, ± its standard error; E[acc. len] = 1 + sum_d prod_(i<=d) tau_i "
+                  "per call, given the drafts."]
     return "\n".join(lines) + "\n"
 
 

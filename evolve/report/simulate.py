@@ -288,7 +288,7 @@ def format_table(sim: Simulation) -> str:
     """Plain-text table (plus a text bar chart of the speedups for the sweep)."""
     lines = [sim.caption, ""]
     if sim.mode == "sweep":
-        header = ["Length", "AR calls", "Spec calls", "Calls/token", "Accept", "Tokens/call", "Analytic",
+        header = ["Length", "AR calls", "Spec calls", "Calls/token", "Accept", "Mean acc. len", "Analytic",
                   "AR time", "Spec time", "Speedup", "TV emp", "TV exp"]
         body = [[f"{r['length']}", f"{r['autoregressive_calls']:.1f}", f"{r['target_calls']:.1f}",
                  f"{r['calls_per_token']:.3f}", f"{100 * r['acceptance_rate']:.1f}%", f"{r['tokens_per_call']:.3f}",
@@ -303,8 +303,9 @@ def format_table(sim: Simulation) -> str:
             lines.append(f"  {r['length']:>7} tokens: {bar} {r['speedup']:.2f}x")
         lines += ["", "AR = plain autoregressive decoding (one target call per token). Time: target call = 1, "
                       "draft step = cost ratio.",
-                  "Accept = accepted drafts / drafted tokens; Analytic = mean block formula 1 + sum_k prod_{i<=k} "
-                  "tau_i; TV = damage per emitted token (0 = lossless)."]
+                  "Accept = accepted drafts / drafted tokens; Mean acc. len = mean acceptance length = tokens per "
+                  "target call; Analytic = mean block formula 1 + sum_k prod_{i<=k} tau_i; TV = damage per emitted "
+                  "token (0 = lossless)."]
         if sim.rows and sim.rows[0]["verification"] != "token":
             lines.append("Analytic = mean over blocks of the expected tokens given the drafts under this verification"
                          + ("; TV = deferred acceptances (FLy)." if sim.rows[0]["verification"] == "fly" else "."))
@@ -312,7 +313,7 @@ def format_table(sim: Simulation) -> str:
             lines.append(f"Damage at {DAMAGE_CONTEXTS} fixed contexts (first emitted token's TV from p, "
                          f"{DAMAGE_DRAWS} decodes each): {sim.context_tv:.4f}")
     else:
-        header = ["Budget", "Draft", "Verify", "Nodes", "Depth", "Draft steps", "Tokens/call", "Calls/token",
+        header = ["Budget", "Draft", "Verify", "Nodes", "Depth", "Draft steps", "Mean acc. len", "Calls/token",
                   "Accepted/node", "Speedup"]
         body = [[f"{r['budget']}", r["shape"], r["verification"], f"{r['nodes_per_call']:.2f}", f"{r['depth']:.2f}",
                  f"{r['draft_steps_per_call']:.2f}", f"{r['tokens_per_call']:.3f}", f"{r['calls_per_token']:.3f}",
@@ -321,8 +322,9 @@ def format_table(sim: Simulation) -> str:
         lines += ["", "sample = lossless multi-draft recursive rejection sampling (SpecInfer); traversal = traversal "
                       "verification (lossless, leaf to root; on a chain it is block verification); greedy = greedy "
                       "match (output = greedy decoding).",
-                  "Draft steps: one per tree level (chain, tree, adaptive), one per call for Medusa heads; "
-                  "speedup = length / (calls + c * draft steps)."]
+                  "Mean acc. len = mean acceptance length = tokens per target call; Draft steps: one per tree level "
+                  "(chain, tree, adaptive), one per call for Medusa heads; speedup = length / (calls + c * draft "
+                  "steps)."]
     return "\n".join(lines) + "\n"
 
 

@@ -43,7 +43,7 @@ from heuristics.champions import read_champion
 #: Output formats of the command.
 FORMATS: tuple[str, ...] = ("table", "markdown", "json", "csv")
 #: Keys of a row (``--format json``), in order.
-KEYS: tuple[str, ...] = ("split", "heuristic", "kind", "setting", "trees", "tokens_per_call", "tv_per_token",
+KEYS: tuple[str, ...] = ("split", "heuristic", "role", "setting", "trees", "tokens_per_call", "tv_per_token",
                          "mean_nodes", "mean_passes", "seconds_per_call", "tokens_per_second", "speedup")
 #: Keys a row gains with ``--bootstrap N`` (:func:`tree_rows`).
 BOOTSTRAP_KEYS: tuple[str, ...] = ("vs_fixed_width", "vs_fixed_width_low", "vs_fixed_width_high")
@@ -71,11 +71,12 @@ class TreesOptions:
     output: Path | None = None
 
 
-def tree_row(split: str, name: str, kind: str, setting: str, m: ShapeMetrics,
+def tree_row(split: str, name: str, role: str, setting: str, m: ShapeMetrics,
          per_tree: np.ndarray | None = None) -> dict[str, Any]:
-    """One row; ``per_tree`` float64 (trees, 2), each tree's expected tokens and seconds (None for a bound), is
-    kept under ``_per_tree`` for the bootstrap and never written."""
-    return {"split": split, "heuristic": name, "kind": kind, "setting": setting, "trees": m.trees,
+    """One row (``role``: ``verification``, ``shape``, ``bound``, ``champion`` or ``relaxation``); ``per_tree``
+    float64 (trees, 2), each tree's expected tokens and seconds (None for a bound), is kept under ``_per_tree``
+    for the bootstrap and never written."""
+    return {"split": split, "heuristic": name, "role": role, "setting": setting, "trees": m.trees,
             "tokens_per_call": m.tokens_per_call, "tv_per_token": m.tv_per_token, "mean_nodes": m.mean_nodes,
             "mean_passes": m.mean_passes, "seconds_per_call": m.seconds_per_call,
             "tokens_per_second": m.tokens_per_second, "speedup": m.speedup, "_per_tree": per_tree}
@@ -153,7 +154,7 @@ def _versus_header(rows: list[dict[str, Any]]) -> list[str]:
 
 def format_table(rows: list[dict[str, Any]], caption: str) -> str:
     """Plain-text table of the rows under ``caption``."""
-    header = ["Split", "Heuristic", "Setting", "Tokens/call", "TV/token", "Nodes/call", "Passes/call", "s/call",
+    header = ["Split", "Heuristic", "Setting", "Mean acc. len", "TV/token", "Nodes/call", "Passes/call", "s/call",
               "Tokens/s", "Speedup"] + _versus_header(rows)
     body = [[r["split"], r["heuristic"], r["setting"], f"{r['tokens_per_call']:.4f}", f"{r['tv_per_token']:.2e}",
              f"{r['mean_nodes']:.2f}",
@@ -164,7 +165,8 @@ def format_table(rows: list[dict[str, Any]], caption: str) -> str:
     fmt = lambda cells: "  ".join(c.ljust(w) if i in left else c.rjust(w)  # noqa: E731
                                   for i, (c, w) in enumerate(zip(cells, widths)))
     lines = [caption, "", fmt(header), "  ".join("-" * w for w in widths)] + [fmt(b) for b in body]
-    lines += ["", "TV/token: exact expected TV per emitted token (0: lossless). Tokens/call: exact expected tokens per target call; "
+    lines += ["", "TV/token: exact expected TV per emitted token (0: lossless). Mean acc. len: mean acceptance length, "
+                  "the exact expected tokens per target call; "
                   "Nodes/call: drafted nodes the target verifies; Passes/call: drafter passes the cost model charges "
                   "(one per depth with an expansion); Speedup: tokens per second over plain decoding's, under the "
                   "cost file. shape_oracle: a bound, not a shape (every subtree of every tree tried, knowing its "
@@ -179,7 +181,7 @@ def format_markdown(rows: list[dict[str, Any]], caption: str) -> str:
     body = [[r["split"], r["heuristic"], r["setting"], f"{r['tokens_per_call']:.4f}", f"{r['tv_per_token']:.2e}",
              f"{r['mean_nodes']:.2f}", f"{r['tokens_per_second']:.3f}", f"{r['speedup']:.3f}x"] + _versus(r)
             for r in rows]
-    header = ["Split", "Heuristic", "Setting", "Tokens/call", "TV/token", "Nodes/call", "Tokens/s", "Speedup"]
+    header = ["Split", "Heuristic", "Setting", "Mean acc. len", "TV/token", "Nodes/call", "Tokens/s", "Speedup"]
     header += _versus_header(rows)
     return caption + "\n\n" + markdown_table(header, body, right=set(range(3, len(header))))
 

@@ -291,9 +291,9 @@ class _Builder:
                       self.features)
         out = []
         for node in nodes:
-            if node.kind == "prim":
+            if node.node_type == "prim":
                 out.append(self.prims[node.value])
-            elif node.kind == "feature":
+            elif node.node_type == "feature":
                 out.append(self.args[node.value])
             else:  # a constant, made without drawing one (which would use ``random``)
                 const = self.ephemeral.__new__(self.ephemeral)

@@ -185,7 +185,7 @@ class Verification:
             return None
         from evolve.gp.compiler import evaluate_numpy, parse
         nodes = parse(str(self.relaxation), "relaxation")
-        if any(node.kind == "feature" for node in nodes):
+        if any(node.node_type == "feature" for node in nodes):
             return None
         with np.errstate(all="ignore"):
             return float(evaluate_numpy(nodes, {}, 1)[0])

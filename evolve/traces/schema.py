@@ -86,7 +86,7 @@ ROUNDOFF_TOLERANCE = 1e-9
 #: spare and is still far below anything that changes a verdict (linear interpolation alone is off by up
 #: to 1/128).
 PHI_TOLERANCE = ROUNDOFF_TOLERANCE
-#: The dtype of each kind of column (a list column holds lists of the float dtype).
+#: The dtype of each value type of column (a list column holds lists of the float dtype).
 DTYPES = {"int": "int64", "float": "float64", "bool": "bool"}
 
 
@@ -97,10 +97,10 @@ class RoundOffWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Column:
-    """One schema column: name, kind (``int``, ``float`` or ``bool``) and valid range."""
+    """One schema column: name, value type (``int``, ``float`` or ``bool``) and valid range."""
 
     name: str
-    kind: str
+    value_type: str
     required: bool
     low: float | None = None
     high: float | None = None
@@ -174,7 +174,7 @@ def _bad(source: str, column: str, row: int, value, why: str) -> InputError:
 
 def _wrong_dtype(source: str, col: Column, found, note: str = "") -> InputError:
     """The refusal of a column stored with another dtype than the schema's (``found``)."""
-    expected = f"list<{DTYPES[col.kind]}>" if col.length else DTYPES[col.kind]
+    expected = f"list<{DTYPES[col.value_type]}>" if col.length else DTYPES[col.value_type]
     return InputError(f"{source}: column '{col.name}': dtype {found}, expected {expected}{note}")
 
 
@@ -189,7 +189,7 @@ def _coerce(df: pd.DataFrame, col: Column, source: str) -> np.ndarray:
             i = _first(values > np.iinfo(np.int64).max)
             note = f"; row {i} holds {values[i].item()}, beyond the int64 range"
         raise _wrong_dtype(source, col, values.dtype, note)
-    if col.kind == "bool":
+    if col.value_type == "bool":
         if values.dtype == bool:
             return values
         if values.dtype == np.int64:  # 0/1, as JSON may write booleans
@@ -202,7 +202,7 @@ def _coerce(df: pd.DataFrame, col: Column, source: str) -> np.ndarray:
             raise _wrong_dtype(source, col, values.dtype)
         i = _first_non_type(values, (bool, np.bool_))
         raise _bad(source, col.name, i, _py(values[i]), f"expected a boolean, column has dtype {series.dtype}")
-    if col.kind == "int":
+    if col.value_type == "int":
         if values.dtype == np.int64:
             return values
         if values.dtype == np.float64:  # whole numbers written as floats (JSON's 3.0)
@@ -381,7 +381,7 @@ def validate(df: pd.DataFrame, source: str) -> dict[str, np.ndarray]:
         if col.name not in present:
             continue
         values = _coerce(df, col, source)
-        if col.kind != "bool":
+        if col.value_type != "bool":
             values = _clip_roundoff(values, col, clipped)
             _check_range(values, col, source)
         cols[col.name] = values

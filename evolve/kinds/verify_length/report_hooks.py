@@ -27,7 +27,7 @@ def missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[str]:
 
 COMPARE = KindScorer(missing, scores, competitors=True)
 #: What ``benchmark.py``'s caption says about verification-length rows.
-CAPTION = ("Verification-length policies (kind policy: best_fixed_gamma, confidence_threshold,"
+CAPTION = ("Verification-length policies (rows of role policy: best_fixed_gamma, confidence_threshold,"
            " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"
            " their Tok/s uses their own expected seconds per call; length_oracle is a bound, not a"
            " policy (the best lengths knowing each block's outcome). {names}: drafts verified by the"

@@ -42,7 +42,7 @@ def concurrency_rows(comparison: Comparison, requests: Sequence[int], costs: Cos
         for row in comparison.rows:
             if row.split != split or row.value("tokens_per_call") is None or row.gamma is None:
                 continue
-            if row.kind == POLICY and row.heuristic in NOTES:
+            if row.role == POLICY and row.heuristic in NOTES:
                 continue  # a bound for one request's costs says nothing at R requests
             verified = getattr(row.verifier, "mean_verified", float(row.gamma))
             drafted = getattr(row.verifier, "mean_drafted", float(row.gamma))

@@ -4,7 +4,7 @@
 Accept%, Accuracy, Quality, Fitness, Time), the expected metrics, the block metrics (on data with
 speculation blocks) and the champions' deltas, followed by a caption, the notes and the verdict.
 ``table`` (rich, plain text, the default) shows the essential columns only (:func:`_table_columns`:
-Heuristic, Accept%, Fitness, then Tok/call, Speedup and TV/tok on data with blocks or E[TV] without,
+Heuristic, Accept%, Fitness, then Mean acc. len (tokens per call), Speedup and TV/tok on data with blocks or E[TV] without,
 and ΔFitness with champions), so that it fits in :data:`TABLE_WIDTH` columns; its caption and notes
 are wrapped to that width and its last line is the verdict. ``csv`` holds one record per row with
 the keys :data:`evolve.report.compare.rows.ROW_KEYS`; ``json`` is an object with ``rows`` (those
@@ -71,13 +71,13 @@ def _display_columns(comparison: Comparison) -> list[tuple[str, bool, callable]]
     if any(r.value("tokens_per_call") is not None for r in comparison.rows):
         def block(name: str, spec: str):
             return lambda r: "n/a" if r.value(name) is None else format(r.value(name), spec)
-        cols += [("Tok/call", True, block("tokens_per_call", ".3f")), ("Speedup", True, block("speedup", ".3f")),
+        cols += [("Mean acc. len", True, block("tokens_per_call", ".3f")), ("Speedup", True, block("speedup", ".3f")),
                  ("TV/tok", True, block("tv_per_token", ".4f"))]
         if any(r.value("tokens_per_second") is not None for r in comparison.rows):
             cols.append(("Tok/s", True, block("tokens_per_second", ".4g")))
     if any(r.value("n_invalid") for r in comparison.rows):
         cols.append(("Invalid", True, lambda r: _num(r.value("n_invalid"), "d")))
-    if any(r.kind == "champion" for r in comparison.rows):
+    if any(r.role == "champion" for r in comparison.rows):
         cols += [
             ("ΔFitness", True, lambda r: _signed(r.delta_fitness)),
             ("ΔAccept", True, lambda r: _signed_pp(r.delta_acceptance)),
@@ -89,11 +89,11 @@ def _display_columns(comparison: Comparison) -> list[tuple[str, bool, callable]]
 
 def _table_columns(comparison: Comparison) -> list[tuple[str, bool, callable]]:
     """The essential columns of :func:`_display_columns`, the default table's: Split (several splits),
-    Heuristic, Accept%, Fitness, the block columns (Tok/call, Speedup, TV/tok) or, on data without
+    Heuristic, Accept%, Fitness, the block columns (Mean acc. len, Speedup, TV/tok) or, on data without
     blocks, E[TV], Invalid (when a rule has invalid values) and ΔFitness (with champions)."""
     cols = _display_columns(comparison)
     headers = {h for h, _, _ in cols}
-    keep = {"Split", "Heuristic", "Accept%", "Fitness", "Tok/call", "Speedup", "TV/tok", "Tok/s", "Invalid",
+    keep = {"Split", "Heuristic", "Accept%", "Fitness", "Mean acc. len", "Speedup", "TV/tok", "Tok/s", "Invalid",
             "ΔFitness"}
     if "TV/tok" not in headers:
         keep.add("E[TV]")
@@ -115,18 +115,20 @@ def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]
     text = " ".join(parts)
     gammas = {g for g in comparison.gamma.values() if g}
     if gammas and comparison.costs is None:
-        text += (f" Tok/call = expected tokens per target call with gamma {', '.join(map(str, sorted(gammas)))}"
-                 f" (1 + sum_k prod_(i<=k) tau_i per block), Speedup = Tok/call / (gamma*c + 1) with draft/target"
+        text += (f" Mean acc. len = mean acceptance length = expected tokens per target call with gamma"
+                 f" {', '.join(map(str, sorted(gammas)))} (1 + sum_k prod_(i<=k) tau_i per block), Speedup ="
+                 f" Mean acc. len / (gamma*c + 1) with draft/target"
                  f" cost ratio c = {comparison.cost_ratio:g}, TV/tok = expected TV per emitted token.")
     elif gammas:
-        text += (f" Tok/call = expected tokens per target call with gamma {', '.join(map(str, sorted(gammas)))},"
-                 f" Tok/s = Tok/call / (target_forward_s(gamma + 1) + gamma * draft_token_s) of the cost file"
+        text += (f" Mean acc. len = mean acceptance length = expected tokens per target call with gamma"
+                 f" {', '.join(map(str, sorted(gammas)))}, Tok/s = Mean acc. len / (target_forward_s(gamma + 1) +"
+                 f" gamma * draft_token_s) of the cost file"
                  f" {comparison.costs.source}, Speedup = Tok/s * plain_token_s, TV/tok = expected TV per emitted"
                  f" token.")
-    if any(r.kind == "champion" for r in comparison.rows):
+    if any(r.role == "champion" for r in comparison.rows):
         pp = " (pp: percentage points)" if shown is None or "ΔAccept" in shown else ""
         text += f" Δ = champion minus {REFERENCE_RULE} on the same split{pp}."
-    if any(r.kind == VERIFIER for r in comparison.rows):
+    if any(r.role == VERIFIER for r in comparison.rows):
         text += (" block_verification: lossless block verification (Sun et al. 2024, arXiv 2403.10444), tokens per"
                  " call from the records' block_residual_mass; it has no per-token threshold (-), its TV is 0.")
     for kind in KINDS.values():
@@ -168,7 +170,7 @@ def format_table(comparison: Comparison) -> str:
                          overflow="fold" if folds else "ellipsis")
     prev = None
     for row in comparison.rows:
-        key = (row.split, row.kind)
+        key = (row.split, row.role)
         if prev is not None and key != prev:
             table.add_section()
         prev = key

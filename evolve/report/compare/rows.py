@@ -1,8 +1,8 @@
 """The rows of ``benchmark.py``'s comparison table: one scored rule (or verifier) on one split.
 
 A :class:`Row` holds either a rule's :class:`evolve.eval.evaluator.Metrics`
-(kind ``baseline`` for a registered rule, ``champion`` for a champion file) or,
-for the lossless verifier ``block_verification`` (kind ``verifier``), its
+(role ``baseline`` for a registered rule, ``champion`` for a champion file) or,
+for the lossless verifier ``block_verification`` (role ``verifier``), its
 block metrics alone (:class:`evolve.eval.block_verification.BlockVerificationMetrics`):
 it has no per-token threshold, so the per-token columns stay empty (None in
 JSON, empty in CSV, ``-`` in the tables). A champion of kind ``relaxation``
@@ -10,7 +10,7 @@ JSON, empty in CSV, ``-`` in the tables). A champion of kind ``relaxation``
 per-token threshold either: its row holds relaxed block verification's block
 metrics alone (:class:`evolve.kinds.relaxation.eval_block.RelaxedMetrics`) in the same
 way; so does a verification-length policy's row (:class:`evolve.kinds.verify_length.eval_policy.LengthMetrics`) and
-the competitor policies' (kind ``policy``, :mod:`evolve.report.compare.speed`). ``program_kind`` says
+the competitor policies' (role ``policy``, :mod:`evolve.report.compare.speed`). ``program_kind`` says
 which kind of program a rule's row scored (``threshold``, ``relaxation``, ``verify-length``; None for
 the verifier). Under a cost file rows carry ``tokens_per_second`` and the cost file's ``speedup``. :data:`ROW_KEYS` are
 the keys of one JSON record or CSV row, in order.
@@ -36,12 +36,12 @@ SPLIT_CHOICES: tuple[str, ...] = SPLITS + ("all",)
 REFERENCE_RULE = registry.STANDARD_NAME
 #: Default number of timed evaluations per rule (after one warm-up).
 DEFAULT_REPEATS = 3
-#: Name and kind of the block verification row.
+#: Name and role of the block verification row.
 BLOCK_VERIFICATION = "block_verification"
 VERIFIER = "verifier"
 #: Keys of one JSON record / CSV row, in order.
 ROW_KEYS: tuple[str, ...] = (
-    "heuristic", "kind", "split", "records", "acceptance_rate", "accuracy", "quality_score", "fitness",
+    "heuristic", "role", "split", "records", "acceptance_rate", "accuracy", "quality_score", "fitness",
     "false_accepts", "false_rejects", "expected_acceptance", "expected_tv", "expected_false_reject",
     "expected_quality", "expected_fitness", "n_invalid", "time_ms", "delta_fitness", "delta_acceptance",
     "delta_expected_fitness", "delta_expected_acceptance", "delta_expected_tv", "expression", "data",
@@ -52,11 +52,11 @@ _METRIC_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Metrics))
 
 @dataclass(frozen=True)
 class ComparedRule:
-    """A rule to score in the table: ``kind`` is ``baseline`` (from the registry) or
+    """A rule to score in the table: ``role`` is ``baseline`` (from the registry) or
     ``champion``; ``origin`` is ``registry`` or the champion's file/directory."""
 
     rule: Rule
-    kind: str
+    role: str
     origin: str
 
 
@@ -75,7 +75,7 @@ class Row:
     """
 
     heuristic: str
-    kind: str
+    role: str
     split: str
     data: str
     metrics: Metrics | None
@@ -118,7 +118,7 @@ class Row:
         values = {**m, "gamma": self.gamma, "cost_ratio": self.cost_ratio if self.gamma else None,
                   "speedup": self.value("speedup"), "tokens_per_second": self.value("tokens_per_second"),
                   **{k: getattr(self, k) for k in (
-            "heuristic", "kind", "split", "data", "time_ms", "expression", "delta_fitness", "delta_acceptance",
+            "heuristic", "role", "split", "data", "time_ms", "expression", "delta_fitness", "delta_acceptance",
             "delta_expected_fitness", "delta_expected_acceptance", "delta_expected_tv", "program_kind")}}
         return {k: values[k] for k in ROW_KEYS}
 

@@ -6,7 +6,7 @@ gamma being ``target_forward_s(gamma + 1) + gamma * draft_token_s``, and its ``s
 tokens per second times ``plain_token_s`` (the default cost model gives the evaluator's speedup
 exactly). A verification-length policy (kind ``verify-length``, :mod:`evolve.kinds.verify_length.eval_policy`)
 is scored by its own expected seconds per call, and the competitors follow the rules of a split
-with ``draft_index`` (rows of kind ``policy``): ``best_fixed_gamma`` and ``confidence_threshold``
+with ``draft_index`` (rows of role ``policy``): ``best_fixed_gamma`` and ``confidence_threshold``
 (their setting tuned on the valid split when the dataset has one, else on the scored split; the
 setting is in the row's ``expression``) and ``survival_prefix``, then the bound ``length_oracle`` (not a
 policy: the best lengths knowing each block's outcome, :func:`evolve.kinds.verify_length.eval_policy.length_oracle`). A policy's drafts are verified by the

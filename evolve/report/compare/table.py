@@ -24,7 +24,7 @@ times; the best (smallest) of those is reported, as the least disturbed by
 other processes. Loading the split and preparing its arrays are not included.
 
 Block verification: on a split with the optional column ``block_residual_mass``
-(and ``draft_index``) a row ``block_verification`` (kind ``verifier``) follows
+(and ``draft_index``) a row ``block_verification`` (role ``verifier``) follows
 the rules of the split: the lossless block verification of Sun et al. 2024
 (arXiv 2403.10444), whose expected tokens per call follow from the records
 alone (:mod:`evolve.eval.block_verification`), with the speedup under the same
@@ -99,7 +99,7 @@ def resolve_splits(split: str) -> tuple[str, ...]:
 
 def baseline_entries() -> list[ComparedRule]:
     """Every registered rule (:func:`heuristics.registry.rules`: the baselines first, then the
-    published families' defaults), as entries of kind ``baseline``."""
+    published families' defaults), as entries of role ``baseline``."""
     return [ComparedRule(rule, "baseline", "registry") for rule in registry.rules()]
 
 
@@ -127,7 +127,7 @@ def _call_loader(fn, arg, what: str):
 
 def champion_entries(files: Sequence[str | os.PathLike] = (),
                      champions_dir: str | os.PathLike | None = None) -> list[ComparedRule]:
-    """Champions of ``champions_dir`` (``*.json``) and of the given ``files``, as entries of kind ``champion``.
+    """Champions of ``champions_dir`` (``*.json``) and of the given ``files``, as entries of role ``champion``.
 
     Args:
         files: champion JSON files (``--champion``).
@@ -292,7 +292,7 @@ def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = 
         kind = entry.rule.program_kind
         scorer = kind.hooks().compare
         if scorer is None:
-            if entry.kind == "champion" and Path(entry.origin).is_dir():  # promoted: the table goes on without it
+            if entry.role == "champion" and Path(entry.origin).is_dir():  # promoted: the table goes on without it
                 notes.append(f"skipped {label}: a {kind.name} program ({kind.title}); run it with: "
                              f"{'; '.join(kind.commands)}")
                 continue
@@ -305,13 +305,13 @@ def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = 
         scores, ms = scorer.score(entry.rule, data, traces, repeats, fitness, gamma, cost_ratio,
                                   costs or ratio_costs(cost_ratio))
         scored.append((entry, label, {**scores, "program_kind": kind.name}, ms))
-    ref = next((f["metrics"] for e, label, f, _ in scored if e.kind == "baseline" and e.rule.name == REFERENCE_RULE),
+    ref = next((f["metrics"] for e, label, f, _ in scored if e.role == "baseline" and e.rule.name == REFERENCE_RULE),
                None)
     rows = []
     for entry, label, scores, ms in scored:
         m = scores.pop("metrics")
         deltas = {}
-        if entry.kind == "champion" and ref is not None and m is not None:
+        if entry.role == "champion" and ref is not None and m is not None:
             deltas = dict(
                 delta_fitness=m.fitness - ref.fitness,
                 delta_acceptance=m.acceptance_rate - ref.acceptance_rate,
@@ -319,7 +319,7 @@ def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = 
                 delta_expected_acceptance=m.expected_acceptance - ref.expected_acceptance,
                 delta_expected_tv=m.expected_tv - ref.expected_tv,
             )
-        rows.append(Row(label, entry.kind, data.split, data.source, m, ms, entry.rule.expression, **deltas,
+        rows.append(Row(label, entry.role, data.split, data.source, m, ms, entry.rule.expression, **deltas,
                         gamma=gamma, cost_ratio=cost_ratio, **scores))
     return rows, notes
 

@@ -63,7 +63,7 @@ class Verdict:
     split: str
     measure: str
     winner: str
-    winner_kind: str
+    winner_role: str
     value: float
     reference: str | None
     reference_value: float | None
@@ -83,7 +83,7 @@ class Verdict:
             return None if a is None or b is None else a - b
 
         return {"split": self.split, "measure": self.measure, "winner": self.winner,
-                "winner_kind": self.winner_kind, "value": self.value, "reference": self.reference,
+                "winner_role": self.winner_role, "value": self.value, "reference": self.reference,
                 "reference_value": self.reference_value, "delta": minus(self.value, self.reference_value),
                 "runner_up": self.runner_up, "runner_up_value": self.runner_up_value,
                 "champion": self.champion, "champion_value": self.champion_value,
@@ -141,10 +141,10 @@ def compute_verdict(comparison: Comparison) -> Verdict | None:
     split = verdict_split(comparison)
     if split is None:
         return None
-    rows = [r for r in comparison.rows if r.split == split and r.kind != VERIFIER and _measure(r) is not None]
+    rows = [r for r in comparison.rows if r.split == split and r.role != VERIFIER and _measure(r) is not None]
     if not rows:
         return None
-    ref = next((r for r in rows if r.kind == "baseline" and r.heuristic == REFERENCE_RULE), None)
+    ref = next((r for r in rows if r.role == "baseline" and r.heuristic == REFERENCE_RULE), None)
     ordered = ([ref] if ref is not None else []) + [r for r in rows if r is not ref]
     winner = ordered[0]
     for row in ordered[1:]:
@@ -152,7 +152,7 @@ def compute_verdict(comparison: Comparison) -> Verdict | None:
             winner = row
     value = _measure(winner)
     ref_value = _measure(ref) if ref is not None else None
-    champs = [r for r in rows if r.kind == "champion"]
+    champs = [r for r in rows if r.role == "champion"]
     champ = None
     for row in champs:
         if champ is None or _measure(row) >= _measure(champ):  # ties: the last (``--champion`` files come last)
@@ -161,7 +161,7 @@ def compute_verdict(comparison: Comparison) -> Verdict | None:
 
     def name(row: Row) -> str:
         return "the champion" if row.heuristic == "champion" else (
-            f"champion {row.heuristic}" if row.kind == "champion" else row.heuristic)
+            f"champion {row.heuristic}" if row.role == "champion" else row.heuristic)
 
     head = f"verdict: {name(winner)} wins on {split} by {MEASURE}"
     runner_up = None
@@ -188,7 +188,7 @@ def compute_verdict(comparison: Comparison) -> Verdict | None:
         if _needs_next_steps(champ, ref, info):
             hint = NEXT_STEPS
             text = "\n".join([*hint, text])
-    return Verdict(split, MEASURE, winner.heuristic, winner.kind, value, ref.heuristic if ref is not None else None,
+    return Verdict(split, MEASURE, winner.heuristic, winner.role, value, ref.heuristic if ref is not None else None,
                    ref_value, runner_up.heuristic if runner_up is not None else None,
                    _measure(runner_up) if runner_up is not None else None,
                    champ.heuristic if champ is not None else None, _measure(champ) if champ is not None else None,
@@ -207,7 +207,7 @@ def _needs_next_steps(champ: Row, ref: Row | None, info: Mapping[str, Any]) -> b
 def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str, Any]]:
     """What the champion file of each champion entry records for the verdict, by row label.
 
-    ``labelled`` maps row labels to entries; for each entry of kind ``champion`` whose file can
+    ``labelled`` maps row labels to entries; for each entry of role ``champion`` whose file can
     be found (a ``--champion`` file, or the file of that name in a champions directory) the result
     holds ``path``, ``objective`` and ``champion_source`` (from its provenance: ``evolved`` or
     ``seeded:NAME``; None for files that do not record it). A file that cannot be read again is
@@ -219,7 +219,7 @@ def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str
     out: dict[str, dict[str, Any]] = {}
     listed: dict[Path, list[Path]] = {}
     for label, entry in labelled.items():
-        if entry.kind != "champion":
+        if entry.role != "champion":
             continue
         origin = Path(entry.origin)
         try:

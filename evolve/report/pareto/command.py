@@ -76,7 +76,7 @@ from evolve.report.pareto.learned import learned_curve, sklearn_available
 from evolve.report.pareto.format import FORMATS, format_json, format_table, plot_path, plot_png
 from evolve.report.pareto.oracle import oracle_bound
 from evolve.report.pareto.relaxed import (
-    RELAXED_KINDS, relaxed_evolved_curve, relaxed_family_curve, split_runs,
+    RELAXED_CATEGORIES, relaxed_evolved_curve, relaxed_family_curve, split_runs,
 )
 from heuristics import registry
 from heuristics.contract import Rule
@@ -152,7 +152,7 @@ def resolve_rules(names: Sequence[str]) -> list[Rule]:
 
 
 def rule_curve(rule: Rule, data: EvalData, gamma: int, budgets: Sequence[float]) -> tuple[Curve | None, str | None]:
-    """One rule as a curve of one point (kind ``rule``).
+    """One rule as a curve of one point (category ``rule``).
 
     Returns (curve, None), or (None, note) when the split lacks a column the rule reads.
     """
@@ -232,7 +232,7 @@ def evolved_curve(run_dirs: Sequence[str | os.PathLike], data: EvalData, gamma: 
             key = to_string(nodes)
             if key in seen:
                 continue
-            needs = [n.value for n in nodes if n.kind == "feature" and n.value not in data.available]
+            needs = [n.value for n in nodes if n.node_type == "feature" and n.value not in data.available]
             if needs:
                 notes.append(f"skipped evolved rule {key[:60]}: it needs column '{needs[0]}', "
                              f"which {data.source} lacks")
@@ -249,7 +249,7 @@ def evolved_curve(run_dirs: Sequence[str | os.PathLike], data: EvalData, gamma: 
 
 def block_verification_curve(traces: Traces, data: EvalData, gamma: int,
                              budgets: Sequence[float]) -> tuple[Curve | None, str | None]:
-    """Block verification as a lossless reference (kind ``lossless``): one point (0, tokens per call).
+    """Block verification as a lossless reference (category ``lossless``): one point (0, tokens per call).
 
     Returns (curve, None), or (None, note) when the split lacks ``block_residual_mass``.
     Raises: InputError for a needed NaN or negative residual mass.
@@ -336,7 +336,7 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
         curve, note = make(rule, traces, data, g, budgets)
         if curve is None:
             notes.append(note)
-        elif curve.kind in RELAXED_KINDS:  # a reference beside the relaxed curves
+        elif curve.category in RELAXED_CATEGORIES:  # a reference beside the relaxed curves
             relaxed_named.append(curve)
         else:
             if curve.name in curves:  # a rule named like a family (e.g. greedy_match)

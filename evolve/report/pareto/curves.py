@@ -64,11 +64,11 @@ class Curve:
     """A family's (or one named rule's, or the evolved rules') scored rules and what the comparison derives.
 
     The references beside the curves are curves too: ``block_verification``
-    (kind ``lossless``, one point at TV 0) and ``learned`` (kind ``learned``).
+    (category ``lossless``, one point at TV 0) and ``learned`` (category ``learned``).
     """
 
     name: str
-    kind: str  # "family", "rule", "evolved", "lossless" or "learned"
+    category: str  # "family", "rule", "evolved", "lossless", "learned" or a relaxed one (RELAXED_CATEGORIES)
     source: str
     parameter: str | None
     rules: list[RulePoint]
@@ -83,14 +83,14 @@ class Curve:
         ``FAMILY:VALUES`` for a family with a parameter (``fuzzy_sd:T=0.1125``), the family's name for
         one without; None when no rule fits the budget or the curve is no family."""
         label = self.best_rule.get(key)
-        if label is None or self.kind != "family":
+        if label is None or self.category != "family":
             return None
         return self.name if self.parameter is None else f"{self.name}:{label}"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: points, best_at_budget, hypervolume, then details (and ``extra``'s keys, if any)."""
         return {"points": [[tv, tpc] for tv, tpc in self.points], "best_at_budget": dict(self.best_at_budget),
-                "hypervolume": self.hypervolume, "kind": self.kind, "source": self.source,
+                "hypervolume": self.hypervolume, "category": self.category, "source": self.source,
                 "parameter": self.parameter, "best_rule": dict(self.best_rule),
                 "lossless_at_0": any(r.lossless for r in self.rules),
                 "rules": [r.to_dict() for r in self.rules], **self.extra}
@@ -202,7 +202,7 @@ class ParetoComparison:
 
     def families(self) -> list[Curve]:
         """The published-family curves."""
-        return [c for c in self.curves.values() if c.kind == "family"]
+        return [c for c in self.curves.values() if c.category == "family"]
 
     def verdict(self) -> dict[str, Any]:
         """How the evolved curve compares with the best family at each budget above 0, and by hypervolume.

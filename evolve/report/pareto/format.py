@@ -55,7 +55,7 @@ def format_table(comp: ParetoComparison) -> str:
     def line(cells):
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
-    out = [f"Best tokens per target call with TV per emitted token <= budget: {comp.split} split, "
+    out = [f"Best tokens per target call (mean acceptance length) with TV per emitted token <= budget: {comp.split} split, "
            f"{comp.tokens:,} tokens in {comp.blocks:,} blocks of {comp.source}, gamma {comp.gamma}",
            "", line(header), line(["-" * w for w in widths])]
     out += [line(r) for r in rows]
@@ -167,7 +167,7 @@ def plot_png(comp: ParetoComparison) -> bytes:
     base = min(lossless) if lossless else (min(tops) if tops else 1.0)
     lo = max(1.0, base - 0.15 * max(hi - base, 1e-6))
     for c in comp.curves.values():
-        if c.kind == "rule":  # one named rule: a marker, not a staircase
+        if c.category == "rule":  # one named rule: a marker, not a staircase
             pts = [p for p in c.points if p[0] <= xmax * 1.05]
             label = c.name + ("" if pts and pts[0][1] >= lo else ", outside the plot")
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=30, marker="D", zorder=6, label=label)
@@ -176,7 +176,7 @@ def plot_png(comp: ParetoComparison) -> bytes:
         if not xs:
             continue
         shown = any(y >= lo for y in yv)
-        style = dict(linewidth=2.5, color="black", zorder=5) if c.kind == "evolved" else dict(linewidth=1.3)
+        style = dict(linewidth=2.5, color="black", zorder=5) if c.category == "evolved" else dict(linewidth=1.3)
         label = f"{c.name} (HV {c.hypervolume:.4f})" + ("" if shown else ", below the plot")
         ax.plot(xs, yv, label=label, **style)
         ax.scatter([p[0] for p in c.points if p[0] <= xmax * 1.05],

@@ -177,7 +177,7 @@ def _points(rule: LearnedRule, data: EvalData, gamma: int, grid: np.ndarray) -> 
 
 def learned_curve(train: EvalData, valid: EvalData, data: EvalData, gamma: int, budgets: Sequence[float],
                   target: str = TARGET) -> Curve:
-    """The ``learned`` curve on ``data`` (kind ``learned``): fitted on ``train``, thresholds from ``valid``.
+    """The ``learned`` curve on ``data`` (category ``learned``): fitted on ``train``, thresholds from ``valid``.
 
     ``extra`` of the curve holds the fit (target, features, training rows,
     iterations) and ``valid_choice`` {budget key: {"threshold", "valid_tokens_per_call",

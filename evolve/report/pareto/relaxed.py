@@ -41,7 +41,7 @@ RELAXED_FAMILY = "relaxed_block_fixed_w"
 RELAXED_EVOLVED = "evolved_relaxed_block"
 #: Kinds of the relaxed curves: the two above and a relaxation champion named by ``--rule``
 #: (:func:`relaxed_rule_curve`).
-RELAXED_KINDS: tuple[str, ...] = ("relaxed_family", "relaxed_evolved", "relaxed_rule")
+RELAXED_CATEGORIES: tuple[str, ...] = ("relaxed_family", "relaxed_evolved", "relaxed_rule")
 
 
 def run_kind(run_dir: str | os.PathLike) -> ProgramKind:
@@ -68,7 +68,7 @@ def _points(exprs: Sequence[str], labels: Sequence[str], data: EvalData, gamma: 
 
 def relaxed_family_curve(traces: Traces, data: EvalData, gamma: int,
                          budgets: Sequence[float]) -> tuple[Curve | None, str | None]:
-    """The fixed-w family as a curve (kind ``relaxed_family``), or (None, note) without the relaxed columns."""
+    """The fixed-w family as a curve (category ``relaxed_family``), or (None, note) without the relaxed columns."""
     missing = [c for c in RELAXED_COLUMNS if not traces.has(c)]
     if missing:
         return None, (f"no relaxed block verification: {data.source} lacks column '{missing[0]}' (written by "
@@ -83,7 +83,7 @@ def relaxed_family_curve(traces: Traces, data: EvalData, gamma: int,
 
 def relaxed_evolved_curve(runs: Sequence[tuple[list[str], str]], traces: Traces, data: EvalData, gamma: int,
                           budgets: Sequence[float]) -> tuple[Curve | None, list[str]]:
-    """The weights of ``--evolve relaxation`` runs as one curve (kind ``relaxed_evolved``); (None, notes) when the
+    """The weights of ``--evolve relaxation`` runs as one curve (category ``relaxed_evolved``); (None, notes) when the
     split lacks the relaxed columns.
 
     ``runs``: (expressions, source file) of each run
@@ -98,7 +98,7 @@ def relaxed_evolved_curve(runs: Sequence[tuple[list[str], str]], traces: Traces,
         sources.append(src)
         for i, text in enumerate(exprs):
             nodes = parse(text, f"{src}: weight {i}")
-            needs = [n.value for n in nodes if n.kind == "feature" and n.value not in data.available]
+            needs = [n.value for n in nodes if n.node_type == "feature" and n.value not in data.available]
             if needs:
                 notes.append(f"skipped relaxed weight {text[:60]}: it needs column '{needs[0]}', which "
                              f"{data.source} lacks")
@@ -113,7 +113,7 @@ def relaxed_evolved_curve(runs: Sequence[tuple[list[str], str]], traces: Traces,
 def relaxed_rule_curve(rule, traces: Traces, data: EvalData, gamma: int,
                        budgets: Sequence[float]) -> tuple[Curve | None, str | None]:
     """A rule of kind ``relaxation`` (:mod:`evolve.kinds.registry`; a promoted relaxation champion named by
-    ``--rule``) as a one-point curve of kind ``relaxed_rule``, scored as relaxed block verification (a
+    ``--rule``) as a one-point curve of category ``relaxed_rule``, scored as relaxed block verification (a
     reference beside the relaxed curves, not a per-token curve); (None, note) when the split lacks a
     column it needs. Raises: InputError for a gamma above the split's block length."""
     missing = [c for c in dict.fromkeys((*RELAXED_COLUMNS, *rule.columns_needed)) if not traces.has(c)]
@@ -142,7 +142,7 @@ def relaxed_verdict(comp) -> dict[str, Any] | None:
     bv = refs.get(BLOCK_VERIFICATION)
     fixed = refs.get(RELAXED_FAMILY)
     per_token = list(comp.curves.values()) + [c for name, c in refs.items()
-                                              if c.kind not in RELAXED_KINDS and name != BLOCK_VERIFICATION]
+                                              if c.category not in RELAXED_CATEGORIES and name != BLOCK_VERIFICATION]
     out: dict[str, Any] = {}
     beats_all = {"block_verification": True, "fixed_w": True, "best_per_token": True, "per_token_bound": True}
     for b in comp.budgets:
@@ -202,6 +202,6 @@ def split_runs(runs: Sequence[str | os.PathLike]) -> tuple[list, list]:
     return token, relaxed
 
 
-__all__ = ["RELAXED_FAMILY", "RELAXED_EVOLVED", "RELAXED_KINDS", "run_kind", "relaxed_family_curve",
+__all__ = ["RELAXED_FAMILY", "RELAXED_EVOLVED", "RELAXED_CATEGORIES", "run_kind", "relaxed_family_curve",
            "relaxed_rule_curve",
            "relaxed_evolved_curve", "relaxed_verdict", "relaxed_lines", "split_runs"]
