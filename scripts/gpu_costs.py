@@ -81,7 +81,8 @@ def eagle3_head(target: dict, draft_vocab: int) -> dict:
                 draft_vocab_size=draft_vocab, rope_theta=target["rope_theta"], rms_norm_eps=target["rms_norm_eps"])
 
 
-#: (file stem, target name, target config, [(file suffix, drafter name, kind, drafter config)])
+#: (file stem, target name, target config, [(file suffix, drafter name, drafter type, drafter config)])
+#: (the drafter type is written under the cost file's key ``drafter.kind``, the key earlier cost files have)
 GROUPS = [
     ("smollm2_135m", "SmolLM2-135M", SMOLLM2_135M,
      [("eagle", "EAGLE-3-style head for SmolLM2-135M", "eagle3-head", eagle3_head(SMOLLM2_135M, 32000))]),
@@ -608,8 +609,8 @@ def run_group(group, variant: str, args, device, sync, slug: str, written: list)
     else:
         target = PureModel(tcfg, device, args.context, sync, max_batch, max_new, graph, pool)
     drafters, dmeta = {}, {}
-    for suffix, dname, kind, dcfg in drafter_specs:
-        if kind == "draft-model":
+    for suffix, dname, drafter_type, dcfg in drafter_specs:
+        if drafter_type == "draft-model":
             d = HFModel(dcfg, device, args.context, sync) if use_hf else \
                 PureModel(dcfg, device, args.context, sync, 1, max_new, graph, pool)
             params = n_params(d.model)
@@ -617,9 +618,9 @@ def run_group(group, variant: str, args, device, sync, slug: str, written: list)
             d = HeadDrafter(dcfg, device, args.context, max_new, sync, graph, pool)
             params = n_params(d.head) - d.head.embed_tokens.weight.numel()
         drafters[suffix] = d
-        dmeta[suffix] = {"kind": kind, "name": dname, "config": config_summary(dcfg), "gamma": gamma,
+        dmeta[suffix] = {"kind": drafter_type, "name": dname, "config": config_summary(dcfg), "gamma": gamma,
                          "parameters": params}
-        if kind == "eagle3-head":
+        if drafter_type == "eagle3-head":
             dmeta[suffix]["parameters_note"] = "without the token embedding, which EAGLE-3 shares with the target"
             dmeta[suffix]["cost_per_token"] = ("one decoder layer over one token with its own KV cache of the context "
                                                "(2H-wide q/k/v input), final norm, lm_head over the draft vocabulary, "
@@ -630,7 +631,7 @@ def run_group(group, variant: str, args, device, sync, slug: str, written: list)
     name = gpu_name(device)
     engine = "torch" if not graph else "torch+cudagraph"
     impl = target.engine_detail if hasattr(target, "engine_detail") else HFModel.engine_detail
-    for suffix, _, kind, _ in drafter_specs:
+    for suffix, _, drafter_type, _ in drafter_specs:
         machine = (f"{name}, torch {vers['torch']} (CUDA {vers['cuda']}), "
                    + (f"transformers {vers['transformers']}, " if use_hf else "")
                    + f"{impl}; models built from their configs with random bf16 weights (timings only)")

@@ -196,8 +196,8 @@ FORGED = {
                                  ("'caches.train.columns.records.data'", "holds 1 values")),
     "a cache column of text": (None, _set("caches", "valid", "columns", "fitness", value={"values": "x"}),
                                ("'caches.valid.columns.fitness.values'",)),
-    "a cache of another kind": (None, _set("caches", "train", "kind", value="RelaxedMetrics"),
-                                ("'caches.train.kind'",)),
+    "a cache of other metrics": (None, _set("caches", "train", "metrics", value="RelaxedMetrics"),
+                                 ("'caches.train.metrics'",)),
 }
 
 
@@ -216,6 +216,20 @@ def test_the_untouched_copy_resumes_to_the_uninterrupted_result(made, tmp_path):
     assert res.exit_code == 0, res.output
     assert _outcome(Path(res.stdout.strip().splitlines()[-1])) == made["reference"]
     assert not partial.exists()
+
+
+def _legacy_cache_keys(data):
+    for cache in data["caches"].values():
+        cache["kind"] = cache.pop("metrics")
+
+
+def test_a_checkpoint_with_the_old_cache_key_kind_resumes_to_the_same_result(made, tmp_path):
+    """Checkpoints written before the caches' ``kind`` became ``metrics`` still resume, to the same result."""
+    partial = _copy(made, tmp_path)
+    _forge(partial / CHECKPOINT_FILE, None, _legacy_cache_keys)
+    res = CliRunner().invoke(evolve_cli, ["resume", str(partial), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert _outcome(Path(res.stdout.strip().splitlines()[-1])) == made["reference"]
 
 
 _HEADER_FIELDS = ("config", "features", "data_sha256", "generation", "generations", "interrupted", "payload_bytes",

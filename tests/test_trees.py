@@ -177,7 +177,7 @@ def test_traversal_accepts_at_least_as_much_as_specinfer_in_expectation():
     for config in (TreeConfig("tree", 6, (2, 1)), TreeConfig("chain", 4)):
         rows = {}
         for verification in ("sample", "traversal"):
-            res = simulate_tree(m, TreeConfig(config.kind, config.budget, config.widths, verification=verification),
+            res = simulate_tree(m, TreeConfig(config.draft, config.budget, config.widths, verification=verification),
                                 200, 40)
             per_call = res.per_sequence[:, T_EMITTED] / res.per_sequence[:, T_CALLS]
             rows[verification] = (per_call.mean(), per_call.std(ddof=1) / np.sqrt(per_call.size))
@@ -236,7 +236,7 @@ def test_tree_budgets_and_costs():
 
 
 def test_bad_tree_configs_are_refused():
-    with pytest.raises(InputError, match="kind"):
+    with pytest.raises(InputError, match="draft"):
         TreeConfig("forest")
     with pytest.raises(InputError, match="^budget: a node budget"):
         TreeConfig("tree", 0)

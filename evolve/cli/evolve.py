@@ -94,14 +94,14 @@ def _setting_options(fn):
 
     for name in reversed(RUN_OPTIONS):
         s = setting_of(name)
-        kind = (LiveChoice(lambda field=name: setting_of(field).choices) if s.choices
-                else {int: int, float: float}.get(s.type, str))
+        option_type = (LiveChoice(lambda field=name: setting_of(field).choices) if s.choices
+                       else {int: int, float: float}.get(s.type, str))
         callback = None
         if s.type is tuple:  # a comma-separated list (features), or the one word "auto"
-            kind, callback = CommaList(str), _auto_or_list
+            option_type, callback = CommaList(str), _auto_or_list
         note = f" {RUN_OPTION_NOTES[name]}" if name in RUN_OPTION_NOTES else ""
         default = DEFAULTS.to_dict()[name]
-        fn = click.option(f"--{name.replace('_', '-')}", name, type=kind, default=None, callback=callback,
+        fn = click.option(f"--{name.replace('_', '-')}", name, type=option_type, default=None, callback=callback,
                           help=f"{s.help}{note} [default: {default}]")(fn)
     return fn
 
@@ -137,7 +137,8 @@ def _objective_names() -> tuple[str, ...]:
               help="Workers of the local Dask cluster [default: one per island, at most one per core].")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr [default: on].")
 def run(config_file, progress, scheduler, workers, **options) -> int:
-    """Evolve a rule; print the run directory on stdout (the champion and its scores on stderr).
+    """Evolve programs of one kind (--evolve) and keep the best as the champion; print the run directory on
+    stdout (the champion and its scores on stderr).
 
     Ctrl-C finishes the current generation (epoch, with islands) and still writes the champion; the exit
     code is then 130. A checkpoint is kept after every epoch: `python -m evolve resume` continues a run

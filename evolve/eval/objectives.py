@@ -6,7 +6,7 @@ Both read the block metrics of :mod:`evolve.eval.evaluator` (Leviathan et al.
 and ``tv_per_token`` (expected total-variation damage per emitted token,
 each depth's TV weighted by the probability that it is reached).
 
-speed_at_tv (fitness kind ``speed_at_tv``)
+speed_at_tv (objective ``speed_at_tv``)
     Maximise tokens per call subject to TV per token <= budget b:
 
         f = tokens_per_call - K * max(0, tv_per_token - b) / max(b, TV_UNIT)
@@ -21,7 +21,7 @@ speed_at_tv (fitness kind ``speed_at_tv``)
     0.01 buys about 0.01 tokens per call), so the optimum of f sits on the
     budget, never beyond it.
 
-pareto (fitness kind ``pareto``)
+pareto (objective ``pareto``)
     Three objectives for NSGA-II (Deb et al. 2002; DEAP's ``selNSGA2``):
     (speed, up), (tv_per_token, down), (program size in nodes, down), where
     speed = speed_at_tv with b = the TV cap (default 0.05, the largest default

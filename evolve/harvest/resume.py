@@ -19,7 +19,7 @@ maps every finished text to the one part holding it, and refuses two parts
 holding the same text. On completion or Ctrl-C the parts are consolidated
 (:func:`consolidate`) into ``train/valid/test.parquet``, ``texts.jsonl`` (prompt
 and completion of every text) and ``metadata.json`` with
-:func:`evolve.traces.io.write_dataset`; the result does not depend on which kind of part
+:func:`evolve.traces.io.write_dataset`; the result does not depend on which form of part
 holds a text. A tree harvest adds ``train/valid/test.trees.parquet``, its texts' tree tables in
 the same order. Running the same command again resumes: finished texts are kept,
 the interrupted ones are redone from their own seeds, and different settings are
@@ -183,7 +183,7 @@ def _damaged(path: Path, exc: Exception) -> InputError:
 
 
 def read_parts(path: Path) -> list[tuple[pd.DataFrame, dict[str, Any]]]:
-    """The (records, info) of every text in a part file of either kind (:func:`write_part`,
+    """The (records, info) of every text in a part file of either form (:func:`write_part`,
     :func:`write_shard_part`), in the file's order. Raises: InputError for a damaged file."""
     import pyarrow.parquet as pq
 

@@ -25,7 +25,7 @@ the text's index, the dataset equals that of a one-process harvest with the
 same seed (given the same torch build, device and thread count). A killed
 harvest resumes with the same command: the shards whose part file exists are
 skipped, the others run again whole (a shard killed while running has no part).
-Texts already in a part of another kind, the one-text parts of a one-process
+Texts already in a part of another form, the one-text parts of a one-process
 harvest or the shard parts of a harvest with another ``--shards``, are not
 redone: a shard runs only its texts in no part, and its part holds only those
 (a part written again under the same name keeps the texts it held). A text in

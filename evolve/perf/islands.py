@@ -284,14 +284,14 @@ def large_dataset(directory, tokens: int, chunk_sequences: int,
         try:
             while seconds is None:
                 try:
-                    kind, value = channel.get(timeout=1.0)
+                    message, value = channel.get(timeout=1.0)
                 except queues.Empty:
                     if not child.is_alive():
                         raise RuntimeError(f"the process generating {path} died (exit code {child.exitcode})")
                     continue
-                if kind == "error":
+                if message == "error":
                     raise value
-                if kind == "done":
+                if message == "done":
                     seconds, peak = value
                 else:
                     say(f"large dataset: {value}")

@@ -213,10 +213,10 @@ def run_sweep(rule, gamma: int = 5, lengths=DEFAULT_LENGTHS, samples: int = 20, 
     label = rule.name if label is None else label
     model = SyntheticModel(vocab_size=vocab, seed=seed)
     results = simulate_chain(model, rule, lengths, samples, gamma, cost_ratio, verification)
-    lossless = (verification.kind == "block" and verification.relaxation is None) or \
-        (verification.kind == "token" and is_standard(rule))
+    lossless = (verification.scheme == "block" and verification.relaxation is None) or \
+        (verification.scheme == "token" and is_standard(rule))
     context_tv = 0.0 if lossless else float(np.mean(context_damage(model, rule, gamma, verification)))
-    fly = verification.kind == "fly"
+    fly = verification.scheme == "fly"
     rows = []
     for r in results:
         rows.append({
@@ -228,14 +228,14 @@ def run_sweep(rule, gamma: int = 5, lengths=DEFAULT_LENGTHS, samples: int = 20, 
             "autoregressive_time": r.autoregressive_time, "speculative_time": r.speculative_time,
             "expected_acceptance": r.expected_acceptance, "samples": samples, "gamma": gamma,
             "cost_ratio": cost_ratio, "vocab": vocab, "rule": label, "seed": seed,
-            "verification": verification.kind, "fly_window": verification.window(gamma) if fly else None,
+            "verification": verification.scheme, "fly_window": verification.window(gamma) if fly else None,
             "fly_threshold": float(verification.fly_threshold) if fly else None,
             "fly_top_k": int(verification.fly_top_k) if fly else None, "relaxation": verification.relaxation,
             "context_tv": context_tv,
         })
     caption = (f"Chain speculative decoding vs autoregressive: rule {label}, gamma {gamma}, vocab {vocab}, "
                f"cost ratio {cost_ratio:g}, {samples} sequences per length, seed {seed}")
-    if verification.kind != "token":
+    if verification.scheme != "token":
         caption += f"; verification {verification.label(gamma)}"
     if title:
         caption += f" ({title})"
@@ -246,8 +246,8 @@ def tree_configs(budget: int, widths=DEFAULT_WIDTHS, max_width: int = 3) -> list
     """The compared drafts at one node budget: chain, tree, adaptive, medusa x sample, traversal, greedy."""
     out = []
     for verification in ("sample", "traversal", "greedy"):
-        for kind in ("chain", "tree", "adaptive", "medusa"):
-            out.append(TreeConfig(kind, budget, tuple(widths), max_width, verification))
+        for draft in ("chain", "tree", "adaptive", "medusa"):
+            out.append(TreeConfig(draft, budget, tuple(widths), max_width, verification))
     return out
 
 
@@ -261,7 +261,7 @@ def run_trees(budgets=DEFAULT_BUDGETS, widths=DEFAULT_WIDTHS, max_width: int = 3
         for cfg in tree_configs(budget, widths, max_width):
             r = simulate_tree(model, cfg, length, samples, cost_ratio)
             rows.append({
-                "budget": budget, "draft": cfg.kind, "shape": cfg.label, "verification": cfg.verification,
+                "budget": budget, "draft": cfg.draft, "shape": cfg.label, "verification": cfg.verification,
                 "nodes_per_call": r.nodes_per_call, "depth": r.depth, "draft_steps_per_call": r.draft_steps_per_call,
                 "tokens_per_call": r.tokens_per_call, "calls_per_token": r.calls_per_token,
                 "accepted_per_node": r.accepted_per_node, "speedup": r.speedup, "length": length,
@@ -506,7 +506,7 @@ def simulate_command(options: SimulateOptions = SimulateOptions()) -> tuple[Simu
     if o.trees and costs is not None:
         raise InputError("a cost file applies to the length sweep only (a tree's verification cost is not "
                          "modelled yet)", param="costs")
-    if o.trees and verification.kind != "token":
+    if o.trees and verification.scheme != "token":
         raise InputError("the tree comparison has its own verification; a chain verification mode applies to "
                          "the length sweep only", param="trees")
     if o.trees:
@@ -518,7 +518,7 @@ def simulate_command(options: SimulateOptions = SimulateOptions()) -> tuple[Simu
         sim = run_trees(tuple(o.budgets), tuple(o.widths), o.max_width, max(lengths), samples, o.vocab, cost_ratio,
                         o.seed)
     else:
-        rule_name_for_plot = plan.label if verification.kind == "token" else f"{plan.label}_{verification.kind}"
+        rule_name_for_plot = plan.label if verification.scheme == "token" else f"{plan.label}_{verification.scheme}"
         sim = run_sweep(plan.rule, gamma, lengths, samples, o.vocab, cost_ratio, o.seed, verification, plan.label,
                         plan.title)
         if costs is not None:

@@ -35,10 +35,10 @@ from evolve.gp.primitives import FEATURES, CORE_FEATURES
 LEGACY_KEYS: dict[str, str] = {"fitness": "objective", "verify": "evolve"}
 
 
-def _setting(default: Any, kind: type, help: str, low: float | None = None, high: float | None = None,
+def _setting(default: Any, value_type: type, help: str, low: float | None = None, high: float | None = None,
              choices: Callable[[], Iterable[str]] | None = None) -> Any:
     """A :class:`RunConfig` field with its type, bounds, choices and help in the field's metadata."""
-    return field(default=default, metadata={"type": kind, "low": low, "high": high, "help": help,
+    return field(default=default, metadata={"type": value_type, "low": low, "high": high, "help": help,
                                             "choices": choices})
 
 

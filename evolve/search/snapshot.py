@@ -15,8 +15,9 @@ sense against the run's configuration first:
 * the states of Python's ``random`` (``random.getstate()``) and numpy's global generator
   (``np.random.get_state()``) are lists of integers;
 * the hall of fame is its members with their arrival numbers; the logbook is its rows; the warm
-  start is its seeds and skipped rules; the evaluator caches are, per split, the remembered
-  expressions (least recently used first), one column per field of their metrics and the
+  start is its seeds and skipped rules; the evaluator caches are, per split, the name of their
+  metrics class (key ``metrics``; ``kind`` in checkpoints of earlier versions, still read), the
+  remembered expressions (least recently used first), one column per field of their metrics and the
   evaluator's running totals. A column of floats or of integers is their little-endian binary
   form in base64 (``float64``/``int64``: exact, and far faster to write than numbers in text,
   for a cache of up to 200,000 expressions), a column of None is ``{"dtype": "null"}``, any
@@ -168,11 +169,11 @@ def _column(values: list) -> dict[str, Any]:
 
 
 def _cache(items, stats) -> dict[str, Any]:
-    kind = type(items[0][1]).__name__ if items else None
-    names = [f.name for f in fields(_metrics_class(kind))] if kind is not None else []
+    metrics = type(items[0][1]).__name__ if items else None
+    names = [f.name for f in fields(_metrics_class(metrics))] if metrics is not None else []
     columns = {n: _column([getattr(m, n) for _, m in items]) for n in names}
     stats = stats if isinstance(stats, EvaluationStats) else EvaluationStats(**stats)
-    return {"kind": kind, "keys": [key for key, _ in items], "columns": columns,
+    return {"metrics": metrics, "keys": [key for key, _ in items], "columns": columns,
             "stats": {f.name: _num(getattr(stats, f.name)) for f in fields(EvaluationStats)}}
 
 
@@ -209,7 +210,7 @@ class _Reader:
 
     def obj(self, value: Any, field: str, keys: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
         if not isinstance(value, dict):
-            raise self.fail(field, f"must be a JSON object, found {_kind(value)}")
+            raise self.fail(field, f"must be a JSON object, found {_json_type(value)}")
         for key in keys:
             if key not in value:
                 raise self.fail(f"{field}.{key}" if field else key, "is missing")
@@ -220,7 +221,7 @@ class _Reader:
 
     def items(self, value: Any, field: str, length: int | None = None, most: int | None = None) -> list:
         if not isinstance(value, list):
-            raise self.fail(field, f"must be a list, found {_kind(value)}")
+            raise self.fail(field, f"must be a list, found {_json_type(value)}")
         if length is not None and len(value) != length:
             raise self.fail(field, f"has {len(value)} entries, expected {length}")
         if most is not None and len(value) > most:
@@ -229,7 +230,7 @@ class _Reader:
 
     def integer(self, value: Any, field: str, low: int | None = None, high: int | None = None) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(field, f"must be an integer, found {_kind(value)}")
+            raise self.fail(field, f"must be an integer, found {_json_type(value)}")
         if low is not None and value < low:
             raise self.fail(field, f"is {value}, less than {low}")
         if high is not None and value > high:
@@ -240,7 +241,7 @@ class _Reader:
         if isinstance(value, str) and value in _NONFINITE and not finite:
             return _NONFINITE[value]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(field, f"must be a {'finite ' if finite else ''}number, found {_kind(value)}")
+            raise self.fail(field, f"must be a {'finite ' if finite else ''}number, found {_json_type(value)}")
         try:
             ok = math.isfinite(float(value))
         except OverflowError:  # an integer beyond float range
@@ -254,16 +255,16 @@ class _Reader:
 
     def text(self, value: Any, field: str) -> str:
         if not isinstance(value, str):
-            raise self.fail(field, f"must be a string, found {_kind(value)}")
+            raise self.fail(field, f"must be a string, found {_json_type(value)}")
         return value
 
     def flag(self, value: Any, field: str) -> bool:
         if not isinstance(value, bool):
-            raise self.fail(field, f"must be true or false, found {_kind(value)}")
+            raise self.fail(field, f"must be true or false, found {_json_type(value)}")
         return value
 
 
-def _kind(value: Any) -> str:
+def _json_type(value: Any) -> str:
     """The JSON type of a decoded value, with its article (``a string``, ``null``)."""
     if value is None:
         return "null"
@@ -440,21 +441,24 @@ def _column_from(value: Any, field: str, n: int, read: _Reader) -> list:
     return np.frombuffer(raw, dtype=_DTYPES[dtype]).tolist()
 
 
-def _cache_from(value: Any, field: str, kind: str, read: _Reader) -> tuple[list, EvaluationStats]:
-    data = read.obj(value, field, ("kind", "keys", "columns", "stats"))
+def _cache_from(value: Any, field: str, metrics: str, read: _Reader) -> tuple[list, EvaluationStats]:
+    # the metrics class's name is under "metrics"; checkpoints written before it was renamed have "kind"
+    legacy = isinstance(value, dict) and "kind" in value and "metrics" not in value
+    name = "kind" if legacy else "metrics"
+    data = read.obj(value, field, (name, "keys", "columns", "stats"))
     keys = read.items(data["keys"], f"{field}.keys", most=CACHE_LIMIT)
-    if data["kind"] != (kind if keys else None):
-        raise read.fail(f"{field}.kind", f"is {_kind(data['kind']) if data['kind'] is None else repr(data['kind'])}, "
-                                         f"expected {repr(kind) if keys else 'null (no entries)'}")
+    if data[name] != (metrics if keys else None):
+        raise read.fail(f"{field}.{name}", f"is {_json_type(data[name]) if data[name] is None else repr(data[name])}, "
+                                           f"expected {repr(metrics) if keys else 'null (no entries)'}")
     if not all(type(key) is str for key in keys):
         k = next(k for k, key in enumerate(keys) if type(key) is not str)
         read.text(keys[k], f"{field}.keys[{k}]")
     if len(set(keys)) != len(keys):
         raise read.fail(f"{field}.keys", "repeats an expression")
-    names = [f.name for f in fields(_metrics_class(kind))] if keys else []
+    names = [f.name for f in fields(_metrics_class(metrics))] if keys else []
     columns = read.obj(data["columns"], f"{field}.columns", tuple(names))
     cols = [_column_from(columns[n], f"{field}.columns.{n}", len(keys), read) for n in names]
-    items = list(zip(keys, map(_metrics_class(kind), *cols))) if keys else []
+    items = list(zip(keys, map(_metrics_class(metrics), *cols))) if keys else []
     stats = read.obj(data["stats"], f"{field}.stats", tuple(f.name for f in fields(EvaluationStats)))
     totals = {}
     for f in fields(EvaluationStats):
@@ -500,9 +504,10 @@ def snapshot_from_data(data: Any, cfg: RunConfig, features: tuple[str, ...], gen
         if caches is not None:
             raise read.fail("caches", "must be null for an island run (each island task scores afresh)")
     else:
-        kind = cfg.program_kind.hooks().metrics.__name__
+        metrics = cfg.program_kind.hooks().metrics.__name__
         caches = read.obj(caches, "caches", ("train", "valid"))
-        snapshot.caches = {name: _cache_from(caches[name], f"caches.{name}", kind, read) for name in ("train", "valid")}
+        snapshot.caches = {name: _cache_from(caches[name], f"caches.{name}", metrics, read)
+                           for name in ("train", "valid")}
     return snapshot
 
 

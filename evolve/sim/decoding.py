@@ -108,8 +108,8 @@ def check_verification(verification: Verification, rule, gamma: int) -> Verifica
     if not isinstance(verification, Verification):
         raise InputError(f"verification: expected a Verification (value {verification!r})")
     verification.check(gamma)
-    if verification.kind != "token" and not is_standard(rule):
-        raise InputError(f"rule '{getattr(rule, 'name', '?')}': verification '{verification.kind}' replaces the "
+    if verification.scheme != "token" and not is_standard(rule):
+        raise InputError(f"rule '{getattr(rule, 'name', '?')}': verification '{verification.scheme}' replaces the "
                          "per-token test min(1, p/q) and is defined for the standard rule only (standard_rejection)")
     return verification
 
@@ -124,7 +124,7 @@ def _verify_args(verification: Verification, gamma: int) -> tuple:
     """
     program = verification.weight_program()
     weight = _NO_PROGRAM if program is None else rule_program(program)
-    return (verification.code, verification.window(gamma) if verification.kind == "fly" else 0,
+    return (verification.code, verification.window(gamma) if verification.scheme == "fly" else 0,
             float(verification.fly_threshold), int(verification.fly_top_k), *weight)
 
 
@@ -297,13 +297,13 @@ def context_damage(model: SyntheticModel, rule, gamma: int, verification: Verifi
     Raises: InputError as :func:`chain_at_context`.
     """
     check_verification(verification, rule, check_gamma_range(gamma))
-    if verification.kind == "block" and verification.relaxation is None:
+    if verification.scheme == "block" and verification.relaxation is None:
         return np.zeros(int(contexts))
     out = np.empty(int(contexts))
     for c in range(int(contexts)):
         _, rows = chain_at_context(model, rule, random_context(model, key=c, position=position), int(draws), gamma,
                                    seed=c, verification=verification)
-        if verification.kind == "block":
+        if verification.scheme == "block":
             w = first_weights(verification, rows)
             out[c] = float(np.mean(w * (1.0 - rows[:, Feature.OVERLAP])))
         else:

@@ -104,14 +104,14 @@ VERIFICATIONS = {"sample": VERIFY_SAMPLE, "greedy": VERIFY_GREEDY, "traversal": 
 class TreeConfig:
     """How one target call's draft tree is built and verified (module doc).
 
-    kind: ``chain`` (width 1), ``tree`` (the ``widths`` schedule), ``adaptive``
+    draft: ``chain`` (width 1), ``tree`` (the ``widths`` schedule), ``adaptive``
     (width from the draft's confidence, maximum ``max_width``) or ``medusa``
     (per-depth heads, ``widths`` schedule); budget: drafted nodes per call;
     verification: ``sample`` (lossless multi-draft rejection sampling, SpecInfer), ``traversal``
     (traversal verification, lossless) or ``greedy``; max_depth: level cap (default: the budget).
     """
 
-    kind: str = "tree"
+    draft: str = "tree"
     budget: int = 8
     widths: tuple[int, ...] = (3, 1)
     max_width: int = 3
@@ -119,8 +119,8 @@ class TreeConfig:
     max_depth: int | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in DRAFTS:
-            raise InputError(f"tree kind: must be one of {', '.join(DRAFTS)} (value {self.kind!r})")
+        if self.draft not in DRAFTS:
+            raise InputError(f"tree draft: must be one of {', '.join(DRAFTS)} (value {self.draft!r})")
         if self.verification not in VERIFICATIONS:
             raise InputError(f"tree verification: must be one of {', '.join(VERIFICATIONS)} "
                              f"(value {self.verification!r})")
@@ -140,17 +140,17 @@ class TreeConfig:
     @property
     def label(self) -> str:
         """Short description, e.g. ``tree 3,1`` or ``adaptive <=3``."""
-        if self.kind == "chain":
+        if self.draft == "chain":
             return "chain"
-        if self.kind == "adaptive":
+        if self.draft == "adaptive":
             return f"adaptive <={self.max_width}"
-        return f"{self.kind} {','.join(str(w) for w in self.widths)}"
+        return f"{self.draft} {','.join(str(w) for w in self.widths)}"
 
     def kernel_args(self) -> tuple:
         """(budget, widths int64, max_width, adaptive, max_depth, draft_kind, verify) for the kernels."""
-        widths = (1,) if self.kind == "chain" else self.widths
-        return (int(self.budget), np.asarray(widths, dtype=np.int64), int(self.max_width), self.kind == "adaptive",
-                int(self.max_depth if self.max_depth is not None else self.budget), DRAFTS[self.kind],
+        widths = (1,) if self.draft == "chain" else self.widths
+        return (int(self.budget), np.asarray(widths, dtype=np.int64), int(self.max_width), self.draft == "adaptive",
+                int(self.max_depth if self.max_depth is not None else self.budget), DRAFTS[self.draft],
                 VERIFICATIONS[self.verification])
 
 

@@ -107,12 +107,12 @@ FLY_TOP_K = 3
 class Verification:
     """A chain verification mode and its parameters (module doc).
 
-    ``kind`` is ``token``, ``block`` or ``fly``; ``fly_window`` W (None: the
+    ``scheme`` is ``token``, ``block`` or ``fly``; ``fly_window`` W (None: the
     default min(6, gamma - 1)), ``fly_threshold`` theta (nats) and ``fly_top_k``
     k apply to ``fly`` only.
     """
 
-    kind: str = "token"
+    scheme: str = "token"
     fly_window: int | None = None
     fly_threshold: float = FLY_THRESHOLD
     fly_top_k: int = FLY_TOP_K
@@ -121,8 +121,8 @@ class Verification:
 
     @property
     def code(self) -> int:
-        """The kernels' integer code of ``kind``."""
-        return VERIFICATIONS.index(self.kind)
+        """The kernels' integer code of ``scheme``."""
+        return VERIFICATIONS.index(self.scheme)
 
     def window(self, gamma: int) -> int:
         """FLy's window W for draft length ``gamma`` (the default min(6, gamma - 1) when unset)."""
@@ -135,14 +135,14 @@ class Verification:
         a window outside [0, gamma - 1], a threshold that is negative or not
         finite, a top k below 1.
         """
-        if self.kind not in VERIFICATIONS:
-            raise InputError(f"verification: unknown mode {self.kind!r} (choose from {', '.join(VERIFICATIONS)})")
+        if self.scheme not in VERIFICATIONS:
+            raise InputError(f"verification: unknown mode {self.scheme!r} (choose from {', '.join(VERIFICATIONS)})")
         if self.relaxation is not None:
-            if self.kind != "block":
-                raise InputError(f"verification '{self.kind}': a relaxation applies to block verification only "
+            if self.scheme != "block":
+                raise InputError(f"verification '{self.scheme}': a relaxation applies to block verification only "
                                  f"(value {self.relaxation!r})")
             self.weight_program()
-        if self.kind != "fly":
+        if self.scheme != "fly":
             return self
         if gamma < 2:
             raise InputError(f"verification 'fly': needs a draft length gamma >= 2 (value {gamma})")
@@ -192,10 +192,10 @@ class Verification:
 
     def label(self, gamma: int) -> str:
         """``token``, ``block``, ``block(w=EXPR)`` or ``fly(W=.., theta=.., k=..)``."""
-        if self.kind == "block" and self.relaxation is not None:
+        if self.scheme == "block" and self.relaxation is not None:
             return f"block(w={self.relaxation})"
-        if self.kind != "fly":
-            return self.kind
+        if self.scheme != "fly":
+            return self.scheme
         return f"fly(W={self.window(gamma)}, theta={self.fly_threshold:g}, k={self.fly_top_k})"
 
 

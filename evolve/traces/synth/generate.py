@@ -109,13 +109,13 @@ def model_options() -> list[ModelOption]:
     for model in MODELS.values():
         for f in dataclasses.fields(model.config_cls):
             default = f.default
-            kind = int if isinstance(default, int) and not isinstance(default, bool) else float
+            value_type = int if isinstance(default, int) and not isinstance(default, bool) else float
             part = f"{model.name}: {model.option_help.get(f.name, f.name)} (default {default!r})"
             if f.name in seen:
                 old = seen[f.name]
                 seen[f.name] = ModelOption(f.name, old.type, old.models + (model.name,), f"{old.help}; {part}")
             else:
-                seen[f.name] = ModelOption(f.name, kind, (model.name,), part)
+                seen[f.name] = ModelOption(f.name, value_type, (model.name,), part)
     return list(seen.values())
 
 
