@@ -55,7 +55,7 @@ def summary(out: Path, names: list[str]) -> str:
                   "in the same run, interleaved prompt by prompt; predicted tok/s = tokens over the cost file's seconds "
                   "for the same calls, predicted speedup = that times its plain_token_s; plain decoding's predicted "
                   "tok/s = 1 / plain_token_s):", "",
-              "| dataset | rule | drafted/call | tokens/call | measured tok/s | predicted tok/s | measured/predicted "
+              "| dataset | rule | drafted/call | mean acc. len (tokens/call) | measured tok/s | predicted tok/s | measured/predicted "
               "tok/s | speedup | predicted speedup | measured/predicted speedup |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in names:
