@@ -21,6 +21,7 @@ Operand encoding (int32, one per operand slot of an instruction):
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -36,6 +37,10 @@ DERIVED_BASE = 1 << 20
 NO_ROWS = np.zeros((0, 1))
 #: Unary operators whose application to a feature can be precomputed as a derived row (the costly ones).
 DERIVABLE = (Op.LOG, Op.EXP)
+
+#: The program record the compiled kernels take (a Numba-compatible namedtuple, built by
+#: :attr:`Packed.program_args`): the fields of :class:`Packed` without ``nodes``, with the same dtypes.
+ProgramArrays = namedtuple("ProgramArrays", "code code_off consts const_off n_regs result rows")
 
 
 @dataclass(frozen=True)
@@ -312,9 +317,9 @@ class Packed:
         return int(self.result.size)
 
     @cached_property
-    def program_args(self) -> tuple:
-        """The program arguments of the scoring kernels, in their order (built once)."""
-        return (self.code, self.code_off, self.consts, self.const_off, self.n_regs, self.result, self.rows)
+    def program_args(self) -> ProgramArrays:
+        """The program record of the scoring kernels (:data:`ProgramArrays`, built once)."""
+        return ProgramArrays(self.code, self.code_off, self.consts, self.const_off, self.n_regs, self.result, self.rows)
 
 
 def pack(lowered: list[Lowered]) -> Packed:
