@@ -27,7 +27,7 @@ anyway.
 """
 from __future__ import annotations
 
-from collections import namedtuple
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -38,17 +38,31 @@ from evolve.eval.layouts import N_COUNTS, TILE, WIDTH, Count, Instr
 from evolve.eval.lowering import DERIVED_BASE
 from evolve.gp.primitives import Op, div, exp, log, max_, min_, sqrt
 
-#: The split record :func:`work` reads (a Numba-compatible namedtuple): ``X`` float64 (k, n) feature rows,
-#: ``D`` float64 (d, n) derived rows, ``r``/``u`` float64 (n,) min(1, p/q) and rand_value, ``bounds``
-#: int64 (C+1,) chunk boundaries, ``depth`` float64 (n,) draft_index, ``gamma`` float the draft length
-#: (0: no block counts), ``baseline`` float the split's number of baseline accepts (see
-#: :func:`evolve.eval.scoring.score_packed`).
-ScoreData = namedtuple("ScoreData", "X D r u bounds depth gamma baseline")
 
-#: The shared work queue of the workers (a Numba-compatible namedtuple): ``items`` int64 (P*C,) item
-#: order (:func:`evolve.eval.scheduler.item_order`, item = program * C + chunk), ``counter`` int64 (1,)
-#: the next item to take, ``partial`` float64 (P*C, counts) each item's counts.
-WorkQueue = namedtuple("WorkQueue", "items counter partial")
+class ScoreData(NamedTuple):
+    """The split record :func:`work` reads (Numba-compatible): ``X`` float64 (k, n) feature rows, ``D`` float64
+    (d, n) derived rows, ``r``/``u`` float64 (n,) min(1, p/q) and rand_value, ``bounds`` int64 (C+1,) chunk
+    boundaries, ``depth`` float64 (n,) draft_index, ``gamma`` the draft length (0: no block counts),
+    ``baseline`` the split's number of baseline accepts (see :func:`evolve.eval.scoring.score_packed`)."""
+
+    X: np.ndarray
+    D: np.ndarray
+    r: np.ndarray
+    u: np.ndarray
+    bounds: np.ndarray
+    depth: np.ndarray
+    gamma: float
+    baseline: float
+
+
+class WorkQueue(NamedTuple):
+    """The work queue the workers share (Numba-compatible): ``items`` int64 (P*C,) item order
+    (:func:`evolve.eval.scheduler.item_order`, item = program * C + chunk), ``counter`` int64 (1,) the
+    next item to take, ``partial`` float64 (P*C, counts) each item's counts."""
+
+    items: np.ndarray
+    counter: np.ndarray
+    partial: np.ndarray
 
 
 @intrinsic

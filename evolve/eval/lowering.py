@@ -21,9 +21,9 @@ Operand encoding (int32, one per operand slot of an instruction):
 """
 from __future__ import annotations
 
-from collections import namedtuple
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -38,9 +38,18 @@ NO_ROWS = np.zeros((0, 1))
 #: Unary operators whose application to a feature can be precomputed as a derived row (the costly ones).
 DERIVABLE = (Op.LOG, Op.EXP)
 
-#: The program record the compiled kernels take (a Numba-compatible namedtuple, built by
-#: :attr:`Packed.program_args`): the fields of :class:`Packed` without ``nodes``, with the same dtypes.
-ProgramArrays = namedtuple("ProgramArrays", "code code_off consts const_off n_regs result rows")
+
+class ProgramArrays(NamedTuple):
+    """The program record the compiled kernels take (Numba-compatible, built by :attr:`Packed.program_args`):
+    the fields of :class:`Packed` without ``nodes``, with the same dtypes."""
+
+    code: np.ndarray
+    code_off: np.ndarray
+    consts: np.ndarray
+    const_off: np.ndarray
+    n_regs: np.ndarray
+    result: np.ndarray
+    rows: int
 
 
 @dataclass(frozen=True)

@@ -62,9 +62,9 @@ program interpreter is :mod:`evolve.kinds.relaxation.eval_population`.
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 from dataclasses import asdict, dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -124,11 +124,20 @@ class Carry(IntEnum):
 
 N_CARRY = record_size(Carry)
 
-#: The split record the compiled kernels read (a Numba-compatible namedtuple, built by
-#: :meth:`RelaxedData.columns`): ``ratio`` p(x)/q(x), ``depth`` (draft_index), ``overlap``, ``mass``
-#: (block_residual_mass) float64 (n,); ``phi`` float64 (n, K) (block_residual_phi); ``bounds`` int64 (C+1,)
-#: chunk boundaries at block starts; ``gamma`` float the draft length (deeper records are ignored).
-RelaxedColumns = namedtuple("RelaxedColumns", "ratio depth overlap mass phi bounds gamma")
+
+class RelaxedColumns(NamedTuple):
+    """The split record the compiled kernels read (Numba-compatible, built by :meth:`RelaxedData.columns`):
+    ``ratio`` p(x)/q(x), ``depth`` (draft_index), ``overlap``, ``mass`` (block_residual_mass) float64 (n,);
+    ``phi`` float64 (n, K) (block_residual_phi); ``bounds`` int64 (C+1,) chunk boundaries at block starts;
+    ``gamma`` the draft length as a float (deeper records are ignored)."""
+
+    ratio: np.ndarray
+    depth: np.ndarray
+    overlap: np.ndarray
+    mass: np.ndarray
+    phi: np.ndarray
+    bounds: np.ndarray
+    gamma: float
 
 
 @njit(cache=True)
