@@ -487,10 +487,10 @@ def test_an_island_checkpoint_round_trips_through_the_file(made, tmp_path):
         files.append(path)
 
     options = ClusterOptions(workers=1)
-    full = island_search(cfg, train, valid, CORE_FEATURES, str(made["data"]), sha, options, on_epoch=keep)
+    full = island_search(cfg, train, valid, CORE_FEATURES, sha, options, on_epoch=keep)
     _, snapshot = read_checkpoint(files[0])
     assert snapshot.generation == 2 and len(snapshot.islands) == 2 and snapshot.caches is None
-    again = island_search(cfg, train, valid, CORE_FEATURES, str(made["data"]), sha, options, resume=snapshot)
+    again = island_search(cfg, train, valid, CORE_FEATURES, sha, options, resume=snapshot)
     strip = [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in full.logbook]
     assert again.champion.expression == full.champion.expression
     assert [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in again.logbook] == strip

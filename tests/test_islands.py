@@ -65,7 +65,7 @@ def _search(data: Path, options: ClusterOptions, **settings):
                    "islands": 3, "migrants": 3, **settings})
     train, valid, sha = _splits(data)
     snapshots = []
-    result = island_search(cfg, train, valid, CORE_FEATURES, str(data), sha, options,
+    result = island_search(cfg, train, valid, CORE_FEATURES, sha, options,
                            on_epoch=lambda s: snapshots.append(copy.deepcopy(s)))
     return cfg, result, snapshots
 
@@ -79,7 +79,7 @@ def test_same_champion_whatever_the_number_of_workers_and_resume(data, cluster):
     assert [r["gen"] for r in two.logbook] == list(range(7)) and two.logbook[0]["nevals"] == 90
     assert [s.generation for s in snapshots] == [2, 4, 6] and len(snapshots[0].islands) == 3
     train, valid, sha = _splits(data)
-    again = island_search(cfg, train, valid, CORE_FEATURES, str(data), sha,
+    again = island_search(cfg, train, valid, CORE_FEATURES, sha,
                           ClusterOptions(scheduler=cluster.scheduler_address), resume=snapshots[0])
     assert again.champion.expression == two.champion.expression and _strip(again.logbook) == _strip(two.logbook)
     assert (again.evaluations, again.programs) == (two.evaluations, two.programs)
@@ -90,7 +90,7 @@ def test_every_fitness_kind_runs_on_islands(fitness, vocab_dataset, cluster):
     cfg = resolve({"data": str(vocab_dataset), "population": 16, "generations": 2, "seed": 1,
                    "migration_interval": 1, "islands": 2, "migrants": 2, "objective": fitness})
     train, valid, sha = _splits(vocab_dataset)
-    res = island_search(cfg, train, valid, CORE_FEATURES, str(vocab_dataset), sha,
+    res = island_search(cfg, train, valid, CORE_FEATURES, sha,
                         ClusterOptions(scheduler=cluster.scheduler_address))
     assert [r["gen"] for r in res.logbook] == [0, 1, 2] and not res.interrupted
     assert (res.front is not None) == (fitness == "pareto")

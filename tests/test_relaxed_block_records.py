@@ -164,8 +164,7 @@ def test_record_scorer_matches_brute_force_from_whole_distributions(split, expre
             brute_tok.append(tok)
             brute_dmg.append(dmg)
             st[:], acc[:] = 0.0, 0.0
-            reduce_relaxed(w_all[row0:row0 + CFG.gamma], row0, CFG.gamma, rd.ratio, rd.depth, rd.overlap, rd.mass,
-                           rd.phi, float(gamma), st, acc)
+            reduce_relaxed(w_all[row0:row0 + CFG.gamma], row0, CFG.gamma, rd.columns(gamma), st, acc)
             close_block(st, acc)
             rec_tok.append(acc[RelaxedCount.SUM_TOKENS])
             rec_dmg.append(acc[RelaxedCount.SUM_TV])

@@ -27,6 +27,8 @@ anyway.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 from numba.core import cgutils, types
@@ -35,6 +37,32 @@ from numba.extending import intrinsic
 from evolve.eval.layouts import N_COUNTS, TILE, WIDTH, Count, Instr
 from evolve.eval.lowering import DERIVED_BASE
 from evolve.gp.primitives import Op, div, exp, log, max_, min_, sqrt
+
+
+class ScoreData(NamedTuple):
+    """The split record :func:`work` reads (Numba-compatible): ``X`` float64 (k, n) feature rows, ``D`` float64
+    (d, n) derived rows, ``r``/``u`` float64 (n,) min(1, p/q) and rand_value, ``bounds`` int64 (C+1,) chunk
+    boundaries, ``depth`` float64 (n,) draft_index, ``gamma`` the draft length (0: no block counts),
+    ``baseline`` the split's number of baseline accepts (see :func:`evolve.eval.scoring.score_packed`)."""
+
+    X: np.ndarray
+    D: np.ndarray
+    r: np.ndarray
+    u: np.ndarray
+    bounds: np.ndarray
+    depth: np.ndarray
+    gamma: float
+    baseline: float
+
+
+class WorkQueue(NamedTuple):
+    """The work queue the workers share (Numba-compatible): ``items`` int64 (P*C,) item order
+    (:func:`evolve.eval.scheduler.item_order`, item = program * C + chunk), ``counter`` int64 (1,) the
+    next item to take, ``partial`` float64 (P*C, counts) each item's counts."""
+
+    items: np.ndarray
+    counter: np.ndarray
+    partial: np.ndarray
 
 
 @intrinsic
@@ -274,18 +302,18 @@ def load_constants(buf, consts, const_off, n_regs, p):
 
 
 @njit(cache=True)
-def work(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bounds, depth, gamma,
-         items, counter, partial):
-    """One worker: take items from ``counter`` until none is left; each item's counts go to ``partial[item]``.
+def work(prog, data, queue):
+    """One worker: take items from ``queue.counter`` until none is left; each item's counts go to ``queue.partial[item]``.
 
-    Program arrays as in :class:`evolve.eval.lowering.Packed`; ``bounds`` int64
-    (C+1,) chunk boundaries; ``items`` int64 (P*C,) item order
-    (:func:`evolve.eval.scheduler.item_order`, item = program * C + chunk);
-    ``counter`` int64 (1,) shared by the workers; ``partial`` float64 (P*C,
-    N_COUNTS). Other arguments as in :func:`evolve.eval.scoring.score_packed`.
+    ``prog`` the program record (:data:`evolve.eval.lowering.ProgramArrays`),
+    ``data`` the split (:data:`ScoreData`), ``queue`` the :data:`WorkQueue`
+    shared by the workers (``partial`` float64 (P*C, N_COUNTS)).
     """
+    code, code_off, result = prog.code, prog.code_off, prog.result
+    X, D, r, u, bounds, depth, gamma = data.X, data.D, data.r, data.u, data.bounds, data.depth, data.gamma
+    items, counter, partial = queue.items, queue.counter, queue.partial
     n_chunks = bounds.size - 1
-    buf = np.empty((rows, TILE))
+    buf = np.empty((prog.rows, TILE))
     last_p = -1
     while True:
         k = fetch_add(counter, 0, 1)
@@ -295,7 +323,7 @@ def work(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bo
         p = it // n_chunks
         c = it - p * n_chunks
         if p != last_p:
-            load_constants(buf, consts, const_off, n_regs, p)
+            load_constants(buf, prog.consts, prog.const_off, prog.n_regs, p)
             last_p = p
         acc = partial[it]
         reach = 1.0

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -36,6 +37,19 @@ DERIVED_BASE = 1 << 20
 NO_ROWS = np.zeros((0, 1))
 #: Unary operators whose application to a feature can be precomputed as a derived row (the costly ones).
 DERIVABLE = (Op.LOG, Op.EXP)
+
+
+class ProgramArrays(NamedTuple):
+    """The program record the compiled kernels take (Numba-compatible, built by :attr:`Packed.program_args`):
+    the fields of :class:`Packed` without ``nodes``, with the same dtypes."""
+
+    code: np.ndarray
+    code_off: np.ndarray
+    consts: np.ndarray
+    const_off: np.ndarray
+    n_regs: np.ndarray
+    result: np.ndarray
+    rows: int
 
 
 @dataclass(frozen=True)
@@ -312,9 +326,9 @@ class Packed:
         return int(self.result.size)
 
     @cached_property
-    def program_args(self) -> tuple:
-        """The program arguments of the scoring kernels, in their order (built once)."""
-        return (self.code, self.code_off, self.consts, self.const_off, self.n_regs, self.result, self.rows)
+    def program_args(self) -> ProgramArrays:
+        """The program record of the scoring kernels (:data:`ProgramArrays`, built once)."""
+        return ProgramArrays(self.code, self.code_off, self.consts, self.const_off, self.n_regs, self.result, self.rows)
 
 
 def pack(lowered: list[Lowered]) -> Packed:

@@ -24,39 +24,36 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from evolve.eval.kernels import combine, operand, reduce_block_counts, reduce_fitness_counts, run_code, work
+from evolve.eval.kernels import (
+    ScoreData, WorkQueue, combine, operand, reduce_block_counts, reduce_fitness_counts, run_code, work,
+)
 from evolve.eval.layouts import N_COUNTS, TILE, WIDTH
 from evolve.eval.lowering import NO_ROWS, Lowered, Packed
 from evolve.eval.scheduler import SCHEDULER, item_order
 
 
 @njit(cache=True, parallel=True)
-def _score_parallel(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bounds, depth, gamma,
-                    baseline, nt):
-    """Counts (P, N_COUNTS) of every program, ``nt`` workers taking (program, chunk) items dynamically."""
-    n_programs = result.size
-    n_chunks = bounds.size - 1
-    items = item_order(code_off, bounds, n_programs)
-    partial = np.zeros((items.size, N_COUNTS))
-    counter = np.zeros(1, dtype=np.int64)
+def _score_parallel(prog, data, nt):
+    """Counts (P, N_COUNTS) of every program (``prog`` :data:`evolve.eval.lowering.ProgramArrays`) over the
+    split ``data`` (:data:`evolve.eval.kernels.ScoreData`), ``nt`` workers taking (program, chunk) items dynamically."""
+    n_programs = prog.result.size
+    n_chunks = data.bounds.size - 1
+    items = item_order(prog.code_off, data.bounds, n_programs)
+    queue = WorkQueue(items, np.zeros(1, dtype=np.int64), np.zeros((items.size, N_COUNTS)))
     for w in prange(max(1, min(nt, items.size))):
-        work(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bounds, depth, gamma,
-             items, counter, partial)
-    return combine(partial, n_programs, n_chunks, baseline)
+        work(prog, data, queue)
+    return combine(queue.partial, n_programs, n_chunks, data.baseline)
 
 
 @njit(cache=True)
-def _score_serial(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bounds, depth, gamma,
-                  baseline):
+def _score_serial(prog, data):
     """As :func:`_score_parallel` in the calling thread alone (same items, same partials, same sums)."""
-    n_programs = result.size
-    n_chunks = bounds.size - 1
-    items = item_order(code_off, bounds, n_programs)
-    partial = np.zeros((items.size, N_COUNTS))
-    counter = np.zeros(1, dtype=np.int64)
-    work(code, code_off, consts, const_off, n_regs, result, rows, X, D, r, u, bounds, depth, gamma,
-         items, counter, partial)
-    return combine(partial, n_programs, n_chunks, baseline)
+    n_programs = prog.result.size
+    n_chunks = data.bounds.size - 1
+    items = item_order(prog.code_off, data.bounds, n_programs)
+    queue = WorkQueue(items, np.zeros(1, dtype=np.int64), np.zeros((items.size, N_COUNTS)))
+    work(prog, data, queue)
+    return combine(queue.partial, n_programs, n_chunks, data.baseline)
 
 
 def baseline_accepts(r: np.ndarray, u: np.ndarray) -> int:
@@ -91,10 +88,11 @@ def score_packed(packed: Packed, X: np.ndarray, r: np.ndarray, u: np.ndarray,
     if depth is None:
         depth = r[:0]
         gamma = 0
-    args = packed.program_args + (X, NO_ROWS if D is None else D, r, u, bounds, depth, float(gamma),
-                                  float(baseline_accepts(r, u) if baseline is None else baseline))
+    prog = packed.program_args
+    data = ScoreData(X, NO_ROWS if D is None else D, r, u, bounds, depth, float(gamma),
+                     float(baseline_accepts(r, u) if baseline is None else baseline))
     est = SCHEDULER.estimate(r.size, packed.code.size // WIDTH, n_programs)
-    return SCHEDULER.run(est, lambda nt: _score_parallel(*args, nt), lambda: _score_serial(*args))
+    return SCHEDULER.run(est, lambda nt: _score_parallel(prog, data, nt), lambda: _score_serial(prog, data))
 
 
 @njit(cache=True)

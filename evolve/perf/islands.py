@@ -103,9 +103,8 @@ def measure_islands(train: Traces, valid: Traces, tokens: int = 1_000_000, popul
         features = resolve_features(cfg, tuple(f for f in tr.available if f in va.available), str(data))
         for workers in WORKERS:
             say(f"islands: 2 islands of {population} on {workers} worker(s), {tokens:,} train tokens")
-            timings: list[dict] = []
-            island_search(cfg, tr, va, features, str(data), sha, ClusterOptions(workers=workers, numba_threads=1),
-                          timings=timings)
+            timings = island_search(cfg, tr, va, features, sha,
+                                    ClusterOptions(workers=workers, numba_threads=1)).epoch_timings
             later = timings[1:] or timings
             gens = sum(t["generations"] for t in later)
             wall = sum(t["seconds"] + t["client_seconds"] for t in later)

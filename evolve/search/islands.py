@@ -122,29 +122,30 @@ def members(islands: list[Island], cfg: RunConfig) -> list:
     return list(merged)
 
 
-def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str, ...], data_dir: str,
+def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str, ...],
                   data_sha256: dict[str, str | None], cluster: ClusterOptions | None = None,
                   on_generation: Callable[[dict[str, float]], None] | None = None,
                   should_stop: Callable[[], bool] | None = None,
                   on_epoch: Callable[[Snapshot], None] | None = None,
-                  resume: Snapshot | None = None, timings: list[dict[str, float]] | None = None) -> SearchResult:
+                  resume: Snapshot | None = None) -> SearchResult:
     """Evolve ``cfg.islands`` populations on Dask workers; pick the champion on ``valid`` (see the module doc).
 
     Args:
         cfg, train, valid, features, on_generation, on_epoch, resume: as
             :func:`evolve.search.algorithms.search` (``train`` and ``valid``
             are the client's copies: the warm start and the champion choice
-            use them; the workers read ``data_dir`` themselves).
-        data_dir: the dataset directory, readable by every worker.
+            use them; the workers read the dataset directory ``cfg.data``
+            themselves, so it must be readable by every worker).
         data_sha256: {"train", "valid"} SHA-256 of the split files (workers check their copies).
         cluster: where the tasks run (None: an embedded LocalCluster).
         should_stop: polled between epochs; True ends the run after the current epoch.
-        timings: if given, one dict per epoch is appended: ``generations``
-            (of the epoch), ``seconds`` (client wall time from submitting the
-            tasks to having all results), ``task_seconds`` (the slowest
-            task's own wall time), ``task_seconds_total`` (all tasks') and
-            ``client_seconds`` (combining the rows,
-            migration and the ``on_epoch`` callback).
+
+    Returns: the :class:`evolve.search.result.SearchResult`, whose
+    ``epoch_timings`` hold one dict per epoch of this call: ``generations``
+    (of the epoch), ``seconds`` (client wall time from submitting the tasks
+    to having all results), ``task_seconds`` (the slowest task's own wall
+    time), ``task_seconds_total`` (all tasks') and ``client_seconds``
+    (combining the rows, migration and the ``on_epoch`` callback).
 
     Raises: InputError as :func:`evolve.search.algorithms.search`, when a
     worker's copy of the data differs, or when the cluster cannot be reached.
@@ -167,6 +168,7 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
             state.notify(row)
     seeds = seed_individuals(warm, pset, deap_types(cfg.objective_spec)[1]) if warm is not None else []
     token = uuid.uuid4().hex[:8]
+    timings: list[dict[str, float]] = []
     with dask_client(cluster or ClusterOptions(), cfg.islands) as (client, threads):
         while generation is None or generation < cfg.generations:
             if generation is not None and state.stop_requested():
@@ -175,7 +177,7 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
             if generation is None and cfg.generations == 0:
                 stop = 0
             t_submit = time.perf_counter()
-            jobs = [EpochJob(cfg.to_dict(), tuple(features), os.path.abspath(data_dir), data_sha256, i, stop,
+            jobs = [EpochJob(cfg.to_dict(), tuple(features), os.path.abspath(cfg.data), data_sha256, i, stop,
                              b"" if island is None else pickle.dumps(island, protocol=pickle.HIGHEST_PROTOCOL),
                              warm, threads) for i, island in enumerate(islands)]
             futures = [client.submit(run_epoch, job, key=f"island-{job.island}-gen-{stop}-{token}",
@@ -195,13 +197,14 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
             if on_epoch is not None:
                 on_epoch(Snapshot(stop, islands, list(state.logbook), evaluations, programs,
                                   before + time.perf_counter() - started, warm))
-            if timings is not None:
-                timings.append({"generations": stop - (first if first is not None else -1),
-                                "seconds": t_gathered - t_submit, "task_seconds": max(o.seconds for o in outcomes),
-                                "task_seconds_total": sum(o.seconds for o in outcomes),
-                                "client_seconds": time.perf_counter() - t_gathered})
-    return finish(state, features, members(islands, cfg), seeds, warm, evaluations, programs,
-                  before + time.perf_counter() - started)
+            timings.append({"generations": stop - (first if first is not None else -1),
+                            "seconds": t_gathered - t_submit, "task_seconds": max(o.seconds for o in outcomes),
+                            "task_seconds_total": sum(o.seconds for o in outcomes),
+                            "client_seconds": time.perf_counter() - t_gathered})
+    result = finish(state, features, members(islands, cfg), seeds, warm, evaluations, programs,
+                    before + time.perf_counter() - started)
+    result.epoch_timings = timings
+    return result
 
 
 __all__ = ["TASK_RETRIES", "combine_rows", "migrate", "members", "island_search"]

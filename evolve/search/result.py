@@ -54,7 +54,9 @@ class SearchResult:
     ``"seeded:NAME"`` when the champion is the seeded rule NAME (evolution
     found nothing better on valid); ``seeded`` holds the seeded rules'
     entries, in seed order; ``seconds`` is the search's wall time, summed
-    over the sessions of a resumed run.
+    over the sessions of a resumed run; ``epoch_timings`` an island search's
+    timings, one dict per epoch of this session (see
+    :func:`evolve.search.islands.island_search`; None for one population).
     """
 
     config: RunConfig
@@ -71,6 +73,7 @@ class SearchResult:
     warm_start: WarmStart | None = None
     champion_source: str = "evolved"
     seeded: list[Entry] = field(default_factory=list)
+    epoch_timings: list[dict[str, float]] | None = None
 
 
 def entries(state: SearchState, members) -> list[Entry]:

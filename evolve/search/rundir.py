@@ -141,8 +141,8 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     data_info = dataset_info(cfg.data, train_t, valid_t)
     partial, lock = _start_checkpoints(out, cfg, features, data_info, started)
     with lock:
-        return _search_and_write(partial, cfg, train, valid, features, data_info, started, None, progress, stop,
-                                 extra_files, cluster, fresh=True)
+        return _search_and_write(_Checkpointed(partial, cfg, features, data_info, started), train, valid, None,
+                                 progress, stop, extra_files, cluster, fresh=True)
 
 
 def checkpoint_dir_name(cfg: RunConfig, started: datetime) -> str:
@@ -192,14 +192,27 @@ def _header(cfg: RunConfig, features: tuple[str, ...], data_info: dict[str, Any]
     return head
 
 
-def _search_and_write(partial: Path, cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str, ...],
-                      data_info: dict[str, Any], started: datetime, snapshot: Snapshot | None, progress, stop,
-                      extra_files: ExtraFiles | None, cluster: ClusterOptions | None, fresh: bool = False) -> RunInfo:
+@dataclass(frozen=True)
+class _Checkpointed:
+    """A run with its checkpoint directory ``partial``, and what every checkpoint's header records: the
+    configuration, the features searched, the dataset's provenance (:func:`dataset_info`) and the start time."""
+
+    partial: Path
+    cfg: RunConfig
+    features: tuple[str, ...]
+    data_info: dict[str, Any]
+    started: datetime
+
+
+def _search_and_write(ckpt: _Checkpointed, train: EvalData, valid: EvalData, snapshot: Snapshot | None, progress,
+                      stop, extra_files: ExtraFiles | None, cluster: ClusterOptions | None,
+                      fresh: bool = False) -> RunInfo:
     """Search (from ``snapshot`` if given) with a checkpoint after every epoch, then write the run directory.
 
     ``fresh``: the checkpoint directory was made by this call's caller; it is removed again when the
     search fails before its first checkpoint (a resumed run's directory is always kept).
     """
+    partial, cfg, features, data_info, started = ckpt.partial, ckpt.cfg, ckpt.features, ckpt.data_info, ckpt.started
     failed: list[str] = []
 
     def save(state: Snapshot) -> None:
@@ -221,8 +234,7 @@ def _search_and_write(partial: Path, cfg: RunConfig, train: EvalData, valid: Eva
     try:
         if cfg.islands > 1:
             from evolve.search.islands import island_search
-            result = island_search(cfg, train, valid, features, cfg.data, data_info.get("sha256", {}), cluster,
-                                   **kwargs)
+            result = island_search(cfg, train, valid, features, data_info.get("sha256", {}), cluster, **kwargs)
         else:
             result = search(cfg, train, valid, features, **kwargs)
     except BaseException:
@@ -347,8 +359,8 @@ def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None]
     features = tuple(head["features"])
     started = datetime.fromisoformat(head["created"])
     with _lock_checkpoint(partial, head):
-        return _search_and_write(partial, cfg, train, valid, features, data_info, started, snapshot, progress, stop,
-                                 extra_files, cluster)
+        return _search_and_write(_Checkpointed(partial, cfg, features, data_info, started), train, valid, snapshot,
+                                 progress, stop, extra_files, cluster)
 
 
 def check_resume_output(partial: Path, cfg: RunConfig) -> Path:

@@ -64,6 +64,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -124,6 +125,21 @@ class Carry(IntEnum):
 N_CARRY = record_size(Carry)
 
 
+class RelaxedColumns(NamedTuple):
+    """The split record the compiled kernels read (Numba-compatible, built by :meth:`RelaxedData.columns`):
+    ``ratio`` p(x)/q(x), ``depth`` (draft_index), ``overlap``, ``mass`` (block_residual_mass) float64 (n,);
+    ``phi`` float64 (n, K) (block_residual_phi); ``bounds`` int64 (C+1,) chunk boundaries at block starts;
+    ``gamma`` the draft length as a float (deeper records are ignored)."""
+
+    ratio: np.ndarray
+    depth: np.ndarray
+    overlap: np.ndarray
+    mass: np.ndarray
+    phi: np.ndarray
+    bounds: np.ndarray
+    gamma: float
+
+
 @njit(cache=True)
 def phi_at(phi, a, a0, v0):
     """phi(a) from its grid values ``phi`` float64 (K,) (phi(k/K), k = 1..K; phi(0) = 0), anchored at (a0, v0).
@@ -166,11 +182,12 @@ def close_block(st, acc):
 
 
 @njit(cache=True)
-def block_level(d, wj, overlap, rho, phi_prev, mass_prev, e_tau, f, cum, pt, pl):
+def block_level(d, wj, overlap, rho, phi_prev, mass_prev, state):
     """One record of the (relaxed) block recursion of the module doc, at depth ``d`` with the clamped weight
     ``wj``, the record's ``overlap`` and ``rho`` = p(x)/q(x), and the previous record's phi row (float64 (K,))
-    and block_residual_mass (read only when d > 0). Takes and returns the state (e_tau = A_{level-1},
-    f = F_{level-1}, cum = C_level, pt = P~, pl = P): at d = 0 a new block starts."""
+    and block_residual_mass (read only when d > 0). Takes and returns the state, a tuple of floats (e_tau =
+    A_{level-1}, f = F_{level-1}, cum = C_level, pt = P~, pl = P): at d = 0 a new block starts."""
+    e_tau, f, cum, pt, pl = state
     damage = wj * (1.0 - overlap)
     if d == 0.0:
         e_tau, cum, f, pt, pl = 0.0, damage, damage, 1.0, 1.0
@@ -189,16 +206,16 @@ def block_level(d, wj, overlap, rho, phi_prev, mass_prev, e_tau, f, cum, pt, pl)
 
 
 @njit(cache=True)
-def reduce_relaxed(w, s, m, ratio, depth, overlap, mass, phi, gamma, st, acc):
+def reduce_relaxed(w, s, m, cols, st, acc):
     """Feed records ``s:s+m`` with raw weights ``w[:m]`` into the block recursion (module doc).
 
-    Args: ``ratio`` p(x)/q(x), ``depth`` (draft_index), ``overlap``, ``mass``
-    (block_residual_mass) float64 (n,); ``phi`` float64 (n, K); ``gamma`` the
-    draft length (deeper records ignored); ``st`` the :class:`Carry` state (a
-    chunk starts with zeros); ``acc`` a :class:`RelaxedCount` record. A block
-    is closed when the next block starts; call :func:`close_block` at the end
-    of a chunk. Weights: NaN/inf -> 0 (counted invalid), clamped to [0, 1].
+    Args: ``cols`` the split's :data:`RelaxedColumns` (its ``bounds`` are not
+    read; records at depth >= ``gamma`` are ignored); ``st`` the :class:`Carry`
+    state (a chunk starts with zeros); ``acc`` a :class:`RelaxedCount` record.
+    A block is closed when the next block starts; call :func:`close_block` at
+    the end of a chunk. Weights: NaN/inf -> 0 (counted invalid), clamped to [0, 1].
     """
+    ratio, depth, overlap, mass, phi, gamma = cols.ratio, cols.depth, cols.overlap, cols.mass, cols.phi, cols.gamma
     level, e_tau, f, cum = st[Carry.LEVEL], st[Carry.ACC], st[Carry.DAMAGE], st[Carry.CUM]
     pt, pl, prev = st[Carry.WEIGHT], st[Carry.LOSSLESS], int(st[Carry.PREV])
     blocks = 0.0
@@ -230,7 +247,7 @@ def reduce_relaxed(w, s, m, ratio, depth, overlap, mass, phi, gamma, st, acc):
         records += 1.0
         rho = ratio[row]
         e_tau, f, cum, pt, pl = block_level(d, wj, overlap[row], rho, phi[prev if d > 0.0 else row],
-                                            mass[prev if d > 0.0 else row], e_tau, f, cum, pt, pl)
+                                            mass[prev if d > 0.0 else row], (e_tau, f, cum, pt, pl))
         prev = row
         level = d + 1.0
     st[Carry.LEVEL], st[Carry.ACC], st[Carry.DAMAGE], st[Carry.CUM] = level, e_tau, f, cum
@@ -244,14 +261,16 @@ def reduce_relaxed(w, s, m, ratio, depth, overlap, mass, phi, gamma, st, acc):
 
 
 @njit(cache=True)
-def relaxed_chunks(w, ratio, depth, overlap, mass, phi, bounds, gamma):
-    """Counts float64 (C, N_RELAXED) of given weights ``w`` (n,), one row per chunk of ``bounds`` (C+1,)."""
+def relaxed_chunks(w, cols):
+    """Counts float64 (C, N_RELAXED) of given weights ``w`` (n,), one row per chunk of ``cols.bounds`` (C+1,)
+    (``cols`` the split's :data:`RelaxedColumns`)."""
+    bounds = cols.bounds
     out = np.zeros((bounds.size - 1, N_RELAXED))
     st = np.zeros(N_CARRY)
     for c in range(bounds.size - 1):
         st[:] = 0.0
         lo, hi = bounds[c], bounds[c + 1]
-        reduce_relaxed(w[lo:hi], lo, hi - lo, ratio, depth, overlap, mass, phi, gamma, st, out[c])
+        reduce_relaxed(w[lo:hi], lo, hi - lo, cols, st, out[c])
         close_block(st, out[c])
     return out
 
@@ -284,6 +303,10 @@ class RelaxedData:
     def block_length(self) -> int:
         """The split's draft length (max draft_index + 1)."""
         return int(self.depth.max()) + 1 if self.depth.size else 0
+
+    def columns(self, gamma: int) -> RelaxedColumns:
+        """The split's arrays and draft length ``gamma`` (as a float) as the kernels' :data:`RelaxedColumns`."""
+        return RelaxedColumns(self.ratio, self.depth, self.overlap, self.mass, self.phi, self.bounds, float(gamma))
 
 
 #: Attribute of an :class:`evolve.eval.evaluator.EvalData` holding its :class:`RelaxedData` once attached.
@@ -387,7 +410,7 @@ def relaxed_counts(w: np.ndarray, rd: RelaxedData, gamma: int) -> np.ndarray:
         raise ValueError(f"w has shape {w.shape}, expected ({rd.n},)")
     if isinstance(gamma, bool) or int(gamma) != gamma or gamma < 1:
         raise ValueError(f"gamma must be an integer >= 1 (value {gamma!r})")
-    return relaxed_chunks(w, rd.ratio, rd.depth, rd.overlap, rd.mass, rd.phi, rd.bounds, float(gamma)).sum(axis=0)
+    return relaxed_chunks(w, rd.columns(gamma)).sum(axis=0)
 
 
 def relaxed_metrics(w, rd: RelaxedData, gamma: int, cost_ratio: float = 0.0) -> RelaxedMetrics:
@@ -407,6 +430,6 @@ def relaxed_metrics(w, rd: RelaxedData, gamma: int, cost_ratio: float = 0.0) -> 
 
 
 __all__ = ["PHI_COLUMN", "RELAXED_COLUMNS", "block_level", "WEIGHT_FEATURES", "TOKEN_FEATURES", "FIXED_WEIGHTS", "RelaxedCount", "N_RELAXED",
-           "Carry", "N_CARRY", "phi_at", "close_block", "reduce_relaxed", "relaxed_chunks", "RelaxedData", "attach",
+           "Carry", "N_CARRY", "RelaxedColumns", "phi_at", "close_block", "reduce_relaxed", "relaxed_chunks", "RelaxedData", "attach",
            "relaxed_of", "check_weight_features", "RelaxedMetrics", "metrics_from_relaxed", "relaxed_counts",
            "relaxed_metrics"]

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from evolve.errors import InputError
 from evolve.eval.evaluator import DEFAULT_COST_RATIO, check_features
-from evolve.eval.kernels import fetch_add, load_constants, operand, run_code
+from evolve.eval.kernels import WorkQueue, fetch_add, load_constants, operand, run_code
 from evolve.eval.layouts import TILE, WIDTH
 from evolve.eval.lowering import NO_ROWS, Packed
 from evolve.eval.population import PopulationEvaluator
@@ -34,16 +34,20 @@ from evolve.eval.scheduler import SCHEDULER, item_order
 
 
 @njit(cache=True)
-def relaxed_work(code, code_off, consts, const_off, n_regs, result, rows, X, D, ratio, depth, overlap, mass, phi,
-                 bounds, gamma, items, counter, partial):
-    """One worker: take (program, chunk) items from ``counter`` until none is left (counts into ``partial[item]``).
+def relaxed_work(prog, X, D, cols, queue):
+    """One worker: take (program, chunk) items from ``queue.counter`` until none is left (counts into
+    ``queue.partial[item]``).
 
-    Program arrays as :class:`evolve.eval.lowering.Packed`; ``X`` float64 (k, n)
-    feature rows, ``D`` derived rows; the split's arrays as
-    :class:`evolve.kinds.relaxation.eval_block.RelaxedData`; ``partial`` float64 (P*C, N_RELAXED).
+    ``prog`` the program record (:data:`evolve.eval.lowering.ProgramArrays`); ``X``
+    float64 (k, n) feature rows, ``D`` derived rows; ``cols`` the split's
+    :data:`evolve.kinds.relaxation.eval_block.RelaxedColumns`; ``queue`` the
+    :data:`evolve.eval.kernels.WorkQueue` shared by the workers (``partial`` float64 (P*C, N_RELAXED)).
     """
+    code, code_off, result = prog.code, prog.code_off, prog.result
+    bounds = cols.bounds
+    items, counter, partial = queue.items, queue.counter, queue.partial
     n_chunks = bounds.size - 1
-    buf = np.empty((rows, TILE))
+    buf = np.empty((prog.rows, TILE))
     st = np.zeros(N_CARRY)
     last_p = -1
     while True:
@@ -54,7 +58,7 @@ def relaxed_work(code, code_off, consts, const_off, n_regs, result, rows, X, D, 
         p = it // n_chunks
         c = it - p * n_chunks
         if p != last_p:
-            load_constants(buf, consts, const_off, n_regs, p)
+            load_constants(buf, prog.consts, prog.const_off, prog.n_regs, p)
             last_p = p
         acc = partial[it]
         st[:] = 0.0
@@ -64,7 +68,7 @@ def relaxed_work(code, code_off, consts, const_off, n_regs, result, rows, X, D, 
             m = min(TILE, hi - s)
             run_code(code, code_off[p], code_off[p + 1], X, D, buf, s, m)
             w = operand(result[p], X, D, buf, s, m)
-            reduce_relaxed(w, s, m, ratio, depth, overlap, mass, phi, gamma, st, acc)
+            reduce_relaxed(w, s, m, cols, st, acc)
         close_block(st, acc)
 
 
@@ -79,28 +83,22 @@ def _combine(partial, n_programs, n_chunks):
 
 
 @njit(cache=True, parallel=True)
-def _relaxed_parallel(code, code_off, consts, const_off, n_regs, result, rows, X, D, ratio, depth, overlap, mass, phi,
-                      bounds, gamma, nt):
-    n_programs = result.size
-    items = item_order(code_off, bounds, n_programs)
-    partial = np.zeros((items.size, N_RELAXED))
-    counter = np.zeros(1, dtype=np.int64)
+def _relaxed_parallel(prog, X, D, cols, nt):
+    n_programs = prog.result.size
+    items = item_order(prog.code_off, cols.bounds, n_programs)
+    queue = WorkQueue(items, np.zeros(1, dtype=np.int64), np.zeros((items.size, N_RELAXED)))
     for _ in prange(max(1, min(nt, items.size))):
-        relaxed_work(code, code_off, consts, const_off, n_regs, result, rows, X, D, ratio, depth, overlap, mass, phi,
-                     bounds, gamma, items, counter, partial)
-    return _combine(partial, n_programs, bounds.size - 1)
+        relaxed_work(prog, X, D, cols, queue)
+    return _combine(queue.partial, n_programs, cols.bounds.size - 1)
 
 
 @njit(cache=True)
-def _relaxed_serial(code, code_off, consts, const_off, n_regs, result, rows, X, D, ratio, depth, overlap, mass, phi,
-                    bounds, gamma):
-    n_programs = result.size
-    items = item_order(code_off, bounds, n_programs)
-    partial = np.zeros((items.size, N_RELAXED))
-    counter = np.zeros(1, dtype=np.int64)
-    relaxed_work(code, code_off, consts, const_off, n_regs, result, rows, X, D, ratio, depth, overlap, mass, phi,
-                 bounds, gamma, items, counter, partial)
-    return _combine(partial, n_programs, bounds.size - 1)
+def _relaxed_serial(prog, X, D, cols):
+    n_programs = prog.result.size
+    items = item_order(prog.code_off, cols.bounds, n_programs)
+    queue = WorkQueue(items, np.zeros(1, dtype=np.int64), np.zeros((items.size, N_RELAXED)))
+    relaxed_work(prog, X, D, cols, queue)
+    return _combine(queue.partial, n_programs, cols.bounds.size - 1)
 
 
 def score_relaxed_packed(packed: Packed, X: np.ndarray, rd: RelaxedData, gamma: int,
@@ -115,8 +113,7 @@ def score_relaxed_packed(packed: Packed, X: np.ndarray, rd: RelaxedData, gamma: 
     n_programs = packed.result.size
     if n_programs == 0:
         return np.zeros((0, N_RELAXED))
-    args = packed.program_args + (X, NO_ROWS if D is None else D, rd.ratio, rd.depth, rd.overlap, rd.mass, rd.phi,
-                                  rd.bounds, float(gamma))
+    args = (packed.program_args, X, NO_ROWS if D is None else D, rd.columns(gamma))
     est = SCHEDULER.estimate(rd.n, packed.code.size // WIDTH, n_programs)
     return SCHEDULER.run(est, lambda nt: _relaxed_parallel(*args, nt), lambda: _relaxed_serial(*args))
 

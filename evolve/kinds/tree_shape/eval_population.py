@@ -76,8 +76,8 @@ class TreeShapePopulationEvaluator(PopulationEvaluator):
                 v = shape_values(s, lambda X, rows, lo=lo: packed_thresholds(lo, X, one_chunk(X)), True)
             else:
                 v = packed_thresholds(lo, self.data.X, self.data.bounds, D)
-            shape_counts(v, s.starts, s.parent_row, s.first_child, s.n_children, s.accept, self._damage, s.priority,
-                         s.depth, self.budget, self._forward, self._draft, out[i], NO_TREES)
+            shape_counts(v, s.tree_rows, s.accept, self._damage, self.budget, self._forward, self._draft, out[i],
+                         NO_TREES)
         return out
 
     def _metrics(self, counts):

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -107,6 +108,18 @@ class ShapeMetrics:
         return self.mean_passes
 
 
+class TreeRows(NamedTuple):
+    """The tree structure :func:`shape_counts` walks (a Numba-compatible record, :attr:`ShapeData.tree_rows`):
+    ``starts`` int64 (trees + 1,), ``first_child``, ``n_children`` int64 (rows,), ``priority`` float64 (rows,),
+    ``depth`` int64 (rows,), as in :class:`ShapeData`."""
+
+    starts: np.ndarray
+    first_child: np.ndarray
+    n_children: np.ndarray
+    priority: np.ndarray
+    depth: np.ndarray
+
+
 @dataclass(frozen=True)
 class ShapeData:
     """The decision rows of a tree table: per tree, the root's row then one row per node (rows of tree t:
@@ -147,6 +160,11 @@ class ShapeData:
     def max_nodes(self) -> int:
         """The largest harvested tree's node count."""
         return int(np.diff(self.starts).max()) - 1
+
+    @property
+    def tree_rows(self) -> TreeRows:
+        """The tree structure as the record :func:`shape_counts` takes."""
+        return TreeRows(self.starts, self.first_child, self.n_children, self.priority, self.depth)
 
 
 def shape_data(table: TreeTable) -> ShapeData:
@@ -248,12 +266,12 @@ def _call_seconds(forward, draft_pass, expanded, nodes):
 
 
 @njit(cache=True)
-def shape_counts(values, starts, parent_row, first_child, n_children, accept, damage, priority, depth, budget,
-                 forward, draft_pass, out, per_tree):
+def shape_counts(values, trees, accept, damage, budget, forward, draft_pass, out, per_tree):
     """Keep, score and cost every tree under shape values (see the module doc).
 
-    Args: ``values`` float64 (rows,) the shape's value at every decision row; ``starts`` .. ``depth`` as
-    :class:`ShapeData`, ``damage`` float64 (rows,) the expected TV of the token emitted at each context when it is
+    Args: ``values`` float64 (rows,) the shape's value at every decision row; ``trees`` the :class:`TreeRows`
+    of a :class:`ShapeData`; ``accept`` float64 (rows,) the acceptance probability of each row when tried (as
+    :class:`ShapeData`, or relaxed); ``damage`` float64 (rows,) the expected TV of the token emitted at each context when it is
     reached and has a kept child (zeros for SpecInfer against the target; a context without a kept child draws its
     token from p, no damage); ``budget`` most nodes kept per tree; ``forward`` float64 (>= budget + 1,): seconds of
     the target's call verifying 0, 1, ... nodes; ``draft_pass`` float64 (>= budget + 1,): seconds of one
@@ -262,6 +280,8 @@ def shape_counts(values, starts, parent_row, first_child, n_children, accept, da
     writes each tree's expected tokens and seconds into ``per_tree`` float64 (trees, 2) unless it has no rows
     (:data:`NO_TREES`).
     """
+    starts, first_child, n_children, priority, depth = (trees.starts, trees.first_child, trees.n_children,
+                                                        trees.priority, trees.depth)
     m = values.size
     kept = np.zeros(m, dtype=np.bool_)
     reach = np.zeros(m)
@@ -448,9 +468,8 @@ def shape_metrics(values: np.ndarray, data: ShapeData, costs: Costs = DEFAULT_CO
     else:
         accept, damage = relaxed_accept(data, relaxation)
     out = np.zeros(N_SHAPE_COUNTS)
-    shape_counts(np.ascontiguousarray(values, dtype=np.float64), data.starts, data.parent_row, data.first_child,
-                 data.n_children, accept, damage, data.priority, data.depth, int(budget), forward, draft, out,
-                 NO_TREES if per_tree is None else per_tree)
+    shape_counts(np.ascontiguousarray(values, dtype=np.float64), data.tree_rows, accept, damage, int(budget), forward,
+                 draft, out, NO_TREES if per_tree is None else per_tree)
     return metrics_from_shape_counts(out, costs)
 
 
@@ -504,6 +523,6 @@ def whole_tree_metrics(data: ShapeData, column: str, costs: Costs = DEFAULT_COST
     return ShapeMetrics(full.trees, tpc, spc, tps, tps * costs.plain_token_s, full.mean_nodes, full.mean_passes)
 
 
-__all__ = ["SHAPE_FEATURES", "N_SHAPE_COUNTS", "NO_TREES", "ShapeMetrics", "ShapeData", "shape_data", "shape_counts", "cost_tables",
+__all__ = ["SHAPE_FEATURES", "N_SHAPE_COUNTS", "NO_TREES", "ShapeMetrics", "TreeRows", "ShapeData", "shape_data", "shape_counts", "cost_tables",
            "metrics_from_shape_counts", "kept_children", "shape_metrics", "shape_oracle", "oracle_shape_counts", "MAX_ORACLE_SHAPES",
            "BOUNDS", "whole_tree_metrics", "require_relaxable", "relaxed_accept"]

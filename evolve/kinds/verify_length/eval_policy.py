@@ -221,8 +221,8 @@ def block_prefix_tables(w, ratio, depth, overlap, mass, phi, tok, dmg):
             wj = 0.0
         wj = min(max(wj, 0.0), 1.0)
         back = prev if d > 0.0 else row
-        e_tau, f, cum, pt, pl = block_level(d, wj, overlap[row], ratio[row], phi[back], mass[back], e_tau, f, cum,
-                                            pt, pl)
+        e_tau, f, cum, pt, pl = block_level(d, wj, overlap[row], ratio[row], phi[back], mass[back],
+                                            (e_tau, f, cum, pt, pl))
         prev = row
         level = d + 1.0
         tok[row] = 1.0 + level * pt + (1.0 - pt) * e_tau

@@ -333,6 +333,50 @@ _STREAM_LENGTH = 0
 _STREAM_CONTENT = 1
 
 
+class VocabSetup(NamedTuple):
+    """What every sequence of one split shares besides the :class:`VocabParams` (the kernels' model record):
+    ``seed`` uint64, ``gamma`` the draft length, ``log_rank`` float64 (V,) (:func:`zipf_log_rank`).
+
+    The parameters stay a separate argument: Numba's parallel loops cannot take a record nested in another.
+    """
+
+    seed: np.uint64
+    gamma: int
+    log_rank: np.ndarray
+
+
+class VocabColumns(NamedTuple):
+    """The output arrays of the generator, one per column of :func:`generate_split` (its names), n rows each:
+    int64 ``seq_id``, ``position``, ``draft_index``, ``target_rank``; bool ``top_token_match``,
+    ``baseline_accepts``; float64 the others; ``block_residual_phi`` float64 (n, K), or (0, K) for none."""
+
+    seq_id: np.ndarray
+    position: np.ndarray
+    draft_prob: np.ndarray
+    target_prob: np.ndarray
+    draft_entropy: np.ndarray
+    target_entropy: np.ndarray
+    top_token_match: np.ndarray
+    rand_value: np.ndarray
+    baseline_accepts: np.ndarray
+    draft_index: np.ndarray
+    draft_top_prob: np.ndarray
+    target_top_prob: np.ndarray
+    overlap: np.ndarray
+    block_residual_mass: np.ndarray
+    target_rank: np.ndarray
+    block_residual_phi: np.ndarray
+
+
+class KeptBlock(NamedTuple):
+    """Where :func:`_sequence` copies the (p, q) of every depth of block ``block`` (-1: none):
+    ``p``, ``q`` float64 (gamma, V)."""
+
+    block: int
+    p: np.ndarray
+    q: np.ndarray
+
+
 @njit(cache=True)
 def _block_counts(seed, sequences, avg_length, gamma):
     """Blocks per sequence: round((avg//2 + U{0..avg-1}) / gamma), at least 1. int64 (sequences,)."""
@@ -345,17 +389,22 @@ def _block_counts(seed, sequences, avg_length, gamma):
 
 
 @njit(cache=True)
-def _sequence(seed, i, blocks, gamma, params, log_rank, row0, seq_id, position, draft_index,
-              draft_prob, target_prob, draft_entropy, target_entropy, top_match, rand_value,
-              baseline, draft_top, target_top, overlap_out, residual_out, rank_out, phi_out, keep_block, p_keep,
-              q_keep):
-    """Rows of sequence ``i`` from row ``row0`` (module doc, "Block emulation").
+def _sequence(setup, params, i, blocks, row0, out, keep):
+    """Rows of sequence ``i`` (``blocks`` blocks) from row ``row0`` of ``out`` (module doc, "Block emulation").
 
-    ``residual_out`` (float64), ``rank_out`` (int64) and ``phi_out`` (float64 (n, K), or (0, K)
-    for none) receive ``block_residual_mass``, ``target_rank`` and ``block_residual_phi``
-    (:mod:`evolve.traces.synth.block_columns`; no random draws). The (p, q) of every
-    depth of block ``keep_block`` (-1: none) are copied into ``p_keep``, ``q_keep`` (gamma, V).
+    ``setup`` a :class:`VocabSetup`, ``params`` the :class:`VocabParams`, ``out`` a :class:`VocabColumns`; its
+    ``block_residual_mass``, ``target_rank`` and ``block_residual_phi`` take
+    no random draws (:mod:`evolve.traces.synth.block_columns`). The (p, q) of
+    every depth of block ``keep.block`` go to ``keep`` (a :class:`KeptBlock`).
     """
+    seed, gamma, log_rank = setup.seed, setup.gamma, setup.log_rank
+    seq_id, position, draft_index = out.seq_id, out.position, out.draft_index
+    draft_prob, target_prob, draft_entropy, target_entropy = (out.draft_prob, out.target_prob, out.draft_entropy,
+                                                              out.target_entropy)
+    top_match, rand_value, baseline = out.top_token_match, out.rand_value, out.baseline_accepts
+    draft_top, target_top, overlap_out = out.draft_top_prob, out.target_top_prob, out.overlap
+    residual_out, rank_out, phi_out = out.block_residual_mass, out.target_rank, out.block_residual_phi
+    keep_block, p_keep, q_keep = keep.block, keep.p, keep.q
     state = seed_state(seed, i, _STREAM_CONTENT)
     V = log_rank.shape[0]
     p = np.empty(V)
@@ -416,14 +465,13 @@ def _sequence(seed, i, blocks, gamma, params, log_rank, row0, seq_id, position, 
 
 
 @njit(cache=True, parallel=True)
-def _generate(seed, blocks, offsets, gamma, params, log_rank, seq_id, position, draft_index, draft_prob,
-              target_prob, draft_entropy, target_entropy, top_match, rand_value, baseline, draft_top,
-              target_top, overlap_out, residual_out, rank_out, phi_out):
+def _generate(setup, params, blocks, offsets, out):
+    """Every sequence into ``out`` (:class:`VocabColumns`): sequence i has ``blocks[i]`` blocks from row
+    ``offsets[i]`` (int64 (sequences,) each); ``setup`` a :class:`VocabSetup`, ``params`` its :class:`VocabParams`."""
     none = np.empty((0, 0))
+    keep = KeptBlock(-1, none, none)
     for i in prange(blocks.shape[0]):
-        _sequence(seed, i, blocks[i], gamma, params, log_rank, offsets[i], seq_id, position, draft_index,
-                  draft_prob, target_prob, draft_entropy, target_entropy, top_match, rand_value, baseline,
-                  draft_top, target_top, overlap_out, residual_out, rank_out, phi_out, -1, none, none)
+        _sequence(setup, params, i, blocks[i], offsets[i], out, keep)
 
 
 def _check_seed(seed) -> int:
@@ -471,11 +519,8 @@ def generate_split(sequences: int, seed: int, config: VocabModelConfig = VocabMo
         "block_residual_mass": np.empty(n), "target_rank": np.empty(n, np.int64),
     }
     phi = np.empty((n, RESIDUAL_PHI_POINTS))
-    _generate(np.uint64(seed), blocks, offsets, gamma, config.params(), zipf_log_rank(int(config.vocab_size)),
-              cols["seq_id"], cols["position"], cols["draft_index"], cols["draft_prob"], cols["target_prob"],
-              cols["draft_entropy"], cols["target_entropy"], cols["top_token_match"], cols["rand_value"],
-              cols["baseline_accepts"], cols["draft_top_prob"], cols["target_top_prob"], cols["overlap"],
-              cols["block_residual_mass"], cols["target_rank"], phi)
+    setup = VocabSetup(np.uint64(seed), gamma, zipf_log_rank(int(config.vocab_size)))
+    _generate(setup, config.params(), blocks, offsets, VocabColumns(**cols, block_residual_phi=phi))
     frame = pd.DataFrame(cols)
     frame["block_residual_phi"] = list(phi)
     return frame
@@ -503,11 +548,12 @@ def block_distributions(seed: int, sequence: int, block: int,
         raise InputError(f"block: sequence {sequence} has blocks 0..{blocks - 1} (value {block!r})")
     n = blocks * gamma
     f, i, b = (lambda: np.empty(n)), (lambda: np.empty(n, np.int64)), (lambda: np.empty(n, np.bool_))
-    p_keep, q_keep = np.empty((gamma, V)), np.empty((gamma, V))
-    _sequence(np.uint64(seed), int(sequence), blocks, gamma, config.params(), zipf_log_rank(V), 0, i(), i(), i(),
-              f(), f(), f(), f(), b(), f(), b(), f(), f(), f(), f(), i(), np.empty((0, RESIDUAL_PHI_POINTS)),
-              int(block), p_keep, q_keep)
-    return p_keep, q_keep
+    out = VocabColumns(i(), i(), f(), f(), f(), f(), b(), f(), b(), i(), f(), f(), f(), f(), i(),
+                       np.empty((0, RESIDUAL_PHI_POINTS)))
+    keep = KeptBlock(int(block), np.empty((gamma, V)), np.empty((gamma, V)))
+    _sequence(VocabSetup(np.uint64(seed), gamma, zipf_log_rank(V)), config.params(), int(sequence), blocks, 0, out,
+              keep)
+    return keep.p, keep.q
 
 
 def measure_throughput(tokens: int = 1_000_000, seed: int = 0,
