@@ -58,16 +58,16 @@ from enum import IntEnum
 import numpy as np
 from numba import njit, prange
 
-from evolve.traces.synth.block_columns import PHI_POINTS, residual_phi, target_rank
+from evolve.verification.block import (
+    PHI_POINTS, block_accept, block_masses, block_residual, block_stops, relaxed_damage, relaxed_targets, residual_phi,
+    target_rank,
+)
 from evolve.traces.synth.rng import next_double, sample_index, sample_normalised, seed_state
 from evolve.eval.layouts import record_layout, record_size
 from evolve.eval.reference import eval_rows
 from evolve.gp.primitives import FEATURES, Op
 from evolve.sim.models import STREAM_DECODE, position_pair, start_buffers, target_at
-from evolve.sim.verification import (
-    VERIFY_BLOCK, VERIFY_FLY, block_accept, block_masses, block_residual, block_stops, fly_accept, fly_expected,
-    relaxed_damage, relaxed_targets, topk_entropy,
-)
+from evolve.sim.verification import VERIFY_BLOCK, VERIFY_FLY, fly_accept, fly_expected, topk_entropy
 
 
 @record_layout
@@ -222,10 +222,10 @@ def _verify(verify, P, target_prob, r, tau, uu, gamma, fly_window, fly_threshold
 
     ``tau`` (gamma,) the rule's clamped thresholds, ``r`` min(1, p/q), ``uu`` the
     uniforms; block verification needs ``weights``, ``masses`` from
-    :func:`evolve.sim.verification.block_masses` and writes ``h``; the rest is scratch.
+    :func:`evolve.verification.block.block_masses` and writes ``h``; the rest is scratch.
     Token-wise: analytic = 1 + sum_k prod_{i<=k} tau_i, expected TV =
     sum_k prod_{i<k} tau_i max(0, tau_k - r_k); block: 1 + E[tau], 0 (relaxed: the
-    caller adds the damage, :func:`evolve.sim.verification.relaxed_damage`); FLy: 1 + E[kept],
+    caller adds the damage, :func:`evolve.verification.block.relaxed_damage`); FLy: 1 + E[kept],
     E[deferred acceptances] (:func:`evolve.sim.verification.fly_expected`).
     """
     if verify == VERIFY_BLOCK:

@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from evolve.errors import InputError
-from evolve.traces.synth.block_columns import PHI_POINTS
+from evolve.verification.block import PHI_POINTS
 from evolve.eval.evaluator import DEFAULT_COST_RATIO
 from evolve.gp.primitives import DERIVED_FEATURES, FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
 from evolve.sim.chain import (
@@ -330,7 +330,7 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
     row as in the vocabulary generator: draft_index 0..gamma-1 consecutive per
     block, rand_value = the u the decode loop drew (a fresh one for untested
     tokens), baseline_accepts = rand_value < min(1, p/q), target_rank and
-    block_residual_mass and block_residual_phi (:mod:`evolve.traces.synth.block_columns`, NaN at
+    block_residual_mass and block_residual_phi (:mod:`evolve.verification.block`, NaN at
     depth gamma - 1).
     So :func:`evolve.eval.evaluator.evaluate` on the frame with ``gamma`` reproduces
     the run's analytic tokens per call and tv_expected (token-wise), and block

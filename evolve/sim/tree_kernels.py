@@ -54,7 +54,8 @@ Verification
   leaf to root, sequence level, on the sampled tree; lossless and at least as many
   accepted tokens as SpecInfer's in expectation over the drafted tree. The rules (the
   acceptance weights a_v, the deletion of a rejected node and its parent's update) are
-  those of :mod:`evolve.engine.tree_verify`, whose exact enumeration tests check them;
+  :mod:`evolve.verification.tree`'s, stated in :mod:`evolve.engine.tree_verify`, whose exact
+  enumeration tests check them;
   here every node's p is computed first, then the nodes are tested in depth-first
   post-order, one uniform each, then one uniform draws the token after the accepted path.
 
@@ -71,6 +72,7 @@ from numba import njit, prange
 from evolve.traces.synth.rng import next_double, sample_index, sample_normalised, seed_state
 from evolve.eval.layouts import record_layout, record_size
 from evolve.sim.models import STREAM_DECODE, position_pair, start_buffers, target_at
+from evolve.verification.tree import accept_weight, residual_update, traversal_delete
 
 DRAFT_CHAIN = 0
 DRAFT_MEDUSA = 1
@@ -222,48 +224,9 @@ def build_tree(model_seed, rng, buf, t, window_len, d_prev, params, log_rank, bu
 
 
 @njit(cache=True)
-def _reject_child(resid, qrow):
-    """Sampling verification's residual update after a rejected child: R <- norm(max(0, R - q)), in place.
-
-    If the sum is 0 (R == q) R is left as it is: the next child is then accepted surely.
-    """
-    total = 0.0
-    for v in range(resid.shape[0]):
-        total += max(0.0, resid[v] - qrow[v])
-    if total > 0.0:
-        inv = 1.0 / total
-        for v in range(resid.shape[0]):
-            resid[v] = max(0.0, resid[v] - qrow[v]) * inv
-
-
-@njit(cache=True)
 def _children_q(Q, u, level, draft_kind):
     """The distribution node u's children were drawn from: its own row of Q (chain draft) or its level's head."""
     return Q[u] if draft_kind == DRAFT_CHAIN else Q[level[u]]
-
-
-@njit(cache=True)
-def _accept_weight(w, prow, qrow, x):
-    """min(1, w P(x) / Q(x)); 1 (or 0 when w P(x) = 0) where Q(x) = 0."""
-    num = w * prow[x]
-    if qrow[x] <= 0.0:
-        return 1.0 if num > 0.0 else 0.0
-    return min(1.0, num / qrow[x])
-
-
-@njit(cache=True)
-def _traversal_delete(w, prow, qrow):
-    """Traversal verification's update of a node whose child was deleted, in place: P <- norm(max(0, w P - Q))
-    (unchanged when the mass m is 0); returns the node's new weight m / (m + 1 - w) (1 when that is 0/0)."""
-    m = 0.0
-    for v in range(prow.shape[0]):
-        m += max(0.0, w * prow[v] - qrow[v])
-    if m > 0.0:
-        inv = 1.0 / m
-        for v in range(prow.shape[0]):
-            prow[v] = max(0.0, w * prow[v] - qrow[v]) * inv
-    den = m + 1.0 - w
-    return 1.0 if den <= 0.0 else m / den
 
 
 @njit(cache=True)
@@ -272,7 +235,7 @@ def _traversal_refresh(n, parent, token, level, draft_kind, Pt, Q, acc, gone, to
     for i in range(1, n):
         if not (gone[i] or touched[i]):
             p = parent[i]
-            acc[i] = _accept_weight(acc[p], Pt[p], _children_q(Q, p, level, draft_kind), token[i])
+            acc[i] = accept_weight(acc[p], Pt[p], _children_q(Q, p, level, draft_kind), token[i])
 
 
 @njit(cache=True)
@@ -306,7 +269,7 @@ def _traversal_pick(rng, n, parent, token, level, child_start, child_count, draf
             return u
         gone[u] = True
         p = parent[u]
-        acc[p] = _traversal_delete(acc[p], Pt[p], _children_q(Q, p, level, draft_kind))
+        acc[p] = traversal_delete(acc[p], Pt[p], _children_q(Q, p, level, draft_kind))
         touched[p] = True
         _traversal_refresh(n, parent, token, level, draft_kind, Pt, Q, acc, gone, touched)
     return 0
@@ -394,7 +357,7 @@ def tree_call(model_seed, rng, buf, dpath, t, window_len, params, log_rank, budg
                 if next_double(rng) * qrow[x] < resid[x]:  # u < min(1, R(x)/q(x)), q(x) > 0
                     nxt = c
                     break
-                _reject_child(resid, qrow)
+                residual_update(1.0, resid, qrow)  # R <- norm(max(0, R - q))
             if nxt >= 0:
                 buf[window_len + pos] = token[nxt]
             else:
