@@ -19,7 +19,7 @@ import numpy as np
 
 from evolve.engine.onehot import OneHot, argmax_rows, block_columns_any, block_phi_any, densify, max_rows, \
     overlap_rows, values_at
-from evolve.verification.tokenwise import residual_distribution
+from evolve.verification.tokenwise import residual_distribution, standard_threshold
 
 
 def distributions(logits, temperature: float, top_k: int = 0, top_p: float = 1.0,
@@ -122,7 +122,7 @@ def block_records(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: np.nda
     rows = np.arange(k)
     x = np.asarray(drafts, dtype=np.int64)
     dp, tp = values_at(q, rows, x), values_at(p, rows, x)
-    r = np.minimum(1.0, tp / dp)
+    r = standard_threshold(tp, dp)
     mass, rank = block_columns_any(p, q, x)
     return {
         "draft_prob": dp,
