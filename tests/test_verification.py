@@ -12,7 +12,7 @@ from evolve.verification.block import (
     TORCH_RELAXED_TARGET, block_accept, block_masses, block_residual, block_residual_array, block_stops,
     normalised_block_residual, relaxed_target, relaxed_targets, stopping_probability,
 )
-from evolve.verification.tokenwise import TORCH_RESIDUAL, residual_distribution, standard_threshold
+from evolve.verification.tokenwise import TORCH_RESIDUAL, acceptance_ratio, residual_distribution, standard_threshold
 from evolve.verification.tree import accept_weight, residual_update, traversal_delete
 
 
@@ -37,6 +37,7 @@ def test_standard_threshold_is_min_one_ratio():
     rng = np.random.default_rng(0)
     tp, dp = rng.random(50), rng.random(50) + 1e-3
     assert standard_threshold(tp, dp).tolist() == [min(1.0, a / b) for a, b in zip(tp, dp)]
+    assert [acceptance_ratio(a, b) for a, b in zip(tp, dp)] == standard_threshold(tp, dp).tolist()
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -63,6 +63,7 @@ from evolve.verification.block import (
     PHI_POINTS, block_accept, block_masses, block_residual, block_stops, relaxed_damage, relaxed_targets, residual_phi,
     target_rank,
 )
+from evolve.verification.tokenwise import acceptance_ratio
 from evolve.traces.synth.rng import next_double, sample_index, sample_normalised, seed_state
 from evolve.eval.layouts import record_layout, record_size
 from evolve.eval.reference import eval_rows
@@ -367,7 +368,7 @@ def chain_run(model, rng, buf, dpath, t0, length, window_len, mode, programs, ou
             X[Feature.OVERLAP, k] = ov
             X[Feature.TARGET_RANK, k] = target_rank(P[k], x)
             X[Feature.DRAFT_CUMPROB, k] = Q[k, x] * (X[Feature.DRAFT_CUMPROB, k - 1] if k > 0 else 1.0)
-            r[k] = min(1.0, P[k, x] / Q[k, x])
+            r[k] = acceptance_ratio(P[k, x], Q[k, x])
             drafts[k] = x
         if relaxed:  # the relaxation weight of every depth, from its prefix-level features
             eval_rows(wops, wargs, wconsts, X, 0, gamma, stack)

@@ -52,6 +52,7 @@ import pandas as pd
 
 from evolve.errors import InputError
 from evolve.verification.block import PHI_POINTS
+from evolve.verification.tokenwise import standard_threshold
 from evolve.eval.evaluator import DEFAULT_COST_RATIO
 from evolve.gp.primitives import DERIVED_FEATURES, FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
 from evolve.sim.chain import (
@@ -358,7 +359,7 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
         frame["block_residual_phi"] = list(r[:, Record.PHI:Record.PHI + PHI_POINTS])
         frame["top_token_match"] = frame["top_token_match"] > 0.5
         frame["rand_value"] = r[:, Record.U]
-        frame["baseline_accepts"] = r[:, Record.U] < np.minimum(1.0, frame["target_prob"] / frame["draft_prob"])
+        frame["baseline_accepts"] = r[:, Record.U] < standard_threshold(frame["target_prob"], frame["draft_prob"])
         frame["seq_id"] = np.full(n, s, dtype=np.int64)
         frames.append(pd.DataFrame(frame))
         taus.append(r[:, Record.TAU])

@@ -14,6 +14,7 @@ only, so torch's version is kept here as source text, and tests/test_verificatio
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 
 def standard_threshold(target_prob: np.ndarray, draft_prob: np.ndarray) -> np.ndarray:
@@ -22,6 +23,16 @@ def standard_threshold(target_prob: np.ndarray, draft_prob: np.ndarray) -> np.nd
     Args: float64 arrays of shape (n,), ``draft_prob`` > 0. Returns float64 (n,).
     """
     return np.minimum(1.0, target_prob / draft_prob)
+
+
+@njit(cache=True)
+def acceptance_ratio(target_prob, draft_prob):
+    """The standard rule's threshold of one drafted token, r = min(1, p(x)/q(x)), for the Numba kernels
+    (:func:`standard_threshold` for arrays; Leviathan et al. 2023, arXiv 2211.17192).
+
+    Args: floats p(x) >= 0 and q(x) > 0. Returns a float in [0, 1].
+    """
+    return min(1.0, target_prob / draft_prob)
 
 
 def residual_distribution(target_probs, draft_probs, tau):
@@ -53,4 +64,4 @@ def residual_distribution(target_probs, draft_probs, tau):
 '''
 
 
-__all__ = ["TORCH_RESIDUAL", "residual_distribution", "standard_threshold"]
+__all__ = ["TORCH_RESIDUAL", "acceptance_ratio", "residual_distribution", "standard_threshold"]
