@@ -171,20 +171,21 @@ def imports_of(module: str) -> list[Import]:
     return sorted(set(found), key=lambda i: (i.line, i.target))
 
 
-def third_party_imports(module: str, package: str) -> list[int]:
-    """Lines of ``module`` that import ``package`` (or one of its submodules)."""
+def absolute_imports(module: str) -> list[tuple[int, str]]:
+    """(line, imported module name) of every absolute ``import``/``from ... import`` of ``module``."""
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
-    lines = []
+    found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level:
-            names = [node.module or ""]
-        else:
-            continue
-        if any(n == package or n.startswith(package + ".") for n in names):
-            lines.append(node.lineno)
-    return lines
+            found.append((node.lineno, node.module or ""))
+    return found
+
+
+def third_party_imports(module: str, package: str) -> list[int]:
+    """Lines of ``module`` that import ``package`` (or one of its submodules)."""
+    return sorted({line for line, n in absolute_imports(module) if n == package or n.startswith(package + ".")})
 
 
 def floor_of(module: str) -> tuple[int, str] | None:
@@ -292,24 +293,11 @@ def test_click_only_in_the_cli():
 
 def test_the_verification_core_imports_only_numpy_and_numba():
     import sys
-    bad = []
-    for m in sorted(MODULES):
-        if m != "evolve.verification" and not m.startswith("evolve.verification."):
-            continue
-        tree = ast.parse(MODULES[m].read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level:
-                names = [node.module or ""]
-            else:
-                continue
-            for name in names:
-                top = name.split(".")[0]
-                if name.startswith("evolve.verification") or top in CORE_THIRD_PARTY \
-                        or top in sys.stdlib_module_names:
-                    continue
-                bad.append(f"{module_path(m)}:{node.lineno}: {name}")
+    core = [m for m in sorted(MODULES) if m == "evolve.verification" or m.startswith("evolve.verification.")]
+    assert core
+    bad = [f"{module_path(m)}:{line}: {name}" for m in core for line, name in absolute_imports(m)
+           if not (name.startswith("evolve.verification") or name.split(".")[0] in CORE_THIRD_PARTY
+                   or name.split(".")[0] in sys.stdlib_module_names)]
     assert bad == [], "the verification core imports more than numpy, Numba and itself: " + ", ".join(bad)
 
 
