@@ -15,14 +15,14 @@ from numba import njit
 
 from evolve.errors import InputError
 from evolve.traces.io import Traces
-from evolve.traces.synth.block_columns import residual_mass
+from evolve.verification.block import block_accept, block_residual, block_stops, residual_mass
 from evolve.traces.synth.vocab_model import VocabModelConfig
 from evolve.eval.block_verification import block_verification_tokens
 from evolve.sim import chain, decoding
 from evolve.sim.chain import B_ANALYTIC, B_TOKENS, B_TV_COUNT, B_TV_EXPECTED, R_ACCEPTED, R_R, R_U
 from evolve.sim.decoding import chain_at_context, chain_traces, context_damage, simulate_chain
 from evolve.sim.models import Context, SyntheticModel, distributions_at, random_context
-from evolve.sim.verification import Verification, block_accept, block_residual, block_stops
+from evolve.sim.verification import Verification
 from heuristics.registry import get_rule
 
 from helpers import chi_square_pvalue, rebind

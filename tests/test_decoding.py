@@ -89,7 +89,7 @@ def test_standard_rejection_emits_exactly_p(model, context):
 
 
 @numba.njit
-def _residual_from_p(rng, ops, args, consts, p, q, feats, XV, stack, resid, uses_rank):
+def _residual_from_p(rng, rule, p, q, feats, XV, stack, resid, uses_rank):
     """Deliberately wrong stand-in for ``chain._residual_sample``: the token after a rejection comes from p."""
     return sample_index(rng, p)
 

@@ -85,7 +85,7 @@ def test_target_rank_is_an_optional_feature_a_search_can_use():
 
 
 def test_the_simulator_ranks_every_token_like_the_data():
-    from evolve.traces.synth.block_columns import target_rank
+    from evolve.verification.block import target_rank
     from evolve.sim.chain import _target_ranks
     rng = np.random.default_rng(1)
     for V in (1, 2, 7, 50):

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import assert_same_floats
-from evolve.traces.schema import standard_threshold
+from evolve.verification.tokenwise import standard_threshold
 from evolve.cli.evolve import cli
 from evolve.eval.evaluator import EvalData, thresholds
 from evolve.export.codegen import straight_line

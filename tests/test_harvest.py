@@ -331,7 +331,7 @@ def test_emitted_token_is_distributed_as_the_target(llama_files, monkeypatch):
     n = 500
     good = first_tokens(engine, prompt, n, seed=1)
     assert chi2_pvalue(good, p) > 1e-3
-    monkeypatch.setattr(hv, "residual_distribution", lambda p_, q_: p_)
+    monkeypatch.setattr(hv, "standard_residual", lambda p_, q_: p_)
     bad = first_tokens(engine, prompt, n, seed=1)
     assert chi2_pvalue(bad, p) < 1e-6
 
@@ -479,7 +479,7 @@ def test_option_parsers_and_split_rule():
 def test_residual_and_sampling():
     p = np.array([0.5, 0.3, 0.2, 0.0])
     q = np.array([0.2, 0.5, 0.1, 0.2])
-    np.testing.assert_allclose(hv.residual_distribution(p, q), [0.75, 0.0, 0.25, 0.0])
+    np.testing.assert_allclose(hv.standard_residual(p, q), [0.75, 0.0, 0.25, 0.0])
     u = np.random.default_rng(0).random(20000)
     draws = np.bincount([hv.sample_index(p, x) for x in u], minlength=4) / u.size
     np.testing.assert_allclose(draws, p, atol=0.015)

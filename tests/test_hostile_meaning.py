@@ -37,7 +37,7 @@ from evolve.errors import InputError
 from evolve.traces.io import Traces, load_split
 from evolve.files.guard import ROOT
 from evolve.traces.schema import PHI_TOLERANCE, RESIDUAL_PHI_POINTS
-from evolve.traces.synth.block_columns import block_phi
+from evolve.verification.block import block_phi
 
 from hostile_helpers import check, invoke
 

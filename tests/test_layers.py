@@ -8,6 +8,8 @@ are resolved against the importing module's package.
 Floors, bottom to top (a module may import modules of lower floors, and of its own group on its
 own floor):
 
+0. ``evolve.verification`` (the verification core: the standard rule and its residual, block
+   verification, tree verification; numpy and Numba only, no other project module)
 1. ``evolve.errors``, ``evolve.cluster``, ``evolve.files`` (locks, the output-path guard) and
    ``evolve.traces`` (schema, io, the synthetic models of ``evolve.traces.synth``)
 2. ``evolve.engine`` (the real-model engine: loading, KV cache, drafters, distributions),
@@ -29,7 +31,7 @@ prefix says (:data:`KIND_LAYERS`: ``eval_*`` with ``evolve.eval``, ``search_*`` 
 ``report_*`` with ``evolve.report``, ``export_*`` with ``evolve.export``, ``plugin`` above them all).
 
 A package's ``__init__`` runs before any of its modules, so the ``evolve`` package itself sits on
-floor 1 (its lowest subpackage) and may import nothing.
+floor 0 (its lowest subpackage) and may import nothing.
 """
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ MAX_LINES = 600
 #: (module prefix, floor, group), most specific prefix first. A prefix matches the module itself
 #: and everything below it.
 FLOORS: tuple[tuple[str, int, str], ...] = (
+    ("evolve.verification", 0, "verification"),
     ("evolve.errors", 1, "base"),
     ("evolve.cluster", 1, "base"),
     ("evolve.harvest", 3, "harvest"),
@@ -78,9 +81,11 @@ KIND_LAYERS: tuple[tuple[str, int, str], ...] = (
     ("plugin", 6, "plugins"),
 )
 #: Package ``evolve`` itself (its ``__init__``): the floor of its lowest subpackage.
-PACKAGE_FLOORS: dict[str, tuple[int, str]] = {"evolve": (1, "evolve")}
+PACKAGE_FLOORS: dict[str, tuple[int, str]] = {"evolve": (0, "evolve")}
 #: Imports between different groups of one floor that are allowed: (importer group, imported group).
 SIBLINGS: frozenset[tuple[str, str]] = frozenset({("cli", "api"), ("kinds", "gp")})
+#: Third-party packages the verification core may import (besides the standard library).
+CORE_THIRD_PARTY: frozenset[str] = frozenset({"numpy", "numba"})
 #: Where ``click`` may be imported (module prefixes).
 CLICK_ALLOWED: tuple[str, ...] = ("evolve.cli", *SCRIPTS)
 
@@ -166,20 +171,21 @@ def imports_of(module: str) -> list[Import]:
     return sorted(set(found), key=lambda i: (i.line, i.target))
 
 
-def third_party_imports(module: str, package: str) -> list[int]:
-    """Lines of ``module`` that import ``package`` (or one of its submodules)."""
+def absolute_imports(module: str) -> list[tuple[int, str]]:
+    """(line, imported module name) of every absolute ``import``/``from ... import`` of ``module``."""
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
-    lines = []
+    found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level:
-            names = [node.module or ""]
-        else:
-            continue
-        if any(n == package or n.startswith(package + ".") for n in names):
-            lines.append(node.lineno)
-    return lines
+            found.append((node.lineno, node.module or ""))
+    return found
+
+
+def third_party_imports(module: str, package: str) -> list[int]:
+    """Lines of ``module`` that import ``package`` (or one of its submodules)."""
+    return sorted({line for line, n in absolute_imports(module) if n == package or n.startswith(package + ".")})
 
 
 def floor_of(module: str) -> tuple[int, str] | None:
@@ -283,6 +289,16 @@ def test_click_only_in_the_cli():
            if not any(m == p or m.startswith(p + ".") for p in CLICK_ALLOWED)
            for line in third_party_imports(m, "click")]
     assert bad == [], "click imported outside evolve/cli/: " + ", ".join(bad)
+
+
+def test_the_verification_core_imports_only_numpy_and_numba():
+    import sys
+    core = [m for m in sorted(MODULES) if m == "evolve.verification" or m.startswith("evolve.verification.")]
+    assert core
+    bad = [f"{module_path(m)}:{line}: {name}" for m in core for line, name in absolute_imports(m)
+           if not (name.startswith("evolve.verification") or name.split(".")[0] in CORE_THIRD_PARTY
+                   or name.split(".")[0] in sys.stdlib_module_names)]
+    assert bad == [], "the verification core imports more than numpy, Numba and itself: " + ", ".join(bad)
 
 
 def test_modules_are_short():

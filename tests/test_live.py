@@ -277,7 +277,7 @@ def test_relaxed_block_decision_matches_block_verification_against_the_mixture()
     assert n == n2 and expected == expected2
     np.testing.assert_array_equal(dist, dist2)
     # damage by enumeration over the accepted length: P(tau = j) from the stopping probabilities h
-    from evolve.sim.verification import block_masses, block_stops
+    from evolve.verification.block import block_masses, block_stops
     rows = np.arange(k)
     weights, masses, h = np.empty(k), np.empty(k), np.empty(k)
     block_masses(mix[:k], q, mix[rows, drafts], q[rows, drafts], k, weights, masses)

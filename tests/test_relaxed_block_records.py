@@ -18,7 +18,7 @@ import pytest
 
 from evolve.errors import InputError
 from evolve.traces.io import Traces, load_split, write_dataset
-from evolve.traces.synth.block_columns import PHI_ERROR_BOUND, PHI_POINTS, block_phi, interpolate_phi, residual_phi
+from evolve.verification.block import PHI_ERROR_BOUND, PHI_POINTS, block_phi, interpolate_phi, residual_phi
 from evolve.traces.synth.vocab_model import VocabModelConfig, block_distributions, generate_split
 from evolve.eval.block_verification import block_verification_tokens
 from evolve.eval.evaluator import EvalData

@@ -139,10 +139,11 @@ def _unnormalised_residual(weight, P, Q):
     return (r if m > 0 else P.copy()), m
 
 
-WRONG_VARIANTS = [("specinfer", "_residual", _plain_p_residual), ("specinfer", "_residual", _unnormalised_residual),
+RESIDUAL = "normalised_block_residual"  # the core's residual, as tree_verify imports it
+WRONG_VARIANTS = [("specinfer", RESIDUAL, _plain_p_residual), ("specinfer", RESIDUAL, _unnormalised_residual),
                   ("specinfer", "_sibling_draft", _without_replacement_q),
-                  ("traversal", "_residual", _plain_p_residual), ("traversal", "_residual", _unnormalised_residual),
-                  ("traversal", "_residual", _unweighted_residual),
+                  ("traversal", RESIDUAL, _plain_p_residual), ("traversal", RESIDUAL, _unnormalised_residual),
+                  ("traversal", RESIDUAL, _unweighted_residual),
                   ("traversal", "_sibling_draft", _without_replacement_q)]
 
 
@@ -163,7 +164,7 @@ def test_wrong_variant_detected(monkeypatch, algorithm, hook, wrong):
 
 def test_traversal_residual_of_plain_p_on_chain_detected(monkeypatch):
     """On a chain, only traversal's update of the parent's distribution matters: plain p must be caught."""
-    monkeypatch.setattr(tv, "_residual", _plain_p_residual)
+    monkeypatch.setattr(tv, RESIDUAL, _plain_p_residual)
     assert lossless_gap(tv.traversal_outcomes, [-1, 0, 1], 0) > 1e-3
 
 

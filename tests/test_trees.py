@@ -137,13 +137,15 @@ def test_sampling_verification_of_trees_emits_exactly_p(model, context, config):
 
 
 @njit
-def _keep_residual(resid, qrow):
-    """Deliberately wrong stand-in for ``tree_kernels._reject_child``: R stays p after a rejected child."""
+def _keep_residual(weight, resid, qrow):
+    """Deliberately wrong stand-in for ``evolve.verification.tree.residual_update``: R stays p after a rejected
+    child."""
+    return 0.0
 
 
 def test_tree_verification_without_residual_update_is_detected(model, context, monkeypatch):
     p = distributions_at(model, context)["p"]
-    call = rebind(tree_kernels.tree_call, _reject_child=_keep_residual)
+    call = rebind(tree_kernels.tree_call, residual_update=_keep_residual)
     monkeypatch.setattr(trees, "tree_batch", rebind(tree_kernels.tree_batch,
                                                     tree_run=rebind(tree_kernels.tree_run, tree_call=call)))
     tokens = tree_at_context(model, TreeConfig("tree", 6, (3, 1)), context, DRAWS, seed=9)
@@ -154,13 +156,14 @@ def test_tree_verification_without_residual_update_is_detected(model, context, m
 
 @njit
 def _keep_target(w, prow, qrow):
-    """Deliberately wrong stand-in for ``tree_kernels._traversal_delete``: the parent keeps P, its weight drops."""
+    """Deliberately wrong stand-in for ``evolve.verification.tree.traversal_delete``: the parent keeps P, its weight
+    drops."""
     return 1.0 - w
 
 
 def test_traversal_verification_with_a_wrong_update_is_detected(model, context, monkeypatch):
     p = distributions_at(model, context)["p"]
-    pick = rebind(tree_kernels._traversal_pick, _traversal_delete=_keep_target)
+    pick = rebind(tree_kernels._traversal_pick, traversal_delete=_keep_target)
     call = rebind(tree_kernels.tree_call, _traversal_pick=pick)
     monkeypatch.setattr(trees, "tree_batch", rebind(tree_kernels.tree_batch,
                                                     tree_run=rebind(tree_kernels.tree_run, tree_call=call)))

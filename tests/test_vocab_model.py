@@ -11,7 +11,8 @@ from scipy import special, stats
 
 from evolve.errors import InputError
 from evolve.traces.io import Traces
-from evolve.traces.schema import split_stats, standard_threshold
+from evolve.traces.schema import split_stats
+from evolve.verification.tokenwise import standard_threshold
 from evolve.traces.synth.rng import next_double, next_normal, sample_index, seed_state
 from evolve.traces.synth.softmax import _exp_nonpos, overlap, softmax_inplace
 from evolve.traces.synth.vocab_model import (

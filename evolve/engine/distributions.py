@@ -19,7 +19,7 @@ import numpy as np
 
 from evolve.engine.onehot import OneHot, argmax_rows, block_columns_any, block_phi_any, densify, max_rows, \
     overlap_rows, values_at
-from evolve.traces.synth.block_columns import object_rows
+from evolve.verification.tokenwise import residual_distribution, standard_threshold
 
 
 def distributions(logits, temperature: float, top_k: int = 0, top_p: float = 1.0,
@@ -84,22 +84,26 @@ def sample_index(probs: np.ndarray | OneHot, u: float) -> int:
     return i
 
 
-def residual_distribution(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Standard rule's residual norm(max(0, p - q)) (Leviathan et al. 2023, arXiv 2211.17192).
+def standard_residual(p: np.ndarray | OneHot, q: np.ndarray | OneHot) -> np.ndarray | OneHot:
+    """The standard rule's residual norm(max(0, p - q)) of one position, dense or :class:`OneHot` rows
+    (Leviathan et al. 2023, arXiv 2211.17192; :func:`evolve.verification.tokenwise.residual_distribution`
+    with tau = 1).
 
-    Args: float64 (V,) target p and draft q. Returns float64 (V,) summing to 1 (p itself in the
-    degenerate case max(0, p - q) = 0, which a rejection cannot produce in exact arithmetic).
-    Either may be a one-row :class:`OneHot` (a one-hot p gives p itself: its residual is p or 0).
+    Args: float64 (V,) target p and draft q, either a one-row :class:`OneHot`. Returns float64 (V,)
+    summing to 1 (p itself in the degenerate case max(0, p - q) = 0, which a rejection cannot produce in
+    exact arithmetic); a one-hot p gives p itself (its residual is p or 0).
     """
     if isinstance(p, OneHot):
         return p
-    if isinstance(q, OneHot):
-        r = p.copy()
-        r[q.ids] = max(r[q.ids] - 1.0, 0.0)
-    else:
-        r = np.maximum(p - q, 0.0)
-    s = r.sum()
-    return r / s if s > 0 else p
+    return residual_distribution(p, densify(q) if isinstance(q, OneHot) else q, 1.0)
+
+
+def object_rows(values: np.ndarray) -> np.ndarray:
+    """A float64 (k, K) array as an object array (k,) of its rows: a list column for a record dict or DataFrame."""
+    out = np.empty(values.shape[0], dtype=object)
+    for i in range(values.shape[0]):
+        out[i] = values[i]
+    return out
 
 
 def block_records(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: np.ndarray,
@@ -111,14 +115,14 @@ def block_records(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: np.nda
     float64 (k,) their entropies (nats); drafts (k,) token ids; u float64 (k,) uniforms.
     Returns: dict of arrays of length k (float64, bool, int64) as in :mod:`evolve.traces.schema`, with
     ``block_residual_mass`` (NaN on the block's last record) and ``target_rank`` from
-    :func:`evolve.traces.synth.block_columns.block_columns` (the block of the k records actually drafted), and
-    ``block_residual_phi`` (:func:`evolve.traces.synth.block_columns.block_phi`; an object array of k rows).
+    :func:`evolve.verification.block.block_columns` (the block of the k records actually drafted), and
+    ``block_residual_phi`` (:func:`evolve.verification.block.block_phi`; an object array of k rows).
     """
     k = len(drafts)
     rows = np.arange(k)
     x = np.asarray(drafts, dtype=np.int64)
     dp, tp = values_at(q, rows, x), values_at(p, rows, x)
-    r = np.minimum(1.0, tp / dp)
+    r = standard_threshold(tp, dp)
     mass, rank = block_columns_any(p, q, x)
     return {
         "draft_prob": dp,
@@ -138,4 +142,4 @@ def block_records(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: np.nda
     }
 
 
-__all__ = ["OneHot", "block_records", "densify", "distributions", "residual_distribution", "sample_index"]
+__all__ = ["OneHot", "block_records", "densify", "distributions", "object_rows", "sample_index", "standard_residual"]

@@ -6,7 +6,7 @@ passes over the vocabulary per row for values that follow from the id alone: pro
 the id and 0 elsewhere, top probability 1, entropy 0. The helpers here take dense float64 rows
 or :class:`OneHot` rows on either side and return the values the dense computation gives on the
 dense one-hot rows, bit for bit: the vocabulary sums (overlap, block residual mass, phi) run the
-same sequential kernels as :mod:`evolve.traces.synth.block_columns`, with the one-hot side read
+same sequential kernels as :mod:`evolve.verification.block`, with the one-hot side read
 from its id, so a sum that adds exact zeros is the same float64 sum.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from evolve.traces.synth.block_columns import (
+from evolve.verification.block import (
     PHI_POINTS, block_columns, block_phi, block_weight, residual_phi_onehot, target_rank,
 )
 
@@ -114,11 +114,11 @@ def _columns_point(p, qids, x, mass, rank):
 
 @njit(cache=True)
 def _phi_point(p, y, out):
-    """:func:`evolve.traces.synth.block_columns.residual_phi` with q one-hot at y (same steps)."""
+    """:func:`evolve.verification.block.residual_phi` with q one-hot at y (same steps)."""
     residual_phi_onehot(p, p, y, out)
 
 def block_columns_any(p, q, drafts) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`evolve.traces.synth.block_columns.block_columns` for dense or :class:`OneHot` rows."""
+    """:func:`evolve.verification.block.block_columns` for dense or :class:`OneHot` rows."""
     x = np.asarray(drafts, dtype=np.int64)
     k = x.size
     if isinstance(p, OneHot) and isinstance(q, OneHot):
@@ -138,7 +138,7 @@ def block_columns_any(p, q, drafts) -> tuple[np.ndarray, np.ndarray]:
 
 
 def block_phi_any(p, q, points: int = PHI_POINTS) -> np.ndarray:
-    """:func:`evolve.traces.synth.block_columns.block_phi` for dense or :class:`OneHot` rows."""
+    """:func:`evolve.verification.block.block_phi` for dense or :class:`OneHot` rows."""
     k = len(q)
     if isinstance(q, OneHot) and isinstance(p, OneHot):
         grid = np.arange(1, points + 1) / points

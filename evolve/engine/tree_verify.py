@@ -81,6 +81,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from evolve.verification.block import normalised_block_residual, stopping_probability
+from evolve.verification.tree import accept_weight
+
 #: Tolerance on the sum of each row of p and q (probabilities).
 ROW_SUM_TOL = 1e-6
 
@@ -161,22 +164,6 @@ def _path_to(parents: np.ndarray, node: int) -> list[int]:
     return path[::-1]
 
 
-def _accept_prob(weight: float, P: np.ndarray, Q: np.ndarray, x: int) -> float:
-    """min(1, weight P(x) / Q(x)), a probability; 1 (or 0 when weight P(x) = 0) where Q(x) = 0."""
-    num = weight * P[x]
-    den = Q[x]
-    if den <= 0.0:
-        return 1.0 if num > 0.0 else 0.0
-    return min(1.0, num / den)
-
-
-def _residual(weight: float, P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, float]:
-    """(normalise(max(0, weight P - Q)), its mass sum(max(0, weight P - Q))); P itself when the mass is 0."""
-    r = np.maximum(weight * P - Q, 0.0)
-    m = float(r.sum())
-    return (r / m if m > 0.0 else P.copy()), m
-
-
 def _sibling_draft(Q: np.ndarray, x: int) -> np.ndarray:
     """The drafter distribution of a node's later children after a child with token x is rejected.
 
@@ -220,10 +207,10 @@ def specinfer_verify(parents, tokens, p, q, rng: np.random.Generator) -> tuple[l
         accepted = -1
         for c in children[row]:
             x = int(tokens[c])
-            if rng.random() < _accept_prob(1.0, R, Q, x):
+            if rng.random() < accept_weight(1.0, R, Q, x):
                 accepted = c
                 break
-            R, _ = _residual(1.0, R, Q)
+            R, _ = normalised_block_residual(1.0, R, Q)
             Q = _sibling_draft(Q, x)
         if accepted < 0:
             return path, _sample(R, rng.random())
@@ -248,11 +235,11 @@ def specinfer_outcomes(parents, tokens, p, q) -> list[tuple[list[int], float, np
         rejected = 1.0  # probability that every child tried so far was rejected
         for c in children[row]:
             x = int(tokens[c])
-            a = _accept_prob(1.0, R, Q, x)
+            a = accept_weight(1.0, R, Q, x)
             if a > 0.0:
                 stack.append((c + 1, path + [c], reach * rejected * a))
             rejected *= 1.0 - a
-            R, _ = _residual(1.0, R, Q)
+            R, _ = normalised_block_residual(1.0, R, Q)
             Q = _sibling_draft(Q, x)
         outcomes.append((path, reach * rejected, R / R.sum()))
     return outcomes
@@ -289,7 +276,7 @@ def _traversal_steps(parents, tokens, p, q) -> Iterator[tuple[int, float, np.nda
             r = i + 1
             if not (deleted[r] or touched[r]):
                 pr = int(parents[i]) + 1
-                acc[r] = _accept_prob(acc[pr], Pt[pr], Qt[pr], int(tokens[i]))
+                acc[r] = accept_weight(acc[pr], Pt[pr], Qt[pr], int(tokens[i]))
 
     refresh()
     for i in _post_order(children):
@@ -298,10 +285,9 @@ def _traversal_steps(parents, tokens, p, q) -> Iterator[tuple[int, float, np.nda
         deleted[r] = True
         pr = int(parents[i]) + 1
         w = float(acc[pr])
-        Pt[pr], m = _residual(w, Pt[pr], Qt[pr])
+        Pt[pr], m = normalised_block_residual(w, Pt[pr], Qt[pr])
         Qt[pr] = _sibling_draft(Qt[pr], int(tokens[i]))
-        den = m + 1.0 - w
-        acc[pr] = 1.0 if den <= 0.0 else m / den
+        acc[pr] = stopping_probability(w, m)
         touched[pr] = True
         refresh()
     yield -1, 1.0, Pt[0].copy()

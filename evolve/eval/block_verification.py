@@ -46,6 +46,7 @@ import numpy as np
 from numba import njit
 
 from evolve.errors import InputError
+from evolve.verification.block import stopping_probability
 
 #: The optional column holding m_{d+1} on the record at depth d.
 RESIDUAL_COLUMN = "block_residual_mass"
@@ -85,8 +86,7 @@ def block_tokens_kernel(target_prob, draft_prob, depth, residual_mass, gamma, ou
                 m = residual_mass[row]
                 if not (m >= 0.0 and m < np.inf):
                     return blocks, row
-                denom = m + 1.0 - weight
-                h = 1.0 if denom <= 0.0 else m / denom
+                h = stopping_probability(weight, m)
             acc = k * h + (1.0 - h) * acc
         out[blocks] = 1.0 + acc
         blocks += 1

@@ -46,7 +46,7 @@ import numpy as np
 
 from evolve.errors import InputError
 from evolve.traces.io import Traces
-from evolve.traces.schema import standard_threshold
+from evolve.verification.tokenwise import standard_threshold
 from evolve.gp.compiler import Program
 from evolve.kinds.threshold import THRESHOLD
 from evolve.eval.function_rules import function_thresholds, function_thresholds_extra

@@ -16,6 +16,8 @@ follow :mod:`evolve.gp.primitives` exactly, and the final threshold follows the 
 """
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -172,6 +174,25 @@ sqrt|a|; min, max and if_gt compare with <, > and > (a comparison with NaN is fa
 takes the else branch)."""
 
 
+def core_source(function: Callable) -> str:
+    """The text of a numpy function of the verification core (:mod:`evolve.verification`) as an exported module
+    holds it: its source, with its docstring cut to the first line, after one blank line.
+
+    Args: a plain Python function defined at a module's top level. Returns str. Raises ValueError
+    for a function without a docstring. The exported modules' residual and relaxed target come from here,
+    so the core's function is the one definition of both.
+    """
+    text = inspect.getsource(function)
+    node = ast.parse(text).body[0]
+    doc = ast.get_docstring(node) if isinstance(node, ast.FunctionDef) else None
+    if not doc:
+        raise ValueError(f"core_source: {getattr(function, '__name__', function)!r} has no docstring")
+    lines = text.splitlines(keepends=True)
+    first = node.body[0]
+    indent = " " * first.col_offset
+    return "\n" + "".join(lines[:first.lineno - 1] + [f'{indent}"""{doc.splitlines()[0]}"""\n'] + lines[first.end_lineno:])
+
+
 def shown(name: str) -> str:
     return f"'{name}'" if _SAFE_NAME.fullmatch(name) else "RULE"
 
@@ -267,5 +288,5 @@ def render_module(name: str, nodes: list[Node], target: Target, layout: Layout, 
     return "\n".join(parts)
 
 
-__all__ = ["OPERATORS", "SEMANTICS", "Layout", "Step", "StraightLine", "Target", "call", "shown",
+__all__ = ["OPERATORS", "SEMANTICS", "Layout", "Step", "StraightLine", "Target", "call", "core_source", "shown",
            "render_module", "straight_line"]

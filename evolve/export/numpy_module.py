@@ -8,8 +8,9 @@ instead of raising. This module holds numpy's row of the per-backend table (:dat
 """
 from __future__ import annotations
 
-from evolve.export.codegen import Layout, Target, render_module
+from evolve.export.codegen import Layout, Target, core_source, render_module
 from evolve.gp.compiler import Node
+from evolve.verification.tokenwise import residual_distribution
 
 COLUMNS = '''
 def _columns(columns):
@@ -17,14 +18,8 @@ def _columns(columns):
     return x, np.broadcast_shapes(*(v.shape for v in x.values())), None
 '''
 
-RESIDUAL = '''
-def residual_distribution(target_probs, draft_probs, tau):
-    """norm(max(0, p - q * tau)) over the last axis (float64); p itself where that is all zero."""
-    p = np.asarray(target_probs, dtype=np.float64)
-    r = np.maximum(p - np.asarray(draft_probs, dtype=np.float64) * np.asarray(tau, dtype=np.float64), 0.0)
-    s = r.sum(axis=-1, keepdims=True)
-    return np.where(s > 0, r / np.where(s > 0, s, 1.0), p)
-'''
+#: ``residual_distribution``: the verification core's function, word for word.
+RESIDUAL = core_source(residual_distribution)
 
 TARGET = Target(
     library="numpy",

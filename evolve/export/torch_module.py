@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from evolve.export.codegen import Layout, Target, render_module
 from evolve.gp.compiler import Node
+from evolve.verification.tokenwise import TORCH_RESIDUAL
 
 COLUMNS = '''
 def _columns(columns):
@@ -18,17 +19,6 @@ def _columns(columns):
     x = {name: torch.as_tensor(value, dtype=torch.float64, device=device) for name, value in columns.items()}
     return x, torch.broadcast_shapes(*(v.shape for v in x.values())), device
 '''
-
-RESIDUAL = '''
-def residual_distribution(target_probs, draft_probs, tau):
-    """norm(max(0, p - q * tau)) over the last axis (float64); p itself where that is all zero."""
-    p = torch.as_tensor(target_probs, dtype=torch.float64)
-    q = torch.as_tensor(draft_probs, dtype=torch.float64, device=p.device)
-    r = torch.clamp(p - q * torch.as_tensor(tau, dtype=torch.float64, device=p.device), min=0.0)
-    s = r.sum(dim=-1, keepdim=True)
-    return torch.where(s > 0, r / torch.where(s > 0, s, torch.ones_like(s)), p)
-'''
-
 
 def _array(text: str, like: str | None) -> str:
     device = "" if like is None else f", device={like}.device"
@@ -40,7 +30,7 @@ TARGET = Target(
     imports="import torch",
     alias="torch",
     columns=COLUMNS,
-    residual=RESIDUAL,
+    residual=TORCH_RESIDUAL,
     constant=lambda v: f"torch.tensor({v!r}, dtype=torch.float64, device=device)",
     array=_array,
     body_open="",

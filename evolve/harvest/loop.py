@@ -70,7 +70,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from evolve.harvest.config import HarvestConfig
-from evolve.engine.distributions import block_records, distributions, residual_distribution, sample_index
+from evolve.engine.distributions import block_records, distributions, sample_index, standard_residual
 from evolve.engine.backends import get_backend
 from evolve.engine.drafters import Drafter, drafter_for
 from evolve.engine.models import LoadedModel, check_same_tokenizer, eos_ids, resolve_model, sha256_file
@@ -211,7 +211,7 @@ class SpeculativeEngine:
                 records.update(self.drafter.draft_columns(state.ctx, drafts))
             rejected = np.flatnonzero(~records["baseline_accepts"]) if k else np.zeros(0)
             n = int(rejected[0]) if rejected.size else k
-            nxt = sample_index(residual_distribution(p[n], q[n]) if n < k else p[k], u_next)
+            nxt = sample_index(standard_residual(p[n], q[n]) if n < k else p[k], u_next)
             emitted = drafts[:n] if (k and n == k and drafts[-1] in self.eos) else drafts[:n] + [nxt]
             kv.truncate(i, L + n)
             valid[i] = L + n

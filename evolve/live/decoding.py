@@ -60,15 +60,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from evolve.errors import InputError
-from evolve.engine.distributions import residual_distribution, sample_index
+from evolve.engine.distributions import sample_index
 from evolve.engine.onehot import OneHot, argmax_rows, densify, max_rows, overlap_rows, support, values_at
 from evolve.engine.runner import BatchKV
-from evolve.traces.schema import standard_threshold
+from evolve.verification.block import block_accept, block_masses, block_residual_array, block_stops, \
+    relaxed_damage, relaxed_target
+from evolve.verification.tokenwise import residual_distribution, standard_threshold
 from evolve.eval.evaluator import EvalData, thresholds
 from evolve.kinds.verify_length.eval_policy import POLICY_FEATURES
 from evolve.gp.primitives import CORE_FEATURES, FEATURES, LOOKUP_FEATURES
 from heuristics.registry import get_rule
-from evolve.sim.verification import block_accept, block_masses, block_stops, relaxed_damage
 
 _ROW = {f: i for i, f in enumerate(FEATURES)}
 #: Features :func:`candidate_features` computes (target_rank only when a rule reads it).
@@ -283,7 +284,7 @@ def _rule_residual(rule, needed, p, q, p_ent, q_ent, start: int, n: int, rank: b
                                                    ids[None, :], rank), needed)
     scaled = np.zeros(p.shape[1])
     scaled[ids] = values_at(q, np.full(ids.size, n), ids) * tau
-    return residual_distribution(p[n], scaled)
+    return residual_distribution(p[n], scaled, 1.0)
 
 
 @dataclass(frozen=True)
@@ -310,7 +311,7 @@ def block_decision(p: np.ndarray, q: np.ndarray, drafts: Sequence[int],
                    eta: np.ndarray) -> tuple[int, np.ndarray, float]:
     """Block verification's decision on one block (Sun et al. 2024, arXiv 2403.10444).
 
-    As the simulator's ``block`` verification (:mod:`evolve.sim.verification`, whose Numba kernels
+    As the simulator's ``block`` verification (:mod:`evolve.verification.block`, whose Numba kernels
     it calls): block weights P_i = min(1, P_{i-1} p_i(x_i)/q_i(x_i)), residual masses, stopping
     probabilities h_i; it keeps the first n drafts, n the largest i (1-based) with eta_i <= h_i.
     Args: ``p`` float64 (k+1, V) and ``q`` float64 (k, V) the target's and the drafter's
@@ -334,7 +335,7 @@ def _block_decision(p, q, drafts, eta):
     n = int(block_accept(h, eta, k))
     if n == k:
         return n, p[k], expected, h
-    residual = np.maximum((1.0 if n == 0 else weights[n - 1]) * p[n] - q[n], 0.0)
+    residual = block_residual_array(1.0 if n == 0 else weights[n - 1], p[n], q[n])
     return n, (residual if residual.sum() > 0 else p[n]), expected, h
 
 
@@ -362,13 +363,13 @@ def relaxed_block_decision(p: np.ndarray, q: np.ndarray, drafts: Sequence[int], 
     (k,) uniforms, ``w`` float64 (k,) weights in [0, 1]. Returns (n, the unnormalised distribution of
     the next token, the expected tokens of the call 1 + E[n], the block's expected damage given the
     drafts: E[sum over the emitted depths d of w_d TV(p_d, q_d)], TV(p_d, q_d) = 1 - sum_v min(p_d,
-    q_d), by :func:`evolve.sim.verification.relaxed_damage`). With w = 0 everywhere it is exactly
+    q_d), by :func:`evolve.verification.block.relaxed_damage`). With w = 0 everywhere it is exactly
     :func:`block_decision` with damage 0.
     """
     k = len(drafts)
     p, q = densify(p), densify(q)
     w = np.asarray(w, dtype=np.float64)
-    target = np.concatenate([(1.0 - w)[:, None] * p[:k] + w[:, None] * q, p[k:k + 1]])
+    target = np.concatenate([relaxed_target(p[:k], q, w), p[k:k + 1]])
     n, dist, expected, h = _block_decision(target, q, drafts, eta)
     damage = w * (1.0 - np.clip(np.minimum(p[:k], q).sum(axis=1), 0.0, 1.0))
     return n, dist, expected, float(relaxed_damage(h, damage, k))

@@ -53,21 +53,23 @@ thread count.
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from enum import IntEnum
 
 import numpy as np
 from numba import njit, prange
 
-from evolve.traces.synth.block_columns import PHI_POINTS, residual_phi, target_rank
+from evolve.verification.block import (
+    PHI_POINTS, block_accept, block_masses, block_residual, block_stops, relaxed_damage, relaxed_targets, residual_phi,
+    target_rank,
+)
+from evolve.verification.tokenwise import acceptance_ratio
 from evolve.traces.synth.rng import next_double, sample_index, sample_normalised, seed_state
 from evolve.eval.layouts import record_layout, record_size
 from evolve.eval.reference import eval_rows
 from evolve.gp.primitives import FEATURES, Op
-from evolve.sim.models import STREAM_DECODE, position_pair, start_buffers, target_at
-from evolve.sim.verification import (
-    VERIFY_BLOCK, VERIFY_FLY, block_accept, block_masses, block_residual, block_stops, fly_accept, fly_expected,
-    relaxed_damage, relaxed_targets, topk_entropy,
-)
+from evolve.sim.models import STREAM_DECODE, KernelModel, position_pair, start_buffers, target_at
+from evolve.sim.verification import VERIFY_BLOCK, VERIFY_FLY, fly_accept, fly_expected, topk_entropy
 
 
 @record_layout
@@ -156,6 +158,27 @@ R_R, R_U, R_TAU, R_ACCEPTED, R_TESTED, R_BLOCK, R_RESIDUAL_MASS, R_PHI = Record
 B_TOKENS, B_ANALYTIC, B_TV_COUNT, B_TV_EXPECTED = BlockStat
 
 
+#: A compiled program as the kernels take it (:func:`evolve.eval.lowering.rule_program`'s four values): ``ops``,
+#: ``args`` int64 (L,), ``consts`` float64 (L,), ``stack_size``; an empty one (L = 0) is no program.
+RuleProgram = namedtuple("RuleProgram", ["ops", "args", "consts", "stack_size"])
+#: The two programs of a chain decode: the rule's thresholds (``rule``) and the relaxation weight of relaxed block
+#: verification (``weight``, empty: none), each a :class:`RuleProgram`.
+Programs = namedtuple("Programs", ["rule", "weight"])
+#: How a chain block is drafted and verified: draft length ``gamma`` >= 1; ``verify``
+#: :data:`evolve.sim.verification.VERIFY_TOKEN`, ``VERIFY_BLOCK`` or ``VERIFY_FLY``; FLy's ``fly_window`` (int),
+#: ``fly_threshold`` (nats) and ``fly_top_k`` (int).
+ChainMode = namedtuple("ChainMode", ["gamma", "verify", "fly_window", "fly_threshold", "fly_top_k"])
+#: What a chain decode writes: ``stats`` float64 (N_STATS,) (accumulated, columns :class:`Stat`), ``rows`` float64
+#: (R, N_RECORD) the records of the drafted tokens while R allows, ``blocks`` float64 (B, N_BLOCK_RECORD) per block.
+ChainOut = namedtuple("ChainOut", ["stats", "rows", "blocks"])
+#: The outputs of :func:`chain_batch`, one row per job: ``stats`` float64 (J, N_STATS), ``tokens`` int64 (J, T) the
+#: first tokens, ``rows`` float64 (J, R, N_RECORD), ``blocks`` float64 (J, B, N_BLOCK_RECORD) (T, R, B may be 0).
+BatchOut = namedtuple("BatchOut", ["stats", "tokens", "rows", "blocks"])
+#: Scratch of one block's verification (:func:`_verify`): ``h`` float64 (gamma,) stopping probabilities;
+#: ``native``, ``gate``, ``deferred`` bool (gamma,) and ``mass``, ``nxt`` float64 (gamma + 1,): FLy's.
+VerifyScratch = namedtuple("VerifyScratch", ["h", "native", "gate", "deferred", "mass", "nxt"])
+
+
 @njit(cache=True)
 def _clamp_tau(t):
     """The evaluator's threshold semantics: NaN/inf -> 0, then clamp to [0, 1]."""
@@ -187,10 +210,10 @@ def _target_ranks(p, out):
 
 
 @njit(cache=True)
-def _residual_sample(rng, ops, args, consts, p, q, feats, XV, stack, resid, uses_rank):
+def _residual_sample(rng, rule, p, q, feats, XV, stack, resid, uses_rank):
     """Token after a rejection: from norm(max(0, p - q*tau)) with tau of every token (see module doc).
 
-    ``feats`` float64 (N_FEATURES,) the position's features (the drafted
+    ``rule`` the rule's :class:`RuleProgram`; ``feats`` float64 (N_FEATURES,) the position's features (the drafted
     token's draft_prob/target_prob are replaced by each token's q(v), p(v), and its
     target_rank by each token's rank if ``uses_rank``, i.e. if the program reads it);
     ``XV`` float64 (N_FEATURES, V), ``stack`` float64 (>= stack_size, V), ``resid`` float64 (V,).
@@ -206,7 +229,7 @@ def _residual_sample(rng, ops, args, consts, p, q, feats, XV, stack, resid, uses
         XV[Feature.TARGET_PROB, v] = p[v]
     if uses_rank:  # sorting V tokens per rejection is only paid by programs that read the rank
         _target_ranks(p, XV[Feature.TARGET_RANK])
-    eval_rows(ops, args, consts, XV, 0, V, stack)
+    eval_rows(rule.ops, rule.args, rule.consts, XV, 0, V, stack)
     for v in range(V):
         resid[v] = max(0.0, p[v] - q[v] * _clamp_tau(stack[0, v]))
     y = sample_normalised(rng, resid)
@@ -216,18 +239,20 @@ def _residual_sample(rng, ops, args, consts, p, q, feats, XV, stack, resid, uses
 
 
 @njit(cache=True)
-def _verify(verify, P, target_prob, r, tau, uu, gamma, fly_window, fly_threshold, fly_top_k, weights, masses, h,
-            native, gate, deferred, mass, nxt):
+def _verify(mode, P, target_prob, r, tau, uu, weights, masses, vs):
     """One block's verification (:mod:`evolve.sim.verification`): (accepted, analytic tokens, expected TV).
 
-    ``tau`` (gamma,) the rule's clamped thresholds, ``r`` min(1, p/q), ``uu`` the
-    uniforms; block verification needs ``weights``, ``masses`` from
-    :func:`evolve.sim.verification.block_masses` and writes ``h``; the rest is scratch.
+    ``mode`` a :class:`ChainMode`; ``P`` float64 (gamma, V); ``target_prob``, ``r`` min(1, p/q), ``tau`` the rule's
+    clamped thresholds and ``uu`` the uniforms, float64 (gamma,); block verification needs ``weights``,
+    ``masses`` float64 (gamma,) from :func:`evolve.verification.block.block_masses` and writes ``vs.h``; the rest
+    of ``vs`` (:class:`VerifyScratch`) is scratch.
     Token-wise: analytic = 1 + sum_k prod_{i<=k} tau_i, expected TV =
     sum_k prod_{i<k} tau_i max(0, tau_k - r_k); block: 1 + E[tau], 0 (relaxed: the
-    caller adds the damage, :func:`evolve.sim.verification.relaxed_damage`); FLy: 1 + E[kept],
+    caller adds the damage, :func:`evolve.verification.block.relaxed_damage`); FLy: 1 + E[kept],
     E[deferred acceptances] (:func:`evolve.sim.verification.fly_expected`).
     """
+    gamma, verify, fly_window, fly_threshold, fly_top_k = mode
+    h, native, gate, deferred, mass, nxt = vs
     if verify == VERIFY_BLOCK:
         e_tau = block_stops(weights, masses, gamma, h)
         return block_accept(h, uu, gamma), 1.0 + e_tau, 0.0
@@ -258,28 +283,30 @@ def _verify(verify, P, target_prob, r, tau, uu, gamma, fly_window, fly_threshold
 # ---------------------------------------------------------------------------------------------
 
 @njit(cache=True)
-def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params, log_rank,
-              ops, args, consts, stack_size, verify, fly_window, fly_threshold, fly_top_k,
-              wops, wargs, wconsts, wstack, stats, rows, blocks):
+def chain_run(model, rng, buf, dpath, t0, length, window_len, mode, programs, out):
     """Chain speculative decoding of ``length`` tokens from position ``t0`` (module doc).
 
     Args:
-        model_seed: uint64 seed of the synthetic models; rng: uint64 (4,) decoding stream.
+        model: :class:`evolve.sim.models.KernelModel`; rng: uint64 (4,) decoding stream.
         buf: int64 (window_len + t0 + length + gamma + 1,); token at position s lives at
             ``buf[window_len + s]``; ``buf[t0:t0+window_len]`` must hold the context window.
         dpath: float64 (t0 + length + gamma + 2,); ``dpath[s + 1]`` is the difficulty of
             position s; ``dpath[t0]`` must hold d_{t0-1}.
-        gamma: draft length >= 1; ops, args, consts, stack_size: the rule's compiled program.
-        verify: :data:`evolve.sim.verification.VERIFY_TOKEN`, ``VERIFY_BLOCK`` or ``VERIFY_FLY``;
-            fly_window (int), fly_threshold (nats), fly_top_k (int): FLy's parameters.
-        wops, wargs, wconsts, wstack: the relaxation weight's compiled program (``VERIFY_BLOCK``
-            against p~ = (1 - w) p + w q); an empty program is lossless block verification.
-        stats: float64 (N_STATS,) accumulated in place (columns: :class:`Stat`).
-        rows: float64 (R, N_RECORD) records of every drafted token while R allows (else (0, N_RECORD)).
-        blocks: float64 (B, N_BLOCK_RECORD) per-block records while B allows.
+        window_len: K, the context window's length.
+        mode: :class:`ChainMode` (gamma, the verification and FLy's parameters).
+        programs: :class:`Programs`: the rule's compiled program and the relaxation weight's (``VERIFY_BLOCK``
+            against p~ = (1 - w) p + w q; an empty program is lossless block verification).
+        out: :class:`ChainOut`: ``stats`` float64 (N_STATS,) accumulated in place (columns: :class:`Stat`),
+            ``rows`` float64 (R, N_RECORD) records of every drafted token while R allows (else (0, N_RECORD)),
+            ``blocks`` float64 (B, N_BLOCK_RECORD) per-block records while B allows.
 
     Tokens past ``t0 + length`` emitted by the last block stay in ``buf``.
     """
+    model_seed, params, log_rank = model
+    gamma, verify = mode.gamma, mode.verify
+    ops, args, consts, stack_size = programs.rule
+    wops, wargs, wconsts, wstack = programs.weight
+    stats, rows, blocks = out
     V = log_rank.shape[0]
     P = np.empty((gamma, V))
     Q = np.empty((gamma, V))
@@ -309,11 +336,8 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
     weights = np.empty(gamma)
     masses = np.full(gamma, np.nan)
     h = np.empty(gamma)
-    native = np.zeros(gamma, dtype=np.bool_)
-    gate = np.zeros(gamma, dtype=np.bool_)
-    deferred = np.zeros(gamma, dtype=np.bool_)
-    mass = np.empty(gamma + 1)
-    nxt = np.empty(gamma + 1)
+    vs = VerifyScratch(h, np.zeros(gamma, dtype=np.bool_), np.zeros(gamma, dtype=np.bool_),
+                       np.zeros(gamma, dtype=np.bool_), np.empty(gamma + 1), np.empty(gamma + 1))
     uses_rank = False
     for i in range(ops.shape[0]):
         if ops[i] == Op.FEATURE and args[i] == Feature.TARGET_RANK:
@@ -344,7 +368,7 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
             X[Feature.OVERLAP, k] = ov
             X[Feature.TARGET_RANK, k] = target_rank(P[k], x)
             X[Feature.DRAFT_CUMPROB, k] = Q[k, x] * (X[Feature.DRAFT_CUMPROB, k - 1] if k > 0 else 1.0)
-            r[k] = min(1.0, P[k, x] / Q[k, x])
+            r[k] = acceptance_ratio(P[k, x], Q[k, x])
             drafts[k] = x
         if relaxed:  # the relaxation weight of every depth, from its prefix-level features
             eval_rows(wops, wargs, wconsts, X, 0, gamma, stack)
@@ -364,9 +388,7 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
             relaxed_targets(P, Q, wk, drafts, gamma, Pt, tpt)
             block_masses(Pt, Q, tpt, X[Feature.DRAFT_PROB], gamma, rweights, rmasses)
             vweights, vmasses = rweights, rmasses
-        accepted, analytic, tv_exp = _verify(verify, P, X[Feature.TARGET_PROB], r, tau, uu, gamma, fly_window,
-                                             fly_threshold, fly_top_k, vweights, vmasses, h, native, gate, deferred,
-                                             mass, nxt)
+        accepted, analytic, tv_exp = _verify(mode, P, X[Feature.TARGET_PROB], r, tau, uu, vweights, vmasses, vs)
         tv_count = 0.0  # accepted with u >= r: damage of a lossy rule or of FLy (block verification has none)
         if verify != VERIFY_BLOCK:
             for k in range(accepted):
@@ -404,7 +426,7 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
             else:
                 for f in range(N_FEATURES):
                     feats[f] = X[f, k]
-                y = _residual_sample(rng, ops, args, consts, P[k], Q[k], feats, XV, stack, resid, uses_rank)
+                y = _residual_sample(rng, programs.rule, P[k], Q[k], feats, XV, stack, resid, uses_rank)
             buf[window_len + t + k] = y
         if accepted == gamma:  # bonus token from p at position t + gamma
             pos = t + gamma
@@ -433,12 +455,13 @@ def chain_run(model_seed, rng, buf, dpath, t0, length, gamma, window_len, params
 
 
 @njit(cache=True)
-def autoregressive_run(model_seed, rng, buf, dpath, t0, length, window_len, params, log_rank, greedy):
+def autoregressive_run(model, rng, buf, dpath, t0, length, window_len, greedy):
     """Plain autoregressive decoding: x_s ~ p(.|prefix) (argmax p if ``greedy``), one target call per token.
 
-    ``buf`` and ``dpath`` as in :func:`chain_run` (``buf`` needs window_len + t0 + length entries).
+    ``model``, ``buf`` and ``dpath`` as in :func:`chain_run` (``buf`` needs window_len + t0 + length entries).
     Returns the number of target calls (= length).
     """
+    model_seed, params, log_rank = model
     V = log_rank.shape[0]
     p = np.empty(V)
     scratch = np.empty(V)
@@ -453,44 +476,47 @@ def autoregressive_run(model_seed, rng, buf, dpath, t0, length, window_len, para
 
 
 @njit(cache=True, parallel=True)
-def chain_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, gamma, params, log_rank, ops, args,
-                consts, stack_size, verify, fly_window, fly_threshold, fly_top_k, wops, wargs, wconsts, wstack,
-                stats_out, tokens_out, rows_out, blocks_out):
+def chain_batch(model_seed, params, log_rank, decode_seed, jobs, mode, rule, weight, out):
     """Independent chain decodes (jobs), in parallel; each job's output depends only on its inputs.
 
-    Job j decodes ``lengths[j]`` tokens from position ``t0s[j]`` after the context
-    window ``windows[j]`` (int64 (J, K)) with d_{t0-1} = ``d_prevs[j]``, on the
+    ``model_seed``, ``params``, ``log_rank`` the fields of a :class:`evolve.sim.models.KernelModel` (Numba's
+    parallel loop does not take a record holding a record; pass ``*model.kernel``), ``jobs`` a
+    :class:`evolve.sim.models.Jobs`, ``mode`` a :class:`ChainMode`, ``rule`` and ``weight`` the two
+    :class:`RuleProgram` of :class:`Programs`, ``out`` a :class:`BatchOut`. Job j decodes ``lengths[j]`` tokens from position
+    ``t0s[j]`` after the context window ``windows[j]`` (int64 (J, K)) with d_{t0-1} = ``d_prevs[j]``, on the
     decoding stream (decode_seed, keys[j], STREAM_DECODE). Outputs per job:
-    ``stats_out[j]`` (J, N_STATS), the first tokens ``tokens_out[j]`` (J, T; T may be 0),
-    records ``rows_out[j]`` (J, R, N_RECORD) and ``blocks_out[j]`` (J, B, N_BLOCK_RECORD)
-    (R, B may be 0); see :func:`chain_run` (also for ``verify``, FLy's parameters and the relaxation program).
+    ``out.stats[j]`` (J, N_STATS), the first tokens ``out.tokens[j]`` (J, T; T may be 0),
+    records ``out.rows[j]`` (J, R, N_RECORD) and ``out.blocks[j]`` (J, B, N_BLOCK_RECORD)
+    (R, B may be 0); see :func:`chain_run`.
     """
+    keys, windows, t0s, d_prevs, lengths = jobs
+    stats_out, tokens_out, rows_out, blocks_out = out
+    gamma = mode.gamma
     for j in prange(keys.shape[0]):
         K = windows.shape[1]
         t0 = t0s[j]
         buf, dpath = start_buffers(windows[j], t0, d_prevs[j], lengths[j] + gamma + 1)
         rng = seed_state(decode_seed, keys[j], STREAM_DECODE)
-        chain_run(model_seed, rng, buf, dpath, t0, lengths[j], gamma, K, params, log_rank, ops, args, consts,
-                  stack_size, verify, fly_window, fly_threshold, fly_top_k, wops, wargs, wconsts, wstack,
-                  stats_out[j], rows_out[j], blocks_out[j])
+        chain_run(KernelModel(model_seed, params, log_rank), rng, buf, dpath, t0, lengths[j], K, mode,
+                  Programs(rule, weight), ChainOut(stats_out[j], rows_out[j], blocks_out[j]))
         for k in range(min(tokens_out.shape[1], lengths[j])):
             tokens_out[j, k] = buf[K + t0 + k]
 
 
 @njit(cache=True)
-def autoregressive_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, params, log_rank, greedy,
-                         tokens_out):
-    """Plain autoregressive decodes (jobs as :func:`chain_batch`, stream STREAM_DECODE + 100).
+def autoregressive_batch(model, decode_seed, jobs, greedy, tokens_out):
+    """Plain autoregressive decodes (``model`` and ``jobs`` as :func:`chain_batch`, stream STREAM_DECODE + 100).
 
     Returns int64 (J,) target calls; the first tokens go to ``tokens_out`` (J, T).
     """
+    keys, windows, t0s, d_prevs, lengths = jobs
     calls = np.zeros(keys.shape[0], dtype=np.int64)
     for j in range(keys.shape[0]):
         K = windows.shape[1]
         t0 = t0s[j]
         buf, dpath = start_buffers(windows[j], t0, d_prevs[j], lengths[j])
         rng = seed_state(decode_seed, keys[j], STREAM_DECODE + 100)
-        calls[j] = autoregressive_run(model_seed, rng, buf, dpath, t0, lengths[j], K, params, log_rank, greedy)
+        calls[j] = autoregressive_run(model, rng, buf, dpath, t0, lengths[j], K, greedy)
         for k in range(min(tokens_out.shape[1], lengths[j])):
             tokens_out[j, k] = buf[K + t0 + k]
     return calls

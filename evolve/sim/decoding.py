@@ -51,13 +51,15 @@ import numpy as np
 import pandas as pd
 
 from evolve.errors import InputError
-from evolve.traces.synth.block_columns import PHI_POINTS
+from evolve.verification.block import PHI_POINTS
+from evolve.verification.tokenwise import standard_threshold
 from evolve.eval.evaluator import DEFAULT_COST_RATIO
 from evolve.gp.primitives import DERIVED_FEATURES, FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
 from evolve.sim.chain import (
-    N_BLOCK_RECORD, N_RECORD, N_STATS, Feature, Record, Stat, autoregressive_batch, chain_batch,
+    N_BLOCK_RECORD, N_RECORD, N_STATS, BatchOut, ChainMode, Feature, Programs, Record, RuleProgram, Stat,
+    autoregressive_batch, chain_batch,
 )
-from evolve.sim.models import Context, SyntheticModel, context_jobs, random_context, sequence_jobs
+from evolve.sim.models import Context, Jobs, SyntheticModel, context_jobs, random_context, sequence_jobs
 from evolve.sim.verification import TOKEN, Verification
 
 #: Largest draft length the simulator accepts.
@@ -117,15 +119,14 @@ def check_verification(verification: Verification, rule, gamma: int) -> Verifica
 _NO_PROGRAM = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0), 0)
 
 
-def _verify_args(verification: Verification, gamma: int) -> tuple:
-    """The kernels' (verify, fly_window, fly_threshold, fly_top_k, wops, wargs, wconsts, wstack).
-
-    The last four are the relaxation weight's program (empty: no relaxation).
-    """
+def _chain_args(rule, verification: Verification, gamma: int) -> tuple[ChainMode, Programs]:
+    """The chain kernels' :class:`evolve.sim.chain.ChainMode` and :class:`evolve.sim.chain.Programs` (the rule's
+    program and the relaxation weight's, empty without a relaxation)."""
     program = verification.weight_program()
     weight = _NO_PROGRAM if program is None else rule_program(program)
-    return (verification.code, verification.window(gamma) if verification.scheme == "fly" else 0,
-            float(verification.fly_threshold), int(verification.fly_top_k), *weight)
+    mode = ChainMode(gamma, verification.code, verification.window(gamma) if verification.scheme == "fly" else 0,
+                     float(verification.fly_threshold), int(verification.fly_top_k))
+    return mode, Programs(RuleProgram(*rule_program(rule)), RuleProgram(*weight))
 
 
 def check_cost_ratio(c) -> float:
@@ -230,17 +231,14 @@ def simulate_chain(model: SyntheticModel, rule, lengths, samples: int, gamma: in
     gamma = check_gamma_range(gamma)
     cost_ratio = check_cost_ratio(cost_ratio)
     check_verification(verification, rule, gamma)
-    ops, args, consts, ss = rule_program(rule)
+    mode, programs = _chain_args(rule, verification, gamma)
     lengths = [int(x) for x in lengths]
     jobs = sequence_jobs(model, lengths, samples)
     J = jobs["keys"].size
     out = np.zeros((J, N_STATS))
-    chain_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"], jobs["lengths"],
-                gamma, model.params, model.log_rank, ops, args, consts, ss,
-                *_verify_args(verification, gamma), out,
-                np.zeros((J, 0), np.int64), np.zeros((J, 0, N_RECORD)), np.zeros((J, 0, N_BLOCK_RECORD)))
-    ar = autoregressive_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"],
-                              jobs["lengths"], model.params, model.log_rank, False, np.zeros((J, 0), np.int64))
+    chain_batch(*model.kernel, model.useed, Jobs(**jobs), mode, *programs,
+                BatchOut(out, np.zeros((J, 0), np.int64), np.zeros((J, 0, N_RECORD)), np.zeros((J, 0, N_BLOCK_RECORD))))
+    ar = autoregressive_batch(model.kernel, model.useed, Jobs(**jobs), False, np.zeros((J, 0), np.int64))
     results = []
     for i, length in enumerate(lengths):
         sl = slice(i * samples, (i + 1) * samples)
@@ -259,14 +257,12 @@ def chain_at_context(model: SyntheticModel, rule, context: Context, n: int, gamm
     """
     gamma = check_gamma_range(gamma)
     check_verification(verification, rule, gamma)
-    ops, args, consts, ss = rule_program(rule)
+    mode, programs = _chain_args(rule, verification, gamma)
     jobs = context_jobs(context, int(n), int(n_tokens))
     tokens = np.zeros((n, n_tokens), dtype=np.int64)
     rows = np.zeros((n, 1, N_RECORD))
-    chain_batch(model.useed, np.uint64(seed), jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"],
-                jobs["lengths"], gamma, model.params, model.log_rank, ops, args, consts, ss,
-                *_verify_args(verification, gamma), np.zeros((n, N_STATS)), tokens, rows,
-                np.zeros((n, 0, N_BLOCK_RECORD)))
+    chain_batch(*model.kernel, np.uint64(seed), Jobs(**jobs), mode, *programs,
+                BatchOut(np.zeros((n, N_STATS)), tokens, rows, np.zeros((n, 0, N_BLOCK_RECORD))))
     return tokens, rows[:, 0, :]
 
 
@@ -330,7 +326,7 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
     row as in the vocabulary generator: draft_index 0..gamma-1 consecutive per
     block, rand_value = the u the decode loop drew (a fresh one for untested
     tokens), baseline_accepts = rand_value < min(1, p/q), target_rank and
-    block_residual_mass and block_residual_phi (:mod:`evolve.traces.synth.block_columns`, NaN at
+    block_residual_mass and block_residual_phi (:mod:`evolve.verification.block`, NaN at
     depth gamma - 1).
     So :func:`evolve.eval.evaluator.evaluate` on the frame with ``gamma`` reproduces
     the run's analytic tokens per call and tv_expected (token-wise), and block
@@ -341,16 +337,15 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
     """
     gamma = check_gamma_range(gamma)
     check_verification(verification, rule, gamma)
-    ops, args, consts, ss = rule_program(rule)
+    mode, programs = _chain_args(rule, verification, gamma)
     length = int(length)
     jobs = sequence_jobs(model, [length], int(sequences), int(key0))
     J = jobs["keys"].size
     stats = np.zeros((J, N_STATS))
     rows = np.zeros((J, length * gamma, N_RECORD))
     blocks = np.zeros((J, length, N_BLOCK_RECORD))
-    chain_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"], jobs["lengths"],
-                gamma, model.params, model.log_rank, ops, args, consts, ss,
-                *_verify_args(verification, gamma), stats, np.zeros((J, 0), np.int64), rows, blocks)
+    chain_batch(*model.kernel, model.useed, Jobs(**jobs), mode, *programs,
+                BatchOut(stats, np.zeros((J, 0), np.int64), rows, blocks))
     frames, taus, blocks_all = [], [], []
     for s in range(J):
         n = int(stats[s, Stat.ROWS])
@@ -364,7 +359,7 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
         frame["block_residual_phi"] = list(r[:, Record.PHI:Record.PHI + PHI_POINTS])
         frame["top_token_match"] = frame["top_token_match"] > 0.5
         frame["rand_value"] = r[:, Record.U]
-        frame["baseline_accepts"] = r[:, Record.U] < np.minimum(1.0, frame["target_prob"] / frame["draft_prob"])
+        frame["baseline_accepts"] = r[:, Record.U] < standard_threshold(frame["target_prob"], frame["draft_prob"])
         frame["seq_id"] = np.full(n, s, dtype=np.int64)
         frames.append(pd.DataFrame(frame))
         taus.append(r[:, Record.TAU])
@@ -382,6 +377,5 @@ def autoregressive(model: SyntheticModel, length: int, sequences: int, greedy: b
     jobs = sequence_jobs(model, [int(key_length if key_length is not None else length)], int(sequences))
     jobs["lengths"][:] = int(length)
     out = np.zeros((int(sequences), int(length)), dtype=np.int64)
-    autoregressive_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"],
-                         jobs["lengths"], model.params, model.log_rank, bool(greedy), out)
+    autoregressive_batch(model.kernel, model.useed, Jobs(**jobs), bool(greedy), out)
     return out

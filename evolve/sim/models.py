@@ -41,6 +41,7 @@ loops draw from (seed, job key, ``STREAM_DECODE`` + an offset per loop kind).
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,6 +68,15 @@ _S33 = np.uint64(33)
 # ---------------------------------------------------------------------------------------------
 # Context hashing and one position's distributions
 # ---------------------------------------------------------------------------------------------
+
+#: The synthetic models as the kernels take them: ``seed`` uint64, ``params`` the
+#: :class:`evolve.traces.synth.vocab_model.VocabParams`, ``log_rank`` float64 (V,) the Zipf base logits
+#: (:attr:`SyntheticModel.kernel`).
+KernelModel = namedtuple("KernelModel", ["seed", "params", "log_rank"])
+#: Decode jobs as the batch kernels take them (the fields of :func:`sequence_jobs`' dict): ``keys`` uint64 (J,),
+#: ``windows`` int64 (J, K), ``t0s`` int64 (J,), ``d_prevs`` float64 (J,), ``lengths`` int64 (J,).
+Jobs = namedtuple("Jobs", ["keys", "windows", "t0s", "d_prevs", "lengths"])
+
 
 @njit(cache=True)
 def _fmix64(h):
@@ -196,6 +206,11 @@ class SyntheticModel:
     def params(self):
         """The jitted functions' :class:`evolve.traces.synth.vocab_model.VocabParams`."""
         return self.config.params()
+
+    @property
+    def kernel(self) -> KernelModel:
+        """The model as the kernels take it (:class:`KernelModel`)."""
+        return KernelModel(self.useed, self.params, self.log_rank)
 
     @property
     def log_rank(self) -> np.ndarray:

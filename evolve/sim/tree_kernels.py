@@ -54,7 +54,8 @@ Verification
   leaf to root, sequence level, on the sampled tree; lossless and at least as many
   accepted tokens as SpecInfer's in expectation over the drafted tree. The rules (the
   acceptance weights a_v, the deletion of a rejected node and its parent's update) are
-  those of :mod:`evolve.engine.tree_verify`, whose exact enumeration tests check them;
+  :mod:`evolve.verification.tree`'s, stated in :mod:`evolve.engine.tree_verify`, whose exact
+  enumeration tests check them;
   here every node's p is computed first, then the nodes are tested in depth-first
   post-order, one uniform each, then one uniform draws the token after the accepted path.
 
@@ -63,6 +64,7 @@ columns of :class:`TreeStat` (the flat names ``T_*`` are the same members).
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from enum import IntEnum
 
 import numpy as np
@@ -70,7 +72,8 @@ from numba import njit, prange
 
 from evolve.traces.synth.rng import next_double, sample_index, sample_normalised, seed_state
 from evolve.eval.layouts import record_layout, record_size
-from evolve.sim.models import STREAM_DECODE, position_pair, start_buffers, target_at
+from evolve.sim.models import STREAM_DECODE, KernelModel, position_pair, start_buffers, target_at
+from evolve.verification.tree import accept_weight, residual_update, traversal_delete
 
 DRAFT_CHAIN = 0
 DRAFT_MEDUSA = 1
@@ -103,6 +106,37 @@ class TreeStat(IntEnum):
 N_TREE_STATS = record_size(TreeStat)
 # Flat names of the same members (unpacking fails at import if the layout gains a member).
 T_CALLS, T_EMITTED, T_ACCEPTED, T_NODES, T_DRAFT_STEPS, T_LENGTH, T_DEPTH = TreeStat
+
+
+#: How trees are drafted and verified, the kernels' program: the node budget N, the width schedule ``widths``
+#: int64 (L,), the adaptive maximum width, ``adaptive`` (bool), the maximal depth, DRAFT_CHAIN or DRAFT_MEDUSA,
+#: VERIFY_SAMPLE, VERIFY_GREEDY or VERIFY_TRAVERSAL (the order of :meth:`evolve.sim.trees.TreeConfig.kernel_args`).
+TreeShape = namedtuple("TreeShape", ["budget", "widths", "max_width", "adaptive", "max_depth", "draft_kind",
+                                     "verify"])
+#: One call's draft tree, nodes 0..N (node 0 the root): P, Q float64 (N + 1, V) the target's and the draft's
+#: distributions at each node; parent, token, level, child_start, child_count, argp int64 (N + 1,); dn float64
+#: (N + 1,) the latent difficulty after each node; ready bool (N + 1,): P, dn, argp computed.
+Tree = namedtuple("Tree", ["P", "Q", "parent", "token", "level", "child_start", "child_count", "dn", "argp",
+                           "ready"])
+#: Scratch of one call: path int64 (N + 1,), win int64 (K,), resid, work, scratch float64 (V,), picks int64
+#: (N + 1,); traversal verification's Pt float64 (N + 1, V), acc float64, gone, touched bool, stack, next_child
+#: int64 (N + 1,).
+TreeScratch = namedtuple("TreeScratch", ["path", "win", "resid", "work", "scratch", "picks", "Pt", "acc", "gone",
+                                         "touched", "stack", "next_child"])
+
+
+@njit(cache=True)
+def tree_arrays(budget, V, window_len):
+    """A :class:`Tree` and a :class:`TreeScratch` for trees of ``budget`` nodes over V tokens (uninitialised)."""
+    m = budget + 1
+    tree = Tree(np.empty((m, V)), np.empty((m, V)), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64),
+                np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64), np.empty(m),
+                np.empty(m, dtype=np.int64), np.empty(m, dtype=np.bool_))
+    ts = TreeScratch(np.empty(m, dtype=np.int64), np.empty(window_len, dtype=np.int64), np.empty(V), np.empty(V),
+                     np.empty(V), np.empty(m, dtype=np.int64), np.empty((m, V)), np.empty(m),
+                     np.empty(m, dtype=np.bool_), np.empty(m, dtype=np.bool_), np.empty(m, dtype=np.int64),
+                     np.empty(m, dtype=np.int64))
+    return tree, ts
 
 
 @njit(cache=True)
@@ -156,16 +190,18 @@ def _top_tokens(q, w, out):
 
 
 @njit(cache=True)
-def build_tree(model_seed, rng, buf, t, window_len, d_prev, params, log_rank, budget, widths, max_width, adaptive,
-               max_depth, draft_kind, verify, P, Q, parent, token, level, child_start, child_count, dn, argp, ready,
-               path, win, work, scratch, picks):
+def build_tree(model, rng, buf, t, window_len, d_prev, shape, tree, ts):
     """Draft one tree at position t breadth first (module doc); returns (nodes + 1, depth).
 
     Node 0 is the root (the verified context, d_{t-1} = ``d_prev``); for the
     chain draft, P[u], Q[u], dn[u], argp[u] of every expanded node are filled
-    (``ready[u]``); for Medusa heads Q[j] is head j's distribution. Arrays as
+    (``ready[u]``); for Medusa heads Q[j] is head j's distribution. Args as
     :func:`tree_call`.
     """
+    model_seed, params, log_rank = model
+    budget, widths, max_width, adaptive, max_depth, draft_kind, verify = shape
+    P, Q, parent, token, level, child_start, child_count, dn, argp, ready = tree
+    path, win, work, scratch, picks = ts.path, ts.win, ts.work, ts.scratch, ts.picks
     n = 1
     parent[0] = -1
     token[0] = -1
@@ -222,65 +258,30 @@ def build_tree(model_seed, rng, buf, t, window_len, d_prev, params, log_rank, bu
 
 
 @njit(cache=True)
-def _reject_child(resid, qrow):
-    """Sampling verification's residual update after a rejected child: R <- norm(max(0, R - q)), in place.
-
-    If the sum is 0 (R == q) R is left as it is: the next child is then accepted surely.
-    """
-    total = 0.0
-    for v in range(resid.shape[0]):
-        total += max(0.0, resid[v] - qrow[v])
-    if total > 0.0:
-        inv = 1.0 / total
-        for v in range(resid.shape[0]):
-            resid[v] = max(0.0, resid[v] - qrow[v]) * inv
-
-
-@njit(cache=True)
 def _children_q(Q, u, level, draft_kind):
     """The distribution node u's children were drawn from: its own row of Q (chain draft) or its level's head."""
     return Q[u] if draft_kind == DRAFT_CHAIN else Q[level[u]]
 
 
 @njit(cache=True)
-def _accept_weight(w, prow, qrow, x):
-    """min(1, w P(x) / Q(x)); 1 (or 0 when w P(x) = 0) where Q(x) = 0."""
-    num = w * prow[x]
-    if qrow[x] <= 0.0:
-        return 1.0 if num > 0.0 else 0.0
-    return min(1.0, num / qrow[x])
-
-
-@njit(cache=True)
-def _traversal_delete(w, prow, qrow):
-    """Traversal verification's update of a node whose child was deleted, in place: P <- norm(max(0, w P - Q))
-    (unchanged when the mass m is 0); returns the node's new weight m / (m + 1 - w) (1 when that is 0/0)."""
-    m = 0.0
-    for v in range(prow.shape[0]):
-        m += max(0.0, w * prow[v] - qrow[v])
-    if m > 0.0:
-        inv = 1.0 / m
-        for v in range(prow.shape[0]):
-            prow[v] = max(0.0, w * prow[v] - qrow[v]) * inv
-    den = m + 1.0 - w
-    return 1.0 if den <= 0.0 else m / den
-
-
-@njit(cache=True)
-def _traversal_refresh(n, parent, token, level, draft_kind, Pt, Q, acc, gone, touched):
+def _traversal_refresh(n, draft_kind, tree, ts):
     """a_v = min(1, a_parent P_parent(x_v) / Q_parent(x_v)) for every node neither deleted nor updated, parents first."""
+    parent, token, level, Q = tree.parent, tree.token, tree.level, tree.Q
+    Pt, acc, gone, touched = ts.Pt, ts.acc, ts.gone, ts.touched
     for i in range(1, n):
         if not (gone[i] or touched[i]):
             p = parent[i]
-            acc[i] = _accept_weight(acc[p], Pt[p], _children_q(Q, p, level, draft_kind), token[i])
+            acc[i] = accept_weight(acc[p], Pt[p], _children_q(Q, p, level, draft_kind), token[i])
 
 
 @njit(cache=True)
-def _traversal_pick(rng, n, parent, token, level, child_start, child_count, draft_kind, P, Q, Pt, acc, gone,
-                    touched, stack, next_child):
+def _traversal_pick(rng, n, draft_kind, tree, ts):
     """Traversal verification of the tree's nodes 1..n-1 (node 0 the root; every P row computed): returns the
-    accepted node (0: the root, nothing accepted); ``Pt[node]`` then holds the distribution of the token emitted
-    after it. Scratch: Pt float64 (n, V); acc float64, gone, touched bool, stack, next_child int64 (n,)."""
+    accepted node (0: the root, nothing accepted); ``ts.Pt[node]`` then holds the distribution of the token
+    emitted after it. Scratch: ``ts``'s Pt, acc, gone, touched, stack, next_child (:class:`TreeScratch`)."""
+    parent, level, child_start, child_count, P, Q = \
+        tree.parent, tree.level, tree.child_start, tree.child_count, tree.P, tree.Q
+    Pt, acc, gone, touched, stack, next_child = ts.Pt, ts.acc, ts.gone, ts.touched, ts.stack, ts.next_child
     for u in range(n):
         for v in range(P.shape[1]):
             Pt[u, v] = P[u, v]
@@ -288,7 +289,7 @@ def _traversal_pick(rng, n, parent, token, level, child_start, child_count, draf
         gone[u] = False
         touched[u] = False
         next_child[u] = 0
-    _traversal_refresh(n, parent, token, level, draft_kind, Pt, Q, acc, gone, touched)
+    _traversal_refresh(n, draft_kind, tree, ts)
     top = 0
     stack[0] = 0
     while top >= 0:  # depth-first post-order, children in index order
@@ -306,33 +307,30 @@ def _traversal_pick(rng, n, parent, token, level, child_start, child_count, draf
             return u
         gone[u] = True
         p = parent[u]
-        acc[p] = _traversal_delete(acc[p], Pt[p], _children_q(Q, p, level, draft_kind))
+        acc[p] = traversal_delete(acc[p], Pt[p], _children_q(Q, p, level, draft_kind))
         touched[p] = True
-        _traversal_refresh(n, parent, token, level, draft_kind, Pt, Q, acc, gone, touched)
+        _traversal_refresh(n, draft_kind, tree, ts)
     return 0
 
 
 @njit(cache=True)
-def tree_call(model_seed, rng, buf, dpath, t, window_len, params, log_rank, budget, widths, max_width,
-              adaptive, max_depth, draft_kind, verify, P, Q, parent, token, level, child_start,
-              child_count, dn, argp, ready, path, win, resid, work, scratch, picks, Pt, acc, gone, touched, stack,
-              next_child):
+def tree_call(model, rng, buf, dpath, t, window_len, shape, tree, ts):
     """One target call at position t with a draft tree (module doc); writes the emitted tokens into ``buf``.
 
-    Args (arrays are preallocated scratch, N = budget):
-        buf, dpath: as :func:`evolve.sim.chain.chain_run` (room for N + 1 tokens past t).
-        widths: int64 (L,) width schedule (used unless ``adaptive``); max_width: adaptive maximum.
-        draft_kind: DRAFT_CHAIN or DRAFT_MEDUSA; verify: VERIFY_SAMPLE, VERIFY_TRAVERSAL or VERIFY_GREEDY.
-        P, Q: float64 (N + 1, V); parent, token, level, child_start, child_count, argp: int64 (N + 1,);
-        dn: float64 (N + 1,); ready: bool (N + 1,); path, win, picks: int64 (N + 1,), (K,), (N + 1,);
-        resid, work, scratch: float64 (V,); Pt float64 (N + 1, V), acc float64, gone, touched bool, stack,
-        next_child int64 (N + 1,): traversal verification's scratch.
+    Args (N = the budget):
+        model: :class:`evolve.sim.models.KernelModel` (the synthetic model's seed, parameters, Zipf logits).
+        rng: the decoding stream's state (:func:`evolve.traces.synth.rng.seed_state`).
+        buf, dpath: as :func:`evolve.sim.chain.chain_run` (room for N + 1 tokens past t); window_len K.
+        shape: :class:`TreeShape`; tree: :class:`Tree` and ts: :class:`TreeScratch`, preallocated
+        (:func:`tree_arrays`).
 
     Returns: (emitted, accepted, nodes drafted, tree depth, draft steps).
     """
-    n, depth = build_tree(model_seed, rng, buf, t, window_len, dpath[t], params, log_rank, budget, widths, max_width,
-                          adaptive, max_depth, draft_kind, verify, P, Q, parent, token, level, child_start,
-                          child_count, dn, argp, ready, path, win, work, scratch, picks)
+    model_seed, params, log_rank = model
+    draft_kind, verify = shape.draft_kind, shape.verify
+    P, Q, parent, token, level, child_start, child_count, dn, argp, ready = tree
+    path, win, resid, work, scratch, Pt = ts.path, ts.win, ts.resid, ts.work, ts.scratch, ts.Pt
+    n, depth = build_tree(model, rng, buf, t, window_len, dpath[t], shape, tree, ts)
     steps = depth if draft_kind == DRAFT_CHAIN else (1 if depth > 0 else 0)
     if verify == VERIFY_TRAVERSAL:
         for u in range(n):  # every node's p (breadth-first: a parent's latent difficulty comes first)
@@ -343,8 +341,7 @@ def tree_call(model_seed, rng, buf, dpath, t, window_len, params, log_rank, budg
                 dn[u] = d
                 argp[u] = ap
                 ready[u] = True
-        last = _traversal_pick(rng, n, parent, token, level, child_start, child_count, draft_kind, P, Q, Pt, acc,
-                               gone, touched, stack, next_child)
+        last = _traversal_pick(rng, n, draft_kind, tree, ts)
         k = level[last]
         u = last
         for i in range(k, 0, -1):  # the accepted path, root side first
@@ -394,7 +391,7 @@ def tree_call(model_seed, rng, buf, dpath, t, window_len, params, log_rank, budg
                 if next_double(rng) * qrow[x] < resid[x]:  # u < min(1, R(x)/q(x)), q(x) > 0
                     nxt = c
                     break
-                _reject_child(resid, qrow)
+                residual_update(1.0, resid, qrow)  # R <- norm(max(0, R - q))
             if nxt >= 0:
                 buf[window_len + pos] = token[nxt]
             else:
@@ -408,44 +405,17 @@ def tree_call(model_seed, rng, buf, dpath, t, window_len, params, log_rank, budg
 
 
 @njit(cache=True)
-def tree_run(model_seed, rng, buf, dpath, t0, length, window_len, params, log_rank, budget, widths, max_width,
-             adaptive, max_depth, draft_kind, verify, stats):
+def tree_run(model, rng, buf, dpath, t0, length, window_len, shape, stats):
     """Decode ``length`` tokens from position t0 with one draft tree per target call; adds to ``stats``.
 
-    ``buf`` needs window_len + t0 + length + budget + 1 entries, ``dpath``
-    t0 + length + budget + 2 (layout as :func:`evolve.sim.chain.chain_run`);
-    ``stats`` float64 (N_TREE_STATS,).
+    ``model`` a :class:`evolve.sim.models.KernelModel`, ``shape`` a :class:`TreeShape`; ``buf`` needs
+    window_len + t0 + length + budget + 1 entries, ``dpath`` t0 + length + budget + 2 (layout as
+    :func:`evolve.sim.chain.chain_run`); ``stats`` float64 (N_TREE_STATS,).
     """
-    V = log_rank.shape[0]
-    m = budget + 1
-    P = np.empty((m, V))
-    Q = np.empty((m, V))
-    parent = np.empty(m, dtype=np.int64)
-    token = np.empty(m, dtype=np.int64)
-    level = np.empty(m, dtype=np.int64)
-    child_start = np.empty(m, dtype=np.int64)
-    child_count = np.empty(m, dtype=np.int64)
-    dn = np.empty(m)
-    argp = np.empty(m, dtype=np.int64)
-    ready = np.empty(m, dtype=np.bool_)
-    path = np.empty(m, dtype=np.int64)
-    win = np.empty(window_len, dtype=np.int64)
-    picks = np.empty(m, dtype=np.int64)
-    resid = np.empty(V)
-    work = np.empty(V)
-    scratch = np.empty(V)
-    Pt = np.empty((m, V))
-    acc = np.empty(m)
-    gone = np.empty(m, dtype=np.bool_)
-    touched = np.empty(m, dtype=np.bool_)
-    stack = np.empty(m, dtype=np.int64)
-    next_child = np.empty(m, dtype=np.int64)
+    tree, ts = tree_arrays(shape.budget, model.log_rank.shape[0], window_len)
     t = t0
     while t < t0 + length:
-        emitted, accepted, nodes, depth, steps = tree_call(
-            model_seed, rng, buf, dpath, t, window_len, params, log_rank, budget, widths, max_width, adaptive,
-            max_depth, draft_kind, verify, P, Q, parent, token, level, child_start, child_count, dn, argp,
-            ready, path, win, resid, work, scratch, picks, Pt, acc, gone, touched, stack, next_child)
+        emitted, accepted, nodes, depth, steps = tree_call(model, rng, buf, dpath, t, window_len, shape, tree, ts)
         stats[TreeStat.CALLS] += 1.0
         stats[TreeStat.EMITTED] += emitted
         stats[TreeStat.ACCEPTED] += accepted
@@ -457,20 +427,22 @@ def tree_run(model_seed, rng, buf, dpath, t0, length, window_len, params, log_ra
 
 
 @njit(cache=True, parallel=True)
-def tree_batch(model_seed, decode_seed, keys, windows, t0s, d_prevs, lengths, params, log_rank, budget, widths,
-               max_width, adaptive, max_depth, draft_kind, verify, stats_out, tokens_out):
+def tree_batch(model_seed, params, log_rank, decode_seed, jobs, shape, stats_out, tokens_out):
     """Independent tree decodes (jobs as :func:`evolve.sim.chain.chain_batch`), in parallel.
 
-    Job j decodes ``lengths[j]`` tokens from ``t0s[j]`` after ``windows[j]`` on the
-    stream (decode_seed, keys[j], STREAM_DECODE + TREE_STREAM_OFFSET); ``stats_out`` float64
+    ``model_seed``, ``params``, ``log_rank`` the fields of a :class:`evolve.sim.models.KernelModel` (Numba's
+    parallel loop does not take a record holding a record; pass ``*model.kernel``), ``jobs`` a :class:`evolve.sim.models.Jobs`, ``shape`` a
+    :class:`TreeShape`. Job j decodes ``jobs.lengths[j]`` tokens from ``jobs.t0s[j]`` after ``jobs.windows[j]``
+    on the stream (decode_seed, jobs.keys[j], STREAM_DECODE + TREE_STREAM_OFFSET); ``stats_out`` float64
     (J, N_TREE_STATS), the first tokens into ``tokens_out`` int64 (J, T).
     """
+    keys, windows, t0s, d_prevs, lengths = jobs
+    budget = shape.budget
     for j in prange(keys.shape[0]):
         K = windows.shape[1]
         t0 = t0s[j]
         buf, dpath = start_buffers(windows[j], t0, d_prevs[j], lengths[j] + budget + 1)
         rng = seed_state(decode_seed, keys[j], STREAM_DECODE + TREE_STREAM_OFFSET)
-        tree_run(model_seed, rng, buf, dpath, t0, lengths[j], K, params, log_rank, budget, widths, max_width,
-                 adaptive, max_depth, draft_kind, verify, stats_out[j])
+        tree_run(KernelModel(model_seed, params, log_rank), rng, buf, dpath, t0, lengths[j], K, shape, stats_out[j])
         for k in range(min(tokens_out.shape[1], lengths[j])):
             tokens_out[j, k] = buf[K + t0 + k]

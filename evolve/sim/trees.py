@@ -22,11 +22,10 @@ from numba import njit
 from evolve.errors import InputError
 from evolve.traces.synth.rng import seed_state
 from evolve.sim.decoding import check_cost_ratio
-from evolve.sim.models import STREAM_DECODE, Context, SyntheticModel, context_jobs, position_pair, sequence_jobs
+from evolve.sim.models import STREAM_DECODE, Context, Jobs, SyntheticModel, context_jobs, position_pair, sequence_jobs
 from evolve.sim.tree_kernels import (
     DRAFT_CHAIN, DRAFT_MEDUSA, N_TREE_STATS, TREE_STREAM_OFFSET, VERIFY_GREEDY, VERIFY_SAMPLE, VERIFY_TRAVERSAL, TreeStat,
-    build_tree,
-    tree_batch,
+    TreeShape, build_tree, tree_arrays, tree_batch,
 )
 
 
@@ -221,8 +220,8 @@ def simulate_tree(model: SyntheticModel, config: TreeConfig, length: int, sample
     cost_ratio = check_cost_ratio(cost_ratio)
     jobs = sequence_jobs(model, [int(length)], int(samples))
     out = np.zeros((samples, N_TREE_STATS))
-    tree_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"], jobs["lengths"],
-               model.params, model.log_rank, *config.kernel_args(), out, np.zeros((samples, 0), np.int64))
+    tree_batch(*model.kernel, model.useed, Jobs(**jobs), TreeShape(*config.kernel_args()), out,
+               np.zeros((samples, 0), np.int64))
     return TreeResult(config, int(length), int(samples), cost_ratio, out.sum(axis=0), out)
 
 
@@ -231,8 +230,7 @@ def tree_at_context(model: SyntheticModel, config: TreeConfig, context: Context,
     """``n`` independent tree decodes of ``n_tokens`` tokens from one fixed context: int64 (n, n_tokens)."""
     jobs = context_jobs(context, int(n), int(n_tokens))
     out = np.zeros((n, n_tokens), dtype=np.int64)
-    tree_batch(model.useed, np.uint64(seed), jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"],
-               jobs["lengths"], model.params, model.log_rank, *config.kernel_args(),
+    tree_batch(*model.kernel, np.uint64(seed), Jobs(**jobs), TreeShape(*config.kernel_args()),
                np.zeros((n, N_TREE_STATS)), out)
     return out
 
@@ -256,21 +254,16 @@ def draft_tree(model: SyntheticModel, config: TreeConfig, context: Context,
     Parents index the returned nodes (-1 = child of the root), in breadth-first
     order, ready for :func:`tree_attention_mask`.
     """
-    budget, widths, max_width, adaptive, max_depth, kind, verify = config.kernel_args()
+    shape = TreeShape(*config.kernel_args())
     V, K = int(model.vocab_size), int(model.window)
-    m = budget + 1
+    m = shape.budget + 1
     buf = np.zeros(K + context.position + m + 1, dtype=np.int64)
     buf[context.position:context.position + K] = context.window
-    P, Q = np.empty((m, V)), np.empty((m, V))
-    ints = [np.empty(m, dtype=np.int64) for _ in range(7)]
-    parent, token, level, child_start, child_count, argp, picks = ints
+    tree, ts = tree_arrays(shape.budget, V, K)
     rng = seed_state(np.uint64(seed), np.uint64(0), STREAM_DECODE + TREE_STREAM_OFFSET)
-    n, _ = build_tree(model.useed, rng, buf, int(context.position), K, float(context.d_prev), model.params,
-                      model.log_rank, budget, widths, max_width, adaptive, max_depth, kind, verify, P, Q, parent,
-                      token, level, child_start, child_count, np.empty(m), argp, np.empty(m, dtype=np.bool_),
-                      np.empty(m, dtype=np.int64), np.empty(K, dtype=np.int64), np.empty(V), np.empty(V), picks)
-    parents = parent[1:n] - 1  # kernel node k is returned node k - 1; the root (0) becomes -1
-    return parents, token[1:n].copy(), level[1:n].copy()
+    n, _ = build_tree(model.kernel, rng, buf, int(context.position), K, float(context.d_prev), shape, tree, ts)
+    parents = tree.parent[1:n] - 1  # kernel node k is returned node k - 1; the root (0) becomes -1
+    return parents, tree.token[1:n].copy(), tree.level[1:n].copy()
 
 
 def tree_tokens(model: SyntheticModel, config: TreeConfig, length: int, sample: int = 0,
@@ -280,6 +273,5 @@ def tree_tokens(model: SyntheticModel, config: TreeConfig, length: int, sample: 
     jobs["lengths"][:] = int(length)
     out = np.zeros((1, int(length)), dtype=np.int64)
     stats = np.zeros((1, N_TREE_STATS))
-    tree_batch(model.useed, model.useed, jobs["keys"], jobs["windows"], jobs["t0s"], jobs["d_prevs"], jobs["lengths"],
-               model.params, model.log_rank, *config.kernel_args(), stats, out)
+    tree_batch(*model.kernel, model.useed, Jobs(**jobs), TreeShape(*config.kernel_args()), stats, out)
     return out[0], stats[0]

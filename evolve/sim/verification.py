@@ -40,8 +40,8 @@ comes from.
     p. At a fixed context the first emitted token is distributed exactly as
     p~_1, at total variation w_1 (1 - overlap_1) from p_1; the expected damage
     of a block is sum over the emitted depths of w_k (1 - overlap_k)
-    (:func:`relaxed_damage`; :mod:`evolve.kinds.relaxation.eval_block` scores the same
-    from records).
+    (:func:`evolve.verification.block.relaxed_damage`; :mod:`evolve.kinds.relaxation.eval_block` scores the
+    same from records).
 
 ``fly``: FLy
     Jinze Li, Yixing Xu, Guanchen Li et al. 2025, "Training-Free Loosely
@@ -78,7 +78,9 @@ comes from.
     deferred acceptances follow from a recursion over the pending look-ahead
     (:func:`fly_expected`), the counterparts of the per-token formulas.
 
-Functions are ``@njit(cache=True)``; arrays are float64 unless said otherwise.
+The maths of token-wise and block verification is the verification core's (:mod:`evolve.verification`);
+this module holds the modes, their parameters and FLy's kernels. Functions are ``@njit(cache=True)``;
+arrays are float64 unless said otherwise.
 """
 from __future__ import annotations
 
@@ -89,7 +91,6 @@ import numpy as np
 from numba import njit
 
 from evolve.errors import InputError
-from evolve.traces.synth.block_columns import block_weight, residual_mass
 
 VERIFY_TOKEN = 0
 VERIFY_BLOCK = 1
@@ -203,84 +204,6 @@ TOKEN = Verification()
 
 
 # ---------------------------------------------------------------------------------------------
-# Block verification
-# ---------------------------------------------------------------------------------------------
-
-@njit(cache=True)
-def block_masses(P, Q, target_prob, draft_prob, gamma, weights, masses):
-    """Block weights and residual masses of one drafted block (module doc, ``block``).
-
-    Args: ``P``, ``Q`` (gamma, V) the target's and draft's distributions at each
-    depth; ``target_prob``, ``draft_prob`` (gamma,) p_i(X_i), q_i(X_i).
-    Writes ``weights[k]`` = P_{k+1} and ``masses[k]`` = m_{k+1} (NaN at k = gamma - 1),
-    k = 0..gamma-1 (the ``block_residual_mass`` of the record at depth k).
-    """
-    w = 1.0
-    for k in range(gamma):
-        w = block_weight(w, target_prob[k], draft_prob[k])
-        weights[k] = w
-        masses[k] = residual_mass(w, P[k + 1], Q[k + 1]) if k + 1 < gamma else np.nan
-
-
-@njit(cache=True)
-def block_stops(weights, masses, gamma, h):
-    """Stopping probabilities h (gamma,) into ``h`` and E[tau] (module doc, ``block``)."""
-    acc = 0.0
-    for k in range(gamma):
-        if k == gamma - 1:
-            hk = weights[k]
-        else:
-            denom = masses[k] + 1.0 - weights[k]
-            hk = 1.0 if denom <= 0.0 else masses[k] / denom
-        h[k] = hk
-        acc = (k + 1) * hk + (1.0 - hk) * acc
-    return acc
-
-
-@njit(cache=True)
-def block_accept(h, eta, gamma):
-    """Accepted length tau: the largest i (1-based) with eta_i <= h_i, 0 if none."""
-    for k in range(gamma - 1, -1, -1):
-        if eta[k] <= h[k]:
-            return k + 1
-    return 0
-
-
-@njit(cache=True)
-def block_residual(weight, p, q, resid):
-    """resid[v] = max(0, weight p(v) - q(v)) (unnormalised; sample with ``sample_normalised``)."""
-    for v in range(p.shape[0]):
-        resid[v] = max(0.0, weight * p[v] - q[v])
-
-
-@njit(cache=True)
-def relaxed_targets(P, Q, w, drafts, gamma, Pt, tpt):
-    """Pt[k] = (1 - w_k) P[k] + w_k Q[k] and tpt[k] = Pt[k, drafts[k]], k = 0..gamma-1 (relaxed block verification)."""
-    for k in range(gamma):
-        wk = w[k]
-        for v in range(P.shape[1]):
-            Pt[k, v] = (1.0 - wk) * P[k, v] + wk * Q[k, v]
-        tpt[k] = Pt[k, drafts[k]]
-
-
-@njit(cache=True)
-def relaxed_damage(h, damage, gamma):
-    """E[sum over the emitted depths of damage_k] given the stopping probabilities h (gamma,).
-
-    Depth k (1-based) is emitted iff tau >= k - 1; with C_j = damage_1 + ... +
-    damage_j (C_{gamma+1} = C_gamma: the bonus token is drawn from p), the value is
-    E[C_{tau+1}] by F_0 = C_1, F_k = h_k C_{k+1} + (1 - h_k) F_{k-1}.
-    """
-    cum = damage[0]
-    f = cum
-    for k in range(gamma):
-        nxt = cum + damage[k + 1] if k + 1 < gamma else cum
-        f = h[k] * nxt + (1.0 - h[k]) * f
-        cum = nxt
-    return f
-
-
-# ---------------------------------------------------------------------------------------------
 # FLy
 # ---------------------------------------------------------------------------------------------
 
@@ -362,5 +285,4 @@ def fly_expected(r, gate, gamma, window, mass, nxt):
 
 
 __all__ = ["FLY_MAX_WINDOW", "FLY_THRESHOLD", "FLY_TOP_K", "TOKEN", "VERIFICATIONS", "VERIFY_BLOCK", "VERIFY_FLY",
-           "VERIFY_TOKEN", "Verification", "block_accept", "block_masses", "block_residual", "block_stops",
-           "fly_accept", "fly_expected", "relaxed_damage", "relaxed_targets", "topk_entropy"]
+           "VERIFY_TOKEN", "Verification", "fly_accept", "fly_expected", "topk_entropy"]

@@ -23,7 +23,7 @@ max_v q(v) and max_v p(v)), ``overlap`` (float64, sum_v min(p(v), q(v))),
 ``block_residual_mass`` (float64 in [0, 1]: block verification's residual mass
 sum_v max(0, P p'(v) - q'(v)) with P the block weight after the record's token
 and p', q' the next depth's distributions; NaN, and only there, at a block's last
-depth; :mod:`evolve.traces.synth.block_columns`), ``target_rank`` (int64, rank of the
+depth; :mod:`evolve.verification.block`), ``target_rank`` (int64, rank of the
 drafted token under p, 0 = arg max, tied tokens share a rank) and
 ``block_residual_phi`` (a list of :data:`RESIDUAL_PHI_POINTS` float64 per record, in
 [0, 1]: phi(a) = sum_v max(0, a p'(v) - q'(v)) of the next depth's (p', q') at
@@ -67,10 +67,12 @@ import numpy as np
 import pandas as pd
 
 from evolve.errors import InputError, printable
+from evolve.verification.block import PHI_POINTS
+from evolve.verification.tokenwise import standard_threshold
 
 SCHEMA_VERSION = 1
-#: Values per record of the list column ``block_residual_phi`` (:mod:`evolve.traces.synth.block_columns`).
-RESIDUAL_PHI_POINTS = 32
+#: Values per record of the list column ``block_residual_phi``: the grid of :mod:`evolve.verification.block`.
+RESIDUAL_PHI_POINTS = PHI_POINTS
 
 #: Slack allowed when comparing a drafted token's probability with the top probability.
 TOP_PROB_TOLERANCE = 1e-9
@@ -80,7 +82,7 @@ TOP_PROB_TOLERANCE = 1e-9
 ROUNDOFF_TOLERANCE = 1e-9
 #: Slack of every check of ``block_residual_phi`` (monotone, convex, slopes in [0, 1], phi(1) = 1 - overlap of
 #: the next record). Every writer computes phi and overlap in float64 from the same float64 (p, q)
-#: (:mod:`evolve.traces.synth.block_columns`): their round-off is at most about V * 2**-53 (2e-11 for a
+#: (:mod:`evolve.verification.block`): their round-off is at most about V * 2**-53 (2e-11 for a
 #: 150k-token vocabulary; 1e-15 on the test fixtures), and the values are stored as float64 (float32
 #: storage is refused as a dtype), so the slack of the round-off clipping, 1e-9, covers it with room to
 #: spare and is still far below anything that changes a verdict (linear interpolation alone is off by up
@@ -151,14 +153,6 @@ LOOKUP_COLUMNS: tuple[str, ...] = ("lookup_len", "lookup_freq")
 COLUMN_BY_NAME = {c.name: c for c in COLUMNS}
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.required)
 OPTIONAL_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if not c.required)
-
-
-def standard_threshold(target_prob: np.ndarray, draft_prob: np.ndarray) -> np.ndarray:
-    """Standard rule r = min(1, p/q) (Leviathan et al. 2023, arXiv 2211.17192).
-
-    Args: float64 arrays of shape (n,), ``draft_prob`` > 0. Returns float64 (n,).
-    """
-    return np.minimum(1.0, target_prob / draft_prob)
 
 
 def _first(mask: np.ndarray) -> int:
@@ -481,7 +475,7 @@ def _phi_shape_problem(row: np.ndarray) -> str:
 
 
 def check_phi_records(cols: dict[str, np.ndarray], source: str) -> None:
-    """Check that ``block_residual_phi`` means what it says (:mod:`evolve.traces.synth.block_columns`).
+    """Check that ``block_residual_phi`` means what it says (:mod:`evolve.verification.block`).
 
     phi(a) = sum_v max(0, a p'(v) - q'(v)) of the next drafted position (p', q') is, on the grid
     a = k/K, k = 1..K with phi(0) = 0: non-decreasing, convex (its slope, the p'-mass of

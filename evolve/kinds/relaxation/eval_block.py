@@ -28,7 +28,7 @@ p_i(X_i) / q_i(X_i) unclamped, the records' ``target_prob / draft_prob``):
   = (1 - P~_i w_{i+1}) phi_{i+1}(a) with a = P~_i (1 - w_{i+1}) / (1 - P~_i w_{i+1})
   in [0, 1] (0 when P~_i w_{i+1} = 1) and phi_{i+1}(a) = sum_x max(0, a p_{i+1}(x)
   - q_{i+1}(x)), held on the record of position i in ``block_residual_phi`` (a
-  grid of a, :mod:`evolve.traces.synth.block_columns`; linear interpolation, anchored at
+  grid of a, :mod:`evolve.verification.block`; linear interpolation, anchored at
   the exact value ``block_residual_mass`` = phi_{i+1}(P_i) at the lossless block
   weight P_i, so w = 0 everywhere is exactly lossless block verification);
 * stopping probabilities h_i = m~_i / (m~_i + 1 - P~_i) (1 when the denominator
@@ -54,7 +54,7 @@ bounded by the sum over all its drafted positions (docs/reference/relaxed.md).
 Interpolation: phi is convex and piecewise linear, so a chord lies above it by at
 most h (s_+ - s_-) / 4 (h the grid step, s_- and s_+ the slopes at the ends, in
 [0, 1]); the interpolated residual mass is never below the true one and at most
-(1 - P~ w) / (4 * 32) above it (:data:`evolve.traces.synth.block_columns.PHI_ERROR_BOUND`).
+(1 - P~ w) / (4 * 32) above it (:data:`evolve.verification.block.PHI_ERROR_BOUND`).
 
 Kernels are ``@njit(cache=True)``; the population scorer fusing them with the
 program interpreter is :mod:`evolve.kinds.relaxation.eval_population`.
@@ -73,8 +73,9 @@ from evolve.errors import InputError
 from evolve.eval.block_verification import RESIDUAL_COLUMN
 from evolve.eval.layouts import record_layout, record_size
 from evolve.kinds.base import TOKEN_FEATURES
+from evolve.verification.block import stopping_probability
 
-#: The optional column holding phi of the next depth on a grid of a (:mod:`evolve.traces.synth.block_columns`).
+#: The optional column holding phi of the next depth on a grid of a (:mod:`evolve.verification.block`).
 PHI_COLUMN = "block_residual_phi"
 #: Columns relaxed block verification needs besides the schema's required ones.
 RELAXED_COLUMNS: tuple[str, ...] = ("draft_index", "overlap", RESIDUAL_COLUMN, PHI_COLUMN)
@@ -197,8 +198,7 @@ def block_level(d, wj, overlap, rho, phi_prev, mass_prev, state):
             m_res = 0.0
         else:
             m_res = den_w * phi_at(phi_prev, pt * (1.0 - wj) / den_w, pl, mass_prev)
-        den = m_res + 1.0 - pt
-        h = 1.0 if den <= 0.0 else m_res / den
+        h = stopping_probability(pt, m_res)
         cum += damage
         e_tau = d * h + (1.0 - h) * e_tau
         f = h * cum + (1.0 - h) * f

@@ -2,8 +2,9 @@
 ``relaxed_target``, to be used with block verification against (1 - w) p + w q (Sun et al. 2024, arXiv 2403.10444)."""
 from __future__ import annotations
 
-from evolve.export.codegen import SEMANTICS, Layout, Target, shown
+from evolve.export.codegen import SEMANTICS, Layout, Target, core_source, shown
 from evolve.kinds.relaxation import RELAXATION
+from evolve.verification.block import TORCH_RELAXED_TARGET, relaxed_target
 
 
 def _relaxation_docstring(name: str, library: str) -> str:
@@ -41,16 +42,14 @@ verification. Do not use w as a per-token acceptance threshold.
 """'''
 
 
+#: ``relaxed_target`` of each library's module: the verification core's function (numpy, word for word) and its
+#: torch text (:mod:`evolve.verification.block`).
+RELAXED_TARGET = {"numpy": core_source(relaxed_target), "torch": TORCH_RELAXED_TARGET}
+
+
 def _relaxed_target(target: Target) -> str:
-    """``relaxed_target`` for ``target``'s library (one template, the conversions from the backend's row)."""
-    return f'''
-def relaxed_target(target_probs, draft_probs, w):
-    """The relaxed target (1 - w) p + w q over the last axis (float64); w has p's shape without that axis."""
-    p = {target.array("target_probs", None)}
-    q = {target.array("draft_probs", "p")}
-    w = {target.array("w", "p")}[..., None]
-    return (1.0 - w) * p + w * q
-'''
+    """``relaxed_target`` for ``target``'s library."""
+    return RELAXED_TARGET[target.library]
 
 
 #: A relaxation weight: ``relaxation_weight`` and ``relaxed_target``.

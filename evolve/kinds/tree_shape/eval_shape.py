@@ -62,6 +62,7 @@ from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import FEATURES, LEVEL_FEATURES
 from evolve.errors import InputError
 from evolve.traces.trees import RELAX_COLUMN_NAMES, RELAX_GRID, TreeTable
+from evolve.verification.tokenwise import standard_threshold
 
 #: Features a tree-shape program reads (:data:`evolve.kinds.registry.TREE_SHAPE`).
 SHAPE_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
@@ -185,7 +186,7 @@ def shape_data(table: TreeTable) -> ShapeData:
     first = row_of_node[c["sibling"] == 0]
     first_child[parent_row[first]] = first
     accept = np.zeros(m)
-    accept[row_of_node] = np.minimum(1.0, c["residual_prob"] / c["draft_prob"])
+    accept[row_of_node] = standard_threshold(c["residual_prob"], c["draft_prob"])  # SpecInfer: min(1, R(x)/q(x))
     priority = np.ones(m)
     priority[row_of_node] = c["draft_cumprob"]
     depth = np.zeros(m, dtype=np.int64)
@@ -503,7 +504,7 @@ def relaxed_accept(data: ShapeData, weights: np.ndarray) -> tuple[np.ndarray, np
     accept = np.zeros(w.size)
     gp = g[data.parent_row[node]]
     q = data.decisions.feature("draft_prob")[node]
-    accept[node] = np.minimum(1.0, data.relaxed[np.flatnonzero(node), gp] / q)
+    accept[node] = standard_threshold(data.relaxed[np.flatnonzero(node), gp], q)
     damage = grid[g] * (1.0 - data.overlap)
     return accept, damage
 

@@ -38,7 +38,7 @@ import numpy as np
 from evolve.errors import InputError
 from evolve.traces.chunks import iter_parquet_column
 from evolve.traces.io import SPLITS, Traces, write_dataset
-from evolve.traces.schema import standard_threshold
+from evolve.verification.tokenwise import standard_threshold
 from evolve.traces.synth.generate import (
     build_config, check_output_dir, dataset_metadata, get_model, split_seeds, split_sizes,
 )

@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from evolve.verification.tokenwise import standard_threshold
+
 GENERATOR_NAME = "independent"
 GENERATOR_VERSION = 1
 
@@ -73,7 +75,7 @@ def generate_split(sequences: int, seed: int | np.random.SeedSequence,
     u4 = rng.random(n)
     target_entropy = np.where(match, base * (0.8 + 0.3 * u4), base * (1.0 + 0.5 * rng.random(n)))
     rand_value = rng.random(n)
-    baseline = rand_value < np.minimum(1.0, target_prob / draft_prob)
+    baseline = rand_value < standard_threshold(target_prob, draft_prob)
     return pd.DataFrame({
         "seq_id": seq_id, "position": position, "draft_prob": draft_prob, "target_prob": target_prob,
         "draft_entropy": draft_entropy, "target_entropy": target_entropy, "top_token_match": match,

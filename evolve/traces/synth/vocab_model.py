@@ -54,7 +54,7 @@ Each record also gets ``target_rank`` (rank of x under p),
 weight after x and the next depth's (p, q) of the same block, NaN at depth
 gamma - 1) and ``block_residual_phi`` (phi of the next depth's (p, q) on a grid,
 the residual masses of relaxed block verification, NaN at depth gamma - 1;
-:mod:`evolve.traces.synth.block_columns`); they are computed without random draws, so
+:mod:`evolve.verification.block`); they are computed without random draws, so
 every other column is what it was before they existed.
 
 Randomness and threads
@@ -108,7 +108,7 @@ from numba import njit, prange
 
 from evolve.errors import InputError
 from evolve.traces.schema import RESIDUAL_PHI_POINTS
-from evolve.traces.synth.block_columns import block_weight, residual_mass, residual_phi, target_rank
+from evolve.verification.block import block_weight, residual_mass, residual_phi, target_rank
 from evolve.traces.synth.rng import next_double, next_normal, normal_s, sample_index, seed_state
 from evolve.traces.synth.softmax import overlap, softmax_given_max
 
@@ -394,7 +394,7 @@ def _sequence(setup, params, i, blocks, row0, out, keep):
 
     ``setup`` a :class:`VocabSetup`, ``params`` the :class:`VocabParams`, ``out`` a :class:`VocabColumns`; its
     ``block_residual_mass``, ``target_rank`` and ``block_residual_phi`` take
-    no random draws (:mod:`evolve.traces.synth.block_columns`). The (p, q) of
+    no random draws (:mod:`evolve.verification.block`). The (p, q) of
     every depth of block ``keep.block`` go to ``keep`` (a :class:`KeptBlock`).
     """
     seed, gamma, log_rank = setup.seed, setup.gamma, setup.log_rank
@@ -494,7 +494,7 @@ def generate_split(sequences: int, seed: int, config: VocabModelConfig = VocabMo
     top_token_match, rand_value, baseline_accepts, draft_index, draft_top_prob,
     target_top_prob, overlap, block_residual_mass, target_rank, block_residual_phi), about
     ``sequences * avg_length`` rows. ``block_residual_mass``, ``target_rank`` and
-    ``block_residual_phi`` (:mod:`evolve.traces.synth.block_columns`; a list of
+    ``block_residual_phi`` (:mod:`evolve.verification.block`; a list of
     RESIDUAL_PHI_POINTS floats per row) take no random draws, so the other
     columns are those of a model without them.
 
