@@ -20,16 +20,21 @@
   :mod:`evolve.engine.early_exit`).
 
 Registry: every drafter class names the :class:`evolve.harvest.config.HarvestConfig` field
-that selects it (``field``; the command-line parameter of the same name), validates that field's
-value (``check_value``) and builds itself from it (``build``). Adding a drafter is one module with
-a :class:`evolve.engine.drafter_base.Drafter` subclass and one entry in :data:`DRAFTERS`.
+that selects it (``field``; the command-line parameter of the same name), declares its option as
+plain data (``option``, a :class:`evolve.engine.drafter_base.DrafterOption`: flag, metavar, help,
+value type), the backends that cannot run it (``unsupported``), validates the field's value
+(``check_value``) and builds itself from it (``build``). ``harvest``, ``live`` and ``perf
+--write-costs`` take their drafter options from the registry (:mod:`evolve.cli.drafters`), the
+harvest config and the backends look the chosen drafter up in it. Adding a drafter is one module
+with a :class:`evolve.engine.drafter_base.Drafter` subclass and one entry in :data:`DRAFTERS`
+(or a call of :func:`register_drafter`).
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from evolve.errors import InputError
-from evolve.engine.drafter_base import Drafter, _SelfDrafter, kept_layers_model, target_layers
+from evolve.engine.drafter_base import Drafter, DrafterOption, _SelfDrafter, kept_layers_model, target_layers
 from evolve.engine.early_exit import EarlyExitDrafter
 from evolve.engine.models import LoadedModel
 from evolve.engine.ngram import NgramDrafter
@@ -41,6 +46,8 @@ class ModelDrafter(Drafter):
 
     kind = "model"
     field = "draft"
+    option = DrafterOption("--draft", "PATH", "Draft model (directory or .gguf) sharing the target's tokenizer.")
+    draft_model = True
     grows_trees = True
 
     @classmethod
@@ -80,6 +87,10 @@ class SkipLayerDrafter(_SelfDrafter):
 
     kind = "skip_layers"
     field = "skip_layers"
+    option = DrafterOption("--draft-skip-layers", "LIST",
+                           "Self-speculation: the target skipping these 0-based decoder layers, e.g. '2,4,6-9' "
+                           "(Draft & Verify; Llama-like models).", value="layers")
+    unsupported = {"llama_cpp": "llama.cpp cannot skip decoder layers"}
     grows_trees = True
 
     @classmethod
@@ -118,6 +129,11 @@ class WindowDrafter(_SelfDrafter):
 
     kind = "window"
     field = "window"
+    option = DrafterOption("--draft-window", "SINK,RECENT",
+                           "Self-speculation: the target attending only to the first SINK and the RECENT last "
+                           "tokens (StreamingLLM-style sparse KV, as in TriForce/MagicDec), e.g. '4,64'.",
+                           value="pair")
+    unsupported = {"llama_cpp": "llama.cpp cannot restrict attention per query"}
 
     @classmethod
     def check_value(cls, value) -> None:
@@ -141,11 +157,34 @@ class WindowDrafter(_SelfDrafter):
         return {"kind": self.kind, "sink": self.sink, "recent": self.recent}
 
 
-#: The drafters, in the order the options are listed; each selected by its ``field``.
-DRAFTERS: tuple[type[Drafter], ...] = (ModelDrafter, SkipLayerDrafter, WindowDrafter, NgramDrafter,
-                                       EarlyExitDrafter)
-#: The HarvestConfig fields selecting a drafter.
-DRAFTER_FIELDS: tuple[str, ...] = tuple(d.field for d in DRAFTERS)
+#: The drafters, in the order the options are listed; each selected by its ``field``. Read it live (a drafter
+#: registered later, :func:`register_drafter`, is in it).
+DRAFTERS: list[type[Drafter]] = [ModelDrafter, SkipLayerDrafter, WindowDrafter, NgramDrafter, EarlyExitDrafter]
+
+
+def register_drafter(cls: type[Drafter]) -> type[Drafter]:
+    """Add a drafter class to :data:`DRAFTERS` (usable as a class decorator); returns it.
+
+    Raises: ValueError for a class without ``field`` or ``option``, or whose ``field`` or flag is taken.
+    """
+    if not cls.field or cls.option is None:
+        raise ValueError(f"drafter {cls.__name__}: needs a field and an option")
+    for d in DRAFTERS:
+        if d.field == cls.field or d.option.flag == cls.option.flag:
+            raise ValueError(f"drafter {cls.__name__}: field '{cls.field}' or flag '{cls.option.flag}' is taken "
+                             f"by {d.__name__}")
+    DRAFTERS.append(cls)
+    return cls
+
+
+def drafter_fields() -> tuple[str, ...]:
+    """The HarvestConfig fields selecting a drafter, in the registry's order."""
+    return tuple(d.field for d in DRAFTERS)
+
+
+def drafter_of(field: str) -> type[Drafter] | None:
+    """The drafter class selected by ``field``, or None for a name that is not a drafter's field."""
+    return next((d for d in DRAFTERS if d.field == field), None)
 
 
 def chosen_drafters(values) -> list[type[Drafter]]:
@@ -160,5 +199,5 @@ def drafter_for(config, target, draft, vocab: int) -> Drafter:
     return cls.build(target, draft, getattr(config, cls.field), vocab, config.device)
 
 
-__all__ = ["DRAFTERS", "DRAFTER_FIELDS", "Drafter", "EarlyExitDrafter", "ModelDrafter", "NgramDrafter",
-           "SkipLayerDrafter", "WindowDrafter", "chosen_drafters", "drafter_for"]
+__all__ = ["DRAFTERS", "Drafter", "EarlyExitDrafter", "ModelDrafter", "NgramDrafter", "SkipLayerDrafter",
+           "WindowDrafter", "chosen_drafters", "drafter_fields", "drafter_for", "drafter_of", "register_drafter"]
