@@ -17,7 +17,7 @@ from evolve.cli.pareto import pareto
 from evolve.cli.perf import perf
 from evolve.cli.simulate import simulate
 from evolve.cli.trees import trees
-from evolve.eval.evaluator import DEFAULT_COST_RATIO
+from evolve.eval.costs import DEFAULT_COST_RATIO, ratio_costs
 from evolve.report.compare.rows import DEFAULT_REPEATS, FORMATS, SPLIT_CHOICES
 from evolve.report.compare.table import BenchmarkOptions, benchmark
 from evolve.report.compare.verdict import compute_verdict
@@ -55,7 +55,8 @@ def cli(ctx: click.Context, **options) -> None:
     """Score every registered rule and champion on a split and print the acceptance-quality benchmark table."""
     if ctx.invoked_subcommand is not None:
         return
-    o = BenchmarkOptions(**{**options, "concurrency": tuple(options["concurrency"] or ())})
+    speedup_costs = ratio_costs(options.pop("cost_ratio"))  # --cost-ratio c: the cost file of c, in memory
+    o = BenchmarkOptions(**{**options, "concurrency": tuple(options["concurrency"] or ())}, speedup_costs=speedup_costs)
     comparison, text = benchmark(o)
     echo_outputs(text if text.endswith("\n") else text + "\n", o.output, f"{len(comparison.rows)} rows", None)
     if resolve_format(o.fmt, o.output, FORMATS) in ("csv", "json"):  # table and markdown carry their notes

@@ -117,7 +117,7 @@ def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]
     if gammas and comparison.costs is None:
         text += (f" Tok/call = expected tokens per target call with gamma {', '.join(map(str, sorted(gammas)))}"
                  f" (1 + sum_k prod_(i<=k) tau_i per block), Speedup = Tok/call / (gamma*c + 1) with draft/target"
-                 f" cost ratio c = {comparison.cost_ratio:g}, TV/tok = expected TV per emitted token.")
+                 f" cost ratio c = {comparison.speedup_costs.cost_ratio:g}, TV/tok = expected TV per emitted token.")
     elif gammas:
         text += (f" Tok/call = expected tokens per target call with gamma {', '.join(map(str, sorted(gammas)))},"
                  f" Tok/s = Tok/call / (target_forward_s(gamma + 1) + gamma * draft_token_s) of the cost file"
