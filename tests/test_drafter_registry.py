@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from evolve.engine.drafter_base import DrafterOption
-from evolve.engine.drafters import DRAFTERS, EarlyExitDrafter, register_drafter
+from evolve.engine.drafters import DRAFTERS, register_drafter
+from evolve.engine.early_exit import EarlyExitDrafter
 from evolve.errors import InputError
 from evolve.harvest.config import HarvestConfig
 
@@ -76,6 +77,17 @@ def test_the_config_takes_its_field_and_checks_its_value(echo):
 
     with pytest.raises(InputError, match="the echo drafter is a test's") as err:
         get_backend("llama_cpp").check(HarvestConfig(target="t.gguf", prompts="p", echo=3, backend="llama_cpp"))
+    assert err.value.param == "echo"
+
+
+def test_any_backend_refuses_a_drafter_naming_it(echo, monkeypatch):
+    from evolve.engine.backends import get_backend
+
+    config = HarvestConfig(target="t", prompts="p", echo=3)
+    get_backend("torch").check(config)
+    monkeypatch.setattr(EchoDrafter, "unsupported", {"torch": "no torch for echoes"})
+    with pytest.raises(InputError, match=r"drafter 'echo' is not supported by backend 'torch' \(no torch") as err:
+        get_backend("torch").check(config)
     assert err.value.param == "echo"
 
 

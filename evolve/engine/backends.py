@@ -34,7 +34,14 @@ class Backend:
     grows_trees = True
 
     def check(self, config) -> None:
-        """Refuse, in one line naming the option, what the backend cannot run (before loading anything)."""
+        """Refuse, in one line naming the option, what the backend cannot run (before loading anything): here a
+        drafter that names this backend in its ``unsupported`` (with the reason it gives)."""
+        from evolve.engine.drafters import chosen_drafters
+
+        for d in chosen_drafters(config):
+            if self.name in d.unsupported:
+                raise InputError(f"drafter '{d.kind}' is not supported by backend '{self.name}' "
+                                 f"({d.unsupported[self.name]})", param=d.field)
 
     def load(self, source, config):
         """Load a resolved model (:class:`evolve.engine.models.ModelSource`) for ``config`` (a HarvestConfig)."""

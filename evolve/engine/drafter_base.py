@@ -1,4 +1,5 @@
-"""Base classes of the drafters (:mod:`evolve.engine.drafters` holds the drafters and their registry).
+"""Base classes of the drafters and the plain-data spec of a drafter's option (:class:`DrafterOption`); each
+drafter is a module of its own, :mod:`evolve.engine.drafters` their registry.
 
 :class:`Drafter` is what the engine calls (settings, start, propose, commit); :class:`_SelfDrafter`
 runs (part of) the target on the target's own KV cache and crops it back; :func:`kept_layers_model`

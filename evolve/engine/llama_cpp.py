@@ -29,7 +29,8 @@ import time
 from typing import Any, Sequence
 
 from evolve.errors import InputError
-from evolve.engine.drafters import Drafter, ModelDrafter
+from evolve.engine.drafter_base import Drafter
+from evolve.engine.model_drafter import ModelDrafter
 from evolve.engine.models import LoadedModel, ModelSource, _short, _torch
 
 NAME = "llama_cpp"

@@ -72,7 +72,8 @@ import numpy as np
 from evolve.harvest.config import HarvestConfig
 from evolve.engine.distributions import block_records, distributions, residual_distribution, sample_index
 from evolve.engine.backends import get_backend
-from evolve.engine.drafters import Drafter, chosen_drafters, drafter_for
+from evolve.engine.drafter_base import Drafter
+from evolve.engine.drafters import chosen_drafters, drafter_for
 from evolve.engine.models import LoadedModel, check_same_tokenizer, eos_ids, resolve_model, sha256_file
 from evolve.harvest.progress import ProgressBar, stderr_console
 from evolve.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
