@@ -1,6 +1,7 @@
-"""The model drafter (``--draft PATH``): a second model that shares the target's tokenizer (same vocabulary, id for
-id), with its own batched KV cache (:class:`evolve.engine.runner.BatchKV`). The llama.cpp backend has its own
-(:class:`evolve.engine.llama_cpp.LlamaModelDrafter`).
+"""The model drafter (``--draft PATH``): a second model that shares the target's tokenizer.
+
+Same vocabulary, id for id; its own batched KV cache (:class:`evolve.engine.runner.BatchKV`). The
+llama.cpp backend has its own (:class:`evolve.engine.llama_cpp.LlamaModelDrafter`).
 """
 from __future__ import annotations
 
