@@ -62,8 +62,8 @@ import pandas as pd
 
 from evolve.errors import InputError
 from evolve.traces.io import SPLITS, Traces, load_split, split_path
-from evolve.eval.evaluator import DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, evaluate
-from evolve.eval.costs import DEFAULT_COSTS, Costs, load_costs
+from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, Metrics, evaluate
+from evolve.eval.costs import DEFAULT_COST_RATIO, DEFAULT_COSTS, Costs, load_costs, ratio_costs
 from evolve.gp.compiler import Node, Program, parse, to_sympy
 from evolve.gp.primitives import FEATURES
 from evolve.search.config import RunConfig, resolve
@@ -167,7 +167,8 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
             ``tv_per_token``), on splits with ``draft_index``; None leaves them None.
         fitness: parameters of the acceptance-quality fitness (default weights 10 and 0.1, floor
             0.95, scale 0.5).
-        cost_ratio: draft/target cost ratio c of ``speedup`` = tokens_per_call / (gamma c + 1).
+        cost_ratio: draft/target cost ratio c of ``speedup`` = tokens_per_call / (gamma c + 1) (turned at once into
+            its cost model, :func:`evolve.eval.costs.ratio_costs`).
         costs: the cost file (a path, or a :class:`evolve.eval.costs.Costs`) of a kind scored in tokens per
             second (verification-length policies, tree shapes); None: the built-in cost model.
 
@@ -185,8 +186,9 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
     """
     rule = _rule(rule)
     fitness = fitness or AcceptanceQualityFitness()
+    speedup_costs = ratio_costs(cost_ratio)
     if isinstance(rule, Program):
-        return evaluate(rule, _eval_data(data, split), fitness, gamma=gamma, cost_ratio=cost_ratio)
+        return evaluate(rule, _eval_data(data, split), fitness, gamma=gamma, costs=speedup_costs)
     kind = rule.program_kind
     score = kind.hook("score", "evolve.api.evaluate_rule", f"rule '{rule.name}'")
     if costs is None or isinstance(costs, Costs):
@@ -196,7 +198,7 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
     else:
         raise InputError(f"costs must be a cost file path or Costs (got {type(costs).__name__})")
     directory = data if isinstance(data, (str, os.PathLike)) else None
-    return score(rule, lambda: _eval_data(data, split), directory, split, gamma, fitness, cost_ratio, model)
+    return score(rule, lambda: _eval_data(data, split), directory, split, gamma, fitness, speedup_costs, model)
 
 
 def metrics_frame(rules: Iterable[Any] | Mapping[str, Any], data: Any, split: str = "test",

@@ -14,6 +14,7 @@ from evolve.gp.compiler import compile_expression
 from evolve.eval.closed_forms import (
     naive_theoretical_speedup as seed001_theoretical_speedup, speedup_constant, tokens_per_call_constant,
 )
+from evolve.eval.costs import ratio_costs
 from evolve.eval.evaluator import BLOCK_FIELDS, EvalData, evaluate, evaluate_thresholds, reference_metrics, thresholds
 from evolve.eval.scheduler import SCHEDULER, chunk_bounds
 from evolve.eval.population import PopulationEvaluator
@@ -41,13 +42,13 @@ HAND = [[(0.25, 1.0), (0.9, 0.6), (0.25, 0.5)],
 
 def test_hand_computed_blocks_constant_rule():
     data = EvalData.from_traces(block_traces(HAND))
-    m = evaluate(Rule("half", expression="0.5"), data, gamma=3, cost_ratio=0.1)
+    m = evaluate(Rule("half", expression="0.5"), data, gamma=3, costs=ratio_costs(0.1))
     # tokens: A, B = 1 + .5 + .25 + .125; C = 1 + .5 + .25 (the sequence ends after two drafts)
     assert m.tokens_per_call == pytest.approx((1.875 * 2 + 1.75) / 3, abs=1e-15)
     assert m.speedup == pytest.approx(m.tokens_per_call / (3 * 0.1 + 1), abs=1e-15)
     # TV: A = 1*(.5-.25) = .25; B = .5*(.5-.1) + .25*(.5-.2) = .275; C = 0 (r = .5 at both depths)
     assert m.tv_per_token == pytest.approx((0.25 + 0.275) / (1.875 * 2 + 1.75), abs=1e-15)
-    m2 = evaluate(Rule("half", expression="0.5"), data, gamma=2, cost_ratio=0.0)
+    m2 = evaluate(Rule("half", expression="0.5"), data, gamma=2, costs=ratio_costs(0.0))
     assert m2.tokens_per_call == pytest.approx(1.75, abs=1e-15)  # depth 3 ignored
     assert m2.speedup == m2.tokens_per_call
     assert m2.tv_per_token == pytest.approx((0.25 + 0.5 * 0.4) / (3 * 1.75), abs=1e-15)
@@ -92,8 +93,8 @@ def test_fused_values_match_the_reference_loop():
     for name in ("standard_rejection", "always_accept", "top_token_match", "position_aware", "ratio_floor_0.3"):
         rule = get_rule(name)
         for gamma in (1, 3, 6):
-            got = evaluate(rule, data, gamma=gamma, cost_ratio=0.2)
-            want = reference_metrics(thresholds(rule, data), traces, gamma=gamma, cost_ratio=0.2)
+            got = evaluate(rule, data, gamma=gamma, costs=ratio_costs(0.2))
+            want = reference_metrics(thresholds(rule, data), traces, gamma=gamma, costs=ratio_costs(0.2))
             for key in BLOCK_FIELDS:
                 assert getattr(got, key) == pytest.approx(getattr(want, key), rel=1e-12, abs=1e-15), (name, key)
             assert got.tv_per_token > 0 or rule.lossless or name == "position_aware"
@@ -136,10 +137,10 @@ def test_monte_carlo_decoding_reproduces_the_block_metrics():
 def test_closed_form_equals_fused_value_for_a_constant_rate(alpha, gamma):
     blocks = [[(0.5, 0.5)] * 6 for _ in range(7)]
     data = EvalData.from_traces(block_traces(blocks))
-    m = evaluate(Rule("const", expression=repr(alpha)), data, gamma=gamma, cost_ratio=0.05)
+    m = evaluate(Rule("const", expression=repr(alpha)), data, gamma=gamma, costs=ratio_costs(0.05))
     assert m.tokens_per_call == pytest.approx(tokens_per_call_constant(alpha, gamma), rel=1e-14)
     assert m.tokens_per_call == pytest.approx(1 + sum(alpha ** k for k in range(1, gamma + 1)), rel=1e-14)
-    assert m.speedup == pytest.approx(speedup_constant(alpha, gamma, 0.05), rel=1e-14)
+    assert m.speedup == pytest.approx(speedup_constant(alpha, gamma, ratio_costs(0.05)), rel=1e-14)
 
 
 def test_seed001_formula_differs_from_tokens_per_call():
@@ -149,7 +150,7 @@ def test_seed001_formula_differs_from_tokens_per_call():
     assert seed001_theoretical_speedup(8, 0.9) == pytest.approx(4.0)
     assert tokens_per_call_constant(0.0, 4) == 1.0          # every call still emits one token
     assert tokens_per_call_constant(1.0, 4) == 5.0          # gamma accepted + the bonus token
-    assert speedup_constant(0.8, 4, 0.0) == pytest.approx((1 - 0.8 ** 5) / 0.2)
+    assert speedup_constant(0.8, 4, ratio_costs(0.0)) == pytest.approx((1 - 0.8 ** 5) / 0.2)
 
 
 def test_gamma_is_checked_and_block_metrics_need_draft_index(independent_traces):
@@ -159,7 +160,7 @@ def test_gamma_is_checked_and_block_metrics_need_draft_index(independent_traces)
     with pytest.raises(InputError, match=r"gamma \(the draft length\)"):
         evaluate(get_rule("standard_rejection"), data, gamma=0)
     with pytest.raises(InputError, match="cost_ratio"):
-        evaluate(get_rule("standard_rejection"), data, gamma=2, cost_ratio=-1.0)
+        ratio_costs(-1.0)
     with pytest.raises(InputError, match=r"gamma \(the draft length\)"):
         PopulationEvaluator(data, gamma=9)
     plain = EvalData.from_traces(Traces(dict(independent_traces.columns), independent_traces.source))
@@ -177,24 +178,24 @@ def test_function_rules_population_and_threads_agree(monkeypatch):
     def halfway(draft_prob, target_prob, position, draft_entropy, target_entropy, top_token_match):
         return 0.5 * (1.0 + min(1.0, target_prob / draft_prob))
 
-    fn = evaluate(Rule("fn", function=halfway), data, gamma=5, cost_ratio=0.1)
+    fn = evaluate(Rule("fn", function=halfway), data, gamma=5, costs=ratio_costs(0.1))
     expr = "mul(0.5, add(1.0, min(1.0, div(target_prob, draft_prob))))"
-    ex = evaluate(compile_expression(expr), data, gamma=5, cost_ratio=0.1)
+    ex = evaluate(compile_expression(expr), data, gamma=5, costs=ratio_costs(0.1))
     for key in BLOCK_FIELDS:
         assert getattr(fn, key) == pytest.approx(getattr(ex, key), rel=1e-12)
     tau = thresholds(compile_expression(expr), data)
-    assert evaluate_thresholds(tau, data, gamma=5, cost_ratio=0.1) == ex  # same kernels and chunks
-    scorer = PopulationEvaluator(data, gamma=5, cost_ratio=0.1)
+    assert evaluate_thresholds(tau, data, gamma=5, costs=ratio_costs(0.1)) == ex  # same kernels and chunks
+    scorer = PopulationEvaluator(data, gamma=5, costs=ratio_costs(0.1))
     assert scorer.evaluate([expr, "0.9"])[0] == ex
     if numba.config.NUMBA_NUM_THREADS >= 2:
         before = numba.get_num_threads()
         try:
             numba.set_num_threads(1)
-            one = evaluate(compile_expression(expr), data, gamma=5, cost_ratio=0.1)
+            one = evaluate(compile_expression(expr), data, gamma=5, costs=ratio_costs(0.1))
             numba.set_num_threads(2)
             monkeypatch.setattr(SCHEDULER, "small", 0.0)  # both threads even for this small split
             monkeypatch.setattr(SCHEDULER, "large", 0.0)
-            two = evaluate(compile_expression(expr), data, gamma=5, cost_ratio=0.1)
+            two = evaluate(compile_expression(expr), data, gamma=5, costs=ratio_costs(0.1))
         finally:
             numba.set_num_threads(before)
         assert one == ex == two

@@ -15,6 +15,7 @@ import pytest
 from evolve.errors import InputError
 from evolve.traces.io import Traces
 from evolve.eval.block_verification import block_verification_metrics, block_verification_tokens
+from evolve.eval.costs import ratio_costs
 from evolve.eval.evaluator import EvalData, evaluate
 from evolve.gp.primitives import FEATURES
 from evolve.report.compare.rows import Comparison
@@ -214,7 +215,7 @@ def test_blocks_rows_before_the_first_start_and_short_blocks():
         block_verification_tokens(p, q, d, np.where(np.arange(6) == 3, np.nan, mass), 3)
     with pytest.raises(InputError, match="row 2"):
         block_verification_tokens(p, q, d, np.where(np.arange(6) == 2, -0.1, mass), 3)
-    bv = block_verification_metrics(p, q, d, mass, 3, 0.05)
+    bv = block_verification_metrics(p, q, d, mass, 3, ratio_costs(0.05))
     assert bv.tokens_per_call == pytest.approx(np.mean(got)) and bv.tv_per_token == 0.0 and bv.blocks == 2
     assert bv.speedup == pytest.approx(bv.tokens_per_call / (3 * 0.05 + 1))
 
@@ -236,7 +237,7 @@ def test_the_benchmark_row_and_its_note():
     traces = _traces_of(m, 3)
     data = EvalData.from_traces(traces)
     assert "draft_index" in data.available and "block_residual_mass" not in FEATURES
-    row, note = block_verification_row(traces, data, 3, 0.05, repeats=1)
+    row, note = block_verification_row(traces, data, 3, ratio_costs(0.05), repeats=1)
     assert note is None and row.heuristic == "block_verification" and row.role == "verifier"
     want = block_verification_tokens(traces["target_prob"], traces["draft_prob"], traces["draft_index"],
                                      traces["block_residual_mass"], 3).mean()
@@ -262,5 +263,5 @@ def test_block_verification_beats_tokenwise_on_generated_data(vocab_dataset):
     data = EvalData.from_traces(traces)
     gamma = data.block_length
     bv = block_verification_metrics(traces["target_prob"], traces["draft_prob"], traces["draft_index"],
-                                    traces["block_residual_mass"], gamma, 0.05)
+                                    traces["block_residual_mass"], gamma, ratio_costs(0.05))
     assert bv.tokens_per_call >= evaluate(STANDARD_RULE, data, gamma=gamma).tokens_per_call

@@ -106,8 +106,9 @@ def test_no_raised_message_outside_the_cli_names_a_flag():
 # --- the command line names the option of a lower layer's parameter ----------------------------------------
 
 def test_lower_layer_param_error_is_shown_with_its_flag(tmp_path, monkeypatch):
-    """``--cost-ratio nan`` passes click's range (nan compares false) and is refused by the simulator's
-    check_cost_ratio, which names the parameter ``cost_ratio``; the command shows ``--cost-ratio``."""
+    """``--cost-ratio nan`` passes click's range (nan compares false) and is refused by
+    :func:`evolve.eval.costs.ratio_costs`, which names the parameter ``cost_ratio``; the command shows
+    ``--cost-ratio``."""
     import benchmark
 
     monkeypatch.chdir(tmp_path)
@@ -115,9 +116,9 @@ def test_lower_layer_param_error_is_shown_with_its_flag(tmp_path, monkeypatch):
                                              "--no-plot"])
     assert res.exit_code == 2, res.output
     assert res.output == "error: option '--cost-ratio': must be a finite number >= 0 (value nan)\n"
-    from evolve.sim.decoding import check_cost_ratio
+    from evolve.eval.costs import ratio_costs
     with pytest.raises(InputError) as err:  # the same error from Python names the parameter
-        check_cost_ratio(float("nan"))
+        ratio_costs(float("nan"))
     assert err.value.param == "cost_ratio" and str(err.value) == "cost_ratio: must be a finite number >= 0 (value nan)"
 
 

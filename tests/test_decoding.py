@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from evolve.errors import InputError
+from evolve.eval.costs import ratio_costs
 from evolve.traces.io import Traces
 from evolve.gp.compiler import evaluate_numpy
 from evolve.sim import chain, decoding
@@ -225,7 +226,7 @@ def test_function_rules_and_bad_options_are_refused(sim_model):
         simulate_chain(sim_model, get_rule("standard_rejection"), [10], 1, gamma=0)
     assert bad.value.param == "gamma"
     with pytest.raises(InputError, match="^cost_ratio: must be a finite number"):
-        simulate_chain(sim_model, get_rule("standard_rejection"), [10], 1, gamma=2, cost_ratio=-1.0)
+        simulate_chain(sim_model, get_rule("standard_rejection"), [10], 1, gamma=2, costs=ratio_costs(-1.0))
     with pytest.raises(InputError, match="^vocab_size: "):
         SyntheticModel(vocab_size=1)
     with pytest.raises(InputError, match="^seed: "):

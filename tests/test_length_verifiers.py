@@ -10,7 +10,7 @@ import pytest
 
 from evolve.errors import InputError
 from evolve.eval.block_verification import block_verification_metrics
-from evolve.eval.costs import DEFAULT_COSTS, Costs
+from evolve.eval.costs import DEFAULT_COSTS, FREE_DRAFTS, Costs
 from evolve.eval.evaluator import EvalData, evaluate, split_target_calls, thresholds
 from evolve.kinds.relaxation.eval_block import attach, relaxed_metrics
 from evolve.kinds.verify_length.eval_policy import (BLOCK_VERIFIER, STANDARD_VERIFIER, LengthPopulationEvaluator, LengthVerifier,
@@ -54,7 +54,7 @@ def test_a_fixed_length_under_each_verifier_is_that_verifiers_block_metrics(spli
     assert m.tv_per_token == pytest.approx(lenient.tv_per_token, rel=1e-12) and m.tv_per_token > 0
     block = block_verification_metrics(data.feature("target_prob"), data.feature("draft_prob"), data.depth,
                                        load_split(data.source.rsplit("/", 1)[0], "test")["block_residual_mass"],
-                                       gamma, 0.0)
+                                       gamma, FREE_DRAFTS)
     m = policy_metrics(v, data, 5, DEFAULT_COSTS, BLOCK_VERIFIER)
     assert m.tokens_per_call == pytest.approx(block.tokens_per_call, rel=1e-12) and m.tv_per_token == 0.0
     from evolve.kinds.relaxation.eval_block import relaxed_of

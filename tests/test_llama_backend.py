@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evolve.engine.backends import BACKEND_NAMES, get_backend
+from evolve.engine.backends import backend_names, get_backend
 from evolve.errors import InputError
 from evolve.harvest.config import HarvestConfig
 
@@ -29,7 +29,7 @@ def _config(**kw) -> HarvestConfig:
 
 
 def test_registry_names_and_unknown_backend():
-    assert BACKEND_NAMES == ("torch", "llama_cpp")
+    assert backend_names() == ("torch", "llama_cpp")
     with pytest.raises(InputError, match="unknown backend 'onnx'") as err:
         _config(backend="onnx").check()
     assert err.value.param == "backend"

@@ -49,16 +49,16 @@ class HalfScorer(PopulationEvaluator):
         return super().evaluate([_halved_nodes(ind) for ind in individuals])
 
 
-def _scores(rule, data, traces, repeats, fitness, gamma, cost_ratio, costs):
-    return {"metrics": evaluate(_halved(rule.nodes), data, fitness, gamma=gamma, cost_ratio=cost_ratio)}, 0.0
+def _scores(rule, data, traces, repeats, fitness, gamma, speedup_costs, costs):
+    return {"metrics": evaluate(_halved(rule.nodes), data, fitness, gamma=gamma, costs=speedup_costs)}, 0.0
 
 
 HOOKS = KindHooks(
     metrics=Metrics,
     population=lambda data, fitness, gamma, cache_size, costs, verifier, weighting: HalfScorer(
         data, fitness, gamma=gamma, cache_size=0),
-    score=lambda rule, data, directory, split, gamma, fitness, cost_ratio, costs: evaluate(
-        _halved(rule.nodes), data(), fitness, gamma=gamma, cost_ratio=cost_ratio),
+    score=lambda rule, data, directory, split, gamma, fitness, speedup_costs, costs: evaluate(
+        _halved(rule.nodes), data(), fitness, gamma=gamma, costs=speedup_costs),
     seeds=lambda cfg, features, train, gamma, objective: WarmStart(),
     compare=KindScorer(lambda rule, data, traces: [c for c in rule.columns_needed if c not in data.available],
                        _scores),

@@ -17,7 +17,7 @@ from evolve.cli.pareto import pareto
 from evolve.cli.perf import perf
 from evolve.cli.simulate import simulate
 from evolve.cli.trees import trees
-from evolve.eval.evaluator import DEFAULT_COST_RATIO
+from evolve.eval.costs import DEFAULT_COST_RATIO, ratio_costs
 from evolve.report.compare.rows import DEFAULT_REPEATS, FORMATS, SPLIT_CHOICES
 from evolve.report.compare.table import BenchmarkOptions, benchmark
 from evolve.report.compare.verdict import compute_verdict
@@ -51,21 +51,19 @@ from evolve.report.output import resolve_format
               help="With --costs: throughput of every speculation row against R concurrent requests decoded together "
                    "(the cost file's batch_forward_s curve), as speedup over plain decoding.")
 @click.pass_context
-def cli(ctx: click.Context, data_dir: Path, split: str, champions: tuple[Path, ...], champions_dir: Path,
-        fmt: str | None, output: Path | None, repeats: int, gamma: int | None, cost_ratio: float,
-        costs: Path | None, concurrency: tuple[int, ...] | None) -> None:
+def cli(ctx: click.Context, **options) -> None:
     """Score every registered rule and champion on a split and print the acceptance-quality benchmark table."""
     if ctx.invoked_subcommand is not None:
         return
-    comparison, text = benchmark(BenchmarkOptions(
-        data_dir=data_dir, split=split, champions=champions, champions_dir=champions_dir, fmt=fmt, output=output,
-        repeats=repeats, gamma=gamma, cost_ratio=cost_ratio, costs=costs, concurrency=tuple(concurrency or ())))
-    echo_outputs(text if text.endswith("\n") else text + "\n", output, f"{len(comparison.rows)} rows", None)
-    if resolve_format(fmt, output, FORMATS) in ("csv", "json"):  # table and markdown carry their notes
+    speedup_costs = ratio_costs(options.pop("cost_ratio"))  # --cost-ratio c: the cost file of c, in memory
+    o = BenchmarkOptions(**{**options, "concurrency": tuple(options["concurrency"] or ())}, speedup_costs=speedup_costs)
+    comparison, text = benchmark(o)
+    echo_outputs(text if text.endswith("\n") else text + "\n", o.output, f"{len(comparison.rows)} rows", None)
+    if resolve_format(o.fmt, o.output, FORMATS) in ("csv", "json"):  # table and markdown carry their notes
         for note in comparison.notes:
             click.echo(f"note: {note}", err=True)
     verdict = compute_verdict(comparison)
-    if verdict is not None and (output is not None or resolve_format(fmt, output, FORMATS) == "csv"):
+    if verdict is not None and (o.output is not None or resolve_format(o.fmt, o.output, FORMATS) == "csv"):
         click.echo(verdict.text, err=True)  # what stdout shows otherwise (table, markdown, json)
 
 

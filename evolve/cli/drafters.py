@@ -1,51 +1,105 @@
-"""The drafter options of ``harvest``, ``live`` and ``perf --write-costs``, and the one-drafter check.
+"""The drafter and backend options of ``harvest``, ``live`` and ``perf --write-costs``, and the one-drafter check.
 
-Every option's parameter is the :class:`evolve.harvest.config.HarvestConfig` field of its
-drafter (:data:`evolve.engine.drafters.DRAFTERS`, each class's ``field``); :func:`check_one_drafter`
-names the options through the command's own parameters (:func:`evolve.cli.errors.flag_of`), so a
-new drafter needs its option here and its class in the registry, nothing else.
+The drafter options are built from the registry (:data:`evolve.engine.drafters.DRAFTERS`), each from its
+class's plain-data ``option`` (:class:`evolve.engine.drafter_base.DrafterOption`: flag, metavar, help,
+value type) with the class's ``field`` as parameter. A command of class :class:`DrafterCommand` reads
+the registry each time its parameters are asked for (parsing, help, error messages), so a drafter
+registered later (:func:`evolve.engine.drafters.register_drafter`) is an option of every such command
+with no edit here. :func:`check_one_drafter` names the options through the command's own parameters
+(:func:`evolve.cli.errors.flag_of`). ``--backend`` (:func:`backend_option`) takes its choices and help
+from :data:`evolve.engine.backends.BACKENDS`.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from evolve.cli.errors import flag_of
-from evolve.cli.types import LAYER_LIST, WINDOW, CommaList
-from evolve.engine.drafters import DRAFTER_FIELDS, chosen_drafters
+from evolve.cli.errors import CliCommand, flag_of
+from evolve.cli.types import LAYER_LIST, CommaList, LiveChoice
+from evolve.engine.backends import backend_names, backends_help
+from evolve.engine.drafter_base import Drafter
+from evolve.engine.drafters import DRAFTERS, chosen_drafters, drafter_fields
 from evolve.errors import InputError
 
-#: ``--draft-ngram``: ``MAX`` or ``MAX,MIN`` (n-gram sizes, MIN defaults to 1 as vLLM's prompt_lookup_min).
-NGRAM = CommaList(click.IntRange(min=1), metavar="MAX[,MIN]")
 
-NGRAM_OPTION = click.option(
-    "--draft-ngram", "ngram", type=NGRAM, default=None,
-    help="Prompt lookup (vLLM's ngram method): the draft continues the latest earlier occurrence of the "
-         "last n tokens, n from MAX down to MIN (default 1); no match, no draft. E.g. '3,1'.")
-EXIT_LAYER_OPTION = click.option(
-    "--draft-exit-layer", "exit_layer", type=click.IntRange(min=1), default=None, metavar="K",
-    help="Early exit (LayerSkip): the target's first K decoder layers, final norm and LM head, on the "
-         "target's KV cache (Llama-like models).")
+class _Parsed(click.ParamType):
+    """A drafter option whose value type is a callable (text -> value, ValueError for a bad one)."""
 
+    name = "value"
 
-def new_drafter_options(f):
-    """``--draft-ngram`` and ``--draft-exit-layer`` (harvest and live declare the other three themselves)."""
-    return NGRAM_OPTION(EXIT_LAYER_OPTION(f))
+    def __init__(self, parse, metavar: str):
+        self.parse, self.metavar = parse, metavar
 
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return self.metavar
 
-def drafter_options(f):
-    """All five drafter options (``--draft``, ``--draft-skip-layers``, ``--draft-window``, ``--draft-ngram``,
-    ``--draft-exit-layer``)."""
-    f = new_drafter_options(f)
-    f = click.option("--draft-window", "window", type=WINDOW, default=None, metavar="SINK,RECENT",
-                     help="Self-speculation: the target attending only to the first SINK and the RECENT last "
-                          "tokens.")(f)
-    f = click.option("--draft-skip-layers", "skip_layers", type=LAYER_LIST, default=None, metavar="LIST",
-                     help="Self-speculation: the target skipping these 0-based decoder layers, e.g. '10,15,20'.")(f)
-    return click.option("--draft", "draft", default=None, metavar="PATH",
-                        help="Draft model (directory or .gguf) sharing the target's tokenizer.")(f)
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
-def check_one_drafter(**values) -> None:
+def value_type(value: Any, metavar: str) -> click.ParamType | None:
+    """The click type of a :data:`evolve.engine.drafter_base.VALUE_TYPES` name (or of a parsing callable)."""
+    if callable(value):
+        return _Parsed(value, metavar)
+    types = {"path": None, "count": click.IntRange(min=1), "counts": CommaList(click.IntRange(min=1), metavar=metavar),
+             "pair": CommaList(int, length=2, metavar=metavar), "layers": LAYER_LIST}
+    if value not in types:
+        raise ValueError(f"unknown drafter option value type {value!r} (choose from {', '.join(types)})")
+    return types[value]
+
+
+_OPTIONS: dict[type[Drafter], click.Option] = {}
+
+
+def drafter_option(cls: type[Drafter]) -> click.Option:
+    """The click option of a registered drafter class (built once per class)."""
+    if cls not in _OPTIONS:
+        o = cls.option
+        _OPTIONS[cls] = click.Option([o.flag, cls.field], type=value_type(o.value, o.metavar), default=None,
+                                     metavar=o.metavar, help=o.help)
+    return _OPTIONS[cls]
+
+
+class DrafterCommand(CliCommand):
+    """A command taking one drafter: before it parses its arguments or shows its help, its ``params`` are given
+    the registry's drafter options (those of the drafters registered now), after the parameter named
+    ``drafters_after`` (None: at the end). Args (besides :class:`CliCommand`'s): ``drafters_after``."""
+
+    def __init__(self, *args, drafters_after: str | None = None, **kwargs):
+        self.drafters_after = drafters_after
+        super().__init__(*args, **kwargs)
+        self.sync_drafters()
+
+    def sync_drafters(self) -> None:
+        """Put the drafter options of the registry's drafters (and no others) into ``params``."""
+        built = set(_OPTIONS.values())
+        own = [p for p in self.params if p not in built]
+        at = next((i + 1 for i, p in enumerate(own) if p.name == self.drafters_after), len(own))
+        self.params = [*own[:at], *(drafter_option(d) for d in DRAFTERS), *own[at:]]
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        self.sync_drafters()
+        return super().get_params(ctx)
+
+
+def backend_option(help_prefix: str = ""):
+    """``--backend`` (default torch), its choices and help from the backends' registry."""
+    return click.option("--backend", default="torch", show_default=True, type=LiveChoice(backend_names),
+                        help=help_prefix + backends_help())
+
+
+def drafter_values(options: dict[str, Any]) -> dict[str, Any]:
+    """Take the drafter options out of a command's ``options`` (drafter field -> value, None included)."""
+    return {f: options.pop(f, None) for f in drafter_fields()}
+
+
+def check_one_drafter(values: dict[str, Any]) -> None:
     """Refuse anything but exactly one drafter option (``values``: drafter field -> option value), in one
     line naming the options of the running command."""
     ctx = click.get_current_context(silent=True)
@@ -56,9 +110,9 @@ def check_one_drafter(**values) -> None:
     chosen = [flag(d.field) for d in chosen_drafters(values)]
     if len(chosen) != 1:
         what = "none was given" if not chosen else f"got {' and '.join(chosen)}"
-        names = ", ".join(f"'{flag(f)}'" for f in DRAFTER_FIELDS)
+        names = ", ".join(f"'{flag(f)}'" for f in drafter_fields())
         raise InputError(f"options {names}: choose exactly one drafter ({what})")
 
 
-__all__ = ["EXIT_LAYER_OPTION", "NGRAM", "NGRAM_OPTION", "check_one_drafter", "drafter_options",
-           "new_drafter_options"]
+__all__ = ["DrafterCommand", "backend_option", "check_one_drafter", "drafter_option", "drafter_values",
+           "value_type"]

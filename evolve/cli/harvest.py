@@ -11,33 +11,17 @@ from __future__ import annotations
 
 import click
 
-from evolve.cli.errors import CliCommand
-from evolve.cli.drafters import check_one_drafter, new_drafter_options
-from evolve.cli.types import LAYER_LIST, WINDOW
+from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafter, drafter_values
 from evolve.traces.synth.generate import format_stats
 from evolve.harvest.config import DTYPES, HarvestConfig
-from evolve.engine.backends import BACKEND_NAMES
 from evolve.errors import InputError
-
-#: ``--backend`` of harvest and live.
-BACKEND_HELP = ("What runs the models: torch (transformers; every drafter, batches) or llama_cpp (a .gguf on "
-                "llama.cpp's kernels, the optional extra 'llama'; --draft or --draft-ngram, one text at a time).")
 
 EXIT_INTERRUPTED = 130
 
 
-@click.command("harvest", cls=CliCommand)
+@click.command("harvest", cls=DrafterCommand, drafters_after="target")
 @click.option("--target", "target", required=True, metavar="PATH",
               help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
-@click.option("--draft", "draft", default=None, metavar="PATH",
-              help="Draft model (directory or .gguf) sharing the target's tokenizer.")
-@click.option("--draft-skip-layers", "skip_layers", type=LAYER_LIST, default=None, metavar="LIST",
-              help="Self-speculation: the target skipping these 0-based decoder layers, e.g. '2,4,6-9' "
-                   "(Draft & Verify; Llama-like models).")
-@click.option("--draft-window", "window", type=WINDOW, default=None, metavar="SINK,RECENT",
-              help="Self-speculation: the target attending only to the first SINK and the RECENT last "
-                   "tokens (StreamingLLM-style sparse KV, as in TriForce/MagicDec), e.g. '4,64'.")
-@new_drafter_options
 @click.option("--prompts", "prompts", required=True, metavar="FILE",
               help="Text file, one prompt per line (the tokenizer's chat template is applied when it has one).")
 @click.option("--gamma", default=5, show_default=True, type=click.IntRange(min=1),
@@ -82,12 +66,9 @@ EXIT_INTERRUPTED = 130
 @click.option("--tree-width", "tree_width", default=None, type=click.IntRange(min=1), metavar="K",
               help="With --tree-nodes: children drawn per expanded node, and nodes expanded per drafter pass "
                    "(default 2).")
-@click.option("--backend", default="torch", show_default=True, type=click.Choice(BACKEND_NAMES), help=BACKEND_HELP)
+@backend_option()
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show the progress bar.")
-def harvest(target, draft, skip_layers, window, ngram, exit_layer, prompts, gamma, max_new_tokens, temperature,
-            top_k, top_p,
-            batch_size, seed, out, dtype, device, threads, shards, scheduler, tree_nodes, tree_width, backend,
-            progress):
+def harvest(**options):
     """Harvest genuine speculative-decoding traces from a local target model and a drafter.
 
     One record per drafted token (all gamma drafts of every block, also past the first
@@ -96,21 +77,25 @@ def harvest(target, draft, skip_layers, window, ngram, exit_layer, prompts, gamm
     each tree's first path and one row per node in {split}.trees.parquet.
     Splits are by prompt. Ctrl-C keeps every finished text; the same command resumes.
     """
+    shards, scheduler, progress = options.pop("shards"), options.pop("scheduler"), options.pop("progress")
+    drafters = drafter_values(options)
+    check_one_drafter(drafters)
+    if options["tree_width"] is None:
+        options["tree_width"] = 2
+    elif options["tree_nodes"] is None:
+        raise InputError("only with --tree-nodes (a tree harvest)", param="tree_width")
+    return run_harvest(HarvestConfig(**options, **drafters), shards, scheduler, progress)
+
+
+def run_harvest(config: HarvestConfig, shards: int | None, scheduler: str | None, progress: bool) -> int:
+    """Check ``config``, run the harvest (in ``shards`` Dask tasks on ``scheduler`` when ``shards`` is given) and
+    print its statistics; returns the exit code (0, or :data:`EXIT_INTERRUPTED` after Ctrl-C).
+    Raises InputError naming the field of a bad setting."""
     from evolve.engine.backends import get_backend
     from evolve.harvest.loop import harvest as run
 
-    check_one_drafter(draft=draft, skip_layers=skip_layers, window=window, ngram=ngram,
-                      exit_layer=exit_layer)
-    if tree_width is not None and tree_nodes is None:
-        raise InputError("only with --tree-nodes (a tree harvest)", param="tree_width")
-    config = HarvestConfig(
-        target=target, prompts=prompts, draft=draft, skip_layers=skip_layers, window=window, ngram=ngram,
-        exit_layer=exit_layer, gamma=gamma,
-        max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, out=out, dtype=dtype, device=device,
-        threads=threads, top_k=top_k, top_p=top_p, batch_size=batch_size, backend=backend, tree_nodes=tree_nodes,
-        tree_width=tree_width if tree_width is not None else 2)
     config.check()
-    get_backend(backend).check(config)
+    get_backend(config.backend).check(config)
     if shards is not None:
         from evolve.cluster import ClusterOptions
         from evolve.harvest.shards import harvest_sharded

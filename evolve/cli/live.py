@@ -10,26 +10,15 @@ from pathlib import Path
 
 import click
 
-from evolve.harvest.config import DTYPES, HarvestConfig
-from evolve.cli.errors import CliCommand
-from evolve.cli.drafters import check_one_drafter, new_drafter_options
-from evolve.cli.harvest import BACKEND_HELP
-from evolve.engine.backends import BACKEND_NAMES
+from evolve.harvest.config import DTYPES
+from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafter, drafter_values
 from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
-from evolve.cli.types import LAYER_LIST, WINDOW
 from evolve.report.live import FORMATS, LiveOptions, live_command
 
 
-@click.command("live", cls=CliCommand, aliases={"champion": "champions"})
+@click.command("live", cls=DrafterCommand, drafters_after="target", aliases={"champion": "champions"})
 @click.option("--target", required=True, metavar="PATH",
               help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
-@click.option("--draft", default=None, metavar="PATH",
-              help="Draft model (directory or .gguf) sharing the target's tokenizer.")
-@click.option("--draft-skip-layers", "skip_layers", type=LAYER_LIST, default=None, metavar="LIST",
-              help="Self-speculation: the target skipping these 0-based decoder layers, e.g. '2,4,6-9'.")
-@click.option("--draft-window", "window", type=WINDOW, default=None, metavar="SINK,RECENT",
-              help="Self-speculation: the target attending only to the first SINK and the RECENT last tokens.")
-@new_drafter_options
 @click.option("--prompts", required=True, metavar="FILE",
               help="Text file, one prompt per line (the tokenizer's chat template is applied when it has one).")
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
@@ -59,29 +48,23 @@ from evolve.report.live import FORMATS, LiveOptions, live_command
 @click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu or cuda.")
 @click.option("--threads", default=None, type=click.IntRange(min=1), metavar="N",
               help="Torch CPU threads (default: 1 on a machine with at most 2 cores, else torch's choice).")
-@click.option("--backend", default="torch", show_default=True, type=click.Choice(BACKEND_NAMES), help=BACKEND_HELP)
+@backend_option()
 @output_options(FORMATS, FORMAT_JSON_OR_TABLE)
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Cost file (JSON, as `benchmark.py perf --write-costs` writes): print the cost model's predicted tokens/s "
                    "and speedup for the same run beside the measured ones.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Say on stderr when a prompt is done.")
-def live(target, draft, skip_layers, window, ngram, exit_layer, prompts, data_dir, split, rules, champions, gamma,
-         max_new_tokens, temperature, top_k,
-         top_p, seed, dtype, device, threads, backend, fmt, output, costs, progress) -> None:
+def live(**options) -> None:
     """Decode the prompts by speculative decoding with every rule and by plain decoding of the target; report
     tokens per target call, wall-clock tokens/s and speedup, and the exact TV damage per emitted token."""
-    check_one_drafter(draft=draft, skip_layers=skip_layers, window=window, ngram=ngram,
-                      exit_layer=exit_layer)
-    config = HarvestConfig(
-        target=target, prompts=prompts, draft=draft, skip_layers=skip_layers, window=window, ngram=ngram,
-        exit_layer=exit_layer, gamma=gamma,
-        max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, dtype=dtype, device=device,
-        threads=threads, top_k=top_k, top_p=top_p, backend=backend)
+    progress = options.pop("progress")
+    drafters = drafter_values(options)
+    check_one_drafter(drafters)
+    opts = LiveOptions.from_options(options, drafters)
 
     def on_text(done: int, total: int) -> None:
         if progress:
             click.echo(f"live: {done}/{total} prompts done", err=True)
 
-    report, text = live_command(LiveOptions(config=config, rules=rules, champions=champions, data_dir=data_dir,
-                                            split=split, fmt=fmt, output=output, costs=costs), on_text)
-    echo_outputs(text, output, f"{len(report.rows)} rows", None)
+    report, text = live_command(opts, on_text)
+    echo_outputs(text, opts.output, f"{len(report.rows)} rows", None)

@@ -5,11 +5,9 @@ from pathlib import Path
 
 import click
 
-from evolve.cli.drafters import check_one_drafter, drafter_options
-from evolve.cli.errors import CliCommand
-from evolve.engine.backends import BACKEND_NAMES
-from evolve.engine.drafters import DRAFTER_FIELDS
-from evolve.cli.types import CommaList, legacy_option
+from evolve.cli.drafters import DrafterCommand, check_one_drafter, drafter_values
+from evolve.engine.backends import backend_names
+from evolve.cli.types import CommaList, LiveChoice, legacy_option
 from evolve.perf.scaling import DEFAULT_SCALING
 from evolve.perf.command import PerfOptions, perf_command
 
@@ -17,7 +15,7 @@ from evolve.perf.command import PerfOptions, perf_command
 ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tokens": "harvest_tokens"}
 
 
-@click.command("perf", cls=CliCommand, aliases=ALIASES)
+@click.command("perf", cls=DrafterCommand, aliases=ALIASES)
 @click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default="data",
               show_default=True, help="Dataset directory; without train/valid splits the default dataset "
                                       "is generated in memory.")
@@ -69,7 +67,7 @@ ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tok
               help="Instead: write the cost file (target forward seconds over T = 1..--gamma-max + 1 new tokens, "
                    "seconds per drafted token, plain decoding's seconds per token) of the --harvest MODEL target "
                    "and the drafter option given, measured here (median of --cost-repeats, interleaved).")
-@click.option("--backend", default="torch", show_default=True, type=click.Choice(BACKEND_NAMES),
+@click.option("--backend", default="torch", show_default=True, type=LiveChoice(backend_names),
               help="--write-costs: what runs the models (as for harvest and live).")
 @click.option("--gamma-max", type=click.IntRange(min=1), default=6, show_default=True,
               help="--write-costs: largest draft length (forwards over 1..gamma_max + 1 tokens).")
@@ -77,12 +75,12 @@ ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tok
               help="--write-costs: repeats of every measurement (the median is kept).")
 @legacy_option("--costs", "perf --costs FILE is now perf --write-costs FILE (it writes a cost file; the --costs of "
                          "benchmark.py, trees, pareto and simulate reads one)")
-@drafter_options
 def perf(**options) -> None:
     """Measure evaluation speed against DEAP and Operon, evolution speed, scaling and memory ."""
+    drafters = drafter_values(options)
     if options["costs"] is not None:
-        check_one_drafter(**{f: options[f] for f in DRAFTER_FIELDS})
-    opts = PerfOptions(**options)
+        check_one_drafter(drafters)
+    opts = PerfOptions(**options, drafters={k: v for k, v in drafters.items() if v is not None})
     _, text = perf_command(opts, progress=lambda msg: click.echo(f"perf: {msg}", err=True))
     click.echo(text, nl=False)
     click.echo(f"wrote {opts.costs if opts.costs is not None else opts.output}", err=True)

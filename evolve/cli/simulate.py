@@ -8,7 +8,7 @@ import click
 from evolve.cli.errors import CliCommand
 from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.types import CommaList
-from evolve.eval.evaluator import DEFAULT_COST_RATIO
+from evolve.eval.costs import DEFAULT_COST_RATIO, ratio_costs
 from evolve.report.simulate import FORMATS, MAX_LENGTH, MAX_SAMPLES, SimulateOptions, simulate_command
 from evolve.sim.decoding import MAX_GAMMA
 from evolve.sim.verification import FLY_MAX_WINDOW, FLY_THRESHOLD, FLY_TOP_K, VERIFICATIONS
@@ -65,6 +65,7 @@ ALIASES = {"vocab_size": "vocab", "budget": "budgets"}
                    "predicted tokens per second and speedup over plain decoding.")
 def simulate(**options) -> None:
     """Simulate speculative decoding over synthetic draft/target models (length sweep or --trees)."""
-    opts = SimulateOptions(**options)
+    speedup_costs = ratio_costs(options.pop("cost_ratio"))  # --cost-ratio c: the cost file of c, in memory
+    opts = SimulateOptions(**options, speedup_costs=speedup_costs)
     sim, text, png_path = simulate_command(opts)
     echo_outputs(text, opts.output, f"{len(sim.rows)} rows", png_path)

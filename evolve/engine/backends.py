@@ -12,7 +12,9 @@ same for every backend.
 * ``llama_cpp``: GGUF files on llama.cpp's own kernels (:mod:`evolve.engine.llama_cpp`; the optional
   extra ``llama``), the model drafter, one text at a time.
 
-Adding a backend is one module with a :class:`Backend` subclass and one entry in :data:`BACKENDS`.
+Adding a backend is one module with a :class:`Backend` subclass (its ``name`` and ``help``, the text of
+``--backend``'s help) and one entry in :data:`BACKENDS`; the commands read the registry (choices and
+help of ``--backend``), and a drafter names the backends that cannot run it (its ``unsupported``).
 Nothing heavy is imported here: torch and llama_cpp are imported when a model is loaded.
 """
 from __future__ import annotations
@@ -26,11 +28,20 @@ class Backend:
     """The torch backend; the base class of the others (see the module doc)."""
 
     name = "torch"
+    #: What it is, for ``--backend``'s help (what runs, which drafters, batches).
+    help = "transformers; every drafter, batches"
     #: Whether a tree harvest can run on it (tree attention over a draft tree: :meth:`Runner.tree`).
     grows_trees = True
 
     def check(self, config) -> None:
-        """Refuse, in one line naming the option, what the backend cannot run (before loading anything)."""
+        """Refuse, in one line naming the option, what the backend cannot run (before loading anything): here a
+        drafter that names this backend in its ``unsupported`` (with the reason it gives)."""
+        from evolve.engine.drafters import chosen_drafters
+
+        for d in chosen_drafters(config):
+            if self.name in d.unsupported:
+                raise InputError(f"drafter '{d.name}' is not supported by backend '{self.name}' "
+                                 f"({d.unsupported[self.name]})", param=d.field)
 
     def load(self, source, config):
         """Load a resolved model (:class:`evolve.engine.models.ModelSource`) for ``config`` (a HarvestConfig)."""
@@ -69,6 +80,8 @@ class LlamaCppBackend(Backend):
     """llama.cpp through llama-cpp-python (:mod:`evolve.engine.llama_cpp`)."""
 
     name = "llama_cpp"
+    help = ("a .gguf on llama.cpp's kernels, the optional extra 'llama'; --draft or --draft-ngram, one text at a "
+            "time")
     grows_trees = False
 
     def check(self, config) -> None:
@@ -107,14 +120,24 @@ class LlamaCppBackend(Backend):
         return LlamaModelDrafter(draft, vocab) if draft is not None else None  # None: a model-free drafter
 
 
-#: name -> backend class.
+#: name -> backend class, in the order the command line lists them (read it live).
 BACKENDS: dict[str, type[Backend]] = {"torch": Backend, "llama_cpp": LlamaCppBackend}
-#: The names, in the order the command line lists them.
-BACKEND_NAMES: tuple[str, ...] = tuple(BACKENDS)
+
+
+def backend_names() -> tuple[str, ...]:
+    """The backends' names, in the order the command line lists them."""
+    return tuple(BACKENDS)
+
+
+def backends_help() -> str:
+    """``--backend``'s help, from every backend's ``help``: "What runs the models: torch (...) or llama_cpp (...)."."""
+    items = [f"{name} ({cls.help})" for name, cls in BACKENDS.items()]
+    listed = items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+    return f"What runs the models: {listed}."
 
 
 def get_backend(name: str) -> Any:
     """The backend called ``name``. Raises InputError (param ``backend``) for an unknown name."""
     if name not in BACKENDS:
-        raise InputError(f"unknown backend '{name}' (choose from {', '.join(BACKEND_NAMES)})", param="backend")
+        raise InputError(f"unknown backend '{name}' (choose from {', '.join(backend_names())})", param="backend")
     return BACKENDS[name]()

@@ -1,4 +1,5 @@
-"""Base classes of the drafters (:mod:`evolve.engine.drafters` holds the drafters and their registry).
+"""Base classes of the drafters and the plain-data spec of a drafter's option (:class:`DrafterOption`); each
+drafter is a module of its own, :mod:`evolve.engine.drafters` their registry.
 
 :class:`Drafter` is what the engine calls (settings, start, propose, commit); :class:`_SelfDrafter`
 runs (part of) the target on the target's own KV cache and crops it back; :func:`kept_layers_model`
@@ -7,6 +8,7 @@ builds the target restricted to some of its decoder layers (weights shared, noth
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -15,6 +17,33 @@ from evolve.errors import InputError
 from evolve.engine.distributions import sample_index
 from evolve.engine.onehot import OneHot
 from evolve.engine.runner import BatchKV, Runner
+
+
+#: The value types a drafter's option may declare (:attr:`DrafterOption.value`), parsed by the command line
+#: (:mod:`evolve.cli.drafters`) into: ``path`` a string (a model path); ``count`` an int >= 1; ``counts`` a tuple
+#: of ints >= 1 (``3,1``); ``pair`` a tuple of two ints (``4,64``); ``layers`` sorted unique 0-based layer
+#: indices (``2,4,6-9``).
+VALUE_TYPES: tuple[str, ...] = ("path", "count", "counts", "pair", "layers")
+
+
+@dataclass(frozen=True)
+class DrafterOption:
+    """A drafter's command-line option, as plain data: the commands that take a drafter (``generate_data.py
+    harvest``, ``benchmark.py live``, ``benchmark.py perf --write-costs``) build it from the registry
+    (:mod:`evolve.cli.drafters`); its parameter is the drafter's ``field``.
+
+    Attributes:
+        flag: the option, e.g. ``--draft-ngram``.
+        metavar: what the help shows for the value, e.g. ``MAX[,MIN]``.
+        help: the help text.
+        value: one of :data:`VALUE_TYPES`, or a callable parsing the option's text into the value (raising
+            ValueError with a one-line message for a bad one).
+    """
+
+    flag: str
+    metavar: str
+    help: str
+    value: Any = "path"
 
 
 def _shallow(module):
@@ -60,8 +89,14 @@ class Drafter:
     name = ""
     #: The :class:`evolve.harvest.config.HarvestConfig` field (and command-line parameter) selecting it.
     field = ""
+    #: Its command-line option (None: none; every registered drafter has one).
+    option: DrafterOption | None = None
+    #: Whether its value is the path of a second model, which the backend loads (the model drafter).
+    draft_model = False
     #: Whether it runs no model at all (so it runs on every backend: :mod:`evolve.engine.backends`).
     model_free = False
+    #: {backend name: why the drafter cannot run there} (a backend refuses it in one line with the reason).
+    unsupported: dict[str, str] = {}
     #: Whether it can grow a draft tree (a torch model run over a tree with :meth:`Runner.tree`; a tree harvest).
     grows_trees = False
     #: The columns :meth:`draft_columns` writes and :meth:`lookahead` gives before drafting a token.

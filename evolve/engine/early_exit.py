@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from evolve.errors import InputError
-from evolve.engine.drafter_base import _SelfDrafter, kept_layers_model, target_layers
+from evolve.engine.drafter_base import DrafterOption, _SelfDrafter, kept_layers_model, target_layers
 
 
 class EarlyExitDrafter(_SelfDrafter):
@@ -23,6 +23,10 @@ class EarlyExitDrafter(_SelfDrafter):
 
     name = "early_exit"
     field = "exit_layer"
+    option = DrafterOption("--draft-exit-layer", "K",
+                           "Early exit (LayerSkip): the target's first K decoder layers, final norm and LM head, on "
+                           "the target's KV cache (Llama-like models).", value="count")
+    unsupported = {"llama_cpp": "llama.cpp cannot exit early from the decoder layers"}
     grows_trees = True
 
     @classmethod

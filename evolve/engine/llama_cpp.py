@@ -29,7 +29,8 @@ import time
 from typing import Any, Sequence
 
 from evolve.errors import InputError
-from evolve.engine.drafters import Drafter, ModelDrafter
+from evolve.engine.drafter_base import Drafter
+from evolve.engine.model_drafter import ModelDrafter
 from evolve.engine.models import LoadedModel, ModelSource, _short, _torch
 
 NAME = "llama_cpp"
@@ -51,29 +52,24 @@ def import_llama():
 def check_config(config) -> None:
     """Refuse what this backend cannot run, in one line naming the option (before anything is loaded):
     every drafter but the model drafter and those that run no model (prompt lookup; skip-layers, window,
-    early exit are refused), a batch size above 1, a device other than cpu, a target or
-    draft model that is not a .gguf file."""
-    if config.draft is None:
-        from evolve.engine.drafters import chosen_drafters
+    early exit are refused, with the reason the drafter gives in its ``unsupported``), a batch size above
+    1, a device other than cpu, a target or draft model that is not a .gguf file."""
+    from evolve.engine.drafters import DRAFTERS, chosen_drafters
 
-        reasons = {"skip_layers": "llama.cpp cannot skip decoder layers",
-                   "window": "llama.cpp cannot restrict attention per query",
-                   "exit_layer": "llama.cpp cannot exit early from the decoder layers"}
-        chosen = [d for d in chosen_drafters(config) if d.field != "draft"]
-        if chosen and chosen[0].model_free:
-            pass  # runs no model (prompt lookup): any backend
-        else:
-            drafter, field = (chosen[0].name, chosen[0].field) if chosen else ("none", "draft")
-            why = reasons.get(field, "only the model drafter and the drafters without a model run on llama.cpp")
-            raise InputError(f"drafter '{drafter}' is not supported by backend '{NAME}' ({why}); use a draft model "
-                             f"(a second GGUF), prompt lookup or the torch backend", param=field)
+    chosen = chosen_drafters(config)
+    if not chosen or not (chosen[0].draft_model or chosen[0].model_free):
+        model = next(d for d in DRAFTERS if d.draft_model)
+        drafter, field = (chosen[0].name, chosen[0].field) if chosen else ("none", model.field)
+        why = chosen[0].unsupported.get(NAME) if chosen else None
+        why = why or "only the model drafter and the drafters without a model run on llama.cpp"
+        raise InputError(f"drafter '{drafter}' is not supported by backend '{NAME}' ({why}); use a draft model "
+                         f"(a second GGUF), prompt lookup or the torch backend", param=field)
     if config.batch_size != 1:
         raise InputError(f"backend '{NAME}' decodes one text at a time (value {config.batch_size}); use 1 or the "
                          f"torch backend", param="batch_size")
     if config.device != "cpu":
         raise InputError(f"backend '{NAME}' runs on the cpu only (value {config.device})", param="device")
-    for param in ("target", "draft"):
-        path = getattr(config, param)
+    for param, path in (("target", config.target), *((d.field, config.draft_model) for d in chosen if d.draft_model)):
         if path is not None and not str(path).lower().endswith(".gguf"):
             raise InputError(f"{path}: backend '{NAME}' loads .gguf files only", param=param)
 

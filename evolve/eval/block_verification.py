@@ -39,7 +39,6 @@ exactly as the target's (the damage, TV per token, is 0).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +46,7 @@ from numba import njit
 
 from evolve.errors import InputError
 from evolve.verification.block import stopping_probability
+from evolve.eval.costs import Costs
 
 #: The optional column holding m_{d+1} on the record at depth d.
 RESIDUAL_COLUMN = "block_residual_mass"
@@ -149,20 +149,17 @@ class BlockVerificationMetrics:
 
 
 def block_verification_metrics(target_prob: np.ndarray, draft_prob: np.ndarray, draft_index: np.ndarray,
-                               residual_mass: np.ndarray, gamma: int, cost_ratio: float) -> BlockVerificationMetrics:
-    """Mean tokens per call and speedup of block verification (:func:`block_verification_tokens`).
+                               residual_mass: np.ndarray, gamma: int, costs: Costs) -> BlockVerificationMetrics:
+    """Mean tokens per call and speedup (under ``costs``, :meth:`evolve.eval.costs.Costs.speedup`) of block
+    verification (:func:`block_verification_tokens`).
 
-    Raises: as :func:`block_verification_tokens`; InputError for a split
-    without any block, or a negative or non-finite ``cost_ratio``.
+    Raises: as :func:`block_verification_tokens`; InputError for a split without any block.
     """
-    if not (isinstance(cost_ratio, (int, float)) and math.isfinite(cost_ratio) and cost_ratio >= 0):
-        raise InputError(f"cost_ratio (the draft/target cost ratio) must be a finite number >= 0 "
-                         f"(value {cost_ratio!r})")
     tokens = block_verification_tokens(target_prob, draft_prob, draft_index, residual_mass, gamma)
     if tokens.size == 0:
         raise InputError("block verification needs at least one block (a row with draft_index 0)")
     tpc = float(tokens.mean())
-    return BlockVerificationMetrics(tpc, tpc / (gamma * cost_ratio + 1.0), 0.0, int(tokens.size), int(gamma))
+    return BlockVerificationMetrics(tpc, costs.speedup(tpc, gamma), 0.0, int(tokens.size), int(gamma))
 
 
 __all__ = ["RESIDUAL_COLUMN", "BlockVerificationMetrics", "block_tokens_kernel", "block_verification_tokens",

@@ -27,8 +27,9 @@ import numpy as np
 from evolve.traces.chunks import iter_split_chunks
 from evolve.traces.schema import COLUMNS, REQUIRED_COLUMNS
 from evolve.eval.evaluator import (
-    DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, check_gamma, metrics_from_counts,
+    AcceptanceQualityFitness, EvalData, Metrics, check_gamma, metrics_from_counts,
 )
+from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.layouts import N_COUNTS
 from evolve.eval.population import score_counts
 from evolve.gp.compiler import Program
@@ -65,9 +66,9 @@ class ChunkedCounts:
     score_seconds: float
 
     def metrics(self, index: int, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
-                cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
+                costs: Costs = DEFAULT_COSTS) -> Metrics:
         """The metrics of program ``index`` over the whole split (block metrics when scored with a gamma)."""
-        return metrics_from_counts(self.counts[index], self.tokens, fitness, self.gamma or None, cost_ratio)
+        return metrics_from_counts(self.counts[index], self.tokens, fitness, self.gamma or None, costs)
 
 
 def score_split_chunks(programs: Sequence[Program], data_dir: str | os.PathLike, split: str = "train",

@@ -8,6 +8,8 @@ show where it disagrees.
 """
 from __future__ import annotations
 
+from evolve.eval.costs import Costs
+
 
 def tokens_per_call_constant(alpha: float, gamma: int) -> float:
     """Expected tokens per target call when every drafted token is accepted with probability ``alpha``.
@@ -21,13 +23,14 @@ def tokens_per_call_constant(alpha: float, gamma: int) -> float:
     return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
 
 
-def speedup_constant(alpha: float, gamma: int, cost_ratio: float) -> float:
-    """Expected wall-time speedup for a constant acceptance rate ``alpha`` and cost ratio c.
+def speedup_constant(alpha: float, gamma: int, costs: Costs) -> float:
+    """Expected wall-time speedup for a constant acceptance rate ``alpha`` under ``costs``.
 
-    (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma*c + 1)) (Leviathan et al. 2023,
-    theorem 3.8): one call costs gamma draft steps (c each) plus one target step.
+    With the costs of a cost ratio c (:func:`evolve.eval.costs.ratio_costs`): (1 - alpha^(gamma+1)) /
+    ((1 - alpha)(gamma*c + 1)) (Leviathan et al. 2023, theorem 3.8): one call costs gamma draft steps
+    (c each) plus one target step (:meth:`evolve.eval.costs.Costs.speedup`).
     """
-    return tokens_per_call_constant(alpha, gamma) / (gamma * cost_ratio + 1.0)
+    return costs.speedup(tokens_per_call_constant(alpha, gamma), gamma)
 
 
 def naive_theoretical_speedup(gamma: int, alpha: float) -> float:

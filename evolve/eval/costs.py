@@ -28,10 +28,11 @@ hand for hardware one does not have (a GPU whose verification is nearly flat in 
 over more tokens than the list holds extrapolates linearly from its last two entries (flat for a
 one-entry list, and never downwards: a noisy curve that dips at its end is extended flat).
 
-The default (:data:`DEFAULT_COSTS`) is the cost model of the evaluator's ``speedup``: a
-verification as cheap as one plain step whatever T, and a drafted token at
-:data:`evolve.eval.evaluator.DEFAULT_COST_RATIO` = 0.05 of it, in units of one plain step
-(``tokens_per_second`` is then the speedup; Leviathan et al. 2023, arXiv 2211.17192, section 3.4).
+A draft/target cost ratio c (``--cost-ratio``) is the cost file built in memory by :func:`ratio_costs`:
+a verification as cheap as one plain step whatever T, and a drafted token at c of it, in units of one
+plain step, so that :meth:`Costs.speedup` = tokens_per_call / (gamma c + 1) (Leviathan et al. 2023, arXiv
+2211.17192, section 3.4). The default (:data:`DEFAULT_COSTS`) is that of :data:`DEFAULT_COST_RATIO` = 0.05
+(``tokens_per_second`` is then the speedup). Every cost the code passes on is a :class:`Costs`.
 """
 from __future__ import annotations
 
@@ -41,8 +42,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evolve.errors import InputError
-from evolve.eval.evaluator import DEFAULT_COST_RATIO
 from evolve.traces.io import read_json
+
+#: Default draft/target cost ratio c of the speedup (a draft model at about 5% of the target's cost).
+DEFAULT_COST_RATIO = 0.05
 
 #: Largest cost file read, in bytes.
 MAX_FILE_BYTES = 1_000_000
@@ -110,6 +113,19 @@ class Costs:
         """Seconds per call of fixed draft length ``gamma`` (every step drafts and verifies gamma tokens)."""
         return self.step_seconds(gamma, gamma)
 
+    def speedup(self, tokens_per_call: float, gamma: int) -> float:
+        """The speedup over plain decoding of ``tokens_per_call`` at fixed draft length ``gamma`` (>= 1):
+        tokens_per_call / :meth:`fixed_gamma_seconds` * ``plain_token_s``. For :func:`ratio_costs` (c) it is
+        tokens_per_call / (gamma c + 1) (Leviathan et al. 2023, arXiv 2211.17192, section 3.4), the same float:
+        the forward is 1.0 + 0.0 exactly and the product by 1.0 is exact."""
+        return tokens_per_call / self.fixed_gamma_seconds(gamma) * self.plain_token_s
+
+    @property
+    def cost_ratio(self) -> float:
+        """The draft/target cost ratio c: seconds per drafted token over seconds per plain token (the ratio a
+        table reports; the ``c`` of :func:`ratio_costs`)."""
+        return self.draft_token_s if self.plain_token_s == 1.0 else self.draft_token_s / self.plain_token_s
+
     def to_dict(self) -> dict[str, Any]:
         """The cost file's JSON object (the extra keys first, then the three defined ones)."""
         return {**self.extra, "target_forward_s": list(self.target_forward_s), "draft_token_s": self.draft_token_s,
@@ -119,6 +135,22 @@ class Costs:
 #: The default cost model: flat verification, drafts at 0.05 of a plain step (the evaluator's ``speedup``).
 DEFAULT_COSTS = Costs((1.0,), DEFAULT_COST_RATIO, 1.0,
                       source=f"default (flat verification, draft/target cost ratio {DEFAULT_COST_RATIO:g})")
+
+
+def ratio_costs(cost_ratio: float, param: str = "cost_ratio") -> Costs:
+    """The cost file of a draft/target cost ratio c (``--cost-ratio``), built in memory: a target forward of 1
+    (one plain step) whatever T, a drafted token of c, a plain token of 1.
+
+    Raises: InputError naming ``param`` for a c that is not a finite number >= 0.
+    """
+    c = cost_ratio
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
+        raise InputError(f"must be a finite number >= 0 (value {c!r})", param=param)
+    return Costs((1.0,), float(c), 1.0, source=f"flat verification, draft/target cost ratio {c:g}")
+
+
+#: Free drafts (cost ratio 0): the speedup is the tokens per call.
+FREE_DRAFTS = ratio_costs(0.0)
 
 
 def costs_from_dict(doc: Any, source: str) -> Costs:
@@ -208,5 +240,5 @@ def cached_costs(path: str | os.PathLike | None) -> Costs:
     return _LOADED[key]
 
 
-__all__ = ["Costs", "DEFAULT_COSTS", "MAX_FILE_BYTES", "costs_from_dict", "load_costs", "cached_costs",
-           "concurrent_tokens_per_second"]
+__all__ = ["Costs", "DEFAULT_COSTS", "DEFAULT_COST_RATIO", "FREE_DRAFTS", "MAX_FILE_BYTES", "costs_from_dict", "load_costs",
+           "cached_costs", "concurrent_tokens_per_second", "ratio_costs"]

@@ -37,7 +37,6 @@ reduced by the same kernels). Results do not depend on the number of threads.
 """
 from __future__ import annotations
 
-import math
 import weakref
 from dataclasses import asdict, dataclass, field, fields
 from operator import itemgetter
@@ -45,6 +44,7 @@ from operator import itemgetter
 import numpy as np
 
 from evolve.errors import InputError
+from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.traces.io import Traces
 from evolve.verification.tokenwise import standard_threshold
 from evolve.gp.compiler import Program
@@ -57,8 +57,6 @@ from evolve.eval.scheduler import chunk_bounds
 from evolve.eval.scoring import packed_thresholds, score_packed, score_tau
 from evolve.gp.primitives import FEATURES, N_OPCODES
 
-#: Default draft/target cost ratio c of the speedup (a draft model at about 5% of the target's cost).
-DEFAULT_COST_RATIO = 0.05
 #: Memory the derived rows of one split may take (log/exp of features, see EvalData.derived_rows).
 DERIVED_BUDGET_BYTES = 64 << 20
 
@@ -313,12 +311,13 @@ _BLOCK_COUNTS = itemgetter(Count.BLOCKS, Count.SUM_TOKENS, Count.SUM_BLOCK_TV)
 
 
 def metrics_from_counts(counts: np.ndarray, n: int, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
-                        gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
+                        gamma: int | None = None, costs: Costs = DEFAULT_COSTS) -> Metrics:
     """Turn counts (float64 (N_FITNESS_COUNTS,) or (N_COUNTS,), a :class:`evolve.eval.layouts.Count`
     record) over ``n`` tokens into :class:`Metrics`.
 
     With n == 0 every rate is 0. Block metrics are filled when ``gamma`` is
-    given and the counts hold at least one speculation block.
+    given and the counts hold at least one speculation block; the speedup is ``costs``'s
+    (:meth:`evolve.eval.costs.Costs.speedup`).
     """
     if n == 0:
         return Metrics(0, 0.0, 0.0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
@@ -334,7 +333,7 @@ def metrics_from_counts(counts: np.ndarray, n: int, fitness: AcceptanceQualityFi
         blocks, s_tokens, s_block_tv = _BLOCK_COUNTS(c)
         if blocks > 0:
             tpc = s_tokens / blocks
-            speedup = tpc / (gamma * cost_ratio + 1.0)
+            speedup = costs.speedup(tpc, gamma)
             tv_tok = s_block_tv / s_tokens
     # a frozen dataclass's __init__ sets fields one by one through object.__setattr__; filling
     # __dict__ directly gives the same object several times faster (this runs once per program)
@@ -432,14 +431,14 @@ def threshold_counts(tau: np.ndarray, data: EvalData, gamma: int = 0) -> np.ndar
 
 
 def evaluate_thresholds(tau: np.ndarray, data: EvalData, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), *,
-                        gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
+                        gamma: int | None = None, costs: Costs = DEFAULT_COSTS) -> Metrics:
     """Metrics of given raw thresholds ``tau`` float64 (n,)."""
     g = check_gamma(gamma, data)
-    return metrics_from_counts(threshold_counts(tau, data, g), data.n, fitness, gamma, cost_ratio)
+    return metrics_from_counts(threshold_counts(tau, data, g), data.n, fitness, gamma, costs)
 
 
 def evaluate(rule, data: EvalData, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), *,
-             gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
+             gamma: int | None = None, costs: Costs = DEFAULT_COSTS) -> Metrics:
     """Metrics of a :class:`Program` or :class:`heuristics.contract.Rule` on ``data``.
 
     Expression rules and programs run through the fused interpreter (parallel
@@ -450,33 +449,29 @@ def evaluate(rule, data: EvalData, fitness: AcceptanceQualityFitness = Acceptanc
         gamma: draft length for the block metrics (tokens_per_call, speedup,
             tv_per_token); None skips them. They stay None on a split without
             ``draft_index``.
-        cost_ratio: draft/target cost ratio c of the speedup (>= 0).
+        costs: the cost model of the speedup (:class:`evolve.eval.costs.Costs`; a draft/target cost ratio c
+            is :func:`evolve.eval.costs.ratio_costs`).
 
     Raises: InputError if the rule needs a column the split lacks, for a
-    gamma below 1 or above the split's block length (:func:`check_gamma`), for
-    a negative or non-finite cost_ratio when gamma is given, or for a rule whose
+    gamma below 1 or above the split's block length (:func:`check_gamma`), or for a rule whose
     kind of program is not a per-token threshold (:mod:`evolve.kinds.registry`; a
     relaxation weight is scored by :mod:`evolve.kinds.relaxation.eval_population`).
     """
     kind = getattr(rule, "program_kind", THRESHOLD)
     if kind is not THRESHOLD:
         raise kind.refuse("per-token evaluation (evolve.eval.evaluator.evaluate)", f"rule '{rule.name}'")
-    if gamma is not None and not (isinstance(cost_ratio, (int, float)) and math.isfinite(cost_ratio)
-                                  and cost_ratio >= 0):
-        raise InputError(f"cost_ratio (the draft/target cost ratio) must be a finite number >= 0 "
-                         f"(value {cost_ratio!r})")
     program = rule if isinstance(rule, Program) else rule.program
     if program is not None:
         check_features(program, data, getattr(rule, "name", "program"))
         g = check_gamma(gamma, data)
-        return metrics_from_counts(program_counts(program, data, g), data.n, fitness, gamma, cost_ratio)
+        return metrics_from_counts(program_counts(program, data, g), data.n, fitness, gamma, costs)
     g = check_gamma(gamma, data)
     return metrics_from_counts(threshold_counts(thresholds(rule, data), data, g), data.n, fitness,
-                               gamma, cost_ratio)
+                               gamma, costs)
 
 
 def reference_metrics(tau: np.ndarray, traces: Traces, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), *,
-                      gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> Metrics:
+                      gamma: int | None = None, costs: Costs = DEFAULT_COSTS) -> Metrics:
     """Plain-numpy metrics of raw thresholds, independent of the interpreter (for tests).
 
     Block metrics (with ``gamma``, on traces with ``draft_index``) are computed
@@ -504,4 +499,4 @@ def reference_metrics(tau: np.ndarray, traces: Traces, fitness: AcceptanceQualit
             counts[Count.BLOCKS] += 1
             counts[Count.SUM_TOKENS] += tokens
             counts[Count.SUM_BLOCK_TV] += tv
-    return metrics_from_counts(counts, n, fitness, gamma, cost_ratio)
+    return metrics_from_counts(counts, n, fitness, gamma, costs)

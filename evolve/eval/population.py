@@ -35,8 +35,9 @@ import numpy as np
 
 from evolve.gp.compiler import Node, Program, compile_nodes, from_tree, parse, to_string
 from evolve.eval.evaluator import (
-    DEFAULT_COST_RATIO, EvalData, Metrics, AcceptanceQualityFitness, check_features, check_gamma, metrics_from_counts,
+    EvalData, Metrics, AcceptanceQualityFitness, check_features, check_gamma, metrics_from_counts,
 )
+from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.lowering import derivable_pairs, lower, pack
 from evolve.eval.scoring import score_packed
 
@@ -111,7 +112,7 @@ class PopulationEvaluator:
     Args:
         data: the prepared split.
         fitness: parameters of the acceptance-quality fitness.
-        gamma, cost_ratio: block metrics as in :func:`evolve.eval.evaluator.evaluate`
+        gamma, costs: block metrics as in :func:`evolve.eval.evaluator.evaluate`
             (None: skipped).
         cache_size: distinct expressions remembered across calls (least
             recently used dropped first); 0 remembers only within a call.
@@ -126,7 +127,7 @@ class PopulationEvaluator:
     data: EvalData
     fitness: AcceptanceQualityFitness = AcceptanceQualityFitness()
     gamma: int | None = None
-    cost_ratio: float = DEFAULT_COST_RATIO
+    costs: Costs = DEFAULT_COSTS
     cache_size: int = DEFAULT_CACHE_SIZE
     derive: bool = True
     stats: EvaluationStats = field(default_factory=EvaluationStats)
@@ -217,16 +218,16 @@ class PopulationEvaluator:
 
     def _metrics(self, counts: np.ndarray):
         """One program's :class:`evolve.eval.evaluator.Metrics` from its counts."""
-        return metrics_from_counts(counts, self.data.n, self.fitness, self.gamma, self.cost_ratio)
+        return metrics_from_counts(counts, self.data.n, self.fitness, self.gamma, self.costs)
 
 
 def evaluate_population(individuals: Iterable[Any], data: EvalData, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), *,
-                        gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO) -> list[Metrics]:
+                        gamma: int | None = None, costs: Costs = DEFAULT_COSTS) -> list[Metrics]:
     """Metrics of every individual (one batched call; duplicates scored once). See :class:`PopulationEvaluator`.
 
     Raises: InputError for a missing feature or a bad gamma.
     """
-    return PopulationEvaluator(data, fitness, gamma, cost_ratio, cache_size=0).evaluate(individuals)
+    return PopulationEvaluator(data, fitness, gamma, costs, cache_size=0).evaluate(individuals)
 
 
 def score_counts(programs: Sequence[Program], data: EvalData, gamma: int = 0) -> np.ndarray:

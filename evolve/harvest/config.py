@@ -1,32 +1,36 @@
 """The settings of a harvest (:class:`HarvestConfig`).
 
 Every field of :class:`HarvestConfig` is a ``generate_data.py harvest`` option of the
-same name (``skip_layers`` is ``--draft-skip-layers``, ``window`` is
-``--draft-window``, ``ngram`` is ``--draft-ngram``, ``exit_layer`` is ``--draft-exit-layer``); its errors name the field (:class:`evolve.errors.InputError`'s
-``param``), which the command line shows as the option the value came from. The
-command line parses the list-valued options (:mod:`evolve.cli.types`).
+same name; the drafter's option (``draft``, ``skip_layers``, ``ngram``, ... of the drafters'
+registry, :data:`evolve.engine.drafters.DRAFTERS`; ``--draft``, ``--draft-skip-layers``, ...) is a
+keyword of the constructor and an attribute too, kept in ``drafters``. Its errors name the field
+(:class:`evolve.errors.InputError`'s ``param``), which the command line shows as the option the
+value came from. The command line parses the list-valued options (:mod:`evolve.cli.types`).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from evolve.errors import InputError
-from evolve.engine.backends import BACKEND_NAMES, BACKENDS
-from evolve.engine.drafters import DRAFTER_FIELDS, DRAFTERS, chosen_drafters
+from evolve.engine.backends import BACKENDS, backend_names
+from evolve.engine.drafters import DRAFTERS, chosen_drafters, drafter_fields, drafter_of
 
 #: Torch dtypes the models can run in.
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class HarvestConfig:
     """Everything a harvest depends on (the CLI options).
 
-    Exactly one drafter (:data:`evolve.engine.drafters.DRAFTERS`): ``draft`` (path of a second model),
-    ``skip_layers`` (0-based decoder layer indices of the target to skip), ``window`` ((sink, recent)
-    token counts), ``ngram`` ((max,) or (max, min) n-gram sizes of prompt lookup) or ``exit_layer``
-    (early exit after the target's first K decoder layers).
+    Exactly one drafter (:data:`evolve.engine.drafters.DRAFTERS`), given to the constructor as the keyword
+    of its field and read back as an attribute of that name (None when not given): ``draft`` (path of a
+    second model), ``skip_layers`` (0-based decoder layer indices of the target to skip), ``window``
+    ((sink, recent) token counts), ``ngram`` ((max,) or (max, min) n-gram sizes of prompt lookup),
+    ``exit_layer`` (early exit after the target's first K decoder layers), or any drafter registered
+    later. ``drafters`` holds them as (field, value) pairs in the registry's order.
     ``temperature`` 0 means greedy decoding; ``top_k`` (0: off) and ``top_p`` (1: off) truncate
     both models' distributions after the temperature (:func:`evolve.engine.distributions.distributions`).
     ``dtype`` is the torch dtype the models run in, ``threads`` the torch CPU thread count (None:
@@ -39,9 +43,7 @@ class HarvestConfig:
 
     target: str
     prompts: str
-    draft: str | None = None
-    skip_layers: tuple[int, ...] | None = None
-    window: tuple[int, int] | None = None
+    drafters: tuple[tuple[str, Any], ...] = ()
     gamma: int = 5
     max_new_tokens: int = 128
     temperature: float = 1.0
@@ -54,17 +56,52 @@ class HarvestConfig:
     top_p: float = 1.0
     batch_size: int = 1
     backend: str = "torch"
-    ngram: tuple[int, ...] | None = None
-    exit_layer: int | None = None
     tree_nodes: int | None = None
     tree_width: int = 2
+
+    def __init__(self, target: str, prompts: str, **options: Any):
+        """``options``: the fields above by name, and the drafters' fields (a value or None).
+        Raises TypeError for a keyword that is neither."""
+        values: dict[str, Any] = dict(options.pop("drafters", ()))
+        for f in fields(self):
+            if f.name in ("target", "prompts", "drafters"):
+                continue
+            object.__setattr__(self, f.name, options.pop(f.name) if f.name in options else f.default)
+        for name, value in options.items():
+            if drafter_of(name) is None:
+                raise TypeError(f"HarvestConfig: unexpected keyword '{name}' (not a field nor a drafter's)")
+            values[name] = value
+        object.__setattr__(self, "target", target)
+        object.__setattr__(self, "prompts", prompts)
+        object.__setattr__(self, "drafters", tuple((name, values[name]) for name in drafter_fields()
+                                                   if values.get(name) is not None))
+
+    def __getattr__(self, name: str) -> Any:
+        """A drafter's field: its value, None when not given."""
+        if name.startswith("__") or drafter_of(name) is None:
+            raise AttributeError(name)
+        return dict(self.__dict__.get("drafters", ())).get(name)
+
+    @property
+    def draft_model(self) -> str | None:
+        """The path of the second model the drafter needs (the model drafter's value), or None."""
+        return next((v for name, v in self.drafters if drafter_of(name).draft_model), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a flat dict (as written into a dataset's metadata): every registered drafter's field
+        with its value or None, no ``drafters``."""
+        d = asdict(self)
+        del d["drafters"]
+        given = dict(self.drafters)
+        return {"target": d.pop("target"), "prompts": d.pop("prompts"),
+                **{name: given.get(name) for name in drafter_fields()}, **d}
 
     def check(self) -> None:
         """Validate the values (not the files). Raises InputError naming the field (``param``)."""
         chosen = [d.field for d in chosen_drafters(self)]
         if len(chosen) != 1:
             what = "none was given" if not chosen else f"got {' and '.join(chosen)}"
-            raise InputError(f"drafter: choose exactly one of {', '.join(DRAFTER_FIELDS)} ({what})")
+            raise InputError(f"drafter: choose exactly one of {', '.join(drafter_fields())} ({what})")
         if self.gamma < 1:
             raise InputError(f"must be at least 1 (value {self.gamma})", param="gamma")
         if self.max_new_tokens < 2:
@@ -82,8 +119,8 @@ class HarvestConfig:
             raise InputError(f"must be >= 0 (value {self.seed})", param="seed")
         if self.threads is not None and self.threads < 1:
             raise InputError(f"must be at least 1 (value {self.threads})", param="threads")
-        if self.backend not in BACKEND_NAMES:
-            raise InputError(f"unknown backend '{self.backend}' (choose from {', '.join(BACKEND_NAMES)})",
+        if self.backend not in BACKENDS:
+            raise InputError(f"unknown backend '{self.backend}' (choose from {', '.join(backend_names())})",
                              param="backend")
         if self.dtype not in DTYPES:
             raise InputError(f"unknown dtype '{self.dtype}' (choose from {', '.join(DTYPES)})", param="dtype")

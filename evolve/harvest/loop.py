@@ -72,7 +72,8 @@ import numpy as np
 from evolve.harvest.config import HarvestConfig
 from evolve.engine.distributions import block_records, distributions, sample_index, standard_residual
 from evolve.engine.backends import get_backend
-from evolve.engine.drafters import Drafter, drafter_for
+from evolve.engine.drafter_base import Drafter
+from evolve.engine.drafters import chosen_drafters, drafter_for
 from evolve.engine.models import LoadedModel, check_same_tokenizer, eos_ids, resolve_model, sha256_file
 from evolve.harvest.progress import ProgressBar, stderr_console
 from evolve.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
@@ -291,7 +292,8 @@ def build(config: HarvestConfig) -> Setup:
     backend.check(config)
     target_src = resolve_model(config.target, "target")
     apply_threads(config.threads)  # None: 1 thread on a machine with <= 2 cores (evolve.engine.threads)
-    draft_src = resolve_model(config.draft, "draft") if config.draft is not None else None
+    (chosen,) = chosen_drafters(config)
+    draft_src = resolve_model(config.draft_model, chosen.field) if chosen.draft_model else None
     target = backend.load(target_src, config)
     draft = backend.load(draft_src, config) if draft_src is not None else None
     for loaded in (target, draft):
@@ -351,7 +353,7 @@ def prepare(config: HarvestConfig) -> tuple[list[str], list[int], dict, str, Pat
     prompts, lines = read_prompts(config.prompts)
     splits = assign_splits(len(prompts), config.seed)
     prompts_sha = sha256_file(config.prompts)
-    out = check_output_dir(config.out, (config.target, config.draft, config.prompts))
+    out = check_output_dir(config.out, (config.target, config.draft_model, config.prompts))
     work = out / WORK_DIR
     check_out_dir(out, work, None)
     return prompts, lines, splits, prompts_sha, out, work
@@ -379,7 +381,7 @@ def harvest(config: HarvestConfig, progress: bool = True,
     console = console or stderr_console()
     if progress and console.is_terminal:
         console.print(f"harvest: loading and hashing the models ({config.target}"
-                      f"{', ' + config.draft if config.draft else ''})", soft_wrap=True)
+                      f"{', ' + config.draft_model if config.draft_model else ''})", soft_wrap=True)
     setup = build(config)
     settings = fingerprint(config, setup.description, prompts_sha)
     check_out_dir(out, work, settings)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import io
 import json
 import re
-from dataclasses import asdict
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, Sequence
@@ -329,7 +328,7 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
         "generator_version": GENERATOR_VERSION,
         "description": "genuine speculative-decoding blocks of a local target model and drafter (standard rule)",
         "seed": config.seed,
-        "config": {**{k: v for k, v in asdict(config).items()}, "prompts_sha256": prompts_sha,
+        "config": {**config.to_dict(), "prompts_sha256": prompts_sha,
                    "prompts_path": str(Path(config.prompts).resolve()), **description,
                    "split_rule": (f"rng = numpy.random.default_rng(seed); perm = rng.permutation(n); "
                                   f"h = max(1, round({HELD_OUT_FRACTION} n)); valid = perm[:h], "

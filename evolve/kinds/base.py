@@ -35,10 +35,12 @@ class KindHooks:
         population: ``population(data, fitness, gamma, cache_size, costs, verifier, weighting)`` -> a population
             scorer (:class:`evolve.eval.population.PopulationEvaluator` or one with its ``evaluate`` method):
             ``python -m evolve run`` and ``promote``.
-        score: ``score(rule, data, directory, split, gamma, fitness, cost_ratio, costs)`` -> one rule's metrics on a
-            split (the Python API, :func:`evolve.api.evaluate_rule`): ``data()`` returns the split's
+        score: ``score(rule, data, directory, split, gamma, fitness, speedup_costs, costs)`` -> one rule's metrics
+            on a split (the Python API, :func:`evolve.api.evaluate_rule`): ``data()`` returns the split's
             :class:`evolve.eval.evaluator.EvalData`, ``directory`` is the dataset directory (None when the data
-            was given in memory), ``costs`` a :class:`evolve.eval.costs.Costs`.
+            was given in memory), ``speedup_costs`` the :class:`evolve.eval.costs.Costs` of the block metrics'
+            speedup (a cost ratio's, :func:`evolve.eval.costs.ratio_costs`), ``costs`` the one of tokens per
+            second.
         seeds: ``seeds(cfg, features, train, gamma, objective)`` -> the warm start of a search
             (:class:`evolve.search.warm_start.WarmStart`).
         compare: how ``benchmark.py`` scores a rule (:class:`evolve.report.compare.table.KindScorer`).

@@ -46,7 +46,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -259,8 +259,8 @@ class PerfOptions:
     ``harvest_texts``, ``harvest_tokens``, ``threads``); with ``backend_curves`` (a .gguf) the forward cost
     over T new tokens on both backends (:mod:`evolve.perf.backend_curves`, ``curve_repeats``); all
     merge their figures into ``output``. With ``costs`` (a path) the cost file of the target ``harvest_model``
-    and the drafter (``draft``, ``skip_layers``, ``window``, ``ngram`` or ``exit_layer``) is measured and
-    written there instead (:mod:`evolve.perf.costs`: ``gamma_max``, ``cost_repeats``, ``threads``,
+    and the drafter (``drafters``: {drafter field: value} of the one drafter option given, as
+    :class:`evolve.harvest.config.HarvestConfig` takes it) is measured and written there instead (:mod:`evolve.perf.costs`: ``gamma_max``, ``cost_repeats``, ``threads``,
     ``backend``).
     """
 
@@ -288,11 +288,7 @@ class PerfOptions:
     backend: str = "torch"
     gamma_max: int = 6
     cost_repeats: int = 7
-    draft: str | None = None
-    skip_layers: tuple[int, ...] | None = None
-    window: tuple[int, int] | None = None
-    ngram: tuple[int, ...] | None = None
-    exit_layer: int | None = None
+    drafters: dict[str, Any] = field(default_factory=dict)
 
 
 def perf_command(options: PerfOptions = PerfOptions(),
@@ -310,8 +306,7 @@ def perf_command(options: PerfOptions = PerfOptions(),
         if o.harvest_model is None:
             raise InputError("a cost file needs the target model", param="target")
         check_output(o.costs, inputs=(o.harvest_model, o.harvest_prompts))
-        config = HarvestConfig(target=o.harvest_model, prompts=o.harvest_prompts, draft=o.draft,
-                               skip_layers=o.skip_layers, window=o.window, ngram=o.ngram, exit_layer=o.exit_layer,
+        config = HarvestConfig(target=o.harvest_model, prompts=o.harvest_prompts, **o.drafters,
                                gamma=o.gamma_max, threads=o.threads, backend=o.backend)
         doc = measure_costs(config, o.gamma_max, o.cost_repeats, progress=progress)
         write_costs(o.costs, doc)

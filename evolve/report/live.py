@@ -41,9 +41,9 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from evolve.eval.costs import load_costs
 from evolve.errors import InputError
@@ -256,6 +256,14 @@ class LiveOptions:
     output: str | os.PathLike | None = None
     costs: str | os.PathLike | None = None
 
+    @classmethod
+    def from_options(cls, options: dict[str, Any], drafters: dict[str, Any]) -> "LiveOptions":
+        """The options of the command line by name: :class:`HarvestConfig`'s fields (and ``drafters``, drafter field
+        -> value) go into ``config``, the others are this class's fields."""
+        names = {f.name for f in fields(HarvestConfig)}
+        config = HarvestConfig(**{k: v for k, v in options.items() if k in names}, **drafters)
+        return cls(config=config, **{k: v for k, v in options.items() if k not in names})
+
 
 def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | None = None) -> tuple[LiveReport, str]:
     """Check the options, run :func:`run_live` (on the ``split`` prompts of ``data_dir`` when given,
@@ -266,7 +274,7 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     """
     o, config = options, options.config
     fmt = resolve_format(o.fmt, o.output, FORMATS)
-    check_output(o.output, None, inputs=(config.prompts, config.target, config.draft, *o.champions))
+    check_output(o.output, None, inputs=(config.prompts, config.target, config.draft_model, *o.champions))
     config.check()
     rules = resolve_rules(o.rules, o.champions)
     texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split)

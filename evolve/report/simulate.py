@@ -77,7 +77,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evolve.eval.costs import load_costs
+from evolve.eval.costs import DEFAULT_COSTS, Costs, load_costs
 from evolve.errors import InputError
 from evolve.report.options import naming_param
 from evolve.report.rules import rule_named
@@ -86,14 +86,12 @@ from evolve.live.decoding import BlockVerifier
 from evolve.sim.decoding import (
     DAMAGE_CONTEXTS,
     DAMAGE_DRAWS,
-    check_cost_ratio,
     check_gamma_range,
     context_damage,
     is_standard,
     rule_program,
     simulate_chain,
 )
-from evolve.eval.evaluator import DEFAULT_COST_RATIO
 from evolve.sim.models import SyntheticModel
 from evolve.sim.trees import TreeConfig, simulate_tree
 from evolve.sim.verification import TOKEN, VERIFICATIONS, Verification
@@ -203,7 +201,7 @@ class Simulation:
 
 
 def run_sweep(rule, gamma: int = 5, lengths=DEFAULT_LENGTHS, samples: int = 20, vocab: int = 1000,
-              cost_ratio: float = DEFAULT_COST_RATIO, seed: int = 0, verification: Verification = TOKEN,
+              speedup_costs: Costs = DEFAULT_COSTS, seed: int = 0, verification: Verification = TOKEN,
               label: str | None = None, title: str = "") -> Simulation:
     """Length sweep of chain speculative decoding against the autoregressive baseline (module doc).
 
@@ -212,7 +210,7 @@ def run_sweep(rule, gamma: int = 5, lengths=DEFAULT_LENGTHS, samples: int = 20, 
     """
     label = rule.name if label is None else label
     model = SyntheticModel(vocab_size=vocab, seed=seed)
-    results = simulate_chain(model, rule, lengths, samples, gamma, cost_ratio, verification)
+    results = simulate_chain(model, rule, lengths, samples, gamma, speedup_costs, verification)
     lossless = (verification.scheme == "block" and verification.relaxation is None) or \
         (verification.scheme == "token" and is_standard(rule))
     context_tv = 0.0 if lossless else float(np.mean(context_damage(model, rule, gamma, verification)))
@@ -227,14 +225,14 @@ def run_sweep(rule, gamma: int = 5, lengths=DEFAULT_LENGTHS, samples: int = 20, 
             "autoregressive_calls": r.autoregressive_calls / r.sequences,
             "autoregressive_time": r.autoregressive_time, "speculative_time": r.speculative_time,
             "expected_acceptance": r.expected_acceptance, "samples": samples, "gamma": gamma,
-            "cost_ratio": cost_ratio, "vocab": vocab, "rule": label, "seed": seed,
+            "cost_ratio": speedup_costs.cost_ratio, "vocab": vocab, "rule": label, "seed": seed,
             "verification": verification.scheme, "fly_window": verification.window(gamma) if fly else None,
             "fly_threshold": float(verification.fly_threshold) if fly else None,
             "fly_top_k": int(verification.fly_top_k) if fly else None, "relaxation": verification.relaxation,
             "context_tv": context_tv,
         })
     caption = (f"Chain speculative decoding vs autoregressive: rule {label}, gamma {gamma}, vocab {vocab}, "
-               f"cost ratio {cost_ratio:g}, {samples} sequences per length, seed {seed}")
+               f"cost ratio {speedup_costs.cost_ratio:g}, {samples} sequences per length, seed {seed}")
     if verification.scheme != "token":
         caption += f"; verification {verification.label(gamma)}"
     if title:
@@ -252,23 +250,23 @@ def tree_configs(budget: int, widths=DEFAULT_WIDTHS, max_width: int = 3) -> list
 
 
 def run_trees(budgets=DEFAULT_BUDGETS, widths=DEFAULT_WIDTHS, max_width: int = 3, length: int = 1000,
-              samples: int = 20, vocab: int = 1000, cost_ratio: float = DEFAULT_COST_RATIO,
+              samples: int = 20, vocab: int = 1000, speedup_costs: Costs = DEFAULT_COSTS,
               seed: int = 0) -> Simulation:
     """Tokens per target call of chains and trees at equal node budgets (module doc)."""
     model = SyntheticModel(vocab_size=vocab, seed=seed)
     rows = []
     for budget in budgets:
         for cfg in tree_configs(budget, widths, max_width):
-            r = simulate_tree(model, cfg, length, samples, cost_ratio)
+            r = simulate_tree(model, cfg, length, samples, speedup_costs)
             rows.append({
                 "budget": budget, "draft": cfg.draft, "shape": cfg.label, "verification": cfg.verification,
                 "nodes_per_call": r.nodes_per_call, "depth": r.depth, "draft_steps_per_call": r.draft_steps_per_call,
                 "tokens_per_call": r.tokens_per_call, "calls_per_token": r.calls_per_token,
                 "accepted_per_node": r.accepted_per_node, "speedup": r.speedup, "length": length,
-                "samples": samples, "cost_ratio": cost_ratio, "vocab": vocab, "seed": seed,
+                "samples": samples, "cost_ratio": speedup_costs.cost_ratio, "vocab": vocab, "seed": seed,
             })
     caption = (f"Chains vs draft trees at equal node budgets: {samples} sequences of {length} tokens, vocab {vocab}, "
-               f"cost ratio {cost_ratio:g}, seed {seed}; tree widths {','.join(map(str, widths))}, "
+               f"cost ratio {speedup_costs.cost_ratio:g}, seed {seed}; tree widths {','.join(map(str, widths))}, "
                f"adaptive max width {max_width}")
     return Simulation("trees", rows, caption)
 
@@ -436,8 +434,9 @@ class SimulateOptions:
 
     ``rule_name`` (``--rule``) or ``champion``: the rule of the length sweep (default
     standard_rejection); ``gamma``: draft length; ``lengths``: generation lengths; ``samples``:
-    sequences per length; ``vocab``, ``seed``: the synthetic models; ``cost_ratio``: cost of a draft
-    step; ``verify`` (None: ``token``, or ``block`` for a relaxation champion or block_verification) with
+    sequences per length; ``vocab``, ``seed``: the synthetic models; ``speedup_costs``: the cost model of
+    the speedup (``--cost-ratio`` c, the cost of a draft step in target calls, as
+    :func:`evolve.eval.costs.ratio_costs`); ``verify`` (None: ``token``, or ``block`` for a relaxation champion or block_verification) with
     ``fly_window``, ``fly_threshold``, ``fly_top_k`` and ``relaxation``: the chain verification
     (:func:`resolve_verification`, :func:`plan_sweep`); ``fmt`` (``--format``): table or json (default from
     ``output``'s suffix); ``output``: the file to write (None: the text is returned only); ``plot``:
@@ -454,7 +453,7 @@ class SimulateOptions:
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
     samples: int = 20
     vocab: int = 1000
-    cost_ratio: float = DEFAULT_COST_RATIO
+    speedup_costs: Costs = DEFAULT_COSTS
     seed: int = 0
     verify: str | None = None
     fly_window: int | None = None
@@ -491,7 +490,6 @@ def simulate_command(options: SimulateOptions = SimulateOptions()) -> tuple[Simu
     lengths = tuple(_check_count("lengths", n, 1, MAX_LENGTH) for n in o.lengths)
     samples = _check_count("samples", o.samples, 1, MAX_SAMPLES)
     gamma = check_gamma_range(o.gamma)
-    cost_ratio = check_cost_ratio(o.cost_ratio)
     if o.trees:
         verification = options_verification(o, gamma, relaxation=o.relaxation)
     else:
@@ -515,11 +513,11 @@ def simulate_command(options: SimulateOptions = SimulateOptions()) -> tuple[Simu
         for budget in o.budgets:  # every tree configuration is checked before the first is simulated
             tree_configs(budget, tuple(o.widths), o.max_width)
         rule_name_for_plot = "trees"
-        sim = run_trees(tuple(o.budgets), tuple(o.widths), o.max_width, max(lengths), samples, o.vocab, cost_ratio,
+        sim = run_trees(tuple(o.budgets), tuple(o.widths), o.max_width, max(lengths), samples, o.vocab, o.speedup_costs,
                         o.seed)
     else:
         rule_name_for_plot = plan.label if verification.scheme == "token" else f"{plan.label}_{verification.scheme}"
-        sim = run_sweep(plan.rule, gamma, lengths, samples, o.vocab, cost_ratio, o.seed, verification, plan.label,
+        sim = run_sweep(plan.rule, gamma, lengths, samples, o.vocab, o.speedup_costs, o.seed, verification, plan.label,
                         plan.title)
         if costs is not None:
             seconds = costs.fixed_gamma_seconds(gamma)

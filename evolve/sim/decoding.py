@@ -44,7 +44,6 @@ fixed contexts, where it is exactly the first emitted token's TV from p.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,7 +52,7 @@ import pandas as pd
 from evolve.errors import InputError
 from evolve.verification.block import PHI_POINTS
 from evolve.verification.tokenwise import standard_threshold
-from evolve.eval.evaluator import DEFAULT_COST_RATIO
+from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.gp.primitives import DERIVED_FEATURES, FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
 from evolve.sim.chain import (
     N_BLOCK_RECORD, N_RECORD, N_STATS, BatchOut, ChainMode, Feature, Programs, Record, RuleProgram, Stat,
@@ -129,27 +128,21 @@ def _chain_args(rule, verification: Verification, gamma: int) -> tuple[ChainMode
     return mode, Programs(RuleProgram(*rule_program(rule)), RuleProgram(*weight))
 
 
-def check_cost_ratio(c) -> float:
-    """Validated cost ratio (finite, >= 0). Raises InputError naming the parameter ``cost_ratio``."""
-    if isinstance(c, bool) or not isinstance(c, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(c) or c < 0:
-        raise InputError(f"must be a finite number >= 0 (value {c!r})", param="cost_ratio")
-    return float(c)
-
-
 @dataclass(frozen=True)
 class ChainResult:
     """Totals of a chain speculative decoding run over ``sequences`` sequences of ``length`` tokens.
 
     ``stats`` is float64 (N_STATS,) summed over sequences (columns: :class:`evolve.sim.chain.Stat`);
     ``autoregressive_calls`` the baseline's total target calls; ``per_sequence``
-    float64 (sequences, N_STATS) the statistics of each sequence; ``verification`` the mode.
+    float64 (sequences, N_STATS) the statistics of each sequence; ``verification`` the mode; ``costs`` the cost
+    model of the times (a target call of 1, a draft step of ``draft_token_s``: a cost ratio's,
+    :func:`evolve.eval.costs.ratio_costs`).
     """
 
     length: int
     sequences: int
     gamma: int
-    cost_ratio: float
+    costs: Costs
     stats: np.ndarray
     autoregressive_calls: float
     per_sequence: np.ndarray | None = None
@@ -182,8 +175,8 @@ class ChainResult:
 
     @property
     def speculative_time(self) -> float:
-        """Mean simulated time per sequence: calls + c * draft steps (target call = 1)."""
-        return float(self.stats[Stat.CALLS] + self.cost_ratio * self.stats[Stat.DRAFT_STEPS]) / self.sequences
+        """Mean simulated time per sequence: calls + c * draft steps (target call = 1, c = ``costs.draft_token_s``)."""
+        return float(self.stats[Stat.CALLS] + self.costs.draft_token_s * self.stats[Stat.DRAFT_STEPS]) / self.sequences
 
     @property
     def autoregressive_time(self) -> float:
@@ -212,14 +205,14 @@ class ChainResult:
 
 
 def simulate_chain(model: SyntheticModel, rule, lengths, samples: int, gamma: int,
-                   cost_ratio: float = DEFAULT_COST_RATIO, verification: Verification = TOKEN) -> list[ChainResult]:
+                   costs: Costs = DEFAULT_COSTS, verification: Verification = TOKEN) -> list[ChainResult]:
     """Chain speculative decoding and the autoregressive baseline for every length (module doc).
 
     Args:
         model: the synthetic models (their seed also seeds the decoding streams).
         rule: expression rule, champion or Program (:func:`rule_program`).
         lengths: generation lengths (ints >= 1); samples: sequences per length (>= 1).
-        gamma: draft length; cost_ratio: draft step cost c.
+        gamma: draft length; costs: the cost model (a draft step costs ``costs.draft_token_s`` target calls).
         verification: token-wise (default), block verification or FLy
             (:mod:`evolve.sim.verification`; the last two with the standard rule only).
 
@@ -229,7 +222,6 @@ def simulate_chain(model: SyntheticModel, rule, lengths, samples: int, gamma: in
     until their outputs differ. Raises InputError for bad options or a function rule.
     """
     gamma = check_gamma_range(gamma)
-    cost_ratio = check_cost_ratio(cost_ratio)
     check_verification(verification, rule, gamma)
     mode, programs = _chain_args(rule, verification, gamma)
     lengths = [int(x) for x in lengths]
@@ -242,7 +234,7 @@ def simulate_chain(model: SyntheticModel, rule, lengths, samples: int, gamma: in
     results = []
     for i, length in enumerate(lengths):
         sl = slice(i * samples, (i + 1) * samples)
-        results.append(ChainResult(length, samples, gamma, cost_ratio, out[sl].sum(axis=0), float(ar[sl].sum()),
+        results.append(ChainResult(length, samples, gamma, costs, out[sl].sum(axis=0), float(ar[sl].sum()),
                                    out[sl].copy(), verification))
     return results
 

@@ -21,7 +21,7 @@ from numba import njit
 
 from evolve.errors import InputError
 from evolve.traces.synth.rng import seed_state
-from evolve.sim.decoding import check_cost_ratio
+from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.sim.models import STREAM_DECODE, Context, Jobs, SyntheticModel, context_jobs, position_pair, sequence_jobs
 from evolve.sim.tree_kernels import (
     DRAFT_CHAIN, DRAFT_MEDUSA, N_TREE_STATS, TREE_STREAM_OFFSET, VERIFY_GREEDY, VERIFY_SAMPLE, VERIFY_TRAVERSAL, TreeStat,
@@ -164,7 +164,7 @@ class TreeResult:
     config: TreeConfig
     length: int
     sequences: int
-    cost_ratio: float
+    costs: Costs
     stats: np.ndarray
     per_sequence: np.ndarray | None = None
 
@@ -205,24 +205,23 @@ class TreeResult:
 
     @property
     def speedup(self) -> float:
-        """length / (calls + c * draft steps): autoregressive time over tree time."""
+        """length / (calls + c * draft steps): autoregressive time over tree time (c = ``costs.draft_token_s``)."""
         s = self.stats
-        return float(s[TreeStat.LENGTH] / (s[TreeStat.CALLS] + self.cost_ratio * s[TreeStat.DRAFT_STEPS]))
+        return float(s[TreeStat.LENGTH] / (s[TreeStat.CALLS] + self.costs.draft_token_s * s[TreeStat.DRAFT_STEPS]))
 
 
 def simulate_tree(model: SyntheticModel, config: TreeConfig, length: int, samples: int,
-                  cost_ratio: float = 0.05) -> TreeResult:
+                  costs: Costs = DEFAULT_COSTS) -> TreeResult:
     """Decode ``samples`` sequences of ``length`` tokens with draft trees (parallel over sequences).
 
     Sequence i starts from the same prompt as :func:`evolve.sim.decoding.simulate_chain`'s
     sequence i of that length. Raises InputError for bad options.
     """
-    cost_ratio = check_cost_ratio(cost_ratio)
     jobs = sequence_jobs(model, [int(length)], int(samples))
     out = np.zeros((samples, N_TREE_STATS))
     tree_batch(*model.kernel, model.useed, Jobs(**jobs), TreeShape(*config.kernel_args()), out,
                np.zeros((samples, 0), np.int64))
-    return TreeResult(config, int(length), int(samples), cost_ratio, out.sum(axis=0), out)
+    return TreeResult(config, int(length), int(samples), costs, out.sum(axis=0), out)
 
 
 def tree_at_context(model: SyntheticModel, config: TreeConfig, context: Context, n: int, n_tokens: int = 1,

@@ -61,7 +61,6 @@ program interpreter is :mod:`evolve.kinds.relaxation.eval_population`.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from enum import IntEnum
 from typing import NamedTuple
@@ -71,6 +70,7 @@ from numba import njit
 
 from evolve.errors import InputError
 from evolve.eval.block_verification import RESIDUAL_COLUMN
+from evolve.eval.costs import FREE_DRAFTS, Costs
 from evolve.eval.layouts import record_layout, record_size
 from evolve.kinds.base import TOKEN_FEATURES
 from evolve.verification.block import stopping_probability
@@ -390,13 +390,14 @@ class RelaxedMetrics:
         return {"relaxed_block": 1, "fitness": self.tokens_per_call, **asdict(self)}
 
 
-def metrics_from_relaxed(counts: np.ndarray, n: int, gamma: int, cost_ratio: float) -> RelaxedMetrics:
-    """:class:`RelaxedMetrics` from a :class:`RelaxedCount` record over a split of ``n`` records."""
+def metrics_from_relaxed(counts: np.ndarray, n: int, gamma: int, costs: Costs) -> RelaxedMetrics:
+    """:class:`RelaxedMetrics` from a :class:`RelaxedCount` record over a split of ``n`` records (the speedup under
+    ``costs``, :meth:`evolve.eval.costs.Costs.speedup`)."""
     blocks, tok, tv, invalid, s_w, records = (float(v) for v in counts[:N_RELAXED])
     if blocks <= 0:
         return RelaxedMetrics(n, None, None, None, 0.0, int(invalid), 0)
     tpc = tok / blocks
-    return RelaxedMetrics(n, tpc, tpc / (gamma * cost_ratio + 1.0), tv / tok, s_w / max(records, 1.0),
+    return RelaxedMetrics(n, tpc, costs.speedup(tpc, gamma), tv / tok, s_w / max(records, 1.0),
                           int(invalid), int(blocks))
 
 
@@ -413,20 +414,18 @@ def relaxed_counts(w: np.ndarray, rd: RelaxedData, gamma: int) -> np.ndarray:
     return relaxed_chunks(w, rd.columns(gamma)).sum(axis=0)
 
 
-def relaxed_metrics(w, rd: RelaxedData, gamma: int, cost_ratio: float = 0.0) -> RelaxedMetrics:
-    """Metrics of relaxed block verification with weights ``w``: a float (the same w everywhere) or float64 (n,).
+def relaxed_metrics(w, rd: RelaxedData, gamma: int, costs: Costs = FREE_DRAFTS) -> RelaxedMetrics:
+    """Metrics of relaxed block verification with weights ``w``: a float (the same w everywhere) or float64 (n,);
+    the speedup under ``costs``.
 
-    Raises: InputError for a gamma above the split's block length or a bad
-    cost ratio; ValueError as :func:`relaxed_counts`.
+    Raises: InputError for a gamma above the split's block length; ValueError as :func:`relaxed_counts`.
     """
-    if not (isinstance(cost_ratio, (int, float)) and math.isfinite(cost_ratio) and cost_ratio >= 0):
-        raise InputError(f"cost_ratio (the draft/target cost ratio) must be a finite number >= 0 (value {cost_ratio!r})")
     if gamma > rd.block_length:
         raise InputError(f"gamma (the draft length) is larger than the block length {rd.block_length} of "
                          f"{rd.source} (value {gamma})")
     if np.ndim(w) == 0:
         w = np.full(rd.n, float(w))
-    return metrics_from_relaxed(relaxed_counts(w, rd, gamma), rd.n, gamma, cost_ratio)
+    return metrics_from_relaxed(relaxed_counts(w, rd, gamma), rd.n, gamma, costs)
 
 
 __all__ = ["PHI_COLUMN", "RELAXED_COLUMNS", "block_level", "WEIGHT_FEATURES", "TOKEN_FEATURES", "FIXED_WEIGHTS", "RelaxedCount", "N_RELAXED",

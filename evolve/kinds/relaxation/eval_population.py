@@ -21,7 +21,8 @@ import numpy as np
 from numba import njit, prange
 
 from evolve.errors import InputError
-from evolve.eval.evaluator import DEFAULT_COST_RATIO, check_features
+from evolve.eval.costs import DEFAULT_COSTS, Costs
+from evolve.eval.evaluator import check_features
 from evolve.eval.kernels import WorkQueue, fetch_add, load_constants, operand, run_code
 from evolve.eval.layouts import TILE, WIDTH
 from evolve.eval.lowering import NO_ROWS, Packed
@@ -148,7 +149,7 @@ class RelaxedPopulationEvaluator(PopulationEvaluator):
         return score_relaxed_packed(packed, self.data.X, self.relaxed, self._gamma, D)
 
     def _metrics(self, counts):
-        return metrics_from_relaxed(counts, self.data.n, self._gamma, self.cost_ratio)
+        return metrics_from_relaxed(counts, self.data.n, self._gamma, self.costs)
 
 
 def weight_thresholds(program, data) -> np.ndarray:
@@ -158,12 +159,12 @@ def weight_thresholds(program, data) -> np.ndarray:
     return thresholds(program, data)
 
 
-def evaluate_relaxed(individuals, data, gamma: int, cost_ratio: float = DEFAULT_COST_RATIO):
+def evaluate_relaxed(individuals, data, gamma: int, costs: Costs = DEFAULT_COSTS):
     """:class:`RelaxedMetrics` of every weight program (expressions, trees, Programs) on ``data``, one batched call.
 
     Raises: InputError as :class:`RelaxedPopulationEvaluator`.
     """
-    return RelaxedPopulationEvaluator(data, gamma=gamma, cost_ratio=cost_ratio, cache_size=0).evaluate(individuals)
+    return RelaxedPopulationEvaluator(data, gamma=gamma, costs=costs, cache_size=0).evaluate(individuals)
 
 
 __all__ = ["relaxed_work", "score_relaxed_packed", "RelaxedPopulationEvaluator", "weight_thresholds",

@@ -18,14 +18,14 @@ def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> 
     return RelaxedPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size)
 
 
-def score(rule, data, directory, split, gamma, fitness, cost_ratio, costs) -> RelaxedMetrics:
+def score(rule, data, directory, split, gamma, fitness, speedup_costs, costs) -> RelaxedMetrics:
     """One relaxation rule's relaxed block verification metrics with draft length ``gamma``, as its run scores it
     (:func:`evolve.kinds.relaxation.eval_population.evaluate_relaxed`); the block columns come from the split file
     of ``directory`` when given."""
     records = data()
     if directory is not None:
         attach(records, load_split(directory, split))
-    return evaluate_relaxed([rule.program], records, gamma, cost_ratio)[0]
+    return evaluate_relaxed([rule.program], records, gamma, speedup_costs)[0]
 
 
 def seeds(cfg, features, train, gamma, objective):

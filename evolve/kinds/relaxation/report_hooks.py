@@ -24,12 +24,12 @@ from heuristics.contract import Rule
 
 
 def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-           fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
+           fitness: AcceptanceQualityFitness, gamma: int | None, speedup_costs: Costs, costs: Costs):
     """A relaxation rule: relaxed block verification's block metrics alone (:func:`timed_relaxed`), with the
     split's gamma; the per-token columns stay empty as for the ``block_verification`` row."""
     if traces is not None:
         attach(data, traces)
-    metrics, ms = timed_relaxed(rule, data, repeats, gamma, cost_ratio)
+    metrics, ms = timed_relaxed(rule, data, repeats, gamma, speedup_costs)
     return {"metrics": None, "verifier": metrics, "records": data.n}, ms
 
 

@@ -17,9 +17,9 @@ def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> 
     return PopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size)
 
 
-def score(rule, data, directory, split, gamma, fitness, cost_ratio, costs) -> Metrics:
+def score(rule, data, directory, split, gamma, fitness, speedup_costs, costs) -> Metrics:
     """One threshold rule's :class:`evolve.eval.evaluator.Metrics` on ``data`` (:func:`evolve.eval.evaluator.evaluate`)."""
-    return evaluate(rule, data(), fitness, gamma=gamma, cost_ratio=cost_ratio)
+    return evaluate(rule, data(), fitness, gamma=gamma, costs=speedup_costs)
 
 
 def seeds(cfg, features, train, gamma, objective):

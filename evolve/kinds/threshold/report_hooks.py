@@ -17,9 +17,9 @@ from heuristics.contract import Rule
 
 
 def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-           fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
+           fitness: AcceptanceQualityFitness, gamma: int | None, speedup_costs: Costs, costs: Costs):
     """A threshold rule: its :class:`Metrics` (:func:`timed_evaluate`)."""
-    metrics, ms = timed_evaluate(rule, data, repeats, fitness, gamma, cost_ratio)
+    metrics, ms = timed_evaluate(rule, data, repeats, fitness, gamma, speedup_costs)
     return {"metrics": metrics}, ms
 
 

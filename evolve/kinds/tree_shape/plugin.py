@@ -20,7 +20,7 @@ def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> 
     return TreeShapePopulationEvaluator(data, fitness, cache_size=cache_size, costs=costs)
 
 
-def score(rule, data, directory, split, gamma, fitness, cost_ratio, costs) -> ShapeMetrics:
+def score(rule, data, directory, split, gamma, fitness, speedup_costs, costs) -> ShapeMetrics:
     """One shape's :class:`evolve.kinds.tree_shape.eval_shape.ShapeMetrics` under ``costs`` on the tree table of
     ``split`` in the dataset directory ``directory``.
 

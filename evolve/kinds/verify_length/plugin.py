@@ -19,7 +19,7 @@ def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> 
                                      weighting=weighting)
 
 
-def score(rule, data, directory, split, gamma, fitness, cost_ratio, costs) -> LengthMetrics:
+def score(rule, data, directory, split, gamma, fitness, speedup_costs, costs) -> LengthMetrics:
     """One policy's :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` under ``costs`` with longest draft
     ``gamma``, its drafts verified by its own run's verifier and its blocks weighted by its run's weighting."""
     scorer = LengthPopulationEvaluator(data(), gamma=gamma, cache_size=0, costs=costs,

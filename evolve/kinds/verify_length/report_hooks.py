@@ -15,7 +15,7 @@ from heuristics.verifiers import verifier_parts
 
 
 def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-           fitness: AcceptanceQualityFitness, gamma: int | None, cost_ratio: float, costs: Costs):
+           fitness: AcceptanceQualityFitness, gamma: int | None, speedup_costs: Costs, costs: Costs):
     """A verification-length policy: its tokens per second under ``costs`` (:mod:`evolve.report.compare.speed`)."""
     return length_scores(rule, data, repeats, gamma, costs)
 

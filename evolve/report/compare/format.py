@@ -118,7 +118,7 @@ def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]
         text += (f" Mean acc. len = mean acceptance length = expected tokens per target call with gamma"
                  f" {', '.join(map(str, sorted(gammas)))} (1 + sum_k prod_(i<=k) tau_i per block), Speedup ="
                  f" Mean acc. len / (gamma*c + 1) with draft/target"
-                 f" cost ratio c = {comparison.cost_ratio:g}, TV/tok = expected TV per emitted token.")
+                 f" cost ratio c = {comparison.speedup_costs.cost_ratio:g}, TV/tok = expected TV per emitted token.")
     elif gammas:
         text += (f" Mean acc. len = mean acceptance length = expected tokens per target call with gamma"
                  f" {', '.join(map(str, sorted(gammas)))}, Tok/s = Mean acc. len / (target_forward_s(gamma + 1) +"

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, fields
 
 from evolve.traces.io import SPLITS
 from evolve.eval.block_verification import BlockVerificationMetrics
-from evolve.eval.costs import Costs
-from evolve.eval.evaluator import BLOCK_FIELDS, DEFAULT_COST_RATIO, Metrics
+from evolve.eval.costs import DEFAULT_COSTS, Costs
+from evolve.eval.evaluator import BLOCK_FIELDS, Metrics
 from evolve.kinds.relaxation.eval_block import RelaxedMetrics
 from evolve.kinds.verify_length.eval_policy import DEFAULT_WEIGHTING
 from heuristics import registry
@@ -139,7 +139,7 @@ class Comparison:
     tokens: dict[str, int] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     gamma: dict[str, int | None] = field(default_factory=dict)
-    cost_ratio: float = DEFAULT_COST_RATIO
+    speedup_costs: Costs = DEFAULT_COSTS
     champions: dict[str, dict] = field(default_factory=dict)
     costs: Costs | None = None
     #: Throughput against concurrent requests (:mod:`evolve.report.compare.concurrency`), or None.

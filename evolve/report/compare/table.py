@@ -63,11 +63,11 @@ from evolve.errors import InputError
 from evolve.traces.io import SPLITS, Traces, load_split
 from evolve.eval.block_verification import RESIDUAL_COLUMN, block_verification_metrics
 from evolve.eval.evaluator import (
-    DEFAULT_COST_RATIO, AcceptanceQualityFitness, EvalData, Metrics, check_gamma, evaluate,
+    AcceptanceQualityFitness, EvalData, Metrics, check_gamma, evaluate,
 )
 from evolve.kinds.relaxation.eval_block import RelaxedMetrics, relaxed_of
 from evolve.kinds.relaxation.eval_population import evaluate_relaxed
-from evolve.eval.costs import Costs, load_costs
+from evolve.eval.costs import DEFAULT_COSTS, Costs, load_costs
 from evolve.kinds.verify_length.eval_policy import DEFAULT_WEIGHTING
 from evolve.kinds.relaxation import RELAXATION
 from evolve.report.compare.format import (
@@ -195,22 +195,22 @@ def _label(entries: list[ComparedRule]) -> list[str]:
 
 def timed_evaluate(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS,
                    fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), gamma: int | None = None,
-                   cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[Metrics, float]:
+                   speedup_costs: Costs = DEFAULT_COSTS) -> tuple[Metrics, float]:
     """Metrics of ``rule`` on ``data`` and the best wall time of one evaluation, in milliseconds.
 
     One untimed warm-up evaluation (compilation), then ``repeats`` (>= 1) timed ones.
     With ``gamma`` the block-level metrics (tokens per target call, speedup under
-    draft/target cost ratio ``cost_ratio``, TV per emitted token) are computed too.
+    ``speedup_costs``, TV per emitted token) are computed too.
 
     Raises: InputError if the rule needs a column the split lacks; ValueError for repeats < 1.
     """
     if repeats < 1:
         raise ValueError("repeats must be >= 1")
-    metrics = evaluate(rule, data, fitness, gamma=gamma, cost_ratio=cost_ratio)
+    metrics = evaluate(rule, data, fitness, gamma=gamma, costs=speedup_costs)
     best = math.inf
     for _ in range(repeats):
         t0 = time.perf_counter()
-        evaluate(rule, data, fitness, gamma=gamma, cost_ratio=cost_ratio)
+        evaluate(rule, data, fitness, gamma=gamma, costs=speedup_costs)
         best = min(best, time.perf_counter() - t0)
     return metrics, best * 1e3
 
@@ -221,21 +221,21 @@ def missing_columns(rule: Rule, data: EvalData) -> list[str]:
 
 
 def timed_relaxed(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS, gamma: int = 1,
-                  cost_ratio: float = DEFAULT_COST_RATIO) -> tuple[RelaxedMetrics, float]:
+                  speedup_costs: Costs = DEFAULT_COSTS) -> tuple[RelaxedMetrics, float]:
     """Relaxed block verification's metrics of a relaxation rule (the weight w) on ``data`` and the best wall
     time of one evaluation in milliseconds (one untimed warm-up, then ``repeats`` timed ones).
 
     Scored by the relaxation kind's population scorer, the one the search scores its programs with
     (:func:`evolve.kinds.relaxation.eval_population.evaluate_relaxed`; weights NaN/inf -> 0, clamped to [0, 1]), so
     a run's champion gets here exactly the figures its ``champion.json`` records for the same split and
-    gamma: tokens per call 1 + E[tau] per block with draft length ``gamma``, speedup under ``cost_ratio``,
+    gamma: tokens per call 1 + E[tau] per block with draft length ``gamma``, speedup under ``speedup_costs``,
     TV per emitted token the expected sum of w_i (1 - overlap_i) over the emitted positions (block
     verification, Sun et al. 2024, arXiv 2403.10444, against (1 - w) p + w q). The split's block columns
     must be attached (:func:`evolve.kinds.relaxation.eval_block.attach`) or in its split file.
     Raises: InputError for a column the split lacks or a gamma above its block length.
     """
     def run() -> RelaxedMetrics:
-        return evaluate_relaxed([rule.program], data, gamma, cost_ratio)[0]
+        return evaluate_relaxed([rule.program], data, gamma, speedup_costs)[0]
 
     metrics = run()
     best = math.inf
@@ -264,7 +264,7 @@ def relaxed_missing_columns(rule: Rule, data: EvalData, traces: Traces | None = 
 class KindScorer:
     """How the comparison scores a rule of one kind of program: ``missing(rule, data, traces)`` the columns
     it needs that the split lacks (the rule is then skipped with a note); ``score(rule, data, traces,
-    repeats, fitness, gamma, cost_ratio, costs)`` -> (the :class:`Row` fields of its scores, best time in ms);
+    repeats, fitness, gamma, speedup_costs, costs)`` -> (the :class:`Row` fields of its scores, best time in ms);
     ``competitors``: comparing a rule of this kind adds the verification-length competitor rows (their drafts
     verified as the first such rule's are)."""
 
@@ -275,14 +275,15 @@ class KindScorer:
 
 def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = DEFAULT_REPEATS,
                 fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), gamma: int | None = None,
-                cost_ratio: float = DEFAULT_COST_RATIO, traces: Traces | None = None,
+                speedup_costs: Costs = DEFAULT_COSTS, traces: Traces | None = None,
                 costs: Costs | None = None) -> tuple[list[Row], list[str]]:
     """Score every entry on one prepared split, each by its kind of program (its ``compare`` hook).
 
     Returns (rows in entry order, notes): a rule needing an optional column the
     split lacks is skipped with a note. Champions of kind threshold get deltas
     against :data:`REFERENCE_RULE` when it was scored. ``traces``: the split's
-    columns (relaxation rules read its block columns; None: from its file).
+    columns (relaxation rules read its block columns; None: from its file). ``speedup_costs``: the cost model
+    of the block metrics' speedup; ``costs``: that of tokens per second (None: ``speedup_costs``).
     Raises: InputError (:meth:`evolve.kinds.registry.ProgramKind.refuse`) for a kind the comparison cannot score (a
     promoted champion of such a kind, from the champions directory, is skipped with a note instead).
     """
@@ -302,8 +303,8 @@ def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = 
             notes.append(f"skipped {label} on {data.split or 'split'}: it needs column '{missing[0]}', "
                          f"which {data.source} lacks")
             continue
-        scores, ms = scorer.score(entry.rule, data, traces, repeats, fitness, gamma, cost_ratio,
-                                  costs or ratio_costs(cost_ratio))
+        scores, ms = scorer.score(entry.rule, data, traces, repeats, fitness, gamma, speedup_costs,
+                                  costs or speedup_costs)
         scored.append((entry, label, {**scores, "program_kind": kind.name}, ms))
     ref = next((f["metrics"] for e, label, f, _ in scored if e.role == "baseline" and e.rule.name == REFERENCE_RULE),
                None)
@@ -320,7 +321,7 @@ def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = 
                 delta_expected_tv=m.expected_tv - ref.expected_tv,
             )
         rows.append(Row(label, entry.role, data.split, data.source, m, ms, entry.rule.expression, **deltas,
-                        gamma=gamma, cost_ratio=cost_ratio, **scores))
+                        gamma=gamma, cost_ratio=speedup_costs.cost_ratio, **scores))
     return rows, notes
 
 
@@ -335,7 +336,7 @@ def block_gamma(data: EvalData, gamma: int | None) -> int | None:
     return int(data.feature("draft_index").max()) + 1
 
 
-def block_verification_row(traces: Traces, data: EvalData, gamma: int | None, cost_ratio: float = DEFAULT_COST_RATIO,
+def block_verification_row(traces: Traces, data: EvalData, gamma: int | None, speedup_costs: Costs = DEFAULT_COSTS,
                            repeats: int = DEFAULT_REPEATS) -> tuple[Row | None, str | None]:
     """The ``block_verification`` row of one split, or (None, note) when the split cannot give it.
 
@@ -352,7 +353,7 @@ def block_verification_row(traces: Traces, data: EvalData, gamma: int | None, co
         return None, (f"no {BLOCK_VERIFICATION} row on {data.split or 'split'}: {data.source} lacks column "
                       f"'{RESIDUAL_COLUMN}' (written by generators that know whole distributions)")
     args = (traces["target_prob"], traces["draft_prob"], traces["draft_index"], traces[RESIDUAL_COLUMN], gamma,
-            cost_ratio)
+            speedup_costs)
     result = block_verification_metrics(*args)
     best = math.inf
     for _ in range(repeats):
@@ -360,12 +361,12 @@ def block_verification_row(traces: Traces, data: EvalData, gamma: int | None, co
         block_verification_metrics(*args)
         best = min(best, time.perf_counter() - t0)
     return Row(BLOCK_VERIFICATION, VERIFIER, data.split, data.source, None, best * 1e3, gamma=gamma,
-               cost_ratio=cost_ratio, verifier=result, records=data.n), None
+               cost_ratio=speedup_costs.cost_ratio, verifier=result, records=data.n), None
 
 
 def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Sequence[ComparedRule] | None = None,
                    repeats: int = DEFAULT_REPEATS, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
-                   gamma: int | None = None, cost_ratio: float = DEFAULT_COST_RATIO,
+                   gamma: int | None = None, speedup_costs: Costs = DEFAULT_COSTS,
                    block_verification: bool = True, costs: Costs | None = None) -> Comparison:
     """Load the split(s) of ``data_dir`` and score every entry on each.
 
@@ -382,10 +383,11 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         gamma: draft length for the block-level metrics (default: each split's
             block length, see :func:`block_gamma`); an InputError naming the parameter
             ``gamma`` if it exceeds the split's block length.
-        cost_ratio: draft/target cost ratio c for the speedup (Leviathan et al. 2023).
+        speedup_costs: the cost model of the speedup (a draft/target cost ratio c's,
+            :func:`evolve.eval.costs.ratio_costs`: tokens_per_call / (gamma c + 1), Leviathan et al. 2023).
         costs: a cost file's model (:mod:`evolve.eval.costs`): every row gets tokens per second and the
             cost file's speedup, and the verification-length competitors follow each split's rows
-            (:mod:`evolve.report.compare.speed`); None: the speedup of ``cost_ratio``, and the competitors
+            (:mod:`evolve.report.compare.speed`); None: the speedup of ``speedup_costs``, and the competitors
             only when a verification-length policy is compared.
 
     Raises: InputError for a missing or invalid dataset (see :func:`evolve.traces.io.load_split`)
@@ -398,8 +400,8 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
     loaded = {s: EvalData.from_traces(t) for s, t in traces.items()}
     if entries is None:
         entries = collect_entries()
-    result = Comparison([], repeats=repeats, splits=splits, cost_ratio=cost_ratio, costs=costs)
-    model = costs or ratio_costs(cost_ratio)
+    result = Comparison([], repeats=repeats, splits=splits, speedup_costs=speedup_costs, costs=costs)
+    model = costs or speedup_costs
     with_competitors = [e.rule for e in entries
                         if getattr(e.rule.program_kind.hooks().compare, "competitors", False)]
     policies = costs is not None or bool(with_competitors)
@@ -412,9 +414,9 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         if gamma is not None:
             naming_param("gamma", check_gamma, gamma, data)
     for s, data in loaded.items():
-        rows, notes = score_split(entries, data, repeats, fitness, result.gamma[s], cost_ratio, traces[s], model)
+        rows, notes = score_split(entries, data, repeats, fitness, result.gamma[s], speedup_costs, traces[s], model)
         if block_verification:
-            row, note = block_verification_row(traces[s], data, result.gamma[s], cost_ratio, repeats)
+            row, note = block_verification_row(traces[s], data, result.gamma[s], speedup_costs, repeats)
             rows += [row] if row is not None else []
             notes += [note] if note is not None else []
         if policies:
@@ -428,11 +430,6 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         result.sources[s] = data.source
     result.champions = champion_records(dict(zip(_label(list(entries)), entries)))
     return result
-
-
-def ratio_costs(cost_ratio: float) -> Costs:
-    """The cost model of the evaluator's ``speedup`` with draft/target cost ratio ``cost_ratio``."""
-    return Costs((1.0,), float(cost_ratio), 1.0, source=f"flat verification, draft/target cost ratio {cost_ratio:g}")
 
 
 def _tuning_split(data_dir, splits, loaded) -> tuple[EvalData, str] | None:
@@ -454,8 +451,8 @@ class BenchmarkOptions:
     files compared as well; ``champions_dir``: the promoted champions (None:
     :func:`default_champions_dir`); ``fmt`` (``--format``) and ``output``: the rendering and the file
     to write (None: the text is returned only); ``repeats``: timed evaluations per rule; ``gamma``:
-    the draft length of the block metrics (None: each split's block length); ``cost_ratio``: the
-    speedup's draft/target cost ratio; ``costs``: a cost file (JSON, :mod:`evolve.eval.costs`) for tokens per second;
+    the draft length of the block metrics (None: each split's block length); ``speedup_costs``: the
+    speedup's cost model (``--cost-ratio`` c as :func:`evolve.eval.costs.ratio_costs`); ``costs``: a cost file (JSON, :mod:`evolve.eval.costs`) for tokens per second;
     ``concurrency``: numbers of concurrent requests to report throughput at (needs ``costs``).
     """
 
@@ -467,7 +464,7 @@ class BenchmarkOptions:
     output: str | os.PathLike | None = None
     repeats: int = DEFAULT_REPEATS
     gamma: int | None = None
-    cost_ratio: float = DEFAULT_COST_RATIO
+    speedup_costs: Costs = DEFAULT_COSTS
     costs: str | os.PathLike | None = None
     concurrency: tuple[int, ...] = ()
 
@@ -490,7 +487,7 @@ def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Compariso
     costs = load_costs(o.costs) if o.costs is not None else None
     if o.concurrency and costs is None:
         raise InputError("throughput against concurrent requests needs a cost file", param="concurrency")
-    comparison = run_comparison(o.data_dir, o.split, entries, o.repeats, gamma=o.gamma, cost_ratio=o.cost_ratio,
+    comparison = run_comparison(o.data_dir, o.split, entries, o.repeats, gamma=o.gamma, speedup_costs=o.speedup_costs,
                                 costs=costs)
     if o.concurrency:
         comparison.concurrency = concurrency_rows(comparison, o.concurrency, costs)

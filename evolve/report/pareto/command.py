@@ -59,7 +59,7 @@ from typing import Sequence
 
 import numpy as np
 
-from evolve.eval.costs import load_costs
+from evolve.eval.costs import FREE_DRAFTS, load_costs
 from evolve.errors import InputError
 from evolve.traces.io import SPLITS, Traces, load_split
 from evolve.eval.block_verification import RESIDUAL_COLUMN, block_verification_metrics
@@ -258,7 +258,7 @@ def block_verification_curve(traces: Traces, data: EvalData, gamma: int,
         return None, (f"no {BLOCK_VERIFICATION} reference: {data.source} lacks column '{RESIDUAL_COLUMN}' "
                       "(written by generators that know whole distributions)")
     bv = block_verification_metrics(traces["target_prob"], traces["draft_prob"], traces["draft_index"],
-                                    traces[RESIDUAL_COLUMN], gamma, 0.0)
+                                    traces[RESIDUAL_COLUMN], gamma, FREE_DRAFTS)
     point = RulePoint(BLOCK_VERIFICATION, 0.0, bv.tokens_per_call, lossless=True, declared_lossless=True)
     source = "block verification, Sun et al. 2024 (arXiv 2403.10444): lossless, from block_residual_mass"
     return finish_curve(Curve(BLOCK_VERIFICATION, "lossless", source, None, [point]), budgets), None
