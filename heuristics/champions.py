@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from evolve.errors import InputError, InputWarning, os_error_text
-from evolve.traces.io import atomic_write_text
+from evolve.files.atomic import atomic_write_text
 from evolve.files.guard import check_output_dir
 from evolve.gp.compiler import Node, parse, to_string
 from evolve.kinds.base import ProgramKind

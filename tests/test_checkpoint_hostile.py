@@ -35,7 +35,8 @@ from evolve.search.checkpoint import CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, re
 from evolve.search.config import resolve
 from evolve.search.rundir import resume, run, run_dir_name
 from evolve.search.state import TIMING_COLUMNS
-from evolve.traces.io import remove_stale_temps, write_dataset
+from evolve.traces.io import write_dataset
+from evolve.files.atomic import remove_stale_temps
 from evolve.files.locks import DirectoryLock, mkdtemp_locked, mkstemp_locked
 from evolve.traces.synth.independent import generate_split
 

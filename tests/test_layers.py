@@ -10,7 +10,7 @@ own floor):
 
 0. ``evolve.verification`` (the verification core: the standard rule and its residual, block
    verification, tree verification; numpy and Numba only, no other project module)
-1. ``evolve.errors``, ``evolve.cluster``, ``evolve.files`` (locks, the output-path guard) and
+1. ``evolve.errors``, ``evolve.cluster``, ``evolve.files`` (atomic writes, locks, the output-path guard) and
    ``evolve.traces`` (schema, io, the synthetic models of ``evolve.traces.synth``)
 2. ``evolve.engine`` (the real-model engine: loading, KV cache, drafters, distributions),
    ``evolve.gp`` (primitive set, expressions, parsing, compiler) and ``evolve.kinds`` (what a kind of program

@@ -12,7 +12,7 @@ included), so a lock is never left behind by a killed writer:
 * temporary files and staging directories of atomic writes are locked by their writer from their
   creation (:func:`mkstemp_locked`, :func:`mkdtemp_locked`) until they are renamed into place;
   :func:`claim_stale` tells a temporary file of a live writer from one that a killed writer left
-  (:func:`evolve.traces.io.remove_stale_temps` removes only the latter).
+  (:func:`evolve.files.atomic.remove_stale_temps` removes only the latter).
 
 Where ``flock`` does not exist (Windows) temporary files are not locked and count as left behind
 (a file that another process holds open cannot be removed there anyway).

@@ -84,7 +84,7 @@ from evolve.harvest.resume import (
 from evolve.engine.runner import BatchKV, Runner
 from evolve.harvest.results import BlockResult, TextResult
 from evolve.engine.threads import apply_threads
-from evolve.traces.io import atomic_write_text
+from evolve.files.atomic import atomic_write_text
 from evolve.traces.synth.generate import check_output_dir
 
 

@@ -40,7 +40,8 @@ from evolve.errors import InputError
 from evolve.harvest.config import HarvestConfig
 from evolve.engine.models import _short
 from evolve.harvest.prompts import HELD_OUT_FRACTION
-from evolve.traces.io import METADATA_FILE, SPLITS, Traces, atomic_write_bytes, atomic_write_text, load_metadata, write_dataset
+from evolve.traces.io import METADATA_FILE, SPLITS, Traces, load_metadata, write_dataset
+from evolve.files.atomic import atomic_write_bytes, atomic_write_text
 from evolve.traces.schema import COLUMNS, split_stats
 
 GENERATOR = "harvest"

@@ -60,7 +60,7 @@ from evolve.harvest.resume import (
     GENERATOR, MANIFEST_FILE, check_out_dir, consolidate, finished_texts, fingerprint, read_parts, shard_part_path,
     tree_part_path, write_shard_part, write_tree_part,
 )
-from evolve.traces.io import atomic_write_text
+from evolve.files.atomic import atomic_write_text
 
 #: The worker's loaded models: the configuration (as JSON) -> :class:`evolve.harvest.loop.Setup`.
 _SETUPS: dict[str, Setup] = {}

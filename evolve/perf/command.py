@@ -52,7 +52,7 @@ from typing import Any, Callable
 import numpy as np
 
 from evolve.errors import InputError
-from evolve.traces.io import atomic_write_text
+from evolve.files.atomic import atomic_write_text
 from evolve.files.guard import check_output_dir, write_or_rescue
 from evolve.eval.evaluator import EvalData
 from evolve.kinds.threshold import THRESHOLD

@@ -137,7 +137,7 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
 
 def write_costs(path, doc: dict) -> None:
     """Write the cost file atomically."""
-    from evolve.traces.io import atomic_write_text
+    from evolve.files.atomic import atomic_write_text
 
     atomic_write_text(os.fspath(path), json.dumps(doc, indent=2) + "\n")
 

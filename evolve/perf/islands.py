@@ -212,12 +212,13 @@ def _stop_child(child, path: Path, fresh: bool) -> None:
     A Ctrl-C in a terminal reaches the child too, which then removes its own temporary files; it gets
     a moment for that, then a SIGINT of its own, then SIGTERM (which it also turns into an interrupt),
     and SIGKILL as the last resort. Whatever stopped it, the temporary files of its write that are left
-    (their writer gone) are removed here (:func:`evolve.traces.io.remove_stale_temps`), and so is
+    (their writer gone) are removed here (:func:`evolve.files.atomic.remove_stale_temps`), and so is
     ``path`` itself when it did not exist before (``fresh``) and is empty.
     """
     import signal
 
-    from evolve.traces.io import METADATA_FILE, remove_stale_temps
+    from evolve.traces.io import METADATA_FILE
+    from evolve.files.atomic import remove_stale_temps
 
     first, second = CHILD_STOP_SECONDS
     child.join(first)

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Callable
 
 from evolve.errors import InputError
-from evolve.traces.io import atomic_write_text
+from evolve.files.atomic import atomic_write_text
 
 #: Repository root (README.md, docs/, the packages).
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ beside it) before any work (:func:`check_output`, which applies the guard of
 :mod:`evolve.files.guard`: never a directory, an input, a file of a dataset or run
 directory, or the package's source) and writes only when everything
 succeeded, each file atomically (temporary file + rename,
-:func:`evolve.traces.io.atomic_write_bytes`). If a write still fails at the end, the
+:func:`evolve.files.atomic.atomic_write_bytes`). If a write still fails at the end, the
 files not yet written are saved into a rescue directory
 (:func:`evolve.files.guard.rescue_dir`) and the one-line error names it.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from evolve.errors import InputError, os_error_text
-from evolve.traces.io import atomic_write_bytes
+from evolve.files.atomic import atomic_write_bytes
 from evolve.files.guard import check_output_file, rescue_dir
 
 #: Output file suffixes that select a format when ``fmt`` (the command line's ``--format``) is not given.

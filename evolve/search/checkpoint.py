@@ -49,7 +49,7 @@ from evolve.errors import InputError
 from evolve.gp.primitives import CORE_FEATURES, FEATURES
 from evolve.search.config import DEFAULTS, RunConfig, resolve, upgrade_legacy
 from evolve.search.snapshot import Island, Snapshot, snapshot_from_data, snapshot_to_data
-from evolve.traces.io import atomic_write_bytes
+from evolve.files.atomic import atomic_write_bytes
 
 #: File name of the checkpoint inside a checkpoint directory.
 CHECKPOINT_FILE = "checkpoint.json"

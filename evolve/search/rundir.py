@@ -19,7 +19,7 @@ directory under ``cfg.out`` (:func:`write_run`):
 * any extra files the caller supplies (``python -m evolve run`` adds the
   fitness plot ``fitness.png``, drawn by :mod:`evolve.report.runplot`).
 
-Every file is written atomically (:func:`evolve.traces.io.atomic_write_text`) into a
+Every file is written atomically (:func:`evolve.files.atomic.atomic_write_text`) into a
 hidden staging directory that is renamed into place at the end, so a run
 directory is either complete or absent.
 
@@ -60,9 +60,8 @@ from typing import Any, Callable, Mapping
 
 from evolve.cluster import ClusterOptions
 from evolve.errors import InputError, InputWarning, os_error_text
-from evolve.traces.io import (
-    Traces, atomic_write_bytes, atomic_write_text, load_split, remove_stale_temps, split_path,
-)
+from evolve.traces.io import Traces, load_split, split_path
+from evolve.files.atomic import atomic_write_bytes, atomic_write_text, remove_stale_temps
 from evolve.files.locks import DirectoryLock, mkdtemp_locked
 from evolve.files.guard import check_output_dir, is_dataset_dir, write_or_rescue
 from evolve.eval.evaluator import EvalData

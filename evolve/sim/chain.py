@@ -63,7 +63,7 @@ from evolve.verification.block import (
     PHI_POINTS, block_accept, block_masses, block_residual, block_stops, relaxed_damage, relaxed_targets, residual_phi,
     target_rank,
 )
-from evolve.verification.tokenwise import acceptance_ratio
+from evolve.verification.tokenwise import acceptance_ratio, residual_weights
 from evolve.traces.synth.rng import next_double, sample_index, sample_normalised, seed_state
 from evolve.eval.layouts import record_layout, record_size
 from evolve.eval.reference import eval_rows
@@ -230,8 +230,10 @@ def _residual_sample(rng, rule, p, q, feats, XV, stack, resid, uses_rank):
     if uses_rank:  # sorting V tokens per rejection is only paid by programs that read the rank
         _target_ranks(p, XV[Feature.TARGET_RANK])
     eval_rows(rule.ops, rule.args, rule.consts, XV, 0, V, stack)
+    tau = stack[0]
     for v in range(V):
-        resid[v] = max(0.0, p[v] - q[v] * _clamp_tau(stack[0, v]))
+        tau[v] = _clamp_tau(tau[v])
+    residual_weights(p, q, tau, resid)
     y = sample_normalised(rng, resid)
     if y < 0:
         y = sample_index(rng, p)

@@ -4,10 +4,9 @@ A dataset is a directory holding ``train``, ``valid`` and ``test`` files, either
 ``.parquet`` (default) or the JSON array-of-records format, plus ``metadata.json``
 (schema version, generator name and version, full config, seed, per-split
 statistics). Every load validates the split (:func:`evolve.traces.schema.validate`).
-Writes are atomic: each file is written to a temporary name beside it
-(``.NAME.tmp-XXXXXXXX``, :data:`TEMP_MARK`) and renamed; a successful write of
-``NAME`` removes the temporary files of ``NAME`` that an earlier, killed write
-left behind (:func:`remove_stale_temps`).
+Writes are atomic (:mod:`evolve.files.atomic`): each file is written to a temporary name beside it
+and renamed; a successful write of ``NAME`` removes the temporary files of ``NAME`` that an earlier,
+killed write left behind.
 
 A Parquet split may also be written in chunks, one row group per chunk, so that a
 split larger than memory is never held whole (:func:`write_dataset` given an
@@ -25,9 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
-import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,84 +33,17 @@ import numpy as np
 import pandas as pd
 
 from evolve.errors import InputError, InputWarning, os_error_text, printable
-from evolve.files.locks import DirectoryLock, claim_stale, mkstemp_locked
+from evolve.files.atomic import mkstemp_beside, remove_quietly, remove_stale_temps
+from evolve.files.locks import DirectoryLock
 from evolve.traces.schema import COLUMN_BY_NAME, COLUMNS, SCHEMA_VERSION, derive_seq_id, validate
 
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
 FORMATS: tuple[str, ...] = ("parquet", "json")
 METADATA_FILE = "metadata.json"
-#: What follows ``.NAME`` in the name of a temporary file of an atomic write of ``NAME``.
-TEMP_MARK = ".tmp-"
 #: A split with fewer records than this is loaded with a warning.
 TINY_RECORDS = 100
 #: A split with ``draft_index`` and fewer blocks than this is loaded with a warning.
 TINY_BLOCKS = 10
-
-
-def _file_mode() -> int:
-    """Permissions of a new file under the current umask (mkstemp alone would give 0600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-_FILE_MODE = _file_mode()
-
-
-def _mkstemp(directory: Path, name: str) -> tuple[int, str]:
-    """A temporary file beside ``name`` in ``directory``, with ordinary permissions, locked by this
-    writer through the returned descriptor (:func:`evolve.files.locks.mkstemp_locked`: while it, or a
-    duplicate, is open, :func:`remove_stale_temps` leaves the file alone)."""
-    fd, tmp = mkstemp_locked(directory, f".{name}{TEMP_MARK}")
-    os.chmod(tmp, _FILE_MODE)
-    return fd, tmp
-
-
-def remove_stale_temps(directory: str | os.PathLike, name: str, keep: str | None = None,
-                       min_age: float = 0.0) -> list[Path]:
-    """Remove the temporary files ``.NAME.tmp-XXXXXXXX`` of atomic writes of ``name`` in ``directory``.
-
-    Called after a successful write of ``name``: such files are left only by a
-    write that was killed (an interrupted one removes its own). Only entries with
-    exactly the random suffix of :func:`tempfile.mkstemp` are removed, and only
-    when their writer is gone: a writer locks its temporary file from creation to
-    rename (:func:`evolve.files.locks.claim_stale`), so the in-flight file of a
-    write running elsewhere, in this process or another, is never removed.
-
-    Args:
-        directory: where to look (nothing happens if it cannot be listed).
-        name: the file name written; ``*`` in it stands for any characters
-            (``run-*`` for the staging directories of run directories).
-        keep: a temporary file not to remove.
-        min_age: keep entries modified less than this many seconds ago (the
-            temporary files of a write still running elsewhere).
-
-    Returns: the paths removed. Directories (staging directories) are removed with their contents.
-    """
-    pattern = re.compile(re.escape(f".{name}{TEMP_MARK}").replace(r"\*", ".*") + r"[a-z0-9_]{8}")
-    removed = []
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return removed
-    now = time.time()
-    for entry in entries:
-        if not pattern.fullmatch(entry.name) or entry.path == keep or entry.is_symlink():
-            continue
-        try:
-            if min_age > 0 and now - entry.stat().st_mtime < min_age:
-                continue
-            with claim_stale(entry.path) as stale:
-                if not stale:
-                    continue  # its writer is still at work
-                if entry.is_dir():
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
-            removed.append(Path(entry.path))
-        except OSError:
-            pass
-    return removed
 
 
 @dataclass
@@ -353,36 +282,6 @@ def load_metadata(data_dir: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _mkstemp(path.parent, path.name)
-    guard = os.dup(fd)  # keeps the temporary file locked until it is renamed
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        _remove(tmp)
-        raise
-    finally:
-        os.close(guard)
-    remove_stale_temps(path.parent, path.name)
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Text version of :func:`atomic_write_bytes` (UTF-8)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
 def _frame_to_json_records(df: pd.DataFrame) -> bytes:
     records = df.to_dict(orient="records")
     for name in (c.name for c in COLUMNS if c.nan_ok and c.name in df.columns):  # NaN -> null (plain JSON)
@@ -453,7 +352,7 @@ def _stage_and_rename(out: Path, splits, metadata, fmt: str, staged: list[tuple[
     try:
         for name, frame in splits.items():
             target = out / f"{name}.{fmt}"
-            fd, tmp = _mkstemp(out, target.name)
+            fd, tmp = mkstemp_beside(out, target.name)
             guards.append(fd)
             staged.append((tmp, target))
             if not isinstance(frame, (pd.DataFrame, Traces)):
@@ -469,14 +368,14 @@ def _stage_and_rename(out: Path, splits, metadata, fmt: str, staged: list[tuple[
         if callable(metadata):
             metadata = metadata({target.stem: Path(tmp) for tmp, target in staged})
         meta = {"schema_version": SCHEMA_VERSION, "format": fmt, **metadata}
-        fd, tmp = _mkstemp(out, METADATA_FILE)
+        fd, tmp = mkstemp_beside(out, METADATA_FILE)
         guards.append(os.dup(fd))
         staged.append((tmp, out / METADATA_FILE))
         with os.fdopen(fd, "w") as fh:
             json.dump(meta, fh, indent=2, sort_keys=False, default=_json_default)
     except BaseException:
         for tmp, _ in staged:
-            _remove(tmp)
+            remove_quietly(tmp)
         raise
     for tmp, target in staged:
         os.replace(tmp, target)

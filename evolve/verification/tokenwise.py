@@ -35,6 +35,17 @@ def acceptance_ratio(target_prob, draft_prob):
     return min(1.0, target_prob / draft_prob)
 
 
+@njit(cache=True)
+def residual_weights(p, q, tau, out):
+    """The residual's unnormalised weights max(0, p(v) - q(v) tau(v)) of every token v, into ``out``, for the
+    Numba kernels (:func:`residual_distribution` normalises them for arrays; Leviathan et al. 2023 for tau = r).
+
+    Args: ``p``, ``q``, ``tau`` (thresholds in [0, 1]) and ``out`` float64 (V,). Returns nothing.
+    """
+    for v in range(p.shape[0]):
+        out[v] = max(0.0, p[v] - q[v] * tau[v])
+
+
 def residual_distribution(target_probs, draft_probs, tau):
     """norm(max(0, p - q * tau)) over the last axis (float64); p itself where that is all zero.
 
@@ -64,4 +75,4 @@ def residual_distribution(target_probs, draft_probs, tau):
 '''
 
 
-__all__ = ["TORCH_RESIDUAL", "acceptance_ratio", "residual_distribution", "standard_threshold"]
+__all__ = ["TORCH_RESIDUAL", "acceptance_ratio", "residual_distribution", "residual_weights", "standard_threshold"]

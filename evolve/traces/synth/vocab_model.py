@@ -109,6 +109,7 @@ from numba import njit, prange
 from evolve.errors import InputError
 from evolve.traces.schema import RESIDUAL_PHI_POINTS
 from evolve.verification.block import block_weight, residual_mass, residual_phi, target_rank
+from evolve.verification.tokenwise import acceptance_ratio
 from evolve.traces.synth.rng import next_double, next_normal, normal_s, sample_index, seed_state
 from evolve.traces.synth.softmax import overlap, softmax_given_max
 
@@ -435,7 +436,7 @@ def _sequence(setup, params, i, blocks, row0, out, keep):
                 q_keep[k, :] = q
             x = sample_index(state, q)
             u = next_double(state)
-            r = min(1.0, p[x] / q[x])
+            r = acceptance_ratio(p[x], q[x])
             accept = u < r
             weight = block_weight(weight, p[x], q[x])
             seq_id[row] = i
