@@ -16,7 +16,7 @@ from evolve.eval.closed_forms import (
 )
 from evolve.eval.costs import ratio_costs
 from evolve.eval.evaluator import BLOCK_FIELDS, EvalData, evaluate, evaluate_thresholds, reference_metrics, thresholds
-from evolve.eval.scheduler import SCHEDULER, chunk_bounds
+from evolve.eval.fastpath.scheduler import SCHEDULER, chunk_bounds
 from evolve.eval.population import PopulationEvaluator
 from heuristics.contract import Rule
 from heuristics.registry import get_rule

@@ -16,7 +16,7 @@ from evolve.traces.schema import split_stats
 from evolve.traces.synth import chunked
 from evolve.eval.chunked import score_split_chunks
 from evolve.eval.evaluator import EvalData
-from evolve.eval.layouts import Count
+from evolve.eval.fastpath.layouts import Count
 from evolve.eval.population import score_counts
 from evolve.gp.compiler import compile_nodes, from_tree, parse
 from evolve.cli.generate import cli

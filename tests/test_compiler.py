@@ -14,7 +14,7 @@ from evolve.errors import InputError
 from evolve.gp.compiler import (
     Node, compile_nodes, compile_tree, evaluate_numpy, from_tree, parse, simplify, to_string, to_tree,
 )
-from evolve.eval.layouts import TILE as BLOCK
+from evolve.eval.fastpath.layouts import TILE as BLOCK
 from evolve.eval.reference import program_thresholds
 from evolve.gp.primitives import FEATURES, PRIMITIVES, build_pset
 

@@ -17,11 +17,11 @@ from evolve.gp.compiler import compile_expression, compile_tree, evaluate_numpy,
 from evolve.eval.evaluator import (
     EvalData, AcceptanceQualityFitness, evaluate, evaluate_thresholds, metrics_from_counts, reference_metrics, thresholds,
 )
-from evolve.eval.layouts import TILE as BLOCK
-from evolve.eval.lowering import lower, pack
+from evolve.eval.fastpath.layouts import TILE as BLOCK
+from evolve.eval.fastpath.lowering import lower, pack
 from evolve.eval.reference import program_thresholds, score_program
-from evolve.eval.scheduler import SCHEDULER, chunk_bounds
-from evolve.eval.scoring import score_packed
+from evolve.eval.fastpath.scheduler import SCHEDULER, chunk_bounds
+from evolve.eval.fastpath.scoring import score_packed
 from evolve.eval.population import PopulationEvaluator, evaluate_population, score_counts
 from evolve.gp.primitives import FEATURES, PRIMITIVES, build_pset
 from heuristics.registry import get_rule, rule_names

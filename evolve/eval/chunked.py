@@ -5,7 +5,7 @@
 programs read, :func:`read_columns`), prepares each as an
 :class:`evolve.eval.evaluator.EvalData`, scores every program on it in one
 batched call (:func:`evolve.eval.population.score_counts`) and adds the raw
-counts (:class:`evolve.eval.layouts.Count`) up. Only one row group and its
+counts (:class:`evolve.eval.fastpath.layouts.Count`) up. Only one row group and its
 prepared data are resident at a time.
 
 Every count is a sum over tokens or over speculation blocks, and row groups
@@ -30,7 +30,7 @@ from evolve.eval.evaluator import (
     AcceptanceQualityFitness, EvalData, Metrics, check_gamma, metrics_from_counts,
 )
 from evolve.eval.costs import DEFAULT_COSTS, Costs
-from evolve.eval.layouts import N_COUNTS
+from evolve.eval.fastpath.layouts import N_COUNTS
 from evolve.eval.population import score_counts
 from evolve.gp.compiler import Program
 

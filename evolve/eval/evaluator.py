@@ -31,7 +31,7 @@ et al. 2023, arXiv 2211.17192):
     depth's damage weighted by the probability it is reached, per emitted token).
 
 Everything goes through the fused fast path (programs and expression rules are
-lowered by :mod:`evolve.eval.lowering` and scored by :mod:`evolve.eval.scoring`;
+lowered by :mod:`evolve.eval.fastpath.lowering` and scored by :mod:`evolve.eval.fastpath.scoring`;
 function rules are called per token by :mod:`evolve.eval.function_rules`, then
 reduced by the same kernels). Results do not depend on the number of threads.
 """
@@ -50,11 +50,11 @@ from evolve.verification.tokenwise import standard_threshold
 from evolve.gp.compiler import Program
 from evolve.kinds.threshold import THRESHOLD
 from evolve.eval.function_rules import function_thresholds, function_thresholds_extra
-from evolve.eval.kernels import derive_row
-from evolve.eval.layouts import N_COUNTS, N_FITNESS_COUNTS, Count
-from evolve.eval.lowering import Lowered, Packed, lower, pack
-from evolve.eval.scheduler import chunk_bounds
-from evolve.eval.scoring import packed_thresholds, score_packed, score_tau
+from evolve.eval.fastpath.kernels import derive_row
+from evolve.eval.fastpath.layouts import N_COUNTS, N_FITNESS_COUNTS, Count
+from evolve.eval.fastpath.lowering import Lowered, Packed, lower, pack
+from evolve.eval.fastpath.scheduler import chunk_bounds
+from evolve.eval.fastpath.scoring import packed_thresholds, score_packed, score_tau
 from evolve.gp.primitives import FEATURES, N_OPCODES
 
 #: Memory the derived rows of one split may take (log/exp of features, see EvalData.derived_rows).
@@ -115,7 +115,7 @@ class EvalData:
     ``r`` float64 (n,) = min(1, p/q); ``u`` float64 (n,) rand_value; ``b`` bool
     (n,) baseline_accepts, which must equal u < r (as the schema guarantees;
     ValueError otherwise). ``bounds`` int64 (C+1,) are the work-item boundaries
-    of the fast path (:func:`evolve.eval.scheduler.chunk_bounds`, at speculation-block
+    of the fast path (:func:`evolve.eval.fastpath.scheduler.chunk_bounds`, at speculation-block
     starts when the split has ``draft_index``); ``block_length`` is the split's
     draft length (max draft_index + 1) or None; ``no_draft_calls`` the target calls
     of the split that drafted nothing and so left no record (known for harvested
@@ -312,7 +312,7 @@ _BLOCK_COUNTS = itemgetter(Count.BLOCKS, Count.SUM_TOKENS, Count.SUM_BLOCK_TV)
 
 def metrics_from_counts(counts: np.ndarray, n: int, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
                         gamma: int | None = None, costs: Costs = DEFAULT_COSTS) -> Metrics:
-    """Turn counts (float64 (N_FITNESS_COUNTS,) or (N_COUNTS,), a :class:`evolve.eval.layouts.Count`
+    """Turn counts (float64 (N_FITNESS_COUNTS,) or (N_COUNTS,), a :class:`evolve.eval.fastpath.layouts.Count`
     record) over ``n`` tokens into :class:`Metrics`.
 
     With n == 0 every rate is 0. Block metrics are filled when ``gamma`` is

@@ -5,7 +5,7 @@ the rule contract's signature ``fn(draft_prob, target_prob, position: int,
 draft_entropy, target_entropy, top_token_match: bool) -> float``, optionally
 with a seventh argument holding the extra columns it declares. Its raw
 thresholds are then reduced by the same kernels as programs
-(:func:`evolve.eval.scoring.score_tau`).
+(:func:`evolve.eval.fastpath.scoring.score_tau`).
 
 These loops are not cached: Numba cannot cache a function that takes another
 function as an argument, so each rule costs one compilation per process.

@@ -8,10 +8,10 @@ distinct expression not seen before exactly once, and returns one
 :class:`evolve.eval.evaluator.Metrics` per individual, in order.
 
 Scoring: each new expression is compiled once to its postfix program and
-lowered to register code (:func:`evolve.eval.lowering.lower`; ``log`` and ``exp``
+lowered to register code (:func:`evolve.eval.fastpath.lowering.lower`; ``log`` and ``exp``
 of a bare feature read a row computed once per split), the programs are
-concatenated into flat arrays (:func:`evolve.eval.lowering.pack`) and the whole
-batch runs in one call of :func:`evolve.eval.scoring.score_packed`: parallel
+concatenated into flat arrays (:func:`evolve.eval.fastpath.lowering.pack`) and the whole
+batch runs in one call of :func:`evolve.eval.fastpath.scoring.score_packed`: parallel
 over (program, token chunk) work items on all cores, tokens in cache-sized
 tiles, the metric reductions fused into the interpreter. The metrics are
 exactly those of :func:`evolve.eval.evaluator.evaluate` for each program alone (same
@@ -38,8 +38,8 @@ from evolve.eval.evaluator import (
     EvalData, Metrics, AcceptanceQualityFitness, check_features, check_gamma, metrics_from_counts,
 )
 from evolve.eval.costs import DEFAULT_COSTS, Costs
-from evolve.eval.lowering import derivable_pairs, lower, pack
-from evolve.eval.scoring import score_packed
+from evolve.eval.fastpath.lowering import derivable_pairs, lower, pack
+from evolve.eval.fastpath.scoring import score_packed
 
 #: Default number of distinct expressions whose metrics are remembered across calls.
 DEFAULT_CACHE_SIZE = 200_000
@@ -211,7 +211,7 @@ class PopulationEvaluator:
         check_features(program, self.data, "individual")
 
     def _counts(self, packed, D: np.ndarray | None, lowered=()) -> np.ndarray:
-        """Counts (P, N_COUNTS) of the packed programs (:func:`evolve.eval.scoring.score_packed`); ``lowered``
+        """Counts (P, N_COUNTS) of the packed programs (:func:`evolve.eval.fastpath.scoring.score_packed`); ``lowered``
         holds the same programs one by one, for scorers that run them separately."""
         return score_packed(packed, self.data.X, self.data.r, self.data.u, self.data.bounds,
                             self.data.depth, self._gamma, D, self.data.baseline)

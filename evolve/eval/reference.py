@@ -1,12 +1,12 @@
 """The reference stack machine: one postfix program run tile by tile, one thread.
 
-Simple on purpose and independent of the fast path (:mod:`evolve.eval.lowering`,
-:mod:`evolve.eval.kernels`, :mod:`evolve.eval.scoring`), which tests check
+Simple on purpose and independent of the fast path (:mod:`evolve.eval.fastpath.lowering`,
+:mod:`evolve.eval.fastpath.kernels`, :mod:`evolve.eval.fastpath.scoring`), which tests check
 against it: :func:`eval_rows` runs the postfix program of
 :class:`evolve.gp.compiler.Program` over consecutive rows of ``X`` (indexed by
 :data:`evolve.gp.primitives.FEATURES`) with an explicit stack;
 :func:`score_program` and :func:`score_thresholds` reduce thresholds into the
-counts record :class:`evolve.eval.layouts.Count` (block counts stay 0);
+counts record :class:`evolve.eval.fastpath.layouts.Count` (block counts stay 0);
 :func:`program_thresholds` returns the raw thresholds. Operators are the scalar
 functions of :mod:`evolve.gp.primitives`, so values agree bit for bit with the
 fast path and with the numpy reference.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from evolve.eval.layouts import N_COUNTS, TILE, Count
+from evolve.eval.fastpath.layouts import N_COUNTS, TILE, Count
 from evolve.gp.primitives import Op, div, exp, if_gt, log, max_, min_, sqrt
 
 
@@ -86,7 +86,7 @@ def accumulate_tile(tau, m, start, r, u, b, counts):
 
     ``r`` float64 (n,) standard thresholds min(1, p/q), ``u`` float64 (n,)
     rand_value, ``b`` bool (n,) baseline_accepts; ``counts`` float64
-    (>= N_FITNESS_COUNTS,), laid out as :class:`evolve.eval.layouts.Count`.
+    (>= N_FITNESS_COUNTS,), laid out as :class:`evolve.eval.fastpath.layouts.Count`.
     """
     acc = 0
     fa = 0

@@ -12,7 +12,7 @@ docstring stating the semantics, the rule's name and expression as string litera
 with ``repr``, so no text of a champion file ever becomes code), the protected operators, the
 batched ``acceptance_threshold(**columns)`` and ``residual_distribution``. The operators
 follow :mod:`evolve.gp.primitives` exactly, and the final threshold follows the evaluator
-(:mod:`evolve.eval.kernels`): NaN or infinite -> 0, then clamped to [0, 1].
+(:mod:`evolve.eval.fastpath.kernels`): NaN or infinite -> 0, then clamped to [0, 1].
 """
 from __future__ import annotations
 

@@ -130,14 +130,14 @@ def operon_infix(tree, names: dict[str, str]) -> str:
 def measure_rule(train: EvalData, threads: int) -> dict:
     """(1) Tokens per second of ``evaluate(standard_rejection)`` on ``train``.
 
-    Also the kernel alone (:func:`evolve.eval.scoring.score_packed` on the
+    Also the kernel alone (:func:`evolve.eval.fastpath.scoring.score_packed` on the
     already lowered program, no Metrics built): the difference is the fixed
     cost of a call (Python, argument checks, starting the threads), which
     matters on a split this small.
     """
     from heuristics.registry import get_rule
     from evolve.eval.evaluator import lowered_program
-    from evolve.eval.scoring import score_packed
+    from evolve.eval.fastpath.scoring import score_packed
     rule = get_rule("standard_rejection")
     times = repeat(lambda: evaluate(rule, train), min_repeats=50, budget=2.0)
     walls = sorted(t.wall for t in times)

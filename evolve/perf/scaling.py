@@ -13,7 +13,7 @@ import numpy as np
 
 from evolve.traces.io import Traces
 from evolve.eval.evaluator import EvalData, evaluate
-from evolve.eval.layouts import CHUNK
+from evolve.eval.fastpath.layouts import CHUNK
 from evolve.eval.population import PopulationEvaluator
 from evolve.perf.measure import tiled_columns
 from evolve.perf.timing import RssSampler, Timing, repeat, timed, utilisation

@@ -35,7 +35,7 @@ baseline: one target call per token, x_t ~ p (or argmax p when greedy).
 Layouts
 -------
 The kernels write float64 rows whose columns are named by the ``IntEnum``
-layouts below (:func:`evolve.eval.layouts.record_layout`), the one definition
+layouts below (:func:`evolve.eval.fastpath.layouts.record_layout`), the one definition
 shared by the kernels (Numba folds the members into constants) and the Python
 side: :class:`Feature` (feature matrices, the order of
 :data:`evolve.gp.primitives.FEATURES`), :class:`Stat` (per-sequence
@@ -65,7 +65,7 @@ from evolve.verification.block import (
 )
 from evolve.verification.tokenwise import acceptance_ratio, residual_weights
 from evolve.traces.synth.rng import next_double, sample_index, sample_normalised, seed_state
-from evolve.eval.layouts import record_layout, record_size
+from evolve.eval.fastpath.layouts import record_layout, record_size
 from evolve.eval.reference import eval_rows
 from evolve.gp.primitives import FEATURES, Op
 from evolve.sim.models import STREAM_DECODE, KernelModel, position_pair, start_buffers, target_at
@@ -158,7 +158,7 @@ R_R, R_U, R_TAU, R_ACCEPTED, R_TESTED, R_BLOCK, R_RESIDUAL_MASS, R_PHI = Record
 B_TOKENS, B_ANALYTIC, B_TV_COUNT, B_TV_EXPECTED = BlockStat
 
 
-#: A compiled program as the kernels take it (:func:`evolve.eval.lowering.rule_program`'s four values): ``ops``,
+#: A compiled program as the kernels take it (:func:`evolve.eval.fastpath.lowering.rule_program`'s four values): ``ops``,
 #: ``args`` int64 (L,), ``consts`` float64 (L,), ``stack_size``; an empty one (L = 0) is no program.
 RuleProgram = namedtuple("RuleProgram", ["ops", "args", "consts", "stack_size"])
 #: The two programs of a chain decode: the rule's thresholds (``rule``) and the relaxation weight of relaxed block

@@ -71,7 +71,7 @@ import numpy as np
 from numba import njit, prange
 
 from evolve.traces.synth.rng import next_double, sample_index, sample_normalised, seed_state
-from evolve.eval.layouts import record_layout, record_size
+from evolve.eval.fastpath.layouts import record_layout, record_size
 from evolve.sim.models import STREAM_DECODE, KernelModel, position_pair, start_buffers, target_at
 from evolve.verification.tree import accept_weight, residual_update, traversal_delete
 

@@ -71,7 +71,7 @@ from numba import njit
 from evolve.errors import InputError
 from evolve.eval.block_verification import RESIDUAL_COLUMN
 from evolve.eval.costs import FREE_DRAFTS, Costs
-from evolve.eval.layouts import record_layout, record_size
+from evolve.eval.fastpath.layouts import record_layout, record_size
 from evolve.kinds.base import TOKEN_FEATURES
 from evolve.verification.block import stopping_probability
 

@@ -1,10 +1,10 @@
 """Relaxed block verification of a whole population of weight programs w(features), in one compiled call.
 
-The counterpart of :mod:`evolve.eval.scoring` and :class:`evolve.eval.population.PopulationEvaluator`
+The counterpart of :mod:`evolve.eval.fastpath.scoring` and :class:`evolve.eval.population.PopulationEvaluator`
 for the relaxation weight of :mod:`evolve.kinds.relaxation.eval_block`: each program is
-lowered to register code (:mod:`evolve.eval.lowering`), work items (program,
+lowered to register code (:mod:`evolve.eval.fastpath.lowering`), work items (program,
 chunk) are taken by all threads from a shared counter, every tile of a chunk
-runs the program with :func:`evolve.eval.kernels.run_code` and feeds its weights
+runs the program with :func:`evolve.eval.fastpath.kernels.run_code` and feeds its weights
 straight into the block recursion (:func:`evolve.kinds.relaxation.eval_block.reduce_relaxed`),
 so no array of weights is materialised and a program costs what a threshold
 program costs in the fast path. Chunks start at block starts; each item's
@@ -23,15 +23,15 @@ from numba import njit, prange
 from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import check_features
-from evolve.eval.kernels import WorkQueue, fetch_add, load_constants, operand, run_code
-from evolve.eval.layouts import TILE, WIDTH
-from evolve.eval.lowering import NO_ROWS, Packed
+from evolve.eval.fastpath.kernels import WorkQueue, fetch_add, load_constants, operand, run_code
+from evolve.eval.fastpath.layouts import TILE, WIDTH
+from evolve.eval.fastpath.lowering import NO_ROWS, Packed
 from evolve.eval.population import PopulationEvaluator
 from evolve.kinds.relaxation.eval_block import (
     N_CARRY, N_RELAXED, RelaxedData, check_weight_features, close_block, metrics_from_relaxed, reduce_relaxed,
     relaxed_of,
 )
-from evolve.eval.scheduler import SCHEDULER, item_order
+from evolve.eval.fastpath.scheduler import SCHEDULER, item_order
 
 
 @njit(cache=True)
@@ -39,10 +39,10 @@ def relaxed_work(prog, X, D, cols, queue):
     """One worker: take (program, chunk) items from ``queue.counter`` until none is left (counts into
     ``queue.partial[item]``).
 
-    ``prog`` the program record (:data:`evolve.eval.lowering.ProgramArrays`); ``X``
+    ``prog`` the program record (:data:`evolve.eval.fastpath.lowering.ProgramArrays`); ``X``
     float64 (k, n) feature rows, ``D`` derived rows; ``cols`` the split's
     :data:`evolve.kinds.relaxation.eval_block.RelaxedColumns`; ``queue`` the
-    :data:`evolve.eval.kernels.WorkQueue` shared by the workers (``partial`` float64 (P*C, N_RELAXED)).
+    :data:`evolve.eval.fastpath.kernels.WorkQueue` shared by the workers (``partial`` float64 (P*C, N_RELAXED)).
     """
     code, code_off, result = prog.code, prog.code_off, prog.result
     bounds = cols.bounds

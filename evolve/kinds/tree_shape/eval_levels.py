@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from evolve.eval.evaluator import EvalData, check_features, lowered_program
-from evolve.eval.layouts import WIDTH, Instr
-from evolve.eval.lowering import Lowered
-from evolve.eval.scoring import packed_thresholds
+from evolve.eval.fastpath.layouts import WIDTH, Instr
+from evolve.eval.fastpath.lowering import Lowered
+from evolve.eval.fastpath.scoring import packed_thresholds
 from evolve.kinds.tree_shape.eval_shape import ShapeData, kept_children
 from evolve.gp.primitives import FEATURES, LEVEL_FEATURES
 
@@ -39,7 +39,7 @@ def level_features(data: ShapeData, rows: np.ndarray) -> dict[str, np.ndarray]:
 
 def reads_levels(lowered: Lowered, data: EvalData) -> bool:
     """Whether a program lowered against ``data``'s feature rows reads a level feature (an operand of an
-    instruction, or its result, is one of their rows; operand encoding of :mod:`evolve.eval.lowering`)."""
+    instruction, or its result, is one of their rows; operand encoding of :mod:`evolve.eval.fastpath.lowering`)."""
     rows = [data.feature_rows[FEATURES.index(f)] for f in LEVEL_FEATURES]
     codes = [-1 - r for r in rows if r >= 0]
     operands = lowered.code.reshape(-1, WIDTH)[:, Instr.ARG0:]

@@ -17,7 +17,7 @@ from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, check_features
 from evolve.eval.population import PopulationEvaluator
-from evolve.eval.scoring import packed_thresholds
+from evolve.eval.fastpath.scoring import packed_thresholds
 from evolve.kinds.tree_shape.eval_levels import one_chunk, reads_levels, shape_values
 from evolve.kinds.tree_shape.eval_shape import (
     N_SHAPE_COUNTS, NO_TREES, ShapeData, cost_tables, metrics_from_shape_counts, shape_counts, shape_data,

@@ -29,7 +29,7 @@ the expected tokens and damage of the block's first L records verified alone, fo
 
 * a per-token acceptance rule tau (a threshold rule, lossy or not): tokens(L) = 1 + sum_{j<=L}
   prod_{i<=j} tau_i and damage(L) = sum_{j<=L} prod_{i<j} tau_i max(0, tau_j - min(1, p_j/q_j)), the
-  evaluator's block accounting (:func:`evolve.eval.kernels.reduce_block_counts`);
+  evaluator's block accounting (:func:`evolve.eval.fastpath.kernels.reduce_block_counts`);
 * block verification (Sun et al. 2024, arXiv 2403.10444; lossless) and relaxed block verification
   with a relaxation weight w (:mod:`evolve.kinds.relaxation.eval_block`): the block recursion stopped at L, whose
   last level accepts with h_L = P~_L, as a block of L drafted tokens would (damage 0 without w).
@@ -78,7 +78,7 @@ from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, check_features, thresholds
 from evolve.kinds.relaxation.eval_block import block_level
 from evolve.eval.population import PopulationEvaluator
-from evolve.eval.scoring import packed_thresholds
+from evolve.eval.fastpath.scoring import packed_thresholds
 from evolve.gp.primitives import FEATURES, LOOKUP_FEATURES
 
 #: Features a verification-length policy reads (:data:`evolve.kinds.registry.VERIFY_LENGTH`).

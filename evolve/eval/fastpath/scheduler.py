@@ -1,13 +1,13 @@
 """Work scheduling of the fast path: chunk boundaries, item order, threads, serial or parallel.
 
 The tokens of a split are cut into chunks of about
-:data:`evolve.eval.layouts.CHUNK` tokens at speculation-block starts
+:data:`evolve.eval.fastpath.layouts.CHUNK` tokens at speculation-block starts
 (:func:`chunk_bounds`); a work item is a (program, chunk) pair and
 :func:`item_order` lists the items in the order workers take them. A call runs
 on all of Numba's threads or in the calling thread alone (:data:`SCHEDULER`):
 small calls run in the calling thread, and mid-sized ones too while other
 processes hold the cores. The result is the same either way (see
-:mod:`evolve.eval.kernels`).
+:mod:`evolve.eval.fastpath.kernels`).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit
 from numba.np.ufunc import parallel as _numba_parallel
 
-from evolve.eval.layouts import CHUNK, WIDTH
+from evolve.eval.fastpath.layouts import CHUNK, WIDTH
 
 
 def chunk_bounds(n: int, depth: np.ndarray | None = None, chunk: int = CHUNK) -> np.ndarray:
@@ -45,7 +45,7 @@ def chunk_bounds(n: int, depth: np.ndarray | None = None, chunk: int = CHUNK) ->
 def item_order(code_off, bounds, n_programs):
     """Work items int64 (P*C,) (item = program * C + chunk) in chunk-major order, programs by cost, largest first.
 
-    ``code_off`` int64 (P+1,) instruction offsets (:class:`evolve.eval.lowering.Packed`),
+    ``code_off`` int64 (P+1,) instruction offsets (:class:`evolve.eval.fastpath.lowering.Packed`),
     ``bounds`` int64 (C+1,) chunk boundaries; a program's cost is estimated by
     its instruction count.
 

@@ -2,15 +2,15 @@
 
 :func:`lower` turns the postfix program of :class:`evolve.gp.compiler.Program`
 into *register code*: three-address instructions (layout
-:class:`evolve.eval.layouts.Instr`) whose operands are read straight from the
+:class:`evolve.eval.fastpath.layouts.Instr`) whose operands are read straight from the
 feature rows of ``X``, from pre-broadcast constant rows or from registers, so
 terminals cost nothing and no operand is copied onto a stack. Constant subtrees
 are folded with the kernels' scalar functions, repeated subtrees inside a
 program are computed once, and ``log``/``exp`` of a bare feature can read a
-*derived row* computed once per split (:func:`evolve.eval.kernels.derive_row`,
+*derived row* computed once per split (:func:`evolve.eval.fastpath.kernels.derive_row`,
 requested through :func:`derivable_pairs`). :func:`pack` concatenates lowered
 programs into flat arrays with offsets (:class:`Packed`), the input of
-:func:`evolve.eval.scoring.score_packed`.
+:func:`evolve.eval.fastpath.scoring.score_packed`.
 
 Operand encoding (int32, one per operand slot of an instruction):
 
@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from evolve.eval.layouts import WIDTH, Instr
+from evolve.eval.fastpath.layouts import WIDTH, Instr
 from evolve.gp.primitives import FEATURES, N_OPCODES, PRIMITIVES, Op, div, exp, if_gt, log, max_, min_, sqrt
 
 #: Operand codes <= -DERIVED_BASE read row (-v - DERIVED_BASE) of the derived rows ``D`` (see module doc).
@@ -57,7 +57,7 @@ class Lowered:
     """One program lowered to register code.
 
     ``code`` int32 (WIDTH*k,): k instructions laid out as
-    :class:`evolve.eval.layouts.Instr` (opcode, destination register, up to four
+    :class:`evolve.eval.fastpath.layouts.Instr` (opcode, destination register, up to four
     operands, encoded as in the module doc); ``consts`` float64 (c,) the
     constants broadcast into buffer rows ``n_regs..n_regs+c-1``; ``result`` is
     the operand holding the threshold. ``nodes`` is the size of the source tree,
@@ -269,7 +269,7 @@ def lower(ops: np.ndarray, args: np.ndarray, consts: np.ndarray, feature_rows,
             of ``X`` holding it (a sequence of ints; negative for a missing feature).
         derived: optional int64 (opcodes, X rows): ``derived[op, row]`` is the row
             of the derived-row matrix ``D`` holding op applied to feature row ``row``
-            (computed by :func:`evolve.eval.kernels.derive_row`, bit for bit what the instruction gives),
+            (computed by :func:`evolve.eval.fastpath.kernels.derive_row`, bit for bit what the instruction gives),
             or -1. Such subtrees become leaves reading ``D``.
 
     Constant subtrees are folded with the kernel's scalar functions (so the
@@ -304,7 +304,7 @@ def derivable_pairs(ops: np.ndarray, args: np.ndarray) -> set[tuple[int, int]]:
 
 @dataclass(frozen=True)
 class Packed:
-    """Lowered programs concatenated into flat arrays (the input of :func:`evolve.eval.scoring.score_packed`).
+    """Lowered programs concatenated into flat arrays (the input of :func:`evolve.eval.fastpath.scoring.score_packed`).
 
     ``code`` int32, ``code_off`` int64 (P+1,), ``consts`` float64, ``const_off``
     int64 (P+1,), ``n_regs`` int64 (P,), ``result`` int64 (P,), ``rows`` the

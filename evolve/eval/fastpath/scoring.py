@@ -2,14 +2,14 @@
 
 :func:`score_packed` scores a whole population in one compiled call: work items
 (program, chunk) are handed out dynamically to all threads
-(:func:`evolve.eval.kernels.work`); one program alone is parallel over its
+(:func:`evolve.eval.fastpath.kernels.work`); one program alone is parallel over its
 chunks. :func:`packed_thresholds` returns the raw thresholds of one lowered
 program and :func:`score_tau` reduces given thresholds with the same kernels
 and chunking, so a program's counts equal the counts of its thresholds bit for
 bit. Each entry point has a parallel and a single-thread compiled form with
-identical results; :data:`evolve.eval.scheduler.SCHEDULER` picks one per call.
+identical results; :data:`evolve.eval.fastpath.scheduler.SCHEDULER` picks one per call.
 
-Counts are float64 records laid out as :class:`evolve.eval.layouts.Count`:
+Counts are float64 records laid out as :class:`evolve.eval.fastpath.layouts.Count`:
 accepts, false accepts, false rejects, invalid thresholds, sum of tau, sum of
 max(0, tau - r), sum of max(0, r - tau) (tau: the threshold after NaN/inf -> 0
 and clamping to [0, 1]; r = min(1, p/q)); then, when block metrics are
@@ -24,18 +24,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from evolve.eval.kernels import (
+from evolve.eval.fastpath.kernels import (
     ScoreData, WorkQueue, combine, operand, reduce_block_counts, reduce_fitness_counts, run_code, work,
 )
-from evolve.eval.layouts import N_COUNTS, TILE, WIDTH
-from evolve.eval.lowering import NO_ROWS, Lowered, Packed
-from evolve.eval.scheduler import SCHEDULER, item_order
+from evolve.eval.fastpath.layouts import N_COUNTS, TILE, WIDTH
+from evolve.eval.fastpath.lowering import NO_ROWS, Lowered, Packed
+from evolve.eval.fastpath.scheduler import SCHEDULER, item_order
 
 
 @njit(cache=True, parallel=True)
 def _score_parallel(prog, data, nt):
-    """Counts (P, N_COUNTS) of every program (``prog`` :data:`evolve.eval.lowering.ProgramArrays`) over the
-    split ``data`` (:data:`evolve.eval.kernels.ScoreData`), ``nt`` workers taking (program, chunk) items dynamically."""
+    """Counts (P, N_COUNTS) of every program (``prog`` :data:`evolve.eval.fastpath.lowering.ProgramArrays`) over the
+    split ``data`` (:data:`evolve.eval.fastpath.kernels.ScoreData`), ``nt`` workers taking (program, chunk) items dynamically."""
     n_programs = prog.result.size
     n_chunks = data.bounds.size - 1
     items = item_order(prog.code_off, data.bounds, n_programs)
@@ -67,20 +67,20 @@ def score_packed(packed: Packed, X: np.ndarray, r: np.ndarray, u: np.ndarray,
     """Counts (float64 (P, N_COUNTS)) of every packed program over all tokens, in one compiled call.
 
     Args:
-        packed: programs from :func:`evolve.eval.lowering.pack` (operands index rows of ``X``).
+        packed: programs from :func:`evolve.eval.fastpath.lowering.pack` (operands index rows of ``X``).
         X: float64 (n_rows, n) C-contiguous feature rows.
         r, u: float64 (n,) min(1, p/q) and rand_value (baseline_accepts is u < r).
-        bounds: int64 (C+1,) chunk boundaries (:func:`evolve.eval.scheduler.chunk_bounds`).
+        bounds: int64 (C+1,) chunk boundaries (:func:`evolve.eval.fastpath.scheduler.chunk_bounds`).
         depth: float64 (n,) draft_index row (needed when ``gamma`` > 0).
         gamma: draft length for the block counts; 0 skips them (they stay 0).
         D: float64 (k, n) derived rows the programs were lowered against
-            (see :func:`evolve.eval.lowering.lower`).
+            (see :func:`evolve.eval.fastpath.lowering.lower`).
         baseline: the number of tokens with u < r (:func:`baseline_accepts`), when the
             caller knows it; None counts them.
 
     Work items (program, chunk) run on all threads, or in the calling thread
-    when the work is small (:data:`evolve.eval.scheduler.SCHEDULER`); results
-    depend neither on that nor on the thread count (see :mod:`evolve.eval.kernels`).
+    when the work is small (:data:`evolve.eval.fastpath.scheduler.SCHEDULER`); results
+    depend neither on that nor on the thread count (see :mod:`evolve.eval.fastpath.kernels`).
     """
     n_programs = packed.result.size
     if n_programs == 0:

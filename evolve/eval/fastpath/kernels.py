@@ -3,16 +3,16 @@
 One work item is a (program, chunk of tokens) pair. :func:`work` takes items
 from a shared atomic counter (:func:`fetch_add`, an LLVM ``atomicrmw``
 intrinsic) until none is left; each item runs its program over the chunk in
-tiles of :data:`evolve.eval.layouts.TILE` tokens with :func:`run_code` and
+tiles of :data:`evolve.eval.fastpath.layouts.TILE` tokens with :func:`run_code` and
 reduces every tile's thresholds into the item's counts at once
 (:func:`reduce_fitness_counts`, :func:`reduce_block_counts`), so no array of
 thresholds is materialised. :func:`combine` adds each program's chunk partials
-in chunk order. Counts are laid out as :class:`evolve.eval.layouts.Count`,
-instructions as :class:`evolve.eval.layouts.Instr`, operands as described in
-:mod:`evolve.eval.lowering`.
+in chunk order. Counts are laid out as :class:`evolve.eval.fastpath.layouts.Count`,
+instructions as :class:`evolve.eval.fastpath.layouts.Instr`, operands as described in
+:mod:`evolve.eval.fastpath.lowering`.
 
 Determinism: chunk boundaries depend only on the data
-(:func:`evolve.eval.scheduler.chunk_bounds`), each item's partial counts are
+(:func:`evolve.eval.fastpath.scheduler.chunk_bounds`), each item's partial counts are
 computed sequentially, and the partials of a program are added in chunk order,
 so results depend neither on the number of threads, nor on the schedule, nor on
 whether a program is scored alone or inside a population. Operators are the
@@ -34,8 +34,8 @@ from numba import njit
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from evolve.eval.layouts import N_COUNTS, TILE, WIDTH, Count, Instr
-from evolve.eval.lowering import DERIVED_BASE
+from evolve.eval.fastpath.layouts import N_COUNTS, TILE, WIDTH, Count, Instr
+from evolve.eval.fastpath.lowering import DERIVED_BASE
 from evolve.gp.primitives import Op, div, exp, log, max_, min_, sqrt
 
 
@@ -43,7 +43,7 @@ class ScoreData(NamedTuple):
     """The split record :func:`work` reads (Numba-compatible): ``X`` float64 (k, n) feature rows, ``D`` float64
     (d, n) derived rows, ``r``/``u`` float64 (n,) min(1, p/q) and rand_value, ``bounds`` int64 (C+1,) chunk
     boundaries, ``depth`` float64 (n,) draft_index, ``gamma`` the draft length (0: no block counts),
-    ``baseline`` the split's number of baseline accepts (see :func:`evolve.eval.scoring.score_packed`)."""
+    ``baseline`` the split's number of baseline accepts (see :func:`evolve.eval.fastpath.scoring.score_packed`)."""
 
     X: np.ndarray
     D: np.ndarray
@@ -57,7 +57,7 @@ class ScoreData(NamedTuple):
 
 class WorkQueue(NamedTuple):
     """The work queue the workers share (Numba-compatible): ``items`` int64 (P*C,) item order
-    (:func:`evolve.eval.scheduler.item_order`, item = program * C + chunk), ``counter`` int64 (1,) the
+    (:func:`evolve.eval.fastpath.scheduler.item_order`, item = program * C + chunk), ``counter`` int64 (1,) the
     next item to take, ``partial`` float64 (P*C, counts) each item's counts."""
 
     items: np.ndarray
@@ -85,7 +85,7 @@ def operand(v, X, D, buf, s, m):
 
     A buffer row (``buf`` float64 (rows, TILE): registers and constants), a
     feature row of ``X`` float64 (k, n) or a derived row of ``D`` float64
-    (d, n); the encoding is :mod:`evolve.eval.lowering`'s.
+    (d, n); the encoding is :mod:`evolve.eval.fastpath.lowering`'s.
     """
     if v >= 0:
         return buf[v, :m]
@@ -195,7 +195,7 @@ def derive_row(op, x, out):
     """``out[:] = op(x)`` for a unary opcode (float64 (n,) each), tile by tile with :func:`run_code`'s loops.
 
     The values are bit for bit what the instruction gives, so a program may
-    read the derived row instead (see :mod:`evolve.eval.lowering`).
+    read the derived row instead (see :mod:`evolve.eval.fastpath.lowering`).
     """
     n = x.size
     for s in range(0, n, TILE):
@@ -260,7 +260,7 @@ def reduce_block_counts(tau, r, depth, m, gamma, reach, acc):
     same tokens; ``reach`` is prod_{i<k} tau_i of the speculation block under
     way, carried over from the previous tile of the same chunk (a chunk starts
     at a block start). Rows at depth >= ``gamma`` are ignored. Formulas:
-    Leviathan et al. 2023, arXiv 2211.17192 (see :class:`evolve.eval.layouts.Count`).
+    Leviathan et al. 2023, arXiv 2211.17192 (see :class:`evolve.eval.fastpath.layouts.Count`).
     """
     nb = 0
     tok = 0.0
@@ -305,7 +305,7 @@ def load_constants(buf, consts, const_off, n_regs, p):
 def work(prog, data, queue):
     """One worker: take items from ``queue.counter`` until none is left; each item's counts go to ``queue.partial[item]``.
 
-    ``prog`` the program record (:data:`evolve.eval.lowering.ProgramArrays`),
+    ``prog`` the program record (:data:`evolve.eval.fastpath.lowering.ProgramArrays`),
     ``data`` the split (:data:`ScoreData`), ``queue`` the :data:`WorkQueue`
     shared by the workers (``partial`` float64 (P*C, N_COUNTS)).
     """

@@ -32,7 +32,7 @@ Work units
     :data:`TILE` tokens are processed per instruction (registers are
     TILE-long rows that stay in the L1/L2 caches); :data:`CHUNK` tokens form
     one work item handed to a thread (boundaries moved to speculation-block
-    starts by :func:`evolve.eval.scheduler.chunk_bounds`).
+    starts by :func:`evolve.eval.fastpath.scheduler.chunk_bounds`).
 """
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ N_FITNESS_COUNTS = Count.SUM_EXPECTED_FR + 1
 class Instr(IntEnum):
     """One instruction of register code: int32 (:data:`WIDTH`,).
 
-    Operands are encoded as described in :mod:`evolve.eval.lowering`; unused
+    Operands are encoded as described in :mod:`evolve.eval.fastpath.lowering`; unused
     operands (an operator of arity < 4) are 0.
     """
 
