@@ -12,8 +12,9 @@ the environment variable ``SPECDEC_CHAMPIONS_DIR`` names another directory
     format_version         2
     name                   NAME, [A-Za-z_][A-Za-z0-9_]* (at most 64 characters)
     description            one line of text
-    kind                   the kind of program (evolve.kinds.registry): "threshold" (a per-token acceptance
-                           threshold tau) or "relaxation" (the weight w of relaxed block verification)
+    kind                   the kind of program: the name of a registered ProgramKind (evolve.kinds.registry;
+                           built in: "threshold", "relaxation", "verify-length", "tree-shape"), which says
+                           what the expression's value means
     expression             prefix notation over the primitive set, e.g. "min(1.0, div(target_prob, draft_prob))"
     primitive_set_version  evolve.gp.primitives.PRIMITIVE_SET_VERSION the expression was evolved with
     features               terminal features of the run (names from evolve.gp.primitives.FEATURES)
@@ -127,7 +128,7 @@ class Champion:
 
     @property
     def program_kind(self) -> ProgramKind:
-        """The champion's :class:`evolve.kinds.registry.ProgramKind`."""
+        """The champion's :class:`evolve.kinds.base.ProgramKind`."""
         return program_kind(self.kind)
 
     @property

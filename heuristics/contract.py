@@ -57,11 +57,12 @@ class Rule:
         extra_columns: optional schema columns a function rule receives.
         lossless: whether the output is distributed exactly as the target's
             (tau <= p/q for every token).
-        kind: the kind of program (:mod:`evolve.kinds.registry`): ``threshold`` (the
-            default: the value is the acceptance threshold tau), ``relaxation``
-            (the value is the weight w of relaxed block verification; an
-            expression over prefix-level features only) or ``verify-length`` (a
-            verification-length policy).
+        kind: the name of the kind of program (a registered
+            :class:`evolve.kinds.base.ProgramKind`, :mod:`evolve.kinds.registry`), which says what
+            the value means: ``threshold`` (the default: the acceptance threshold tau),
+            ``relaxation`` (the weight w of relaxed block verification; an expression over
+            prefix-level features only), ``verify-length`` (a verification-length policy),
+            ``tree-shape`` (children kept per draft-tree node) or a kind registered later.
         verifier: for a ``verify-length`` rule, what verifies the drafts it sends
             (:func:`heuristics.verifiers.verifier_parts`; None: the standard rule).
         weighting: for a ``verify-length`` rule, how its run weighted the harvested blocks
@@ -127,7 +128,7 @@ class Rule:
 
     @property
     def program_kind(self) -> ProgramKind:
-        """The rule's :class:`evolve.kinds.registry.ProgramKind`."""
+        """The rule's :class:`evolve.kinds.base.ProgramKind`."""
         return program_kind(self.kind)
 
     def python_source(self, function_name: str | None = None) -> str:

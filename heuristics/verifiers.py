@@ -10,17 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from evolve.errors import InputError
-from evolve.kinds.relaxation import RELAXATION
-from evolve.kinds.threshold import THRESHOLD
+from evolve.kinds.registry import KINDS, program_kind
 from heuristics.champions import load_champion
 from heuristics.contract import Rule
 from heuristics.length_policies import BLOCK_VERIFIER_NAME, STANDARD_VERIFIER_NAME
 from heuristics.registry import get_rule
-
-
-#: The kinds of program that can verify a policy's drafts, by kind name: whether they verify as a block
-#: (a relaxation weight: relaxed block verification) rather than token by token (a threshold).
-VERIFIER_KINDS: dict[str, bool] = {THRESHOLD.name: False, RELAXATION.name: True}
 
 
 def verifier_parts(spec: str | None) -> tuple[str, Rule | None, bool]:
@@ -48,11 +42,12 @@ def verifier_parts(spec: str | None) -> tuple[str, Rule | None, bool]:
             rule = get_rule(spec, champions=True)
     except InputError as exc:
         raise InputError(str(exc), param="verify_with") from None
-    if rule.kind not in VERIFIER_KINDS:
-        raise InputError(f"'{spec}' is a {rule.kind} rule; the drafts are verified by a {THRESHOLD.name} rule "
-                         f"(per token), a {RELAXATION.name} rule (relaxed block verification), "
+    verifies = program_kind(rule.kind).verifies  # ProgramKind.verifies: "token", "block" or "" (it cannot)
+    if not verifies:
+        kinds = ", ".join(f"a {k.name} rule ({k.verifies})" for k in KINDS.values() if k.verifies)
+        raise InputError(f"'{spec}' is a {rule.kind} rule; the drafts are verified by {kinds}, "
                          f"{STANDARD_VERIFIER_NAME} or {BLOCK_VERIFIER_NAME}", param="verify_with")
-    return rule.name, rule, VERIFIER_KINDS[rule.kind]
+    return rule.name, rule, verifies == "block"
 
 
-__all__ = ["VERIFIER_KINDS", "verifier_parts"]
+__all__ = ["verifier_parts"]

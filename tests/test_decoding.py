@@ -1,4 +1,4 @@
-"""The decode-loop simulator (evolve/decoding.py): context-dependent models, exactness, block formula, TV."""
+"""The decode-loop simulator (evolve/sim/decoding.py, evolve/sim/chain.py): context-dependent models, exactness, block formula, TV."""
 from __future__ import annotations
 
 import numba

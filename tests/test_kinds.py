@@ -173,7 +173,7 @@ EXPECT = {
     VERIFY_LENGTH.name: dict(benchmark=_benchmark_length, export=_export_length, live=_live_length),
     TREE_SHAPE.name: dict(trees=_trees_shape, export=_export_tree),
 }
-#: The command each dispatch table serves, as :attr:`evolve.kinds.registry.ProgramKind.commands` names it.
+#: The command each dispatch table serves, as :attr:`evolve.kinds.base.ProgramKind.commands` names it.
 BENCHMARK, SIMULATE, PARETO, LIVE, EXPORT, TREES = ("python benchmark.py", "python benchmark.py simulate",
                                                     "python benchmark.py pareto", "python benchmark.py live",
                                                     "python -m evolve export", "python benchmark.py trees")

@@ -232,6 +232,21 @@ def test_imports_only_go_down_the_floors():
     assert bad == [], "imports that go up or sideways:\n" + "\n".join(bad)
 
 
+def _kind_module(module: str) -> str | None:
+    """The module name inside a kind's package (``report_hooks`` of ``evolve.kinds.threshold.report_hooks``)."""
+    parts = module.split(".")
+    return parts[3] if len(parts) == 4 and parts[:2] == ["evolve", "kinds"] else None
+
+
+def test_shared_code_never_imports_a_kind_s_hooks():
+    """A kind's report, export and plugin modules may import the shared layers' helpers, never the other way: the
+    shared code reaches them only through the registry (``ProgramKind.hook``), so a command never names a kind."""
+    bad = [str(i) for i in ALL_IMPORTS if _kind_module(i.target) and _kind_module(i.importer) is None
+           and not i.importer.startswith("evolve.kinds.")
+           and _kind_module(i.target).startswith(("report_", "export_", "plugin"))]
+    assert bad == []
+
+
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module, or with a self-import (Tarjan)."""
     index: dict[str, int] = {}

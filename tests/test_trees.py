@@ -1,4 +1,4 @@
-"""Draft trees (evolve/trees.py): masks, adaptive width, greedy and multi-draft sampling verification."""
+"""Draft trees (evolve/sim/trees.py, evolve/sim/tree_kernels.py): masks, adaptive width, greedy and multi-draft sampling verification."""
 from __future__ import annotations
 
 import numpy as np

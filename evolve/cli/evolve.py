@@ -80,11 +80,21 @@ RUN_OPTION_NOTES: dict[str, str] = {
                  "size; writes front.json), tokens_per_second (verify-length policies and tree shapes: tokens per "
                  "second under --costs, within --tv-budget when --verify-with is lossy), pareto_tokens_per_second (NSGA-II over "
                  "tokens per second within --tv-cap, TV per token and size).",
-    "evolve": "relaxation needs block_residual_phi in the data and a block objective (speed_at_tv or pareto); "
-              "its programs read prefix-level features only. tree-shape needs the tree tables of a tree harvest "
-              "(DIR/SPLIT.trees.parquet) and the tokens_per_second objective.",
     "features": "Comma-separated.",
 }
+
+
+def _kinds_note() -> str:
+    """One sentence per registered kind for ``--evolve``'s help: what a value is, the objectives that score it and
+    the dataset columns it needs (read from each :class:`evolve.kinds.base.ProgramKind`)."""
+    from evolve.kinds.registry import KINDS
+
+    parts = []
+    for k in KINDS.values():
+        needs = [f"{', '.join(k.columns)} in the data"] if k.columns else []
+        needs = f"; needs {' and '.join(needs + ([k.needs] if k.needs else []))}" if needs or k.needs else ""
+        parts.append(f"{k.name}: {k.title}, scored by {' or '.join(k.objectives)}{needs}.")
+    return " ".join(parts)
 
 
 def _setting_options(fn):
@@ -100,6 +110,8 @@ def _setting_options(fn):
         if s.type is tuple:  # a comma-separated list (features), or the one word "auto"
             option_type, callback = CommaList(str), _auto_or_list
         note = f" {RUN_OPTION_NOTES[name]}" if name in RUN_OPTION_NOTES else ""
+        if name == "evolve":
+            note = f" {_kinds_note()}"
         default = DEFAULTS.to_dict()[name]
         fn = click.option(f"--{name.replace('_', '-')}", name, type=option_type, default=None, callback=callback,
                           help=f"{s.help}{note} [default: {default}]")(fn)

@@ -1,7 +1,7 @@
 """``python generate_data.py harvest``: trace datasets from local language models (:mod:`evolve.harvest.loop`).
 
 The command object :data:`harvest` is added to the group of :mod:`evolve.cli.generate`. It
-builds a :class:`evolve.harvest.loop.HarvestConfig` from the options, runs the harvest and prints
+builds a :class:`evolve.harvest.config.HarvestConfig` from the options, runs the harvest and prints
 the per-split statistics. torch and transformers (the optional extra ``models``) are imported only
 when the command runs. Exit codes: 0 when every prompt is done, 130 after Ctrl-C (the finished
 texts are kept and the same command resumes), 2 for bad input. Options and files:

@@ -13,7 +13,8 @@ interface the decode loops use from the torch runner:
   ``truncate``, ``compact``, ``place``, ``clear``. The cache itself lives in the llama.cpp context;
   a truncation only lowers ``lengths[0]`` and the next pass removes the rejected positions
   (``Llama.n_tokens`` and ``kv_cache_seq_rm``, i.e. ``llama_memory_seq_rm``) before it appends;
-* :class:`LlamaModelDrafter`: the model drafter (a second GGUF with its own context).
+* :class:`LlamaModelDrafter`: the model drafter (a second GGUF with its own context);
+* :class:`LlamaCppBackend`: the backend itself (name ``llama_cpp``), its entry in :mod:`evolve.engine.backends`.
 
 One context holds one sequence, so the backend decodes one text at a time (batch size 1) and
 supports the model drafter only: llama.cpp cannot skip decoder layers or mask attention per
@@ -29,6 +30,7 @@ import time
 from typing import Any, Sequence
 
 from evolve.errors import InputError
+from evolve.engine.backend_base import Backend
 from evolve.engine.drafter_base import Drafter
 from evolve.engine.model_drafter import ModelDrafter
 from evolve.engine.models import LoadedModel, ModelSource, _short, _torch
@@ -247,3 +249,38 @@ class LlamaModelDrafter(ModelDrafter):
         ctx = batch.rows[row].ctx
         batch.draft_kv = self.run.new_kv(1)
         batch.draft_kv.place(row, self.run.prefill(ctx[:-1]), len(ctx) - 1)
+
+
+class LlamaCppBackend(Backend):
+    """llama.cpp through llama-cpp-python (this module; the optional extra ``llama``)."""
+
+    name = "llama_cpp"
+    help = ("a .gguf on llama.cpp's kernels, the optional extra 'llama'; --draft or --draft-ngram, one text at a "
+            "time")
+    grows_trees = False
+
+    def check(self, config) -> None:
+        check_config(config)
+
+    def load(self, source, config):
+        from evolve.engine.threads import default_threads
+
+        return load_llama(source, config.threads if config.threads is not None else default_threads())
+
+    def check_rollback(self, loaded) -> None:
+        """Done by :func:`load_llama` (recurrent models are refused there)."""
+
+    def threads(self, config) -> int:
+        from evolve.engine.threads import default_threads
+
+        return config.threads if config.threads is not None else default_threads()
+
+    def architecture(self, loaded) -> str:
+        return architecture(loaded)
+
+    def runner(self, loaded, vocab: int, config):
+        return LlamaRunner(loaded.model, vocab)
+
+    def drafter(self, config, draft, vocab: int):
+        check_config(config)
+        return LlamaModelDrafter(draft, vocab) if draft is not None else None  # None: a model-free drafter

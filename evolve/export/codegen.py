@@ -194,6 +194,8 @@ def core_source(function: Callable) -> str:
 
 
 def shown(name: str) -> str:
+    """``name`` quoted as it may appear in generated source (``'NAME'``), or ``RULE`` for a name that is not a
+    plain identifier (so no text from a champion file reaches the generated code unchecked)."""
     return f"'{name}'" if _SAFE_NAME.fullmatch(name) else "RULE"
 
 

@@ -52,7 +52,7 @@ def resolve_rule(spec: str, champions_dir: str | os.PathLike | None = None) -> t
 def layout(rule: Rule) -> Layout:
     """The :class:`evolve.export.codegen.Layout` of ``rule``'s kind (its ``export`` hook).
 
-    Raises: InputError (:meth:`evolve.kinds.registry.ProgramKind.refuse`) for a kind that cannot be exported.
+    Raises: InputError (:meth:`evolve.kinds.base.ProgramKind.refuse`) for a kind that cannot be exported.
     """
     found = rule.program_kind.hook("export", "python -m evolve export", f"rule '{rule.name}'")
     if found.verifier_header:  # the verifier its run used (the standard rule without one)

@@ -93,6 +93,7 @@ class ProgramKind:
         derived_features: features its scorer computes from the records (no column needed).
         columns: optional dataset columns scoring a program of this kind needs.
         objectives: the objectives (:mod:`evolve.eval.objectives`) that score a run of this kind.
+        needs: what else a run of this kind needs, in words, for the help of ``--evolve`` (empty: nothing).
         verifies: how a rule of this kind verifies the drafts of a verification-length policy (its
             ``verify_with``): ``token`` (per drafted token), ``block`` (the whole block), or empty (it cannot).
         source: where the algorithm that applies the value comes from.
@@ -112,6 +113,7 @@ class ProgramKind:
     derived_features: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
     objectives: tuple[str, ...] = ()
+    needs: str = ""
     verifies: str = ""
     source: str = ""
     settings: tuple[str, ...] = ()

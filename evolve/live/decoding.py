@@ -294,7 +294,7 @@ class BlockVerifier:
 
     Without ``relaxation`` it is lossless block verification (``benchmark.py live --rule
     block_verification``); with ``relaxation``, an expression rule of kind ``relaxation``
-    (:data:`evolve.kinds.registry.RELAXATION`: the weight w in [0, 1] of prefix-level features), each
+    (:data:`evolve.kinds.relaxation.RELAXATION`: the weight w in [0, 1] of prefix-level features), each
     block is verified against p~_d = (1 - w_d) p_d + w_d q_d (relaxed block verification). ``name``
     labels the row.
     """
@@ -405,7 +405,7 @@ def live_block_verified(engine, batch, k: int, counts: LiveCounts, verifier: Blo
 
 @dataclass(frozen=True)
 class LengthPolicy:
-    """A verification-length policy (a rule of kind ``verify-length``, :data:`evolve.kinds.registry.VERIFY_LENGTH`)
+    """A verification-length policy (a rule of kind ``verify-length``, :data:`evolve.kinds.verify_length.VERIFY_LENGTH`)
     deciding live how many tokens to draft (:func:`policy_keep`); the drafts are verified by ``rule``: a
     threshold rule (per token), a :class:`BlockVerifier` (block verification, relaxed or not), or None (the
     standard rule, lossless). ``name`` labels the row."""

@@ -4,9 +4,8 @@ A name is ``block_verification`` (lossless block verification, Sun et al. 2024, 
 the verifier :data:`evolve.live.decoding.BLOCK_VERIFICATION`, which has no per-token threshold), or
 anything :func:`heuristics.registry.get_rule` resolves with champions: a registered rule, a family
 member ``FAMILY:VALUES`` or a promoted champion. The rule keeps its kind of program
-(:mod:`evolve.kinds.registry`, ``Rule.kind``); each command then dispatches on the kind through its own
-table (``benchmark.py live``: :data:`evolve.report.live.KIND_DECODERS`; ``benchmark.py simulate``:
-:data:`evolve.report.simulate.KIND_PLANS`).
+(:mod:`evolve.kinds.registry`, ``Rule.kind``); each command then asks the kind for its hook
+(:meth:`evolve.kinds.base.ProgramKind.hook`: ``live``, ``simulate``, ...) and refuses a kind without it.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ Candidates are the hall-of-fame members (the final non-dominated front of a
 metrics. :func:`choose` picks one:
 
 * plain choice (``warm_start`` off, as every run did before the warm start):
-  the best valid score (:func:`evolve.search.algorithms.score`), then the
+  the best valid score (:func:`evolve.search.state.score`), then the
   smaller tree, then the better train score, then the earlier candidate;
 * seeded fallback (warm start): the champion is never worse on valid than the
   best seeded rule; when no evolved candidate scores strictly better, the

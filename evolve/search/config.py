@@ -31,7 +31,7 @@ from evolve.gp.primitives import FEATURES, CORE_FEATURES
 
 #: Keys of older run configurations and what they became: ``fitness`` is now ``objective``
 #: (:mod:`evolve.eval.objectives`); ``verify`` (``token`` or ``block``) is now ``evolve`` (the kind
-#: of program, :mod:`evolve.kinds.registry`: ``threshold`` or ``relaxation``).
+#: of program, :mod:`evolve.kinds.registry`; ``token`` became ``threshold`` and ``block`` ``relaxation``).
 LEGACY_KEYS: dict[str, str] = {"fitness": "objective", "verify": "evolve"}
 
 
@@ -113,10 +113,7 @@ class RunConfig:
                                  "champion).", 0, 2**63 - 1)
     objective: str = _setting("acceptance_quality", str, "What the run optimises on train (a registered objective).",
                               choices=_objective_names)
-    evolve: str = _setting("threshold", str, "Kind of program evolved: threshold (per-token acceptance "
-                                             "thresholds), relaxation (the weight w of relaxed block "
-                                             "verification), verify-length (a verification-length policy) or "
-                                             "tree-shape (children kept per draft-tree node; needs tree tables).",
+    evolve: str = _setting("threshold", str, "Kind of program evolved (a registered kind, evolve.kinds.registry).",
                            choices=_kind_names)
     warm_start: bool = _setting(True, bool, "Seed the registered rules and the best family members.")
     features: Any = _setting("auto", tuple, "Terminal features: auto or a list of feature names.")
@@ -177,7 +174,7 @@ class RunConfig:
 
     @property
     def program_kind(self) -> ProgramKind:
-        """The :class:`evolve.kinds.registry.ProgramKind` the run evolves."""
+        """The :class:`evolve.kinds.base.ProgramKind` the run evolves."""
         return program_kind(self.evolve, "evolve")
 
     @property
@@ -446,7 +443,7 @@ def resolve_features(cfg: RunConfig, available: tuple[str, ...], source: str) ->
 
     ``"auto"`` gives the six :data:`evolve.gp.primitives.CORE_FEATURES` plus every available optional one,
     less the features the run's kind of program may not read
-    (:attr:`evolve.kinds.registry.ProgramKind.excluded_features`); asking for one of those is refused.
+    (:attr:`evolve.kinds.base.ProgramKind.excluded_features`); asking for one of those is refused.
     Raises InputError (param ``features``) when a requested feature is missing or excluded.
     """
     kind = cfg.program_kind

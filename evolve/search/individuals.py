@@ -18,7 +18,7 @@ from evolve.eval.objectives import PARETO_WEIGHTS
 
 
 class FitnessMax(base.Fitness):
-    """One maximised value: the run's objective on train (:func:`evolve.search.algorithms.score`)."""
+    """One maximised value: the run's objective on train (:func:`evolve.search.state.score`)."""
 
     weights = (1.0,)
 

@@ -33,7 +33,7 @@ def seeded_document(result: SearchResult) -> dict[str, Any] | None:
 
     Each seeded rule: ``name``, ``expression``, ``reason`` (why it was chosen)
     and its run objective on ``train`` and ``valid``
-    (:func:`evolve.search.algorithms.score`); each skipped rule: ``name`` and ``reason``.
+    (:func:`evolve.search.state.score`); each skipped rule: ``name`` and ``reason``.
     """
     warm = result.warm_start
     if warm is None:
@@ -103,7 +103,7 @@ def front_document(result: SearchResult) -> dict[str, Any]:
 
 
 def logbook_csv(logbook: list[dict[str, float]]) -> str:
-    """The logbook as CSV text (header :data:`evolve.search.algorithms.LOGBOOK_COLUMNS`; floats to 6 digits)."""
+    """The logbook as CSV text (header :data:`evolve.search.state.LOGBOOK_COLUMNS`; floats to 6 digits)."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(LOGBOOK_COLUMNS), lineterminator="\n")
     w.writeheader()

@@ -47,13 +47,14 @@ from evolve.search.individuals import HallOfFame, deap_types
 from evolve.search.state import CACHE_LIMIT, LOGBOOK_COLUMNS
 from evolve.search.warm_start import Seed, Skipped, WarmStart
 
+
 #: Non-finite floats as JSON strings.
 _NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 #: Binary columns of the evaluator caches: little-endian numbers.
 _DTYPES = {"float64": "<f8", "int64": "<i8"}
 def _metrics_class(name: str) -> type:
     """The metrics class called ``name`` among the registered kinds' (what an evaluator cache may hold)."""
-    return next(k.hooks().metrics for k in KINDS.values() if k.hooks().metrics.__name__ == name)
+    return next(m for m in (k.hooks().metrics for k in KINDS.values()) if m is not None and m.__name__ == name)
 
 
 #: Fields of a snapshot's data, of an island's, of an individual's.

@@ -23,7 +23,7 @@ expression trees:
    family and grid order):
 
    * single objective (``acceptance_quality``, ``expected``, ``speed_at_tv``):
-     one criterion, the run's objective (:func:`evolve.search.algorithms.score`),
+     one criterion, the run's objective (:func:`evolve.search.state.score`),
      applied per family: each family's best grid member;
    * ``pareto``: one criterion per TV budget b of :data:`SEED_BUDGETS` plus the
      run's ``tv_budget`` and ``tv_cap`` (the member with the most tokens per
@@ -224,7 +224,7 @@ def choose_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, gam
 
     Returns: :class:`WarmStart` (seeds in population order, skipped rules). (A relaxed block
     verification search is seeded by :mod:`evolve.kinds.relaxation.search_seeds` instead; the choice is
-    :func:`evolve.search.seeding.choose_initial_seeds`.)
+    :func:`initial_seeds`.)
     """
     warm = WarmStart()
     registered: list[Rule] = []

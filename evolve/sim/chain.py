@@ -158,7 +158,7 @@ R_R, R_U, R_TAU, R_ACCEPTED, R_TESTED, R_BLOCK, R_RESIDUAL_MASS, R_PHI = Record
 B_TOKENS, B_ANALYTIC, B_TV_COUNT, B_TV_EXPECTED = BlockStat
 
 
-#: A compiled program as the kernels take it (:func:`evolve.eval.fastpath.lowering.rule_program`'s four values): ``ops``,
+#: A compiled program as the kernels take it (:func:`evolve.sim.decoding.rule_program`'s four values): ``ops``,
 #: ``args`` int64 (L,), ``consts`` float64 (L,), ``stack_size``; an empty one (L = 0) is no program.
 RuleProgram = namedtuple("RuleProgram", ["ops", "args", "consts", "stack_size"])
 #: The two programs of a chain decode: the rule's thresholds (``rule``) and the relaxation weight of relaxed block

@@ -16,7 +16,7 @@ from evolve.report.compare.table import KindScorer, relaxed_missing_columns, tim
 from evolve.report.options import naming_param
 from evolve.report.simulate import SimulateOptions, SweepPlan, block_only, options_verification
 from evolve.report.trees import tree_row
-from evolve.sim.decoding import Verification
+from evolve.sim.verification import Verification
 from evolve.live.decoding import BlockVerifier, rule_features
 from evolve.traces.io import Traces
 from evolve.traces.trees import RELAX_GRID

@@ -20,6 +20,7 @@ TREE_SHAPE = ProgramKind(
                     "lookup_freq describe a prompt-lookup draft for a verification-length policy",
     derived_features=DERIVED_FEATURES + LEVEL_FEATURES,
     objectives=("tokens_per_second",),
+    needs="the tree tables of a tree harvest (DIR/SPLIT.trees.parquet)",
     source="draft trees: SpecInfer (Miao et al. 2024, arXiv 2305.09781); EAGLE-2's dynamic trees (Li et al. "
            "2024, arXiv 2406.16858)",
     reads_gamma=False,

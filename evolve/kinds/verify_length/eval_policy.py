@@ -81,7 +81,7 @@ from evolve.eval.population import PopulationEvaluator
 from evolve.eval.fastpath.scoring import packed_thresholds
 from evolve.gp.primitives import FEATURES, LOOKUP_FEATURES
 
-#: Features a verification-length policy reads (:data:`evolve.kinds.registry.VERIFY_LENGTH`).
+#: Features a verification-length policy reads (:data:`evolve.kinds.verify_length.VERIFY_LENGTH`).
 POLICY_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
                                     "draft_cumprob") + LOOKUP_FEATURES
 #: Grid of h of the ``confidence_threshold`` competitor.
@@ -123,7 +123,7 @@ def decision_data(data: EvalData) -> EvalData:
     Returns an :class:`EvalData` with the same records order, whose available features are
     :data:`POLICY_FEATURES` (``draft_top_prob`` and the lookup columns when ``data`` has them; a lookup
     column is the record's own value) and the core features (the
-    target's read as NaN: a policy may not read them, :data:`evolve.kinds.registry.VERIFY_LENGTH`).
+    target's read as NaN: a policy may not read them, :data:`evolve.kinds.verify_length.VERIFY_LENGTH`).
     Raises: InputError when ``data`` has no ``draft_index``.
     """
     if data.depth is None:

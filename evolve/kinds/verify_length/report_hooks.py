@@ -21,6 +21,8 @@ def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
 
 
 def missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[str]:
+    """The columns a verification-length policy needs (the kind's and those its program reads, less the derived
+    features) that ``data`` lacks, in order; empty when it can be scored."""
     needed = (*VERIFY_LENGTH.columns, *(c for c in rule.columns_needed if c not in VERIFY_LENGTH.derived_features))
     return [c for c in dict.fromkeys(needed) if c not in data.available]
 

@@ -22,7 +22,6 @@ import textwrap
 from evolve.report.compare.concurrency import concurrency_lines
 from evolve.kinds.verify_length.eval_policy import DEFAULT_WEIGHTING, WEIGHTINGS
 from evolve.kinds.registry import KINDS
-from evolve.kinds.verify_length import VERIFY_LENGTH
 from evolve.report.compare.rows import FORMATS, REFERENCE_RULE, ROW_KEYS, VERIFIER, Comparison
 from evolve.report.compare.verdict import compute_verdict
 from evolve.report.output import resolve_format
@@ -137,7 +136,8 @@ def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]
         if names and caption:
             text += " " + caption.format(names=", ".join(names))
     weighting = comparison.length_weighting
-    if weighting != DEFAULT_WEIGHTING and any(r.program_kind == VERIFY_LENGTH.name for r in comparison.rows):
+    weighted = [k.name for k in KINDS.values() if "length_weighting" in k.settings]  # kinds whose runs set it
+    if weighting != DEFAULT_WEIGHTING and any(r.program_kind in weighted for r in comparison.rows):
         text += (f" The competitor rows weight each harvested block as {WEIGHTINGS[weighting]} (the first policy's"
                  f" length_weighting, {weighting}); each champion row by its own run's.")
     lines.append(text.strip())

@@ -39,7 +39,7 @@ holds relaxed block verification's tokens per call, speedup and TV per emitted t
 with the split's gamma (:mod:`evolve.kinds.relaxation.eval_block`: block verification against (1 - w) p + w q,
 the same records and formula the run's own valid figures come from), and its per-token columns
 are empty as the ``block_verification`` row's; on a split without the block columns
-(:data:`evolve.kinds.registry.RELAXATION` ``.columns``) it is skipped with a note.
+(:data:`evolve.kinds.relaxation.RELAXATION` ``.columns``) it is skipped with a note.
 
 Rows, their JSON/CSV keys (:data:`ROW_KEYS`) and the comparison are defined in
 :mod:`evolve.report.compare.rows`; the output formats ``table`` (rich, plain
@@ -247,7 +247,7 @@ def timed_relaxed(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS, ga
 
 
 def relaxed_missing_columns(rule: Rule, data: EvalData, traces: Traces | None = None) -> list[str]:
-    """Columns a relaxation rule needs (its own and :data:`evolve.kinds.registry.RELAXATION` ``.columns``, the
+    """Columns a relaxation rule needs (its own and :data:`evolve.kinds.relaxation.RELAXATION` ``.columns``, the
     block columns of relaxed block verification) that the split lacks; ``traces`` is the split's columns
     (None: only ``data`` and, for the block columns, its split file are consulted)."""
     have = set(data.available) | (set(traces.columns) if traces is not None else set())
@@ -284,7 +284,7 @@ def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = 
     against :data:`REFERENCE_RULE` when it was scored. ``traces``: the split's
     columns (relaxation rules read its block columns; None: from its file). ``speedup_costs``: the cost model
     of the block metrics' speedup; ``costs``: that of tokens per second (None: ``speedup_costs``).
-    Raises: InputError (:meth:`evolve.kinds.registry.ProgramKind.refuse`) for a kind the comparison cannot score (a
+    Raises: InputError (:meth:`evolve.kinds.base.ProgramKind.refuse`) for a kind the comparison cannot score (a
     promoted champion of such a kind, from the champions directory, is skipped with a note instead).
     """
     scored: list[tuple[ComparedRule, str, dict, float]] = []

@@ -191,7 +191,7 @@ def relaxed_lines(comp) -> list[str]:
 def split_runs(runs: Sequence[str | os.PathLike]) -> tuple[list, list]:
     """(threshold runs, ``--evolve relaxation`` runs) of ``--run``, in order.
 
-    Raises: InputError (:meth:`evolve.kinds.registry.ProgramKind.refuse`) for a run of another kind.
+    Raises: InputError (:meth:`evolve.kinds.base.ProgramKind.refuse`) for a run of another kind.
     """
     token, relaxed = [], []
     for r in runs:

@@ -115,6 +115,8 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     first = rows[0]["budgets"]
     ref = "; ".join(f"TV<={k}: best family {first[k]['family']} {first[k]['best_family']:.4f}, "
                     f"oracle bound {first[k]['bound']:.4f}" for k in keys)
+    lines += ["", "TV<=k: the evolved front's mean acceptance length (tokens per target call) within that TV-per-token "
+                  "budget, and the share of the gap from the best family to the oracle bound it closes."]
     lines += ["", f"Families' largest hypervolume {max(r['family_hypervolume'] for r in rows):.5f}. {ref}."]
     if all(first[k]["learned"] is not None for k in keys):
         lines += ["", "learned reference (gap closed): " + "; ".join(
