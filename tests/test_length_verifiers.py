@@ -191,7 +191,7 @@ def test_an_exported_policy_names_its_verifier():
 def test_a_run_with_position_weighting_scores_its_champion_so(splits, tmp_path):
     """The run's length_weighting reaches its champion's valid figures, the champion file's rule and the benchmark
     row (length_scores), and the competitors of a benchmark follow the first policy's weighting."""
-    from evolve.report.compare.speed import competitor_rows, length_scores
+    from evolve.kinds.verify_length.report_compare import competitor_rows, length_scores
     from heuristics.champions import Champion
 
     res = _small_run(splits, tmp_path, length_weighting="position")
@@ -229,5 +229,5 @@ def test_benchmark_scores_a_position_champion_with_its_weighting(vocab_dataset, 
     test = EvalData.from_traces(load_split(vocab_dataset, "test"))
     want = LengthPopulationEvaluator(test, gamma=rows["pos"].gamma, weighting="position").evaluate([expr])[0]
     assert rows["pos"].verifier == want
-    assert comparison.length_weighting == "position"
+    assert any("(the first policy's length_weighting, position)" in n for n in comparison.notes_of_kinds)
     assert "text positions its harvest call covered" in " ".join(format_table(comparison).split())

@@ -3,16 +3,20 @@ simulator's sweep, live decoding, ``pareto --rule``'s reference point and ``tree
 :mod:`evolve.kinds.relaxation.plugin`)."""
 from __future__ import annotations
 
+import math
+import time
 from typing import Any
 
 import numpy as np
 
 from evolve.errors import InputError
-from evolve.eval.costs import Costs
+from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, thresholds
-from evolve.kinds.relaxation.eval_block import attach
+from evolve.kinds.relaxation import RELAXATION
+from evolve.kinds.relaxation.eval_block import RelaxedMetrics, attach, relaxed_of
+from evolve.kinds.relaxation.eval_population import evaluate_relaxed
 from evolve.kinds.tree_shape.eval_shape import ShapeData, require_relaxable, shape_metrics
-from evolve.report.compare.table import KindScorer, relaxed_missing_columns, timed_relaxed
+from evolve.report.compare.table import DEFAULT_REPEATS, KindScorer
 from evolve.report.options import naming_param
 from evolve.report.simulate import SimulateOptions, SweepPlan, block_only, options_verification
 from evolve.report.trees import tree_row
@@ -21,6 +25,46 @@ from evolve.live.decoding import BlockVerifier, rule_features
 from evolve.traces.io import Traces
 from evolve.traces.trees import RELAX_GRID
 from heuristics.contract import Rule
+
+
+def timed_relaxed(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS, gamma: int = 1,
+                  speedup_costs: Costs = DEFAULT_COSTS) -> tuple[RelaxedMetrics, float]:
+    """Relaxed block verification's metrics of a relaxation rule (the weight w) on ``data`` and the best wall
+    time of one evaluation in milliseconds (one untimed warm-up, then ``repeats`` timed ones).
+
+    Scored by the relaxation kind's population scorer, the one the search scores its programs with
+    (:func:`evolve.kinds.relaxation.eval_population.evaluate_relaxed`; weights NaN/inf -> 0, clamped to [0, 1]), so
+    a run's champion gets here exactly the figures its ``champion.json`` records for the same split and
+    gamma: tokens per call 1 + E[tau] per block with draft length ``gamma``, speedup under ``speedup_costs``,
+    TV per emitted token the expected sum of w_i (1 - overlap_i) over the emitted positions (block
+    verification, Sun et al. 2024, arXiv 2403.10444, against (1 - w) p + w q). The split's block columns
+    must be attached (:func:`evolve.kinds.relaxation.eval_block.attach`) or in its split file.
+    Raises: InputError for a column the split lacks or a gamma above its block length.
+    """
+    def run() -> RelaxedMetrics:
+        return evaluate_relaxed([rule.program], data, gamma, speedup_costs)[0]
+
+    metrics = run()
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+    return metrics, best * 1e3
+
+
+def relaxed_missing_columns(rule: Rule, data: EvalData, traces: Traces | None = None) -> list[str]:
+    """Columns a relaxation rule needs (its own and :data:`evolve.kinds.relaxation.RELAXATION` ``.columns``, the
+    block columns of relaxed block verification) that the split lacks; ``traces`` is the split's columns
+    (None: only ``data`` and, for the block columns, its split file are consulted)."""
+    have = set(data.available) | (set(traces.columns) if traces is not None else set())
+    if traces is None:
+        try:
+            relaxed_of(data)
+            have |= set(RELAXATION.columns)
+        except InputError:
+            pass
+    return [c for c in dict.fromkeys((*rule.columns_needed, *RELAXATION.columns)) if c not in have]
 
 
 def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
@@ -87,4 +131,4 @@ def tree_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData,
                  fixed_trees)]
 
 
-__all__ = ["COMPARE", "CAPTION", "scores", "simulate_plan", "live_decoder", "tree_rows"]
+__all__ = ["COMPARE", "CAPTION", "timed_relaxed", "relaxed_missing_columns", "scores", "simulate_plan", "live_decoder", "tree_rows"]

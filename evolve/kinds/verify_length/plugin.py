@@ -9,7 +9,7 @@ from evolve.kinds.verify_length.eval_policy import DEFAULT_WEIGHTING, LengthMetr
 from evolve.kinds.verify_length.export_layout import LENGTH_LAYOUT
 from evolve.kinds.verify_length.report_hooks import CAPTION, COMPARE, live_decoder
 from evolve.kinds.verify_length.search_seeds import choose_length_seeds
-from evolve.report.compare.speed import length_verifier_of
+from evolve.kinds.verify_length.report_compare import length_verifier_of
 
 
 def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> LengthPopulationEvaluator:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
 from evolve.kinds.verify_length import VERIFY_LENGTH
-from evolve.report.compare.speed import length_scores
+from evolve.kinds.verify_length.report_compare import NOTES, comparison_competitors, length_scores, weighting_note
 from evolve.report.compare.table import KindScorer
 from evolve.report.live import decoder
 from evolve.live.decoding import BLOCK_VERIFICATION, LengthPolicy
@@ -27,7 +27,7 @@ def missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[str]:
     return [c for c in dict.fromkeys(needed) if c not in data.available]
 
 
-COMPARE = KindScorer(missing, scores, competitors=True)
+COMPARE = KindScorer(missing, scores, competitors=comparison_competitors, note=weighting_note, bounds=tuple(NOTES))
 #: What ``benchmark.py``'s caption says about verification-length rows.
 CAPTION = ("Verification-length policies (rows of role policy: best_fixed_gamma, confidence_threshold,"
            " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"

@@ -23,7 +23,7 @@ from typing import Sequence
 
 from evolve.eval.costs import Costs, concurrent_tokens_per_second
 from evolve.report.compare.rows import Comparison
-from evolve.report.compare.speed import NOTES, POLICY
+from evolve.kinds.registry import program_kind
 
 #: Rows of the concurrency table: the plain decoding row, then every row with a policy's metrics.
 PLAIN = "plain decoding"
@@ -42,7 +42,7 @@ def concurrency_rows(comparison: Comparison, requests: Sequence[int], costs: Cos
         for row in comparison.rows:
             if row.split != split or row.value("tokens_per_call") is None or row.gamma is None:
                 continue
-            if row.role == POLICY and row.heuristic in NOTES:
+            if row.heuristic in getattr(program_kind(row.program_kind).hooks().compare, "bounds", ()):
                 continue  # a bound for one request's costs says nothing at R requests
             verified = getattr(row.verifier, "mean_verified", float(row.gamma))
             drafted = getattr(row.verifier, "mean_drafted", float(row.gamma))

@@ -20,7 +20,6 @@ import json
 import textwrap
 
 from evolve.report.compare.concurrency import concurrency_lines
-from evolve.kinds.verify_length.eval_policy import DEFAULT_WEIGHTING, WEIGHTINGS
 from evolve.kinds.registry import KINDS
 from evolve.report.compare.rows import FORMATS, REFERENCE_RULE, ROW_KEYS, VERIFIER, Comparison
 from evolve.report.compare.verdict import compute_verdict
@@ -135,11 +134,8 @@ def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]
         names = list(dict.fromkeys(r.heuristic for r in comparison.rows if r.program_kind == kind.name))
         if names and caption:
             text += " " + caption.format(names=", ".join(names))
-    weighting = comparison.length_weighting
-    weighted = [k.name for k in KINDS.values() if "length_weighting" in k.settings]  # kinds whose runs set it
-    if weighting != DEFAULT_WEIGHTING and any(r.program_kind in weighted for r in comparison.rows):
-        text += (f" The competitor rows weight each harvested block as {WEIGHTINGS[weighting]} (the first policy's"
-                 f" length_weighting, {weighting}); each champion row by its own run's.")
+    for note in comparison.notes_of_kinds:
+        text += f" {note}"
     lines.append(text.strip())
     return lines
 

@@ -24,7 +24,6 @@ from evolve.eval.block_verification import BlockVerificationMetrics
 from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import BLOCK_FIELDS, Metrics
 from evolve.kinds.relaxation.eval_block import RelaxedMetrics
-from evolve.kinds.verify_length.eval_policy import DEFAULT_WEIGHTING
 from heuristics import registry
 from heuristics.contract import Rule
 
@@ -144,8 +143,8 @@ class Comparison:
     costs: Costs | None = None
     #: Throughput against concurrent requests (:mod:`evolve.report.compare.concurrency`), or None.
     concurrency: list[dict] | None = None
-    #: How the competitor rows weight the harvested blocks (:func:`evolve.kinds.verify_length.eval_policy.block_cover`).
-    length_weighting: str = DEFAULT_WEIGHTING
+    #: What the kinds' compare hooks add to the caption about their competitor rows (``KindScorer.note``).
+    notes_of_kinds: list[str] = field(default_factory=list)
 
 
 __all__ = ["FORMATS", "SPLIT_CHOICES", "REFERENCE_RULE", "DEFAULT_REPEATS", "BLOCK_VERIFICATION", "VERIFIER",

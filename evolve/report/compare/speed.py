@@ -1,44 +1,20 @@
-"""Tokens per second in ``benchmark.py``: rows under a cost file, and the verification-length rows.
+"""Tokens per second in ``benchmark.py``: every row with block metrics priced under a cost file.
 
 Under a cost file (``--costs FILE``, :mod:`evolve.eval.costs`) every row with block metrics gets
 ``tokens_per_second`` = tokens per call / seconds per call, the seconds of a fixed draft length
 gamma being ``target_forward_s(gamma + 1) + gamma * draft_token_s``, and its ``speedup`` becomes
 tokens per second times ``plain_token_s`` (the default cost model gives the evaluator's speedup
-exactly). A verification-length policy (kind ``verify-length``, :mod:`evolve.kinds.verify_length.eval_policy`)
-is scored by its own expected seconds per call, and the competitors follow the rules of a split
-with ``draft_index`` (rows of role ``policy``): ``best_fixed_gamma`` and ``confidence_threshold``
-(their setting tuned on the valid split when the dataset has one, else on the scored split; the
-setting is in the row's ``expression``) and ``survival_prefix``, then the bound ``length_oracle`` (not a
-policy: the best lengths knowing each block's outcome, :func:`evolve.kinds.verify_length.eval_policy.length_oracle`). A policy's drafts are verified by the
-verifier its run used (its champion's ``verify_with``: :func:`length_verifier_of`); the competitors use
-the verifier and the block weighting (``length_weighting``) of the first policy compared (the standard rule
-and call weighting without one), and with a lossy verifier
-they are tuned for tokens per second within the default TV budget (0.01 per token).
+exactly). Rows that price themselves (a verification-length policy's, by its own expected seconds per call:
+:mod:`evolve.kinds.verify_length.report_compare`) keep their figures.
 """
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Sequence
 
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import EvalData
-from evolve.eval.objectives import DEFAULT_BUDGET, tokens_per_second_at_tv
-from evolve.kinds.verify_length.eval_policy import (DEFAULT_WEIGHTING, STANDARD_VERIFIER, LengthPopulationEvaluator, LengthVerifier, competitors,
-                                       verifier_from_parts)
-from evolve.kinds.verify_length import VERIFY_LENGTH
 from evolve.report.compare.rows import Row
-from heuristics.contract import Rule
-from heuristics.verifiers import verifier_parts
-
-#: Kind of the competitor rows.
-POLICY = "policy"
-#: The competitor rows, in order.
-COMPETITORS: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold", "survival_prefix", "length_oracle")
-#: The competitors whose setting is tuned (on valid when the dataset has it).
-TUNED: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold")
-#: Row expressions of the rows without a setting.
-NOTES = {"length_oracle": "bound: the best lengths knowing each block's outcome (reads the target)"}
 
 
 def with_costs(row: Row, costs: Costs, blocks: int = 0, no_draft_calls: int = 0) -> Row:
@@ -58,52 +34,6 @@ def with_costs(row: Row, costs: Costs, blocks: int = 0, no_draft_calls: int = 0)
     return dataclasses.replace(row, tokens_per_second=tps, cost_speedup=tps * costs.plain_token_s)
 
 
-def length_verifier_of(rule: Rule | None) -> LengthVerifier:
-    """The :class:`evolve.kinds.verify_length.eval_policy.LengthVerifier` of a verification-length rule's ``verifier``
-    (None or no rule: the standard rule). Raises InputError for a verifier that no longer resolves."""
-    if rule is None or rule.verifier is None:
-        return STANDARD_VERIFIER
-    return verifier_from_parts(*verifier_parts(rule.verifier))
-
-
-def length_scores(rule: Rule, data: EvalData, repeats: int, gamma: int, costs: Costs) -> tuple[dict, float]:
-    """A verification-length policy's row fields (its :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` as the
-    row's block metrics, its drafts verified by :func:`length_verifier_of`) and best time of ``repeats``
-    scorings in ms."""
-    verifier, weighting = length_verifier_of(rule), rule.weighting or DEFAULT_WEIGHTING
-    scorer = LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs, verifier=verifier,
-                                       weighting=weighting)
-    metrics = scorer.evaluate([rule.program])[0]
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs, verifier=verifier,
-                                  weighting=weighting).evaluate([rule.program])
-        best = min(best, time.perf_counter() - t0)
-    return {"metrics": None, "verifier": metrics, "records": data.n}, best * 1e3
-
-
-def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: EvalData | None,
-                    tuned_name: str, verifier: LengthVerifier = STANDARD_VERIFIER,
-                    weighting: str = DEFAULT_WEIGHTING) -> list[Row]:
-    """The competitor rows of one split (none without block metrics), their drafts verified by
-    ``verifier``, the blocks weighted by ``weighting`` (:func:`evolve.kinds.verify_length.eval_policy.block_cover`)."""
-    if gamma is None or data.depth is None:
-        return []
-    t0 = time.perf_counter()
-    score = None if verifier.lossless else (
-        lambda m: tokens_per_second_at_tv(m.tokens_per_second, m.tv_per_token, costs.plain_token_s, DEFAULT_BUDGET))
-    found = competitors(data, gamma, costs, tuned_on, verifier, score, weighting)
-    ms = (time.perf_counter() - t0) * 1e3
-    rows = []
-    for name in COMPETITORS:
-        setting, metrics = found[name]
-        text = f"{setting} (tuned on {tuned_name})" if name in TUNED else NOTES.get(name)
-        rows.append(Row(name, POLICY, data.split, data.source, None, ms, expression=text,
-                        gamma=gamma, verifier=metrics, records=data.n, program_kind=VERIFY_LENGTH.name))
-    return rows
-
-
 def apply_costs(rows: Sequence[Row], costs: Costs, data: EvalData | None = None) -> list[Row]:
     """Every row :func:`with_costs` (with the blocks and calls without a draft of ``data``, the rows' split)."""
     blocks = int((data.depth == 0).sum()) if data is not None and data.depth is not None else 0
@@ -111,5 +41,4 @@ def apply_costs(rows: Sequence[Row], costs: Costs, data: EvalData | None = None)
     return [with_costs(r, costs, blocks, no_draft) for r in rows]
 
 
-__all__ = ["POLICY", "COMPETITORS", "with_costs", "length_verifier_of", "length_scores", "competitor_rows",
-           "apply_costs"]
+__all__ = ["with_costs", "apply_costs"]

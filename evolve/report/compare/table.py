@@ -65,11 +65,8 @@ from evolve.eval.block_verification import RESIDUAL_COLUMN, block_verification_m
 from evolve.eval.evaluator import (
     AcceptanceQualityFitness, EvalData, Metrics, check_gamma, evaluate,
 )
-from evolve.kinds.relaxation.eval_block import RelaxedMetrics, relaxed_of
-from evolve.kinds.relaxation.eval_population import evaluate_relaxed
 from evolve.eval.costs import DEFAULT_COSTS, Costs, load_costs
-from evolve.kinds.verify_length.eval_policy import DEFAULT_WEIGHTING
-from evolve.kinds.relaxation import RELAXATION
+from evolve.kinds.registry import KINDS
 from evolve.report.compare.format import (
     format_comparison,
 )
@@ -78,7 +75,7 @@ from evolve.report.compare.rows import (
     ComparedRule, Row,
 )
 from evolve.report.compare.concurrency import concurrency_rows
-from evolve.report.compare.speed import apply_costs, competitor_rows, length_verifier_of
+from evolve.report.compare.speed import apply_costs
 from evolve.report.compare.verdict import champion_records
 from evolve.report.options import naming_param
 from evolve.report.output import check_output, resolve_format, write_output
@@ -220,57 +217,22 @@ def missing_columns(rule: Rule, data: EvalData) -> list[str]:
     return [c for c in rule.columns_needed if c not in data.available]
 
 
-def timed_relaxed(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS, gamma: int = 1,
-                  speedup_costs: Costs = DEFAULT_COSTS) -> tuple[RelaxedMetrics, float]:
-    """Relaxed block verification's metrics of a relaxation rule (the weight w) on ``data`` and the best wall
-    time of one evaluation in milliseconds (one untimed warm-up, then ``repeats`` timed ones).
-
-    Scored by the relaxation kind's population scorer, the one the search scores its programs with
-    (:func:`evolve.kinds.relaxation.eval_population.evaluate_relaxed`; weights NaN/inf -> 0, clamped to [0, 1]), so
-    a run's champion gets here exactly the figures its ``champion.json`` records for the same split and
-    gamma: tokens per call 1 + E[tau] per block with draft length ``gamma``, speedup under ``speedup_costs``,
-    TV per emitted token the expected sum of w_i (1 - overlap_i) over the emitted positions (block
-    verification, Sun et al. 2024, arXiv 2403.10444, against (1 - w) p + w q). The split's block columns
-    must be attached (:func:`evolve.kinds.relaxation.eval_block.attach`) or in its split file.
-    Raises: InputError for a column the split lacks or a gamma above its block length.
-    """
-    def run() -> RelaxedMetrics:
-        return evaluate_relaxed([rule.program], data, gamma, speedup_costs)[0]
-
-    metrics = run()
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - t0)
-    return metrics, best * 1e3
-
-
-def relaxed_missing_columns(rule: Rule, data: EvalData, traces: Traces | None = None) -> list[str]:
-    """Columns a relaxation rule needs (its own and :data:`evolve.kinds.relaxation.RELAXATION` ``.columns``, the
-    block columns of relaxed block verification) that the split lacks; ``traces`` is the split's columns
-    (None: only ``data`` and, for the block columns, its split file are consulted)."""
-    have = set(data.available) | (set(traces.columns) if traces is not None else set())
-    if traces is None:
-        try:
-            relaxed_of(data)
-            have |= set(RELAXATION.columns)
-        except InputError:
-            pass
-    return [c for c in dict.fromkeys((*rule.columns_needed, *RELAXATION.columns)) if c not in have]
-
-
 @dataclass(frozen=True)
 class KindScorer:
     """How the comparison scores a rule of one kind of program: ``missing(rule, data, traces)`` the columns
     it needs that the split lacks (the rule is then skipped with a note); ``score(rule, data, traces,
     repeats, fitness, gamma, speedup_costs, costs)`` -> (the :class:`Row` fields of its scores, best time in ms);
-    ``competitors``: comparing a rule of this kind adds the verification-length competitor rows (their drafts
-    verified as the first such rule's are)."""
+    ``competitors(rules, data, gamma, costs, tuned_on, tuned_name)`` (or None): the kind's competitor rows of one
+    split, added when a rule of the kind is compared or a cost file is given (``rules``: the kind's rules
+    compared, in order; ``tuned_on``: the split their settings are tuned on, None: the scored one, named
+    ``tuned_name``); ``note(rules)``: what the caption adds about them (None: nothing); ``bounds``: the names of
+    competitor rows that are bounds rather than rules (left out of the concurrency table)."""
 
     missing: Callable[[Rule, EvalData, Traces | None], list[str]]
     score: Callable[..., tuple[dict, float]]
-    competitors: bool = False
+    competitors: Callable[..., list[Row]] | None = None
+    note: Callable[[Sequence[Rule]], str | None] | None = None
+    bounds: tuple[str, ...] = ()
 
 
 def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = DEFAULT_REPEATS,
@@ -402,12 +364,12 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         entries = collect_entries()
     result = Comparison([], repeats=repeats, splits=splits, speedup_costs=speedup_costs, costs=costs)
     model = costs or speedup_costs
-    with_competitors = [e.rule for e in entries
-                        if getattr(e.rule.program_kind.hooks().compare, "competitors", False)]
-    policies = costs is not None or bool(with_competitors)
-    first_verifier = length_verifier_of(with_competitors[0] if with_competitors else None)
-    first_weighting = (with_competitors[0].weighting if with_competitors else None) or DEFAULT_WEIGHTING
-    result.length_weighting = first_weighting
+    competing = {k.name: (k.hooks().compare, [e.rule for e in entries if e.rule.program_kind is k])
+                 for k in KINDS.values() if getattr(k.hooks().compare, "competitors", None) is not None}
+    policies = costs is not None or any(rules for _, rules in competing.values())
+    if policies:
+        result.notes_of_kinds = [n for scorer, rules in competing.values() if scorer.note is not None
+                                 for n in [scorer.note(rules)] if n]
     tune = _tuning_split(data_dir, splits, loaded) if policies else None
     for s, data in loaded.items():
         result.gamma[s] = block_gamma(data, gamma)
@@ -420,8 +382,8 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
             rows += [row] if row is not None else []
             notes += [note] if note is not None else []
         if policies:
-            rows += competitor_rows(data, result.gamma[s], model, *(tune or (None, s)), verifier=first_verifier,
-                                    weighting=first_weighting)
+            for scorer, rules in competing.values():
+                rows += scorer.competitors(rules, data, result.gamma[s], model, *(tune or (None, s)))
         if costs is not None:
             rows = apply_costs(rows, costs, data)
         result.rows += rows
@@ -500,5 +462,5 @@ def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Compariso
 #: The rows and formats are defined in their own modules and re-exported here (see the module doc).
 __all__ = ["BenchmarkOptions", "baseline_entries", "benchmark", "block_gamma", "block_verification_row",
            "champion_entries", "champion_from_file", "champion_module", "collect_entries", "default_champions_dir",
-           "KindScorer", "missing_columns", "relaxed_missing_columns", "resolve_splits", "run_comparison",
-           "score_split", "timed_evaluate", "timed_relaxed"]
+           "KindScorer", "missing_columns", "resolve_splits", "run_comparison",
+           "score_split", "timed_evaluate"]

@@ -1,0 +1,111 @@
+"""Verification-length policies in ``benchmark.py``: a policy's row, and the competitor policies a comparison adds.
+
+A verification-length policy (kind ``verify-length``, :mod:`evolve.kinds.verify_length.eval_policy`) is scored by
+its own expected seconds per call, and the competitors follow the rules of a split with ``draft_index`` (rows of
+role ``policy``): ``best_fixed_gamma`` and ``confidence_threshold`` (their setting tuned on the valid split when
+the dataset has one, else on the scored split; the setting is in the row's ``expression``) and
+``survival_prefix``, then the bound ``length_oracle`` (not a policy: the best lengths knowing each block's
+outcome, :func:`evolve.kinds.verify_length.eval_policy.length_oracle`). A policy's drafts are verified by the
+verifier its run used (its champion's ``verify_with``: :func:`length_verifier_of`); the competitors use the
+verifier and the block weighting (``length_weighting``) of the first policy compared (the standard rule and
+call weighting without one), and with a lossy verifier they are tuned for tokens per second within the default
+TV budget (0.01 per token). The comparison reaches them through the kind's ``compare`` hook
+(:class:`evolve.report.compare.table.KindScorer`: ``competitors``, ``note``, ``bounds``).
+"""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+from evolve.eval.costs import Costs
+from evolve.eval.evaluator import EvalData
+from evolve.eval.objectives import DEFAULT_BUDGET, tokens_per_second_at_tv
+from evolve.kinds.verify_length import VERIFY_LENGTH
+from evolve.kinds.verify_length.eval_policy import (DEFAULT_WEIGHTING, STANDARD_VERIFIER, WEIGHTINGS,
+                                                    LengthPopulationEvaluator, LengthVerifier, competitors,
+                                                    verifier_from_parts)
+from evolve.report.compare.rows import Row
+from heuristics.contract import Rule
+from heuristics.verifiers import verifier_parts
+
+#: Kind of the competitor rows.
+POLICY = "policy"
+#: The competitor rows, in order.
+COMPETITORS: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold", "survival_prefix", "length_oracle")
+#: The competitors whose setting is tuned (on valid when the dataset has it).
+TUNED: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold")
+#: Row expressions of the rows without a setting.
+NOTES = {"length_oracle": "bound: the best lengths knowing each block's outcome (reads the target)"}
+
+
+def length_verifier_of(rule: Rule | None) -> LengthVerifier:
+    """The :class:`evolve.kinds.verify_length.eval_policy.LengthVerifier` of a verification-length rule's ``verifier``
+    (None or no rule: the standard rule). Raises InputError for a verifier that no longer resolves."""
+    if rule is None or rule.verifier is None:
+        return STANDARD_VERIFIER
+    return verifier_from_parts(*verifier_parts(rule.verifier))
+
+
+def length_scores(rule: Rule, data: EvalData, repeats: int, gamma: int, costs: Costs) -> tuple[dict, float]:
+    """A verification-length policy's row fields (its :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` as the
+    row's block metrics, its drafts verified by :func:`length_verifier_of`) and best time of ``repeats``
+    scorings in ms."""
+    verifier, weighting = length_verifier_of(rule), rule.weighting or DEFAULT_WEIGHTING
+    scorer = LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs, verifier=verifier,
+                                       weighting=weighting)
+    metrics = scorer.evaluate([rule.program])[0]
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs, verifier=verifier,
+                                  weighting=weighting).evaluate([rule.program])
+        best = min(best, time.perf_counter() - t0)
+    return {"metrics": None, "verifier": metrics, "records": data.n}, best * 1e3
+
+
+def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: EvalData | None,
+                    tuned_name: str, verifier: LengthVerifier = STANDARD_VERIFIER,
+                    weighting: str = DEFAULT_WEIGHTING) -> list[Row]:
+    """The competitor rows of one split (none without block metrics), their drafts verified by
+    ``verifier``, the blocks weighted by ``weighting`` (:func:`evolve.kinds.verify_length.eval_policy.block_cover`)."""
+    if gamma is None or data.depth is None:
+        return []
+    t0 = time.perf_counter()
+    score = None if verifier.lossless else (
+        lambda m: tokens_per_second_at_tv(m.tokens_per_second, m.tv_per_token, costs.plain_token_s, DEFAULT_BUDGET))
+    found = competitors(data, gamma, costs, tuned_on, verifier, score, weighting)
+    ms = (time.perf_counter() - t0) * 1e3
+    rows = []
+    for name in COMPETITORS:
+        setting, metrics = found[name]
+        text = f"{setting} (tuned on {tuned_name})" if name in TUNED else NOTES.get(name)
+        rows.append(Row(name, POLICY, data.split, data.source, None, ms, expression=text,
+                        gamma=gamma, verifier=metrics, records=data.n, program_kind=VERIFY_LENGTH.name))
+    return rows
+
+
+def first_weighting(rules: Sequence[Rule]) -> str:
+    """The block weighting of the first policy compared (``call`` without one): the competitors' weighting."""
+    return (rules[0].weighting if rules else None) or DEFAULT_WEIGHTING
+
+
+def comparison_competitors(rules: Sequence[Rule], data: EvalData, gamma: int | None, costs: Costs,
+                           tuned_on: EvalData | None, tuned_name: str) -> list[Row]:
+    """The competitor rows a comparison adds for one split (the ``competitors`` of the kind's ``compare`` hook):
+    :func:`competitor_rows` with the verifier and the block weighting of the first policy in ``rules`` (the
+    verification-length rules compared, in order)."""
+    return competitor_rows(data, gamma, costs, tuned_on, tuned_name,
+                           verifier=length_verifier_of(rules[0] if rules else None), weighting=first_weighting(rules))
+
+
+def weighting_note(rules: Sequence[Rule]) -> str | None:
+    """What the caption says when the competitors weight the blocks otherwise than per call (None: nothing)."""
+    weighting = first_weighting(rules)
+    if weighting == DEFAULT_WEIGHTING:
+        return None
+    return (f"The competitor rows weight each harvested block as {WEIGHTINGS[weighting]} (the first policy's"
+            f" length_weighting, {weighting}); each champion row by its own run's.")
+
+
+__all__ = ["POLICY", "COMPETITORS", "TUNED", "NOTES", "length_verifier_of", "length_scores", "competitor_rows",
+           "first_weighting", "comparison_competitors", "weighting_note"]
