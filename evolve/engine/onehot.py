@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from evolve.verification.block import (
-    PHI_POINTS, block_columns, block_phi, block_weight, residual_phi_onehot, target_rank,
+    PHI_POINTS, block_columns, block_phi, block_weight, residual_mass_onehot, residual_phi_onehot, target_rank,
 )
 
 
@@ -91,17 +91,6 @@ def support(rows, d: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def _mass_point(weight, p, y):
-    """sum_v max(0, weight p(v) - q(v)) for q one-hot at y, in the order of the dense kernel."""
-    s = 0.0
-    for v in range(p.shape[0]):
-        d = weight * p[v] - (1.0 if v == y else 0.0)
-        if d > 0.0:
-            s += d
-    return s
-
-
-@njit(cache=True)
 def _columns_point(p, qids, x, mass, rank):
     weight = 1.0
     k = x.shape[0]
@@ -109,7 +98,7 @@ def _columns_point(p, qids, x, mass, rank):
         weight = block_weight(weight, p[d, x[d]], 1.0 if qids[d] == x[d] else 0.0)
         rank[d] = target_rank(p[d], x[d])
         if d + 1 < k:
-            mass[d] = _mass_point(weight, p[d + 1], qids[d + 1])
+            mass[d] = residual_mass_onehot(weight, p[d + 1], qids[d + 1])
 
 
 @njit(cache=True)
