@@ -9,10 +9,11 @@ import pytest
 
 from evolve.export.codegen import core_source
 from evolve.verification.block import (
-    PHI_POINTS, TORCH_RELAXED_TARGET, block_accept, block_masses, block_residual, block_residual_array, block_stops,
-    block_weight, block_weight_ratio, expected_accepted_step, expected_damage_step, interpolate_phi,
+    PHI_POINTS, TORCH_RELAXED_TARGET, block_accept, block_masses, block_phi, block_phi_onehot_pair, block_residual,
+    block_residual_array, block_stops, block_weight, block_weight_ratio, expected_accepted_step, expected_damage_step, interpolate_phi,
     interpolate_phi_anchored, normalised_block_residual, relaxed_block_weight, relaxed_damage, relaxed_residual_mass,
-    relaxed_target, relaxed_targets, residual_mass, residual_mass_onehot, residual_phi, stopping_probability,
+    relaxed_target, relaxed_targets, residual_mass, residual_mass_onehot, residual_mass_onehot_pair, residual_phi,
+    stopping_probability,
 )
 from evolve.verification.tokenwise import TORCH_RESIDUAL, acceptance_ratio, residual_distribution, standard_threshold
 from evolve.verification.tree import accept_weight, residual_update, traversal_delete
@@ -256,3 +257,18 @@ def test_anchored_phi_and_relaxed_residual_mass_against_numpy():
             assert got == want
             assert exact - 1e-12 <= got <= exact + den / (4 * PHI_POINTS) + 1e-12
     assert relaxed_residual_mass(1.0, 1.0, phi, 0.5, 0.1) == 0.0  # P~ w = 1: p~ = q, nothing left
+
+
+def test_onehot_pair_forms_are_the_dense_values():
+    V, K = 6, PHI_POINTS
+    eye = np.eye(V)
+    p_ids, q_ids = np.array([0, 2, 5, 3]), np.array([0, 4, 5, 1])
+    for weight in (1.0, 0.3, 0.0):
+        for a, b in zip(p_ids, q_ids):
+            assert residual_mass_onehot_pair(weight, a, b) == residual_mass(weight, eye[a], eye[b])
+    dense = np.empty((p_ids.size, K))
+    for d in range(p_ids.size):
+        residual_phi(eye[p_ids[d]], eye[q_ids[d]], dense[d])
+    np.testing.assert_array_equal(block_phi_onehot_pair(p_ids, q_ids, K), dense)
+    shifted = block_phi(eye[p_ids], eye[q_ids], K)  # block_phi's row d is phi of depth d + 1
+    np.testing.assert_array_equal(shifted[:-1], dense[1:])

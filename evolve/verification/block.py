@@ -155,6 +155,17 @@ def residual_mass_onehot(weight, p, y):
 
 
 @njit(cache=True)
+def residual_mass_onehot_pair(weight, y_p, y_q):
+    """:func:`residual_mass` with p one-hot at ``y_p`` and q one-hot at ``y_q``: ``weight`` when they differ,
+    else 0 (max(0, weight - 1) = 0 for a weight in [0, 1]); the same float64 as the dense sum (its only
+    positive term is weight * 1 - 0).
+
+    Args: ``weight`` P_i in [0, 1], a float; ``y_p``, ``y_q`` ints, the tokens' ids. Returns a float.
+    """
+    return weight if y_p != y_q else 0.0
+
+
+@njit(cache=True)
 def target_rank(p, x):
     """Rank of token ``x`` under ``p`` (float64 (V,)): the number of tokens with a strictly larger probability.
 
@@ -284,6 +295,18 @@ def relaxed_residual_mass(weight, w, phi, lossless_weight, lossless_mass):
     if den_w <= 0.0:
         return 0.0
     return den_w * interpolate_phi_anchored(phi, weight * (1.0 - w) / den_w, lossless_weight, lossless_mass)
+
+
+def block_phi_onehot_pair(p_ids, q_ids, points: int = PHI_POINTS) -> np.ndarray:
+    """phi rows (:func:`residual_phi`) of one-hot p and q, row by row: float64 (k, points), row d = phi(a_j) =
+    a_j = j / points (j = 1..points) where ``p_ids[d]`` != ``q_ids[d]``, else 0 (max(0, a - 1) = 0).
+
+    The values the dense :func:`residual_phi` gives on the one-hot rows (a_j * 1 - 0). Args: ``p_ids``,
+    ``q_ids`` int (k,) the rows' token ids; ``points`` the grid size K. Rows are of the same depth (the
+    caller shifts them to the record of the previous depth, as :func:`block_phi` does).
+    """
+    grid = np.arange(1, points + 1) / points
+    return np.where((np.asarray(p_ids) != np.asarray(q_ids))[:, None], grid[None, :] * 1.0, 0.0)
 
 
 def block_phi(p: np.ndarray, q: np.ndarray, points: int = PHI_POINTS) -> np.ndarray:
@@ -497,8 +520,8 @@ def relaxed_target(target_probs, draft_probs, w):
 
 
 __all__ = ["PHI_ERROR_BOUND", "PHI_POINTS", "TORCH_RELAXED_TARGET", "block_accept", "block_columns", "block_masses",
-           "block_phi", "block_residual", "block_residual_array", "block_stops", "block_weight", "block_weight_ratio",
-           "expected_accepted_step", "expected_damage_step", "interpolate_phi", "interpolate_phi_anchored",
-           "normalised_block_residual", "relaxed_block_weight", "relaxed_damage", "relaxed_residual_mass",
-           "relaxed_target", "relaxed_targets", "residual_mass", "residual_mass_onehot", "residual_phi",
-           "residual_phi_onehot", "stopping_probability", "target_rank"]
+           "block_phi", "block_phi_onehot_pair", "block_residual", "block_residual_array", "block_stops",
+           "block_weight", "block_weight_ratio", "expected_accepted_step", "expected_damage_step", "interpolate_phi",
+           "interpolate_phi_anchored", "normalised_block_residual", "relaxed_block_weight", "relaxed_damage",
+           "relaxed_residual_mass", "relaxed_target", "relaxed_targets", "residual_mass", "residual_mass_onehot",
+           "residual_mass_onehot_pair", "residual_phi", "residual_phi_onehot", "stopping_probability", "target_rank"]
