@@ -18,12 +18,14 @@ import pytest
 
 from evolve.errors import InputError
 from evolve.traces.io import Traces, load_split, write_dataset
-from evolve.verification.block import PHI_ERROR_BOUND, PHI_POINTS, block_phi, interpolate_phi, residual_phi
+from evolve.verification.block import (
+    PHI_ERROR_BOUND, PHI_POINTS, block_phi, interpolate_phi, interpolate_phi_anchored, residual_phi,
+)
 from evolve.traces.synth.vocab_model import VocabModelConfig, block_distributions, generate_split
 from evolve.eval.block_verification import block_verification_tokens
 from evolve.eval.evaluator import EvalData
 from evolve.kinds.relaxation.eval_block import (
-    N_CARRY, N_RELAXED, RelaxedCount, attach, close_block, phi_at, reduce_relaxed, relaxed_counts, relaxed_metrics,
+    N_CARRY, N_RELAXED, RelaxedCount, attach, close_block, reduce_relaxed, relaxed_counts, relaxed_metrics,
 )
 from evolve.kinds.relaxation.eval_population import evaluate_relaxed, weight_thresholds
 from evolve.gp.compiler import compile_nodes, parse
@@ -66,10 +68,10 @@ def test_phi_grid_and_interpolation_against_brute_force():
         exact_anchor = np.maximum(0.0, anchor * p - q).sum()
         for a in np.concatenate([rng.uniform(0, 1, 40), [0.0, 1.0, anchor]]):
             true = np.maximum(0.0, a * p - q).sum()
-            for est in (interpolate_phi(phi, a), phi_at(phi, a, anchor, exact_anchor)):
+            for est in (interpolate_phi(phi, a), interpolate_phi_anchored(phi, a, anchor, exact_anchor)):
                 assert true - 1e-12 <= est <= true + PHI_ERROR_BOUND + 1e-12
                 worst = max(worst, est - true)
-        assert phi_at(phi, anchor, anchor, exact_anchor) == exact_anchor
+        assert interpolate_phi_anchored(phi, anchor, anchor, exact_anchor) == exact_anchor
     print(f"largest interpolation error {worst:.5f} (bound {PHI_ERROR_BOUND:.5f})")
     assert worst > 0.1 * PHI_ERROR_BOUND  # the bound is not vacuous for these pairs
 

@@ -9,8 +9,11 @@ import pytest
 
 from evolve.export.codegen import core_source
 from evolve.verification.block import (
-    TORCH_RELAXED_TARGET, block_accept, block_masses, block_residual, block_residual_array, block_stops,
-    normalised_block_residual, relaxed_target, relaxed_targets, stopping_probability,
+    PHI_POINTS, TORCH_RELAXED_TARGET, block_accept, block_masses, block_phi, block_phi_onehot_pair, block_residual,
+    block_residual_array, block_stops, block_weight, block_weight_ratio, expected_accepted_step, expected_damage_step, interpolate_phi,
+    interpolate_phi_anchored, normalised_block_residual, relaxed_block_weight, relaxed_damage, relaxed_residual_mass,
+    relaxed_target, relaxed_targets, residual_mass, residual_mass_onehot, residual_mass_onehot_pair, residual_phi,
+    stopping_probability,
 )
 from evolve.verification.tokenwise import TORCH_RESIDUAL, acceptance_ratio, residual_distribution, standard_threshold
 from evolve.verification.tree import accept_weight, residual_update, traversal_delete
@@ -173,3 +176,99 @@ def test_tree_acceptance_and_updates_against_a_loop():
     same = q.copy()
     assert residual_update(1.0, same, q) == 0.0
     np.testing.assert_array_equal(same, q)  # unchanged when the mass is 0
+
+
+def test_block_weight_forms_against_a_loop():
+    rng = np.random.default_rng(5)
+    tp, dp, prev, w = rng.random(200), rng.random(200) + 1e-3, rng.random(200), rng.random(200)
+    for a, b, c, wk in zip(tp, dp, prev, w):
+        assert block_weight(c, a, b) == min(1.0, (c * a) / b)  # (P p) / q
+        assert block_weight_ratio(c, a / b) == min(1.0, c * (a / b))  # P (p / q)
+        assert relaxed_block_weight(c, a / b, wk) == min(1.0, c * ((1.0 - wk) * (a / b) + wk))
+        assert relaxed_block_weight(c, a / b, 0.0) == block_weight_ratio(c, a / b)  # w = 0: lossless
+    # the two forms differ in the last bit somewhere: both are needed to keep the recorded values
+    assert any(block_weight(c, a, b) != block_weight_ratio(c, a / b) for a, b, c in zip(tp, dp, prev))
+
+
+def test_recursion_steps_against_the_closed_forms():
+    rng = np.random.default_rng(6)
+    gamma = 5
+    h, damage = rng.random(gamma), rng.random(gamma)
+    acc = 0.0
+    for k in range(1, gamma + 1):
+        acc = expected_accepted_step(acc, k, h[k - 1])
+    want = sum(i * h[i - 1] * np.prod([1 - h[j - 1] for j in range(i + 1, gamma + 1)]) for i in range(1, gamma + 1))
+    assert acc == pytest.approx(want, rel=1e-12)
+    assert expected_accepted_step(0.7, 3, 0.25) == 3 * 0.25 + (1.0 - 0.25) * 0.7
+    assert expected_accepted_step(0.7, 3.0, 0.25) == expected_accepted_step(0.7, 3, 0.25)
+    assert expected_damage_step(0.4, 1.5, 0.25) == 0.25 * 1.5 + (1.0 - 0.25) * 0.4
+    # E[C_{tau+1}] by enumerating tau: P(tau = i) = h_i prod_{j>i} (1 - h_j), tau = 0 with prod (1 - h_j)
+    hh = h.copy()
+    hh[-1] = 0.6
+    C = np.cumsum(damage)
+    probs = [np.prod(1 - hh)] + [hh[i - 1] * np.prod(1 - hh[i:]) for i in range(1, gamma + 1)]
+    want_d = sum(pr * C[min(t, gamma - 1)] for t, pr in enumerate(probs))
+    assert relaxed_damage(hh, damage, gamma) == pytest.approx(want_d, rel=1e-12)
+
+
+def test_residual_mass_onehot_is_the_dense_sum():
+    rng = np.random.default_rng(7)
+    V = 11
+    p = rng.dirichlet(np.ones(V))
+    for weight in (1.0, 0.7, 0.05):
+        for y in range(V):
+            q = np.zeros(V)
+            q[y] = 1.0
+            got = residual_mass_onehot(weight, p, y)
+            assert got == residual_mass(weight, p, q)  # same steps, the same bits
+            loop = 0.0
+            for v in range(V):
+                d = weight * p[v] - q[v]
+                if d > 0.0:
+                    loop += d
+            assert got == loop
+
+
+def test_anchored_phi_and_relaxed_residual_mass_against_numpy():
+    rng = np.random.default_rng(8)
+    V = 13
+    for _ in range(30):
+        p, q = _pair(rng, V)
+        phi = np.empty(PHI_POINTS)
+        residual_phi(p, q, phi)
+        a0 = float(rng.uniform(0, 1))
+        v0 = float(np.maximum(0.0, a0 * p - q).sum())
+        assert interpolate_phi_anchored(phi, a0, a0, v0) == v0
+        for k in (0, 1, 7, PHI_POINTS):  # grid points away from the anchor: the grid value itself
+            if abs(k / PHI_POINTS - a0) * PHI_POINTS >= 1:
+                assert interpolate_phi_anchored(phi, k / PHI_POINTS, a0, v0) == (phi[k - 1] if k else 0.0)
+        for a in rng.uniform(0, 1, 20):
+            true = float(np.maximum(0.0, a * p - q).sum())
+            est = interpolate_phi_anchored(phi, a, a0, v0)
+            assert true - 1e-12 <= est <= true + 1.0 / (4 * PHI_POINTS) + 1e-12
+            if not (int(a * PHI_POINTS) < a0 * PHI_POINTS < int(a * PHI_POINTS) + 1):  # no anchor: plain chord
+                assert est == interpolate_phi(phi, a)
+        # relaxed residual mass: sum_x max(0, P~ ((1 - w) p + w q) - q) = (1 - P~ w) phi(a)
+        for weight, w in ((0.8, 0.3), (0.5, 0.0), (1.0, 0.9), (0.3, 1.0)):
+            exact = float(np.maximum(0.0, weight * ((1.0 - w) * p + w * q) - q).sum())
+            got = relaxed_residual_mass(weight, w, phi, a0, v0)
+            den = 1.0 - weight * w
+            want = den * interpolate_phi_anchored(phi, weight * (1.0 - w) / den, a0, v0)
+            assert got == want
+            assert exact - 1e-12 <= got <= exact + den / (4 * PHI_POINTS) + 1e-12
+    assert relaxed_residual_mass(1.0, 1.0, phi, 0.5, 0.1) == 0.0  # P~ w = 1: p~ = q, nothing left
+
+
+def test_onehot_pair_forms_are_the_dense_values():
+    V, K = 6, PHI_POINTS
+    eye = np.eye(V)
+    p_ids, q_ids = np.array([0, 2, 5, 3]), np.array([0, 4, 5, 1])
+    for weight in (1.0, 0.3, 0.0):
+        for a, b in zip(p_ids, q_ids):
+            assert residual_mass_onehot_pair(weight, a, b) == residual_mass(weight, eye[a], eye[b])
+    dense = np.empty((p_ids.size, K))
+    for d in range(p_ids.size):
+        residual_phi(eye[p_ids[d]], eye[q_ids[d]], dense[d])
+    np.testing.assert_array_equal(block_phi_onehot_pair(p_ids, q_ids, K), dense)
+    shifted = block_phi(eye[p_ids], eye[q_ids], K)  # block_phi's row d is phi of depth d + 1
+    np.testing.assert_array_equal(shifted[:-1], dense[1:])

@@ -17,7 +17,8 @@ import numpy as np
 from numba import njit
 
 from evolve.verification.block import (
-    PHI_POINTS, block_columns, block_phi, block_weight, residual_phi_onehot, target_rank,
+    PHI_POINTS, block_columns, block_phi, block_phi_onehot_pair, block_weight, residual_mass_onehot,
+    residual_mass_onehot_pair, residual_phi_onehot, target_rank,
 )
 
 
@@ -91,17 +92,6 @@ def support(rows, d: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def _mass_point(weight, p, y):
-    """sum_v max(0, weight p(v) - q(v)) for q one-hot at y, in the order of the dense kernel."""
-    s = 0.0
-    for v in range(p.shape[0]):
-        d = weight * p[v] - (1.0 if v == y else 0.0)
-        if d > 0.0:
-            s += d
-    return s
-
-
-@njit(cache=True)
 def _columns_point(p, qids, x, mass, rank):
     weight = 1.0
     k = x.shape[0]
@@ -109,7 +99,7 @@ def _columns_point(p, qids, x, mass, rank):
         weight = block_weight(weight, p[d, x[d]], 1.0 if qids[d] == x[d] else 0.0)
         rank[d] = target_rank(p[d], x[d])
         if d + 1 < k:
-            mass[d] = _mass_point(weight, p[d + 1], qids[d + 1])
+            mass[d] = residual_mass_onehot(weight, p[d + 1], qids[d + 1])
 
 
 @njit(cache=True)
@@ -128,7 +118,7 @@ def block_columns_any(p, q, drafts) -> tuple[np.ndarray, np.ndarray]:
         for d in range(k):
             weight = block_weight(weight, float(pid[d] == x[d]), float(qid[d] == x[d]))
             if d + 1 < k:
-                mass[d] = weight if pid[d + 1] != qid[d + 1] else 0.0  # max(0, w - 1) = 0 when they agree
+                mass[d] = residual_mass_onehot_pair(weight, pid[d + 1], qid[d + 1])
         return mass, rank
     if isinstance(q, OneHot):
         mass, rank = np.full(k, np.nan), np.empty(k, dtype=np.int64)
@@ -141,9 +131,7 @@ def block_phi_any(p, q, points: int = PHI_POINTS) -> np.ndarray:
     """:func:`evolve.verification.block.block_phi` for dense or :class:`OneHot` rows."""
     k = len(q)
     if isinstance(q, OneHot) and isinstance(p, OneHot):
-        grid = np.arange(1, points + 1) / points
-        out = np.where((np.asarray(p.ids) != np.asarray(q.ids))[:, None], grid[None, :] * 1.0, 0.0)
-        out = np.roll(out, -1, axis=0)
+        out = np.roll(block_phi_onehot_pair(p.ids, q.ids, points), -1, axis=0)
         out[k - 1] = np.nan
         return out
     if isinstance(q, OneHot):

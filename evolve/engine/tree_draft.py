@@ -41,6 +41,8 @@ import numpy as np
 from evolve.engine.distributions import block_records, sample_index
 from evolve.engine.tree_verify import specinfer_expected_tokens, specinfer_verify, traversal_expected_tokens
 from evolve.traces.trees import RELAX_COLUMNS, RELAX_GRID, TREE_COLUMNS
+from evolve.verification.block import relaxed_target
+from evolve.verification.tokenwise import residual_distribution
 
 #: The growth rule, as written into a tree harvest's metadata.
 GROWTH_RULE = ("best-first (EAGLE-2 style): drafter pass at the root, expand the root; then per round one drafter "
@@ -230,7 +232,9 @@ def node_columns(parents: Sequence[int], tokens: Sequence[int], p: np.ndarray, q
 
 def _relaxed_residuals(rows: np.ndarray, x: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """float64 (n, len(RELAX_GRID)): R~_s(x) of every node at every w of the grid, R~_0 = (1 - w) p + w q at the
-    parent and R~_{i+1} = normalise(max(0, R~_i - q)) after each earlier sibling (unchanged when its mass is 0).
+    parent (:func:`evolve.verification.block.relaxed_target`) and R~_{i+1} = normalise(max(0, R~_i - q)) after
+    each earlier sibling, unchanged when its mass is 0 (:func:`evolve.verification.tokenwise.residual_distribution`
+    with tau = 1).
     Column 0 (w = 0, the mixture is p) is SpecInfer's residual, the column ``residual_prob``."""
     grid = np.asarray(RELAX_GRID)
     out = np.zeros((x.shape[0], grid.size))
@@ -238,12 +242,9 @@ def _relaxed_residuals(rows: np.ndarray, x: np.ndarray, p: np.ndarray, q: np.nda
     for i in range(x.shape[0]):
         r = int(rows[i])
         if r not in current:
-            current[r] = (1.0 - grid)[:, None] * p[r][None, :] + grid[:, None] * q[r][None, :]
-        else:
-            R = current[r]
-            m = np.maximum(R - q[r][None, :], 0.0)
-            mass = m.sum(axis=1, keepdims=True)
-            current[r] = np.where(mass > 0.0, m / np.where(mass > 0.0, mass, 1.0), R)
+            current[r] = relaxed_target(p[r], q[r], grid)  # (G, V): one relaxed target per w of the grid
+        else:  # SpecInfer's residual update of every row, the standard rule's residual (tau = 1)
+            current[r] = residual_distribution(current[r], q[r][None, :], 1.0)
         out[i] = current[r][:, x[i]]
     return out
 

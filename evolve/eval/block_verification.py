@@ -45,7 +45,7 @@ import numpy as np
 from numba import njit
 
 from evolve.errors import InputError
-from evolve.verification.block import stopping_probability
+from evolve.verification.block import block_weight_ratio, expected_accepted_step, stopping_probability
 from evolve.eval.costs import Costs
 
 #: The optional column holding m_{d+1} on the record at depth d.
@@ -78,8 +78,7 @@ def block_tokens_kernel(target_prob, draft_prob, depth, residual_mass, gamma, ou
         acc = 0.0
         for k in range(1, length + 1):
             row = s + k - 1
-            ratio = target_prob[row] / draft_prob[row]
-            weight = min(1.0, weight * ratio)
+            weight = block_weight_ratio(weight, target_prob[row] / draft_prob[row])
             if k == length:
                 h = weight
             else:
@@ -87,7 +86,7 @@ def block_tokens_kernel(target_prob, draft_prob, depth, residual_mass, gamma, ou
                 if not (m >= 0.0 and m < np.inf):
                     return blocks, row
                 h = stopping_probability(weight, m)
-            acc = k * h + (1.0 - h) * acc
+            acc = expected_accepted_step(acc, k, h)
         out[blocks] = 1.0 + acc
         blocks += 1
         i = e

@@ -111,8 +111,8 @@ T_CALLS, T_EMITTED, T_ACCEPTED, T_NODES, T_DRAFT_STEPS, T_LENGTH, T_DEPTH = Tree
 #: How trees are drafted and verified, the kernels' program: the node budget N, the width schedule ``widths``
 #: int64 (L,), the adaptive maximum width, ``adaptive`` (bool), the maximal depth, DRAFT_CHAIN or DRAFT_MEDUSA,
 #: VERIFY_SAMPLE, VERIFY_GREEDY or VERIFY_TRAVERSAL (the order of :meth:`evolve.sim.trees.TreeConfig.kernel_args`).
-TreeShape = namedtuple("TreeShape", ["budget", "widths", "max_width", "adaptive", "max_depth", "draft_kind",
-                                     "verify"])
+#: ``draft`` is :attr:`evolve.sim.trees.TreeConfig.draft` as a code.
+TreeDims = namedtuple("TreeDims", ["budget", "widths", "max_width", "adaptive", "max_depth", "draft", "verify"])
 #: One call's draft tree, nodes 0..N (node 0 the root): P, Q float64 (N + 1, V) the target's and the draft's
 #: distributions at each node; parent, token, level, child_start, child_count, argp int64 (N + 1,); dn float64
 #: (N + 1,) the latent difficulty after each node; ready bool (N + 1,): P, dn, argp computed.
@@ -190,7 +190,7 @@ def _top_tokens(q, w, out):
 
 
 @njit(cache=True)
-def build_tree(model, rng, buf, t, window_len, d_prev, shape, tree, ts):
+def build_tree(model, rng, buf, t, window_len, d_prev, dims, tree, ts):
     """Draft one tree at position t breadth first (module doc); returns (nodes + 1, depth).
 
     Node 0 is the root (the verified context, d_{t-1} = ``d_prev``); for the
@@ -199,7 +199,7 @@ def build_tree(model, rng, buf, t, window_len, d_prev, shape, tree, ts):
     :func:`tree_call`.
     """
     model_seed, params, log_rank = model
-    budget, widths, max_width, adaptive, max_depth, draft_kind, verify = shape
+    budget, widths, max_width, adaptive, max_depth, draft, verify = dims
     P, Q, parent, token, level, child_start, child_count, dn, argp, ready = tree
     path, win, work, scratch, picks = ts.path, ts.win, ts.work, ts.scratch, ts.picks
     n = 1
@@ -215,7 +215,7 @@ def build_tree(model, rng, buf, t, window_len, d_prev, shape, tree, ts):
         child_start[u] = n
         child_count[u] = 0
         if lv < max_depth and n < budget + 1:
-            if draft_kind == DRAFT_CHAIN:
+            if draft == DRAFT_CHAIN:
                 _node_window(buf, window_len, t, u, parent, token, level, path, win)
                 d_par = d_prev if u == 0 else dn[parent[u]]
                 d, hp, hq, tp, tq, ap, aq, ov = position_pair(model_seed, t + lv, win, d_par, lv, params, log_rank,
@@ -258,24 +258,24 @@ def build_tree(model, rng, buf, t, window_len, d_prev, shape, tree, ts):
 
 
 @njit(cache=True)
-def _children_q(Q, u, level, draft_kind):
+def _children_q(Q, u, level, draft):
     """The distribution node u's children were drawn from: its own row of Q (chain draft) or its level's head."""
-    return Q[u] if draft_kind == DRAFT_CHAIN else Q[level[u]]
+    return Q[u] if draft == DRAFT_CHAIN else Q[level[u]]
 
 
 @njit(cache=True)
-def _traversal_refresh(n, draft_kind, tree, ts):
+def _traversal_refresh(n, draft, tree, ts):
     """a_v = min(1, a_parent P_parent(x_v) / Q_parent(x_v)) for every node neither deleted nor updated, parents first."""
     parent, token, level, Q = tree.parent, tree.token, tree.level, tree.Q
     Pt, acc, gone, touched = ts.Pt, ts.acc, ts.gone, ts.touched
     for i in range(1, n):
         if not (gone[i] or touched[i]):
             p = parent[i]
-            acc[i] = accept_weight(acc[p], Pt[p], _children_q(Q, p, level, draft_kind), token[i])
+            acc[i] = accept_weight(acc[p], Pt[p], _children_q(Q, p, level, draft), token[i])
 
 
 @njit(cache=True)
-def _traversal_pick(rng, n, draft_kind, tree, ts):
+def _traversal_pick(rng, n, draft, tree, ts):
     """Traversal verification of the tree's nodes 1..n-1 (node 0 the root; every P row computed): returns the
     accepted node (0: the root, nothing accepted); ``ts.Pt[node]`` then holds the distribution of the token
     emitted after it. Scratch: ``ts``'s Pt, acc, gone, touched, stack, next_child (:class:`TreeScratch`)."""
@@ -289,7 +289,7 @@ def _traversal_pick(rng, n, draft_kind, tree, ts):
         gone[u] = False
         touched[u] = False
         next_child[u] = 0
-    _traversal_refresh(n, draft_kind, tree, ts)
+    _traversal_refresh(n, draft, tree, ts)
     top = 0
     stack[0] = 0
     while top >= 0:  # depth-first post-order, children in index order
@@ -307,31 +307,31 @@ def _traversal_pick(rng, n, draft_kind, tree, ts):
             return u
         gone[u] = True
         p = parent[u]
-        acc[p] = traversal_delete(acc[p], Pt[p], _children_q(Q, p, level, draft_kind))
+        acc[p] = traversal_delete(acc[p], Pt[p], _children_q(Q, p, level, draft))
         touched[p] = True
-        _traversal_refresh(n, draft_kind, tree, ts)
+        _traversal_refresh(n, draft, tree, ts)
     return 0
 
 
 @njit(cache=True)
-def tree_call(model, rng, buf, dpath, t, window_len, shape, tree, ts):
+def tree_call(model, rng, buf, dpath, t, window_len, dims, tree, ts):
     """One target call at position t with a draft tree (module doc); writes the emitted tokens into ``buf``.
 
     Args (N = the budget):
         model: :class:`evolve.sim.models.KernelModel` (the synthetic model's seed, parameters, Zipf logits).
         rng: the decoding stream's state (:func:`evolve.traces.synth.rng.seed_state`).
         buf, dpath: as :func:`evolve.sim.chain.chain_run` (room for N + 1 tokens past t); window_len K.
-        shape: :class:`TreeShape`; tree: :class:`Tree` and ts: :class:`TreeScratch`, preallocated
+        dims: :class:`TreeDims`; tree: :class:`Tree` and ts: :class:`TreeScratch`, preallocated
         (:func:`tree_arrays`).
 
     Returns: (emitted, accepted, nodes drafted, tree depth, draft steps).
     """
     model_seed, params, log_rank = model
-    draft_kind, verify = shape.draft_kind, shape.verify
+    draft, verify = dims.draft, dims.verify
     P, Q, parent, token, level, child_start, child_count, dn, argp, ready = tree
     path, win, resid, work, scratch, Pt = ts.path, ts.win, ts.resid, ts.work, ts.scratch, ts.Pt
-    n, depth = build_tree(model, rng, buf, t, window_len, dpath[t], shape, tree, ts)
-    steps = depth if draft_kind == DRAFT_CHAIN else (1 if depth > 0 else 0)
+    n, depth = build_tree(model, rng, buf, t, window_len, dpath[t], dims, tree, ts)
+    steps = depth if draft == DRAFT_CHAIN else (1 if depth > 0 else 0)
     if verify == VERIFY_TRAVERSAL:
         for u in range(n):  # every node's p (breadth-first: a parent's latent difficulty comes first)
             if not ready[u]:
@@ -341,7 +341,7 @@ def tree_call(model, rng, buf, dpath, t, window_len, shape, tree, ts):
                 dn[u] = d
                 argp[u] = ap
                 ready[u] = True
-        last = _traversal_pick(rng, n, draft_kind, tree, ts)
+        last = _traversal_pick(rng, n, draft, tree, ts)
         k = level[last]
         u = last
         for i in range(k, 0, -1):  # the accepted path, root side first
@@ -382,7 +382,7 @@ def tree_call(model, rng, buf, dpath, t, window_len, shape, tree, ts):
                     break
             buf[window_len + pos] = g
         else:
-            qrow = _children_q(Q, u, level, draft_kind)
+            qrow = _children_q(Q, u, level, draft)
             pu = P[u]
             for v in range(pu.shape[0]):
                 resid[v] = pu[v]
@@ -405,17 +405,17 @@ def tree_call(model, rng, buf, dpath, t, window_len, shape, tree, ts):
 
 
 @njit(cache=True)
-def tree_run(model, rng, buf, dpath, t0, length, window_len, shape, stats):
+def tree_run(model, rng, buf, dpath, t0, length, window_len, dims, stats):
     """Decode ``length`` tokens from position t0 with one draft tree per target call; adds to ``stats``.
 
-    ``model`` a :class:`evolve.sim.models.KernelModel`, ``shape`` a :class:`TreeShape`; ``buf`` needs
+    ``model`` a :class:`evolve.sim.models.KernelModel`, ``dims`` a :class:`TreeDims`; ``buf`` needs
     window_len + t0 + length + budget + 1 entries, ``dpath`` t0 + length + budget + 2 (layout as
     :func:`evolve.sim.chain.chain_run`); ``stats`` float64 (N_TREE_STATS,).
     """
-    tree, ts = tree_arrays(shape.budget, model.log_rank.shape[0], window_len)
+    tree, ts = tree_arrays(dims.budget, model.log_rank.shape[0], window_len)
     t = t0
     while t < t0 + length:
-        emitted, accepted, nodes, depth, steps = tree_call(model, rng, buf, dpath, t, window_len, shape, tree, ts)
+        emitted, accepted, nodes, depth, steps = tree_call(model, rng, buf, dpath, t, window_len, dims, tree, ts)
         stats[TreeStat.CALLS] += 1.0
         stats[TreeStat.EMITTED] += emitted
         stats[TreeStat.ACCEPTED] += accepted
@@ -427,22 +427,22 @@ def tree_run(model, rng, buf, dpath, t0, length, window_len, shape, stats):
 
 
 @njit(cache=True, parallel=True)
-def tree_batch(model_seed, params, log_rank, decode_seed, jobs, shape, stats_out, tokens_out):
+def tree_batch(model_seed, params, log_rank, decode_seed, jobs, dims, stats_out, tokens_out):
     """Independent tree decodes (jobs as :func:`evolve.sim.chain.chain_batch`), in parallel.
 
     ``model_seed``, ``params``, ``log_rank`` the fields of a :class:`evolve.sim.models.KernelModel` (Numba's
-    parallel loop does not take a record holding a record; pass ``*model.kernel``), ``jobs`` a :class:`evolve.sim.models.Jobs`, ``shape`` a
-    :class:`TreeShape`. Job j decodes ``jobs.lengths[j]`` tokens from ``jobs.t0s[j]`` after ``jobs.windows[j]``
+    parallel loop does not take a record holding a record; pass ``*model.kernel``), ``jobs`` a :class:`evolve.sim.models.Jobs`, ``dims`` a
+    :class:`TreeDims`. Job j decodes ``jobs.lengths[j]`` tokens from ``jobs.t0s[j]`` after ``jobs.windows[j]``
     on the stream (decode_seed, jobs.keys[j], STREAM_DECODE + TREE_STREAM_OFFSET); ``stats_out`` float64
     (J, N_TREE_STATS), the first tokens into ``tokens_out`` int64 (J, T).
     """
     keys, windows, t0s, d_prevs, lengths = jobs
-    budget = shape.budget
+    budget = dims.budget
     for j in prange(keys.shape[0]):
         K = windows.shape[1]
         t0 = t0s[j]
         buf, dpath = start_buffers(windows[j], t0, d_prevs[j], lengths[j] + budget + 1)
         rng = seed_state(decode_seed, keys[j], STREAM_DECODE + TREE_STREAM_OFFSET)
-        tree_run(KernelModel(model_seed, params, log_rank), rng, buf, dpath, t0, lengths[j], K, shape, stats_out[j])
+        tree_run(KernelModel(model_seed, params, log_rank), rng, buf, dpath, t0, lengths[j], K, dims, stats_out[j])
         for k in range(min(tokens_out.shape[1], lengths[j])):
             tokens_out[j, k] = buf[K + t0 + k]

@@ -25,7 +25,7 @@ from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.sim.models import STREAM_DECODE, Context, Jobs, SyntheticModel, context_jobs, position_pair, sequence_jobs
 from evolve.sim.tree_kernels import (
     DRAFT_CHAIN, DRAFT_MEDUSA, N_TREE_STATS, TREE_STREAM_OFFSET, VERIFY_GREEDY, VERIFY_SAMPLE, VERIFY_TRAVERSAL, TreeStat,
-    TreeShape, build_tree, tree_arrays, tree_batch,
+    TreeDims, build_tree, tree_arrays, tree_batch,
 )
 
 
@@ -146,7 +146,7 @@ class TreeConfig:
         return f"{self.draft} {','.join(str(w) for w in self.widths)}"
 
     def kernel_args(self) -> tuple:
-        """(budget, widths int64, max_width, adaptive, max_depth, draft_kind, verify) for the kernels."""
+        """(budget, widths int64, max_width, adaptive, max_depth, draft, verify) for the kernels."""
         widths = (1,) if self.draft == "chain" else self.widths
         return (int(self.budget), np.asarray(widths, dtype=np.int64), int(self.max_width), self.draft == "adaptive",
                 int(self.max_depth if self.max_depth is not None else self.budget), DRAFTS[self.draft],
@@ -219,7 +219,7 @@ def simulate_tree(model: SyntheticModel, config: TreeConfig, length: int, sample
     """
     jobs = sequence_jobs(model, [int(length)], int(samples))
     out = np.zeros((samples, N_TREE_STATS))
-    tree_batch(*model.kernel, model.useed, Jobs(**jobs), TreeShape(*config.kernel_args()), out,
+    tree_batch(*model.kernel, model.useed, Jobs(**jobs), TreeDims(*config.kernel_args()), out,
                np.zeros((samples, 0), np.int64))
     return TreeResult(config, int(length), int(samples), costs, out.sum(axis=0), out)
 
@@ -229,7 +229,7 @@ def tree_at_context(model: SyntheticModel, config: TreeConfig, context: Context,
     """``n`` independent tree decodes of ``n_tokens`` tokens from one fixed context: int64 (n, n_tokens)."""
     jobs = context_jobs(context, int(n), int(n_tokens))
     out = np.zeros((n, n_tokens), dtype=np.int64)
-    tree_batch(*model.kernel, np.uint64(seed), Jobs(**jobs), TreeShape(*config.kernel_args()),
+    tree_batch(*model.kernel, np.uint64(seed), Jobs(**jobs), TreeDims(*config.kernel_args()),
                np.zeros((n, N_TREE_STATS)), out)
     return out
 
@@ -253,14 +253,14 @@ def draft_tree(model: SyntheticModel, config: TreeConfig, context: Context,
     Parents index the returned nodes (-1 = child of the root), in breadth-first
     order, ready for :func:`tree_attention_mask`.
     """
-    shape = TreeShape(*config.kernel_args())
+    dims = TreeDims(*config.kernel_args())
     V, K = int(model.vocab_size), int(model.window)
-    m = shape.budget + 1
+    m = dims.budget + 1
     buf = np.zeros(K + context.position + m + 1, dtype=np.int64)
     buf[context.position:context.position + K] = context.window
-    tree, ts = tree_arrays(shape.budget, V, K)
+    tree, ts = tree_arrays(dims.budget, V, K)
     rng = seed_state(np.uint64(seed), np.uint64(0), STREAM_DECODE + TREE_STREAM_OFFSET)
-    n, _ = build_tree(model.kernel, rng, buf, int(context.position), K, float(context.d_prev), shape, tree, ts)
+    n, _ = build_tree(model.kernel, rng, buf, int(context.position), K, float(context.d_prev), dims, tree, ts)
     parents = tree.parent[1:n] - 1  # kernel node k is returned node k - 1; the root (0) becomes -1
     return parents, tree.token[1:n].copy(), tree.level[1:n].copy()
 
@@ -272,5 +272,5 @@ def tree_tokens(model: SyntheticModel, config: TreeConfig, length: int, sample: 
     jobs["lengths"][:] = int(length)
     out = np.zeros((1, int(length)), dtype=np.int64)
     stats = np.zeros((1, N_TREE_STATS))
-    tree_batch(*model.kernel, model.useed, Jobs(**jobs), TreeShape(*config.kernel_args()), stats, out)
+    tree_batch(*model.kernel, model.useed, Jobs(**jobs), TreeDims(*config.kernel_args()), stats, out)
     return out[0], stats[0]

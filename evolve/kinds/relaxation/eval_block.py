@@ -56,7 +56,9 @@ most h (s_+ - s_-) / 4 (h the grid step, s_- and s_+ the slopes at the ends, in
 [0, 1]); the interpolated residual mass is never below the true one and at most
 (1 - P~ w) / (4 * 32) above it (:data:`evolve.verification.block.PHI_ERROR_BOUND`).
 
-Kernels are ``@njit(cache=True)``; the population scorer fusing them with the
+The per-record formulas (the relaxed and lossless block weights, the residual mass from phi, the
+recursions for E[tau] and the damage) are the verification core's (:mod:`evolve.verification.block`);
+this module runs them over a split's records. Kernels are ``@njit(cache=True)``; the population scorer fusing them with the
 program interpreter is :mod:`evolve.kinds.relaxation.eval_population`.
 """
 from __future__ import annotations
@@ -73,7 +75,10 @@ from evolve.eval.block_verification import RESIDUAL_COLUMN
 from evolve.eval.costs import FREE_DRAFTS, Costs
 from evolve.eval.fastpath.layouts import record_layout, record_size
 from evolve.kinds.base import TOKEN_FEATURES
-from evolve.verification.block import stopping_probability
+from evolve.verification.block import (
+    block_weight_ratio, expected_accepted_step, expected_damage_step, relaxed_block_weight, relaxed_residual_mass,
+    stopping_probability,
+)
 
 #: The optional column holding phi of the next depth on a grid of a (:mod:`evolve.verification.block`).
 PHI_COLUMN = "block_residual_phi"
@@ -142,40 +147,13 @@ class RelaxedColumns(NamedTuple):
 
 
 @njit(cache=True)
-def phi_at(phi, a, a0, v0):
-    """phi(a) from its grid values ``phi`` float64 (K,) (phi(k/K), k = 1..K; phi(0) = 0), anchored at (a0, v0).
-
-    Linear interpolation between grid points; when the exact value v0 =
-    phi(a0) lies inside the interval of ``a`` it replaces the far end, and a ==
-    a0 returns v0 itself. Never below the true value (phi is convex).
-    """
-    if a == a0:
-        return v0
-    K = phi.shape[0]
-    x = a * K
-    k = int(x)
-    if k >= K:
-        return phi[K - 1]
-    if k < 0:
-        return 0.0
-    yl = phi[k - 1] if k > 0 else 0.0
-    yr = phi[k]
-    x0 = a0 * K
-    if k < x0 < k + 1:
-        if x < x0:
-            return yl + (x - k) * (v0 - yl) / (x0 - k)
-        return v0 + (x - x0) * (yr - v0) / (k + 1 - x0)
-    return yl + (x - k) * (yr - yl)
-
-
-@njit(cache=True)
 def close_block(st, acc):
     """Finish the open block of ``st`` (:class:`Carry`): h_L = P~_L; add its counts to ``acc``."""
     level = st[Carry.LEVEL]
     if level > 0.0:
         h = st[Carry.WEIGHT]
-        st[Carry.ACC] = level * h + (1.0 - h) * st[Carry.ACC]
-        st[Carry.DAMAGE] = h * st[Carry.CUM] + (1.0 - h) * st[Carry.DAMAGE]
+        st[Carry.ACC] = expected_accepted_step(st[Carry.ACC], level, h)
+        st[Carry.DAMAGE] = expected_damage_step(st[Carry.DAMAGE], st[Carry.CUM], h)
         acc[RelaxedCount.BLOCKS] += 1.0
         acc[RelaxedCount.SUM_TOKENS] += 1.0 + st[Carry.ACC]
         acc[RelaxedCount.SUM_TV] += st[Carry.DAMAGE]
@@ -193,16 +171,11 @@ def block_level(d, wj, overlap, rho, phi_prev, mass_prev, state):
     if d == 0.0:
         e_tau, cum, f, pt, pl = 0.0, damage, damage, 1.0, 1.0
     else:
-        den_w = 1.0 - pt * wj
-        if den_w <= 0.0:
-            m_res = 0.0
-        else:
-            m_res = den_w * phi_at(phi_prev, pt * (1.0 - wj) / den_w, pl, mass_prev)
-        h = stopping_probability(pt, m_res)
+        h = stopping_probability(pt, relaxed_residual_mass(pt, wj, phi_prev, pl, mass_prev))
         cum += damage
-        e_tau = d * h + (1.0 - h) * e_tau
-        f = h * cum + (1.0 - h) * f
-    return e_tau, f, cum, min(1.0, pt * ((1.0 - wj) * rho + wj)), min(1.0, pl * rho)
+        e_tau = expected_accepted_step(e_tau, d, h)
+        f = expected_damage_step(f, cum, h)
+    return e_tau, f, cum, relaxed_block_weight(pt, rho, wj), block_weight_ratio(pl, rho)
 
 
 @njit(cache=True)
@@ -231,8 +204,8 @@ def reduce_relaxed(w, s, m, cols, st, acc):
             continue
         if d == 0.0:
             if level > 0.0:  # close the previous block: h_L = P~_L
-                e_tau = level * pt + (1.0 - pt) * e_tau
-                f = pt * cum + (1.0 - pt) * f
+                e_tau = expected_accepted_step(e_tau, level, pt)
+                f = expected_damage_step(f, cum, pt)
                 blocks += 1.0
                 tokens += 1.0 + e_tau
                 tv += f
@@ -429,6 +402,6 @@ def relaxed_metrics(w, rd: RelaxedData, gamma: int, costs: Costs = FREE_DRAFTS) 
 
 
 __all__ = ["PHI_COLUMN", "RELAXED_COLUMNS", "block_level", "WEIGHT_FEATURES", "TOKEN_FEATURES", "FIXED_WEIGHTS", "RelaxedCount", "N_RELAXED",
-           "Carry", "N_CARRY", "RelaxedColumns", "phi_at", "close_block", "reduce_relaxed", "relaxed_chunks", "RelaxedData", "attach",
+           "Carry", "N_CARRY", "RelaxedColumns", "close_block", "reduce_relaxed", "relaxed_chunks", "RelaxedData", "attach",
            "relaxed_of", "check_weight_features", "RelaxedMetrics", "metrics_from_relaxed", "relaxed_counts",
            "relaxed_metrics"]

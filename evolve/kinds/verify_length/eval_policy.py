@@ -80,6 +80,7 @@ from evolve.kinds.relaxation.eval_block import block_level
 from evolve.eval.population import PopulationEvaluator
 from evolve.eval.fastpath.scoring import packed_thresholds
 from evolve.gp.primitives import FEATURES, LOOKUP_FEATURES
+from evolve.verification.block import expected_damage_step
 
 #: Features a verification-length policy reads (:data:`evolve.kinds.verify_length.VERIFY_LENGTH`).
 POLICY_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
@@ -225,8 +226,9 @@ def block_prefix_tables(w, ratio, depth, overlap, mass, phi, tok, dmg):
                                             (e_tau, f, cum, pt, pl))
         prev = row
         level = d + 1.0
+        # 1 + A_L, h_L = P~_L, summed as (1 + L P~) + (1 - P~) A (not 1 + expected_accepted_step: other bits)
         tok[row] = 1.0 + level * pt + (1.0 - pt) * e_tau
-        dmg[row] = pt * cum + (1.0 - pt) * f
+        dmg[row] = expected_damage_step(f, cum, pt)
 
 
 @njit(cache=True)
