@@ -30,7 +30,10 @@ def export(champion: str, target: str, output: Path | None, champions_dir: str |
     acceptance_threshold(**columns) over numpy arrays or torch tensors (for a relaxation champion:
     relaxation_weight(**columns) and relaxed_target, for block verification against (1 - w) p + w q)."""
     check_output(output, None, inputs=(champion,), champion_dirs=(champions_dir,))
+    from evolve.report.compare.speed import check_policy_settings
+
     rule, text = export_source(champion, target, champions_dir)
+    check_policy_settings(rule)  # no module naming a verifier that does not resolve is written
     if output is None:
         click.echo(text, nl=False)
         return
