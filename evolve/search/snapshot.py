@@ -446,7 +446,9 @@ def _check_row(row: dict[str, Any], field: str, cfg: RunConfig, read: _Reader) -
             raise read.fail(f"{field}.{c}", f"is {row[c]!r}, outside [train_min, train_max] = [{lo!r}, {hi!r}]")
     if not 0 <= row["train_std"] <= hi - lo + slack:
         raise read.fail(f"{field}.train_std", f"is {row['train_std']!r}, outside [0, train_max - train_min]")
-    if not 1 <= row["size_min"] <= row["size_avg"] <= row["size_max"]:
+    if row["size_min"] < 1:
+        raise read.fail(f"{field}.size_min", f"is {row['size_min']!r}, but a program has at least 1 node")
+    if not row["size_min"] <= row["size_avg"] <= row["size_max"]:
         raise read.fail(f"{field}.size_avg", f"is {row['size_avg']!r}; needs 1 <= size_min ({row['size_min']}) <= "
                                              f"size_avg <= size_max ({row['size_max']})")
     if row["depth_max"] >= row["size_max"]:
