@@ -56,10 +56,10 @@ CASES = [
     ("depth-acceptance-not-rates", _set("test", "acceptance_by_depth", [0.5, 7]),
      ("statistics.test.acceptance_by_depth",)),
     ("depth-acceptance-string", _set("test", "acceptance_by_depth", "0.5"), ("statistics.test.acceptance_by_depth",)),
-    ("statistics-list", _whole([1, 2]), ("'statistics'", "a list")),
+    ("statistics-list", _whole([1, 2]), ("'statistics'", "an array")),
     ("statistics-string", _whole("none"), ("'statistics'", "a string")),
-    ("statistics-number", _whole(3), ("'statistics'", "a number")),
-    ("split-statistics-list", _whole({"test": [1]}), ("statistics.test", "a list")),
+    ("statistics-number", _whole(3), ("'statistics'", "an integer")),
+    ("split-statistics-list", _whole({"test": [1]}), ("statistics.test", "an array")),
     ("split-statistics-string", _whole({"train": "x"}), ("statistics.train", "a string")),
 ]
 

@@ -352,11 +352,6 @@ def check_target_calls(traces: Traces, path: str | os.PathLike) -> None:
                          f"{blocks} speculation blocks of {traces.source} (one target call verifies at most one block)")
 
 
-def _json_type(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number")
-
-
 def _frame_to_json_records(df: pd.DataFrame) -> bytes:
     records = df.to_dict(orient="records")
     for name in (c.name for c in COLUMNS if c.nan_ok and c.name in df.columns):  # NaN -> null (plain JSON)
