@@ -93,3 +93,16 @@ def test_commands_refuse_a_bad_cost_file(ws, curve, command):
     if command[0] not in ("simulate",):
         args += ["--data", ws.data]
     check(ws, "benchmark", args, 2, (str(path), "target_forward_s"))
+
+
+def test_a_noisy_measured_curve_is_written_as_its_running_maximum():
+    """``perf --write-costs`` never writes a file its own reader refuses: a T-curve whose medians fall beyond the
+    tolerance (timing noise) is written as its running maximum, with a warning, the medians kept."""
+    from evolve.errors import InputWarning
+    from evolve.perf.costs import _envelope
+
+    with pytest.warns(InputWarning, match="running maximum"):
+        curve, measured = _envelope([0.002, 0.006, 0.0016, 0.0061], 2)
+    assert curve == [0.002, 0.006, 0.006, 0.0061] and measured == [0.002, 0.006, 0.0016, 0.0061]
+    costs_from_dict({"target_forward_s": curve, "draft_token_s": 0.001}, "written.json")
+    assert _envelope([0.02, 0.021, 0.0205], 7) == ([0.02, 0.021, 0.0205], [0.02, 0.021, 0.0205])
