@@ -106,3 +106,13 @@ def test_a_noisy_measured_curve_is_written_as_its_running_maximum():
     assert curve == [0.002, 0.006, 0.006, 0.0061] and measured == [0.002, 0.006, 0.0016, 0.0061]
     costs_from_dict({"target_forward_s": curve, "draft_token_s": 0.001}, "written.json")
     assert _envelope([0.02, 0.021, 0.0205], 7) == ([0.02, 0.021, 0.0205], [0.02, 0.021, 0.0205])
+
+
+@pytest.mark.parametrize("curve", [[1e-320], [0.03, 0.02, 0.01]], ids=["denormal", "falling"])
+def test_a_verify_length_run_refuses_a_bad_cost_file(vocab_ws, curve):
+    path = vocab_ws.root / "c.json"
+    path.write_text(json.dumps({**GOOD, "target_forward_s": curve}))
+    check(vocab_ws, "evolve", ["run", "--data", vocab_ws.data, "--out", vocab_ws.root / "runs", "--evolve",
+                               "verify-length", "--objective", "tokens_per_second", "--costs", path,
+                               "--population", 4, "--generations", 1, "--no-progress", "--from-scratch"],
+          2, (str(path), "target_forward_s"))
