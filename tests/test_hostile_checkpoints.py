@@ -117,6 +117,7 @@ FORGED = {
                                          ("'islands[0].rng[1]'",)),
     "numpy state key negative": (None, _set("islands", 0, "np_rng", 1, 3, value=-1), ("'islands[0].np_rng[1]'",)),
     "evaluations fractional": (None, _set("evaluations", value=3.5), ("'evaluations'",)),
+    "evaluations not the logbook's": (None, _set("evaluations", value=1000), ("'evaluations'", "nevals add up")),
 }
 
 

@@ -468,6 +468,9 @@ def _check_last_row(snapshot: Snapshot, read: _Reader) -> None:
     recorded from it: :meth:`evolve.search.state.SearchState.record`)."""
     population = snapshot.islands[0].population
     row, field = snapshot.logbook[-1], f"logbook[{len(snapshot.logbook) - 1}]"
+    scored = sum(int(r["nevals"]) for r in snapshot.logbook)
+    if snapshot.evaluations != scored:
+        raise read.fail("evaluations", f"is {snapshot.evaluations}, but the logbook's nevals add up to {scored}")
     fits = [ind.fitness.values[0] for ind in population]
     sizes = [len(ind) for ind in population]
     for c, want in (("train_max", max(fits)), ("train_min", min(fits))):
