@@ -27,7 +27,7 @@ Besides types, the values are checked for sense (a re-signed checkpoint can hold
 values finite and within :data:`FITNESS_LIMIT`; every logbook row what a generation can produce (counts
 that are integers >= 0, at most the population scored, the fitness statistics ordered min <= median,
 mean <= max, non-negative times); for a one-population run the last row describes the population
-held; and a resume re-scores a sample of the remembered programs and individuals
+held and ``evaluations`` is the sum of the rows' ``nevals``; and a resume re-scores a sample of the remembered programs and individuals
 (:meth:`evolve.search.state.SearchState.check_resumed`). Each refusal names the file and the field.
 
 A snapshot rebuilt from its data resumes to exactly the champion and logbook of the search that
