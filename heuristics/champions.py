@@ -56,7 +56,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from evolve.errors import InputError, InputWarning, os_error_text
+from evolve.errors import InputError, InputWarning, os_error_text, printable
 from evolve.files.atomic import atomic_write_text
 from evolve.files.guard import check_output_dir
 from evolve.gp.compiler import Node, parse, to_string
@@ -240,10 +240,16 @@ def _validate(doc: Any, source: str) -> Champion:
     """Check a decoded champion object; return it as a :class:`Champion`. Raises InputError naming ``source``."""
     if not isinstance(doc, dict):
         raise InputError(f"{source}: expected a JSON object, found {_json_type(doc)}")
-    keys = _KEYS_V1 if doc.get("format_version") == 1 else _KEYS
+    version = doc.get("format_version")
+    if "format_version" in doc and (type(version) is not int or version not in READ_VERSIONS):
+        raise InputError(f"{source}: key 'format_version' is {printable(repr(version))[:80]}, not a supported "
+                         f"version ({', '.join(map(str, sorted(READ_VERSIONS)))})")
+    keys = _KEYS_V1 if version == 1 else _KEYS
     missing = [k for k in keys if k not in doc]
     if missing:
-        raise InputError(f"{source}: missing key '{missing[0]}'")
+        hint = (f" (format_version 1 files have it; a file with the key 'kind' is format_version {FORMAT_VERSION})"
+                if version == 1 and "kind" in doc else "")
+        raise InputError(f"{source}: missing key '{missing[0]}'{hint}")
     extra = [k for k in doc if k not in keys]
     if extra:
         raise InputError(f"{source}: unknown key {extra[0]!r}")
@@ -277,6 +283,7 @@ def _validate(doc: Any, source: str) -> Champion:
         raise InputError(f"{source}: key 'objective' is {doc['objective']!r}, not an objective's name")
     kind = program_kind(doc["kind"], f"{source}: key 'kind'")
     kind.check_features(features, f"{source}: key 'features'")
+    _check_settings(doc["provenance"], kind, source)
     metrics = doc["metrics"]
     for split in ("train", "valid"):
         if split not in metrics:
@@ -300,6 +307,25 @@ def _validate(doc: Any, source: str) -> Champion:
                     features=tuple(features), objective=doc["objective"], kind=kind.name, metrics=metrics,
                     provenance=doc["provenance"], primitive_set_version=doc["primitive_set_version"],
                     path=source)
+
+
+def _check_settings(provenance: dict, kind: ProgramKind, source: str) -> None:
+    """The run settings a kind's champion carries in ``provenance.config`` (``verify_with``, ``length_weighting``:
+    :attr:`evolve.kinds.base.ProgramKind.settings`) must be names: one-line strings (or null, the default), so
+    that a verifier of 123 is not scored as the standard rule. Whether a name resolves is checked where it is
+    used (the kind's ``check`` hook, :class:`evolve.kinds.base.KindHooks`). Raises InputError naming ``source``."""
+    config = provenance.get("config")
+    if config is None:
+        return
+    if not isinstance(config, dict):
+        raise InputError(f"{source}: key 'provenance.config' must be a JSON object, found {_json_type(config)}")
+    for name in kind.settings:
+        value = config.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value or not value.isprintable() or len(value) > 1000:
+            raise InputError(f"{source}: key 'provenance.config.{name}' must be a name (a non-empty one-line "
+                             f"string), found {_json_type(value)} (value {printable(repr(value))[:80]})")
 
 
 def _finite(v: int | float) -> bool:

@@ -389,9 +389,12 @@ def show(run_dir) -> None:
 def promote(run_dir, name, champions_dir, force) -> None:
     """Copy the champion of RUN_DIR into the champions directory as NAME.json and NAME.py."""
     from evolve.errors import InputError
-    from heuristics.champions import ChampionExists
+    from heuristics.champions import ChampionExists, check_name, read_champion
     from heuristics.champions import promote as promote_champion
 
+    check_name(name, "NAME")
+    rule = read_champion(run_dir).rule()
+    rule.program_kind.check_rule(rule)  # no champion whose settings (its verifier) do not hold is promoted
     try:
         json_path, py_path = promote_champion(run_dir, name, champions_dir, overwrite=force)
     except ChampionExists as exc:

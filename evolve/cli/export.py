@@ -31,6 +31,7 @@ def export(champion: str, target: str, output: Path | None, champions_dir: str |
     relaxation_weight(**columns) and relaxed_target, for block verification against (1 - w) p + w q)."""
     check_output(output, None, inputs=(champion,), champion_dirs=(champions_dir,))
     rule, text = export_source(champion, target, champions_dir)
+    rule.program_kind.check_rule(rule)  # no module naming a verifier that does not resolve is written
     if output is None:
         click.echo(text, nl=False)
         return

@@ -28,6 +28,20 @@ hand for hardware one does not have (a GPU whose verification is nearly flat in 
 over more tokens than the list holds extrapolates linearly from its last two entries (flat for a
 one-entry list, and never downwards: a noisy curve that dips at its end is extended flat).
 
+What a cost file must mean (:func:`costs_from_dict`; each violation is an InputError naming the file, the key,
+the item and the value):
+
+* every time is a finite number of seconds within [:data:`MIN_SECONDS`, :data:`MAX_SECONDS`] (1 ns to
+  1e6 s; ``draft_token_s`` may also be 0), so that no derived speedup or tokens per second overflows;
+* ``target_forward_s`` does not fall with T beyond measurement noise: no entry is more than
+  :data:`FORWARD_DIP_TOLERANCE` (15%) below the largest entry at a smaller T (a verification of more
+  tokens cannot be much cheaper than one of fewer; the measured GPU files of ``docs/costs/`` dip by at
+  most 9%); the ``batch_forward_s`` seconds likewise within :data:`BATCH_DIP_TOLERANCE` (25%: a batch
+  step is timed once per point, with more noise);
+* lists that describe the same points have one length: ``batch_forward_s``'s ``tokens``, ``seconds``
+  and any other list in it (``requests``, ``tokens_per_request``), and ``target_forward_relative``
+  (when present) with ``target_forward_s``.
+
 A draft/target cost ratio c (``--cost-ratio``) is the cost file built in memory by :func:`ratio_costs`:
 a verification as cheap as one plain step whatever T, and a drafted token at c of it, in units of one
 plain step, so that :meth:`Costs.speedup` = tokens_per_call / (gamma c + 1) (Leviathan et al. 2023, arXiv
@@ -49,6 +63,15 @@ DEFAULT_COST_RATIO = 0.05
 
 #: Largest cost file read, in bytes.
 MAX_FILE_BYTES = 1_000_000
+
+#: Smallest time a cost file may give, in seconds (1 ns: a denormal such as 1e-320 would make speedups inf).
+MIN_SECONDS = 1e-9
+#: Largest time a cost file may give, in seconds.
+MAX_SECONDS = 1e6
+#: How far (a fraction) an entry of ``target_forward_s`` may fall below the largest entry at a smaller T.
+FORWARD_DIP_TOLERANCE = 0.15
+#: How far (a fraction) a ``batch_forward_s`` time may fall below the largest time at fewer tokens.
+BATCH_DIP_TOLERANCE = 0.25
 
 
 @dataclass(frozen=True)
@@ -154,7 +177,14 @@ FREE_DRAFTS = ratio_costs(0.0)
 
 
 def costs_from_dict(doc: Any, source: str) -> Costs:
-    """Validate a cost object; raises InputError naming ``source`` and the key for a bad one."""
+    """Validate a cost object (``doc``, the decoded JSON of the file ``source``) and return its :class:`Costs`.
+
+    Checks what the module doc lists: the keys and their types, times within [:data:`MIN_SECONDS`,
+    :data:`MAX_SECONDS`], curves that do not fall with T beyond :data:`FORWARD_DIP_TOLERANCE` and
+    :data:`BATCH_DIP_TOLERANCE`, lists of one length.
+
+    Raises: InputError naming ``source``, the key, the item and the value of the first violation.
+    """
     if not isinstance(doc, dict):
         raise InputError(f"{source}: a cost file is a JSON object, found {type(doc).__name__}")
     for key in ("target_forward_s", "draft_token_s"):
@@ -164,15 +194,22 @@ def costs_from_dict(doc: Any, source: str) -> Costs:
     if not isinstance(curve, list) or not curve:
         raise InputError(f"{source}: key 'target_forward_s' must be a non-empty list of seconds (T = 1, 2, ...)")
     for i, v in enumerate(curve):
-        if not _number(v) or v <= 0:
-            raise InputError(f"{source}: key 'target_forward_s', item {i} (T = {i + 1}): expected seconds > 0 "
-                             f"(value {v!r})")
+        if not _seconds(v):
+            raise InputError(f"{source}: key 'target_forward_s', item {i} (T = {i + 1}): expected seconds in "
+                             f"[{MIN_SECONDS:g}, {MAX_SECONDS:g}] (value {v!r})")
+    _check_not_falling(curve, FORWARD_DIP_TOLERANCE, source, "target_forward_s", "T = {}", [i + 1 for i in range(len(curve))])
     draft = doc["draft_token_s"]
-    if not _number(draft) or draft < 0:
-        raise InputError(f"{source}: key 'draft_token_s': expected seconds >= 0 (value {draft!r})")
+    if not (_seconds(draft) or (_number(draft) and draft == 0)):
+        raise InputError(f"{source}: key 'draft_token_s': expected 0 or seconds in [{MIN_SECONDS:g}, {MAX_SECONDS:g}] "
+                         f"(value {draft!r})")
     plain = doc.get("plain_token_s", curve[0])
-    if not _number(plain) or plain <= 0:
-        raise InputError(f"{source}: key 'plain_token_s': expected seconds > 0 (value {plain!r})")
+    if not _seconds(plain):
+        raise InputError(f"{source}: key 'plain_token_s': expected seconds in [{MIN_SECONDS:g}, {MAX_SECONDS:g}] "
+                         f"(value {plain!r})")
+    relative = doc.get("target_forward_relative")
+    if isinstance(relative, list) and len(relative) != len(curve):
+        raise InputError(f"{source}: key 'target_forward_relative' has {len(relative)} items, 'target_forward_s' "
+                         f"{len(curve)}; they describe the same T")
     batch = doc.get("batch_forward_s")
     if batch is not None:
         ok = isinstance(batch, dict) and isinstance(batch.get("tokens"), list) and isinstance(batch.get("seconds"), list) \
@@ -181,11 +218,29 @@ def costs_from_dict(doc: Any, source: str) -> Costs:
             raise InputError(f"{source}: key 'batch_forward_s' must be an object with lists 'tokens' and 'seconds' of "
                              f"one length")
         for i, (n, s) in enumerate(zip(batch["tokens"], batch["seconds"])):
-            if not (_number(n) and n >= 1 and _number(s) and s > 0) or (i and n <= batch["tokens"][i - 1]):
-                raise InputError(f"{source}: key 'batch_forward_s', item {i}: expected increasing token counts >= 1 "
-                                 f"and seconds > 0 (value {n!r}, {s!r})")
+            if not (_number(n) and 1 <= n <= 1e9 and _seconds(s)) or (i and n <= batch["tokens"][i - 1]):
+                raise InputError(f"{source}: key 'batch_forward_s', item {i}: expected increasing token counts in "
+                                 f"[1, 1e9] and seconds in [{MIN_SECONDS:g}, {MAX_SECONDS:g}] (value {n!r}, {s!r})")
+        for key, value in batch.items():
+            if isinstance(value, list) and len(value) != len(batch["tokens"]):
+                raise InputError(f"{source}: key 'batch_forward_s.{key}' has {len(value)} items, "
+                                 f"'batch_forward_s.tokens' {len(batch['tokens'])}; they describe the same points")
+        _check_not_falling(batch["seconds"], BATCH_DIP_TOLERANCE, source, "batch_forward_s.seconds", "tokens = {}",
+                           batch["tokens"])
     extra = {k: v for k, v in doc.items() if k not in ("target_forward_s", "draft_token_s", "plain_token_s")}
     return Costs(tuple(float(v) for v in curve), float(draft), float(plain), source, extra)
+
+
+def _check_not_falling(times: list, tolerance: float, source: str, key: str, label: str, points: list) -> None:
+    """Raise InputError unless no time falls more than ``tolerance`` (a fraction) below the largest earlier one."""
+    top, at = times[0], 0
+    for i, t in enumerate(times):
+        if t < (1.0 - tolerance) * top:
+            raise InputError(f"{source}: key '{key}', item {i} ({label.format(points[i])}): {t!r} s is more than "
+                             f"{tolerance:.0%} below item {at} ({label.format(points[at])}: {top!r} s); a call over "
+                             f"more tokens cannot be that much cheaper")
+        if t > top:
+            top, at = t, i
 
 
 def load_costs(path: str | os.PathLike | None) -> Costs:
@@ -205,6 +260,11 @@ def load_costs(path: str | os.PathLike | None) -> Costs:
         raise InputError(f"{source}: cost file is larger than {MAX_FILE_BYTES} bytes")
     doc = read_json(source, strict=True)
     return costs_from_dict(doc, source)
+
+
+def _seconds(v: Any) -> bool:
+    """Whether ``v`` is a JSON number of seconds within [MIN_SECONDS, MAX_SECONDS]."""
+    return _number(v) and MIN_SECONDS <= v <= MAX_SECONDS
 
 
 def _number(v: Any) -> bool:
@@ -240,5 +300,6 @@ def cached_costs(path: str | os.PathLike | None) -> Costs:
     return _LOADED[key]
 
 
-__all__ = ["Costs", "DEFAULT_COSTS", "DEFAULT_COST_RATIO", "FREE_DRAFTS", "MAX_FILE_BYTES", "costs_from_dict", "load_costs",
+__all__ = ["Costs", "DEFAULT_COSTS", "DEFAULT_COST_RATIO", "FREE_DRAFTS", "MAX_FILE_BYTES", "MIN_SECONDS", "MAX_SECONDS",
+           "FORWARD_DIP_TOLERANCE", "BATCH_DIP_TOLERANCE", "costs_from_dict", "load_costs",
            "cached_costs", "concurrent_tokens_per_second", "ratio_costs"]

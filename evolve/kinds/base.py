@@ -31,6 +31,8 @@ class KindHooks:
     in one line naming the commands that can).
 
     Attributes:
+        check: ``check(rule)`` checks the run settings a rule of this kind carries (its champion's provenance)
+            before a command scores, promotes or exports it; raises InputError naming the file and key.
         metrics: the metrics record its population scorer returns (what a checkpoint's evaluator caches hold).
         population: ``population(data, fitness, gamma, cache_size, costs, verifier, weighting)`` -> a population
             scorer (:class:`evolve.eval.population.PopulationEvaluator` or one with its ``evaluate`` method):
@@ -52,6 +54,7 @@ class KindHooks:
         export: the :class:`evolve.export.codegen.Layout` of ``python -m evolve export``.
     """
 
+    check: Callable[..., Any] | None = None
     metrics: type | None = None
     population: Callable[..., Any] | None = None
     score: Callable[..., Any] | None = None
@@ -126,6 +129,13 @@ class ProgramKind:
             found = importlib.import_module(self.plugin).HOOKS if self.plugin else KindHooks()
             _HOOKS[self.name] = found
         return found
+
+    def check_rule(self, rule: Any) -> None:
+        """Run this kind's ``check`` hook on ``rule`` (a :class:`heuristics.contract.Rule` of this kind), if it has
+        one. Raises: InputError naming the rule's file and the key whose setting does not hold."""
+        check = self.hooks().check
+        if check is not None:
+            check(rule)
 
     def hook(self, name: str, command: str, what: str) -> Any:
         """The hook ``name`` (a :class:`KindHooks` field) that ``command`` runs ``what`` with.

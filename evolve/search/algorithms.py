@@ -241,6 +241,7 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
         seeds = seed_individuals(warm, pset, deap_types(cfg.objective_spec)[1]) if warm is not None else []
         state.logbook, state.generations = list(resume.logbook), resume.generation
         state.evaluations = resume.evaluations
+        state.check_resumed(island.population, island.hof, resume.caches, resume.source)
         if resume.caches is not None:
             state.restore_cache(resume.caches)
         island.restore_rng()

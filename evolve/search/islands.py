@@ -164,6 +164,7 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
         warm, islands, generation, before = resume.warm, list(resume.islands), resume.generation, resume.seconds
         evaluations, programs = resume.evaluations, resume.programs
         state.logbook, state.generations = list(resume.logbook), resume.generation
+        state.check_resumed(islands[0].population, islands[0].hof, None, resume.source)
         for row in state.logbook:
             state.notify(row)
     seeds = seed_individuals(warm, pset, deap_types(cfg.objective_spec)[1]) if warm is not None else []

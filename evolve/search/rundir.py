@@ -133,6 +133,7 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     """
     out = check_output_dir(cfg.out, (cfg.data,), OUT_WHAT)
     train_t, valid_t = load_search_data(cfg)
+    cfg.cost_model  # noqa: B018 - a cost file that makes no sense is refused before anything is written
     train, valid = EvalData.from_traces(train_t), EvalData.from_traces(valid_t)
     available = tuple(f for f in train.available if f in valid.available)
     features = resolve_features(cfg, available, cfg.data)

@@ -23,6 +23,13 @@ sense against the run's configuration first:
   for a cache of up to 200,000 expressions), a column of None is ``{"dtype": "null"}``, any
   other a JSON list.
 
+Besides types, the values are checked for sense (a re-signed checkpoint can hold anything): fitness
+values finite and within :data:`FITNESS_LIMIT`; every logbook row what a generation can produce (counts
+that are integers >= 0, at most the population scored, the fitness statistics ordered min <= median,
+mean <= max, non-negative times); for a one-population run the last row describes the population
+held and ``evaluations`` is the sum of the rows' ``nevals``; and a resume re-scores a sample of the remembered programs and individuals
+(:meth:`evolve.search.state.SearchState.check_resumed`). Each refusal names the file and the field.
+
 A snapshot rebuilt from its data resumes to exactly the champion and logbook of the search that
 made it.
 """
@@ -32,6 +39,7 @@ import base64
 import binascii
 import math
 import random
+import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -56,6 +64,11 @@ def _metrics_class(name: str) -> type:
     """The metrics class called ``name`` among the registered kinds' (what an evaluator cache may hold)."""
     return next(m for m in (k.hooks().metrics for k in KINDS.values()) if m is not None and m.__name__ == name)
 
+
+#: Largest magnitude of a fitness value (or a logbook statistic of them) a run can produce: an objective's finite
+#: values (a non-finite one becomes :data:`evolve.eval.objectives.WORST`, 1e9); tokens per second under a cost
+#: file's shortest time (1 ns) and many concurrent requests stay far below.
+FITNESS_LIMIT = 1e15
 
 #: Fields of a snapshot's data, of an island's, of an individual's.
 _SNAPSHOT_KEYS = ("generation", "islands", "logbook", "evaluations", "programs", "seconds", "warm", "interrupted",
@@ -99,7 +112,8 @@ class Snapshot:
     far; ``warm``: the :class:`evolve.search.warm_start.WarmStart` (None when
     off); ``interrupted``: the snapshot was taken because a stop was
     requested (Ctrl-C); ``caches``: evaluator caches of a one-population
-    search (:meth:`evolve.search.state.SearchState.cache_state`).
+    search (:meth:`evolve.search.state.SearchState.cache_state`); ``source``: the checkpoint file it was
+    read from ("" for one made in memory), named in the refusals of a resume.
     """
 
     generation: int
@@ -111,6 +125,7 @@ class Snapshot:
     warm: Any = None
     interrupted: bool = False
     caches: Any = None
+    source: str = dataclasses.field(default="", compare=False)
 
 
 # --- to data ---------------------------------------------------------------------------------------
@@ -251,6 +266,13 @@ class _Reader:
             raise self.fail(field, f"must be a finite number within float range (value {str(value)[:40]})")
         return value
 
+    def fitness(self, value: Any, field: str) -> float:
+        """A fitness value (or a statistic of them): finite, at most :data:`FITNESS_LIMIT` in magnitude."""
+        v = self.num(value, field, finite=True)
+        if abs(v) > FITNESS_LIMIT:
+            raise self.fail(field, f"is {v!r}, beyond what a run's objective gives (|value| <= {FITNESS_LIMIT:g})")
+        return v
+
     def opt_num(self, value: Any, field: str) -> int | float | None:
         return None if value is None else self.num(value, field)
 
@@ -307,7 +329,7 @@ class _Builder:
         data = self.read.obj(value, field, ("tree", "wvalues"), ("crowding_dist",))
         ind = self.tree(data["tree"], f"{field}.tree")
         wvalues = self.read.items(data["wvalues"], f"{field}.wvalues", self.weights)
-        ind.fitness.wvalues = tuple(float(self.read.num(v, f"{field}.wvalues")) for v in wvalues)
+        ind.fitness.wvalues = tuple(float(self.read.fitness(v, f"{field}.wvalues")) for v in wvalues)
         if "crowding_dist" in data:
             ind.fitness.crowding_dist = float(self.read.num(data["crowding_dist"], f"{field}.crowding_dist"))
         return ind
@@ -389,7 +411,13 @@ def _island_from(value: Any, field: str, generation: int, cfg: RunConfig, build:
                   _np_rng_from(data["np_rng"], f"{field}.np_rng", read))
 
 
-def _logbook_from(value: Any, generation: int, read: _Reader) -> list[dict[str, Any]]:
+#: Logbook columns that hold counts (integers >= 0).
+_COUNT_COLUMNS = ("gen", "nevals", "new_programs", "size_min", "size_max", "depth_max", "best_valid_size")
+#: Logbook columns that are statistics of the population's fitness values.
+_FITNESS_COLUMNS = ("train_max", "train_avg", "train_median", "train_min", "train_std")
+
+
+def _logbook_from(value: Any, generation: int, cfg: RunConfig, read: _Reader) -> list[dict[str, Any]]:
     rows = read.items(value, "logbook")
     if len(rows) != generation + 1:
         raise read.fail("logbook", f"has {len(rows)} rows, but generation {generation} needs {generation + 1} "
@@ -400,8 +428,59 @@ def _logbook_from(value: Any, generation: int, read: _Reader) -> list[dict[str, 
         parsed = {c: read.num(data[c], f"logbook[{k}].{c}") for c in LOGBOOK_COLUMNS}
         if parsed["gen"] != k:
             raise read.fail(f"logbook[{k}].gen", f"is {parsed['gen']!r}, expected {k}")
+        _check_row(parsed, f"logbook[{k}]", cfg, read)
         out.append(parsed)
     return out
+
+
+def _check_row(row: dict[str, Any], field: str, cfg: RunConfig, read: _Reader) -> None:
+    """One logbook row within what a generation can produce (:func:`evolve.search.state.population_row`)."""
+    for c in _COUNT_COLUMNS:
+        v = row[c]
+        if not (math.isfinite(v) and v == int(v) and v >= 0):
+            raise read.fail(f"{field}.{c}", f"is {v!r}, expected an integer >= 0")
+    for c in _FITNESS_COLUMNS:
+        read.fitness(row[c], f"{field}.{c}")
+    for c in ("eval_seconds", "evals_per_s", "seconds"):
+        if not (math.isfinite(row[c]) and row[c] >= 0):
+            raise read.fail(f"{field}.{c}", f"is {row[c]!r}, expected a finite number >= 0")
+    everyone = cfg.population * cfg.islands
+    if row["nevals"] > everyone:
+        raise read.fail(f"{field}.nevals", f"is {row['nevals']}, more than the {everyone} individuals of the run")
+    lo, hi = row["train_min"], row["train_max"]
+    slack = 1e-9 * max(1.0, abs(lo), abs(hi))
+    for c in ("train_avg", "train_median"):
+        if not lo - slack <= row[c] <= hi + slack:
+            raise read.fail(f"{field}.{c}", f"is {row[c]!r}, outside [train_min, train_max] = [{lo!r}, {hi!r}]")
+    if not 0 <= row["train_std"] <= hi - lo + slack:
+        raise read.fail(f"{field}.train_std", f"is {row['train_std']!r}, outside [0, train_max - train_min]")
+    if row["size_min"] < 1:
+        raise read.fail(f"{field}.size_min", f"is {row['size_min']!r}, but a program has at least 1 node")
+    if not row["size_min"] <= row["size_avg"] <= row["size_max"]:
+        raise read.fail(f"{field}.size_avg", f"is {row['size_avg']!r}; needs 1 <= size_min ({row['size_min']}) <= "
+                                             f"size_avg <= size_max ({row['size_max']})")
+    if row["depth_max"] >= row["size_max"]:
+        raise read.fail(f"{field}.depth_max", f"is {row['depth_max']}, but the largest tree has {row['size_max']} "
+                                              f"nodes (a tree of n nodes is at most n - 1 deep)")
+
+
+def _check_last_row(snapshot: Snapshot, read: _Reader) -> None:
+    """A one-population run's last logbook row describes the population the checkpoint holds (the row is
+    recorded from it: :meth:`evolve.search.state.SearchState.record`)."""
+    population = snapshot.islands[0].population
+    row, field = snapshot.logbook[-1], f"logbook[{len(snapshot.logbook) - 1}]"
+    scored = sum(int(r["nevals"]) for r in snapshot.logbook)
+    if snapshot.evaluations != scored:
+        raise read.fail("evaluations", f"is {snapshot.evaluations}, but the logbook's nevals add up to {scored}")
+    fits = [ind.fitness.values[0] for ind in population]
+    sizes = [len(ind) for ind in population]
+    for c, want in (("train_max", max(fits)), ("train_min", min(fits))):
+        if abs(row[c] - want) > 1e-12 * max(1.0, abs(want)):
+            raise read.fail(f"{field}.{c}", f"is {row[c]!r}, but the population's fitness values give {want!r}")
+    for c, want in (("size_max", max(sizes)), ("size_min", min(sizes)),
+                    ("depth_max", max(ind.height for ind in population))):
+        if row[c] != want:
+            raise read.fail(f"{field}.{c}", f"is {row[c]!r}, but the population gives {want}")
 
 
 def _warm_from(value: Any, cfg: RunConfig, read: _Reader) -> WarmStart | None:
@@ -494,12 +573,14 @@ def snapshot_from_data(data: Any, cfg: RunConfig, features: tuple[str, ...], gen
     islands = read.items(data["islands"], "islands", cfg.islands)
     snapshot = Snapshot(
         gen, [_island_from(v, f"islands[{k}]", gen, cfg, build) for k, v in enumerate(islands)],
-        _logbook_from(data["logbook"], gen, read),
+        _logbook_from(data["logbook"], gen, cfg, read),
         read.integer(data["evaluations"], "evaluations", 0), read.integer(data["programs"], "programs", 0),
         float(read.num(data["seconds"], "seconds", finite=True)), _warm_from(data["warm"], cfg, read),
-        read.flag(data["interrupted"], "interrupted"))
+        read.flag(data["interrupted"], "interrupted"), source=where)
     if snapshot.seconds < 0:
         raise read.fail("seconds", f"is {snapshot.seconds}, less than 0")
+    if cfg.islands == 1:
+        _check_last_row(snapshot, read)
     caches = data["caches"]
     if cfg.islands > 1:
         if caches is not None:

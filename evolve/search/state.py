@@ -35,6 +35,11 @@ LOGBOOK_COLUMNS: tuple[str, ...] = (
 TIMING_COLUMNS: tuple[str, ...] = ("eval_seconds", "evals_per_s", "seconds")
 #: Distinct expressions whose train metrics are remembered (least recently used dropped; results unchanged).
 CACHE_LIMIT = 200_000
+#: Programs of a resumed search re-scored afresh and compared with what its checkpoint says
+#: (:meth:`SearchState.check_resumed`): this many per evaluator cache, of the population and of the hall of fame.
+RESCORED = 3
+#: Relative tolerance of that comparison for floats (the scoring is deterministic: they agree exactly).
+RESCORE_RTOL = 1e-9
 
 
 def score(metrics: Metrics, cfg: RunConfig) -> float:
@@ -107,6 +112,7 @@ class SearchState:
         make = cfg.program_kind.hook("population", "python -m evolve run", f"kind '{cfg.evolve}'")
         self.scorer = make(train, fit, gamma, cache_size, costs, verifier, cfg.length_weighting)
         self.valid_scorer = make(valid, fit, gamma, cache_size, costs, verifier, cfg.length_weighting)
+        self._scoring = (make, {"train": train, "valid": valid}, fit, gamma, costs, verifier)
         self.on_generation, self.should_stop = on_generation, should_stop
         self.evaluations, self.eval_seconds, self.new_programs = 0, 0.0, 0
         self.logbook: list[dict[str, float]] = []
@@ -186,6 +192,42 @@ class SearchState:
         return {name: (list(s._cache.items()), s.stats)  # noqa: SLF001 - the cache is state of the search
                 for name, s in (("train", self.scorer), ("valid", self.valid_scorer))}
 
+    def check_resumed(self, population, hof, caches: dict | None, where: str) -> None:
+        """Re-score afresh (with evaluators that remember nothing) a sample of what a resumed checkpoint says, and
+        refuse it when they differ: :data:`RESCORED` remembered programs of each evaluator cache (``caches``, as
+        :meth:`cache_state`: the first, middle and last in least-recently-used order) against their remembered
+        metrics, and :data:`RESCORED` individuals of ``population`` (first, middle, last) and the best of the
+        hall of fame ``hof`` (None: none) against their fitness values. Floats agree within
+        :data:`RESCORE_RTOL` (the scoring is deterministic), the others exactly. The states of ``random`` and
+        ``numpy.random`` are kept.
+
+        Raises: InputError naming ``where`` (the checkpoint file), the field, the program and both values.
+        """
+        make, splits, fit, gamma, costs, verifier = self._scoring
+        kept = random.getstate(), np.random.get_state()
+        try:
+            fresh = make(splits["train"], fit, gamma, 0, costs, verifier, self.cfg.length_weighting)
+            for name, (items, _) in (caches or {}).items():
+                picks = sorted({0, len(items) // 2, len(items) - 1})[:RESCORED] if items else []
+                scorer = fresh if name == "train" else make(splits[name], fit, gamma, 0, costs, verifier,
+                                                            self.cfg.length_weighting)
+                got = scorer.evaluate([items[k][0] for k in picks])
+                for k, m in zip(picks, got):
+                    _compare_metrics(items[k][1], m, f"caches.{name}.keys[{k}]", items[k][0], where)
+            people = [(f"islands[0].population[{k}]", population[k])
+                      for k in sorted({0, len(population) // 2, len(population) - 1})[:RESCORED] if population]
+            if hof is not None and len(hof):
+                people.append(("islands[0].hof.members[0]", hof[0]))
+            people = [(field, ind) for field, ind in people if ind.fitness.valid]
+            for (field, ind), m in zip(people, fresh.evaluate([ind for _, ind in people])):
+                want = self.objective_spec.fitness_values(m, len(ind), self.cfg)
+                if not all(_close(a, b) for a, b in zip(ind.fitness.values, want)):
+                    raise InputError(f"{where}: the checkpoint's field '{field}.wvalues' gives fitness "
+                                     f"{list(ind.fitness.values)} to {str(ind)[:80]!r}, but it scores {list(want)}")
+        finally:
+            random.setstate(kept[0])
+            np.random.set_state(kept[1])
+
     def restore_cache(self, saved: dict) -> None:
         """Put back what :meth:`cache_state` returned (same least-recently-used order)."""
         for name, scorer in (("train", self.scorer), ("valid", self.valid_scorer)):
@@ -195,5 +237,24 @@ class SearchState:
             scorer.stats = stats if isinstance(stats, EvaluationStats) else EvaluationStats(**stats)
 
 
-__all__ = ["LOGBOOK_COLUMNS", "TIMING_COLUMNS", "CACHE_LIMIT", "score", "check_block_data",
+def _close(a, b) -> bool:
+    """Whether a remembered value ``a`` is the re-scored ``b``: equal, both NaN, or floats within RESCORE_RTOL."""
+    if a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b):
+        return True
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
+            and not isinstance(b, bool) and math.isfinite(a) and math.isfinite(b):
+        return abs(a - b) <= RESCORE_RTOL * max(1.0, abs(a), abs(b))
+    return False
+
+
+def _compare_metrics(saved, fresh, field: str, program: str, where: str) -> None:
+    """Raise InputError when remembered metrics ``saved`` are not the re-scored ``fresh`` (field by field)."""
+    for name in saved.__dataclass_fields__:
+        a, b = getattr(saved, name), getattr(fresh, name)
+        if not _close(a, b):
+            raise InputError(f"{where}: the checkpoint's field '{field}' remembers {name} = {a!r} for "
+                             f"{program[:80]!r}, but it scores {b!r} (re-scored on resume)")
+
+
+__all__ = ["LOGBOOK_COLUMNS", "TIMING_COLUMNS", "CACHE_LIMIT", "RESCORED", "RESCORE_RTOL", "score", "check_block_data",
            "population_row", "SearchState"]

@@ -214,6 +214,7 @@ def load_split(data_dir: str | os.PathLike, split: str) -> Traces:
     meta_path = data_dir / METADATA_FILE
     if meta_path.exists():
         traces.metadata = load_metadata(data_dir)
+        check_target_calls(traces, meta_path)
     warn_suspicious(traces.columns, str(path))
     return traces
 
@@ -266,7 +267,8 @@ def load_metadata(data_dir: str | os.PathLike) -> dict[str, Any]:
     """Read ``metadata.json`` of a dataset directory (empty dict if absent).
 
     Raises: InputError if the file is not a readable JSON object (a directory, unreadable, not UTF-8 or
-    not JSON) or its schema version is unknown.
+    not JSON), its schema version is unknown, or its ``statistics`` make no sense
+    (:func:`check_statistics`).
     """
     path = Path(data_dir) / METADATA_FILE
     if not path.exists():
@@ -279,7 +281,75 @@ def load_metadata(data_dir: str | os.PathLike) -> dict[str, Any]:
     version = meta.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise InputError(f"{path}: schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
+    check_statistics(meta.get("statistics"), path)
     return meta
+
+
+#: Statistics of a split that count something: integers >= 0.
+COUNT_STATISTICS = ("tokens", "sequences", "texts", "generated_tokens", "target_calls", "eos_finished")
+#: Statistics of a split that are fractions: numbers in [0, 1].
+RATE_STATISTICS = ("standard_acceptance", "expected_standard_acceptance", "top_token_match", "mean_overlap")
+#: Statistics of a split that are non-negative numbers (entropies in nats, tokens per target call).
+NONNEGATIVE_STATISTICS = ("mean_draft_entropy", "mean_target_entropy", "median_target_entropy",
+                          "tokens_per_target_call")
+
+
+def check_statistics(stats: Any, path: str | os.PathLike) -> None:
+    """Check the ``statistics`` of a ``metadata.json`` (``path``) for meaning: None (absent) or an object of
+    {split: object}; in each split, :data:`COUNT_STATISTICS` are integers >= 0 (not booleans, not 12.7),
+    :data:`RATE_STATISTICS` numbers in [0, 1], :data:`NONNEGATIVE_STATISTICS` finite numbers >= 0 (a rate or a
+    mean may be NaN/null for a split of 0 tokens), ``acceptance_by_depth`` a list of rates (or null). Other keys
+    are kept as written.
+
+    Raises: InputError naming ``path``, the key path (``statistics.train.target_calls``) and the value.
+    """
+    if stats is None:
+        return
+    if not isinstance(stats, dict):
+        raise InputError(f"{path}: key 'statistics' must be a JSON object of {{split: statistics}}, found "
+                         f"{_json_type(stats)} (value {printable(repr(stats))[:80]})")
+    for split, values in stats.items():
+        where = f"statistics.{printable(str(split))}"
+        if not isinstance(values, dict):
+            raise InputError(f"{path}: key '{where}' must be a JSON object, found {_json_type(values)} "
+                             f"(value {printable(repr(values))[:80]})")
+        empty = values.get("tokens") == 0
+        for key in COUNT_STATISTICS:
+            v = values.get(key, 0)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise InputError(f"{path}: key '{where}.{key}' must be an integer >= 0 (value {v!r})")
+        for key in RATE_STATISTICS + NONNEGATIVE_STATISTICS:
+            if key not in values or (empty and (values[key] is None or values[key] != values[key])):
+                continue
+            v, top = values[key], (1.0 if key in RATE_STATISTICS else float("inf"))
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= top or v == float("inf"):
+                raise InputError(f"{path}: key '{where}.{key}' must be a "
+                                 f"{'number in [0, 1]' if top == 1.0 else 'finite number >= 0'} (value {v!r})")
+        depth = values.get("acceptance_by_depth")
+        if depth is not None:
+            ok = isinstance(depth, list) and all(
+                x is None or (not isinstance(x, bool) and isinstance(x, (int, float)) and (x != x or 0 <= x <= 1))
+                for x in depth)
+            if not ok:
+                raise InputError(f"{path}: key '{where}.acceptance_by_depth' must be a list of numbers in [0, 1] "
+                                 f"(value {printable(repr(depth))[:80]})")
+
+
+def check_target_calls(traces: Traces, path: str | os.PathLike) -> None:
+    """Check a split's ``target_calls`` statistic (``metadata.json`` at ``path``) against its records: a target
+    call verifies at most one speculation block, so with ``draft_index`` the split has at least as many target
+    calls as blocks (records of ``draft_index`` 0).
+
+    Raises: InputError naming ``path``, the key and the value when ``target_calls`` is below the block count.
+    """
+    stats = ((traces.metadata or {}).get("statistics") or {}).get(traces.split) or {}
+    calls = stats.get("target_calls")
+    if calls is None or "draft_index" not in traces.columns:
+        return
+    blocks = int(np.count_nonzero(traces.columns["draft_index"] == 0))
+    if calls < blocks:
+        raise InputError(f"{path}: key 'statistics.{traces.split}.target_calls' is {calls!r}, fewer than the "
+                         f"{blocks} speculation blocks of {traces.source} (one target call verifies at most one block)")
 
 
 def _frame_to_json_records(df: pd.DataFrame) -> bytes:

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from evolve.errors import InputError
+from evolve.traces.io import load_split, split_path
 
 #: File name of a split's tree table inside a dataset directory.
 TREE_FILE = "{split}.trees.parquet"
@@ -150,8 +151,14 @@ def trees_from_frame(df: pd.DataFrame, source: str = "<memory>", split: str = ""
     grouped by tree with ``node`` = 0..n-1 in order; ``parent`` in -1..node-1; ``depth`` = parent's + 1;
     children of a node contiguous with ``sibling`` 0, 1, ... and ``children`` their number; probabilities
     in [0, 1] with ``draft_prob`` > 0 (the token was drawn from q); ``draft_cumprob`` the product along the
-    path; per-tree columns constant within a tree and ``tree_nodes`` = n; expected tokens in [1, depth + 1].
-    Raises: InputError naming ``source``, the column and the first offending row.
+    path; per-tree columns constant within a tree and ``tree_nodes`` = n; expected tokens in [1, depth + 1];
+    and the invariants SpecInfer's verification relies on (:func:`_check_meaning`): a first child's
+    ``residual_prob`` is its ``target_prob`` (R_0 = p), and with the relaxation columns its
+    ``relaxed_residual_prob`` the mixture (1 - w) p + w q of the two; no probability of a child above its parent's
+    top probability (``node_draft_top_prob`` / ``node_target_top_prob``, at the root ``root_draft_top_prob`` /
+    ``root_target_top_prob``); entropies >= 0 and at least the min-entropy -log(top probability); no tree
+    (``seq_id``, ``tree``) twice.
+    Raises: InputError naming ``source``, the column, the first offending row and its value.
     """
     missing = [c for c in TREE_COLUMN_NAMES if c not in df.columns]
     if missing:
@@ -172,6 +179,7 @@ def trees_from_frame(df: pd.DataFrame, source: str = "<memory>", split: str = ""
             if not np.isfinite(f).all():
                 raise _bad(source, c.name, _first(~np.isfinite(f)), f"not a finite number ({f[_first(~np.isfinite(f))]})")
             cols[c.name] = f
+    _check_first_residual(cols, source)
     _read_relax_columns(df, cols, source)
     for name in _PROBS + tuple(c for c in ("node_overlap", "root_overlap", "root_target_top_prob") if c in cols):
         v = cols[name]
@@ -231,7 +239,76 @@ def trees_from_frame(df: pd.DataFrame, source: str = "<memory>", split: str = ""
         if bad.any():
             i = _first(bad)
             raise _bad(source, name, i, f"{v[i]} is outside [1, depth + 1] (1 to {max_depth[i] + 1} tokens per call)")
+    _check_meaning(cols, starts, prow, source)
     return TreeTable(cols, starts, source=source, split=split)
+
+
+#: Absolute tolerance of the identities between stored probabilities (R_0 = p; a child's probability at most its
+#: parent's top probability): the harvest computes both sides from one float64 distribution.
+IDENTITY_TOL = 1e-9
+#: Tolerance (nats) of entropy >= min-entropy -log(top probability).
+ENTROPY_TOL = 1e-6
+
+
+def _check_first_residual(cols: dict[str, np.ndarray], source: str) -> None:
+    """A first child's residual is the target's probability (R_0 = p): checked before the relaxation columns,
+    so that a bad ``residual_prob`` is reported under its own name."""
+    first = cols["sibling"] == 0
+    bad = first & (np.abs(cols["residual_prob"] - cols["target_prob"]) > IDENTITY_TOL)
+    if bad.any():
+        i = _first(bad)
+        raise _bad(source, "residual_prob", i, f"is {cols['residual_prob'][i]}, but this node is its parent's first "
+                                               f"child (sibling 0), whose residual is target_prob "
+                                               f"({cols['target_prob'][i]}; SpecInfer's R_0 = p)")
+
+
+def _check_meaning(cols: dict[str, np.ndarray], starts: np.ndarray, prow: np.ndarray, source: str) -> None:
+    """The invariants of :func:`trees_from_frame` that relate columns across rows (``prow``: each row's parent
+    row, -1 for a child of the root)."""
+    has_parent = prow >= 0
+    parent = np.maximum(prow, 0)
+    for child, node_top, root_top in (("draft_prob", "node_draft_top_prob", "root_draft_top_prob"),
+                                      ("target_prob", "node_target_top_prob", "root_target_top_prob")):
+        if root_top not in cols:
+            top = np.where(has_parent, cols[node_top][parent], np.inf)
+        else:
+            top = np.where(has_parent, cols[node_top][parent], cols[root_top])
+        bad = cols[child] > top + IDENTITY_TOL
+        if bad.any():
+            i = _first(bad)
+            where = f"{node_top} of its parent (row {prow[i]})" if has_parent[i] else root_top
+            raise _bad(source, child, i, f"{cols[child][i]} exceeds {where}, {top[i]}: a token's probability cannot "
+                                         f"exceed the largest probability of the distribution it was drawn from")
+    for entropy, top in (("node_draft_entropy", "node_draft_top_prob"), ("root_draft_entropy", "root_draft_top_prob"),
+                         ("node_target_entropy", "node_target_top_prob"),
+                         ("root_target_entropy", "root_target_top_prob")):
+        if entropy not in cols:
+            continue
+        h = cols[entropy]
+        with np.errstate(divide="ignore"):
+            floor = -np.log(cols[top])
+        bad = (h < -ENTROPY_TOL) | (h < floor - ENTROPY_TOL)
+        if bad.any():
+            i = _first(bad)
+            raise _bad(source, entropy, i, f"{h[i]} nats is below 0 or below the min-entropy -log({top}) = {floor[i]}")
+    if "relaxed_residual_prob" in cols:
+        first = cols["sibling"] == 0
+        w = np.asarray(RELAX_GRID)
+        mix = (1.0 - w)[None, :] * cols["target_prob"][:, None] + w[None, :] * cols["draft_prob"][:, None]
+        bad = first & (np.abs(cols["relaxed_residual_prob"] - mix) > 1e-7).any(1)
+        if bad.any():
+            i = _first(bad)
+            k = int(np.flatnonzero(np.abs(cols["relaxed_residual_prob"][i] - mix[i]) > 1e-7)[0])
+            raise _bad(source, "relaxed_residual_prob", i, f"is {cols['relaxed_residual_prob'][i, k]} at w = {w[k]}, but "
+                                                           f"this node is a first child, whose relaxed residual is "
+                                                           f"(1 - w) target_prob + w draft_prob = {mix[i, k]}")
+    keys = np.stack([cols["seq_id"][starts[:-1]], cols["tree"][starts[:-1]]], axis=1)
+    _, index, counts = np.unique(keys, axis=0, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        twice = keys[index[_first(counts > 1)]]
+        later = int(starts[np.flatnonzero((keys == twice).all(1))[1]])
+        raise _bad(source, "tree", later, f"tree {twice[1]} of seq_id {twice[0]} appears twice (each step of a text "
+                                          f"grows one tree)")
 
 
 def _read_relax_columns(df: pd.DataFrame, cols: dict[str, np.ndarray], source: str) -> None:
@@ -318,7 +395,51 @@ def load_trees(data_dir: str | os.PathLike, split: str) -> TreeTable:
         df = pd.read_parquet(path)
     except Exception as exc:  # noqa: BLE001 - any reader failure is a damaged file to the user
         raise InputError(f"{path}: cannot read the tree table ({type(exc).__name__}: {exc})") from None
-    return trees_from_frame(df, source=str(path), split=split)
+    table = trees_from_frame(df, source=str(path), split=split)
+    _check_records(table, Path(data_dir), split)
+    _check_other_splits(table, df, Path(data_dir), split)
+    return table
+
+
+def _check_records(table: TreeTable, data_dir: Path, split: str) -> None:
+    """Every tree belongs to a text of the split: its ``seq_id`` is one of the split's records' (the records of
+    a tree harvest are each tree's first path, so every text with a tree has records)."""
+    records = split_path(data_dir, split)
+    if records is None:
+        return
+    try:
+        if records.suffix == ".parquet":
+            seq = pd.read_parquet(records, columns=["seq_id"])["seq_id"].to_numpy()
+        else:
+            seq = load_split(data_dir, split)["seq_id"]
+    except (InputError, KeyError, ValueError, OSError):
+        return  # the split's own loader reports a damaged split
+    seq_ids = table.per_tree("seq_id")
+    orphan = ~np.isin(seq_ids, seq)
+    if orphan.any():
+        t = _first(orphan)
+        raise _bad(table.source, "seq_id", int(table.starts[t]), f"{seq_ids[t]} is no text of {records} (the tree "
+                                                                  f"table of split '{split}' holds trees of other texts)")
+
+
+def _check_other_splits(table: TreeTable, df: pd.DataFrame, data_dir: Path, split: str) -> None:
+    """Different splits hold different texts: a split's tree table with the same rows as another split's (a copy)
+    is refused."""
+    import pyarrow.parquet as pq
+
+    for other in ("train", "valid", "test"):
+        path = tree_path(data_dir, other)
+        if other == split or not path.is_file():
+            continue
+        try:
+            if pq.ParquetFile(path).metadata.num_rows != len(df):
+                continue
+            theirs = pd.read_parquet(path, columns=["seq_id", "tree", "token", "draft_prob", "residual_prob"])
+        except Exception:  # noqa: BLE001 - that split's own load reports a damaged file
+            continue
+        if all(np.array_equal(theirs[c].to_numpy(), table.columns[c]) for c in theirs.columns):
+            raise InputError(f"{table.source}: the same draft trees as {path} (split '{other}'); the splits hold "
+                             f"different texts, so their tree tables differ")
 
 
 __all__ = ["TREE_FILE", "TREE_COLUMNS", "TREE_COLUMN_NAMES", "RELAX_GRID", "RELAX_COLUMNS", "RELAX_COLUMN_NAMES", "PER_TREE", "TreeColumn", "TreeTable", "tree_path",

@@ -9,7 +9,7 @@ from evolve.kinds.verify_length.eval_policy import DEFAULT_WEIGHTING, LengthMetr
 from evolve.kinds.verify_length.export_layout import LENGTH_LAYOUT
 from evolve.kinds.verify_length.report_hooks import CAPTION, COMPARE, live_decoder
 from evolve.kinds.verify_length.search_seeds import choose_length_seeds
-from evolve.kinds.verify_length.report_compare import length_verifier_of
+from evolve.kinds.verify_length.report_compare import check_policy_settings, length_verifier_of
 
 
 def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> LengthPopulationEvaluator:
@@ -22,6 +22,7 @@ def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> 
 def score(rule, data, directory, split, gamma, fitness, speedup_costs, costs) -> LengthMetrics:
     """One policy's :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` under ``costs`` with longest draft
     ``gamma``, its drafts verified by its own run's verifier and its blocks weighted by its run's weighting."""
+    check_policy_settings(rule)
     scorer = LengthPopulationEvaluator(data(), gamma=gamma, cache_size=0, costs=costs,
                                        verifier=length_verifier_of(rule), weighting=rule.weighting or DEFAULT_WEIGHTING)
     return scorer.evaluate([rule.program])[0]
@@ -32,5 +33,5 @@ def seeds(cfg, features, train, gamma, objective):
     return choose_length_seeds(cfg, train, gamma, objective)
 
 
-HOOKS = KindHooks(metrics=LengthMetrics, population=population, score=score, seeds=seeds, compare=COMPARE,
+HOOKS = KindHooks(check=check_policy_settings, metrics=LengthMetrics, population=population, score=score, seeds=seeds, compare=COMPARE,
                   caption=CAPTION, live=live_decoder, export=LENGTH_LAYOUT)

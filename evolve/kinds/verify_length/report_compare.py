@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
+from evolve.errors import InputError
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import EvalData
 from evolve.eval.objectives import DEFAULT_BUDGET, tokens_per_second_at_tv
@@ -40,16 +41,35 @@ NOTES = {"length_oracle": "bound: the best lengths knowing each block's outcome 
 
 def length_verifier_of(rule: Rule | None) -> LengthVerifier:
     """The :class:`evolve.kinds.verify_length.eval_policy.LengthVerifier` of a verification-length rule's ``verifier``
-    (None or no rule: the standard rule). Raises InputError for a verifier that no longer resolves."""
+    (None or no rule: the standard rule). Raises InputError naming the rule's source (its champion file) and
+    ``provenance.config.verify_with`` for a verifier that does not resolve here."""
     if rule is None or rule.verifier is None:
         return STANDARD_VERIFIER
-    return verifier_from_parts(*verifier_parts(rule.verifier))
+    try:
+        return verifier_from_parts(*verifier_parts(rule.verifier))
+    except InputError as exc:
+        raise InputError(f"{rule.source or rule.name}: key 'provenance.config.verify_with' is {rule.verifier!r}: "
+                         f"{exc.message}") from None
+
+
+def check_policy_settings(rule: Rule) -> None:
+    """Check the run settings a verification-length rule carries (its champion's ``provenance.config``): its
+    ``verify_with`` resolves here (:func:`length_verifier_of`) and its ``length_weighting`` is one of
+    :data:`evolve.kinds.verify_length.eval_policy.WEIGHTINGS` (the kind's ``check`` hook).
+
+    Raises: InputError naming the rule's source (its champion file), the key and the value.
+    """
+    if rule.weighting is not None and rule.weighting not in WEIGHTINGS:
+        raise InputError(f"{rule.source or rule.name}: key 'provenance.config.length_weighting' is "
+                         f"{rule.weighting!r}, not a block weighting (choose from {', '.join(WEIGHTINGS)})")
+    length_verifier_of(rule)
 
 
 def length_scores(rule: Rule, data: EvalData, repeats: int, gamma: int, costs: Costs) -> tuple[dict, float]:
     """A verification-length policy's row fields (its :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` as the
     row's block metrics, its drafts verified by :func:`length_verifier_of`) and best time of ``repeats``
     scorings in ms."""
+    check_policy_settings(rule)
     verifier, weighting = length_verifier_of(rule), rule.weighting or DEFAULT_WEIGHTING
     scorer = LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs, verifier=verifier,
                                        weighting=weighting)
@@ -85,7 +105,10 @@ def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: E
 
 
 def first_weighting(rules: Sequence[Rule]) -> str:
-    """The block weighting of the first policy compared (``call`` without one): the competitors' weighting."""
+    """The block weighting of the first policy compared (``call`` without one): the competitors' weighting.
+    Raises: InputError (:func:`check_policy_settings`) for a first policy whose settings do not hold."""
+    if rules:
+        check_policy_settings(rules[0])
     return (rules[0].weighting if rules else None) or DEFAULT_WEIGHTING
 
 
@@ -107,5 +130,5 @@ def weighting_note(rules: Sequence[Rule]) -> str | None:
             f" length_weighting, {weighting}); each champion row by its own run's.")
 
 
-__all__ = ["POLICY", "COMPETITORS", "TUNED", "NOTES", "length_verifier_of", "length_scores", "competitor_rows",
+__all__ = ["POLICY", "COMPETITORS", "TUNED", "NOTES", "length_verifier_of", "check_policy_settings", "length_scores", "competitor_rows",
            "first_weighting", "comparison_competitors", "weighting_note"]
