@@ -87,3 +87,25 @@ def test_no_hint_for_a_speed_run_or_a_winning_champion(data, tmp_path):
     out = _run(data, winner).stdout
     verdict = json.loads(_run(data, winner, "--format", "json").stdout)["verdict"]
     assert (NEXT_STEPS[0] in out) == (verdict["winner"] != "champion")
+
+
+def test_a_verify_length_champion_is_judged_by_tokens_per_second(vocab_dataset, tmp_path):
+    """A verification-length champion has no fitness: the verdict judges it by its run's objective (tokens per
+    second), among the rules within its run's TV budget, never by the fitness it was not evolved for."""
+    from pathlib import Path
+
+    from evolve.cli.evolve import cli as evolve_cli
+
+    res = CliRunner().invoke(evolve_cli, ["run", "--data", str(vocab_dataset), "--out", str(tmp_path / "runs"),
+                                          "--evolve", "verify-length", "--objective", "tokens_per_second",
+                                          "--population", "12", "--generations", "1", "--seed", "5", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    path = Path(res.stdout.strip().splitlines()[-1]) / "champion.json"
+    costs = Path(__file__).resolve().parent.parent / "docs" / "costs" / "gpu_like.json"
+    args = ["--data", str(vocab_dataset), "--champion", str(path), "--costs", str(costs), "--repeats", "1"]
+    verdict = json.loads(CliRunner().invoke(benchmark.cli, [*args, "--format", "json"]).stdout)["verdict"]
+    assert verdict["measure"] == "tokens_per_second" and verdict["champion"] == "champion"
+    assert verdict["winner"] not in ("length_oracle", "always_accept")  # no bound, nothing over the TV budget
+    line = _run(vocab_dataset, args[2:]).stdout.splitlines()[-1]
+    assert " by tokens per second (" in line and "by fitness" not in line
+    assert "TV per token <= 0.01" in line and "the champion" in line
