@@ -100,7 +100,7 @@ def _setting_options(fn):
         if s.type is tuple:  # a comma-separated list (features), or the one word "auto"
             option_type, callback = CommaList(str), _auto_or_list
         note = f" {RUN_OPTION_NOTES[name]}" if name in RUN_OPTION_NOTES else ""
-        default = DEFAULTS.to_dict()[name]
+        default = "from --evolve" if name == "objective" else DEFAULTS.to_dict()[name]  # resolve() picks it
         fn = click.option(f"--{name.replace('_', '-')}", name, type=option_type, default=None, callback=callback,
                           help=f"{s.help}{note} [default: {default}]")(fn)
     return fn
