@@ -22,6 +22,7 @@ import click
 
 from evolve.cli.errors import EXIT_INTERRUPTED, CliGroup
 from evolve.cli.export import export
+from evolve.cli.output import ProgressLines, stderr_is_terminal
 from evolve.cli.types import CommaList, LiveChoice, legacy_option
 from evolve.search.config import DEFAULTS
 
@@ -271,7 +272,9 @@ def _fit(metrics, cfg) -> float:
 
 
 class _progress_bar:
-    """Context manager yielding a per-generation callback that drives a rich progress bar (stderr)."""
+    """Context manager yielding a per-generation callback: a rich progress bar when stderr is a terminal, else
+    plain lines every few seconds (:class:`evolve.cli.output.ProgressLines`). Generation g of G counts the
+    generations after the initial population (generation 0), as ``--generations`` does."""
 
     def __init__(self, cfg, enabled: bool):
         self.cfg, self.enabled = cfg, enabled
@@ -280,11 +283,18 @@ class _progress_bar:
     def __enter__(self):
         if not self.enabled:
             return None
+        if not stderr_is_terminal():
+            lines = ProgressLines("generation")
+
+            def plain(row):
+                lines(int(row["gen"]), self.cfg.generations, f"best train {row['train_max']:.5f}  valid "
+                                                             f"{row['best_valid']:.5f}  mean size {row['size_avg']:.1f}")
+            return plain
 
         def update(row):
             if self.progress is None:  # started on the first generation, after the data loaded
                 self._start()
-            self.progress.update(self.task, completed=row["gen"] + 1, train=f"{row['train_max']:.5f}",
+            self.progress.update(self.task, completed=row["gen"], train=f"{row['train_max']:.5f}",
                                  valid=f"{row['best_valid']:.5f}", size=f"{row['size_avg']:.1f}", refresh=True)
         return update
 
@@ -298,7 +308,7 @@ class _progress_bar:
             TimeElapsedColumn(), console=Console(stderr=True), transient=False,
             auto_refresh=False)  # no refresh thread: rich draws from `random`, which the search owns
         self.progress.start()
-        self.task = self.progress.add_task("evolve", total=self.cfg.generations + 1, train="-", valid="-",
+        self.task = self.progress.add_task("evolve", total=self.cfg.generations, train="-", valid="-",
                                            size="-")
 
     def __exit__(self, *exc):
