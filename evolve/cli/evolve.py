@@ -317,6 +317,15 @@ class _progress_bar:
         return False
 
 
+def _say(line: str) -> None:
+    """One ``show`` field (``label:     value``) wrapped to 100 columns, continuation lines under the value (a word
+    longer than that, such as a long path, stays whole)."""
+    import textwrap
+
+    click.echo("\n".join(textwrap.wrap(line, 100, subsequent_indent=" " * 12, break_long_words=False,
+                                       break_on_hyphens=False)) or line)
+
+
 @cli.command()
 @click.argument("run_dir", type=click.Path())
 def show(run_dir) -> None:
@@ -340,29 +349,29 @@ def show(run_dir) -> None:
     champ = read_champion(run_dir if written is None else written)
     nodes = champ.nodes
     if written is not None:
-        click.echo(f"checkpoint: {run_dir} holds the run stopped by Ctrl-C; its champion, shown here, was written "
+        _say(f"checkpoint: {run_dir} holds the run stopped by Ctrl-C; its champion, shown here, was written "
                    f"to {written} (`python -m evolve resume {run_dir}` finishes the run)")
-    click.echo(f"champion:   {champ.expression}")
+    _say(f"champion:   {champ.expression}")
     prov = champ.provenance if isinstance(champ.provenance, dict) else {}
     line = _source_line(prov.get("champion_source"), prov.get("seeded_rules"))
     if line:
-        click.echo(line.replace("champion: ", "origin:     ", 1))
+        _say(line.replace("champion: ", "origin:     ", 1))
     if len(nodes) <= SIMPLIFY_MAX_NODES:
         text = _with_time_limit(lambda: str(simplify(nodes)), SYMPY_SECONDS)
-        click.echo(f"simplified: {text}" if text is not None else
+        _say(f"simplified: {text}" if text is not None else
                    f"simplified: (sympy gave up or took over {SYMPY_SECONDS} s; the expression above is exact)")
     else:
-        click.echo(f"simplified: (not attempted: {len(nodes)} nodes > {SIMPLIFY_MAX_NODES}; sympy can take hours "
+        _say(f"simplified: (not attempted: {len(nodes)} nodes > {SIMPLIFY_MAX_NODES}; sympy can take hours "
                    "on large nested if_gt trees)")
-    click.echo(f"size:       {len(nodes)} nodes; kind: {champ.kind} ({champ.program_kind.title}); objective: "
+    _say(f"size:       {len(nodes)} nodes; kind: {champ.kind} ({champ.program_kind.title}); objective: "
                f"{champ.objective}; "
                f"features: {', '.join(champ.features)}")
     prov = champ.provenance
     if isinstance(prov, dict) and prov.get("run_dir"):
-        click.echo(f"run:        {prov.get('run_dir')} (seed {prov.get('seed')}, data {prov.get('data_dir')})")
+        _say(f"run:        {prov.get('run_dir')} (seed {prov.get('seed')}, data {prov.get('data_dir')})")
     if isinstance(prov, dict) and prov.get("interrupted") is True:
         asked = prov.get("config", {}).get("generations") if isinstance(prov.get("config"), dict) else None
-        click.echo(f"interrupted: by Ctrl-C after {prov.get('generations_completed')} of {asked} generations "
+        _say(f"interrupted: by Ctrl-C after {prov.get('generations_completed')} of {asked} generations "
                    "(the champion is the best found until then)")
     splits = [s for s in ("train", "valid", "test") if s in champ.metrics]
     keys = ["records", "acceptance_rate", "accuracy", "false_accepts", "false_rejects", "quality_score",

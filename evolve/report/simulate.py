@@ -78,6 +78,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evolve.report.width import fit_width
 from evolve.eval.costs import DEFAULT_COSTS, Costs, load_costs
 from evolve.errors import InputError
 from evolve.report.options import naming_param
@@ -329,7 +330,7 @@ def format_table(sim: Simulation) -> str:
                   "Mean acc. len = mean acceptance length = tokens per target call; Draft steps: one per tree level "
                   "(chain, tree, adaptive), one per call for Medusa heads; speedup = length / (calls + c * draft "
                   "steps)."]
-    return "\n".join(lines) + "\n"
+    return fit_width("\n".join(lines)) + "\n"
 
 
 def format_json(sim: Simulation) -> str:

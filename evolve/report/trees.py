@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from evolve.report.width import fit_width
 from evolve.eval.costs import Costs, load_costs
 from evolve.kinds.tree_shape.eval_competitors import competitors
 from evolve.kinds.tree_shape.eval_shape import (
@@ -190,7 +191,7 @@ def format_table(rows: list[dict[str, Any]], caption: str) -> str:
                   "(one per depth with an expansion); Speedup: tokens per second over plain decoding's, under the "
                   "cost file. shape_oracle: a bound, not a shape (every subtree of every tree tried, knowing its "
                   "outcome)." + (_BOOTSTRAP_NOTE + _caveat_note(rows) if _versus_header(rows) else "")]
-    return "\n".join(lines) + "\n"
+    return fit_width("\n".join(lines)) + "\n"
 
 
 def format_markdown(rows: list[dict[str, Any]], caption: str) -> str:

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from evolve.report.width import fit_width
 from evolve.report.pareto.speed import speed_lines, speed_summary
 from evolve.report.pareto.curves import BLOCK_VERIFICATION, EVOLVED, LEARNED_CURVE, ParetoComparison, budget_key
 from evolve.report.pareto.relaxed import RELAXED_EVOLVED, RELAXED_FAMILY, relaxed_lines, relaxed_verdict
@@ -97,7 +98,7 @@ def format_table(comp: ParetoComparison) -> str:
                    "prediction exceeds a threshold, else min(1, p/q); thresholds from valid), see "
                    "evolve.report.pareto.learned.")
     out += [f"note: {n}" for n in comp.notes]
-    return "\n".join(out) + "\n"
+    return fit_width("\n".join(out)) + "\n"
 
 
 def _hypervolume_lines(comp: ParetoComparison, v: dict[str, Any]) -> list[str]:
