@@ -86,3 +86,14 @@ def test_live(llama_files):
     _check(_benchmark("live", "--target", llama_files["target"], "--draft", llama_files["draft"], "--prompts",
                       llama_files["prompts"], "--rule", "standard_rejection", "--rule", "fixed_gamma:gamma=2",
                       "--gamma", 2, "--max-new-tokens", 6), "live")
+
+
+def test_generate_and_harvest(llama_files, tmp_path):
+    from evolve.cli.generate import cli
+
+    _check(CliRunner().invoke(cli, ["--out", str(tmp_path / "synthetic"), "--sequences", "12", "--seed", "2"]),
+           "generate_data.py")
+    _check(CliRunner().invoke(cli, ["harvest", "--target", llama_files["target"], "--draft", llama_files["draft"],
+                                    "--prompts", llama_files["prompts"], "--max-new-tokens", "8", "--gamma", "2",
+                                    "--no-progress", "--threads", "1", "--out", str(tmp_path / "harvested")]),
+           "generate_data.py harvest")
