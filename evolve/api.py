@@ -13,7 +13,10 @@ plain dataclasses:
   fame and (for a ``pareto`` run) the front as frames;
 * :func:`load_champion`: a champion file or run directory as a rule.
 
-Errors in the arguments raise :class:`evolve.errors.InputError` with one line naming the value.
+Errors in the arguments raise :class:`evolve.errors.InputError` with one line naming the parameter and the
+value: every function checks its arguments' types before it reads or writes anything. A rule is named as the
+command lines name it (:func:`heuristics.registry.get_rule`: a registered rule, a family member
+``FAMILY:VALUES`` such as ``fixed_gamma:gamma=2``, or a promoted champion); anything else is an expression.
 
 Example (a tiny dataset of the vocab model, which records speculation blocks, so block metrics
 apply)::
@@ -52,12 +55,14 @@ apply)::
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from evolve.errors import InputError
@@ -67,7 +72,8 @@ from evolve.eval.costs import DEFAULT_COST_RATIO, DEFAULT_COSTS, Costs, load_cos
 from evolve.gp.compiler import Node, Program, parse, to_sympy
 from evolve.gp.primitives import FEATURES
 from evolve.search.config import RunConfig, resolve
-from heuristics.champions import load_champion, read_champion
+from heuristics import champions as _champions
+from heuristics.champions import Champion
 from heuristics.contract import Rule
 from heuristics.registry import get_rule
 
@@ -81,6 +87,43 @@ SYMPY_MAX_NODES = 40
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 
+# --- argument checks -----------------------------------------------------------------------------
+
+def _show(value: Any) -> str:
+    """A value as an error message shows it (its repr, cut at 60 characters, and its type)."""
+    text = repr(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _check(parameter: str, value: Any, ok: bool, want: str) -> None:
+    """InputError ``parameter=value: want`` (one line) unless ``ok``."""
+    if not ok:
+        raise InputError(f"{parameter}={_show(value)}: {want}")
+
+
+def _check_path(parameter: str, value: Any, what: str) -> None:
+    """A path argument: a str or os.PathLike, not empty."""
+    _check(parameter, value, isinstance(value, (str, os.PathLike)) and os.fspath(value) != "",
+           f"must be the path of {what} (a str or pathlib.Path)")
+
+
+def _check_split(parameter: str, value: Any) -> None:
+    """A split name: one of :data:`evolve.traces.io.SPLITS`."""
+    _check(parameter, value, isinstance(value, str), f"must be a split name, one of {', '.join(SPLITS)}")
+    _check(parameter, value, value in SPLITS, f"unknown split (known: {', '.join(SPLITS)})")
+
+
+def _check_options(gamma: Any, fitness: Any, cost_ratio: Any) -> None:
+    """The options :func:`evaluate_rule` and :func:`metrics_frame` share."""
+    _check("gamma", gamma, gamma is None or (isinstance(gamma, (int, np.integer)) and not isinstance(gamma, bool)
+                                             and gamma >= 1), "must be None or an integer >= 1")
+    _check("fitness", fitness, fitness is None or isinstance(fitness, AcceptanceQualityFitness),
+           "must be None or an evolve.eval.evaluator.AcceptanceQualityFitness")
+    _check("cost_ratio", cost_ratio, isinstance(cost_ratio, (int, float, np.floating)) and not isinstance(cost_ratio, bool)
+           and math.isfinite(cost_ratio) and cost_ratio >= 0, "must be a finite number >= 0")
+
+
 # --- datasets ----------------------------------------------------------------------------------
 
 def load_frames(path: str | os.PathLike, splits: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
@@ -89,16 +132,27 @@ def load_frames(path: str | os.PathLike, splits: Iterable[str] | None = None) ->
     Args:
         path: a directory written by ``generate_data.py`` (``train``/``valid``/``test`` as
             ``.parquet`` or ``.json``, plus ``metadata.json``).
-        splits: names to load; None loads every split the directory has.
+        splits: names to load (a list, or one name as a str); None loads every split the directory has.
 
     Returns: ``{split: DataFrame}`` in the order train, valid, test; one row per drafted token, the
     schema's columns (:mod:`evolve.traces.schema`: int64 ``seq_id`` and ``position``, float64
     probabilities and entropies in nats, bool ``top_token_match`` and ``baseline_accepts``, float64
     ``rand_value``, and the optional columns the files have).
 
-    Raises: InputError for a missing directory or split, an unreadable file or any schema
-    violation (the message names the file and the column).
+    Raises: InputError for a ``path`` that is no str or path, a split name not among train/valid/test, a
+    missing directory or split, an unreadable file or any schema violation (the message names the file and
+    the column).
     """
+    _check_path("path", path, "a dataset directory")
+    if isinstance(splits, str):
+        splits = [splits]
+    elif splits is not None:
+        _check("splits", splits, isinstance(splits, Iterable) and not isinstance(splits, (bytes, Mapping)),
+               f"must be None, a split name or a list of them ({', '.join(SPLITS)})")
+        splits = list(splits)
+        for name in splits:
+            _check("splits", name, isinstance(name, str) and name in SPLITS,
+                   f"unknown split (known: {', '.join(SPLITS)})")
     if splits is None:
         splits = [s for s in SPLITS if split_path(path, s) is not None]
         if not splits:
@@ -120,9 +174,10 @@ def _eval_data(data: Any, split: str) -> EvalData:
             raise InputError(f"split '{split}' is not among the given splits ({', '.join(map(str, data))})")
         return _eval_data(data[split], split)
     if isinstance(data, (str, os.PathLike)):
+        _check_split("split", split)
         return EvalData.from_traces(load_split(data, split))
-    raise InputError(f"data must be a dataset directory, a DataFrame, Traces or EvalData "
-                     f"(got {type(data).__name__})")
+    raise InputError(f"data={_show(data)}: must be a dataset directory, the dict load_frames returns, a "
+                     f"DataFrame, Traces or EvalData")
 
 
 # --- rules -------------------------------------------------------------------------------------
@@ -133,14 +188,23 @@ def _rule(rule: Any) -> Rule | Program:
         return rule
     if isinstance(rule, os.PathLike):
         return load_champion(rule)
-    if not isinstance(rule, str):
-        raise InputError(f"rule must be a name, an expression, a champion path or a Rule "
-                         f"(got {type(rule).__name__})")
+    if not isinstance(rule, str) or not rule.strip():
+        raise InputError(f"rule={_show(rule)}: must be a rule name, an expression, a champion path "
+                         f"(pathlib.Path) or a Rule")
     text = rule.strip()
-    if _NAME.fullmatch(text) and text not in FEATURES:
+    if ":" in text or (_NAME.fullmatch(text) and text not in FEATURES):  # named as the command lines name it
         return get_rule(text, champions=True)
     parse(text, "expression")  # one-line InputError naming the offending name or character
     return Rule(text, expression=text)
+
+
+def _eval_data_check(data: Any, split: str) -> None:
+    """InputError unless ``data`` is a kind :func:`_eval_data` takes (checked before a rule is resolved)."""
+    if isinstance(data, (str, os.PathLike)):
+        _check_path("data", data, "a dataset directory")
+        _check_split("split", split)
+        return
+    _eval_data(data, split)  # raises the one-line error for every other type
 
 
 def _label(rule: Rule | Program) -> tuple[str, str | None]:
@@ -180,10 +244,14 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
     tree shape :class:`evolve.kinds.tree_shape.eval_shape.ShapeMetrics` (``data`` a dataset directory with tree
     tables).
 
-    Raises: InputError for an unknown rule name, a malformed expression, a rule needing a column the
-    split lacks, a gamma outside [1, the split's block length], or any data error of
-    :func:`load_frames`.
+    Raises: InputError for an argument of the wrong type (naming the parameter and value), an unknown rule
+    name, a malformed expression, a rule needing a column the split lacks, a gamma outside [1, the split's
+    block length], or any data error of :func:`load_frames`.
     """
+    _check_options(gamma, fitness, cost_ratio)
+    _check("split", split, isinstance(split, str), f"must be a split name, one of {', '.join(SPLITS)}")
+    if not isinstance(data, (EvalData, Traces, pd.DataFrame, Mapping)):
+        _eval_data_check(data, split)
     rule = _rule(rule)
     fitness = fitness or AcceptanceQualityFitness()
     speedup_costs = ratio_costs(cost_ratio)
@@ -215,8 +283,15 @@ def metrics_frame(rules: Iterable[Any] | Mapping[str, Any], data: Any, split: st
     function rule) and the :class:`Metrics` fields (the block metrics only with ``gamma``; NaN
     where a split lacks ``draft_index``).
 
-    Raises: InputError as :func:`evaluate_rule` (for the first rule that fails).
+    Raises: InputError as :func:`evaluate_rule` (for the first rule that fails), or for ``rules`` that is
+    neither a list nor a dict of rules (a str is one rule).
     """
+    if isinstance(rules, (str, os.PathLike, Rule, Program)):
+        rules = [rules]
+    _check("rules", rules, isinstance(rules, Iterable) and not isinstance(rules, bytes),
+           "must be a list of rules or a dict {label: rule}")
+    _check_options(gamma, fitness, cost_ratio)
+    _check("split", split, isinstance(split, str), f"must be a split name, one of {', '.join(SPLITS)}")
     split_data = _eval_data(data, split)
     items = rules.items() if isinstance(rules, Mapping) else ((None, r) for r in rules)
     rows = []
@@ -321,17 +396,20 @@ def run_search(config: RunConfig | Mapping[str, Any], progress: Callable[[dict[s
             ``out``, ``population``, ``generations``, ``seed``, ``fitness``...; missing ones take
             the defaults; paths may be ``pathlib.Path``). Only the ``train`` and ``valid`` splits of
             ``data`` are read.
-        progress: called with each generation's logbook row (a dict of floats).
+        progress: None, or a callable called with each generation's logbook row (a dict of floats).
 
     Returns: :class:`SearchRun`. Same config and data give the same champion.
 
-    Raises: InputError for an invalid config value (naming the field), missing or invalid data, or
-    an output directory that cannot be written (nothing is written then).
+    Raises: InputError for a ``config`` or ``progress`` of the wrong type, an invalid config value (naming the
+    field), missing or invalid data, or an output directory that cannot be written (nothing is written then:
+    every argument is checked before the run starts).
     """
+    _check("progress", progress, progress is None or callable(progress),
+           "must be None or a callable taking each generation's logbook row")
     if isinstance(config, RunConfig):
         config = config.to_dict()
-    if not isinstance(config, Mapping):
-        raise InputError(f"config must be a RunConfig or a dict (got {type(config).__name__})")
+    _check("config", config, isinstance(config, Mapping), "must be a RunConfig or a dict of its field names")
+    _check("config", config, all(isinstance(k, str) for k in config), "its keys must be RunConfig field names (str)")
     cfg = resolve({k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in config.items()})
     from evolve.report.runplot import plot_logbook
     from evolve.search.rundir import run
@@ -339,3 +417,26 @@ def run_search(config: RunConfig | Mapping[str, Any], progress: Callable[[dict[s
     plot = {"fitness.png": lambda result: plot_logbook(result.logbook, result.config.objective)}
     info = run(cfg, progress=progress, extra_files=plot)
     return SearchRun(cfg, info.run_dir, info.result)
+
+
+# --- champions ---------------------------------------------------------------------------------
+
+def load_champion(path: str | os.PathLike) -> Rule:
+    """The champion in ``path`` (a champion file or a run directory holding ``champion.json``) as a rule, parsed
+    and checked without ``eval`` (:func:`heuristics.champions.load_champion`).
+
+    Raises: InputError for a ``path`` that is no str or path (naming it), or naming the file for a missing,
+    malformed or unsafe champion.
+    """
+    _check_path("path", path, "a champion file or run directory")
+    return _champions.load_champion(path)
+
+
+def read_champion(path: str | os.PathLike) -> Champion:
+    """The whole champion file in ``path`` (kind, expression, features, objective, metrics, provenance) as
+    :class:`heuristics.champions.Champion` (:func:`heuristics.champions.read_champion`).
+
+    Raises: InputError as :func:`load_champion`.
+    """
+    _check_path("path", path, "a champion file or run directory")
+    return _champions.read_champion(path)

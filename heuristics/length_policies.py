@@ -20,6 +20,8 @@ What verifies the drafts a policy sends is named by :func:`heuristics.verifiers.
 """
 from __future__ import annotations
 
+import math
+
 from evolve.kinds.verify_length import VERIFY_LENGTH
 from heuristics.contract import Rule
 from heuristics.published import Family
@@ -35,7 +37,7 @@ MAX_FIXED_GAMMA = 8
 def fixed_gamma(gamma) -> Rule:
     """The policy drafting exactly ``gamma`` tokens per block (an integer >= 0; ValueError otherwise)."""
     g = 5 if gamma is None else gamma
-    if g != int(g) or g < 0:
+    if not math.isfinite(g) or g != int(g) or g < 0:
         raise ValueError(f"gamma must be an integer >= 0 (value {g:g})")
     return Rule(f"fixed_gamma:gamma={int(g)}", f"draft {int(g)} tokens per block",
                 "Leviathan et al. 2023 (arXiv 2211.17192); Chen et al. 2023 (arXiv 2302.01318)",

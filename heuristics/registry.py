@@ -17,6 +17,7 @@ search's ``include_standard`` (:data:`STANDARD_EXPRESSION`).
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import Iterable
 
@@ -89,7 +90,8 @@ def family_member(spec: str) -> Rule:
     a family without a parameter takes none (``greedy_match:``). Any value in the family's range
     is allowed, not only its sweep grid.
     Raises: InputError (one line, naming ``spec``) for an unknown family, a wrong name or count of
-    values, or a value out of the family's range.
+    values, a value that is not a finite number (``inf``, ``nan``, ``1e400``), or a value out of the family's
+    range.
     """
     name, _, values = spec.partition(":")
     known = {**FAMILIES, **POLICY_FAMILIES}
@@ -108,13 +110,16 @@ def family_member(spec: str) -> Rule:
             raise InputError(f"rule '{spec}': family {family.name} has no parameter '{key.strip()}' "
                              f"(its parameters: {family.parameter})")
         try:
-            numbers.append(float(text))
+            number = float(text)
         except ValueError:
             raise InputError(f"rule '{spec}': '{text}' is not a number") from None
+        if not math.isfinite(number):
+            raise InputError(f"rule '{spec}': {pname}={text.strip()} is not a finite number")
+        numbers.append(number)
     value = None if not numbers else (numbers[0] if len(numbers) == 1 else Pair(*numbers))
     try:
         return family.make(value)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         raise InputError(f"rule '{spec}': {exc}") from None
 
 

@@ -4,6 +4,7 @@ Test files import it as ``helpers``: pytest's default ``prepend`` import mode pu
 directory without ``__init__.py``) on ``sys.path`` when it collects the tests, and
 ``pythonpath = ["tests"]`` in pyproject.toml does so in every import mode.
 
+* :func:`split_verdict`: the lines a ``benchmark.py`` table ends with, before its verdict and the verdict;
 * :func:`assert_same_floats` (:data:`RTOL`, :data:`ATOL`): Numba kernels against numpy;
 * :func:`chi_square_pvalue`: the exactness tests of the decode-loop simulator;
 * :func:`rebind`: a test-only variant of a jitted kernel (a deliberately wrong decode loop, so
@@ -89,3 +90,11 @@ def rebind(kernel, **names):
     copy.__doc__ = fn.__doc__
     options = {k: v for k, v in kernel.targetoptions.items() if k not in ("cache", "nopython")}
     return njit(**options)(copy)
+
+
+def split_verdict(lines: list[str]) -> tuple[list[str], str]:
+    """(the lines before the verdict, the verdict joined into one line) of the lines of a ``benchmark.py`` table:
+    the verdict is the last paragraph starting ``verdict:``, wrapped to 100 columns with indented continuation
+    lines (:func:`evolve.report.compare.format.printed_verdict`)."""
+    start = max(i for i, line in enumerate(lines) if line.startswith("verdict: "))
+    return lines[:start], " ".join(line.strip() for line in lines[start:])

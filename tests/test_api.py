@@ -68,9 +68,9 @@ def test_evaluate_rule_matches_the_evaluator(data_dir):
     ("standard_rejecton", None, "unknown rule 'standard_rejecton'"),
     ("min(1.0, div(target_prob, draft_prb))", None, "unknown name 'draft_prb'"),
     ("__import__('os')", None, "expression"),
-    (3.5, None, "got float"),
+    (3.5, None, "rule=3.5 (float)"),
     ("standard_rejection", {"train": None}, "split 'test' is not among the given splits"),
-    ("standard_rejection", 42, "got int"),
+    ("standard_rejection", 42, "data=42 (int)"),
 ])
 def test_bad_rules_and_data_are_one_line_input_errors(data_dir, rule, data, fragment):
     with pytest.raises(InputError) as err:
@@ -132,8 +132,66 @@ def test_bad_configs(data_dir, tmp_path):
         api.run_search({"data": data_dir, "out": tmp_path, "populaton": 10})
     with pytest.raises(InputError, match="no dataset directory"):
         api.run_search({"data": tmp_path / "absent", "out": tmp_path, "population": 4, "generations": 0})
-    with pytest.raises(InputError, match="got list"):
+    with pytest.raises(InputError, match="config=.*\\(list\\): must be a RunConfig"):
         api.run_search([("population", 4)])
+
+
+@pytest.mark.parametrize("call, fragment", [
+    (lambda d: api.load_frames(123), "path=123 (int)"),
+    (lambda d: api.load_frames(None), "path=None (NoneType)"),
+    (lambda d: api.load_frames(d, splits=["tr"]), "splits='tr' (str): unknown split"),
+    (lambda d: api.load_frames(d, splits=5), "splits=5 (int)"),
+    (lambda d: api.load_champion(None), "path=None (NoneType)"),
+    (lambda d: api.load_champion(7), "path=7 (int)"),
+    (lambda d: api.read_champion(b"x"), "path=b'x' (bytes)"),
+    (lambda d: api.evaluate_rule("standard_rejection", d, fitness="x"), "fitness='x' (str)"),
+    (lambda d: api.evaluate_rule("standard_rejection", d, gamma="4"), "gamma='4' (str)"),
+    (lambda d: api.evaluate_rule("standard_rejection", d, gamma=True), "gamma=True (bool)"),
+    (lambda d: api.evaluate_rule("standard_rejection", d, gamma=0), "gamma=0 (int)"),
+    (lambda d: api.evaluate_rule("standard_rejection", d, split=1), "split=1 (int)"),
+    (lambda d: api.evaluate_rule("standard_rejection", d, split="tests"), "split='tests' (str): unknown split"),
+    (lambda d: api.evaluate_rule("standard_rejection", d, cost_ratio=float("nan")), "cost_ratio=nan (float)"),
+    (lambda d: api.evaluate_rule("standard_rejection", d, cost_ratio="0.1"), "cost_ratio='0.1' (str)"),
+    (lambda d: api.evaluate_rule("standard_rejection", None), "data=None (NoneType)"),
+    (lambda d: api.evaluate_rule(None, d), "rule=None (NoneType)"),
+    (lambda d: api.evaluate_rule("", d), "rule='' (str)"),
+    (lambda d: api.evaluate_rule("fixed_gamma:gamma=inf", d, gamma=4), "not a finite number"),
+    (lambda d: api.evaluate_rule("nofamily:x=1", d), "unknown family 'nofamily'"),
+    (lambda d: api.metrics_frame(None, d), "rules=None (NoneType)"),
+    (lambda d: api.metrics_frame(["standard_rejection"], None), "data=None (NoneType)"),
+    (lambda d: api.metrics_frame(["standard_rejection"], d, fitness=1), "fitness=1 (int)"),
+    (lambda d: api.run_search(None), "config=None (NoneType)"),
+    (lambda d: api.run_search({1: 2}), "keys must be RunConfig field names"),
+])
+def test_every_public_function_checks_its_argument_types(data_dir, call, fragment):
+    with pytest.raises(InputError) as err:
+        call(data_dir)
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_run_search_checks_progress_before_it_writes_anything(data_dir, tmp_path):
+    out = tmp_path / "runs"
+    with pytest.raises(InputError, match="progress='yes' \\(str\\): must be None or a callable"):
+        api.run_search({"data": data_dir, "out": out, "population": 4, "generations": 1}, progress="yes")
+    assert not out.exists()
+
+
+def test_a_split_name_as_a_str_is_one_split(data_dir):
+    frames = api.load_frames(data_dir, splits="valid")
+    assert list(frames) == ["valid"]
+    assert frames["valid"].equals(api.load_frames(data_dir, splits=["valid"])["valid"])
+    assert list(api.metrics_frame("standard_rejection", data_dir)["rule"]) == ["standard_rejection"]
+
+
+def test_names_the_command_lines_accept_are_names_in_the_api(data_dir):
+    from heuristics.registry import get_rule
+
+    # a family member is resolved as a rule name, not parsed as an expression
+    policy = api.evaluate_rule("fixed_gamma:gamma=2", data_dir, gamma=4)
+    assert policy == api.evaluate_rule(get_rule("fixed_gamma:gamma=2"), data_dir, gamma=4)
+    assert policy.mean_drafted == 2.0
+    member = api.evaluate_rule("fuzzy_sd:T=0.1", data_dir)
+    assert member == api.evaluate_rule(get_rule("fuzzy_sd:T=0.1"), data_dir)
 
 
 def test_large_expressions_are_not_handed_to_sympy():

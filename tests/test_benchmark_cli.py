@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from helpers import split_verdict
 
 import benchmark
 from evolve.report.compare.table import champion_module
@@ -90,7 +91,7 @@ def test_default_table(dataset, empty_champions):
         assert word in out
     assert "More columns (Accuracy, Quality, Time, E[accept], E[fitness]): --format markdown, csv or json." in out
     assert str(dataset / "test.parquet") in out
-    assert out.splitlines()[-1].startswith("verdict: standard_rejection wins on test by fitness (")
+    assert split_verdict(out.splitlines())[1].startswith("verdict: standard_rejection wins on test by fitness (")
     assert "Traceback" not in out
 
 

@@ -59,3 +59,58 @@ def test_benchmark_trees_bootstrap_column(vocab_dataset):
     assert "vs_fixed_width" not in plain.stdout  # off by default
     bad = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--bootstrap", "-1"])
     assert bad.exit_code != 0 and "--bootstrap" in bad.output and "Traceback" not in bad.output
+
+
+@pytest.mark.parametrize("replicates", [1, 2, 39])
+def test_too_few_replicates_for_a_95_interval_are_refused(vocab_dataset, replicates):
+    from evolve.cli.benchmark import cli as benchmark_cli
+    from evolve.errors import InputError
+    from evolve.report.bootstrap import MIN_REPLICATES
+
+    assert MIN_REPLICATES == 40
+    with pytest.raises(InputError, match="at least 40"):
+        group_weights(np.arange(6), replicates)
+    res = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--bootstrap", str(replicates)])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert f"--bootstrap {replicates}: a 95% percentile interval needs at least 40" in res.output
+    ok = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--bootstrap", "40",
+                                            "--format", "json"])
+    assert ok.exit_code == 0, ok.output
+    for r in json.loads(ok.stdout):  # every interval holds its point
+        if r["vs_fixed_width"] is not None:
+            assert r["vs_fixed_width_low"] <= r["vs_fixed_width"] <= r["vs_fixed_width_high"]
+
+
+def test_interval_caveat_by_number_of_texts():
+    from evolve.report.bootstrap import MIN_GROUPS, interval_caveat
+
+    assert interval_caveat(np.arange(MIN_GROUPS)) is None
+    assert "only 5 texts" in interval_caveat(np.repeat(np.arange(5), 3))
+    assert "interval is the point itself" in interval_caveat(np.zeros(7, dtype=np.int64))
+
+
+def test_few_texts_give_the_caveat_in_every_format(vocab_dataset, tmp_path):
+    import shutil
+
+    import pandas as pd
+
+    from evolve.cli.benchmark import cli as benchmark_cli
+    from evolve.traces.trees import tree_path
+
+    # the fixture's tree tables have 5 texts per split
+    table = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--bootstrap", "50"])
+    assert table.exit_code == 0 and "Caveat, test: only 5 texts" in table.stdout
+    as_json = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--bootstrap", "50",
+                                                 "--format", "json"])
+    assert as_json.exit_code == 0 and "caveat: test: only 5 texts" in as_json.stderr
+    json.loads(as_json.stdout)
+    # one text: the interval is [x, x] and says so
+    one = tmp_path / "one"
+    shutil.copytree(vocab_dataset, one)
+    path = tree_path(one, "test")
+    frame = pd.read_parquet(path)
+    frame["seq_id"] = 0
+    frame.to_parquet(path)
+    res = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(one), "--bootstrap", "50"])
+    assert res.exit_code == 0, res.output
+    assert "only 1 text: every replicate is the sample" in res.stdout

@@ -60,6 +60,36 @@ def test_run_with_progress_bar_same_champion(dataset, tmp_path, run_dir):
     assert (last / "hall_of_fame.json").read_text() == (run_dir / "hall_of_fame.json").read_text()
 
 
+def test_progress_off_a_terminal_is_plain_lines_counting_generations_after_the_first(dataset, tmp_path):
+    """stderr that is no terminal (CliRunner's, a file) gets plain lines: the initial population as generation 0
+    of G, and the last as G/G (was G+1/G+1), each line within 100 columns, no terminal control codes."""
+    res = invoke(*run_args(dataset, tmp_path)[:-1])  # --generations 2, progress on
+    assert res.exit_code == 0, res.output
+    lines = [x for x in res.stderr.splitlines() if x.startswith("generation ")]
+    assert lines[0].startswith("generation 0/2  best train ") and lines[-1].startswith("generation 2/2  best train ")
+    assert not any(x.startswith("generation 3/") for x in lines)
+    assert all(len(x) <= 100 for x in lines) and "\x1b" not in res.stderr
+
+
+def test_progress_lines_are_throttled():
+    from evolve.cli.output import ProgressLines
+
+    now = [0.0]
+    printed = []
+    lines = ProgressLines("step", interval=5.0, clock=lambda: now[0])
+    import click
+    original = click.echo
+    try:
+        click.echo = lambda text, err=False: printed.append(text)
+        for step in range(11):
+            now[0] = step * 1.0
+            lines(step, 10, "x" * 200)
+    finally:
+        click.echo = original
+    assert [p.split()[1] for p in printed] == ["0/10", "5/10", "10/10"]  # first, every 5 s, last
+    assert all(len(p) <= 100 for p in printed)
+
+
 def test_config_file_and_option_precedence(dataset, tmp_path):
     cfg = tmp_path / "cfg.toml"
     cfg.write_text(f'data = "{dataset}"\npopulation = 12\ngenerations = 5\nseed = 3\nhall-of-fame = 4\n')

@@ -125,6 +125,21 @@ def test_command_json(files, tmp_path):
     assert 1.0 <= rows[0]["tokens_per_call"] <= 3.0
 
 
+def test_a_live_run_raises_no_deprecation_warning(files):
+    """The forward passes name the cache by the keyword the installed transformers takes (``cache`` from 5.24
+    on), so a live run prints no ``past_key_values`` FutureWarning."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = CliRunner().invoke(cli, ["live", "--target", files["target"], "--draft-skip-layers", "1",
+                                          "--prompts", files["prompts"], "--rule", "standard_rejection", "--gamma",
+                                          "2", "--max-new-tokens", "4", "--format", "json", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert not [w for w in caught if "past_key_values" in str(w.message)]
+    assert "past_key_values" not in result.output
+
+
 def test_command_errors(files):
     base = ["live", "--target", files["target"], "--draft-skip-layers", "1", "--prompts", files["prompts"]]
     none = CliRunner().invoke(cli, base)

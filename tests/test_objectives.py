@@ -120,3 +120,42 @@ def test_block_objectives_need_draft_index_and_a_valid_gamma(vocab_splits):
     for bad in ({"tv_budget": -0.1}, {"tv_cap": 2.0}, {"gamma": 0}, {"objective": "fastest"}):
         with pytest.raises(InputError):
             resolve(bad)
+
+
+def test_the_objective_defaults_from_the_kind(tmp_path):
+    """Not given, the objective is the kind's own: acceptance_quality for thresholds, else the kind's first
+    objective (a block objective for relaxation); one given is kept, and one that does not score the kind is
+    still refused."""
+    from evolve.errors import InputError
+    from evolve.kinds.registry import KINDS
+    from evolve.search.config import resolve
+
+    assert resolve({}).objective == "acceptance_quality"
+    for name, kind in KINDS.items():
+        cfg = resolve({"evolve": name})
+        assert cfg.objective in kind.objectives
+        assert cfg.objective == ("acceptance_quality" if "acceptance_quality" in kind.objectives else kind.objectives[0])
+    assert resolve({"evolve": "relaxation"}).objective_spec.needs_blocks
+    assert resolve({"evolve": "verify-length"}).objective == "tokens_per_second"
+    assert resolve({"evolve": "relaxation", "objective": "pareto"}).objective == "pareto"
+    with pytest.raises(InputError, match="does not score"):
+        resolve({"evolve": "verify-length", "objective": "acceptance_quality"})
+    toml = tmp_path / "c.toml"
+    toml.write_text('evolve = "tree-shape"\n')
+    assert resolve(config_file=toml).objective == "tokens_per_second"
+
+
+def test_a_verify_length_run_without_objective_runs(vocab_dataset, tmp_path):
+    import json
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from evolve.cli.evolve import cli as evolve_cli
+
+    res = CliRunner().invoke(evolve_cli, ["run", "--data", str(vocab_dataset), "--out", str(tmp_path),
+                                          "--evolve", "verify-length", "--population", "12", "--generations", "1",
+                                          "--seed", "5", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    run_dir = Path(res.stdout.strip().splitlines()[-1])
+    assert json.loads((run_dir / "champion.json").read_text())["objective"] == "tokens_per_second"

@@ -168,7 +168,8 @@ def test_pareto_json(dataset, tmp_path, test_split):
         if key != "0" and fz.tv_per_token <= float(key):
             assert value == pytest.approx(max(fz.tokens_per_call, std.tokens_per_call))
     assert doc["curves"]["typical_acceptance"]["best_at_budget"]["0"] is None  # never lossless
-    assert set(doc["verdict"]) == {"margins", "beats_all_above_0", "largest_hypervolume"}
+    assert set(doc["verdict"]) == {"margins", "beats_all_above_0", "largest_hypervolume",
+                                   "largest_hypervolume_of_all"}
     assert doc["reference_point"] == {"tv_per_token": 0.05, "tokens_per_call": 1.0}
     # the best published point at a budget is named as a rule: scored alone it gives the family's best value
     margin = doc["verdict"]["margins"]["0.01"]
@@ -351,3 +352,25 @@ def test_show_never_hands_a_large_or_awkward_expression_to_sympy_unguarded(tmp_p
     res = CliRunner().invoke(evolve_cli, ["show", str(path)])
     assert res.exit_code == 0, res.output
     assert f"not attempted: 121 nodes > {SIMPLIFY_MAX_NODES}" in res.stdout
+
+
+def test_the_largest_hypervolume_line_agrees_with_the_table(dataset):
+    """The line names the largest hypervolume of the curves above the first dashed line and, when a reference row
+    (block verification, learned, relaxed block verification) is larger, that row too: never a name while larger
+    rows stand in the same table."""
+    res = run("--data", dataset, "--no-plot", "--no-learned")
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    table = {}
+    for row in lines[next(i for i, x in enumerate(lines) if x.startswith("curve ")):]:
+        if not row.strip():
+            break
+        cells = row.split()
+        if len(cells) > 2 and cells[1].isdigit():
+            table[cells[0]] = float(cells[-1])
+    start = next(i for i, x in enumerate(lines) if x.startswith("largest hypervolume"))
+    line = " ".join(lines[start:start + 2])  # the line may be wrapped to 100 columns
+    best = max(table, key=table.get)
+    assert f" {best} (" in line
+    as_json = json.loads(run("--data", dataset, "--no-plot", "--no-learned", "--format", "json").stdout)
+    assert as_json["verdict"]["largest_hypervolume_of_all"] == best

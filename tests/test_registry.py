@@ -153,7 +153,13 @@ def test_family_members_by_name(spec, name):
 
 @pytest.mark.parametrize("spec, message", [("nope:1", "unknown family 'nope'"), ("fuzzy_sd:x=1", "no parameter 'x'"),
                                            ("fuzzy_sd:2", "must be in"), ("fuzzy_sd:", "takes T=VALUE"),
-                                           ("fuzzy_sd:abc", "'abc' is not a number"), ("standard:1", "takes no value")])
+                                           ("fuzzy_sd:abc", "'abc' is not a number"), ("standard:1", "takes no value"),
+                                           ("fixed_gamma:gamma=inf", "not a finite number"),
+                                           ("fixed_gamma:gamma=1e400", "not a finite number"),
+                                           ("fixed_gamma:-inf", "not a finite number"),
+                                           ("fixed_gamma:gamma=nan", "not a finite number"),
+                                           ("confidence_threshold:h=inf", "not a finite number"),
+                                           ("fuzzy_sd:T=1e999", "not a finite number")])
 def test_family_member_errors(spec, message):
     from evolve.errors import InputError
     from heuristics.registry import get_rule
@@ -161,3 +167,13 @@ def test_family_member_errors(spec, message):
     with pytest.raises(InputError, match=message) as err:
         get_rule(spec)
     assert "\n" not in str(err.value) and spec in str(err.value)
+
+
+@pytest.mark.parametrize("command", [["export", "fixed_gamma:gamma=inf", "--to", "numpy"],
+                                     ["export", "fixed_gamma:gamma=1e400", "--to", "torch"]])
+def test_non_finite_family_values_are_one_line_errors_in_commands(command):
+    from evolve.cli.evolve import cli as evolve_cli
+
+    result = CliRunner().invoke(evolve_cli, command)
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "not a finite number" in result.output and not isinstance(result.exception, OverflowError)

@@ -195,3 +195,17 @@ def test_bad_verification_options(args, needle, tmp_path, monkeypatch):
     assert res.exit_code == 2, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], res.output
+
+
+def test_trees_report_progress_on_stderr():
+    """The tree comparison runs for many seconds at the default sizes: it says on stderr how many configurations
+    are done (plain lines), keeps stdout for the table, and --no-progress silences it."""
+    args = ["--trees", "--budgets", "3", "--lengths", "40", "--samples", "1", "--vocab", "50", "--no-plot"]
+    res = run(*args)
+    assert res.exit_code == 0, res.output
+    lines = res.stderr.splitlines()
+    assert lines[0].startswith("tree configurations 0/") and "tree configurations" not in res.stdout
+    total = lines[0].split()[2].split("/")[1]
+    assert lines[-1].startswith(f"tree configurations {total}/{total}")
+    quiet = run(*args, "--no-progress")
+    assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == res.stdout

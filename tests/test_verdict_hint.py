@@ -11,6 +11,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from helpers import split_verdict
 
 import benchmark
 from evolve.eval.objectives import OBJECTIVES
@@ -60,30 +61,54 @@ def test_the_hint_names_real_objectives_and_fits_in_100_columns():
 def test_seeded_standard_rejection_gets_the_hint(data, tmp_path, objective):
     args = _champion(tmp_path, STANDARD, objective, "seeded:standard_rejection")
     lines = _run(data, args).stdout.splitlines()
-    assert lines[-1].startswith("verdict: standard_rejection wins on test by fitness (")
-    assert lines[-1].endswith("; the champion is standard_rejection itself (evolution found nothing better on valid)")
-    assert lines[-1 - len(NEXT_STEPS):-1] == list(NEXT_STEPS)
-    assert all(len(line) <= 100 for line in lines[:-1])
+    before, line = split_verdict(lines)
+    assert line.startswith("verdict: standard_rejection wins on test by fitness (")
+    assert line.endswith("; the champion is standard_rejection itself (evolution found nothing better on valid)")
+    assert before[-len(NEXT_STEPS):] == list(NEXT_STEPS)
+    assert all(len(x) <= 100 for x in lines)  # the verdict is wrapped too
     verdict = json.loads(_run(data, args, "--format", "json").stdout)["verdict"]
     assert verdict["hint"] == list(NEXT_STEPS)
-    assert verdict["text"].splitlines() == [*NEXT_STEPS, lines[-1]]
+    assert verdict["text"].splitlines() == [*NEXT_STEPS, line]  # JSON keeps the line whole
     stderr = _run(data, args, "--format", "csv").stderr.splitlines()  # CSV: the verdict goes to stderr
-    assert stderr[-1] == lines[-1] and stderr[-1 - len(NEXT_STEPS):-1] == list(NEXT_STEPS)
+    err_before, err_line = split_verdict(stderr)
+    assert err_line == line and err_before[-len(NEXT_STEPS):] == list(NEXT_STEPS)
 
 
 def test_an_evolved_rule_behind_standard_rejection_gets_the_hint(data, tmp_path):
     args = _champion(tmp_path, "mul(0.5, div(target_prob, draft_prob))", "acceptance_quality", "evolved")
-    lines = _run(data, args).stdout.splitlines()
-    assert "champion scores" in lines[-1] and lines[-1 - len(NEXT_STEPS):-1] == list(NEXT_STEPS)
+    before, line = split_verdict(_run(data, args).stdout.splitlines())
+    assert "champion scores" in line and before[-len(NEXT_STEPS):] == list(NEXT_STEPS)
 
 
 def test_no_hint_for_a_speed_run_or_a_winning_champion(data, tmp_path):
     speed = _champion(tmp_path, "mul(0.5, div(target_prob, draft_prob))", "speed_at_tv", "evolved")
     out = _run(data, speed).stdout
     assert NEXT_STEPS[0] not in out
-    assert out.splitlines()[-1].endswith("its run optimised the speed_at_tv objective, not fitness")
+    assert split_verdict(out.splitlines())[1].endswith("its run optimised the speed_at_tv objective, not fitness")
     assert json.loads(_run(data, speed, "--format", "json").stdout)["verdict"]["hint"] == []
     winner = _champion(tmp_path, "1.0", "acceptance_quality", "evolved")  # always accept: its fitness is not higher
     out = _run(data, winner).stdout
     verdict = json.loads(_run(data, winner, "--format", "json").stdout)["verdict"]
     assert (NEXT_STEPS[0] in out) == (verdict["winner"] != "champion")
+
+
+def test_a_verify_length_champion_is_judged_by_tokens_per_second(vocab_dataset, tmp_path):
+    """A verification-length champion has no fitness: the verdict judges it by its run's objective (tokens per
+    second), among the rules within its run's TV budget, never by the fitness it was not evolved for."""
+    from pathlib import Path
+
+    from evolve.cli.evolve import cli as evolve_cli
+
+    res = CliRunner().invoke(evolve_cli, ["run", "--data", str(vocab_dataset), "--out", str(tmp_path / "runs"),
+                                          "--evolve", "verify-length", "--objective", "tokens_per_second",
+                                          "--population", "12", "--generations", "1", "--seed", "5", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    path = Path(res.stdout.strip().splitlines()[-1]) / "champion.json"
+    costs = Path(__file__).resolve().parent.parent / "docs" / "costs" / "gpu_like.json"
+    args = ["--data", str(vocab_dataset), "--champion", str(path), "--costs", str(costs), "--repeats", "1"]
+    verdict = json.loads(CliRunner().invoke(benchmark.cli, [*args, "--format", "json"]).stdout)["verdict"]
+    assert verdict["measure"] == "tokens_per_second" and verdict["champion"] == "champion"
+    assert verdict["winner"] not in ("length_oracle", "always_accept")  # no bound, nothing over the TV budget
+    line = split_verdict(_run(vocab_dataset, args[2:]).stdout.splitlines())[1]
+    assert " by tokens per second (" in line and "by fitness" not in line
+    assert "TV per token <= 0.01" in line and "the champion" in line

@@ -20,6 +20,7 @@ from evolve.cli.trees import trees
 from evolve.eval.costs import DEFAULT_COST_RATIO, ratio_costs
 from evolve.report.compare.rows import DEFAULT_REPEATS, FORMATS, SPLIT_CHOICES
 from evolve.report.compare.table import BenchmarkOptions, benchmark
+from evolve.report.compare.format import printed_verdict
 from evolve.report.compare.verdict import compute_verdict
 from evolve.report.output import resolve_format
 
@@ -64,7 +65,7 @@ def cli(ctx: click.Context, **options) -> None:
             click.echo(f"note: {note}", err=True)
     verdict = compute_verdict(comparison)
     if verdict is not None and (o.output is not None or resolve_format(o.fmt, o.output, FORMATS) == "csv"):
-        click.echo(verdict.text, err=True)  # what stdout shows otherwise (table, markdown, json)
+        click.echo(printed_verdict(verdict.text), err=True)  # what stdout shows otherwise (table, markdown, json)
 
 
 cli.add_command(simulate)

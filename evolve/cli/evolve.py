@@ -22,6 +22,7 @@ import click
 
 from evolve.cli.errors import EXIT_INTERRUPTED, CliGroup
 from evolve.cli.export import export
+from evolve.cli.output import ProgressLines, stderr_is_terminal
 from evolve.cli.types import CommaList, LiveChoice, legacy_option
 from evolve.search.config import DEFAULTS
 
@@ -112,7 +113,7 @@ def _setting_options(fn):
         note = f" {RUN_OPTION_NOTES[name]}" if name in RUN_OPTION_NOTES else ""
         if name == "evolve":
             note = f" {_kinds_note()}"
-        default = DEFAULTS.to_dict()[name]
+        default = "from --evolve" if name == "objective" else DEFAULTS.to_dict()[name]  # resolve() picks it
         fn = click.option(f"--{name.replace('_', '-')}", name, type=option_type, default=None, callback=callback,
                           help=f"{s.help}{note} [default: {default}]")(fn)
     return fn
@@ -283,7 +284,9 @@ def _fit(metrics, cfg) -> float:
 
 
 class _progress_bar:
-    """Context manager yielding a per-generation callback that drives a rich progress bar (stderr)."""
+    """Context manager yielding a per-generation callback: a rich progress bar when stderr is a terminal, else
+    plain lines every few seconds (:class:`evolve.cli.output.ProgressLines`). Generation g of G counts the
+    generations after the initial population (generation 0), as ``--generations`` does."""
 
     def __init__(self, cfg, enabled: bool):
         self.cfg, self.enabled = cfg, enabled
@@ -292,11 +295,18 @@ class _progress_bar:
     def __enter__(self):
         if not self.enabled:
             return None
+        if not stderr_is_terminal():
+            lines = ProgressLines("generation")
+
+            def plain(row):
+                lines(int(row["gen"]), self.cfg.generations, f"best train {row['train_max']:.5f}  valid "
+                                                             f"{row['best_valid']:.5f}  mean size {row['size_avg']:.1f}")
+            return plain
 
         def update(row):
             if self.progress is None:  # started on the first generation, after the data loaded
                 self._start()
-            self.progress.update(self.task, completed=row["gen"] + 1, train=f"{row['train_max']:.5f}",
+            self.progress.update(self.task, completed=row["gen"], train=f"{row['train_max']:.5f}",
                                  valid=f"{row['best_valid']:.5f}", size=f"{row['size_avg']:.1f}", refresh=True)
         return update
 
@@ -310,13 +320,22 @@ class _progress_bar:
             TimeElapsedColumn(), console=Console(stderr=True), transient=False,
             auto_refresh=False)  # no refresh thread: rich draws from `random`, which the search owns
         self.progress.start()
-        self.task = self.progress.add_task("evolve", total=self.cfg.generations + 1, train="-", valid="-",
+        self.task = self.progress.add_task("evolve", total=self.cfg.generations, train="-", valid="-",
                                            size="-")
 
     def __exit__(self, *exc):
         if self.progress is not None:
             self.progress.stop()
         return False
+
+
+def _say(line: str) -> None:
+    """One ``show`` field (``label:     value``) wrapped to 100 columns, continuation lines under the value (a word
+    longer than that, such as a long path, stays whole)."""
+    import textwrap
+
+    click.echo("\n".join(textwrap.wrap(line, 100, subsequent_indent=" " * 12, break_long_words=False,
+                                       break_on_hyphens=False)) or line)
 
 
 @cli.command()
@@ -342,29 +361,29 @@ def show(run_dir) -> None:
     champ = read_champion(run_dir if written is None else written)
     nodes = champ.nodes
     if written is not None:
-        click.echo(f"checkpoint: {run_dir} holds the run stopped by Ctrl-C; its champion, shown here, was written "
+        _say(f"checkpoint: {run_dir} holds the run stopped by Ctrl-C; its champion, shown here, was written "
                    f"to {written} (`python -m evolve resume {run_dir}` finishes the run)")
-    click.echo(f"champion:   {champ.expression}")
+    _say(f"champion:   {champ.expression}")
     prov = champ.provenance if isinstance(champ.provenance, dict) else {}
     line = _source_line(prov.get("champion_source"), prov.get("seeded_rules"))
     if line:
-        click.echo(line.replace("champion: ", "origin:     ", 1))
+        _say(line.replace("champion: ", "origin:     ", 1))
     if len(nodes) <= SIMPLIFY_MAX_NODES:
         text = _with_time_limit(lambda: str(simplify(nodes)), SYMPY_SECONDS)
-        click.echo(f"simplified: {text}" if text is not None else
+        _say(f"simplified: {text}" if text is not None else
                    f"simplified: (sympy gave up or took over {SYMPY_SECONDS} s; the expression above is exact)")
     else:
-        click.echo(f"simplified: (not attempted: {len(nodes)} nodes > {SIMPLIFY_MAX_NODES}; sympy can take hours "
+        _say(f"simplified: (not attempted: {len(nodes)} nodes > {SIMPLIFY_MAX_NODES}; sympy can take hours "
                    "on large nested if_gt trees)")
-    click.echo(f"size:       {len(nodes)} nodes; kind: {champ.kind} ({champ.program_kind.title}); objective: "
+    _say(f"size:       {len(nodes)} nodes; kind: {champ.kind} ({champ.program_kind.title}); objective: "
                f"{champ.objective}; "
                f"features: {', '.join(champ.features)}")
     prov = champ.provenance
     if isinstance(prov, dict) and prov.get("run_dir"):
-        click.echo(f"run:        {prov.get('run_dir')} (seed {prov.get('seed')}, data {prov.get('data_dir')})")
+        _say(f"run:        {prov.get('run_dir')} (seed {prov.get('seed')}, data {prov.get('data_dir')})")
     if isinstance(prov, dict) and prov.get("interrupted") is True:
         asked = prov.get("config", {}).get("generations") if isinstance(prov.get("config"), dict) else None
-        click.echo(f"interrupted: by Ctrl-C after {prov.get('generations_completed')} of {asked} generations "
+        _say(f"interrupted: by Ctrl-C after {prov.get('generations_completed')} of {asked} generations "
                    "(the champion is the best found until then)")
     splits = [s for s in ("train", "valid", "test") if s in champ.metrics]
     keys = ["records", "acceptance_rate", "accuracy", "false_accepts", "false_rejects", "quality_score",

@@ -68,13 +68,21 @@ def cli(ctx: click.Context, model: str, out: str, seed: int, sequences: int, fmt
         click.echo(f"model {model} (version {metadata['generator_version']}), seed {seed}, "
                    f"chunks of {chunk_sequences} sequences")
         click.echo(generate.format_stats(metadata["statistics"]))
-        click.echo(f"wrote {', '.join(str(p) for p in paths)}")
+        click.echo(_wrote(paths))
         return
     dataset = generate.generate_dataset(model, seed, sequences, config=config)
     click.echo(f"model {model} (version {dataset.metadata['generator_version']}), seed {seed}")
     click.echo(generate.format_stats(dataset.metadata["statistics"]))
     paths = generate.write(dataset, out, fmt)
-    click.echo(f"wrote {', '.join(str(p) for p in paths)}")
+    click.echo(_wrote(paths))
+
+
+def _wrote(paths) -> str:
+    """``wrote PATH, PATH, ...`` wrapped to 100 columns (a path longer than that stays whole on its line)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(f"wrote {', '.join(str(p) for p in paths)}", 100, subsequent_indent="  ",
+                                   break_long_words=False, break_on_hyphens=False))
 
 
 cli.add_command(harvest)

@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from evolve.cli.errors import CliCommand
-from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
+from evolve.cli.output import ProgressLines, FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.types import CommaList
 from evolve.eval.costs import DEFAULT_COST_RATIO, ratio_costs
 from evolve.report.simulate import FORMATS, MAX_LENGTH, MAX_SAMPLES, SimulateOptions, simulate_command
@@ -63,9 +63,12 @@ ALIASES = {"vocab_size": "vocab", "budget": "budgets"}
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Cost file (JSON, as `benchmark.py perf --write-costs` writes): each row of the sweep gains the "
                    "predicted tokens per second and speedup over plain decoding.")
+@click.option("--progress/--no-progress", default=True,
+              help="--trees: a line on stderr every few seconds (configurations done) [default: on].")
 def simulate(**options) -> None:
     """Simulate speculative decoding over synthetic draft/target models (length sweep or --trees)."""
     speedup_costs = ratio_costs(options.pop("cost_ratio"))  # --cost-ratio c: the cost file of c, in memory
-    opts = SimulateOptions(**options, speedup_costs=speedup_costs)
+    progress = ProgressLines("tree configurations") if options.pop("progress") else None
+    opts = SimulateOptions(**options, speedup_costs=speedup_costs, progress=progress)
     sim, text, png_path = simulate_command(opts)
     echo_outputs(text, opts.output, f"{len(sim.rows)} rows", png_path)

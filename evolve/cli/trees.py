@@ -7,7 +7,8 @@ import click
 
 from evolve.cli.errors import CliCommand
 from evolve.cli.output import FORMAT_BY_SUFFIX, echo_outputs, output_options
-from evolve.report.trees import ALL_SPLITS, FORMATS, TreesOptions, trees_command
+from evolve.report.bootstrap import MIN_REPLICATES
+from evolve.report.trees import ALL_SPLITS, FORMATS, TreesOptions, bootstrap_caveats, trees_command
 
 
 @click.command("trees", cls=CliCommand)
@@ -25,7 +26,8 @@ from evolve.report.trees import ALL_SPLITS, FORMATS, TreesOptions, trees_command
                    "[default: flat verification, drafts at 0.05 of a target step].")
 @click.option("--bootstrap", type=click.IntRange(0, 100_000), default=0, show_default=True, metavar="N",
               help="Add each row's tokens per second over the fixed_width row's, with a 95% interval from N paired "
-                   "bootstrap replicates over the split's texts (seeded; 0: none).")
+                   f"bootstrap replicates over the split's texts (seeded; 0: none; else N >= {MIN_REPLICATES}, one "
+                   "replicate in each 2.5% tail; a split of fewer than 10 texts gets a caveat).")
 @output_options(FORMATS, FORMAT_BY_SUFFIX)
 def trees(data_dir: Path, split: str, tune_split: str, champions: tuple[Path, ...], costs: Path | None,
           bootstrap: int, fmt: str | None, output: Path | None) -> None:
@@ -35,3 +37,6 @@ def trees(data_dir: Path, split: str, tune_split: str, champions: tuple[Path, ..
                                             champions=champions, costs=costs, bootstrap=bootstrap, fmt=fmt,
                                             output=output))
     echo_outputs(text, output, f"{len(rows)} rows", None)
+    if output is not None or (fmt or "table") in ("json", "csv"):  # the table's footnote has them otherwise
+        for caveat in bootstrap_caveats(rows):
+            click.echo(f"caveat: {caveat}", err=True)

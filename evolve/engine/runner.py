@@ -228,7 +228,11 @@ class Runner:
         self.vocab = vocab
         self.device = device
         self.dtype = next(model.parameters()).dtype
-        self.keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
+        parameters = inspect.signature(model.forward).parameters
+        self.keep_arg = "logits_to_keep" in parameters
+        # the cache's keyword: ``cache`` from transformers 5.24 on (``past_key_values`` is deprecated there and
+        # warns a FutureWarning on every call), ``past_key_values`` before
+        self.cache_arg = "cache" if "cache" in parameters else "past_key_values"
         self.seconds = 0.0
 
     def _forward(self, kwargs: dict[str, Any]):
@@ -262,7 +266,7 @@ class Runner:
         cache = _new_cache()
         kwargs: dict[str, Any] = {"input_ids": torch.tensor([list(ids)], dtype=torch.long, device=self.device),
                                   "position_ids": torch.arange(len(ids), device=self.device)[None],
-                                  "past_key_values": cache, "use_cache": True}
+                                  self.cache_arg: cache, "use_cache": True}
         if self.keep_arg:
             kwargs["logits_to_keep"] = 1
         self._forward(kwargs)
@@ -295,7 +299,7 @@ class Runner:
         valid = torch.cat([kv.valid, new_valid], dim=1)
         pos = torch.cat([kv.pos, qpos], dim=1)
         cache = kv.dynamic_cache()
-        kwargs: dict[str, Any] = {"input_ids": ids, "position_ids": qpos, "past_key_values": cache,
+        kwargs: dict[str, Any] = {"input_ids": ids, "position_ids": qpos, self.cache_arg: cache,
                                   "use_cache": True}
         if not plain:
             i, j = qpos[:, :, None], pos[:, None, :]
@@ -369,7 +373,7 @@ class Runner:
         mask = torch.zeros((1, 1, T, kv.slots + T), dtype=self.dtype, device=dev)
         mask = mask.masked_fill(~ok[None, None], torch.finfo(self.dtype).min)
         cache = kv.dynamic_cache()
-        kwargs: dict[str, Any] = {"input_ids": ids, "position_ids": qpos, "past_key_values": cache,
+        kwargs: dict[str, Any] = {"input_ids": ids, "position_ids": qpos, self.cache_arg: cache,
                                   "attention_mask": mask, "use_cache": True}
         logits = self._forward_cached(kv, cache, kwargs, n + 1)
         kv.valid = torch.cat([kv.valid, torch.ones((1, T), dtype=torch.bool, device=dev)], dim=1)

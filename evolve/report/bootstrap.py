@@ -5,20 +5,60 @@ Calls of one text are correlated, so the resampling unit is the text: every repl
 replacement (Efron and Tibshirani 1993, the nonparametric bootstrap; resampling clusters, not calls) and recomputes
 every heuristic's ratio on the same draw, so heuristics are compared paired. The interval of a heuristic against
 the reference is the percentile interval of (its tokens per second) / (the reference's) over the replicates.
+
+What an interval can say is checked here, for every bootstrap of the project: :func:`group_weights` refuses fewer
+than :data:`MIN_REPLICATES` replicates (a 95% percentile interval needs at least one replicate in each 2.5% tail,
+1 / 0.025 = 40: with fewer the "interval" is a pair of order statistics near the extremes, zero-width for one
+replicate and not containing the point), and :func:`interval_caveat` says when the split has fewer than
+:data:`MIN_GROUPS` texts: the percentile bootstrap over few resampling units is narrower than its nominal coverage
+(Cameron, Gelbach and Miller 2008 on few clusters), and with one text every replicate is the sample, so the
+interval is the point itself.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from evolve.errors import InputError
 
 #: Seed of the replicates' random draws (the same seed gives the same intervals).
 BOOTSTRAP_SEED = 0
 #: Coverage of the percentile interval.
 COVERAGE = 0.95
+#: Fewest replicates a :data:`COVERAGE` percentile interval can use: one replicate in each tail (40 for 95%).
+MIN_REPLICATES = math.ceil(2.0 / (1.0 - COVERAGE) - 1e-9)
+#: Fewest groups (texts) below which an interval carries :func:`interval_caveat`'s caveat.
+MIN_GROUPS = 10
+
+
+def check_replicates(replicates: int, option: str = "--bootstrap") -> None:
+    """Refuse a replicate count that cannot give a :data:`COVERAGE` percentile interval: InputError (one line naming
+    ``option`` and the value) unless ``replicates`` is an integer >= :data:`MIN_REPLICATES`."""
+    if isinstance(replicates, bool) or not isinstance(replicates, (int, np.integer)) or replicates < MIN_REPLICATES:
+        raise InputError(f"{option} {replicates!r}: a {COVERAGE:.0%} percentile interval needs at least "
+                         f"{MIN_REPLICATES} bootstrap replicates (one in each {(1 - COVERAGE) / 2:.1%} tail)")
+
+
+def interval_caveat(groups: np.ndarray, what: str = "texts") -> str | None:
+    """The caveat of an interval resampling the distinct values of ``groups`` (int64 (n,), e.g. the text index), or
+    None when there are at least :data:`MIN_GROUPS` of them."""
+    count = np.unique(groups).size
+    if count >= MIN_GROUPS:
+        return None
+    if count <= 1:
+        return (f"only {count} {what[:-1] if what.endswith('s') else what}: every replicate is the sample, so the "
+                f"interval is the point itself and says nothing about the uncertainty")
+    return (f"only {count} {what}: with fewer than {MIN_GROUPS} the percentile interval is narrower than "
+            f"{COVERAGE:.0%} coverage (too few {what} to resample)")
 
 
 def group_weights(groups: np.ndarray, replicates: int, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
     """Weights float64 (replicates, n) of the n calls in each replicate: how many times the call's group (``groups``
-    int64 (n,), e.g. the text index) was drawn when the distinct groups are drawn with replacement."""
+    int64 (n,), e.g. the text index) was drawn when the distinct groups are drawn with replacement.
+
+    Raises: InputError for fewer than :data:`MIN_REPLICATES` replicates (:func:`check_replicates`)."""
+    check_replicates(replicates)
     ids, index = np.unique(groups, return_inverse=True)
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, ids.size, size=(replicates, ids.size))
@@ -41,4 +81,5 @@ def ratio_interval(weights: np.ndarray, values: np.ndarray, reference: np.ndarra
     return float(point), float(low), float(high)
 
 
-__all__ = ["BOOTSTRAP_SEED", "COVERAGE", "group_weights", "ratio_interval"]
+__all__ = ["BOOTSTRAP_SEED", "COVERAGE", "MIN_GROUPS", "MIN_REPLICATES", "check_replicates", "group_weights",
+           "interval_caveat", "ratio_interval"]

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from evolve.report.width import fit_width
 from evolve.eval.costs import load_costs
 from evolve.errors import InputError
 from evolve.harvest.config import HarvestConfig
@@ -222,7 +223,7 @@ def format_table(report: LiveReport) -> str:
                   "TV/token = exact expected damage per emitted token (0 = lossless); Mean acc. len = mean acceptance "
                   "length = tokens per target call, ± its standard error; E[acc. len] = 1 + sum_d prod_(i<=d) tau_i "
                   "per call, given the drafts."]
-    return "\n".join(lines) + "\n"
+    return fit_width("\n".join(lines)) + "\n"
 
 
 def format_json(report: LiveReport) -> str:

@@ -72,11 +72,13 @@ from __future__ import annotations
 import io
 import json
 import os
+from typing import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from evolve.report.width import fit_width
 from evolve.eval.costs import DEFAULT_COSTS, Costs, load_costs
 from evolve.errors import InputError
 from evolve.report.options import naming_param
@@ -251,20 +253,25 @@ def tree_configs(budget: int, widths=DEFAULT_WIDTHS, max_width: int = 3) -> list
 
 def run_trees(budgets=DEFAULT_BUDGETS, widths=DEFAULT_WIDTHS, max_width: int = 3, length: int = 1000,
               samples: int = 20, vocab: int = 1000, speedup_costs: Costs = DEFAULT_COSTS,
-              seed: int = 0) -> Simulation:
-    """Tokens per target call of chains and trees at equal node budgets (module doc)."""
+              seed: int = 0, progress: Callable[[int, int, str], None] | None = None) -> Simulation:
+    """Tokens per target call of chains and trees at equal node budgets (module doc). ``progress(done, total,
+    detail)`` is called before the first configuration and after each one (None: silent)."""
     model = SyntheticModel(vocab_size=vocab, seed=seed)
     rows = []
-    for budget in budgets:
-        for cfg in tree_configs(budget, widths, max_width):
-            r = simulate_tree(model, cfg, length, samples, speedup_costs)
-            rows.append({
-                "budget": budget, "draft": cfg.draft, "shape": cfg.label, "verification": cfg.verification,
-                "nodes_per_call": r.nodes_per_call, "depth": r.depth, "draft_steps_per_call": r.draft_steps_per_call,
-                "tokens_per_call": r.tokens_per_call, "calls_per_token": r.calls_per_token,
-                "accepted_per_node": r.accepted_per_node, "speedup": r.speedup, "length": length,
-                "samples": samples, "cost_ratio": speedup_costs.cost_ratio, "vocab": vocab, "seed": seed,
-            })
+    configs = [(budget, cfg) for budget in budgets for cfg in tree_configs(budget, widths, max_width)]
+    if progress is not None:
+        progress(0, len(configs), "")
+    for done, (budget, cfg) in enumerate(configs, 1):
+        r = simulate_tree(model, cfg, length, samples, speedup_costs)
+        if progress is not None:
+            progress(done, len(configs), f"{budget} nodes: {cfg.label} ({cfg.verification})")
+        rows.append({
+            "budget": budget, "draft": cfg.draft, "shape": cfg.label, "verification": cfg.verification,
+            "nodes_per_call": r.nodes_per_call, "depth": r.depth, "draft_steps_per_call": r.draft_steps_per_call,
+            "tokens_per_call": r.tokens_per_call, "calls_per_token": r.calls_per_token,
+            "accepted_per_node": r.accepted_per_node, "speedup": r.speedup, "length": length,
+            "samples": samples, "cost_ratio": speedup_costs.cost_ratio, "vocab": vocab, "seed": seed,
+        })
     caption = (f"Chains vs draft trees at equal node budgets: {samples} sequences of {length} tokens, vocab {vocab}, "
                f"cost ratio {speedup_costs.cost_ratio:g}, seed {seed}; tree widths {','.join(map(str, widths))}, "
                f"adaptive max width {max_width}")
@@ -323,7 +330,7 @@ def format_table(sim: Simulation) -> str:
                   "Mean acc. len = mean acceptance length = tokens per target call; Draft steps: one per tree level "
                   "(chain, tree, adaptive), one per call for Medusa heads; speedup = length / (calls + c * draft "
                   "steps)."]
-    return "\n".join(lines) + "\n"
+    return fit_width("\n".join(lines)) + "\n"
 
 
 def format_json(sim: Simulation) -> str:
@@ -443,7 +450,8 @@ class SimulateOptions:
     write the PNG chart; ``trees``: the tree comparison with ``budgets``, ``widths`` and ``max_width``
     instead of the sweep; ``costs``: a cost file (:mod:`evolve.eval.costs`): each sweep row gains the
     predicted ``tokens_per_second`` = tokens per call / (target_forward_s(gamma + 1) + gamma *
-    draft_token_s) and ``cost_speedup`` = that times ``plain_token_s``. Values are checked by
+    draft_token_s) and ``cost_speedup`` = that times ``plain_token_s``; ``progress``: called as ``progress(done,
+    total, detail)`` while the tree comparison runs (None: silent). Values are checked by
     :func:`simulate_command`.
     """
 
@@ -468,6 +476,7 @@ class SimulateOptions:
     widths: tuple[int, ...] = DEFAULT_WIDTHS
     max_width: int = 3
     costs: str | os.PathLike | None = None
+    progress: Callable[[int, int, str], None] | None = None
 
 
 def _check_count(param: str, value, low: int, high: int):
@@ -514,7 +523,7 @@ def simulate_command(options: SimulateOptions = SimulateOptions()) -> tuple[Simu
             tree_configs(budget, tuple(o.widths), o.max_width)
         rule_name_for_plot = "trees"
         sim = run_trees(tuple(o.budgets), tuple(o.widths), o.max_width, max(lengths), samples, o.vocab, o.speedup_costs,
-                        o.seed)
+                        o.seed, o.progress)
     else:
         rule_name_for_plot = plan.label if verification.scheme == "token" else f"{plan.label}_{verification.scheme}"
         sim = run_sweep(plan.rule, gamma, lengths, samples, o.vocab, o.speedup_costs, o.seed, verification, plan.label,

@@ -30,12 +30,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from evolve.report.width import fit_width
 from evolve.eval.costs import Costs, load_costs
 from evolve.kinds.tree_shape.eval_competitors import competitors
 from evolve.kinds.tree_shape.eval_shape import (
     BOUNDS, ShapeData, ShapeMetrics, shape_data, whole_tree_metrics,
 )
-from evolve.report.bootstrap import group_weights, ratio_interval
+from evolve.report.bootstrap import check_replicates, group_weights, interval_caveat, ratio_interval
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.traces.trees import load_trees
 from heuristics.champions import read_champion
@@ -58,7 +59,8 @@ class TreesOptions:
     ``data_dir``: dataset directory with tree tables; ``split``: ``train``/``valid``/``test``/``all``;
     ``tune_split``: the split the named shapes' settings are chosen on; ``champions``: champion files of kind
     ``tree-shape`` or ``relaxation``; ``costs``: cost file or None; ``bootstrap``: replicates of the paired
-    bootstrap against ``fixed_width`` (0: none); ``fmt``, ``output``: as every table command.
+    bootstrap against ``fixed_width`` (0: none, else at least
+    :data:`evolve.report.bootstrap.MIN_REPLICATES`); ``fmt``, ``output``: as every table command.
     """
 
     data_dir: Path
@@ -108,7 +110,11 @@ def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
     """The rows of every split in ``data`` (see the module doc), named shapes tuned on ``tune``. With
     ``bootstrap`` > 0 replicates, every row but the bound gets ``vs_fixed_width`` (its tokens per second over the
     split's ``fixed_width`` row) and the 95% interval ``vs_fixed_width_low``/``_high`` from a paired bootstrap over
-    the split's texts (:mod:`evolve.report.bootstrap`)."""
+    the split's texts (:mod:`evolve.report.bootstrap`; InputError for fewer than its ``MIN_REPLICATES``), and the
+    split's caveat under ``_caveat`` (:func:`evolve.report.bootstrap.interval_caveat`; None when the split has texts
+    enough), never written."""
+    if bootstrap > 0:
+        check_replicates(bootstrap)
     rows = []
     for split, d in data.items():
         first = len(rows)
@@ -122,9 +128,12 @@ def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
         for name, champion_rows, program in champions:
             rows += champion_rows(split, name, program, d, tune, costs)
         if bootstrap > 0:
-            weights = group_weights(d.table.per_tree("seq_id"), bootstrap)
+            texts = d.table.per_tree("seq_id")
+            weights = group_weights(texts, bootstrap)
             reference = per_tree["fixed_width"]
+            caveat = interval_caveat(texts)
             for row in rows[first:]:
+                row["_caveat"] = None if caveat is None else f"{split}: {caveat}"
                 point = low = high = math.nan
                 if row["_per_tree"] is not None:
                     point, low, high = ratio_interval(weights, row["_per_tree"], reference)
@@ -145,6 +154,17 @@ def _versus(r: dict[str, Any]) -> list[str]:
 VERSUS_HEADER = "vs fixed_width [95%]"
 _BOOTSTRAP_NOTE = (" vs fixed_width [95%]: tokens per second over the fixed_width row's, with a paired percentile "
                    "interval from resampling the split's texts (seeded).")
+
+
+def bootstrap_caveats(rows: list[dict[str, Any]]) -> list[str]:
+    """The distinct interval caveats of the rows' splits (:func:`tree_rows`), in row order."""
+    return list(dict.fromkeys(r["_caveat"] for r in rows if r.get("_caveat")))
+
+
+def _caveat_note(rows: list[dict[str, Any]]) -> str:
+    """The footnote's sentence of the interval caveats ("" when none)."""
+    caveats = bootstrap_caveats(rows)
+    return "".join(f" Caveat, {c}." for c in caveats)
 
 
 def _versus_header(rows: list[dict[str, Any]]) -> list[str]:
@@ -170,8 +190,8 @@ def format_table(rows: list[dict[str, Any]], caption: str) -> str:
                   "Nodes/call: drafted nodes the target verifies; Passes/call: drafter passes the cost model charges "
                   "(one per depth with an expansion); Speedup: tokens per second over plain decoding's, under the "
                   "cost file. shape_oracle: a bound, not a shape (every subtree of every tree tried, knowing its "
-                  "outcome)." + (_BOOTSTRAP_NOTE if _versus_header(rows) else "")]
-    return "\n".join(lines) + "\n"
+                  "outcome)." + (_BOOTSTRAP_NOTE + _caveat_note(rows) if _versus_header(rows) else "")]
+    return fit_width("\n".join(lines)) + "\n"
 
 
 def format_markdown(rows: list[dict[str, Any]], caption: str) -> str:
@@ -183,7 +203,9 @@ def format_markdown(rows: list[dict[str, Any]], caption: str) -> str:
             for r in rows]
     header = ["Split", "Heuristic", "Setting", "Mean acc. len", "TV/token", "Nodes/call", "Tokens/s", "Speedup"]
     header += _versus_header(rows)
-    return caption + "\n\n" + markdown_table(header, body, right=set(range(3, len(header))))
+    note = _caveat_note(rows)
+    return caption + "\n\n" + markdown_table(header, body, right=set(range(3, len(header)))) + (
+        "\n" + note.strip() + "\n" if note else "")
 
 
 def _clean(v):
@@ -198,6 +220,8 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     """
     fmt = resolve_format(opts.fmt, opts.output, FORMATS)
     check_output(opts.output)
+    if opts.bootstrap != 0:
+        check_replicates(opts.bootstrap)
     costs = load_costs(opts.costs)
     champions = _champion_programs(opts.champions)
     splits = ALL_SPLITS if opts.split == "all" else (opts.split,)
@@ -224,5 +248,5 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     return rows, text
 
 
-__all__ = ["FORMATS", "KEYS", "BOOTSTRAP_KEYS", "ALL_SPLITS", "TreesOptions", "champion_label", "tree_rows", "format_table", "format_markdown",
-           "trees_command"]
+__all__ = ["FORMATS", "KEYS", "BOOTSTRAP_KEYS", "ALL_SPLITS", "TreesOptions", "bootstrap_caveats", "champion_label",
+           "tree_rows", "format_table", "format_markdown", "trees_command"]

@@ -80,7 +80,10 @@ class RunConfig:
       form), ``speed_at_tv`` (tokens per call subject to TV per token <= ``tv_budget``) or
       ``pareto`` (NSGA-II over tokens per call, TV per token and program size; the final front is
       kept in ``front.json`` and the champion is the front member with the best ``speed_at_tv`` on
-      valid). The block objectives need ``draft_index`` in the data.
+      valid). The block objectives need ``draft_index`` in the data. Not given, it defaults from the
+      kind (:func:`resolve`): ``acceptance_quality`` where it scores the kind, else the kind's first objective
+      (:attr:`evolve.kinds.base.ProgramKind.objectives`: ``speed_at_tv`` for ``relaxation``,
+      ``tokens_per_second`` for ``verify-length`` and ``tree-shape``).
     * evolve: the kind of program evolved (:mod:`evolve.kinds.registry`): ``threshold`` (per-token
       acceptance thresholds) or ``relaxation`` (the weight w of relaxed block verification, which
       verifies each block against (1 - w) p + w q, :mod:`evolve.kinds.relaxation.eval_block`; w reads
@@ -111,7 +114,9 @@ class RunConfig:
     generations: int = _setting(100, int, "Generations after the initial population.", 0, 1_000_000)
     seed: int = _setting(0, int, "Random seed of Python's random (DEAP) and numpy (same seed + same data = same "
                                  "champion).", 0, 2**63 - 1)
-    objective: str = _setting("acceptance_quality", str, "What the run optimises on train (a registered objective).",
+    objective: str = _setting("acceptance_quality", str, "What the run optimises on train (a registered objective; "
+                                                         "default: acceptance_quality for threshold runs, else "
+                                                         "the kind's first objective).",
                               choices=_objective_names)
     evolve: str = _setting("threshold", str, "Kind of program evolved (a registered kind, evolve.kinds.registry).",
                            choices=_kind_names)
@@ -392,6 +397,9 @@ def resolve(options: dict[str, Any] | None = None, config_file: str | os.PathLik
             "not given" and ignored; older keys (:data:`LEGACY_KEYS`) are read as their new names.
         config_file: optional TOML file (see :func:`load_toml`).
 
+    An ``objective`` given nowhere defaults from the kind (``evolve``): :data:`DEFAULTS`'s where it scores the
+    kind, else the kind's first objective (:attr:`evolve.kinds.base.ProgramKind.objectives`).
+
     Raises: InputError for the first bad value: with ``param`` set to the field (the command line
     names its option) for a value of ``options``, naming the file and key for one of the file.
     """
@@ -409,6 +417,10 @@ def resolve(options: dict[str, Any] | None = None, config_file: str | os.PathLik
                                                             f" (known: {', '.join(FIELD_NAMES)})"))
         values[name] = _check_value(name, value, None)
         origin[name] = None
+    if "objective" not in values:  # not given: the kind's own objective where the default does not score it
+        objectives = replace(DEFAULTS, **values).program_kind.objectives
+        if objectives and DEFAULTS.objective not in objectives:
+            values["objective"] = objectives[0]
     cfg = replace(DEFAULTS, **values)
     _check_relations(cfg, origin)
     return cfg

@@ -86,8 +86,16 @@ def front_document(result: SearchResult) -> dict[str, Any]:
     ``depth``, ``objectives`` {``train``, ``valid``: {tokens_per_call,
     tv_per_token, size}}, ``speed_at_tv`` {``train``, ``valid``} (with
     ``tv_budget``) and the full ``train`` and ``valid`` metrics.
+
+    The front of a multi-objective run under an objective without block metrics (a registered one, such as
+    docs/reference/api.md's ``accept_vs_tv``) has that objective's own values instead: ``objectives`` names them
+    ``OBJECTIVE[i]`` with the direction of its weight, each member's ``objectives`` {``train``, ``valid``: the
+    list of its fitness values}, and no ``speed_at_tv`` (it needs the block metrics).
     """
     cfg = result.config
+    spec = cfg.objective_spec
+    if not spec.needs_blocks:
+        return _own_front_document(result, spec)
     members = []
     for e in result.front or []:
         objectives = {split: {"tokens_per_call": m.tokens_per_call, "tv_per_token": m.tv_per_token,
@@ -99,6 +107,21 @@ def front_document(result: SearchResult) -> dict[str, Any]:
     directions = dict(zip(PARETO_OBJECTIVES, ("max", "min", "min")))
     return {"objectives": [{"name": k, "direction": v} for k, v in directions.items()], "gamma": cfg.gamma,
             "tv_cap": cfg.tv_cap, "tv_budget": cfg.tv_budget, "champion": result.champion.expression,
+            "front": members}
+
+
+def _own_front_document(result: SearchResult, spec: Any) -> dict[str, Any]:
+    """``front.json`` of a multi-objective run under an objective without block metrics (:func:`front_document`)."""
+    cfg = result.config
+    names = [f"{spec.name}[{i}]" for i in range(len(spec.weights))]
+    members = []
+    for e in result.front or []:
+        objectives = {split: [float(v) for v in spec.fitness_values(m, e.size, cfg)]
+                      for split, m in (("train", e.train), ("valid", e.valid))}
+        members.append({"expression": e.expression, "size": e.size, "depth": e.depth, "objectives": objectives,
+                        "train": e.train.to_dict(), "valid": e.valid.to_dict()})
+    return {"objectives": [{"name": n, "direction": "max" if w > 0 else "min"} for n, w in zip(names, spec.weights)],
+            "gamma": None, "tv_cap": cfg.tv_cap, "tv_budget": cfg.tv_budget, "champion": result.champion.expression,
             "front": members}
 
 

@@ -6,7 +6,7 @@ speculation blocks) and the champions' deltas, followed by a caption, the notes 
 ``table`` (rich, plain text, the default) shows the essential columns only (:func:`_table_columns`:
 Heuristic, Accept%, Fitness, then Mean acc. len (tokens per call), Speedup and TV/tok on data with blocks or E[TV] without,
 and ΔFitness with champions), so that it fits in :data:`TABLE_WIDTH` columns; its caption and notes
-are wrapped to that width and its last line is the verdict. ``csv`` holds one record per row with
+are wrapped to that width and its last paragraph is the verdict (wrapped too, its continuation lines indented). ``csv`` holds one record per row with
 the keys :data:`evolve.report.compare.rows.ROW_KEYS`; ``json`` is an object with ``rows`` (those
 records) and ``verdict`` (:meth:`evolve.report.compare.verdict.Verdict.to_dict`, or null). A cell a
 row has no value for (the per-token columns of ``block_verification``) is ``-``. The verdict
@@ -145,6 +145,15 @@ def _verdict_line(comparison: Comparison) -> str | None:
     return None if verdict is None else verdict.text
 
 
+def printed_verdict(text: str, width: int = TABLE_WIDTH) -> str:
+    """A verdict's ``text`` (:attr:`evolve.report.compare.verdict.Verdict.text`: hint lines, then the verdict line)
+    as printed: the verdict line wrapped to ``width``, its continuation lines indented by two spaces, so the
+    paragraph starting ``verdict:`` is the last one."""
+    *hint, line = text.split("\n")
+    return "\n".join([*hint, *textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False,
+                                             break_on_hyphens=False)])
+
+
 def _wrap(line: str, width: int = TABLE_WIDTH) -> list[str]:
     """``line`` wrapped to ``width`` (paths are not broken; a longer word stays whole)."""
     return textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False) or [""]
@@ -189,7 +198,7 @@ def format_table(comparison: Comparison) -> str:
                          "one target call (the cost file's batch curve); speedup over plain decoding of R requests "
                          "(evolve.report.compare.concurrency).")]
     verdict = _verdict_line(comparison)
-    return text + "\n\n" + "\n".join(lines) + "\n" + (f"\n{verdict}\n" if verdict else "")
+    return text + "\n\n" + "\n".join(lines) + "\n" + (f"\n{printed_verdict(verdict)}\n" if verdict else "")
 
 
 def format_markdown(comparison: Comparison) -> str:
@@ -239,4 +248,4 @@ def format_comparison(comparison: Comparison, fmt: str = "table") -> str:
     return FORMATTERS[resolve_format(fmt, None, FORMATS)](comparison)
 
 
-__all__ = ["FORMATTERS", "TABLE_WIDTH", "format_comparison", "format_csv", "format_json", "format_markdown", "format_table"]
+__all__ = ["FORMATTERS", "TABLE_WIDTH", "printed_verdict", "format_comparison", "format_csv", "format_json", "format_markdown", "format_table"]

@@ -1,10 +1,17 @@
 """The verdict of ``benchmark.py``'s comparison: one line saying which rule wins, and by how much.
 
-Measure: the table's main measure, the acceptance-quality fitness (column ``Fitness``, key
-``fitness``: the measure the acceptance-quality benchmark table is built on, and the one a
-default ``python -m evolve run`` optimises). Split: ``test`` when it was scored, else the last
-split scored. Rows: every rule with a fitness on that split (not ``block_verification``, nor a
-relaxation champion: they have no per-token threshold, hence no fitness).
+Measure: what the champions were evolved for. A champion is judged by its run's objective, as its champion
+file records it (``objective``), else by its kind's first objective (:attr:`evolve.kinds.base.ProgramKind.objectives`),
+through :data:`OBJECTIVE_MEASURES`: the acceptance-quality fitness (column ``Fitness``) for ``acceptance_quality`` and
+``expected`` (its noise-free form), tokens per call for ``speed_at_tv`` and ``pareto``, tokens per second for
+``tokens_per_second`` and ``pareto_tokens_per_second`` (the objectives of verification-length policies and tree
+shapes). Without champions the measure is the fitness, the measure the acceptance-quality benchmark table is built
+on. Champions of different measures: the first champion's measure, and the line names the others'.
+Split: ``test`` when it was scored, else the last split scored. Rows: every rule with a value of the measure on
+that split; for the fitness not ``block_verification``, nor a relaxation or policy champion (no per-token threshold,
+hence no fitness); for a speed measure every row but the bounds (:data:`BOUNDS`, which know each block's outcome),
+among those whose TV per token is within the champion's run's TV budget (recorded in its champion file; else the
+champion's own TV per token), so a lossy rule does not win on speed it bought with damage.
 
 Winner: the highest fitness. Ties go to ``standard_rejection`` (the reference), then to the
 earlier row, so a champion wins only by scoring strictly higher than every registered rule.
@@ -32,8 +39,20 @@ from typing import Any, Mapping
 
 from evolve.report.compare.rows import REFERENCE_RULE, VERIFIER, Comparison, ComparedRule, Row
 
-#: The row metric the verdict compares (the table's column ``Fitness``).
+#: The row metric the verdict compares without champions (the table's column ``Fitness``).
 MEASURE = "fitness"
+#: The row metric that judges a champion of each objective (module doc).
+OBJECTIVE_MEASURES: dict[str, str] = {"acceptance_quality": "fitness", "expected": "fitness",
+                                      "speed_at_tv": "tokens_per_call", "pareto": "tokens_per_call",
+                                      "tokens_per_second": "tokens_per_second",
+                                      "pareto_tokens_per_second": "tokens_per_second"}
+#: How the verdict line names a measure.
+MEASURE_WORDS: dict[str, str] = {"fitness": "fitness", "expected_fitness": "expected fitness",
+                                 "tokens_per_call": "tokens per call", "tokens_per_second": "tokens per second"}
+#: Rows that are bounds, not rules (they know each block's outcome): never a winner.
+BOUNDS: frozenset[str] = frozenset({"length_oracle", "shape_oracle"})
+#: Slack of the TV-per-token filter of a speed measure (round-off of an exactly lossless row).
+TV_SLACK = 1e-12
 #: Objectives whose champions are chosen by (a form of) the acceptance-quality fitness.
 FITNESS_OBJECTIVES: frozenset[str] = frozenset({"acceptance_quality", "expected"})
 #: The lines printed before the verdict when a champion of a fitness run does not beat standard rejection.
@@ -92,11 +111,30 @@ class Verdict:
                 "text": self.text}
 
 
-def _measure(row: Row) -> float | None:
-    value = row.value(MEASURE)
+def _value(row: Row, measure: str) -> float | None:
+    """The row's ``measure`` as a finite float, or None."""
+    value = row.value(measure)
     if value is None or not math.isfinite(float(value)):
         return None
     return float(value)
+
+
+def _measure(row: Row) -> float | None:
+    return _value(row, MEASURE)
+
+
+def champion_measure(row: Row, info: Mapping[str, Any]) -> str:
+    """The measure that judges the champion ``row`` (module doc): its recorded run objective's, else its kind's
+    first objective's, else the fitness."""
+    objective = info.get("objective")
+    if isinstance(objective, str) and objective in OBJECTIVE_MEASURES:
+        return OBJECTIVE_MEASURES[objective]
+    from evolve.kinds.registry import KINDS
+
+    kind = KINDS.get(row.program_kind) if isinstance(row.program_kind, str) else None
+    if kind is not None and kind.objectives and kind.objectives[0] in OBJECTIVE_MEASURES:
+        return OBJECTIVE_MEASURES[kind.objectives[0]]
+    return MEASURE
 
 
 def verdict_split(comparison: Comparison) -> str | None:
@@ -137,10 +175,16 @@ def _reason(champ: Row, winner: Row, ref: Row | None, info: Mapping[str, Any], s
 
 
 def compute_verdict(comparison: Comparison) -> Verdict | None:
-    """The :class:`Verdict` of ``comparison`` (None when no row of the split has a fitness)."""
+    """The :class:`Verdict` of ``comparison`` (None when no row of the split has a value of the measure)."""
     split = verdict_split(comparison)
     if split is None:
         return None
+    champions = [r for r in comparison.rows if r.split == split and r.role == "champion"]
+    measures = list(dict.fromkeys(champion_measure(r, comparison.champions.get(r.heuristic, {})) for r in champions))
+    if measures and measures[0] != MEASURE:
+        by_objective = _speed_verdict(comparison, split, measures)
+        if by_objective is not None:  # else the rows lack the measure (no gamma): judged by the fitness
+            return by_objective
     rows = [r for r in comparison.rows if r.split == split and r.role != VERIFIER and _measure(r) is not None]
     if not rows:
         return None
@@ -195,6 +239,72 @@ def compute_verdict(comparison: Comparison) -> Verdict | None:
                    info.get("champion_source") if champ is not None else None, reason, text, hint)
 
 
+def _tv(row: Row) -> float:
+    value = row.value("tv_per_token")
+    return math.inf if value is None or math.isnan(float(value)) else float(value)
+
+
+def _percent(value: float, reference: float) -> str:
+    """``value`` against ``reference`` as a signed percentage (round-off below 0.05% shows as +0.0%)."""
+    change = value / reference - 1.0
+    return f"{0.0 if abs(change) < 5e-4 else change:+.1%}"
+
+
+def _speed_verdict(comparison: Comparison, split: str, measures: list[str]) -> Verdict | None:
+    """The verdict by a measure other than the fitness (``measures[0]``, the first champion's; module doc)."""
+    measure = measures[0]
+    words = MEASURE_WORDS.get(measure, measure)
+    champs = [r for r in comparison.rows if r.split == split and r.role == "champion"
+              and champion_measure(r, comparison.champions.get(r.heuristic, {})) == measure
+              and _value(r, measure) is not None]
+    if not champs:
+        return None
+    champ = champs[0]
+    for row in champs[1:]:
+        if _value(row, measure) >= _value(champ, measure):  # ties: the last (``--champion`` files come last)
+            champ = row
+    info = comparison.champions.get(champ.heuristic, {})
+    budget = info.get("tv_budget")
+    if isinstance(budget, (int, float)) and not isinstance(budget, bool) and math.isfinite(budget) and budget >= 0:
+        limit, why = max(float(budget), _tv(champ)), "its run's TV budget"
+    else:
+        limit, why = _tv(champ), "the champion's own"
+    rows = [r for r in comparison.rows if r.split == split and r.heuristic not in BOUNDS
+            and _value(r, measure) is not None and (r.role == "champion" or _tv(r) <= limit + TV_SLACK)]
+    ref = next((r for r in rows if r.role == "baseline" and r.heuristic == REFERENCE_RULE), None)
+    ordered = ([ref] if ref is not None else []) + [r for r in rows if r is not ref]
+    winner = ordered[0]
+    for row in ordered[1:]:
+        if _value(row, measure) > _value(winner, measure):
+            winner = row
+    value = _value(winner, measure)
+    ref_value = _value(ref, measure) if ref is not None else None
+
+    def name(row: Row) -> str:
+        return "the champion" if row.heuristic == "champion" else (
+            f"champion {row.heuristic}" if row.role == "champion" else row.heuristic)
+
+    among = "lossless rules" if limit <= TV_SLACK else f"rules with TV per token <= {limit:.3g}, {why}"
+    text = f"verdict: {name(winner)} wins on {split} by {words} ({value:.4g}, among {among})"
+    reason = None
+    if champ is not winner:
+        c_value = _value(champ, measure)
+        vs = (f" ({_percent(c_value, ref_value)} against {REFERENCE_RULE})"
+              if ref is not None and ref_value and ref is not champ else "")
+        if _value(champ, measure) == value:
+            reason = f"tied with {winner.heuristic}"
+        else:
+            reason = f"behind {winner.heuristic} ({_percent(c_value, value)})"
+        text += f"; {name(champ)} scores {c_value:.4g}{vs}: {reason}"
+    if len(measures) > 1:
+        others = ", ".join(MEASURE_WORDS.get(m, m) for m in measures[1:])
+        text += f" (other champions optimise {others}: see their columns)"
+    runner_up = None
+    return Verdict(split, measure, winner.heuristic, winner.role, value, ref.heuristic if ref is not None else None,
+                   ref_value, runner_up, None, champ.heuristic, _value(champ, measure),
+                   info.get("champion_source"), reason, text, ())
+
+
 def _needs_next_steps(champ: Row, ref: Row | None, info: Mapping[str, Any]) -> bool:
     """Whether the verdict says what to try next: ``champ`` does not beat standard rejection and its
     champion file (``info`` from :func:`champion_records`, which records the file's ``path``) was
@@ -209,8 +319,9 @@ def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str
 
     ``labelled`` maps row labels to entries; for each entry of role ``champion`` whose file can
     be found (a ``--champion`` file, or the file of that name in a champions directory) the result
-    holds ``path``, ``objective`` and ``champion_source`` (from its provenance: ``evolved`` or
-    ``seeded:NAME``; None for files that do not record it). A file that cannot be read again is
+    holds ``path``, ``objective``, ``champion_source`` (from its provenance: ``evolved`` or
+    ``seeded:NAME``; None for files that do not record it) and ``tv_budget`` (its run's, from the provenance's
+    ``config``; None when not recorded). A file that cannot be read again is
     left out: the verdict then reasons from the row alone.
     """
     from evolve.errors import InputError
@@ -234,12 +345,17 @@ def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str
                 if champ.name == entry.rule.name:
                     prov = champ.provenance if isinstance(champ.provenance, dict) else {}
                     source = prov.get("champion_source")
+                    config = prov.get("config") if isinstance(prov.get("config"), dict) else {}
+                    budget = config.get("tv_budget")
                     out[label] = {"path": str(path), "objective": champ.objective,
-                                  "champion_source": source if isinstance(source, str) else None}
+                                  "champion_source": source if isinstance(source, str) else None,
+                                  "tv_budget": budget if isinstance(budget, (int, float))
+                                  and not isinstance(budget, bool) else None}
                     break
         except (InputError, OSError, ValueError):
             continue
     return out
 
 
-__all__ = ["FITNESS_OBJECTIVES", "MEASURE", "NEXT_STEPS", "Verdict", "champion_records", "compute_verdict", "verdict_split"]
+__all__ = ["BOUNDS", "FITNESS_OBJECTIVES", "MEASURE", "MEASURE_WORDS", "NEXT_STEPS", "OBJECTIVE_MEASURES", "Verdict",
+           "champion_measure", "champion_records", "compute_verdict", "verdict_split"]

@@ -211,7 +211,9 @@ class ParetoComparison:
         "best_family_rule" (the best point as a rule name, ``FAMILY:VALUES``), "margin"}}
         (margin = evolved / best family - 1, None when either is missing),
         ``beats_all_above_0`` (bool or None without an evolved curve),
-        ``largest_hypervolume`` (curve name).
+        ``largest_hypervolume`` (the name of the curve, among the rule families and the evolved curve, with the
+        largest hypervolume), ``largest_hypervolume_of_all`` (the same among every row of the table: the curves
+        and the references, block verification, the learned rule and relaxed block verification).
         """
         evolved = self.curves.get(EVOLVED)
         margins = {}
@@ -230,7 +232,10 @@ class ParetoComparison:
             if evolved is not None and (ev is None or (best_val is not None and ev <= best_val)):
                 beats = False
         largest = max(self.curves.values(), key=lambda c: c.hypervolume).name if self.curves else None
-        return {"margins": margins, "beats_all_above_0": beats, "largest_hypervolume": largest}
+        every = [*self.curves.values(), *self.references.values()]
+        of_all = max(every, key=lambda c: c.hypervolume).name if every else None
+        return {"margins": margins, "beats_all_above_0": beats, "largest_hypervolume": largest,
+                "largest_hypervolume_of_all": of_all}
 
     def versus_references(self) -> dict[str, Any]:
         """How the evolved curve and every family compare with the references at each budget.

@@ -19,7 +19,9 @@ import io
 import json
 import os
 from pathlib import Path
+from typing import Any
 
+from evolve.report.width import fit_width
 from evolve.report.pareto.speed import speed_lines, speed_summary
 from evolve.report.pareto.curves import BLOCK_VERIFICATION, EVOLVED, LEARNED_CURVE, ParetoComparison, budget_key
 from evolve.report.pareto.relaxed import RELAXED_EVOLVED, RELAXED_FAMILY, relaxed_lines, relaxed_verdict
@@ -76,7 +78,7 @@ def format_table(comp: ParetoComparison) -> str:
     best = [f"{k}: {m['best_family_rule']}" for k, m in v["margins"].items() if m["best_family_rule"]]
     if best:
         out.append("best published point at each budget (a rule name for --rule): " + "; ".join(best))
-    out.append(f"largest hypervolume: {v['largest_hypervolume']}")
+    out += _hypervolume_lines(comp, v)
     out += _reference_lines(comp)
     out += relaxed_lines(comp)
     if comp.costs is not None:
@@ -96,7 +98,20 @@ def format_table(comp: ParetoComparison) -> str:
                    "prediction exceeds a threshold, else min(1, p/q); thresholds from valid), see "
                    "evolve.report.pareto.learned.")
     out += [f"note: {n}" for n in comp.notes]
-    return "\n".join(out) + "\n"
+    return fit_width("\n".join(out)) + "\n"
+
+
+def _hypervolume_lines(comp: ParetoComparison, v: dict[str, Any]) -> list[str]:
+    """Which row has the largest hypervolume: among the curves above the first dashed line, and among every row
+    when a reference below it is larger (the references are no published family)."""
+    name = v["largest_hypervolume"]
+    if name is None:
+        return []
+    text = f"largest hypervolume of the curves above: {name} ({comp.curves[name].hypervolume:.5f})"
+    of_all = v.get("largest_hypervolume_of_all")
+    if of_all is not None and of_all != name:
+        text += f"; of every row: {of_all} ({comp.references[of_all].hypervolume:.5f})"
+    return [text]
 
 
 def _reference_lines(comp: ParetoComparison) -> list[str]:
