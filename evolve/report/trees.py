@@ -197,7 +197,7 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     another kind, a bad cost file, or a bad output path.
     """
     fmt = resolve_format(opts.fmt, opts.output, FORMATS)
-    check_output(opts.output)
+    check_output(opts.output, inputs=(opts.data_dir, *opts.champions, opts.costs))
     costs = load_costs(opts.costs)
     champions = _champion_programs(opts.champions)
     splits = ALL_SPLITS if opts.split == "all" else (opts.split,)
