@@ -125,6 +125,22 @@ def test_every_command_has_cases():
         assert must in labels, must
 
 
+#: Metavars of options whose value is a path (a model, a file, a directory).
+PATH_METAVARS = frozenset({"FILE", "PATH", "DIR", "GGUF", "MODEL"})
+
+
+def test_every_path_option_is_in_an_inventory():
+    """An option taking a path is a click.Path (an input unless an OutputPath) or declared among the command's
+    inputs: a new path option cannot escape the inventory silently."""
+    for label, _, cmd in _commands():
+        declared = set(getattr(cmd, "inputs", ()))
+        for p in cmd.get_params(click.Context(cmd)):
+            metavar = getattr(p, "metavar", None)
+            if metavar in PATH_METAVARS or p.name in ("data", "data_dir", "out", "output", "costs", "champion",
+                                                      "champions", "prompts", "target", "verify_with", "config_file"):
+                assert isinstance(p.type, (click.Path, click.Choice)) or p.name in declared, (label, p.name)
+
+
 @pytest.mark.parametrize("label,prefix,input_name,output_name", CASES)
 def test_output_onto_input_is_refused(label, prefix, input_name, output_name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

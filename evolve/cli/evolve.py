@@ -168,7 +168,7 @@ def run(config_file, progress, scheduler, workers, **options) -> int:
     return _report(info, cfg)
 
 
-@cli.command()
+@cli.command(inputs=("data",))
 @click.argument("run_dir", type=click.Path())
 @click.option("--data", default=None, help="The dataset directory, if it moved since the run started (it must "
                                            "hold the same train and valid files) [default: where the run read it].")
