@@ -196,6 +196,12 @@ def test_issue_cases(tmp_path, monkeypatch):
     assert r.exit_code == 2 and "(--costs)" in r.output, r.output
     r = CliRunner().invoke(evolve_cli, ["export", "champ.json", "--to", "numpy", "--output", "champ.json"])
     assert r.exit_code == 2 and "(CHAMPION)" in r.output, r.output
+    # an output directory holding an input under the name of a file written there
+    Path("H").mkdir()
+    Path("H/texts.jsonl").write_bytes(b"prompts\n")
+    r = CliRunner().invoke(generate_cli, ["harvest", "--target", "c.json", "--prompts", "H/texts.jsonl", "--out", "H"])
+    assert r.exit_code == 2 and "(--prompts)" in r.output, r.output
+    assert Path("H/texts.jsonl").read_bytes() == b"prompts\n"
 
 
 def test_report_layers_check_their_inputs(tmp_path):

@@ -15,7 +15,8 @@ inputs too.
 refuses, in one line naming both options (``error: option '--output': F is an input of this command
 (--costs)``, exit code 2), an output that is one of the inputs (resolved paths; through symbolic or
 hard links when both exist, :func:`os.path.samefile`), an output file inside an input directory
-under a name that directory's readers read, and an output directory that is an input. Nothing has
+under a name that directory's readers read, an output directory that is an input, and an output directory
+holding an input under the name of a dataset or run file (which a file written there would replace). Nothing has
 been read or written at that point. The lower layers check their outputs against the inputs they
 are given as well (:mod:`evolve.files.guard`); this check is the one that knows every option.
 """
@@ -126,6 +127,9 @@ def conflict(output: Path, entry: Entry) -> str | None:
             return f"{output} is a file of {entry.path}, an input of this command ({entry.flag})"
         if entry.champions and Path(name).suffix.lower() in (".json", ".py"):
             return f"{output} would be read as a champion of {entry.path}, an input of this command ({entry.flag})"
+    if entry.path.name in DATASET_FILES | RUN_FILES and _same(entry.path.parent, output):
+        return (f"{output} is the directory of {entry.path}, an input of this command ({entry.flag}), which a "
+                "file written there would replace")
     return None
 
 
