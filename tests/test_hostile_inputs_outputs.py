@@ -40,6 +40,12 @@ def _commands():
             yield f"{root_name} {name}", (name,), sub
 
 
+def _context(cmd: click.Command) -> click.Context:
+    """A context of ``cmd`` with its own settings: click caches a command's help option from the first context
+    that asks (a bare context would leave ``--help`` without ``-h`` in every later help text)."""
+    return click.Context(cmd, **cmd.context_settings)
+
+
 def _flag(param: click.Parameter) -> str | None:
     return max(param.opts, key=len) if isinstance(param, click.Option) else None
 
@@ -53,7 +59,7 @@ def _is_dir_param(param: click.Parameter) -> bool:
 def _cases():
     cases = []
     for label, prefix, cmd in _commands():
-        params = cmd.get_params(click.Context(cmd))
+        params = cmd.get_params(_context(cmd))
         declared = set(getattr(cmd, "inputs", ()))
         inputs = [p for p in params if p.name and (isinstance(p.type, click.Path) and not isinstance(p.type, OutputPath)
                                                    or p.name in declared)]
@@ -78,7 +84,7 @@ def _digest(path: Path) -> dict[str, str]:
 def _args(label: str, prefix: tuple[str, ...], input_name: str, output_name: str, tmp: Path) -> tuple[list, Path]:
     """The command line of one case and the input attacked."""
     cmd = dict((lbl, c) for lbl, _, c in _commands())[label]
-    params = {p.name: p for p in cmd.get_params(click.Context(cmd))}
+    params = {p.name: p for p in cmd.get_params(_context(cmd))}
     i, o = params[input_name], params[output_name]
     filler = tmp / "filler.txt"
     filler.write_text("filler\n")
@@ -134,7 +140,7 @@ def test_every_path_option_is_in_an_inventory():
     inputs: a new path option cannot escape the inventory silently."""
     for label, _, cmd in _commands():
         declared = set(getattr(cmd, "inputs", ()))
-        for p in cmd.get_params(click.Context(cmd)):
+        for p in cmd.get_params(_context(cmd)):
             metavar = getattr(p, "metavar", None)
             if metavar in PATH_METAVARS or p.name in ("data", "data_dir", "out", "output", "costs", "champion",
                                                       "champions", "prompts", "target", "verify_with", "config_file"):
