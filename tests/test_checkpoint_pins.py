@@ -146,3 +146,24 @@ def test_resume_reads_the_dataset_where_the_run_read_it(vocab_dataset, tmp_path,
     monkeypatch.chdir(b)
     info = resume(partial)  # reads a/data, not b/data (which would be refused as changed)
     assert info.run_dir.is_dir()
+
+
+def test_a_cost_file_changed_while_the_run_reads_it_is_refused(vocab_dataset, tmp_path, monkeypatch):
+    """The file is swapped between its digest and its read: the run refuses before its search, naming it."""
+    import evolve.eval.costs as costs_module
+
+    costs = tmp_path / "c.json"
+    costs.write_text(json.dumps(COSTS))
+    real = costs_module.cached_costs
+
+    def swap_then_read(path):
+        other = tmp_path / "swap.json"
+        other.write_text(json.dumps(OTHER_COSTS))
+        os.replace(other, costs)
+        return real(path)
+    monkeypatch.setattr(costs_module, "cached_costs", swap_then_read)
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match=f"cannot start the run: the cost file {costs} \\(setting 'costs'\\) changed "
+                                         "while the run read it"):
+        run(resolve({**SETTINGS, "data": str(vocab_dataset), "costs": str(costs), "out": str(out)}))
+    assert not out.exists() or not any(out.iterdir())

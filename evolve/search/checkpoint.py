@@ -339,18 +339,21 @@ def pin_inputs(config: dict[str, Any]) -> dict[str, dict[str, str]]:
     return pins
 
 
-def check_pins(head: dict[str, Any], where: str) -> None:
+def check_pins(head: dict[str, Any], where: str, action: str = "resume", since: str = "since the run started") -> None:
     """Refuse (InputError, one line naming the file) a resume when a file the run pinned at its start (the header's
-    ``inputs``) is gone or its content changed. A checkpoint of an earlier version pins nothing."""
+    ``inputs``) is gone or its content changed. A checkpoint of an earlier version pins nothing.
+
+    ``action`` and ``since`` word the refusal (``where: cannot ACTION: the cost file F ... changed SINCE``); a run
+    checks its pins again after it has read the files (``start the run``, ``while the run read it``)."""
     for key, pin in (head.get("inputs") or {}).items():
         what = PINNED_SETTINGS[key]
         digest = file_sha256(pin["path"])
         if digest is None:
-            raise InputError(f"{where}: cannot resume: the {what} {pin['path']} (setting '{key}') the run read "
+            raise InputError(f"{where}: cannot {action}: the {what} {pin['path']} (setting '{key}') the run read "
                              "is gone or unreadable")
         if digest != pin["sha256"]:
-            raise InputError(f"{where}: cannot resume: the {what} {pin['path']} (setting '{key}') changed since the "
-                             f"run started (SHA-256 {digest[:12]}..., pinned {pin['sha256'][:12]}...)")
+            raise InputError(f"{where}: cannot {action}: the {what} {pin['path']} (setting '{key}') changed {since} "
+                             f"(SHA-256 {digest[:12]}..., pinned {pin['sha256'][:12]}...)")
 
 
 def load_header(path: str | os.PathLike) -> tuple[dict[str, Any], RunConfig]:

@@ -45,6 +45,16 @@ every field by type and sense), the run's settings and data, and runs the
 output guard of ``run --out`` on the directory the run directory goes to,
 all before it takes the lock; a successful write of the run directory
 removes the staging directories that a killed write of the same run left.
+
+Pinned inputs: :func:`run` makes every setting that names a file (a cost file,
+a verifier's champion file) an absolute path (:func:`absolute_inputs`),
+records each file's SHA-256 in the checkpoint header (``inputs``,
+:func:`evolve.search.checkpoint.pin_inputs`), reads it and checks the digest
+again (:func:`read_pinned`); :func:`resume` reads the pinned files, whatever
+its working directory, and refuses one that changed or vanished, naming it.
+The dataset is read where the run read it (``data_dir_absolute``), and the
+split digests recorded come from the very bytes that were parsed
+(:attr:`evolve.traces.io.Traces.sha256`).
 """
 from __future__ import annotations
 
@@ -134,6 +144,7 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     out = check_output_dir(cfg.out, (cfg.data, *_pinned_paths(cfg)), OUT_WHAT)
     cfg = absolute_inputs(cfg)
     pins = pin_inputs(cfg.to_dict())
+    read_pinned(cfg, pins, str(cfg.out), "start the run", "while the run read it")
     train_t, valid_t = load_search_data(cfg)
     train, valid = EvalData.from_traces(train_t), EvalData.from_traces(valid_t)
     available = tuple(f for f in train.available if f in valid.available)
@@ -145,6 +156,20 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     with lock:
         return _search_and_write(replace(ckpt, partial=partial), train, valid, None, progress, stop, extra_files,
                                  cluster, fresh=True)
+
+
+def read_pinned(cfg: RunConfig, pins: dict[str, dict[str, str]] | None, where: str, action: str, since: str) -> None:
+    """Read the files ``pins`` names through ``cfg`` (the cost model, the verifier), then check that they still
+    hold the pinned bytes (:func:`evolve.search.checkpoint.check_pins`): the content the search scores with is
+    the pinned one (the cost model is then served from its cache while the file stays as it is). Raises
+    InputError naming a file that changed or vanished."""
+    if not pins:
+        return
+    if "costs" in pins:
+        cfg.cost_model  # noqa: B018 - read (and cached) now, between the two digests
+    if "verify_with" in pins:
+        cfg.length_verifier  # noqa: B018
+    check_pins({"inputs": pins}, where, action, since)
 
 
 def _pinned_paths(cfg: RunConfig) -> list[str]:
@@ -350,7 +375,8 @@ def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None]
 
     Raises: InputError (one line, nothing written) when there is no checkpoint,
     when the checkpoint is damaged or makes no sense (its SHA-256, every field),
-    when ``config.toml`` of the checkpoint directory was changed, when the data
+    when ``config.toml`` of the checkpoint directory was changed, when a file the
+    run pinned (a cost file, a verifier's champion file) changed or vanished, when the data
     differ from the data the run started with (SHA-256) or are gone, when the
     run directory could not be written where it goes (the output guard of
     :func:`run`), or when another process runs or resumes the same run; the
@@ -372,6 +398,7 @@ def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None]
         raise InputError(f"the run's dataset {cfg.data} is gone (moved or deleted); give its new place to resume "
                          f"{partial} (its train and valid files must be those the run started with: their SHA-256 "
                          "is checked)", param="data")
+    read_pinned(cfg, head.get("inputs"), str(partial), "resume", "since the run started")
     train_t, valid_t = load_search_data(cfg)
     data_info = dataset_info(cfg.data, train_t, valid_t)
     check_resumable(head, cfg.to_dict(), data_info["sha256"], str(partial))
@@ -573,5 +600,5 @@ def _retarget(stage: Path, final: Path) -> None:
 
 
 __all__ = ["RunInfo", "ExtraFiles", "OUT_WHAT", "PARTIAL_SUFFIX", "run", "resume", "resume_config",
-           "find_checkpoint_dir", "check_resume_output", "absolute_inputs", "checkpoint_status", "checkpoint_dir_name", "write_run", "load_search_data", "dataset_info", "versions",
+           "find_checkpoint_dir", "check_resume_output", "absolute_inputs", "read_pinned", "checkpoint_status", "checkpoint_dir_name", "write_run", "load_search_data", "dataset_info", "versions",
            "run_dir_name"]
