@@ -48,6 +48,7 @@ import hashlib
 import json
 import os
 import re
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,33 @@ def split_sha256(path: str | os.PathLike, split: str, records_sha256: str | None
         return digest
     other = file_sha256(trees)
     return None if other is None else hashlib.sha256(f"{digest} {other}".encode()).hexdigest()
+
+
+def read_pinned(cfg: RunConfig, pins: dict[str, dict[str, str]] | None, where: str, action: str, since: str) -> None:
+    """Read the files ``pins`` names through ``cfg`` (the cost model, the verifier), then check that they still
+    hold the pinned bytes (:func:`evolve.search.checkpoint.check_pins`): the content the search scores with is
+    the pinned one (the cost model is then served from its cache while the file stays as it is). Raises
+    InputError naming a file that changed or vanished."""
+    if not pins:
+        return
+    if "costs" in pins:
+        cfg.cost_model  # noqa: B018 - read (and cached) now, between the two digests
+    if "verify_with" in pins:
+        cfg.length_verifier  # noqa: B018
+    check_pins({"inputs": pins}, where, action, since)
+
+
+def pinned_paths(cfg: RunConfig) -> list[str]:
+    """The files the settings of ``cfg`` name (a cost file, a verifier's champion file), absolute."""
+    return [p for key in PINNED_SETTINGS if (p := pinned_path(key, getattr(cfg, key))) is not None]
+
+
+def absolute_inputs(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with every setting that names a file (:data:`evolve.search.checkpoint.PINNED_SETTINGS`) given as an
+    absolute path, so that the run directory, the checkpoints and a resume from any working directory name the
+    file the run read."""
+    changes = {key: p for key in PINNED_SETTINGS if (p := pinned_path(key, getattr(cfg, key))) is not None}
+    return replace(cfg, **changes) if changes else cfg
 
 
 def header(config: dict[str, Any], features: tuple[str, ...], data_sha256: dict[str, Any], created: str,
@@ -422,5 +450,5 @@ def check_resumable(head: dict[str, Any], config: dict[str, Any], data_sha256: d
 
 
 __all__ = ["CHECKPOINT_FILE", "LEGACY_CHECKPOINT_FILE", "MAGIC", "EXECUTION_KEYS", "HEADER_FIELDS", "Island",
-           "Snapshot", "PINNED_SETTINGS", "file_sha256", "split_sha256", "pinned_path", "pin_inputs", "check_pins", "header", "write_checkpoint", "legacy_refusal", "check_header", "load_header",
+           "Snapshot", "PINNED_SETTINGS", "file_sha256", "split_sha256", "pinned_path", "pinned_paths", "pin_inputs", "check_pins", "absolute_inputs", "read_pinned", "header", "write_checkpoint", "legacy_refusal", "check_header", "load_header",
            "read_header", "read_checkpoint", "check_resumable"]

@@ -47,10 +47,10 @@ all before it takes the lock; a successful write of the run directory
 removes the staging directories that a killed write of the same run left.
 
 Pinned inputs: :func:`run` makes every setting that names a file (a cost file,
-a verifier's champion file) an absolute path (:func:`absolute_inputs`),
+a verifier's champion file) an absolute path (:func:`evolve.search.checkpoint.absolute_inputs`),
 records each file's SHA-256 in the checkpoint header (``inputs``,
 :func:`evolve.search.checkpoint.pin_inputs`), reads it and checks the digest
-again (:func:`read_pinned`); :func:`resume` reads the pinned files, whatever
+again (:func:`evolve.search.checkpoint.read_pinned`); :func:`resume` reads the pinned files, whatever
 its working directory, and refuses one that changed or vanished, naming it.
 The dataset is read where the run read it (``data_dir_absolute``), and the
 split digests recorded come from the very bytes that were parsed
@@ -78,8 +78,8 @@ from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import PRIMITIVE_SET_VERSION
 from evolve.search.algorithms import search
 from evolve.search.checkpoint import (
-    CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, PINNED_SETTINGS, Snapshot, check_pins, check_resumable, header,
-    legacy_refusal, load_header, pin_inputs, pinned_path, read_checkpoint, split_sha256, write_checkpoint,
+    CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, Snapshot, absolute_inputs, check_pins, check_resumable, header, legacy_refusal,
+    load_header, pin_inputs, pinned_paths, read_checkpoint, read_pinned, split_sha256, write_checkpoint,
 )
 from evolve.search.config import RunConfig, load_toml, resolve, resolve_features, to_toml
 from evolve.search.interrupt import interrupted_comment
@@ -141,7 +141,7 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     written into a rescue directory and the InputError names it
     (:func:`evolve.files.guard.write_or_rescue`).
     """
-    out = check_output_dir(cfg.out, (cfg.data, *_pinned_paths(cfg)), OUT_WHAT)
+    out = check_output_dir(cfg.out, (cfg.data, *pinned_paths(cfg)), OUT_WHAT)
     cfg = absolute_inputs(cfg)
     pins = pin_inputs(cfg.to_dict())
     read_pinned(cfg, pins, str(cfg.out), "start the run", "while the run read it")
@@ -156,33 +156,6 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     with lock:
         return _search_and_write(replace(ckpt, partial=partial), train, valid, None, progress, stop, extra_files,
                                  cluster, fresh=True)
-
-
-def read_pinned(cfg: RunConfig, pins: dict[str, dict[str, str]] | None, where: str, action: str, since: str) -> None:
-    """Read the files ``pins`` names through ``cfg`` (the cost model, the verifier), then check that they still
-    hold the pinned bytes (:func:`evolve.search.checkpoint.check_pins`): the content the search scores with is
-    the pinned one (the cost model is then served from its cache while the file stays as it is). Raises
-    InputError naming a file that changed or vanished."""
-    if not pins:
-        return
-    if "costs" in pins:
-        cfg.cost_model  # noqa: B018 - read (and cached) now, between the two digests
-    if "verify_with" in pins:
-        cfg.length_verifier  # noqa: B018
-    check_pins({"inputs": pins}, where, action, since)
-
-
-def _pinned_paths(cfg: RunConfig) -> list[str]:
-    """The files the settings of ``cfg`` name (a cost file, a verifier's champion file), absolute."""
-    return [p for key in PINNED_SETTINGS if (p := pinned_path(key, getattr(cfg, key))) is not None]
-
-
-def absolute_inputs(cfg: RunConfig) -> RunConfig:
-    """``cfg`` with every setting that names a file (:data:`evolve.search.checkpoint.PINNED_SETTINGS`) given as an
-    absolute path, so that the run directory, the checkpoints and a resume from any working directory name the
-    file the run read."""
-    changes = {key: p for key in PINNED_SETTINGS if (p := pinned_path(key, getattr(cfg, key))) is not None}
-    return replace(cfg, **changes) if changes else cfg
 
 
 def checkpoint_dir_name(cfg: RunConfig, started: datetime) -> str:
@@ -600,5 +573,5 @@ def _retarget(stage: Path, final: Path) -> None:
 
 
 __all__ = ["RunInfo", "ExtraFiles", "OUT_WHAT", "PARTIAL_SUFFIX", "run", "resume", "resume_config",
-           "find_checkpoint_dir", "check_resume_output", "absolute_inputs", "read_pinned", "checkpoint_status", "checkpoint_dir_name", "write_run", "load_search_data", "dataset_info", "versions",
+           "find_checkpoint_dir", "check_resume_output", "checkpoint_status", "checkpoint_dir_name", "write_run", "load_search_data", "dataset_info", "versions",
            "run_dir_name"]
