@@ -19,6 +19,7 @@ import warnings
 
 import click
 
+from evolve.cli.inventory import check_outputs
 from evolve.errors import InputError, InputWarning, os_error_text, redeliver_swallowed_interrupts
 from evolve.traces.schema import RoundOffWarning
 
@@ -51,15 +52,22 @@ class _OneLineErrors:
     The innermost command (a group's subcommand) looks the option up; a group never names an error
     of its subcommand by an option of its own.
 
-    Args (besides click's): ``aliases``, {lower-layer parameter: the command's parameter name}.
+    Before the command runs, its outputs are checked against its whole input inventory
+    (:func:`evolve.cli.inventory.check_outputs`): no output may land on a file the command reads.
+
+    Args (besides click's): ``aliases``, {lower-layer parameter: the command's parameter name};
+    ``inputs``, the parameters whose values may be paths the command reads although their type is not a
+    :class:`click.Path` (a name or a file: ``--costs`` of ``run``, ``--target``).
     """
 
-    def __init__(self, *args, aliases: dict[str, str] | None = None, **kwargs):
+    def __init__(self, *args, aliases: dict[str, str] | None = None, inputs: tuple[str, ...] = (), **kwargs):
         super().__init__(*args, **kwargs)
         self.aliases = dict(aliases or {})
+        self.inputs = tuple(inputs)
 
     def invoke(self, ctx: click.Context):
         try:
+            check_outputs(ctx)
             return super().invoke(ctx)
         except InputError as exc:
             if exc.param is not None and exc.flag is None and not getattr(exc, "_flag_looked_up", False):

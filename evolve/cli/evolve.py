@@ -22,6 +22,7 @@ import click
 
 from evolve.cli.errors import EXIT_INTERRUPTED, CliGroup
 from evolve.cli.export import export
+from evolve.cli.inventory import OutputPath
 from evolve.cli.output import ProgressLines, stderr_is_terminal
 from evolve.cli.types import CommaList, LiveChoice, legacy_option
 from evolve.search.config import DEFAULTS
@@ -73,6 +74,11 @@ RUN_OPTIONS: tuple[str, ...] = (
     "concurrency", "verify_with", "length_weighting",
     "features", "crossover_prob", "mutation_prob", "tournament_size", "parsimony_size", "elitism", "hall_of_fame",
     "max_depth", "islands", "migration_interval", "migrants")
+#: RunConfig fields that name what ``run`` reads: a path, or a name (a registered rule, ``default``) that is not
+#: an input; a path given is part of the input inventory (:mod:`evolve.cli.inventory`).
+RUN_INPUTS: tuple[str, ...] = ("data", "costs", "verify_with")
+#: RunConfig fields that name where ``run`` writes.
+RUN_OUTPUTS: tuple[str, ...] = ("out",)
 #: Extra help of some options (the field's help comes from :class:`evolve.search.config.RunConfig`).
 RUN_OPTION_NOTES: dict[str, str] = {
     "objective": "acceptance_quality (acceptance rate times quality score; half the quality score below the "
@@ -110,6 +116,8 @@ def _setting_options(fn):
         callback = None
         if s.type is tuple:  # a comma-separated list (features), or the one word "auto"
             option_type, callback = CommaList(str), _auto_or_list
+        if name in RUN_OUTPUTS:  # written: never part of the input inventory (evolve.cli.inventory)
+            option_type = OutputPath()
         note = f" {RUN_OPTION_NOTES[name]}" if name in RUN_OPTION_NOTES else ""
         if name == "evolve":
             note = f" {_kinds_note()}"
@@ -129,7 +137,7 @@ def _objective_names() -> tuple[str, ...]:
     return setting_of("objective").choices
 
 
-@cli.command()
+@cli.command(inputs=RUN_INPUTS)
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="TOML file of run settings (keys as the options, with _); options given here override it.")
 @_setting_options
@@ -173,7 +181,7 @@ def run(config_file, progress, scheduler, workers, **options) -> int:
     return _report(info, cfg)
 
 
-@cli.command()
+@cli.command(inputs=("data",))
 @click.argument("run_dir", type=click.Path())
 @click.option("--data", default=None, help="The dataset directory, if it moved since the run started (it must "
                                            "hold the same train and valid files) [default: where the run read it].")
@@ -402,7 +410,7 @@ def show(run_dir) -> None:
 @cli.command()
 @click.argument("run_dir", type=click.Path())
 @click.argument("name")
-@click.option("--champions-dir", type=click.Path(file_okay=False), default=None, envvar="SPECDEC_CHAMPIONS_DIR",
+@click.option("--champions-dir", type=OutputPath(file_okay=False), default=None, envvar="SPECDEC_CHAMPIONS_DIR",
               help="Where champions are kept [default: heuristics/champions/, or $SPECDEC_CHAMPIONS_DIR].")
 @click.option("--force", is_flag=True, help="Replace an existing champion of that name.")
 def promote(run_dir, name, champions_dir, force) -> None:

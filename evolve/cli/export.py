@@ -13,15 +13,16 @@ from pathlib import Path
 import click
 
 from evolve.cli.errors import CliCommand
+from evolve.cli.inventory import OutputPath
 from evolve.export.exporter import TARGETS, export_source
 from evolve.report.output import check_output, write_output
 
 
-@click.command("export", cls=CliCommand)
+@click.command("export", cls=CliCommand, inputs=("champion",))
 @click.argument("champion")
 @click.option("--to", "target", type=click.Choice(list(TARGETS)), required=True,
               help="Array library of the module: numpy or torch.")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--output", type=OutputPath(dir_okay=False, path_type=Path), default=None,
               help="Write the module to FILE (atomically) instead of stdout.")
 @click.option("--champions-dir", type=click.Path(file_okay=False), default=None, envvar="SPECDEC_CHAMPIONS_DIR",
               help="Directory of promoted champions searched for a CHAMPION name [default: heuristics/champions/].")

@@ -19,6 +19,7 @@ from evolve.traces.io import FORMATS
 from evolve.errors import InputError
 from evolve.traces.synth import chunked, generate
 from evolve.cli.errors import CliGroup
+from evolve.cli.inventory import OutputPath
 from evolve.cli.harvest import harvest
 
 
@@ -32,7 +33,7 @@ def _model_options(fn):
 @click.option("--model", type=click.Choice(list(generate.MODELS)), default=generate.DEFAULT_MODEL,
               show_default=True, help="trace model: vocab (whole distributions, consistent columns) "
                                       "or independent (each feature drawn on its own, no optional columns)")
-@click.option("--out", default="data", show_default=True, type=click.Path(file_okay=False),
+@click.option("--out", default="data", show_default=True, type=OutputPath(file_okay=False),
               help="dataset directory to write")
 @click.option("--seed", type=click.IntRange(0, 2 ** 64 - 1), default=generate.DEFAULT_SEED, show_default=True,
               help="master seed; the splits use seeds derived from it")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import click
 
+from evolve.cli.inventory import OutputPath
 from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafter, drafter_values
 from evolve.traces.synth.generate import format_stats
 from evolve.harvest.config import DTYPES, HarvestConfig
@@ -19,7 +20,7 @@ from evolve.errors import InputError
 EXIT_INTERRUPTED = 130
 
 
-@click.command("harvest", cls=DrafterCommand, drafters_after="target")
+@click.command("harvest", cls=DrafterCommand, drafters_after="target", inputs=("target", "prompts", "draft"))
 @click.option("--target", "target", required=True, metavar="PATH",
               help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
 @click.option("--prompts", "prompts", required=True, metavar="FILE",
@@ -41,7 +42,7 @@ EXIT_INTERRUPTED = 130
                    "A text's records do not depend on it beyond float round-off.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
               help="Seed of the split assignment and of every text's random stream.")
-@click.option("--out", default="data/harvested", show_default=True, metavar="DIR",
+@click.option("--out", default="data/harvested", show_default=True, metavar="DIR", type=OutputPath(),
               help="Dataset directory; running the same command again resumes an interrupted harvest.")
 @click.option("--dtype", default="float32", show_default=True, type=click.Choice(DTYPES),
               help="Torch dtype the models run in (probabilities are always computed in float64).")

@@ -16,7 +16,8 @@ from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.report.live import FORMATS, LiveOptions, live_command
 
 
-@click.command("live", cls=DrafterCommand, drafters_after="target", aliases={"champion": "champions"})
+@click.command("live", cls=DrafterCommand, drafters_after="target", aliases={"champion": "champions"},
+               inputs=("target", "prompts", "draft"))
 @click.option("--target", required=True, metavar="PATH",
               help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
 @click.option("--prompts", required=True, metavar="FILE",

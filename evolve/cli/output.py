@@ -12,6 +12,8 @@ from typing import Callable, Sequence
 
 import click
 
+from evolve.cli.inventory import OutputPath
+
 #: ``--format`` help of the commands whose format follows the ``--output`` suffix (.json, .csv, .md).
 FORMAT_BY_SUFFIX = "Output format [default: from the --output suffix (.json, .csv, .md), else table]."
 #: ``--format`` help of the commands with a table and JSON only.
@@ -23,7 +25,7 @@ OUTPUT_FILE = "Write the result to FILE (atomically) instead of stdout."
 def output_options(formats: Sequence[str], format_help: str, output_help: str = OUTPUT_FILE) -> Callable:
     """The ``--format`` (parameter ``fmt``, one of ``formats``) and ``--output`` (a file path) options of a command."""
     def decorate(command: Callable) -> Callable:
-        command = click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        command = click.option("--output", type=OutputPath(dir_okay=False, path_type=Path), default=None,
                                help=output_help)(command)
         return click.option("--format", "fmt", type=click.Choice(formats), default=None, help=format_help)(command)
     return decorate

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from evolve.cli.inventory import OutputPath
 from evolve.cli.drafters import DrafterCommand, check_one_drafter, drafter_values
 from evolve.engine.backends import backend_names
 from evolve.cli.types import CommaList, LiveChoice, legacy_option
@@ -15,11 +16,11 @@ from evolve.perf.command import PerfOptions, perf_command
 ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tokens": "harvest_tokens"}
 
 
-@click.command("perf", cls=DrafterCommand, aliases=ALIASES)
+@click.command("perf", cls=DrafterCommand, aliases=ALIASES, inputs=("harvest_model", "draft", "backend_curves"))
 @click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default="data",
               show_default=True, help="Dataset directory; without train/valid splits the default dataset "
                                       "is generated in memory.")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default="results/perf.json",
+@click.option("--output", type=OutputPath(dir_okay=False, path_type=Path), default="results/perf.json",
               show_default=True, help="JSON report (written atomically).")
 @click.option("--programs", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Random programs for the node-evaluation measurements.")
@@ -40,7 +41,7 @@ ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tok
               help="--islands: train tokens of the island runs.")
 @click.option("--large-tokens", type=click.IntRange(min=1), default=100_000_000, show_default=True,
               help="--islands: tokens of the large dataset (generated on disk chunk by chunk, scored from disk).")
-@click.option("--large-dir", type=click.Path(file_okay=False, path_type=Path), default="results/large",
+@click.option("--large-dir", type=OutputPath(file_okay=False, path_type=Path), default="results/large",
               show_default=True, help="--islands: directory of the large dataset and its 1M-token reference; a "
                                       "dataset already there with the same settings is reused.")
 @click.option("--large-only", is_flag=True, help="--islands: only the large dataset (no island runs).")
@@ -63,7 +64,7 @@ ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tok
                    "into the --output report.")
 @click.option("--curve-repeats", type=click.IntRange(min=1), default=15, show_default=True,
               help="--backend-curves: repeats of every forward (the median is reported).")
-@click.option("--write-costs", "costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+@click.option("--write-costs", "costs", type=OutputPath(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Instead: write the cost file (target forward seconds over T = 1..--gamma-max + 1 new tokens, "
                    "seconds per drafted token, plain decoding's seconds per token) of the --harvest MODEL target "
                    "and the drafter option given, measured here (median of --cost-repeats, interleaved).")

@@ -13,7 +13,7 @@ it, when
 * a parent is a file, or the nearest existing parent cannot be written;
 * it is one of the command's inputs (the same file, also through a link);
 * it would replace a file of a dataset directory (``train.parquet`` ...
-  ``metadata.json``, ``texts.jsonl``: :data:`DATASET_FILES`) or of a run
+  ``test.trees.parquet``, ``metadata.json``, ``texts.jsonl``: :data:`DATASET_FILES`) or of a run
   directory (:data:`RUN_FILES`), or be read as a champion file (``*.json``,
   ``*.py`` directly inside a champions directory the command reads);
 * it lies inside the package's source: the packages :data:`PACKAGES` and the
@@ -35,6 +35,7 @@ from typing import Callable, Iterable, TypeVar
 
 from evolve.errors import InputError, os_error_text
 from evolve.traces.io import FORMATS, METADATA_FILE, SPLITS
+from evolve.traces.trees import TREE_FILE
 
 T = TypeVar("T")
 
@@ -46,8 +47,10 @@ PACKAGES: tuple[str, ...] = ("evolve", "heuristics", "tests")
 SOURCE_SUFFIXES = frozenset({".py", ".pyc", ".pyi", ".pyd", ".so", ".pth", ".nbi", ".nbc"})
 #: Files of the repository root that are source.
 TOP_LEVEL_SOURCES = frozenset({"pyproject.toml", "setup.py", "setup.cfg"})
-#: The files of a dataset directory (:mod:`evolve.traces.io`; ``texts.jsonl`` of a harvest).
-DATASET_FILES = frozenset({f"{s}.{f}" for s in SPLITS for f in FORMATS} | {METADATA_FILE, "texts.jsonl"})
+#: The files of a dataset directory (:mod:`evolve.traces.io`; ``texts.jsonl`` of a harvest; the tree tables of a tree
+#: harvest, :data:`evolve.traces.trees.TREE_FILE`).
+DATASET_FILES = frozenset({f"{s}.{f}" for s in SPLITS for f in FORMATS} | {TREE_FILE.format(split=s) for s in SPLITS}
+                          | {METADATA_FILE, "texts.jsonl"})
 #: The files of a run directory (written by :func:`evolve.search.rundir.write_run`).
 RUN_FILES = frozenset({"config.toml", "run.json", "logbook.csv", "hall_of_fame.json", "champion.json",
                        "champion.py", "front.json", "fitness.png"})

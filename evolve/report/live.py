@@ -275,7 +275,8 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     """
     o, config = options, options.config
     fmt = resolve_format(o.fmt, o.output, FORMATS)
-    check_output(o.output, None, inputs=(config.prompts, config.target, config.draft_model, *o.champions))
+    check_output(o.output, None, inputs=(config.prompts, config.target, config.draft_model, *o.champions, o.costs,
+                                        o.data_dir))
     config.check()
     rules = resolve_rules(o.rules, o.champions)
     texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split)

@@ -505,7 +505,7 @@ def simulate_command(options: SimulateOptions = SimulateOptions()) -> tuple[Simu
         plan = plan_sweep(resolve_rule(o.rule_name, o.champion), o, gamma)
         verification = plan.verification
     SyntheticModel(vocab_size=o.vocab, seed=o.seed)  # validates the vocabulary size and the seed
-    check_output(o.output, "chart" if o.plot else None, inputs=(o.champion,))
+    check_output(o.output, "chart" if o.plot else None, inputs=(o.champion, o.costs))
     if o.trees and (o.rule_name is not None or o.champion is not None):
         raise InputError("the tree comparison verifies losslessly with the standard rule; a rule or champion "
                          "applies to the length sweep only", param="trees")

@@ -219,7 +219,7 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     another kind, a bad cost file, or a bad output path.
     """
     fmt = resolve_format(opts.fmt, opts.output, FORMATS)
-    check_output(opts.output)
+    check_output(opts.output, inputs=(opts.data_dir, *opts.champions, opts.costs))
     if opts.bootstrap != 0:
         check_replicates(opts.bootstrap)
     costs = load_costs(opts.costs)

@@ -32,6 +32,13 @@ per generation, every island of the configured population...), each failure
 one line that names the field. A resume also compares the header with the
 run's ``config.toml`` and data (:func:`check_resumable`).
 
+Every file a run reads is pinned when the run starts: the dataset's train and valid files by ``data_sha256``
+(taken from the very bytes the run parsed), the files named by the settings of :data:`PINNED_SETTINGS` (a cost
+file, a verifier's champion file) by ``inputs``: the absolute path (the configuration holds it too, so a resume
+from another working directory reads the same file) and its SHA-256 (:func:`pin_inputs`). A resume refuses in
+one line naming the file when it is gone or changed (:func:`check_pins`). Checkpoints written before the pins
+existed have no ``inputs`` and resume as they did.
+
 A checkpoint of format 1 (``checkpoint.pkl``, a Python pickle, written by
 older versions) is refused without being loaded (:func:`legacy_refusal`).
 """
@@ -41,6 +48,7 @@ import hashlib
 import json
 import os
 import re
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -64,10 +72,14 @@ MAGIC_PREFIX = b"specdec-evolve checkpoint "
 EXECUTION_KEYS: tuple[str, ...] = ("out", "data")
 #: The header field holding the file's SHA-256 (computed with its value replaced by :data:`_BLANK`).
 DIGEST_FIELD = "sha256"
-#: Header fields: every checkpoint has these; ``data_dir_absolute`` is optional.
+#: Header fields: every checkpoint has these; ``data_dir_absolute`` and ``inputs`` (the pinned input files,
+#: :func:`pin_inputs`; absent in checkpoints of earlier versions) are optional.
 HEADER_FIELDS: tuple[str, ...] = ("config", "features", "data_sha256", "created", "generation", "generations",
                                   "interrupted", "payload_bytes", DIGEST_FIELD)
-OPTIONAL_HEADER_FIELDS: tuple[str, ...] = ("data_dir_absolute",)
+OPTIONAL_HEADER_FIELDS: tuple[str, ...] = ("data_dir_absolute", "inputs")
+#: Settings whose value may name a file the run reads (besides the dataset, pinned by ``data_sha256``), and how
+#: the file is named in messages.
+PINNED_SETTINGS: dict[str, str] = {"costs": "cost file", "verify_with": "verifier's champion file"}
 _BLANK = "0" * 64
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -93,18 +105,48 @@ def file_sha256(path: str | os.PathLike) -> str | None:
         return None
 
 
-def split_sha256(path: str | os.PathLike, split: str) -> str | None:
+def split_sha256(path: str | os.PathLike, split: str, records_sha256: str | None = None) -> str | None:
     """The digest a run records for a split: :func:`file_sha256` of its records file, or, when the dataset holds
     the split's tree table (``DIR/{split}.trees.parquet``, read by tree-shape runs), SHA-256 of the two files'
-    digests, so that a changed tree table is a changed split. None when a file cannot be read."""
+    digests, so that a changed tree table is a changed split. None when a file cannot be read.
+
+    ``records_sha256``: the records file's digest taken from the bytes that were parsed
+    (:attr:`evolve.traces.io.Traces.sha256`); the file is then not read again."""
     from evolve.traces.trees import tree_path
 
-    digest = file_sha256(path)
+    digest = file_sha256(path) if records_sha256 is None else records_sha256
     trees = tree_path(Path(path).parent, split)
     if digest is None or not trees.is_file():
         return digest
     other = file_sha256(trees)
     return None if other is None else hashlib.sha256(f"{digest} {other}".encode()).hexdigest()
+
+
+def read_pinned(cfg: RunConfig, pins: dict[str, dict[str, str]] | None, where: str, action: str, since: str) -> None:
+    """Read the files ``pins`` names through ``cfg`` (the cost model, the verifier), then check that they still
+    hold the pinned bytes (:func:`evolve.search.checkpoint.check_pins`): the content the search scores with is
+    the pinned one (the cost model is then served from its cache while the file stays as it is). Raises
+    InputError naming a file that changed or vanished."""
+    if not pins:
+        return
+    if "costs" in pins:
+        cfg.cost_model  # noqa: B018 - read (and cached) now, between the two digests
+    if "verify_with" in pins:
+        cfg.length_verifier  # noqa: B018
+    check_pins({"inputs": pins}, where, action, since)
+
+
+def pinned_paths(cfg: RunConfig) -> list[str]:
+    """The files the settings of ``cfg`` name (a cost file, a verifier's champion file), absolute."""
+    return [p for key in PINNED_SETTINGS if (p := pinned_path(key, getattr(cfg, key))) is not None]
+
+
+def absolute_inputs(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with every setting that names a file (:data:`evolve.search.checkpoint.PINNED_SETTINGS`) given as an
+    absolute path, so that the run directory, the checkpoints and a resume from any working directory name the
+    file the run read."""
+    changes = {key: p for key in PINNED_SETTINGS if (p := pinned_path(key, getattr(cfg, key))) is not None}
+    return replace(cfg, **changes) if changes else cfg
 
 
 def header(config: dict[str, Any], features: tuple[str, ...], data_sha256: dict[str, Any], created: str,
@@ -273,7 +315,73 @@ def check_header(head: dict[str, Any], payload: bytes, where: str) -> RunConfig:
     absolute = head.get("data_dir_absolute")
     if absolute is not None and (not isinstance(absolute, str) or not absolute.strip()):
         raise _fail(where, "data_dir_absolute", f"must be a path (value {absolute!r})")
+    if "inputs" in head:
+        _check_pins(head["inputs"], head["config"], where)
     return cfg
+
+
+def _check_pins(pins: Any, config: dict[str, Any], where: str) -> None:
+    """The ``inputs`` field: {setting: {"path": absolute path, "sha256": hex}}, each path the setting's value."""
+    if not isinstance(pins, dict):
+        raise _fail(where, "inputs", f"must be an object (value {pins!r})")
+    for key, pin in pins.items():
+        if key not in PINNED_SETTINGS:
+            raise _fail(where, f"inputs.{key}", f"is not a setting naming a file ({', '.join(PINNED_SETTINGS)})")
+        if not isinstance(pin, dict) or sorted(pin) != ["path", "sha256"]:
+            raise _fail(where, f"inputs.{key}", "must be an object with the keys path and sha256")
+        path, digest = pin["path"], pin["sha256"]
+        if not isinstance(path, str) or not os.path.isabs(path) or path != config.get(key):
+            raise _fail(where, f"inputs.{key}.path", f"must be the absolute path the configuration's {key} names "
+                                                     f"(value {path!r}, configuration {config.get(key)!r})")
+        if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+            raise _fail(where, f"inputs.{key}.sha256", f"must be a SHA-256 in hex (value {digest!r})")
+
+
+def pinned_path(key: str, value: Any) -> str | None:
+    """The file that the setting ``key`` of value ``value`` names, as an absolute path, or None when it names
+    none (the built-in cost model ``default``, a rule name, a setting not in :data:`PINNED_SETTINGS`)."""
+    if key not in PINNED_SETTINGS or not isinstance(value, str):
+        return None
+    if key == "costs" and value != "default":
+        return os.path.abspath(value)
+    if key == "verify_with" and value.endswith(".json"):  # a champion file (heuristics.verifiers.verifier_parts)
+        return os.path.abspath(value)
+    return None
+
+
+def pin_inputs(config: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The ``inputs`` field of a run's checkpoints: {setting: {"path", "sha256"}} of every file a setting of
+    ``config`` (``RunConfig.to_dict()``, its paths made absolute) names, read now.
+
+    Raises: InputError naming the setting's file when it cannot be read.
+    """
+    pins: dict[str, dict[str, str]] = {}
+    for key, what in PINNED_SETTINGS.items():
+        path = pinned_path(key, config.get(key))
+        if path is None:
+            continue
+        digest = file_sha256(path)
+        if digest is None:
+            raise InputError(f"{path}: cannot read the {what}", param=key)
+        pins[key] = {"path": path, "sha256": digest}
+    return pins
+
+
+def check_pins(head: dict[str, Any], where: str, action: str = "resume", since: str = "since the run started") -> None:
+    """Refuse (InputError, one line naming the file) a resume when a file the run pinned at its start (the header's
+    ``inputs``) is gone or its content changed. A checkpoint of an earlier version pins nothing.
+
+    ``action`` and ``since`` word the refusal (``where: cannot ACTION: the cost file F ... changed SINCE``); a run
+    checks its pins again after it has read the files (``start the run``, ``while the run read it``)."""
+    for key, pin in (head.get("inputs") or {}).items():
+        what = PINNED_SETTINGS[key]
+        digest = file_sha256(pin["path"])
+        if digest is None:
+            raise InputError(f"{where}: cannot {action}: the {what} {pin['path']} (setting '{key}') the run read "
+                             "is gone or unreadable")
+        if digest != pin["sha256"]:
+            raise InputError(f"{where}: cannot {action}: the {what} {pin['path']} (setting '{key}') changed {since} "
+                             f"(SHA-256 {digest[:12]}..., pinned {pin['sha256'][:12]}...)")
 
 
 def load_header(path: str | os.PathLike) -> tuple[dict[str, Any], RunConfig]:
@@ -342,5 +450,5 @@ def check_resumable(head: dict[str, Any], config: dict[str, Any], data_sha256: d
 
 
 __all__ = ["CHECKPOINT_FILE", "LEGACY_CHECKPOINT_FILE", "MAGIC", "EXECUTION_KEYS", "HEADER_FIELDS", "Island",
-           "Snapshot", "file_sha256", "split_sha256", "header", "write_checkpoint", "legacy_refusal", "check_header", "load_header",
+           "Snapshot", "PINNED_SETTINGS", "file_sha256", "split_sha256", "pinned_path", "pinned_paths", "pin_inputs", "check_pins", "absolute_inputs", "read_pinned", "header", "write_checkpoint", "legacy_refusal", "check_header", "load_header",
            "read_header", "read_checkpoint", "check_resumable"]

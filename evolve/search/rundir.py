@@ -45,6 +45,16 @@ every field by type and sense), the run's settings and data, and runs the
 output guard of ``run --out`` on the directory the run directory goes to,
 all before it takes the lock; a successful write of the run directory
 removes the staging directories that a killed write of the same run left.
+
+Pinned inputs: :func:`run` makes every setting that names a file (a cost file,
+a verifier's champion file) an absolute path (:func:`evolve.search.checkpoint.absolute_inputs`),
+records each file's SHA-256 in the checkpoint header (``inputs``,
+:func:`evolve.search.checkpoint.pin_inputs`), reads it and checks the digest
+again (:func:`evolve.search.checkpoint.read_pinned`); :func:`resume` reads the pinned files, whatever
+its working directory, and refuses one that changed or vanished, naming it.
+The dataset is read where the run read it (``data_dir_absolute``), and the
+split digests recorded come from the very bytes that were parsed
+(:attr:`evolve.traces.io.Traces.sha256`).
 """
 from __future__ import annotations
 
@@ -68,8 +78,8 @@ from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import PRIMITIVE_SET_VERSION
 from evolve.search.algorithms import search
 from evolve.search.checkpoint import (
-    CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, Snapshot, check_resumable, header, legacy_refusal, split_sha256,
-    load_header, read_checkpoint, write_checkpoint,
+    CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, Snapshot, absolute_inputs, check_pins, check_resumable, header, legacy_refusal,
+    load_header, pin_inputs, pinned_paths, read_checkpoint, read_pinned, split_sha256, write_checkpoint,
 )
 from evolve.search.config import RunConfig, load_toml, resolve, resolve_features, to_toml
 from evolve.search.interrupt import interrupted_comment
@@ -131,7 +141,10 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     written into a rescue directory and the InputError names it
     (:func:`evolve.files.guard.write_or_rescue`).
     """
-    out = check_output_dir(cfg.out, (cfg.data,), OUT_WHAT)
+    out = check_output_dir(cfg.out, (cfg.data, *pinned_paths(cfg)), OUT_WHAT)
+    cfg = absolute_inputs(cfg)
+    pins = pin_inputs(cfg.to_dict())
+    read_pinned(cfg, pins, str(cfg.out), "start the run", "while the run read it")
     train_t, valid_t = load_search_data(cfg)
     cfg.cost_model  # noqa: B018 - a cost file that makes no sense is refused before anything is written
     train, valid = EvalData.from_traces(train_t), EvalData.from_traces(valid_t)
@@ -139,10 +152,11 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     features = resolve_features(cfg, available, cfg.data)
     started = datetime.now(timezone.utc)
     data_info = dataset_info(cfg.data, train_t, valid_t)
-    partial, lock = _start_checkpoints(out, cfg, features, data_info, started)
+    ckpt = _Checkpointed(out, cfg, features, data_info, started, pins)
+    partial, lock = _start_checkpoints(ckpt)
     with lock:
-        return _search_and_write(_Checkpointed(partial, cfg, features, data_info, started), train, valid, None,
-                                 progress, stop, extra_files, cluster, fresh=True)
+        return _search_and_write(replace(ckpt, partial=partial), train, valid, None, progress, stop, extra_files,
+                                 cluster, fresh=True)
 
 
 def checkpoint_dir_name(cfg: RunConfig, started: datetime) -> str:
@@ -156,10 +170,10 @@ def _busy(partial: Path) -> Callable[[str], str]:
                         "one writer at a time (wait for it to end, or stop it and resume again)")
 
 
-def _start_checkpoints(out: Path, cfg: RunConfig, features: tuple[str, ...], data_info: dict[str, Any],
-                       started: datetime) -> tuple[Path, DirectoryLock]:
-    """Create the checkpoint directory (unique name), take its lock, and write ``config.toml`` and a
-    checkpoint without state yet. Returns the directory and its lock (held)."""
+def _start_checkpoints(ckpt: "_Checkpointed") -> tuple[Path, DirectoryLock]:
+    """Create the checkpoint directory (unique name) in ``ckpt.partial`` (the output directory here), take its
+    lock, and write ``config.toml`` and a checkpoint without state yet. Returns the directory and its lock (held)."""
+    out, cfg, started = ckpt.partial, ckpt.cfg, ckpt.started
     base = checkpoint_dir_name(cfg, started)
     lock = None
     try:
@@ -174,7 +188,7 @@ def _start_checkpoints(out: Path, cfg: RunConfig, features: tuple[str, ...], dat
                 k += 1
         lock = DirectoryLock(partial, _busy(partial)).acquire()
         atomic_write_text(partial / "config.toml", to_toml(cfg))
-        write_checkpoint(partial / CHECKPOINT_FILE, _header(cfg, features, data_info, started, None), None)
+        write_checkpoint(partial / CHECKPOINT_FILE, _header(replace(ckpt, partial=partial), None), None)
     except BaseException as exc:
         if lock is not None:
             lock.release()
@@ -184,24 +198,29 @@ def _start_checkpoints(out: Path, cfg: RunConfig, features: tuple[str, ...], dat
     return partial, lock
 
 
-def _header(cfg: RunConfig, features: tuple[str, ...], data_info: dict[str, Any], started: datetime,
-            snapshot: Snapshot | None) -> dict[str, Any]:
-    head = header(cfg.to_dict(), features, data_info.get("sha256", {}), started.isoformat(timespec="seconds"),
-                  snapshot)
+def _header(ckpt: "_Checkpointed", snapshot: Snapshot | None) -> dict[str, Any]:
+    cfg = ckpt.cfg
+    head = header(cfg.to_dict(), ckpt.features, ckpt.data_info.get("sha256", {}),
+                  ckpt.started.isoformat(timespec="seconds"), snapshot)
     head["data_dir_absolute"] = os.path.abspath(cfg.data)
+    if ckpt.pins is not None:
+        head["inputs"] = ckpt.pins
     return head
 
 
 @dataclass(frozen=True)
 class _Checkpointed:
     """A run with its checkpoint directory ``partial``, and what every checkpoint's header records: the
-    configuration, the features searched, the dataset's provenance (:func:`dataset_info`) and the start time."""
+    configuration, the features searched, the dataset's provenance (:func:`dataset_info`), the start time and
+    the pinned input files (:func:`evolve.search.checkpoint.pin_inputs`; None for a resumed checkpoint of an
+    earlier version, which pinned none)."""
 
     partial: Path
     cfg: RunConfig
     features: tuple[str, ...]
     data_info: dict[str, Any]
     started: datetime
+    pins: dict[str, dict[str, str]] | None = None
 
 
 def _search_and_write(ckpt: _Checkpointed, train: EvalData, valid: EvalData, snapshot: Snapshot | None, progress,
@@ -217,7 +236,7 @@ def _search_and_write(ckpt: _Checkpointed, train: EvalData, valid: EvalData, sna
 
     def save(state: Snapshot) -> None:
         try:
-            write_checkpoint(partial / CHECKPOINT_FILE, _header(cfg, features, data_info, started, state), state)
+            write_checkpoint(partial / CHECKPOINT_FILE, _header(ckpt, state), state)
         except OSError as exc:  # a full disk must not end a long search: warn once, keep going
             if not failed:
                 warnings.warn(InputWarning(f"{partial}: checkpoint not written ({os_error_text(exc)}); the run "
@@ -330,7 +349,8 @@ def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None]
 
     Raises: InputError (one line, nothing written) when there is no checkpoint,
     when the checkpoint is damaged or makes no sense (its SHA-256, every field),
-    when ``config.toml`` of the checkpoint directory was changed, when the data
+    when ``config.toml`` of the checkpoint directory was changed, when a file the
+    run pinned (a cost file, a verifier's champion file) changed or vanished, when the data
     differ from the data the run started with (SHA-256) or are gone, when the
     run directory could not be written where it goes (the output guard of
     :func:`run`), or when another process runs or resumes the same run; the
@@ -339,18 +359,20 @@ def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None]
     partial = find_checkpoint_dir(path)
     checkpoint = partial / CHECKPOINT_FILE
     head, cfg = load_header(checkpoint)
+    check_pins(head, str(partial))
     if (partial / "config.toml").is_file():
         check_resumable(head, resolve(load_toml(partial / "config.toml")).to_dict(), head["data_sha256"],
                         str(partial))
     if data is not None:
         cfg = replace(cfg, data=str(data))
-    elif not Path(cfg.data).is_dir() and head.get("data_dir_absolute"):
-        cfg = replace(cfg, data=head["data_dir_absolute"])
+    elif head.get("data_dir_absolute") and Path(head["data_dir_absolute"]).is_dir():
+        cfg = replace(cfg, data=head["data_dir_absolute"])  # where the run read it, whatever the working directory
     check_resume_output(partial, cfg)
     if not Path(cfg.data).is_dir() or any(split_path(cfg.data, s) is None for s in ("train", "valid")):
         raise InputError(f"the run's dataset {cfg.data} is gone (moved or deleted); give its new place to resume "
                          f"{partial} (its train and valid files must be those the run started with: their SHA-256 "
                          "is checked)", param="data")
+    read_pinned(cfg, head.get("inputs"), str(partial), "resume", "since the run started")
     train_t, valid_t = load_search_data(cfg)
     data_info = dataset_info(cfg.data, train_t, valid_t)
     check_resumable(head, cfg.to_dict(), data_info["sha256"], str(partial))
@@ -359,8 +381,8 @@ def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None]
     features = tuple(head["features"])
     started = datetime.fromisoformat(head["created"])
     with _lock_checkpoint(partial, head):
-        return _search_and_write(_Checkpointed(partial, cfg, features, data_info, started), train, valid, snapshot,
-                                 progress, stop, extra_files, cluster)
+        return _search_and_write(_Checkpointed(partial, cfg, features, data_info, started, head.get("inputs")),
+                                 train, valid, snapshot, progress, stop, extra_files, cluster)
 
 
 def check_resume_output(partial: Path, cfg: RunConfig) -> Path:
@@ -421,7 +443,7 @@ def dataset_info(data_dir: str, train: Traces, valid: Traces) -> dict[str, Any]:
     if "config" in meta:
         info["generator_config"] = meta["config"]
     info["tokens"] = {"train": train.n, "valid": valid.n}
-    info["sha256"] = {t.split: split_sha256(t.source, t.split) for t in (train, valid)}
+    info["sha256"] = {t.split: split_sha256(t.source, t.split, t.sha256) for t in (train, valid)}
     return info
 
 

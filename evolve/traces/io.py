@@ -22,6 +22,8 @@ split has no ``draft_index``).
 """
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import warnings
@@ -51,13 +53,16 @@ class Traces:
     """One validated split: schema columns as numpy arrays of length ``n``.
 
     ``columns`` maps column name to a 1-D array (int64, float64 or bool); optional
-    columns are present only when the file has them. ``source`` is the file path.
+    columns are present only when the file has them. ``source`` is the file path; ``sha256`` the SHA-256 (hex)
+    of the bytes the columns were parsed from (:func:`load_split` reads a file once, hashes and parses the same
+    bytes), None for a split built in memory.
     """
 
     columns: dict[str, np.ndarray]
     source: str = "<memory>"
     split: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    sha256: str | None = None
 
     @property
     def n(self) -> int:
@@ -106,23 +111,27 @@ def split_path(data_dir: str | os.PathLike, split: str) -> Path | None:
     return None
 
 
-def _read_frame(path: Path) -> pd.DataFrame:
+def _read_frame(path: Path) -> tuple[pd.DataFrame, str]:
+    """The records of the split file ``path`` and the SHA-256 (hex) of the very bytes they were parsed from (the
+    file is read once: a file replaced meanwhile cannot give the digest of one content and the records of
+    another)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(os_error_text(exc)) from None
+    digest = hashlib.sha256(raw).hexdigest()
     if path.suffix == ".parquet":
         try:
-            with open(path, "rb"):
-                pass
-            return pd.read_parquet(path)
+            return pd.read_parquet(io.BytesIO(raw)), digest
         except OSError as exc:
-            if exc.filename is None:  # pyarrow's own I/O errors carry no file name
-                raise InputError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
-            raise InputError(os_error_text(exc)) from None
+            raise InputError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
         except Exception as exc:  # pyarrow raises several types for damaged files
             raise InputError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
-    records = read_json(path)
+    records = _json_bytes(raw, path)
     if not isinstance(records, list):
         raise InputError(f"{path}: expected a JSON array of records, found {_json_type(records)}")
     _check_records(records, path)
-    return pd.DataFrame.from_records(records)
+    return pd.DataFrame.from_records(records), digest
 
 
 def _json_type(value: Any) -> str:
@@ -166,15 +175,21 @@ def read_json(path: str | Path, strict: bool = False) -> Any:
     ``strict``: refuse the non-standard constants NaN and Infinity. Raises: InputError naming the file
     for a missing or unreadable file, text that is not UTF-8, invalid or too deeply nested JSON.
     """
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise InputError(os_error_text(exc)) from None
+    return _json_bytes(raw, path, strict)
+
+
+def _json_bytes(raw: bytes, path: str | Path, strict: bool = False) -> Any:
+    """The JSON document of ``raw``, the bytes of the file ``path`` (named in errors); ``strict`` as :func:`read_json`."""
     def reject(name: str):
         raise ValueError(f"{name} is not allowed")
 
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
         return json.loads(raw.decode("utf-8"), **({"parse_constant": reject} if strict else {}))
-    except OSError as exc:
-        raise InputError(os_error_text(exc)) from None
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
@@ -210,7 +225,9 @@ def load_split(data_dir: str | os.PathLike, split: str) -> Traces:
             raise InputError(f"{data_dir}: no dataset directory; create one there with `python generate_data.py`")
         raise InputError(f"{data_dir}: no {split}.parquet or {split}.json; create the dataset there with "
                          f"`python generate_data.py`")
-    traces = Traces.from_frame(_read_frame(path), source=str(path), split=split)
+    frame, digest = _read_frame(path)
+    traces = Traces.from_frame(frame, source=str(path), split=split)
+    traces.sha256 = digest
     meta_path = data_dir / METADATA_FILE
     if meta_path.exists():
         traces.metadata = load_metadata(data_dir)

@@ -443,7 +443,7 @@ def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Compariso
     fmt = resolve_format(o.fmt, o.output, FORMATS)
     resolve_splits(o.split)
     champion_files = list(o.champions)
-    check_output(o.output, inputs=(o.data_dir, *champion_files),
+    check_output(o.output, inputs=(o.data_dir, *champion_files, o.costs),
                  champion_dirs=(o.champions_dir or default_champions_dir(),))
     entries = collect_entries(champion_files, o.champions_dir)
     costs = load_costs(o.costs) if o.costs is not None else None

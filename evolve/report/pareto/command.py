@@ -413,7 +413,8 @@ def pareto_command(options: ParetoOptions = ParetoOptions()) -> tuple[ParetoComp
     if o.learned and not sklearn_available():
         raise InputError("needs scikit-learn (pip install scikit-learn)", param="learned")
     png_path = plot_path(o.output, o.split)
-    check_output(o.output, "plot" if o.plot else None, inputs=(o.data_dir, *o.runs), png_path=png_path)
+    check_output(o.output, "plot" if o.plot else None, inputs=(o.data_dir, *o.runs, o.costs),
+                 png_path=png_path)
     costs = load_costs(o.costs) if o.costs is not None else None
     comp = run_pareto(o.data_dir, o.split, o.runs, budgets, o.gamma, rules=o.rules, learned=o.learned)
     comp.costs = costs
