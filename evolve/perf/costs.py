@@ -157,7 +157,7 @@ def _envelope(measured: list[float], repeats: int) -> tuple[list[float], list[fl
     if worst <= FORWARD_DIP_TOLERANCE:
         return measured, measured
     warnings.warn(f"measured costs: the target forward times fall with T by up to {worst:.0%} (timing noise of "
-                  f"{repeats} repeats; more --cost-repeats on a quieter machine measure better); written as their "
+                  f"{repeats} repeats; more cost repeats on a quieter machine measure better); written as their "
                   f"running maximum, the medians kept as target_forward_measured_s", InputWarning, stacklevel=2)
     envelope, top = [], measured[0]
     for t in measured:
