@@ -30,7 +30,7 @@ from typing import Any, Iterator
 import click
 
 from evolve.errors import InputError
-from evolve.files.guard import DATASET_FILES, RUN_FILES
+from evolve.files.guard import DATASET_FILES, RUN_FILES, same_path
 
 
 class OutputPath(click.Path):
@@ -101,33 +101,17 @@ def inventory(ctx: click.Context) -> tuple[list[Entry], list[tuple[click.Paramet
     return inputs, outputs
 
 
-def _resolve(path: Path) -> Path:
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError):  # a symlink loop
-        return path.absolute()
-
-
-def _same(a: Path, b: Path) -> bool:
-    try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return _resolve(a) == _resolve(b)
-
-
 def conflict(output: Path, entry: Entry) -> str | None:
     """Why writing ``output`` would replace (or be read as) the input ``entry``, or None."""
-    if _same(output, entry.path):
+    if same_path(output, entry.path):
         return f"{output} is an input of this command ({entry.flag})"
     parent, name = output.parent, output.name
-    if (entry.path.is_dir() or not entry.path.exists()) and _same(parent, entry.path):
+    if (entry.path.is_dir() or not entry.path.exists()) and same_path(parent, entry.path):
         if name in DATASET_FILES or name in RUN_FILES:
             return f"{output} is a file of {entry.path}, an input of this command ({entry.flag})"
         if entry.champions and Path(name).suffix.lower() in (".json", ".py"):
             return f"{output} would be read as a champion of {entry.path}, an input of this command ({entry.flag})"
-    if entry.path.name in DATASET_FILES | RUN_FILES and _same(entry.path.parent, output):
+    if entry.path.name in DATASET_FILES | RUN_FILES and same_path(entry.path.parent, output):
         return (f"{output} is the directory of {entry.path}, an input of this command ({entry.flag}), which a "
                 "file written there would replace")
     return None

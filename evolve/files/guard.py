@@ -58,21 +58,22 @@ RUN_FILES = frozenset({"config.toml", "run.json", "logbook.csv", "hall_of_fame.j
 RESCUE_PREFIX = "specdec-rescued-"
 
 
-def _resolve(path: Path) -> Path:
+def resolved(path: Path) -> Path:
+    """``path`` made absolute with its links resolved (only made absolute where a link loops)."""
     try:
         return path.resolve()
     except (OSError, RuntimeError):  # a symlink loop
         return path.absolute()
 
 
-def _same(a: Path, b: Path) -> bool:
+def same_path(a: Path, b: Path) -> bool:
     """Whether two paths name the same file or directory (also through links)."""
     try:
         if a.exists() and b.exists():
             return os.path.samefile(a, b)
     except OSError:
         pass
-    return _resolve(a) == _resolve(b)
+    return resolved(a) == resolved(b)
 
 
 def _inside(path: Path, directory: Path) -> bool:
@@ -97,8 +98,8 @@ def source_location(path: str | os.PathLike, allowed: str | os.PathLike | None =
         allowed: a directory inside the source that may be written (with
             everything below it), e.g. the default champions directory.
     """
-    p = _resolve(Path(path))
-    if allowed is not None and _inside(p, _resolve(Path(allowed))):
+    p = resolved(Path(path))
+    if allowed is not None and _inside(p, resolved(Path(allowed))):
         return None
     if p.parent == ROOT and (p.suffix in SOURCE_SUFFIXES or p.name in TOP_LEVEL_SOURCES):
         return f"a source file of the repository ({ROOT})"
@@ -149,11 +150,11 @@ def _check_inputs(path: Path, inputs: Iterable[str | os.PathLike | None],
     """Refuse ``path`` when it is one of ``inputs`` or a file directly inside one of ``champion_dirs``
     that would be read as a champion."""
     for given in inputs:
-        if given is not None and str(given) != "" and _same(path, Path(given)):
+        if given is not None and str(given) != "" and same_path(path, Path(given)):
             raise refuse(f"{path} is also an input of this command")
     for given in champion_dirs:
         if given is not None and str(given) != "" and path.suffix.lower() in (".json", ".py") \
-                and _same(path.parent, Path(given)):
+                and same_path(path.parent, Path(given)):
             raise refuse(f"{path} would be read as a champion file of {given}")
 
 
@@ -301,5 +302,5 @@ def write_or_rescue(write: Callable[[Path], T], target: str | os.PathLike, what:
     raise refuse(f"cannot write {target} ({reason}); the result was saved to {saved} instead")
 
 
-__all__ = ["check_output_file", "check_output_dir", "control_character", "source_location", "is_dataset_dir",
+__all__ = ["resolved", "same_path", "check_output_file", "check_output_dir", "control_character", "source_location", "is_dataset_dir",
            "is_run_dir", "rescue_dir", "write_or_rescue", "DATASET_FILES", "RUN_FILES", "PACKAGES", "ROOT"]
