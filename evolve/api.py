@@ -121,7 +121,15 @@ def _check_options(gamma: Any, fitness: Any, cost_ratio: Any) -> None:
     _check("fitness", fitness, fitness is None or isinstance(fitness, AcceptanceQualityFitness),
            "must be None or an evolve.eval.evaluator.AcceptanceQualityFitness")
     _check("cost_ratio", cost_ratio, isinstance(cost_ratio, (int, float, np.floating)) and not isinstance(cost_ratio, bool)
-           and math.isfinite(cost_ratio) and cost_ratio >= 0, "must be a finite number >= 0")
+           and _finite(cost_ratio) and cost_ratio >= 0, "must be a finite number >= 0")
+
+
+def _finite(value: Any) -> bool:
+    """Whether a number is finite as a float (an integer too large for a float is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 # --- datasets ----------------------------------------------------------------------------------

@@ -152,6 +152,7 @@ def test_bad_configs(data_dir, tmp_path):
     (lambda d: api.evaluate_rule("standard_rejection", d, split="tests"), "split='tests' (str): unknown split"),
     (lambda d: api.evaluate_rule("standard_rejection", d, cost_ratio=float("nan")), "cost_ratio=nan (float)"),
     (lambda d: api.evaluate_rule("standard_rejection", d, cost_ratio="0.1"), "cost_ratio='0.1' (str)"),
+    (lambda d: api.evaluate_rule("standard_rejection", d, cost_ratio=10**400), "cost_ratio=1000"),
     (lambda d: api.evaluate_rule("standard_rejection", None), "data=None (NoneType)"),
     (lambda d: api.evaluate_rule(None, d), "rule=None (NoneType)"),
     (lambda d: api.evaluate_rule("", d), "rule='' (str)"),

@@ -323,3 +323,12 @@ def test_the_shape_oracle_is_the_best_subtree_of_every_tree(forest):
     for _ in range(20):
         v = rng.integers(0, 4, data.decisions.n).astype(float)
         assert shape_metrics(v, data, costs).tokens_per_second <= bound * (1 + 1e-12)
+
+
+def test_a_tree_shape_run_refuses_a_draft_length_it_would_never_read():
+    from evolve.search.config import resolve
+
+    with pytest.raises(InputError, match="tree-shape run does not read the draft length \\(value 7\\)") as err:
+        resolve({"evolve": "tree-shape", "gamma": 7})
+    assert err.value.param == "gamma"
+    assert resolve({"evolve": "tree-shape"}).gamma == 5  # the default is recorded, never read

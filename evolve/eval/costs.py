@@ -160,6 +160,14 @@ DEFAULT_COSTS = Costs((1.0,), DEFAULT_COST_RATIO, 1.0,
                       source=f"default (flat verification, draft/target cost ratio {DEFAULT_COST_RATIO:g})")
 
 
+def _finite_float(value: int | float) -> bool:
+    """Whether ``value`` is finite as a float (an integer too large for a float is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def ratio_costs(cost_ratio: float, param: str = "cost_ratio") -> Costs:
     """The cost file of a draft/target cost ratio c (``--cost-ratio``), built in memory: a target forward of 1
     (one plain step) whatever T, a drafted token of c, a plain token of 1.
@@ -167,7 +175,7 @@ def ratio_costs(cost_ratio: float, param: str = "cost_ratio") -> Costs:
     Raises: InputError naming ``param`` for a c that is not a finite number >= 0.
     """
     c = cost_ratio
-    if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not _finite_float(c) or c < 0:
         raise InputError(f"must be a finite number >= 0 (value {c!r})", param=param)
     return Costs((1.0,), float(c), 1.0, source=f"flat verification, draft/target cost ratio {c:g}")
 

@@ -32,12 +32,14 @@ per generation, every island of the configured population...), each failure
 one line that names the field. A resume also compares the header with the
 run's ``config.toml`` and data (:func:`check_resumable`).
 
-Every file a run reads is pinned when the run starts: the dataset's train and valid files by ``data_sha256``
+The files a run reads are pinned when the run starts: the dataset's train and valid files by ``data_sha256``
 (taken from the very bytes the run parsed), the files named by the settings of :data:`PINNED_SETTINGS` (a cost
 file, a verifier's champion file) by ``inputs``: the absolute path (the configuration holds it too, so a resume
 from another working directory reads the same file) and its SHA-256 (:func:`pin_inputs`). A resume refuses in
 one line naming the file when it is gone or changed (:func:`check_pins`). Checkpoints written before the pins
-existed have no ``inputs`` and resume as they did.
+existed have no ``inputs`` and resume as they did. Not pinned: a promoted champion given to ``verify_with`` by
+its name (not a path), which a resume resolves again through the champions directory, and a tree-shape run's
+tree tables, which are hashed apart from the read that parses them.
 
 A checkpoint of format 1 (``checkpoint.pkl``, a Python pickle, written by
 older versions) is refused without being loaded (:func:`legacy_refusal`).

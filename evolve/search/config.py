@@ -312,6 +312,8 @@ def _check_relations(cfg: RunConfig, origin: dict[str, str | None]) -> None:
                 reading = [o.name for o in _objectives() if o.reads_costs]
                 raise fail(name, f"objective {cfg.objective!r} does not read it (objectives that do: "
                                  f"{', '.join(reading)})")
+    if not cfg.program_kind.reads_gamma and cfg.gamma != DEFAULTS.gamma:
+        raise fail("gamma", f"a {cfg.evolve} run does not read the draft length (value {cfg.gamma}); leave it out")
     for name in dict.fromkeys(s for kind in KINDS.values() for s in kind.settings):
         if getattr(cfg, name) != getattr(DEFAULTS, name) and name not in cfg.program_kind.settings:
             readers = [k.name for k in KINDS.values() if name in k.settings]

@@ -270,7 +270,7 @@ def _speed_verdict(comparison: Comparison, split: str, measures: list[str]) -> V
     else:
         limit, why = _tv(champ), "the champion's own"
     rows = [r for r in comparison.rows if r.split == split and r.heuristic not in BOUNDS
-            and _value(r, measure) is not None and (r.role == "champion" or _tv(r) <= limit + TV_SLACK)]
+            and _value(r, measure) is not None and (r is champ or _tv(r) <= limit + TV_SLACK)]
     ref = next((r for r in rows if r.role == "baseline" and r.heuristic == REFERENCE_RULE), None)
     ordered = ([ref] if ref is not None else []) + [r for r in rows if r is not ref]
     winner = ordered[0]
