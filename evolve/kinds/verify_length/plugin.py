@@ -5,11 +5,11 @@ live."""
 from __future__ import annotations
 
 from evolve.kinds.base import KindHooks
-from evolve.kinds.verify_length.eval_policy import DEFAULT_WEIGHTING, LengthMetrics, LengthPopulationEvaluator
+from evolve.kinds.verify_length.eval_policy import LengthMetrics, LengthPopulationEvaluator
 from evolve.kinds.verify_length.export_layout import LENGTH_LAYOUT
 from evolve.kinds.verify_length.report_hooks import CAPTION, COMPARE, live_decoder
 from evolve.kinds.verify_length.search_seeds import choose_length_seeds
-from evolve.kinds.verify_length.report_compare import check_policy_settings, length_verifier_of
+from evolve.kinds.verify_length.report_compare import check_policy_settings
 
 
 def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> LengthPopulationEvaluator:
@@ -22,9 +22,9 @@ def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> 
 def score(rule, data, directory, split, gamma, fitness, speedup_costs, costs) -> LengthMetrics:
     """One policy's :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` under ``costs`` with longest draft
     ``gamma``, its drafts verified by its own run's verifier and its blocks weighted by its run's weighting."""
-    check_policy_settings(rule)
-    scorer = LengthPopulationEvaluator(data(), gamma=gamma, cache_size=0, costs=costs,
-                                       verifier=length_verifier_of(rule), weighting=rule.weighting or DEFAULT_WEIGHTING)
+    verifier, weighting = check_policy_settings(rule)
+    scorer = LengthPopulationEvaluator(data(), gamma=gamma, cache_size=0, costs=costs, verifier=verifier,
+                                       weighting=weighting)
     return scorer.evaluate([rule.program])[0]
 
 

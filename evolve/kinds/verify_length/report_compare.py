@@ -52,25 +52,25 @@ def length_verifier_of(rule: Rule | None) -> LengthVerifier:
                          f"{exc.message}") from None
 
 
-def check_policy_settings(rule: Rule) -> None:
-    """Check the run settings a verification-length rule carries (its champion's ``provenance.config``): its
-    ``verify_with`` resolves here (:func:`length_verifier_of`) and its ``length_weighting`` is one of
-    :data:`evolve.kinds.verify_length.eval_policy.WEIGHTINGS` (the kind's ``check`` hook).
+def check_policy_settings(rule: Rule) -> tuple[LengthVerifier, str]:
+    """Check the run settings a verification-length rule carries (its champion's ``provenance.config``) and
+    return them, (verifier, block weighting): its ``verify_with`` resolves here (:func:`length_verifier_of`) and
+    its ``length_weighting`` is one of :data:`evolve.kinds.verify_length.eval_policy.WEIGHTINGS` (None: ``call``).
+    The kind's ``check`` hook; the scorers take the settings from here, so a champion file is resolved once.
 
     Raises: InputError naming the rule's source (its champion file), the key and the value.
     """
     if rule.weighting is not None and rule.weighting not in WEIGHTINGS:
         raise InputError(f"{rule.source or rule.name}: key 'provenance.config.length_weighting' is "
                          f"{rule.weighting!r}, not a block weighting (choose from {', '.join(WEIGHTINGS)})")
-    length_verifier_of(rule)
+    return length_verifier_of(rule), rule.weighting or DEFAULT_WEIGHTING
 
 
 def length_scores(rule: Rule, data: EvalData, repeats: int, gamma: int, costs: Costs) -> tuple[dict, float]:
     """A verification-length policy's row fields (its :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` as the
     row's block metrics, its drafts verified by :func:`length_verifier_of`) and best time of ``repeats``
     scorings in ms."""
-    check_policy_settings(rule)
-    verifier, weighting = length_verifier_of(rule), rule.weighting or DEFAULT_WEIGHTING
+    verifier, weighting = check_policy_settings(rule)
     scorer = LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs, verifier=verifier,
                                        weighting=weighting)
     metrics = scorer.evaluate([rule.program])[0]
@@ -104,12 +104,10 @@ def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: E
     return rows
 
 
-def first_weighting(rules: Sequence[Rule]) -> str:
-    """The block weighting of the first policy compared (``call`` without one): the competitors' weighting.
-    Raises: InputError (:func:`check_policy_settings`) for a first policy whose settings do not hold."""
-    if rules:
-        check_policy_settings(rules[0])
-    return (rules[0].weighting if rules else None) or DEFAULT_WEIGHTING
+def first_settings(rules: Sequence[Rule]) -> tuple[LengthVerifier, str]:
+    """The competitors' (verifier, block weighting): the first policy's in ``rules`` (the standard rule and
+    ``call`` without one). Raises: InputError (:func:`check_policy_settings`) when its settings do not hold."""
+    return check_policy_settings(rules[0]) if rules else (STANDARD_VERIFIER, DEFAULT_WEIGHTING)
 
 
 def comparison_competitors(rules: Sequence[Rule], data: EvalData, gamma: int | None, costs: Costs,
@@ -117,13 +115,13 @@ def comparison_competitors(rules: Sequence[Rule], data: EvalData, gamma: int | N
     """The competitor rows a comparison adds for one split (the ``competitors`` of the kind's ``compare`` hook):
     :func:`competitor_rows` with the verifier and the block weighting of the first policy in ``rules`` (the
     verification-length rules compared, in order)."""
-    return competitor_rows(data, gamma, costs, tuned_on, tuned_name,
-                           verifier=length_verifier_of(rules[0] if rules else None), weighting=first_weighting(rules))
+    verifier, weighting = first_settings(rules)
+    return competitor_rows(data, gamma, costs, tuned_on, tuned_name, verifier=verifier, weighting=weighting)
 
 
 def weighting_note(rules: Sequence[Rule]) -> str | None:
     """What the caption says when the competitors weight the blocks otherwise than per call (None: nothing)."""
-    weighting = first_weighting(rules)
+    _, weighting = first_settings(rules)
     if weighting == DEFAULT_WEIGHTING:
         return None
     return (f"The competitor rows weight each harvested block as {WEIGHTINGS[weighting]} (the first policy's"
@@ -131,4 +129,4 @@ def weighting_note(rules: Sequence[Rule]) -> str | None:
 
 
 __all__ = ["POLICY", "COMPETITORS", "TUNED", "NOTES", "length_verifier_of", "check_policy_settings", "length_scores", "competitor_rows",
-           "first_weighting", "comparison_competitors", "weighting_note"]
+           "first_settings", "comparison_competitors", "weighting_note"]
