@@ -55,7 +55,6 @@ apply)::
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -68,7 +67,7 @@ import pandas as pd
 from evolve.errors import InputError
 from evolve.traces.io import SPLITS, Traces, load_split, split_path
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, Metrics, evaluate
-from evolve.eval.costs import DEFAULT_COST_RATIO, DEFAULT_COSTS, Costs, load_costs, ratio_costs
+from evolve.eval.costs import DEFAULT_COST_RATIO, DEFAULT_COSTS, Costs, finite_number, load_costs, ratio_costs
 from evolve.gp.compiler import Node, Program, parse, to_sympy
 from evolve.gp.primitives import FEATURES
 from evolve.search.config import RunConfig, resolve
@@ -121,15 +120,7 @@ def _check_options(gamma: Any, fitness: Any, cost_ratio: Any) -> None:
     _check("fitness", fitness, fitness is None or isinstance(fitness, AcceptanceQualityFitness),
            "must be None or an evolve.eval.evaluator.AcceptanceQualityFitness")
     _check("cost_ratio", cost_ratio, isinstance(cost_ratio, (int, float, np.floating)) and not isinstance(cost_ratio, bool)
-           and _finite(cost_ratio) and cost_ratio >= 0, "must be a finite number >= 0")
-
-
-def _finite(value: Any) -> bool:
-    """Whether a number is finite as a float (an integer too large for a float is not)."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
+           and finite_number(cost_ratio) and cost_ratio >= 0, "must be a finite number >= 0")
 
 
 # --- datasets ----------------------------------------------------------------------------------

@@ -55,6 +55,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from evolve.errors import InputError
 from evolve.traces.io import read_json
 
@@ -160,11 +162,14 @@ DEFAULT_COSTS = Costs((1.0,), DEFAULT_COST_RATIO, 1.0,
                       source=f"default (flat verification, draft/target cost ratio {DEFAULT_COST_RATIO:g})")
 
 
-def _finite_float(value: int | float) -> bool:
-    """Whether ``value`` is finite as a float (an integer too large for a float is not)."""
+def finite_number(v: Any) -> bool:
+    """Whether ``v`` is a real number (an int or float, numpy's included; not a bool) that is finite as a float:
+    NaN, infinities and integers beyond float range are not."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        return False
     try:
-        return math.isfinite(value)
-    except OverflowError:
+        return math.isfinite(float(v))
+    except OverflowError:  # an integer beyond float range
         return False
 
 
@@ -175,7 +180,7 @@ def ratio_costs(cost_ratio: float, param: str = "cost_ratio") -> Costs:
     Raises: InputError naming ``param`` for a c that is not a finite number >= 0.
     """
     c = cost_ratio
-    if isinstance(c, bool) or not isinstance(c, (int, float)) or not _finite_float(c) or c < 0:
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not finite_number(c) or c < 0:
         raise InputError(f"must be a finite number >= 0 (value {c!r})", param=param)
     return Costs((1.0,), float(c), 1.0, source=f"flat verification, draft/target cost ratio {c:g}")
 
@@ -207,7 +212,7 @@ def costs_from_dict(doc: Any, source: str) -> Costs:
                              f"[{MIN_SECONDS:g}, {MAX_SECONDS:g}] (value {v!r})")
     _check_not_falling(curve, FORWARD_DIP_TOLERANCE, source, "target_forward_s", "T = {}", [i + 1 for i in range(len(curve))])
     draft = doc["draft_token_s"]
-    if not (_seconds(draft) or (_number(draft) and draft == 0)):
+    if not (_seconds(draft) or (finite_number(draft) and draft == 0)):
         raise InputError(f"{source}: key 'draft_token_s': expected 0 or seconds in [{MIN_SECONDS:g}, {MAX_SECONDS:g}] "
                          f"(value {draft!r})")
     plain = doc.get("plain_token_s", curve[0])
@@ -226,7 +231,7 @@ def costs_from_dict(doc: Any, source: str) -> Costs:
             raise InputError(f"{source}: key 'batch_forward_s' must be an object with lists 'tokens' and 'seconds' of "
                              f"one length")
         for i, (n, s) in enumerate(zip(batch["tokens"], batch["seconds"])):
-            if not (_number(n) and 1 <= n <= 1e9 and _seconds(s)) or (i and n <= batch["tokens"][i - 1]):
+            if not (finite_number(n) and 1 <= n <= 1e9 and _seconds(s)) or (i and n <= batch["tokens"][i - 1]):
                 raise InputError(f"{source}: key 'batch_forward_s', item {i}: expected increasing token counts in "
                                  f"[1, 1e9] and seconds in [{MIN_SECONDS:g}, {MAX_SECONDS:g}] (value {n!r}, {s!r})")
         for key, value in batch.items():
@@ -272,16 +277,7 @@ def load_costs(path: str | os.PathLike | None) -> Costs:
 
 def _seconds(v: Any) -> bool:
     """Whether ``v`` is a JSON number of seconds within [MIN_SECONDS, MAX_SECONDS]."""
-    return _number(v) and MIN_SECONDS <= v <= MAX_SECONDS
-
-
-def _number(v: Any) -> bool:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:  # an integer beyond float range
-        return False
+    return finite_number(v) and MIN_SECONDS <= v <= MAX_SECONDS
 
 
 def concurrent_tokens_per_second(tokens_per_call: float, verified: float, drafted: float, requests: int,
@@ -308,6 +304,6 @@ def cached_costs(path: str | os.PathLike | None) -> Costs:
     return _LOADED[key]
 
 
-__all__ = ["Costs", "DEFAULT_COSTS", "DEFAULT_COST_RATIO", "FREE_DRAFTS", "MAX_FILE_BYTES", "MIN_SECONDS", "MAX_SECONDS",
+__all__ = ["finite_number", "Costs", "DEFAULT_COSTS", "DEFAULT_COST_RATIO", "FREE_DRAFTS", "MAX_FILE_BYTES", "MIN_SECONDS", "MAX_SECONDS",
            "FORWARD_DIP_TOLERANCE", "BATCH_DIP_TOLERANCE", "costs_from_dict", "load_costs",
            "cached_costs", "concurrent_tokens_per_second", "ratio_costs"]
