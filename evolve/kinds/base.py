@@ -12,7 +12,7 @@ implements (:data:`HOOK_COMMANDS`), never a list written by hand.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from evolve.errors import InputError
@@ -75,7 +75,6 @@ HOOK_COMMANDS: tuple[tuple[str, str], ...] = (
     ("trees", "python benchmark.py trees"), ("export", "python -m evolve export"),
     ("population", "python -m evolve promote"), ("population", "python -m evolve run"),
 )
-HOOK_NAMES: tuple[str, ...] = tuple(f.name for f in fields(KindHooks))
 #: Hooks of the kinds whose hooks are loaded, by kind name.
 _HOOKS: dict[str, KindHooks] = {}
 
@@ -176,5 +175,5 @@ def forget_hooks(kind: ProgramKind) -> None:
     _HOOKS.pop(kind.name, None)
 
 
-__all__ = ["TOKEN_FEATURES", "TARGET_FEATURES", "KindHooks", "HOOK_COMMANDS", "HOOK_NAMES", "ProgramKind",
+__all__ = ["TOKEN_FEATURES", "TARGET_FEATURES", "KindHooks", "HOOK_COMMANDS", "ProgramKind",
            "set_hooks", "forget_hooks"]

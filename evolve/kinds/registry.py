@@ -56,11 +56,6 @@ def program_kind(name: Any, what: str = "kind") -> ProgramKind:
     return KINDS[name]
 
 
-def kinds_with(hook: str) -> list[ProgramKind]:
-    """The registered kinds that implement the hook ``hook`` (a :class:`evolve.kinds.base.KindHooks` field)."""
-    return [k for k in KINDS.values() if getattr(k.hooks(), hook) is not None]
-
-
 #: The kinds older run configurations named by ``verify``: ``token`` programs were thresholds, ``block``
 #: programs relaxation weights.
 LEGACY_VERIFY: dict[str, str] = {"token": THRESHOLD.name, "block": RELAXATION.name}
@@ -77,5 +72,5 @@ def kind_from_config(config: Mapping[str, Any] | None) -> ProgramKind:
     return KINDS[LEGACY_VERIFY.get(config.get("verify"), THRESHOLD.name)]
 
 
-__all__ = ["BUILTIN", "KINDS", "register_kind", "unregister_kind", "program_kind", "kinds_with", "LEGACY_VERIFY",
+__all__ = ["BUILTIN", "KINDS", "register_kind", "unregister_kind", "program_kind", "LEGACY_VERIFY",
            "kind_from_config"]
