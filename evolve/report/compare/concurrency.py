@@ -16,17 +16,41 @@ confidence-scheduled verification targets (DSpark, Cheng et al. 2026, arXiv 2607
 target is compute-bound, verifying long blocks for every request costs more than it emits, and
 fixed-length speculation falls below plain decoding. ``python -m evolve run --evolve verify-length
 --concurrency R`` evolves a policy for that regime.
+
+On splits with block metrics the table also has the row ``per-batch-size schedule``: at each R the fixed draft
+length with the most tokens per second on the tuning split (valid when the dataset has one), merged into the
+batch-size ranges vLLM's and TensorRT-LLM's per-batch-size settings take
+(:mod:`evolve.kinds.verify_length.eval_schedule`; standard verification), scored on the split; the ranges are
+printed under the table (:func:`schedule_lines`).
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 from evolve.eval.costs import Costs, concurrent_tokens_per_second
+from evolve.eval.evaluator import EvalData
+from evolve.kinds.verify_length.eval_schedule import (ScheduleRange, batch_schedule, fixed_length_table,
+                                                      length_throughput, schedule_length)
 from evolve.report.compare.rows import Comparison
 from evolve.kinds.registry import program_kind
 
 #: Rows of the concurrency table: the plain decoding row, then every row with a policy's metrics.
 PLAIN = "plain decoding"
+#: The row of the per-batch-size schedule of fixed lengths.
+SCHEDULE = "per-batch-size schedule"
+
+
+def split_schedule(data: EvalData, tune: tuple[EvalData, str], gamma: int, requests: Sequence[int],
+                   costs: Costs) -> dict:
+    """The per-batch-size schedule of one split: ``{"schedule": ranges, "tuned_on": name, "tokens_per_second": {R:
+    value}}``, the ranges (:class:`evolve.kinds.verify_length.eval_schedule.ScheduleRange`) tuned on ``tune`` (the
+    tuning split's data and name) at the batch sizes ``requests``, and the throughput on ``data`` of the length the
+    schedule gives at each R (fixed lengths 0..``gamma``, standard verification)."""
+    schedule = batch_schedule(fixed_length_table(tune[0], gamma, costs), requests, costs)
+    table = fixed_length_table(data, gamma, costs)
+    return {"schedule": schedule, "tuned_on": tune[1],
+            "tokens_per_second": {r: length_throughput(table[schedule_length(schedule, r)], r, costs)
+                                  for r in requests}}
 
 
 def concurrency_rows(comparison: Comparison, requests: Sequence[int], costs: Costs) -> list[dict]:
@@ -42,7 +66,8 @@ def concurrency_rows(comparison: Comparison, requests: Sequence[int], costs: Cos
         for row in comparison.rows:
             if row.split != split or row.value("tokens_per_call") is None or row.gamma is None:
                 continue
-            if row.heuristic in getattr(program_kind(row.program_kind).hooks().compare, "bounds", ()):
+            kind = None if row.program_kind is None else program_kind(row.program_kind)  # None: block_verification
+            if kind is not None and row.heuristic in getattr(kind.hooks().compare, "bounds", ()):
                 continue  # a bound for one request's costs says nothing at R requests
             verified = getattr(row.verifier, "mean_verified", float(row.gamma))
             drafted = getattr(row.verifier, "mean_drafted", float(row.gamma))
@@ -51,7 +76,25 @@ def concurrency_rows(comparison: Comparison, requests: Sequence[int], costs: Cos
                    for r in requests}
             out.append({"heuristic": row.heuristic, "split": split, "tokens_per_second": tps,
                         "speedup": {r: tps[r] / plain[r] for r in requests}})
+        found = comparison.schedules.get(split)
+        if found is not None:
+            tps = found["tokens_per_second"]
+            out.append({"heuristic": SCHEDULE, "split": split, "tokens_per_second": tps,
+                        "speedup": {r: tps[r] / plain[r] for r in requests}})
     return out
+
+
+def schedule_text(schedule: Sequence[ScheduleRange]) -> str:
+    """``R 1-3: 4, R 4-15: 2, R >= 16: 0`` (draft length per range of concurrent requests)."""
+    return ", ".join(f"R {s.start}-{s.end}: {s.length}" if s.end is not None and s.end > s.start else
+                     f"R {s.start}: {s.length}" if s.end is not None else f"R >= {s.start}: {s.length}"
+                     for s in schedule)
+
+
+def schedule_lines(comparison: Comparison) -> list[str]:
+    """One line per split with a schedule: its ranges and the split it was tuned on."""
+    return [f"{SCHEDULE} ({split}, tuned on {found['tuned_on']}; draft length per batch size): "
+            f"{schedule_text(found['schedule'])}" for split, found in comparison.schedules.items()]
 
 
 def concurrency_lines(rows: list[dict], requests: Sequence[int]) -> list[str]:
@@ -64,4 +107,5 @@ def concurrency_lines(rows: list[dict], requests: Sequence[int]) -> list[str]:
     return lines
 
 
-__all__ = ["PLAIN", "concurrency_rows", "concurrency_lines"]
+__all__ = ["PLAIN", "SCHEDULE", "concurrency_rows", "concurrency_lines", "schedule_lines", "schedule_text",
+           "split_schedule"]

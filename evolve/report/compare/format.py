@@ -19,7 +19,7 @@ import io
 import json
 import textwrap
 
-from evolve.report.compare.concurrency import concurrency_lines
+from evolve.report.compare.concurrency import concurrency_lines, schedule_lines
 from evolve.kinds.registry import KINDS
 from evolve.report.compare.rows import FORMATS, REFERENCE_RULE, ROW_KEYS, VERIFIER, Comparison
 from evolve.report.compare.verdict import compute_verdict
@@ -197,6 +197,7 @@ def format_table(comparison: Comparison) -> str:
                   *_wrap("Concurrency: R requests decoded together, each step verifying every request's drafts in "
                          "one target call (the cost file's batch curve); speedup over plain decoding of R requests "
                          "(evolve.report.compare.concurrency).")]
+        lines += [wrapped for line in schedule_lines(comparison) for wrapped in _wrap(line)]
     verdict = _verdict_line(comparison)
     return text + "\n\n" + "\n".join(lines) + "\n" + (f"\n{printed_verdict(verdict)}\n" if verdict else "")
 
@@ -232,12 +233,16 @@ def format_csv(comparison: Comparison) -> str:
 def format_json(comparison: Comparison) -> str:
     """A JSON object: ``rows``, an array of objects with the keys :data:`ROW_KEYS` (rates as fractions,
     time in ms), ``verdict`` (:meth:`evolve.report.compare.verdict.Verdict.to_dict`; null when no
-    rule has a fitness) and ``concurrency`` (:func:`evolve.report.compare.concurrency.concurrency_rows`;
-    null without ``--concurrency``)."""
+    rule has a fitness), ``concurrency`` (:func:`evolve.report.compare.concurrency.concurrency_rows`;
+    null without ``--concurrency``) and ``schedules`` (per split, the per-batch-size schedule of fixed lengths:
+    ``ranges`` as [start, end, draft length], end null for no upper end, and the split it was ``tuned_on``;
+    empty without ``--concurrency``)."""
     verdict = compute_verdict(comparison)
+    schedules = {split: {"ranges": [list(r) for r in found["schedule"]], "tuned_on": found["tuned_on"]}
+                 for split, found in comparison.schedules.items()}
     return json.dumps({"rows": [row.to_dict() for row in comparison.rows],
                        "verdict": None if verdict is None else verdict.to_dict(),
-                       "concurrency": comparison.concurrency}, indent=2) + "\n"
+                       "concurrency": comparison.concurrency, "schedules": schedules}, indent=2) + "\n"
 
 
 FORMATTERS = {"table": format_table, "csv": format_csv, "json": format_json, "markdown": format_markdown}

@@ -143,6 +143,8 @@ class Comparison:
     costs: Costs | None = None
     #: Throughput against concurrent requests (:mod:`evolve.report.compare.concurrency`), or None.
     concurrency: list[dict] | None = None
+    #: Per split: the per-batch-size schedule of fixed lengths (:func:`evolve.report.compare.concurrency.split_schedule`).
+    schedules: dict[str, dict] = field(default_factory=dict)
     #: What the kinds' compare hooks add to the caption about their competitor rows (``KindScorer.note``).
     notes_of_kinds: list[str] = field(default_factory=list)
 

@@ -74,7 +74,7 @@ from evolve.report.compare.rows import (
     BLOCK_VERIFICATION, DEFAULT_REPEATS, FORMATS, REFERENCE_RULE, SPLIT_CHOICES, VERIFIER, Comparison,
     ComparedRule, Row,
 )
-from evolve.report.compare.concurrency import concurrency_rows
+from evolve.report.compare.concurrency import concurrency_rows, split_schedule
 from evolve.report.compare.speed import apply_costs
 from evolve.report.compare.verdict import champion_records
 from evolve.report.options import naming_param
@@ -329,7 +329,8 @@ def block_verification_row(traces: Traces, data: EvalData, gamma: int | None, sp
 def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Sequence[ComparedRule] | None = None,
                    repeats: int = DEFAULT_REPEATS, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
                    gamma: int | None = None, speedup_costs: Costs = DEFAULT_COSTS,
-                   block_verification: bool = True, costs: Costs | None = None) -> Comparison:
+                   block_verification: bool = True, costs: Costs | None = None,
+                   concurrency: Sequence[int] = ()) -> Comparison:
     """Load the split(s) of ``data_dir`` and score every entry on each.
 
     Every split is loaded and validated before any rule is scored. With
@@ -351,6 +352,10 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
             cost file's speedup, and the verification-length competitors follow each split's rows
             (:mod:`evolve.report.compare.speed`); None: the speedup of ``speedup_costs``, and the competitors
             only when a verification-length policy is compared.
+        concurrency: numbers of concurrent requests (with ``costs``): the comparison's concurrency table
+            (:func:`evolve.report.compare.concurrency.concurrency_rows`) and, on splits with block metrics, the
+            per-batch-size schedule of fixed lengths tuned on the tuning split
+            (:func:`evolve.report.compare.concurrency.split_schedule`).
 
     Raises: InputError for a missing or invalid dataset (see :func:`evolve.traces.io.load_split`)
     or an unknown split.
@@ -390,6 +395,10 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         result.notes += notes
         result.tokens[s] = data.n
         result.sources[s] = data.source
+        if costs is not None and concurrency and result.gamma[s] is not None:
+            result.schedules[s] = split_schedule(data, tune or (data, s), result.gamma[s], concurrency, costs)
+    if costs is not None and concurrency:
+        result.concurrency = concurrency_rows(result, concurrency, costs)
     result.champions = champion_records(dict(zip(_label(list(entries)), entries)))
     return result
 
@@ -450,9 +459,7 @@ def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Compariso
     if o.concurrency and costs is None:
         raise InputError("throughput against concurrent requests needs a cost file", param="concurrency")
     comparison = run_comparison(o.data_dir, o.split, entries, o.repeats, gamma=o.gamma, speedup_costs=o.speedup_costs,
-                                costs=costs)
-    if o.concurrency:
-        comparison.concurrency = concurrency_rows(comparison, o.concurrency, costs)
+                                costs=costs, concurrency=o.concurrency)
     text = format_comparison(comparison, fmt)
     if o.output is not None:
         write_output(text, o.output)
