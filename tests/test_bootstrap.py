@@ -1,4 +1,4 @@
-"""The paired bootstrap over texts (evolve/report/bootstrap.py) and `benchmark.py trees --bootstrap`."""
+"""The paired bootstrap over texts (evolve/eval/bootstrap.py) and `benchmark.py trees --bootstrap`."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from evolve.report.bootstrap import group_weights, ratio_interval
+from evolve.eval.bootstrap import group_weights, ratio_interval
 
 
 def test_weights_draw_whole_groups_with_replacement():
@@ -65,7 +65,7 @@ def test_benchmark_trees_bootstrap_column(vocab_dataset):
 def test_too_few_replicates_for_a_95_interval_are_refused(vocab_dataset, replicates):
     from evolve.cli.benchmark import cli as benchmark_cli
     from evolve.errors import InputError
-    from evolve.report.bootstrap import MIN_REPLICATES
+    from evolve.eval.bootstrap import MIN_REPLICATES
 
     assert MIN_REPLICATES == 40
     with pytest.raises(InputError, match="at least 40"):
@@ -82,7 +82,7 @@ def test_too_few_replicates_for_a_95_interval_are_refused(vocab_dataset, replica
 
 
 def test_interval_caveat_by_number_of_texts():
-    from evolve.report.bootstrap import MIN_GROUPS, interval_caveat
+    from evolve.eval.bootstrap import MIN_GROUPS, interval_caveat
 
     assert interval_caveat(np.arange(MIN_GROUPS)) is None
     assert "only 5 texts" in interval_caveat(np.repeat(np.arange(5), 3))

@@ -17,6 +17,7 @@ Bad input gives one line ``error: ...`` and exit code 2 (:mod:`evolve.errors`).
 from __future__ import annotations
 
 import os
+import textwrap
 
 import click
 
@@ -232,6 +233,8 @@ def _report(info, cfg) -> int:
     line = _source_line(res.champion_source, res.warm_start)
     if line:
         click.echo(line, err=True)
+    if res.guard is not None:
+        click.echo(textwrap.fill(f"guard: {res.guard.reason}", 100, subsequent_indent="  "), err=True)
     click.echo(f"size {champ.size}, {cfg.objective} objective train {_fit(champ.train, cfg):.6f}, "
                f"valid {_fit(champ.valid, cfg):.6f}; {res.programs} programs scored "
                f"in {res.seconds:.1f} s", err=True)
@@ -376,6 +379,9 @@ def show(run_dir) -> None:
     line = _source_line(prov.get("champion_source"), prov.get("seeded_rules"))
     if line:
         _say(line.replace("champion: ", "origin:     ", 1))
+    checked = prov.get("champion_guard")
+    if isinstance(checked, dict) and isinstance(checked.get("reason"), str):
+        _say(textwrap.fill(f"guard:      {checked['reason']}", 100, subsequent_indent="  "))
     if len(nodes) <= SIMPLIFY_MAX_NODES:
         text = _with_time_limit(lambda: str(simplify(nodes)), SYMPY_SECONDS)
         _say(f"simplified: {text}" if text is not None else

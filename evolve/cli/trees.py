@@ -7,7 +7,7 @@ import click
 
 from evolve.cli.errors import CliCommand
 from evolve.cli.output import FORMAT_BY_SUFFIX, echo_outputs, output_options
-from evolve.report.bootstrap import MIN_REPLICATES
+from evolve.eval.bootstrap import MIN_REPLICATES
 from evolve.report.trees import ALL_SPLITS, FORMATS, TreesOptions, bootstrap_caveats, trees_command
 
 

@@ -103,6 +103,15 @@ def split_target_calls(metadata: dict, split: str) -> int | None:
     return None
 
 
+def text_runs(seq_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of consecutive records of one text: (starts int64 (m+1,), text int64 (m,)) of ``seq_id`` int64 (n,)
+    (records starts[j]..starts[j+1]-1 have seq_id text[j])."""
+    seq = np.asarray(seq_id, dtype=np.int64)
+    cut = np.flatnonzero(seq[1:] != seq[:-1]) + 1
+    starts = np.concatenate(([0], cut, [seq.size])).astype(np.int64) if seq.size else np.zeros(1, np.int64)
+    return starts, seq[starts[:-1]].copy()
+
+
 @dataclass
 class EvalData:
     """A split prepared for the interpreter.
@@ -120,8 +129,11 @@ class EvalData:
     draft length (max draft_index + 1) or None; ``no_draft_calls`` the target calls
     of the split that drafted nothing and so left no record (known for harvested
     splits, :func:`split_target_calls`; read by the verification-length scoring
-    only, as plain decoding steps); ``baseline`` the number of baseline accepts
-    (computed).
+    only, as plain decoding steps); ``text_runs`` the texts (``seq_id``) of the
+    records as runs of consecutive records of one text, (starts int64 (m+1,), text
+    int64 (m,): records starts[j]..starts[j+1]-1 belong to text[j]), or None (a split
+    built from arrays alone), which :meth:`resample_texts` draws from; ``baseline``
+    the number of baseline accepts (computed).
     """
 
     X: np.ndarray
@@ -136,6 +148,7 @@ class EvalData:
     bounds: np.ndarray | None = field(default=None, repr=False)
     block_length: int | None = None
     no_draft_calls: int = 0
+    text_runs: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
     _derived: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _derived_map: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _derived_count: int = field(default=0, init=False, repr=False, compare=False)
@@ -186,7 +199,8 @@ class EvalData:
         """Prepare a validated split.
 
         Memory: 8*(k+2)+1 bytes per token for k available features (65 for the
-        six core features, 105 with all five optional ones), and nothing else: arrays that
+        six core features, 105 with all five optional ones), plus 16 bytes per run of one text's
+        records (:attr:`text_runs`), and nothing else: arrays that
         are views into a larger buffer (a DataFrame's internal array) are copied so that
         the buffer can be freed. With ``share`` (default) the float64 feature
         columns, ``rand_value`` and ``baseline_accepts`` of ``traces`` are
@@ -206,11 +220,39 @@ class EvalData:
         if share:
             traces.columns["rand_value"] = u
             traces.columns["baseline_accepts"] = b
-        data = cls(X, r, u, b, tuple(avail), traces.source, traces.split)
+        data = cls(X, r, u, b, tuple(avail), traces.source, traces.split,
+                   text_runs=text_runs(traces["seq_id"]) if traces.has("seq_id") else None)
         calls = split_target_calls(traces.metadata, traces.split)
         if calls is not None and data.depth is not None:
             data.no_draft_calls = max(0, calls - int(np.count_nonzero(data.depth == 0)))
         return data
+
+    def resample_texts(self, draw: np.ndarray) -> "EvalData":
+        """The split made of the texts ``draw`` (int64 (k,): indices into the sorted distinct text ids, repeats
+        allowed, e.g. a row of :func:`evolve.eval.bootstrap.group_draws`), each text's records in their order, the
+        texts in the order drawn (a text's records are whole speculation blocks, so blocks stay whole).
+        ``no_draft_calls`` is scaled by the share of records drawn (rounded): which text a call without a record
+        belonged to is not recorded.
+
+        Raises: ValueError when the split has no text ids (:attr:`text_runs` None)."""
+        if self.text_runs is None:
+            raise ValueError(f"{self.source}: the split has no text ids to resample")
+        starts, text = self.text_runs
+        ids, index = np.unique(text, return_inverse=True)
+        runs_of = [np.flatnonzero(index == t) for t in range(ids.size)]
+        pieces = [np.arange(starts[j], starts[j + 1]) for t in draw for j in runs_of[t]]
+        rows = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+        calls = int(round(self.no_draft_calls * rows.size / self.n)) if self.n else 0
+        new_starts = np.concatenate(([0], np.cumsum([p.size for p in pieces]))).astype(np.int64)
+        new_text = np.array([ids[t] for t in draw for _ in runs_of[t]], dtype=np.int64)
+        return EvalData(self.X[:, rows], self.r[rows], self.u[rows], self.b[rows], self.available, self.source,
+                        self.split, feature_rows=self.feature_rows, no_draft_calls=calls,
+                        text_runs=(new_starts, new_text))
+
+    @property
+    def texts(self) -> int:
+        """Number of distinct texts (0 without text ids)."""
+        return 0 if self.text_runs is None else int(np.unique(self.text_runs[1]).size)
 
     def feature(self, name: str) -> np.ndarray:
         """Row of ``X`` for feature ``name``, float64 (n,). Raises KeyError if the split lacks it."""
@@ -220,8 +262,9 @@ class EvalData:
         return self.X[row]
 
     def nbytes(self) -> int:
-        """Bytes held by the arrays (X, r, u, b, bounds, computed derived rows)."""
+        """Bytes held by the arrays (X, r, u, b, bounds, text ids, computed derived rows)."""
         return int(self.X.nbytes + self.r.nbytes + self.u.nbytes + self.b.nbytes + self.bounds.nbytes
+                   + (0 if self.text_runs is None else sum(a.nbytes for a in self.text_runs))
                    + 8 * self.n * self._derived_count)
 
     def clear_derived(self) -> None:

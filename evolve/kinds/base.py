@@ -103,6 +103,10 @@ class ProgramKind:
             reads; another run refuses a value other than the default.
         reads_gamma: whether its scoring reads the run's draft length ``gamma`` (a tree shape does not: the
             harvested trees bound it).
+        resamples: whether its population scorer reads the split's records alone, so that a resample of whole
+            texts (:meth:`evolve.eval.evaluator.EvalData.resample_texts`) is scored as the records are: the champion
+            guard's bootstrap (:mod:`evolve.search.guard`) needs it (a tree shape is scored on the tree table beside
+            the records: False).
     """
 
     name: str
@@ -120,6 +124,7 @@ class ProgramKind:
     source: str = ""
     settings: tuple[str, ...] = ()
     reads_gamma: bool = True
+    resamples: bool = True
 
     def hooks(self) -> KindHooks:
         """This kind's :class:`KindHooks` (its plugin module imported on first use; none: no hooks)."""

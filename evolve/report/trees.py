@@ -36,7 +36,7 @@ from evolve.kinds.tree_shape.eval_competitors import competitors
 from evolve.kinds.tree_shape.eval_shape import (
     BOUNDS, ShapeData, ShapeMetrics, shape_data, whole_tree_metrics,
 )
-from evolve.report.bootstrap import check_replicates, group_weights, interval_caveat, ratio_interval
+from evolve.eval.bootstrap import check_replicates, group_weights, interval_caveat, ratio_interval
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.traces.trees import load_trees
 from heuristics.champions import read_champion
@@ -60,7 +60,7 @@ class TreesOptions:
     ``tune_split``: the split the named shapes' settings are chosen on; ``champions``: champion files of kind
     ``tree-shape`` or ``relaxation``; ``costs``: cost file or None; ``bootstrap``: replicates of the paired
     bootstrap against ``fixed_width`` (0: none, else at least
-    :data:`evolve.report.bootstrap.MIN_REPLICATES`); ``fmt``, ``output``: as every table command.
+    :data:`evolve.eval.bootstrap.MIN_REPLICATES`); ``fmt``, ``output``: as every table command.
     """
 
     data_dir: Path
@@ -110,8 +110,8 @@ def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
     """The rows of every split in ``data`` (see the module doc), named shapes tuned on ``tune``. With
     ``bootstrap`` > 0 replicates, every row but the bound gets ``vs_fixed_width`` (its tokens per second over the
     split's ``fixed_width`` row) and the 95% interval ``vs_fixed_width_low``/``_high`` from a paired bootstrap over
-    the split's texts (:mod:`evolve.report.bootstrap`; InputError for fewer than its ``MIN_REPLICATES``), and the
-    split's caveat under ``_caveat`` (:func:`evolve.report.bootstrap.interval_caveat`; None when the split has texts
+    the split's texts (:mod:`evolve.eval.bootstrap`; InputError for fewer than its ``MIN_REPLICATES``), and the
+    split's caveat under ``_caveat`` (:func:`evolve.eval.bootstrap.interval_caveat`; None when the split has texts
     enough), never written."""
     if bootstrap > 0:
         check_replicates(bootstrap)

@@ -91,7 +91,8 @@ class RunConfig:
       score that kind.
     * warm_start: seed the initial population with the registered rules and the best grid members
       of the published families (:mod:`evolve.search.warm_start`), and let the champion choice fall
-      back on the best seeded rule and avoid the quality cliff (:mod:`evolve.search.champion`).
+      back on the best seeded rule and avoid the quality cliff (:mod:`evolve.search.champion`); an evolved
+      choice must beat the best seeded rule by more than the noise of valid's texts (:mod:`evolve.search.guard`).
       ``False`` (``--from-scratch``) starts from random trees only, which is how the rediscovery of
       standard rejection is shown.
     * features: ``"auto"`` (the six :data:`evolve.gp.primitives.CORE_FEATURES` plus every optional

@@ -14,6 +14,7 @@ from evolve.eval.evaluator import Metrics
 from evolve.gp.compiler import Node, from_tree, to_string
 from evolve.search.champion import Candidate, choose
 from evolve.search.config import RunConfig
+from evolve.search.guard import GuardResult, guard
 from evolve.search.operators import first_front
 from evolve.search.state import SearchState
 from evolve.search.warm_start import WarmStart
@@ -53,7 +54,8 @@ class SearchResult:
     ``warm_start`` is off); ``champion_source`` is ``"evolved"``, or
     ``"seeded:NAME"`` when the champion is the seeded rule NAME (evolution
     found nothing better on valid); ``seeded`` holds the seeded rules'
-    entries, in seed order; ``seconds`` is the search's wall time, summed
+    entries, in seed order; ``guard`` what the champion guard found
+    (:mod:`evolve.search.guard`; None when it did not run); ``seconds`` is the search's wall time, summed
     over the sessions of a resumed run; ``epoch_timings`` an island search's
     timings, one dict per epoch of this session (see
     :func:`evolve.search.islands.island_search`; None for one population).
@@ -73,6 +75,7 @@ class SearchResult:
     warm_start: WarmStart | None = None
     champion_source: str = "evolved"
     seeded: list[Entry] = field(default_factory=list)
+    guard: GuardResult | None = None
     epoch_timings: list[dict[str, float]] | None = None
 
 
@@ -121,10 +124,27 @@ def finish(state: SearchState, features: tuple[str, ...], members: list, seeds: 
     pool = found + seeded
     candidates = [Candidate(e.train, e.valid, e.size, name) for e, name in zip(pool, names)]
     best = choose(candidates, state.objective, cfg.objective_spec, cfg, guarded=warm is not None)
+    checked, rival = _guarded(state, pool, names, best) if warm is not None else (None, best)
+    if checked is not None and not checked.kept:
+        best = rival
     source = f"seeded:{names[best]}" if names[best] is not None else "evolved"
     return SearchResult(cfg, tuple(features), pool[best], found, state.logbook, state.generations,
                         state.interrupted, evaluations, programs, seconds, front=found if pareto else None,
-                        warm_start=warm, champion_source=source, seeded=seeded)
+                        warm_start=warm, champion_source=source, seeded=seeded, guard=checked)
+
+
+def _guarded(state: SearchState, pool: list[Entry], names: list[str | None],
+             best: int) -> tuple[GuardResult | None, int]:
+    """(what the champion guard found, index of its seeded rival in ``pool``): :func:`evolve.search.guard.guard` of
+    an evolved choice ``pool[best]`` against the best seeded entry on valid (the first of equals); (None, ``best``)
+    when there is nothing to guard: the choice is a seeded rule, no rule was seeded, the kind's scorer cannot score
+    a resample of the records (:attr:`evolve.kinds.base.ProgramKind.resamples`) or valid has no text ids."""
+    seeded = [i for i, name in enumerate(names) if name is not None]
+    if names[best] is not None or not seeded or not state.cfg.program_kind.resamples or state.valid.text_runs is None:
+        return None, best
+    rival = max(seeded, key=lambda i: (state.objective(pool[i].valid), -i))
+    found = guard(state.valid, state.scorer_of, state.objective, pool[best].nodes, pool[rival].nodes, names[rival])
+    return found, rival
 
 
 __all__ = ["Entry", "SearchResult", "entries", "finish"]

@@ -459,6 +459,11 @@ def versions() -> dict[str, str]:
     return out
 
 
+def _guard_text(result: SearchResult) -> str:
+    """What a seeded champion's description adds when the champion guard chose it (empty otherwise)."""
+    return "" if result.guard is None or result.guard.kept else " beyond the noise of valid's texts"
+
+
 def run_dir_name(cfg: RunConfig, started: datetime) -> str:
     """``run-YYYYmmdd-HHMMSS-seedN`` (UTC; N is the random seed)."""
     return f"run-{started.strftime('%Y%m%d-%H%M%S')}-seed{cfg.seed}"
@@ -494,6 +499,8 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
         "generations_completed": result.generations, "interrupted": result.interrupted,
         "champion_source": result.champion_source,
     }
+    if result.guard is not None:
+        provenance["champion_guard"] = result.guard.to_dict()
     seeded = seeded_document(result)
     if seeded is not None:
         provenance["seeded_rules"] = [s["name"] for s in seeded["seeded_rules"]]
@@ -507,7 +514,7 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
             name="champion", expression=result.champion.expression,
             description=(f"evolved on {data_info.get('dir')} ({how})" if seed_name is None else
                          f"the seeded rule {seed_name}: evolution on {data_info.get('dir')} found nothing "
-                         f"better on valid ({how})"),
+                         f"better on valid{_guard_text(result)} ({how})"),
             features=result.features, objective=cfg.objective, kind=kind.name,
             metrics={"train": result.champion.train.to_dict(), "valid": result.champion.valid.to_dict()},
             provenance=provenance)
@@ -518,6 +525,7 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
             "interrupted": result.interrupted, "evaluations": result.evaluations,
             "programs_scored": result.programs, "seconds": round(result.seconds, 3),
             "champion": result.champion.to_dict(), "champion_source": result.champion_source,
+            "champion_guard": None if result.guard is None else result.guard.to_dict(),
             **(seeded or {}), "data": data_info, "versions": versions(), "config": cfg.to_dict(),
         }
         if result.front is not None:

@@ -118,6 +118,17 @@ class SearchState:
         self.logbook: list[dict[str, float]] = []
         self.generations, self.interrupted = 0, False
 
+    @property
+    def valid(self) -> EvalData:
+        """The valid split the champion is chosen on."""
+        return self._scoring[1]["valid"]
+
+    def scorer_of(self, data: EvalData):
+        """A population scorer of ``data`` with the run's settings and no cache (the champion guard's resamples,
+        :mod:`evolve.search.guard`)."""
+        make, _, fit, gamma, costs, verifier = self._scoring
+        return make(data, fit, gamma, 0, costs, verifier, self.cfg.length_weighting)
+
     def objective(self, metrics: Metrics) -> float:
         """The run's score of ``metrics`` (:func:`score`)."""
         return self.objective_spec.score(metrics, self.cfg)

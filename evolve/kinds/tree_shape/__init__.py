@@ -24,6 +24,7 @@ TREE_SHAPE = ProgramKind(
     source="draft trees: SpecInfer (Miao et al. 2024, arXiv 2305.09781); EAGLE-2's dynamic trees (Li et al. "
            "2024, arXiv 2406.16858)",
     reads_gamma=False,
+    resamples=False,
 )
 
 __all__ = ["TREE_SHAPE"]

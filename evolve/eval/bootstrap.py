@@ -53,15 +53,21 @@ def interval_caveat(groups: np.ndarray, what: str = "texts") -> str | None:
             f"{COVERAGE:.0%} coverage (too few {what} to resample)")
 
 
+def group_draws(count: int, replicates: int, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+    """int64 (replicates, count): in each replicate, ``count`` groups drawn with replacement, as indices into the
+    ``count`` distinct groups (sorted ids). Raises: InputError for fewer than :data:`MIN_REPLICATES` replicates
+    (:func:`check_replicates`)."""
+    check_replicates(replicates)
+    return np.random.default_rng(seed).integers(0, count, size=(replicates, count))
+
+
 def group_weights(groups: np.ndarray, replicates: int, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
     """Weights float64 (replicates, n) of the n calls in each replicate: how many times the call's group (``groups``
     int64 (n,), e.g. the text index) was drawn when the distinct groups are drawn with replacement.
 
     Raises: InputError for fewer than :data:`MIN_REPLICATES` replicates (:func:`check_replicates`)."""
-    check_replicates(replicates)
     ids, index = np.unique(groups, return_inverse=True)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, ids.size, size=(replicates, ids.size))
+    draws = group_draws(ids.size, replicates, seed)
     counts = np.zeros((replicates, ids.size))
     np.add.at(counts, (np.repeat(np.arange(replicates), ids.size), draws.ravel()), 1.0)
     return counts[:, index]
@@ -81,5 +87,5 @@ def ratio_interval(weights: np.ndarray, values: np.ndarray, reference: np.ndarra
     return float(point), float(low), float(high)
 
 
-__all__ = ["BOOTSTRAP_SEED", "COVERAGE", "MIN_GROUPS", "MIN_REPLICATES", "check_replicates", "group_weights",
+__all__ = ["BOOTSTRAP_SEED", "COVERAGE", "MIN_GROUPS", "MIN_REPLICATES", "check_replicates", "group_draws", "group_weights",
            "interval_caveat", "ratio_interval"]
