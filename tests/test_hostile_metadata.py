@@ -90,6 +90,19 @@ def test_target_calls_fewer_than_the_blocks_are_refused(vocab_ws, calls):
         load_split(vocab_ws.data, "test")
 
 
+@pytest.mark.parametrize("key,delta", [("tokens", 1), ("tokens", -1), ("sequences", 2)])
+def test_counts_that_contradict_the_records_are_refused(vocab_ws, key, delta):
+    """A split's ``tokens`` and ``sequences`` statistics must be what its records hold (a hand-edited or stale
+    metadata.json is refused by the loader and by the commands, naming the key, the value and the records)."""
+    ws = vocab_ws
+    stats = json.loads((ws.data / "metadata.json").read_text())["statistics"]["test"]
+    _edit(ws, _set("test", key, stats[key] + delta))
+    with pytest.raises(InputError, match=rf"metadata\.json: key 'statistics\.test\.{key}' is {stats[key] + delta}, "
+                                         rf"but .*test\.parquet holds {stats[key]} "):
+        load_split(ws.data, "test")
+    check(ws, "benchmark", ["--data", ws.data, "--repeats", 1], 2, ("metadata.json", f"statistics.test.{key}"))
+
+
 def test_target_calls_at_least_the_blocks_load(vocab_ws):
     blocks = int((load_split(vocab_ws.data, "test")["draft_index"] == 0).sum())
     _edit(vocab_ws, _set("test", "target_calls", blocks + 5))

@@ -231,7 +231,7 @@ def load_split(data_dir: str | os.PathLike, split: str) -> Traces:
     meta_path = data_dir / METADATA_FILE
     if meta_path.exists():
         traces.metadata = load_metadata(data_dir)
-        check_target_calls(traces, meta_path)
+        check_split_statistics(traces, meta_path)
     warn_suspicious(traces.columns, str(path))
     return traces
 
@@ -352,20 +352,30 @@ def check_statistics(stats: Any, path: str | os.PathLike) -> None:
                                  f"(value {printable(repr(depth))[:80]})")
 
 
-def check_target_calls(traces: Traces, path: str | os.PathLike) -> None:
-    """Check a split's ``target_calls`` statistic (``metadata.json`` at ``path``) against its records: a target
-    call verifies at most one speculation block, so with ``draft_index`` the split has at least as many target
-    calls as blocks (records of ``draft_index`` 0).
+def check_split_statistics(traces: Traces, path: str | os.PathLike) -> None:
+    """Check a split's statistics (``metadata.json`` at ``path``) against its records: ``tokens`` is its number
+    of records and ``sequences`` its number of distinct ``seq_id`` (where given), and ``target_calls`` is at least
+    its block count: a target call verifies at most one speculation block, so with ``draft_index`` the split has
+    at least as many target calls as blocks (records of ``draft_index`` 0).
 
-    Raises: InputError naming ``path``, the key and the value when ``target_calls`` is below the block count.
+    Raises: InputError naming ``path``, the key, its value and what the records hold.
     """
     stats = ((traces.metadata or {}).get("statistics") or {}).get(traces.split) or {}
+    where = f"{path}: key 'statistics.{traces.split}"
+    tokens, sequences = stats.get("tokens"), stats.get("sequences")
+    if tokens is not None and tokens != traces.n:
+        raise InputError(f"{where}.tokens' is {tokens!r}, but {traces.source} holds {traces.n} records")
+    if sequences is not None and "seq_id" in traces.columns:
+        found = int(np.unique(traces.columns["seq_id"]).size)
+        if sequences != found:
+            raise InputError(f"{where}.sequences' is {sequences!r}, but {traces.source} holds {found} sequences "
+                             f"(distinct seq_id)")
     calls = stats.get("target_calls")
     if calls is None or "draft_index" not in traces.columns:
         return
     blocks = int(np.count_nonzero(traces.columns["draft_index"] == 0))
     if calls < blocks:
-        raise InputError(f"{path}: key 'statistics.{traces.split}.target_calls' is {calls!r}, fewer than the "
+        raise InputError(f"{where}.target_calls' is {calls!r}, fewer than the "
                          f"{blocks} speculation blocks of {traces.source} (one target call verifies at most one block)")
 
 
