@@ -145,7 +145,7 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
                      score(best.rule, REPORT_SPLIT)))
     default = support.default(gamma)
     if default is None or default.rule is None:
-        rows.append(Scored("engine default", "none (a required knob)", None, None, None))
+        rows.append(Scored("engine default", "no default of this kind", None, None, None))
     else:
         rows.append(_row("engine default", default.label, score(default.rule, TUNE_SPLIT)[0],
                          score(default.rule, REPORT_SPLIT)))

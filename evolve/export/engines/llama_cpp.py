@@ -17,7 +17,7 @@ sampled drafts).
 from __future__ import annotations
 
 from evolve.export.engines.base import Engine, Knob, Provenance, Setting, comment
-from evolve.export.engines.families import fixed_length_rule
+from evolve.export.engines.families import fixed_length_rule, static_tree_rule
 from evolve.export.engines.sglang import flags
 from evolve.export.engines.supports import chain_tree_support, length_support, threshold_support
 from evolve.kinds.relaxation import RELAXATION
@@ -52,10 +52,14 @@ def _default(gamma: int) -> Setting:
     return Setting(f"length={DEFAULT_N_MAX}", fixed_length_rule(DEFAULT_N_MAX), {})
 
 
+def _default_chain(gamma: int) -> Setting:
+    return Setting(f"depth={DEFAULT_N_MAX}", static_tree_rule((1,) * DEFAULT_N_MAX), {})
+
+
 KINDS = {
     THRESHOLD: threshold_support((), {}, "the standard rule (llama.cpp's own verification)"),
     VERIFY_LENGTH: length_support(_length, "a fixed --spec-draft-n-max (p-min 0)", default=_default),
-    TREE_SHAPE: chain_tree_support(_length, "a chain with a fixed --spec-draft-n-max", default=_default),
+    TREE_SHAPE: chain_tree_support(_length, "a chain with a fixed --spec-draft-n-max", default=_default_chain),
 }
 
 #: The nearest setting of a kind this engine cannot run.

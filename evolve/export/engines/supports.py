@@ -47,12 +47,15 @@ def length_support(knobs: Callable[[int, bool], Knobs], nearest: str, block: boo
         c = constants(rule.nodes)
         found = member(rule, capped_confidence_rule, [(c[0], round(c[1] + 0.5))] if len(c) == 2 else [])
         uncapped = member(rule, confidence_threshold, [(c[0],)] if len(c) == 1 else [])
+        note = ""
         if uncapped is not None and (gamma or cap):
             found = (uncapped[0], gamma or cap)
+            note = (f"the policy has no cap of its own: at most {gamma or cap} drafts "
+                    + ("(the data's longest draft)" if gamma else "(the engine's default cap)"))
         if found is None:
             return None
         h, n = found
-        return Setting(f"h={h:g},n={n}", capped_confidence_rule(h, n), confidence(h, n))
+        return Setting(f"h={h:g},n={n}", capped_confidence_rule(h, n), confidence(h, n), note)
 
     def settings(rule: Rule, gamma: int, depth: int) -> list[Setting]:
         modes = [False, True] if block and _verifier(rule) == BLOCK_VERIFIER_NAME else [False]

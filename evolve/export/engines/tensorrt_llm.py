@@ -58,8 +58,8 @@ def _relaxed(topk: float, delta: float) -> dict:
 
 
 KINDS = {
-    THRESHOLD: threshold_support(((trt_relaxed, lambda c: [(c[0] + 0.5, round(c[1] - TOP_SLACK, 12)),
-                                                            (c[0] + 0.5, c[1] - TOP_SLACK)] if len(c) >= 2 else [],
+    THRESHOLD: threshold_support(((trt_relaxed, lambda c: [(c[0] + 0.5, round(c[2] - TOP_SLACK, 12)),
+                                                            (c[0] + 0.5, c[2] - TOP_SLACK)] if len(c) >= 3 else [],
                                    _relaxed, TRT_GRID),),
                                  {"decoding_type": "MTP", "use_relaxed_acceptance_for_thinking": False},
                                  "MTP relaxed acceptance (relaxed_topk, relaxed_delta)"),
