@@ -26,7 +26,7 @@ from evolve.kinds.verify_length import VERIFY_LENGTH
 from heuristics.published import SGLANG_GRID
 from heuristics.shipped import sglang_threshold
 
-SOURCE = "python/sglang/srt/server_args.py (sgl-project/sglang 469c63e)"
+SOURCE = "python/sglang/srt/server_args.py (sgl-project/sglang, ServerArgs)"
 
 KNOBS = (
     Knob("--speculative-algorithm", "str", "EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, ...", "None (off)", SOURCE),
@@ -35,6 +35,10 @@ KNOBS = (
     Knob("--speculative-num-draft-tokens", "int", ">= 1", "None (chosen per model)", SOURCE),
     Knob("--speculative-accept-threshold-single", "float", "(0, 1]", "1.0", SOURCE),
     Knob("--speculative-accept-threshold-acc", "float", "(0, 1]", "1.0", SOURCE),
+    Knob("--speculative-use-rejection-sampling", "bool", "top-k 1 only; not with the accept thresholds", "False",
+         SOURCE),
+    Knob("--speculative-adaptive", "bool", "adjusts the number of steps from the acceptance rate", "False", SOURCE),
+    Knob("--speculative-adaptive-config", "str", "a JSON file of the adaptive knobs", "None", SOURCE),
 )
 
 
