@@ -63,7 +63,8 @@ class KindSupport:
 
     ``exact(rule, gamma)`` the setting that runs ``rule`` exactly, or None; ``settings(rule, gamma, depth)`` every
     setting the engine can express for a champion of this kind (the candidates tuned on the valid split; ``gamma``
-    the data's longest draft, ``depth`` its deepest tree level); ``default(gamma)`` the engine's default setting, or
+    bounds the draft length and the tree width, ``depth`` the tree depth: :mod:`evolve.export.engines.deploy` passes
+    the data's longest draft for both); ``default(gamma)`` the engine's default setting, or
     None when the engine has none (a knob it requires); ``nearest``: the setting family, in words, a refusal names.
     """
 
