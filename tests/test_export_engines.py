@@ -12,11 +12,13 @@ from click.testing import CliRunner
 from evolve.__main__ import cli
 from evolve.errors import InputError
 from evolve.export.engines.base import Engine, Provenance, Setting, read_yaml_text, tree_paths
-from evolve.export.engines.deploy import engine_config
+from evolve.eval.costs import load_costs
+from evolve.export.engines.deploy import Scorer, engine_config
 from evolve.export.engines.families import static_tree_expression
 from evolve.export.engines.registry import ENGINES, register_engine
 from evolve.export.engines import tensorrt_llm, vllm
 from heuristics.champions import Champion, save_champion
+from heuristics.contract import Rule
 from heuristics.registry import get_rule
 
 YAML_ENGINES = {"vllm": "speculative-config", "tensorrt-llm": "speculative_config"}
@@ -229,3 +231,23 @@ def test_every_engine_documents_its_knobs_and_a_new_engine_is_one_registration()
     finally:
         ENGINES.pop("toy")
     assert isinstance(_setting(vllm.ENGINE), Setting)
+
+
+def test_the_output_may_not_be_an_input(vocab_dataset, cost_file):
+    result = export("confidence_threshold:h=0.4", "--to", "llama.cpp", "--data", vocab_dataset, "--costs", cost_file,
+                    "--output", cost_file)
+    assert result.exit_code == 2 and "is an input of this command" in result.stderr
+    assert json.loads(cost_file.read_text())["draft_token_s"] == 0.004  # untouched
+
+
+def test_a_tree_is_tuned_among_the_engines_shapes(vocab_dataset, cost_file, tmp_path):
+    tree = Rule("entropy_tree", expression="if_gt(0.5, draft_index, add(1.0, mul(2.0, draft_entropy)), "
+                                           "if_gt(2.5, draft_index, 1.0, 0.0))", kind="tree-shape")
+    for engine in ("vllm", "sglang", "llama.cpp"):
+        written = engine_config(tree, "test", ENGINES[engine], vocab_dataset, cost_file)
+        assert not written.exact and written.rows[1].valid is not None
+        chains = [s for s in ENGINES[engine].support(tree.program_kind).settings(tree, 3, 3)
+                  if s.label in ("depth=1", "widths=1")]
+        assert chains  # every engine's tree settings include the one-token chain, so the best is at least as good
+        assert written.rows[1].valid >= Scorer(tree, vocab_dataset, load_costs(cost_file))(chains[0].rule,
+                                                                                            "valid")[0] - 1e-12

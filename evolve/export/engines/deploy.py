@@ -62,8 +62,13 @@ class Written:
     rows: tuple[Scored, ...] = ()
 
 
-class _Scorer:
-    """The kind's score hook on one dataset directory and cost file, the splits loaded once."""
+class Scorer:
+    """``Scorer(rule, directory, costs)(other, split)``: (tokens per second, TV per token) of a rule of ``rule``'s kind
+    on a split of the dataset ``directory`` under ``costs`` (:class:`evolve.eval.costs.Costs`), by the kind's
+    score hook with the valid split's draft length (``gamma``); each split is loaded once.
+
+    Raises: InputError as the kind's score hook or :func:`evolve.traces.io.load_split`.
+    """
 
     def __init__(self, rule: Rule, directory: str | os.PathLike, costs: Costs):
         self.directory, self.costs = directory, costs
@@ -72,6 +77,7 @@ class _Scorer:
         self.gamma = int(self.split(TUNE_SPLIT).block_length or 1)
 
     def split(self, name: str) -> EvalData:
+        """The split ``name`` as :class:`evolve.eval.evaluator.EvalData` (loaded on first use)."""
         if name not in self.data:
             self.data[name] = EvalData.from_traces(load_split(self.directory, name))
         return self.data[name]
@@ -123,7 +129,7 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
                             f"family is {support.nearest}, which a dataset (valid and test splits) and a cost file "
                             f"tune")
         return Written(engine.render(exact, provenance(rule, source, True), schedule), exact, True)
-    score = _Scorer(rule, data, load_costs(costs))
+    score = Scorer(rule, data, load_costs(costs))
     gamma = score.gamma
     exact = support.exact(rule, gamma)
     champion_valid, champion_tv = score(rule, TUNE_SPLIT)
@@ -180,5 +186,5 @@ def gap_table(engine: Engine, rows: tuple[Scored, ...], data: Any, costs: Any) -
     return caption + "\n\n" + "\n".join(lines) + "\n"
 
 
-__all__ = ["TUNE_SPLIT", "REPORT_SPLIT", "NeedsData", "Scored", "Written", "provenance", "engine_config",
+__all__ = ["TUNE_SPLIT", "REPORT_SPLIT", "NeedsData", "Scored", "Scorer", "Written", "provenance", "engine_config",
            "gap_table"]
