@@ -16,6 +16,7 @@ one step drafting and verifying gamma tokens (:meth:`evolve.eval.costs.Costs.ste
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -65,7 +66,8 @@ class Written:
 class Scorer:
     """``Scorer(rule, directory, costs)(other, split)``: (tokens per second, TV per token) of a rule of ``rule``'s kind
     on a split of the dataset ``directory`` under ``costs`` (:class:`evolve.eval.costs.Costs`), by the kind's
-    score hook with the valid split's draft length (``gamma``); each split is loaded once.
+    score hook with the valid split's draft length (``gamma``), its blocks weighted as ``rule``'s run weighted them;
+    each split is loaded once.
 
     Raises: InputError as the kind's score hook or :func:`evolve.traces.io.load_split`.
     """
@@ -73,6 +75,7 @@ class Scorer:
     def __init__(self, rule: Rule, directory: str | os.PathLike, costs: Costs):
         self.directory, self.costs = directory, costs
         self.hook = rule.program_kind.hook("score", "python -m evolve export", f"rule '{rule.name}'")
+        self.weighting = rule.weighting
         self.data: dict[str, EvalData] = {}
         self.gamma = int(self.split(TUNE_SPLIT).block_length or 1)
 
@@ -83,7 +86,10 @@ class Scorer:
         return self.data[name]
 
     def __call__(self, rule: Rule, split: str) -> tuple[float, float]:
-        """(tokens per second, TV per token) of ``rule`` on ``split``."""
+        """(tokens per second, TV per token) of ``rule`` on ``split``, its blocks weighted as the champion's run
+        weighted them (:attr:`heuristics.contract.Rule.weighting`, when the champion's run set one)."""
+        if self.weighting is not None and rule.weighting is None:
+            rule = dataclasses.replace(rule, weighting=self.weighting)
         m = self.hook(rule, lambda: self.split(split), self.directory, split, self.gamma, AcceptanceQualityFitness(),
                       ratio_costs(DEFAULT_COST_RATIO), self.costs)
         rate = getattr(m, "tokens_per_second", None)
