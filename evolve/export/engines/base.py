@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -229,6 +230,11 @@ def comment(lines: list[str], mark: str = "#") -> str:
     return "\n".join(f"{mark} {line}".rstrip() for line in lines)
 
 
+def flags(knobs: Mapping[str, Any]) -> str:
+    """The command-line flags of ``knobs`` (flag -> value) on one line, each value quoted for a POSIX shell."""
+    return " ".join(f"{flag} {shlex.quote(str(value))}" for flag, value in knobs.items())
+
+
 def yaml_text(header: list[str], mapping: Mapping[str, Any]) -> str:
     """A YAML document: ``header`` as ``#`` comments, then one ``key: value`` line per item with the value written
     as JSON (JSON's flow style is YAML too), so any YAML reader (and :func:`read_yaml_text`) reads it back; an empty
@@ -252,4 +258,4 @@ def read_yaml_text(text: str) -> dict[str, Any]:
 
 __all__ = ["MAX_LENGTH", "Knob", "Setting", "KindSupport", "Provenance", "Render", "Engine", "program_values",
            "fixed_length", "static_widths", "constant_value", "constants", "member", "tree_paths", "check_schedule",
-           "comment", "yaml_text", "read_yaml_text"]
+           "comment", "flags", "yaml_text", "read_yaml_text"]

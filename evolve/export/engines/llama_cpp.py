@@ -16,9 +16,8 @@ sampled drafts).
 """
 from __future__ import annotations
 
-from evolve.export.engines.base import Engine, Knob, Provenance, Setting, comment
+from evolve.export.engines.base import Engine, Knob, Provenance, Setting, comment, flags
 from evolve.export.engines.families import fixed_length_rule, static_tree_rule
-from evolve.export.engines.sglang import flags
 from evolve.export.engines.supports import chain_tree_support, length_support, threshold_support
 from evolve.kinds.relaxation import RELAXATION
 from evolve.kinds.threshold import THRESHOLD

@@ -14,9 +14,8 @@ How exact: SGLang drafts the drafter's top-k tokens and verifies with a target-o
 """
 from __future__ import annotations
 
-import shlex
-
-from evolve.export.engines.base import Engine, Knob, KindSupport, Provenance, Setting, comment, constants, member
+from evolve.export.engines.base import (Engine, KindSupport, Knob, Provenance, Setting, comment, constants, flags,
+                                        member)
 from evolve.export.engines.families import topk_tree_rule
 from evolve.export.engines.supports import chain_tree_support, length_support, threshold_support
 from evolve.kinds.relaxation import RELAXATION
@@ -87,10 +86,6 @@ KINDS = {
 }
 
 
-def flags(knobs: dict) -> str:
-    """The flag line of ``knobs`` (flag -> value), quoted for a POSIX shell."""
-    return " ".join(f"{flag} {shlex.quote(str(value))}" for flag, value in knobs.items())
-
 #: The nearest setting of a kind this engine cannot run.
 REFUSALS = {RELAXATION: "lossless token-wise verification: export the standard rule (standard_rejection)"}
 
@@ -106,4 +101,4 @@ def render(setting: Setting, provenance: Provenance, schedule=None) -> str:
 
 ENGINE = Engine("sglang", "SGLang", "server flags (one line)", KNOBS, KINDS, render, refusals=REFUSALS)
 
-__all__ = ["ENGINE", "KNOBS", "flags", "render"]
+__all__ = ["ENGINE", "KNOBS", "render"]
