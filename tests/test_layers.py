@@ -19,8 +19,9 @@ own floor):
    ``heuristics`` (none imports another)
 4. ``evolve.search`` and ``evolve.sim`` (neither imports the other); then ``evolve.live`` (live decoding on
    real models, above the simulator's verification)
-5. ``evolve.report`` and ``evolve.export`` (neither imports the other); then ``evolve.perf`` (the speed
-   harness of ``benchmark.py perf``, which writes through the reports' output helpers)
+5. ``evolve.report`` and ``evolve.export`` (neither imports the other; ``evolve.export.engines``, the engine
+   targets, is part of ``evolve.export``); then ``evolve.perf`` (the speed harness of ``benchmark.py perf``, which
+   writes through the reports' output helpers)
 6. the kinds' plugins (``evolve.kinds.<kind>.plugin``: each kind's hooks, registered once)
 7. ``evolve.cli`` and ``evolve.api`` (the CLI may use the API; the API never imports the CLI)
 8. ``generate_data``, ``benchmark``, ``evolve.__main__``, ``evolve.docs`` (entry points: nothing
@@ -65,6 +66,7 @@ FLOORS: tuple[tuple[str, int, str], ...] = (
     ("evolve.sim", 4, "sim"),
     ("evolve.live", 4.5, "live"),
     ("evolve.report", 5, "report"),
+    ("evolve.export.engines", 5, "export"),
     ("evolve.export", 5, "export"),
     ("evolve.perf", 5.5, "perf"),
     ("evolve.cli", 7, "cli"),

@@ -8,15 +8,22 @@
 The table producers are :data:`evolve.report.doctables.TABLES` plus, defined
 here because they read the click commands, one option table per command
 (``options_<command>``): every option with its default and help text, as
-``--help`` prints them. Bad input (an unknown table) exits with code 2.
+``--help`` prints them; and, read from the engine targets' own data
+(:data:`evolve.export.engines.registry.ENGINES`, which the report floor does not import), one knob table
+per engine (``engine_knobs_<engine>``, the name's other characters as ``_``) and the table of what each
+engine writes for each kind of program (``engine_kinds``). Bad input (an unknown table) exits with code 2.
 """
 from __future__ import annotations
 
+import re
 import time
 
 import click
 
 from evolve.cli.errors import CliCommand
+from evolve.export.engines.base import Engine
+from evolve.export.engines.registry import ENGINES
+from evolve.kinds.registry import KINDS
 from evolve.report.doctables import ROOT, TABLES, DocTable, markdown_table, refresh
 
 
@@ -50,11 +57,39 @@ def option_table(command: click.Command) -> str:
     return markdown_table(["option", "meaning"], rows)
 
 
+def knob_table(engine: Engine) -> str:
+    """A Markdown table of ``engine``'s documented knobs: name, type, range, default, the source file defining it."""
+    return markdown_table(["knob", "type", "range", "default", "defined in"],
+                          [[f"`{k.name}`", k.type, k.range, k.default, k.source] for k in engine.knobs])
+
+
+def engine_kinds_table() -> str:
+    """A Markdown table: for every engine and kind of program, the setting family it writes (exact where the champion
+    is one of them, else tuned with --data/--costs) or, refused, its nearest setting."""
+    rows = []
+    for engine in ENGINES.values():
+        cells = []
+        for kind in KINDS.values():
+            support = engine.support(kind)
+            cells.append(support.nearest if support is not None else
+                         f"refused (nearest: {engine.refusals.get(kind, 'none')})")
+        rows.append([engine.name, *cells])
+    return markdown_table(["engine", *KINDS], rows)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "_", name)
+
+
 def producers() -> dict[str, DocTable]:
-    """Every documented table: the report tables and the option table of every command."""
+    """Every documented table: the report tables, the option table of every command and the engine tables."""
     out = dict(TABLES)
     for name, cmd in _commands().items():
         out[f"options_{name}"] = DocTable(f"options_{name}", lambda ws, cmd=cmd: option_table(cmd))
+    for engine in ENGINES.values():
+        name = f"engine_knobs_{_slug(engine.name)}"
+        out[name] = DocTable(name, lambda ws, engine=engine: knob_table(engine))
+    out["engine_kinds"] = DocTable("engine_kinds", lambda ws: engine_kinds_table())
     return out
 
 

@@ -1,10 +1,15 @@
-"""``python -m evolve export CHAMPION --to numpy|torch [--output FILE]``: a rule as a standalone module.
+"""``python -m evolve export CHAMPION --to TARGET [--data DIR --costs FILE] [--output FILE]``: a rule as a standalone
+module, or as the configuration an inference engine reads.
 
-Writes the module text of :mod:`evolve.export` (it imports only ``math`` and the chosen
-library) to stdout, or atomically to ``--output`` (checked first as every command's output is:
-:func:`evolve.report.output.check_output`). CHAMPION is a champion JSON file, a run
-directory, or the name of a registered rule or promoted champion (an expression rule).
-How the module plugs into speculative sampling code: docs/tutorial/deploy.md.
+TARGET is an array library (``numpy``, ``torch``: the module text of :mod:`evolve.export`, which imports only
+``math`` and the chosen library) or an engine (:data:`evolve.export.engines.registry.ENGINES`: vLLM, SGLang,
+TensorRT-LLM, llama.cpp, transformers; the file the engine reads, :mod:`evolve.export.engines.deploy`). An engine that
+cannot express the champion exactly refuses in one line unless ``--data`` and ``--costs`` are given; then its best
+expressible setting, tuned on the valid split, is written and the gap on the test split is printed (to stdout with
+``--output``, else to stderr). The text goes to stdout, or atomically to ``--output`` (checked first as every
+command's output is: :func:`evolve.report.output.check_output`). CHAMPION is a champion JSON file, a run directory,
+or the name of a registered rule or promoted champion (an expression rule). How the module plugs into speculative
+sampling code, and the engines' knobs: docs/tutorial/deploy.md.
 """
 from __future__ import annotations
 
@@ -14,27 +19,58 @@ import click
 
 from evolve.cli.errors import CliCommand
 from evolve.cli.inventory import OutputPath
-from evolve.export.exporter import TARGETS, export_source
+from evolve.errors import InputError
+from evolve.export.engines.deploy import NeedsData, engine_config, gap_table
+from evolve.export.engines.registry import ENGINES
+from evolve.export.exporter import TARGETS, export_source, resolve_rule
 from evolve.report.output import check_output, write_output
+from evolve.report.width import fit_width
 
 
 @click.command("export", cls=CliCommand, inputs=("champion",))
 @click.argument("champion")
-@click.option("--to", "target", type=click.Choice(list(TARGETS)), required=True,
-              help="Array library of the module: numpy or torch.")
+@click.option("--to", "target", type=click.Choice(list(TARGETS) + list(ENGINES)), required=True,
+              help="numpy or torch (a standalone module), or an engine (the file it reads): "
+                   + ", ".join(ENGINES) + ".")
+@click.option("--data", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Dataset directory (valid and test splits) an engine's nearest setting is tuned and scored on.")
+@click.option("--costs", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Cost file of the tuning and of the printed gap (tokens per second), with --data.")
 @click.option("--output", type=OutputPath(dir_okay=False, path_type=Path), default=None,
-              help="Write the module to FILE (atomically) instead of stdout.")
+              help="Write the module or configuration to FILE (atomically) instead of stdout.")
 @click.option("--champions-dir", type=click.Path(file_okay=False), default=None, envvar="SPECDEC_CHAMPIONS_DIR",
               help="Directory of promoted champions searched for a CHAMPION name [default: heuristics/champions/].")
-def export(champion: str, target: str, output: Path | None, champions_dir: str | None) -> None:
+def export(champion: str, target: str, data: str | None, costs: str | None, output: Path | None,
+           champions_dir: str | None) -> None:
     """Write CHAMPION (a champion file, run directory or rule name) as a standalone module with a batched
     acceptance_threshold(**columns) over numpy arrays or torch tensors (for a relaxation champion:
-    relaxation_weight(**columns) and relaxed_target, for block verification against (1 - w) p + w q)."""
-    check_output(output, None, inputs=(champion,), champion_dirs=(champions_dir,))
-    rule, text = export_source(champion, target, champions_dir)
-    rule.program_kind.check_rule(rule)  # no module naming a verifier that does not resolve is written
+    relaxation_weight(**columns) and relaxed_target, for block verification against (1 - w) p + w q), or as the
+    configuration an engine reads (exact, or the engine's best setting tuned with --data and --costs)."""
+    check_output(output, None, inputs=(champion, data, costs), champion_dirs=(champions_dir,))
+    table = ""
+    if target in ENGINES:
+        if (data is None) != (costs is None):
+            raise click.UsageError("--data and --costs go together (tuning needs a dataset and a cost file)")
+        rule, source = resolve_rule(champion, champions_dir)
+        rule.program_kind.check_rule(rule)
+        try:
+            written = engine_config(rule, source, ENGINES[target], data, costs)
+        except NeedsData as exc:
+            raise InputError(f"{exc} (--data DIR --costs FILE)") from None
+        text = written.text
+        if written.rows:
+            table = fit_width(gap_table(ENGINES[target], written.rows, data, costs))
+    else:
+        if data is not None or costs is not None:
+            raise click.UsageError("--data and --costs tune an engine's setting; numpy and torch take neither")
+        rule, text = export_source(champion, target, champions_dir)
+        rule.program_kind.check_rule(rule)  # no module naming a verifier that does not resolve is written
     if output is None:
         click.echo(text, nl=False)
+        if table:
+            click.echo(table, nl=False, err=True)
         return
     write_output(text, output)
+    if table:
+        click.echo(table, nl=False)
     click.echo(f"wrote {output} (rule {rule.name}, {target})", err=True)

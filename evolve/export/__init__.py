@@ -12,4 +12,6 @@ for block verification against (1 - w) p + w q (Sun et al. 2024, arXiv 2403.1044
 and holds the one module template (shared operators; a per-backend row in each target module, a
 per-kind layout); :mod:`evolve.export.exporter` resolves a champion file or rule name and picks the
 target and the layout. The layout follows PySR's export modules (one module per target).
+:mod:`evolve.export.engines` writes a champion instead as the configuration an inference engine reads (vLLM,
+SGLang, TensorRT-LLM, llama.cpp, transformers), exactly or as the engine's nearest setting tuned on data.
 """
