@@ -68,3 +68,29 @@ def test_benchmark_prints_the_schedule_tuned_on_valid(vocab_dataset):
     rows = {r["heuristic"]: r for r in doc["concurrency"]}
     assert "per-batch-size schedule" in rows and "block_verification" in rows  # a row without a kind is kept
     assert rows["per-batch-size schedule"]["speedup"]["1"] == pytest.approx(rows["best_fixed_gamma"]["speedup"]["1"])
+
+
+def test_export_writes_the_schedule_benchmark_prints(vocab_dataset, tmp_path):
+    """``export --to vllm|tensorrt-llm --concurrency`` writes the ranges ``benchmark.py --concurrency`` tunes (the last
+    one closed at LAST_BATCH_SIZE); an engine without a per-batch-size setting refuses in one line."""
+    from evolve.cli.evolve import cli as evolve_cli
+    from evolve.export.engines.deploy import LAST_BATCH_SIZE
+
+    requests = ",".join(map(str, REQUESTS))
+    doc = json.loads(CliRunner().invoke(benchmark.cli, ["--data", str(vocab_dataset), "--costs", str(COSTS),
+                                                        "--concurrency", requests, "--format", "json",
+                                                        "--repeats", "1"]).stdout)
+    want = [[r[0], LAST_BATCH_SIZE if r[1] is None else r[1], r[2]] for r in doc["schedules"]["test"]["ranges"]]
+    base = ["export", "fixed_gamma:gamma=3", "--data", str(vocab_dataset), "--costs", str(COSTS),
+            "--concurrency", requests]
+    res = CliRunner().invoke(evolve_cli, [*base, "--to", "vllm", "--output", str(tmp_path / "v.yaml")])
+    assert res.exit_code == 0, res.output
+    config = json.loads((tmp_path / "v.yaml").read_text().split("speculative-config: ", 1)[1])
+    assert config["num_speculative_tokens_per_batch_size"] == want
+    assert config["num_speculative_tokens"] == max(r[2] for r in want)
+    res = CliRunner().invoke(evolve_cli, [*base, "--to", "tensorrt-llm", "--output", str(tmp_path / "t.yaml")])
+    assert res.exit_code == 0, res.output
+    config = json.loads((tmp_path / "t.yaml").read_text().split("speculative_config: ", 1)[1])
+    assert config["draft_len_schedule"] == {str(r[0]): r[2] for r in want}
+    res = CliRunner().invoke(evolve_cli, [*base, "--to", "sglang"])
+    assert res.exit_code == 2 and "--concurrency needs" in res.output and "Traceback" not in res.output

@@ -13,14 +13,16 @@ sampling code, and the engines' knobs: docs/tutorial/deploy.md.
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import click
 
 from evolve.cli.errors import CliCommand
 from evolve.cli.inventory import OutputPath
+from evolve.cli.types import CommaList
 from evolve.errors import InputError
-from evolve.export.engines.deploy import NeedsData, engine_config, gap_table
+from evolve.export.engines.deploy import NeedsData, engine_config, gap_table, tuned_schedule
 from evolve.export.engines.registry import ENGINES
 from evolve.export.exporter import TARGETS, export_source, resolve_rule
 from evolve.report.output import check_output, write_output
@@ -36,12 +38,16 @@ from evolve.report.width import fit_width
               help="Dataset directory (valid and test splits) an engine's nearest setting is tuned and scored on.")
 @click.option("--costs", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Cost file of the tuning and of the printed gap (tokens per second), with --data.")
+@click.option("--concurrency", type=CommaList(click.IntRange(1, 65536)), default=None, metavar="R,R,...",
+              help="With --data and --costs, for an engine that takes a draft length per batch size (vLLM, "
+                   "TensorRT-LLM): the best fixed length at each listed batch size, tuned on valid under the cost "
+                   "file's batch curve, written as the engine's per-batch-size schedule (in place of one length).")
 @click.option("--output", type=OutputPath(dir_okay=False, path_type=Path), default=None,
               help="Write the module or configuration to FILE (atomically) instead of stdout.")
 @click.option("--champions-dir", type=click.Path(file_okay=False), default=None, envvar="SPECDEC_CHAMPIONS_DIR",
               help="Directory of promoted champions searched for a CHAMPION name [default: heuristics/champions/].")
-def export(champion: str, target: str, data: str | None, costs: str | None, output: Path | None,
-           champions_dir: str | None) -> None:
+def export(champion: str, target: str, data: str | None, costs: str | None, concurrency: list[int] | None,
+           output: Path | None, champions_dir: str | None) -> None:
     """Write CHAMPION (a champion file, run directory or rule name) as a standalone module with a batched
     acceptance_threshold(**columns) over numpy arrays or torch tensors (for a relaxation champion:
     relaxation_weight(**columns) and relaxed_target, for block verification against (1 - w) p + w q), or as the
@@ -53,16 +59,25 @@ def export(champion: str, target: str, data: str | None, costs: str | None, outp
             raise click.UsageError("--data and --costs go together (tuning needs a dataset and a cost file)")
         rule, source = resolve_rule(champion, champions_dir)
         rule.program_kind.check_rule(rule)
+        schedule = None
+        if concurrency:
+            if data is None or not ENGINES[target].schedule:
+                raise click.UsageError(f"--concurrency needs --data and --costs and an engine that takes a per-batch-"
+                                       f"size schedule ({', '.join(n for n, e in ENGINES.items() if e.schedule)})")
+            schedule = tuned_schedule(rule, data, costs, tuple(concurrency))
+            table = textwrap.fill(f"per-batch-size schedule (tuned on valid; start, end, draft length), written in "
+                                  f"place of one length: {', '.join(map(str, schedule))}", 100) + "\n"
         try:
-            written = engine_config(rule, source, ENGINES[target], data, costs)
+            written = engine_config(rule, source, ENGINES[target], data, costs, schedule)
         except NeedsData as exc:
             raise InputError(f"{exc} (--data DIR --costs FILE)") from None
         text = written.text
         if written.rows:
-            table = fit_width(gap_table(ENGINES[target], written.rows, data, costs))
+            table = fit_width(gap_table(ENGINES[target], written.rows, data, costs)) + table
     else:
-        if data is not None or costs is not None:
-            raise click.UsageError("--data and --costs tune an engine's setting; numpy and torch take neither")
+        if data is not None or costs is not None or concurrency:
+            raise click.UsageError("--data, --costs and --concurrency tune an engine's setting; numpy and torch "
+                                   "take none of them")
         rule, text = export_source(champion, target, champions_dir)
         rule.program_kind.check_rule(rule)  # no module naming a verifier that does not resolve is written
     if output is None:

@@ -26,6 +26,7 @@ from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COST_RATIO, Costs, load_costs, ratio_costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
 from evolve.export.engines.base import Engine, Provenance, Setting
+from evolve.kinds.verify_length.eval_schedule import batch_schedule, fixed_length_table
 from evolve.traces.io import load_split
 from heuristics.contract import Rule
 
@@ -169,6 +170,31 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
     return Written(text, best, exact is not None, tuple(rows))
 
 
+#: The end of a schedule's last range: its length holds from the largest batch size listed up to this one.
+LAST_BATCH_SIZE = 65536
+
+
+def tuned_schedule(rule: Rule, directory: str | os.PathLike, costs: str | os.PathLike,
+                   requests: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
+    """The per-batch-size schedule of fixed draft lengths 0..gamma (the valid split's draft length) tuned on the valid
+    split of ``directory`` under the cost file ``costs`` at the batch sizes ``requests``
+    (:func:`evolve.kinds.verify_length.eval_schedule.batch_schedule`; standard verification), as (start, end,
+    length) triples from batch size 1 (a length below the smallest listed batch size is that size's), the last
+    range ending at :data:`LAST_BATCH_SIZE`: what :func:`engine_config` writes for an engine that takes one.
+
+    Raises: InputError for a ``rule`` whose kind has no draft length (a tree shape: the tree is its size), or a data
+    or cost-file error."""
+    if not rule.program_kind.reads_gamma:
+        raise InputError(f"a {rule.program_kind.name} program ({rule.program_kind.title}) has no draft length to "
+                         f"schedule by batch size", param="concurrency")
+    model = load_costs(costs)
+    valid = EvalData.from_traces(load_split(directory, TUNE_SPLIT))
+    ranges = batch_schedule(fixed_length_table(valid, int(valid.block_length or 1), model), requests, model)
+    rows = [(1 if i == 0 else r.start, LAST_BATCH_SIZE if r.end is None else r.end, r.length)
+            for i, r in enumerate(ranges)]
+    return tuple(rows)
+
+
 def _row(role: str, label: str, valid: float, test: tuple[float, float]) -> Scored:
     return Scored(role, label, valid, test[0], test[1])
 
@@ -192,5 +218,5 @@ def gap_table(engine: Engine, rows: tuple[Scored, ...], data: Any, costs: Any) -
     return caption + "\n\n" + "\n".join(lines) + "\n"
 
 
-__all__ = ["TUNE_SPLIT", "REPORT_SPLIT", "NeedsData", "Scored", "Scorer", "Written", "provenance", "engine_config",
-           "gap_table"]
+__all__ = ["LAST_BATCH_SIZE", "TUNE_SPLIT", "REPORT_SPLIT", "NeedsData", "Scored", "Scorer", "Written", "provenance",
+           "engine_config", "gap_table", "tuned_schedule"]
