@@ -30,5 +30,5 @@ run=$("$PYTHON" -m evolve run --data "$OUT/data" --out "$OUT/runs" --evolve veri
       --population 300 --generations 30 --seed "$SEED" --no-progress)
 "$PYTHON" benchmark.py --data "$OUT/data" --costs docs/costs/gpu_batched.json --concurrency 1,8,32,128,512 \
     --champion "$run/champion.json" --repeats 1 > "$OUT/bench_batched.txt"
-grep -E "^(plain decoding|standard_rejection|champion|best_fixed_gamma|confidence_threshold|survival_prefix) .*x$" \
+grep -E "^(plain decoding|standard_rejection|champion|best_fixed_gamma|confidence_threshold|survival_prefix|per-batch-size schedule) .*x$" \
     "$OUT/bench_batched.txt"
