@@ -22,7 +22,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from evolve.engine.eagle import EagleDrafter, save_head  # noqa: E402
+from evolve.engine.eagle import EagleDrafter  # noqa: E402
+from evolve.engine.eagle_head import save_head  # noqa: E402
 from evolve.errors import InputError  # noqa: E402
 from evolve.harvest import loop as hv  # noqa: E402
 from evolve.harvest import trees as ht  # noqa: E402
@@ -148,7 +149,7 @@ def ref_chain(target, t, embed, ctx, drafts):
 
 
 def _head(heads, key="st"):
-    from evolve.engine.eagle import load_head_weights
+    from evolve.engine.eagle_head import load_head_weights
     from pathlib import Path
 
     return load_head_weights(Path(heads[key]))[0]
@@ -280,6 +281,7 @@ def test_live_command_runs(llama_files, heads):
     assert abs(row["tv_per_token"]) < 1e-12 and row["tokens"] > 0
 
 
+@pytest.mark.filterwarnings("ignore:measured costs")  # one repeat on a busy machine: timing noise
 def test_costs_measure_the_head(llama_files, heads):
     from evolve.perf.costs import measure_costs
 
@@ -315,3 +317,22 @@ def test_refusals(llama_files, heads, tmp_path):
         get_backend("llama_cpp").check(hv.HarvestConfig(target="t.gguf", prompts="p", eagle=heads["st"],
                                                         backend="llama_cpp"))
     assert err.value.param == "eagle"
+
+
+def test_length_policies_decode_with_the_head(llama_files, heads):
+    """A fixed-length policy (the drafter stopped by ``keep``) decodes as the standard rule at that length, and
+    drafting nothing is plain decoding."""
+    from evolve.live.decoding import LengthPolicy, autoregressive_text, speculative_text
+    from heuristics.registry import get_rule
+
+    engine = hv.build(_config(llama_files, heads["st"], max_new_tokens=10)).engine
+    prompt = [1, 5, 9, 12, 5, 9]
+    for i in range(2):
+        want, wc = speculative_text(engine, get_rule("standard_rejection"), prompt, 2, 10, hv.text_rng(5, i))
+        got, gc = speculative_text(engine, LengthPolicy("g", get_rule("fixed_gamma:2")), prompt, 3, 10,
+                                   hv.text_rng(5, i))
+        assert got == want and (gc.target_calls, gc.drafted) == (wc.target_calls, wc.drafted)
+        plain, _ = autoregressive_text(engine, prompt, 10, hv.text_rng(5, i))
+        text, counts = speculative_text(engine, LengthPolicy("g0", get_rule("fixed_gamma:0")), prompt, 3, 10,
+                                        hv.text_rng(5, i))
+        assert text == plain and counts.drafted == {0: counts.target_calls}
