@@ -7,7 +7,7 @@
 
 The table producers are :data:`evolve.report.doctables.TABLES` plus, defined
 here because they read the click commands, one option table per command
-(``options_<command>``): every option with its default and help text, as
+(``options_<command>``, a hyphen written as an underscore): every option with its default and help text, as
 ``--help`` prints them. Bad input (an unknown table) exits with code 2.
 """
 from __future__ import annotations
@@ -54,7 +54,8 @@ def producers() -> dict[str, DocTable]:
     """Every documented table: the report tables and the option table of every command."""
     out = dict(TABLES)
     for name, cmd in _commands().items():
-        out[f"options_{name}"] = DocTable(f"options_{name}", lambda ws, cmd=cmd: option_table(cmd))
+        key = "options_" + name.replace("-", "_")  # a table name is [A-Za-z0-9_]+ (train-drafter: train_drafter)
+        out[key] = DocTable(key, lambda ws, cmd=cmd: option_table(cmd))
     return out
 
 

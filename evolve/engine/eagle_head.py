@@ -55,10 +55,22 @@ class EagleConfig:
 
     @classmethod
     def read(cls, path: Path) -> "EagleConfig":
-        """Read ``path`` (a config.json). Raises InputError (``eagle``) for a missing or malformed file or an
-        option this head does not implement (``fc_norm``, ``norm_output`` false, ``pretraining_tp`` > 1)."""
+        """Read ``path`` (a config.json): :meth:`read_dict` of its contents. Raises InputError (``eagle``) for a
+        missing or malformed file."""
         try:
             raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file (an EAGLE-3 head directory holds config.json)", param=PARAM) from None
+        except ValueError as exc:
+            raise InputError(f"{path}: not an EAGLE-3 head config ({exc})", param=PARAM) from None
+        return cls.read_dict(raw, str(path))
+
+    @classmethod
+    def read_dict(cls, raw: dict, where: str = "config.json") -> "EagleConfig":
+        """A head config from the contents of its ``config.json``. Raises InputError (``eagle``, naming ``where``)
+        for a missing or malformed key or an option this head does not implement (``fc_norm``, ``norm_output``
+        false, ``pretraining_tp`` > 1)."""
+        try:
             hidden, heads = int(raw["hidden_size"]), int(raw["num_attention_heads"])
             layers = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
             cfg = cls(hidden, heads, int(raw.get("num_key_value_heads") or heads),
@@ -66,16 +78,14 @@ class EagleConfig:
                       float(raw.get("rms_norm_eps", 1e-6)), str(raw.get("hidden_act", "silu")), int(raw["vocab_size"]),
                       int(raw.get("draft_vocab_size") or raw["vocab_size"]),
                       int(raw.get("target_hidden_size") or hidden),
-                      None if layers is None else tuple(int(i) for i in layers), raw)
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such file (an EAGLE-3 head directory holds config.json)", param=PARAM) from None
-        except (ValueError, KeyError, TypeError) as exc:
-            raise InputError(f"{path}: not an EAGLE-3 head config ({type(exc).__name__}: {exc})", param=PARAM) from None
+                      None if layers is None else tuple(int(i) for i in layers), dict(raw))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise InputError(f"{where}: not an EAGLE-3 head config ({type(exc).__name__}: {exc})", param=PARAM) from None
         if raw.get("fc_norm") or raw.get("norm_output", True) is False or int(raw.get("pretraining_tp", 1)) > 1:
-            raise InputError(f"{path}: fc_norm, norm_output false and pretraining_tp > 1 are not supported",
+            raise InputError(f"{where}: fc_norm, norm_output false and pretraining_tp > 1 are not supported",
                              param=PARAM)
         if cfg.layers is not None and len(cfg.layers) != 3:
-            raise InputError(f"{path}: eagle_aux_hidden_state_layer_ids needs three layers (got {list(cfg.layers)})",
+            raise InputError(f"{where}: eagle_aux_hidden_state_layer_ids needs three layers (got {list(cfg.layers)})",
                              param=PARAM)
         return cfg
 
@@ -229,12 +239,16 @@ class EagleHead:
         mlp = (self.act(x @ w["midlayer.mlp.gate_proj.weight"].T) * (x @ w["midlayer.mlp.up_proj.weight"].T))
         return h + mlp @ w["midlayer.mlp.down_proj.weight"].T, k, v
 
+    def draft_logits(self, out):
+        """Draft-vocabulary logits (T, D) of head outputs (T, H): ``lm_head(norm(out))``."""
+        return self._norm(out, "norm.weight") @ self.w["lm_head.weight"].T
+
     def logits(self, out):
-        """Target-vocabulary logits (T, V) of head outputs (T, H): ``lm_head(norm(out))`` placed at the ids
+        """Target-vocabulary logits (T, V) of head outputs (T, H): :meth:`draft_logits` placed at the ids
         ``d + d2t[d]``, -inf elsewhere."""
         import torch
 
-        draft = self._norm(out, "norm.weight") @ self.w["lm_head.weight"].T
+        draft = self.draft_logits(out)
         full = torch.full((out.shape[0], self.vocab), float("-inf"), dtype=draft.dtype, device=draft.device)
         full[:, self.target_ids] = draft
         return full
