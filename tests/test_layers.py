@@ -17,8 +17,8 @@ own floor):
    is, the registry, each kind's descriptor)
 3. ``evolve.harvest`` (traces from real models, on the engine), ``evolve.eval`` and
    ``heuristics`` (none imports another)
-4. ``evolve.search`` and ``evolve.sim`` (neither imports the other); then ``evolve.live`` (live decoding on
-   real models, above the simulator's verification)
+4. ``evolve.search``, ``evolve.sim`` and ``evolve.train`` (training drafters on real models; none imports
+   another); then ``evolve.live`` (live decoding on real models, above the simulator's verification)
 5. ``evolve.report`` and ``evolve.export`` (neither imports the other; ``evolve.export.engines``, the engine
    targets, is part of ``evolve.export``); then ``evolve.perf`` (the speed harness of ``benchmark.py perf``, which
    writes through the reports' output helpers)
@@ -64,6 +64,7 @@ FLOORS: tuple[tuple[str, int, str], ...] = (
     ("heuristics", 3, "heuristics"),
     ("evolve.search", 4, "search"),
     ("evolve.sim", 4, "sim"),
+    ("evolve.train", 4, "train"),
     ("evolve.live", 4.5, "live"),
     ("evolve.report", 5, "report"),
     ("evolve.export.engines", 5, "export"),

@@ -7,7 +7,7 @@
 
 The table producers are :data:`evolve.report.doctables.TABLES` plus, defined
 here because they read the click commands, one option table per command
-(``options_<command>``): every option with its default and help text, as
+(``options_<command>``, a hyphen written as an underscore): every option with its default and help text, as
 ``--help`` prints them; and, read from the engine targets' own data
 (:data:`evolve.export.engines.registry.ENGINES`, which the report floor does not import), one knob table
 per engine (``engine_knobs_<engine>``, the name's other characters as ``_``) and the table of what each
@@ -85,7 +85,8 @@ def producers() -> dict[str, DocTable]:
     """Every documented table: the report tables, the option table of every command and the engine tables."""
     out = dict(TABLES)
     for name, cmd in _commands().items():
-        out[f"options_{name}"] = DocTable(f"options_{name}", lambda ws, cmd=cmd: option_table(cmd))
+        key = "options_" + name.replace("-", "_")  # a table name is [A-Za-z0-9_]+ (train-drafter: train_drafter)
+        out[key] = DocTable(key, lambda ws, cmd=cmd: option_table(cmd))
     for engine in ENGINES.values():
         name = f"engine_knobs_{_slug(engine.name)}"
         out[name] = DocTable(name, lambda ws, engine=engine: knob_table(engine))

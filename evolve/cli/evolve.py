@@ -10,7 +10,8 @@ Commands (run ``python -m evolve COMMAND --help`` for every option):
   node, Ctrl-C) from its last checkpoint;
 * ``show RUN_DIR``: the champion (simplified with sympy) and its metrics;
 * ``promote RUN_DIR NAME``: copy the champion into ``heuristics/champions/``
-  (or ``--champions-dir`` / ``$SPECDEC_CHAMPIONS_DIR``) as ``NAME.json`` + ``NAME.py``.
+  (or ``--champions-dir`` / ``$SPECDEC_CHAMPIONS_DIR``) as ``NAME.json`` + ``NAME.py``;
+* ``train-drafter``: train an EAGLE-3-style draft head for a local target (:mod:`evolve.cli.train_drafter`).
 
 Bad input gives one line ``error: ...`` and exit code 2 (:mod:`evolve.errors`).
 """
@@ -23,6 +24,7 @@ import click
 
 from evolve.cli.errors import EXIT_INTERRUPTED, CliGroup
 from evolve.cli.export import export
+from evolve.cli.train_drafter import train_drafter
 from evolve.cli.inventory import OutputPath
 from evolve.cli.output import ProgressLines, stderr_is_terminal
 from evolve.cli.types import CommaList, LiveChoice, legacy_option
@@ -438,3 +440,4 @@ def promote(run_dir, name, champions_dir, force) -> None:
 
 
 cli.add_command(export)
+cli.add_command(train_drafter)

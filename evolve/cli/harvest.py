@@ -62,7 +62,7 @@ EXIT_INTERRUPTED = 130
                    "grown best-first (EAGLE-2 style, children drawn i.i.d. from the drafter), and the text advances "
                    "by SpecInfer's lossless tree verification. Writes {split}.trees.parquet (one row per node) "
                    "besides the records of each tree's first path; --gamma is not used. Torch backend, batch "
-                   "size 1, temperature > 0, the --draft, --draft-skip-layers or --draft-exit-layer drafter "
+                   "size 1, temperature > 0, the --draft, --draft-skip-layers, --draft-exit-layer or --draft-eagle drafter "
                    "(docs/reference/trees.md).")
 @click.option("--tree-width", "tree_width", default=None, type=click.IntRange(min=1), metavar="K",
               help="With --tree-nodes: children drawn per expanded node, and nodes expanded per drafter pass "

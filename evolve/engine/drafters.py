@@ -11,6 +11,8 @@ Each drafter is one module:
   match of the last n tokens; deterministic (q one-hot), no model pass.
 * ``early_exit``: the target's first K layers, final norm and LM head (LayerSkip;
   :mod:`evolve.engine.early_exit`).
+* ``eagle``: an EAGLE-3-style head on the target's hidden states, loaded from the published checkpoint
+  layout, with its own KV cache (:mod:`evolve.engine.eagle`).
 
 Registry: every drafter class names the :class:`evolve.harvest.config.HarvestConfig` field
 that selects it (``field``; the command-line parameter of the same name), declares its option as
@@ -25,6 +27,7 @@ with a :class:`evolve.engine.drafter_base.Drafter` subclass and one entry in :da
 from __future__ import annotations
 
 from evolve.engine.drafter_base import Drafter
+from evolve.engine.eagle import EagleDrafter
 from evolve.engine.early_exit import EarlyExitDrafter
 from evolve.engine.model_drafter import ModelDrafter
 from evolve.engine.ngram import NgramDrafter
@@ -34,7 +37,8 @@ from evolve.engine.window import WindowDrafter
 
 #: The drafters, in the order the options are listed; each selected by its ``field``. Read it live (a drafter
 #: registered later, :func:`register_drafter`, is in it).
-DRAFTERS: list[type[Drafter]] = [ModelDrafter, SkipLayerDrafter, WindowDrafter, NgramDrafter, EarlyExitDrafter]
+DRAFTERS: list[type[Drafter]] = [ModelDrafter, SkipLayerDrafter, WindowDrafter, NgramDrafter, EarlyExitDrafter,
+                                  EagleDrafter]
 
 
 def register_drafter(cls: type[Drafter]) -> type[Drafter]:

@@ -29,8 +29,8 @@ class HarvestConfig:
     of its field and read back as an attribute of that name (None when not given): ``draft`` (path of a
     second model), ``skip_layers`` (0-based decoder layer indices of the target to skip), ``window``
     ((sink, recent) token counts), ``ngram`` ((max,) or (max, min) n-gram sizes of prompt lookup),
-    ``exit_layer`` (early exit after the target's first K decoder layers), or any drafter registered
-    later. ``drafters`` holds them as (field, value) pairs in the registry's order.
+    ``exit_layer`` (early exit after the target's first K decoder layers), ``eagle`` (the directory of an
+    EAGLE-3 head), or any drafter registered later. ``drafters`` holds them as (field, value) pairs in the registry's order.
     ``temperature`` 0 means greedy decoding; ``top_k`` (0: off) and ``top_p`` (1: off) truncate
     both models' distributions after the temperature (:func:`evolve.engine.distributions.distributions`).
     ``dtype`` is the torch dtype the models run in, ``threads`` the torch CPU thread count (None:
