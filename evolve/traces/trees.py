@@ -23,6 +23,7 @@ import pandas as pd
 
 from evolve.errors import InputError
 from evolve.traces.io import load_split, split_path
+from evolve.traces.schema import text_columns_of
 
 #: File name of a split's tree table inside a dataset directory.
 TREE_FILE = "{split}.trees.parquet"
@@ -101,7 +102,9 @@ class TreeTable:
     """A checked tree table as arrays (one entry per row unless said otherwise).
 
     ``columns``: name -> array (int64 or float64, (rows,)) for every column of :data:`TREE_COLUMNS`, and of
-    :data:`RELAX_COLUMNS` when the table has them (``relaxed_residual_prob`` float64 (rows, len(RELAX_GRID)));
+    :data:`RELAX_COLUMNS` when the table has them (``relaxed_residual_prob`` float64 (rows, len(RELAX_GRID))),
+    and of the text columns ``category`` (object, strings) and ``question_id`` (int64) when the table has them
+    (:data:`evolve.traces.schema.TEXT_COLUMNS`);
     ``starts`` int64 (trees + 1,): row offsets of the trees (tree t is rows starts[t]..starts[t+1]-1);
     ``source``: the file; ``split``: the split's name.
     """
@@ -181,6 +184,7 @@ def trees_from_frame(df: pd.DataFrame, source: str = "<memory>", split: str = ""
             cols[c.name] = f
     _check_first_residual(cols, source)
     _read_relax_columns(df, cols, source)
+    cols.update(text_columns_of(df, source))
     for name in _PROBS + tuple(c for c in ("node_overlap", "root_overlap", "root_target_top_prob") if c in cols):
         v = cols[name]
         bad = (v < -PROB_TOL) | (v > 1 + PROB_TOL)

@@ -1,0 +1,173 @@
+"""Structured prompt files (Spec-Bench-style JSON Lines): parsing, multi-turn harvests, stratified splits,
+category selection and the per-category tables.
+
+The harvests run on the tiny offline Llama models of ``conftest.py`` (``llama_files``); nothing is downloaded.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from evolve.errors import InputError
+from evolve.harvest.prompts import assign_question_splits, assign_splits, read_prompt_file, turn_passes
+
+
+def _write(tmp_path, name: str, rows: list) -> str:
+    path = tmp_path / name
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return str(path)
+
+
+# --- parsing ------------------------------------------------------------------------------------
+
+
+def test_jsonl_questions_become_one_text_per_turn(tmp_path):
+    path = _write(tmp_path, "q.jsonl", [{"question_id": 7, "category": "a", "turns": ["x y", "z"]}, "",
+                                        {"question_id": 9, "category": "b", "turns": ["u"]}])
+    prompts = read_prompt_file(path)
+    assert prompts.structured and prompts.questions == 2 and prompts.categories == ("a", "b")
+    assert [(t.prompt, t.line, t.question, t.turn, t.category, t.question_id) for t in prompts.texts] == [
+        ("x y", 1, 0, 1, "a", 7), ("z", 1, 0, 2, "a", 7), ("u", 3, 1, 1, "b", 9)]
+    assert prompts.earlier_turns(1) == [0] and prompts.earlier_turns(2) == []
+    assert turn_passes(prompts, [2, 1, 0]) == [[2, 0], [1]]
+    only_b = prompts.select(["b"])
+    assert [(t.prompt, t.question) for t in only_b.texts] == [("u", 0)]
+
+
+def test_plain_files_read_as_before(tmp_path):
+    path = tmp_path / "p.txt"
+    path.write_text('{"turns": ["not json lines"]}\n\nsecond\n')
+    prompts = read_prompt_file(str(path))
+    assert not prompts.structured and prompts.prompts == ['{"turns": ["not json lines"]}', "second"]
+    assert prompts.lines == [1, 3] and not prompts.categories
+    assert assign_question_splits(read_prompt_file(_write(tmp_path, "n.txt", [f"p{i}" for i in range(23)])),
+                                  4) == assign_splits(23, 4)
+
+
+@pytest.mark.parametrize("row, message", [
+    ("{not json", "line 2: not valid JSON"),
+    ("[1, 2]", "line 2: expected a JSON object, found list"),
+    ({"category": "a"}, "line 2: key 'turns': missing"),
+    ({"turns": []}, "line 2: key 'turns': expected a non-empty list of strings"),
+    ({"turns": ["ok", 3]}, "line 2: key 'turns': turn 2 is not a non-empty string"),
+    ({"turns": ["ok"], "category": ""}, "line 2: key 'category': expected a non-empty string"),
+    ({"turns": ["ok"]}, "line 2: key 'category': missing while line 1 gives one"),
+    ({"turns": ["ok"], "category": "a", "question_id": "7"}, "line 2: key 'question_id': expected an integer"),
+    ({"turns": ["ok"], "category": "a", "question_id": 1}, "line 2: key 'question_id': 1 repeats line 1"),
+])
+def test_bad_jsonl_lines_give_one_line_errors(tmp_path, row, message):
+    path = _write(tmp_path, "bad.jsonl", [{"question_id": 1, "category": "a", "turns": ["fine"]}, row])
+    with pytest.raises(InputError) as err:
+        read_prompt_file(path)
+    text = str(err.value)
+    assert f"{path}, {message}" in text and "\n" not in text and err.value.param == "prompts"
+
+
+def test_unknown_category_lists_the_known_ones(tmp_path):
+    path = _write(tmp_path, "q.jsonl", [{"category": c, "turns": ["t"]} for c in ("a", "b")])
+    with pytest.raises(InputError, match=r"unknown category 'c' \(the file has: a, b\)"):
+        read_prompt_file(path).select(["c"])
+
+
+def test_stratified_splits_hold_every_category(tmp_path):
+    rows = [{"question_id": i, "category": f"c{i % 4}", "turns": ["t"] * (1 + (i % 4 == 0))} for i in range(60)]
+    prompts = read_prompt_file(_write(tmp_path, "q.jsonl", rows))
+    splits = assign_question_splits(prompts, 3)
+    assert sorted(sum(splits.values(), [])) == list(range(len(prompts.texts)))
+    for name, idx in splits.items():
+        assert {prompts.texts[t].category for t in idx} == set(prompts.categories), name
+        questions = {prompts.texts[t].question for t in idx}
+        # both turns of a question in one split
+        assert all(prompts.texts[t].question in questions for t in idx)
+    for q in range(prompts.questions):
+        owners = {name for name, idx in splits.items() for t in idx if prompts.texts[t].question == q}
+        assert len(owners) == 1
+    assert len({prompts.texts[t].question for t in splits["valid"]}) == 4 * 2  # round(0.1 * 15) per category
+    with pytest.raises(InputError, match="category 'c3' has 2 question"):
+        assign_question_splits(read_prompt_file(_write(tmp_path, "s.jsonl", rows[:11])), 3)
+
+
+# --- harvest and live on the tiny models --------------------------------------------------------
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+@pytest.fixture(scope="module")
+def spec_prompts(llama_files):
+    """Three categories of three questions, the first category's questions with two turns."""
+    rng = np.random.default_rng(8)
+    from harvest_helpers import WORDS
+
+    def words():
+        return " ".join(rng.choice(WORDS, size=int(rng.integers(2, 5))))
+
+    rows = [{"question_id": 100 + i, "category": ("chat", "qa", "sum")[i // 3],
+             "turns": [words(), words()] if i < 3 else [words()]} for i in range(9)]
+    path = llama_files["root"] / "spec.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def spec_harvest(llama_files, spec_prompts):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from harvest_helpers import harvest_config
+
+    from evolve.harvest import loop as hv
+
+    out = llama_files["root"] / "out-spec"
+    config = harvest_config(llama_files, out, prompts=spec_prompts, skip_layers=(1, 2), max_new_tokens=8)
+    return out, hv.harvest(config, progress=False)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_multi_turn_harvest_carries_categories_and_answers(spec_harvest):
+    from evolve.traces.io import SPLITS, load_dataset, load_metadata
+
+    out, result = spec_harvest
+    assert result.texts_done == result.texts_total == 12 and result.consolidated
+    data = load_dataset(out)
+    meta = load_metadata(out)
+    for name in SPLITS:
+        tr = data[name]
+        assert set(tr["category"]) == {"chat", "qa", "sum"}, name  # stratified: every category in every split
+        assert tr["question_id"].dtype == np.int64
+    texts = [json.loads(line) for line in (out / "texts.jsonl").read_text().splitlines()]
+    by_id = {t["seq_id"]: t for t in texts}
+    second = [t for t in texts if t["turn"] == 2]
+    assert len(second) == 3
+    assert all(by_id[t["seq_id"] - 1]["completion"].replace("</s>", "").strip() for t in second)
+    for t in second:
+        first = by_id[t["seq_id"] - 1]
+        assert first["turn"] == 1 and first["question_id"] == t["question_id"] and first["split"] == t["split"]
+        answer = first["completion"].replace("</s>", "").strip()
+        assert first["prompt"] in t["context"] and answer in t["context"] and t["prompt"] in t["context"]
+        assert t["context"].index(first["prompt"]) < t["context"].index(t["prompt"])
+    for name in SPLITS:
+        tr = data[name]
+        for seq in np.unique(tr["seq_id"]):
+            rows = tr["seq_id"] == seq
+            assert set(tr["category"][rows]) == {by_id[int(seq)]["category"]}
+            assert set(tr["question_id"][rows].tolist()) == {by_id[int(seq)]["question_id"]}
+    assert "within each category" in meta["config"]["split_rule"]
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_categories_option_selects_questions(llama_files, spec_prompts, tmp_path):
+    from harvest_helpers import run_harvest
+
+    out = tmp_path / "qa"
+    code, output = run_harvest(["--target", llama_files["target"], "--prompts", spec_prompts, "--draft-skip-layers",
+                                "1,2", "--max-new-tokens", "4", "--out", str(out), "--categories", "qa,sum",
+                                "--no-progress"])
+    assert code == 0, output
+    texts = [json.loads(line) for line in (out / "texts.jsonl").read_text().splitlines()]
+    assert {t["category"] for t in texts} == {"qa", "sum"} and len(texts) == 6
+    code, output = run_harvest(["--target", llama_files["target"], "--prompts", spec_prompts, "--draft-skip-layers",
+                                "1,2", "--out", str(tmp_path / "x"), "--categories", "qa,nope", "--no-progress"])
+    assert code != 0 and "unknown category 'nope' (the file has: chat, qa, sum)" in output
