@@ -171,3 +171,31 @@ def test_categories_option_selects_questions(llama_files, spec_prompts, tmp_path
     code, output = run_harvest(["--target", llama_files["target"], "--prompts", spec_prompts, "--draft-skip-layers",
                                 "1,2", "--out", str(tmp_path / "x"), "--categories", "qa,nope", "--no-progress"])
     assert code != 0 and "unknown category 'nope' (the file has: chat, qa, sum)" in output
+
+
+# --- the per-category tables --------------------------------------------------------------------
+
+
+def test_per_category_tables_only_for_data_with_categories(spec_harvest, vocab_dataset, tmp_path):
+    from evolve.eval.costs import ratio_costs
+    from evolve.report.compare.categories import category_benchmark
+    from evolve.report.compare.table import BenchmarkOptions
+
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"target_forward_s": [0.020, 0.021, 0.022, 0.023, 0.024], "draft_token_s": 0.004,
+                                 "plain_token_s": 0.020}))
+    out, _ = spec_harvest
+    options = BenchmarkOptions(data_dir=out, split="test", repeats=1, costs=costs, speedup_costs=ratio_costs(0.05),
+                               champions_dir=tmp_path / "none")
+    _, text = category_benchmark(options)
+    assert "Per task group, split test" in text and "Tokens per second (cost file)" in text
+    table = text[text.index("Per task group"):]
+    header = next(line for line in table.splitlines() if line.startswith("Rule"))
+    assert header.split()[1:] == ["QA", "chat", "sum", "Overall"]
+    assert any(line.startswith("best_fixed_gamma") for line in table.splitlines())
+    assert all(len(line) <= 100 for line in text.splitlines())
+    _, wide = category_benchmark(options, by_category=True)
+    assert "Per category and task group" in wide and "qa" in wide
+    _, plain = category_benchmark(BenchmarkOptions(data_dir=vocab_dataset, split="test", repeats=1,
+                                                   champions_dir=tmp_path / "none"))
+    assert "Per task group" not in plain and "Per category" not in plain

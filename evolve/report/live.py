@@ -53,7 +53,7 @@ from evolve.harvest.loop import build, text_rng
 from evolve.engine.drafters import chosen_drafters
 from evolve.engine.models import sha256_file
 from evolve.gp.primitives import LOOKUP_FEATURES
-from evolve.harvest.prompts import encode_prompt, read_prompts
+from evolve.harvest.prompts import PromptFile, encode_prompt, read_prompt_file
 from evolve.traces.io import load_metadata
 from evolve.report.compare.table import champion_from_file
 from evolve.report.output import check_output, resolve_format, write_output
@@ -73,12 +73,15 @@ WARMUP_TOKENS = 8
 
 @dataclass
 class LiveReport:
-    """Rows (dicts with :data:`KEYS`) in rule order, the plain-decoding totals and a one-line caption."""
+    """Rows (dicts with :data:`KEYS`) in rule order, the plain-decoding totals, a one-line caption, each rule's
+    counts and, for prompts with categories, the counts per category."""
 
     rows: list[dict]
     autoregressive: LiveCounts
     caption: str
     counts: list[LiveCounts] = field(default_factory=list)
+    #: category -> [plain decoding's counts, then each rule's], for prompts with categories (sorted by name).
+    by_category: dict[str, list[LiveCounts]] = field(default_factory=dict)
 
 
 def decoder(rule: Rule | BlockVerifier) -> Rule | BlockVerifier:
@@ -110,13 +113,13 @@ def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str |
 
 
 def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, split: str) -> list[int]:
-    """Indices (0-based, among the non-blank lines of ``prompts_file``) of the prompts that the harvested
-    dataset ``data_dir`` put in ``split`` (its ``metadata.json`` ``splits``).
+    """Indices (0-based text indices of ``prompts_file``, :mod:`evolve.harvest.prompts`) of the prompts that the
+    harvested dataset ``data_dir`` put in ``split`` (its ``metadata.json`` ``splits``).
 
     Raises: InputError (one line) when ``data_dir`` is no harvested dataset, was harvested from another
     prompts file (SHA-256 differs), or has no such split.
     """
-    read_prompts(prompts_file)  # a missing or unreadable file: its one-line error first
+    read_prompt_file(prompts_file)  # a missing or unreadable file: its one-line error first
     meta = load_metadata(data_dir)
     config = meta.get("config") or {}
     if meta.get("generator") != "harvest" or "prompts_sha256" not in config:
@@ -156,29 +159,41 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     Raises: InputError as :func:`evolve.harvest.loop.build`, for a bad prompts file or a text index
     beyond its prompts.
     """
-    prompts, lines = read_prompts(config.prompts)
-    texts = list(range(len(prompts))) if texts is None else list(texts)
-    bad = next((i for i in texts if not 0 <= i < len(prompts)), None)
+    prompts = read_prompt_file(config.prompts).select(config.categories)
+    n = len(prompts.texts)
+    texts = list(range(n)) if texts is None else list(texts)
+    bad = next((i for i in texts if not 0 <= i < n), None)
     if bad is not None or not texts:
-        raise InputError(f"{config.prompts} has {len(prompts)} prompts; no prompt "
+        raise InputError(f"{config.prompts} has {n} prompts; no prompt "
                          f"{'to decode' if bad is None else f'with index {bad}'}", param="prompts")
+    texts = with_earlier_turns(prompts, texts)
     _check_lookahead(config, rules)
     setup = build(config)
     engine = setup.engine
-    encoded = {i: encode_prompt(setup.target.tokenizer, prompts[i], f"{config.prompts}, line {lines[i]}",
-                                engine.vocab) for i in texts}
+    encode = TurnContexts(prompts, setup.target.tokenizer, engine.vocab)
     warm = min(WARMUP_TOKENS, config.max_new_tokens)
     first = texts[0]
-    autoregressive_text(engine, encoded[first], warm, text_rng(config.seed, first))
+    autoregressive_text(engine, encode(first, None), warm, text_rng(config.seed, first))
     for rule in rules:
-        speculative_text(engine, rule, encoded[first], config.gamma, warm, text_rng(config.seed, first))
+        speculative_text(engine, rule, encode(first, None), config.gamma, warm, text_rng(config.seed, first))
     ar = LiveCounts()
     per_rule = [LiveCounts() for _ in rules]
+    by_category: dict[str, list[LiveCounts]] = {}
     for done, i in enumerate(texts, 1):
-        ar.add(autoregressive_text(engine, encoded[i], config.max_new_tokens, text_rng(config.seed, i))[1])
-        for rule, counts in zip(rules, per_rule):
-            counts.add(speculative_text(engine, rule, encoded[i], config.gamma, config.max_new_tokens,
-                                        text_rng(config.seed, i))[1])
+        tokens, counts = autoregressive_text(engine, encode(i, -1), config.max_new_tokens, text_rng(config.seed, i))
+        encode.answered(i, -1, tokens)
+        ar.add(counts)
+        mine = [counts]
+        for r, (rule, total) in enumerate(zip(rules, per_rule)):
+            tokens, counts = speculative_text(engine, rule, encode(i, r), config.gamma, config.max_new_tokens,
+                                              text_rng(config.seed, i))
+            encode.answered(i, r, tokens)
+            total.add(counts)
+            mine.append(counts)
+        category = prompts.texts[i].category
+        if category is not None:
+            for total, counts in zip(by_category.setdefault(category, [LiveCounts() for _ in mine]), mine):
+                total.add(counts)
         if on_text is not None:
             on_text(done, len(texts))
     rows = [{"rule": rule.name, "tokens": c.tokens, "target_calls": c.target_calls,
@@ -194,7 +209,44 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
                f"gamma {config.gamma}, temperature {config.temperature:g}, top-k {config.top_k}, top-p "
                f"{config.top_p:g}; {len(texts)} prompts, at most {config.max_new_tokens} new tokens each, seed "
                f"{config.seed}; plain decoding: {ar.tokens} tokens, {ar.tokens_per_s:.2f} tokens/s")
-    return LiveReport(rows, ar, caption, per_rule)
+    return LiveReport(rows, ar, caption, per_rule, dict(sorted(by_category.items())))
+
+
+def with_earlier_turns(prompts: PromptFile, texts: Sequence[int]) -> list[int]:
+    """``texts`` (text indices) with the earlier turns of their questions added, in increasing order (a later
+    turn is decoded after its question's earlier turns, with their answers)."""
+    return sorted({e for t in texts for e in (*prompts.earlier_turns(t), t)})
+
+
+class TurnContexts:
+    """The prompt ids of each text for each decoder, a later turn's with that decoder's own answers to its
+    question's earlier turns (as Spec-Bench decodes multi-turn questions; the chat history of
+    :func:`evolve.harvest.prompts.encode_prompt`). Decoders are keys: -1 plain decoding, r the r-th rule,
+    None the warm-up (first turns only)."""
+
+    def __init__(self, prompts: PromptFile, tokenizer, vocab: int):
+        self.prompts, self.tokenizer, self.vocab = prompts, tokenizer, vocab
+        self.first: dict[int, list[int]] = {}
+        self.answers: dict[tuple[int, int | None], str] = {}
+
+    def answered(self, index: int, decoder: int, tokens: Sequence[int]) -> None:
+        """Keep ``decoder``'s answer (generated ids) to text ``index`` when a later turn of its question needs it."""
+        text = self.prompts.texts[index]
+        if index + 1 < len(self.prompts.texts) and self.prompts.texts[index + 1].question == text.question:
+            self.answers[index, decoder] = self.tokenizer.decode(list(tokens), skip_special_tokens=True).strip()
+
+    def __call__(self, index: int, decoder: int | None) -> list[int]:
+        """The prompt ids of text ``index`` for ``decoder``. Raises: InputError as
+        :func:`evolve.harvest.prompts.encode_prompt`."""
+        earlier = self.prompts.earlier_turns(index)
+        if not earlier:
+            if index not in self.first:
+                self.first[index] = encode_prompt(self.tokenizer, self.prompts.texts[index].prompt,
+                                                  self.prompts.where(index), self.vocab)
+            return self.first[index]
+        history = [(self.prompts.texts[e].prompt, self.answers[e, decoder]) for e in earlier]
+        return encode_prompt(self.tokenizer, self.prompts.texts[index].prompt, self.prompts.where(index), self.vocab,
+                             history=history)
 
 
 def format_table(report: LiveReport) -> str:
