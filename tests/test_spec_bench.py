@@ -199,3 +199,46 @@ def test_per_category_tables_only_for_data_with_categories(spec_harvest, vocab_d
     _, plain = category_benchmark(BenchmarkOptions(data_dir=vocab_dataset, split="test", repeats=1,
                                                    champions_dir=tmp_path / "none"))
     assert "Per task group" not in plain and "Per category" not in plain
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_live_decodes_a_jsonl_file_turn_by_turn(llama_files, spec_prompts, spec_harvest, tmp_path):
+    from evolve.cli.benchmark import cli
+    from evolve.harvest.config import HarvestConfig
+    from evolve.harvest.loop import build, text_rng
+    from evolve.harvest.prompts import encode_prompt
+    from evolve.live.decoding import autoregressive_text
+    from evolve.report.live import format_table, resolve_rules, run_live
+    from evolve.traces.io import load_metadata
+    from click.testing import CliRunner
+
+    config = HarvestConfig(target=llama_files["target"], prompts=spec_prompts, skip_layers=(1, 2), gamma=3,
+                           max_new_tokens=6, temperature=0.0, seed=2)
+    report = run_live(config, resolve_rules(["standard_rejection"]), texts=[1])  # turn 2 of question 0
+    # turn 1 is decoded first (its answer is turn 2's context), so both count: 2 texts of category chat
+    assert set(report.by_category) == {"chat"}
+    ar = report.by_category["chat"][0]
+    assert ar.tokens == report.autoregressive.tokens and report.counts[0].tokens == report.rows[0]["tokens"]
+    # greedy: the plain decoding of turn 2 equals decoding it after the plain answer to turn 1, by hand
+    setup = build(config)
+    tok, vocab = setup.target.tokenizer, setup.engine.vocab
+    rows = [json.loads(line) for line in open(spec_prompts)]
+    first = encode_prompt(tok, rows[0]["turns"][0], "q", vocab)
+    answer, _ = autoregressive_text(setup.engine, first, 6, text_rng(2, 0))
+    second = encode_prompt(tok, rows[0]["turns"][1], "q", vocab,
+                           history=[(rows[0]["turns"][0], tok.decode(answer, skip_special_tokens=True).strip())])
+    answer2, counts2 = autoregressive_text(setup.engine, second, 6, text_rng(2, 1))
+    assert ar.tokens == len(answer) + len(answer2)
+    assert "Per task group" in format_table(report)
+    out, _ = spec_harvest
+    categories = load_metadata(out)["config"].get("categories")
+    assert categories is None
+    result = CliRunner().invoke(cli, ["live", "--target", llama_files["target"], "--prompts", spec_prompts,
+                                      "--draft-skip-layers", "1,2", "--rule", "standard_rejection", "--data",
+                                      str(out), "--split", "test", "--max-new-tokens", "4", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "Per task group (Spec-Bench's layout)" in result.output
+    bad = CliRunner().invoke(cli, ["live", "--target", llama_files["target"], "--prompts", spec_prompts,
+                                   "--draft-skip-layers", "1,2", "--rule", "standard_rejection", "--data", str(out),
+                                   "--categories", "qa", "--no-progress"])
+    assert bad.exit_code != 0 and "harvested with every category" in bad.output

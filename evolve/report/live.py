@@ -32,6 +32,12 @@ over the emitted positions per emitted token, as :mod:`evolve.kinds.relaxation.e
 records, and its expected_tokens_per_call is 1 + E[n] given the drafts. ``block_verification`` is the
 same with w = 0. The dispatch on the kind is the kind's ``live`` hook.
 
+Prompts files are read as the harvest reads them (:mod:`evolve.harvest.prompts`: plain text, or Spec-Bench-style
+JSON Lines with ``--categories``); a later turn of a multi-turn question is decoded after its question's earlier
+turns, prompted with the answers the same decoder (plain decoding, or the same rule) gave them
+(:class:`TurnContexts`). With categories the table is followed by one per Spec-Bench task group
+(:func:`category_lines`).
+
 With ``data_dir`` and ``split`` only the prompts a harvested dataset put in that split are decoded
 (:func:`split_prompts`; e.g. the held-out test prompts of the dataset a champion was evolved on),
 each with its own text index's random stream, as the harvest drew it.
@@ -45,6 +51,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from evolve.report.spec_bench import groups_of
 from evolve.report.width import fit_width
 from evolve.eval.costs import load_costs
 from evolve.errors import InputError
@@ -112,12 +119,15 @@ def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str |
     return [decoder(rule) for rule in rules]
 
 
-def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, split: str) -> list[int]:
+def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, split: str,
+                  categories: Sequence[str] | None = None) -> list[int]:
     """Indices (0-based text indices of ``prompts_file``, :mod:`evolve.harvest.prompts`) of the prompts that the
     harvested dataset ``data_dir`` put in ``split`` (its ``metadata.json`` ``splits``).
 
+    ``categories``: the categories selected (None: all), which must be those the dataset was harvested with (its
+    text indices count the questions of those only).
     Raises: InputError (one line) when ``data_dir`` is no harvested dataset, was harvested from another
-    prompts file (SHA-256 differs), or has no such split.
+    prompts file (SHA-256 differs) or other categories, or has no such split.
     """
     read_prompt_file(prompts_file)  # a missing or unreadable file: its one-line error first
     meta = load_metadata(data_dir)
@@ -129,6 +139,11 @@ def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, 
     if digest != config["prompts_sha256"]:
         raise InputError(f"{prompts_file} is not the prompts file {data_dir} was harvested "
                          f"from ({config.get('prompts')}; SHA-256 differs)", param="prompts")
+    theirs = config.get("categories")
+    if (list(categories) if categories is not None else None) != theirs:
+        raise InputError(f"{data_dir} was harvested with "
+                         f"{'--categories ' + ','.join(theirs) if theirs else 'every category'}; decode its split "
+                         f"with the same selection", param="categories")
     splits = meta.get("splits") or {}
     if split not in splits:
         raise InputError(f"{data_dir} has no split '{split}' (it has: {', '.join(splits)})", param="split")
@@ -270,12 +285,38 @@ def format_table(report: LiveReport) -> str:
                   + "; ".join(f"{r['rule']} {r['predicted_tokens_per_s']:.2f} tok/s ({r['predicted_speedup']:.2f}x; "
                               f"measured/predicted speedup {r['speedup'] / r['predicted_speedup']:.2f})"
                               for r in predicted)]
+    lines += category_lines(report)
     lines += ["", "AR = plain autoregressive decoding of the target; Drafted/call = drafted tokens verified per target "
                   "call; Speedup = Tokens/s / AR tokens/s (wall clock); "
                   "TV/token = exact expected damage per emitted token (0 = lossless); Mean acc. len = mean acceptance "
                   "length = tokens per target call, ± its standard error; E[acc. len] = 1 + sum_d prod_(i<=d) tau_i "
                   "per call, given the drafts."]
     return fit_width("\n".join(lines)) + "\n"
+
+
+def category_lines(report: LiveReport) -> list[str]:
+    """Lines of the per-task-group table of a report whose prompts have categories (empty otherwise): per rule, the
+    mean acceptance length (tokens per target call) and the measured speedup over plain decoding of each of
+    Spec-Bench's task groups present (:mod:`evolve.report.spec_bench`) and overall, in Spec-Bench's layout."""
+    if not report.by_category:
+        return []
+    columns: list[tuple[str, list[LiveCounts]]] = []
+    for group in groups_of(report.by_category):
+        totals = [LiveCounts() for _ in report.by_category[group.categories[0]]]
+        for category in group.categories:
+            for total, counts in zip(totals, report.by_category[category]):
+                total.add(counts)
+        columns.append((group.label, totals))
+    columns.append(("Overall", [report.autoregressive, *report.counts]))
+    header = ["Rule", *(label for label, _ in columns)]
+    body = [[row["rule"], *(f"{c[r + 1].tokens_per_call:.2f} {c[r + 1].tokens_per_s / c[0].tokens_per_s:.2f}x"
+                            for _, c in columns)] for r, row in enumerate(report.rows)]
+    widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
+    return ["", "Per task group (Spec-Bench's layout): mean acceptance length and measured speedup", "",
+            "  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths))),
+            "  ".join("-" * w for w in widths),
+            *("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+              for row in body)]
 
 
 def format_json(report: LiveReport) -> str:
@@ -331,7 +372,7 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
                                         o.data_dir))
     config.check()
     rules = resolve_rules(o.rules, o.champions)
-    texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split)
+    texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split, config.categories)
     costs = load_costs(o.costs) if o.costs is not None else None
     report = run_live(config, rules, on_text, texts)
     for row, counts in zip(report.rows, report.counts):
@@ -344,5 +385,6 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     return report, text
 
 
-__all__ = ["FORMATS", "KEYS", "LiveOptions", "LiveReport", "decoder", "format_json", "format_table",
+__all__ = ["FORMATS", "KEYS", "LiveOptions", "LiveReport", "TurnContexts", "category_lines", "decoder", "format_json",
+           "format_table", "with_earlier_turns",
            "live_command", "resolve_rules", "run_live", "split_prompts"]
