@@ -44,7 +44,8 @@ class TreeColumn:
 
 #: The columns of a tree table, in file order. Probabilities in [0, 1]; entropies in nats.
 TREE_COLUMNS: tuple[TreeColumn, ...] = (
-    TreeColumn("seq_id", "int64", "text index (0-based among the prompts file's non-blank lines)"),
+    TreeColumn("seq_id", "int64", "text index (0-based among the prompts file's non-blank lines; every turn of every "
+                                     "question of a JSON Lines file)"),
     TreeColumn("tree", "int64", "step of that text the tree was grown at (0-based)"),
     TreeColumn("position", "int64", "tokens of the continuation generated before this step"),
     TreeColumn("node", "int64", "the node's index in its tree, 0..n-1 (parents before children)"),
