@@ -242,3 +242,20 @@ def test_live_decodes_a_jsonl_file_turn_by_turn(llama_files, spec_prompts, spec_
                                    "--draft-skip-layers", "1,2", "--rule", "standard_rejection", "--data", str(out),
                                    "--categories", "qa", "--no-progress"])
     assert bad.exit_code != 0 and "harvested with every category" in bad.output
+
+
+def test_text_columns_are_optional_and_checked():
+    import pandas as pd
+
+    from evolve.traces.io import Traces
+
+    base = {"seq_id": [0, 0], "position": [0, 1], "draft_prob": [0.5, 0.5], "target_prob": [0.5, 0.25],
+            "draft_entropy": [1.0, 1.0], "target_entropy": [1.0, 1.0], "top_token_match": [True, False],
+            "rand_value": [0.1, 0.9], "baseline_accepts": [True, False]}
+    assert not Traces.from_frame(pd.DataFrame(base)).has("category")
+    tr = Traces.from_frame(pd.DataFrame({**base, "category": ["qa", "qa"], "question_id": [7, 7]}))
+    assert tr["category"].tolist() == ["qa", "qa"] and tr["question_id"].dtype == np.int64
+    with pytest.raises(InputError, match="column 'category', row 1: expected a non-empty string"):
+        Traces.from_frame(pd.DataFrame({**base, "category": ["qa", 3]}))
+    with pytest.raises(InputError, match="column 'question_id'"):
+        Traces.from_frame(pd.DataFrame({**base, "question_id": [1.5, 2.0]}))
