@@ -259,3 +259,23 @@ def test_text_columns_are_optional_and_checked():
         Traces.from_frame(pd.DataFrame({**base, "category": ["qa", 3]}))
     with pytest.raises(InputError, match="column 'question_id'"):
         Traces.from_frame(pd.DataFrame({**base, "question_id": [1.5, 2.0]}))
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_tree_rows_carry_the_text_columns(llama_files, spec_prompts, tmp_path):
+    from harvest_helpers import harvest_config
+
+    from evolve.harvest import loop as hv
+    from evolve.traces.io import SPLITS, load_dataset
+    from evolve.traces.trees import load_trees
+
+    out = tmp_path / "trees"
+    hv.harvest(harvest_config(llama_files, out, prompts=spec_prompts, draft=llama_files["draft"], tree_nodes=3,
+                              max_new_tokens=4), progress=False)
+    records = load_dataset(out)
+    for name in SPLITS:
+        table = load_trees(out, name)
+        assert set(table.columns["category"].tolist()) == set(records[name]["category"].tolist())
+        seq = dict(zip(records[name]["seq_id"].tolist(), records[name]["question_id"].tolist()))
+        assert all(seq[s] == q for s, q in zip(table.columns["seq_id"].tolist(),
+                                               table.columns["question_id"].tolist()) if s in seq)
