@@ -52,8 +52,9 @@ MANIFEST_FILE = "manifest.json"
 TEXTS_FILE = "texts.jsonl"
 COLUMN_ORDER = [c.name for c in COLUMNS]
 #: Keys of ``texts.jsonl`` that only the texts of a structured prompts file have (:mod:`evolve.harvest.prompts`):
-#: the question's category and id, the turn, and (a later turn) the decoded context it was prompted with.
-TEXT_KEYS: tuple[str, ...] = ("category", "question_id", "turn", "context")
+#: the question's category and id, the turn, (a later turn) the decoded context it was prompted with, and the
+#: text's target calls (so per-category figures count the calls without a draft, :mod:`evolve.report.compare`).
+TEXT_KEYS: tuple[str, ...] = ("category", "question_id", "turn", "context", "target_calls")
 PARTS_DIR = "parts"
 _TEXT_PART = re.compile(r"text-(\d{6,})\.parquet")
 _SHARD_PART = re.compile(r"shard-(\d{5,})-of-(\d{5,})\.parquet")
@@ -354,7 +355,8 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
         **tree_meta,
     }
     texts = "".join(json.dumps({k: i[k] for k in ("seq_id", "split", "line", "prompt", "completion", "tokens",
-                                                  "finish", *TEXT_KEYS) if k in i}) + "\n"
+                                                  "finish", *(TEXT_KEYS if "turn" in i else ())) if k in i})
+                    + "\n"
                     for i in sorted(infos, key=lambda i: i["seq_id"]))
     atomic_write_text(out / TEXTS_FILE, texts)
     write_dataset(out, {**tables, **trees}, metadata)

@@ -20,17 +20,21 @@ Spec-Bench's multi-turn conversation, and overall):
 
 A group's or category's figures are those of the comparison computed on its records alone (every block
 belongs to one text, every text to one category). The overall column is the whole split, as in the main
-table; a group or category counts its speculation blocks only (the target-only step that ends a text at its
-token budget is left out, as the split's count of calls without a draft is not kept per text).
+table; a group or category counts its target calls without a draft (a prompt-lookup miss, the target-only step
+that ends a text at its token budget) from the texts' target calls in ``texts.jsonl``, so its figures are
+priced as the overall column's are (without that file: its speculation blocks only).
 """
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from evolve.eval.costs import Costs
+from evolve.harvest.resume import TEXTS_FILE
 from evolve.eval.evaluator import EvalData
 from evolve.kinds.registry import KINDS
 from evolve.report.compare.rows import REFERENCE_RULE, ComparedRule, Comparison, Row
@@ -88,6 +92,17 @@ def position_acceptance(traces: Traces, gamma: int) -> np.ndarray:
     return out
 
 
+def _text_calls(data_dir, split: str) -> list[tuple[str, int]] | None:
+    """(category, target calls) of every text of ``split`` in the dataset's ``texts.jsonl`` (a harvest of a
+    structured prompts file writes both), or None when it has no such file or keys."""
+    try:
+        with open(Path(data_dir) / TEXTS_FILE, encoding="utf-8") as f:
+            texts = [json.loads(line) for line in f if line.strip()]
+        return [(t["category"], int(t["target_calls"])) for t in texts if t["split"] == split]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _scored(entries: Sequence[ComparedRule], data: EvalData, traces: Traces, gamma: int | None,
             options: BenchmarkOptions, costs: Costs | None, tune) -> list[Row]:
     """The rows of one group or category: the reference rule and the champions, then the kinds' competitors (bounds
@@ -121,17 +136,21 @@ def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[Co
     gamma = block_gamma(EvalData.from_traces(traces, share=False), options.gamma)
     tune = _tuning_split(options.data_dir, (split,), {})
     present = set(traces["category"].tolist())
-    parts: list[tuple[str, np.ndarray | None]] = []
+    parts: list[tuple[str, tuple[str, ...] | None]] = []
     if by_category:
-        parts += [(c, traces["category"] == c) for c in category_order(present)]
-    parts += [(g.label, np.isin(traces["category"], g.categories)) for g in groups_of(present)
+        parts += [(c, (c,)) for c in category_order(present)]
+    parts += [(g.label, g.categories) for g in groups_of(present)
               if not by_category or len(g.categories) > 1]  # a one-category group repeats its category
     parts.append((OVERALL, None))
+    texts = _text_calls(options.data_dir, split)
     rows: dict[str, list[Row | None]] = {}
     acceptance: dict[str, np.ndarray] = {}
-    for i, (label, mask) in enumerate(parts):
-        part = traces if mask is None else subset(traces, mask)
+    for i, (label, categories) in enumerate(parts):
+        part = traces if categories is None else subset(traces, np.isin(traces["category"], categories))
         data = EvalData.from_traces(part, share=False)
+        if categories is not None and texts is not None and data.depth is not None:
+            calls = sum(n for category, n in texts if category in categories)
+            data.no_draft_calls = max(0, calls - int(np.count_nonzero(data.depth == 0)))
         for row in _scored(chosen, data, part, gamma, options, costs, tune):
             rows.setdefault(row.heuristic, [None] * len(parts))[i] = row
         if gamma is not None and part.has("draft_index"):
