@@ -5,6 +5,7 @@ The harvests run on the tiny offline Llama models of ``conftest.py`` (``llama_fi
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -199,6 +200,15 @@ def test_per_category_tables_only_for_data_with_categories(spec_harvest, vocab_d
     _, plain = category_benchmark(BenchmarkOptions(data_dir=vocab_dataset, split="test", repeats=1,
                                                    champions_dir=tmp_path / "none"))
     assert "Per task group" not in plain and "Per category" not in plain
+    _, as_json = category_benchmark(dataclasses.replace(options, fmt="json"))
+    found = json.loads(as_json)["categories"]["test"]
+    assert found["columns"] == ["QA", "chat", "sum", "Overall"]
+    overall = found["rows"]["standard_rejection"][-1]
+    assert overall["tokens_per_call"] > 1 and overall["tokens_per_second"] > 0
+    assert len(found["acceptance"]["Overall"]) == 4
+    _, plain_json = category_benchmark(BenchmarkOptions(data_dir=vocab_dataset, split="test", repeats=1, fmt="json",
+                                                        champions_dir=tmp_path / "none"))
+    assert "categories" not in json.loads(plain_json)
 
 
 @pytest.mark.usefixtures("one_thread")

@@ -1,7 +1,8 @@
 """``benchmark.py`` per question category: Spec-Bench's leaderboard layout for data with a ``category`` column.
 
 When a scored split has the optional record column ``category`` (a harvest of a Spec-Bench-style prompts file,
-:mod:`evolve.harvest.prompts`), the comparison's text (formats ``table`` and ``markdown``) ends with tables in
+:mod:`evolve.harvest.prompts`), the comparison's text (formats ``table`` and ``markdown``; JSON: the key
+``categories``) ends with tables in
 the field's terms, per task group of Spec-Bench (:mod:`evolve.report.spec_bench`: multi-turn conversation,
 translation, summarization, question answering, mathematical reasoning, retrieval-augmented generation) and
 overall, or per category (``--by-category``: the categories, then the groups of several categories, e.g.
@@ -196,10 +197,24 @@ def format_categories(fig: CategoryFigures) -> str:
     return fit_width("\n".join(lines)) + "\n"
 
 
+def figures_json(fig: CategoryFigures) -> dict:
+    """The figures as plain JSON values: ``columns`` (labels), ``rows`` (rule -> per column an object with
+    ``tokens_per_call``, ``speedup`` and ``tokens_per_second``, or null), ``acceptance`` (label -> rates per
+    draft position)."""
+    def cell(r: Row | None) -> dict | None:
+        if r is None:
+            return None
+        return {k: r.value(k) for k in ("tokens_per_call", "speedup", "tokens_per_second")}
+
+    return {"columns": fig.columns, "rows": {name: [cell(r) for r in rows] for name, rows in fig.rows.items()},
+            "acceptance": {label: rates.tolist() for label, rates in fig.acceptance.items()}}
+
+
 def category_benchmark(options: BenchmarkOptions, by_category: bool = False) -> tuple[Comparison, str]:
     """:func:`evolve.report.compare.table.benchmark`, and for every scored split with a ``category`` column the
     per-category tables (module doc) after its text (formats ``table`` and ``markdown``; a fenced block in
-    Markdown). Writes ``options.output`` when given, after everything is computed.
+    Markdown; in JSON the key ``categories``: split -> :func:`figures_json`). Writes ``options.output`` when
+    given, after everything is computed.
 
     Returns: (comparison, text). Raises: InputError for any bad input.
     """
@@ -210,18 +225,24 @@ def category_benchmark(options: BenchmarkOptions, by_category: bool = False) -> 
     check_output(options.output, inputs=(options.data_dir, *options.champions, options.costs),
                  champion_dirs=(options.champions_dir or default_champions_dir(),))
     comparison, text = benchmark(dataclasses.replace(options, output=None, fmt=fmt))
-    if fmt in ("table", "markdown"):
+    if fmt in ("table", "markdown", "json"):
         entries = collect_entries(list(options.champions), options.champions_dir)
         costs = load_costs(options.costs) if options.costs is not None else None
+        found = {}
         for split in resolve_splits(options.split):
             fig = category_figures(options, split, entries, costs, by_category)
-            if fig is not None:
+            if fig is None:
+                continue
+            found[split] = figures_json(fig)
+            if fmt != "json":
                 extra = format_categories(fig)
                 text = text.rstrip("\n") + "\n" + (f"\n```\n{extra.strip()}\n```\n" if fmt == "markdown" else extra)
+        if fmt == "json" and found:
+            text = json.dumps({**json.loads(text), "categories": found}, indent=2) + "\n"
     if options.output is not None:
         write_output(text, options.output)
     return comparison, text
 
 
-__all__ = ["CategoryFigures", "OVERALL", "category_benchmark", "category_figures", "format_categories",
+__all__ = ["CategoryFigures", "OVERALL", "category_benchmark", "category_figures", "figures_json", "format_categories",
            "position_acceptance", "subset"]
