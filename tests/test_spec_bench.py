@@ -289,3 +289,22 @@ def test_tree_rows_carry_the_text_columns(llama_files, spec_prompts, tmp_path):
         seq = dict(zip(records[name]["seq_id"].tolist(), records[name]["question_id"].tolist()))
         assert all(seq[s] == q for s, q in zip(table.columns["seq_id"].tolist(),
                                                table.columns["question_id"].tolist()) if s in seq)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_multi_turn_harvest_resumes_to_the_same_dataset(llama_files, spec_prompts, spec_harvest, tmp_path):
+    from harvest_helpers import harvest_config, stop_after
+
+    from evolve.harvest import loop as hv
+    from evolve.traces.io import SPLITS, load_dataset
+
+    out = tmp_path / "resumed"
+    config = harvest_config(llama_files, out, prompts=spec_prompts, skip_layers=(1, 2), max_new_tokens=8)
+    first = hv.harvest(config, progress=False, on_text_done=stop_after(5))  # first turns only: answers on disk
+    assert first.interrupted and first.texts_done == 5
+    hv.harvest(config, progress=False)
+    whole, _ = spec_harvest
+    assert (out / "texts.jsonl").read_text() == (whole / "texts.jsonl").read_text()
+    a, b = load_dataset(out), load_dataset(whole)
+    for name in SPLITS:
+        assert a[name].to_frame().equals(b[name].to_frame())
