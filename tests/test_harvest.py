@@ -468,10 +468,12 @@ def test_option_parsers_and_split_rule():
             LAYER_LIST.convert(bad, None, None)
     with pytest.raises(click.BadParameter, match="SINK,RECENT"):
         WINDOW.convert("5", None, None)
-    splits = hv.assign_splits(30, 3)
+    from evolve.harvest.prompts import assign_splits, processing_order
+
+    splits = assign_splits(30, 3)
     assert [len(splits[s]) for s in SPLITS] == [24, 3, 3]
-    assert sorted(sum(splits.values(), [])) == list(range(30)) and splits == hv.assign_splits(30, 3)
-    order = hv.processing_order(splits)
+    assert sorted(sum(splits.values(), [])) == list(range(30)) and splits == assign_splits(30, 3)
+    order = processing_order(splits)
     assert sorted(order) == list(range(30))
     assert all(set(order[:9]) & set(splits[s]) for s in SPLITS)  # every split early on
 
@@ -492,5 +494,7 @@ def test_prompt_encoding_uses_the_chat_template():
     tok.chat_template = ("{% for m in messages %}<s> {{ m['content'] }} {% endfor %}"
                          "{% if add_generation_prompt %}w0{% endif %}")
     assert hv.encode_prompt(tok, "w5 w6", "p") == [1, 8, 9, 3]
+    # a later turn: the earlier turn and the model's answer as user and assistant messages, then the turn
+    assert hv.encode_prompt(tok, "w7", "p", history=[("w5", "w6 w8")]) == [1, 8, 1, 9, 11, 1, 10, 3]
     with pytest.raises(InputError, match="token id 31 is outside the models' 20 logits"):
         hv.encode_prompt(tok, "w28", "p", vocab=20)

@@ -1,7 +1,8 @@
 """``python benchmark.py``: the comparison table and its subcommands ``simulate``, ``perf`` and ``pareto``.
 
 With no subcommand it scores every registered rule and every champion on a
-split (:mod:`evolve.report.compare.table`).
+split (:mod:`evolve.report.compare.table`), per question category too on data with categories
+(:mod:`evolve.report.compare.categories`).
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from evolve.cli.simulate import simulate
 from evolve.cli.trees import trees
 from evolve.eval.costs import DEFAULT_COST_RATIO, ratio_costs
 from evolve.report.compare.rows import DEFAULT_REPEATS, FORMATS, SPLIT_CHOICES
-from evolve.report.compare.table import BenchmarkOptions, benchmark
+from evolve.report.compare.categories import category_benchmark
+from evolve.report.compare.table import BenchmarkOptions
 from evolve.report.compare.format import printed_verdict
 from evolve.report.compare.verdict import compute_verdict
 from evolve.report.output import resolve_format
@@ -51,14 +53,18 @@ from evolve.report.output import resolve_format
 @click.option("--concurrency", type=CommaList(click.IntRange(1, 100_000)), default=None, metavar="R,R,...",
               help="With --costs: throughput of every speculation row against R concurrent requests decoded together "
                    "(the cost file's batch_forward_s curve), as speedup over plain decoding.")
+@click.option("--by-category", is_flag=True, default=False,
+              help="On data with a category column (a Spec-Bench-style harvest): the per-category tables list the "
+                   "13 categories as well as Spec-Bench's task groups and overall.")
 @click.pass_context
 def cli(ctx: click.Context, **options) -> None:
     """Score every registered rule and champion on a split and print the acceptance-quality benchmark table."""
     if ctx.invoked_subcommand is not None:
         return
     speedup_costs = ratio_costs(options.pop("cost_ratio"))  # --cost-ratio c: the cost file of c, in memory
+    by_category = options.pop("by_category")
     o = BenchmarkOptions(**{**options, "concurrency": tuple(options["concurrency"] or ())}, speedup_costs=speedup_costs)
-    comparison, text = benchmark(o)
+    comparison, text = category_benchmark(o, by_category)
     echo_outputs(text if text.endswith("\n") else text + "\n", o.output, f"{len(comparison.rows)} rows", None)
     if resolve_format(o.fmt, o.output, FORMATS) in ("csv", "json"):  # table and markdown carry their notes
         for note in comparison.notes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import click
 
 from evolve.cli.inventory import OutputPath
+from evolve.cli.types import CommaList
 from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafter, drafter_values
 from evolve.traces.synth.generate import format_stats
 from evolve.harvest.config import DTYPES, HarvestConfig
@@ -24,7 +25,11 @@ EXIT_INTERRUPTED = 130
 @click.option("--target", "target", required=True, metavar="PATH",
               help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
 @click.option("--prompts", "prompts", required=True, metavar="FILE",
-              help="Text file, one prompt per line (the tokenizer's chat template is applied when it has one).")
+              help="Text file, one prompt per line, or (a .jsonl file) Spec-Bench-style JSON Lines: one object per "
+                   "line with 'turns' (list of user turns) and optional 'category' and 'question_id'; later turns "
+                   "follow the model's answers. The tokenizer's chat template is applied when it has one.")
+@click.option("--categories", default=None, type=CommaList(unique_sorted=True), metavar="NAME,...",
+              help="With a .jsonl prompts file: harvest only the questions of these categories.")
 @click.option("--gamma", default=5, show_default=True, type=click.IntRange(min=1),
               help="Draft length (tokens per block).")
 @click.option("--max-new-tokens", default=128, show_default=True, type=click.IntRange(min=2),
@@ -76,7 +81,7 @@ def harvest(**options):
     rejection); the text advances by the standard rule, so it is distributed as the target's.
     With --tree-nodes: draft trees verified by SpecInfer (also lossless), one record per node of
     each tree's first path and one row per node in {split}.trees.parquet.
-    Splits are by prompt. Ctrl-C keeps every finished text; the same command resumes.
+    Splits are by question, within each category when the prompts have categories. Ctrl-C keeps every finished text; the same command resumes.
     """
     shards, scheduler, progress = options.pop("shards"), options.pop("scheduler"), options.pop("progress")
     drafters = drafter_values(options)

@@ -13,6 +13,7 @@ import click
 from evolve.harvest.config import DTYPES
 from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafter, drafter_values
 from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
+from evolve.cli.types import CommaList
 from evolve.report.live import FORMATS, LiveOptions, live_command
 
 
@@ -21,7 +22,12 @@ from evolve.report.live import FORMATS, LiveOptions, live_command
 @click.option("--target", required=True, metavar="PATH",
               help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
 @click.option("--prompts", required=True, metavar="FILE",
-              help="Text file, one prompt per line (the tokenizer's chat template is applied when it has one).")
+              help="Text file, one prompt per line, or (a .jsonl file) Spec-Bench-style JSON Lines with 'turns' and "
+                   "optional 'category' and 'question_id' (the tokenizer's chat template is applied when it has "
+                   "one).")
+@click.option("--categories", default=None, type=CommaList(unique_sorted=True), metavar="NAME,...",
+              help="With a .jsonl prompts file: decode only the questions of these categories (with --data: the "
+                   "categories it was harvested with).")
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="Harvested dataset whose --split prompts to decode (the prompts file it was harvested from; "
                    "default: every prompt).")

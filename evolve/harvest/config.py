@@ -39,6 +39,8 @@ class HarvestConfig:
     ``tree_nodes`` (None: chain blocks of ``gamma`` drafts) makes it a tree harvest: every target call
     verifies a draft tree of at most that many nodes, grown with ``tree_width`` children per expansion
     (:mod:`evolve.harvest.trees`, docs/reference/trees.md); ``gamma`` is then not used.
+    ``categories`` (None: all) keeps only the questions of these categories of a structured prompts file
+    (:meth:`evolve.harvest.prompts.PromptFile.select`).
     """
 
     target: str
@@ -58,6 +60,7 @@ class HarvestConfig:
     backend: str = "torch"
     tree_nodes: int | None = None
     tree_width: int = 2
+    categories: tuple[str, ...] | None = None
 
     def __init__(self, target: str, prompts: str, **options: Any):
         """``options``: the fields above by name, and the drafters' fields (a value or None).
@@ -92,6 +95,10 @@ class HarvestConfig:
         with its value or None, no ``drafters``."""
         d = asdict(self)
         del d["drafters"]
+        if d["categories"] is None:  # written only when given, so the metadata of other harvests is as before
+            del d["categories"]
+        else:
+            d["categories"] = list(d["categories"])
         given = dict(self.drafters)
         return {"target": d.pop("target"), "prompts": d.pop("prompts"),
                 **{name: given.get(name) for name in drafter_fields()}, **d}
@@ -126,6 +133,8 @@ class HarvestConfig:
             raise InputError(f"unknown dtype '{self.dtype}' (choose from {', '.join(DTYPES)})", param="dtype")
         for drafter in chosen_drafters(self):
             drafter.check_value(getattr(self, drafter.field))
+        if self.categories is not None and not self.categories:
+            raise InputError("give at least one category", param="categories")
         self.check_tree()
 
     def check_tree(self) -> None:

@@ -54,7 +54,8 @@ Draft trees (``tree_nodes``): texts are decoded one at a time by tree steps inst
 (:mod:`evolve.harvest.trees`, :mod:`evolve.engine.tree_draft`, docs/reference/trees.md); the records are
 those of each tree's first path, and every node goes into the tree table.
 
-Columns: ``seq_id`` = text index (0-based, among the non-blank lines of the prompts file),
+Columns: ``seq_id`` = text index (0-based: the non-blank lines of a plain prompts file, every turn of every
+question of a JSON Lines one, :mod:`evolve.harvest.prompts`),
 ``position`` = index in the generated continuation of the token being drafted (the positions
 of the records after a rejection repeat in the next block, as they should), ``draft_index``
 = depth 0..k-1.
@@ -76,7 +77,9 @@ from evolve.engine.drafter_base import Drafter
 from evolve.engine.drafters import chosen_drafters, drafter_for
 from evolve.engine.models import LoadedModel, check_same_tokenizer, eos_ids, resolve_model, sha256_file
 from evolve.harvest.progress import ProgressBar, stderr_console
-from evolve.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
+from evolve.harvest.prompts import (
+    PromptFile, assign_question_splits, encode_prompt, processing_order, read_prompt_file, split_rule, turn_passes,
+)
 from evolve.harvest.resume import (
     GENERATOR, MANIFEST_FILE, WORK_DIR, check_out_dir, consolidate, finished_texts, fingerprint,
     part_path, tree_part_path, write_part, write_tree_part,
@@ -341,22 +344,67 @@ class HarvestResult:
     seconds: float
 
 
-def prepare(config: HarvestConfig) -> tuple[list[str], list[int], dict, str, Path, Path]:
+def prepare(config: HarvestConfig) -> tuple[PromptFile, dict, str, Path, Path]:
     """Everything a harvest checks and reads before loading a model: the options, the prompts
-    (texts and their line numbers), their split assignment, the prompts file's SHA-256, and the
-    output and work directories (checked: writable, not an input, holding nothing else).
+    (:class:`evolve.harvest.prompts.PromptFile`, the ``categories`` selected), their split assignment, the
+    prompts file's SHA-256, and the output and work directories (checked: writable, not an input, holding
+    nothing else).
 
-    Returns: (prompts, lines, splits, prompts_sha, out, work).
-    Raises: InputError as :func:`read_prompts`, :func:`assign_splits` and the output checks.
+    Returns: (prompts, splits, prompts_sha, out, work).
+    Raises: InputError as :func:`evolve.harvest.prompts.read_prompt_file`,
+    :func:`evolve.harvest.prompts.assign_question_splits`, :meth:`evolve.harvest.prompts.PromptFile.select` and
+    the output checks.
     """
     config.check()
-    prompts, lines = read_prompts(config.prompts)
-    splits = assign_splits(len(prompts), config.seed)
+    prompts = read_prompt_file(config.prompts).select(config.categories)
+    splits = assign_question_splits(prompts, config.seed)
     prompts_sha = sha256_file(config.prompts)
     out = check_output_dir(config.out, (config.target, config.draft_model, config.prompts))
     work = out / WORK_DIR
     check_out_dir(out, work, None)
-    return prompts, lines, splits, prompts_sha, out, work
+    return prompts, splits, prompts_sha, out, work
+
+
+def text_columns(prompts: PromptFile, index: int) -> dict[str, Any]:
+    """The text columns (:data:`evolve.traces.schema.TEXT_COLUMNS`) of text ``index``'s records: its category
+    and question id where the prompts file gives them (empty for a plain file)."""
+    text = prompts.texts[index]
+    return {k: v for k, v in (("category", text.category), ("question_id", text.question_id)) if v is not None}
+
+
+class TurnEncoder:
+    """Token ids of every text of a harvest, a later turn's with its question's earlier answers.
+
+    A first turn is :func:`evolve.harvest.prompts.encode_prompt` of its prompt; a later turn gets the earlier
+    turns and the model's answers to them (decoded with special tokens skipped, stripped) as the chat history,
+    as Spec-Bench decodes multi-turn questions. ``answers`` maps a finished text to its completion ids (a
+    text finished in an earlier run is read from its part file, ``parts``: text -> part path).
+    """
+
+    def __init__(self, prompts: PromptFile, tokenizer, vocab: int, parts: dict[int, Path] | None = None):
+        self.prompts, self.tokenizer, self.vocab = prompts, tokenizer, vocab
+        self.parts = parts or {}
+        self.answers: dict[int, list[int]] = {}
+        self.contexts: dict[int, str] = {}
+
+    def answer(self, index: int) -> str:
+        """The decoded answer of finished text ``index``. Raises: KeyError when it is not finished."""
+        if index not in self.answers:
+            from evolve.harvest.resume import read_parts
+
+            info = next(i for _, i in read_parts(self.parts[index]) if i["seq_id"] == index)
+            self.answers[index] = [int(t) for t in info["completion_ids"]]
+        return self.tokenizer.decode(self.answers[index], skip_special_tokens=True).strip()
+
+    def __call__(self, index: int) -> list[int]:
+        """The prompt ids of text ``index`` (a later turn's after its earlier turns are finished)."""
+        earlier = self.prompts.earlier_turns(index)
+        history = [(self.prompts.texts[e].prompt, self.answer(e)) for e in earlier]
+        ids = encode_prompt(self.tokenizer, self.prompts.texts[index].prompt, self.prompts.where(index), self.vocab,
+                            history=history)
+        if history:
+            self.contexts[index] = self.tokenizer.decode(ids, skip_special_tokens=False)
+        return ids
 
 
 def harvest(config: HarvestConfig, progress: bool = True,
@@ -374,10 +422,13 @@ def harvest(config: HarvestConfig, progress: bool = True,
     text in progress is dropped (it is redone on resume) and the finished ones are consolidated
     into a valid dataset (if every split has a finished text); ``interrupted`` is then True.
 
-    Raises: InputError for bad options or files (see :func:`build`, :func:`read_prompts`,
-    :func:`assign_splits`), or an output directory holding other data or other settings.
+    A later turn of a multi-turn question is decoded after every first turn, prompted with its question's
+    earlier turns and the model's answers (:class:`TurnEncoder`).
+
+    Raises: InputError for bad options or files (see :func:`build` and :func:`prepare`), or an output
+    directory holding other data or other settings.
     """
-    prompts, lines, splits, prompts_sha, out, work = prepare(config)
+    prompts, splits, prompts_sha, out, work = prepare(config)
     console = console or stderr_console()
     if progress and console.is_terminal:
         console.print(f"harvest: loading and hashing the models ({config.target}"
@@ -386,13 +437,13 @@ def harvest(config: HarvestConfig, progress: bool = True,
     settings = fingerprint(config, setup.description, prompts_sha)
     check_out_dir(out, work, settings)
     tokenizer = setup.target.tokenizer
-    encoded = [encode_prompt(tokenizer, p, f"{config.prompts}, line {ln}", setup.engine.vocab)
-               for p, ln in zip(prompts, lines)]
+    done = finished_texts(work)  # the parts of both kinds: a sharded harvest may be resumed in one process
+    encode = TurnEncoder(prompts, tokenizer, setup.engine.vocab, done)
+    encoded = {t: encode(t) for t, text in enumerate(prompts.texts) if text.turn == 1}
     atomic_write_text(work / MANIFEST_FILE, json.dumps(
-        {"generator": GENERATOR, "fingerprint": settings, "texts_total": len(prompts)}, indent=2))
+        {"generator": GENERATOR, "fingerprint": settings, "texts_total": len(prompts.texts)}, indent=2))
     split_of = {t: name for name, idx in splits.items() for t in idx}
     order = processing_order(splits)
-    done = finished_texts(work)  # the parts of both kinds: a sharded harvest may be resumed in one process
     todo = [t for t in order if t not in done]
     done_before = len(order) - len(todo)
 
@@ -405,35 +456,48 @@ def harvest(config: HarvestConfig, progress: bool = True,
         tokens += n
         bar.tokens(tokens, time.perf_counter() - t0)
 
+    def prompt_ids(t: int) -> list[int]:
+        if t not in encoded:  # a later turn: its question's earlier turns are finished by now
+            encoded[t] = encode(t)
+        return encoded[t]
+
     forward_before = setup.engine.forward_seconds()
     try:
         with bar:
-            texts = ((t, encoded[t], text_rng(config.seed, t)) for t in todo)
-            if config.tree_nodes is None:
-                results = ((t, result, None) for t, result in setup.engine.run_texts(
-                    texts, config.gamma, config.max_new_tokens, config.batch_size, on_block))
-            else:
-                from evolve.harvest.trees import run_tree_texts
+            for turn_todo in turn_passes(prompts, todo):  # later turns after every earlier one (one pass: plain)
+                texts = ((t, prompt_ids(t), text_rng(config.seed, t)) for t in turn_todo)
+                if config.tree_nodes is None:
+                    results = ((t, result, None) for t, result in setup.engine.run_texts(
+                        texts, config.gamma, config.max_new_tokens, config.batch_size, on_block))
+                else:
+                    from evolve.harvest.trees import run_tree_texts
 
-                results = run_tree_texts(setup.engine, texts, config.tree_nodes, config.tree_width,
-                                         config.max_new_tokens, on_block)
-            for t, result, trees in results:
-                info = {"seq_id": t, "split": split_of[t], "line": lines[t], "prompt": prompts[t],
-                        "completion": tokenizer.decode(result.tokens, skip_special_tokens=False),
-                        "completion_ids": result.tokens, "prompt_tokens": len(encoded[t]),
-                        "tokens": len(result.tokens), "finish": result.finish,
-                        "target_calls": result.target_calls, "blocks": len(result.blocks)}
-                if trees is not None:  # the tree table first: the records part marks the text done
-                    info["trees"] = int(trees["tree"].nunique())
-                    write_tree_part(tree_part_path(work, t), trees)
-                write_part(part_path(work, t), result.frame(t), info)
-                bar.text_done()
-                if on_text_done is not None:
-                    on_text_done(t)
+                    results = run_tree_texts(setup.engine, texts, config.tree_nodes, config.tree_width,
+                                             config.max_new_tokens, on_block)
+                for t, result, trees in results:
+                    text = prompts.texts[t]
+                    info = {"seq_id": t, "split": split_of[t], "line": text.line, "prompt": text.prompt,
+                            "completion": tokenizer.decode(result.tokens, skip_special_tokens=False),
+                            "completion_ids": result.tokens, "prompt_tokens": len(encoded[t]),
+                            "tokens": len(result.tokens), "finish": result.finish,
+                            "target_calls": result.target_calls, "blocks": len(result.blocks)}
+                    columns = text_columns(prompts, t)
+                    if prompts.structured:
+                        info.update(columns, turn=text.turn, **({"context": encode.contexts[t]}
+                                                                if t in encode.contexts else {}))
+                    if trees is not None:  # the tree table first: the records part marks the text done
+                        info["trees"] = int(trees["tree"].nunique())
+                        write_tree_part(tree_part_path(work, t), trees.assign(**columns))
+                    write_part(part_path(work, t), result.frame(t).assign(**columns), info)
+                    encode.answers[t] = result.tokens
+                    bar.text_done()
+                    if on_text_done is not None:
+                        on_text_done(t)
     except KeyboardInterrupt:
         interrupted = True
     seconds = time.perf_counter() - t0
     consolidated, stats, n_done = consolidate(out, config, setup.description, splits, prompts_sha,
                                               run_seconds=seconds, run_tokens=tokens,
-                                              run_forward_seconds=setup.engine.forward_seconds() - forward_before)
+                                              run_forward_seconds=setup.engine.forward_seconds() - forward_before,
+                                              split_rule=split_rule(prompts) if prompts.structured else None)
     return HarvestResult(out, n_done, len(order), interrupted, consolidated, stats, tokens, seconds)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from evolve.harvest.resume import COLUMN_ORDER
-from evolve.traces.schema import COLUMNS
+from evolve.traces.schema import COLUMNS, DTYPES, TEXT_COLUMNS
 
 
 @dataclass
@@ -44,13 +44,12 @@ class TextResult:
             for name, values in parts.items():
                 cols.setdefault(name, []).append(values)
         if not cols:
-            return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in COLUMN_ORDER})
+            return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in COLUMN_ORDER if c not in TEXT_COLUMNS})
         return pd.DataFrame({c: np.concatenate(cols[c]) for c in COLUMN_ORDER if c in cols})
 
 
 def _dtype(col: str) -> str:
-    value_type = next(c.value_type for c in COLUMNS if c.name == col)
-    return {"int": "int64", "float": "float64", "bool": "bool"}[value_type]
+    return DTYPES[next(c.value_type for c in COLUMNS if c.name == col)]
 
 
 __all__ = ["BlockResult", "TextResult"]

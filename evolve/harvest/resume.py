@@ -42,7 +42,7 @@ from evolve.engine.models import _short
 from evolve.harvest.prompts import HELD_OUT_FRACTION
 from evolve.traces.io import METADATA_FILE, SPLITS, Traces, load_metadata, write_dataset
 from evolve.files.atomic import atomic_write_bytes, atomic_write_text
-from evolve.traces.schema import COLUMNS, split_stats
+from evolve.traces.schema import COLUMNS, TEXT_COLUMNS, split_stats
 
 GENERATOR = "harvest"
 #: 2: records carry ``block_residual_mass`` and ``target_rank`` (a run of version 1 cannot be resumed).
@@ -51,6 +51,10 @@ WORK_DIR = ".harvest"
 MANIFEST_FILE = "manifest.json"
 TEXTS_FILE = "texts.jsonl"
 COLUMN_ORDER = [c.name for c in COLUMNS]
+#: Keys of ``texts.jsonl`` that only the texts of a structured prompts file have (:mod:`evolve.harvest.prompts`):
+#: the question's category and id, the turn, (a later turn) the decoded context it was prompted with, and the
+#: text's target calls (so per-category figures count the calls without a draft, :mod:`evolve.report.compare`).
+TEXT_KEYS: tuple[str, ...] = ("category", "question_id", "turn", "context", "target_calls")
 PARTS_DIR = "parts"
 _TEXT_PART = re.compile(r"text-(\d{6,})\.parquet")
 _SHARD_PART = re.compile(r"shard-(\d{5,})-of-(\d{5,})\.parquet")
@@ -77,6 +81,7 @@ def fingerprint(config: HarvestConfig, description: dict[str, Any], prompts_sha:
         **({"backend": config.backend} if config.backend != "torch" else {}),
         **({"tree_nodes": config.tree_nodes, "tree_width": config.tree_width} if config.tree_nodes is not None
            else {}),
+        **({"categories": list(config.categories)} if config.categories is not None else {}),
     }
 
 
@@ -144,7 +149,8 @@ def write_tree_part(path: Path, df: pd.DataFrame) -> None:
 
 def read_tree_part(path: Path) -> pd.DataFrame:
     """A text's tree table written by :func:`write_tree_part`: the columns of
-    :data:`evolve.traces.trees.TREE_COLUMNS`, and of ``RELAX_COLUMNS`` when it has them. Raises: InputError when it
+    :data:`evolve.traces.trees.TREE_COLUMNS`, and of ``RELAX_COLUMNS`` and the text columns
+    (:data:`evolve.traces.schema.TEXT_COLUMNS`) when it has them. Raises: InputError when it
     is missing or damaged."""
     from evolve.traces.trees import RELAX_COLUMN_NAMES, TREE_COLUMN_NAMES
 
@@ -157,7 +163,8 @@ def read_tree_part(path: Path) -> pd.DataFrame:
         raise InputError(f"{path}: missing or damaged tree table ({_short(exc)}); delete the text's part "
                          f"{path.name.replace('.trees', '')} to redo it") from None
     relax = [c for c in RELAX_COLUMN_NAMES if c in df.columns]
-    return df[list(TREE_COLUMN_NAMES) + (relax if len(relax) == len(RELAX_COLUMN_NAMES) else [])]
+    text = [c for c in TEXT_COLUMNS if c in df.columns]
+    return df[list(TREE_COLUMN_NAMES) + (relax if len(relax) == len(RELAX_COLUMN_NAMES) else []) + text]
 
 
 def write_shard_part(path: Path, texts: Sequence[tuple[pd.DataFrame, dict[str, Any]]]) -> None:
@@ -267,7 +274,7 @@ def check_out_dir(out: Path, work: Path, settings: dict[str, Any] | None) -> Non
 
 def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], splits: dict[str, list[int]],
                 prompts_sha: str, run_seconds: float = 0.0, run_tokens: int = 0,
-                run_forward_seconds: float = 0.0) -> tuple[bool, dict[str, dict], int]:
+                run_forward_seconds: float = 0.0, split_rule: str | None = None) -> tuple[bool, dict[str, dict], int]:
     """Gather the finished texts' part files (of both kinds, see :func:`finished_texts`) into
     train/valid/test, texts.jsonl and metadata.json. Each split lists its texts in the order of
     ``splits[name]``, whichever part holds them, so the files equal those of a one-process harvest.
@@ -275,7 +282,8 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
     ``run_seconds``, ``run_tokens`` and ``run_forward_seconds`` (time inside model forward passes)
     describe this run and go into ``metadata.json`` under ``last_run``. A tree harvest (``config.tree_nodes``)
     also writes ``{split}.trees.parquet`` (the texts' tree tables in the same order), its settings under
-    ``tree`` and per split ``statistics.{split}.trees`` (:func:`tree_stats`).
+    ``tree`` and per split ``statistics.{split}.trees`` (:func:`tree_stats`). ``split_rule``: the split rule in
+    words (:func:`evolve.harvest.prompts.split_rule`; None: that of a plain prompts file).
 
     Returns (written, {split: stats}, texts done). Nothing is written unless every split has a
     finished text. Raises: InputError for a damaged part file, a text in two part files, or a finished
@@ -331,9 +339,9 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
         "seed": config.seed,
         "config": {**config.to_dict(), "prompts_sha256": prompts_sha,
                    "prompts_path": str(Path(config.prompts).resolve()), **description,
-                   "split_rule": (f"rng = numpy.random.default_rng(seed); perm = rng.permutation(n); "
-                                  f"h = max(1, round({HELD_OUT_FRACTION} n)); valid = perm[:h], "
-                                  f"test = perm[h:2h], train = perm[2h:]"),
+                   "split_rule": split_rule or (f"rng = numpy.random.default_rng(seed); perm = rng.permutation(n); "
+                                                f"h = max(1, round({HELD_OUT_FRACTION} n)); valid = perm[:h], "
+                                                f"test = perm[h:2h], train = perm[2h:]"),
                    "text_rng": "numpy.random.default_rng([seed, seq_id])"},
         "splits": {s: splits[s] for s in SPLITS},
         "complete": is_complete,
@@ -347,7 +355,8 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
         **tree_meta,
     }
     texts = "".join(json.dumps({k: i[k] for k in ("seq_id", "split", "line", "prompt", "completion", "tokens",
-                                                  "finish")}) + "\n"
+                                                  "finish", *(TEXT_KEYS if "turn" in i else ())) if k in i})
+                    + "\n"
                     for i in sorted(infos, key=lambda i: i["seq_id"]))
     atomic_write_text(out / TEXTS_FILE, texts)
     write_dataset(out, {**tables, **trees}, metadata)

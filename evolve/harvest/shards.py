@@ -52,10 +52,10 @@ import pandas as pd
 from evolve.cluster import ClusterOptions, dask_client
 from evolve.errors import InputError
 from evolve.harvest.config import HarvestConfig
-from evolve.harvest.loop import HarvestResult, Setup, build, prepare, text_rng
+from evolve.harvest.loop import HarvestResult, Setup, build, prepare, text_columns, text_rng
 from evolve.engine.models import sha256_file
 from evolve.harvest.progress import ProgressBar, stderr_console
-from evolve.harvest.prompts import assign_splits, encode_prompt, processing_order, read_prompts
+from evolve.harvest.prompts import assign_question_splits, encode_prompt, processing_order, read_prompt_file, split_rule
 from evolve.harvest.resume import (
     GENERATOR, MANIFEST_FILE, check_out_dir, consolidate, finished_texts, fingerprint, read_parts, shard_part_path,
     tree_part_path, write_shard_part, write_tree_part,
@@ -131,16 +131,16 @@ def harvest_shard(job: ShardJob) -> ShardOutcome:
     outcome = ShardOutcome(job.shard, description=setup.description)
     if job.settings is None:
         return outcome
-    prompts, lines = read_prompts(config.prompts)
+    prompts = read_prompt_file(config.prompts).select(config.categories)
     mine = fingerprint(config, setup.description, sha256_file(config.prompts))
     if mine != job.settings:
         raise InputError(f"shard {job.shard}: the models or prompts this worker reads differ from the client's "
                          f"(settings {json.dumps(mine, sort_keys=True)[:200]})")
-    splits = assign_splits(len(prompts), config.seed)
+    splits = assign_question_splits(prompts, config.seed)
     split_of = {t: name for name, idx in splits.items() for t in idx}
     tokenizer = setup.target.tokenizer
-    encoded = {t: encode_prompt(tokenizer, prompts[t], f"{config.prompts}, line {lines[t]}",
-                                setup.engine.vocab) for t in job.texts}
+    encoded = {t: encode_prompt(tokenizer, prompts.texts[t].prompt, prompts.where(t), setup.engine.vocab)
+               for t in job.texts}
     before = setup.engine.forward_seconds()
     texts = ((t, encoded[t], text_rng(config.seed, t)) for t in job.texts)
     if config.tree_nodes is None:
@@ -151,11 +151,14 @@ def harvest_shard(job: ShardJob) -> ShardOutcome:
 
         results = run_tree_texts(setup.engine, texts, config.tree_nodes, config.tree_width, config.max_new_tokens)
     for t, result, trees in results:
-        info = text_info(t, split_of[t], lines[t], prompts[t], len(encoded[t]), tokenizer, result)
+        text, columns = prompts.texts[t], text_columns(prompts, t)
+        info = text_info(t, split_of[t], text.line, text.prompt, len(encoded[t]), tokenizer, result)
+        if prompts.structured:
+            info.update(columns, turn=text.turn)
         if trees is not None:
             info["trees"] = int(trees["tree"].nunique())
-            outcome.trees[t] = trees
-        outcome.texts.append((t, result.frame(t), info))
+            outcome.trees[t] = trees.assign(**columns)
+        outcome.texts.append((t, result.frame(t).assign(**columns), info))
         outcome.tokens += len(result.tokens)
     outcome.texts.sort(key=lambda item: item[0])
     outcome.forward_seconds = setup.engine.forward_seconds() - before
@@ -195,7 +198,10 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
     """
     if shards < 1:
         raise InputError(f"shards: must be at least 1 (value {shards})")
-    prompts, _, splits, prompts_sha, out, work = prepare(config)
+    prompts, splits, prompts_sha, out, work = prepare(config)
+    if any(text.turn > 1 for text in prompts.texts):
+        raise InputError(f"{config.prompts} has multi-turn questions, which a sharded harvest cannot decode (a later "
+                         f"turn needs its question's earlier answers); harvest it in one process", param="prompts")
     order = processing_order(splits)
     pieces = shard_texts(order, shards)
     console = console or stderr_console()
@@ -206,7 +212,7 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
         settings = fingerprint(config, description, prompts_sha)
         check_out_dir(out, work, settings)
         atomic_write_text(work / MANIFEST_FILE, json.dumps(
-            {"generator": GENERATOR, "fingerprint": settings, "texts_total": len(prompts)}, indent=2))
+            {"generator": GENERATOR, "fingerprint": settings, "texts_total": len(prompts.texts)}, indent=2))
         done = finished_texts(work)
         todo = [(k, tuple(t for t in piece if t not in done)) for k, piece in enumerate(pieces)]
         todo = [(k, texts) for k, texts in todo if texts]
@@ -230,7 +236,8 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
             client.cancel(futures)
     seconds = time.perf_counter() - t0
     consolidated, stats, n_done = consolidate(out, config, description, splits, prompts_sha, run_seconds=seconds,
-                                              run_tokens=tokens, run_forward_seconds=forward)
+                                              run_tokens=tokens, run_forward_seconds=forward,
+                                              split_rule=split_rule(prompts) if prompts.structured else None)
     return HarvestResult(out, n_done, len(order), interrupted, consolidated, stats, tokens, seconds)
 
 

@@ -225,9 +225,9 @@ def simulate_table(ws: Workspace, trees: bool = False) -> str:
 def schema_table(ws: Workspace) -> str:
     """Every schema column: name, dtype, required or optional, valid range, meaning (:data:`evolve.traces.schema.COLUMNS`)."""
     from evolve.traces.schema import COLUMNS
-    dtype = {"int": "int64", "float": "float64", "bool": "bool"}
+    dtype = {"int": "int64", "float": "float64", "bool": "bool", "str": "string"}
     rows = [[f"`{c.name}`", dtype[c.value_type], "required" if c.required else "optional",
-             "" if c.value_type == "bool" else c.range_text(), c.doc] for c in COLUMNS]
+             "" if c.value_type in ("bool", "str") else c.range_text(), c.doc] for c in COLUMNS]
     return markdown_table(["column", "dtype", "presence", "range", "meaning"], rows)
 
 

@@ -32,6 +32,12 @@ over the emitted positions per emitted token, as :mod:`evolve.kinds.relaxation.e
 records, and its expected_tokens_per_call is 1 + E[n] given the drafts. ``block_verification`` is the
 same with w = 0. The dispatch on the kind is the kind's ``live`` hook.
 
+Prompts files are read as the harvest reads them (:mod:`evolve.harvest.prompts`: plain text, or Spec-Bench-style
+JSON Lines with ``--categories``); a later turn of a multi-turn question is decoded after its question's earlier
+turns, prompted with the answers the same decoder (plain decoding, or the same rule) gave them
+(:class:`TurnContexts`). With categories the table is followed by one per Spec-Bench task group
+(:func:`category_lines`).
+
 With ``data_dir`` and ``split`` only the prompts a harvested dataset put in that split are decoded
 (:func:`split_prompts`; e.g. the held-out test prompts of the dataset a champion was evolved on),
 each with its own text index's random stream, as the harvest drew it.
@@ -45,6 +51,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from evolve.report.spec_bench import groups_of
 from evolve.report.width import fit_width
 from evolve.eval.costs import load_costs
 from evolve.errors import InputError
@@ -53,7 +60,7 @@ from evolve.harvest.loop import build, text_rng
 from evolve.engine.drafters import chosen_drafters
 from evolve.engine.models import sha256_file
 from evolve.gp.primitives import LOOKUP_FEATURES
-from evolve.harvest.prompts import encode_prompt, read_prompts
+from evolve.harvest.prompts import PromptFile, encode_prompt, read_prompt_file
 from evolve.traces.io import load_metadata
 from evolve.report.compare.table import champion_from_file
 from evolve.report.output import check_output, resolve_format, write_output
@@ -73,12 +80,15 @@ WARMUP_TOKENS = 8
 
 @dataclass
 class LiveReport:
-    """Rows (dicts with :data:`KEYS`) in rule order, the plain-decoding totals and a one-line caption."""
+    """Rows (dicts with :data:`KEYS`) in rule order, the plain-decoding totals, a one-line caption, each rule's
+    counts and, for prompts with categories, the counts per category."""
 
     rows: list[dict]
     autoregressive: LiveCounts
     caption: str
     counts: list[LiveCounts] = field(default_factory=list)
+    #: category -> [plain decoding's counts, then each rule's], for prompts with categories (sorted by name).
+    by_category: dict[str, list[LiveCounts]] = field(default_factory=dict)
 
 
 def decoder(rule: Rule | BlockVerifier) -> Rule | BlockVerifier:
@@ -109,14 +119,17 @@ def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str |
     return [decoder(rule) for rule in rules]
 
 
-def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, split: str) -> list[int]:
-    """Indices (0-based, among the non-blank lines of ``prompts_file``) of the prompts that the harvested
-    dataset ``data_dir`` put in ``split`` (its ``metadata.json`` ``splits``).
+def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, split: str,
+                  categories: Sequence[str] | None = None) -> list[int]:
+    """Indices (0-based text indices of ``prompts_file``, :mod:`evolve.harvest.prompts`) of the prompts that the
+    harvested dataset ``data_dir`` put in ``split`` (its ``metadata.json`` ``splits``).
 
+    ``categories``: the categories selected (None: all), which must be those the dataset was harvested with (its
+    text indices count the questions of those only).
     Raises: InputError (one line) when ``data_dir`` is no harvested dataset, was harvested from another
-    prompts file (SHA-256 differs), or has no such split.
+    prompts file (SHA-256 differs) or other categories, or has no such split.
     """
-    read_prompts(prompts_file)  # a missing or unreadable file: its one-line error first
+    read_prompt_file(prompts_file)  # a missing or unreadable file: its one-line error first
     meta = load_metadata(data_dir)
     config = meta.get("config") or {}
     if meta.get("generator") != "harvest" or "prompts_sha256" not in config:
@@ -126,6 +139,11 @@ def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, 
     if digest != config["prompts_sha256"]:
         raise InputError(f"{prompts_file} is not the prompts file {data_dir} was harvested "
                          f"from ({config.get('prompts')}; SHA-256 differs)", param="prompts")
+    theirs = config.get("categories")
+    if (list(categories) if categories is not None else None) != theirs:
+        raise InputError(f"{data_dir} was harvested with "
+                         f"{'--categories ' + ','.join(theirs) if theirs else 'every category'}; decode its split "
+                         f"with the same selection", param="categories")
     splits = meta.get("splits") or {}
     if split not in splits:
         raise InputError(f"{data_dir} has no split '{split}' (it has: {', '.join(splits)})", param="split")
@@ -156,29 +174,41 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     Raises: InputError as :func:`evolve.harvest.loop.build`, for a bad prompts file or a text index
     beyond its prompts.
     """
-    prompts, lines = read_prompts(config.prompts)
-    texts = list(range(len(prompts))) if texts is None else list(texts)
-    bad = next((i for i in texts if not 0 <= i < len(prompts)), None)
+    prompts = read_prompt_file(config.prompts).select(config.categories)
+    n = len(prompts.texts)
+    texts = list(range(n)) if texts is None else list(texts)
+    bad = next((i for i in texts if not 0 <= i < n), None)
     if bad is not None or not texts:
-        raise InputError(f"{config.prompts} has {len(prompts)} prompts; no prompt "
+        raise InputError(f"{config.prompts} has {n} prompts; no prompt "
                          f"{'to decode' if bad is None else f'with index {bad}'}", param="prompts")
+    texts = with_earlier_turns(prompts, texts)
     _check_lookahead(config, rules)
     setup = build(config)
     engine = setup.engine
-    encoded = {i: encode_prompt(setup.target.tokenizer, prompts[i], f"{config.prompts}, line {lines[i]}",
-                                engine.vocab) for i in texts}
+    encode = TurnContexts(prompts, setup.target.tokenizer, engine.vocab)
     warm = min(WARMUP_TOKENS, config.max_new_tokens)
     first = texts[0]
-    autoregressive_text(engine, encoded[first], warm, text_rng(config.seed, first))
+    autoregressive_text(engine, encode(first, None), warm, text_rng(config.seed, first))
     for rule in rules:
-        speculative_text(engine, rule, encoded[first], config.gamma, warm, text_rng(config.seed, first))
+        speculative_text(engine, rule, encode(first, None), config.gamma, warm, text_rng(config.seed, first))
     ar = LiveCounts()
     per_rule = [LiveCounts() for _ in rules]
+    by_category: dict[str, list[LiveCounts]] = {}
     for done, i in enumerate(texts, 1):
-        ar.add(autoregressive_text(engine, encoded[i], config.max_new_tokens, text_rng(config.seed, i))[1])
-        for rule, counts in zip(rules, per_rule):
-            counts.add(speculative_text(engine, rule, encoded[i], config.gamma, config.max_new_tokens,
-                                        text_rng(config.seed, i))[1])
+        tokens, counts = autoregressive_text(engine, encode(i, -1), config.max_new_tokens, text_rng(config.seed, i))
+        encode.answered(i, -1, tokens)
+        ar.add(counts)
+        mine = [counts]
+        for r, (rule, total) in enumerate(zip(rules, per_rule)):
+            tokens, counts = speculative_text(engine, rule, encode(i, r), config.gamma, config.max_new_tokens,
+                                              text_rng(config.seed, i))
+            encode.answered(i, r, tokens)
+            total.add(counts)
+            mine.append(counts)
+        category = prompts.texts[i].category
+        if category is not None:
+            for total, counts in zip(by_category.setdefault(category, [LiveCounts() for _ in mine]), mine):
+                total.add(counts)
         if on_text is not None:
             on_text(done, len(texts))
     rows = [{"rule": rule.name, "tokens": c.tokens, "target_calls": c.target_calls,
@@ -194,7 +224,44 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
                f"gamma {config.gamma}, temperature {config.temperature:g}, top-k {config.top_k}, top-p "
                f"{config.top_p:g}; {len(texts)} prompts, at most {config.max_new_tokens} new tokens each, seed "
                f"{config.seed}; plain decoding: {ar.tokens} tokens, {ar.tokens_per_s:.2f} tokens/s")
-    return LiveReport(rows, ar, caption, per_rule)
+    return LiveReport(rows, ar, caption, per_rule, dict(sorted(by_category.items())))
+
+
+def with_earlier_turns(prompts: PromptFile, texts: Sequence[int]) -> list[int]:
+    """``texts`` (text indices) with the earlier turns of their questions added, in increasing order (a later
+    turn is decoded after its question's earlier turns, with their answers)."""
+    return sorted({e for t in texts for e in (*prompts.earlier_turns(t), t)})
+
+
+class TurnContexts:
+    """The prompt ids of each text for each decoder, a later turn's with that decoder's own answers to its
+    question's earlier turns (as Spec-Bench decodes multi-turn questions; the chat history of
+    :func:`evolve.harvest.prompts.encode_prompt`). Decoders are keys: -1 plain decoding, r the r-th rule,
+    None the warm-up (first turns only)."""
+
+    def __init__(self, prompts: PromptFile, tokenizer, vocab: int):
+        self.prompts, self.tokenizer, self.vocab = prompts, tokenizer, vocab
+        self.first: dict[int, list[int]] = {}
+        self.answers: dict[tuple[int, int | None], str] = {}
+
+    def answered(self, index: int, decoder: int, tokens: Sequence[int]) -> None:
+        """Keep ``decoder``'s answer (generated ids) to text ``index`` when a later turn of its question needs it."""
+        text = self.prompts.texts[index]
+        if index + 1 < len(self.prompts.texts) and self.prompts.texts[index + 1].question == text.question:
+            self.answers[index, decoder] = self.tokenizer.decode(list(tokens), skip_special_tokens=True).strip()
+
+    def __call__(self, index: int, decoder: int | None) -> list[int]:
+        """The prompt ids of text ``index`` for ``decoder``. Raises: InputError as
+        :func:`evolve.harvest.prompts.encode_prompt`."""
+        earlier = self.prompts.earlier_turns(index)
+        if not earlier:
+            if index not in self.first:
+                self.first[index] = encode_prompt(self.tokenizer, self.prompts.texts[index].prompt,
+                                                  self.prompts.where(index), self.vocab)
+            return self.first[index]
+        history = [(self.prompts.texts[e].prompt, self.answers[e, decoder]) for e in earlier]
+        return encode_prompt(self.tokenizer, self.prompts.texts[index].prompt, self.prompts.where(index), self.vocab,
+                             history=history)
 
 
 def format_table(report: LiveReport) -> str:
@@ -218,12 +285,38 @@ def format_table(report: LiveReport) -> str:
                   + "; ".join(f"{r['rule']} {r['predicted_tokens_per_s']:.2f} tok/s ({r['predicted_speedup']:.2f}x; "
                               f"measured/predicted speedup {r['speedup'] / r['predicted_speedup']:.2f})"
                               for r in predicted)]
+    lines += category_lines(report)
     lines += ["", "AR = plain autoregressive decoding of the target; Drafted/call = drafted tokens verified per target "
                   "call; Speedup = Tokens/s / AR tokens/s (wall clock); "
                   "TV/token = exact expected damage per emitted token (0 = lossless); Mean acc. len = mean acceptance "
                   "length = tokens per target call, ± its standard error; E[acc. len] = 1 + sum_d prod_(i<=d) tau_i "
                   "per call, given the drafts."]
     return fit_width("\n".join(lines)) + "\n"
+
+
+def category_lines(report: LiveReport) -> list[str]:
+    """Lines of the per-task-group table of a report whose prompts have categories (empty otherwise): per rule, the
+    mean acceptance length (tokens per target call) and the measured speedup over plain decoding of each of
+    Spec-Bench's task groups present (:mod:`evolve.report.spec_bench`) and overall, in Spec-Bench's layout."""
+    if not report.by_category:
+        return []
+    columns: list[tuple[str, list[LiveCounts]]] = []
+    for group in groups_of(report.by_category):
+        totals = [LiveCounts() for _ in report.by_category[group.categories[0]]]
+        for category in group.categories:
+            for total, counts in zip(totals, report.by_category[category]):
+                total.add(counts)
+        columns.append((group.label, totals))
+    columns.append(("Overall", [report.autoregressive, *report.counts]))
+    header = ["Rule", *(label for label, _ in columns)]
+    body = [[row["rule"], *(f"{c[r + 1].tokens_per_call:.2f} {c[r + 1].tokens_per_s / c[0].tokens_per_s:.2f}x"
+                            for _, c in columns)] for r, row in enumerate(report.rows)]
+    widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
+    return ["", "Per task group (Spec-Bench's layout): mean acceptance length and measured speedup", "",
+            "  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths))),
+            "  ".join("-" * w for w in widths),
+            *("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+              for row in body)]
 
 
 def format_json(report: LiveReport) -> str:
@@ -279,7 +372,7 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
                                         o.data_dir))
     config.check()
     rules = resolve_rules(o.rules, o.champions)
-    texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split)
+    texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split, config.categories)
     costs = load_costs(o.costs) if o.costs is not None else None
     report = run_live(config, rules, on_text, texts)
     for row, counts in zip(report.rows, report.counts):
@@ -292,5 +385,6 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     return report, text
 
 
-__all__ = ["FORMATS", "KEYS", "LiveOptions", "LiveReport", "decoder", "format_json", "format_table",
+__all__ = ["FORMATS", "KEYS", "LiveOptions", "LiveReport", "TurnContexts", "category_lines", "decoder", "format_json",
+           "format_table", "with_earlier_turns",
            "live_command", "resolve_rules", "run_live", "split_prompts"]

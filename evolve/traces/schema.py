@@ -36,6 +36,11 @@ Optional columns of one drafter (:data:`LOOKUP_COLUMNS`), written by harvests wi
 ``lookup_freq`` (float64 in (0, 1], the fraction of the earlier occurrences of the matched n-gram followed
 by the block's earlier drafts that the token follows).
 
+Optional columns of the text (:data:`TEXT_COLUMNS`), written by harvests of a structured prompts file
+(Spec-Bench-style JSON Lines, :mod:`evolve.harvest.prompts`), the same on every record of a text:
+``category`` (a non-empty string, the question's category, e.g. Spec-Bench's ``writing`` or ``rag``)
+and ``question_id`` (int64, the question's id in the file). A dataset without them is valid.
+
 :func:`validate` checks a whole split and returns it with canonical dtypes, or
 raises :class:`evolve.errors.InputError` naming the file, the column and the first
 offending row. Round-off is tolerated: a value of a column bounded to [0, 1] at most
@@ -88,8 +93,9 @@ ROUNDOFF_TOLERANCE = 1e-9
 #: spare and is still far below anything that changes a verdict (linear interpolation alone is off by up
 #: to 1/128).
 PHI_TOLERANCE = ROUNDOFF_TOLERANCE
-#: The dtype of each value type of column (a list column holds lists of the float dtype).
-DTYPES = {"int": "int64", "float": "float64", "bool": "bool"}
+#: The dtype of each value type of column (a list column holds lists of the float dtype; a string column is
+#: a numpy object array of Python strings).
+DTYPES = {"int": "int64", "float": "float64", "bool": "bool", "str": "object"}
 
 
 class RoundOffWarning(UserWarning):
@@ -99,7 +105,7 @@ class RoundOffWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Column:
-    """One schema column: name, value type (``int``, ``float`` or ``bool``) and valid range."""
+    """One schema column: name, value type (``int``, ``float``, ``bool`` or ``str``) and valid range."""
 
     name: str
     value_type: str
@@ -146,10 +152,14 @@ COLUMNS: tuple[Column, ...] = (
     Column("lookup_freq", "float", False, 0.0, 1.0, low_open=True,
            doc="prompt lookup: fraction of the earlier occurrences of the matched n-gram and the block's earlier "
                "drafts that this token follows"),
+    Column("category", "str", False, doc="the text's question category (structured prompts file)"),
+    Column("question_id", "int", False, doc="the text's question id (structured prompts file)"),
 )
 #: Optional columns only the prompt-lookup drafter writes (:mod:`evolve.engine.ngram`); the other generators write
 #: every other optional column.
 LOOKUP_COLUMNS: tuple[str, ...] = ("lookup_len", "lookup_freq")
+#: Optional columns describing a record's text (its question), written by harvests of a structured prompts file.
+TEXT_COLUMNS: tuple[str, ...] = ("category", "question_id")
 COLUMN_BY_NAME = {c.name: c for c in COLUMNS}
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.required)
 OPTIONAL_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if not c.required)
@@ -177,6 +187,8 @@ def _coerce(df: pd.DataFrame, col: Column, source: str) -> np.ndarray:
     values = series.to_numpy()
     if col.length:
         return _coerce_list(values, col, source)
+    if col.value_type == "str":
+        return _coerce_str(values, col, source)
     if values.dtype.kind in "iuf" and values.dtype not in (np.int64, np.float64):
         note = ""
         if values.dtype.kind == "u" and values.dtype.itemsize == 8 and (values > np.iinfo(np.int64).max).any():
@@ -231,6 +243,15 @@ def _coerce(df: pd.DataFrame, col: Column, source: str) -> np.ndarray:
             i = next(k for k, v in enumerate(values) if abs(v) > 1e308)
             raise _bad(source, col.name, i, values[i], "number too large for a float") from None
     raise _bad(source, col.name, i, _py(values[i]), f"expected a number, column has dtype {series.dtype}")
+
+
+def _coerce_str(values: np.ndarray, col: Column, source: str) -> np.ndarray:
+    """A string column as a numpy object array of Python strings, each non-empty."""
+    out = np.asarray(values, dtype=object)
+    for i, v in enumerate(out):
+        if not isinstance(v, str) or not v:
+            raise _bad(source, col.name, i, _py(v), "expected a non-empty string")
+    return out
 
 
 def _coerce_list(values: np.ndarray, col: Column, source: str) -> np.ndarray:
@@ -375,7 +396,7 @@ def validate(df: pd.DataFrame, source: str) -> dict[str, np.ndarray]:
         if col.name not in present:
             continue
         values = _coerce(df, col, source)
-        if col.value_type != "bool":
+        if col.value_type not in ("bool", "str"):
             values = _clip_roundoff(values, col, clipped)
             _check_range(values, col, source)
         cols[col.name] = values
@@ -383,6 +404,13 @@ def validate(df: pd.DataFrame, source: str) -> dict[str, np.ndarray]:
     if clipped:
         warnings.warn(roundoff_note(source, clipped), RoundOffWarning, stacklevel=2)
     return cols
+
+
+def text_columns_of(df: pd.DataFrame, source: str) -> dict[str, np.ndarray]:
+    """The text columns (:data:`TEXT_COLUMNS`) ``df`` has, checked as :func:`validate` checks them (``category``
+    an object array of non-empty strings, ``question_id`` int64); used for tables other than the records
+    (a tree table's rows carry them too). Raises: InputError naming ``source``, the column and the row."""
+    return {name: _coerce(df, COLUMN_BY_NAME[name], source) for name in TEXT_COLUMNS if name in df.columns}
 
 
 def _check_consistency(cols: dict[str, np.ndarray], source: str) -> None:

@@ -23,6 +23,7 @@ import pandas as pd
 
 from evolve.errors import InputError
 from evolve.traces.io import load_split, split_path
+from evolve.traces.schema import text_columns_of
 
 #: File name of a split's tree table inside a dataset directory.
 TREE_FILE = "{split}.trees.parquet"
@@ -43,7 +44,8 @@ class TreeColumn:
 
 #: The columns of a tree table, in file order. Probabilities in [0, 1]; entropies in nats.
 TREE_COLUMNS: tuple[TreeColumn, ...] = (
-    TreeColumn("seq_id", "int64", "text index (0-based among the prompts file's non-blank lines)"),
+    TreeColumn("seq_id", "int64", "text index (0-based among the prompts file's non-blank lines; every turn of every "
+                                     "question of a JSON Lines file)"),
     TreeColumn("tree", "int64", "step of that text the tree was grown at (0-based)"),
     TreeColumn("position", "int64", "tokens of the continuation generated before this step"),
     TreeColumn("node", "int64", "the node's index in its tree, 0..n-1 (parents before children)"),
@@ -101,7 +103,9 @@ class TreeTable:
     """A checked tree table as arrays (one entry per row unless said otherwise).
 
     ``columns``: name -> array (int64 or float64, (rows,)) for every column of :data:`TREE_COLUMNS`, and of
-    :data:`RELAX_COLUMNS` when the table has them (``relaxed_residual_prob`` float64 (rows, len(RELAX_GRID)));
+    :data:`RELAX_COLUMNS` when the table has them (``relaxed_residual_prob`` float64 (rows, len(RELAX_GRID))),
+    and of the text columns ``category`` (object, strings) and ``question_id`` (int64) when the table has them
+    (:data:`evolve.traces.schema.TEXT_COLUMNS`);
     ``starts`` int64 (trees + 1,): row offsets of the trees (tree t is rows starts[t]..starts[t+1]-1);
     ``source``: the file; ``split``: the split's name.
     """
@@ -181,6 +185,7 @@ def trees_from_frame(df: pd.DataFrame, source: str = "<memory>", split: str = ""
             cols[c.name] = f
     _check_first_residual(cols, source)
     _read_relax_columns(df, cols, source)
+    cols.update(text_columns_of(df, source))
     for name in _PROBS + tuple(c for c in ("node_overlap", "root_overlap", "root_target_top_prob") if c in cols):
         v = cols[name]
         bad = (v < -PROB_TOL) | (v > 1 + PROB_TOL)
