@@ -1,0 +1,1 @@
+"""Export targets that are inference engines: a champion written in the form an engine reads."""
