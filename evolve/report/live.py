@@ -45,6 +45,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
+from evolve.report.bootstrap import COVERAGE, check_replicates, group_weights, interval_caveat, ratio_interval
 from evolve.report.width import fit_width
 from evolve.eval.costs import load_costs
 from evolve.errors import InputError
@@ -58,6 +61,7 @@ from evolve.traces.io import load_metadata
 from evolve.report.compare.table import champion_from_file
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.rules import rule_named
+from evolve.live.peers import PeerSetup, peers_named, tune, tuned_row
 from evolve.live.decoding import (BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text,
                              speculative_text)
 from heuristics.contract import Rule
@@ -66,9 +70,22 @@ FORMATS: tuple[str, ...] = ("table", "json")
 #: Keys of a row (the JSON output's objects, in this order).
 KEYS: tuple[str, ...] = ("rule", "tokens", "target_calls", "tokens_per_call", "tokens_per_s", "ar_tokens_per_s",
                          "speedup", "tv_per_token", "tokens_per_call_se", "expected_tokens_per_call",
-                         "mean_drafted", "predicted_tokens_per_s", "predicted_speedup")
+                         "mean_drafted", "predicted_tokens_per_s", "predicted_speedup", "engine", "repeats",
+                         "tokens_per_s_min", "tokens_per_s_max", "tokens_per_s_mad", "speedup_min", "speedup_max",
+                         "speedup_low", "speedup_high", "same_text")
 #: Tokens of the warm-up text of every run.
 WARMUP_TOKENS = 8
+#: The engine of this project's rows (a peer's rows name its library).
+OURS = "evolve"
+#: Bootstrap replicates of the speedup intervals by default.
+DEFAULT_REPLICATES = 1000
+
+
+def torch_threads() -> int:
+    """Torch's CPU threads in use (the count the peers run with, as the rows do)."""
+    import torch
+
+    return torch.get_num_threads()
 
 
 @dataclass
@@ -145,17 +162,83 @@ def _check_lookahead(config: HarvestConfig, rules: Sequence) -> None:
                              param="ngram")
 
 
+@dataclass(frozen=True)
+class LiveExtras:
+    """What a live run adds to its rules: ``repeats`` (every prompt decoded that many times by every row, the order of
+    the rows rotated by one position per repeat), ``peers`` (:class:`evolve.live.peers.Peer` objects: the libraries
+    whose shipped speculation is decoded beside the rules), ``peer_k`` {peer name: K} (each peer's tuned
+    prompt-lookup row at that K), ``tune_prompts`` (a prompts file: the K of each peer without one in ``peer_k`` is
+    tuned there, :func:`evolve.live.peers.tune`), ``exported`` ((row name, module text) of exported verification-length
+    policies for llama-cpp-python: :mod:`evolve.export.engines.llama_cpp_python`) and ``bootstrap`` (replicates of
+    the speedup intervals, :mod:`evolve.report.bootstrap`)."""
+
+    repeats: int = 1
+    peers: tuple = ()
+    peer_k: tuple[tuple[str, int], ...] = ()
+    tune_prompts: str | os.PathLike | None = None
+    exported: tuple[tuple[str, str], ...] = ()
+    bootstrap: int = DEFAULT_REPLICATES
+
+
+@dataclass
+class _Entry:
+    """One row decoded in the interleaved loop: its name, engine, ``run(text index) -> (ids, LiveCounts)``, and
+    per (repeat, text) the results."""
+
+    name: str
+    engine: str
+    run: Callable[[int], tuple[list[int], LiveCounts]]
+    plain: bool = False
+    results: dict = field(default_factory=dict)
+
+
+def _peer_entries(config: HarvestConfig, extras: LiveExtras, setup, encoded: dict, prompts_ids) -> list[_Entry]:
+    """The peers' rows (:mod:`evolve.live.peers`), their tuned rows included, as interleaved entries."""
+    if not extras.peers:
+        return []
+    longest = max(len(ids) for ids in encoded.values())
+    ngram = tuple(config.ngram) if config.ngram else (3, 1)
+    peer_setup = PeerSetup(str(config.target), torch_threads(), tuple(sorted(setup.engine.eos)),
+                           longest + config.max_new_tokens + config.gamma + 16, extras.exported,
+                           (ngram[0], ngram[1] if len(ngram) > 1 else 1), config.gamma)
+    given = dict(extras.peer_k)
+    entries = []
+    for peer in extras.peers:
+        rows = peer.rows(peer_setup)
+        for row in list(rows):
+            if row.make is None:
+                continue
+            k = given.get(peer.name)
+            if k is None and prompts_ids:
+                k = tune(row, prompts_ids, config.max_new_tokens)
+            if k is not None:
+                rows.insert(rows.index(row) + 1, tuned_row(row, k))
+        entries += [_Entry(r.name, r.engine, (lambda i, r=r: r.decode(encoded[i], config.max_new_tokens)), r.plain)
+                    for r in rows]
+    return entries
+
+
+def _tune_ids(extras: LiveExtras, tokenizer, vocab: int) -> list[list[int]]:
+    """The token ids of ``extras.tune_prompts`` (none without a file or without peers)."""
+    if extras.tune_prompts is None or not extras.peers:
+        return []
+    prompts, lines = read_prompts(extras.tune_prompts)
+    return [encode_prompt(tokenizer, p, f"{extras.tune_prompts}, line {n}", vocab) for p, n in zip(prompts, lines)]
+
+
 def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int], None] | None = None,
-             texts: Sequence[int] | None = None) -> LiveReport:
+             texts: Sequence[int] | None = None, extras: LiveExtras | None = None) -> LiveReport:
     """Decode the prompts of ``config.prompts`` plainly and with every rule (module doc); returns the report.
 
     ``config`` gives the models, drafter, gamma, max_new_tokens, sampling, seed, dtype, device and
     threads (its ``out`` is not used). ``texts``: the prompt indices to decode (default all; see
-    :func:`split_prompts`); prompt i decodes from ``numpy.random.default_rng([seed, i])``.
-    ``on_text(done, total)`` is called after each prompt.
+    :func:`split_prompts`); prompt i decodes from ``numpy.random.default_rng([seed, i])``. ``extras``
+    (:class:`LiveExtras`): repeats and the peers' rows, interleaved with the rules.
+    ``on_text(done, total)`` is called after each prompt of each repeat.
     Raises: InputError as :func:`evolve.harvest.loop.build`, for a bad prompts file or a text index
     beyond its prompts.
     """
+    extras = extras or LiveExtras()
     prompts, lines = read_prompts(config.prompts)
     texts = list(range(len(prompts))) if texts is None else list(texts)
     bad = next((i for i in texts if not 0 <= i < len(prompts)), None)
@@ -167,26 +250,47 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     engine = setup.engine
     encoded = {i: encode_prompt(setup.target.tokenizer, prompts[i], f"{config.prompts}, line {lines[i]}",
                                 engine.vocab) for i in texts}
-    warm = min(WARMUP_TOKENS, config.max_new_tokens)
+    n = config.max_new_tokens
+    entries = [_Entry("plain", OURS, lambda i: autoregressive_text(engine, encoded[i], n, text_rng(config.seed, i)),
+                      True)]
+    entries += [_Entry(rule.name, OURS, lambda i, rule=rule: speculative_text(engine, rule, encoded[i], config.gamma, n,
+                                                                              text_rng(config.seed, i)))
+                for rule in rules]
+    entries += _peer_entries(config, extras, setup, encoded, _tune_ids(extras, setup.target.tokenizer, engine.vocab))
+    warm = min(WARMUP_TOKENS, n)
     first = texts[0]
     autoregressive_text(engine, encoded[first], warm, text_rng(config.seed, first))
     for rule in rules:
         speculative_text(engine, rule, encoded[first], config.gamma, warm, text_rng(config.seed, first))
-    ar = LiveCounts()
-    per_rule = [LiveCounts() for _ in rules]
-    for done, i in enumerate(texts, 1):
-        ar.add(autoregressive_text(engine, encoded[i], config.max_new_tokens, text_rng(config.seed, i))[1])
-        for rule, counts in zip(rules, per_rule):
-            counts.add(speculative_text(engine, rule, encoded[i], config.gamma, config.max_new_tokens,
-                                        text_rng(config.seed, i))[1])
-        if on_text is not None:
-            on_text(done, len(texts))
-    rows = [{"rule": rule.name, "tokens": c.tokens, "target_calls": c.target_calls,
-             "tokens_per_call": c.tokens_per_call, "tokens_per_s": c.tokens_per_s, "ar_tokens_per_s": ar.tokens_per_s,
-             "speedup": c.tokens_per_s / ar.tokens_per_s, "tv_per_token": c.tv_per_token,
-             "tokens_per_call_se": c.tokens_per_call_se, "expected_tokens_per_call": c.expected_tokens_per_call,
-             "mean_drafted": c.mean_drafted, "predicted_tokens_per_s": None, "predicted_speedup": None}
-            for rule, c in zip(rules, per_rule)]
+    for entry in entries[1 + len(rules):]:
+        entry.run(first)
+    order = list(range(len(entries)))
+    for r in range(extras.repeats):
+        shift = r % len(order)
+        for done, i in enumerate(texts, 1):
+            for e in order[shift:] + order[:shift]:
+                entries[e].results[r, i] = entries[e].run(i)
+            if on_text is not None:
+                on_text(r * len(texts) + done, extras.repeats * len(texts))
+    ours = entries[:1 + len(rules)]
+    ar = _total(entries[0])
+    per_rule = [_total(e) for e in ours[1:]]
+    reference = {e.engine: e for e in entries if e.plain}
+    rows = []
+    for entry, rule in zip(ours[1:], rules):
+        c = _total(entry)
+        rows.append({"rule": rule.name, "engine": OURS, "tokens": c.tokens, "target_calls": c.target_calls,
+                     "tokens_per_call": c.tokens_per_call, "tv_per_token": c.tv_per_token,
+                     "tokens_per_call_se": c.tokens_per_call_se, "expected_tokens_per_call": c.expected_tokens_per_call,
+                     "mean_drafted": c.mean_drafted, "predicted_tokens_per_s": None, "predicted_speedup": None,
+                     **_spread(entry, entries[0], texts, extras)})
+    for entry in entries[1 + len(rules):]:
+        c = _total(entry)
+        nan = float("nan")
+        rows.append({"rule": entry.name, "engine": entry.engine, "tokens": c.tokens, "target_calls": c.target_calls,
+                     "tokens_per_call": c.tokens_per_call, "tv_per_token": 0.0, "tokens_per_call_se": nan,
+                     "expected_tokens_per_call": nan, "mean_drafted": nan, "predicted_tokens_per_s": None,
+                     "predicted_speedup": None, **_spread(entry, reference[entry.engine], texts, extras)})
     drafter = setup.description["drafter"]
     drafter_text = ", ".join(f"{k} {v}" for k, v in drafter.items() if k != "sha256")
     caption = (f"live decoding: target {Path(config.target).name} ({setup.target.architecture}), "
@@ -194,7 +298,69 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
                f"gamma {config.gamma}, temperature {config.temperature:g}, top-k {config.top_k}, top-p "
                f"{config.top_p:g}; {len(texts)} prompts, at most {config.max_new_tokens} new tokens each, seed "
                f"{config.seed}; plain decoding: {ar.tokens} tokens, {ar.tokens_per_s:.2f} tokens/s")
+    if extras.repeats > 1 or extras.peers:
+        caption += _extended_caption(config, extras, entries, rows, texts)
     return LiveReport(rows, ar, caption, per_rule)
+
+
+def _total(entry: _Entry) -> LiveCounts:
+    """An entry's counts summed over every repeat and text."""
+    total = LiveCounts()
+    for _, c in entry.results.values():
+        total.add(c)
+    return total
+
+
+def _per(entry: _Entry, key: Callable) -> dict:
+    """An entry's counts summed by ``key((repeat, text))``."""
+    out: dict = {}
+    for rt, (_, c) in entry.results.items():
+        out.setdefault(key(rt), LiveCounts()).add(c)
+    return out
+
+
+def _spread(entry: _Entry, ref: _Entry, texts: Sequence[int], extras: LiveExtras) -> dict:
+    """The measured keys of a row against its engine's plain decoding ``ref``: the median over repeats of each
+    repeat's tokens/s (tokens / seconds of that repeat's prompts) and of the speedups (each repeat's own ratio),
+    their min and max, the median absolute deviation of tokens/s, the paired bootstrap interval of the speedup over
+    texts (every repeat's decodes of a text resampled together) and the share of texts equal to ``ref``'s."""
+    mine, base = _per(entry, lambda rt: rt[0]), _per(ref, lambda rt: rt[0])
+    rates = np.array([mine[r].tokens_per_s for r in sorted(mine)])
+    ref_rates = np.array([base[r].tokens_per_s for r in sorted(base)])
+    speedups = rates / ref_rates
+    rate = float(np.median(rates))
+    by_text, ref_text = _per(entry, lambda rt: rt[1]), _per(ref, lambda rt: rt[1])
+    values = np.array([[by_text[i].tokens, by_text[i].seconds] for i in texts], dtype=np.float64)
+    reference = np.array([[ref_text[i].tokens, ref_text[i].seconds] for i in texts], dtype=np.float64)
+    _, low, high = ratio_interval(group_weights(np.arange(len(texts)), extras.bootstrap), values, reference)
+    same = np.mean([entry.results[rt][0] == ref.results[rt][0] for rt in entry.results])
+    return {"tokens_per_s": rate, "ar_tokens_per_s": float(np.median(ref_rates)),
+            "speedup": float(np.median(speedups)), "repeats": int(rates.size),
+            "tokens_per_s_min": float(rates.min()), "tokens_per_s_max": float(rates.max()),
+            "tokens_per_s_mad": float(np.median(np.abs(rates - rate))),
+            "speedup_min": float(speedups.min()), "speedup_max": float(speedups.max()),
+            "speedup_low": low, "speedup_high": high, "same_text": float(same)}
+
+
+def _extended_caption(config, extras: LiveExtras, entries: list[_Entry], rows: list[dict], texts) -> str:
+    """The caption's sentences on repeats, timing, the fastest configuration and the backend's overhead."""
+    plain_rows = {e.engine: float(np.median([c.tokens_per_s for c in _per(e, lambda rt: rt[0]).values()]))
+                  for e in entries if e.plain}
+    every = [(f"{OURS} plain", plain_rows[OURS])] + [(f"{r['rule']}" if r["engine"] != OURS else
+                                                      f"{OURS} {r['rule']}", r["tokens_per_s"]) for r in rows]
+    fastest = max(every, key=lambda t: t[1])
+    text = (f"; {extras.repeats} repeats (every prompt decoded once per repeat by every row, the row order rotated by "
+            f"one per repeat), tokens/s the median over repeats [min-max], speedup over the same engine's plain "
+            f"decoding with its {COVERAGE:.0%} paired bootstrap interval over texts ({extras.bootstrap} replicates)")
+    caveat = interval_caveat(np.arange(len(texts)))
+    if caveat:
+        text += f" ({caveat})"
+    text += f". Fastest configuration on this machine: {fastest[0]} at {fastest[1]:.2f} tokens/s"
+    if "llama-cpp-python" in plain_rows:
+        ratio = plain_rows[OURS] / plain_rows["llama-cpp-python"]
+        text += (f". This project's plain decoding ({config.backend} backend) runs at {ratio:.3f}x llama-cpp-python's "
+                 f"plain decoding ({plain_rows[OURS]:.2f} against {plain_rows['llama-cpp-python']:.2f} tokens/s)")
+    return text + ". Peers' timing starts after their first decoding step (evolve.live.peers)"
 
 
 def format_table(report: LiveReport) -> str:
@@ -205,6 +371,15 @@ def format_table(report: LiveReport) -> str:
              f"{r['tokens_per_call']:.3f} ± {r['tokens_per_call_se']:.3f}", f"{r['expected_tokens_per_call']:.3f}",
              f"{r['tokens_per_s']:.2f}", f"{r['ar_tokens_per_s']:.2f}", f"{r['speedup']:.2f}x",
              f"{r['tv_per_token']:.2e}"] for r in report.rows]
+    extended = any(r.get("repeats", 1) > 1 or r.get("engine", OURS) != OURS for r in report.rows)
+    if extended:
+        header = ["Rule", "Engine", "Tokens", "Calls", "Mean acc. len", "Tokens/s [min-max]", "Plain tokens/s",
+                  "Speedup [min-max]", f"Speedup {COVERAGE:.0%} CI", "Same text", "TV/token"]
+        body = [[r["rule"], r["engine"], f"{r['tokens']}", f"{r['target_calls']}", f"{r['tokens_per_call']:.3f}",
+                 f"{r['tokens_per_s']:.2f} [{r['tokens_per_s_min']:.2f}-{r['tokens_per_s_max']:.2f}]",
+                 f"{r['ar_tokens_per_s']:.2f}", f"{r['speedup']:.3f}x [{r['speedup_min']:.3f}-{r['speedup_max']:.3f}]",
+                 f"[{r['speedup_low']:.3f}, {r['speedup_high']:.3f}]", f"{r['same_text']:.0%}",
+                 f"{r['tv_per_token']:.2e}"] for r in report.rows]
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
     lines = [report.caption, "", "  ".join(h.ljust(w) if i == 0 else h.rjust(w)
                                            for i, (h, w) in enumerate(zip(header, widths)))]
@@ -218,6 +393,12 @@ def format_table(report: LiveReport) -> str:
                   + "; ".join(f"{r['rule']} {r['predicted_tokens_per_s']:.2f} tok/s ({r['predicted_speedup']:.2f}x; "
                               f"measured/predicted speedup {r['speedup'] / r['predicted_speedup']:.2f})"
                               for r in predicted)]
+    if extended:
+        lines += ["", "Tokens/s = median over repeats [min-max]; Plain tokens/s = the same engine's plain decoding "
+                      "(median); Speedup = median over repeats of the repeat's ratio [min-max], and its paired "
+                      "bootstrap interval over texts; Same text = share of the decodes equal to the same engine's "
+                      "plain decoding of the same prompt and repeat (1 for a lossless rule under greedy decoding); "
+                      "Mean acc. len = tokens per target call (nan where the engine's calls are not observed)."]
     lines += ["", "AR = plain autoregressive decoding of the target; Drafted/call = drafted tokens verified per target "
                   "call; Speedup = Tokens/s / AR tokens/s (wall clock); "
                   "TV/token = exact expected damage per emitted token (0 = lossless); Mean acc. len = mean acceptance "
@@ -245,7 +426,9 @@ class LiveOptions:
     the cost model for the same run, ``predicted_tokens_per_s`` = the tokens emitted / the sum over the
     run's target calls of target_forward_s(k + 1) + k * draft_token_s (k the call's drafted tokens:
     :meth:`evolve.live.decoding.LiveCounts.predicted_seconds`) and ``predicted_speedup`` = that times
-    ``plain_token_s``, beside the measured ones.
+    ``plain_token_s``, beside the measured ones. ``repeats``, ``peers`` (names of :data:`evolve.live.peers.PEERS`),
+    ``peer_k`` ((peer name, K) pairs), ``tune_prompts``, ``bootstrap`` and ``exported`` ((row name, module text) of
+    exported policies, written by the command): :class:`LiveExtras`.
     """
 
     config: HarvestConfig
@@ -256,6 +439,12 @@ class LiveOptions:
     fmt: str | None = None
     output: str | os.PathLike | None = None
     costs: str | os.PathLike | None = None
+    repeats: int = 1
+    peers: tuple[str, ...] = ()
+    peer_k: tuple[tuple[str, int], ...] = ()
+    tune_prompts: str | os.PathLike | None = None
+    bootstrap: int = DEFAULT_REPLICATES
+    exported: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_options(cls, options: dict[str, Any], drafters: dict[str, Any]) -> "LiveOptions":
@@ -276,12 +465,24 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     o, config = options, options.config
     fmt = resolve_format(o.fmt, o.output, FORMATS)
     check_output(o.output, None, inputs=(config.prompts, config.target, config.draft_model, *o.champions, o.costs,
-                                        o.data_dir))
+                                        o.data_dir, o.tune_prompts))
     config.check()
+    if isinstance(o.repeats, bool) or not isinstance(o.repeats, int) or o.repeats < 1:
+        raise InputError(f"expected a whole number of repeats >= 1 (value {o.repeats!r})", param="repeats")
+    check_replicates(o.bootstrap)
+    peers = tuple(peers_named(o.peers))
+    if peers and config.temperature != 0:
+        raise InputError(f"the peers decode greedily: give --temperature 0 (value {config.temperature:g})",
+                         param="peers")
+    unknown = next((name for name, _ in o.peer_k if name not in o.peers), None)
+    if unknown is not None:
+        raise InputError(f"--peer-k names '{unknown}', which is not among --peers ({', '.join(o.peers) or 'none'})",
+                         param="peer_k")
     rules = resolve_rules(o.rules, o.champions)
     texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split)
     costs = load_costs(o.costs) if o.costs is not None else None
-    report = run_live(config, rules, on_text, texts)
+    extras = LiveExtras(o.repeats, peers, tuple(o.peer_k), o.tune_prompts, tuple(o.exported), o.bootstrap)
+    report = run_live(config, rules, on_text, texts, extras)
     for row, counts in zip(report.rows, report.counts):
         predicted = None if costs is None else counts.tokens / counts.predicted_seconds(costs)
         row["predicted_tokens_per_s"] = predicted
@@ -292,5 +493,5 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     return report, text
 
 
-__all__ = ["FORMATS", "KEYS", "LiveOptions", "LiveReport", "decoder", "format_json", "format_table",
-           "live_command", "resolve_rules", "run_live", "split_prompts"]
+__all__ = ["DEFAULT_REPLICATES", "FORMATS", "KEYS", "OURS", "LiveExtras", "LiveOptions", "LiveReport", "decoder",
+           "format_json", "format_table", "live_command", "resolve_rules", "run_live", "split_prompts", "torch_threads"]
