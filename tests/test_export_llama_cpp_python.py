@@ -77,6 +77,23 @@ def reference_draft(rule, ctx, prompt_len: int, gamma: int, ngram=(3, 1), eos=()
     return list(drafter.propose(engine, batch, [gamma], keep)[0][0])
 
 
+def llama_gguf(tmp_path, monkeypatch):
+    """test_harvest.py's tiny GGUF, with a BPE merge that llama.cpp's loader requires (its vocabulary's 'z' becomes
+    'ab', the product of the one merge 'a b', so transformers' loader accepts it too)."""
+    gguf = pytest.importorskip("gguf")
+    from test_harvest import _gguf_pair
+
+    add = gguf.GGUFWriter.add_token_list
+
+    def with_merge(self, tokens):
+        tokens = list(tokens)
+        tokens[tokens.index("z")] = "ab"
+        add(self, tokens)
+        self.add_token_merges(["a b"])
+    monkeypatch.setattr(gguf.GGUFWriter, "add_token_list", with_merge)
+    return _gguf_pair(tmp_path)[0]
+
+
 @pytest.fixture(scope="module")
 def modules(tmp_path_factory):
     root = tmp_path_factory.mktemp("lcp")
@@ -163,18 +180,16 @@ def test_other_kinds_and_lossy_verifiers_are_refused():
         module_source(lossy, "test")
 
 
-def test_greedy_decoding_with_the_exported_module_equals_plain_decoding_in_llama_cpp(tmp_path):
+def test_greedy_decoding_with_the_exported_module_equals_plain_decoding_in_llama_cpp(tmp_path, monkeypatch):
     """With llama-cpp-python installed: a tiny GGUF decodes the same tokens greedily with the exported draft model
     as without it."""
     llama_cpp = pytest.importorskip("llama_cpp")
-    from test_harvest import _gguf_pair
-
-    path, _ = _gguf_pair(tmp_path)
+    path = llama_gguf(tmp_path, monkeypatch)
     spec = importlib.util.spec_from_loader("exported_real", loader=None)
     module = importlib.util.module_from_spec(spec)
     exec(compile(module_source(POLICIES[6], "test"), "exported_real", "exec"), module.__dict__)
     llm = llama_cpp.Llama(str(path), n_ctx=256, n_threads=1, verbose=False, logits_all=True, seed=0)
-    prompt = [1, 5, 6, 7, 5, 6, 8, 5, 6]
+    prompt = [1, 5, 6, 7, 5, 6, 8, 5, 6, 7, 5, 6]
     plain = []
     for tok in llm.generate(prompt, temp=0.0):
         plain.append(tok)
@@ -187,3 +202,4 @@ def test_greedy_decoding_with_the_exported_module_equals_plain_decoding_in_llama
         if len(spec_out) == 40:
             break
     assert spec_out == plain
+    assert llm.draft_model._prompt_len == len(prompt)  # found by the draft model itself

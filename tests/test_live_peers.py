@@ -110,15 +110,15 @@ def test_cli_refusals(tiny_files, args, words):
     assert res.exit_code != 0 and words in res.output
 
 
-def test_llama_cpp_python_peer_runs_the_exported_policy_losslessly(tmp_path):
+def test_llama_cpp_python_peer_runs_the_exported_policy_losslessly(tmp_path, monkeypatch):
     """With llama-cpp-python: its plain, shipped prompt lookup and our exported policy rows on a tiny GGUF, each
     decoding plain greedy decoding's text."""
     pytest.importorskip("llama_cpp")
     from evolve.export.engines.llama_cpp_python import module_source
     from evolve.report.rules import rule_named
-    from test_harvest import _gguf_pair
+    from test_export_llama_cpp_python import llama_gguf
 
-    path, _ = _gguf_pair(tmp_path)
+    path = llama_gguf(tmp_path, monkeypatch)
     prompts = tmp_path / "p.txt"
     prompts.write_text("abc abc abc de\nxyz xyz\n")
     policy = rule_named("fixed_gamma:gamma=3")
