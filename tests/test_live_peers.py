@@ -100,7 +100,7 @@ def test_unknown_or_missing_peers_are_refused_in_one_line(monkeypatch):
 @pytest.mark.parametrize("args, words", [
     (["--peers", "transformers", "--temperature", "1"], "decode greedily"),
     (["--peers", "transformers", "--temperature", "0", "--peer-k", "transformers=x"], "PEER=K"),
-    (["--peers", "transformers", "--temperature", "0", "--peer-k", "llama-cpp-python=2"], "not among --peers"),
+    (["--peers", "transformers", "--temperature", "0", "--peer-k", "llama-cpp-python=2"], "not among the peers"),
     (["--peers", "nope", "--temperature", "0"], "unknown peer"),
     (["--bootstrap", "10"], "at least 40"),
 ])

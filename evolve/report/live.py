@@ -472,11 +472,11 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     check_replicates(o.bootstrap)
     peers = tuple(peers_named(o.peers))
     if peers and config.temperature != 0:
-        raise InputError(f"the peers decode greedily: give --temperature 0 (value {config.temperature:g})",
-                         param="peers")
+        raise InputError(f"the peers decode greedily: use temperature 0 (value {config.temperature:g})",
+                         param="temperature")
     unknown = next((name for name, _ in o.peer_k if name not in o.peers), None)
     if unknown is not None:
-        raise InputError(f"--peer-k names '{unknown}', which is not among --peers ({', '.join(o.peers) or 'none'})",
+        raise InputError(f"names peer '{unknown}', which is not among the peers decoded ({', '.join(o.peers) or 'none'})",
                          param="peer_k")
     rules = resolve_rules(o.rules, o.champions)
     texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split)
