@@ -10,7 +10,15 @@ decodes the prompt alone (plain autoregressive decoding, one pass per token), th
 decodes it speculatively (:func:`evolve.live.decoding.speculative_text`), all from the same random
 stream ``numpy.random.default_rng([seed, prompt index])``; interleaving the runs prompt by prompt
 spreads any change of machine load over all of them. One warm-up text of at most 8 tokens per
-run (not counted) loads the compiled kernels first. Per rule (JSON keys of :data:`KEYS`):
+run (not counted) loads the compiled kernels first. With ``repeats`` N (:class:`LiveExtras`) every prompt is decoded N
+times by every row, the order of the rows within a prompt rotated by one position per repeat (so no row always runs
+first after another); a row's tokens/s is then the median over repeats of the repeat's tokens/s (min, max and the
+median absolute deviation beside it), its speedup the median of the repeats' own ratios, with a paired bootstrap
+interval over texts (:mod:`evolve.report.bootstrap`; all repeats of a text resampled together). ``peers``
+(:mod:`evolve.live.peers`) add the rows of other libraries' shipped speculation, interleaved with ours on the same
+prompt ids, each against its own library's plain decoding; the caption then names the fastest configuration in
+absolute tokens per second and this project's plain decoding against llama-cpp-python's. Per rule (JSON keys of
+:data:`KEYS`):
 
 * tokens: tokens emitted over all prompts; target_calls: target passes after the prefills;
   tokens_per_call = tokens / target_calls (in [1, gamma + 1]);
@@ -23,7 +31,10 @@ run (not counted) loads the compiled kernels first. Per rule (JSON keys of :data
 * tokens_per_call_se: the standard error of tokens_per_call (target calls taken as independent);
   expected_tokens_per_call: 1 + sum_d prod_{i<=d} tau_i(x_i) averaged over the calls, the
   evaluator's tokens per call on the live blocks (it does not sample the accept/reject draws, so
-  it separates rules with fewer calls).
+  it separates rules with fewer calls);
+* engine (``evolve`` or the peer library), repeats, tokens_per_s_min / _max / _mad, speedup_min / _max, speedup_low /
+  _high (the 95% paired bootstrap interval over texts) and same_text (the share of decodes equal to the same engine's
+  plain decoding of the same prompt and repeat).
 
 A relaxation champion (a program of kind ``relaxation``, :mod:`evolve.kinds.registry`: the weight w of relaxed
 block verification) decodes by block verification against (1 - w) p + w q at each drafted position
