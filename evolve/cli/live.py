@@ -6,6 +6,7 @@ command runs. Options: docs/tutorial/deploy.md.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -14,7 +15,38 @@ from evolve.harvest.config import DTYPES
 from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafter, drafter_values
 from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.types import CommaList
-from evolve.report.live import FORMATS, LiveOptions, live_command
+from evolve.errors import InputError
+from evolve.export.engines.llama_cpp_python import KIND, module_source
+from evolve.live.peers import PEERS
+from evolve.report.compare.table import champion_from_file
+from evolve.report.live import DEFAULT_REPLICATES, FORMATS, LiveOptions, live_command
+from evolve.report.rules import rule_named
+
+#: The peer that runs exported policies.
+LLAMA_PEER = "llama-cpp-python"
+
+
+def _peer_k(text: str) -> tuple[str, int]:
+    """(peer, K) of ``PEER=K``; InputError (one line) otherwise."""
+    name, _, value = text.partition("=")
+    if not value.isdigit() or int(value) < 1:
+        raise InputError(f"expected PEER=K with K a whole number >= 1 (value {text!r})", param="peer_k")
+    return name, int(value)
+
+
+def exported_policies(opts: LiveOptions, drafters: dict) -> tuple[tuple[str, str], ...]:
+    """(row name, module text) of every verification-length policy among the options' rules and champions, exported
+    for llama-cpp-python (:func:`evolve.export.engines.llama_cpp_python.module_source`) with the run's prompt lookup
+    and gamma. Raises InputError (one line) for such a policy without ``--draft-ngram`` or one the export refuses."""
+    rules = [(rule_named(n), f"rule {n}") for n in opts.rules]
+    rules += [(champion_from_file(p), str(p)) for p in opts.champions]
+    policies = [(r, where) for r, where in rules if r.program_kind is KIND]
+    if policies and not drafters.get("ngram"):
+        raise InputError(f"policy '{policies[0][0].name}' runs inside llama-cpp-python as a prompt-lookup drafter: "
+                         f"give --draft-ngram", param="peers")
+    ngram = tuple(drafters.get("ngram") or (3, 1))
+    return tuple((r.name, module_source(r, where, (ngram[0], ngram[1] if len(ngram) > 1 else 1), opts.config.gamma))
+                 for r, where in policies)
 
 
 @click.command("live", cls=DrafterCommand, drafters_after="target", aliases={"champion": "champions"},
@@ -60,6 +92,19 @@ from evolve.report.live import FORMATS, LiveOptions, live_command
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Cost file (JSON, as `benchmark.py perf --write-costs` writes): print the cost model's predicted tokens/s "
                    "and speedup for the same run beside the measured ones.")
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Decode every prompt this many times with every row (the rows' order rotated by one per repeat); "
+                   "report the median tokens/s with its min-max and a paired bootstrap interval of each speedup.")
+@click.option("--peers", default="", metavar="NAMES",
+              help=f"Comma-separated libraries whose shipped speculation is decoded beside the rules, greedily, each "
+                   f"against its own plain decoding: {', '.join(PEERS)}.")
+@click.option("--peer-k", "peer_k", multiple=True, metavar="PEER=K",
+              help="A peer's tuned prompt-lookup draft length, e.g. transformers=3 (repeatable; default: tuned on "
+                   "--tune-prompts).")
+@click.option("--tune-prompts", default=None, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Prompts (not the measured ones) on which each peer's prompt-lookup draft length is tuned.")
+@click.option("--bootstrap", default=DEFAULT_REPLICATES, show_default=True, type=int, metavar="N",
+              help="Bootstrap replicates of the speedup intervals (at least 40).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Say on stderr when a prompt is done.")
 def live(**options) -> None:
     """Decode the prompts by speculative decoding with every rule and by plain decoding of the target; report
@@ -67,7 +112,11 @@ def live(**options) -> None:
     progress = options.pop("progress")
     drafters = drafter_values(options)
     check_one_drafter(drafters)
+    options["peers"] = tuple(p for p in options["peers"].split(",") if p)
+    options["peer_k"] = tuple(_peer_k(v) for v in options["peer_k"])
     opts = LiveOptions.from_options(options, drafters)
+    if LLAMA_PEER in opts.peers:
+        opts = dataclasses.replace(opts, exported=exported_policies(opts, drafters))
 
     def on_text(done: int, total: int) -> None:
         if progress:

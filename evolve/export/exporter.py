@@ -10,7 +10,8 @@ kind's ``export`` hook (the ``export_layout`` module of its package): a threshol
 ``residual_distribution``; a relaxation weight (``python -m evolve run --evolve relaxation``)
 exports ``relaxation_weight(**columns)`` and ``relaxed_target(target_probs, draft_probs, w)``,
 to be used with block verification against (1 - w) p + w q (Sun et al. 2024, arXiv 2403.10444;
-the module's docstring says how); a verification-length policy exports ``keep_drafting(**columns)``. The array library is the other table, :data:`TARGETS`.
+the module's docstring says how); a verification-length policy exports ``keep_drafting(**columns)``. The array library is the other table, :data:`TARGETS` (with the
+llama-cpp-python draft model of a verification-length policy).
 """
 from __future__ import annotations
 
@@ -27,8 +28,23 @@ from heuristics.champions import read_champion
 from heuristics.contract import Rule
 from heuristics.registry import get_rule
 
-#: Export targets: name -> function (rule name, prefix nodes, layout, source text) -> module text.
-TARGETS: dict[str, Callable] = {"numpy": numpy_source, "torch": torch_source}
+#: Export targets of a standalone module: name -> function (rule, layout, source text) -> module text: the numpy and
+#: torch modules of the rule's kind, and a verification-length policy as a llama-cpp-python draft model
+#: (:func:`evolve.export.engines.llama_cpp_python.module_source`, prompt lookup cut by the policy; its n-gram lengths
+#: and longest draft are the class's constructor arguments).
+TARGETS: dict[str, Callable[[Rule, Layout, str], str]] = {
+    "numpy": lambda rule, found, source: numpy_source(rule.name, rule.nodes, found, source),
+    "torch": lambda rule, found, source: torch_source(rule.name, rule.nodes, found, source),
+    "llama-cpp-python": lambda rule, found, source: _llama_cpp_python(rule, source),
+}
+
+
+def _llama_cpp_python(rule: Rule, source: str) -> str:
+    """:func:`evolve.export.engines.llama_cpp_python.module_source` of ``rule`` (imported here: that module reads
+    this one's :func:`layout`)."""
+    from evolve.export.engines.llama_cpp_python import module_source
+
+    return module_source(rule, source)
 
 
 def resolve_rule(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:
@@ -69,7 +85,7 @@ def export_source(spec: str, target: str, champions_dir: str | os.PathLike | Non
     if target not in TARGETS:
         raise InputError(f"unknown export target '{target}' (choose from {', '.join(TARGETS)})")
     rule, source = resolve_rule(spec, champions_dir)
-    return rule, TARGETS[target](rule.name, rule.nodes, layout(rule), source)
+    return rule, TARGETS[target](rule, layout(rule), source)
 
 
 __all__ = ["TARGETS", "export_source", "layout", "resolve_rule"]

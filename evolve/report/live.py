@@ -10,7 +10,15 @@ decodes the prompt alone (plain autoregressive decoding, one pass per token), th
 decodes it speculatively (:func:`evolve.live.decoding.speculative_text`), all from the same random
 stream ``numpy.random.default_rng([seed, prompt index])``; interleaving the runs prompt by prompt
 spreads any change of machine load over all of them. One warm-up text of at most 8 tokens per
-run (not counted) loads the compiled kernels first. Per rule (JSON keys of :data:`KEYS`):
+run (not counted) loads the compiled kernels first. With ``repeats`` N (:class:`LiveExtras`) every prompt is decoded N
+times by every row, the order of the rows within a prompt rotated by one position per repeat (so no row always runs
+first after another); a row's tokens/s is then the median over repeats of the repeat's tokens/s (min, max and the
+median absolute deviation beside it), its speedup the median of the repeats' own ratios, with a paired bootstrap
+interval over texts (:mod:`evolve.report.bootstrap`; all repeats of a text resampled together). ``peers``
+(:mod:`evolve.live.peers`) add the rows of other libraries' shipped speculation, interleaved with ours on the same
+prompt ids, each against its own library's plain decoding; the caption then names the fastest configuration in
+absolute tokens per second and this project's plain decoding against llama-cpp-python's. Per rule (JSON keys of
+:data:`KEYS`):
 
 * tokens: tokens emitted over all prompts; target_calls: target passes after the prefills;
   tokens_per_call = tokens / target_calls (in [1, gamma + 1]);
@@ -23,7 +31,10 @@ run (not counted) loads the compiled kernels first. Per rule (JSON keys of :data
 * tokens_per_call_se: the standard error of tokens_per_call (target calls taken as independent);
   expected_tokens_per_call: 1 + sum_d prod_{i<=d} tau_i(x_i) averaged over the calls, the
   evaluator's tokens per call on the live blocks (it does not sample the accept/reject draws, so
-  it separates rules with fewer calls).
+  it separates rules with fewer calls);
+* engine (``evolve`` or the peer library), repeats, tokens_per_s_min / _max / _mad, speedup_min / _max, speedup_low /
+  _high (the 95% paired bootstrap interval over texts) and same_text (the share of decodes equal to the same engine's
+  plain decoding of the same prompt and repeat).
 
 A relaxation champion (a program of kind ``relaxation``, :mod:`evolve.kinds.registry`: the weight w of relaxed
 block verification) decodes by block verification against (1 - w) p + w q at each drafted position
@@ -51,6 +62,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
+from evolve.eval.bootstrap import COVERAGE, check_replicates, group_weights, interval_caveat, ratio_interval
 from evolve.report.spec_bench import groups_of
 from evolve.report.width import fit_width
 from evolve.eval.costs import load_costs
@@ -60,11 +74,12 @@ from evolve.harvest.loop import build, text_rng
 from evolve.engine.drafters import chosen_drafters
 from evolve.engine.models import sha256_file
 from evolve.gp.primitives import LOOKUP_FEATURES
-from evolve.harvest.prompts import PromptFile, encode_prompt, read_prompt_file
+from evolve.harvest.prompts import PromptFile, encode_prompt, read_prompt_file, read_prompts
 from evolve.traces.io import load_metadata
 from evolve.report.compare.table import champion_from_file
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.rules import rule_named
+from evolve.live.peers import PeerSetup, peers_named, tune, tuned_row
 from evolve.live.decoding import (BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text,
                              speculative_text)
 from heuristics.contract import Rule
@@ -73,9 +88,22 @@ FORMATS: tuple[str, ...] = ("table", "json")
 #: Keys of a row (the JSON output's objects, in this order).
 KEYS: tuple[str, ...] = ("rule", "tokens", "target_calls", "tokens_per_call", "tokens_per_s", "ar_tokens_per_s",
                          "speedup", "tv_per_token", "tokens_per_call_se", "expected_tokens_per_call",
-                         "mean_drafted", "predicted_tokens_per_s", "predicted_speedup")
+                         "mean_drafted", "predicted_tokens_per_s", "predicted_speedup", "engine", "repeats",
+                         "tokens_per_s_min", "tokens_per_s_max", "tokens_per_s_mad", "speedup_min", "speedup_max",
+                         "speedup_low", "speedup_high", "same_text")
 #: Tokens of the warm-up text of every run.
 WARMUP_TOKENS = 8
+#: The engine of this project's rows (a peer's rows name its library).
+OURS = "evolve"
+#: Bootstrap replicates of the speedup intervals by default.
+DEFAULT_REPLICATES = 1000
+
+
+def torch_threads() -> int:
+    """Torch's CPU threads in use (the count the peers run with, as the rows do)."""
+    import torch
+
+    return torch.get_num_threads()
 
 
 @dataclass
@@ -163,17 +191,83 @@ def _check_lookahead(config: HarvestConfig, rules: Sequence) -> None:
                              param="ngram")
 
 
+@dataclass(frozen=True)
+class LiveExtras:
+    """What a live run adds to its rules: ``repeats`` (every prompt decoded that many times by every row, the order of
+    the rows rotated by one position per repeat), ``peers`` (:class:`evolve.live.peers.Peer` objects: the libraries
+    whose shipped speculation is decoded beside the rules), ``peer_k`` {peer name: K} (each peer's tuned
+    prompt-lookup row at that K), ``tune_prompts`` (a prompts file: the K of each peer without one in ``peer_k`` is
+    tuned there, :func:`evolve.live.peers.tune`), ``exported`` ((row name, module text) of exported verification-length
+    policies for llama-cpp-python: :mod:`evolve.export.engines.llama_cpp_python`) and ``bootstrap`` (replicates of
+    the speedup intervals, :mod:`evolve.report.bootstrap`)."""
+
+    repeats: int = 1
+    peers: tuple = ()
+    peer_k: tuple[tuple[str, int], ...] = ()
+    tune_prompts: str | os.PathLike | None = None
+    exported: tuple[tuple[str, str], ...] = ()
+    bootstrap: int = DEFAULT_REPLICATES
+
+
+@dataclass
+class _Entry:
+    """One row decoded in the interleaved loop: its name, engine, ``run(text index) -> (ids, LiveCounts)``, and
+    per (repeat, text) the results."""
+
+    name: str
+    engine: str
+    run: Callable[[int], tuple[list[int], LiveCounts]]
+    plain: bool = False
+    results: dict = field(default_factory=dict)
+
+
+def _peer_entries(config: HarvestConfig, extras: LiveExtras, setup, longest: int, prompts_ids) -> list[tuple]:
+    """The peers' rows (:mod:`evolve.live.peers`), their tuned rows included, as (name, engine, ``decode(prompt ids,
+    text index)``, plain) of interleaved entries; ``longest``: a bound of the prompt ids of any text decoded."""
+    if not extras.peers:
+        return []
+    ngram = tuple(config.ngram) if config.ngram else (3, 1)
+    peer_setup = PeerSetup(str(config.target), torch_threads(), tuple(sorted(setup.engine.eos)),
+                           longest + config.max_new_tokens + config.gamma + 16, extras.exported,
+                           (ngram[0], ngram[1] if len(ngram) > 1 else 1), config.gamma)
+    given = dict(extras.peer_k)
+    entries = []
+    for peer in extras.peers:
+        rows = peer.rows(peer_setup)
+        for row in list(rows):
+            if row.make is None:
+                continue
+            k = given.get(peer.name)
+            if k is None and prompts_ids:
+                k = tune(row, prompts_ids, config.max_new_tokens)
+            if k is not None:
+                rows.insert(rows.index(row) + 1, tuned_row(row, k))
+        entries += [(r.name, r.engine, (lambda ids, i, r=r: r.decode(ids, config.max_new_tokens)), r.plain)
+                    for r in rows]
+    return entries
+
+
+def _tune_ids(extras: LiveExtras, tokenizer, vocab: int) -> list[list[int]]:
+    """The token ids of ``extras.tune_prompts`` (none without a file or without peers)."""
+    if extras.tune_prompts is None or not extras.peers:
+        return []
+    prompts, lines = read_prompts(extras.tune_prompts)
+    return [encode_prompt(tokenizer, p, f"{extras.tune_prompts}, line {n}", vocab) for p, n in zip(prompts, lines)]
+
+
 def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int], None] | None = None,
-             texts: Sequence[int] | None = None) -> LiveReport:
+             texts: Sequence[int] | None = None, extras: LiveExtras | None = None) -> LiveReport:
     """Decode the prompts of ``config.prompts`` plainly and with every rule (module doc); returns the report.
 
     ``config`` gives the models, drafter, gamma, max_new_tokens, sampling, seed, dtype, device and
     threads (its ``out`` is not used). ``texts``: the prompt indices to decode (default all; see
-    :func:`split_prompts`); prompt i decodes from ``numpy.random.default_rng([seed, i])``.
-    ``on_text(done, total)`` is called after each prompt.
+    :func:`split_prompts`); prompt i decodes from ``numpy.random.default_rng([seed, i])``. ``extras``
+    (:class:`LiveExtras`): repeats and the peers' rows, interleaved with the rules.
+    ``on_text(done, total)`` is called after each prompt of each repeat.
     Raises: InputError as :func:`evolve.harvest.loop.build`, for a bad prompts file or a text index
     beyond its prompts.
     """
+    extras = extras or LiveExtras()
     prompts = read_prompt_file(config.prompts).select(config.categories)
     n = len(prompts.texts)
     texts = list(range(n)) if texts is None else list(texts)
@@ -186,37 +280,51 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     setup = build(config)
     engine = setup.engine
     encode = TurnContexts(prompts, setup.target.tokenizer, engine.vocab)
-    warm = min(WARMUP_TOKENS, config.max_new_tokens)
+    new = config.max_new_tokens
+    decoders = [("plain", OURS, lambda ids, i: autoregressive_text(engine, ids, new, text_rng(config.seed, i)), True)]
+    decoders += [(rule.name, OURS, lambda ids, i, rule=rule: speculative_text(engine, rule, ids, config.gamma, new,
+                                                                             text_rng(config.seed, i)), False)
+                 for rule in rules]
+    decoders += _peer_entries(config, extras, setup, _longest(prompts, encode, texts, new),
+                              _tune_ids(extras, setup.target.tokenizer, engine.vocab))
+    entries = [_Entry(name, engine_name, encode.runner(key - 1, decode), plain)
+               for key, (name, engine_name, decode, plain) in enumerate(decoders)]
+    warm = min(WARMUP_TOKENS, new)
     first = texts[0]
     autoregressive_text(engine, encode(first, None), warm, text_rng(config.seed, first))
     for rule in rules:
         speculative_text(engine, rule, encode(first, None), config.gamma, warm, text_rng(config.seed, first))
-    ar = LiveCounts()
-    per_rule = [LiveCounts() for _ in rules]
-    by_category: dict[str, list[LiveCounts]] = {}
-    for done, i in enumerate(texts, 1):
-        tokens, counts = autoregressive_text(engine, encode(i, -1), config.max_new_tokens, text_rng(config.seed, i))
-        encode.answered(i, -1, tokens)
-        ar.add(counts)
-        mine = [counts]
-        for r, (rule, total) in enumerate(zip(rules, per_rule)):
-            tokens, counts = speculative_text(engine, rule, encode(i, r), config.gamma, config.max_new_tokens,
-                                              text_rng(config.seed, i))
-            encode.answered(i, r, tokens)
-            total.add(counts)
-            mine.append(counts)
-        category = prompts.texts[i].category
-        if category is not None:
-            for total, counts in zip(by_category.setdefault(category, [LiveCounts() for _ in mine]), mine):
-                total.add(counts)
-        if on_text is not None:
-            on_text(done, len(texts))
-    rows = [{"rule": rule.name, "tokens": c.tokens, "target_calls": c.target_calls,
-             "tokens_per_call": c.tokens_per_call, "tokens_per_s": c.tokens_per_s, "ar_tokens_per_s": ar.tokens_per_s,
-             "speedup": c.tokens_per_s / ar.tokens_per_s, "tv_per_token": c.tv_per_token,
-             "tokens_per_call_se": c.tokens_per_call_se, "expected_tokens_per_call": c.expected_tokens_per_call,
-             "mean_drafted": c.mean_drafted, "predicted_tokens_per_s": None, "predicted_speedup": None}
-            for rule, c in zip(rules, per_rule)]
+    for entry in entries[1 + len(rules):]:
+        entry.run(first)
+    order = list(range(len(entries)))
+    for r in range(extras.repeats):
+        shift = r % len(order)
+        for done, i in enumerate(texts, 1):
+            for e in order[shift:] + order[:shift]:
+                entries[e].results[r, i] = entries[e].run(i)
+            if on_text is not None:
+                on_text(r * len(texts) + done, extras.repeats * len(texts))
+    ours = entries[:1 + len(rules)]
+    ar = _total(entries[0])
+    per_rule = [_total(e) for e in ours[1:]]
+    per_category = [_per(e, lambda rt: prompts.texts[rt[1]].category) for e in ours]
+    by_category = {c: [p[c] for p in per_category] for c in per_category[0] if c is not None}
+    reference = {e.engine: e for e in entries if e.plain}
+    rows = []
+    for entry, rule in zip(ours[1:], rules):
+        c = _total(entry)
+        rows.append({"rule": rule.name, "engine": OURS, "tokens": c.tokens, "target_calls": c.target_calls,
+                     "tokens_per_call": c.tokens_per_call, "tv_per_token": c.tv_per_token,
+                     "tokens_per_call_se": c.tokens_per_call_se, "expected_tokens_per_call": c.expected_tokens_per_call,
+                     "mean_drafted": c.mean_drafted, "predicted_tokens_per_s": None, "predicted_speedup": None,
+                     **_spread(entry, entries[0], texts, extras)})
+    for entry in entries[1 + len(rules):]:
+        c = _total(entry)
+        nan = float("nan")
+        rows.append({"rule": entry.name, "engine": entry.engine, "tokens": c.tokens, "target_calls": c.target_calls,
+                     "tokens_per_call": c.tokens_per_call, "tv_per_token": 0.0, "tokens_per_call_se": nan,
+                     "expected_tokens_per_call": nan, "mean_drafted": nan, "predicted_tokens_per_s": None,
+                     "predicted_speedup": None, **_spread(entry, reference[entry.engine], texts, extras)})
     drafter = setup.description["drafter"]
     drafter_text = ", ".join(f"{k} {v}" for k, v in drafter.items() if k != "sha256")
     caption = (f"live decoding: target {Path(config.target).name} ({setup.target.architecture}), "
@@ -224,7 +332,19 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
                f"gamma {config.gamma}, temperature {config.temperature:g}, top-k {config.top_k}, top-p "
                f"{config.top_p:g}; {len(texts)} prompts, at most {config.max_new_tokens} new tokens each, seed "
                f"{config.seed}; plain decoding: {ar.tokens} tokens, {ar.tokens_per_s:.2f} tokens/s")
+    if extras.repeats > 1 or extras.peers:
+        caption += _extended_caption(config, extras, entries, rows, texts)
     return LiveReport(rows, ar, caption, per_rule, dict(sorted(by_category.items())))
+
+
+def _longest(prompts: PromptFile, encode: "TurnContexts", texts: Sequence[int], new: int) -> int:
+    """An upper bound of the prompt ids of any text decoded, for a peer's context: its prompt's ids and, for a later
+    turn, its question's earlier prompts each with an answer of at most ``new`` tokens (64 ids a turn for a chat
+    template's markup)."""
+    def ids(t: int) -> int:
+        return len(encode.tokenizer.encode(prompts.texts[t].prompt)) + 64
+
+    return max(sum(ids(e) + new for e in prompts.earlier_turns(i)) + ids(i) for i in texts)
 
 
 def with_earlier_turns(prompts: PromptFile, texts: Sequence[int]) -> list[int]:
@@ -250,6 +370,16 @@ class TurnContexts:
         if index + 1 < len(self.prompts.texts) and self.prompts.texts[index + 1].question == text.question:
             self.answers[index, decoder] = self.tokenizer.decode(list(tokens), skip_special_tokens=True).strip()
 
+    def runner(self, decoder: int, decode: Callable[[list[int], int], tuple[list[int], Any]]
+               ) -> Callable[[int], tuple[list[int], Any]]:
+        """``run(index)``: ``decode(prompt ids, index)`` of text ``index`` with ``decoder``'s own earlier answers, and
+        its answer kept for the question's later turns (:meth:`answered`)."""
+        def run(index: int) -> tuple[list[int], Any]:
+            tokens, counts = decode(self(index, decoder), index)
+            self.answered(index, decoder, tokens)
+            return tokens, counts
+        return run
+
     def __call__(self, index: int, decoder: int | None) -> list[int]:
         """The prompt ids of text ``index`` for ``decoder``. Raises: InputError as
         :func:`evolve.harvest.prompts.encode_prompt`."""
@@ -264,6 +394,66 @@ class TurnContexts:
                              history=history)
 
 
+def _total(entry: _Entry) -> LiveCounts:
+    """An entry's counts summed over every repeat and text."""
+    total = LiveCounts()
+    for _, c in entry.results.values():
+        total.add(c)
+    return total
+
+
+def _per(entry: _Entry, key: Callable) -> dict:
+    """An entry's counts summed by ``key((repeat, text))``."""
+    out: dict = {}
+    for rt, (_, c) in entry.results.items():
+        out.setdefault(key(rt), LiveCounts()).add(c)
+    return out
+
+
+def _spread(entry: _Entry, ref: _Entry, texts: Sequence[int], extras: LiveExtras) -> dict:
+    """The measured keys of a row against its engine's plain decoding ``ref``: the median over repeats of each
+    repeat's tokens/s (tokens / seconds of that repeat's prompts) and of the speedups (each repeat's own ratio),
+    their min and max, the median absolute deviation of tokens/s, the paired bootstrap interval of the speedup over
+    texts (every repeat's decodes of a text resampled together) and the share of texts equal to ``ref``'s."""
+    mine, base = _per(entry, lambda rt: rt[0]), _per(ref, lambda rt: rt[0])
+    rates = np.array([mine[r].tokens_per_s for r in sorted(mine)])
+    ref_rates = np.array([base[r].tokens_per_s for r in sorted(base)])
+    speedups = rates / ref_rates
+    rate = float(np.median(rates))
+    by_text, ref_text = _per(entry, lambda rt: rt[1]), _per(ref, lambda rt: rt[1])
+    values = np.array([[by_text[i].tokens, by_text[i].seconds] for i in texts], dtype=np.float64)
+    reference = np.array([[ref_text[i].tokens, ref_text[i].seconds] for i in texts], dtype=np.float64)
+    _, low, high = ratio_interval(group_weights(np.arange(len(texts)), extras.bootstrap), values, reference)
+    same = np.mean([entry.results[rt][0] == ref.results[rt][0] for rt in entry.results])
+    return {"tokens_per_s": rate, "ar_tokens_per_s": float(np.median(ref_rates)),
+            "speedup": float(np.median(speedups)), "repeats": int(rates.size),
+            "tokens_per_s_min": float(rates.min()), "tokens_per_s_max": float(rates.max()),
+            "tokens_per_s_mad": float(np.median(np.abs(rates - rate))),
+            "speedup_min": float(speedups.min()), "speedup_max": float(speedups.max()),
+            "speedup_low": low, "speedup_high": high, "same_text": float(same)}
+
+
+def _extended_caption(config, extras: LiveExtras, entries: list[_Entry], rows: list[dict], texts) -> str:
+    """The caption's sentences on repeats, timing, the fastest configuration and the backend's overhead."""
+    plain_rows = {e.engine: float(np.median([c.tokens_per_s for c in _per(e, lambda rt: rt[0]).values()]))
+                  for e in entries if e.plain}
+    every = [(f"{OURS} plain", plain_rows[OURS])] + [(f"{r['rule']}" if r["engine"] != OURS else
+                                                      f"{OURS} {r['rule']}", r["tokens_per_s"]) for r in rows]
+    fastest = max(every, key=lambda t: t[1])
+    text = (f"; {extras.repeats} repeats (every prompt decoded once per repeat by every row, the row order rotated by "
+            f"one per repeat), tokens/s the median over repeats [min-max], speedup over the same engine's plain "
+            f"decoding with its {COVERAGE:.0%} paired bootstrap interval over texts ({extras.bootstrap} replicates)")
+    caveat = interval_caveat(np.arange(len(texts)))
+    if caveat:
+        text += f" ({caveat})"
+    text += f". Fastest configuration on this machine: {fastest[0]} at {fastest[1]:.2f} tokens/s"
+    if "llama-cpp-python" in plain_rows:
+        ratio = plain_rows[OURS] / plain_rows["llama-cpp-python"]
+        text += (f". This project's plain decoding ({config.backend} backend) runs at {ratio:.3f}x llama-cpp-python's "
+                 f"plain decoding ({plain_rows[OURS]:.2f} against {plain_rows['llama-cpp-python']:.2f} tokens/s)")
+    return text + ". Peers' timing starts after their first decoding step (evolve.live.peers)"
+
+
 def format_table(report: LiveReport) -> str:
     """Plain-text table of the rows, the caption above it."""
     header = ["Rule", "Tokens", "Calls", "Drafted/call", "Mean acc. len", "E[acc. len]", "Tokens/s", "AR tokens/s",
@@ -272,6 +462,15 @@ def format_table(report: LiveReport) -> str:
              f"{r['tokens_per_call']:.3f} ± {r['tokens_per_call_se']:.3f}", f"{r['expected_tokens_per_call']:.3f}",
              f"{r['tokens_per_s']:.2f}", f"{r['ar_tokens_per_s']:.2f}", f"{r['speedup']:.2f}x",
              f"{r['tv_per_token']:.2e}"] for r in report.rows]
+    extended = any(r.get("repeats", 1) > 1 or r.get("engine", OURS) != OURS for r in report.rows)
+    if extended:
+        header = ["Rule", "Engine", "Tokens", "Calls", "Mean acc. len", "Tokens/s [min-max]", "Plain tokens/s",
+                  "Speedup [min-max]", f"Speedup {COVERAGE:.0%} CI", "Same text", "TV/token"]
+        body = [[r["rule"], r["engine"], f"{r['tokens']}", f"{r['target_calls']}", f"{r['tokens_per_call']:.3f}",
+                 f"{r['tokens_per_s']:.2f} [{r['tokens_per_s_min']:.2f}-{r['tokens_per_s_max']:.2f}]",
+                 f"{r['ar_tokens_per_s']:.2f}", f"{r['speedup']:.3f}x [{r['speedup_min']:.3f}-{r['speedup_max']:.3f}]",
+                 f"[{r['speedup_low']:.3f}, {r['speedup_high']:.3f}]", f"{r['same_text']:.0%}",
+                 f"{r['tv_per_token']:.2e}"] for r in report.rows]
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
     lines = [report.caption, "", "  ".join(h.ljust(w) if i == 0 else h.rjust(w)
                                            for i, (h, w) in enumerate(zip(header, widths)))]
@@ -286,6 +485,12 @@ def format_table(report: LiveReport) -> str:
                               f"measured/predicted speedup {r['speedup'] / r['predicted_speedup']:.2f})"
                               for r in predicted)]
     lines += category_lines(report)
+    if extended:
+        lines += ["", "Tokens/s = median over repeats [min-max]; Plain tokens/s = the same engine's plain decoding "
+                      "(median); Speedup = median over repeats of the repeat's ratio [min-max], and its paired "
+                      "bootstrap interval over texts; Same text = share of the decodes equal to the same engine's "
+                      "plain decoding of the same prompt and repeat (1 for a lossless rule under greedy decoding); "
+                      "Mean acc. len = tokens per target call (nan where the engine's calls are not observed)."]
     lines += ["", "AR = plain autoregressive decoding of the target; Drafted/call = drafted tokens verified per target "
                   "call; Speedup = Tokens/s / AR tokens/s (wall clock); "
                   "TV/token = exact expected damage per emitted token (0 = lossless); Mean acc. len = mean acceptance "
@@ -338,7 +543,9 @@ class LiveOptions:
     the cost model for the same run, ``predicted_tokens_per_s`` = the tokens emitted / the sum over the
     run's target calls of target_forward_s(k + 1) + k * draft_token_s (k the call's drafted tokens:
     :meth:`evolve.live.decoding.LiveCounts.predicted_seconds`) and ``predicted_speedup`` = that times
-    ``plain_token_s``, beside the measured ones.
+    ``plain_token_s``, beside the measured ones. ``repeats``, ``peers`` (names of :data:`evolve.live.peers.PEERS`),
+    ``peer_k`` ((peer name, K) pairs), ``tune_prompts``, ``bootstrap`` and ``exported`` ((row name, module text) of
+    exported policies, written by the command): :class:`LiveExtras`.
     """
 
     config: HarvestConfig
@@ -349,6 +556,12 @@ class LiveOptions:
     fmt: str | None = None
     output: str | os.PathLike | None = None
     costs: str | os.PathLike | None = None
+    repeats: int = 1
+    peers: tuple[str, ...] = ()
+    peer_k: tuple[tuple[str, int], ...] = ()
+    tune_prompts: str | os.PathLike | None = None
+    bootstrap: int = DEFAULT_REPLICATES
+    exported: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_options(cls, options: dict[str, Any], drafters: dict[str, Any]) -> "LiveOptions":
@@ -369,12 +582,24 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     o, config = options, options.config
     fmt = resolve_format(o.fmt, o.output, FORMATS)
     check_output(o.output, None, inputs=(config.prompts, config.target, config.draft_model, *o.champions, o.costs,
-                                        o.data_dir))
+                                        o.data_dir, o.tune_prompts))
     config.check()
+    if isinstance(o.repeats, bool) or not isinstance(o.repeats, int) or o.repeats < 1:
+        raise InputError(f"expected a whole number of repeats >= 1 (value {o.repeats!r})", param="repeats")
+    check_replicates(o.bootstrap)
+    peers = tuple(peers_named(o.peers))
+    if peers and config.temperature != 0:
+        raise InputError(f"the peers decode greedily: use temperature 0 (value {config.temperature:g})",
+                         param="temperature")
+    unknown = next((name for name, _ in o.peer_k if name not in o.peers), None)
+    if unknown is not None:
+        raise InputError(f"names peer '{unknown}', which is not among the peers decoded ({', '.join(o.peers) or 'none'})",
+                         param="peer_k")
     rules = resolve_rules(o.rules, o.champions)
     texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split, config.categories)
     costs = load_costs(o.costs) if o.costs is not None else None
-    report = run_live(config, rules, on_text, texts)
+    extras = LiveExtras(o.repeats, peers, tuple(o.peer_k), o.tune_prompts, tuple(o.exported), o.bootstrap)
+    report = run_live(config, rules, on_text, texts, extras)
     for row, counts in zip(report.rows, report.counts):
         predicted = None if costs is None else counts.tokens / counts.predicted_seconds(costs)
         row["predicted_tokens_per_s"] = predicted
@@ -385,6 +610,6 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     return report, text
 
 
-__all__ = ["FORMATS", "KEYS", "LiveOptions", "LiveReport", "TurnContexts", "category_lines", "decoder", "format_json",
-           "format_table", "with_earlier_turns",
-           "live_command", "resolve_rules", "run_live", "split_prompts"]
+__all__ = ["DEFAULT_REPLICATES", "FORMATS", "KEYS", "OURS", "LiveExtras", "LiveOptions", "LiveReport", "TurnContexts",
+           "category_lines", "decoder", "format_json", "format_table", "live_command", "resolve_rules", "run_live",
+           "split_prompts", "torch_threads", "with_earlier_turns"]

@@ -1,0 +1,152 @@
+"""The llama-cpp-python target: a verification-length policy as a ``LlamaDraftModel`` for ``Llama(draft_model=...)``.
+
+llama-cpp-python (abetlen/llama-cpp-python) runs speculative decoding in ``Llama.generate``
+(``llama_cpp/llama.py``): after each sampled token it calls ``draft_model(input_ids)`` with the text so far
+(prompt and generated tokens, int ``numpy.intc`` (L,)), evaluates the returned draft tokens in one pass and
+keeps them while the token it samples at each position equals the drafted one (under greedy decoding the
+output is plain greedy decoding's, token for token). Any subclass of ``llama_cpp.llama_speculative.LlamaDraftModel``
+(an abstract ``__call__(input_ids, /, **kwargs) -> numpy.intc array``) may draft; the library ships
+``LlamaPromptLookupDecoding(max_ngram_size=2, num_pred_tokens=10)``.
+
+:func:`module_source` writes a standalone module (importing only ``math``, numpy and llama_cpp) whose class
+``PolicyPromptLookup`` drafts by this project's n-gram prompt lookup (:mod:`evolve.engine.ngram`: the latest
+earlier match of the longest n-gram in [MIN, MAX], cut after an end-of-sequence token; its functions
+``_occurrences``, ``lookup_match`` and ``lookup_columns`` are written into the module from their source) and
+stops drafting where the policy says so, with the decisions ``benchmark.py live`` makes
+(:func:`evolve.live.decoding.policy_keep`): before drafting token m (m = 0, 1, ..., up to ``num_pred_tokens``)
+it drafts it iff ``keep_drafting`` (the numpy export of the policy, :mod:`evolve.export.numpy_module`) is 1
+on the columns of that decision. A one-hot drafter gives draft_prob = draft_top_prob = draft_cumprob = 1 and
+draft_entropy = 0; draft_index = m; position = the generated tokens before the block + m; lookup_len and
+lookup_freq of token m (:func:`evolve.engine.ngram.lookup_columns`). A policy reading any other column (the
+target's) is refused (:func:`check_policy`).
+
+The generated module needs the prompt length for ``position``: ``start(prompt_len)`` sets it; without it,
+a call whose text does not extend the previous call's text starts a new text whose prompt is all but its
+last token (llama-cpp-python's first call after a prompt holds the prompt and the first sampled token).
+"""
+from __future__ import annotations
+
+from evolve.errors import InputError
+from evolve.engine.ngram import _occurrences, lookup_columns, lookup_match
+from evolve.export.codegen import core_source, shown, straight_line
+from evolve.kinds.verify_length import VERIFY_LENGTH
+from evolve.export.exporter import layout
+from evolve.export.numpy_module import numpy_source
+from heuristics.contract import Rule
+
+#: The columns the lookup drafter gives a decision inside llama-cpp-python, and their value (text of a
+#: Python expression of ``m`` the draft index, ``start`` the block's first position, ``cols`` the lookup
+#: columns of the full draft).
+COLUMN_VALUES: dict[str, str] = {
+    "draft_prob": "1.0", "draft_top_prob": "1.0", "draft_cumprob": "1.0", "draft_entropy": "0.0",
+    "draft_index": "float(m)", "position": "float(start + m)",
+    "lookup_len": "float(cols['lookup_len'][m])", "lookup_freq": "float(cols['lookup_freq'][m])",
+}
+#: Verifiers whose decision is llama-cpp-python's own under greedy decoding (lossless against a one-hot draft).
+LOSSLESS_VERIFIERS: tuple[str | None, ...] = (None, "standard_rejection", "block_verification")
+#: The kind exported.
+KIND = VERIFY_LENGTH
+
+_CLASS = '''
+
+class PolicyPromptLookup(LlamaDraftModel):
+    """Prompt lookup drafting as far as the policy RULE keeps drafting (the module doc).
+
+    Args: ``max_ngram_size``, ``min_ngram_size``: the n-gram lengths tried, longest first (MAX_NGRAM, MIN_NGRAM
+    as the policy's harvest drafted); ``num_pred_tokens``: the longest draft (GAMMA as the policy was scored);
+    ``eos_token_ids``: end-of-sequence ids (a draft stops after one), e.g. ``(llm.token_eos(),)``.
+    """
+
+    def __init__(self, max_ngram_size=MAX_NGRAM, min_ngram_size=MIN_NGRAM, num_pred_tokens=GAMMA, eos_token_ids=()):
+        if not 1 <= min_ngram_size <= max_ngram_size or num_pred_tokens < 1:
+            raise ValueError("expected max_ngram_size >= min_ngram_size >= 1 and num_pred_tokens >= 1")
+        self.max_ngram_size, self.min_ngram_size = int(max_ngram_size), int(min_ngram_size)
+        self.num_pred_tokens = int(num_pred_tokens)
+        self.eos = {int(t) for t in eos_token_ids}
+        self._prompt_len = None
+        self._last = None
+
+    def start(self, prompt_len):
+        """Say that the next call starts a text whose prompt has ``prompt_len`` tokens."""
+        self._prompt_len, self._last = int(prompt_len), None
+
+    def _start(self, ctx):
+        last = self._last
+        if self._prompt_len is None or (last is not None and not (ctx.size > last.size and
+                                                                  np.array_equal(ctx[:last.size], last))):
+            self._prompt_len = ctx.size - 1
+        self._last = ctx
+        return ctx.size - self._prompt_len
+
+    def __call__(self, input_ids, /, **kwargs):
+        ctx = np.array(input_ids, dtype=np.int64)
+        start = self._start(ctx)
+        draft, n = lookup_match(ctx, self.num_pred_tokens, self.max_ngram_size, self.min_ngram_size)
+        for j, t in enumerate(draft):
+            if t in self.eos:
+                draft = draft[:j + 1]
+                break
+        cols = lookup_columns(ctx, draft, n) if draft and NEEDS_LOOKUP else {}
+        m = 0
+        while m < len(draft) and keep_drafting(**{name: value(m, start, cols) for name, value in _VALUES.items()}) > 0:
+            m += 1
+        return np.asarray(draft[:m], dtype=np.intc)
+'''
+
+
+def check_policy(rule: Rule) -> None:
+    """Refuse, in one line (InputError), a rule the lookup drafter inside llama-cpp-python cannot run: not an
+    expression of kind ``verify-length``, one reading a column not in :data:`COLUMN_VALUES`, or one whose drafts
+    are verified by a lossy rule (llama-cpp-python verifies by comparing its own samples with the drafts)."""
+    if rule.nodes is None or rule.program_kind is not KIND:
+        raise InputError(f"rule '{rule.name}': llama-cpp-python cannot run a {rule.kind} program: it takes a "
+                         f"verification-length policy (kind '{KIND.name}') as a draft model and verifies by its own "
+                         f"sampling; nearest setting: its own verification (the standard rule under greedy decoding) "
+                         f"with a fixed draft length (export fixed_gamma:gamma=G)")
+    for feature in straight_line(rule.nodes).features:
+        if feature not in COLUMN_VALUES:
+            raise InputError(f"policy '{rule.name}' reads '{feature}', which the prompt-lookup drafter inside "
+                             f"llama-cpp-python cannot give (it gives {', '.join(COLUMN_VALUES)})")
+    if rule.verifier not in LOSSLESS_VERIFIERS:
+        raise InputError(f"policy '{rule.name}' verifies with '{rule.verifier}'; llama-cpp-python verifies drafts "
+                         f"only by matching its own samples (standard_rejection under greedy decoding)")
+
+
+def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = (3, 1), gamma: int = 8) -> str:
+    """The text of a standalone module defining ``PolicyPromptLookup(LlamaDraftModel)`` for ``rule`` (module doc).
+
+    Args: ``rule`` a verification-length policy (an expression rule; :func:`check_policy`), ``provenance`` where it
+    came from (written as a string literal, e.g. the champion file), ``ngram`` (MAX, MIN) the default n-gram lengths
+    and ``gamma`` the default longest draft of the class (its harvest's ``--draft-ngram`` and ``--gamma``).
+    Returns the module text (str). Raises: InputError as :func:`check_policy`.
+    """
+    check_policy(rule)
+    policy = numpy_source(rule.name, rule.nodes, layout(rule), provenance)
+    body_start = policy.index('"""', 3) + 3  # after the numpy module's docstring (the keep_drafting semantics)
+    features = straight_line(rule.nodes).features
+    values = ", ".join(f"{f!r}: lambda m, start, cols: {COLUMN_VALUES[f]}" for f in features)
+    doc = (f'"""Verification-length policy {shown(rule.name)} as a llama-cpp-python draft model, exported by '
+           f'specdec-evolve.\n\nGenerated; do not edit. Standalone: imports only math, numpy and llama_cpp.\n\n'
+           f'    from llama_cpp import Llama\n    llm = Llama(model_path, draft_model=PolicyPromptLookup('
+           f'eos_token_ids=(EOS,)))\n\n'
+           f'PolicyPromptLookup drafts by n-gram prompt lookup (the latest earlier occurrence of the longest matching '
+           f'n-gram, n from max_ngram_size down to min_ngram_size) and drafts token m only where keep_drafting, the '
+           f'policy, is 1 on the decision\'s columns: draft_prob, draft_top_prob, draft_cumprob 1 and draft_entropy 0 '
+           f'(a one-hot drafter), draft_index m, position (tokens generated before the block) + m, lookup_len (the '
+           f'matched n-gram\'s length) and lookup_freq (the share of the earlier occurrences of the matched n-gram '
+           f'followed by the drafted tokens before m that token m follows). Call start(prompt_len) before a text, '
+           f'or the first call after a new prompt takes all but the last token as the prompt. llama-cpp-python '
+           f'verifies the drafts by its own sampling: with temperature 0 the text is plain greedy decoding\'s.\n\n'
+           f'The policy, as exported for numpy (keep_drafting):\n"""')
+    parts = [doc, "from __future__ import annotations", "", "from llama_cpp.llama_speculative import LlamaDraftModel",
+             policy[body_start:].rstrip("\n"), "",
+             "#: Defaults of PolicyPromptLookup: the policy's harvest drafter and draft length.",
+             f"MAX_NGRAM, MIN_NGRAM, GAMMA = {int(ngram[0])}, {int(ngram[1])}, {int(gamma)}",
+             f"NEEDS_LOOKUP = {any(f.startswith('lookup_') for f in features)!r}",
+             f"_VALUES = {{{values}}}",
+             core_source(_occurrences).rstrip("\n"), core_source(lookup_match).rstrip("\n"),
+             core_source(lookup_columns).rstrip("\n"), _CLASS.rstrip("\n"), ""]
+    return "\n".join(parts)
+
+
+__all__ = ["COLUMN_VALUES", "KIND", "LOSSLESS_VERIFIERS", "check_policy", "module_source"]

@@ -1,0 +1,236 @@
+"""Peers: the speculative decoding other libraries ship, decoded beside this project's rules (``benchmark.py live
+--peers``).
+
+A peer is a library (:data:`PEERS`, by name) that decodes the same prompt ids in the same process, greedily,
+interleaved with this project's rows; each of its rows is one configuration, and its ``plain`` row (the library's
+own decoding without speculation) is the reference of its speedups:
+
+* ``transformers``: ``model.generate(ids, do_sample=False, prompt_lookup_num_tokens=K, max_matching_ngram_size=N)``
+  (transformers' prompt lookup decoding, ``transformers/generation/candidate_generator.py``
+  ``PromptLookupCandidateGenerator``; N defaults to 2 there); rows ``plain``, ``K=10`` (the value its documentation
+  uses) and the tuned K. The model is the target loaded as the torch backend loads it
+  (:func:`evolve.engine.models.load_model`, float32, from the same file).
+* ``llama-cpp-python``: ``Llama.generate(ids, temp=0)`` (``llama_cpp/llama.py``) with ``Llama.draft_model`` set to
+  ``LlamaPromptLookupDecoding(max_ngram_size, num_pred_tokens)`` (``llama_cpp/llama_speculative.py``; defaults 2,
+  10) or to an exported policy's ``PolicyPromptLookup`` (the module text of
+  :mod:`evolve.export.engines.llama_cpp_python`, given by the command); rows ``plain``, default, tuned and one per
+  exported policy. One ``Llama`` of the target GGUF (``logits_all=True``, which a draft model needs) serves every row;
+  only its ``draft_model`` changes between rows.
+
+Timing (prefill excluded): the library's first decoding step holds the prompt's prefill, so the clock starts when
+the first generated tokens are delivered (transformers: the streamer's first ``put`` of generated tokens;
+llama-cpp-python: the generator's first token) and stops at the last one; ``tokens`` counts the tokens delivered
+after the first step and ``target_calls`` the decoding steps after it (transformers: one ``put`` per step; for
+llama-cpp-python the calls are not observed: 0). So a row's tokens/s is its decoding rate after the first step, for
+plain and speculative decoding alike; the first step's tokens (one for plain decoding, up to K + 1 for transformers'
+prompt lookup) are in the text but not in the rate.
+"""
+from __future__ import annotations
+
+import time
+import types
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from evolve.errors import InputError
+from evolve.live.decoding import LiveCounts
+
+#: transformers' documented prompt_lookup_num_tokens; llama-cpp-python's LlamaPromptLookupDecoding defaults.
+TRANSFORMERS_DEFAULT_K = 10
+LLAMA_DEFAULT_NGRAM, LLAMA_DEFAULT_K = 2, 10
+#: Draft lengths tried when a peer's K is tuned (:func:`tune`).
+TUNE_GRID: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 8, 10)
+
+
+@dataclass
+class PeerRow:
+    """One configuration of a peer library: ``name`` (the row's label), ``engine`` (the library), ``decode(ids,
+    max_new_tokens) -> (generated ids, LiveCounts)`` and ``plain`` (the library's own plain decoding: the reference
+    of the library's speedups). ``setting`` the K of a prompt-lookup row (None otherwise) and ``make(K)`` the decoder
+    of the same configuration with another K (the library's default prompt-lookup row: :func:`tuned_row`)."""
+
+    name: str
+    engine: str
+    decode: Callable[[Sequence[int], int], tuple[list[int], LiveCounts]]
+    plain: bool = False
+    setting: int | None = None
+    make: Callable[[int], Callable] | None = None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class PeerSetup:
+    """What the peers need: ``target`` (the model file), ``threads``, ``eos`` ids, ``n_ctx`` (tokens of context a
+    llama.cpp context needs: the longest prompt + new tokens + a block), ``exported`` ((row name, module text) of exported policies for
+    llama-cpp-python) and ``ngram`` (MAX, MIN) and ``gamma`` the exported drafter's settings."""
+
+    target: str
+    threads: int
+    eos: tuple[int, ...]
+    n_ctx: int
+    exported: tuple = ()
+    ngram: tuple[int, int] = (3, 1)
+    gamma: int = 5
+
+
+def _counts(tokens: int, seconds: float, calls: int) -> LiveCounts:
+    return LiveCounts(tokens=tokens, target_calls=calls, seconds=seconds, expected_tokens=float(tokens))
+
+
+class _Clock:
+    """A transformers streamer timing decoding after the first step (the module doc)."""
+
+    def __init__(self):
+        self.puts, self.t0, self.t1, self.tokens = 0, None, None, 0
+
+    def put(self, value) -> None:
+        self.puts += 1
+        now = time.perf_counter()
+        if self.puts == 1:  # the prompt
+            return
+        if self.t0 is None:
+            self.t0 = now
+            return
+        self.tokens += int(value.numel())
+        self.t1 = now
+
+    def end(self) -> None:
+        pass
+
+
+class Peer:
+    """A peer library: ``name``, the ``package`` it imports and how to install it (:meth:`check`), and its rows."""
+
+    name = ""
+    package = ""
+    install = ""
+
+    def check(self) -> None:
+        """Refuse, in one line (InputError), a peer whose package is not installed."""
+        try:
+            __import__(self.package)
+        except ImportError:
+            raise InputError(f"peer '{self.name}' needs the package {self.package}: {self.install}",
+                             param="peers") from None
+
+    def rows(self, setup: PeerSetup) -> list[PeerRow]:
+        raise NotImplementedError
+
+
+class TransformersPeer(Peer):
+    name, package, install = "transformers", "transformers", "pip install transformers"
+
+    def rows(self, setup: PeerSetup) -> list[PeerRow]:
+        import torch
+
+        from evolve.engine.models import load_model, resolve_model
+
+        model = load_model(resolve_model(setup.target, "target"), "float32", "cpu").model
+        model.eval()
+        eos = list(setup.eos)
+
+        def decoder(k):
+            def decode(ids, max_new_tokens):
+                clock = _Clock()
+                extra = {} if k is None else {"prompt_lookup_num_tokens": k}
+                with torch.inference_mode():
+                    out = model.generate(torch.tensor([list(ids)]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                         max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos,
+                                         pad_token_id=eos[0] if eos else None, streamer=clock, **extra)
+                seconds = (clock.t1 - clock.t0) if clock.t1 is not None else 0.0
+                return [int(t) for t in out[0, len(ids):]], _counts(clock.tokens, seconds, max(clock.puts - 2, 0))
+            return decode
+
+        return [PeerRow("transformers plain", self.name, decoder(None), plain=True),
+                PeerRow(f"transformers prompt lookup K={TRANSFORMERS_DEFAULT_K} (default)", self.name,
+                        decoder(TRANSFORMERS_DEFAULT_K), setting=TRANSFORMERS_DEFAULT_K, make=decoder,
+                        label="transformers prompt lookup")]
+
+
+class LlamaCppPythonPeer(Peer):
+    name, package, install = "llama-cpp-python", "llama_cpp", "pip install 'llama-cpp-python>=0.3.36'"
+
+    def rows(self, setup: PeerSetup) -> list[PeerRow]:
+        import llama_cpp
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+        if not str(setup.target).lower().endswith(".gguf"):
+            raise InputError(f"peer '{self.name}' loads .gguf files only (target {setup.target})", param="peers")
+        llm = llama_cpp.Llama(model_path=str(setup.target), n_ctx=setup.n_ctx, n_threads=setup.threads,
+                              n_threads_batch=setup.threads, logits_all=True, verbose=False)
+        eos = set(setup.eos)
+
+        def decoder(make_draft):
+            def decode(ids, max_new_tokens):
+                llm.draft_model = None if make_draft is None else make_draft(len(ids))
+                out, t0, t1 = [], None, None
+                for tok in llm.generate(list(ids), temp=0.0, repeat_penalty=1.0):
+                    out.append(int(tok))
+                    t1 = time.perf_counter()
+                    if t0 is None:
+                        t0 = t1
+                    if len(out) >= max_new_tokens or tok in eos:
+                        break
+                llm.draft_model = None
+                return out, _counts(len(out) - 1, (t1 - t0) if out else 0.0, 0)
+            return decode
+
+        def lookup(k, n=LLAMA_DEFAULT_NGRAM):
+            return lambda prompt_len: LlamaPromptLookupDecoding(max_ngram_size=n, num_pred_tokens=k)
+
+        rows = [PeerRow("llama-cpp-python plain", self.name, decoder(None), plain=True),
+                PeerRow(f"llama-cpp-python prompt lookup K={LLAMA_DEFAULT_K} (default)", self.name,
+                        decoder(lookup(LLAMA_DEFAULT_K)), setting=LLAMA_DEFAULT_K,
+                        make=lambda k: decoder(lookup(k)), label="llama-cpp-python prompt lookup")]
+        for name, source in setup.exported:
+            module = types.ModuleType(f"exported_{len(rows)}")
+            exec(compile(source, f"<exported policy {name}>", "exec"), module.__dict__)
+
+            def make(prompt_len, module=module):
+                drafter = module.PolicyPromptLookup(setup.ngram[0], setup.ngram[1], setup.gamma,
+                                                    eos_token_ids=tuple(setup.eos))
+                drafter.start(prompt_len)
+                return drafter
+            rows.append(PeerRow(f"llama-cpp-python {name} (exported)", self.name, decoder(make)))
+        return rows
+
+
+#: The peers by name (``--peers NAME,...``).
+PEERS: dict[str, Peer] = {p.name: p for p in (TransformersPeer(), LlamaCppPythonPeer())}
+
+
+def peers_named(names: Sequence[str]) -> list[Peer]:
+    """The peers ``names`` (in :data:`PEERS` order), each checked installed. Raises InputError (one line) for an
+    unknown name or a missing package."""
+    for name in names:
+        if name not in PEERS:
+            raise InputError(f"unknown peer '{name}' (choose from {', '.join(PEERS)})", param="peers")
+    chosen = [p for n, p in PEERS.items() if n in names]
+    for peer in chosen:
+        peer.check()
+    return chosen
+
+
+def tuned_row(row: PeerRow, k: int) -> PeerRow:
+    """The configuration of the tunable ``row`` (its ``make``) with draft length ``k``, labelled tuned."""
+    return PeerRow(f"{row.label} K={int(k)} (tuned)", row.engine, row.make(int(k)), setting=int(k))
+
+
+def tune(row: PeerRow, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+         grid: Sequence[int] = TUNE_GRID) -> int:
+    """The K of ``grid`` at which the prompt-lookup configuration of ``row``'s library (``row.make(K)`` a decoder)
+    decodes ``prompts`` (token ids: a valid set, not the measured one) fastest, in tokens per second of decoding
+    (tokens / seconds summed over the prompts; one decode each)."""
+    best, best_rate = grid[0], -1.0
+    for k in grid:
+        decode = row.make(k)
+        total = LiveCounts()
+        for ids in prompts:
+            total.add(decode(ids, max_new_tokens)[1])
+        if total.tokens_per_s > best_rate:
+            best, best_rate = k, total.tokens_per_s
+    return best
+
+
+__all__ = ["LLAMA_DEFAULT_K", "LLAMA_DEFAULT_NGRAM", "PEERS", "Peer", "PeerRow", "PeerSetup", "TRANSFORMERS_DEFAULT_K",
+           "TUNE_GRID", "peers_named", "tune", "tuned_row"]

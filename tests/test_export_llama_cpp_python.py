@@ -1,0 +1,224 @@
+"""The llama-cpp-python export (:mod:`evolve.export.engines.llama_cpp_python`): a standalone ``LlamaDraftModel``
+whose drafts are this project's prompt lookup cut by the policy, as ``benchmark.py live`` decides them."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from evolve.engine.ngram import NgramDrafter
+from evolve.errors import InputError
+from evolve.export.engines.llama_cpp_python import module_source
+from evolve.live.decoding import policy_keep
+from evolve.report.rules import rule_named
+from heuristics.contract import Rule
+
+#: llama_cpp/llama_speculative.py's abstract class, as llama-cpp-python defines it.
+STUB = '''
+import abc
+
+
+class LlamaDraftModel(abc.ABC):
+    @abc.abstractmethod
+    def __call__(self, input_ids, /, **kwargs):
+        raise NotImplementedError()
+'''
+
+
+def _policy(expression: str) -> Rule:
+    return Rule(f"p_{abs(hash(expression)) % 997}", "test policy", "test", expression=expression, lossless=True,
+                kind="verify-length")
+
+
+POLICIES = [rule_named("fixed_gamma:gamma=0"), rule_named("fixed_gamma:gamma=2"), rule_named("fixed_gamma:gamma=5"),
+            rule_named("confidence_threshold:h=0.5"),
+            _policy("div(draft_prob, sub(lookup_len, draft_index))"),
+            _policy("sub(lookup_freq, 0.6)"),
+            _policy("if_gt(position, 12.0, sub(3.5, draft_index), sub(mul(lookup_len, lookup_freq), draft_index))"),
+            _policy("sub(add(draft_cumprob, draft_entropy), mul(0.4, draft_index))")]
+
+
+def _load(source: str, root, name: str):
+    """Import the generated module ``source`` with the stub llama_cpp package on sys.path."""
+    package = root / "stub" / "llama_cpp"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text("")
+    (package / "llama_speculative.py").write_text(textwrap.dedent(STUB))
+    path = root / f"{name}.py"
+    path.write_text(source)
+    sys.path.insert(0, str(root / "stub"))
+    try:
+        for cached in [m for m in sys.modules if m == "llama_cpp" or m.startswith("llama_cpp.")]:
+            del sys.modules[cached]
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(root / "stub"))
+        for cached in [m for m in sys.modules if m == "llama_cpp" or m.startswith("llama_cpp.")]:
+            del sys.modules[cached]
+    return module
+
+
+def reference_draft(rule, ctx, prompt_len: int, gamma: int, ngram=(3, 1), eos=()):
+    """What :func:`evolve.live.decoding.speculative_text` drafts for ``ctx`` (the project's drafter and policy)."""
+    drafter = NgramDrafter(ngram[0], ngram[1], 100)
+    engine = SimpleNamespace(eos=set(eos))
+    keep = policy_keep(rule, len(ctx) - prompt_len)
+    ahead = drafter.lookahead(engine, list(ctx)) if keep.lookahead else {}
+    if not keep(0, [], [], [], ahead):
+        return []
+    batch = SimpleNamespace(rows=[SimpleNamespace(ctx=list(ctx))])
+    return list(drafter.propose(engine, batch, [gamma], keep)[0][0])
+
+
+def llama_gguf(tmp_path, monkeypatch):
+    """test_harvest.py's tiny GGUF, with a BPE merge that llama.cpp's loader requires (its vocabulary's 'z' becomes
+    'ab', the product of the one merge 'a b', so transformers' loader accepts it too)."""
+    gguf = pytest.importorskip("gguf")
+    from test_harvest import _gguf_pair
+
+    add = gguf.GGUFWriter.add_token_list
+
+    def with_merge(self, tokens):
+        tokens = list(tokens)
+        tokens[tokens.index("z")] = "ab"
+        add(self, tokens)
+        self.add_token_merges(["a b"])
+    monkeypatch.setattr(gguf.GGUFWriter, "add_token_list", with_merge)
+    return _gguf_pair(tmp_path)[0]
+
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lcp")
+    return [(rule, _load(module_source(rule, "test"), root, f"exported_{i}")) for i, rule in enumerate(POLICIES)]
+
+
+def test_module_imports_nothing_of_the_project(modules):
+    for rule, module in modules:
+        text = open(module.__file__).read()
+        assert "evolve" not in [line.split()[1].split(".")[0] for line in text.splitlines()
+                                if line.startswith(("import ", "from "))]
+        assert module.PolicyPromptLookup.__mro__[1].__name__ == "LlamaDraftModel"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=2, max_size=40), st.integers(0, 30), st.integers(1, 8),
+       st.sampled_from([(3, 1), (2, 2), (4, 2)]))
+def test_drafts_equal_the_projects_drafter_and_policy(modules, tokens, cut, gamma, ngram):
+    prompt_len = min(cut, len(tokens) - 1)
+    for rule, module in modules:
+        model = module.PolicyPromptLookup(ngram[0], ngram[1], gamma, eos_token_ids=(4,))
+        model.start(prompt_len)
+        got = model(np.asarray(tokens, dtype=np.intc))
+        assert got.dtype == np.intc
+        assert list(got) == reference_draft(rule, tokens, prompt_len, gamma, ngram, eos=(4,)), rule.name
+
+
+def _greedy(next_token, prompt, n, draft_model=None, calls=None):
+    """llama-cpp-python's ``Llama.generate`` loop under greedy decoding with a deterministic model: after each
+    sampled token the draft model gets the text so far; drafts are kept while they equal the model's tokens."""
+    ctx, out = list(prompt), []
+    while len(out) < n:
+        tok = next_token(ctx)
+        ctx.append(tok)
+        out.append(tok)
+        if draft_model is None or len(out) >= n:
+            continue
+        draft = list(draft_model(np.asarray(ctx, dtype=np.intc)))
+        if calls is not None:
+            calls.append((list(ctx), draft))
+        for d in draft:
+            if len(out) >= n:
+                break
+            tok = next_token(ctx)
+            ctx.append(tok)
+            out.append(tok)
+            if tok != d:
+                break
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=3, max_size=20), st.integers(0, 2**16))
+def test_inside_the_generate_loop_drafts_match_and_text_is_greedy(modules, prompt, salt):
+    """Without start(): the draft model finds each text's prompt itself; texts equal plain greedy decoding."""
+    def next_token(ctx):
+        return int((ctx[-1] * 3 + len(ctx) % 4 + salt) % 6) if len(ctx) % 5 else int(ctx[-2])
+
+    plain = _greedy(next_token, prompt, 30)
+    for rule, module in modules:
+        model = module.PolicyPromptLookup(3, 1, 6)
+        for _ in range(2):  # a second text with the same prompt: a new text again
+            calls = []
+            assert _greedy(next_token, prompt, 30, model, calls) == plain
+            for ctx, draft in calls:
+                assert draft == reference_draft(rule, ctx, len(prompt), 6), rule.name
+
+
+@pytest.mark.parametrize("expression, words", [
+    ("sub(target_prob, 0.5)", "reads 'target_prob'"),
+    ("sub(top_token_match, draft_index)", "reads 'top_token_match'"),
+])
+def test_a_column_the_lookup_drafter_cannot_give_is_refused(expression, words):
+    with pytest.raises(InputError, match=words) as err:
+        module_source(_policy(expression), "test")
+    assert "\n" not in str(err.value)
+
+
+def test_other_kinds_and_lossy_verifiers_are_refused():
+    with pytest.raises(InputError, match="verification-length policy"):
+        module_source(rule_named("standard_rejection"), "test")
+    lossy = Rule("lossy", "", "", expression="sub(2.5, draft_index)", kind="verify-length", verifier="fuzzy_sd:T=0.1")
+    with pytest.raises(InputError, match="verifies with"):
+        module_source(lossy, "test")
+
+
+def test_greedy_decoding_with_the_exported_module_equals_plain_decoding_in_llama_cpp(tmp_path, monkeypatch):
+    """With llama-cpp-python installed: a tiny GGUF decodes the same tokens greedily with the exported draft model
+    as without it."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    path = llama_gguf(tmp_path, monkeypatch)
+    spec = importlib.util.spec_from_loader("exported_real", loader=None)
+    module = importlib.util.module_from_spec(spec)
+    exec(compile(module_source(POLICIES[6], "test"), "exported_real", "exec"), module.__dict__)
+    llm = llama_cpp.Llama(str(path), n_ctx=256, n_threads=1, verbose=False, logits_all=True, seed=0)
+    prompt = [1, 5, 6, 7, 5, 6, 8, 5, 6, 7, 5, 6]
+    plain = []
+    for tok in llm.generate(prompt, temp=0.0):
+        plain.append(tok)
+        if len(plain) == 40:
+            break
+    llm.draft_model = module.PolicyPromptLookup(3, 1, 6, eos_token_ids=(2,))
+    spec_out = []
+    for tok in llm.generate(prompt, temp=0.0):
+        spec_out.append(tok)
+        if len(spec_out) == 40:
+            break
+    assert spec_out == plain
+    assert llm.draft_model._prompt_len == len(prompt)  # found by the draft model itself
+
+
+@pytest.mark.parametrize("spec,exports", [("fixed_gamma:gamma=3", True), ("confidence_threshold:h=0.5", True),
+                                          ("standard_rejection", False), ("mixture_0.9", False)])
+def test_export_command_writes_the_module_or_refuses_in_one_line(tmp_path, spec, exports):
+    """``python -m evolve export SPEC --to llama-cpp-python``: a verification-length policy is written as the module;
+    a program of another kind is refused in one line naming the nearest setting (exit 2, no traceback, no file)."""
+    from click.testing import CliRunner
+
+    from evolve.cli.evolve import cli
+
+    out = tmp_path / "draft.py"
+    res = CliRunner().invoke(cli, ["export", spec, "--to", "llama-cpp-python", "--output", str(out)])
+    if exports:
+        assert res.exit_code == 0, res.output
+        assert "class PolicyPromptLookup(LlamaDraftModel)" in out.read_text()
+    else:
+        assert res.exit_code == 2 and "Traceback" not in res.output and not out.exists()
+        assert "nearest setting" in res.output and len(res.output.strip().splitlines()) == 1

@@ -1,0 +1,133 @@
+"""``benchmark.py live --repeats N --peers ...``: repeated interleaved decoding with spread, and the speculation other
+libraries ship (:mod:`evolve.live.peers`) decoded beside the rules, on tiny random models built offline."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from click.testing import CliRunner  # noqa: E402
+
+from evolve.cli.benchmark import cli  # noqa: E402
+from evolve.errors import InputError  # noqa: E402
+from evolve.harvest.config import HarvestConfig  # noqa: E402
+from evolve.live.decoding import LiveCounts  # noqa: E402
+from evolve.live.peers import PEERS, Peer, PeerRow, peers_named, tune, tuned_row  # noqa: E402
+from evolve.report.live import KEYS, LiveExtras, format_json, format_table, resolve_rules, run_live  # noqa: E402
+import test_live  # noqa: E402
+
+#: The tiny random Llama and prompts of test_live.py (its fixtures, under their names here).
+tiny_files, one_thread = test_live.files, test_live.one_thread
+
+MAX_NEW = 12
+
+
+def _config(files, **kw) -> HarvestConfig:
+    base = dict(target=files["target"], prompts=files["prompts"], gamma=3, max_new_tokens=MAX_NEW, seed=5,
+                ngram=(2, 1), temperature=0.0)
+    base.update(kw)
+    return HarvestConfig(**base)
+
+
+def test_repeats_report_medians_with_spread_and_intervals(tiny_files):
+    rules = resolve_rules(["standard_rejection", "fixed_gamma:gamma=2"])
+    seen = []
+    report = run_live(_config(tiny_files), rules, lambda done, total: seen.append((done, total)),
+                      extras=LiveExtras(repeats=3, bootstrap=40))
+    assert seen[-1] == (9, 9)
+    for row in report.rows:
+        assert set(row) == set(KEYS) and row["repeats"] == 3 and row["engine"] == "evolve"
+        assert row["tokens_per_s_min"] <= row["tokens_per_s"] <= row["tokens_per_s_max"]
+        assert row["speedup_min"] <= row["speedup"] <= row["speedup_max"]
+        assert row["speedup_low"] <= row["speedup_high"] and row["tokens_per_s_mad"] >= 0
+        assert row["same_text"] == 1.0  # lossless, greedy: every decode is plain decoding's text
+    assert report.rows[0]["tokens"] == 3 * report.counts[0].tokens // 3
+    text = format_table(report)
+    assert "3 repeats" in text and "Fastest configuration on this machine" in text and "min-max" in text
+    assert '"speedup_low"' in format_json(report)
+
+
+def test_one_repeat_keeps_the_rows_values(tiny_files):
+    report = run_live(_config(tiny_files), resolve_rules(["standard_rejection"]))
+    row, counts = report.rows[0], report.counts[0]
+    assert row["repeats"] == 1 and row["tokens_per_s"] == counts.tokens_per_s
+    assert row["speedup"] == counts.tokens_per_s / report.autoregressive.tokens_per_s
+    assert "Same text" not in format_table(report)
+
+
+def test_transformers_peer_rows_beside_ours(tiny_files):
+    extras = LiveExtras(repeats=2, peers=(PEERS["transformers"],), peer_k=(("transformers", 2),), bootstrap=40)
+    report = run_live(_config(tiny_files), resolve_rules(["standard_rejection"]), extras=extras)
+    names = [r["rule"] for r in report.rows]
+    assert names == ["standard_rejection", "transformers plain", "transformers prompt lookup K=10 (default)",
+                     "transformers prompt lookup K=2 (tuned)"]
+    peers = {r["rule"]: r for r in report.rows[1:]}
+    assert all(r["engine"] == "transformers" and r["tokens"] > 0 for r in peers.values())
+    plain = peers["transformers plain"]
+    assert plain["speedup"] == 1.0 and plain["same_text"] == 1.0
+    # greedy prompt lookup is lossless: transformers' text is its plain text (float32, a tiny model)
+    assert all(r["same_text"] == 1.0 for r in peers.values())
+    assert "transformers prompt lookup K=2 (tuned)" in format_table(report)
+
+
+def test_tuning_picks_the_fastest_k():
+    rates = {1: 10.0, 2: 30.0, 3: 20.0}
+
+    def make(k):
+        return lambda ids, n: ([], LiveCounts(tokens=int(rates[k]), seconds=1.0))
+    row = PeerRow("x default", "x", make(1), make=make, label="x prompt lookup")
+    assert tune(row, [[1, 2]], 4, grid=(1, 2, 3)) == 2
+    assert tuned_row(row, 2).name == "x prompt lookup K=2 (tuned)"
+
+
+def test_unknown_or_missing_peers_are_refused_in_one_line(monkeypatch):
+    with pytest.raises(InputError, match="unknown peer 'vllm'"):
+        peers_named(["vllm"])
+
+    class Missing(Peer):
+        name, package, install = "missing", "no_such_package_here", "pip install it"
+    monkeypatch.setitem(PEERS, "missing", Missing())
+    with pytest.raises(InputError, match="peer 'missing' needs the package no_such_package_here") as err:
+        peers_named(["missing"])
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--peers", "transformers", "--temperature", "1"], "decode greedily"),
+    (["--peers", "transformers", "--temperature", "0", "--peer-k", "transformers=x"], "PEER=K"),
+    (["--peers", "transformers", "--temperature", "0", "--peer-k", "llama-cpp-python=2"], "not among the peers"),
+    (["--peers", "nope", "--temperature", "0"], "unknown peer"),
+    (["--bootstrap", "10"], "at least 40"),
+])
+def test_cli_refusals(tiny_files, args, words):
+    res = CliRunner().invoke(cli, ["live", "--target", tiny_files["target"], "--prompts", tiny_files["prompts"],
+                                   "--draft-ngram", "2", "--rule", "standard_rejection", *args])
+    assert res.exit_code != 0 and words in res.output
+
+
+def test_llama_cpp_python_peer_runs_the_exported_policy_losslessly(tmp_path, monkeypatch):
+    """With llama-cpp-python: its plain, shipped prompt lookup and our exported policy rows on a tiny GGUF, each
+    decoding plain greedy decoding's text."""
+    pytest.importorskip("llama_cpp")
+    from evolve.export.engines.llama_cpp_python import module_source
+    from evolve.report.rules import rule_named
+    from test_export_llama_cpp_python import llama_gguf
+
+    path = llama_gguf(tmp_path, monkeypatch)
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("abc abc abc de\nxyz xyz\n")
+    policy = rule_named("fixed_gamma:gamma=3")
+    extras = LiveExtras(peers=(PEERS["llama-cpp-python"],), peer_k=(("llama-cpp-python", 2),), bootstrap=40,
+                        exported=((policy.name, module_source(policy, "test", (2, 1), 3)),))
+    report = run_live(HarvestConfig(target=str(path), prompts=str(prompts), gamma=3, max_new_tokens=MAX_NEW,
+                                    ngram=(2, 1), temperature=0.0), resolve_rules([policy.name]), extras=extras)
+    rows = {r["rule"]: r for r in report.rows if r["engine"] == "llama-cpp-python"}
+    assert list(rows) == ["llama-cpp-python plain", "llama-cpp-python prompt lookup K=10 (default)",
+                          "llama-cpp-python prompt lookup K=2 (tuned)", "llama-cpp-python fixed_gamma:gamma=3 (exported)"]
+    assert all(r["same_text"] == 1.0 and r["tokens"] > 0 for r in rows.values())
+    assert "runs at" in report.caption  # the backend's plain decoding against llama-cpp-python's
