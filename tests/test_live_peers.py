@@ -131,3 +131,22 @@ def test_llama_cpp_python_peer_runs_the_exported_policy_losslessly(tmp_path, mon
                           "llama-cpp-python prompt lookup K=2 (tuned)", "llama-cpp-python fixed_gamma:gamma=3 (exported)"]
     assert all(r["same_text"] == 1.0 and r["tokens"] > 0 for r in rows.values())
     assert "runs at" in report.caption  # the backend's plain decoding against llama-cpp-python's
+
+
+def test_task_group_table_lists_our_rows_only_when_peers_are_beside_them():
+    """The per-task-group table has counts per category for plain decoding and our rules only; a peer row beside
+    them (which has none) is not a column lookup past their end."""
+    from evolve.live.decoding import LiveCounts
+    from evolve.report.live import LiveReport, category_lines
+
+    def counts(tokens, calls, seconds):
+        c = LiveCounts()
+        c.tokens, c.target_calls, c.seconds = tokens, calls, seconds
+        return c
+
+    ours = [counts(40, 40, 2.0), counts(40, 20, 1.0)]
+    report = LiveReport([{"rule": "fixed_gamma:gamma=2"}, {"rule": "transformers plain"}], ours[0], "caption",
+                        [ours[1]], {"writing": ours, "qa": ours})
+    lines = category_lines(report)
+    assert any(line.startswith("fixed_gamma:gamma=2") and "2.00 2.00x" in line for line in lines)
+    assert not any(line.startswith("transformers plain") for line in lines)

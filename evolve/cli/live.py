@@ -17,13 +17,11 @@ from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.types import CommaList
 from evolve.errors import InputError
 from evolve.export.engines.llama_cpp_python import KIND, module_source
-from evolve.live.peers import PEERS
+from evolve.live.peers import PEERS, LlamaCppPythonPeer, peers_named
 from evolve.report.compare.table import champion_from_file
 from evolve.report.live import DEFAULT_REPLICATES, FORMATS, LiveOptions, live_command
 from evolve.report.rules import rule_named
 
-#: The peer that runs exported policies.
-LLAMA_PEER = "llama-cpp-python"
 
 
 def _peer_k(text: str) -> tuple[str, int]:
@@ -115,7 +113,7 @@ def live(**options) -> None:
     options["peers"] = tuple(p for p in options["peers"].split(",") if p)
     options["peer_k"] = tuple(_peer_k(v) for v in options["peer_k"])
     opts = LiveOptions.from_options(options, drafters)
-    if LLAMA_PEER in opts.peers:
+    if any(isinstance(peer, LlamaCppPythonPeer) for peer in peers_named(opts.peers)):
         opts = dataclasses.replace(opts, exported=exported_policies(opts, drafters))
 
     def on_text(done: int, total: int) -> None:

@@ -246,8 +246,8 @@ class EvalData:
         new_starts = np.concatenate(([0], np.cumsum([p.size for p in pieces]))).astype(np.int64)
         new_text = np.array([ids[t] for t in draw for _ in runs_of[t]], dtype=np.int64)
         return EvalData(self.X[:, rows], self.r[rows], self.u[rows], self.b[rows], self.available, self.source,
-                        self.split, feature_rows=self.feature_rows, no_draft_calls=calls,
-                        text_runs=(new_starts, new_text))
+                        self.split, feature_rows=self.feature_rows, block_length=self.block_length,
+                        no_draft_calls=calls, text_runs=(new_starts, new_text))
 
     @property
     def texts(self) -> int:

@@ -41,10 +41,23 @@ TARGETS: dict[str, Callable[[Rule, Layout, str], str]] = {
 
 def _llama_cpp_python(rule: Rule, source: str) -> str:
     """:func:`evolve.export.engines.llama_cpp_python.module_source` of ``rule`` (imported here: that module reads
-    this one's :func:`layout`)."""
+    this one's :func:`layout`), its defaults the n-gram lengths and the draft length of the champion's run (its
+    provenance: the dataset's harvest ``ngram`` and the run's ``gamma``) when ``source`` is a champion file that
+    records them, else prompt lookup 3..1 and 8 drafts."""
     from evolve.export.engines.llama_cpp_python import module_source
 
-    return module_source(rule, source)
+    ngram, gamma = (3, 1), 8
+    if Path(source).is_file():
+        prov = read_champion(source).provenance or {}
+        run = prov.get("config") if isinstance(prov.get("config"), dict) else {}
+        data = prov.get("data") if isinstance(prov.get("data"), dict) else {}
+        harvest = data.get("generator_config") if isinstance(data.get("generator_config"), dict) else {}
+        found = harvest.get("ngram")
+        if isinstance(found, list) and 1 <= len(found) <= 2 and all(isinstance(v, int) and v >= 1 for v in found):
+            ngram = (found[0], found[-1] if len(found) == 2 else 1)
+        if isinstance(run.get("gamma"), int) and run["gamma"] >= 1:
+            gamma = run["gamma"]
+    return module_source(rule, source, ngram, gamma)
 
 
 def resolve_rule(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:

@@ -105,8 +105,8 @@ class ProgramKind:
             harvested trees bound it).
         resamples: whether its population scorer reads the split's records alone, so that a resample of whole
             texts (:meth:`evolve.eval.evaluator.EvalData.resample_texts`) is scored as the records are: the champion
-            guard's bootstrap (:mod:`evolve.search.guard`) needs it (a tree shape is scored on the tree table beside
-            the records: False).
+            guard's bootstrap (:mod:`evolve.search.guard`) needs it (False: a tree shape, scored on the tree table
+            beside the records, and a relaxation weight, scored with the block columns read beside them).
     """
 
     name: str

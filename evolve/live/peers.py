@@ -172,7 +172,7 @@ class LlamaCppPythonPeer(Peer):
                     if len(out) >= max_new_tokens or tok in eos:
                         break
                 llm.draft_model = None
-                return out, _counts(len(out) - 1, (t1 - t0) if out else 0.0, 0)
+                return out, _counts(max(len(out) - 1, 0), (t1 - t0) if out else 0.0, 0)
             return decode
 
         def lookup(k, n=LLAMA_DEFAULT_NGRAM):

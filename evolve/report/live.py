@@ -14,7 +14,7 @@ run (not counted) loads the compiled kernels first. With ``repeats`` N (:class:`
 times by every row, the order of the rows within a prompt rotated by one position per repeat (so no row always runs
 first after another); a row's tokens/s is then the median over repeats of the repeat's tokens/s (min, max and the
 median absolute deviation beside it), its speedup the median of the repeats' own ratios, with a paired bootstrap
-interval over texts (:mod:`evolve.report.bootstrap`; all repeats of a text resampled together). ``peers``
+interval over texts (:mod:`evolve.eval.bootstrap`; all repeats of a text resampled together). ``peers``
 (:mod:`evolve.live.peers`) add the rows of other libraries' shipped speculation, interleaved with ours on the same
 prompt ids, each against its own library's plain decoding; the caption then names the fastest configuration in
 absolute tokens per second and this project's plain decoding against llama-cpp-python's. Per rule (JSON keys of
@@ -79,7 +79,7 @@ from evolve.traces.io import load_metadata
 from evolve.report.compare.table import champion_from_file
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.rules import rule_named
-from evolve.live.peers import PeerSetup, peers_named, tune, tuned_row
+from evolve.live.peers import LlamaCppPythonPeer, PeerSetup, peers_named, tune, tuned_row
 from evolve.live.decoding import (BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text,
                              speculative_text)
 from heuristics.contract import Rule
@@ -199,7 +199,7 @@ class LiveExtras:
     prompt-lookup row at that K), ``tune_prompts`` (a prompts file: the K of each peer without one in ``peer_k`` is
     tuned there, :func:`evolve.live.peers.tune`), ``exported`` ((row name, module text) of exported verification-length
     policies for llama-cpp-python: :mod:`evolve.export.engines.llama_cpp_python`) and ``bootstrap`` (replicates of
-    the speedup intervals, :mod:`evolve.report.bootstrap`)."""
+    the speedup intervals, :mod:`evolve.eval.bootstrap`)."""
 
     repeats: int = 1
     peers: tuple = ()
@@ -310,6 +310,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     per_category = [_per(e, lambda rt: prompts.texts[rt[1]].category) for e in ours]
     by_category = {c: [p[c] for p in per_category] for c in per_category[0] if c is not None}
     reference = {e.engine: e for e in entries if e.plain}
+    groups = np.array([prompts.texts[i].question for i in texts], dtype=np.int64)
     rows = []
     for entry, rule in zip(ours[1:], rules):
         c = _total(entry)
@@ -317,14 +318,15 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
                      "tokens_per_call": c.tokens_per_call, "tv_per_token": c.tv_per_token,
                      "tokens_per_call_se": c.tokens_per_call_se, "expected_tokens_per_call": c.expected_tokens_per_call,
                      "mean_drafted": c.mean_drafted, "predicted_tokens_per_s": None, "predicted_speedup": None,
-                     **_spread(entry, entries[0], texts, extras)})
+                     **_spread(entry, entries[0], texts, groups, extras)})
     for entry in entries[1 + len(rules):]:
         c = _total(entry)
         nan = float("nan")
         rows.append({"rule": entry.name, "engine": entry.engine, "tokens": c.tokens, "target_calls": c.target_calls,
                      "tokens_per_call": c.tokens_per_call, "tv_per_token": 0.0, "tokens_per_call_se": nan,
                      "expected_tokens_per_call": nan, "mean_drafted": nan, "predicted_tokens_per_s": None,
-                     "predicted_speedup": None, **_spread(entry, reference[entry.engine], texts, extras)})
+                     "predicted_speedup": None, **_spread(entry, reference[entry.engine], texts, groups,
+                                                                            extras)})
     drafter = setup.description["drafter"]
     drafter_text = ", ".join(f"{k} {v}" for k, v in drafter.items() if k != "sha256")
     caption = (f"live decoding: target {Path(config.target).name} ({setup.target.architecture}), "
@@ -333,7 +335,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
                f"{config.top_p:g}; {len(texts)} prompts, at most {config.max_new_tokens} new tokens each, seed "
                f"{config.seed}; plain decoding: {ar.tokens} tokens, {ar.tokens_per_s:.2f} tokens/s")
     if extras.repeats > 1 or extras.peers:
-        caption += _extended_caption(config, extras, entries, rows, texts)
+        caption += _extended_caption(config, extras, entries, rows, groups)
     return LiveReport(rows, ar, caption, per_rule, dict(sorted(by_category.items())))
 
 
@@ -410,11 +412,13 @@ def _per(entry: _Entry, key: Callable) -> dict:
     return out
 
 
-def _spread(entry: _Entry, ref: _Entry, texts: Sequence[int], extras: LiveExtras) -> dict:
+def _spread(entry: _Entry, ref: _Entry, texts: Sequence[int], groups: np.ndarray, extras: LiveExtras) -> dict:
     """The measured keys of a row against its engine's plain decoding ``ref``: the median over repeats of each
     repeat's tokens/s (tokens / seconds of that repeat's prompts) and of the speedups (each repeat's own ratio),
     their min and max, the median absolute deviation of tokens/s, the paired bootstrap interval of the speedup over
-    texts (every repeat's decodes of a text resampled together) and the share of texts equal to ``ref``'s."""
+    questions (``groups`` int64 (len(texts),): the question of each text, so a later turn, whose context holds the
+    earlier turn's answer, is resampled with it; every repeat's decodes of a text resampled together) and the share
+    of texts equal to ``ref``'s."""
     mine, base = _per(entry, lambda rt: rt[0]), _per(ref, lambda rt: rt[0])
     rates = np.array([mine[r].tokens_per_s for r in sorted(mine)])
     ref_rates = np.array([base[r].tokens_per_s for r in sorted(base)])
@@ -423,7 +427,7 @@ def _spread(entry: _Entry, ref: _Entry, texts: Sequence[int], extras: LiveExtras
     by_text, ref_text = _per(entry, lambda rt: rt[1]), _per(ref, lambda rt: rt[1])
     values = np.array([[by_text[i].tokens, by_text[i].seconds] for i in texts], dtype=np.float64)
     reference = np.array([[ref_text[i].tokens, ref_text[i].seconds] for i in texts], dtype=np.float64)
-    _, low, high = ratio_interval(group_weights(np.arange(len(texts)), extras.bootstrap), values, reference)
+    _, low, high = ratio_interval(group_weights(groups, extras.bootstrap), values, reference)
     same = np.mean([entry.results[rt][0] == ref.results[rt][0] for rt in entry.results])
     return {"tokens_per_s": rate, "ar_tokens_per_s": float(np.median(ref_rates)),
             "speedup": float(np.median(speedups)), "repeats": int(rates.size),
@@ -433,7 +437,7 @@ def _spread(entry: _Entry, ref: _Entry, texts: Sequence[int], extras: LiveExtras
             "speedup_low": low, "speedup_high": high, "same_text": float(same)}
 
 
-def _extended_caption(config, extras: LiveExtras, entries: list[_Entry], rows: list[dict], texts) -> str:
+def _extended_caption(config, extras: LiveExtras, entries: list[_Entry], rows: list[dict], groups: np.ndarray) -> str:
     """The caption's sentences on repeats, timing, the fastest configuration and the backend's overhead."""
     plain_rows = {e.engine: float(np.median([c.tokens_per_s for c in _per(e, lambda rt: rt[0]).values()]))
                   for e in entries if e.plain}
@@ -443,14 +447,14 @@ def _extended_caption(config, extras: LiveExtras, entries: list[_Entry], rows: l
     text = (f"; {extras.repeats} repeats (every prompt decoded once per repeat by every row, the row order rotated by "
             f"one per repeat), tokens/s the median over repeats [min-max], speedup over the same engine's plain "
             f"decoding with its {COVERAGE:.0%} paired bootstrap interval over texts ({extras.bootstrap} replicates)")
-    caveat = interval_caveat(np.arange(len(texts)))
+    caveat = interval_caveat(groups, "questions")
     if caveat:
         text += f" ({caveat})"
     text += f". Fastest configuration on this machine: {fastest[0]} at {fastest[1]:.2f} tokens/s"
-    if "llama-cpp-python" in plain_rows:
-        ratio = plain_rows[OURS] / plain_rows["llama-cpp-python"]
+    if LlamaCppPythonPeer.name in plain_rows:
+        ratio = plain_rows[OURS] / plain_rows[LlamaCppPythonPeer.name]
         text += (f". This project's plain decoding ({config.backend} backend) runs at {ratio:.3f}x llama-cpp-python's "
-                 f"plain decoding ({plain_rows[OURS]:.2f} against {plain_rows['llama-cpp-python']:.2f} tokens/s)")
+                 f"plain decoding ({plain_rows[OURS]:.2f} against {plain_rows[LlamaCppPythonPeer.name]:.2f} tokens/s)")
     return text + ". Peers' timing starts after their first decoding step (evolve.live.peers)"
 
 
@@ -515,7 +519,7 @@ def category_lines(report: LiveReport) -> list[str]:
     columns.append(("Overall", [report.autoregressive, *report.counts]))
     header = ["Rule", *(label for label, _ in columns)]
     body = [[row["rule"], *(f"{c[r + 1].tokens_per_call:.2f} {c[r + 1].tokens_per_s / c[0].tokens_per_s:.2f}x"
-                            for _, c in columns)] for r, row in enumerate(report.rows)]
+                            for _, c in columns)] for r, row in enumerate(report.rows[:len(report.counts)])]
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
     return ["", "Per task group (Spec-Bench's layout): mean acceptance length and measured speedup", "",
             "  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths))),

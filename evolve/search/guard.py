@@ -15,9 +15,10 @@ above 0; otherwise the run returns the seeded rule and says so (``champion_sourc
 guard's figures in the run's provenance).
 
 Scope: kinds whose population scorer reads the split's records alone (:attr:`evolve.kinds.base.ProgramKind.resamples`;
-a tree shape is scored on the tree table beside the records, and is not guarded yet); splits with text ids
+a tree shape and a relaxation weight are scored with tables read beside the records, and are not guarded yet); splits with text ids
 (``seq_id``, every dataset's). With one text no resample differs from the sample, so the guard cannot measure the
-noise and keeps the plain choice (``reason`` says so); with fewer than :data:`evolve.eval.bootstrap.MIN_GROUPS`
+noise and keeps the plain choice (``reason`` says so), as it does when fewer than
+:data:`evolve.eval.bootstrap.MIN_REPLICATES` resamples score both programs finitely; with fewer than :data:`evolve.eval.bootstrap.MIN_GROUPS`
 texts the interval is narrower than its nominal coverage (:func:`evolve.eval.bootstrap.interval_caveat`).
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from evolve.eval.bootstrap import COVERAGE, group_draws, interval_caveat
+from evolve.eval.bootstrap import COVERAGE, MIN_REPLICATES, group_draws, interval_caveat
 from evolve.eval.evaluator import EvalData, Metrics
 from evolve.gp.compiler import Node
 
@@ -82,8 +83,12 @@ def guard(valid: EvalData, make_scorer: Callable[[EvalData], Any], score: Callab
         diffs[i] = score(m_evolved) - score(m_seeded)
     tail = (1.0 - COVERAGE) / 2.0 * 100.0
     finite = diffs[np.isfinite(diffs)]
-    low, high = (np.percentile(finite, [tail, 100.0 - tail]) if finite.size == diffs.size
-                 else (float("nan"), float("nan")))
+    if finite.size < MIN_REPLICATES or not np.isfinite(point):
+        return GuardResult(True, seeded_name, texts, float(point), float("nan"), float("nan"),
+                           f"evolved - {seeded_name} on valid: {point:.6g}, but only {finite.size} of {replicates} "
+                           f"resamples scored both programs finitely: the noise cannot be measured, the plain choice "
+                           f"stands")
+    low, high = np.percentile(finite, [tail, 100.0 - tail])
     kept = bool(low > 0.0)
     caveat = interval_caveat(np.arange(texts))
     verdict = ("ahead by more than the noise of valid's texts" if kept else

@@ -179,8 +179,8 @@ def tuned_schedule(rule: Rule, directory: str | os.PathLike, costs: str | os.Pat
     """The per-batch-size schedule of fixed draft lengths 0..gamma (the valid split's draft length) tuned on the valid
     split of ``directory`` under the cost file ``costs`` at the batch sizes ``requests``
     (:func:`evolve.kinds.verify_length.eval_schedule.batch_schedule`; standard verification), as (start, end,
-    length) triples from batch size 1 (a length below the smallest listed batch size is that size's), the last
-    range ending at :data:`LAST_BATCH_SIZE`: what :func:`engine_config` writes for an engine that takes one.
+    length) triples from batch size 1, the last range ending at :data:`LAST_BATCH_SIZE`: what
+    :func:`engine_config` writes for an engine that takes one.
 
     Raises: InputError for a ``rule`` whose kind has no draft length (a tree shape: the tree is its size), or a data
     or cost-file error."""
@@ -190,9 +190,7 @@ def tuned_schedule(rule: Rule, directory: str | os.PathLike, costs: str | os.Pat
     model = load_costs(costs)
     valid = EvalData.from_traces(load_split(directory, TUNE_SPLIT))
     ranges = batch_schedule(fixed_length_table(valid, int(valid.block_length or 1), model), requests, model)
-    rows = [(1 if i == 0 else r.start, LAST_BATCH_SIZE if r.end is None else r.end, r.length)
-            for i, r in enumerate(ranges)]
-    return tuple(rows)
+    return tuple((r.start, LAST_BATCH_SIZE if r.end is None else r.end, r.length) for r in ranges)
 
 
 def _row(role: str, label: str, valid: float, test: tuple[float, float]) -> Scored:

@@ -140,7 +140,8 @@ def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = (3, 1), 
            f'The policy, as exported for numpy (keep_drafting):\n"""')
     parts = [doc, "from __future__ import annotations", "", "from llama_cpp.llama_speculative import LlamaDraftModel",
              policy[body_start:].rstrip("\n"), "",
-             "#: Defaults of PolicyPromptLookup: the policy's harvest drafter and draft length.",
+             "#: Defaults of PolicyPromptLookup: the n-gram lengths and the longest draft of the policy's run where its champion "
+             "file records them, else 3, 1 and 8 (constructor arguments).",
              f"MAX_NGRAM, MIN_NGRAM, GAMMA = {int(ngram[0])}, {int(ngram[1])}, {int(gamma)}",
              f"NEEDS_LOOKUP = {any(f.startswith('lookup_') for f in features)!r}",
              f"_VALUES = {{{values}}}",

@@ -23,6 +23,7 @@ RELAXATION = ProgramKind(
     objectives=("speed_at_tv", "pareto"), verifies="block",
     source="block verification: Sun et al. 2024 (arXiv 2403.10444), against the mixture target of "
            "Narasimhan et al. 2024 (arXiv 2405.19261)",
+    resamples=False,
 )
 
 __all__ = ["RELAXATION"]

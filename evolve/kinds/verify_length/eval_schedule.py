@@ -10,7 +10,8 @@ and the concurrency table of ``benchmark.py --costs FILE --concurrency R,...``, 
 :func:`fixed_length_table` scores every fixed length 0..gamma on a split (its :class:`LengthMetrics`, the policy's
 exact expectations from the records); :func:`batch_schedule` picks, at each batch size of a list, the length with
 the most tokens per second on the tuning split (ties to the shorter one), and merges neighbouring batch sizes that
-pick the same length into ranges ``[start, end]`` (``end`` None: no upper end). Scope: the concurrency model's
+pick the same length into ranges ``[start, end]`` (``end`` None: no upper end; the first range starts at one
+request, below the smallest batch size listed, so every batch size has a length). Scope: the concurrency model's
 (expectations per call stand for the per-request distributions; drafting batched at one request's cost), the batch
 sizes given (a range is the batch sizes from one listed value up to the next), lossless fixed-length speculation.
 A verification-length policy that does not read the batch size drafts the same at every R: its nearest schedule
@@ -69,12 +70,12 @@ def batch_schedule(table: Sequence[LengthMetrics], requests: Sequence[int], cost
         if ranges and ranges[-1].length == g:
             ranges[-1] = ranges[-1]._replace(end=end)
         else:
-            ranges.append(ScheduleRange(r, end, g))
+            ranges.append(ScheduleRange(1 if not ranges else r, end, g))
     return tuple(ranges)
 
 
 def schedule_length(schedule: Sequence[ScheduleRange], requests: int) -> int:
-    """The draft length ``schedule`` gives at ``requests`` concurrent requests (0 below its first range)."""
+    """The draft length ``schedule`` gives at ``requests`` (>= 1) concurrent requests."""
     found = [s.length for s in schedule if s.start <= requests and (s.end is None or requests <= s.end)]
     return found[0] if found else 0
 
