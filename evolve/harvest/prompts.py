@@ -274,7 +274,7 @@ def assign_question_splits(prompts: PromptFile, seed: int) -> dict[str, list[int
             members = [q for q in range(n) if category_of[q] == category]
             if len(members) < 3:
                 raise InputError(f"category '{printable(category)}' has {len(members)} question(s); at least 3 "
-                                 f"are needed, one per split (train, valid, test); --categories can leave it out",
+                                 f"are needed, one per split (train, valid, test); a selection of categories can leave it out",
                                  param="prompts")
             perm = rng.permutation(len(members))
             h = max(1, int(round(HELD_OUT_FRACTION * len(members))))

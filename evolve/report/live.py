@@ -170,7 +170,7 @@ def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, 
     theirs = config.get("categories")
     if (list(categories) if categories is not None else None) != theirs:
         raise InputError(f"{data_dir} was harvested with "
-                         f"{'--categories ' + ','.join(theirs) if theirs else 'every category'}; decode its split "
+                         f"{'the categories ' + ','.join(theirs) if theirs else 'every category'}; decode its split "
                          f"with the same selection", param="categories")
     splits = meta.get("splits") or {}
     if split not in splits:
