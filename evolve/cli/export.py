@@ -24,16 +24,22 @@ from evolve.cli.types import CommaList
 from evolve.errors import InputError
 from evolve.export.engines.deploy import NeedsData, engine_config, gap_table, tuned_schedule
 from evolve.export.engines.registry import ENGINES
+from evolve.export.engines import llama_cpp_python
 from evolve.export.exporter import TARGETS, export_source, resolve_rule
 from evolve.report.output import check_output, write_output
 from evolve.report.width import fit_width
 
+#: Targets that write a rule as a draft model inside an engine's own speculative loop: name -> (spec, champions
+#: directory) -> (rule, module text).
+DRAFT_MODELS = {llama_cpp_python.NAME: llama_cpp_python.champion_module}
+
 
 @click.command("export", cls=CliCommand, inputs=("champion",))
 @click.argument("champion")
-@click.option("--to", "target", type=click.Choice(list(TARGETS) + list(ENGINES)), required=True,
-              help="numpy or torch (a standalone module), or an engine (the file it reads): "
-                   + ", ".join(ENGINES) + ".")
+@click.option("--to", "target", type=click.Choice(list(TARGETS) + list(ENGINES) + list(DRAFT_MODELS)), required=True,
+              help="numpy or torch (a standalone module), an engine (the file it reads): " + ", ".join(ENGINES)
+                   + ", or llama-cpp-python (a verification-length policy as a draft model running inside its "
+                     "speculative loop).")
 @click.option("--data", type=click.Path(exists=True, file_okay=False), default=None,
               help="Dataset directory (valid and test splits) an engine's nearest setting is tuned and scored on.")
 @click.option("--costs", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -76,9 +82,10 @@ def export(champion: str, target: str, data: str | None, costs: str | None, conc
             table = fit_width(gap_table(ENGINES[target], written.rows, data, costs)) + table
     else:
         if data is not None or costs is not None or concurrency:
-            raise click.UsageError("--data, --costs and --concurrency tune an engine's setting; numpy and torch "
-                                   "take none of them")
-        rule, text = export_source(champion, target, champions_dir)
+            raise click.UsageError("--data, --costs and --concurrency tune an engine's setting; numpy, torch and "
+                                   "llama-cpp-python take none of them")
+        build = DRAFT_MODELS.get(target, lambda spec, where: export_source(spec, target, where))
+        rule, text = build(champion, champions_dir)
         rule.program_kind.check_rule(rule)  # no module naming a verifier that does not resolve is written
     if output is None:
         click.echo(text, nl=False)

@@ -21,7 +21,7 @@ from evolve.errors import InputError
 EXIT_INTERRUPTED = 130
 
 
-@click.command("harvest", cls=DrafterCommand, drafters_after="target", inputs=("target", "prompts", "draft"))
+@click.command("harvest", cls=DrafterCommand, drafters_after="target", inputs=("target", "prompts", "draft", "eagle"))
 @click.option("--target", "target", required=True, metavar="PATH",
               help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
 @click.option("--prompts", "prompts", required=True, metavar="FILE",

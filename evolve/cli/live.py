@@ -48,7 +48,7 @@ def exported_policies(opts: LiveOptions, drafters: dict) -> tuple[tuple[str, str
 
 
 @click.command("live", cls=DrafterCommand, drafters_after="target", aliases={"champion": "champions"},
-               inputs=("target", "prompts", "draft"))
+               inputs=("target", "prompts", "draft", "eagle"))
 @click.option("--target", required=True, metavar="PATH",
               help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
 @click.option("--prompts", required=True, metavar="FILE",

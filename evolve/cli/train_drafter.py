@@ -10,14 +10,16 @@ from __future__ import annotations
 import click
 
 from evolve.cli.errors import CliCommand
+from evolve.cli.inventory import OutputPath
 
 
-@click.command("train-drafter", cls=CliCommand)
+@click.command("train-drafter", cls=CliCommand, inputs=("target", "prompts"))
 @click.option("--target", required=True, metavar="PATH",
               help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
 @click.option("--prompts", required=True, metavar="FILE",
               help="Prompt file, one prompt per line: the target's responses to them are the training data.")
-@click.option("--out", required=True, metavar="DIR", help="Output directory (the head, its data, its checkpoint).")
+@click.option("--out", required=True, metavar="DIR", type=OutputPath(file_okay=False),
+              help="Output directory (the head, its data, its checkpoint).")
 @click.option("--max-new-tokens", default=128, show_default=True, type=click.IntRange(min=1),
               help="Tokens of each response.")
 @click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0.0),

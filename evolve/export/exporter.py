@@ -10,8 +10,8 @@ kind's ``export`` hook (the ``export_layout`` module of its package): a threshol
 ``residual_distribution``; a relaxation weight (``python -m evolve run --evolve relaxation``)
 exports ``relaxation_weight(**columns)`` and ``relaxed_target(target_probs, draft_probs, w)``,
 to be used with block verification against (1 - w) p + w q (Sun et al. 2024, arXiv 2403.10444;
-the module's docstring says how); a verification-length policy exports ``keep_drafting(**columns)``. The array library is the other table, :data:`TARGETS` (with the
-llama-cpp-python draft model of a verification-length policy).
+the module's docstring says how); a verification-length policy exports ``keep_drafting(**columns)``. The array library is the other table, :data:`TARGETS` (a verification-length
+policy as a llama-cpp-python draft model: :mod:`evolve.export.engines.llama_cpp_python`).
 """
 from __future__ import annotations
 
@@ -28,36 +28,8 @@ from heuristics.champions import read_champion
 from heuristics.contract import Rule
 from heuristics.registry import get_rule
 
-#: Export targets of a standalone module: name -> function (rule, layout, source text) -> module text: the numpy and
-#: torch modules of the rule's kind, and a verification-length policy as a llama-cpp-python draft model
-#: (:func:`evolve.export.engines.llama_cpp_python.module_source`, prompt lookup cut by the policy; its n-gram lengths
-#: and longest draft are the class's constructor arguments).
-TARGETS: dict[str, Callable[[Rule, Layout, str], str]] = {
-    "numpy": lambda rule, found, source: numpy_source(rule.name, rule.nodes, found, source),
-    "torch": lambda rule, found, source: torch_source(rule.name, rule.nodes, found, source),
-    "llama-cpp-python": lambda rule, found, source: _llama_cpp_python(rule, source),
-}
-
-
-def _llama_cpp_python(rule: Rule, source: str) -> str:
-    """:func:`evolve.export.engines.llama_cpp_python.module_source` of ``rule`` (imported here: that module reads
-    this one's :func:`layout`), its defaults the n-gram lengths and the draft length of the champion's run (its
-    provenance: the dataset's harvest ``ngram`` and the run's ``gamma``) when ``source`` is a champion file that
-    records them, else prompt lookup 3..1 and 8 drafts."""
-    from evolve.export.engines.llama_cpp_python import module_source
-
-    ngram, gamma = (3, 1), 8
-    if Path(source).is_file():
-        prov = read_champion(source).provenance or {}
-        run = prov.get("config") if isinstance(prov.get("config"), dict) else {}
-        data = prov.get("data") if isinstance(prov.get("data"), dict) else {}
-        harvest = data.get("generator_config") if isinstance(data.get("generator_config"), dict) else {}
-        found = harvest.get("ngram")
-        if isinstance(found, list) and 1 <= len(found) <= 2 and all(isinstance(v, int) and v >= 1 for v in found):
-            ngram = (found[0], found[-1] if len(found) == 2 else 1)
-        if isinstance(run.get("gamma"), int) and run["gamma"] >= 1:
-            gamma = run["gamma"]
-    return module_source(rule, source, ngram, gamma)
+#: Export targets: name -> function (rule name, prefix nodes, layout, source text) -> module text.
+TARGETS: dict[str, Callable] = {"numpy": numpy_source, "torch": torch_source}
 
 
 def resolve_rule(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:
@@ -98,7 +70,7 @@ def export_source(spec: str, target: str, champions_dir: str | os.PathLike | Non
     if target not in TARGETS:
         raise InputError(f"unknown export target '{target}' (choose from {', '.join(TARGETS)})")
     rule, source = resolve_rule(spec, champions_dir)
-    return rule, TARGETS[target](rule, layout(rule), source)
+    return rule, TARGETS[target](rule.name, rule.nodes, layout(rule), source)
 
 
 __all__ = ["TARGETS", "export_source", "layout", "resolve_rule"]

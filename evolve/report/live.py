@@ -79,6 +79,7 @@ from evolve.traces.io import load_metadata
 from evolve.report.compare.table import champion_from_file
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.rules import rule_named
+from evolve.live.turns import TurnContexts, with_earlier_turns
 from evolve.live.peers import LlamaCppPythonPeer, PeerSetup, peers_named, tune, tuned_row
 from evolve.live.decoding import (BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text,
                              speculative_text)
@@ -349,53 +350,6 @@ def _longest(prompts: PromptFile, encode: "TurnContexts", texts: Sequence[int], 
     return max(sum(ids(e) + new for e in prompts.earlier_turns(i)) + ids(i) for i in texts)
 
 
-def with_earlier_turns(prompts: PromptFile, texts: Sequence[int]) -> list[int]:
-    """``texts`` (text indices) with the earlier turns of their questions added, in increasing order (a later
-    turn is decoded after its question's earlier turns, with their answers)."""
-    return sorted({e for t in texts for e in (*prompts.earlier_turns(t), t)})
-
-
-class TurnContexts:
-    """The prompt ids of each text for each decoder, a later turn's with that decoder's own answers to its
-    question's earlier turns (as Spec-Bench decodes multi-turn questions; the chat history of
-    :func:`evolve.harvest.prompts.encode_prompt`). Decoders are keys: -1 plain decoding, r the r-th rule,
-    None the warm-up (first turns only)."""
-
-    def __init__(self, prompts: PromptFile, tokenizer, vocab: int):
-        self.prompts, self.tokenizer, self.vocab = prompts, tokenizer, vocab
-        self.first: dict[int, list[int]] = {}
-        self.answers: dict[tuple[int, int | None], str] = {}
-
-    def answered(self, index: int, decoder: int, tokens: Sequence[int]) -> None:
-        """Keep ``decoder``'s answer (generated ids) to text ``index`` when a later turn of its question needs it."""
-        text = self.prompts.texts[index]
-        if index + 1 < len(self.prompts.texts) and self.prompts.texts[index + 1].question == text.question:
-            self.answers[index, decoder] = self.tokenizer.decode(list(tokens), skip_special_tokens=True).strip()
-
-    def runner(self, decoder: int, decode: Callable[[list[int], int], tuple[list[int], Any]]
-               ) -> Callable[[int], tuple[list[int], Any]]:
-        """``run(index)``: ``decode(prompt ids, index)`` of text ``index`` with ``decoder``'s own earlier answers, and
-        its answer kept for the question's later turns (:meth:`answered`)."""
-        def run(index: int) -> tuple[list[int], Any]:
-            tokens, counts = decode(self(index, decoder), index)
-            self.answered(index, decoder, tokens)
-            return tokens, counts
-        return run
-
-    def __call__(self, index: int, decoder: int | None) -> list[int]:
-        """The prompt ids of text ``index`` for ``decoder``. Raises: InputError as
-        :func:`evolve.harvest.prompts.encode_prompt`."""
-        earlier = self.prompts.earlier_turns(index)
-        if not earlier:
-            if index not in self.first:
-                self.first[index] = encode_prompt(self.tokenizer, self.prompts.texts[index].prompt,
-                                                  self.prompts.where(index), self.vocab)
-            return self.first[index]
-        history = [(self.prompts.texts[e].prompt, self.answers[e, decoder]) for e in earlier]
-        return encode_prompt(self.tokenizer, self.prompts.texts[index].prompt, self.prompts.where(index), self.vocab,
-                             history=history)
-
-
 def _total(entry: _Entry) -> LiveCounts:
     """An entry's counts summed over every repeat and text."""
     total = LiveCounts()
@@ -614,6 +568,6 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     return report, text
 
 
-__all__ = ["DEFAULT_REPLICATES", "FORMATS", "KEYS", "OURS", "LiveExtras", "LiveOptions", "LiveReport", "TurnContexts",
+__all__ = ["DEFAULT_REPLICATES", "FORMATS", "KEYS", "OURS", "LiveExtras", "LiveOptions", "LiveReport",
            "category_lines", "decoder", "format_json", "format_table", "live_command", "resolve_rules", "run_live",
-           "split_prompts", "torch_threads", "with_earlier_turns"]
+           "split_prompts", "torch_threads"]

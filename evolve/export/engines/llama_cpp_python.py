@@ -26,12 +26,16 @@ last token (llama-cpp-python's first call after a prompt holds the prompt and th
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from evolve.errors import InputError
 from evolve.engine.ngram import _occurrences, lookup_columns, lookup_match
 from evolve.export.codegen import core_source, shown, straight_line
 from evolve.kinds.verify_length import VERIFY_LENGTH
-from evolve.export.exporter import layout
+from evolve.export.exporter import layout, resolve_rule
 from evolve.export.numpy_module import numpy_source
+from heuristics.champions import read_champion
 from heuristics.contract import Rule
 
 #: The columns the lookup drafter gives a decision inside llama-cpp-python, and their value (text of a
@@ -46,6 +50,8 @@ COLUMN_VALUES: dict[str, str] = {
 LOSSLESS_VERIFIERS: tuple[str | None, ...] = (None, "standard_rejection", "block_verification")
 #: The kind exported.
 KIND = VERIFY_LENGTH
+#: The export target's name (``python -m evolve export --to llama-cpp-python``).
+NAME = "llama-cpp-python"
 
 _CLASS = '''
 
@@ -150,4 +156,26 @@ def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = (3, 1), 
     return "\n".join(parts)
 
 
-__all__ = ["COLUMN_VALUES", "KIND", "LOSSLESS_VERIFIERS", "check_policy", "module_source"]
+def champion_module(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:
+    """(rule, :func:`module_source` text) of ``spec`` (a champion file, run directory or rule name:
+    :func:`evolve.export.exporter.resolve_rule`), the module's defaults the n-gram lengths and the draft length of
+    the champion's run where its file records them (the dataset's harvest ``ngram``, the run's ``gamma``), else
+    prompt lookup 3..1 and 8 drafts.
+
+    Raises: InputError as :func:`evolve.export.exporter.resolve_rule` and :func:`check_policy`."""
+    rule, source = resolve_rule(spec, champions_dir)
+    ngram, gamma = (3, 1), 8
+    if Path(source).is_file():
+        prov = read_champion(source).provenance or {}
+        run = prov.get("config") if isinstance(prov.get("config"), dict) else {}
+        data = prov.get("data") if isinstance(prov.get("data"), dict) else {}
+        harvest = data.get("generator_config") if isinstance(data.get("generator_config"), dict) else {}
+        found = harvest.get("ngram")
+        if isinstance(found, list) and 1 <= len(found) <= 2 and all(isinstance(v, int) and v >= 1 for v in found):
+            ngram = (found[0], found[-1] if len(found) == 2 else 1)
+        if isinstance(run.get("gamma"), int) and run["gamma"] >= 1:
+            gamma = run["gamma"]
+    return rule, module_source(rule, source, ngram, gamma)
+
+
+__all__ = ["COLUMN_VALUES", "KIND", "LOSSLESS_VERIFIERS", "NAME", "champion_module", "check_policy", "module_source"]
