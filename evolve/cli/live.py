@@ -16,6 +16,7 @@ from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafte
 from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.types import CommaList
 from evolve.errors import InputError
+from evolve.engine.ngram import lookup_lengths
 from evolve.export.engines.llama_cpp_python import KIND, module_source
 from evolve.live.peers import PEERS, LlamaCppPythonPeer, peers_named
 from evolve.report.compare.table import champion_from_file
@@ -42,8 +43,8 @@ def exported_policies(opts: LiveOptions, drafters: dict) -> tuple[tuple[str, str
     if policies and not drafters.get("ngram"):
         raise InputError(f"policy '{policies[0][0].name}' runs inside llama-cpp-python as a prompt-lookup drafter: "
                          f"give --draft-ngram", param="peers")
-    ngram = tuple(drafters.get("ngram") or (3, 1))
-    return tuple((r.name, module_source(r, where, (ngram[0], ngram[1] if len(ngram) > 1 else 1), opts.config.gamma))
+    ngram = lookup_lengths(drafters.get("ngram"))
+    return tuple((r.name, module_source(r, where, ngram, opts.config.gamma))
                  for r, where in policies)
 
 

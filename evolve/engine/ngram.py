@@ -35,6 +35,18 @@ from evolve.engine.onehot import OneHot
 from evolve.traces.schema import LOOKUP_COLUMNS
 
 
+#: The n-gram lengths (MAX, MIN) of prompt lookup where none are given (the scripts' ``--draft-ngram 3,1``).
+DEFAULT_LOOKUP: tuple[int, int] = (3, 1)
+
+
+def lookup_lengths(value: Sequence[int] | None) -> tuple[int, int]:
+    """(MAX, MIN) of a ``--draft-ngram`` value ``(MAX,)`` or ``(MAX, MIN)`` (MIN 1 when not given); None or empty:
+    :data:`DEFAULT_LOOKUP`. Checking the value is :meth:`NgramDrafter.check_value`'s."""
+    if not value:
+        return DEFAULT_LOOKUP
+    return int(value[0]), int(value[1]) if len(value) == 2 else 1
+
+
 def _occurrences(arr: np.ndarray, pattern: np.ndarray) -> np.ndarray:
     """Start indices s of the occurrences of ``pattern`` in ``arr`` followed by a token of ``arr``
     (s + len(pattern) < len(arr)), increasing; int64."""
@@ -101,13 +113,13 @@ class NgramDrafter(Drafter):
     def check_value(cls, value) -> None:
         if len(value) not in (1, 2):
             raise InputError(f"expected MAX or MAX,MIN (value {value})", param="ngram")
-        n_max, n_min = value[0], (value[1] if len(value) == 2 else 1)
+        n_max, n_min = lookup_lengths(value)
         if n_min < 1 or n_max < n_min:
             raise InputError(f"expected MAX >= MIN >= 1 (value {n_max},{n_min})", param="ngram")
 
     @classmethod
     def build(cls, target, draft, value, vocab, device):
-        return cls(value[0], value[1] if len(value) == 2 else 1, vocab)
+        return cls(*lookup_lengths(value), vocab)
 
     def __init__(self, n_max: int, n_min: int, vocab: int):
         self.n_max, self.n_min, self.vocab = int(n_max), int(n_min), int(vocab)

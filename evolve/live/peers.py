@@ -32,6 +32,7 @@ import types
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from evolve.engine.ngram import DEFAULT_LOOKUP
 from evolve.errors import InputError
 from evolve.live.decoding import LiveCounts
 
@@ -69,7 +70,7 @@ class PeerSetup:
     eos: tuple[int, ...]
     n_ctx: int
     exported: tuple = ()
-    ngram: tuple[int, int] = (3, 1)
+    ngram: tuple[int, int] = DEFAULT_LOOKUP
     gamma: int = 5
 
 

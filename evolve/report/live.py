@@ -73,6 +73,7 @@ from evolve.harvest.config import HarvestConfig
 from evolve.harvest.loop import build, text_rng
 from evolve.engine.drafters import chosen_drafters
 from evolve.engine.models import sha256_file
+from evolve.engine.ngram import lookup_lengths
 from evolve.gp.primitives import LOOKUP_FEATURES
 from evolve.harvest.prompts import PromptFile, encode_prompt, read_prompt_file, read_prompts
 from evolve.traces.io import load_metadata
@@ -227,10 +228,9 @@ def _peer_entries(config: HarvestConfig, extras: LiveExtras, setup, longest: int
     text index)``, plain) of interleaved entries; ``longest``: a bound of the prompt ids of any text decoded."""
     if not extras.peers:
         return []
-    ngram = tuple(config.ngram) if config.ngram else (3, 1)
     peer_setup = PeerSetup(str(config.target), torch_threads(), tuple(sorted(setup.engine.eos)),
                            longest + config.max_new_tokens + config.gamma + 16, extras.exported,
-                           (ngram[0], ngram[1] if len(ngram) > 1 else 1), config.gamma)
+                           lookup_lengths(config.ngram), config.gamma)
     given = dict(extras.peer_k)
     entries = []
     for peer in extras.peers:

@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 
 from evolve.errors import InputError
-from evolve.engine.ngram import _occurrences, lookup_columns, lookup_match
+from evolve.engine.ngram import DEFAULT_LOOKUP, _occurrences, lookup_columns, lookup_lengths, lookup_match
 from evolve.export.codegen import core_source, shown, straight_line
 from evolve.kinds.verify_length import VERIFY_LENGTH
 from evolve.export.exporter import layout, resolve_rule
@@ -118,7 +118,7 @@ def check_policy(rule: Rule) -> None:
                          f"only by matching its own samples (standard_rejection under greedy decoding)")
 
 
-def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = (3, 1), gamma: int = 8) -> str:
+def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_LOOKUP, gamma: int = 8) -> str:
     """The text of a standalone module defining ``PolicyPromptLookup(LlamaDraftModel)`` for ``rule`` (module doc).
 
     Args: ``rule`` a verification-length policy (an expression rule; :func:`check_policy`), ``provenance`` where it
@@ -164,7 +164,7 @@ def champion_module(spec: str, champions_dir: str | os.PathLike | None = None) -
 
     Raises: InputError as :func:`evolve.export.exporter.resolve_rule` and :func:`check_policy`."""
     rule, source = resolve_rule(spec, champions_dir)
-    ngram, gamma = (3, 1), 8
+    ngram, gamma = DEFAULT_LOOKUP, 8
     if Path(source).is_file():
         prov = read_champion(source).provenance or {}
         run = prov.get("config") if isinstance(prov.get("config"), dict) else {}
@@ -172,7 +172,7 @@ def champion_module(spec: str, champions_dir: str | os.PathLike | None = None) -
         harvest = data.get("generator_config") if isinstance(data.get("generator_config"), dict) else {}
         found = harvest.get("ngram")
         if isinstance(found, list) and 1 <= len(found) <= 2 and all(isinstance(v, int) and v >= 1 for v in found):
-            ngram = (found[0], found[-1] if len(found) == 2 else 1)
+            ngram = lookup_lengths(found)
         if isinstance(run.get("gamma"), int) and run["gamma"] >= 1:
             gamma = run["gamma"]
     return rule, module_source(rule, source, ngram, gamma)
