@@ -82,3 +82,14 @@ def test_a_search_returns_the_seed_when_its_evolved_choice_is_within_noise(vocab
     assert champion["provenance"]["champion_guard"] == checked
     if not checked["kept"]:
         assert checked["low"] <= 0.0
+
+
+def test_a_figure_not_measured_is_written_as_null():
+    import json
+
+    from evolve.search.guard import GuardResult
+
+    result = GuardResult(True, "fixed_gamma=1", 1, 0.5, float("nan"), float("nan"), "one text")
+    doc = result.to_dict()
+    assert doc["low"] is None and doc["high"] is None and doc["difference"] == 0.5
+    json.dumps(doc, allow_nan=False)  # a champion file is strict JSON

@@ -308,3 +308,93 @@ def test_multi_turn_harvest_resumes_to_the_same_dataset(llama_files, spec_prompt
     a, b = load_dataset(out), load_dataset(whole)
     for name in SPLITS:
         assert a[name].to_frame().equals(b[name].to_frame())
+
+
+# --- subsets and one policy per task group ----------------------------------------------------------
+
+
+def test_subset_is_the_harvest_of_its_categories(spec_harvest, tmp_path):
+    from evolve.harvest.subset import read_texts, subset_dataset
+    from evolve.traces.io import SPLITS, load_dataset, load_metadata
+
+    whole, _ = spec_harvest
+    out = tmp_path / "qa"
+    stats = subset_dataset(whole, ["qa"], out)
+    full, part = load_dataset(whole), load_dataset(out)  # the loader checks the statistics against the records
+    for name in SPLITS:
+        keep = full[name]["category"] == "qa"
+        assert keep.any() and set(part[name]["category"].tolist()) == {"qa"}
+        assert part[name].to_frame().reset_index(drop=True).equals(
+            full[name].to_frame()[keep].reset_index(drop=True))
+        assert stats[name]["tokens"] == int(keep.sum()) and stats[name]["texts"] == len(
+            np.unique(full[name]["seq_id"][keep]))
+    texts = read_texts(out)
+    assert {t["category"] for t in texts} == {"qa"} and len(texts) == 3
+    meta = load_metadata(out)
+    assert meta["subset"]["categories"] == ["qa"]
+    assert sorted(i for s in SPLITS for i in meta["splits"][s]) == sorted(t["seq_id"] for t in texts)
+    assert meta["statistics"]["test"]["target_calls"] == sum(t["target_calls"] for t in texts if t["split"] == "test")
+    with pytest.raises(InputError, match="has no category 'nope' \\(it has chat, qa, sum\\)"):
+        subset_dataset(whole, ["nope"], tmp_path / "x")
+    with pytest.raises(InputError, match="is the source dataset"):
+        subset_dataset(whole, ["qa"], whole)
+
+
+def _groups_runs(spec_harvest, tmp_path):
+    """A runs directory of scripts/spec_bench_groups.sh with hand-made champions: the single policy a fixed length
+    of 1, each group's policy a fixed length of 3."""
+    from evolve.harvest.subset import subset_dataset
+    from evolve.report.compare.categories import category_benchmark  # noqa: F401  (the benchmark's own module)
+    from heuristics.champions import Champion, save_champion
+
+    whole, _ = spec_harvest
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"target_forward_s": [0.020, 0.021, 0.022, 0.023, 0.024], "draft_token_s": 0.004,
+                                 "plain_token_s": 0.020}))
+
+    def champ(directory, name, expression):
+        c = Champion(name=name, expression=expression, description="test", kind="verify-length", features=[],
+                     metrics={"train": {"fitness": 0.5}, "valid": {"fitness": 0.5}})
+        return save_champion(c, directory)[0]
+
+    champ(tmp_path, "single", "sub(1.5, draft_index)").rename(runs / "single.json")
+    for group in ("chat", "qa", "sum"):
+        d = runs / group
+        subset_dataset(whole, [group], d / "data")
+        champ(tmp_path, f"g{group}", "sub(3.5, draft_index)").rename(d / "group.json")
+    return runs, costs
+
+
+def test_groups_table_compares_one_policy_with_one_per_group(spec_harvest, tmp_path):
+    from click.testing import CliRunner
+
+    from evolve.cli.benchmark import cli
+    from evolve.report.per_group import COLUMNS, combined, group_rows
+
+    runs, costs = _groups_runs(spec_harvest, tmp_path)
+    for group in ("chat", "qa", "sum"):
+        result = CliRunner().invoke(cli, ["--data", str(runs / group / "data"), "--split", "test", "--costs",
+                                          str(costs), "--champion", str(runs / "single.json"), "--champion",
+                                          str(runs / group / "group.json"), "--repeats", "1", "--format", "json",
+                                          "--output", str(runs / group / "bench.json")])
+        assert result.exit_code == 0, result.output
+    rows = group_rows(runs)
+    assert [r["label"] for r in rows] == ["QA", "chat", "sum"]  # Spec-Bench's group order, then the others
+    for r in rows:
+        bench = json.loads((runs / r["label"].lower() / "bench.json").read_text())
+        by_expr = {b["expression"]: b["tokens_per_second"] for b in bench["rows"] if b["role"] == "champion"}
+        assert r["tps"][COLUMNS[0]] == by_expr["sub(1.5, draft_index)"]
+        assert r["tps"][COLUMNS[1]] == by_expr["sub(3.5, draft_index)"]
+    total = combined(rows)
+    tokens = sum(r["tokens"] for r in rows)
+    assert total[COLUMNS[1]] == pytest.approx(tokens / sum(r["tokens"] / r["tps"][COLUMNS[1]] for r in rows))
+    assert min(r["tps"][COLUMNS[0]] for r in rows) <= total[COLUMNS[0]] <= max(r["tps"][COLUMNS[0]] for r in rows)
+    result = CliRunner().invoke(cli, ["groups", "--runs", str(runs)])
+    assert result.exit_code == 0, result.output
+    assert [line.split()[0] for line in result.output.splitlines()[1:5]] == ["QA", "chat", "sum", "All"]
+    assert all(len(line) <= 100 for line in result.output.splitlines())
+    (runs / "qa" / "bench.json").write_text(json.dumps({"rows": []}))
+    result = CliRunner().invoke(cli, ["groups", "--runs", str(runs)])
+    assert result.exit_code == 2 and "qa/bench.json: no row of the single policy" in result.stderr

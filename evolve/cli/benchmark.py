@@ -17,6 +17,7 @@ from evolve.cli.live import live
 from evolve.cli.pareto import pareto
 from evolve.cli.perf import perf
 from evolve.cli.simulate import simulate
+from evolve.cli.groups import groups
 from evolve.cli.trees import trees
 from evolve.eval.costs import DEFAULT_COST_RATIO, ratio_costs
 from evolve.report.compare.rows import DEFAULT_REPEATS, FORMATS, SPLIT_CHOICES
@@ -79,3 +80,4 @@ cli.add_command(perf)
 cli.add_command(pareto)
 cli.add_command(live)
 cli.add_command(trees)
+cli.add_command(groups)

@@ -21,6 +21,7 @@ from evolve.traces.synth import chunked, generate
 from evolve.cli.errors import CliGroup
 from evolve.cli.inventory import OutputPath
 from evolve.cli.harvest import harvest
+from evolve.cli.subset import subset
 
 
 def _model_options(fn):
@@ -87,3 +88,4 @@ def _wrote(paths) -> str:
 
 
 cli.add_command(harvest)
+cli.add_command(subset)

@@ -36,15 +36,18 @@ from evolve.cli.inventory import OutputPath
               help="Seed of the responses, the initial weights and the order of the texts.")
 @click.option("--save-every", default=100, show_default=True, type=click.IntRange(min=1),
               help="Steps between checkpoints (and progress lines).")
+@click.option("--response-batch", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Prompts per generate call when making the responses (left-padded; faster on a CPU).")
 @click.option("--threads", default=None, type=click.IntRange(min=1), metavar="N", help="Torch CPU threads.")
 def train_drafter(target, prompts, out, max_new_tokens, temperature, draft_vocab, steps, ttt, lr, seed, save_every,
-                  threads) -> None:
+                  response_batch, threads) -> None:
     """Train an EAGLE-3-style draft head on the target's own responses to PROMPTS; write it into OUT."""
     from evolve.train.eagle import TrainSettings, train
 
     settings = TrainSettings(target=target, prompts=prompts, out=out, max_new_tokens=max_new_tokens,
                              temperature=temperature, draft_vocab=draft_vocab, steps=steps, ttt=ttt, lr=lr, seed=seed,
-                             save_every=save_every, threads=threads)
+                             save_every=save_every, threads=threads,
+                             response_batch=response_batch)
     result = train(settings, say=lambda msg: click.echo(msg, err=True))
     click.echo(f"wrote {result['out']} ({result['steps']} steps, loss {result['loss']:.4f}, top-1 agreement "
                f"{result['agreement']:.3f})")

@@ -51,8 +51,9 @@ class GuardResult:
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict of the fields (for the run's provenance)."""
-        return asdict(self)
+        """Plain dict of the fields (for the run's provenance; a figure not measured, NaN, is None: JSON has no
+        NaN)."""
+        return {k: None if isinstance(v, float) and v != v else v for k, v in asdict(self).items()}
 
 
 def guard(valid: EvalData, make_scorer: Callable[[EvalData], Any], score: Callable[[Metrics], float],
