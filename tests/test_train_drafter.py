@@ -86,3 +86,19 @@ def test_command_line(llama_files, tmp_path):
     res = CliRunner().invoke(cli, ["train-drafter", "--target", str(tmp_path / "none"), "--prompts",
                                    llama_files["prompts"], "--out", str(tmp_path / "x")])
     assert res.exit_code == 2 and "error:" in res.output
+
+
+def test_batched_greedy_responses_equal_one_at_a_time(llama_files, tmp_path):
+    from evolve.engine.models import load_model, resolve_model
+    from evolve.train.eagle import prepare_data
+
+    loaded = load_model(resolve_model(llama_files["target"], "target"))
+    one = prepare_data(_settings(llama_files, tmp_path / "one", temperature=0.0), loaded, lambda m: None)
+    batched = prepare_data(_settings(llama_files, tmp_path / "three", temperature=0.0, response_batch=3), loaded,
+                           lambda m: None)
+    assert len(one["texts"]) == len(batched["texts"]) >= 4  # prompts of different lengths: left padding used
+    assert len({t["prompt_len"] for t in one["texts"]}) > 1
+    assert one["texts"] == batched["texts"]
+    with pytest.raises(InputError, match="other settings"):  # the batch is part of what the data depends on
+        prepare_data(_settings(llama_files, tmp_path / "one", temperature=0.0, response_batch=2), loaded,
+                     lambda m: None)
