@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# An EAGLE-3-style draft head for SmolLM2-135M-Instruct, trained and measured on this CPU, end to end
+# (docs/results/eagle.md):
+#   1. fetch the model (scripts/smollm2_common.sh); train the head with `python -m evolve train-drafter` on the
+#      target's greedy responses (MAX_TRAIN_NEW tokens) to prompts/eagle_train_prompts.txt (309 prompts of our
+#      own, none of them in prompts/smollm2_prompts.txt or Spec-Bench), draft vocabulary DRAFT_VOCAB, STEPS steps,
+#      3 unrolled steps -> OUT/head (the published layout: config.json, model.safetensors);
+#   2. the cost file of the head (`benchmark.py perf --write-costs`, T = 1..17 new tokens so trees of 16 nodes are
+#      priced; one thread, median of 15 repeats; run alone) -> OUT/costs/eagle.json;
+#   3. harvests on the first PROMPTS (120) general prompts of prompts/smollm2_prompts.txt (held out from
+#      training; splits by prompt, 10% valid, 10% test): chains (greedy, gamma GAMMA, MAX_NEW new tokens)
+#      -> OUT/chain, and draft trees (TREE_NODES nodes, TREE_WIDTH i.i.d. children per expanded node,
+#      temperature 1: a tree of greedy children would repeat one token) -> OUT/tree;
+#   4. a verification-length search on the chains and a tree-shape search on the trees, under the cost file;
+#   5. benchmark tables on the test prompts: OUT/chain.bench.{txt,json} (best fixed length and confidence
+#      threshold tuned on valid, the shape bound) and OUT/tree.trees.txt (EAGLE-2's tree and the other named
+#      shapes, with 2000 bootstrap replicates over texts);
+#   6. live decoding of the test prompts with REPEATS (3) repeats: plain decoding, the standard rule on full
+#      chains, the best fixed length, the evolved policy -> OUT/chain.live.txt; and (where `benchmark.py live`
+#      has --tree-nodes) plain decoding, EAGLE-2's tree and the evolved shape at temperature 1 -> OUT/tree.live.txt.
+# Everything goes under OUT (results/eagle_smollm2, git-ignored); a finished step's file is kept (remove it to
+# redo the step). Options through the environment: PYTHON, MODELS, OUT, STEPS (3000), DRAFT_VOCAB (2048),
+# MAX_TRAIN_NEW (128), PROMPTS (120), GAMMA (6), MAX_NEW (96), TREE_NODES (16), TREE_WIDTH (2), REPEATS (3).
+OUT=${OUT:-results/eagle_smollm2}
+source "$(dirname "$0")/smollm2_common.sh"
+STEPS=${STEPS:-3000}
+DRAFT_VOCAB=${DRAFT_VOCAB:-2048}
+MAX_TRAIN_NEW=${MAX_TRAIN_NEW:-128}
+NPROMPTS=${PROMPTS:-120}
+GAMMA=${GAMMA:-6}
+MAX_NEW=${MAX_NEW:-96}
+TREE_NODES=${TREE_NODES:-16}
+TREE_WIDTH=${TREE_WIDTH:-2}
+REPEATS=${REPEATS:-3}
+HEAD="$OUT/head"
+mkdir -p "$OUT/costs"
+fetch_model
+head -n "$NPROMPTS" "$PROMPTS" > "$OUT/prompts.txt"
+
+if ! grep -q "^step $STEPS/$STEPS:" "$OUT/train.log" 2>/dev/null; then
+    stamp "train the head ($STEPS steps)"
+    "$PYTHON" -m evolve train-drafter --target "$MODEL" --prompts prompts/eagle_train_prompts.txt --out "$HEAD" \
+        --max-new-tokens "$MAX_TRAIN_NEW" --temperature 0 --draft-vocab "$DRAFT_VOCAB" --steps "$STEPS" \
+        --save-every 100 --threads 1 --response-batch 16 >> "$OUT/train.log" 2>&1
+fi
+
+if [ ! -f "$OUT/costs/eagle.json" ]; then
+    stamp "cost file of the head"
+    "$PYTHON" benchmark.py perf --write-costs "$OUT/costs/eagle.json" --harvest "$MODEL" --draft-eagle "$HEAD" \
+        --gamma-max 16 --threads 1 --cost-repeats 15 > "$OUT/costs/eagle.log" 2>&1
+fi
+COSTS="$OUT/costs/eagle.json"
+
+common=(--target "$MODEL" --draft-eagle "$HEAD" --prompts "$OUT/prompts.txt" --seed 0 --threads 1 --no-progress)
+if [ ! -f "$OUT/chain/metadata.json" ]; then
+    stamp "harvest chains"
+    "$PYTHON" generate_data.py harvest "${common[@]}" --gamma "$GAMMA" --temperature 0 --max-new-tokens "$MAX_NEW" \
+        --out "$OUT/chain" > "$OUT/chain.harvest.log" 2>&1
+fi
+if [ ! -f "$OUT/tree/metadata.json" ]; then
+    stamp "harvest trees"
+    "$PYTHON" generate_data.py harvest "${common[@]}" --tree-nodes "$TREE_NODES" --tree-width "$TREE_WIDTH" \
+        --temperature 1 --max-new-tokens "$MAX_NEW" --out "$OUT/tree" > "$OUT/tree.harvest.log" 2>&1
+fi
+
+if [ ! -f "$OUT/chain.champion.json" ]; then
+    stamp "verification-length search"
+    run=$("$PYTHON" -m evolve run --data "$OUT/chain" --out "$OUT/runs-chain" --evolve verify-length \
+          --objective tokens_per_second --costs "$COSTS" --gamma "$GAMMA" --length-weighting position \
+          --population 300 --generations 30 --seed 1 --no-progress | tail -n 1)
+    cp "$run/champion.json" "$OUT/chain.champion.json"
+fi
+if [ ! -f "$OUT/tree.champion.json" ]; then
+    stamp "tree-shape search"
+    run=$("$PYTHON" -m evolve run --data "$OUT/tree" --out "$OUT/runs-tree" --evolve tree-shape \
+          --objective tokens_per_second --costs "$COSTS" --population 2000 --generations 80 --seed 1 \
+          --no-progress | tail -n 1)
+    cp "$run/champion.json" "$OUT/tree.champion.json"
+fi
+for fmt in txt json; do
+    [ -f "$OUT/chain.bench.$fmt" ] && continue
+    "$PYTHON" benchmark.py --data "$OUT/chain" --split test --costs "$COSTS" --champion "$OUT/chain.champion.json" \
+        --repeats 1 --format "$([ $fmt = txt ] && echo table || echo json)" --output "$OUT/chain.bench.$fmt"
+done
+if [ ! -f "$OUT/tree.trees.txt" ]; then
+    "$PYTHON" benchmark.py trees --data "$OUT/tree" --split test --costs "$COSTS" \
+        --champion "$OUT/tree.champion.json" --bootstrap 2000 --format table --output "$OUT/tree.trees.txt"
+fi
+
+if [ ! -f "$OUT/chain.live.txt" ]; then
+    mapfile -t tuned < <("$PYTHON" scripts/verify_length_summary.py --tuned "$OUT/chain.bench.json")
+    stamp "live chains: standard_rejection, ${tuned[0]}, champion"
+    "$PYTHON" benchmark.py live "${common[@]}" --data "$OUT/chain" --split test --gamma "$GAMMA" --temperature 0 \
+        --max-new-tokens "$MAX_NEW" --costs "$COSTS" --rule standard_rejection --rule "${tuned[0]}" \
+        --champion "$OUT/chain.champion.json" --repeats "$REPEATS" --format table --output "$OUT/chain.live.txt"
+fi
+if "$PYTHON" benchmark.py live --help | grep -q -- "--tree-nodes" && [ ! -f "$OUT/tree.live.txt" ]; then
+    stamp "live trees: EAGLE-2's tree, the evolved shape"
+    "$PYTHON" benchmark.py live "${common[@]}" --data "$OUT/tree" --split test --temperature 1 \
+        --max-new-tokens "$MAX_NEW" --costs "$COSTS" --tree-nodes "$TREE_NODES" --tree-width "$TREE_WIDTH" \
+        --champion "$OUT/tree.champion.json" --repeats "$REPEATS" --format table --output "$OUT/tree.live.txt"
+fi
+stamp "done: $OUT/chain.{bench,live}.txt, $OUT/tree.{trees,live}.txt"
