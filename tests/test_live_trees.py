@@ -178,12 +178,16 @@ def test_run_live_rows_and_refusals(llama_files, tmp_path):
     rows = {r["rule"]: r for r in report.rows}
     assert rows["eagle2_full"]["same_text"] == 1.0 and rows["eagle2_full"]["tokens_per_call"] >= 1.0
     assert "draft trees of 4 nodes, width 2" in report.caption
-    with pytest.raises(InputError, match="give --tree-nodes") as err:
+    with pytest.raises(InputError, match="is a tree shape") as err:
         run_live(_config(llama_files), [_shape()])
     assert err.value.param == "tree_nodes"
     with pytest.raises(InputError, match="cannot grow a draft tree") as err:
         live_command(LiveOptions(_config(llama_files, draft=None, window=(1, 3)), rules=("standard_rejection",),
                                  tree_nodes=4))
+    assert err.value.param == "window"
+    with pytest.raises(InputError, match="cannot grow a draft tree") as err:  # run_live alone: refused on decoding
+        run_live(_config(llama_files, draft=None, window=(1, 3)), resolve_rules(trees=True),
+                 extras=LiveExtras(tree=(4, 2)))
     assert err.value.param == "window"
 
 
@@ -205,7 +209,7 @@ def test_command_with_a_tree_shape_champion(llama_files, tmp_path):
     for r in rows.values():
         assert r["same_text"] == 1.0 and r["predicted_tokens_per_s"] > 0 and r["tv_per_token"] == 0.0
     refused = CliRunner().invoke(cli, base + ["--champion", str(path)])
-    assert refused.exit_code == 2 and "give --tree-nodes" in refused.stderr
+    assert refused.exit_code == 2 and "option '--tree-nodes'" in refused.stderr and "tree shape" in refused.stderr
     refused = CliRunner().invoke(cli, base + ["--rule", "standard_rejection", "--tree-width", "3"])
     assert refused.exit_code == 2 and "only with --tree-nodes" in refused.stderr
     window = ["live", "--target", llama_files["target"], "--draft-window", "1,3", "--prompts", llama_files["prompts"],

@@ -75,11 +75,12 @@ FIXED = TreeShape(FIXED_TREE)
 
 def with_fixed_tree(rules: list, trees: bool, fixed: bool = True) -> list:
     """``rules`` (what live decoding decodes with) with the fixed tree's row :data:`FIXED` before the first
-    :class:`TreeShape` (at the end without one) when ``trees`` (and ``fixed``). Raises InputError for a tree shape
-    without ``trees`` (no tree size given: ``--tree-nodes``)."""
+    :class:`TreeShape` (at the end without one) when ``trees`` (and ``fixed``). Raises InputError (``tree_nodes``)
+    for a tree shape without ``trees`` (no tree size given)."""
     shapes = [r for r in rules if isinstance(r, TreeShape)]
     if shapes and not trees:
-        raise InputError(f"'{shapes[0].name}' decodes draft trees: give --tree-nodes", param="tree_nodes")
+        raise InputError(f"'{shapes[0].name}' is a tree shape, which decodes draft trees: give their size",
+                         param="tree_nodes")
     if not (trees and fixed):
         return list(rules)
     i = rules.index(shapes[0]) if shapes else len(rules)
@@ -87,11 +88,11 @@ def with_fixed_tree(rules: list, trees: bool, fixed: bool = True) -> list:
 
 
 def check_tree_drafter(engine) -> None:
-    """Raise InputError (naming the drafter's option) when the engine's drafter cannot grow a draft tree."""
+    """Raise InputError (its ``param`` the drafter's field) when the engine's drafter cannot grow a draft tree."""
     drafter = engine.drafter
     if not getattr(drafter, "grows_trees", False):
-        option = getattr(getattr(drafter, "option", None), "flag", None) or getattr(drafter, "name", "the drafter")
-        raise InputError(f"{option} cannot draft a tree; --tree-nodes needs a drafter that can", param="tree_nodes")
+        raise InputError(f"this drafter ({getattr(drafter, 'name', type(drafter).__name__)}) cannot grow a draft tree",
+                         param=getattr(drafter, "field", None))
 
 
 def decision_data(tree: DraftTree, position: int) -> ShapeData:
