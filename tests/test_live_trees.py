@@ -59,9 +59,10 @@ def _tree(engine, shape, prompt, i, seed=5):
     return tree_text(engine, shape, prompt, (NODES, WIDTH), MAX_NEW, hv.text_rng(seed, i))
 
 
-@pytest.mark.parametrize("drafter", ["draft", "skip_layers"])
+@pytest.mark.parametrize("drafter", ["draft", "skip_layers", "exit_layer"])
 def test_greedy_tree_rows_equal_plain_decoding(llama_files, drafter):
-    kw = {"draft": llama_files["draft"]} if drafter == "draft" else {"draft": None, "skip_layers": (1,)}
+    kw = {"draft": {"draft": llama_files["draft"]}, "skip_layers": {"draft": None, "skip_layers": (1,)},
+          "exit_layer": {"draft": None, "exit_layer": 2}}[drafter]
     engine = hv.build(_config(llama_files, **kw)).engine
     level = _shape(eagle2_topk_expression(1, 3, WIDTH), "eagle2_topk")
     for i, prompt in enumerate(PROMPTS):
