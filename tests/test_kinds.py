@@ -164,6 +164,12 @@ def _live_length(decoded, row: dict, champ) -> None:
     assert row["tv_per_token"] < 1e-12 and 1.0 <= row["tokens_per_call"] <= 1.0 + row["mean_drafted"] + 1e-12
 
 
+def _live_shape(decoded, row: dict, champ) -> None:
+    from evolve.live.trees import TreeShape
+    assert isinstance(decoded, TreeShape) and decoded.name == champ.name
+    assert row["tv_per_token"] == 0.0 and 1.0 <= row["tokens_per_call"] <= 1.0 + row["mean_drafted"] + 1e-12
+
+
 #: The kind-specific outcome of each command, by kind name.
 EXPECT = {
     THRESHOLD.name: dict(benchmark=_benchmark_threshold, simulate=_simulate_threshold, export=_export_threshold,
@@ -171,7 +177,7 @@ EXPECT = {
     RELAXATION.name: dict(benchmark=_benchmark_relaxation, simulate=_simulate_relaxation, export=_export_relaxation,
                           live=_live_relaxation, trees=_trees_relaxation),
     VERIFY_LENGTH.name: dict(benchmark=_benchmark_length, export=_export_length, live=_live_length),
-    TREE_SHAPE.name: dict(trees=_trees_shape, export=_export_tree),
+    TREE_SHAPE.name: dict(trees=_trees_shape, export=_export_tree, live=_live_shape),
 }
 #: The command each dispatch table serves, as :attr:`evolve.kinds.base.ProgramKind.commands` names it.
 BENCHMARK, SIMULATE, PARETO, LIVE, EXPORT, TREES = ("python benchmark.py", "python benchmark.py simulate",
@@ -322,14 +328,15 @@ def test_live(kind, champions, llama_files, tmp_path):
 
     champ = read_champion(champions[kind])
     out = tmp_path / "live.json"
+    trees = kind == TREE_SHAPE.name  # a tree shape decodes draft trees, beside the fixed tree's row
     res = CliRunner().invoke(benchmark_cli, ["live", "--target", llama_files["target"], "--draft", llama_files["draft"],
                                              "--prompts", llama_files["prompts"], "--champion", str(champions[kind]),
                                              "--gamma", "3", "--max-new-tokens", "6", "--output", str(out),
-                                             "--no-progress", "--threads", "1"])
+                                             "--no-progress", "--threads", "1", *(["--tree-nodes", "4"] if trees else [])])
     assert res.exit_code == 0, res.output
     rows = json.loads(out.read_text())
-    assert [r["rule"] for r in rows] == [champ.name]
-    EXPECT[kind]["live"](resolve_rules((), [champions[kind]])[0], rows[0], champ)
+    assert [r["rule"] for r in rows] == ["eagle2_full"] * trees + [champ.name]
+    EXPECT[kind]["live"](resolve_rules((), [champions[kind]], trees)[-1], rows[-1], champ)
 
 
 @pytest.mark.parametrize("kind", kinds_of(TREES))

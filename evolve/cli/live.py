@@ -71,6 +71,14 @@ def exported_policies(opts: LiveOptions, drafters: dict) -> tuple[tuple[str, str
               help="Champion JSON file to decode with (repeatable; after the --rule rules).")
 @click.option("--gamma", default=5, show_default=True, type=click.IntRange(min=1),
               help="Draft length (tokens per block).")
+@click.option("--tree-nodes", "tree_nodes", default=None, type=click.IntRange(min=1), metavar="N",
+              help="Add draft-tree rows: eagle2_full (every call verifies a tree of at most N drafted nodes grown as "
+                   "the tree harvest grows it, by SpecInfer) and a row per tree-shape --champion (the same tree pruned "
+                   "by the shape). Torch backend; the --draft, --draft-skip-layers, --draft-exit-layer or --draft-eagle "
+                   "drafter.")
+@click.option("--tree-width", "tree_width", default=None, type=click.IntRange(min=1), metavar="K",
+              help="With --tree-nodes: children drawn per expanded node, and nodes expanded per drafter pass "
+                   "(default 2).")
 @click.option("--max-new-tokens", default=64, show_default=True, type=click.IntRange(min=2),
               help="Tokens generated per prompt.")
 @click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0.0),
@@ -111,6 +119,10 @@ def live(**options) -> None:
     progress = options.pop("progress")
     drafters = drafter_values(options)
     check_one_drafter(drafters)
+    if options["tree_width"] is None:
+        options["tree_width"] = 2
+    elif options["tree_nodes"] is None:
+        raise InputError("only with --tree-nodes (draft trees)", param="tree_width")
     options["peers"] = tuple(p for p in options["peers"].split(",") if p)
     options["peer_k"] = tuple(_peer_k(v) for v in options["peer_k"])
     opts = LiveOptions.from_options(options, drafters)

@@ -132,7 +132,7 @@ class DraftTree:
 
 
 def grow_tree(draft_pass: DraftPass, nodes: int, width: int, max_depth: int, eos: set[int] | frozenset[int],
-              uniform: Callable[[], float]) -> DraftTree:
+              uniform: Callable[[], float], leaves: bool = True) -> DraftTree:
     """Grow a draft tree by the best-first rule of the module doc.
 
     Args:
@@ -142,8 +142,10 @@ def grow_tree(draft_pass: DraftPass, nodes: int, width: int, max_depth: int, eos
         max_depth: D >= 1, the deepest a node may be (a node at depth D is never expanded).
         eos: end-of-sequence ids (never expanded).
         uniform: a uniform in [0, 1) per drawn child (the text's random stream).
+        leaves: run the last pass (q at the last round's nodes, which are leaves: only their features need it);
+            without it those rows stay None (live decoding, :mod:`evolve.live.trees`). It draws no uniform.
 
-    Returns: the :class:`DraftTree` (1 <= n <= N nodes), with q known at every row.
+    Returns: the :class:`DraftTree` (1 <= n <= N nodes), with q known at every row (with ``leaves``).
     Raises: ValueError for N, K or D below 1.
     """
     if nodes < 1 or width < 1 or max_depth < 1:
@@ -168,7 +170,7 @@ def grow_tree(draft_pass: DraftPass, nodes: int, width: int, max_depth: int, eos
             if k <= 0:
                 break
             tree._expand(i, k, uniform)
-    if any(r is None for r in tree.q):
+    if leaves and any(r is None for r in tree.q):
         run_pass()
     return tree
 
@@ -284,6 +286,23 @@ class TreeStep:
     columns: dict[str, np.ndarray]
 
 
+def drafter_pass(engine, draft_kv, ctx: Sequence[int]) -> DraftPass:
+    """The :data:`DraftPass` of a text's tree step: one tree pass of the engine's drafter (``engine.drafter.run.tree``)
+    over ``ctx`` and the tree given, on the drafter's own one-row cache ``draft_kv`` (holding a prefix of
+    ``ctx[:-1]``, left holding ``ctx[:-1]`` after every pass: the root's token is fed again by the next pass);
+    distributions by ``engine.distributions`` (float64 rows, :class:`evolve.engine.onehot.OneHot` at temperature 0)."""
+    drafter_run = engine.drafter.run
+    keep = len(ctx) - 1
+
+    def draft_pass(parents, tokens):
+        logits = drafter_run.tree(draft_kv, ctx[draft_kv.lengths[0]:], parents, tokens)
+        draft_kv.truncate(0, keep)  # keep ctx[:-1]: the root's token is fed again by the next pass
+        draft_kv.compact()
+        return engine.distributions(logits)
+
+    return draft_pass
+
+
 def tree_step(engine, kv, draft_kv, ctx: Sequence[int], rng: np.random.Generator, nodes: int, width: int,
               max_depth: int) -> TreeStep:
     """One tree step of a text (module doc): grow, verify with the target, record, advance by SpecInfer.
@@ -302,16 +321,7 @@ def tree_step(engine, kv, draft_kv, ctx: Sequence[int], rng: np.random.Generator
     Returns: the :class:`TreeStep`; its ``emitted`` tokens (1..D + 1 ids) are to be appended to ``ctx``.
     Raises: ValueError for N, K or D below 1.
     """
-    drafter_run = engine.drafter.run
-    keep = len(ctx) - 1
-
-    def draft_pass(parents, tokens):
-        logits = drafter_run.tree(draft_kv, ctx[draft_kv.lengths[0]:], parents, tokens)
-        draft_kv.truncate(0, keep)  # keep ctx[:-1]: the root's token is fed again by the next pass
-        draft_kv.compact()
-        return engine.distributions(logits)
-
-    tree = grow_tree(draft_pass, nodes, width, max_depth, engine.eos, rng.random)
+    tree = grow_tree(drafter_pass(engine, draft_kv, ctx), nodes, width, max_depth, engine.eos, rng.random)
     q, q_ent = tree.q_rows(), np.asarray(tree.q_ent, dtype=np.float64)
     p, p_ent = engine.distributions(engine.run.tree(kv, ctx[kv.lengths[0]:], tree.parents, tree.tokens))
     p, p_ent = np.asarray(p, dtype=np.float64), np.asarray(p_ent, dtype=np.float64)
@@ -339,5 +349,5 @@ def tree_settings(nodes: int, width: int) -> dict:
             "table": "{split}.trees.parquet", "columns": {c.name: c.dtype for c in TREE_COLUMNS + RELAX_COLUMNS}}
 
 
-__all__ = ["DRAW_ORDER", "DraftPass", "DraftTree", "GROWTH_RULE", "TreeStep", "grow_tree", "node_columns",
+__all__ = ["DRAW_ORDER", "DraftPass", "DraftTree", "GROWTH_RULE", "TreeStep", "drafter_pass", "grow_tree", "node_columns",
            "tree_settings", "tree_step"]

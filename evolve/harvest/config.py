@@ -137,8 +137,9 @@ class HarvestConfig:
             raise InputError("give at least one category", param="categories")
         self.check_tree()
 
-    def check_tree(self) -> None:
-        """Validate the draft-tree fields and refuse what a tree harvest cannot run (InputError naming the field)."""
+    def check_tree(self, greedy: bool = False) -> None:
+        """Validate the draft-tree fields and refuse what a tree harvest cannot run (InputError naming the field).
+        ``greedy``: allow temperature 0 (live decoding: lossless, though every sibling repeats the first)."""
         if self.tree_nodes is None:
             if self.tree_width != 2:
                 raise InputError(f"is used only by a tree harvest, with tree_nodes (value {self.tree_width})",
@@ -153,7 +154,7 @@ class HarvestConfig:
                 can = ", ".join(d.field for d in DRAFTERS if d.grows_trees)
                 raise InputError(f"this drafter cannot grow a draft tree (tree_nodes); trees take one of the "
                                  f"drafters {can}", param=drafter.field)
-        if self.temperature == 0:
+        if self.temperature == 0 and not greedy:
             raise InputError("must be > 0 for a draft tree (tree_nodes): at temperature 0 every sibling "
                              "would be the same token (value 0)", param="temperature")
         if not BACKENDS[self.backend].grows_trees:

@@ -67,6 +67,7 @@ from evolve.verification.block import block_accept, block_masses, block_residual
     relaxed_damage, relaxed_target
 from evolve.verification.tokenwise import residual_distribution, standard_threshold
 from evolve.eval.evaluator import EvalData, thresholds
+from evolve.kinds.tree_shape.eval_shape import cost_tables
 from evolve.kinds.verify_length.eval_policy import POLICY_FEATURES
 from evolve.gp.primitives import CORE_FEATURES, FEATURES, LOOKUP_FEATURES
 from heuristics.registry import get_rule
@@ -154,6 +155,8 @@ class LiveCounts:
     block_tv: float = 0.0
     tokens_sq: int = 0
     drafted: dict[int, int] = field(default_factory=dict)
+    #: draft-tree calls (:mod:`evolve.live.trees`) by (nodes verified, nodes expanded at depth 0, 1, ...): count
+    tree_calls: dict[tuple[int, ...], int] = field(default_factory=dict)
 
     def add(self, other: "LiveCounts") -> None:
         """Add ``other``'s totals to these."""
@@ -161,6 +164,8 @@ class LiveCounts:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for k, n in other.drafted.items():
             self.drafted[k] = self.drafted.get(k, 0) + n
+        for key, n in other.tree_calls.items():
+            self.tree_calls[key] = self.tree_calls.get(key, 0) + n
 
     def add_call(self, emitted: int, expected: float | None = None, drafted: int = 0) -> None:
         """Count one target call that emitted ``emitted`` tokens (``expected`` of them in expectation;
@@ -171,11 +176,23 @@ class LiveCounts:
         self.expected_tokens += float(emitted) if expected is None else expected
         self.drafted[drafted] = self.drafted.get(drafted, 0) + 1
 
+    def add_tree_call(self, emitted: int, expected: float, expanded: Sequence[int], nodes: int) -> None:
+        """Count one draft-tree call verifying ``nodes`` nodes, whose verified tree expands ``expanded[d]`` nodes
+        at depth d (the root at depth 0), as :meth:`add_call` (its ``drafted`` = ``nodes``)."""
+        self.add_call(emitted, expected, nodes)
+        key = (nodes, *expanded)
+        self.tree_calls[key] = self.tree_calls.get(key, 0) + 1
+
     def predicted_seconds(self, costs) -> float:
         """Seconds the cost model gives these calls: sum over calls of target_forward_s(k + 1) + k *
         draft_token_s, k the call's drafted tokens, and plain_token_s for a call without drafts
-        (:meth:`evolve.eval.costs.Costs.step_seconds`; ``costs`` a :class:`evolve.eval.costs.Costs`)."""
-        return sum(n * costs.step_seconds(k, k) for k, n in self.drafted.items())
+        (:meth:`evolve.eval.costs.Costs.step_seconds`; ``costs`` a :class:`evolve.eval.costs.Costs`); a draft-tree
+        call is priced as the tree scorer prices its tree (:func:`tree_call_seconds`)."""
+        chains = dict(self.drafted)
+        for key, n in self.tree_calls.items():
+            chains[key[0]] -= n
+        return (sum(n * costs.step_seconds(k, k) for k, n in chains.items())
+                + sum(n * tree_call_seconds(costs, key[0], key[1:]) for key, n in self.tree_calls.items()))
 
     @property
     def mean_drafted(self) -> float:
@@ -213,6 +230,18 @@ class LiveCounts:
     def tv_per_token(self) -> float:
         """Reach-weighted exact TV per emitted token (module doc)."""
         return self.block_tv / self.expected_tokens if self.expected_tokens > 0 else 0.0
+
+
+def tree_call_seconds(costs, nodes: int, expanded: Sequence[int]) -> float:
+    """Seconds ``costs`` gives a draft-tree call verifying ``nodes`` nodes that expands ``expanded[d]`` nodes at depth d,
+    as :func:`evolve.kinds.tree_shape.eval_shape.shape_counts` prices it: ``verify_seconds(nodes)`` plus one drafter
+    pass per depth with an expansion, over its m nodes (:func:`evolve.kinds.tree_shape.eval_shape.cost_tables`)."""
+    forward, draft = cost_tables(costs, nodes)
+    seconds = forward[nodes]
+    for m in expanded:
+        if m > 0:
+            seconds += draft[m]
+    return float(seconds)
 
 
 def _draft_and_score(engine, batch, k: int, keep=None):
@@ -565,4 +594,4 @@ def autoregressive_text(engine, prompt_ids: Sequence[int], max_new_tokens: int,
 __all__ = ["BLOCK_VERIFICATION", "COMPUTED", "BlockVerifier", "LengthPolicy", "LiveCounts", "POLICY_AVAILABLE",
            "autoregressive_text", "policy_features", "policy_keep", "policy_value",
            "block_decision", "candidate_features", "live_block", "live_block_verified", "relaxation_weights",
-           "relaxed_block_decision", "rule_features", "rule_thresholds", "speculative_text"]
+           "relaxed_block_decision", "rule_features", "rule_thresholds", "speculative_text", "tree_call_seconds"]

@@ -2,7 +2,7 @@
 
     python benchmark.py live --target M (--draft PATH | --draft-skip-layers LIST | --draft-window S,R)
         --prompts FILE (--rule NAME | --champion FILE)... [--gamma 5] [--max-new-tokens 64]
-        [--temperature 1] [--top-k K] [--top-p P] [--seed 0] [--format table|json] [--output FILE]
+        [--tree-nodes N [--tree-width 2]] [--temperature 1] [--top-k K] [--top-p P] [--seed 0] [--format table|json] [--output FILE]
 
 The target, the drafter and the sampling are loaded exactly as ``generate_data.py harvest``
 loads them (:func:`evolve.harvest.loop.build`). For every prompt, in turn, the target first
@@ -41,7 +41,9 @@ block verification) decodes by block verification against (1 - w) p + w q at eac
 (:func:`evolve.live.decoding.live_block_verified`); its tv_per_token is the expected sum of w_d TV(p_d, q_d)
 over the emitted positions per emitted token, as :mod:`evolve.kinds.relaxation.eval_block` scores it from
 records, and its expected_tokens_per_call is 1 + E[n] given the drafts. ``block_verification`` is the
-same with w = 0. The dispatch on the kind is the kind's ``live`` hook.
+same with w = 0. The dispatch on the kind is the kind's ``live`` hook. With ``tree_nodes`` the row ``eagle2_full``
+decodes by the tree harvest's draft trees and a tree-shape champion by the same trees pruned by its program, both
+verified by SpecInfer; each call is priced as ``benchmark.py trees`` prices its tree (:mod:`evolve.live.trees`).
 
 Prompts files are read as the harvest reads them (:mod:`evolve.harvest.prompts`: plain text, or Spec-Bench-style
 JSON Lines with ``--categories``); a later turn of a multi-turn question is decoded after its question's earlier
@@ -58,7 +60,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -84,6 +86,7 @@ from evolve.live.turns import TurnContexts, with_earlier_turns
 from evolve.live.peers import LlamaCppPythonPeer, PeerSetup, peers_named, tune, tuned_row
 from evolve.live.decoding import (BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text,
                              speculative_text)
+from evolve.live.trees import TreeShape, tree_text, with_fixed_tree
 from heuristics.contract import Rule
 
 FORMATS: tuple[str, ...] = ("table", "json")
@@ -128,25 +131,29 @@ def decoder(rule: Rule | BlockVerifier) -> Rule | BlockVerifier:
     Raises: InputError for a kind live decoding cannot run, or a rule reading a feature live
     decoding does not compute.
     """
-    if isinstance(rule, (BlockVerifier, LengthPolicy)):
+    if isinstance(rule, (BlockVerifier, LengthPolicy, TreeShape)):
         return rule
     handler = rule.program_kind.hook("live", "python benchmark.py live", f"rule '{rule.name}'")
     return handler(rule)
 
 
-def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str | os.PathLike] = ()) -> list:
+def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str | os.PathLike] = (),
+                  trees: bool = False) -> list:
     """What to decode with for the names ``rule_names`` (:func:`evolve.report.rules.rule_named`: registered
     rules, family members, promoted champions, and ``block_verification``) then the champion files, in order,
-    each as :func:`decoder` runs it (a relaxation champion as relaxed block verification).
+    each as :func:`decoder` runs it (a relaxation champion as relaxed block verification, a tree shape as a tree
+    row); with ``trees`` (draft trees, ``--tree-nodes``) the fixed tree's row comes before the first tree shape
+    (:func:`evolve.live.trees.with_fixed_tree`).
 
-    Raises: InputError for none at all (parameter ``rules``), an unknown name, a bad champion file or a
-    rule that reads a feature live decoding does not compute.
+    Raises: InputError for none at all (parameter ``rules``), an unknown name, a bad champion file, a
+    rule that reads a feature live decoding does not compute, or a tree shape without ``trees``.
     """
     rules = [rule_named(name) for name in rule_names]
     rules += [champion_from_file(path) for path in champion_files]
-    if not rules:
+    out = with_fixed_tree([decoder(rule) for rule in rules], trees)
+    if not out:
         raise InputError("give at least one rule (a rule name or a champion file) to decode with", param="rules")
-    return [decoder(rule) for rule in rules]
+    return out
 
 
 def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, split: str,
@@ -200,8 +207,9 @@ class LiveExtras:
     whose shipped speculation is decoded beside the rules), ``peer_k`` {peer name: K} (each peer's tuned
     prompt-lookup row at that K), ``tune_prompts`` (a prompts file: the K of each peer without one in ``peer_k`` is
     tuned there, :func:`evolve.live.peers.tune`), ``exported`` ((row name, module text) of exported verification-length
-    policies for llama-cpp-python: :mod:`evolve.export.engines.llama_cpp_python`) and ``bootstrap`` (replicates of
-    the speedup intervals, :mod:`evolve.eval.bootstrap`)."""
+    policies for llama-cpp-python: :mod:`evolve.export.engines.llama_cpp_python`), ``bootstrap`` (replicates of
+    the speedup intervals, :mod:`evolve.eval.bootstrap`) and ``tree`` ((N nodes, K width) of the tree rows,
+    :mod:`evolve.live.trees`; None: none)."""
 
     repeats: int = 1
     peers: tuple = ()
@@ -209,6 +217,7 @@ class LiveExtras:
     tune_prompts: str | os.PathLike | None = None
     exported: tuple[tuple[str, str], ...] = ()
     bootstrap: int = DEFAULT_REPLICATES
+    tree: tuple[int, int] | None = None
 
 
 @dataclass
@@ -282,10 +291,15 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     engine = setup.engine
     encode = TurnContexts(prompts, setup.target.tokenizer, engine.vocab)
     new = config.max_new_tokens
+    with_fixed_tree(rules, extras.tree is not None, fixed=False)
+
+    def run(rule, ids, i, tokens):
+        if isinstance(rule, TreeShape):
+            return tree_text(engine, rule, ids, extras.tree, tokens, text_rng(config.seed, i))
+        return speculative_text(engine, rule, ids, config.gamma, tokens, text_rng(config.seed, i))
+
     decoders = [("plain", OURS, lambda ids, i: autoregressive_text(engine, ids, new, text_rng(config.seed, i)), True)]
-    decoders += [(rule.name, OURS, lambda ids, i, rule=rule: speculative_text(engine, rule, ids, config.gamma, new,
-                                                                             text_rng(config.seed, i)), False)
-                 for rule in rules]
+    decoders += [(rule.name, OURS, lambda ids, i, rule=rule: run(rule, ids, i, new), False) for rule in rules]
     decoders += _peer_entries(config, extras, setup, _longest(prompts, encode, texts, new),
                               _tune_ids(extras, setup.target.tokenizer, engine.vocab))
     entries = [_Entry(name, engine_name, encode.runner(key - 1, decode), plain)
@@ -294,7 +308,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     first = texts[0]
     autoregressive_text(engine, encode(first, None), warm, text_rng(config.seed, first))
     for rule in rules:
-        speculative_text(engine, rule, encode(first, None), config.gamma, warm, text_rng(config.seed, first))
+        run(rule, encode(first, None), first, warm)
     for entry in entries[1 + len(rules):]:
         entry.run(first)
     order = list(range(len(entries)))
@@ -335,6 +349,8 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
                f"gamma {config.gamma}, temperature {config.temperature:g}, top-k {config.top_k}, top-p "
                f"{config.top_p:g}; {len(texts)} prompts, at most {config.max_new_tokens} new tokens each, seed "
                f"{config.seed}; plain decoding: {ar.tokens} tokens, {ar.tokens_per_s:.2f} tokens/s")
+    if extras.tree is not None:
+        caption += f"; draft trees of {extras.tree[0]} nodes, width {extras.tree[1]}, verified by SpecInfer"
     if extras.repeats > 1 or extras.peers:
         caption += _extended_caption(config, extras, entries, rows, groups)
     return LiveReport(rows, ar, caption, per_rule, dict(sorted(by_category.items())))
@@ -503,7 +519,9 @@ class LiveOptions:
     :meth:`evolve.live.decoding.LiveCounts.predicted_seconds`) and ``predicted_speedup`` = that times
     ``plain_token_s``, beside the measured ones. ``repeats``, ``peers`` (names of :data:`evolve.live.peers.PEERS`),
     ``peer_k`` ((peer name, K) pairs), ``tune_prompts``, ``bootstrap`` and ``exported`` ((row name, module text) of
-    exported policies, written by the command): :class:`LiveExtras`.
+    exported policies, written by the command): :class:`LiveExtras`. ``tree_nodes`` (None: no tree rows) and
+    ``tree_width``: the draft trees of the tree rows (:mod:`evolve.live.trees`), validated as the tree harvest's
+    (:meth:`evolve.harvest.config.HarvestConfig.check_tree`) but greedy decoding allowed.
     """
 
     config: HarvestConfig
@@ -520,12 +538,14 @@ class LiveOptions:
     tune_prompts: str | os.PathLike | None = None
     bootstrap: int = DEFAULT_REPLICATES
     exported: tuple[tuple[str, str], ...] = ()
+    tree_nodes: int | None = None
+    tree_width: int = 2
 
     @classmethod
     def from_options(cls, options: dict[str, Any], drafters: dict[str, Any]) -> "LiveOptions":
         """The options of the command line by name: :class:`HarvestConfig`'s fields (and ``drafters``, drafter field
         -> value) go into ``config``, the others are this class's fields."""
-        names = {f.name for f in fields(HarvestConfig)}
+        names = {f.name for f in fields(HarvestConfig)} - {"tree_nodes", "tree_width"}
         config = HarvestConfig(**{k: v for k, v in options.items() if k in names}, **drafters)
         return cls(config=config, **{k: v for k, v in options.items() if k not in names})
 
@@ -553,10 +573,12 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     if unknown is not None:
         raise InputError(f"names peer '{unknown}', which is not among the peers decoded ({', '.join(o.peers) or 'none'})",
                          param="peer_k")
-    rules = resolve_rules(o.rules, o.champions)
+    tree = None if o.tree_nodes is None else (o.tree_nodes, o.tree_width)
+    replace(config, tree_nodes=o.tree_nodes, tree_width=o.tree_width).check_tree(greedy=True)
+    rules = resolve_rules(o.rules, o.champions, tree is not None)
     texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split, config.categories)
     costs = load_costs(o.costs) if o.costs is not None else None
-    extras = LiveExtras(o.repeats, peers, tuple(o.peer_k), o.tune_prompts, tuple(o.exported), o.bootstrap)
+    extras = LiveExtras(o.repeats, peers, tuple(o.peer_k), o.tune_prompts, tuple(o.exported), o.bootstrap, tree)
     report = run_live(config, rules, on_text, texts, extras)
     for row, counts in zip(report.rows, report.counts):
         predicted = None if costs is None else counts.tokens / counts.predicted_seconds(costs)

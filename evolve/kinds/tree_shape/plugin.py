@@ -1,7 +1,7 @@
 """The hooks of kind ``tree-shape`` (:class:`evolve.kinds.base.KindHooks`): scored in tokens per second on the
 dataset's tree tables (:mod:`evolve.kinds.tree_shape.eval_shape`), seeded with the fixed-width and adaptive trees,
 EAGLE-2's per-level top-k and the level gates (:mod:`evolve.kinds.tree_shape.search_seeds`), and run by
-``benchmark.py trees``."""
+``benchmark.py trees`` and ``benchmark.py live --tree-nodes``."""
 from __future__ import annotations
 
 from evolve.errors import InputError
@@ -10,7 +10,7 @@ from evolve.kinds.tree_shape.eval_levels import program_values
 from evolve.kinds.tree_shape.eval_population import TreeShapePopulationEvaluator
 from evolve.kinds.tree_shape.eval_shape import ShapeMetrics, shape_data, shape_metrics
 from evolve.kinds.tree_shape.export_layout import TREE_LAYOUT
-from evolve.kinds.tree_shape.report_hooks import tree_rows
+from evolve.kinds.tree_shape.report_hooks import live_decoder, tree_rows
 from evolve.kinds.tree_shape.search_seeds import choose_tree_seeds
 from evolve.traces.trees import load_trees
 
@@ -39,4 +39,4 @@ def seeds(cfg, features, train, gamma, objective):
 
 
 HOOKS = KindHooks(metrics=ShapeMetrics, population=population, score=score, seeds=seeds, trees=tree_rows,
-                  export=TREE_LAYOUT)
+                  live=live_decoder, export=TREE_LAYOUT)

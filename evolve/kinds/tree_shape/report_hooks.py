@@ -1,5 +1,5 @@
-"""What a draft-tree shape does in ``benchmark.py trees``: its row, the kept subtrees verified by SpecInfer (the
-kind's report hook, :mod:`evolve.kinds.tree_shape.plugin`)."""
+"""What a draft-tree shape does in ``benchmark.py trees`` (its row, the kept subtrees verified by SpecInfer) and in
+``benchmark.py live`` (a tree row, :mod:`evolve.live.trees`): the kind's report hooks, :mod:`evolve.kinds.tree_shape.plugin`."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,6 +9,7 @@ import numpy as np
 from evolve.eval.costs import Costs
 from evolve.kinds.tree_shape.eval_levels import program_values
 from evolve.kinds.tree_shape.eval_shape import ShapeData, shape_metrics
+from evolve.live.trees import TreeShape
 from evolve.report.trees import tree_row
 
 
@@ -19,4 +20,9 @@ def tree_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData, cos
                  shape_metrics(program_values(program, d), d, costs, per_tree=trees), trees)]
 
 
-__all__ = ["tree_rows"]
+def live_decoder(rule) -> TreeShape:
+    """A tree shape decodes live as a tree row: the grown tree pruned by its program, verified by SpecInfer."""
+    return TreeShape(rule.name, rule.program)
+
+
+__all__ = ["live_decoder", "tree_rows"]
