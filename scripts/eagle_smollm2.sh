@@ -3,8 +3,11 @@
 # (docs/results/eagle.md):
 #   1. fetch the model (scripts/smollm2_common.sh); train the head with `python -m evolve train-drafter` on the
 #      target's greedy responses (MAX_TRAIN_NEW tokens) to prompts/eagle_train_prompts.txt (309 prompts of our
-#      own, none of them in prompts/smollm2_prompts.txt or Spec-Bench), draft vocabulary DRAFT_VOCAB, STEPS steps,
-#      3 unrolled steps -> OUT/head (the published layout: config.json, model.safetensors);
+#      own, none of them in prompts/smollm2_prompts.txt or Spec-Bench), draft vocabulary DRAFT_VOCAB, 3 unrolled
+#      steps, to each of BUDGETS steps in turn -> OUT/head (the published layout: config.json,
+#      model.safetensors; the last budget's) and OUT/head_STEPS; the acceptance of each on 40 other held-out
+#      general prompts (lines 201-240 of prompts/smollm2_prompts.txt, greedy, gamma GAMMA, 64 new tokens)
+#      -> OUT/budgets.txt;
 #   2. the cost file of the head (`benchmark.py perf --write-costs`, T = 1..17 new tokens so trees of 16 nodes are
 #      priced; one thread, median of 15 repeats; run alone) -> OUT/costs/eagle.json;
 #   3. harvests on the first PROMPTS (120) general prompts of prompts/smollm2_prompts.txt (held out from
@@ -19,11 +22,11 @@
 #      chains, the best fixed length, the evolved policy -> OUT/chain.live.txt; and (where `benchmark.py live`
 #      has --tree-nodes) plain decoding, EAGLE-2's tree and the evolved shape at temperature 1 -> OUT/tree.live.txt.
 # Everything goes under OUT (results/eagle_smollm2, git-ignored); a finished step's file is kept (remove it to
-# redo the step). Options through the environment: PYTHON, MODELS, OUT, STEPS (3000), DRAFT_VOCAB (2048),
+# redo the step). Options through the environment: PYTHON, MODELS, OUT, BUDGETS ("1000 2000 3000"), DRAFT_VOCAB (2048),
 # MAX_TRAIN_NEW (128), PROMPTS (120), GAMMA (6), MAX_NEW (96), TREE_NODES (16), TREE_WIDTH (2), REPEATS (3).
 OUT=${OUT:-results/eagle_smollm2}
 source "$(dirname "$0")/smollm2_common.sh"
-STEPS=${STEPS:-3000}
+BUDGETS=${BUDGETS:-"1000 2000 3000"}
 DRAFT_VOCAB=${DRAFT_VOCAB:-2048}
 MAX_TRAIN_NEW=${MAX_TRAIN_NEW:-128}
 NPROMPTS=${PROMPTS:-120}
@@ -37,12 +40,35 @@ mkdir -p "$OUT/costs"
 fetch_model
 head -n "$NPROMPTS" "$PROMPTS" > "$OUT/prompts.txt"
 
-if ! grep -q "^step $STEPS/$STEPS:" "$OUT/train.log" 2>/dev/null; then
-    stamp "train the head ($STEPS steps)"
+for budget in $BUDGETS; do  # the same run, stopped and resumed at each budget (a resumed run equals an uninterrupted one)
+    [ -f "$OUT/head_$budget/model.safetensors" ] && continue
+    stamp "train the head to $budget steps"
     "$PYTHON" -m evolve train-drafter --target "$MODEL" --prompts prompts/eagle_train_prompts.txt --out "$HEAD" \
-        --max-new-tokens "$MAX_TRAIN_NEW" --temperature 0 --draft-vocab "$DRAFT_VOCAB" --steps "$STEPS" \
+        --max-new-tokens "$MAX_TRAIN_NEW" --temperature 0 --draft-vocab "$DRAFT_VOCAB" --steps "$budget" \
         --save-every 100 --threads 1 --response-batch 16 >> "$OUT/train.log" 2>&1
-fi
+    mkdir -p "$OUT/head_$budget"
+    cp "$HEAD/config.json" "$HEAD/model.safetensors" "$OUT/head_$budget/"
+done
+# acceptance per training budget on other held-out general prompts (lines 201-240, in no split below)
+sed -n 201,240p "$PROMPTS" > "$OUT/budget_prompts.txt"
+for budget in $BUDGETS; do
+    [ -f "$OUT/budget_$budget/metadata.json" ] && continue
+    stamp "acceptance of the head at $budget steps"
+    "$PYTHON" generate_data.py harvest --target "$MODEL" --draft-eagle "$OUT/head_$budget" \
+        --prompts "$OUT/budget_prompts.txt" --gamma "$GAMMA" --temperature 0 --max-new-tokens 64 --seed 0 \
+        --threads 1 --no-progress --out "$OUT/budget_$budget" > "$OUT/budget_$budget.log" 2>&1
+done
+for budget in $BUDGETS; do
+    "$PYTHON" - "$budget" "$OUT/budget_$budget/metadata.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[2]))["statistics"].values()
+calls, tokens = sum(v["target_calls"] for v in s), sum(v["generated_tokens"] for v in s)
+records = sum(v["tokens"] for v in s)
+accept = sum(v["standard_acceptance"] * v["tokens"] for v in s) / records
+print(f"{sys.argv[1]} steps: {tokens / calls:.3f} tokens per target call, acceptance {accept:.3f} per drafted token")
+PY
+done > "$OUT/budgets.txt"
+cat "$OUT/budgets.txt"
 
 if [ ! -f "$OUT/costs/eagle.json" ]; then
     stamp "cost file of the head"

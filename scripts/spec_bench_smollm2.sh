@@ -10,9 +10,11 @@
 #      turn; splits by question within each category: every split holds every category);
 #   4. on each: a verification-length search under its cost file (it reads train and valid), then the benchmark
 #      table on the held-out test questions with the per-task-group tables of Spec-Bench's layout and the
-#      13 categories (--by-category) -> OUT/NAME.bench.txt;
+#      13 categories (--by-category) -> OUT/NAME.bench.{txt,json};
 #   5. live decoding of the test questions (REPEATS repeats where `benchmark.py live` has --repeats): plain
-#      decoding, standard rejection, block verification and the evolved policy -> OUT/NAME.live.txt.
+#      decoding, standard rejection, the best fixed length tuned on valid, the evolved policy, and on llama.cpp
+#      llama-cpp-python's own prompt lookup at its shipped setting and the policy exported into it
+#      (--peers llama-cpp-python) -> OUT/NAME.live.txt.
 # Everything goes under OUT (results/spec_bench_smollm2, git-ignored); a finished step's file is kept (remove it
 # to redo the step). Options through the environment: PYTHON, MODELS, OUT, QUESTIONS (per category; default
 # all), CATEGORIES (comma-separated; default all 13), MAX_NEW (new tokens per turn, default 48), GAMMA (5), POPULATION (300), GENERATIONS (30), REPEATS (3),
@@ -83,18 +85,24 @@ for c in "${CONFIGS[@]}"; do
               --population "$POPULATION" --generations "$GENERATIONS" --seed 1 --no-progress | tail -n 1)
         cp "$run/champion.json" "$OUT/$c.champion.json"
     fi
-    if [ ! -f "$OUT/$c.bench.txt" ]; then
-        stamp "benchmark $c"
+    for fmt in txt json; do
+        [ -f "$OUT/$c.bench.$fmt" ] && continue
+        stamp "benchmark $c ($fmt)"
         "$PYTHON" benchmark.py --data "$OUT/$c" --split test --costs "$costs" --champion "$OUT/$c.champion.json" \
-            --repeats 1 --by-category --format table --output "$OUT/$c.bench.txt"
-    fi
+            --repeats 1 --by-category --format "$([ $fmt = txt ] && echo table || echo json)" \
+            --output "$OUT/$c.bench.$fmt"
+    done
     if [ ! -f "$OUT/$c.live.txt" ]; then  # 5. live decoding of the test questions
-        stamp "live $c"
+        # the best fixed length tuned on valid, as a named policy (fixed_gamma:gamma=G)
+        fixed=$("$PYTHON" scripts/verify_length_summary.py --tuned "$OUT/$c.bench.json" | head -n 1)
+        PEERS=()
+        [ "${BACKEND[$c]}" = llama_cpp ] && PEERS=(--peers llama-cpp-python)
+        stamp "live $c: standard_rejection, $fixed, champion ${PEERS[*]}"
         # shellcheck disable=SC2086
         "$PYTHON" benchmark.py live --target "$MODEL" ${DRAFTER[$c]} --backend "${BACKEND[$c]}" --prompts "$QFILE" \
             --data "$OUT/$c" --split test --gamma "$GAMMA" --temperature 0 --max-new-tokens "$MAX_NEW" --seed 0 \
-            --threads 1 --costs "$costs" --rule standard_rejection --rule block_verification \
-            --champion "$OUT/$c.champion.json" "${LIVE_REPEATS[@]}" --no-progress --format table \
+            --threads 1 --costs "$costs" --rule standard_rejection --rule "$fixed" \
+            --champion "$OUT/$c.champion.json" "${LIVE_REPEATS[@]}" "${PEERS[@]}" --no-progress --format table \
             --output "$OUT/$c.live.txt"
     fi
 done

@@ -66,15 +66,15 @@ def group_rows(runs: str | os.PathLike) -> list[dict[str, Any]]:
         bench = read_json(d / "bench.json")
         rows = bench.get("rows") if isinstance(bench, dict) else None
         if not isinstance(rows, list):
-            raise InputError(f"{d / 'bench.json'}: not the JSON of benchmark.py --format json")
+            raise InputError(f"{d / 'bench.json'}: not a benchmark's JSON (its format json)")
         group_expr = _expression(d / "group.json")
 
         def tps(pred, what: str) -> float:
             for r in rows:
                 if pred(r) and r.get("tokens_per_second") is not None:
                     return float(r["tokens_per_second"])
-            raise InputError(f"{d / 'bench.json'}: no row of {what} with tokens per second (run benchmark.py with "
-                             f"--costs and both champions)")
+            raise InputError(f"{d / 'bench.json'}: no row of {what} with tokens per second (the benchmark "
+                             f"needs a cost file and both champions)")
 
         def champion(expr):
             return lambda r: r.get("role") == "champion" and r.get("expression") == expr
