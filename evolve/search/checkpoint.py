@@ -113,15 +113,17 @@ def file_sha256(path: str | os.PathLike) -> str | None:
         return None
 
 
-def split_sha256(path: str | os.PathLike, split: str, records_sha256: str | None = None) -> str | None:
+def split_sha256(path: str | os.PathLike, split: str, records_sha256: str | None = None,
+                 pin: bool = False) -> str | None:
     """The digest a run records for a split: :func:`file_sha256` of its records file, or, when the dataset holds
     the split's tree table (``DIR/{split}.trees.parquet``, read by tree-shape runs), SHA-256 of the two files'
     digests, so that a changed tree table is a changed split. None when a file cannot be read.
 
     ``records_sha256``: the records file's digest taken from the bytes that were parsed
-    (:attr:`evolve.traces.io.Traces.sha256`); the file is then not read again. The tree table's digest is pinned
-    in this process (:func:`evolve.files.pins.pin`): :func:`evolve.traces.trees.load_trees` refuses a table whose
-    bytes have another digest, so the table scored is the one this digest records."""
+    (:attr:`evolve.traces.io.Traces.sha256`); the file is then not read again. ``pin``: a run records the digest,
+    so the tree table's is pinned in this process (:func:`evolve.files.pins.pin`):
+    :func:`evolve.traces.trees.load_trees` then refuses a table whose bytes have another digest, so the table
+    scored is the one this digest records."""
     from evolve.traces.trees import tree_path
 
     digest = file_sha256(path) if records_sha256 is None else records_sha256
@@ -131,7 +133,8 @@ def split_sha256(path: str | os.PathLike, split: str, records_sha256: str | None
     other = file_sha256(trees)
     if other is None:
         return None
-    pin_file(trees, other)  # the table a tree-shape scorer parses later in this process must be this one
+    if pin:
+        pin_file(trees, other)  # the table a tree-shape scorer parses later in this process must be this one
     return hashlib.sha256(f"{digest} {other}".encode()).hexdigest()
 
 

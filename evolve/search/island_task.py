@@ -124,7 +124,7 @@ def load_data(directory: str, data_sha256: dict[str, Any]):
         splits = []
         for split in ("train", "valid"):
             traces = load_split(directory, split)
-            digest = split_sha256(traces.source, split, traces.sha256)  # the digest of the bytes parsed
+            digest = split_sha256(traces.source, split, traces.sha256, pin=True)  # the digest of the bytes parsed
             if digest != data_sha256.get(split):
                 raise InputError(f"{traces.source}: this worker's copy of the {split} split differs from the "
                                  f"client's (SHA-256 {str(digest)[:12]}..., expected "

@@ -439,7 +439,8 @@ def checkpoint_status(path: str | os.PathLike) -> str | None:
 
 
 def dataset_info(data_dir: str, train: Traces, valid: Traces) -> dict[str, Any]:
-    """Provenance of the data a run read: directory, generator metadata, tokens and SHA-256 file digests."""
+    """Provenance of the data a run read: directory, generator metadata, tokens and SHA-256 file digests (a tree
+    table's digest pinned for the run: :func:`evolve.search.checkpoint.split_sha256`)."""
     meta = train.metadata or {}
     info: dict[str, Any] = {"dir": str(data_dir)}
     for key in ("generator", "generator_version", "seed", "schema_version", "format"):
@@ -448,7 +449,7 @@ def dataset_info(data_dir: str, train: Traces, valid: Traces) -> dict[str, Any]:
     if "config" in meta:
         info["generator_config"] = meta["config"]
     info["tokens"] = {"train": train.n, "valid": valid.n}
-    info["sha256"] = {t.split: split_sha256(t.source, t.split, t.sha256) for t in (train, valid)}
+    info["sha256"] = {t.split: split_sha256(t.source, t.split, t.sha256, pin=True) for t in (train, valid)}
     return info
 
 
