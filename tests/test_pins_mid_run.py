@@ -3,7 +3,8 @@
 
 * the cost file, served per file state by :func:`evolve.eval.costs.cached_costs`, swapped while the search
   goes: the next read refuses in one line naming it (no generation is scored with another cost model);
-* an island task reads the cost file with the pinned digest the client gives it (``EpochJob.inputs``);
+* an island task reads the cost file with the pinned digest the client gives it (``EpochJob.inputs``), so a
+  file swapped between two epochs of an island run is refused too;
 * a tree-shape run's tree table swapped between the digest the run records and the read its scorers parse;
 * a promoted champion given to ``verify_with`` by its name is pinned by its file: a resume refuses a changed
   file or a name that now resolves to another file;
@@ -72,6 +73,28 @@ def test_an_unchanged_cost_file_gives_the_same_run_as_before(vocab_dataset, tmp_
     assert strip(a.result.logbook) == strip(b.result.logbook)
     costs.write_text(json.dumps(OTHER_COSTS, indent=1))  # changed after the run: read afresh, not refused
     run(resolve({**cfg, "out": str(tmp_path / "c")}))
+
+
+def test_a_cost_file_swapped_during_an_island_run_is_refused(vocab_dataset, tmp_path):
+    pytest.importorskip("distributed")
+    from evolve.cluster import ClusterOptions
+
+    costs = tmp_path / "c.json"
+    costs.write_text(json.dumps(COSTS))
+    rows: list[dict] = []
+
+    def swap(row):
+        rows.append(row)
+        if len(rows) == 1:  # after the first epoch: the workers' next read finds another file
+            other = tmp_path / "swap.json"
+            other.write_text(json.dumps(OTHER_COSTS, indent=1))
+            os.replace(other, costs)
+    cfg = resolve({**SETTINGS, "data": str(vocab_dataset), "costs": str(costs), "out": str(tmp_path / "out"),
+                   "islands": 2, "migrants": 2})
+    with pytest.raises(InputError, match=f"{costs}: the cost file changed since the run started") as exc:
+        run(cfg, progress=swap, cluster=ClusterOptions(workers=1))
+    _one_line(exc)
+    assert rows[-1]["gen"] < cfg.generations  # refused at the next epoch, before the run ended
 
 
 def test_an_island_task_refuses_a_cost_file_other_than_the_pinned_one(vocab_dataset, tmp_path):
