@@ -1,8 +1,11 @@
 """Every line a command prints fits 100 columns: each command runs on small data, and every line of its stdout and
 stderr is checked (tables are narrowed, captions, footers and legends wrapped).
 
-Not checked here: the Python module ``python -m evolve export`` prints without ``--output`` (code, whose lines
-follow the exported expression), and ``--format csv``/``json``/``markdown`` output (data, one record a line).
+Not checked here: what ``python -m evolve export`` prints without ``--output`` (the file it would write: a
+Python module, whose lines follow the exported expression, or an engine's configuration, whose ``use:`` comment
+is a command to copy whole), and ``--format csv``/``json``/``markdown`` output (data, one record a line).
+``python -m evolve export`` is checked with ``--output`` (its gap table and messages) and in its refusals;
+``benchmark.py perf`` on the small dataset with the smallest measurements (not ``--islands`` or ``--harvest``).
 """
 from __future__ import annotations
 
@@ -15,8 +18,8 @@ WIDTH = 100
 COSTS = Path(__file__).resolve().parent.parent / "docs" / "costs" / "gpu_like.json"
 
 
-def _check(result, what: str) -> None:
-    assert result.exit_code == 0, result.output
+def _check(result, what: str, exit_code: int = 0) -> None:
+    assert result.exit_code == exit_code, result.output
     long = [f"{len(line)}: {line[:60]}..." for line in (result.stdout + result.stderr).splitlines()
             if len(line) > WIDTH]
     assert not long, f"{what}: {len(long)} lines over {WIDTH} columns: " + " | ".join(long[:4])
@@ -80,6 +83,29 @@ def test_pareto(vocab_dataset, runs):
            "pareto")
     _check(_benchmark("pareto", "--data", vocab_dataset, "--no-plot", "--no-learned", "--costs", COSTS),
            "pareto --costs")
+
+
+def test_perf(vocab_dataset, tmp_path):
+    _check(_benchmark("perf", "--data", vocab_dataset, "--output", tmp_path / "perf.json", "--programs", 20,
+                      "--population", 10, "--generations", 1, "--sizes", 1000, "--generator-tokens", 1000), "perf")
+
+
+@pytest.mark.parametrize("target", ["vllm", "sglang", "tensorrt-llm", "llama.cpp", "transformers"])
+def test_export_to_an_engine(vocab_dataset, runs, target, tmp_path):
+    tuned = ["--data", vocab_dataset, "--costs", COSTS]
+    if target in ("vllm", "tensorrt-llm"):
+        tuned += ["--concurrency", "1,8"]
+    champion = runs["threshold"] / "champion.json"
+    _check(_evolve("export", champion, "--to", target, *tuned, "--output", tmp_path / "a"), f"export --to {target}")
+    _check(_evolve("export", "fixed_gamma:gamma=3", "--to", target, "--output", tmp_path / "b"),
+           f"export fixed_gamma --to {target}")
+
+
+@pytest.mark.parametrize("target", ["numpy", "torch", "llama-cpp-python"])
+def test_export_a_module(runs, target, tmp_path):
+    run_dir = runs["verify-length" if target == "llama-cpp-python" else "threshold"]
+    _check(_evolve("export", run_dir, "--to", target, "--output", tmp_path / "m.py"), f"export --to {target}")
+    _check(_evolve("export", run_dir, "--to", target, "--costs", COSTS), f"export --to {target} --costs", 2)
 
 
 def test_live(llama_files):

@@ -82,8 +82,8 @@ def export(champion: str, target: str, data: str | None, costs: str | None, conc
             table = fit_width(gap_table(ENGINES[target], written.rows, data, costs)) + table
     else:
         if data is not None or costs is not None or concurrency:
-            raise click.UsageError("--data, --costs and --concurrency tune an engine's setting; numpy, torch and "
-                                   "llama-cpp-python take none of them")
+            raise click.UsageError("--data, --costs and --concurrency tune an engine (not numpy, torch "
+                                   "or llama-cpp-python)")
         build = DRAFT_MODELS.get(target, lambda spec, where: export_source(spec, target, where))
         rule, text = build(champion, champions_dir)
         rule.program_kind.check_rule(rule)  # no module naming a verifier that does not resolve is written
@@ -95,4 +95,5 @@ def export(champion: str, target: str, data: str | None, costs: str | None, conc
     write_output(text, output)
     if table:
         click.echo(table, nl=False)
-    click.echo(f"wrote {output} (rule {rule.name}, {target})", err=True)
+    click.echo(f"rule {rule.name} exported for {target}", err=True)
+    click.echo(f"wrote {output}", err=True)  # a line of its own: the path may be long

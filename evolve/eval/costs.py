@@ -57,8 +57,9 @@ from typing import Any
 
 import numpy as np
 
-from evolve.errors import InputError
-from evolve.traces.io import read_json
+from evolve.errors import InputError, os_error_text
+from evolve.files.pins import read_bytes
+from evolve.traces.io import json_bytes, read_json
 
 #: Default draft/target cost ratio c of the speedup (a draft model at about 5% of the target's cost).
 DEFAULT_COST_RATIO = 0.05
@@ -264,6 +265,11 @@ def load_costs(path: str | os.PathLike | None) -> Costs:
     """
     if path is None:
         return DEFAULT_COSTS
+    source = _checked_source(path)
+    return costs_from_dict(read_json(source, strict=True), source)
+
+
+def _checked_source(path: str | os.PathLike) -> str:
     source = os.fspath(path)
     if os.path.isdir(source):
         raise InputError(f"{source}: is a directory, expected a cost file (JSON)")
@@ -271,8 +277,21 @@ def load_costs(path: str | os.PathLike | None) -> Costs:
         raise InputError(f"{source}: no such cost file")
     if os.path.getsize(source) > MAX_FILE_BYTES:
         raise InputError(f"{source}: cost file is larger than {MAX_FILE_BYTES} bytes")
-    doc = read_json(source, strict=True)
-    return costs_from_dict(doc, source)
+    return source
+
+
+def load_pinned_costs(path: str | os.PathLike) -> Costs:
+    """:func:`load_costs` of a file a run pinned: the bytes parsed are read once, and when ``path`` is pinned
+    (:func:`evolve.files.pins.pin`) they must have the pinned SHA-256.
+
+    Raises: InputError as :func:`load_costs`, and one line naming the file when its content is not the pinned
+    one (the file changed while the run went)."""
+    source = _checked_source(path)
+    try:
+        raw, _ = read_bytes(source, "cost file")
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read the cost file ({os_error_text(exc)})") from None
+    return costs_from_dict(json_bytes(raw, source, strict=True), source)
 
 
 def _seconds(v: Any) -> bool:
@@ -294,16 +313,17 @@ _LOADED: dict[tuple, Costs] = {}
 
 
 def cached_costs(path: str | os.PathLike | None) -> Costs:
-    """:func:`load_costs`, read once per file state (path, size, modification time) in this process."""
+    """:func:`load_pinned_costs`, read once per file state (path, size, modification time) in this process: a file
+    changed after a run pinned it is read again and refused (one line naming it), never scored with."""
     if path is None:
         return DEFAULT_COSTS
     st = os.stat(path) if os.path.isfile(path) else None
     key = (os.path.abspath(path), None if st is None else (st.st_size, st.st_mtime_ns))
     if key not in _LOADED:
-        _LOADED[key] = load_costs(path)
+        _LOADED[key] = load_pinned_costs(path)
     return _LOADED[key]
 
 
 __all__ = ["finite_number", "Costs", "DEFAULT_COSTS", "DEFAULT_COST_RATIO", "FREE_DRAFTS", "MAX_FILE_BYTES", "MIN_SECONDS", "MAX_SECONDS",
-           "FORWARD_DIP_TOLERANCE", "BATCH_DIP_TOLERANCE", "costs_from_dict", "load_costs",
+           "FORWARD_DIP_TOLERANCE", "BATCH_DIP_TOLERANCE", "costs_from_dict", "load_costs", "load_pinned_costs",
            "cached_costs", "concurrent_tokens_per_second", "ratio_costs"]

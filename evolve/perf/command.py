@@ -219,12 +219,12 @@ def render(report: dict) -> str:
     row(f"    linearity {lo:,}->{hi:,}, rule alone", t["scaling_linearity_rule"]["value"], ".3f",
         "scaling_linearity_rule")
     row(f"    rule at {hi:,}: share of its memory bound", sc["rule_fraction_of_memory_bound"], ".2f")
-    row(f"    memory bound: reading the rule's rows, tokens/s ({RULE_BYTES_PER_TOKEN} B/token)",
+    row(f"    memory bound (rule's rows, {RULE_BYTES_PER_TOKEN} B/token), tokens/s",
         sc["rule_memory_bound_tokens_per_s"], ".3g")
     row("    resident bytes/token", report["bytes_per_token"], ".1f", "bytes_per_token")
     row("    peak bytes/token while loading", report["peak_bytes_per_token"], ".1f")
     row("generator tokens/s", report["generator_tokens_per_s"], ".3g")
-    console = Console(width=110, record=True, file=io.StringIO())
+    console = Console(width=100, record=True, file=io.StringIO())  # every printed line fits 100 columns
     console.print(table)
     env = report["environment"]
     console.print(f"load average at start {env['load_average_start'][0]:.2f}, at end "

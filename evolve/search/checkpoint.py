@@ -37,9 +37,12 @@ The files a run reads are pinned when the run starts: the dataset's train and va
 file, a verifier's champion file) by ``inputs``: the absolute path (the configuration holds it too, so a resume
 from another working directory reads the same file) and its SHA-256 (:func:`pin_inputs`). A resume refuses in
 one line naming the file when it is gone or changed (:func:`check_pins`). Checkpoints written before the pins
-existed have no ``inputs`` and resume as they did. Not pinned: a promoted champion given to ``verify_with`` by
-its name (not a path), which a resume resolves again through the champions directory, and a tree-shape run's
-tree tables, which are hashed apart from the read that parses them.
+existed have no ``inputs`` and resume as they did. A promoted champion given to ``verify_with`` by its name is
+pinned by the file the name resolves to (a resume that resolves it to another file, or finds it changed, is
+refused). The pins hold within the run's processes too (:mod:`evolve.files.pins`): the cost file and a
+tree-shape run's tree tables, read again after the run recorded their digests (by the cost model's cache, by
+every scorer built, by island workers), must have the recorded content, or the read is refused in one line
+naming the file.
 
 A checkpoint of format 1 (``checkpoint.pkl``, a Python pickle, written by
 older versions) is refused without being loaded (:func:`legacy_refusal`).
@@ -60,6 +63,7 @@ from evolve.gp.primitives import CORE_FEATURES, FEATURES
 from evolve.search.config import DEFAULTS, RunConfig, resolve, upgrade_legacy
 from evolve.search.snapshot import Island, Snapshot, snapshot_from_data, snapshot_to_data
 from evolve.files.atomic import atomic_write_bytes
+from evolve.files.pins import pin as pin_file, pinned as pinned_file
 
 #: File name of the checkpoint inside a checkpoint directory.
 CHECKPOINT_FILE = "checkpoint.json"
@@ -82,6 +86,8 @@ OPTIONAL_HEADER_FIELDS: tuple[str, ...] = ("data_dir_absolute", "inputs")
 #: Settings whose value may name a file the run reads (besides the dataset, pinned by ``data_sha256``), and how
 #: the file is named in messages.
 PINNED_SETTINGS: dict[str, str] = {"costs": "cost file", "verify_with": "verifier's champion file"}
+#: How the ``source`` of a promoted champion's rule names its file (:meth:`heuristics.champions.Champion.rule`).
+CHAMPION_SOURCE = "champion file "
 _BLANK = "0" * 64
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -107,13 +113,17 @@ def file_sha256(path: str | os.PathLike) -> str | None:
         return None
 
 
-def split_sha256(path: str | os.PathLike, split: str, records_sha256: str | None = None) -> str | None:
+def split_sha256(path: str | os.PathLike, split: str, records_sha256: str | None = None,
+                 pin: bool = False) -> str | None:
     """The digest a run records for a split: :func:`file_sha256` of its records file, or, when the dataset holds
     the split's tree table (``DIR/{split}.trees.parquet``, read by tree-shape runs), SHA-256 of the two files'
     digests, so that a changed tree table is a changed split. None when a file cannot be read.
 
     ``records_sha256``: the records file's digest taken from the bytes that were parsed
-    (:attr:`evolve.traces.io.Traces.sha256`); the file is then not read again."""
+    (:attr:`evolve.traces.io.Traces.sha256`); the file is then not read again. ``pin``: a run records the digest,
+    so the tree table's is pinned in this process (:func:`evolve.files.pins.pin`):
+    :func:`evolve.traces.trees.load_trees` then refuses a table whose bytes have another digest, so the table
+    scored is the one this digest records."""
     from evolve.traces.trees import tree_path
 
     digest = file_sha256(path) if records_sha256 is None else records_sha256
@@ -121,7 +131,11 @@ def split_sha256(path: str | os.PathLike, split: str, records_sha256: str | None
     if digest is None or not trees.is_file():
         return digest
     other = file_sha256(trees)
-    return None if other is None else hashlib.sha256(f"{digest} {other}".encode()).hexdigest()
+    if other is None:
+        return None
+    if pin:
+        pin_file(trees, other)  # the table a tree-shape scorer parses later in this process must be this one
+    return hashlib.sha256(f"{digest} {other}".encode()).hexdigest()
 
 
 def read_pinned(cfg: RunConfig, pins: dict[str, dict[str, str]] | None, where: str, action: str, since: str) -> None:
@@ -131,10 +145,16 @@ def read_pinned(cfg: RunConfig, pins: dict[str, dict[str, str]] | None, where: s
     InputError naming a file that changed or vanished."""
     if not pins:
         return
+    for pin in pins.values():
+        pin_file(pin["path"], pin["sha256"])  # a later read of other bytes in this process is refused
     if "costs" in pins:
         cfg.cost_model  # noqa: B018 - read (and cached) now, between the two digests
     if "verify_with" in pins:
         cfg.length_verifier  # noqa: B018
+        now = pinned_path("verify_with", cfg.verify_with)
+        if now != pins["verify_with"]["path"]:
+            raise InputError(f"{where}: cannot {action}: the verifier '{cfg.verify_with}' (setting 'verify_with') "
+                             f"is now {now or 'no champion file'}, but the run read {pins['verify_with']['path']}")
     check_pins({"inputs": pins}, where, action, since)
 
 
@@ -147,7 +167,7 @@ def absolute_inputs(cfg: RunConfig) -> RunConfig:
     """``cfg`` with every setting that names a file (:data:`evolve.search.checkpoint.PINNED_SETTINGS`) given as an
     absolute path, so that the run directory, the checkpoints and a resume from any working directory name the
     file the run read."""
-    changes = {key: p for key in PINNED_SETTINGS if (p := pinned_path(key, getattr(cfg, key))) is not None}
+    changes = {key: p for key in PINNED_SETTINGS if (p := setting_file(key, getattr(cfg, key))) is not None}
     return replace(cfg, **changes) if changes else cfg
 
 
@@ -332,16 +352,17 @@ def _check_pins(pins: Any, config: dict[str, Any], where: str) -> None:
         if not isinstance(pin, dict) or sorted(pin) != ["path", "sha256"]:
             raise _fail(where, f"inputs.{key}", "must be an object with the keys path and sha256")
         path, digest = pin["path"], pin["sha256"]
-        if not isinstance(path, str) or not os.path.isabs(path) or path != config.get(key):
+        named = setting_file(key, config.get(key)) is not None  # else a promoted champion's name
+        if not isinstance(path, str) or not os.path.isabs(path) or (named and path != config.get(key)):
             raise _fail(where, f"inputs.{key}.path", f"must be the absolute path the configuration's {key} names "
                                                      f"(value {path!r}, configuration {config.get(key)!r})")
         if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
             raise _fail(where, f"inputs.{key}.sha256", f"must be a SHA-256 in hex (value {digest!r})")
 
 
-def pinned_path(key: str, value: Any) -> str | None:
-    """The file that the setting ``key`` of value ``value`` names, as an absolute path, or None when it names
-    none (the built-in cost model ``default``, a rule name, a setting not in :data:`PINNED_SETTINGS`)."""
+def setting_file(key: str, value: Any) -> str | None:
+    """The file that the setting ``key`` of value ``value`` gives as a path, absolute, or None when it gives none
+    (the built-in cost model ``default``, a rule name, a setting not in :data:`PINNED_SETTINGS`)."""
     if key not in PINNED_SETTINGS or not isinstance(value, str):
         return None
     if key == "costs" and value != "default":
@@ -349,6 +370,37 @@ def pinned_path(key: str, value: Any) -> str | None:
     if key == "verify_with" and value.endswith(".json"):  # a champion file (heuristics.verifiers.verifier_parts)
         return os.path.abspath(value)
     return None
+
+
+def pinned_path(key: str, value: Any) -> str | None:
+    """The file that the setting ``key`` of value ``value`` makes a run read, as an absolute path, or None when it
+    reads none: :func:`setting_file`, or for a ``verify_with`` that names a promoted champion (not a path) the
+    champion file the name resolves to now (:func:`heuristics.registry.get_rule`; None for a built-in rule or a
+    name that resolves to nothing, which the configuration refuses)."""
+    path = setting_file(key, value)
+    if path is not None or key != "verify_with" or not isinstance(value, str):
+        return path
+    from heuristics.length_policies import BLOCK_VERIFIER_NAME, STANDARD_VERIFIER_NAME
+    from heuristics.registry import get_rule
+
+    if value in (STANDARD_VERIFIER_NAME, BLOCK_VERIFIER_NAME):
+        return None
+    try:
+        source = get_rule(value, champions=True).source
+    except InputError:
+        return None
+    return os.path.abspath(source[len(CHAMPION_SOURCE):]) if source.startswith(CHAMPION_SOURCE) else None
+
+
+def held_pins(cfg: RunConfig) -> dict[str, dict[str, str]]:
+    """The ``inputs`` field of the files the settings of ``cfg`` name, as this process pinned them when the run
+    started or resumed (:func:`read_pinned`; a file not pinned here is left out)."""
+    held: dict[str, dict[str, str]] = {}
+    for key in PINNED_SETTINGS:
+        path = pinned_path(key, getattr(cfg, key))
+        if path is not None and (digest := pinned_file(path)) is not None:
+            held[key] = {"path": path, "sha256": digest}
+    return held
 
 
 def pin_inputs(config: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -452,5 +504,5 @@ def check_resumable(head: dict[str, Any], config: dict[str, Any], data_sha256: d
 
 
 __all__ = ["CHECKPOINT_FILE", "LEGACY_CHECKPOINT_FILE", "MAGIC", "EXECUTION_KEYS", "HEADER_FIELDS", "Island",
-           "Snapshot", "PINNED_SETTINGS", "file_sha256", "split_sha256", "pinned_path", "pinned_paths", "pin_inputs", "check_pins", "absolute_inputs", "read_pinned", "header", "write_checkpoint", "legacy_refusal", "check_header", "load_header",
+           "Snapshot", "PINNED_SETTINGS", "file_sha256", "split_sha256", "setting_file", "pinned_path", "pinned_paths", "held_pins", "pin_inputs", "check_pins", "absolute_inputs", "read_pinned", "header", "write_checkpoint", "legacy_refusal", "check_header", "load_header",
            "read_header", "read_checkpoint", "check_resumable"]

@@ -8,7 +8,10 @@ same result. The only state a worker keeps is a cache of the dataset: the
 train and valid splits are read once per worker process from their path (a
 path every worker can read, e.g. on a shared file system), checked against the
 SHA-256 digests the client computed, and kept for the next epochs; they are
-not shipped with the tasks.
+not shipped with the tasks. The other files the run pinned (a cost file, a
+verifier's champion file; ``EpochJob.inputs``) and the tree tables of the
+dataset are read by each task with their pinned content or refused, one line
+naming the file (:mod:`evolve.files.pins`).
 
 A fresh island (empty ``state``) seeds Python's ``random`` and numpy with
 :func:`island_seed`, draws its initial population (the warm start's seeds as
@@ -43,7 +46,7 @@ from evolve.traces.io import load_split
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import build_pset
 from evolve.search.algorithms import advance, begin
-from evolve.search.checkpoint import split_sha256
+from evolve.search.checkpoint import read_pinned, split_sha256
 from evolve.search.config import resolve
 from evolve.search.individuals import deap_types
 from evolve.search.operators import toolbox
@@ -68,7 +71,10 @@ class EpochJob:
     ``island``: the island's index; ``stop``: the last generation of the
     epoch; ``state``: the pickled :class:`Island` (empty for a fresh island);
     ``warm``: the :class:`evolve.search.warm_start.WarmStart` (None when off);
-    ``numba_threads``: Numba threads for the task (None: the worker's setting).
+    ``numba_threads``: Numba threads for the task (None: the worker's setting);
+    ``inputs``: the run's pinned input files, {setting: {"path", "sha256"}}
+    (:func:`evolve.search.checkpoint.pin_inputs`; None: none), which the task
+    reads only with their pinned content (:func:`evolve.search.checkpoint.read_pinned`).
     """
 
     config: dict[str, Any]
@@ -80,6 +86,7 @@ class EpochJob:
     state: bytes = b""
     warm: Any = None
     numba_threads: int | None = None
+    inputs: dict[str, dict[str, str]] | None = None
 
 
 @dataclass
@@ -117,7 +124,7 @@ def load_data(directory: str, data_sha256: dict[str, Any]):
         splits = []
         for split in ("train", "valid"):
             traces = load_split(directory, split)
-            digest = split_sha256(traces.source, split, traces.sha256)  # the digest of the bytes parsed
+            digest = split_sha256(traces.source, split, traces.sha256, pin=True)  # the digest of the bytes parsed
             if digest != data_sha256.get(split):
                 raise InputError(f"{traces.source}: this worker's copy of the {split} split differs from the "
                                  f"client's (SHA-256 {str(digest)[:12]}..., expected "
@@ -204,6 +211,7 @@ class _Recorder:
 def _run(job: EpochJob) -> EpochOutcome:
     t0 = time.perf_counter()
     cfg = resolve(job.config)
+    read_pinned(cfg, job.inputs, f"island {job.island}", "run the epoch", "since the run started")
     train, valid = load_data(job.data_dir, job.data_sha256)
     gamma = check_block_data(cfg, train, valid)
     pset = build_pset(tuple(job.features))

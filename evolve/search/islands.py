@@ -48,7 +48,7 @@ from evolve.cluster import ClusterOptions, dask_client
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import build_pset
 from evolve.search.algorithms import check_features, epoch_end
-from evolve.search.checkpoint import Island, Snapshot
+from evolve.search.checkpoint import Island, Snapshot, held_pins
 from evolve.search.config import RunConfig
 from evolve.search.individuals import HallOfFame, deap_types
 from evolve.search.island_task import EpochJob, EpochOutcome, run_epoch
@@ -169,6 +169,7 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
             state.notify(row)
     seeds = seed_individuals(warm, pset, deap_types(cfg.objective_spec)[1]) if warm is not None else []
     token = uuid.uuid4().hex[:8]
+    inputs = held_pins(cfg)  # the digests the run recorded at its start (or resume), for the workers
     timings: list[dict[str, float]] = []
     with dask_client(cluster or ClusterOptions(), cfg.islands) as (client, threads):
         while generation is None or generation < cfg.generations:
@@ -180,7 +181,7 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
             t_submit = time.perf_counter()
             jobs = [EpochJob(cfg.to_dict(), tuple(features), os.path.abspath(cfg.data), data_sha256, i, stop,
                              b"" if island is None else pickle.dumps(island, protocol=pickle.HIGHEST_PROTOCOL),
-                             warm, threads) for i, island in enumerate(islands)]
+                             warm, threads, inputs) for i, island in enumerate(islands)]
             futures = [client.submit(run_epoch, job, key=f"island-{job.island}-gen-{stop}-{token}",
                                      retries=TASK_RETRIES, pure=False) for job in jobs]
             outcomes: list[EpochOutcome] = client.gather(futures)

@@ -51,7 +51,9 @@ a verifier's champion file) an absolute path (:func:`evolve.search.checkpoint.ab
 records each file's SHA-256 in the checkpoint header (``inputs``,
 :func:`evolve.search.checkpoint.pin_inputs`), reads it and checks the digest
 again (:func:`evolve.search.checkpoint.read_pinned`); :func:`resume` reads the pinned files, whatever
-its working directory, and refuses one that changed or vanished, naming it.
+its working directory, and refuses one that changed or vanished, naming it. While the run goes, a read of a
+pinned file (the cost file, a tree table) that finds other content is refused (:mod:`evolve.files.pins`; the
+pins are dropped when :func:`run` or :func:`resume` returns).
 The dataset is read where the run read it (``data_dir_absolute``), and the
 split digests recorded come from the very bytes that were parsed
 (:attr:`evolve.traces.io.Traces.sha256`).
@@ -71,6 +73,7 @@ from typing import Any, Callable, Mapping
 from evolve.cluster import ClusterOptions
 from evolve.errors import InputError, InputWarning, os_error_text
 from evolve.traces.io import Traces, load_split, split_path
+from evolve.files.pins import released as pins_released
 from evolve.files.atomic import atomic_write_bytes, atomic_write_text, remove_stale_temps
 from evolve.files.locks import DirectoryLock, mkdtemp_locked
 from evolve.files.guard import check_output_dir, is_dataset_dir, write_or_rescue
@@ -120,6 +123,7 @@ def load_search_data(cfg: RunConfig) -> tuple[Traces, Traces]:
     return load_split(cfg.data, "train"), load_split(cfg.data, "valid")
 
 
+@pins_released
 def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = None,
         stop: Callable[[], bool] | None = None, extra_files: ExtraFiles | None = None,
         cluster: ClusterOptions | None = None) -> RunInfo:
@@ -333,6 +337,7 @@ def resume_config(path: str | os.PathLike) -> RunConfig:
     return load_header(find_checkpoint_dir(path) / CHECKPOINT_FILE)[1]
 
 
+@pins_released
 def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None] | None = None,
            stop: Callable[[], bool] | None = None, extra_files: ExtraFiles | None = None,
            cluster: ClusterOptions | None = None, data: str | None = None) -> RunInfo:
@@ -434,7 +439,8 @@ def checkpoint_status(path: str | os.PathLike) -> str | None:
 
 
 def dataset_info(data_dir: str, train: Traces, valid: Traces) -> dict[str, Any]:
-    """Provenance of the data a run read: directory, generator metadata, tokens and SHA-256 file digests."""
+    """Provenance of the data a run read: directory, generator metadata, tokens and SHA-256 file digests (a tree
+    table's digest pinned for the run: :func:`evolve.search.checkpoint.split_sha256`)."""
     meta = train.metadata or {}
     info: dict[str, Any] = {"dir": str(data_dir)}
     for key in ("generator", "generator_version", "seed", "schema_version", "format"):
@@ -443,7 +449,7 @@ def dataset_info(data_dir: str, train: Traces, valid: Traces) -> dict[str, Any]:
     if "config" in meta:
         info["generator_config"] = meta["config"]
     info["tokens"] = {"train": train.n, "valid": valid.n}
-    info["sha256"] = {t.split: split_sha256(t.source, t.split, t.sha256) for t in (train, valid)}
+    info["sha256"] = {t.split: split_sha256(t.source, t.split, t.sha256, pin=True) for t in (train, valid)}
     return info
 
 

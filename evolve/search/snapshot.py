@@ -27,7 +27,8 @@ Besides types, the values are checked for sense (a re-signed checkpoint can hold
 values finite and within :data:`FITNESS_LIMIT`; every logbook row what a generation can produce (counts
 that are integers >= 0, at most the population scored, the fitness statistics ordered min <= median,
 mean <= max, non-negative times); for a one-population run the last row describes the population
-held and ``evaluations`` is the sum of the rows' ``nevals``; and a resume re-scores a sample of the remembered programs and individuals
+held, for an island run the populations held (after migration: within the row's ranges, the best kept), and
+``evaluations`` is the sum of the rows' ``nevals``; and a resume re-scores a sample of the remembered programs and individuals
 (:meth:`evolve.search.state.SearchState.check_resumed`). Each refusal names the file and the field.
 
 A snapshot rebuilt from its data resumes to exactly the champion and logbook of the search that
@@ -52,6 +53,7 @@ from evolve.gp.compiler import from_tree, parse, to_string
 from evolve.gp.primitives import build_pset
 from evolve.search.config import RunConfig
 from evolve.search.individuals import HallOfFame, deap_types
+from evolve.search.logbook_sense import check_row, check_rows_describe
 from evolve.search.state import CACHE_LIMIT, LOGBOOK_COLUMNS
 from evolve.search.warm_start import Seed, Skipped, WarmStart
 
@@ -411,12 +413,6 @@ def _island_from(value: Any, field: str, generation: int, cfg: RunConfig, build:
                   _np_rng_from(data["np_rng"], f"{field}.np_rng", read))
 
 
-#: Logbook columns that hold counts (integers >= 0).
-_COUNT_COLUMNS = ("gen", "nevals", "new_programs", "size_min", "size_max", "depth_max", "best_valid_size")
-#: Logbook columns that are statistics of the population's fitness values.
-_FITNESS_COLUMNS = ("train_max", "train_avg", "train_median", "train_min", "train_std")
-
-
 def _logbook_from(value: Any, generation: int, cfg: RunConfig, read: _Reader) -> list[dict[str, Any]]:
     rows = read.items(value, "logbook")
     if len(rows) != generation + 1:
@@ -428,59 +424,9 @@ def _logbook_from(value: Any, generation: int, cfg: RunConfig, read: _Reader) ->
         parsed = {c: read.num(data[c], f"logbook[{k}].{c}") for c in LOGBOOK_COLUMNS}
         if parsed["gen"] != k:
             raise read.fail(f"logbook[{k}].gen", f"is {parsed['gen']!r}, expected {k}")
-        _check_row(parsed, f"logbook[{k}]", cfg, read)
+        check_row(parsed, f"logbook[{k}]", cfg, read)
         out.append(parsed)
     return out
-
-
-def _check_row(row: dict[str, Any], field: str, cfg: RunConfig, read: _Reader) -> None:
-    """One logbook row within what a generation can produce (:func:`evolve.search.state.population_row`)."""
-    for c in _COUNT_COLUMNS:
-        v = row[c]
-        if not (math.isfinite(v) and v == int(v) and v >= 0):
-            raise read.fail(f"{field}.{c}", f"is {v!r}, expected an integer >= 0")
-    for c in _FITNESS_COLUMNS:
-        read.fitness(row[c], f"{field}.{c}")
-    for c in ("eval_seconds", "evals_per_s", "seconds"):
-        if not (math.isfinite(row[c]) and row[c] >= 0):
-            raise read.fail(f"{field}.{c}", f"is {row[c]!r}, expected a finite number >= 0")
-    everyone = cfg.population * cfg.islands
-    if row["nevals"] > everyone:
-        raise read.fail(f"{field}.nevals", f"is {row['nevals']}, more than the {everyone} individuals of the run")
-    lo, hi = row["train_min"], row["train_max"]
-    slack = 1e-9 * max(1.0, abs(lo), abs(hi))
-    for c in ("train_avg", "train_median"):
-        if not lo - slack <= row[c] <= hi + slack:
-            raise read.fail(f"{field}.{c}", f"is {row[c]!r}, outside [train_min, train_max] = [{lo!r}, {hi!r}]")
-    if not 0 <= row["train_std"] <= hi - lo + slack:
-        raise read.fail(f"{field}.train_std", f"is {row['train_std']!r}, outside [0, train_max - train_min]")
-    if row["size_min"] < 1:
-        raise read.fail(f"{field}.size_min", f"is {row['size_min']!r}, but a program has at least 1 node")
-    if not row["size_min"] <= row["size_avg"] <= row["size_max"]:
-        raise read.fail(f"{field}.size_avg", f"is {row['size_avg']!r}; needs 1 <= size_min ({row['size_min']}) <= "
-                                             f"size_avg <= size_max ({row['size_max']})")
-    if row["depth_max"] >= row["size_max"]:
-        raise read.fail(f"{field}.depth_max", f"is {row['depth_max']}, but the largest tree has {row['size_max']} "
-                                              f"nodes (a tree of n nodes is at most n - 1 deep)")
-
-
-def _check_last_row(snapshot: Snapshot, read: _Reader) -> None:
-    """A one-population run's last logbook row describes the population the checkpoint holds (the row is
-    recorded from it: :meth:`evolve.search.state.SearchState.record`)."""
-    population = snapshot.islands[0].population
-    row, field = snapshot.logbook[-1], f"logbook[{len(snapshot.logbook) - 1}]"
-    scored = sum(int(r["nevals"]) for r in snapshot.logbook)
-    if snapshot.evaluations != scored:
-        raise read.fail("evaluations", f"is {snapshot.evaluations}, but the logbook's nevals add up to {scored}")
-    fits = [ind.fitness.values[0] for ind in population]
-    sizes = [len(ind) for ind in population]
-    for c, want in (("train_max", max(fits)), ("train_min", min(fits))):
-        if abs(row[c] - want) > 1e-12 * max(1.0, abs(want)):
-            raise read.fail(f"{field}.{c}", f"is {row[c]!r}, but the population's fitness values give {want!r}")
-    for c, want in (("size_max", max(sizes)), ("size_min", min(sizes)),
-                    ("depth_max", max(ind.height for ind in population))):
-        if row[c] != want:
-            raise read.fail(f"{field}.{c}", f"is {row[c]!r}, but the population gives {want}")
 
 
 def _warm_from(value: Any, cfg: RunConfig, read: _Reader) -> WarmStart | None:
@@ -579,8 +525,7 @@ def snapshot_from_data(data: Any, cfg: RunConfig, features: tuple[str, ...], gen
         read.flag(data["interrupted"], "interrupted"), source=where)
     if snapshot.seconds < 0:
         raise read.fail("seconds", f"is {snapshot.seconds}, less than 0")
-    if cfg.islands == 1:
-        _check_last_row(snapshot, read)
+    check_rows_describe(snapshot, cfg, read)
     caches = data["caches"]
     if cfg.islands > 1:
         if caches is not None:

@@ -127,7 +127,7 @@ def _read_frame(path: Path) -> tuple[pd.DataFrame, str]:
             raise InputError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
         except Exception as exc:  # pyarrow raises several types for damaged files
             raise InputError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
-    records = _json_bytes(raw, path)
+    records = json_bytes(raw, path)
     if not isinstance(records, list):
         raise InputError(f"{path}: expected a JSON array of records, found {_json_type(records)}")
     _check_records(records, path)
@@ -180,10 +180,10 @@ def read_json(path: str | Path, strict: bool = False) -> Any:
             raw = fh.read()
     except OSError as exc:
         raise InputError(os_error_text(exc)) from None
-    return _json_bytes(raw, path, strict)
+    return json_bytes(raw, path, strict)
 
 
-def _json_bytes(raw: bytes, path: str | Path, strict: bool = False) -> Any:
+def json_bytes(raw: bytes, path: str | Path, strict: bool = False) -> Any:
     """The JSON document of ``raw``, the bytes of the file ``path`` (named in errors); ``strict`` as :func:`read_json`."""
     def reject(name: str):
         raise ValueError(f"{name} is not allowed")

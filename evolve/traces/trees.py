@@ -14,6 +14,7 @@ exactly with SpecInfer's recursive rejection sampling from the rows alone (``res
 """
 from __future__ import annotations
 
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from evolve.errors import InputError
+from evolve.files.pins import read_bytes
 from evolve.traces.io import load_split, split_path
 from evolve.traces.schema import text_columns_of
 
@@ -390,14 +392,18 @@ def load_trees(data_dir: str | os.PathLike, split: str) -> TreeTable:
     """Read and check ``DIR/{split}.trees.parquet`` (:func:`trees_from_frame`).
 
     Raises: InputError when the file is missing (the dataset holds no trees: only a tree harvest writes them),
-    unreadable, or fails a check.
+    unreadable, or fails a check, or when a run pinned it (:func:`evolve.files.pins.pin`, the digest its
+    dataset's SHA-256 holds) and its content changed since.
     """
     path = tree_path(data_dir, split)
     if not path.is_file():
         raise InputError(f"{path}: no tree table for split '{split}' (the dataset holds no draft trees: only a "
                          f"tree harvest writes them, docs/reference/trees.md)")
     try:
-        df = pd.read_parquet(path)
+        raw, _ = read_bytes(path, "tree table")  # one read: the bytes parsed are the bytes a run pinned
+        df = pd.read_parquet(io.BytesIO(raw))
+    except InputError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any reader failure is a damaged file to the user
         raise InputError(f"{path}: cannot read the tree table ({type(exc).__name__}: {exc})") from None
     table = trees_from_frame(df, source=str(path), split=split)
