@@ -20,7 +20,8 @@
 #      shapes, with 2000 bootstrap replicates over texts);
 #   6. live decoding of the test prompts with REPEATS (3) repeats: plain decoding, the standard rule on full
 #      chains, the best fixed length, the evolved policy -> OUT/chain.live.txt; and (where `benchmark.py live`
-#      has --tree-nodes) plain decoding, EAGLE-2's tree and the evolved shape at temperature 1 -> OUT/tree.live.txt.
+#      has --tree-nodes) plain decoding, the standard rule on chains of GAMMA, EAGLE-2's full tree and the evolved
+#      shape at temperature 1 -> OUT/tree.live.txt.
 # Everything goes under OUT (results/eagle_smollm2, git-ignored); a finished step's file is kept (remove it to
 # redo the step). Options through the environment: PYTHON, MODELS, OUT, BUDGETS ("1000 2000 3000"), DRAFT_VOCAB (2048),
 # MAX_TRAIN_NEW (128), PROMPTS (120), GAMMA (6), MAX_NEW (96), TREE_NODES (16), TREE_WIDTH (2), REPEATS (3).
@@ -124,6 +125,6 @@ if "$PYTHON" benchmark.py live --help | grep -q -- "--tree-nodes" && [ ! -f "$OU
     stamp "live trees: EAGLE-2's tree, the evolved shape"
     "$PYTHON" benchmark.py live "${common[@]}" --data "$OUT/tree" --split test --temperature 1 \
         --max-new-tokens "$MAX_NEW" --costs "$COSTS" --tree-nodes "$TREE_NODES" --tree-width "$TREE_WIDTH" \
-        --champion "$OUT/tree.champion.json" --repeats "$REPEATS" --format table --output "$OUT/tree.live.txt"
+        --gamma "$GAMMA" --rule standard_rejection --champion "$OUT/tree.champion.json" --repeats "$REPEATS" --format table --output "$OUT/tree.live.txt"
 fi
 stamp "done: $OUT/chain.{bench,live}.txt, $OUT/tree.{trees,live}.txt"
