@@ -10,7 +10,7 @@
 #      -> OUT/budgets.txt;
 #   2. the cost file of the head (`benchmark.py perf --write-costs`, T = 1..17 new tokens so trees of 16 nodes are
 #      priced; one thread, median of 15 repeats; run alone) -> OUT/costs/eagle.json;
-#   3. harvests on the first PROMPTS (120) general prompts of prompts/smollm2_prompts.txt (held out from
+#   3. harvests on the first N_PROMPTS (120) general prompts of prompts/smollm2_prompts.txt (held out from
 #      training; splits by prompt, 10% valid, 10% test): chains (greedy, gamma GAMMA, MAX_NEW new tokens)
 #      -> OUT/chain, and draft trees (TREE_NODES nodes, TREE_WIDTH i.i.d. children per expanded node,
 #      temperature 1: a tree of greedy children would repeat one token) -> OUT/tree;
@@ -20,22 +20,28 @@
 #      shapes, with 2000 bootstrap replicates over texts);
 #   6. live decoding of the test prompts with REPEATS (3) repeats: plain decoding, the standard rule on full
 #      chains, the best fixed length, the evolved policy -> OUT/chain.live.txt; and (where `benchmark.py live`
-#      has --tree-nodes) plain decoding, the standard rule on chains of GAMMA, EAGLE-2's full tree and the evolved
-#      shape at temperature 1 -> OUT/tree.live.txt.
+#      has --tree-nodes) at temperature 1: plain decoding, the standard rule on chains of GAMMA, the tree grown to
+#      LIVE_TREE_NODES (2) nodes (row eagle2_full; 2 nodes of width 2: the root's two children) and the evolved
+#      shape pruning that tree -> OUT/tree.live.txt. Live decoding grows the whole tree before a shape prunes it, so
+#      a shape pays the drafting of LIVE_TREE_NODES nodes; 2 is the fixed tree benchmark.py trees tunes on valid
+#      here (fixed_width 2 wide, depth 1) and holds what the evolved shape keeps on nearly every call.
 # Everything goes under OUT (results/eagle_smollm2, git-ignored); a finished step's file is kept (remove it to
 # redo the step). Options through the environment: PYTHON, MODELS, OUT, BUDGETS ("1000 2000 3000"), DRAFT_VOCAB (2048),
-# MAX_TRAIN_NEW (128), PROMPTS (120), GAMMA (6), MAX_NEW (96), TREE_NODES (16), TREE_WIDTH (2), REPEATS (3).
+# MAX_TRAIN_NEW (128), N_PROMPTS (120), GAMMA (6), MAX_NEW (96), TREE_NODES (16), TREE_WIDTH (2), LIVE_TREE_NODES (2), REPEATS (3), TREE_POPULATION (2000) and TREE_GENERATIONS (80) of the tree-shape search.
 OUT=${OUT:-results/eagle_smollm2}
 source "$(dirname "$0")/smollm2_common.sh"
 BUDGETS=${BUDGETS:-"1000 2000 3000"}
 DRAFT_VOCAB=${DRAFT_VOCAB:-2048}
 MAX_TRAIN_NEW=${MAX_TRAIN_NEW:-128}
-NPROMPTS=${PROMPTS:-120}
+NPROMPTS=${N_PROMPTS:-120}
 GAMMA=${GAMMA:-6}
 MAX_NEW=${MAX_NEW:-96}
 TREE_NODES=${TREE_NODES:-16}
 TREE_WIDTH=${TREE_WIDTH:-2}
 REPEATS=${REPEATS:-3}
+LIVE_TREE_NODES=${LIVE_TREE_NODES:-2}
+TREE_POPULATION=${TREE_POPULATION:-2000}
+TREE_GENERATIONS=${TREE_GENERATIONS:-80}
 HEAD="$OUT/head"
 mkdir -p "$OUT/costs"
 fetch_model
@@ -100,7 +106,8 @@ fi
 if [ ! -f "$OUT/tree.champion.json" ]; then
     stamp "tree-shape search"
     run=$("$PYTHON" -m evolve run --data "$OUT/tree" --out "$OUT/runs-tree" --evolve tree-shape \
-          --objective tokens_per_second --costs "$COSTS" --population 2000 --generations 80 --seed 1 \
+          --objective tokens_per_second --costs "$COSTS" --population "$TREE_POPULATION" \
+          --generations "$TREE_GENERATIONS" --seed 1 \
           --no-progress | tail -n 1)
     cp "$run/champion.json" "$OUT/tree.champion.json"
 fi
@@ -124,7 +131,7 @@ fi
 if "$PYTHON" benchmark.py live --help | grep -q -- "--tree-nodes" && [ ! -f "$OUT/tree.live.txt" ]; then
     stamp "live trees: EAGLE-2's tree, the evolved shape"
     "$PYTHON" benchmark.py live "${common[@]}" --data "$OUT/tree" --split test --temperature 1 \
-        --max-new-tokens "$MAX_NEW" --costs "$COSTS" --tree-nodes "$TREE_NODES" --tree-width "$TREE_WIDTH" \
+        --max-new-tokens "$MAX_NEW" --costs "$COSTS" --tree-nodes "$LIVE_TREE_NODES" --tree-width "$TREE_WIDTH" \
         --gamma "$GAMMA" --rule standard_rejection --champion "$OUT/tree.champion.json" --repeats "$REPEATS" --format table --output "$OUT/tree.live.txt"
 fi
 stamp "done: $OUT/chain.{bench,live}.txt, $OUT/tree.{trees,live}.txt"

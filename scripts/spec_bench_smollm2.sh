@@ -94,7 +94,8 @@ for c in "${CONFIGS[@]}"; do
     done
     if [ ! -f "$OUT/$c.live.txt" ]; then  # 5. live decoding of the test questions
         # the best fixed length tuned on valid, as a named policy (fixed_gamma:gamma=G)
-        fixed=$("$PYTHON" scripts/verify_length_summary.py --tuned "$OUT/$c.bench.json" | head -n 1)
+        mapfile -t tuned < <("$PYTHON" scripts/verify_length_summary.py --tuned "$OUT/$c.bench.json")
+        fixed=${tuned[0]}
         PEERS=()
         [ "${BACKEND[$c]}" = llama_cpp ] && PEERS=(--peers llama-cpp-python)
         stamp "live $c: standard_rejection, $fixed, champion ${PEERS[*]}"
