@@ -94,6 +94,13 @@ def backend_option(help_prefix: str = ""):
                         help=help_prefix + backends_help())
 
 
+def tree_width_option():
+    """``--tree-width K`` of the commands that grow draft trees (harvest, live): children per expanded node."""
+    return click.option("--tree-width", "tree_width", default=None, type=click.IntRange(min=1), metavar="K",
+                        help="With --tree-nodes: children drawn per expanded node, and nodes expanded per drafter "
+                             "pass (default 2).")
+
+
 def drafter_values(options: dict[str, Any]) -> dict[str, Any]:
     """Take the drafter options out of a command's ``options`` (drafter field -> value, None included)."""
     return {f: options.pop(f, None) for f in drafter_fields()}

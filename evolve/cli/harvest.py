@@ -13,7 +13,7 @@ import click
 
 from evolve.cli.inventory import OutputPath
 from evolve.cli.types import CommaList
-from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafter, drafter_values
+from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafter, drafter_values, tree_width_option
 from evolve.traces.synth.generate import format_stats
 from evolve.harvest.config import DTYPES, HarvestConfig
 from evolve.errors import InputError
@@ -69,9 +69,7 @@ EXIT_INTERRUPTED = 130
                    "besides the records of each tree's first path; --gamma is not used. Torch backend, batch "
                    "size 1, temperature > 0, the --draft, --draft-skip-layers, --draft-exit-layer or --draft-eagle drafter "
                    "(docs/reference/trees.md).")
-@click.option("--tree-width", "tree_width", default=None, type=click.IntRange(min=1), metavar="K",
-              help="With --tree-nodes: children drawn per expanded node, and nodes expanded per drafter pass "
-                   "(default 2).")
+@tree_width_option()
 @backend_option()
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show the progress bar.")
 def harvest(**options):

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from evolve.harvest.config import DTYPES
-from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafter, drafter_values
+from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafter, drafter_values, tree_width_option
 from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.types import CommaList
 from evolve.errors import InputError
@@ -76,9 +76,7 @@ def exported_policies(opts: LiveOptions, drafters: dict) -> tuple[tuple[str, str
                    "the tree harvest grows it, by SpecInfer) and a row per tree-shape --champion (the same tree pruned "
                    "by the shape). Torch backend; the --draft, --draft-skip-layers, --draft-exit-layer or --draft-eagle "
                    "drafter.")
-@click.option("--tree-width", "tree_width", default=None, type=click.IntRange(min=1), metavar="K",
-              help="With --tree-nodes: children drawn per expanded node, and nodes expanded per drafter pass "
-                   "(default 2).")
+@tree_width_option()
 @click.option("--max-new-tokens", default=64, show_default=True, type=click.IntRange(min=2),
               help="Tokens generated per prompt.")
 @click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0.0),
