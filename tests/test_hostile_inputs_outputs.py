@@ -26,6 +26,7 @@ ROOTS = {"benchmark.py": benchmark_cli, "python -m evolve": evolve_cli, "generat
 REQUIRED: dict[str, list[str]] = {
     "benchmark.py live": ["--target", "{file}", "--prompts", "{file}"],
     "generate_data.py harvest": ["--target", "{file}", "--prompts", "{file}"],
+    "generate_data.py subset": ["--categories", "qa"],
     "python -m evolve export": ["{file}", "--to", "numpy"],
     "python -m evolve promote": ["{dir}", "NAME"],
     "python -m evolve resume": ["{dir}"],

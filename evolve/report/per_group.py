@@ -86,7 +86,7 @@ def group_rows(runs: str | os.PathLike) -> list[dict[str, Any]]:
                     COLUMNS[1]: tps(champion(group_expr), "the group's policy"),
                     COLUMNS[2]: tps(lambda r: r.get("heuristic") == "best_fixed_gamma", "best_fixed_gamma"),
                     COLUMNS[3]: tps(lambda r: r.get("heuristic") == "confidence_threshold", "confidence_threshold")},
-            "plain_tps": float(bench.get("plain_tokens_per_second") or _plain(rows, d)),
+            "plain_tps": _plain(rows, d),
             "seeded": _seeded(d / "group.json"),
         })
     if not found:
