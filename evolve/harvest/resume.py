@@ -316,12 +316,7 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
     stats: dict[str, dict] = {}
     for s in SPLITS:
         traces = Traces.from_frame(tables[s], source=f"harvest {s} split", split=s)
-        mine = [i for i in infos if i["split"] == s]
-        gen = sum(i["tokens"] for i in mine)
-        calls = sum(i["target_calls"] for i in mine)
-        stats[s] = dict(split_stats(traces.columns), texts=len(mine), generated_tokens=gen, target_calls=calls,
-                        tokens_per_target_call=gen / calls if calls else 0.0,
-                        eos_finished=sum(i["finish"] == "eos" for i in mine))
+        stats[s] = split_statistics(traces.columns, [i for i in infos if i["split"] == s])
     trees: dict[str, pd.DataFrame] = {}
     tree_meta: dict[str, Any] = {}
     if config.tree_nodes is not None:
@@ -361,6 +356,20 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
     atomic_write_text(out / TEXTS_FILE, texts)
     write_dataset(out, {**tables, **trees}, metadata)
     return True, stats, n_done
+
+
+def split_statistics(columns: dict[str, Any], texts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A split's statistics in metadata.json: :func:`evolve.traces.schema.split_stats` of its record ``columns``,
+    then from its ``texts`` (their ``texts.jsonl`` entries: ``tokens``, ``finish``, ``target_calls``) the texts,
+    generated tokens, target calls and tokens per target call (left out when a text lacks ``target_calls``, as an
+    older harvest's do) and the texts ended by end-of-sequence."""
+    gen = sum(int(t["tokens"]) for t in texts)
+    out = dict(split_stats(columns), texts=len(texts), generated_tokens=gen)
+    if all("target_calls" in t for t in texts):
+        calls = sum(int(t["target_calls"]) for t in texts)
+        out.update(target_calls=calls, tokens_per_target_call=gen / calls if calls else 0.0)
+    out["eos_finished"] = sum(t.get("finish") == "eos" for t in texts)
+    return out
 
 
 def tree_stats(df: pd.DataFrame) -> dict[str, float | int]:

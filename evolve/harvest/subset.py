@@ -21,9 +21,8 @@ import pandas as pd
 
 from evolve.errors import InputError
 from evolve.files.atomic import atomic_write_text
-from evolve.harvest.resume import TEXTS_FILE, tree_stats
+from evolve.harvest.resume import TEXTS_FILE, split_statistics, tree_stats
 from evolve.traces.io import SPLITS, Traces, load_metadata, load_split, write_dataset
-from evolve.traces.schema import split_stats
 
 
 def read_texts(data_dir: str | os.PathLike) -> list[dict[str, Any]]:
@@ -86,13 +85,7 @@ def subset_dataset(data_dir: str | os.PathLike, categories: Iterable[str], out_d
                              f"empty", param="categories")
         part = Traces({k: v[mask] for k, v in traces.columns.items()}, traces.source, s)
         tables[s] = part
-        mine = [t for t in kept if t["split"] == s]
-        gen = sum(int(t.get("tokens", 0)) for t in mine)
-        stats[s] = dict(split_stats(part.columns), texts=len(mine), generated_tokens=gen,
-                        eos_finished=sum(t.get("finish") == "eos" for t in mine))
-        if all("target_calls" in t for t in mine):  # an older harvest's texts.jsonl lacks them: left out
-            calls = sum(int(t["target_calls"]) for t in mine)
-            stats[s].update(target_calls=calls, tokens_per_target_call=gen / calls if calls else 0.0)
+        stats[s] = split_statistics(part.columns, [t for t in kept if t["split"] == s])
         tree_file = src / f"{s}.trees.parquet"
         if tree_file.is_file():
             trees = pd.read_parquet(tree_file)
