@@ -238,9 +238,9 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
     Returns: the metrics of the rule's kind (its ``score`` hook, :mod:`evolve.kinds`): for a threshold
     :class:`evolve.eval.evaluator.Metrics` (rates are fractions of tokens; the formulas are in
     :mod:`evolve.eval.evaluator`); for a relaxation weight relaxed block verification's
-    :class:`evolve.kinds.relaxation.eval_block.RelaxedMetrics` (``gamma`` needed); for a verification-length
+    :class:`evolve.eval.relaxed_block.RelaxedMetrics` (``gamma`` needed); for a verification-length
     policy :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` (``gamma``: the longest draft); for a
-    tree shape :class:`evolve.kinds.tree_shape.eval_shape.ShapeMetrics` (``data`` a dataset directory with tree
+    tree shape :class:`evolve.eval.tree_scoring.ShapeMetrics` (``data`` a dataset directory with tree
     tables).
 
     Raises: InputError for an argument of the wrong type (naming the parameter and value), an unknown rule

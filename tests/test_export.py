@@ -20,7 +20,7 @@ from evolve.verification.tokenwise import standard_threshold
 from evolve.cli.evolve import cli
 from evolve.eval.evaluator import EvalData, thresholds
 from evolve.export.codegen import straight_line
-from evolve.kinds.relaxation.eval_block import WEIGHT_FEATURES
+from evolve.eval.relaxed_block import WEIGHT_FEATURES
 from evolve.kinds.relaxation.eval_population import weight_thresholds
 from evolve.export.exporter import TARGETS, resolve_rule
 from evolve.kinds.threshold.export_layout import THRESHOLD_LAYOUT

@@ -12,7 +12,7 @@ from evolve.errors import InputError
 from evolve.eval.block_verification import block_verification_metrics
 from evolve.eval.costs import DEFAULT_COSTS, FREE_DRAFTS, Costs
 from evolve.eval.evaluator import EvalData, evaluate, split_target_calls, thresholds
-from evolve.kinds.relaxation.eval_block import attach, relaxed_metrics
+from evolve.eval.relaxed_block import attach, relaxed_metrics
 from evolve.kinds.verify_length.eval_policy import (BLOCK_VERIFIER, STANDARD_VERIFIER, LengthPopulationEvaluator, LengthVerifier,
                                        competitors, fixed_gamma_values, policy_metrics)
 from evolve.gp.compiler import compile_expression
@@ -57,7 +57,7 @@ def test_a_fixed_length_under_each_verifier_is_that_verifiers_block_metrics(spli
                                        gamma, FREE_DRAFTS)
     m = policy_metrics(v, data, 5, DEFAULT_COSTS, BLOCK_VERIFIER)
     assert m.tokens_per_call == pytest.approx(block.tokens_per_call, rel=1e-12) and m.tv_per_token == 0.0
-    from evolve.kinds.relaxation.eval_block import relaxed_of
+    from evolve.eval.relaxed_block import relaxed_of
     w = thresholds(RELAX, data)
     relaxed = relaxed_metrics(w, relaxed_of(data), gamma)
     m = policy_metrics(v, data, 5, DEFAULT_COSTS, LengthVerifier("relax", RELAX, block=True, lossless=False))

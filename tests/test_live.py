@@ -278,7 +278,7 @@ def test_relaxation_with_zero_weight_is_block_verification_exactly(files):
 
 def test_relaxed_block_decision_matches_block_verification_against_the_mixture():
     """relaxed_block_decision = block_decision against p~ = (1 - w) p + w q (p itself for the bonus), with the
-    damage E[sum over emitted depths of w_d (1 - overlap_d)] by the recursion of evolve.kinds.relaxation.eval_block."""
+    damage E[sum over emitted depths of w_d (1 - overlap_d)] by the recursion of evolve.eval.relaxed_block."""
     from evolve.live.decoding import block_decision, relaxed_block_decision
 
     rng = np.random.default_rng(9)

@@ -1,4 +1,4 @@
-"""Relaxed block verification from records (evolve/kinds/relaxation/eval_block.py) against brute force.
+"""Relaxed block verification from records (evolve/eval/relaxed_block.py) against brute force.
 
 * ``block_residual_phi``: the grid values equal sum_x max(0, a p(x) - q(x)) computed directly, the
   interpolation never falls below phi and stays within the chord bound, the vocab model's column is
@@ -24,7 +24,7 @@ from evolve.verification.block import (
 from evolve.traces.synth.vocab_model import VocabModelConfig, block_distributions, generate_split
 from evolve.eval.block_verification import block_verification_tokens
 from evolve.eval.evaluator import EvalData
-from evolve.kinds.relaxation.eval_block import (
+from evolve.eval.relaxed_block import (
     N_CARRY, N_RELAXED, RelaxedCount, attach, close_block, reduce_relaxed, relaxed_counts, relaxed_metrics,
 )
 from evolve.kinds.relaxation.eval_population import evaluate_relaxed, weight_thresholds

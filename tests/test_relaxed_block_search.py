@@ -2,7 +2,7 @@
 
 * a small run writes a front of weights w(features) that read prefix-level features only, is seeded
   with lossless block verification (w = 0) and the fixed-w family, and its front's objectives are
-  the record scorer's (evolve/kinds/relaxation/eval_block.py) values on train;
+  the record scorer's (evolve/eval/relaxed_block.py) values on train;
 * ``benchmark.py pareto --run`` shows that front as ``evolved_relaxed_block`` beside block
   verification, the fixed-w family and the per-token curves, with a verdict per budget;
 * bad settings are refused with one line naming the option.

@@ -5,7 +5,7 @@
   w > 0); the first emitted token's measured total variation from p is the per-position formula
   w (1 - overlap);
 * w = 0 is lossless block verification, decode for decode;
-* the record-level scorer (evolve/kinds/relaxation/eval_block.py) on the simulator's own trace export
+* the record-level scorer (evolve/eval/relaxed_block.py) on the simulator's own trace export
   (``block_residual_mass``, ``block_residual_phi``) reproduces the kernel's expected tokens per call
   and damage given the drafts, and the simulated tokens per call and damage;
 * relaxations of other modes, of lossy rules and weights that read the drafted token are refused.
@@ -19,7 +19,7 @@ from evolve.errors import InputError
 from evolve.traces.io import Traces
 from evolve.traces.synth.vocab_model import VocabModelConfig
 from evolve.eval.evaluator import EvalData
-from evolve.kinds.relaxation.eval_block import attach
+from evolve.eval.relaxed_block import attach
 from evolve.kinds.relaxation.eval_population import evaluate_relaxed
 from evolve.sim.chain import B_ANALYTIC, B_TOKENS, B_TV_COUNT, B_TV_EXPECTED
 from evolve.sim.decoding import chain_at_context, chain_traces, context_damage, simulate_chain

@@ -1,4 +1,4 @@
-"""Level features of tree shapes (``level_cumprob``, ``level_rank``; evolve/kinds/tree_shape/eval_shape.py) against a brute force.
+"""Level features of tree shapes (``level_cumprob``, ``level_rank``; evolve/eval/tree_scoring.py) against a brute force.
 
 A shape reading them is evaluated level by level: the nodes it keeps at one depth of one tree form the level,
 ``level_cumprob`` is their largest draft_cumprob and ``level_rank`` a node's rank among them by draft_cumprob
@@ -16,8 +16,8 @@ from evolve.kinds.tree_shape.eval_population import TreeShapePopulationEvaluator
 from evolve.kinds.tree_shape.eval_competitors import (
     competitors, eagle2_topk_expression, eagle2_topk_values, fixed_width_values, shape_expressions,
 )
-from evolve.kinds.tree_shape.eval_levels import program_values, reads_levels
-from evolve.kinds.tree_shape.eval_shape import shape_data, shape_metrics
+from evolve.eval.tree_levels import program_values, reads_levels
+from evolve.eval.tree_scoring import shape_data, shape_metrics
 from evolve.gp.compiler import compile_expression
 from evolve.traces.trees import trees_from_frame
 from tree_helpers import random_tree, tree_frame
@@ -129,7 +129,7 @@ def test_a_binding_node_budget_is_refused_for_level_features(forest):
 
 def test_an_exported_shape_applied_level_by_level_gives_the_scored_counts(forest):
     from evolve.export.exporter import TARGETS, layout
-    from evolve.kinds.tree_shape.eval_levels import shape_values
+    from evolve.eval.tree_levels import shape_values
     from evolve.gp.primitives import FEATURES
     from heuristics.contract import Rule
 

@@ -1,4 +1,4 @@
-"""Tree shapes scored from tree-table rows (evolve/kinds/tree_shape/eval_shape.py) against the full-distribution computation.
+"""Tree shapes scored from tree-table rows (evolve/eval/tree_scoring.py) against the full-distribution computation.
 
 Small random trees (vocabulary 6, Dirichlet p and q at every node, children drawn i.i.d. from q) are
 written as tree-table rows; every kept subtree's expected tokens from the rows must equal SpecInfer's
@@ -14,7 +14,7 @@ from evolve.engine import tree_verify as tv
 from evolve.errors import InputError
 from evolve.eval.costs import Costs
 from evolve.kinds.tree_shape.eval_competitors import competitors, fixed_width_values, shape_expressions
-from evolve.kinds.tree_shape.eval_shape import shape_data, shape_metrics, whole_tree_metrics
+from evolve.eval.tree_scoring import shape_data, shape_metrics, whole_tree_metrics
 from evolve.traces.trees import trees_from_frame
 from tree_helpers import random_tree, tree_frame
 
@@ -305,7 +305,7 @@ def test_the_shape_oracle_is_the_best_subtree_of_every_tree(forest):
     independent path); on the forest it is at least every named shape and random shape values."""
     import itertools
 
-    from evolve.kinds.tree_shape.eval_shape import shape_oracle
+    from evolve.eval.tree_scoring import shape_oracle
     trees, data = forest
     costs = Costs((1.0, 1.1, 1.2, 1.3, 1.5, 1.7, 1.9, 2.1, 2.3, 2.5), 0.2, 1.0)
     for t in range(6):

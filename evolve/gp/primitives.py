@@ -46,7 +46,7 @@ DERIVED_FEATURES: tuple[str, ...] = ("draft_cumprob",)
 #: matched n-gram's length and the empirical frequency of the drafted continuation (:mod:`evolve.engine.ngram`).
 LOOKUP_FEATURES: tuple[str, ...] = LOOKUP_COLUMNS
 #: Features of a draft tree's level (the kept nodes at one depth of one tree), for a tree-shape program only
-#: (:mod:`evolve.kinds.tree_shape.eval_levels`): ``level_cumprob``, the largest ``draft_cumprob`` at the node's level, and
+#: (:mod:`evolve.eval.tree_levels`): ``level_cumprob``, the largest ``draft_cumprob`` at the node's level, and
 #: ``level_rank``, the node's rank there by ``draft_cumprob`` (0 = the most probable; EAGLE-2's per-depth top-k).
 LEVEL_FEATURES: tuple[str, ...] = ("level_cumprob", "level_rank")
 #: All features; a program's FEATURE opcode indexes this tuple.

@@ -28,7 +28,7 @@ it is lossless, so it adds no damage. Relaxed block verification (a :class:`Bloc
 ``relaxation`` rule, the weight w of a relaxation champion: :mod:`evolve.kinds.registry`) makes the same
 decision against p~_d = (1 - w_d) p_d + w_d q_d at every drafted depth (w_d from the depth's
 prefix-level features, :func:`relaxation_weights`; the bonus token after a full block from p_k);
-its damage is the relaxed_block module's (:mod:`evolve.kinds.relaxation.eval_block`): the expected sum of
+its damage is the relaxed_block module's (:mod:`evolve.eval.relaxed_block`): the expected sum of
 w_d TV(p_d, q_d) = w_d (1 - overlap_d) over the emitted depths, given the drafts
 (:func:`relaxed_block_decision`).
 
@@ -67,7 +67,7 @@ from evolve.verification.block import block_accept, block_masses, block_residual
     relaxed_damage, relaxed_target
 from evolve.verification.tokenwise import residual_distribution, standard_threshold
 from evolve.eval.evaluator import EvalData, thresholds
-from evolve.kinds.tree_shape.eval_shape import cost_tables
+from evolve.eval.tree_scoring import cost_tables
 from evolve.kinds.verify_length.eval_policy import POLICY_FEATURES
 from evolve.gp.primitives import CORE_FEATURES, FEATURES, LOOKUP_FEATURES
 from heuristics.registry import get_rule
@@ -234,8 +234,8 @@ class LiveCounts:
 
 def tree_call_seconds(costs, nodes: int, expanded: Sequence[int]) -> float:
     """Seconds ``costs`` gives a draft-tree call verifying ``nodes`` nodes that expands ``expanded[d]`` nodes at depth d,
-    as :func:`evolve.kinds.tree_shape.eval_shape.shape_counts` prices it: ``verify_seconds(nodes)`` plus one drafter
-    pass per depth with an expansion, over its m nodes (:func:`evolve.kinds.tree_shape.eval_shape.cost_tables`)."""
+    as :func:`evolve.eval.tree_scoring.shape_counts` prices it: ``verify_seconds(nodes)`` plus one drafter
+    pass per depth with an expansion, over its m nodes (:func:`evolve.eval.tree_scoring.cost_tables`)."""
     forward, draft = cost_tables(costs, nodes)
     seconds = forward[nodes]
     for m in expanded:
@@ -376,7 +376,7 @@ def relaxation_weights(rule, p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_
     the position of depth 0, the k drafted ids); the rule reads prefix-level features only (a
     relaxation rule cannot read the drafted token's), computed as the harvester's records hold them.
     NaN or infinite weights become 0, then they are clamped to [0, 1] (as
-    :mod:`evolve.kinds.relaxation.eval_block` scores them).
+    :mod:`evolve.eval.relaxed_block` scores them).
     """
     X = candidate_features(p, q, p_ent, q_ent, start, np.asarray(drafts)[:, None])
     return rule_thresholds(rule, X, needed)

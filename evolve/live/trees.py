@@ -12,9 +12,9 @@ random stream and its caches as the tree harvest keeps them (:mod:`evolve.harves
    every harvested node verified whole) keeps every node; a tree shape (a program of kind ``tree-shape``,
    :class:`TreeShape`) gives a value v at the root and at every kept node, and the node keeps its first
    min(ceil(v), drawn) children in draw order (none for v <= 0 or NaN), exactly as the offline scorer
-   (:mod:`evolve.kinds.tree_shape.eval_shape`; its values by :func:`evolve.kinds.tree_shape.eval_levels.program_values`,
+   (:mod:`evolve.eval.tree_scoring`; its values by :func:`evolve.eval.tree_levels.program_values`,
    level by level for a program reading level features) on the decision rows of :func:`decision_data`, built from
-   the grown tree as :func:`evolve.kinds.tree_shape.eval_shape.shape_data` builds them from a tree table. The node
+   the grown tree as :func:`evolve.eval.tree_scoring.shape_data` builds them from a tree table. The node
    budget N never binds (the kept tree is a subtree of a tree of at most N nodes), as offline.
 3. One uniform per node of the grown tree's first path, unused: the draws of the harvest's chain records, so that
    the fixed tree's texts are the tree harvest's texts (:data:`evolve.engine.tree_draft.DRAW_ORDER`).
@@ -52,8 +52,8 @@ from evolve.engine.tree_verify import specinfer_expected_tokens, specinfer_verif
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import FEATURES, LEVEL_FEATURES
-from evolve.kinds.tree_shape.eval_levels import program_values
-from evolve.kinds.tree_shape.eval_shape import ShapeData, kept_children
+from evolve.eval.tree_levels import program_values
+from evolve.eval.tree_scoring import ShapeData, kept_children
 from evolve.live.decoding import LiveCounts
 
 #: The row of the fixed tree (every grown node verified), named as ``benchmark.py trees`` names it.
@@ -97,11 +97,11 @@ def check_tree_drafter(engine) -> None:
 
 def decision_data(tree: DraftTree, position: int) -> ShapeData:
     """The decision rows of one grown tree: row 0 the root, row i + 1 node i, with the features of
-    :data:`evolve.kinds.tree_shape.eval_shape.SHAPE_FEATURES` as :func:`evolve.kinds.tree_shape.eval_shape.shape_data`
+    :data:`evolve.eval.tree_scoring.SHAPE_FEATURES` as :func:`evolve.eval.tree_scoring.shape_data`
     computes them from the tree table's columns (draft_prob = q(x | parent); draft_top_prob and draft_entropy of
     the distribution the node was drawn from, 1 and 0 at the root; draft_cumprob; draft_index = depth; position =
     ``position`` (tokens generated before the step) + depth; the level features NaN until
-    :func:`evolve.kinds.tree_shape.eval_levels.shape_values` fills them; the target's features NaN). ``accept`` is
+    :func:`evolve.eval.tree_levels.shape_values` fills them; the target's features NaN). ``accept`` is
     zeros (not known before the target's pass) and ``table`` None.
     """
     n = tree.n

@@ -39,7 +39,7 @@ absolute tokens per second and this project's plain decoding against llama-cpp-p
 A relaxation champion (a program of kind ``relaxation``, :mod:`evolve.kinds.registry`: the weight w of relaxed
 block verification) decodes by block verification against (1 - w) p + w q at each drafted position
 (:func:`evolve.live.decoding.live_block_verified`); its tv_per_token is the expected sum of w_d TV(p_d, q_d)
-over the emitted positions per emitted token, as :mod:`evolve.kinds.relaxation.eval_block` scores it from
+over the emitted positions per emitted token, as :mod:`evolve.eval.relaxed_block` scores it from
 records, and its expected_tokens_per_call is 1 + E[n] given the drafts. ``block_verification`` is the
 same with w = 0. The dispatch on the kind is the kind's ``live`` hook. With ``tree_nodes`` the row ``eagle2_full``
 decodes by the tree harvest's draft trees and a tree-shape champion by the same trees pruned by its program, both

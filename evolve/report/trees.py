@@ -12,13 +12,13 @@ For each split asked for, from ``DIR/{split}.trees.parquet`` (:mod:`evolve.trace
 * each ``--champion`` of kind ``tree-shape`` (an evolved shape), verified by SpecInfer;
 * each ``--champion`` of kind ``relaxation`` (a weight w evolved on the chains): every harvested tree
   verified by SpecInfer against the mixture (1 - w) p + w q at each context (w rounded down to the
-  grid of the table's ``relaxed_residual_prob``; :func:`evolve.kinds.tree_shape.eval_shape.relaxed_accept`), with its
+  grid of the table's ``relaxed_residual_prob``; :func:`evolve.eval.tree_scoring.relaxed_accept`), with its
   exact TV per token, and the ``fixed_w`` row: the largest constant w whose TV per token on the tuning
   split is at most the champion's (an equal-damage comparison).
 
 Every other row is lossless (TV per token 0). Tokens per second and speedup use the cost file (``--costs``;
 the default flat cost model otherwise): a call on n nodes costs a target forward of n + 1 tokens plus
-the drafter's passes (:mod:`evolve.kinds.tree_shape.eval_shape`).
+the drafter's passes (:mod:`evolve.eval.tree_scoring`).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ import numpy as np
 from evolve.report.width import fit_width
 from evolve.eval.costs import Costs, load_costs
 from evolve.kinds.tree_shape.eval_competitors import competitors
-from evolve.kinds.tree_shape.eval_shape import (
+from evolve.eval.tree_scoring import (
     BOUNDS, ShapeData, ShapeMetrics, shape_data, whole_tree_metrics,
 )
 from evolve.eval.bootstrap import check_replicates, group_weights, interval_caveat, ratio_interval

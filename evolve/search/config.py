@@ -86,7 +86,7 @@ class RunConfig:
       ``tokens_per_second`` for ``verify-length`` and ``tree-shape``).
     * evolve: the kind of program evolved (:mod:`evolve.kinds.registry`): ``threshold`` (per-token
       acceptance thresholds) or ``relaxation`` (the weight w of relaxed block verification, which
-      verifies each block against (1 - w) p + w q, :mod:`evolve.kinds.relaxation.eval_block`; w reads
+      verifies each block against (1 - w) p + w q, :mod:`evolve.eval.relaxed_block`; w reads
       prefix-level features only and the data needs ``block_residual_phi``). The objective must
       score that kind.
     * warm_start: seed the initial population with the registered rules and the best grid members

@@ -34,13 +34,13 @@ comes from.
     instead of p_k (the mixture of speculative cascades, Narasimhan et al. 2024,
     arXiv 2405.19261): w_k is the relaxation's expression (a primitive-set
     expression or a constant) over the depth's prefix-level features
-    (:data:`evolve.kinds.relaxation.eval_block.WEIGHT_FEATURES`; never the drafted
+    (:data:`evolve.eval.relaxed_block.WEIGHT_FEATURES`; never the drafted
     token's), clamped to [0, 1] (NaN/inf -> 0). Block weights, residual masses
     and the residual use p~; the bonus token after a full block is drawn from
     p. At a fixed context the first emitted token is distributed exactly as
     p~_1, at total variation w_1 (1 - overlap_1) from p_1; the expected damage
     of a block is sum over the emitted depths of w_k (1 - overlap_k)
-    (:func:`evolve.verification.block.relaxed_damage`; :mod:`evolve.kinds.relaxation.eval_block` scores the
+    (:func:`evolve.verification.block.relaxed_damage`; :mod:`evolve.eval.relaxed_block` scores the
     same from records).
 
 ``fly``: FLy
@@ -168,7 +168,7 @@ class Verification:
         """
         if self.relaxation is None:
             return None
-        from evolve.kinds.relaxation.eval_block import check_weight_features
+        from evolve.eval.relaxed_block import check_weight_features
         from evolve.gp.compiler import compile_nodes, parse
         program = compile_nodes(parse(str(self.relaxation), "relaxation"))
         check_weight_features(program.features, "relaxation")

@@ -27,7 +27,7 @@ the next position). ``target_rank`` is the rank of the drafted token under the
 target distribution, 0 for the arg max; tied tokens share a rank (the number of
 tokens with a strictly larger probability).
 
-Relaxed block verification (:mod:`evolve.kinds.relaxation.eval_block`) verifies against a
+Relaxed block verification (:mod:`evolve.eval.relaxed_block`) verifies against a
 mixture p~ = (1 - w) p + w q instead of p, and its residual mass after a weight P is
 (1 - P w) phi(a) with a = P (1 - w) / (1 - P w) and
 
@@ -100,7 +100,7 @@ def block_weight_ratio(weight, ratio):
     the vocabulary model, the harvester, the decode-loop simulator, live decoding); this one computes
     P_{i-1} (p(x) / q(x)), for the callers that hold the ratio (the evaluator's block verification
     :mod:`evolve.eval.block_verification` and the lossless weight of relaxed block verification
-    :mod:`evolve.kinds.relaxation.eval_block`, whose records keep ``target_prob / draft_prob``).
+    :mod:`evolve.eval.relaxed_block`, whose records keep ``target_prob / draft_prob``).
 
     Args: ``weight`` P_{i-1} in [0, 1]; ``ratio`` r >= 0, a float (unclamped). Returns P_i, a float in [0, 1].
     """
@@ -112,7 +112,7 @@ def relaxed_block_weight(weight, ratio, w):
     """Next relaxed block weight min(1, P~ ((1 - w) r + w)) against the mixture p~ = (1 - w) p + w q.
 
     p~(x) / q(x) = (1 - w) r + w with r = p(x) / q(x), so this is :func:`block_weight_ratio` of the
-    relaxed target (relaxed block verification, :mod:`evolve.kinds.relaxation.eval_block`; the mixture of
+    relaxed target (relaxed block verification, :mod:`evolve.eval.relaxed_block`; the mixture of
     speculative cascades, Narasimhan et al. 2024, arXiv 2405.19261). With w = 0, (1 - 0) r + 0 = r
     exactly, so it equals :func:`block_weight_ratio` to the bit.
 
@@ -249,7 +249,7 @@ def interpolate_phi(phi, a):
 @njit(cache=True)
 def interpolate_phi_anchored(phi, a, a0, v0):
     """phi(a) from its grid values ``phi`` float64 (K,) (phi(k/K), k = 1..K; phi(0) = 0), anchored at the
-    exact value v0 = phi(a0) (relaxed block verification, :mod:`evolve.kinds.relaxation.eval_block`).
+    exact value v0 = phi(a0) (relaxed block verification, :mod:`evolve.eval.relaxed_block`).
 
     Linear interpolation between grid points; when a0 lies strictly inside the grid interval of ``a``,
     (a0, v0) replaces the far end, and a == a0 returns v0 itself (so w = 0 is lossless block
@@ -289,7 +289,7 @@ def relaxed_residual_mass(weight, w, phi, lossless_weight, lossless_mass):
     Args: ``weight`` P~ in [0, 1]; ``w`` the next depth's weight in [0, 1]; ``phi`` float64 (K,) the next
     depth's ``block_residual_phi`` (on the record of the previous depth); ``lossless_weight`` the lossless
     block weight P and ``lossless_mass`` its ``block_residual_mass`` phi(P). Returns a float >= 0.
-    Relaxed block verification of :mod:`evolve.kinds.relaxation.eval_block`.
+    Relaxed block verification of :mod:`evolve.eval.relaxed_block`.
     """
     den_w = 1.0 - weight * w
     if den_w <= 0.0:

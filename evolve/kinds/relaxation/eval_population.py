@@ -1,16 +1,16 @@
 """Relaxed block verification of a whole population of weight programs w(features), in one compiled call.
 
 The counterpart of :mod:`evolve.eval.fastpath.scoring` and :class:`evolve.eval.population.PopulationEvaluator`
-for the relaxation weight of :mod:`evolve.kinds.relaxation.eval_block`: each program is
+for the relaxation weight of :mod:`evolve.eval.relaxed_block`: each program is
 lowered to register code (:mod:`evolve.eval.fastpath.lowering`), work items (program,
 chunk) are taken by all threads from a shared counter, every tile of a chunk
 runs the program with :func:`evolve.eval.fastpath.kernels.run_code` and feeds its weights
-straight into the block recursion (:func:`evolve.kinds.relaxation.eval_block.reduce_relaxed`),
+straight into the block recursion (:func:`evolve.eval.relaxed_block.reduce_relaxed`),
 so no array of weights is materialised and a program costs what a threshold
 program costs in the fast path. Chunks start at block starts; each item's
 counts are sequential and a program's chunk partials are added in chunk order,
 so results do not depend on the thread count, the schedule or the population
-(:func:`weight_thresholds` + :func:`evolve.kinds.relaxation.eval_block.relaxed_counts`
+(:func:`weight_thresholds` + :func:`evolve.eval.relaxed_block.relaxed_counts`
 give the same counts for one program).
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from evolve.eval.fastpath.kernels import WorkQueue, fetch_add, load_constants, o
 from evolve.eval.fastpath.layouts import TILE, WIDTH
 from evolve.eval.fastpath.lowering import NO_ROWS, Packed
 from evolve.eval.population import PopulationEvaluator
-from evolve.kinds.relaxation.eval_block import (
+from evolve.eval.relaxed_block import (
     N_CARRY, N_RELAXED, RelaxedData, check_weight_features, close_block, metrics_from_relaxed, reduce_relaxed,
     relaxed_of,
 )
@@ -41,7 +41,7 @@ def relaxed_work(prog, X, D, cols, queue):
 
     ``prog`` the program record (:data:`evolve.eval.fastpath.lowering.ProgramArrays`); ``X``
     float64 (k, n) feature rows, ``D`` derived rows; ``cols`` the split's
-    :data:`evolve.kinds.relaxation.eval_block.RelaxedColumns`; ``queue`` the
+    :data:`evolve.eval.relaxed_block.RelaxedColumns`; ``queue`` the
     :data:`evolve.eval.fastpath.kernels.WorkQueue` shared by the workers (``partial`` float64 (P*C, N_RELAXED)).
     """
     code, code_off, result = prog.code, prog.code_off, prog.result
@@ -104,7 +104,7 @@ def _relaxed_serial(prog, X, D, cols):
 
 def score_relaxed_packed(packed: Packed, X: np.ndarray, rd: RelaxedData, gamma: int,
                          D: np.ndarray | None = None) -> np.ndarray:
-    """Counts (float64 (P, N_RELAXED), :class:`evolve.kinds.relaxation.eval_block.RelaxedCount`) of every packed weight
+    """Counts (float64 (P, N_RELAXED), :class:`evolve.eval.relaxed_block.RelaxedCount`) of every packed weight
     program over a split, in one compiled call.
 
     ``X`` float64 (k, n) the split's feature rows (the programs' operands),
@@ -124,9 +124,9 @@ class RelaxedPopulationEvaluator(PopulationEvaluator):
     """A :class:`evolve.eval.population.PopulationEvaluator` whose individuals are relaxation weights w(features).
 
     Same caching, statistics and call pattern; each individual's result is a
-    :class:`evolve.kinds.relaxation.eval_block.RelaxedMetrics` (tokens per call, TV per
+    :class:`evolve.eval.relaxed_block.RelaxedMetrics` (tokens per call, TV per
     token, speedup, mean weight) instead of a threshold rule's Metrics. The
-    split's relaxed columns come from :func:`evolve.kinds.relaxation.eval_block.relaxed_of`.
+    split's relaxed columns come from :func:`evolve.eval.relaxed_block.relaxed_of`.
 
     Raises (constructor): InputError for a bad gamma (a gamma is required) or a
     split without the relaxed columns; (evaluate) InputError for a program that

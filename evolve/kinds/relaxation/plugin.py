@@ -1,10 +1,10 @@
 """The hooks of kind ``relaxation`` (:class:`evolve.kinds.base.KindHooks`): scored by relaxed block verification
-(:mod:`evolve.kinds.relaxation.eval_block`), seeded with lossless block verification and the fixed-w family
+(:mod:`evolve.eval.relaxed_block`), seeded with lossless block verification and the fixed-w family
 (:mod:`evolve.kinds.relaxation.search_seeds`), and run by every command."""
 from __future__ import annotations
 
 from evolve.kinds.base import KindHooks
-from evolve.kinds.relaxation.eval_block import RelaxedMetrics, attach
+from evolve.eval.relaxed_block import RelaxedMetrics, attach
 from evolve.kinds.relaxation.eval_population import RelaxedPopulationEvaluator, evaluate_relaxed
 from evolve.kinds.relaxation.export_layout import RELAXATION_LAYOUT
 from evolve.kinds.relaxation.report_hooks import CAPTION, COMPARE, live_decoder, simulate_plan, tree_rows

@@ -13,9 +13,9 @@ from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, thresholds
 from evolve.kinds.relaxation import RELAXATION
-from evolve.kinds.relaxation.eval_block import RelaxedMetrics, attach, relaxed_of
+from evolve.eval.relaxed_block import RelaxedMetrics, attach, relaxed_of
 from evolve.kinds.relaxation.eval_population import evaluate_relaxed
-from evolve.kinds.tree_shape.eval_shape import ShapeData, require_relaxable, shape_metrics
+from evolve.eval.tree_scoring import ShapeData, require_relaxable, shape_metrics
 from evolve.report.compare.table import DEFAULT_REPEATS, KindScorer
 from evolve.report.options import naming_param
 from evolve.report.simulate import SimulateOptions, SweepPlan, block_only, options_verification
@@ -38,7 +38,7 @@ def timed_relaxed(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS, ga
     gamma: tokens per call 1 + E[tau] per block with draft length ``gamma``, speedup under ``speedup_costs``,
     TV per emitted token the expected sum of w_i (1 - overlap_i) over the emitted positions (block
     verification, Sun et al. 2024, arXiv 2403.10444, against (1 - w) p + w q). The split's block columns
-    must be attached (:func:`evolve.kinds.relaxation.eval_block.attach`) or in its split file.
+    must be attached (:func:`evolve.eval.relaxed_block.attach`) or in its split file.
     Raises: InputError for a column the split lacks or a gamma above its block length.
     """
     def run() -> RelaxedMetrics:

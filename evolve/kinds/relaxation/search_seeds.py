@@ -1,9 +1,9 @@
 """The warm start of a relaxed block verification search (``evolve = "relaxation"``).
 
 The programs of such a search are relaxation weights w(features)
-(:mod:`evolve.kinds.relaxation.eval_block`), not acceptance thresholds, so the rules of
+(:mod:`evolve.eval.relaxed_block`), not acceptance thresholds, so the rules of
 the registry cannot seed it. Its known members are the fixed-w family
-(:data:`evolve.kinds.relaxation.eval_block.FIXED_WEIGHTS`, w the same at every
+(:data:`evolve.eval.relaxed_block.FIXED_WEIGHTS`, w the same at every
 position; w = 0 is lossless block verification): all are scored on train in one
 batched call, and the seeds are, in this order, w = 0 and the member chosen by
 each criterion of :func:`evolve.search.warm_start.criteria` (for ``pareto``: the
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Callable
 
 from evolve.eval.evaluator import EvalData, Metrics
-from evolve.kinds.relaxation.eval_block import FIXED_WEIGHTS
+from evolve.eval.relaxed_block import FIXED_WEIGHTS
 from evolve.kinds.relaxation.eval_population import RelaxedPopulationEvaluator
 from evolve.search.config import RunConfig
 from evolve.search.warm_start import Seed, WarmStart, best_per_criterion, criteria, fill_seeds

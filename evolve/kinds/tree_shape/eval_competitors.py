@@ -1,6 +1,6 @@
 """Named draft-tree shapes, the competitors of an evolved shape, and their programs (the seeds of a search).
 
-Each named shape gives a value at every decision row of :class:`evolve.kinds.tree_shape.eval_shape.ShapeData` (kept
+Each named shape gives a value at every decision row of :class:`evolve.eval.tree_scoring.ShapeData` (kept
 children = ceil(value)); :func:`competitors` tunes their settings on one split and scores another, and
 :func:`shape_expressions` writes them as tree-shape programs.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from evolve.eval.costs import DEFAULT_COSTS, Costs
-from evolve.kinds.tree_shape.eval_levels import shape_values
-from evolve.kinds.tree_shape.eval_shape import ShapeData, ShapeMetrics, shape_metrics, shape_oracle
+from evolve.eval.tree_levels import shape_values
+from evolve.eval.tree_scoring import ShapeData, ShapeMetrics, shape_metrics, shape_oracle
 from evolve.gp.primitives import FEATURES
 
 #: Grid of the entropy slope c of the ``adaptive_width`` shape (children = ceil(1 + c * entropy), nats).

@@ -3,8 +3,8 @@
 :class:`TreeShapePopulationEvaluator` is the :class:`evolve.eval.population.PopulationEvaluator` of
 the kind: it reads the split's tree table beside its chain records (``DIR/{split}.trees.parquet``,
 :mod:`evolve.traces.trees`), runs every program on the table's decision rows
-(:func:`evolve.kinds.tree_shape.eval_shape.shape_data`) and reduces the values with
-:func:`evolve.kinds.tree_shape.eval_shape.shape_counts` under the run's cost file. Same caching and statistics as the
+(:func:`evolve.eval.tree_scoring.shape_data`) and reduces the values with
+:func:`evolve.eval.tree_scoring.shape_counts` under the run's cost file. Same caching and statistics as the
 other scorers.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, check_features
 from evolve.eval.population import PopulationEvaluator
 from evolve.eval.fastpath.scoring import packed_thresholds
-from evolve.kinds.tree_shape.eval_levels import one_chunk, reads_levels, shape_values
-from evolve.kinds.tree_shape.eval_shape import (
+from evolve.eval.tree_levels import one_chunk, reads_levels, shape_values
+from evolve.eval.tree_scoring import (
     N_SHAPE_COUNTS, NO_TREES, ShapeData, cost_tables, metrics_from_shape_counts, shape_counts, shape_data,
 )
 from evolve.traces.trees import TreeTable, load_trees
@@ -40,7 +40,7 @@ def trees_beside(data: EvalData) -> TreeTable:
 
 class TreeShapePopulationEvaluator(PopulationEvaluator):
     """Scores tree-shape programs on the trees beside ``data`` (or on ``shapes`` when given) in tokens per second
-    under ``costs`` (:mod:`evolve.kinds.tree_shape.eval_shape`); ``budget``: most nodes kept per tree (None: every
+    under ``costs`` (:mod:`evolve.eval.tree_scoring`); ``budget``: most nodes kept per tree (None: every
     harvested node may be kept).
 
     Raises (constructor): InputError when the split has no tree table (:func:`trees_beside`); (evaluate)

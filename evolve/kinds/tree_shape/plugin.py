@@ -1,14 +1,14 @@
 """The hooks of kind ``tree-shape`` (:class:`evolve.kinds.base.KindHooks`): scored in tokens per second on the
-dataset's tree tables (:mod:`evolve.kinds.tree_shape.eval_shape`), seeded with the fixed-width and adaptive trees,
+dataset's tree tables (:mod:`evolve.eval.tree_scoring`), seeded with the fixed-width and adaptive trees,
 EAGLE-2's per-level top-k and the level gates (:mod:`evolve.kinds.tree_shape.search_seeds`), and run by
 ``benchmark.py trees`` and ``benchmark.py live --tree-nodes``."""
 from __future__ import annotations
 
 from evolve.errors import InputError
 from evolve.kinds.base import KindHooks
-from evolve.kinds.tree_shape.eval_levels import program_values
+from evolve.eval.tree_levels import program_values
 from evolve.kinds.tree_shape.eval_population import TreeShapePopulationEvaluator
-from evolve.kinds.tree_shape.eval_shape import ShapeMetrics, shape_data, shape_metrics
+from evolve.eval.tree_scoring import ShapeMetrics, shape_data, shape_metrics
 from evolve.kinds.tree_shape.export_layout import TREE_LAYOUT
 from evolve.kinds.tree_shape.report_hooks import live_decoder, tree_rows
 from evolve.kinds.tree_shape.search_seeds import choose_tree_seeds
@@ -21,7 +21,7 @@ def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> 
 
 
 def score(rule, data, directory, split, gamma, fitness, speedup_costs, costs) -> ShapeMetrics:
-    """One shape's :class:`evolve.kinds.tree_shape.eval_shape.ShapeMetrics` under ``costs`` on the tree table of
+    """One shape's :class:`evolve.eval.tree_scoring.ShapeMetrics` under ``costs`` on the tree table of
     ``split`` in the dataset directory ``directory``.
 
     Raises: InputError without a dataset directory, or as :func:`evolve.traces.trees.load_trees`.

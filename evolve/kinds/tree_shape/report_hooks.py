@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from evolve.eval.costs import Costs
-from evolve.kinds.tree_shape.eval_levels import program_values
-from evolve.kinds.tree_shape.eval_shape import ShapeData, shape_metrics
+from evolve.eval.tree_levels import program_values
+from evolve.eval.tree_scoring import ShapeData, shape_metrics
 from evolve.live.trees import TreeShape
 from evolve.report.trees import tree_row
 

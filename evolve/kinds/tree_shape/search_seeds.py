@@ -1,6 +1,6 @@
 """The warm start of a tree-shape search (``evolve = "tree-shape"``).
 
-Its programs are draft-tree shapes (:mod:`evolve.kinds.tree_shape.eval_shape`), so no acceptance rule can seed
+Its programs are draft-tree shapes (:mod:`evolve.eval.tree_scoring`), so no acceptance rule can seed
 it. The known shapes written as programs (:func:`evolve.kinds.tree_shape.eval_competitors.shape_expressions`): every
 fixed width (width 1: a chain) to every depth the trees reach, the adaptive widths (children growing with
 the drafter's entropy), EAGLE-2's per-level top-k and the level gates, all scored on train in one batched
@@ -16,7 +16,7 @@ from typing import Callable
 from evolve.eval.evaluator import EvalData
 from evolve.kinds.tree_shape.eval_population import TreeShapePopulationEvaluator
 from evolve.kinds.tree_shape.eval_competitors import shape_expressions
-from evolve.kinds.tree_shape.eval_shape import ShapeMetrics
+from evolve.eval.tree_scoring import ShapeMetrics
 from evolve.kinds.tree_shape import TREE_SHAPE
 from evolve.search.config import RunConfig
 from evolve.search.warm_start import Seed, Skipped, WarmStart, fill_seeds, unusable

@@ -31,7 +31,7 @@ the expected tokens and damage of the block's first L records verified alone, fo
   prod_{i<=j} tau_i and damage(L) = sum_{j<=L} prod_{i<j} tau_i max(0, tau_j - min(1, p_j/q_j)), the
   evaluator's block accounting (:func:`evolve.eval.fastpath.kernels.reduce_block_counts`);
 * block verification (Sun et al. 2024, arXiv 2403.10444; lossless) and relaxed block verification
-  with a relaxation weight w (:mod:`evolve.kinds.relaxation.eval_block`): the block recursion stopped at L, whose
+  with a relaxation weight w (:mod:`evolve.eval.relaxed_block`): the block recursion stopped at L, whose
   last level accepts with h_L = P~_L, as a block of L drafted tokens would (damage 0 without w).
 
 Target calls that drafted nothing leave no record (the n-gram drafter without a match, the last token of
@@ -76,7 +76,7 @@ from numba import njit
 from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, check_features, thresholds
-from evolve.kinds.relaxation.eval_block import block_level
+from evolve.eval.relaxed_block import block_level
 from evolve.eval.population import PopulationEvaluator
 from evolve.eval.fastpath.scoring import packed_thresholds
 from evolve.gp.primitives import FEATURES, LOOKUP_FEATURES
@@ -206,7 +206,7 @@ def threshold_prefix_tables(tau, r, depth, tok, dmg):
 def block_prefix_tables(w, ratio, depth, overlap, mass, phi, tok, dmg):
     """Prefix tables of (relaxed) block verification: on the record at depth d, the expected tokens 1 + E[tau]
     and damage of the block's first L = d + 1 records verified as a block of L drafts (h_L = P~_L), by the
-    recursion of :func:`evolve.kinds.relaxation.eval_block.reduce_relaxed` (w = 0 everywhere: lossless block
+    recursion of :func:`evolve.eval.relaxed_block.reduce_relaxed` (w = 0 everywhere: lossless block
     verification, damage 0).
 
     Args: ``w`` float64 (n,) relaxation weights (NaN/inf -> 0, clamped to [0, 1]); ``ratio`` p(x)/q(x),
@@ -401,7 +401,7 @@ def prefix_tables(data: EvalData, verifier: LengthVerifier = STANDARD_VERIFIER) 
                                                                           dtype=np.float64)
         threshold_prefix_tables(tau, data.r, data.depth.astype(np.float64), tok, dmg)
         return tok, dmg
-    from evolve.kinds.relaxation.eval_block import relaxed_of
+    from evolve.eval.relaxed_block import relaxed_of
     rd = relaxed_of(data)
     if verifier.rule is None:
         w, phi = np.zeros(n), np.zeros((n, 1))

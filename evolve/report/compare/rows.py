@@ -8,7 +8,7 @@ it has no per-token threshold, so the per-token columns stay empty (None in
 JSON, empty in CSV, ``-`` in the tables). A champion of kind ``relaxation``
 (:mod:`evolve.kinds.registry`: the weight w of relaxed block verification) has no
 per-token threshold either: its row holds relaxed block verification's block
-metrics alone (:class:`evolve.kinds.relaxation.eval_block.RelaxedMetrics`) in the same
+metrics alone (:class:`evolve.eval.relaxed_block.RelaxedMetrics`) in the same
 way; so does a verification-length policy's row (:class:`evolve.kinds.verify_length.eval_policy.LengthMetrics`) and
 the competitor policies' (role ``policy``, :mod:`evolve.report.compare.speed`). ``program_kind`` says
 which kind of program a rule's row scored (``threshold``, ``relaxation``, ``verify-length``; None for
@@ -23,7 +23,7 @@ from evolve.traces.io import SPLITS
 from evolve.eval.block_verification import BlockVerificationMetrics
 from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import BLOCK_FIELDS, Metrics
-from evolve.kinds.relaxation.eval_block import RelaxedMetrics
+from evolve.eval.relaxed_block import RelaxedMetrics
 from heuristics import registry
 from heuristics.contract import Rule
 

@@ -36,7 +36,7 @@ Kinds of program (:mod:`evolve.kinds`): every rule is scored by its kind through
 ``compare`` hook. A champion of kind ``relaxation`` (the weight w of relaxed block
 verification, ``python -m evolve run --evolve relaxation``) is not a per-token threshold: its row
 holds relaxed block verification's tokens per call, speedup and TV per emitted token on the split
-with the split's gamma (:mod:`evolve.kinds.relaxation.eval_block`: block verification against (1 - w) p + w q,
+with the split's gamma (:mod:`evolve.eval.relaxed_block`: block verification against (1 - w) p + w q,
 the same records and formula the run's own valid figures come from), and its per-token columns
 are empty as the ``block_verification`` row's; on a split without the block columns
 (:data:`evolve.kinds.relaxation.RELAXATION` ``.columns``) it is skipped with a note.

@@ -1,13 +1,13 @@
 """Relaxed block verification in ``benchmark.py pareto``: the fixed-w family, the evolved front, the verdict.
 
-Relaxed block verification (:mod:`evolve.kinds.relaxation.eval_block`) runs block
+Relaxed block verification (:mod:`evolve.eval.relaxed_block`) runs block
 verification against p~ = (1 - w) p + w q with a weight w chosen from the
 prefix; its damage per emitted token is w (1 - overlap) at each emitted
 position. On a split with ``block_residual_phi`` the comparison shows, beside
 the per-token curves (references, not ranked by the per-token verdict):
 
 * ``relaxed_block_fixed_w``: the fixed-w family
-  (:data:`evolve.kinds.relaxation.eval_block.FIXED_WEIGHTS`; w = 0 is lossless block
+  (:data:`evolve.eval.relaxed_block.FIXED_WEIGHTS`; w = 0 is lossless block
   verification);
 * ``evolved_relaxed_block``: every weight w(features) of the ``--run``
   directories made with ``python -m evolve run --objective pareto --evolve relaxation``
@@ -31,7 +31,7 @@ from evolve.kinds.relaxation import RELAXATION
 from evolve.kinds.threshold import THRESHOLD
 from evolve.traces.io import Traces
 from evolve.eval.evaluator import EvalData
-from evolve.kinds.relaxation.eval_block import FIXED_WEIGHTS, PHI_COLUMN, RELAXED_COLUMNS, attach
+from evolve.eval.relaxed_block import FIXED_WEIGHTS, PHI_COLUMN, RELAXED_COLUMNS, attach
 from evolve.kinds.relaxation.eval_population import evaluate_relaxed
 from evolve.gp.compiler import parse, to_string
 from evolve.report.pareto.curves import BLOCK_VERIFICATION, Curve, RulePoint, budget_key, finish_curve
@@ -171,7 +171,7 @@ def relaxed_lines(comp) -> list[str]:
     lines = []
     if RELAXED_FAMILY in comp.references:
         lines.append("relaxed block verification: block verification against (1 - w) p + w q, w from prefix-level "
-                     "features; damage w (1 - overlap) per emitted position (evolve.kinds.relaxation.eval_block).")
+                     "features; damage w (1 - overlap) per emitted position (evolve.eval.relaxed_block).")
     if v is None:
         return lines
     lines.append("evolved_relaxed_block vs block_verification / relaxed_block_fixed_w / best per-token curve / "

@@ -1,6 +1,6 @@
 """Level features of draft-tree shapes: a program reading them is evaluated level by level.
 
-A node's *level* is the set of nodes a shape keeps at its depth in its tree (:mod:`evolve.kinds.tree_shape.eval_shape`).
+A node's *level* is the set of nodes a shape keeps at its depth in its tree (:mod:`evolve.eval.tree_scoring`).
 ``level_cumprob`` is the largest draft_cumprob there and ``level_rank`` the node's rank there by draft_cumprob
 (0 = the most probable, ties in draw order; :data:`evolve.gp.primitives.LEVEL_FEATURES`): EAGLE-2 expands the
 top-k nodes of each level by this value (Li et al. 2024, arXiv 2406.16858). Both are known once the level
@@ -18,7 +18,7 @@ from evolve.eval.evaluator import EvalData, check_features, lowered_program
 from evolve.eval.fastpath.layouts import WIDTH, Instr
 from evolve.eval.fastpath.lowering import Lowered
 from evolve.eval.fastpath.scoring import packed_thresholds
-from evolve.kinds.tree_shape.eval_shape import ShapeData, kept_children
+from evolve.eval.tree_scoring import ShapeData, kept_children
 from evolve.gp.primitives import FEATURES, LEVEL_FEATURES
 
 

@@ -19,7 +19,7 @@ side of the node and of its level:
   there and ``level_rank`` the node's rank there by draft_cumprob (0 = the most probable, ties in draw
   order): EAGLE-2 expands the top-k nodes of each level (Li et al. 2024, arXiv 2406.16858). Both are known
   once the level above has been expanded and its children drawn, before any node of the level is expanded,
-  so a program reading them is evaluated level by level (:mod:`evolve.kinds.tree_shape.eval_levels`); the level is
+  so a program reading them is evaluated level by level (:mod:`evolve.eval.tree_levels`); the level is
   the shape's own tree before the node budget, so such a program is scored without a binding budget.
 
 So a shape never looks at a child's own token to keep it, and every kept child is one of the node's
@@ -128,7 +128,7 @@ class ShapeData:
 
     ``decisions``: an :class:`EvalData` whose features are :data:`SHAPE_FEATURES` (the target's core
     features NaN: a shape may not read them; the level features NaN until
-    :func:`evolve.kinds.tree_shape.eval_levels.shape_values` fills them); ``starts`` int64 (trees + 1,); ``parent_row``
+    :func:`evolve.eval.tree_levels.shape_values` fills them); ``starts`` int64 (trees + 1,); ``parent_row``
     int64 (-1 at roots); ``first_child`` int64 (row of the first child drawn, -1 for none); ``n_children``
     int64 (children drawn); ``accept`` float64 (SpecInfer's acceptance probability when tried; 0 at roots); ``priority``
     float64 (draft_cumprob, 1 at roots); ``depth`` int64 (0 at roots); ``table``: the :class:`TreeTable`.

@@ -320,7 +320,7 @@ def relaxed_of(data) -> RelaxedData:
     path = Path(data.source)
     if not data.split or not path.is_file():
         raise InputError(f"{data.source}: relaxed block verification needs the split's columns "
-                         f"{', '.join(RELAXED_COLUMNS)} (attach them with evolve.kinds.relaxation.eval_block.attach)")
+                         f"{', '.join(RELAXED_COLUMNS)} (attach them with evolve.eval.relaxed_block.attach)")
     return attach(data, load_split(path.parent, data.split))
 
 
