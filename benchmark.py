@@ -7,10 +7,10 @@
     python benchmark.py perf [--output results/perf.json] ...
 
 Without a subcommand it scores every registered rule and every champion on a split
-(:mod:`evolve.report.compare.table`): the acceptance-quality metrics, their expected values and, on data
+(:mod:`evolve.commands.compare.table`): the acceptance-quality metrics, their expected values and, on data
 with ``draft_index``, tokens per target call, speedup and TV per emitted token. ``pareto``
-compares published rule families with evolved fronts at TV budgets (:mod:`evolve.report.pareto.command`),
-``simulate`` runs the decode-loop simulator (:mod:`evolve.report.simulate`) and ``perf`` measures
+compares published rule families with evolved fronts at TV budgets (:mod:`evolve.commands.pareto.command`),
+``simulate`` runs the decode-loop simulator (:mod:`evolve.commands.simulate`) and ``perf`` measures
 the evaluator's speed (:mod:`evolve.perf.command`). The command line lives in
 :mod:`evolve.cli.benchmark`; every option is listed in docs/reference/commands.md.
 """

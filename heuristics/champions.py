@@ -61,8 +61,8 @@ from evolve.files.atomic import atomic_write_text
 from evolve.files.guard import check_output_dir
 from evolve.gp.compiler import Node, parse, to_string
 from evolve.kinds.base import ProgramKind
-from evolve.kinds.registry import kind_from_config, program_kind
-from evolve.kinds.threshold import THRESHOLD
+from evolve.kinds.registry import DEFAULT_KIND, kind_from_config, program_kind
+
 from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION
 from heuristics.baselines import BASELINES
 from heuristics.contract import Rule, python_source
@@ -115,7 +115,7 @@ class Champion:
     description: str = ""
     features: tuple[str, ...] = ()
     objective: str = "acceptance_quality"
-    kind: str = THRESHOLD.name
+    kind: str = DEFAULT_KIND.name
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     primitive_set_version: int = PRIMITIVE_SET_VERSION
@@ -299,7 +299,7 @@ def _validate(doc: Any, source: str) -> Champion:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v):
                 raise InputError(f"{source}: key 'metrics.{split}.{k}' must be a finite number or null "
                                  f"(value {v!r})")
-        if "fitness" not in values and kind is THRESHOLD:
+        if "fitness" not in values and kind is DEFAULT_KIND:
             raise InputError(f"{source}: key 'metrics.{split}' lacks 'fitness'")
     nodes = parse(doc["expression"], f"{source}: expression", tuple(features) or FEATURES)
     kind.check_features([n.value for n in nodes if n.node_type == "feature"], f"{source}: expression")

@@ -33,8 +33,8 @@ from typing import Callable
 
 from evolve.gp.compiler import Node, Program, compile_nodes, parse, to_python, to_string
 from evolve.kinds.base import ProgramKind
-from evolve.kinds.registry import program_kind
-from evolve.kinds.threshold import THRESHOLD
+from evolve.kinds.registry import DEFAULT_KIND, program_kind
+
 from evolve.gp.primitives import COLUMN_FEATURES, CORE_FEATURES, FEATURES
 
 CONTRACT_ARGUMENTS: tuple[str, ...] = CORE_FEATURES
@@ -76,7 +76,7 @@ class Rule:
     function: Callable | None = None
     extra_columns: tuple[str, ...] = ()
     lossless: bool = False
-    kind: str = THRESHOLD.name
+    kind: str = DEFAULT_KIND.name
     verifier: str | None = None
     weighting: str | None = None
     _program: Program | None = field(default=None, init=False, repr=False)
@@ -91,7 +91,7 @@ class Rule:
             raise ValueError(f"rule {self.name!r}: unknown extra column {bad[0]!r}")
         kind = program_kind(self.kind, f"rule {self.name!r}")
         kind.check_features(self.extra_columns, f"rule {self.name!r}")
-        if kind is not THRESHOLD and self.expression is None:
+        if kind is not DEFAULT_KIND and self.expression is None:
             raise ValueError(f"rule {self.name!r}: a {kind.name} rule is an expression")
         if self.expression is not None:
             self._nodes = parse(self.expression, f"rule {self.name}")
@@ -141,7 +141,7 @@ class Rule:
                              self.description or self.name, self.program_kind)
 
 
-def python_source(nodes: list[Node], function_name: str, doc: str, kind: ProgramKind = THRESHOLD) -> str:
+def python_source(nodes: list[Node], function_name: str, doc: str, kind: ProgramKind = DEFAULT_KIND) -> str:
     """Source of a module defining ``function_name`` with the contract's signature for ``nodes``.
 
     Optional features the expression reads become keyword arguments after the

@@ -2,7 +2,7 @@
 policy, :mod:`evolve.kinds.verify_length.eval_policy`), so that commands can run them by name (``benchmark.py live
 --rule fixed_gamma:gamma=2``).
 
-Both are rules of kind ``verify-length`` (:data:`evolve.kinds.verify_length.VERIFY_LENGTH`): before each draft step,
+Both are rules of kind ``verify-length`` (:data:`evolve.kinds.verify_length.KIND`): before each draft step,
 draft one more token iff the value is > 0; the drafts are verified by the standard rule.
 
 * ``fixed_gamma:gamma=G``: draft G tokens (value G - 0.5 - draft_index): the fixed draft length of
@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import math
 
-from evolve.kinds.verify_length import VERIFY_LENGTH
 from heuristics.contract import Rule
 from heuristics.published import Family
 
+#: The kind of these rules (the registry resolves the name, :mod:`evolve.kinds.registry`).
+KIND_NAME = "verify-length"
 #: The default verifier of a verification-length policy's drafts.
 STANDARD_VERIFIER_NAME = "standard_rejection"
 #: Lossless block verification as a verifier.
@@ -41,7 +42,7 @@ def fixed_gamma(gamma) -> Rule:
         raise ValueError(f"gamma must be an integer >= 0 (value {g:g})")
     return Rule(f"fixed_gamma:gamma={int(g)}", f"draft {int(g)} tokens per block",
                 "Leviathan et al. 2023 (arXiv 2211.17192); Chen et al. 2023 (arXiv 2302.01318)",
-                expression=f"sub({int(g) - 0.5!r}, draft_index)", lossless=True, kind=VERIFY_LENGTH.name)
+                expression=f"sub({int(g) - 0.5!r}, draft_index)", lossless=True, kind=KIND_NAME)
 
 
 def confidence_threshold(h) -> Rule:
@@ -52,7 +53,7 @@ def confidence_threshold(h) -> Rule:
         raise ValueError(f"h must be in [0, 1] (value {h:g})")
     return Rule(f"confidence_threshold:h={h:g}", f"stop drafting when the drafter's top probability < {h:g}",
                 "SpecDec++ (Huang et al. 2024, arXiv 2405.19715); DFlash confidence scheduling in vLLM",
-                expression=f"sub(draft_top_prob, {h!r})", lossless=True, kind=VERIFY_LENGTH.name)
+                expression=f"sub(draft_top_prob, {h!r})", lossless=True, kind=KIND_NAME)
 
 
 #: The policy families by name (``FAMILY:VALUE`` names a member, as for the acceptance-rule families).

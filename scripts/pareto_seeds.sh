@@ -2,7 +2,7 @@
 # The robustness table of the pareto search (docs/results/synthetic.md, section "Speed against damage"):
 # six runs of `python -m evolve run --objective pareto` (random seeds 1, 2, 3 with the default options,
 # and the same seeds with --population 500 --generations 40), each front scored on the test split by
-# `python benchmark.py pareto`, and the table of evolve/report/pareto/seeds.py.
+# `python benchmark.py pareto`, and the table of evolve/commands/pareto/seeds.py.
 #
 #   scripts/pareto_seeds.sh [DATA_DIR [OUT_DIR]]      (defaults: data, results/pareto_seeds)
 #
@@ -26,4 +26,4 @@ for size in default small; do
     files+=("$json")
   done
 done
-python -m evolve.report.pareto.seeds "${files[@]}" | tee "$OUT/table.md"
+python -m evolve.commands.pareto.seeds "${files[@]}" | tee "$OUT/table.md"

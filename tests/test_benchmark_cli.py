@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from helpers import split_verdict
 
 import benchmark
-from evolve.report.compare.table import champion_module
+from evolve.commands.compare.table import champion_module
 from evolve.cli.errors import CliGroup
 from evolve.traces.io import load_split, write_dataset
 from evolve.traces.synth.independent import generate_split

@@ -20,7 +20,7 @@ from evolve.eval.evaluator import EvalData, evaluate
 from evolve.gp.primitives import FEATURES
 from evolve.report.compare.rows import Comparison
 from evolve.report.compare.rows import ROW_KEYS
-from evolve.report.compare.table import block_verification_row
+from evolve.commands.compare.table import block_verification_row
 from evolve.report.compare.format import format_table
 from heuristics.contract import STANDARD_RULE
 

@@ -1,4 +1,4 @@
-"""evolve.report.compare.table: scoring every rule on a split, deltas, skipping, and the four output formats."""
+"""evolve.commands.compare.table: scoring every rule on a split, deltas, skipping, and the four output formats."""
 from __future__ import annotations
 
 import csv
@@ -14,7 +14,7 @@ from evolve.traces.io import Traces
 from evolve.traces.synth.independent import generate_split
 from evolve.report.compare.rows import ComparedRule, Comparison, FORMATS
 from evolve.report.compare.rows import ROW_KEYS
-from evolve.report.compare.table import baseline_entries, resolve_splits, score_split, timed_evaluate
+from evolve.commands.compare.table import baseline_entries, resolve_splits, score_split, timed_evaluate
 from evolve.report.compare.format import format_csv, format_json, format_markdown, format_table
 from evolve.report.output import write_output
 from evolve.report.output import resolve_format

@@ -19,7 +19,7 @@ import re
 
 import pytest
 
-from evolve.report.doctables import ROOT, doc_files
+from evolve.commands.doctables import ROOT, doc_files
 
 _FENCE = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 _MARK = re.compile(r"<!-- (runnable|not run: [^>]+) -->\n$")

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from evolve.cli.docs import docs, producers
-from evolve.report.doctables import ROOT, blocks, doc_files, replace_blocks
+from evolve.commands.doctables import ROOT, blocks, doc_files, replace_blocks
 
 DOCS = doc_files()
 USED = sorted({name for path in DOCS for name, _, _ in blocks(path.read_text(encoding="utf-8"))})
@@ -49,7 +49,7 @@ def test_check_names_a_stale_table(tmp_path, monkeypatch):
     text = "# t\n\n<!-- table: schema_columns -->\nold\n<!-- /table -->\n"
     (tmp_path / "docs").mkdir()
     (tmp_path / "README.md").write_text(text)
-    from evolve.report import doctables
+    from evolve.commands import doctables
     stale = doctables.refresh(TABLES, ["schema_columns"], check=True, root=tmp_path)
     assert [(p.name, n) for p, n in stale.stale] == [("README.md", "schema_columns")]
     assert (tmp_path / "README.md").read_text() == text  # --check writes nothing

@@ -274,7 +274,7 @@ def test_live_greedy_decoding_equals_plain_decoding(llama_files, heads):
 
 
 def test_live_command_runs(llama_files, heads):
-    from evolve.report.live import resolve_rules, run_live
+    from evolve.commands.live import resolve_rules, run_live
 
     report = run_live(_config(llama_files, heads["st"], max_new_tokens=8), resolve_rules(["standard_rejection"]))
     (row,) = report.rows

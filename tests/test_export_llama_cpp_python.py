@@ -15,7 +15,7 @@ from evolve.engine.ngram import NgramDrafter
 from evolve.errors import InputError
 from evolve.export.engines.llama_cpp_python import module_source
 from evolve.live.decoding import policy_keep
-from evolve.report.rules import rule_named
+from evolve.commands.rules import rule_named
 from heuristics.contract import Rule
 
 #: llama_cpp/llama_speculative.py's abstract class, as llama-cpp-python defines it.

@@ -214,7 +214,7 @@ def test_issue_cases(tmp_path, monkeypatch):
 def test_report_layers_check_their_inputs(tmp_path):
     """Below the command line, each report command refuses an output that is its cost file too."""
     from evolve.errors import InputError
-    from evolve.report.trees import TreesOptions, trees_command
+    from evolve.commands.trees import TreesOptions, trees_command
 
     costs = tmp_path / "c.json"
     costs.write_bytes(b"x")

@@ -324,7 +324,7 @@ def test_promote_show_and_the_promoted_champion(kind, champions, vocab_dataset, 
 @pytest.mark.parametrize("kind", kinds_of(LIVE))
 def test_live(kind, champions, llama_files, tmp_path):
     pytest.importorskip("torch")
-    from evolve.report.live import resolve_rules
+    from evolve.commands.live import resolve_rules
 
     champ = read_champion(champions[kind])
     out = tmp_path / "live.json"
@@ -341,7 +341,7 @@ def test_live(kind, champions, llama_files, tmp_path):
 
 @pytest.mark.parametrize("kind", kinds_of(TREES))
 def test_trees(kind, champions, vocab_dataset):
-    from evolve.report.trees import champion_label
+    from evolve.commands.trees import champion_label
 
     path = champions[kind]
     res = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--split", "valid", "--champion",

@@ -331,7 +331,7 @@ def test_modules_are_short():
     ("from evolve.eval import evaluator", "evolve.search.config", ["evolve.eval.evaluator"]),
     ("from . import io", "evolve.traces.schema", ["evolve.traces.io"]),
     ("from .io import Traces", "evolve.traces", ["evolve.traces.io"]),
-    ("def f():\n    import evolve.report.compare.table\n", "evolve.traces.io", ["evolve.report.compare.table"]),
+    ("def f():\n    import evolve.commands.compare.table\n", "evolve.traces.io", ["evolve.commands.compare.table"]),
     ("import numpy, click", "evolve.traces.io", []),
 ])
 def test_import_parsing(text, module, want, monkeypatch, tmp_path):

@@ -1,4 +1,4 @@
-"""The learned per-token rule of `benchmark.py pareto` (evolve.report.pareto.learned) and its training target."""
+"""The learned per-token rule of `benchmark.py pareto` (evolve.commands.pareto.learned) and its training target."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ import benchmark
 from evolve.traces.io import load_split
 from evolve.eval.evaluator import EvalData, evaluate, evaluate_thresholds
 from evolve.eval.outright_gain import outright_gain
-from evolve.report.pareto.learned import TARGETS, fit_learned, learned_curve
+from evolve.commands.pareto.learned import TARGETS, fit_learned, learned_curve
 from heuristics.contract import STANDARD_RULE
 
 BUDGETS = (0.0, 0.005, 0.01, 0.02, 0.05)

@@ -214,7 +214,7 @@ def test_benchmark_scores_a_position_champion_with_its_weighting(vocab_dataset, 
     """benchmark.py's table: the champion row is scored with its run's weighting, the competitors with the first
     policy's, and the caption says so."""
     from evolve.report.compare.format import format_table
-    from evolve.report.compare.table import BenchmarkOptions, benchmark
+    from evolve.commands.compare.table import BenchmarkOptions, benchmark
     from heuristics.champions import Champion, champion_json
 
     expr = "sub(draft_cumprob, 0.3)"

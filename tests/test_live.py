@@ -23,7 +23,8 @@ from evolve.errors import InputError  # noqa: E402
 from evolve.harvest.loop import build, text_rng  # noqa: E402
 from evolve.cli.benchmark import cli  # noqa: E402
 from evolve.gp.primitives import FEATURES  # noqa: E402
-from evolve.report.live import KEYS, resolve_rules, run_live  # noqa: E402
+from evolve.commands.live import resolve_rules, run_live  # noqa: E402
+from evolve.report.live import KEYS  # noqa: E402
 from evolve.live.decoding import candidate_features, rule_thresholds, speculative_text  # noqa: E402
 from heuristics.contract import Rule  # noqa: E402
 from heuristics.registry import get_rule  # noqa: E402
@@ -171,7 +172,7 @@ def _harvest_metadata(root, prompts, splits, **config):
 
 
 def test_split_prompts_pick_the_datasets_held_out_prompts(files, tmp_path):
-    from evolve.report.live import split_prompts
+    from evolve.commands.live import split_prompts
 
     data = _harvest_metadata(tmp_path / "d", files["prompts"], {"train": [0], "valid": [1], "test": [2]})
     assert split_prompts(files["prompts"], data, "test") == [2]
@@ -261,7 +262,7 @@ OVERLAP_WEIGHT = Rule("w_overlap", expression="if_gt(draft_index, 0.5, mul(0.6, 
 def test_relaxation_with_zero_weight_is_block_verification_exactly(files):
     """w = 0 reproduces lossless block verification bit for bit: the same texts, calls, expected tokens
     and no damage."""
-    from evolve.report.live import decoder
+    from evolve.commands.live import decoder
     from evolve.live.decoding import BLOCK_VERIFICATION, BlockVerifier
 
     engine = build(_config(files, skip_layers=(1, 2))).engine

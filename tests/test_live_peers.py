@@ -18,7 +18,8 @@ from evolve.errors import InputError  # noqa: E402
 from evolve.harvest.config import HarvestConfig  # noqa: E402
 from evolve.live.decoding import LiveCounts  # noqa: E402
 from evolve.live.peers import PEERS, Peer, PeerRow, peers_named, tune, tuned_row  # noqa: E402
-from evolve.report.live import KEYS, LiveExtras, format_json, format_table, resolve_rules, run_live  # noqa: E402
+from evolve.commands.live import LiveExtras, resolve_rules, run_live  # noqa: E402
+from evolve.report.live import KEYS, format_json, format_table  # noqa: E402
 import test_live  # noqa: E402
 
 #: The tiny random Llama and prompts of test_live.py (its fixtures, under their names here).
@@ -115,7 +116,7 @@ def test_llama_cpp_python_peer_runs_the_exported_policy_losslessly(tmp_path, mon
     decoding plain greedy decoding's text."""
     pytest.importorskip("llama_cpp")
     from evolve.export.engines.llama_cpp_python import module_source
-    from evolve.report.rules import rule_named
+    from evolve.commands.rules import rule_named
     from test_export_llama_cpp_python import llama_gguf
 
     path = llama_gguf(tmp_path, monkeypatch)

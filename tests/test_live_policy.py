@@ -19,7 +19,8 @@ from evolve.eval.costs import Costs  # noqa: E402
 from evolve.eval.evaluator import EvalData  # noqa: E402
 from evolve.kinds.verify_length.eval_policy import decision_data  # noqa: E402
 from evolve.gp.primitives import FEATURES  # noqa: E402
-from evolve.report.live import KEYS, resolve_rules, run_live  # noqa: E402
+from evolve.commands.live import resolve_rules, run_live  # noqa: E402
+from evolve.report.live import KEYS  # noqa: E402
 from evolve.live.decoding import (POLICY_AVAILABLE, LengthPolicy, autoregressive_text, policy_features,  # noqa: E402
                              speculative_text)
 from evolve.harvest.config import HarvestConfig  # noqa: E402
@@ -138,7 +139,7 @@ def test_a_lookup_policy_decides_on_the_match_and_stays_lossless(files):
 
 
 def test_a_fixed_length_policy_verified_by_block_verification_is_block_verification(files):
-    from evolve.report.live import decoder
+    from evolve.commands.live import decoder
     from evolve.live.decoding import BLOCK_VERIFICATION
     from heuristics.contract import Rule
 

@@ -27,7 +27,7 @@ from evolve.kinds.tree_shape.eval_competitors import eagle2_topk_expression  # n
 from evolve.eval.tree_scoring import shape_data, shape_metrics  # noqa: E402
 from evolve.live.decoding import LiveCounts, autoregressive_text, tree_call_seconds  # noqa: E402
 from evolve.live.trees import FIXED, TreeShape, decision_data, kept_nodes, tree_text  # noqa: E402
-from evolve.report.live import LiveExtras, LiveOptions, live_command, resolve_rules, run_live  # noqa: E402
+from evolve.commands.live import LiveExtras, LiveOptions, live_command, resolve_rules, run_live  # noqa: E402
 from evolve.traces.trees import RELAX_COLUMNS, TREE_COLUMNS, trees_from_frame  # noqa: E402
 from heuristics.champions import Champion, save_champion  # noqa: E402
 from heuristics.contract import Rule  # noqa: E402

@@ -23,7 +23,7 @@ from evolve.export.codegen import Layout
 from evolve.gp.compiler import compile_nodes, parse
 from evolve.kinds.base import KindHooks, ProgramKind
 from evolve.kinds.registry import KINDS, register_kind, unregister_kind
-from evolve.report.compare.table import KindScorer
+from evolve.commands.compare.table import KindScorer
 from evolve.search.warm_start import WarmStart
 from evolve.traces.io import load_split
 

@@ -1,4 +1,4 @@
-"""evolve.report.pareto.command: hypervolume, best_at_budget, lossless check, oracle bound, and `benchmark.py pareto`."""
+"""evolve.commands.pareto.command: hypervolume, best_at_budget, lossless check, oracle bound, and `benchmark.py pareto`."""
 from __future__ import annotations
 
 import itertools
@@ -15,10 +15,10 @@ from evolve.errors import InputError
 from evolve.traces.io import load_split
 from evolve.report.pareto.curves import Curve, DEFAULT_BUDGETS, RulePoint, finish_curve, check_budgets
 from evolve.report.pareto.curves import best_at_budget, budget_key, hypervolume, nondominated
-from evolve.report.pareto.oracle import block_matrix
-from evolve.report.pareto.command import family_curve, lossless_violation
-from evolve.report.pareto.oracle import oracle_bound
-from evolve.report.pareto.oracle import _oracle_policy
+from evolve.commands.pareto.oracle import block_matrix
+from evolve.commands.pareto.command import family_curve, lossless_violation
+from evolve.commands.pareto.oracle import oracle_bound
+from evolve.commands.pareto.oracle import _oracle_policy
 from evolve.eval.evaluator import EvalData, evaluate
 from evolve.eval.objectives import OBJECTIVES
 from heuristics import published as P

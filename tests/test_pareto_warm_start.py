@@ -1,5 +1,5 @@
 """The pareto warm start: every family's best member per budget, depth-limited members, the constant shift,
-seeds restored to the final front, and the robustness table of evolve.report.pareto.seeds."""
+seeds restored to the final front, and the robustness table of evolve.commands.pareto.seeds."""
 from __future__ import annotations
 
 import random
@@ -12,7 +12,7 @@ from evolve.eval.evaluator import EvalData
 from evolve.eval.population import PopulationEvaluator
 from evolve.gp.compiler import parse, to_tree
 from evolve.gp.primitives import FEATURES, build_pset
-from evolve.report.pareto.seeds import format_table, gap_closed
+from evolve.commands.pareto.seeds import format_table, gap_closed
 from evolve.search.state import score
 from evolve.search.algorithms import search
 from evolve.search.config import resolve

@@ -1,4 +1,4 @@
-"""The simulate command (evolve/report/simulate.py, evolve/cli/simulate.py) through click's test runner: table, JSON, chart, bad options."""
+"""The simulate command (evolve/commands/simulate.py, evolve/cli/simulate.py) through click's test runner: table, JSON, chart, bad options."""
 from __future__ import annotations
 
 import json

@@ -179,8 +179,8 @@ def test_categories_option_selects_questions(llama_files, spec_prompts, tmp_path
 
 def test_per_category_tables_only_for_data_with_categories(spec_harvest, vocab_dataset, tmp_path):
     from evolve.eval.costs import ratio_costs
-    from evolve.report.compare.categories import category_benchmark
-    from evolve.report.compare.table import BenchmarkOptions
+    from evolve.commands.compare.categories import category_benchmark
+    from evolve.commands.compare.table import BenchmarkOptions
 
     costs = tmp_path / "costs.json"
     costs.write_text(json.dumps({"target_forward_s": [0.020, 0.021, 0.022, 0.023, 0.024], "draft_token_s": 0.004,
@@ -218,7 +218,8 @@ def test_live_decodes_a_jsonl_file_turn_by_turn(llama_files, spec_prompts, spec_
     from evolve.harvest.loop import build, text_rng
     from evolve.harvest.prompts import encode_prompt
     from evolve.live.decoding import autoregressive_text
-    from evolve.report.live import format_table, resolve_rules, run_live
+    from evolve.commands.live import resolve_rules, run_live
+    from evolve.report.live import format_table
     from evolve.traces.io import load_metadata
     from click.testing import CliRunner
 
@@ -344,7 +345,7 @@ def _groups_runs(spec_harvest, tmp_path):
     """A runs directory of scripts/spec_bench_groups.sh with hand-made champions: the single policy a fixed length
     of 1, each group's policy a fixed length of 3."""
     from evolve.harvest.subset import subset_dataset
-    from evolve.report.compare.categories import category_benchmark  # noqa: F401  (the benchmark's own module)
+    from evolve.commands.compare.categories import category_benchmark  # noqa: F401  (the benchmark's own module)
     from heuristics.champions import Champion, save_champion
 
     whole, _ = spec_harvest
@@ -371,7 +372,8 @@ def test_groups_table_compares_one_policy_with_one_per_group(spec_harvest, tmp_p
     from click.testing import CliRunner
 
     from evolve.cli.benchmark import cli
-    from evolve.report.per_group import COLUMNS, combined, group_rows
+    from evolve.commands.groups import group_rows
+    from evolve.report.groups import COLUMNS, combined
 
     runs, costs = _groups_runs(spec_harvest, tmp_path)
     for group in ("chat", "qa", "sum"):

@@ -1,8 +1,8 @@
 """``python benchmark.py``: the comparison table and its subcommands ``simulate``, ``perf`` and ``pareto``.
 
 With no subcommand it scores every registered rule and every champion on a
-split (:mod:`evolve.report.compare.table`), per question category too on data with categories
-(:mod:`evolve.report.compare.categories`).
+split (:mod:`evolve.commands.compare.table`), per question category too on data with categories
+(:mod:`evolve.commands.compare.categories`).
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from evolve.cli.groups import groups
 from evolve.cli.trees import trees
 from evolve.eval.costs import DEFAULT_COST_RATIO, ratio_costs
 from evolve.report.compare.rows import DEFAULT_REPEATS, FORMATS, SPLIT_CHOICES
-from evolve.report.compare.categories import category_benchmark
-from evolve.report.compare.table import BenchmarkOptions
+from evolve.commands.compare.categories import category_benchmark
+from evolve.commands.compare.table import BenchmarkOptions
 from evolve.report.compare.format import printed_verdict
 from evolve.report.compare.verdict import compute_verdict
 from evolve.report.output import resolve_format

@@ -5,7 +5,7 @@
     python -m evolve.docs --table NAME    # only that table (repeatable)
     python -m evolve.docs --skip-slow     # leave the slow tables (searches, pareto, trees) as they are
 
-The table producers are :data:`evolve.report.doctables.TABLES` plus, defined
+The table producers are :data:`evolve.commands.doctables.TABLES` plus, defined
 here because they read the click commands, one option table per command
 (``options_<command>``, a hyphen written as an underscore): every option with its default and help text, as
 ``--help`` prints them; and, read from the engine targets' own data
@@ -24,7 +24,8 @@ from evolve.cli.errors import CliCommand
 from evolve.export.engines.base import Engine
 from evolve.export.engines.registry import ENGINES
 from evolve.kinds.registry import KINDS
-from evolve.report.doctables import ROOT, TABLES, DocTable, markdown_table, refresh
+from evolve.commands.doctables import ROOT, TABLES, DocTable, refresh
+from evolve.report.markdown import markdown_table
 
 
 def _commands() -> dict[str, click.Command]:

@@ -1,5 +1,5 @@
 """``python benchmark.py groups``: one verification-length policy for all task groups, or one per group
-(:mod:`evolve.report.per_group`; the runs come from ``scripts/spec_bench_groups.sh``)."""
+(:mod:`evolve.commands.groups`; the runs come from ``scripts/spec_bench_groups.sh``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +8,7 @@ import click
 
 from evolve.cli.errors import CliCommand
 from evolve.cli.output import FORMAT_BY_SUFFIX, echo_outputs, output_options
-from evolve.report.per_group import FORMATS
+from evolve.report.groups import FORMATS
 
 
 @click.command("groups", cls=CliCommand)
@@ -20,7 +20,8 @@ def groups(runs: Path, fmt: str | None, output: Path | None) -> None:
     """Tokens per second on each task group's test split of the single policy, the group's own policy, and the
     group's best fixed length and confidence threshold; then all groups as one workload."""
     from evolve.report.output import check_output, resolve_format, write_output
-    from evolve.report.per_group import format_groups, group_rows
+    from evolve.commands.groups import group_rows
+    from evolve.report.groups import format_groups
 
     check_output(output)
     fmt = resolve_format(fmt, output, FORMATS)

@@ -1,4 +1,4 @@
-"""``python benchmark.py live``: real speculative decoding with each rule on local models (:mod:`evolve.report.live`).
+"""``python benchmark.py live``: real speculative decoding with each rule on local models (:mod:`evolve.commands.live`).
 
 The drafter and sampling options are those of ``generate_data.py harvest`` (:mod:`evolve.cli.harvest`), and the
 models are loaded the same way. torch and transformers (the optional extra ``models``) are imported only when the
@@ -19,9 +19,10 @@ from evolve.errors import InputError
 from evolve.engine.ngram import lookup_lengths
 from evolve.export.engines.llama_cpp_python import KIND, module_source
 from evolve.live.peers import PEERS, LlamaCppPythonPeer, peers_named
-from evolve.report.compare.table import champion_from_file
-from evolve.report.live import DEFAULT_REPLICATES, FORMATS, LiveOptions, live_command
-from evolve.report.rules import rule_named
+from evolve.commands.compare.table import champion_from_file
+from evolve.commands.live import DEFAULT_REPLICATES, LiveOptions, live_command
+from evolve.report.live import FORMATS
+from evolve.commands.rules import rule_named
 
 
 

@@ -1,4 +1,4 @@
-"""``python benchmark.py pareto``: rule families against evolved fronts (:mod:`evolve.report.pareto.command`)."""
+"""``python benchmark.py pareto``: rule families against evolved fronts (:mod:`evolve.commands.pareto.command`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,7 +12,7 @@ from evolve.cli.types import CommaList
 from evolve.eval.objectives import DEFAULT_GAMMA
 from evolve.report.pareto.curves import DEFAULT_BUDGETS, budget_key
 from evolve.report.pareto.format import FORMATS
-from evolve.report.pareto.command import ParetoOptions, pareto_command
+from evolve.commands.pareto.command import ParetoOptions, pareto_command
 from evolve.report.output import resolve_format
 
 

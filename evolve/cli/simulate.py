@@ -1,4 +1,4 @@
-"""``python benchmark.py simulate``: the decode-loop simulator and draft trees (:mod:`evolve.report.simulate`)."""
+"""``python benchmark.py simulate``: the decode-loop simulator and draft trees (:mod:`evolve.commands.simulate`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +9,8 @@ from evolve.cli.errors import CliCommand
 from evolve.cli.output import ProgressLines, FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.types import CommaList
 from evolve.eval.costs import DEFAULT_COST_RATIO, ratio_costs
-from evolve.report.simulate import FORMATS, MAX_LENGTH, MAX_SAMPLES, SimulateOptions, simulate_command
+from evolve.commands.simulate import MAX_LENGTH, MAX_SAMPLES, SimulateOptions, simulate_command
+from evolve.report.simulate import FORMATS
 from evolve.sim.decoding import MAX_GAMMA
 from evolve.sim.verification import FLY_MAX_WINDOW, FLY_THRESHOLD, FLY_TOP_K, VERIFICATIONS
 

@@ -1,4 +1,4 @@
-"""``python benchmark.py trees``: draft-tree verification and tree shapes (:mod:`evolve.report.trees`)."""
+"""``python benchmark.py trees``: draft-tree verification and tree shapes (:mod:`evolve.commands.trees`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +8,8 @@ import click
 from evolve.cli.errors import CliCommand
 from evolve.cli.output import FORMAT_BY_SUFFIX, echo_outputs, output_options
 from evolve.eval.bootstrap import MIN_REPLICATES
-from evolve.report.trees import ALL_SPLITS, FORMATS, TreesOptions, bootstrap_caveats, trees_command
+from evolve.commands.trees import ALL_SPLITS, TreesOptions, trees_command
+from evolve.report.trees import FORMATS, bootstrap_caveats
 
 
 @click.command("trees", cls=CliCommand)

@@ -48,7 +48,7 @@ from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.traces.io import Traces
 from evolve.verification.tokenwise import standard_threshold
 from evolve.gp.compiler import Program
-from evolve.kinds.threshold import THRESHOLD
+from evolve.kinds.registry import DEFAULT_KIND
 from evolve.eval.function_rules import function_thresholds, function_thresholds_extra
 from evolve.eval.fastpath.kernels import derive_row
 from evolve.eval.fastpath.layouts import N_COUNTS, N_FITNESS_COUNTS, Count
@@ -500,8 +500,8 @@ def evaluate(rule, data: EvalData, fitness: AcceptanceQualityFitness = Acceptanc
     kind of program is not a per-token threshold (:mod:`evolve.kinds.registry`; a
     relaxation weight is scored by :mod:`evolve.kinds.relaxation.eval_population`).
     """
-    kind = getattr(rule, "program_kind", THRESHOLD)
-    if kind is not THRESHOLD:
+    kind = getattr(rule, "program_kind", DEFAULT_KIND)
+    if kind is not DEFAULT_KIND:
         raise kind.refuse("per-token evaluation (evolve.eval.evaluator.evaluate)", f"rule '{rule.name}'")
     program = rule if isinstance(rule, Program) else rule.program
     if program is not None:

@@ -53,7 +53,7 @@ TEXTS_FILE = "texts.jsonl"
 COLUMN_ORDER = [c.name for c in COLUMNS]
 #: Keys of ``texts.jsonl`` that only the texts of a structured prompts file have (:mod:`evolve.harvest.prompts`):
 #: the question's category and id, the turn, (a later turn) the decoded context it was prompted with, and the
-#: text's target calls (so per-category figures count the calls without a draft, :mod:`evolve.report.compare`).
+#: text's target calls (so per-category figures count the calls without a draft, :mod:`evolve.commands.compare`).
 TEXT_KEYS: tuple[str, ...] = ("category", "question_id", "turn", "context", "target_calls")
 PARTS_DIR = "parts"
 _TEXT_PART = re.compile(r"text-(\d{6,})\.parquet")

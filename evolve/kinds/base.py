@@ -45,7 +45,7 @@ class KindHooks:
             second.
         seeds: ``seeds(cfg, features, train, gamma, objective)`` -> the warm start of a search
             (:class:`evolve.search.warm_start.WarmStart`).
-        compare: how ``benchmark.py`` scores a rule (:class:`evolve.report.compare.table.KindScorer`).
+        compare: how ``benchmark.py`` scores a rule (:class:`evolve.commands.compare.table.KindScorer`).
         caption: what ``benchmark.py``'s caption says about its rows (``{names}``: the rows of the kind).
         simulate: ``simulate(rule, options, gamma)`` -> the sweep plan of ``benchmark.py simulate``.
         live: ``live(rule)`` -> what ``benchmark.py live`` decodes with.

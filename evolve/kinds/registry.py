@@ -1,25 +1,32 @@
 """The registered kinds of program (:data:`KINDS`) and how to find one by name.
 
-Adding a built-in kind is one package under :mod:`evolve.kinds` and one line in :data:`BUILTIN`; a kind defined
-elsewhere (a user's, or a test's) is added at run time with :func:`register_kind`. The kind is written into every
-champion file (key ``kind``) and run document; each command asks the kind for its hook
+Adding a built-in kind is one package under :mod:`evolve.kinds` and one line in :data:`BUILTIN_PACKAGES`; a kind
+defined elsewhere (a user's, or a test's) is added at run time with :func:`register_kind`. The kind is written into
+every champion file (key ``kind``) and run document; each command asks the kind for its hook
 (:meth:`evolve.kinds.base.ProgramKind.hook`) and refuses in one line naming the commands that can run it.
+
+The registry names the built-in kinds' packages and imports them by name when it is first imported (each package's
+``KIND`` is its :class:`evolve.kinds.base.ProgramKind`), as a plugin registry loads its plugins: a kind's package sits
+above every shared layer (its hooks use them), so no shared module imports it; shared code reaches a kind through
+this registry only, and names none but the default kind (:data:`DEFAULT_KIND`, the per-token threshold).
 """
 from __future__ import annotations
 
+import importlib
 from typing import Any, Mapping
 
 from evolve.errors import InputError
 from evolve.kinds.base import KindHooks, ProgramKind, forget_hooks, set_hooks
-from evolve.kinds.relaxation import RELAXATION
-from evolve.kinds.threshold import THRESHOLD
-from evolve.kinds.tree_shape import TREE_SHAPE
-from evolve.kinds.verify_length import VERIFY_LENGTH
 
-#: The built-in kinds, in the order commands list them (one line per kind).
-BUILTIN: tuple[ProgramKind, ...] = (THRESHOLD, RELAXATION, VERIFY_LENGTH, TREE_SHAPE)
+#: The packages of the built-in kinds, in the order commands list them (one line per kind).
+BUILTIN_PACKAGES: tuple[str, ...] = ("evolve.kinds.threshold", "evolve.kinds.relaxation", "evolve.kinds.verify_length",
+                                     "evolve.kinds.tree_shape")
+#: The built-in kinds (each package's ``KIND``), in that order.
+BUILTIN: tuple[ProgramKind, ...] = tuple(importlib.import_module(name).KIND for name in BUILTIN_PACKAGES)
 #: The registered kinds by name.
 KINDS: dict[str, ProgramKind] = {k.name: k for k in BUILTIN}
+#: The default kind: a per-token acceptance threshold (a rule or champion that names no kind is one).
+DEFAULT_KIND: ProgramKind = BUILTIN[0]
 
 
 def register_kind(kind: ProgramKind, hooks: KindHooks | None = None) -> ProgramKind:
@@ -58,19 +65,19 @@ def program_kind(name: Any, what: str = "kind") -> ProgramKind:
 
 #: The kinds older run configurations named by ``verify``: ``token`` programs were thresholds, ``block``
 #: programs relaxation weights.
-LEGACY_VERIFY: dict[str, str] = {"token": THRESHOLD.name, "block": RELAXATION.name}
+LEGACY_VERIFY: dict[str, str] = {"token": "threshold", "block": "relaxation"}
 
 
 def kind_from_config(config: Mapping[str, Any] | None) -> ProgramKind:
     """The kind of program a run configuration evolved (its ``evolve`` key; before that key existed,
     ``verify = "block"`` meant relaxation weights). Unknown or missing values give ``threshold``."""
     if not isinstance(config, Mapping):
-        return THRESHOLD
+        return DEFAULT_KIND
     name = config.get("evolve")
     if isinstance(name, str) and name in KINDS:
         return KINDS[name]
-    return KINDS[LEGACY_VERIFY.get(config.get("verify"), THRESHOLD.name)]
+    return KINDS[LEGACY_VERIFY.get(config.get("verify"), DEFAULT_KIND.name)]
 
 
-__all__ = ["BUILTIN", "KINDS", "register_kind", "unregister_kind", "program_kind", "LEGACY_VERIFY",
+__all__ = ["BUILTIN_PACKAGES", "BUILTIN", "KINDS", "DEFAULT_KIND", "register_kind", "unregister_kind", "program_kind", "LEGACY_VERIFY",
            "kind_from_config"]

@@ -55,7 +55,7 @@ from evolve.errors import InputError
 from evolve.files.atomic import atomic_write_text
 from evolve.files.guard import check_output_dir, write_or_rescue
 from evolve.eval.evaluator import EvalData
-from evolve.kinds.threshold import THRESHOLD
+from evolve.kinds.registry import DEFAULT_KIND
 from evolve.gp.primitives import FEATURES
 from evolve.perf.measure import (
     load_splits, measure_evolution, measure_generator, measure_gp, measure_operon, measure_rule,
@@ -104,7 +104,7 @@ def run_perf(data_dir: str | os.PathLike = "data", programs: int = 1000, populat
     say("loading data")
     train_t, valid_t, data_desc = load_splits(data_dir)
     train, valid = EvalData.from_traces(train_t), EvalData.from_traces(valid_t)
-    features = tuple(f for f in FEATURES if f in train.available and f not in THRESHOLD.excluded_features)
+    features = tuple(f for f in FEATURES if f in train.available and f not in DEFAULT_KIND.excluded_features)
     say(f"(1) standard_rejection on {train.n} tokens")
     rule = measure_rule(train, threads)
     say(f"(2) {programs} random programs: ours and DEAP's stock path")

@@ -34,7 +34,7 @@ expression trees:
      when ``draft_index`` is a feature): a member that relaxes acceptance only
      at the first depths of a block, ``if_gt(draft_index, k + 0.5, min(1, p/q),
      member)`` for k = 0 .. gamma - 2. That is the structure of the block
-     oracle of ``benchmark.py pareto`` (:mod:`evolve.report.pareto.oracle`):
+     oracle of ``benchmark.py pareto`` (:mod:`evolve.commands.pareto.oracle`):
      raising a threshold at depth k buys the token and every token after it,
      so a unit of damage is worth more at the start of a block than at its
      end, and the oracle accepts outright early rather than late;

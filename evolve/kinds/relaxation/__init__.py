@@ -10,7 +10,7 @@ exported layout (``export_layout``) and hooks (``plugin``).
 from evolve.gp.primitives import DERIVED_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
 from evolve.kinds.base import TOKEN_FEATURES, ProgramKind
 
-RELAXATION = ProgramKind(
+KIND = ProgramKind(
     name="relaxation", title="relaxation weight",
     output="w in [0, 1] per block position; the block is verified against (1 - w) p + w q",
     function_name="relaxation_weight", plugin="evolve.kinds.relaxation.plugin",
@@ -26,4 +26,7 @@ RELAXATION = ProgramKind(
     resamples=False,
 )
 
-__all__ = ["RELAXATION"]
+#: Temporary alias while the engine targets move to asking kinds (removed once they do).
+RELAXATION = KIND
+
+__all__ = ["KIND"]

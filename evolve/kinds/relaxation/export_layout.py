@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from evolve.export.codegen import SEMANTICS, Layout, Target, core_source, shown
-from evolve.kinds.relaxation import RELAXATION
+from evolve.kinds.relaxation import KIND
 from evolve.verification.block import TORCH_RELAXED_TARGET, relaxed_target
 
 
@@ -53,10 +53,10 @@ def _relaxed_target(target: Target) -> str:
 
 
 #: A relaxation weight: ``relaxation_weight`` and ``relaxed_target``.
-RELAXATION_LAYOUT = Layout(RELAXATION, "w", _relaxation_docstring,
+RELAXATION_LAYOUT = Layout(KIND, "w", _relaxation_docstring,
                            lambda target: "\n".join([target.columns, target.operators, _relaxed_target(target)]),
                            "Weights w (float64 in [0, 1], the broadcast shape of the columns) of every element; "
-                           "see the module doc.", (f"KIND = {RELAXATION.name!r}",))
+                           "see the module doc.", (f"KIND = {KIND.name!r}",))
 
 
 __all__ = ["RELAXATION_LAYOUT"]

@@ -9,7 +9,7 @@ from evolve.kinds.relaxation.eval_population import RelaxedPopulationEvaluator, 
 from evolve.kinds.relaxation.export_layout import RELAXATION_LAYOUT
 from evolve.kinds.relaxation.report_hooks import CAPTION, COMPARE, live_decoder, simulate_plan, tree_rows
 from evolve.kinds.relaxation.search_seeds import choose_relaxed_seeds
-from evolve.report.pareto.relaxed import relaxed_rule_curve
+from evolve.commands.pareto.relaxed import relaxed_rule_curve
 from evolve.traces.io import load_split
 
 

@@ -12,13 +12,13 @@ import numpy as np
 from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, thresholds
-from evolve.kinds.relaxation import RELAXATION
+from evolve.kinds.relaxation import KIND
 from evolve.eval.relaxed_block import RelaxedMetrics, attach, relaxed_of
 from evolve.kinds.relaxation.eval_population import evaluate_relaxed
 from evolve.eval.tree_scoring import ShapeData, require_relaxable, shape_metrics
-from evolve.report.compare.table import DEFAULT_REPEATS, KindScorer
-from evolve.report.options import naming_param
-from evolve.report.simulate import SimulateOptions, SweepPlan, block_only, options_verification
+from evolve.commands.compare.table import DEFAULT_REPEATS, KindScorer
+from evolve.commands.options import naming_param
+from evolve.commands.simulate import SimulateOptions, SweepPlan, block_only, options_verification
 from evolve.report.trees import tree_row
 from evolve.sim.verification import Verification
 from evolve.live.decoding import BlockVerifier, rule_features
@@ -54,17 +54,17 @@ def timed_relaxed(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS, ga
 
 
 def relaxed_missing_columns(rule: Rule, data: EvalData, traces: Traces | None = None) -> list[str]:
-    """Columns a relaxation rule needs (its own and :data:`evolve.kinds.relaxation.RELAXATION` ``.columns``, the
+    """Columns a relaxation rule needs (its own and :data:`evolve.kinds.relaxation.KIND` ``.columns``, the
     block columns of relaxed block verification) that the split lacks; ``traces`` is the split's columns
     (None: only ``data`` and, for the block columns, its split file are consulted)."""
     have = set(data.available) | (set(traces.columns) if traces is not None else set())
     if traces is None:
         try:
             relaxed_of(data)
-            have |= set(RELAXATION.columns)
+            have |= set(KIND.columns)
         except InputError:
             pass
-    return [c for c in dict.fromkeys((*rule.columns_needed, *RELAXATION.columns)) if c not in have]
+    return [c for c in dict.fromkeys((*rule.columns_needed, *KIND.columns)) if c not in have]
 
 
 def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,

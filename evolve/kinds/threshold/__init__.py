@@ -13,7 +13,7 @@ _DERIVED = "draft_cumprob is the survival estimate of a verification-length poli
 _LOOKUP = "lookup_len and lookup_freq describe a prompt-lookup draft for a verification-length policy"
 _LEVEL = "level_cumprob and level_rank describe a draft tree's level for a tree-shape program"
 
-THRESHOLD = ProgramKind(
+KIND = ProgramKind(
     name="threshold", title="acceptance threshold",
     output="tau in [0, 1] per drafted token; the token is accepted iff u < tau (u ~ U[0, 1))",
     function_name="acceptance_threshold", plugin="evolve.kinds.threshold.plugin",
@@ -23,4 +23,7 @@ THRESHOLD = ProgramKind(
     source="speculative sampling: Leviathan et al. 2023 (arXiv 2211.17192); Chen et al. 2023 (arXiv 2302.01318)",
 )
 
-__all__ = ["THRESHOLD"]
+#: Temporary alias while the engine targets move to asking kinds (removed once they do).
+THRESHOLD = KIND
+
+__all__ = ["KIND"]

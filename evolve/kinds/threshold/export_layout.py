@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from evolve.export.codegen import SEMANTICS, Layout, shown
-from evolve.kinds.threshold import THRESHOLD
+from evolve.kinds.threshold import KIND
 
 
 def _docstring(name: str, library: str) -> str:
@@ -26,7 +26,7 @@ this rule's threshold of every token of the vocabulary at that position.
 
 
 #: A per-token acceptance threshold: ``acceptance_threshold`` and ``residual_distribution``.
-THRESHOLD_LAYOUT = Layout(THRESHOLD, "tau", _docstring, lambda target: target.helpers,
+THRESHOLD_LAYOUT = Layout(KIND, "tau", _docstring, lambda target: target.helpers,
                           "Thresholds tau (float64, the broadcast shape of the columns) of every element; see the "
                           "module doc.")
 

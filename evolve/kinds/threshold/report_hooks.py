@@ -6,10 +6,10 @@ from typing import Sequence
 
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
-from evolve.report.compare.table import KindScorer, missing_columns, timed_evaluate
-from evolve.report.options import naming_param
-from evolve.report.pareto.command import rule_curve
-from evolve.report.simulate import SimulateOptions, SweepPlan, options_verification
+from evolve.commands.compare.table import KindScorer, missing_columns, timed_evaluate
+from evolve.commands.options import naming_param
+from evolve.commands.pareto.command import rule_curve
+from evolve.commands.simulate import SimulateOptions, SweepPlan, options_verification
 from evolve.sim.decoding import check_verification
 from evolve.live.decoding import rule_features
 from evolve.traces.io import Traces

@@ -10,7 +10,7 @@ tree tables (``eval_shape``). The package holds its scoring (``eval_shape``, ``e
 from evolve.gp.primitives import DERIVED_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
 from evolve.kinds.base import TARGET_FEATURES, ProgramKind
 
-TREE_SHAPE = ProgramKind(
+KIND = ProgramKind(
     name="tree-shape", title="draft-tree shape",
     output="v per tree node (the root included), from the drafter's side of the node; keep its first ceil(v) "
            "drawn children (none for v <= 0), then verify the kept tree with SpecInfer's recursive rejection sampling",
@@ -27,4 +27,7 @@ TREE_SHAPE = ProgramKind(
     resamples=False,
 )
 
-__all__ = ["TREE_SHAPE"]
+#: Temporary alias while the engine targets move to asking kinds (removed once they do).
+TREE_SHAPE = KIND
+
+__all__ = ["KIND"]

@@ -61,8 +61,8 @@ class TreeShapePopulationEvaluator(PopulationEvaluator):
         self._damage = np.zeros(shapes.accept.size)
 
     def _check(self, program) -> None:
-        from evolve.kinds.tree_shape import TREE_SHAPE
-        TREE_SHAPE.check_features(program.features, "shape")
+        from evolve.kinds.tree_shape import KIND
+        KIND.check_features(program.features, "shape")
         check_features(program, self.data, "shape")
 
     def _counts(self, packed, D, lowered=()):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from evolve.export.codegen import Layout, shown
-from evolve.kinds.tree_shape import TREE_SHAPE
+from evolve.kinds.tree_shape import KIND
 
 
 def _tree_docstring(name: str, library: str) -> str:
@@ -31,10 +31,10 @@ level's columns and counts), with no node budget below the tree it keeps, as it 
 
 
 #: A draft-tree shape: ``tree_children``.
-TREE_LAYOUT = Layout(TREE_SHAPE, "v", lambda name, library: _tree_docstring(name, library),
+TREE_LAYOUT = Layout(KIND, "v", lambda name, library: _tree_docstring(name, library),
                      lambda target: "\n".join([target.columns, target.operators]),
                      "Children to keep (float64 counts: ceil(v) where the shape's value v > 0, else 0) at every node; "
-                     "see the module doc.", (f"KIND = {TREE_SHAPE.name!r}",), children=True)
+                     "see the module doc.", (f"KIND = {KIND.name!r}",), children=True)
 
 
 __all__ = ["TREE_LAYOUT"]

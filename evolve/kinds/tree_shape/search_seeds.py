@@ -17,7 +17,7 @@ from evolve.eval.evaluator import EvalData
 from evolve.kinds.tree_shape.eval_population import TreeShapePopulationEvaluator
 from evolve.kinds.tree_shape.eval_competitors import shape_expressions
 from evolve.eval.tree_scoring import ShapeMetrics
-from evolve.kinds.tree_shape import TREE_SHAPE
+from evolve.kinds.tree_shape import KIND
 from evolve.search.config import RunConfig
 from evolve.search.warm_start import Seed, Skipped, WarmStart, fill_seeds, unusable
 from heuristics.contract import Rule
@@ -36,7 +36,7 @@ def choose_tree_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData
     warm = WarmStart()
     named = []
     for name, expr in shape_expressions(int(max(s.n_children.max(), 1)), int(max(s.depth.max(), 1))):
-        why = unusable(Rule(name, expression=expr, kind=TREE_SHAPE.name), features)
+        why = unusable(Rule(name, expression=expr, kind=KIND.name), features)
         if why is None:
             named.append((name, expr))
         else:

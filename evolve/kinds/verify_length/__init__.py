@@ -10,7 +10,7 @@ command rows (``report_hooks``), exported layout (``export_layout``) and hooks (
 from evolve.gp.primitives import DERIVED_FEATURES, LEVEL_FEATURES
 from evolve.kinds.base import TARGET_FEATURES, ProgramKind
 
-VERIFY_LENGTH = ProgramKind(
+KIND = ProgramKind(
     name="verify-length", title="verification-length policy",
     output="v per draft step, from the drafter's side of the last drafted token (and, for prompt lookup, the "
            "next token's match); draft one more token iff v > 0, then verify every drafted token with the standard rule",
@@ -26,4 +26,7 @@ VERIFY_LENGTH = ProgramKind(
     settings=("verify_with", "length_weighting"),
 )
 
-__all__ = ["VERIFY_LENGTH"]
+#: Temporary alias while the engine targets move to asking kinds (removed once they do).
+VERIFY_LENGTH = KIND
+
+__all__ = ["KIND"]

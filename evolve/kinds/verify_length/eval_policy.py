@@ -82,7 +82,7 @@ from evolve.eval.fastpath.scoring import packed_thresholds
 from evolve.gp.primitives import FEATURES, LOOKUP_FEATURES
 from evolve.verification.block import expected_damage_step
 
-#: Features a verification-length policy reads (:data:`evolve.kinds.verify_length.VERIFY_LENGTH`).
+#: Features a verification-length policy reads (:data:`evolve.kinds.verify_length.KIND`).
 POLICY_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
                                     "draft_cumprob") + LOOKUP_FEATURES
 #: Grid of h of the ``confidence_threshold`` competitor.
@@ -124,7 +124,7 @@ def decision_data(data: EvalData) -> EvalData:
     Returns an :class:`EvalData` with the same records order, whose available features are
     :data:`POLICY_FEATURES` (``draft_top_prob`` and the lookup columns when ``data`` has them; a lookup
     column is the record's own value) and the core features (the
-    target's read as NaN: a policy may not read them, :data:`evolve.kinds.verify_length.VERIFY_LENGTH`).
+    target's read as NaN: a policy may not read them, :data:`evolve.kinds.verify_length.KIND`).
     Raises: InputError when ``data`` has no ``draft_index``.
     """
     if data.depth is None:
@@ -548,8 +548,8 @@ class LengthPopulationEvaluator(PopulationEvaluator):
         self._cover = block_cover(data, weighting)
 
     def _check(self, program) -> None:
-        from evolve.kinds.verify_length import VERIFY_LENGTH
-        VERIFY_LENGTH.check_features(program.features, "policy")
+        from evolve.kinds.verify_length import KIND
+        KIND.check_features(program.features, "policy")
         check_features(program, self.data, "policy")
 
     def _counts(self, packed, D, lowered=()):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from evolve.export.codegen import SEMANTICS, Layout, shown
-from evolve.kinds.verify_length import VERIFY_LENGTH
+from evolve.kinds.verify_length import KIND
 
 
 def _length_docstring(name: str, library: str) -> str:
@@ -34,10 +34,10 @@ cost file.
 
 
 #: A verification-length policy: ``keep_drafting``.
-LENGTH_LAYOUT = Layout(VERIFY_LENGTH, "v", _length_docstring,
+LENGTH_LAYOUT = Layout(KIND, "v", _length_docstring,
                        lambda target: "\n".join([target.columns, target.operators]),
                        "1.0 where the policy drafts one more token (its value > 0), else 0.0; see the module doc.",
-                       (f"KIND = {VERIFY_LENGTH.name!r}",), decision=True, verifier_header=True)
+                       (f"KIND = {KIND.name!r}",), decision=True, verifier_header=True)
 
 
 __all__ = ["LENGTH_LAYOUT"]

@@ -10,7 +10,7 @@ verifier its run used (its champion's ``verify_with``: :func:`length_verifier_of
 verifier and the block weighting (``length_weighting``) of the first policy compared (the standard rule and
 call weighting without one), and with a lossy verifier they are tuned for tokens per second within the default
 TV budget (0.01 per token). The comparison reaches them through the kind's ``compare`` hook
-(:class:`evolve.report.compare.table.KindScorer`: ``competitors``, ``note``, ``bounds``).
+(:class:`evolve.commands.compare.table.KindScorer`: ``competitors``, ``note``, ``bounds``).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from evolve.errors import InputError
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import EvalData
 from evolve.eval.objectives import DEFAULT_BUDGET, tokens_per_second_at_tv
-from evolve.kinds.verify_length import VERIFY_LENGTH
+from evolve.kinds.verify_length import KIND
 from evolve.kinds.verify_length.eval_policy import (DEFAULT_WEIGHTING, STANDARD_VERIFIER, WEIGHTINGS,
                                                     LengthPopulationEvaluator, LengthVerifier, competitors,
                                                     verifier_from_parts)
@@ -100,7 +100,7 @@ def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: E
         setting, metrics = found[name]
         text = f"{setting} (tuned on {tuned_name})" if name in TUNED else NOTES.get(name)
         rows.append(Row(name, POLICY, data.split, data.source, None, ms, expression=text,
-                        gamma=gamma, verifier=metrics, records=data.n, program_kind=VERIFY_LENGTH.name))
+                        gamma=gamma, verifier=metrics, records=data.n, program_kind=KIND.name))
     return rows
 
 

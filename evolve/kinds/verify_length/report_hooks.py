@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
-from evolve.kinds.verify_length import VERIFY_LENGTH
+from evolve.kinds.verify_length import KIND
 from evolve.kinds.verify_length.report_compare import NOTES, comparison_competitors, length_scores, weighting_note
-from evolve.report.compare.table import KindScorer
-from evolve.report.live import decoder
+from evolve.commands.compare.table import KindScorer
+from evolve.commands.live import decoder
 from evolve.live.decoding import BLOCK_VERIFICATION, LengthPolicy
 from evolve.traces.io import Traces
 from heuristics.contract import Rule
@@ -16,14 +16,14 @@ from heuristics.verifiers import verifier_parts
 
 def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
            fitness: AcceptanceQualityFitness, gamma: int | None, speedup_costs: Costs, costs: Costs):
-    """A verification-length policy: its tokens per second under ``costs`` (:mod:`evolve.report.compare.speed`)."""
+    """A verification-length policy: its tokens per second under ``costs`` (:mod:`evolve.commands.compare.speed`)."""
     return length_scores(rule, data, repeats, gamma, costs)
 
 
 def missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[str]:
     """The columns a verification-length policy needs (the kind's and those its program reads, less the derived
     features) that ``data`` lacks, in order; empty when it can be scored."""
-    needed = (*VERIFY_LENGTH.columns, *(c for c in rule.columns_needed if c not in VERIFY_LENGTH.derived_features))
+    needed = (*KIND.columns, *(c for c in rule.columns_needed if c not in KIND.derived_features))
     return [c for c in dict.fromkeys(needed) if c not in data.available]
 
 

@@ -1,1 +1,2 @@
-"""`python benchmark.py`: every rule and champion scored on a split, by its kind of program (`table`), the rows, formats, verdict, tokens per second and concurrency."""
+"""Rendering ``benchmark.py``'s comparison: its rows (``rows``), the verdict (``verdict``) and the table, Markdown, CSV
+and JSON (``format``); the scoring is :mod:`evolve.commands.compare`."""

@@ -1,38 +1,11 @@
-"""Throughput against the number of concurrent requests (``benchmark.py --costs FILE --concurrency 1,4,16``).
-
-With R requests decoded together, one engine step drafts for every request and runs the target once
-over all their new tokens. With a policy's expected tokens per call t and expected drafts verified per
-call L (from the records, :mod:`evolve.kinds.verify_length.eval_policy`), a step covers R (L + 1) new target tokens,
-and the throughput is
-
-    tokens_per_second(R) = R t / (batch_seconds(R (L + 1)) + D * draft_token_s)
-
-with ``batch_seconds`` the cost file's batch curve (:meth:`evolve.eval.costs.Costs.batch_seconds`) and D
-the drafts made per call (L for the policies that draft only what they verify, gamma for
-``survival_prefix``); plain decoding gives R / batch_seconds(R). Scope: the expectations replace the
-per-request distributions (a batch sums many requests), and drafting is assumed batched across the
-requests at the cost of one request's drafting (optimistic for the drafter). This is the regime
-confidence-scheduled verification targets (DSpark, Cheng et al. 2026, arXiv 2607.05147): when the
-target is compute-bound, verifying long blocks for every request costs more than it emits, and
-fixed-length speculation falls below plain decoding. ``python -m evolve run --evolve verify-length
---concurrency R`` evolves a policy for that regime.
-
-On splits with block metrics the table also has the row ``per-batch-size schedule``: at each R the fixed draft
-length with the most tokens per second on the tuning split (valid when the dataset has one), merged into the
-batch-size ranges vLLM's and TensorRT-LLM's per-batch-size settings take
-(:mod:`evolve.kinds.verify_length.eval_schedule`; standard verification), scored on the split; the ranges are
-printed under the table (:func:`schedule_lines`).
-"""
+"""Rendering the throughput of ``benchmark.py --costs FILE --concurrency 1,4,16``: speedup over plain decoding at R
+concurrent requests (:func:`concurrency_lines`), and the per-batch-size schedule's ranges (:func:`schedule_lines`);
+the rows are computed by :mod:`evolve.commands.compare.concurrency`."""
 from __future__ import annotations
 
 from typing import Sequence
 
-from evolve.eval.costs import Costs, concurrent_tokens_per_second
-from evolve.eval.evaluator import EvalData
-from evolve.kinds.verify_length.eval_schedule import (ScheduleRange, batch_schedule, fixed_length_table,
-                                                      length_throughput, schedule_length)
 from evolve.report.compare.rows import Comparison
-from evolve.kinds.registry import program_kind
 
 #: Rows of the concurrency table: the plain decoding row, then every row with a policy's metrics.
 PLAIN = "plain decoding"
@@ -40,52 +13,9 @@ PLAIN = "plain decoding"
 SCHEDULE = "per-batch-size schedule"
 
 
-def split_schedule(data: EvalData, tune: tuple[EvalData, str], gamma: int, requests: Sequence[int],
-                   costs: Costs) -> dict:
-    """The per-batch-size schedule of one split: ``{"schedule": ranges, "tuned_on": name, "tokens_per_second": {R:
-    value}}``, the ranges (:class:`evolve.kinds.verify_length.eval_schedule.ScheduleRange`) tuned on ``tune`` (the
-    tuning split's data and name) at the batch sizes ``requests``, and the throughput on ``data`` of the length the
-    schedule gives at each R (fixed lengths 0..``gamma``, standard verification)."""
-    schedule = batch_schedule(fixed_length_table(tune[0], gamma, costs), requests, costs)
-    table = fixed_length_table(data, gamma, costs)
-    return {"schedule": schedule, "tuned_on": tune[1],
-            "tokens_per_second": {r: length_throughput(table[schedule_length(schedule, r)], r, costs)
-                                  for r in requests}}
-
-
-def concurrency_rows(comparison: Comparison, requests: Sequence[int], costs: Costs) -> list[dict]:
-    """``[{"heuristic", "split", "tokens_per_second": {R: value}, "speedup": {R: value}}]``: plain decoding and every
-    row with verification-length metrics (``mean_verified``, ``mean_drafted``) or a fixed gamma (drafting and
-    verifying gamma tokens). At R = 1 a row's own tokens per second is used (the exact per-call expectation
-    of its table), so the R = 1 column is the table's speedup."""
-    out = []
-    for split in comparison.splits:
-        plain = {r: (1.0 / costs.plain_token_s if r == 1 else r / costs.batch_seconds(r)) for r in requests}
-        out.append({"heuristic": PLAIN, "split": split, "tokens_per_second": plain,
-                    "speedup": {r: 1.0 for r in requests}})
-        for row in comparison.rows:
-            if row.split != split or row.value("tokens_per_call") is None or row.gamma is None:
-                continue
-            kind = None if row.program_kind is None else program_kind(row.program_kind)  # None: block_verification
-            if kind is not None and row.heuristic in getattr(kind.hooks().compare, "bounds", ()):
-                continue  # a bound for one request's costs says nothing at R requests
-            verified = getattr(row.verifier, "mean_verified", float(row.gamma))
-            drafted = getattr(row.verifier, "mean_drafted", float(row.gamma))
-            tps = {r: (row.value("tokens_per_second") if r == 1 and row.value("tokens_per_second") is not None else
-                       concurrent_tokens_per_second(row.value("tokens_per_call"), verified, drafted, r, costs))
-                   for r in requests}
-            out.append({"heuristic": row.heuristic, "split": split, "tokens_per_second": tps,
-                        "speedup": {r: tps[r] / plain[r] for r in requests}})
-        found = comparison.schedules.get(split)
-        if found is not None:
-            tps = found["tokens_per_second"]
-            out.append({"heuristic": SCHEDULE, "split": split, "tokens_per_second": tps,
-                        "speedup": {r: tps[r] / plain[r] for r in requests}})
-    return out
-
-
-def schedule_text(schedule: Sequence[ScheduleRange]) -> str:
-    """``R 1-3: 4, R 4-15: 2, R >= 16: 0`` (draft length per range of concurrent requests)."""
+def schedule_text(schedule: Sequence) -> str:
+    """``R 1-3: 4, R 4-15: 2, R >= 16: 0`` (draft length per range of concurrent requests); ``schedule``: the ranges
+    (:class:`evolve.kinds.verify_length.eval_schedule.ScheduleRange`: start, end, length)."""
     return ", ".join(f"R {s.start}-{s.end}: {s.length}" if s.end is not None and s.end > s.start else
                      f"R {s.start}: {s.length}" if s.end is not None else f"R >= {s.start}: {s.length}"
                      for s in schedule)
@@ -107,5 +37,4 @@ def concurrency_lines(rows: list[dict], requests: Sequence[int]) -> list[str]:
     return lines
 
 
-__all__ = ["PLAIN", "SCHEDULE", "concurrency_rows", "concurrency_lines", "schedule_lines", "schedule_text",
-           "split_schedule"]
+__all__ = ["PLAIN", "SCHEDULE", "concurrency_lines", "schedule_lines", "schedule_text"]

@@ -196,7 +196,7 @@ def format_table(comparison: Comparison) -> str:
         lines += ["", *concurrency_lines(comparison.concurrency, requests),
                   *_wrap("Concurrency: R requests decoded together, each step verifying every request's drafts in "
                          "one target call (the cost file's batch curve); speedup over plain decoding of R requests "
-                         "(evolve.report.compare.concurrency).")]
+                         "(evolve.commands.compare.concurrency).")]
         lines += [wrapped for line in schedule_lines(comparison) for wrapped in _wrap(line)]
     verdict = _verdict_line(comparison)
     return text + "\n\n" + "\n".join(lines) + "\n" + (f"\n{printed_verdict(verdict)}\n" if verdict else "")
@@ -233,7 +233,7 @@ def format_csv(comparison: Comparison) -> str:
 def format_json(comparison: Comparison) -> str:
     """A JSON object: ``rows``, an array of objects with the keys :data:`ROW_KEYS` (rates as fractions,
     time in ms), ``verdict`` (:meth:`evolve.report.compare.verdict.Verdict.to_dict`; null when no
-    rule has a fitness), ``concurrency`` (:func:`evolve.report.compare.concurrency.concurrency_rows`;
+    rule has a fitness), ``concurrency`` (:func:`evolve.commands.compare.concurrency.concurrency_rows`;
     null without ``--concurrency``) and ``schedules`` (per split, the per-batch-size schedule of fixed lengths:
     ``ranges`` as [start, end, draft length], end null for no upper end, and the split it was ``tuned_on``;
     empty without ``--concurrency``)."""

@@ -10,7 +10,7 @@ JSON, empty in CSV, ``-`` in the tables). A champion of kind ``relaxation``
 per-token threshold either: its row holds relaxed block verification's block
 metrics alone (:class:`evolve.eval.relaxed_block.RelaxedMetrics`) in the same
 way; so does a verification-length policy's row (:class:`evolve.kinds.verify_length.eval_policy.LengthMetrics`) and
-the competitor policies' (role ``policy``, :mod:`evolve.report.compare.speed`). ``program_kind`` says
+the competitor policies' (role ``policy``, :mod:`evolve.commands.compare.speed`). ``program_kind`` says
 which kind of program a rule's row scored (``threshold``, ``relaxation``, ``verify-length``; None for
 the verifier). Under a cost file rows carry ``tokens_per_second`` and the cost file's ``speedup``. :data:`ROW_KEYS` are
 the keys of one JSON record or CSV row, in order.
@@ -64,7 +64,7 @@ class Row:
     """One rule (or block verification) scored on one split.
 
     ``time_ms`` is the best wall time of one evaluation in milliseconds (see
-    :mod:`evolve.report.compare.table`). The ``delta_*`` fields are the champion's
+    :mod:`evolve.commands.compare.table`). The ``delta_*`` fields are the champion's
     metric minus ``standard_rejection``'s on the same split (None for
     baselines). ``metrics`` is None for the verifier row and for a relaxation
     champion's row, whose block metrics are in ``verifier`` (block
@@ -141,9 +141,9 @@ class Comparison:
     speedup_costs: Costs = DEFAULT_COSTS
     champions: dict[str, dict] = field(default_factory=dict)
     costs: Costs | None = None
-    #: Throughput against concurrent requests (:mod:`evolve.report.compare.concurrency`), or None.
+    #: Throughput against concurrent requests (:mod:`evolve.commands.compare.concurrency`), or None.
     concurrency: list[dict] | None = None
-    #: Per split: the per-batch-size schedule of fixed lengths (:func:`evolve.report.compare.concurrency.split_schedule`).
+    #: Per split: the per-batch-size schedule of fixed lengths (:func:`evolve.commands.compare.concurrency.split_schedule`).
     schedules: dict[str, dict] = field(default_factory=dict)
     #: What the kinds' compare hooks add to the caption about their competitor rows (``KindScorer.note``).
     notes_of_kinds: list[str] = field(default_factory=list)

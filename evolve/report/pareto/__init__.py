@@ -1,1 +1,2 @@
-"""`python benchmark.py pareto`: published rule families against evolved fronts, the oracle bound, the references and the relaxed fronts."""
+"""Rendering ``benchmark.py pareto``'s comparison: the curves and their analysis (``curves``), the table, JSON document
+and plot (``format``); the scoring is :mod:`evolve.commands.pareto`."""

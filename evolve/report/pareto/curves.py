@@ -5,7 +5,7 @@ the damage, lower is better; y = expected tokens per target call, the speed,
 higher is better). Its ``points`` are the non-dominated pairs, ascending in TV.
 ``best_at_budget[b]`` is the largest tokens per call among its rules with
 tv_per_token <= b (None when none qualifies); at b = 0 only rules that passed
-the exact lossless check count (:func:`evolve.report.pareto.command.lossless_violation`).
+the exact lossless check count (:func:`evolve.commands.pareto.command.lossless_violation`).
 
 Hypervolume (:func:`hypervolume`): the area, in (tokens per call) x (TV per
 token), dominated by the curve's points with tv_per_token <= the largest
@@ -181,7 +181,7 @@ def finish_curve(curve: Curve, budgets: Sequence[float]) -> Curve:
 
 @dataclass
 class ParetoComparison:
-    """Result of :func:`evolve.report.pareto.command.run_pareto`: curves (families in registry order, then the
+    """Result of :func:`evolve.commands.pareto.command.run_pareto`: curves (families in registry order, then the
     named rules, then ``evolved``), the oracle bound, notes, and the references beside the curves
     (``block_verification``, ``learned``), which the verdict does not rank but
     :meth:`versus_references` compares with."""

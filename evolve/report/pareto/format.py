@@ -89,14 +89,14 @@ def format_table(comp: ParetoComparison) -> str:
     out.append(f"Hypervolume: area above tokens_per_call = 1 and left of tv_per_token = {max(comp.budgets):g} "
                "dominated by the curve (tokens per call x TV per token).")
     out.append("Oracle bound: no per-token acceptance rule can exceed it on this split (a block oracle that knows every "
-               "depth's min(1, p/q) in advance; weak duality), see evolve.report.pareto.oracle.oracle_bound.")
+               "depth's min(1, p/q) in advance; weak duality), see evolve.commands.pareto.oracle.oracle_bound.")
     if BLOCK_VERIFICATION in comp.references:
         out.append("block_verification: lossless block verification (Sun et al. 2024, arXiv 2403.10444), not a "
                    "per-token rule; being lossless it counts at every budget.")
     if LEARNED_CURVE in comp.references:
         out.append("learned: a per-token rule fitted by gradient boosting on train (accept outright where the "
                    "prediction exceeds a threshold, else min(1, p/q); thresholds from valid), see "
-                   "evolve.report.pareto.learned.")
+                   "evolve.commands.pareto.learned.")
     out += [f"note: {n}" for n in comp.notes]
     return fit_width("\n".join(out)) + "\n"
 

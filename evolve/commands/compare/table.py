@@ -74,10 +74,10 @@ from evolve.report.compare.rows import (
     BLOCK_VERIFICATION, DEFAULT_REPEATS, FORMATS, REFERENCE_RULE, SPLIT_CHOICES, VERIFIER, Comparison,
     ComparedRule, Row,
 )
-from evolve.report.compare.concurrency import concurrency_rows, split_schedule
-from evolve.report.compare.speed import apply_costs
+from evolve.commands.compare.concurrency import concurrency_rows, split_schedule
+from evolve.commands.compare.speed import apply_costs
 from evolve.report.compare.verdict import champion_records
-from evolve.report.options import naming_param
+from evolve.commands.options import naming_param
 from evolve.report.output import check_output, resolve_format, write_output
 from heuristics import champions, registry
 from heuristics.contract import Rule
@@ -350,12 +350,12 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
             :func:`evolve.eval.costs.ratio_costs`: tokens_per_call / (gamma c + 1), Leviathan et al. 2023).
         costs: a cost file's model (:mod:`evolve.eval.costs`): every row gets tokens per second and the
             cost file's speedup, and the verification-length competitors follow each split's rows
-            (:mod:`evolve.report.compare.speed`); None: the speedup of ``speedup_costs``, and the competitors
+            (:mod:`evolve.commands.compare.speed`); None: the speedup of ``speedup_costs``, and the competitors
             only when a verification-length policy is compared.
         concurrency: numbers of concurrent requests (with ``costs``): the comparison's concurrency table
-            (:func:`evolve.report.compare.concurrency.concurrency_rows`) and, on splits with block metrics, the
+            (:func:`evolve.commands.compare.concurrency.concurrency_rows`) and, on splits with block metrics, the
             per-batch-size schedule of fixed lengths tuned on the tuning split
-            (:func:`evolve.report.compare.concurrency.split_schedule`).
+            (:func:`evolve.commands.compare.concurrency.split_schedule`).
 
     Raises: InputError for a missing or invalid dataset (see :func:`evolve.traces.io.load_split`)
     or an unknown split.

@@ -5,7 +5,7 @@ three random seeds with the default options and three with ``--population 500
 --generations 40``, scores each run's front with ``python benchmark.py pareto
 --format json`` and hands the JSON files to this module::
 
-    python -m evolve.report.pareto.seeds FILE.json ...
+    python -m evolve.commands.pareto.seeds FILE.json ...
 
 One row per file (per run), with:
 

@@ -22,7 +22,7 @@ Curves
       ``champion.json``), all together;
     * ``bound`` (reported beside the curves, not one of them): what a block
       oracle achieves, and an upper bound no acceptance rule can exceed on the
-      split (:func:`evolve.report.pareto.oracle.oracle_bound`).
+      split (:func:`evolve.commands.pareto.oracle.oracle_bound`).
 
 References (beside the curves; the verdict ranks only the curves, and
 :meth:`ParetoComparison.versus_references` compares the curves with them)
@@ -34,12 +34,12 @@ References (beside the curves; the verdict ranks only the curves, and
       the column gets a note instead;
     * ``learned``: a per-token rule fitted by gradient boosting on the train
       split, its threshold grid taken from the valid split
-      (:mod:`evolve.report.pareto.learned`); on by default when scikit-learn
+      (:mod:`evolve.commands.pareto.learned`); on by default when scikit-learn
       is importable (``learned=None``), off with ``learned=False``;
     * ``relaxed_block_fixed_w`` and ``evolved_relaxed_block``: relaxed block
       verification against (1 - w) p + w q with one w everywhere, and the
       weights w(features) of ``--evolve relaxation`` runs among ``--run``, on a
-      split with ``block_residual_phi`` (:mod:`evolve.report.pareto.relaxed`,
+      split with ``block_residual_phi`` (:mod:`evolve.commands.pareto.relaxed`,
       which also gives their verdict).
 
 A curve's points, best tokens per call at each budget and hypervolume are
@@ -67,16 +67,17 @@ from evolve.eval.evaluator import EvalData, Metrics, check_gamma, thresholds
 from evolve.eval.objectives import DEFAULT_GAMMA
 from evolve.eval.population import PopulationEvaluator
 from evolve.gp.compiler import compile_nodes, parse, to_string
-from evolve.report.options import naming_param
+from evolve.commands.options import naming_param
 from evolve.report.output import check_output, resolve_format, write_outputs
 from evolve.report.pareto.curves import (
     BLOCK_VERIFICATION, DEFAULT_BUDGETS, EVOLVED, Curve, ParetoComparison, RulePoint, finish_curve, check_budgets,
 )
-from evolve.report.pareto.learned import learned_curve, sklearn_available
+from evolve.commands.pareto.learned import learned_curve, sklearn_available
 from evolve.report.pareto.format import FORMATS, format_json, format_table, plot_path, plot_png
-from evolve.report.pareto.oracle import oracle_bound
-from evolve.report.pareto.relaxed import (
-    RELAXED_CATEGORIES, relaxed_evolved_curve, relaxed_family_curve, split_runs,
+from evolve.commands.pareto.oracle import oracle_bound
+from evolve.report.pareto.relaxed import RELAXED_CATEGORIES
+from evolve.commands.pareto.relaxed import (
+    relaxed_evolved_curve, relaxed_family_curve, split_runs,
 )
 from heuristics import registry
 from heuristics.contract import Rule
@@ -266,7 +267,7 @@ def block_verification_curve(traces: Traces, data: EvalData, gamma: int,
 
 def learned_reference(data_dir: str | os.PathLike, split: str, data: EvalData, gamma: int, budgets: Sequence[float],
                       learned: bool | None) -> tuple[Curve | None, str | None]:
-    """The ``learned`` reference (:func:`evolve.report.pareto.learned.learned_curve`), fitted on train, thresholds
+    """The ``learned`` reference (:func:`evolve.commands.pareto.learned.learned_curve`), fitted on train, thresholds
     from valid, scored on ``data``.
 
     ``learned``: True (fit it; errors are raised), False (no curve, no note) or
@@ -423,7 +424,7 @@ def pareto_command(options: ParetoOptions = ParetoOptions()) -> tuple[ParetoComp
     return comp, text, png_path
 
 
-#: Re-exported from the modules the comparison is split into, so that ``evolve.report.pareto.command``
+#: Re-exported from the modules the comparison is split into, so that ``evolve.commands.pareto.command``
 #: names everything the command uses (curves, oracle bound, rendering).
 __all__ = ["ParetoOptions", "pareto_command", "run_pareto", "lossless_violation", "evolved_curve", "family_curve",
            "rule_curve", "resolve_rules", "run_expressions", "block_verification_curve",

@@ -18,14 +18,14 @@ What the tables hold and where they come from:
 * datasets: the default dataset of ``python generate_data.py`` (vocab model,
   seed 42, 1000 train sequences) and ``--model independent`` with the same seed
   (:func:`evolve.traces.synth.generate.generate_dataset`), written to the workspace;
-* comparisons: :mod:`evolve.report.compare.table` on the test split with the
+* comparisons: :mod:`evolve.commands.compare.table` on the test split with the
   registered rules only (promoted champions are left out), rendered as
   Markdown without the ``Time`` column (wall time varies by machine);
-* the pareto table: :mod:`evolve.report.pareto.command` on the default test split with
+* the pareto table: :mod:`evolve.commands.pareto.command` on the default test split with
   the evolved front stored in ``docs/fronts/pareto_default.json`` (the front of
   one long run, see :data:`PARETO_FRONT_COMMAND`; the search itself is too slow
   to repeat here, the scoring of its rules is not);
-* simulator tables: :mod:`evolve.report.simulate` with the command's defaults;
+* simulator tables: :mod:`evolve.commands.simulate` with the command's defaults;
 * the rediscovery table: two runs of :func:`evolve.search.rundir.run` with the
   default settings but from random trees only (no warm start), their champions
   scored on test against standard rejection;
@@ -48,6 +48,7 @@ from typing import Callable
 
 from evolve.errors import InputError
 from evolve.files.atomic import atomic_write_text
+from evolve.report.markdown import drop_columns, fenced, markdown_table
 
 #: Repository root (README.md, docs/, the packages).
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,37 +120,6 @@ class Workspace:
 
 # --- helpers ----------------------------------------------------------------------------------
 
-def fenced(text: str) -> str:
-    """``text`` as a fenced plain-text code block (trailing spaces and blank lines removed)."""
-    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
-    return "```text\n" + "\n".join(lines) + "\n```\n"
-
-
-def markdown_table(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> str:
-    """A GitHub Markdown table; columns whose index is in ``right`` are right-aligned; ``|`` is escaped."""
-    def cell(text: str) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(cell(h) for h in header) + " |",
-             "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
-def drop_columns(markdown: str, names: set[str]) -> str:
-    """The Markdown table lines of ``markdown`` (lines starting with ``|``) without the columns ``names``.
-
-    Only the first table's header decides which columns go; other lines are dropped.
-    """
-    rows = [line for line in markdown.splitlines() if line.startswith("|")]
-    if not rows:
-        return ""
-    def cells(line: str) -> list[str]:
-        return re.split(r"(?<!\\)\|", line.strip())[1:-1]
-    header = [c.strip() for c in cells(rows[0])]
-    keep = [i for i, h in enumerate(header) if h not in names]
-    return "\n".join("|" + "|".join(cells(line)[i] for i in keep) + "|" for line in rows) + "\n"
-
 
 # --- dataset and comparison tables --------------------------------------------------------------
 
@@ -163,7 +133,7 @@ def dataset_table(ws: Workspace, name: str = "default") -> str:
 
 def comparison_table(ws: Workspace, name: str) -> str:
     """``python benchmark.py --data DIR --format markdown`` on the test split, registered rules only, no Time."""
-    from evolve.report.compare.table import baseline_entries, run_comparison
+    from evolve.commands.compare.table import baseline_entries, run_comparison
     from evolve.report.compare.format import format_markdown
     comparison = run_comparison(ws.dataset(name), "test", baseline_entries(), repeats=1)
     table = drop_columns(format_markdown(comparison), {"Time"})
@@ -174,7 +144,7 @@ def comparison_table(ws: Workspace, name: str) -> str:
 def pareto_table(ws: Workspace) -> str:
     """``python benchmark.py pareto`` on the default test split, the evolved curve from :data:`PARETO_FRONT`."""
     from evolve.report.pareto.format import format_table
-    from evolve.report.pareto.command import run_pareto
+    from evolve.commands.pareto.command import run_pareto
     fixture = ROOT / PARETO_FRONT
     if not fixture.is_file():
         raise InputError(f"{PARETO_FRONT}: missing (the front of `{PARETO_FRONT_COMMAND}`)")
@@ -192,7 +162,7 @@ def rediscovery_table(ws: Workspace) -> str:
     rejection's, the difference, and the champion's expected TV (0 = lossless).
     """
     from evolve.report.compare.rows import REFERENCE_RULE
-    from evolve.report.compare.table import baseline_entries, champion_entries, run_comparison
+    from evolve.commands.compare.table import baseline_entries, champion_entries, run_comparison
     from evolve.search import config, rundir
     rows = []
     for name in ("default", "independent"):
@@ -212,12 +182,13 @@ def rediscovery_table(ws: Workspace) -> str:
 
 def simulate_table(ws: Workspace, trees: bool = False) -> str:
     """``python benchmark.py simulate`` (or ``--trees --lengths 1000 --samples 10``) with default options."""
-    from evolve.report import simulate
+    from evolve.commands import simulate
+    from evolve.report.simulate import format_table
     if trees:
         sim = simulate.run_trees(length=1000, samples=10)
     else:
         sim = simulate.run_sweep(simulate.resolve_rule(None, None))
-    return fenced(simulate.format_table(sim))
+    return fenced(format_table(sim))
 
 
 # --- reference tables read from the code -------------------------------------------------------
@@ -398,4 +369,4 @@ def refresh(producers: dict[str, DocTable], names: list[str] | None = None, chec
 
 
 __all__ = ["TABLES", "DocTable", "Workspace", "Refresh", "refresh", "blocks", "replace_blocks", "doc_files",
-           "markdown_table", "drop_columns", "fenced", "PARETO_FRONT", "PARETO_FRONT_COMMAND", "ROOT"]
+           "PARETO_FRONT", "PARETO_FRONT_COMMAND", "ROOT"]

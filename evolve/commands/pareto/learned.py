@@ -43,7 +43,7 @@ import numpy as np
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData, evaluate_thresholds
 from evolve.eval.outright_gain import outright_gain
-from evolve.kinds.threshold import THRESHOLD
+from evolve.kinds.registry import DEFAULT_KIND
 from evolve.gp.primitives import FEATURES
 from evolve.report.pareto.curves import LEARNED_CURVE as LEARNED
 from evolve.report.pareto.curves import Curve, RulePoint, best_at_budget, budget_key, finish_curve
@@ -142,7 +142,7 @@ def fit_learned(train: EvalData, gamma: int, target: str = TARGET, max_rows: int
         raise InputError(f"{train.source}: no record to fit the learned rule on (every block accepts surely)")
     if used.size > max_rows:
         used = np.sort(np.random.default_rng(random_state).choice(used, max_rows, replace=False))
-    features = tuple(f for f in FEATURES if f in train.available and f not in THRESHOLD.excluded_features)
+    features = tuple(f for f in FEATURES if f in train.available and f not in DEFAULT_KIND.excluded_features)
     X = feature_matrix(train, features)[used]
     model = HistGradientBoostingRegressor(max_iter=max_iter, max_leaf_nodes=MAX_LEAF_NODES,
                                           learning_rate=LEARNING_RATE, early_stopping=False,

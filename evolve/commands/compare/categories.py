@@ -1,0 +1,179 @@
+"""``benchmark.py`` per question category: Spec-Bench's leaderboard layout for data with a ``category`` column.
+
+When a scored split has the optional record column ``category`` (a harvest of a Spec-Bench-style prompts file,
+:mod:`evolve.harvest.prompts`), the comparison's text (formats ``table`` and ``markdown``; JSON: the key
+``categories``) ends with tables in
+the field's terms, per task group of Spec-Bench (:mod:`evolve.report.spec_bench`: multi-turn conversation,
+translation, summarization, question answering, mathematical reasoning, retrieval-augmented generation) and
+overall, or per category (``--by-category``: the categories, then the groups of several categories, e.g.
+Spec-Bench's multi-turn conversation, and overall):
+
+* mean acceptance length and speedup of each row: ``standard_rejection``, every champion, and the competitor
+  policies of the kinds that give them (:class:`evolve.commands.compare.table.KindScorer` ``competitors``, bounds
+  left out: for verification-length policies the best fixed length and the confidence threshold tuned on the
+  valid split, :mod:`evolve.kinds.verify_length.report_compare`). The mean acceptance length is the tokens
+  emitted per target call (vLLM's mean acceptance length: 1 + accepted drafts per verification), the speedup
+  the comparison's (the cost file's under ``--costs``, else the ratio model of ``--cost-ratio``);
+* tokens per second of each row (with a cost file);
+* the acceptance rate per draft position of the harvested (standard-rule) blocks: the share of blocks whose
+  first k + 1 drafts were all accepted, k = 0..gamma-1 (vLLM's per-position acceptance rate: accepted at
+  position k / drafts).
+
+A group's or category's figures are those of the comparison computed on its records alone (every block
+belongs to one text, every text to one category). The overall column is the whole split, as in the main
+table; a group or category counts its target calls without a draft (a prompt-lookup miss, the target-only step
+that ends a text at its token budget) from the texts' target calls in ``texts.jsonl``, so its figures are
+priced as the overall column's are (without that file: its speculation blocks only).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from evolve.eval.costs import Costs
+from evolve.harvest.resume import TEXTS_FILE
+from evolve.eval.evaluator import EvalData
+from evolve.kinds.registry import KINDS
+from evolve.report.compare.categories import OVERALL, CategoryFigures, figures_json, format_categories
+from evolve.report.compare.rows import REFERENCE_RULE, ComparedRule, Comparison, Row
+from evolve.commands.compare.speed import apply_costs
+from evolve.commands.compare.table import (
+    BenchmarkOptions, _tuning_split, benchmark, block_gamma, score_split,
+)
+from evolve.report.output import check_output, resolve_format, write_output
+from evolve.report.spec_bench import category_order, groups_of
+from evolve.traces.io import Traces, load_split
+from evolve.verification.tokenwise import standard_threshold
+
+
+def subset(traces: Traces, mask: np.ndarray) -> Traces:
+    """The records of ``traces`` where ``mask`` (bool (n,)) holds, as a split of their own (no metadata)."""
+    return Traces({k: v[mask] for k, v in traces.columns.items()}, traces.source, traces.split)
+
+
+def position_acceptance(traces: Traces, gamma: int) -> np.ndarray:
+    """The standard rule's expected acceptance rate per draft position of the harvested blocks (float64
+    (gamma,)): for k = 0..gamma-1 the mean over blocks (``draft_index`` 0 starts one) of prod_(i<=k) min(1, p_i /
+    q_i), the probability that drafts 0..k are all accepted (vLLM's accepted tokens per position / drafts, in
+    expectation); a block shorter than k + 1 adds 0 there. So 1 + their sum is the standard rule's mean
+    acceptance length on full blocks, as the comparison computes it."""
+    depth = traces["draft_index"]
+    tau = standard_threshold(traces["target_prob"], traces["draft_prob"])
+    block = np.cumsum(depth == 0) - 1
+    blocks = int(block[-1]) + 1 if block.size else 0
+    reach = np.ones(blocks)
+    out = np.zeros(gamma)
+    for k in range(gamma):
+        at = depth == k
+        now = np.zeros(blocks)
+        now[block[at]] = reach[block[at]] * tau[at]
+        reach = now
+        out[k] = now.sum() / blocks if blocks else np.nan
+    return out
+
+
+def _text_calls(data_dir, split: str) -> list[tuple[str, int]] | None:
+    """(category, target calls) of every text of ``split`` in the dataset's ``texts.jsonl`` (a harvest of a
+    structured prompts file writes both), or None when it has no such file or keys."""
+    try:
+        with open(Path(data_dir) / TEXTS_FILE, encoding="utf-8") as f:
+            texts = [json.loads(line) for line in f if line.strip()]
+        return [(t["category"], int(t["target_calls"])) for t in texts if t["split"] == split]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _scored(entries: Sequence[ComparedRule], data: EvalData, traces: Traces, gamma: int | None,
+            options: BenchmarkOptions, costs: Costs | None, tune) -> list[Row]:
+    """The rows of one group or category: the reference rule and the champions, then the kinds' competitors (bounds
+    left out), priced under ``costs`` when given."""
+    model = costs or options.speedup_costs
+    rows, _ = score_split(entries, data, 1, gamma=gamma, speedup_costs=options.speedup_costs, traces=traces,
+                          costs=model)
+    for kind in KINDS.values():
+        scorer = kind.hooks().compare
+        if getattr(scorer, "competitors", None) is None:
+            continue
+        rules = [e.rule for e in entries if e.rule.program_kind is kind]
+        if costs is None and not rules:
+            continue
+        rows += [r for r in scorer.competitors(rules, data, gamma, model, *(tune or (None, data.split)))
+                 if r.heuristic not in scorer.bounds]
+    return apply_costs(rows, costs, data) if costs is not None else rows
+
+
+def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[ComparedRule], costs: Costs | None,
+                     by_category: bool = False) -> CategoryFigures | None:
+    """The per-group (``by_category``: per-category, then per-group) comparison of ``split`` of
+    ``options.data_dir`` (module doc); None when the split has no ``category`` column.
+
+    Raises: InputError as :func:`evolve.traces.io.load_split` and the comparison's scoring.
+    """
+    traces = load_split(options.data_dir, split)
+    if not traces.has("category"):
+        return None
+    chosen = [e for e in entries if e.role == "champion" or e.rule.name == REFERENCE_RULE]
+    gamma = block_gamma(EvalData.from_traces(traces, share=False), options.gamma)
+    tune = _tuning_split(options.data_dir, (split,), {})
+    present = set(traces["category"].tolist())
+    parts: list[tuple[str, tuple[str, ...] | None]] = []
+    if by_category:
+        parts += [(c, (c,)) for c in category_order(present)]
+    parts += [(g.label, g.categories) for g in groups_of(present)
+              if not by_category or len(g.categories) > 1]  # a one-category group repeats its category
+    parts.append((OVERALL, None))
+    texts = _text_calls(options.data_dir, split)
+    rows: dict[str, list[Row | None]] = {}
+    acceptance: dict[str, np.ndarray] = {}
+    for i, (label, categories) in enumerate(parts):
+        part = traces if categories is None else subset(traces, np.isin(traces["category"], categories))
+        data = EvalData.from_traces(part, share=False)
+        if categories is not None and texts is not None and data.depth is not None:
+            calls = sum(n for category, n in texts if category in categories)
+            data.no_draft_calls = max(0, calls - int(np.count_nonzero(data.depth == 0)))
+        for row in _scored(chosen, data, part, gamma, options, costs, tune):
+            rows.setdefault(row.heuristic, [None] * len(parts))[i] = row
+        if gamma is not None and part.has("draft_index"):
+            acceptance[label] = position_acceptance(part, gamma)
+    return CategoryFigures(split, [label for label, _ in parts], rows, acceptance, costs is not None, by_category)
+
+
+def category_benchmark(options: BenchmarkOptions, by_category: bool = False) -> tuple[Comparison, str]:
+    """:func:`evolve.commands.compare.table.benchmark`, and for every scored split with a ``category`` column the
+    per-category tables (module doc) after its text (formats ``table`` and ``markdown``; a fenced block in
+    Markdown; in JSON the key ``categories``: split -> :func:`figures_json`). Writes ``options.output`` when
+    given, after everything is computed.
+
+    Returns: (comparison, text). Raises: InputError for any bad input.
+    """
+    from evolve.eval.costs import load_costs
+    from evolve.commands.compare.table import collect_entries, default_champions_dir, resolve_splits
+
+    fmt = resolve_format(options.fmt, options.output, ("table", "csv", "json", "markdown"))
+    check_output(options.output, inputs=(options.data_dir, *options.champions, options.costs),
+                 champion_dirs=(options.champions_dir or default_champions_dir(),))
+    comparison, text = benchmark(dataclasses.replace(options, output=None, fmt=fmt))
+    if fmt in ("table", "markdown", "json"):
+        entries = collect_entries(list(options.champions), options.champions_dir)
+        costs = load_costs(options.costs) if options.costs is not None else None
+        found = {}
+        for split in resolve_splits(options.split):
+            fig = category_figures(options, split, entries, costs, by_category)
+            if fig is None:
+                continue
+            found[split] = figures_json(fig)
+            if fmt != "json":
+                extra = format_categories(fig)
+                text = text.rstrip("\n") + "\n" + (f"\n```\n{extra.strip()}\n```\n" if fmt == "markdown" else extra)
+        if fmt == "json" and found:
+            text = json.dumps({**json.loads(text), "categories": found}, indent=2) + "\n"
+    if options.output is not None:
+        write_output(text, options.output)
+    return comparison, text
+
+
+__all__ = ["category_benchmark", "category_figures", "position_acceptance", "subset"]

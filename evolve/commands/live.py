@@ -1,0 +1,492 @@
+"""``python benchmark.py live``: real speculative decoding with each rule against plain decoding, measured.
+
+    python benchmark.py live --target M (--draft PATH | --draft-skip-layers LIST | --draft-window S,R)
+        --prompts FILE (--rule NAME | --champion FILE)... [--gamma 5] [--max-new-tokens 64]
+        [--tree-nodes N [--tree-width 2]] [--temperature 1] [--top-k K] [--top-p P] [--seed 0] [--format table|json] [--output FILE]
+
+The target, the drafter and the sampling are loaded exactly as ``generate_data.py harvest``
+loads them (:func:`evolve.harvest.loop.build`). For every prompt, in turn, the target first
+decodes the prompt alone (plain autoregressive decoding, one pass per token), then every rule
+decodes it speculatively (:func:`evolve.live.decoding.speculative_text`), all from the same random
+stream ``numpy.random.default_rng([seed, prompt index])``; interleaving the runs prompt by prompt
+spreads any change of machine load over all of them. One warm-up text of at most 8 tokens per
+run (not counted) loads the compiled kernels first. With ``repeats`` N (:class:`LiveExtras`) every prompt is decoded N
+times by every row, the order of the rows within a prompt rotated by one position per repeat (so no row always runs
+first after another); a row's tokens/s is then the median over repeats of the repeat's tokens/s (min, max and the
+median absolute deviation beside it), its speedup the median of the repeats' own ratios, with a paired bootstrap
+interval over texts (:mod:`evolve.eval.bootstrap`; all repeats of a text resampled together). ``peers``
+(:mod:`evolve.live.peers`) add the rows of other libraries' shipped speculation, interleaved with ours on the same
+prompt ids, each against its own library's plain decoding; the caption then names the fastest configuration in
+absolute tokens per second and this project's plain decoding against llama-cpp-python's. Per rule (JSON keys of
+:data:`KEYS`):
+
+* tokens: tokens emitted over all prompts; target_calls: target passes after the prefills;
+  tokens_per_call = tokens / target_calls (in [1, gamma + 1]);
+* tokens_per_s: tokens per second of decoding wall time (the prompts' prefills and the damage measurement
+  excluded); ar_tokens_per_s: the same for plain decoding of the same prompts in the same run;
+  speedup = tokens_per_s / ar_tokens_per_s;
+* tv_per_token: the exact expected total-variation damage per emitted token, from the whole
+  vocabulary at every verified position (:mod:`evolve.live.decoding`); 0 for a lossless rule
+  (up to float64 rounding, about 1e-16);
+* tokens_per_call_se: the standard error of tokens_per_call (target calls taken as independent);
+  expected_tokens_per_call: 1 + sum_d prod_{i<=d} tau_i(x_i) averaged over the calls, the
+  evaluator's tokens per call on the live blocks (it does not sample the accept/reject draws, so
+  it separates rules with fewer calls);
+* engine (``evolve`` or the peer library), repeats, tokens_per_s_min / _max / _mad, speedup_min / _max, speedup_low /
+  _high (the 95% paired bootstrap interval over texts) and same_text (the share of decodes equal to the same engine's
+  plain decoding of the same prompt and repeat).
+
+A relaxation champion (a program of kind ``relaxation``, :mod:`evolve.kinds.registry`: the weight w of relaxed
+block verification) decodes by block verification against (1 - w) p + w q at each drafted position
+(:func:`evolve.live.decoding.live_block_verified`); its tv_per_token is the expected sum of w_d TV(p_d, q_d)
+over the emitted positions per emitted token, as :mod:`evolve.eval.relaxed_block` scores it from
+records, and its expected_tokens_per_call is 1 + E[n] given the drafts. ``block_verification`` is the
+same with w = 0. The dispatch on the kind is the kind's ``live`` hook. With ``tree_nodes`` the row ``eagle2_full``
+decodes by the tree harvest's draft trees and a tree-shape champion by the same trees pruned by its program, both
+verified by SpecInfer; each call is priced as ``benchmark.py trees`` prices its tree (:mod:`evolve.live.trees`).
+
+Prompts files are read as the harvest reads them (:mod:`evolve.harvest.prompts`: plain text, or Spec-Bench-style
+JSON Lines with ``--categories``); a later turn of a multi-turn question is decoded after its question's earlier
+turns, prompted with the answers the same decoder (plain decoding, or the same rule) gave them
+(:class:`TurnContexts`). With categories the table is followed by one per Spec-Bench task group
+(:func:`category_lines`).
+
+With ``data_dir`` and ``split`` only the prompts a harvested dataset put in that split are decoded
+(:func:`split_prompts`; e.g. the held-out test prompts of the dataset a champion was evolved on),
+each with its own text index's random stream, as the harvest drew it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from evolve.eval.bootstrap import COVERAGE, check_replicates, group_weights, interval_caveat, ratio_interval
+from evolve.eval.costs import load_costs
+from evolve.errors import InputError
+from evolve.harvest.config import HarvestConfig
+from evolve.harvest.loop import build, text_rng
+from evolve.engine.drafters import chosen_drafters
+from evolve.engine.models import sha256_file
+from evolve.engine.ngram import lookup_lengths
+from evolve.gp.primitives import LOOKUP_FEATURES
+from evolve.harvest.prompts import PromptFile, encode_prompt, read_prompt_file, read_prompts
+from evolve.traces.io import load_metadata
+from evolve.commands.compare.table import champion_from_file
+from evolve.report.live import FORMATS, OURS, LiveReport, format_json, format_table
+from evolve.report.output import check_output, resolve_format, write_output
+from evolve.commands.rules import rule_named
+from evolve.live.turns import TurnContexts, with_earlier_turns
+from evolve.live.peers import LlamaCppPythonPeer, PeerSetup, peers_named, tune, tuned_row
+from evolve.live.decoding import (BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text,
+                             speculative_text)
+from evolve.live.trees import TreeShape, tree_text, with_fixed_tree
+from heuristics.contract import Rule
+
+#: Tokens of the warm-up text of every run.
+WARMUP_TOKENS = 8
+#: Bootstrap replicates of the speedup intervals by default.
+DEFAULT_REPLICATES = 1000
+
+
+def torch_threads() -> int:
+    """Torch's CPU threads in use (the count the peers run with, as the rows do)."""
+    import torch
+
+    return torch.get_num_threads()
+
+
+def decoder(rule: Rule | BlockVerifier) -> Rule | BlockVerifier:
+    """What :func:`evolve.live.decoding.speculative_text` runs for ``rule`` (the ``live`` hook of its kind; a
+    :class:`BlockVerifier` as it is).
+
+    Raises: InputError for a kind live decoding cannot run, or a rule reading a feature live
+    decoding does not compute.
+    """
+    if isinstance(rule, (BlockVerifier, LengthPolicy, TreeShape)):
+        return rule
+    handler = rule.program_kind.hook("live", "python benchmark.py live", f"rule '{rule.name}'")
+    return handler(rule)
+
+
+def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str | os.PathLike] = (),
+                  trees: bool = False) -> list:
+    """What to decode with for the names ``rule_names`` (:func:`evolve.commands.rules.rule_named`: registered
+    rules, family members, promoted champions, and ``block_verification``) then the champion files, in order,
+    each as :func:`decoder` runs it (a relaxation champion as relaxed block verification, a tree shape as a tree
+    row); with ``trees`` (draft trees, ``--tree-nodes``) the fixed tree's row comes before the first tree shape
+    (:func:`evolve.live.trees.with_fixed_tree`).
+
+    Raises: InputError for none at all (parameter ``rules``), an unknown name, a bad champion file, a
+    rule that reads a feature live decoding does not compute, or a tree shape without ``trees``.
+    """
+    rules = [rule_named(name) for name in rule_names]
+    rules += [champion_from_file(path) for path in champion_files]
+    out = with_fixed_tree([decoder(rule) for rule in rules], trees)
+    if not out:
+        raise InputError("give at least one rule (a rule name or a champion file) to decode with", param="rules")
+    return out
+
+
+def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, split: str,
+                  categories: Sequence[str] | None = None) -> list[int]:
+    """Indices (0-based text indices of ``prompts_file``, :mod:`evolve.harvest.prompts`) of the prompts that the
+    harvested dataset ``data_dir`` put in ``split`` (its ``metadata.json`` ``splits``).
+
+    ``categories``: the categories selected (None: all), which must be those the dataset was harvested with (its
+    text indices count the questions of those only).
+    Raises: InputError (one line) when ``data_dir`` is no harvested dataset, was harvested from another
+    prompts file (SHA-256 differs) or other categories, or has no such split.
+    """
+    read_prompt_file(prompts_file)  # a missing or unreadable file: its one-line error first
+    meta = load_metadata(data_dir)
+    config = meta.get("config") or {}
+    if meta.get("generator") != "harvest" or "prompts_sha256" not in config:
+        raise InputError(f"{data_dir}: not a harvested dataset (its metadata.json names no prompts file)",
+                         param="data_dir")
+    digest = sha256_file(prompts_file)
+    if digest != config["prompts_sha256"]:
+        raise InputError(f"{prompts_file} is not the prompts file {data_dir} was harvested "
+                         f"from ({config.get('prompts')}; SHA-256 differs)", param="prompts")
+    theirs = config.get("categories")
+    if (list(categories) if categories is not None else None) != theirs:
+        raise InputError(f"{data_dir} was harvested with "
+                         f"{'the categories ' + ','.join(theirs) if theirs else 'every category'}; decode its split "
+                         f"with the same selection", param="categories")
+    splits = meta.get("splits") or {}
+    if split not in splits:
+        raise InputError(f"{data_dir} has no split '{split}' (it has: {', '.join(splits)})", param="split")
+    return [int(i) for i in splits[split]]
+
+
+def _check_lookahead(config: HarvestConfig, rules: Sequence) -> None:
+    """Refuse a verification-length policy reading a drafter column (prompt lookup's ``lookup_len``,
+    ``lookup_freq``) the configured drafter does not give (InputError naming the drafter option)."""
+    offered = {c for d in chosen_drafters(config) for c in d.lookahead_columns}
+    for rule in rules:
+        if not isinstance(rule, LengthPolicy):
+            continue
+        missing = [f for f in rule.policy.program.features if f in LOOKUP_FEATURES and f not in offered]
+        if missing:
+            raise InputError(f"policy '{rule.name}' reads '{missing[0]}', which only the prompt-lookup drafter gives",
+                             param="ngram")
+
+
+@dataclass(frozen=True)
+class LiveExtras:
+    """What a live run adds to its rules: ``repeats`` (every prompt decoded that many times by every row, the order of
+    the rows rotated by one position per repeat), ``peers`` (:class:`evolve.live.peers.Peer` objects: the libraries
+    whose shipped speculation is decoded beside the rules), ``peer_k`` {peer name: K} (each peer's tuned
+    prompt-lookup row at that K), ``tune_prompts`` (a prompts file: the K of each peer without one in ``peer_k`` is
+    tuned there, :func:`evolve.live.peers.tune`), ``exported`` ((row name, module text) of exported verification-length
+    policies for llama-cpp-python: :mod:`evolve.export.engines.llama_cpp_python`), ``bootstrap`` (replicates of
+    the speedup intervals, :mod:`evolve.eval.bootstrap`) and ``tree`` ((N nodes, K width) of the tree rows,
+    :mod:`evolve.live.trees`; None: none)."""
+
+    repeats: int = 1
+    peers: tuple = ()
+    peer_k: tuple[tuple[str, int], ...] = ()
+    tune_prompts: str | os.PathLike | None = None
+    exported: tuple[tuple[str, str], ...] = ()
+    bootstrap: int = DEFAULT_REPLICATES
+    tree: tuple[int, int] | None = None
+
+
+@dataclass
+class _Entry:
+    """One row decoded in the interleaved loop: its name, engine, ``run(text index) -> (ids, LiveCounts)``, and
+    per (repeat, text) the results."""
+
+    name: str
+    engine: str
+    run: Callable[[int], tuple[list[int], LiveCounts]]
+    plain: bool = False
+    results: dict = field(default_factory=dict)
+
+
+def _peer_entries(config: HarvestConfig, extras: LiveExtras, setup, longest: int, prompts_ids) -> list[tuple]:
+    """The peers' rows (:mod:`evolve.live.peers`), their tuned rows included, as (name, engine, ``decode(prompt ids,
+    text index)``, plain) of interleaved entries; ``longest``: a bound of the prompt ids of any text decoded."""
+    if not extras.peers:
+        return []
+    peer_setup = PeerSetup(str(config.target), torch_threads(), tuple(sorted(setup.engine.eos)),
+                           longest + config.max_new_tokens + config.gamma + 16, extras.exported,
+                           lookup_lengths(config.ngram), config.gamma)
+    given = dict(extras.peer_k)
+    entries = []
+    for peer in extras.peers:
+        rows = peer.rows(peer_setup)
+        for row in list(rows):
+            if row.make is None:
+                continue
+            k = given.get(peer.name)
+            if k is None and prompts_ids:
+                k = tune(row, prompts_ids, config.max_new_tokens)
+            if k is not None:
+                rows.insert(rows.index(row) + 1, tuned_row(row, k))
+        entries += [(r.name, r.engine, (lambda ids, i, r=r: r.decode(ids, config.max_new_tokens)), r.plain)
+                    for r in rows]
+    return entries
+
+
+def _tune_ids(extras: LiveExtras, tokenizer, vocab: int) -> list[list[int]]:
+    """The token ids of ``extras.tune_prompts`` (none without a file or without peers)."""
+    if extras.tune_prompts is None or not extras.peers:
+        return []
+    prompts, lines = read_prompts(extras.tune_prompts)
+    return [encode_prompt(tokenizer, p, f"{extras.tune_prompts}, line {n}", vocab) for p, n in zip(prompts, lines)]
+
+
+def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int], None] | None = None,
+             texts: Sequence[int] | None = None, extras: LiveExtras | None = None) -> LiveReport:
+    """Decode the prompts of ``config.prompts`` plainly and with every rule (module doc); returns the report.
+
+    ``config`` gives the models, drafter, gamma, max_new_tokens, sampling, seed, dtype, device and
+    threads (its ``out`` is not used). ``texts``: the prompt indices to decode (default all; see
+    :func:`split_prompts`); prompt i decodes from ``numpy.random.default_rng([seed, i])``. ``extras``
+    (:class:`LiveExtras`): repeats and the peers' rows, interleaved with the rules.
+    ``on_text(done, total)`` is called after each prompt of each repeat.
+    Raises: InputError as :func:`evolve.harvest.loop.build`, for a bad prompts file or a text index
+    beyond its prompts.
+    """
+    extras = extras or LiveExtras()
+    prompts = read_prompt_file(config.prompts).select(config.categories)
+    n = len(prompts.texts)
+    texts = list(range(n)) if texts is None else list(texts)
+    bad = next((i for i in texts if not 0 <= i < n), None)
+    if bad is not None or not texts:
+        raise InputError(f"{config.prompts} has {n} prompts; no prompt "
+                         f"{'to decode' if bad is None else f'with index {bad}'}", param="prompts")
+    texts = with_earlier_turns(prompts, texts)
+    _check_lookahead(config, rules)
+    setup = build(config)
+    engine = setup.engine
+    encode = TurnContexts(prompts, setup.target.tokenizer, engine.vocab)
+    new = config.max_new_tokens
+    with_fixed_tree(rules, extras.tree is not None, fixed=False)
+
+    def run(rule, ids, i, tokens):
+        if isinstance(rule, TreeShape):
+            return tree_text(engine, rule, ids, extras.tree, tokens, text_rng(config.seed, i))
+        return speculative_text(engine, rule, ids, config.gamma, tokens, text_rng(config.seed, i))
+
+    decoders = [("plain", OURS, lambda ids, i: autoregressive_text(engine, ids, new, text_rng(config.seed, i)), True)]
+    decoders += [(rule.name, OURS, lambda ids, i, rule=rule: run(rule, ids, i, new), False) for rule in rules]
+    decoders += _peer_entries(config, extras, setup, _longest(prompts, encode, texts, new),
+                              _tune_ids(extras, setup.target.tokenizer, engine.vocab))
+    entries = [_Entry(name, engine_name, encode.runner(key - 1, decode), plain)
+               for key, (name, engine_name, decode, plain) in enumerate(decoders)]
+    warm = min(WARMUP_TOKENS, new)
+    first = texts[0]
+    autoregressive_text(engine, encode(first, None), warm, text_rng(config.seed, first))
+    for rule in rules:
+        run(rule, encode(first, None), first, warm)
+    for entry in entries[1 + len(rules):]:
+        entry.run(first)
+    order = list(range(len(entries)))
+    for r in range(extras.repeats):
+        shift = r % len(order)
+        for done, i in enumerate(texts, 1):
+            for e in order[shift:] + order[:shift]:
+                entries[e].results[r, i] = entries[e].run(i)
+            if on_text is not None:
+                on_text(r * len(texts) + done, extras.repeats * len(texts))
+    ours = entries[:1 + len(rules)]
+    ar = _total(entries[0])
+    per_rule = [_total(e) for e in ours[1:]]
+    per_category = [_per(e, lambda rt: prompts.texts[rt[1]].category) for e in ours]
+    by_category = {c: [p[c] for p in per_category] for c in per_category[0] if c is not None}
+    reference = {e.engine: e for e in entries if e.plain}
+    groups = np.array([prompts.texts[i].question for i in texts], dtype=np.int64)
+    rows = []
+    for entry, rule in zip(ours[1:], rules):
+        c = _total(entry)
+        rows.append({"rule": rule.name, "engine": OURS, "tokens": c.tokens, "target_calls": c.target_calls,
+                     "tokens_per_call": c.tokens_per_call, "tv_per_token": c.tv_per_token,
+                     "tokens_per_call_se": c.tokens_per_call_se, "expected_tokens_per_call": c.expected_tokens_per_call,
+                     "mean_drafted": c.mean_drafted, "predicted_tokens_per_s": None, "predicted_speedup": None,
+                     **_spread(entry, entries[0], texts, groups, extras)})
+    for entry in entries[1 + len(rules):]:
+        c = _total(entry)
+        nan = float("nan")
+        rows.append({"rule": entry.name, "engine": entry.engine, "tokens": c.tokens, "target_calls": c.target_calls,
+                     "tokens_per_call": c.tokens_per_call, "tv_per_token": 0.0, "tokens_per_call_se": nan,
+                     "expected_tokens_per_call": nan, "mean_drafted": nan, "predicted_tokens_per_s": None,
+                     "predicted_speedup": None, **_spread(entry, reference[entry.engine], texts, groups,
+                                                                            extras)})
+    drafter = setup.description["drafter"]
+    drafter_text = ", ".join(f"{k} {v}" for k, v in drafter.items() if k != "sha256")
+    caption = (f"live decoding: target {Path(config.target).name} ({setup.target.architecture}), "
+               f"drafter {drafter_text}; "
+               f"gamma {config.gamma}, temperature {config.temperature:g}, top-k {config.top_k}, top-p "
+               f"{config.top_p:g}; {len(texts)} prompts, at most {config.max_new_tokens} new tokens each, seed "
+               f"{config.seed}; plain decoding: {ar.tokens} tokens, {ar.tokens_per_s:.2f} tokens/s")
+    if extras.tree is not None:
+        caption += f"; draft trees of {extras.tree[0]} nodes, width {extras.tree[1]}, verified by SpecInfer"
+    if extras.repeats > 1 or extras.peers:
+        caption += _extended_caption(config, extras, entries, rows, groups)
+    return LiveReport(rows, ar, caption, per_rule, dict(sorted(by_category.items())))
+
+
+def _longest(prompts: PromptFile, encode: "TurnContexts", texts: Sequence[int], new: int) -> int:
+    """An upper bound of the prompt ids of any text decoded, for a peer's context: its prompt's ids and, for a later
+    turn, its question's earlier prompts each with an answer of at most ``new`` tokens (64 ids a turn for a chat
+    template's markup)."""
+    def ids(t: int) -> int:
+        return len(encode.tokenizer.encode(prompts.texts[t].prompt)) + 64
+
+    return max(sum(ids(e) + new for e in prompts.earlier_turns(i)) + ids(i) for i in texts)
+
+
+def _total(entry: _Entry) -> LiveCounts:
+    """An entry's counts summed over every repeat and text."""
+    total = LiveCounts()
+    for _, c in entry.results.values():
+        total.add(c)
+    return total
+
+
+def _per(entry: _Entry, key: Callable) -> dict:
+    """An entry's counts summed by ``key((repeat, text))``."""
+    out: dict = {}
+    for rt, (_, c) in entry.results.items():
+        out.setdefault(key(rt), LiveCounts()).add(c)
+    return out
+
+
+def _spread(entry: _Entry, ref: _Entry, texts: Sequence[int], groups: np.ndarray, extras: LiveExtras) -> dict:
+    """The measured keys of a row against its engine's plain decoding ``ref``: the median over repeats of each
+    repeat's tokens/s (tokens / seconds of that repeat's prompts) and of the speedups (each repeat's own ratio),
+    their min and max, the median absolute deviation of tokens/s, the paired bootstrap interval of the speedup over
+    questions (``groups`` int64 (len(texts),): the question of each text, so a later turn, whose context holds the
+    earlier turn's answer, is resampled with it; every repeat's decodes of a text resampled together) and the share
+    of texts equal to ``ref``'s."""
+    mine, base = _per(entry, lambda rt: rt[0]), _per(ref, lambda rt: rt[0])
+    rates = np.array([mine[r].tokens_per_s for r in sorted(mine)])
+    ref_rates = np.array([base[r].tokens_per_s for r in sorted(base)])
+    speedups = rates / ref_rates
+    rate = float(np.median(rates))
+    by_text, ref_text = _per(entry, lambda rt: rt[1]), _per(ref, lambda rt: rt[1])
+    values = np.array([[by_text[i].tokens, by_text[i].seconds] for i in texts], dtype=np.float64)
+    reference = np.array([[ref_text[i].tokens, ref_text[i].seconds] for i in texts], dtype=np.float64)
+    _, low, high = ratio_interval(group_weights(groups, extras.bootstrap), values, reference)
+    same = np.mean([entry.results[rt][0] == ref.results[rt][0] for rt in entry.results])
+    return {"tokens_per_s": rate, "ar_tokens_per_s": float(np.median(ref_rates)),
+            "speedup": float(np.median(speedups)), "repeats": int(rates.size),
+            "tokens_per_s_min": float(rates.min()), "tokens_per_s_max": float(rates.max()),
+            "tokens_per_s_mad": float(np.median(np.abs(rates - rate))),
+            "speedup_min": float(speedups.min()), "speedup_max": float(speedups.max()),
+            "speedup_low": low, "speedup_high": high, "same_text": float(same)}
+
+
+def _extended_caption(config, extras: LiveExtras, entries: list[_Entry], rows: list[dict], groups: np.ndarray) -> str:
+    """The caption's sentences on repeats, timing, the fastest configuration and the backend's overhead."""
+    plain_rows = {e.engine: float(np.median([c.tokens_per_s for c in _per(e, lambda rt: rt[0]).values()]))
+                  for e in entries if e.plain}
+    every = [(f"{OURS} plain", plain_rows[OURS])] + [(f"{r['rule']}" if r["engine"] != OURS else
+                                                      f"{OURS} {r['rule']}", r["tokens_per_s"]) for r in rows]
+    fastest = max(every, key=lambda t: t[1])
+    text = (f"; {extras.repeats} repeats (every prompt decoded once per repeat by every row, the row order rotated by "
+            f"one per repeat), tokens/s the median over repeats [min-max], speedup over the same engine's plain "
+            f"decoding with its {COVERAGE:.0%} paired bootstrap interval over texts ({extras.bootstrap} replicates)")
+    caveat = interval_caveat(groups, "questions")
+    if caveat:
+        text += f" ({caveat})"
+    text += f". Fastest configuration on this machine: {fastest[0]} at {fastest[1]:.2f} tokens/s"
+    if LlamaCppPythonPeer.name in plain_rows:
+        ratio = plain_rows[OURS] / plain_rows[LlamaCppPythonPeer.name]
+        text += (f". This project's plain decoding ({config.backend} backend) runs at {ratio:.3f}x llama-cpp-python's "
+                 f"plain decoding ({plain_rows[OURS]:.2f} against {plain_rows[LlamaCppPythonPeer.name]:.2f} tokens/s)")
+    return text + ". Peers' timing starts after their first decoding step (evolve.live.peers)"
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """Everything :func:`live_command` does, as the command line's options of the same names.
+
+    ``config``: the models, drafter, prompts file and sampling (its ``out`` is not used); ``rules``:
+    rule names and ``champions``: champion files to decode with (at least one in all); ``data_dir``
+    and ``split``: decode only the prompts a harvested dataset put in that split (None: every prompt);
+    ``fmt`` (``--format``) and ``output``: the rendering and the file to write (None: the text is
+    returned only); ``costs``: a cost file (:mod:`evolve.eval.costs`): each row gains the prediction of
+    the cost model for the same run, ``predicted_tokens_per_s`` = the tokens emitted / the sum over the
+    run's target calls of target_forward_s(k + 1) + k * draft_token_s (k the call's drafted tokens:
+    :meth:`evolve.live.decoding.LiveCounts.predicted_seconds`) and ``predicted_speedup`` = that times
+    ``plain_token_s``, beside the measured ones. ``repeats``, ``peers`` (names of :data:`evolve.live.peers.PEERS`),
+    ``peer_k`` ((peer name, K) pairs), ``tune_prompts``, ``bootstrap`` and ``exported`` ((row name, module text) of
+    exported policies, written by the command): :class:`LiveExtras`. ``tree_nodes`` (None: no tree rows) and
+    ``tree_width``: the draft trees of the tree rows (:mod:`evolve.live.trees`), validated as the tree harvest's
+    (:meth:`evolve.harvest.config.HarvestConfig.check_tree`) but greedy decoding allowed.
+    """
+
+    config: HarvestConfig
+    rules: tuple[str, ...] = ()
+    champions: tuple[str | os.PathLike, ...] = ()
+    data_dir: str | os.PathLike | None = None
+    split: str = "test"
+    fmt: str | None = None
+    output: str | os.PathLike | None = None
+    costs: str | os.PathLike | None = None
+    repeats: int = 1
+    peers: tuple[str, ...] = ()
+    peer_k: tuple[tuple[str, int], ...] = ()
+    tune_prompts: str | os.PathLike | None = None
+    bootstrap: int = DEFAULT_REPLICATES
+    exported: tuple[tuple[str, str], ...] = ()
+    tree_nodes: int | None = None
+    tree_width: int = 2
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any], drafters: dict[str, Any]) -> "LiveOptions":
+        """The options of the command line by name: :class:`HarvestConfig`'s fields (and ``drafters``, drafter field
+        -> value) go into ``config``, the others are this class's fields."""
+        names = {f.name for f in fields(HarvestConfig)} - {"tree_nodes", "tree_width"}
+        config = HarvestConfig(**{k: v for k, v in options.items() if k in names}, **drafters)
+        return cls(config=config, **{k: v for k, v in options.items() if k not in names})
+
+
+def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | None = None) -> tuple[LiveReport, str]:
+    """Check the options, run :func:`run_live` (on the ``split`` prompts of ``data_dir`` when given,
+    :func:`split_prompts`), render the report and write it to ``output`` when given. ``on_text(done, total)``
+    is called after each prompt.
+
+    Returns (report, text). Raises InputError for bad options, files or rules.
+    """
+    o, config = options, options.config
+    fmt = resolve_format(o.fmt, o.output, FORMATS)
+    check_output(o.output, None, inputs=(config.prompts, config.target, config.draft_model, *o.champions, o.costs,
+                                        o.data_dir, o.tune_prompts))
+    config.check()
+    if isinstance(o.repeats, bool) or not isinstance(o.repeats, int) or o.repeats < 1:
+        raise InputError(f"expected a whole number of repeats >= 1 (value {o.repeats!r})", param="repeats")
+    check_replicates(o.bootstrap)
+    peers = tuple(peers_named(o.peers))
+    if peers and config.temperature != 0:
+        raise InputError(f"the peers decode greedily: use temperature 0 (value {config.temperature:g})",
+                         param="temperature")
+    unknown = next((name for name, _ in o.peer_k if name not in o.peers), None)
+    if unknown is not None:
+        raise InputError(f"names peer '{unknown}', which is not among the peers decoded ({', '.join(o.peers) or 'none'})",
+                         param="peer_k")
+    tree = None if o.tree_nodes is None else (o.tree_nodes, o.tree_width)
+    replace(config, tree_nodes=o.tree_nodes, tree_width=o.tree_width).check_tree(greedy=True)
+    rules = resolve_rules(o.rules, o.champions, tree is not None)
+    texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split, config.categories)
+    costs = load_costs(o.costs) if o.costs is not None else None
+    extras = LiveExtras(o.repeats, peers, tuple(o.peer_k), o.tune_prompts, tuple(o.exported), o.bootstrap, tree)
+    report = run_live(config, rules, on_text, texts, extras)
+    for row, counts in zip(report.rows, report.counts):
+        predicted = None if costs is None else counts.tokens / counts.predicted_seconds(costs)
+        row["predicted_tokens_per_s"] = predicted
+        row["predicted_speedup"] = None if predicted is None else predicted * costs.plain_token_s
+    text = format_json(report) if fmt == "json" else format_table(report)
+    if o.output is not None:
+        write_output(text, o.output)
+    return report, text
+
+
+__all__ = ["DEFAULT_REPLICATES", "LiveExtras", "LiveOptions", "decoder", "live_command", "resolve_rules", "run_live",
+           "split_prompts", "torch_threads"]
