@@ -67,9 +67,10 @@ import pandas as pd
 from evolve.errors import InputError
 from evolve.traces.io import SPLITS, Traces, load_split, split_path
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, Metrics, evaluate
-from evolve.eval.costs import DEFAULT_COST_RATIO, DEFAULT_COSTS, Costs, finite_number, load_costs, ratio_costs
+from evolve.eval.costs import DEFAULT_COST_RATIO, Costs, finite_number, load_costs, ratio_costs
 from evolve.gp.compiler import Node, Program, parse, to_sympy
 from evolve.gp.primitives import FEATURES
+from evolve.kinds.base import KindContext
 from evolve.search.config import RunConfig, resolve
 from heuristics import champions as _champions
 from heuristics.champions import Champion
@@ -230,10 +231,11 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
             ``tv_per_token``), on splits with ``draft_index``; None leaves them None.
         fitness: parameters of the acceptance-quality fitness (default weights 10 and 0.1, floor
             0.95, scale 0.5).
-        cost_ratio: draft/target cost ratio c of ``speedup`` = tokens_per_call / (gamma c + 1) (turned at once into
-            its cost model, :func:`evolve.eval.costs.ratio_costs`).
-        costs: the cost file (a path, or a :class:`evolve.eval.costs.Costs`) of a kind scored in tokens per
-            second (verification-length policies, tree shapes); None: the built-in cost model.
+        cost_ratio: draft/target cost ratio c of the flat cost model used when ``costs`` is None: ``speedup`` =
+            tokens_per_call / (gamma c + 1) (:func:`evolve.eval.costs.ratio_costs`).
+        costs: the cost model (a cost file's path, or a :class:`evolve.eval.costs.Costs`) that prices every figure
+            of the rule: the speedup at a fixed draft length, and tokens per second (verification-length policies,
+            tree shapes); None: the flat model of ``cost_ratio``. Giving both is refused (one cost model).
 
     Returns: the metrics of the rule's kind (its ``score`` hook, :mod:`evolve.kinds`): for a threshold
     :class:`evolve.eval.evaluator.Metrics` (rates are fractions of tokens; the formulas are in
@@ -253,19 +255,29 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
         _eval_data_check(data, split)
     rule = _rule(rule)
     fitness = fitness or AcceptanceQualityFitness()
-    speedup_costs = ratio_costs(cost_ratio)
+    model = _cost_model(costs, cost_ratio)
     if isinstance(rule, Program):
-        return evaluate(rule, _eval_data(data, split), fitness, gamma=gamma, costs=speedup_costs)
-    kind = rule.program_kind
-    score = kind.hook("score", "evolve.api.evaluate_rule", f"rule '{rule.name}'")
-    if costs is None or isinstance(costs, Costs):
-        model = costs or DEFAULT_COSTS
-    elif isinstance(costs, (str, os.PathLike)):
-        model = load_costs(costs)
-    else:
-        raise InputError(f"costs must be a cost file path or Costs (got {type(costs).__name__})")
+        return evaluate(rule, _eval_data(data, split), fitness, gamma=gamma, costs=model)
+    score = rule.program_kind.hook("score", "evolve.api.evaluate_rule", f"rule '{rule.name}'")
     directory = data if isinstance(data, (str, os.PathLike)) else None
-    return score(rule, lambda: _eval_data(data, split), directory, split, gamma, fitness, speedup_costs, model)
+    return score(rule, KindContext(lambda: _eval_data(data, split), fitness, gamma, model, directory=directory,
+                                   split=split))
+
+
+def _cost_model(costs: Any, cost_ratio: float) -> Costs:
+    """The one cost model of a call: ``costs`` (a :class:`evolve.eval.costs.Costs` or a cost file's path), else the
+    flat model of the draft/target cost ratio ``cost_ratio`` (:func:`evolve.eval.costs.ratio_costs`).
+
+    Raises: InputError for a value of another type, or both given (``cost_ratio`` other than the default)."""
+    if costs is None:
+        return ratio_costs(cost_ratio)
+    if cost_ratio != DEFAULT_COST_RATIO:
+        raise InputError("give costs (a cost file) or cost_ratio, not both: one cost model prices every figure")
+    if isinstance(costs, Costs):
+        return costs
+    if isinstance(costs, (str, os.PathLike)):
+        return load_costs(costs)
+    raise InputError(f"costs must be a cost file path or Costs (got {type(costs).__name__})")
 
 
 def metrics_frame(rules: Iterable[Any] | Mapping[str, Any], data: Any, split: str = "test",

@@ -135,7 +135,7 @@ class Champion:
     def verifier(self) -> str | None:
         """For a verification-length policy: what verified its drafts in its run (the run configuration's
         ``verify_with`` in the provenance; None: the standard rule, or another kind)."""
-        if "verify_with" not in self.program_kind.settings:  # a kind whose runs do not read it
+        if "verify_with" not in self.program_kind.setting_names:  # a kind whose runs do not read it
             return None
         spec = ((self.provenance or {}).get("config") or {}).get("verify_with")
         return spec if isinstance(spec, str) and spec != STANDARD_VERIFIER_NAME else None
@@ -144,7 +144,7 @@ class Champion:
     def weighting(self) -> str | None:
         """For a verification-length policy: how its run weighted the harvested blocks (the run configuration's
         ``length_weighting``; None: ``call``, or another kind)."""
-        if "length_weighting" not in self.program_kind.settings:
+        if "length_weighting" not in self.program_kind.setting_names:
             return None
         spec = ((self.provenance or {}).get("config") or {}).get("length_weighting")
         return spec if isinstance(spec, str) and spec != "call" else None
@@ -311,7 +311,7 @@ def _validate(doc: Any, source: str) -> Champion:
 
 def _check_settings(provenance: dict, kind: ProgramKind, source: str) -> None:
     """The run settings a kind's champion carries in ``provenance.config`` (``verify_with``, ``length_weighting``:
-    :attr:`evolve.kinds.base.ProgramKind.settings`) must be names: one-line strings (or null, the default), so
+    :attr:`evolve.kinds.base.ProgramKind.setting_names`) must be names: one-line strings (or null, the default), so
     that a verifier of 123 is not scored as the standard rule. Whether a name resolves is checked where it is
     used (the kind's ``check`` hook, :class:`evolve.kinds.base.KindHooks`). Raises InputError naming ``source``."""
     config = provenance.get("config")
@@ -319,7 +319,7 @@ def _check_settings(provenance: dict, kind: ProgramKind, source: str) -> None:
         return
     if not isinstance(config, dict):
         raise InputError(f"{source}: key 'provenance.config' must be a JSON object, found {_json_type(config)}")
-    for name in kind.settings:
+    for name in kind.setting_names:
         value = config.get(name)
         if value is None:
             continue

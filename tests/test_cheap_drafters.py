@@ -165,17 +165,18 @@ def test_early_exit_drafts_from_the_first_k_layers(llama_files):
 
 @pytest.mark.parametrize("drafter", [{"ngram": (2, 1)}, {"exit_layer": 2}])
 def test_live_greedy_equals_plain_decoding_and_harvest_text(llama_files, drafter):
-    from evolve.live.decoding import autoregressive_text, speculative_text
+    from evolve.commands.live import decoder
+    from evolve.live.decoding import autoregressive_text
 
     ids = [1, 5, 9, 5, 9, 12]
     greedy = hv.build(harvest_config(llama_files, llama_files["root"] / "u", temperature=0.0, **drafter)).engine
     plain, _ = autoregressive_text(greedy, ids, 20, hv.text_rng(0, 0))
-    spec, counts = speculative_text(greedy, get_rule("standard_rejection"), ids, GAMMA, 20, hv.text_rng(0, 0))
+    spec, counts = decoder(get_rule("standard_rejection")).text(greedy, ids, 20, hv.text_rng(0, 0), gamma=GAMMA)
     assert spec == plain and counts.block_tv < 1e-12
     engine = hv.build(harvest_config(llama_files, llama_files["root"] / "u", **drafter)).engine
     for i in range(3):
         harvested = engine.generate(ids, GAMMA, 20, hv.text_rng(5, i)).tokens
-        live, counts = speculative_text(engine, get_rule("standard_rejection"), ids, GAMMA, 20, hv.text_rng(5, i))
+        live, counts = decoder(get_rule("standard_rejection")).text(engine, ids, 20, hv.text_rng(5, i), gamma=GAMMA)
         assert live == harvested and counts.block_tv < 1e-12
 
 

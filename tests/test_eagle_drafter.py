@@ -261,14 +261,14 @@ def test_harvest_chain_and_tree_through_the_command(llama_files, heads, tmp_path
 
 
 def test_live_greedy_decoding_equals_plain_decoding(llama_files, heads):
-    from evolve.live.decoding import autoregressive_text, speculative_text
+    from evolve.commands.live import decoder
+    from evolve.live.decoding import autoregressive_text
     from heuristics.registry import get_rule
 
     setup = hv.build(_config(llama_files, heads["st"], temperature=0.0))
     for i, prompt in enumerate(([7, 12, 3, 9], [5, 9], [4])):
         plain, _ = autoregressive_text(setup.engine, prompt, 14, hv.text_rng(5, i))
-        live, counts = speculative_text(setup.engine, get_rule("standard_rejection"), prompt, 3, 14,
-                                        hv.text_rng(5, i))
+        live, counts = decoder(get_rule("standard_rejection")).text(setup.engine, prompt, 14, hv.text_rng(5, i), gamma=3)
         assert live == plain
         assert sum(n for k, n in counts.drafted.items() if k) > 0  # the head drafted
 
@@ -322,17 +322,16 @@ def test_refusals(llama_files, heads, tmp_path):
 def test_length_policies_decode_with_the_head(llama_files, heads):
     """A fixed-length policy (the drafter stopped by ``keep``) decodes as the standard rule at that length, and
     drafting nothing is plain decoding."""
-    from evolve.live.decoding import LengthPolicy, autoregressive_text, speculative_text
+    from evolve.commands.live import decoder
+    from evolve.live.decoding import autoregressive_text
     from heuristics.registry import get_rule
 
     engine = hv.build(_config(llama_files, heads["st"], max_new_tokens=10)).engine
     prompt = [1, 5, 9, 12, 5, 9]
     for i in range(2):
-        want, wc = speculative_text(engine, get_rule("standard_rejection"), prompt, 2, 10, hv.text_rng(5, i))
-        got, gc = speculative_text(engine, LengthPolicy("g", get_rule("fixed_gamma:2")), prompt, 3, 10,
-                                   hv.text_rng(5, i))
+        want, wc = decoder(get_rule("standard_rejection")).text(engine, prompt, 10, hv.text_rng(5, i), gamma=2)
+        got, gc = decoder(get_rule("fixed_gamma:2")).text(engine, prompt, 10, hv.text_rng(5, i), gamma=3)
         assert got == want and (gc.target_calls, gc.drafted) == (wc.target_calls, wc.drafted)
         plain, _ = autoregressive_text(engine, prompt, 10, hv.text_rng(5, i))
-        text, counts = speculative_text(engine, LengthPolicy("g0", get_rule("fixed_gamma:0")), prompt, 3, 10,
-                                        hv.text_rng(5, i))
+        text, counts = decoder(get_rule("fixed_gamma:0")).text(engine, prompt, 10, hv.text_rng(5, i), gamma=3)
         assert text == plain and counts.drafted == {0: counts.target_calls}

@@ -25,7 +25,7 @@ from evolve.kinds.relaxation.eval_population import weight_thresholds
 from evolve.export.exporter import TARGETS, resolve_rule
 from evolve.kinds.threshold.export_layout import THRESHOLD_LAYOUT
 from evolve.kinds.registry import KINDS
-from evolve.kinds.relaxation import RELAXATION
+from evolve.kinds.relaxation import KIND as RELAXATION
 from evolve.export.numpy_module import numpy_source
 from evolve.export.torch_module import torch_source
 from evolve.gp.compiler import compile_nodes, from_tree, parse, to_string

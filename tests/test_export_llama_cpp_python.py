@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 from evolve.engine.ngram import NgramDrafter
 from evolve.errors import InputError
 from evolve.export.engines.llama_cpp_python import module_source
-from evolve.live.decoding import policy_keep
+from evolve.kinds.verify_length.live import policy_keep
 from evolve.commands.rules import rule_named
 from heuristics.contract import Rule
 

@@ -28,10 +28,10 @@ from evolve.cli.evolve import cli as evolve_cli
 from evolve.eval.objectives import OBJECTIVES, scores_kind
 from evolve.kinds.base import HOOK_COMMANDS
 from evolve.kinds.registry import KINDS
-from evolve.kinds.relaxation import RELAXATION
-from evolve.kinds.threshold import THRESHOLD
-from evolve.kinds.tree_shape import TREE_SHAPE
-from evolve.kinds.verify_length import VERIFY_LENGTH
+from evolve.kinds.relaxation import KIND as RELAXATION
+from evolve.kinds.threshold import KIND as THRESHOLD
+from evolve.kinds.tree_shape import KIND as TREE_SHAPE
+from evolve.kinds.verify_length import KIND as VERIFY_LENGTH
 from heuristics.champions import read_champion
 
 #: The small runs (seed 5 evolves a relaxation weight reading features, not a constant w).
@@ -147,26 +147,28 @@ def _export_tree(module: dict, champ) -> None:
 
 
 def _live_threshold(decoded, row: dict, champ) -> None:
-    from evolve.live.decoding import BlockVerifier
-    assert not isinstance(decoded, BlockVerifier) and decoded.expression == champ.expression
+    from evolve.live.decoding import BLOCK_VERIFICATION
+    assert decoded.name == champ.name and decoded.keep is None and not decoded.tree  # drafts every block in full
+    assert decoded.verify is not BLOCK_VERIFICATION.verify and set(decoded.needed) == set(champ.rule().program.features)
 
 
 def _live_relaxation(decoded, row: dict, champ) -> None:
-    from evolve.live.decoding import BlockVerifier
-    assert isinstance(decoded, BlockVerifier) and decoded.relaxation.expression == champ.expression
+    from evolve.live.decoding import BLOCK_VERIFICATION
+    assert decoded.name == champ.name and decoded.keep is None and not decoded.tree
+    assert decoded.verify is not BLOCK_VERIFICATION.verify and set(decoded.needed) == set(champ.rule().program.features)
     assert row["tv_per_token"] >= 0.0 and 1.0 <= row["expected_tokens_per_call"]
 
 
 def _live_length(decoded, row: dict, champ) -> None:
-    from evolve.live.decoding import LengthPolicy
-    assert isinstance(decoded, LengthPolicy) and decoded.policy.expression == champ.expression
+    assert decoded.name == champ.name and decoded.keep is not None and not decoded.tree  # decides per draft step
     assert 0.0 <= row["mean_drafted"] <= 3.0  # at most gamma drafts per call, as the policy decides
     assert row["tv_per_token"] < 1e-12 and 1.0 <= row["tokens_per_call"] <= 1.0 + row["mean_drafted"] + 1e-12
 
 
 def _live_shape(decoded, row: dict, champ) -> None:
-    from evolve.live.trees import TreeShape
-    assert isinstance(decoded, TreeShape) and decoded.name == champ.name
+    program = champ.rule().program
+    assert decoded.tree and decoded.name == champ.name
+    assert all(np.array_equal(getattr(decoded.program, a), getattr(program, a)) for a in ("ops", "args", "consts"))
     assert row["tv_per_token"] == 0.0 and 1.0 <= row["tokens_per_call"] <= 1.0 + row["mean_drafted"] + 1e-12
 
 

@@ -23,9 +23,9 @@ from evolve.errors import InputError  # noqa: E402
 from evolve.harvest.loop import build, text_rng  # noqa: E402
 from evolve.cli.benchmark import cli  # noqa: E402
 from evolve.gp.primitives import FEATURES  # noqa: E402
-from evolve.commands.live import resolve_rules, run_live  # noqa: E402
+from evolve.commands.live import decoder, resolve_rules, run_live  # noqa: E402
 from evolve.report.live import KEYS  # noqa: E402
-from evolve.live.decoding import candidate_features, rule_thresholds, speculative_text  # noqa: E402
+from evolve.live.decoding import candidate_features, rule_thresholds  # noqa: E402
 from heuristics.contract import Rule  # noqa: E402
 from heuristics.registry import get_rule  # noqa: E402
 
@@ -96,7 +96,7 @@ def test_standard_rule_decodes_the_harvesters_text(files):
     ids = [1, 5, 9, 12]
     for i in range(3):
         harvested = engine.generate(ids, GAMMA, MAX_NEW, text_rng(5, i)).tokens
-        live, counts = speculative_text(engine, get_rule("standard_rejection"), ids, GAMMA, MAX_NEW, text_rng(5, i))
+        live, counts = decoder(get_rule("standard_rejection")).text(engine, ids, MAX_NEW, text_rng(5, i), gamma=GAMMA)
         assert live == harvested
         assert counts.tokens == len(live) and counts.block_tv < 1e-12
 
@@ -262,16 +262,15 @@ OVERLAP_WEIGHT = Rule("w_overlap", expression="if_gt(draft_index, 0.5, mul(0.6, 
 def test_relaxation_with_zero_weight_is_block_verification_exactly(files):
     """w = 0 reproduces lossless block verification bit for bit: the same texts, calls, expected tokens
     and no damage."""
-    from evolve.commands.live import decoder
-    from evolve.live.decoding import BLOCK_VERIFICATION, BlockVerifier
+    from evolve.live.decoding import BLOCK_VERIFICATION
 
     engine = build(_config(files, skip_layers=(1, 2))).engine
     relaxed = decoder(ZERO_WEIGHT)
-    assert isinstance(relaxed, BlockVerifier) and relaxed.relaxation is ZERO_WEIGHT and relaxed.name == "w_zero"
+    assert relaxed.name == "w_zero" and relaxed.keep is None and relaxed.verify is not BLOCK_VERIFICATION.verify
     ids = [1, 5, 9, 12]
     for i in range(3):
-        lossless, c0 = speculative_text(engine, BLOCK_VERIFICATION, ids, GAMMA, MAX_NEW, text_rng(5, i))
-        ours, c1 = speculative_text(engine, relaxed, ids, GAMMA, MAX_NEW, text_rng(5, i))
+        lossless, c0 = BLOCK_VERIFICATION.text(engine, ids, MAX_NEW, text_rng(5, i), gamma=GAMMA)
+        ours, c1 = relaxed.text(engine, ids, MAX_NEW, text_rng(5, i), gamma=GAMMA)
         assert ours == lossless
         assert (c1.tokens, c1.target_calls, c1.tokens_sq) == (c0.tokens, c0.target_calls, c0.tokens_sq)
         assert c1.expected_tokens == c0.expected_tokens and c1.block_tv == c0.block_tv == 0.0
@@ -280,7 +279,8 @@ def test_relaxation_with_zero_weight_is_block_verification_exactly(files):
 def test_relaxed_block_decision_matches_block_verification_against_the_mixture():
     """relaxed_block_decision = block_decision against p~ = (1 - w) p + w q (p itself for the bonus), with the
     damage E[sum over emitted depths of w_d (1 - overlap_d)] by the recursion of evolve.eval.relaxed_block."""
-    from evolve.live.decoding import block_decision, relaxed_block_decision
+    from evolve.kinds.relaxation.live import relaxed_block_decision
+    from evolve.live.decoding import block_decision
 
     rng = np.random.default_rng(9)
     k, V = 3, 6

@@ -19,10 +19,10 @@ from evolve.eval.costs import Costs  # noqa: E402
 from evolve.eval.evaluator import EvalData  # noqa: E402
 from evolve.kinds.verify_length.eval_policy import decision_data  # noqa: E402
 from evolve.gp.primitives import FEATURES  # noqa: E402
-from evolve.commands.live import resolve_rules, run_live  # noqa: E402
+from evolve.commands.live import decoder, resolve_rules, run_live  # noqa: E402
 from evolve.report.live import KEYS  # noqa: E402
-from evolve.live.decoding import (POLICY_AVAILABLE, LengthPolicy, autoregressive_text, policy_features,  # noqa: E402
-                             speculative_text)
+from evolve.kinds.verify_length.live import POLICY_AVAILABLE, policy_features  # noqa: E402
+from evolve.live.decoding import autoregressive_text  # noqa: E402
 from evolve.harvest.config import HarvestConfig  # noqa: E402
 from evolve.harvest.loop import build, text_rng  # noqa: E402
 from heuristics.contract import Rule  # noqa: E402
@@ -55,8 +55,7 @@ def test_drafting_nothing_is_plain_decoding(files, drafter):
     engine = _engine(files, drafter)
     for i in range(3):
         plain, _ = autoregressive_text(engine, PROMPT, MAX_NEW, text_rng(5, i))
-        text, counts = speculative_text(engine, LengthPolicy("g0", get_rule("fixed_gamma:0")), PROMPT, GAMMA, MAX_NEW,
-                                        text_rng(5, i))
+        text, counts = decoder(get_rule("fixed_gamma:0")).text(engine, PROMPT, MAX_NEW, text_rng(5, i), gamma=GAMMA)
         assert text == plain
         assert counts.drafted == {0: counts.target_calls} and counts.tokens == len(plain)
 
@@ -66,9 +65,8 @@ def test_a_fixed_length_policy_is_the_standard_rule_at_that_gamma(files, drafter
     engine = _engine(files, drafter)
     for g in (1, GAMMA):
         for i in range(3):
-            want, wc = speculative_text(engine, get_rule("standard_rejection"), PROMPT, g, MAX_NEW, text_rng(5, i))
-            got, gc = speculative_text(engine, LengthPolicy("g", get_rule(f"fixed_gamma:{g}")), PROMPT, GAMMA, MAX_NEW,
-                                       text_rng(5, i))
+            want, wc = decoder(get_rule("standard_rejection")).text(engine, PROMPT, MAX_NEW, text_rng(5, i), gamma=g)
+            got, gc = decoder(get_rule(f"fixed_gamma:{g}")).text(engine, PROMPT, MAX_NEW, text_rng(5, i), gamma=GAMMA)
             assert got == want
             assert (gc.target_calls, gc.drafted, gc.tokens) == (wc.target_calls, wc.drafted, wc.tokens)
             assert max(gc.drafted) <= g
@@ -78,7 +76,7 @@ def test_a_confidence_policy_drafts_less_and_stays_lossless(files):
     config = HarvestConfig(target=files["target"], prompts=files["prompts"], gamma=GAMMA, max_new_tokens=MAX_NEW,
                            seed=5, skip_layers=(1, 2))
     rules = resolve_rules(["standard_rejection", "confidence_threshold:h=0.2", "confidence_threshold:h=1"])
-    assert isinstance(rules[1], LengthPolicy)
+    assert rules[1].keep is not None and rules[0].keep is None  # a policy decides before each draft step
     report = run_live(config, rules)
     rows = {r["rule"]: r for r in report.rows}
     assert set(report.rows[1]) == set(KEYS)
@@ -89,8 +87,7 @@ def test_a_confidence_policy_drafts_less_and_stays_lossless(files):
 
 def test_predicted_seconds_count_every_call_by_its_drafted_tokens(files):
     engine = _engine(files, "skip_layers")
-    _, counts = speculative_text(engine, LengthPolicy("c", get_rule("confidence_threshold:h=0.2")), PROMPT, GAMMA,
-                                 MAX_NEW, text_rng(5, 0))
+    _, counts = decoder(get_rule("confidence_threshold:h=0.2")).text(engine, PROMPT, MAX_NEW, text_rng(5, 0), gamma=GAMMA)
     costs = Costs(target_forward_s=(1.0, 1.5, 2.0, 4.0), draft_token_s=0.25, plain_token_s=0.5)
     want = sum(n * ((0.5, 1.5, 2.0, 4.0)[k] + 0.25 * k) for k, n in counts.drafted.items())  # no draft: plain step
     assert counts.predicted_seconds(costs) == pytest.approx(want)
@@ -125,13 +122,13 @@ def test_a_lookup_policy_decides_on_the_match_and_stays_lossless(files):
     greedy = build(HarvestConfig(target=files["target"], prompts=files["prompts"], gamma=GAMMA,
                                  max_new_tokens=MAX_NEW, seed=5, temperature=0.0, ngram=(2, 1))).engine
     plain, _ = autoregressive_text(greedy, PROMPT, MAX_NEW, text_rng(5, 0))
-    never = LengthPolicy("n", Rule("n", expression="sub(lookup_freq, 1.5)", kind="verify-length"))
-    always = LengthPolicy("a", Rule("a", expression=f"sub({GAMMA - 0.5!r}, add(draft_index, sub(1.0, lookup_len)))",
-                                    kind="verify-length"))
-    fixed = LengthPolicy("g", get_rule(f"fixed_gamma:{GAMMA}"))
+    never = Rule("n", expression="sub(lookup_freq, 1.5)", kind="verify-length")
+    always = Rule("a", expression=f"sub({GAMMA - 0.5!r}, add(draft_index, sub(1.0, lookup_len)))",
+                  kind="verify-length")
+    fixed = get_rule(f"fixed_gamma:{GAMMA}")
     calls = {}
     for name, policy in (("never", never), ("always", always), ("fixed", fixed)):
-        text, counts = speculative_text(greedy, policy, PROMPT, GAMMA, MAX_NEW, text_rng(5, 0))
+        text, counts = decoder(policy).text(greedy, PROMPT, MAX_NEW, text_rng(5, 0), gamma=GAMMA)
         assert text == plain, name
         calls[name] = counts.drafted
     assert calls["never"] == {0: sum(calls["never"].values())}
@@ -139,7 +136,6 @@ def test_a_lookup_policy_decides_on_the_match_and_stays_lossless(files):
 
 
 def test_a_fixed_length_policy_verified_by_block_verification_is_block_verification(files):
-    from evolve.commands.live import decoder
     from evolve.live.decoding import BLOCK_VERIFICATION
     from heuristics.contract import Rule
 
@@ -147,10 +143,10 @@ def test_a_fixed_length_policy_verified_by_block_verification_is_block_verificat
     policy = Rule("g", expression=f"sub({GAMMA - 0.5!r}, draft_index)", kind="verify-length",
                   verifier="block_verification")
     decoded = decoder(policy)
-    assert decoded.rule is BLOCK_VERIFICATION
+    assert decoded.verify is BLOCK_VERIFICATION.verify
     for i in range(3):
-        want, wc = speculative_text(engine, BLOCK_VERIFICATION, PROMPT, GAMMA, MAX_NEW, text_rng(5, i))
-        got, gc = speculative_text(engine, decoded, PROMPT, GAMMA, MAX_NEW, text_rng(5, i))
+        want, wc = BLOCK_VERIFICATION.text(engine, PROMPT, MAX_NEW, text_rng(5, i), gamma=GAMMA)
+        got, gc = decoded.text(engine, PROMPT, MAX_NEW, text_rng(5, i), gamma=GAMMA)
         assert got == want and (gc.target_calls, gc.drafted) == (wc.target_calls, wc.drafted)
 
 
@@ -158,7 +154,7 @@ def test_a_lookup_policy_is_refused_without_prompt_lookup(files):
     from evolve.errors import InputError
     config = HarvestConfig(target=files["target"], prompts=files["prompts"], gamma=GAMMA, max_new_tokens=MAX_NEW,
                            seed=5, skip_layers=(1, 2))
-    policy = LengthPolicy("n", Rule("n", expression="sub(lookup_freq, 0.5)", kind="verify-length"))
+    policy = decoder(Rule("n", expression="sub(lookup_freq, 0.5)", kind="verify-length"))
     with pytest.raises(InputError, match="reads 'lookup_freq', which only the prompt-lookup drafter gives") as err:
         run_live(config, [policy])
     assert err.value.param == "ngram"

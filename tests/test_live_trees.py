@@ -26,7 +26,7 @@ from evolve.harvest.trees import generate_tree_text  # noqa: E402
 from evolve.kinds.tree_shape.eval_competitors import eagle2_topk_expression  # noqa: E402
 from evolve.eval.tree_scoring import shape_data, shape_metrics  # noqa: E402
 from evolve.live.decoding import LiveCounts, autoregressive_text, tree_call_seconds  # noqa: E402
-from evolve.live.trees import FIXED, TreeShape, decision_data, kept_nodes, tree_text  # noqa: E402
+from evolve.live.trees import FIXED, TreeDecoder, decision_data, kept_nodes, tree_text  # noqa: E402
 from evolve.commands.live import LiveExtras, LiveOptions, live_command, resolve_rules, run_live  # noqa: E402
 from evolve.traces.trees import RELAX_COLUMNS, TREE_COLUMNS, trees_from_frame  # noqa: E402
 from heuristics.champions import Champion, save_champion  # noqa: E402
@@ -40,8 +40,8 @@ PROMPTS = ([7, 12, 3, 9], [5, 9], [4])
 TWO_THEN_ONE = "if_gt(0.5, draft_index, 2.0, 1.0)"
 
 
-def _shape(expression: str = TWO_THEN_ONE, name: str = "two_then_one") -> TreeShape:
-    return TreeShape(name, Rule(name, expression=expression, kind="tree-shape").program)
+def _shape(expression: str = TWO_THEN_ONE, name: str = "two_then_one") -> TreeDecoder:
+    return TreeDecoder(name, Rule(name, expression=expression, kind="tree-shape").program)
 
 
 def _config(files, **kw) -> hv.HarvestConfig:

@@ -1,6 +1,6 @@
 """A kind of program added with one registration: a throwaway kind defined here runs through ``python -m evolve
-run``, ``benchmark.py`` and ``python -m evolve export`` with no edit anywhere else, and the commands it does not
-implement refuse it in one line naming the ones it does.
+run``, ``benchmark.py``, ``benchmark.py live`` and ``python -m evolve export`` with no edit anywhere else, and the
+commands it does not implement refuse it in one line naming the ones it does.
 
 The kind, ``test-half``, is a per-token acceptance threshold that the commands must apply as half the program's
 value: its hooks (defined below, nowhere else) score ``tau = min(1, v) / 2``, so a result equal to the plain
@@ -20,12 +20,14 @@ from evolve.cli.evolve import cli as evolve_cli
 from evolve.eval.evaluator import EvalData, Metrics, evaluate
 from evolve.eval.population import PopulationEvaluator, canonical
 from evolve.export.codegen import Layout
-from evolve.gp.compiler import compile_nodes, parse
+from evolve.gp.compiler import compile_nodes, parse, to_string
 from evolve.kinds.base import KindHooks, ProgramKind
 from evolve.kinds.registry import KINDS, register_kind, unregister_kind
 from evolve.commands.compare.table import KindScorer
+from evolve.live.decoding import tokenwise_decoder
 from evolve.search.warm_start import WarmStart
 from evolve.traces.io import load_split
+from heuristics.contract import Rule
 
 HALF = ProgramKind(name="test-half", title="halved acceptance threshold",
                    output="tau = min(1, v) / 2 per drafted token", function_name="half_threshold",
@@ -49,19 +51,26 @@ class HalfScorer(PopulationEvaluator):
         return super().evaluate([_halved_nodes(ind) for ind in individuals])
 
 
-def _scores(rule, data, traces, repeats, fitness, gamma, speedup_costs, costs):
-    return {"metrics": evaluate(_halved(rule.nodes), data, fitness, gamma=gamma, costs=speedup_costs)}, 0.0
+def _scores(rule, context, traces, repeats):
+    return {"metrics": evaluate(_halved(rule.nodes), context.split_data(), context.fitness, gamma=context.gamma,
+                                costs=context.costs)}, 0.0
+
+
+def _live(rule):
+    """The halved threshold decoded token by token, as a row named after the rule."""
+    halved = Rule(rule.name, expression=to_string(_halved_nodes(rule.nodes)))
+    return tokenwise_decoder(halved, rule.name)
 
 
 HOOKS = KindHooks(
     metrics=Metrics,
-    population=lambda data, fitness, gamma, cache_size, costs, verifier, weighting: HalfScorer(
-        data, fitness, gamma=gamma, cache_size=0),
-    score=lambda rule, data, directory, split, gamma, fitness, speedup_costs, costs: evaluate(
-        _halved(rule.nodes), data(), fitness, gamma=gamma, costs=speedup_costs),
+    population=lambda context: HalfScorer(context.data, context.fitness, gamma=context.gamma, cache_size=0),
+    score=lambda rule, context: evaluate(_halved(rule.nodes), context.split_data(), context.fitness,
+                                         gamma=context.gamma, costs=context.costs),
     seeds=lambda cfg, features, train, gamma, objective: WarmStart(),
     compare=KindScorer(lambda rule, data, traces: [c for c in rule.columns_needed if c not in data.available],
                        _scores),
+    live=_live,
     export=Layout(HALF, "tau", lambda name, library: f'"""Halved threshold {name} for {library}."""',
                   lambda target: "\n".join([target.columns, target.operators]),
                   "Halved thresholds; see the module doc.", (f"KIND = {HALF.name!r}",)),
@@ -87,8 +96,8 @@ def half_run(half_kind, vocab_dataset, tmp_path_factory):
 
 def test_registration_derives_the_commands(half_kind):
     assert KINDS[HALF.name] is HALF
-    assert HALF.commands == ("python benchmark.py", "python -m evolve export", "python -m evolve promote",
-                             "python -m evolve run")
+    assert HALF.commands == ("python benchmark.py", "python benchmark.py live", "python -m evolve export",
+                             "python -m evolve promote", "python -m evolve run")
 
 
 def test_run_evolves_the_new_kind(half_run, vocab_dataset):
@@ -131,7 +140,8 @@ def test_commands_without_its_hook_refuse_it(command, half_run, vocab_dataset):
     res = CliRunner().invoke(benchmark_cli, args)
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert res.exit_code == 2 and len(lines) == 1, res.output
-    assert "is a test-half program" in lines[0] and "use: python benchmark.py; python -m evolve export" in lines[0]
+    assert "is a test-half program" in lines[0]
+    assert "use: python benchmark.py; python benchmark.py live; python -m evolve export" in lines[0]
 
 
 def test_api_scores_it(half_run, vocab_dataset):
@@ -149,3 +159,25 @@ def test_an_unregistered_kind_is_gone(tmp_path):
     assert "test-gone" not in KINDS
     with pytest.raises(ValueError):
         unregister_kind(KINDS["threshold"])
+
+
+def test_live_decodes_it_with_its_own_hook(half_run, llama_files):
+    """``benchmark.py live`` decodes the champion by the kind's live hook: its row's texts are those of the halved
+    threshold decoded as a plain threshold rule (the same random streams), and they differ from the unhalved
+    expression's (the commands did not go around the hook)."""
+    pytest.importorskip("torch")
+    from evolve.commands.live import resolve_rules, run_live
+    from evolve.harvest.config import HarvestConfig
+    from heuristics.champions import read_champion
+
+    champ = read_champion(f"{half_run}/champion.json")
+    halved = Rule("halved", expression=to_string(_halved_nodes(parse(champ.expression))))
+    plain = Rule("plain", expression=champ.expression)
+    rows = resolve_rules([], [f"{half_run}/champion.json"])
+    assert [r.name for r in rows] == [champ.name] and rows[0].needed
+    config = HarvestConfig(target=llama_files["target"], prompts=llama_files["prompts"], gamma=3, max_new_tokens=10,
+                           seed=5, draft=llama_files["draft"])
+    report = run_live(config, [*rows, halved, plain], texts=[0, 1, 2])
+    got = {r["rule"]: r for r in report.rows}
+    assert got[champ.name]["tokens_per_call"] == got["halved"]["tokens_per_call"]
+    assert got[champ.name]["tv_per_token"] == got["halved"]["tv_per_token"]

@@ -19,7 +19,7 @@ from evolve.cli.perf import perf
 from evolve.cli.simulate import simulate
 from evolve.cli.groups import groups
 from evolve.cli.trees import trees
-from evolve.eval.costs import DEFAULT_COST_RATIO, ratio_costs
+from evolve.eval.costs import DEFAULT_COST_RATIO
 from evolve.report.compare.rows import DEFAULT_REPEATS, FORMATS, SPLIT_CHOICES
 from evolve.commands.compare.categories import category_benchmark
 from evolve.commands.compare.table import BenchmarkOptions
@@ -45,7 +45,8 @@ from evolve.report.output import resolve_format
               help="Draft length for tokens per target call, speedup and TV per token [default: the split's "
                    "block length when it has draft_index].")
 @click.option("--cost-ratio", type=click.FloatRange(min=0.0), default=DEFAULT_COST_RATIO, show_default=True,
-              help="Draft/target cost ratio c of the speedup (Leviathan et al. 2023).")
+              help="Draft/target cost ratio c of the speedup without --costs: speedup = tokens per call / (gamma c + 1) "
+                   "(Leviathan et al. 2023); refused beside --costs, which prices every figure.")
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Cost file (JSON: target_forward_s per T = 1, 2, ..., draft_token_s, plain_token_s; "
                    "`benchmark.py perf --write-costs` measures one): adds tokens per second, takes the speedup from it, "
@@ -62,9 +63,8 @@ def cli(ctx: click.Context, **options) -> None:
     """Score every registered rule and champion on a split and print the acceptance-quality benchmark table."""
     if ctx.invoked_subcommand is not None:
         return
-    speedup_costs = ratio_costs(options.pop("cost_ratio"))  # --cost-ratio c: the cost file of c, in memory
     by_category = options.pop("by_category")
-    o = BenchmarkOptions(**{**options, "concurrency": tuple(options["concurrency"] or ())}, speedup_costs=speedup_costs)
+    o = BenchmarkOptions(**{**options, "concurrency": tuple(options["concurrency"] or ())})
     comparison, text = category_benchmark(o, by_category)
     echo_outputs(text if text.endswith("\n") else text + "\n", o.output, f"{len(comparison.rows)} rows", None)
     if resolve_format(o.fmt, o.output, FORMATS) in ("csv", "json"):  # table and markdown carry their notes

@@ -71,15 +71,31 @@ def cli() -> None:
     """Evolve acceptance heuristics for speculative decoding (DEAP genetic programming)."""
 
 
-#: RunConfig fields given as options of ``run``, in help order (the others are set in a --config file).
+def _kind_settings() -> tuple[str, ...]:
+    """Every registered kind's own settings (:func:`evolve.search.config.kind_setting_fields`), in kind order."""
+    from evolve.search.config import kind_setting_fields
+    return tuple(kind_setting_fields())
+
+
+#: Settings given as options of ``run``, in help order (the others are set in a --config file): RunConfig fields,
+#: then every kind's own settings.
 RUN_OPTIONS: tuple[str, ...] = (
     "data", "out", "population", "generations", "seed", "objective", "evolve", "gamma", "tv_budget", "tv_cap", "costs",
-    "concurrency", "verify_with", "length_weighting",
+    "concurrency", *_kind_settings(),
     "features", "crossover_prob", "mutation_prob", "tournament_size", "parsimony_size", "elitism", "hall_of_fame",
     "max_depth", "islands", "migration_interval", "migrants")
-#: RunConfig fields that name what ``run`` reads: a path, or a name (a registered rule, ``default``) that is not
-#: an input; a path given is part of the input inventory (:mod:`evolve.cli.inventory`).
-RUN_INPUTS: tuple[str, ...] = ("data", "costs", "verify_with")
+
+
+def _reads_file(name: str) -> bool:
+    from evolve.search.config import kind_setting_fields
+    found = kind_setting_fields().get(name)
+    return found is not None and bool(found.metadata["reads_file"])
+
+
+#: Settings that name what ``run`` reads: a path, or a name (a registered rule, ``default``) that is not
+#: an input; a path given is part of the input inventory (:mod:`evolve.cli.inventory`). A kind's setting is one when
+#: it may name a file (its ``reads_file``).
+RUN_INPUTS: tuple[str, ...] = ("data", "costs", *(n for n in _kind_settings() if _reads_file(n)))
 #: RunConfig fields that name where ``run`` writes.
 RUN_OUTPUTS: tuple[str, ...] = ("out",)
 #: Extra help of some options (the field's help comes from :class:`evolve.search.config.RunConfig`).
@@ -110,7 +126,7 @@ def _kinds_note() -> str:
 def _setting_options(fn):
     """Decorate ``run`` with one option per field of :data:`RUN_OPTIONS`, typed and documented by the field's
     metadata (:func:`evolve.search.config.setting_of`); values are checked by :func:`evolve.search.config.resolve`."""
-    from evolve.search.config import setting_of
+    from evolve.search.config import kind_setting_fields, setting_of
 
     for name in reversed(RUN_OPTIONS):
         s = setting_of(name)
@@ -124,7 +140,8 @@ def _setting_options(fn):
         note = f" {RUN_OPTION_NOTES[name]}" if name in RUN_OPTION_NOTES else ""
         if name == "evolve":
             note = f" {_kinds_note()}"
-        default = "from --evolve" if name == "objective" else DEFAULTS.to_dict()[name]  # resolve() picks it
+        default = ("from --evolve" if name == "objective" else  # resolve() picks it
+                   DEFAULTS.to_dict()[name] if name in DEFAULTS.to_dict() else kind_setting_fields()[name].default)
         fn = click.option(f"--{name.replace('_', '-')}", name, type=option_type, default=None, callback=callback,
                           help=f"{s.help}{note} [default: {default}]")(fn)
     return fn

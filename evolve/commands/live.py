@@ -72,7 +72,6 @@ from evolve.harvest.loop import build, text_rng
 from evolve.engine.drafters import chosen_drafters
 from evolve.engine.models import sha256_file
 from evolve.engine.ngram import lookup_lengths
-from evolve.gp.primitives import LOOKUP_FEATURES
 from evolve.harvest.prompts import PromptFile, encode_prompt, read_prompt_file, read_prompts
 from evolve.traces.io import load_metadata
 from evolve.commands.compare.table import champion_from_file
@@ -81,9 +80,8 @@ from evolve.report.output import check_output, resolve_format, write_output
 from evolve.commands.rules import rule_named
 from evolve.live.turns import TurnContexts, with_earlier_turns
 from evolve.live.peers import LlamaCppPythonPeer, PeerSetup, peers_named, tune, tuned_row
-from evolve.live.decoding import (BlockVerifier, LengthPolicy, LiveCounts, autoregressive_text,
-                             speculative_text)
-from evolve.live.trees import TreeShape, tree_text, with_fixed_tree
+from evolve.live.decoding import BlockVerifier, LiveCounts, autoregressive_text
+from evolve.live.trees import with_fixed_tree
 from heuristics.contract import Rule
 
 #: Tokens of the warm-up text of every run.
@@ -99,14 +97,15 @@ def torch_threads() -> int:
     return torch.get_num_threads()
 
 
-def decoder(rule: Rule | BlockVerifier) -> Rule | BlockVerifier:
-    """What :func:`evolve.live.decoding.speculative_text` runs for ``rule`` (the ``live`` hook of its kind; a
-    :class:`BlockVerifier` as it is).
+def decoder(rule: Rule | BlockVerifier):
+    """The row live decoding decodes ``rule`` with (the ``live`` hook of its kind: a
+    :class:`evolve.live.decoding.ChainDecoder` or a :class:`evolve.live.trees.TreeDecoder`; the verifier
+    ``block_verification``, and a row given as it is, are their own rows).
 
     Raises: InputError for a kind live decoding cannot run, or a rule reading a feature live
     decoding does not compute.
     """
-    if isinstance(rule, (BlockVerifier, LengthPolicy, TreeShape)):
+    if hasattr(rule, "text"):  # already a row (the verifier block_verification, or a kind's row)
         return rule
     handler = rule.program_kind.hook("live", "python benchmark.py live", f"rule '{rule.name}'")
     return handler(rule)
@@ -163,13 +162,11 @@ def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, 
 
 
 def _check_lookahead(config: HarvestConfig, rules: Sequence) -> None:
-    """Refuse a verification-length policy reading a drafter column (prompt lookup's ``lookup_len``,
-    ``lookup_freq``) the configured drafter does not give (InputError naming the drafter option)."""
+    """Refuse a row reading a drafter column (prompt lookup's ``lookup_len``, ``lookup_freq``: a verification-length
+    policy's ``lookahead``) the configured drafter does not give (InputError naming the drafter option)."""
     offered = {c for d in chosen_drafters(config) for c in d.lookahead_columns}
     for rule in rules:
-        if not isinstance(rule, LengthPolicy):
-            continue
-        missing = [f for f in rule.policy.program.features if f in LOOKUP_FEATURES and f not in offered]
+        missing = [f for f in rule.lookahead if f not in offered]
         if missing:
             raise InputError(f"policy '{rule.name}' reads '{missing[0]}', which only the prompt-lookup drafter gives",
                              param="ngram")
@@ -261,6 +258,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
         raise InputError(f"{config.prompts} has {n} prompts; no prompt "
                          f"{'to decode' if bad is None else f'with index {bad}'}", param="prompts")
     texts = with_earlier_turns(prompts, texts)
+    rules = [decoder(rule) for rule in rules]
     _check_lookahead(config, rules)
     setup = build(config)
     engine = setup.engine
@@ -269,9 +267,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     with_fixed_tree(rules, extras.tree is not None, fixed=False)
 
     def run(rule, ids, i, tokens):
-        if isinstance(rule, TreeShape):
-            return tree_text(engine, rule, ids, extras.tree, tokens, text_rng(config.seed, i))
-        return speculative_text(engine, rule, ids, config.gamma, tokens, text_rng(config.seed, i))
+        return rule.text(engine, ids, tokens, text_rng(config.seed, i), gamma=config.gamma, tree=extras.tree)
 
     decoders = [("plain", OURS, lambda ids, i: autoregressive_text(engine, ids, new, text_rng(config.seed, i)), True)]
     decoders += [(rule.name, OURS, lambda ids, i, rule=rule: run(rule, ids, i, new), False) for rule in rules]

@@ -88,6 +88,9 @@ class Costs:
         plain_token_s: seconds per token of plain decoding (> 0).
         source: the file it came from, or a description.
         extra: the file's other keys (machine, engine, ...), kept as read.
+        measured: whether the times are seconds measured on a machine (a cost file), so that tokens per second
+            mean something; False for a draft/target cost ratio's model (:func:`ratio_costs`), whose unit is one
+            target step.
     """
 
     target_forward_s: tuple[float, ...]
@@ -95,6 +98,7 @@ class Costs:
     plain_token_s: float
     source: str = "default"
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    measured: bool = False
 
     def forward_seconds(self, tokens: int) -> float:
         """Seconds of one target forward over ``tokens`` (>= 1) new tokens (linear beyond the list)."""
@@ -242,7 +246,7 @@ def costs_from_dict(doc: Any, source: str) -> Costs:
         _check_not_falling(batch["seconds"], BATCH_DIP_TOLERANCE, source, "batch_forward_s.seconds", "tokens = {}",
                            batch["tokens"])
     extra = {k: v for k, v in doc.items() if k not in ("target_forward_s", "draft_token_s", "plain_token_s")}
-    return Costs(tuple(float(v) for v in curve), float(draft), float(plain), source, extra)
+    return Costs(tuple(float(v) for v in curve), float(draft), float(plain), source, extra, measured=True)
 
 
 def _check_not_falling(times: list, tolerance: float, source: str, key: str, label: str, points: list) -> None:

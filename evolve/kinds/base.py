@@ -11,9 +11,10 @@ implements (:data:`HOOK_COMMANDS`), never a list written by hand.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from evolve.errors import InputError
 
@@ -25,6 +26,49 @@ TARGET_FEATURES: tuple[str, ...] = ("target_prob", "target_entropy", "top_token_
                                     "target_rank")
 
 
+def kind_setting(default: str, help: str, choices: Callable[[], Iterable[str]] | None = None,
+                 reads_file: str = "") -> Any:
+    """A field of a kind's settings record (:attr:`ProgramKind.settings`): a one-line string value with its
+    ``default``, ``help`` (for ``python -m evolve run --help``), ``choices`` (evaluated when asked; None: any name)
+    and ``reads_file``: what a value ending in ``.json`` names, a file the run reads (a run pins it, and the command
+    line lists it among the run's inputs); empty when the setting names no file."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices, "reads_file": reads_file})
+
+
+@dataclass(frozen=True)
+class NoSettings:
+    """The settings record of a kind whose runs read no setting of their own."""
+
+
+@dataclass(frozen=True)
+class KindContext:
+    """What a kind's scoring hooks read, as one object (:attr:`KindHooks.population`, :attr:`KindHooks.score`).
+
+    Attributes:
+        data: the split's :class:`evolve.eval.evaluator.EvalData`, or (``score``) a zero-argument function that reads
+            it (:meth:`split_data`), so a kind that scores elsewhere (a tree table) never reads the records.
+        fitness: the :class:`evolve.eval.evaluator.AcceptanceQualityFitness` of the per-token metrics.
+        gamma: the draft length of the block metrics (None: not scored at a fixed draft length).
+        costs: the :class:`evolve.eval.costs.Costs` that prices speedups and tokens per second.
+        settings: the kind's settings record (:attr:`ProgramKind.settings`) of the run, or of the champion scored.
+        cache_size: distinct programs a population scorer remembers (0: none).
+        directory: the dataset directory (None: the data was given in memory); ``split`` its split's name.
+    """
+
+    data: Any = None
+    fitness: Any = None
+    gamma: int | None = None
+    costs: Any = None
+    settings: Any = None
+    cache_size: int = 0
+    directory: Any = None
+    split: str = ""
+
+    def split_data(self) -> Any:
+        """The split's records (``data``, read now when it is a function)."""
+        return self.data() if callable(self.data) else self.data
+
+
 @dataclass(frozen=True)
 class KindHooks:
     """What a kind does in each command; a hook left None means the command cannot run the kind (it refuses
@@ -34,21 +78,21 @@ class KindHooks:
         check: ``check(rule)`` checks the run settings a rule of this kind carries (its champion's provenance)
             before a command scores, promotes or exports it; raises InputError naming the file and key.
         metrics: the metrics record its population scorer returns (what a checkpoint's evaluator caches hold).
-        population: ``population(data, fitness, gamma, cache_size, costs, verifier, weighting)`` -> a population
-            scorer (:class:`evolve.eval.population.PopulationEvaluator` or one with its ``evaluate`` method):
-            ``python -m evolve run`` and ``promote``.
-        score: ``score(rule, data, directory, split, gamma, fitness, speedup_costs, costs)`` -> one rule's metrics
-            on a split (the Python API, :func:`evolve.api.evaluate_rule`): ``data()`` returns the split's
-            :class:`evolve.eval.evaluator.EvalData`, ``directory`` is the dataset directory (None when the data
-            was given in memory), ``speedup_costs`` the :class:`evolve.eval.costs.Costs` of the block metrics'
-            speedup (a cost ratio's, :func:`evolve.eval.costs.ratio_costs`), ``costs`` the one of tokens per
-            second.
+        population: ``population(context)`` -> a population scorer of ``context.data``
+            (:class:`evolve.eval.population.PopulationEvaluator` or one with its ``evaluate`` method;
+            ``context`` a :class:`KindContext`): ``python -m evolve run`` and ``promote``.
+        score: ``score(rule, context)`` -> one rule's metrics on a split (the Python API,
+            :func:`evolve.api.evaluate_rule`, and ``export``'s tuning): ``context`` a :class:`KindContext` whose
+            ``data`` reads the split and whose ``settings`` are the rule's own run's.
         seeds: ``seeds(cfg, features, train, gamma, objective)`` -> the warm start of a search
             (:class:`evolve.search.warm_start.WarmStart`).
         compare: how ``benchmark.py`` scores a rule (:class:`evolve.commands.compare.table.KindScorer`).
         caption: what ``benchmark.py``'s caption says about its rows (``{names}``: the rows of the kind).
         simulate: ``simulate(rule, options, gamma)`` -> the sweep plan of ``benchmark.py simulate``.
-        live: ``live(rule)`` -> what ``benchmark.py live`` decodes with.
+        live: ``live(rule)`` -> the row ``benchmark.py live`` decodes with: an object with a ``name``, ``tree`` (whether
+            it decodes draft trees), ``lookahead`` (drafter columns it reads) and ``text(engine, prompt_ids,
+            max_new_tokens, rng, gamma, tree)`` (:class:`evolve.live.decoding.ChainDecoder`,
+            :class:`evolve.live.trees.TreeDecoder`).
         pareto: ``pareto(rule, traces, data, gamma, budgets)`` -> (curve, note) of ``benchmark.py pareto --rule``.
         trees: ``trees(split, name, program, data, tune, costs)`` -> the rows of ``benchmark.py trees``.
         export: the :class:`evolve.export.codegen.Layout` of ``python -m evolve export``.
@@ -99,8 +143,11 @@ class ProgramKind:
         verifies: how a rule of this kind verifies the drafts of a verification-length policy (its
             ``verify_with``): ``token`` (per drafted token), ``block`` (the whole block), or empty (it cannot).
         source: where the algorithm that applies the value comes from.
-        settings: run settings (:class:`evolve.search.config.RunConfig` fields) that only a run of this kind
-            reads; another run refuses a value other than the default.
+        settings: the kind's settings record (a frozen dataclass whose fields are :func:`kind_setting`): the run
+            settings only a run of this kind reads, held by the run configuration as one field
+            (:attr:`evolve.search.config.RunConfig.kind_settings`; another run refuses a value other than the
+            default) and written beside the run's other settings (names unique across kinds). Its optional method
+            ``check()`` raises InputError (``param`` the setting) for values that do not resolve.
         reads_gamma: whether its scoring reads the run's draft length ``gamma`` (a tree shape does not: the
             harvested trees bound it).
         resamples: whether its population scorer reads the split's records alone, so that a resample of whole
@@ -122,9 +169,14 @@ class ProgramKind:
     needs: str = ""
     verifies: str = ""
     source: str = ""
-    settings: tuple[str, ...] = ()
+    settings: type = NoSettings
     reads_gamma: bool = True
     resamples: bool = True
+
+    @property
+    def setting_names(self) -> tuple[str, ...]:
+        """The names of the kind's settings (the fields of :attr:`settings`), in order."""
+        return tuple(f.name for f in dataclasses.fields(self.settings))
 
     def hooks(self) -> KindHooks:
         """This kind's :class:`KindHooks` (its plugin module imported on first use; none: no hooks)."""
@@ -180,5 +232,6 @@ def forget_hooks(kind: ProgramKind) -> None:
     _HOOKS.pop(kind.name, None)
 
 
-__all__ = ["TOKEN_FEATURES", "TARGET_FEATURES", "KindHooks", "HOOK_COMMANDS", "ProgramKind",
+__all__ = ["TOKEN_FEATURES", "TARGET_FEATURES", "kind_setting", "NoSettings", "KindContext", "KindHooks",
+           "HOOK_COMMANDS", "ProgramKind",
            "set_hooks", "forget_hooks"]

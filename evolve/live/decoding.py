@@ -24,20 +24,13 @@ one text (:func:`live_block`), with p_d, q_d the target's and the drafter's dist
 Block verification (Sun et al. 2024, arXiv 2403.10444; :data:`BLOCK_VERIFICATION`) replaces steps 3
 and 4 by a joint decision on the block (:func:`block_decision`, the simulator's kernels): with the
 same k + 1 uniforms it keeps the first n drafts and draws the next token from its own residual;
-it is lossless, so it adds no damage. Relaxed block verification (a :class:`BlockVerifier` with a
-``relaxation`` rule, the weight w of a relaxation champion: :mod:`evolve.kinds.registry`) makes the same
-decision against p~_d = (1 - w_d) p_d + w_d q_d at every drafted depth (w_d from the depth's
-prefix-level features, :func:`relaxation_weights`; the bonus token after a full block from p_k);
-its damage is the relaxed_block module's (:mod:`evolve.eval.relaxed_block`): the expected sum of
-w_d TV(p_d, q_d) = w_d (1 - overlap_d) over the emitted depths, given the drafts
-(:func:`relaxed_block_decision`).
+it is lossless, so it adds no damage. A kind may make the block's decision its own way
+(:func:`live_block_verified`'s ``relax``: relaxed block verification, :mod:`evolve.kinds.relaxation.live`).
 
-A verification-length policy (:class:`LengthPolicy`, a rule of kind ``verify-length``) changes step 1:
-before each draft step it decides, from the drafter's side of the last drafted token
-(:func:`policy_features`, the features :func:`evolve.kinds.verify_length.eval_policy.decision_data` gives the
-records), whether to draft one more token (:func:`policy_keep`; the drafter stops at once, so tokens
-not sent are never drafted); a step with no draft is a plain decoding step. The drafts are then
-verified by the policy's verifier (the standard rule, a per-token rule or block verification).
+Every row is a decoder with one method, ``text`` (:class:`ChainDecoder` here, :class:`evolve.live.trees.TreeDecoder`
+for draft trees): a kind's ``live`` hook builds the row of one of its programs from the pieces above (the threshold
+kind: :func:`tokenwise_decoder`; a verification-length policy adds ``keep``, its decision before each draft step,
+:mod:`evolve.kinds.verify_length.live`), so the commands never ask what a row is.
 :class:`LiveCounts` keeps how many tokens each call verified, so the cost model predicts the same
 calls' seconds (:meth:`LiveCounts.predicted_seconds`).
 
@@ -55,7 +48,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -63,14 +56,11 @@ from evolve.errors import InputError
 from evolve.engine.distributions import sample_index
 from evolve.engine.onehot import OneHot, argmax_rows, densify, max_rows, overlap_rows, support, values_at
 from evolve.engine.runner import BatchKV
-from evolve.verification.block import block_accept, block_masses, block_residual_array, block_stops, \
-    relaxed_damage, relaxed_target
+from evolve.verification.block import block_accept, block_masses, block_residual_array, block_stops
 from evolve.verification.tokenwise import residual_distribution, standard_threshold
 from evolve.eval.evaluator import EvalData, thresholds
 from evolve.eval.tree_scoring import cost_tables
-from evolve.kinds.verify_length.eval_policy import POLICY_FEATURES
-from evolve.gp.primitives import CORE_FEATURES, FEATURES, LOOKUP_FEATURES
-from heuristics.registry import get_rule
+from evolve.gp.primitives import CORE_FEATURES, FEATURES
 
 _ROW = {f: i for i, f in enumerate(FEATURES)}
 #: Features :func:`candidate_features` computes (target_rank only when a rule reads it).
@@ -274,7 +264,7 @@ def live_block(engine, batch, k: int, rule, needed: Sequence[str], counts: LiveC
 
     Advances the row's context and caches and adds the block's call, tokens and damage terms to
     ``counts`` (the damage measurement's time is subtracted from ``counts.seconds``). ``keep``: a
-    verification-length policy's decision to draft one more token (:func:`policy_keep`). Returns the
+    verification-length policy's decision to draft one more token. Returns the
     emitted tokens.
     """
     state = batch.rows[0]
@@ -316,26 +306,6 @@ def _rule_residual(rule, needed, p, q, p_ent, q_ent, start: int, n: int, rank: b
     return residual_distribution(p[n], scaled, 1.0)
 
 
-@dataclass(frozen=True)
-class BlockVerifier:
-    """Block verification (Sun et al. 2024, arXiv 2403.10444) in place of a per-token rule
-    (:func:`live_block_verified`).
-
-    Without ``relaxation`` it is lossless block verification (``benchmark.py live --rule
-    block_verification``); with ``relaxation``, an expression rule of kind ``relaxation``
-    (:data:`evolve.kinds.relaxation.RELAXATION`: the weight w in [0, 1] of prefix-level features), each
-    block is verified against p~_d = (1 - w_d) p_d + w_d q_d (relaxed block verification). ``name``
-    labels the row.
-    """
-
-    name: str = "block_verification"
-    relaxation: Any = None
-
-
-#: The one instance :func:`speculative_text` recognises.
-BLOCK_VERIFICATION = BlockVerifier()
-
-
 def block_decision(p: np.ndarray, q: np.ndarray, drafts: Sequence[int],
                    eta: np.ndarray) -> tuple[int, np.ndarray, float]:
     """Block verification's decision on one block (Sun et al. 2024, arXiv 2403.10444).
@@ -349,12 +319,13 @@ def block_decision(p: np.ndarray, q: np.ndarray, drafts: Sequence[int],
     depth n (P_0 = 1), or p_k after a full block; the expected tokens of the call given the
     drafts, 1 + E[n]).
     """
-    n, dist, expected, _ = _block_decision(p, q, drafts, eta)
+    n, dist, expected, _ = block_decision_with_stops(p, q, drafts, eta)
     return n, dist, expected
 
 
-def _block_decision(p, q, drafts, eta):
-    """:func:`block_decision` and the stopping probabilities h float64 (k,)."""
+def block_decision_with_stops(p, q, drafts, eta):
+    """:func:`block_decision` and the stopping probabilities h float64 (k,) (relaxed block verification weights
+    its damage by them)."""
     k = len(drafts)
     p, q = densify(p), densify(q)  # the simulator's kernels read dense rows (k + 1 rows: small)
     rows, x = np.arange(k), np.asarray(drafts)
@@ -368,50 +339,13 @@ def _block_decision(p, q, drafts, eta):
     return n, (residual if residual.sum() > 0 else p[n]), expected, h
 
 
-def relaxation_weights(rule, p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: np.ndarray, start: int,
-                       drafts: Sequence[int], needed: Sequence[str] = ()) -> np.ndarray:
-    """The relaxation weights w float64 (k,) in [0, 1] of a relaxation ``rule`` at depths 0..k-1 of a block.
-
-    Args as :func:`candidate_features` (``p``, ``q`` float64 (k, V), entropies (k,) in nats, ``start``
-    the position of depth 0, the k drafted ids); the rule reads prefix-level features only (a
-    relaxation rule cannot read the drafted token's), computed as the harvester's records hold them.
-    NaN or infinite weights become 0, then they are clamped to [0, 1] (as
-    :mod:`evolve.eval.relaxed_block` scores them).
-    """
-    X = candidate_features(p, q, p_ent, q_ent, start, np.asarray(drafts)[:, None])
-    return rule_thresholds(rule, X, needed)
-
-
-def relaxed_block_decision(p: np.ndarray, q: np.ndarray, drafts: Sequence[int], eta: np.ndarray,
-                           w: np.ndarray) -> tuple[int, np.ndarray, float, float]:
-    """Relaxed block verification's decision on one block: :func:`block_decision` against the relaxed
-    targets p~_d = (1 - w_d) p_d + w_d q_d at the drafted depths d = 0..k-1 and p_k itself for the
-    bonus token (w = 0 there).
-
-    Args: ``p`` float64 (k+1, V), ``q`` float64 (k, V), ``drafts`` the k drafted ids, ``eta`` float64
-    (k,) uniforms, ``w`` float64 (k,) weights in [0, 1]. Returns (n, the unnormalised distribution of
-    the next token, the expected tokens of the call 1 + E[n], the block's expected damage given the
-    drafts: E[sum over the emitted depths d of w_d TV(p_d, q_d)], TV(p_d, q_d) = 1 - sum_v min(p_d,
-    q_d), by :func:`evolve.verification.block.relaxed_damage`). With w = 0 everywhere it is exactly
-    :func:`block_decision` with damage 0.
-    """
-    k = len(drafts)
-    p, q = densify(p), densify(q)
-    w = np.asarray(w, dtype=np.float64)
-    target = np.concatenate([relaxed_target(p[:k], q, w), p[k:k + 1]])
-    n, dist, expected, h = _block_decision(target, q, drafts, eta)
-    damage = w * (1.0 - np.clip(np.minimum(p[:k], q).sum(axis=1), 0.0, 1.0))
-    return n, dist, expected, float(relaxed_damage(h, damage, k))
-
-
-def live_block_verified(engine, batch, k: int, counts: LiveCounts, verifier: BlockVerifier | None = None,
-                        needed: Sequence[str] = (), keep=None) -> list[int]:
+def live_block_verified(engine, batch, k: int, counts: LiveCounts, keep=None, relax=None) -> list[int]:
     """One block of row 0 verified jointly by block verification (:func:`block_decision`): k uniforms
     for the decision, one more to draw the next token; the call's expected tokens are 1 + E[n] given
-    the drafts. Lossless (no damage added) unless ``verifier`` has a relaxation: then relaxed block
-    verification (:func:`relaxed_block_decision`, weights by :func:`relaxation_weights` reading the
-    features ``needed``) adds its expected damage. ``keep``: a verification-length policy's decision to draft one
-    more token (:func:`policy_keep`). Returns the emitted tokens."""
+    the drafts. Lossless (no damage added) unless ``relax`` is given: ``relax(p, q, p_ent, q_ent, start, drafts,
+    eta) -> (n, unnormalised next-token distribution, expected tokens, expected damage)`` makes the decision
+    instead (relaxed block verification, :mod:`evolve.kinds.relaxation.live`) and its damage is added.
+    ``keep``: a verification-length policy's decision to draft one more token. Returns the emitted tokens."""
     state = batch.rows[0]
     drafts, q, q_ent, p, p_ent, L = _draft_and_score(engine, batch, k, keep)
     eta, u_next = state.rng.random(len(drafts)), state.rng.random()
@@ -419,70 +353,15 @@ def live_block_verified(engine, batch, k: int, counts: LiveCounts, verifier: Blo
         emitted = _finish_block(engine, batch, drafts, 0, sample_index(p[0], u_next), L)
         counts.add_call(len(emitted), 1.0)
         return emitted
-    relaxation = None if verifier is None else verifier.relaxation
-    if relaxation is None:
+    if relax is None:
         n, dist, expected = block_decision(p, q, drafts, eta)
     else:
         k = len(drafts)
-        w = relaxation_weights(relaxation, p[:k], q, p_ent[:k], q_ent, L - state.prompt_len, drafts, needed)
-        n, dist, expected, damage = relaxed_block_decision(p, q, drafts, eta, w)
+        n, dist, expected, damage = relax(p, q, p_ent[:k], q_ent, L - state.prompt_len, drafts, eta)
         counts.block_tv += damage
     emitted = _finish_block(engine, batch, drafts, n, sample_index(dist, u_next), L)
     counts.add_call(len(emitted), expected, len(drafts))
     return emitted
-
-
-@dataclass(frozen=True)
-class LengthPolicy:
-    """A verification-length policy (a rule of kind ``verify-length``, :data:`evolve.kinds.verify_length.VERIFY_LENGTH`)
-    deciding live how many tokens to draft (:func:`policy_keep`); the drafts are verified by ``rule``: a
-    threshold rule (per token), a :class:`BlockVerifier` (block verification, relaxed or not), or None (the
-    standard rule, lossless). ``name`` labels the row."""
-
-    name: str
-    policy: Any
-    rule: Any = None
-
-
-def policy_features(probs: Sequence[float], tops: Sequence[float], entropies: Sequence[float],
-                    start: int, lookahead: dict[str, float] | None = None) -> np.ndarray:
-    """The decision features before drafting token k = len(probs) of a block, as
-    :func:`evolve.kinds.verify_length.eval_policy.decision_data` builds them from records: float64
-    (len(POLICY_AVAILABLE), 1), rows in :data:`POLICY_AVAILABLE` order (the target's NaN).
-
-    ``probs``, ``tops``: q_i(x_i) and max q_i of the drafts so far (probabilities); ``entropies``: their
-    drafter entropies (nats); ``start``: the text position of the block's first draft; ``lookahead``: the
-    drafter's columns of token k, known before drafting it (prompt lookup's ``lookup_len``, ``lookup_freq``;
-    :meth:`evolve.engine.drafter_base.Drafter.lookahead`), NaN where not given.
-    """
-    k = len(probs)
-    values = {"draft_prob": probs[-1] if k else 1.0, "draft_top_prob": tops[-1] if k else 1.0,
-              "draft_entropy": float(entropies[k - 1]) if k else 0.0,
-              "draft_cumprob": float(np.prod(probs)) if k else 1.0, "draft_index": float(k),
-              "position": float(start + k), **(lookahead or {})}
-    return np.array([[values.get(f, np.nan)] for f in POLICY_AVAILABLE])
-
-
-#: The features :func:`policy_features` gives, in :data:`evolve.gp.primitives.FEATURES` order.
-POLICY_AVAILABLE: tuple[str, ...] = tuple(f for f in FEATURES if f in POLICY_FEATURES or f in CORE_FEATURES)
-
-
-def policy_value(policy, X: np.ndarray) -> float:
-    """The policy's value v on one decision (``X`` from :func:`policy_features`); NaN or infinite -> -1 (stop)."""
-    one = np.ones(1)
-    v = float(thresholds(policy, EvalData(X, one, one, one < one, POLICY_AVAILABLE, source="live decoding"))[0])
-    return v if math.isfinite(v) else -1.0
-
-
-def policy_keep(policy, start: int):
-    """``keep(row, probs, tops, entropies, lookahead=None)`` for :meth:`evolve.engine.drafter_base.Drafter.propose`:
-    draft one more token iff the policy's value on :func:`policy_features` is > 0 (the decision after each draft).
-    Its attribute ``lookahead`` says whether the policy reads a drafter's lookahead columns (else a drafter need
-    not compute them)."""
-    def keep(_row, probs, tops, entropies, lookahead=None) -> bool:
-        return policy_value(policy, policy_features(probs, tops, entropies, start, lookahead)) > 0.0
-    keep.lookahead = any(f in LOOKUP_FEATURES for f in policy.program.features)
-    return keep
 
 
 def _add_damage(rule, needed, p, q, p_ent, q_ent, start, tau_x, counts: LiveCounts) -> float:
@@ -506,54 +385,84 @@ def _add_damage(rule, needed, p, q, p_ent, q_ent, start, tau_x, counts: LiveCoun
     return tokens
 
 
-def speculative_text(engine, rule, prompt_ids: Sequence[int], gamma: int, max_new_tokens: int,
-                     rng: np.random.Generator) -> tuple[list[int], LiveCounts]:
-    """Decode one text of at most ``max_new_tokens`` tokens by speculative decoding with ``rule`` (a threshold
-    rule, or a :class:`BlockVerifier`: :data:`BLOCK_VERIFICATION` for lossless block verification, one with a
-    relaxation for relaxed block verification; :func:`live_block_verified`).
+#: Verifies one block of row 0: ``verify(engine, batch, k, counts, keep) -> emitted tokens`` (:func:`live_block` with
+#: a rule's thresholds, :func:`live_block_verified`).
+Verify = Callable[..., list[int]]
 
-    Block sizes are min(gamma, remaining - 1), and with one token left the target samples it alone
-    (as the harvester does); a text stops after an end-of-sequence token. Returns (the generated
-    ids, the text's :class:`LiveCounts`). Raises InputError for a rule reading a feature that
-    live decoding does not compute.
-    """
-    import torch
 
-    policy = rule if isinstance(rule, LengthPolicy) else None
-    if policy is not None:
-        rule = policy.rule if policy.rule is not None else get_rule("standard_rejection")
-    verified = isinstance(rule, BlockVerifier)
-    if verified:
-        needed = () if rule.relaxation is None else rule_features(rule.relaxation)
-    else:
-        needed = rule_features(rule)
-    counts = LiveCounts()
-    with torch.inference_mode():
-        batch = engine.new_batch(1)
-        engine.start(batch, 0, 0, prompt_ids, rng)  # the prefill: not timed
-        t0 = time.perf_counter()
-        state = batch.rows[0]
-        while state.generated < max_new_tokens:
-            k = min(gamma, max_new_tokens - state.generated - 1)
-            keep = None
-            if k > 0 and policy is not None:
-                start = len(state.ctx) - state.prompt_len
-                keep = policy_keep(policy.policy, start)
-                ahead = engine.drafter.lookahead(engine, state.ctx) if keep.lookahead else {}
-                if not keep(0, [], [], [], ahead):  # the decision before the first draft
-                    k = 0
-            if k > 0 and verified:
-                emitted = live_block_verified(engine, batch, k, counts, rule, needed, keep)
-            elif k > 0:
-                emitted = live_block(engine, batch, k, rule, needed, counts, keep)
-            else:
-                emitted = [_target_step(engine, batch.kv, state.ctx, state.rng)]
-                counts.add_call(1)
-            if emitted and emitted[-1] in engine.eos:
-                break
-        engine.release(batch, 0)
-    counts.seconds += time.perf_counter() - t0
-    return state.ctx[state.prompt_len:], counts
+@dataclass(frozen=True)
+class ChainDecoder:
+    """A row of live decoding that drafts chains (module doc): ``name`` labels it; ``verify`` verifies one block
+    (:data:`Verify`), ``needed`` the features it reads; ``keep(start)``, when given, is a verification-length
+    policy's decision to draft one more token in the block starting at text position ``start`` (a
+    :data:`evolve.engine.drafter_base.Keep`, with its attribute ``lookahead``), and ``lookahead`` the drafter columns
+    it reads (prompt lookup's ``lookup_len``, ``lookup_freq``). Every kind's ``live`` hook returns such a row (or a
+    draft-tree row, :class:`evolve.live.trees.TreeDecoder`); the commands call :meth:`text` alone."""
+
+    name: str
+    verify: Verify
+    needed: tuple[str, ...] = ()
+    keep: Callable[[int], Any] | None = None
+    lookahead: tuple[str, ...] = ()
+    #: Whether the row decodes draft trees (it does not: :class:`evolve.live.trees.TreeDecoder` does).
+    tree: ClassVar[bool] = False
+
+    def text(self, engine, prompt_ids: Sequence[int], max_new_tokens: int, rng: np.random.Generator, gamma: int,
+             tree: tuple[int, int] | None = None) -> tuple[list[int], LiveCounts]:
+        """Decode one text of at most ``max_new_tokens`` tokens by speculative decoding with blocks of at most
+        ``gamma`` drafts (``tree`` is not read).
+
+        Block sizes are min(gamma, remaining - 1), and with one token left the target samples it alone
+        (as the harvester does); a text stops after an end-of-sequence token. Returns (the generated
+        ids, the text's :class:`LiveCounts`).
+        """
+        import torch
+
+        counts = LiveCounts()
+        with torch.inference_mode():
+            batch = engine.new_batch(1)
+            engine.start(batch, 0, 0, prompt_ids, rng)  # the prefill: not timed
+            t0 = time.perf_counter()
+            state = batch.rows[0]
+            while state.generated < max_new_tokens:
+                k = min(gamma, max_new_tokens - state.generated - 1)
+                keep = None
+                if k > 0 and self.keep is not None:
+                    keep = self.keep(len(state.ctx) - state.prompt_len)
+                    ahead = engine.drafter.lookahead(engine, state.ctx) if keep.lookahead else {}
+                    if not keep(0, [], [], [], ahead):  # the decision before the first draft
+                        k = 0
+                if k > 0:
+                    emitted = self.verify(engine, batch, k, counts, keep)
+                else:
+                    emitted = [_target_step(engine, batch.kv, state.ctx, state.rng)]
+                    counts.add_call(1)
+                if emitted and emitted[-1] in engine.eos:
+                    break
+            engine.release(batch, 0)
+        counts.seconds += time.perf_counter() - t0
+        return state.ctx[state.prompt_len:], counts
+
+
+def tokenwise_decoder(rule, name: str | None = None) -> ChainDecoder:
+    """The chain row of a per-token rule (:func:`live_block`: the drafts accepted by its thresholds, the residual
+    after a rejection), named ``name`` (default: the rule's). Raises InputError (:func:`rule_features`) for a rule
+    reading a feature live decoding does not compute."""
+    needed = rule_features(rule)
+
+    def verify(engine, batch, k, counts, keep=None):
+        return live_block(engine, batch, k, rule, needed, counts, keep)
+
+    return ChainDecoder(name or rule.name, verify, needed)
+
+
+class BlockVerifier(ChainDecoder):
+    """Lossless block verification (Sun et al. 2024, arXiv 2403.10444; :func:`live_block_verified`) in place of a
+    per-token rule: ``benchmark.py live --rule block_verification`` (the one instance :data:`BLOCK_VERIFICATION`)."""
+
+
+#: Lossless block verification, the verifier ``block_verification`` names.
+BLOCK_VERIFICATION = BlockVerifier("block_verification", live_block_verified)
 
 
 def _target_step(engine, kv: BatchKV, ctx: list[int], rng: np.random.Generator) -> int:
@@ -591,7 +500,6 @@ def autoregressive_text(engine, prompt_ids: Sequence[int], max_new_tokens: int,
     return generated, counts
 
 
-__all__ = ["BLOCK_VERIFICATION", "COMPUTED", "BlockVerifier", "LengthPolicy", "LiveCounts", "POLICY_AVAILABLE",
-           "autoregressive_text", "policy_features", "policy_keep", "policy_value",
-           "block_decision", "candidate_features", "live_block", "live_block_verified", "relaxation_weights",
-           "relaxed_block_decision", "rule_features", "rule_thresholds", "speculative_text", "tree_call_seconds"]
+__all__ = ["BLOCK_VERIFICATION", "COMPUTED", "BlockVerifier", "ChainDecoder", "LiveCounts", "Verify",
+           "autoregressive_text", "block_decision", "block_decision_with_stops", "candidate_features", "live_block",
+           "live_block_verified", "rule_features", "rule_thresholds", "tokenwise_decoder", "tree_call_seconds"]

@@ -9,8 +9,8 @@ random stream and its caches as the tree harvest keeps them (:mod:`evolve.harves
    growth's last drafter pass (q at the last round's nodes, leaves whose q no decision and no SpecInfer test reads)
    is skipped; it draws no uniform.
 2. The kept tree (:func:`kept_nodes`): the fixed tree (row ``eagle2_full``, the name ``benchmark.py trees`` gives
-   every harvested node verified whole) keeps every node; a tree shape (a program of kind ``tree-shape``,
-   :class:`TreeShape`) gives a value v at the root and at every kept node, and the node keeps its first
+   every harvested node verified whole) keeps every node; a tree shape (a program deciding the children kept,
+   :class:`TreeDecoder`) gives a value v at the root and at every kept node, and the node keeps its first
    min(ceil(v), drawn) children in draw order (none for v <= 0 or NaN), exactly as the offline scorer
    (:mod:`evolve.eval.tree_scoring`; its values by :func:`evolve.eval.tree_levels.program_values`,
    level by level for a program reading level features) on the decision rows of :func:`decision_data`, built from
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
@@ -61,23 +61,37 @@ FIXED_TREE = "eagle2_full"
 
 
 @dataclass(frozen=True)
-class TreeShape:
-    """A tree row of live decoding: ``name`` labels it; ``program`` (a tree-shape
-    :class:`evolve.gp.compiler.Program`) decides the kept tree, None keeps every grown node (the fixed tree)."""
+class TreeDecoder:
+    """A tree row of live decoding: ``name`` labels it; ``program`` (a :class:`evolve.gp.compiler.Program` whose value
+    at a node is its number of children kept, as a tree shape's, :mod:`evolve.eval.tree_scoring`) decides the kept
+    tree, None keeps every grown node (the fixed tree). The tree-shape kind's ``live`` hook returns one; the commands
+    call :meth:`text` alone."""
 
     name: str
     program: Any = None
+    #: Whether the row decodes draft trees (it does: it needs their size).
+    tree: ClassVar[bool] = True
+    #: Drafter columns it reads (none).
+    lookahead: ClassVar[tuple[str, ...]] = ()
+
+    def text(self, engine, prompt_ids: Sequence[int], max_new_tokens: int, rng: np.random.Generator, gamma: int,
+             tree: tuple[int, int] | None = None) -> tuple[list[int], LiveCounts]:
+        """:func:`tree_text` of this row with ``tree`` (N nodes, K children per expansion; ``gamma`` is not read).
+        Raises InputError (parameter ``tree_nodes``) without a tree size."""
+        if tree is None:
+            raise InputError(f"'{self.name}' decodes draft trees: give their size", param="tree_nodes")
+        return tree_text(engine, self, prompt_ids, tree, max_new_tokens, rng)
 
 
 #: The fixed tree's row.
-FIXED = TreeShape(FIXED_TREE)
+FIXED = TreeDecoder(FIXED_TREE)
 
 
 def with_fixed_tree(rules: list, trees: bool, fixed: bool = True) -> list:
-    """``rules`` (what live decoding decodes with) with the fixed tree's row :data:`FIXED` before the first
-    :class:`TreeShape` (at the end without one) when ``trees`` (and ``fixed``). Raises InputError (``tree_nodes``)
-    for a tree shape without ``trees`` (no tree size given)."""
-    shapes = [r for r in rules if isinstance(r, TreeShape)]
+    """``rules`` (the rows live decoding decodes with) with the fixed tree's row :data:`FIXED` before the first
+    draft-tree row (its ``tree`` attribute true; at the end without one) when ``trees`` (and ``fixed``). Raises
+    InputError (``tree_nodes``) for a draft-tree row without ``trees`` (no tree size given)."""
+    shapes = [r for r in rules if r.tree]
     if shapes and not trees:
         raise InputError(f"'{shapes[0].name}' is a tree shape, which decodes draft trees: give their size",
                          param="tree_nodes")
@@ -133,7 +147,7 @@ def decision_data(tree: DraftTree, position: int) -> ShapeData:
                      priority, depth, None)
 
 
-def kept_nodes(tree: DraftTree, shape: TreeShape, position: int) -> list[int]:
+def kept_nodes(tree: DraftTree, shape: TreeDecoder, position: int) -> list[int]:
     """The nodes of ``tree`` that ``shape`` keeps (module doc, step 2), in creation order (parents first, siblings
     contiguous in draw order); ``position``: tokens generated before the step."""
     if shape.program is None:
@@ -181,7 +195,7 @@ def _verify(engine, tree: DraftTree, keep: list[int], kv, ctx, rng, max_depth: i
     return emitted
 
 
-def tree_text(engine, shape: TreeShape, prompt_ids: Sequence[int], tree: tuple[int, int], max_new_tokens: int,
+def tree_text(engine, shape: TreeDecoder, prompt_ids: Sequence[int], tree: tuple[int, int], max_new_tokens: int,
               rng: np.random.Generator) -> tuple[list[int], LiveCounts]:
     """Decode one text of at most ``max_new_tokens`` tokens by tree steps of ``shape`` (module doc); ``tree``: (N
     nodes, K children per expansion). The prefills (target and drafter, the prompt minus its last token) are not
@@ -223,5 +237,5 @@ def tree_text(engine, shape: TreeShape, prompt_ids: Sequence[int], tree: tuple[i
     return ctx[prompt_len:], counts
 
 
-__all__ = ["FIXED", "FIXED_TREE", "TreeShape", "check_tree_drafter", "decision_data", "kept_nodes", "tree_text",
+__all__ = ["FIXED", "FIXED_TREE", "TreeDecoder", "check_tree_drafter", "decision_data", "kept_nodes", "tree_text",
            "with_fixed_tree"]

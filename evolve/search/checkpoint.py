@@ -60,7 +60,7 @@ from typing import Any
 
 from evolve.errors import InputError
 from evolve.gp.primitives import CORE_FEATURES, FEATURES
-from evolve.search.config import DEFAULTS, RunConfig, resolve, upgrade_legacy
+from evolve.search.config import DEFAULTS, RunConfig, kind_setting_fields, resolve, upgrade_legacy
 from evolve.search.snapshot import Island, Snapshot, snapshot_from_data, snapshot_to_data
 from evolve.files.atomic import atomic_write_bytes
 from evolve.files.pins import pin as pin_file, pinned as pinned_file
@@ -84,8 +84,10 @@ HEADER_FIELDS: tuple[str, ...] = ("config", "features", "data_sha256", "created"
                                   "interrupted", "payload_bytes", DIGEST_FIELD)
 OPTIONAL_HEADER_FIELDS: tuple[str, ...] = ("data_dir_absolute", "inputs")
 #: Settings whose value may name a file the run reads (besides the dataset, pinned by ``data_sha256``), and how
-#: the file is named in messages.
-PINNED_SETTINGS: dict[str, str] = {"costs": "cost file", "verify_with": "verifier's champion file"}
+#: the file is named in messages: the cost file, and the kinds' own settings that name a rule (a champion file, or a
+#: promoted champion's name; :func:`evolve.kinds.base.kind_setting` ``reads_file``).
+PINNED_SETTINGS: dict[str, str] = {"costs": "cost file", **{name: f.metadata["reads_file"] for name, f in
+                                                           kind_setting_fields().items() if f.metadata["reads_file"]}}
 #: How the ``source`` of a promoted champion's rule names its file (:meth:`heuristics.champions.Champion.rule`).
 CHAMPION_SOURCE = "champion file "
 _BLANK = "0" * 64
@@ -149,25 +151,26 @@ def read_pinned(cfg: RunConfig, pins: dict[str, dict[str, str]] | None, where: s
         pin_file(pin["path"], pin["sha256"])  # a later read of other bytes in this process is refused
     if "costs" in pins:
         cfg.cost_model  # noqa: B018 - read (and cached) now, between the two digests
-    if "verify_with" in pins:
-        cfg.length_verifier  # noqa: B018
-        now = pinned_path("verify_with", cfg.verify_with)
-        if now != pins["verify_with"]["path"]:
-            raise InputError(f"{where}: cannot {action}: the verifier '{cfg.verify_with}' (setting 'verify_with') "
-                             f"is now {now or 'no champion file'}, but the run read {pins['verify_with']['path']}")
+    for key in (k for k in pins if k != "costs"):  # a kind's setting naming a rule: read (and resolved) now
+        getattr(cfg.settings, "check", lambda: None)()
+        now = pinned_path(key, cfg.setting(key))
+        if now != pins[key]["path"]:
+            role = PINNED_SETTINGS[key].split("'")[0]  # "verifier's champion file": the verifier
+            raise InputError(f"{where}: cannot {action}: the {role} '{cfg.setting(key)}' (setting '{key}') is now "
+                             f"{now or 'no champion file'}, but the run read {pins[key]['path']}")
     check_pins({"inputs": pins}, where, action, since)
 
 
 def pinned_paths(cfg: RunConfig) -> list[str]:
     """The files the settings of ``cfg`` name (a cost file, a verifier's champion file), absolute."""
-    return [p for key in PINNED_SETTINGS if (p := pinned_path(key, getattr(cfg, key))) is not None]
+    return [p for key in PINNED_SETTINGS if (p := pinned_path(key, cfg.setting(key))) is not None]
 
 
 def absolute_inputs(cfg: RunConfig) -> RunConfig:
     """``cfg`` with every setting that names a file (:data:`evolve.search.checkpoint.PINNED_SETTINGS`) given as an
     absolute path, so that the run directory, the checkpoints and a resume from any working directory name the
     file the run read."""
-    changes = {key: p for key in PINNED_SETTINGS if (p := setting_file(key, getattr(cfg, key))) is not None}
+    changes = {key: p for key in PINNED_SETTINGS if (p := setting_file(key, cfg.setting(key))) is not None}
     return replace(cfg, **changes) if changes else cfg
 
 
@@ -367,18 +370,18 @@ def setting_file(key: str, value: Any) -> str | None:
         return None
     if key == "costs" and value != "default":
         return os.path.abspath(value)
-    if key == "verify_with" and value.endswith(".json"):  # a champion file (heuristics.verifiers.verifier_parts)
+    if key != "costs" and value.endswith(".json"):  # a rule's champion file (heuristics.verifiers.verifier_parts)
         return os.path.abspath(value)
     return None
 
 
 def pinned_path(key: str, value: Any) -> str | None:
     """The file that the setting ``key`` of value ``value`` makes a run read, as an absolute path, or None when it
-    reads none: :func:`setting_file`, or for a ``verify_with`` that names a promoted champion (not a path) the
+    reads none: :func:`setting_file`, or for a kind's setting that names a promoted champion (not a path) the
     champion file the name resolves to now (:func:`heuristics.registry.get_rule`; None for a built-in rule or a
     name that resolves to nothing, which the configuration refuses)."""
     path = setting_file(key, value)
-    if path is not None or key != "verify_with" or not isinstance(value, str):
+    if path is not None or key == "costs" or not isinstance(value, str):
         return path
     from heuristics.length_policies import BLOCK_VERIFIER_NAME, STANDARD_VERIFIER_NAME
     from heuristics.registry import get_rule
@@ -397,7 +400,7 @@ def held_pins(cfg: RunConfig) -> dict[str, dict[str, str]]:
     started or resumed (:func:`read_pinned`; a file not pinned here is left out)."""
     held: dict[str, dict[str, str]] = {}
     for key in PINNED_SETTINGS:
-        path = pinned_path(key, getattr(cfg, key))
+        path = pinned_path(key, cfg.setting(key))
         if path is not None and (digest := pinned_file(path)) is not None:
             held[key] = {"path": path, "sha256": digest}
     return held

@@ -51,11 +51,6 @@ def _kind_names() -> tuple[str, ...]:
     return tuple(KINDS)
 
 
-def _weighting_names() -> tuple[str, ...]:
-    from evolve.kinds.verify_length.eval_policy import WEIGHTINGS
-    return tuple(WEIGHTINGS)
-
-
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that determines a run (same config + same data -> same champion).
@@ -132,14 +127,9 @@ class RunConfig:
     costs: str = _setting("default", str, "Cost file (JSON: target_forward_s, draft_token_s, plain_token_s) of the "
                                           "tokens-per-second objective; default: flat verification, drafts at 0.05 "
                                           "of a target step.")
-    verify_with: str = _setting("standard_rejection", str, "verify-length runs: what verifies the drafted tokens: "
-                                "standard_rejection, block_verification, a threshold rule (per token) or a "
-                                "relaxation rule (relaxed block verification), by name (registered, FAMILY:VALUES, "
-                                "promoted champion) or champion file.")
-    length_weighting: str = _setting("call", str, "verify-length runs: how harvested blocks are weighted: call (each "
-                                     "block one call of the policy) or position (each block the text positions "
-                                     "its harvest call covered; closer to live decoding on real texts).",
-                                     choices=_weighting_names)
+    kind_settings: Any = field(default=None, metadata={"type": "kind", "low": None, "high": None, "choices": None,
+                                                        "help": "The evolved kind's own settings (its settings "
+                                                                "record; None: its defaults)."})
     concurrency: int = _setting(1, int, "Concurrent requests the tokens-per-second objective serves (the cost "
                                         "file's batch_forward_s curve prices a step over all their tokens).", 1,
                                 100_000)
@@ -166,11 +156,30 @@ class RunConfig:
                                                     "floor.", 0.0)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict of the fields (features as a list or ``"auto"``)."""
-        d = asdict(self)
-        if not isinstance(d["features"], str):
-            d["features"] = list(d["features"])
-        return d
+        """Plain dict of the settings: the fields (features as a list or ``"auto"``), the kind's own settings
+        (:attr:`settings`) written in the place of ``kind_settings``, each under its name (as run documents and
+        ``config.toml`` hold them)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "kind_settings":
+                out.update(asdict(self.settings))
+            else:
+                value = getattr(self, f.name)
+                out[f.name] = list(value) if f.name == "features" and not isinstance(value, str) else value
+        return out
+
+    @property
+    def settings(self) -> Any:
+        """The settings record of the run's kind (:attr:`evolve.kinds.base.ProgramKind.settings`): ``kind_settings``,
+        or the kind's defaults."""
+        return self.kind_settings if self.kind_settings is not None else self.program_kind.settings()
+
+    def setting(self, name: str) -> Any:
+        """The value of the run setting ``name``: a field, one of the kind's own settings, or None for another kind's
+        setting (this run does not read it)."""
+        if name in self.program_kind.setting_names:
+            return getattr(self.settings, name)
+        return getattr(self, name) if name in FIELD_NAMES else None
 
     def acceptance_quality_fitness(self):
         """The :class:`evolve.eval.evaluator.AcceptanceQualityFitness` these parameters describe."""
@@ -191,23 +200,35 @@ class RunConfig:
         return cached_costs(None if self.costs == "default" else self.costs)
 
     @property
-    def length_verifier(self):
-        """The :class:`evolve.kinds.verify_length.eval_policy.LengthVerifier` of the ``verify_with`` setting.
-
-        Raises: InputError (param ``verify_with``) as :func:`heuristics.verifiers.verifier_parts`."""
-        from evolve.kinds.verify_length.eval_policy import verifier_from_parts
-        from heuristics.verifiers import verifier_parts
-        return verifier_from_parts(*verifier_parts(self.verify_with))
-
-    @property
     def objective_spec(self):
         """The registered :class:`evolve.eval.objectives.Objective` the run optimises."""
         from evolve.eval.objectives import objective_named
         return objective_named(self.objective)
 
 
-FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunConfig))
+#: The fields of :class:`RunConfig` given by name (``kind_settings`` is given as the kind's own settings).
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunConfig) if f.name != "kind_settings")
 DEFAULTS = RunConfig()
+
+
+def kind_setting_fields() -> dict[str, Any]:
+    """Every registered kind's own settings by name (:func:`dataclasses.fields` of its settings record), in kind
+    order; a name two kinds share is the first's (:func:`evolve.kinds.registry.register_kind` refuses that)."""
+    out: dict[str, Any] = {}
+    for kind in KINDS.values():
+        for f in fields(kind.settings):
+            out.setdefault(f.name, f)
+    return out
+
+
+def setting_names() -> tuple[str, ...]:
+    """The names a configuration may give: the fields and every registered kind's own settings."""
+    return FIELD_NAMES + tuple(n for n in kind_setting_fields() if n not in FIELD_NAMES)
+
+
+def readers_of(name: str) -> list[str]:
+    """The kinds whose runs read the setting ``name`` (their own setting)."""
+    return [k.name for k in KINDS.values() if name in k.setting_names]
 
 
 @dataclass(frozen=True)
@@ -223,7 +244,13 @@ class Setting:
 
 
 def setting_of(name: str) -> Setting:
-    """The :class:`Setting` of field ``name`` of :class:`RunConfig` (choices evaluated now)."""
+    """The :class:`Setting` of field ``name`` of :class:`RunConfig`, or of a kind's own setting (a string; its help
+    starts with the kinds that read it), choices evaluated now."""
+    if name not in _FIELDS:
+        meta = kind_setting_fields()[name].metadata
+        choices = meta["choices"]
+        return Setting(name, str, None, None, f"{' and '.join(readers_of(name))} runs: {meta['help']}",
+                       tuple(choices()) if choices is not None else None)
     meta = _FIELDS[name].metadata
     choices = meta["choices"]
     return Setting(name, meta["type"], meta["low"], meta["high"], meta["help"],
@@ -315,12 +342,13 @@ def _check_relations(cfg: RunConfig, origin: dict[str, str | None]) -> None:
                                  f"{', '.join(reading)})")
     if not cfg.program_kind.reads_gamma and cfg.gamma != DEFAULTS.gamma:
         raise fail("gamma", f"a {cfg.evolve} run does not read the draft length (value {cfg.gamma}); leave it out")
-    for name in dict.fromkeys(s for kind in KINDS.values() for s in kind.settings):
-        if getattr(cfg, name) != getattr(DEFAULTS, name) and name not in cfg.program_kind.settings:
-            readers = [k.name for k in KINDS.values() if name in k.settings]
-            raise fail(name, f"only a {' or '.join(readers)} run reads it (this run evolves {cfg.evolve} programs)")
-    if cfg.verify_with != DEFAULTS.verify_with:
-        cfg.length_verifier  # noqa: B018 - an unknown verifier is refused here, before the search
+    check = getattr(cfg.settings, "check", None)
+    if check is not None:
+        try:
+            check()  # an unknown verifier is refused here, before the search
+        except InputError as exc:
+            where = origin.get(exc.param) if exc.param else None
+            raise (exc if where is None else InputError(f"{where}: {exc}")) from None
     if cfg.elitism >= cfg.population:
         raise fail("elitism", f"elitism {cfg.elitism} must be smaller than the population ({cfg.population})")
 
@@ -382,9 +410,10 @@ def load_toml(path: str | os.PathLike) -> dict[str, Any]:
                 raise InputError(f"{path}: key '{key}' is the old name of '{new}'; give only '{new}'")
             value = upgrade_legacy({name: value}, lambda k: f"{path}: key '{key}'")[new]
             name = new
-        if name not in FIELD_NAMES:
-            close = difflib.get_close_matches(name, FIELD_NAMES, n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(FIELD_NAMES)})"
+        known = setting_names()
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(known)})"
             raise InputError(f"{path}: unknown key '{key}'{hint}")
         if name in out:
             raise InputError(f"{path}: key '{key}' is given twice")
@@ -413,17 +442,26 @@ def resolve(options: dict[str, Any] | None = None, config_file: str | os.PathLik
             values[name] = value
             origin[name] = f"{os.fspath(config_file)}: key '{name}'"
     given = upgrade_legacy({k: v for k, v in (options or {}).items() if v is not None})
+    known = setting_names()
     for name, value in given.items():
-        if name not in FIELD_NAMES:
-            close = difflib.get_close_matches(name, FIELD_NAMES, n=1)
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
             raise InputError(f"unknown setting {name!r}" + (f" (did you mean '{close[0]}'?)" if close else
-                                                            f" (known: {', '.join(FIELD_NAMES)})"))
+                                                            f" (known: {', '.join(known)})"))
         values[name] = _check_value(name, value, None)
         origin[name] = None
+    own = {name: values.pop(name) for name in list(values) if name not in FIELD_NAMES}
     if "objective" not in values:  # not given: the kind's own objective where the default does not score it
         objectives = replace(DEFAULTS, **values).program_kind.objectives
         if objectives and DEFAULTS.objective not in objectives:
             values["objective"] = objectives[0]
+    kind = replace(DEFAULTS, **values).program_kind
+    for name, value in own.items():
+        if name not in kind.setting_names and value != kind_setting_fields()[name].default:
+            where = origin.get(name)
+            text = (f"only a {' or '.join(readers_of(name))} run reads it (this run evolves {kind.name} programs)")
+            raise InputError(text, param=name) if where is None else InputError(f"{where}: {text}")
+    values["kind_settings"] = kind.settings(**{n: v for n, v in own.items() if n in kind.setting_names})
     cfg = replace(DEFAULTS, **values)
     _check_relations(cfg, origin)
     return cfg
@@ -476,5 +514,6 @@ def resolve_features(cfg: RunConfig, available: tuple[str, ...], source: str) ->
     return tuple(cfg.features)
 
 
-__all__ = ["RunConfig", "DEFAULTS", "FIELD_NAMES", "LEGACY_KEYS", "Setting", "setting_of", "upgrade_legacy",
+__all__ = ["RunConfig", "DEFAULTS", "FIELD_NAMES", "LEGACY_KEYS", "Setting", "setting_of", "kind_setting_fields",
+           "setting_names", "readers_of", "upgrade_legacy",
            "load_toml", "resolve", "to_toml", "resolve_features"]

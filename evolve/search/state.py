@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -23,6 +24,7 @@ import numpy as np
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData, Metrics, check_gamma
 from evolve.eval.population import EvaluationStats
+from evolve.kinds.base import KindContext
 from evolve.search.config import RunConfig
 
 #: Columns of the per-generation logbook, in order.
@@ -107,12 +109,11 @@ class SearchState:
         fit = cfg.acceptance_quality_fitness()
         self.cfg = cfg
         self.objective_spec = cfg.objective_spec
-        costs = cfg.cost_model
-        verifier = cfg.length_verifier  # read by verification-length scorers only
+        context = KindContext(fitness=fit, gamma=gamma, costs=cfg.cost_model, settings=cfg.settings)
         make = cfg.program_kind.hook("population", "python -m evolve run", f"kind '{cfg.evolve}'")
-        self.scorer = make(train, fit, gamma, cache_size, costs, verifier, cfg.length_weighting)
-        self.valid_scorer = make(valid, fit, gamma, cache_size, costs, verifier, cfg.length_weighting)
-        self._scoring = (make, {"train": train, "valid": valid}, fit, gamma, costs, verifier)
+        self.scorer = make(replace(context, data=train, cache_size=cache_size))
+        self.valid_scorer = make(replace(context, data=valid, cache_size=cache_size))
+        self._scoring = (make, {"train": train, "valid": valid}, context)
         self.on_generation, self.should_stop = on_generation, should_stop
         self.evaluations, self.eval_seconds, self.new_programs = 0, 0.0, 0
         self.logbook: list[dict[str, float]] = []
@@ -126,8 +127,8 @@ class SearchState:
     def scorer_of(self, data: EvalData):
         """A population scorer of ``data`` with the run's settings and no cache (the champion guard's resamples,
         :mod:`evolve.search.guard`)."""
-        make, _, fit, gamma, costs, verifier = self._scoring
-        return make(data, fit, gamma, 0, costs, verifier, self.cfg.length_weighting)
+        make, _, context = self._scoring
+        return make(replace(context, data=data))
 
     def objective(self, metrics: Metrics) -> float:
         """The run's score of ``metrics`` (:func:`score`)."""
@@ -214,14 +215,13 @@ class SearchState:
 
         Raises: InputError naming ``where`` (the checkpoint file), the field, the program and both values.
         """
-        make, splits, fit, gamma, costs, verifier = self._scoring
+        make, splits, context = self._scoring
         kept = random.getstate(), np.random.get_state()
         try:
-            fresh = make(splits["train"], fit, gamma, 0, costs, verifier, self.cfg.length_weighting)
+            fresh = make(replace(context, data=splits["train"]))
             for name, (items, _) in (caches or {}).items():
                 picks = sorted({0, len(items) // 2, len(items) - 1})[:RESCORED] if items else []
-                scorer = fresh if name == "train" else make(splits[name], fit, gamma, 0, costs, verifier,
-                                                            self.cfg.length_weighting)
+                scorer = fresh if name == "train" else make(replace(context, data=splits[name]))
                 got = scorer.evaluate([items[k][0] for k in picks])
                 for k, m in zip(picks, got):
                     _compare_metrics(items[k][1], m, f"caches.{name}.keys[{k}]", items[k][0], where)

@@ -87,26 +87,24 @@ def _text_calls(data_dir, split: str) -> list[tuple[str, int]] | None:
         return None
 
 
-def _scored(entries: Sequence[ComparedRule], data: EvalData, traces: Traces, gamma: int | None,
-            options: BenchmarkOptions, costs: Costs | None, tune) -> list[Row]:
+def _scored(entries: Sequence[ComparedRule], data: EvalData, traces: Traces, gamma: int | None, costs: Costs,
+            tune) -> list[Row]:
     """The rows of one group or category: the reference rule and the champions, then the kinds' competitors (bounds
-    left out), priced under ``costs`` when given."""
-    model = costs or options.speedup_costs
-    rows, _ = score_split(entries, data, 1, gamma=gamma, speedup_costs=options.speedup_costs, traces=traces,
-                          costs=model)
+    left out: with a cost file, or when a rule of the kind is compared), priced under ``costs``."""
+    rows, _ = score_split(entries, data, 1, gamma=gamma, costs=costs, traces=traces)
     for kind in KINDS.values():
         scorer = kind.hooks().compare
         if getattr(scorer, "competitors", None) is None:
             continue
         rules = [e.rule for e in entries if e.rule.program_kind is kind]
-        if costs is None and not rules:
+        if not costs.measured and not rules:
             continue
-        rows += [r for r in scorer.competitors(rules, data, gamma, model, *(tune or (None, data.split)))
+        rows += [r for r in scorer.competitors(rules, data, gamma, costs, *(tune or (None, data.split)))
                  if r.heuristic not in scorer.bounds]
-    return apply_costs(rows, costs, data) if costs is not None else rows
+    return apply_costs(rows, costs, data) if costs.measured else rows
 
 
-def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[ComparedRule], costs: Costs | None,
+def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[ComparedRule], costs: Costs,
                      by_category: bool = False) -> CategoryFigures | None:
     """The per-group (``by_category``: per-category, then per-group) comparison of ``split`` of
     ``options.data_dir`` (module doc); None when the split has no ``category`` column.
@@ -135,11 +133,11 @@ def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[Co
         if categories is not None and texts is not None and data.depth is not None:
             calls = sum(n for category, n in texts if category in categories)
             data.no_draft_calls = max(0, calls - int(np.count_nonzero(data.depth == 0)))
-        for row in _scored(chosen, data, part, gamma, options, costs, tune):
+        for row in _scored(chosen, data, part, gamma, costs, tune):
             rows.setdefault(row.heuristic, [None] * len(parts))[i] = row
         if gamma is not None and part.has("draft_index"):
             acceptance[label] = position_acceptance(part, gamma)
-    return CategoryFigures(split, [label for label, _ in parts], rows, acceptance, costs is not None, by_category)
+    return CategoryFigures(split, [label for label, _ in parts], rows, acceptance, costs.measured, by_category)
 
 
 def category_benchmark(options: BenchmarkOptions, by_category: bool = False) -> tuple[Comparison, str]:
@@ -150,8 +148,7 @@ def category_benchmark(options: BenchmarkOptions, by_category: bool = False) -> 
 
     Returns: (comparison, text). Raises: InputError for any bad input.
     """
-    from evolve.eval.costs import load_costs
-    from evolve.commands.compare.table import collect_entries, default_champions_dir, resolve_splits
+    from evolve.commands.compare.table import collect_entries, cost_model, default_champions_dir, resolve_splits
 
     fmt = resolve_format(options.fmt, options.output, ("table", "csv", "json", "markdown"))
     check_output(options.output, inputs=(options.data_dir, *options.champions, options.costs),
@@ -159,7 +156,7 @@ def category_benchmark(options: BenchmarkOptions, by_category: bool = False) -> 
     comparison, text = benchmark(dataclasses.replace(options, output=None, fmt=fmt))
     if fmt in ("table", "markdown", "json"):
         entries = collect_entries(list(options.champions), options.champions_dir)
-        costs = load_costs(options.costs) if options.costs is not None else None
+        costs = cost_model(options)
         found = {}
         for split in resolve_splits(options.split):
             fig = category_figures(options, split, entries, costs, by_category)

@@ -65,7 +65,8 @@ from evolve.eval.block_verification import RESIDUAL_COLUMN, block_verification_m
 from evolve.eval.evaluator import (
     AcceptanceQualityFitness, EvalData, Metrics, check_gamma, evaluate,
 )
-from evolve.eval.costs import DEFAULT_COSTS, Costs, load_costs
+from evolve.eval.costs import DEFAULT_COST_RATIO, DEFAULT_COSTS, Costs, load_costs, ratio_costs
+from evolve.kinds.base import KindContext
 from evolve.kinds.registry import KINDS
 from evolve.report.compare.format import (
     format_comparison,
@@ -190,24 +191,23 @@ def _label(entries: list[ComparedRule]) -> list[str]:
 
 # --- scoring ----------------------------------------------------------------------------------
 
-def timed_evaluate(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS,
-                   fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), gamma: int | None = None,
-                   speedup_costs: Costs = DEFAULT_COSTS) -> tuple[Metrics, float]:
-    """Metrics of ``rule`` on ``data`` and the best wall time of one evaluation, in milliseconds.
+def timed_evaluate(rule: Rule, context: KindContext, repeats: int = DEFAULT_REPEATS) -> tuple[Metrics, float]:
+    """Metrics of ``rule`` on the context's split and the best wall time of one evaluation, in milliseconds.
 
     One untimed warm-up evaluation (compilation), then ``repeats`` (>= 1) timed ones.
-    With ``gamma`` the block-level metrics (tokens per target call, speedup under
-    ``speedup_costs``, TV per emitted token) are computed too.
+    With the context's ``gamma`` the block-level metrics (tokens per target call, speedup under
+    its ``costs``, TV per emitted token) are computed too.
 
     Raises: InputError if the rule needs a column the split lacks; ValueError for repeats < 1.
     """
     if repeats < 1:
         raise ValueError("repeats must be >= 1")
-    metrics = evaluate(rule, data, fitness, gamma=gamma, costs=speedup_costs)
+    data = context.split_data()
+    metrics = evaluate(rule, data, context.fitness, gamma=context.gamma, costs=context.costs)
     best = math.inf
     for _ in range(repeats):
         t0 = time.perf_counter()
-        evaluate(rule, data, fitness, gamma=gamma, costs=speedup_costs)
+        evaluate(rule, data, context.fitness, gamma=context.gamma, costs=context.costs)
         best = min(best, time.perf_counter() - t0)
     return metrics, best * 1e3
 
@@ -220,8 +220,9 @@ def missing_columns(rule: Rule, data: EvalData) -> list[str]:
 @dataclass(frozen=True)
 class KindScorer:
     """How the comparison scores a rule of one kind of program: ``missing(rule, data, traces)`` the columns
-    it needs that the split lacks (the rule is then skipped with a note); ``score(rule, data, traces,
-    repeats, fitness, gamma, speedup_costs, costs)`` -> (the :class:`Row` fields of its scores, best time in ms);
+    it needs that the split lacks (the rule is then skipped with a note); ``score(rule, context, traces, repeats)``
+    -> (the :class:`Row` fields of its scores, best time in ms; ``context`` a :class:`evolve.kinds.base.KindContext`
+    of the split, its fitness, gamma and the comparison's one cost model);
     ``competitors(rules, data, gamma, costs, tuned_on, tuned_name)`` (or None): the kind's competitor rows of one
     split, added when a rule of the kind is compared or a cost file is given (``rules``: the kind's rules
     compared, in order; ``tuned_on``: the split their settings are tuned on, None: the scored one, named
@@ -237,15 +238,14 @@ class KindScorer:
 
 def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = DEFAULT_REPEATS,
                 fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(), gamma: int | None = None,
-                speedup_costs: Costs = DEFAULT_COSTS, traces: Traces | None = None,
-                costs: Costs | None = None) -> tuple[list[Row], list[str]]:
+                costs: Costs = DEFAULT_COSTS, traces: Traces | None = None) -> tuple[list[Row], list[str]]:
     """Score every entry on one prepared split, each by its kind of program (its ``compare`` hook).
 
     Returns (rows in entry order, notes): a rule needing an optional column the
     split lacks is skipped with a note. Champions of kind threshold get deltas
     against :data:`REFERENCE_RULE` when it was scored. ``traces``: the split's
-    columns (relaxation rules read its block columns; None: from its file). ``speedup_costs``: the cost model
-    of the block metrics' speedup; ``costs``: that of tokens per second (None: ``speedup_costs``).
+    columns (relaxation rules read its block columns; None: from its file). ``costs``: the one cost model of
+    the speedups and tokens per second.
     Raises: InputError (:meth:`evolve.kinds.base.ProgramKind.refuse`) for a kind the comparison cannot score (a
     promoted champion of such a kind, from the champions directory, is skipped with a note instead).
     """
@@ -265,8 +265,7 @@ def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = 
             notes.append(f"skipped {label} on {data.split or 'split'}: it needs column '{missing[0]}', "
                          f"which {data.source} lacks")
             continue
-        scores, ms = scorer.score(entry.rule, data, traces, repeats, fitness, gamma, speedup_costs,
-                                  costs or speedup_costs)
+        scores, ms = scorer.score(entry.rule, KindContext(data, fitness, gamma, costs), traces, repeats)
         scored.append((entry, label, {**scores, "program_kind": kind.name}, ms))
     ref = next((f["metrics"] for e, label, f, _ in scored if e.role == "baseline" and e.rule.name == REFERENCE_RULE),
                None)
@@ -283,7 +282,7 @@ def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = 
                 delta_expected_tv=m.expected_tv - ref.expected_tv,
             )
         rows.append(Row(label, entry.role, data.split, data.source, m, ms, entry.rule.expression, **deltas,
-                        gamma=gamma, cost_ratio=speedup_costs.cost_ratio, **scores))
+                        gamma=gamma, cost_ratio=costs.cost_ratio, **scores))
     return rows, notes
 
 
@@ -298,7 +297,7 @@ def block_gamma(data: EvalData, gamma: int | None) -> int | None:
     return int(data.feature("draft_index").max()) + 1
 
 
-def block_verification_row(traces: Traces, data: EvalData, gamma: int | None, speedup_costs: Costs = DEFAULT_COSTS,
+def block_verification_row(traces: Traces, data: EvalData, gamma: int | None, costs: Costs = DEFAULT_COSTS,
                            repeats: int = DEFAULT_REPEATS) -> tuple[Row | None, str | None]:
     """The ``block_verification`` row of one split, or (None, note) when the split cannot give it.
 
@@ -314,8 +313,7 @@ def block_verification_row(traces: Traces, data: EvalData, gamma: int | None, sp
     if not traces.has(RESIDUAL_COLUMN):
         return None, (f"no {BLOCK_VERIFICATION} row on {data.split or 'split'}: {data.source} lacks column "
                       f"'{RESIDUAL_COLUMN}' (written by generators that know whole distributions)")
-    args = (traces["target_prob"], traces["draft_prob"], traces["draft_index"], traces[RESIDUAL_COLUMN], gamma,
-            speedup_costs)
+    args = (traces["target_prob"], traces["draft_prob"], traces["draft_index"], traces[RESIDUAL_COLUMN], gamma, costs)
     result = block_verification_metrics(*args)
     best = math.inf
     for _ in range(repeats):
@@ -323,13 +321,12 @@ def block_verification_row(traces: Traces, data: EvalData, gamma: int | None, sp
         block_verification_metrics(*args)
         best = min(best, time.perf_counter() - t0)
     return Row(BLOCK_VERIFICATION, VERIFIER, data.split, data.source, None, best * 1e3, gamma=gamma,
-               cost_ratio=speedup_costs.cost_ratio, verifier=result, records=data.n), None
+               cost_ratio=costs.cost_ratio, verifier=result, records=data.n), None
 
 
 def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Sequence[ComparedRule] | None = None,
                    repeats: int = DEFAULT_REPEATS, fitness: AcceptanceQualityFitness = AcceptanceQualityFitness(),
-                   gamma: int | None = None, speedup_costs: Costs = DEFAULT_COSTS,
-                   block_verification: bool = True, costs: Costs | None = None,
+                   gamma: int | None = None, costs: Costs = DEFAULT_COSTS, block_verification: bool = True,
                    concurrency: Sequence[int] = ()) -> Comparison:
     """Load the split(s) of ``data_dir`` and score every entry on each.
 
@@ -346,13 +343,12 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         gamma: draft length for the block-level metrics (default: each split's
             block length, see :func:`block_gamma`); an InputError naming the parameter
             ``gamma`` if it exceeds the split's block length.
-        speedup_costs: the cost model of the speedup (a draft/target cost ratio c's,
-            :func:`evolve.eval.costs.ratio_costs`: tokens_per_call / (gamma c + 1), Leviathan et al. 2023).
-        costs: a cost file's model (:mod:`evolve.eval.costs`): every row gets tokens per second and the
-            cost file's speedup, and the verification-length competitors follow each split's rows
-            (:mod:`evolve.commands.compare.speed`); None: the speedup of ``speedup_costs``, and the competitors
-            only when a verification-length policy is compared.
-        concurrency: numbers of concurrent requests (with ``costs``): the comparison's concurrency table
+        costs: the one cost model of every figure (:mod:`evolve.eval.costs`): a draft/target cost ratio c's
+            (:func:`evolve.eval.costs.ratio_costs`: speedup = tokens_per_call / (gamma c + 1), Leviathan et al.
+            2023), or a cost file's (``measured``): then every row gets tokens per second and the cost file's
+            speedup, and the kinds' competitors follow each split's rows (:mod:`evolve.commands.compare.speed`;
+            otherwise only when a rule of a kind with competitors is compared).
+        concurrency: numbers of concurrent requests (with a cost file): the comparison's concurrency table
             (:func:`evolve.commands.compare.concurrency.concurrency_rows`) and, on splits with block metrics, the
             per-batch-size schedule of fixed lengths tuned on the tuning split
             (:func:`evolve.commands.compare.concurrency.split_schedule`).
@@ -367,11 +363,10 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
     loaded = {s: EvalData.from_traces(t) for s, t in traces.items()}
     if entries is None:
         entries = collect_entries()
-    result = Comparison([], repeats=repeats, splits=splits, speedup_costs=speedup_costs, costs=costs)
-    model = costs or speedup_costs
+    result = Comparison([], repeats=repeats, splits=splits, costs=costs)
     competing = {k.name: (k.hooks().compare, [e.rule for e in entries if e.rule.program_kind is k])
                  for k in KINDS.values() if getattr(k.hooks().compare, "competitors", None) is not None}
-    policies = costs is not None or any(rules for _, rules in competing.values())
+    policies = costs.measured or any(rules for _, rules in competing.values())
     if policies:
         result.notes_of_kinds = [n for scorer, rules in competing.values() if scorer.note is not None
                                  for n in [scorer.note(rules)] if n]
@@ -381,23 +376,23 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         if gamma is not None:
             naming_param("gamma", check_gamma, gamma, data)
     for s, data in loaded.items():
-        rows, notes = score_split(entries, data, repeats, fitness, result.gamma[s], speedup_costs, traces[s], model)
+        rows, notes = score_split(entries, data, repeats, fitness, result.gamma[s], costs, traces[s])
         if block_verification:
-            row, note = block_verification_row(traces[s], data, result.gamma[s], speedup_costs, repeats)
+            row, note = block_verification_row(traces[s], data, result.gamma[s], costs, repeats)
             rows += [row] if row is not None else []
             notes += [note] if note is not None else []
         if policies:
             for scorer, rules in competing.values():
-                rows += scorer.competitors(rules, data, result.gamma[s], model, *(tune or (None, s)))
-        if costs is not None:
+                rows += scorer.competitors(rules, data, result.gamma[s], costs, *(tune or (None, s)))
+        if costs.measured:
             rows = apply_costs(rows, costs, data)
         result.rows += rows
         result.notes += notes
         result.tokens[s] = data.n
         result.sources[s] = data.source
-        if costs is not None and concurrency and result.gamma[s] is not None:
+        if costs.measured and concurrency and result.gamma[s] is not None:
             result.schedules[s] = split_schedule(data, tune or (data, s), result.gamma[s], concurrency, costs)
-    if costs is not None and concurrency:
+    if costs.measured and concurrency:
         result.concurrency = concurrency_rows(result, concurrency, costs)
     result.champions = champion_records(dict(zip(_label(list(entries)), entries)))
     return result
@@ -422,8 +417,9 @@ class BenchmarkOptions:
     files compared as well; ``champions_dir``: the promoted champions (None:
     :func:`default_champions_dir`); ``fmt`` (``--format``) and ``output``: the rendering and the file
     to write (None: the text is returned only); ``repeats``: timed evaluations per rule; ``gamma``:
-    the draft length of the block metrics (None: each split's block length); ``speedup_costs``: the
-    speedup's cost model (``--cost-ratio`` c as :func:`evolve.eval.costs.ratio_costs`); ``costs``: a cost file (JSON, :mod:`evolve.eval.costs`) for tokens per second;
+    the draft length of the block metrics (None: each split's block length); ``cost_ratio``: the draft/target cost
+    ratio c of the flat cost model (:func:`evolve.eval.costs.ratio_costs`) used without ``costs``, a cost file
+    (JSON, :mod:`evolve.eval.costs`): the one cost model of every figure (:func:`cost_model`);
     ``concurrency``: numbers of concurrent requests to report throughput at (needs ``costs``).
     """
 
@@ -435,9 +431,21 @@ class BenchmarkOptions:
     output: str | os.PathLike | None = None
     repeats: int = DEFAULT_REPEATS
     gamma: int | None = None
-    speedup_costs: Costs = DEFAULT_COSTS
+    cost_ratio: float = DEFAULT_COST_RATIO
     costs: str | os.PathLike | None = None
     concurrency: tuple[int, ...] = ()
+
+
+def cost_model(options: BenchmarkOptions) -> Costs:
+    """The one cost model of a comparison: the cost file ``options.costs`` when given, else the flat model of
+    ``options.cost_ratio``. Raises: InputError (parameter ``cost_ratio``) when both are given (a cost ratio other
+    than the default beside a cost file), or as :func:`evolve.eval.costs.load_costs`."""
+    if options.costs is None:
+        return ratio_costs(options.cost_ratio)
+    if options.cost_ratio != DEFAULT_COST_RATIO:
+        raise InputError(f"a cost file ({options.costs}) prices every figure; give it or a cost ratio, not both "
+                         f"(value {options.cost_ratio!r})", param="cost_ratio")
+    return load_costs(options.costs)
 
 
 def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Comparison, str]:
@@ -455,11 +463,11 @@ def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Compariso
     check_output(o.output, inputs=(o.data_dir, *champion_files, o.costs),
                  champion_dirs=(o.champions_dir or default_champions_dir(),))
     entries = collect_entries(champion_files, o.champions_dir)
-    costs = load_costs(o.costs) if o.costs is not None else None
-    if o.concurrency and costs is None:
+    costs = cost_model(o)
+    if o.concurrency and not costs.measured:
         raise InputError("throughput against concurrent requests needs a cost file", param="concurrency")
-    comparison = run_comparison(o.data_dir, o.split, entries, o.repeats, gamma=o.gamma, speedup_costs=o.speedup_costs,
-                                costs=costs, concurrency=o.concurrency)
+    comparison = run_comparison(o.data_dir, o.split, entries, o.repeats, gamma=o.gamma, costs=costs,
+                                concurrency=o.concurrency)
     text = format_comparison(comparison, fmt)
     if o.output is not None:
         write_output(text, o.output)
@@ -468,6 +476,7 @@ def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Compariso
 
 #: The rows and formats are defined in their own modules and re-exported here (see the module doc).
 __all__ = ["BenchmarkOptions", "baseline_entries", "benchmark", "block_gamma", "block_verification_row",
-           "champion_entries", "champion_from_file", "champion_module", "collect_entries", "default_champions_dir",
+           "champion_entries", "champion_from_file", "champion_module", "collect_entries", "cost_model",
+           "default_champions_dir",
            "KindScorer", "missing_columns", "resolve_splits", "run_comparison",
            "score_split", "timed_evaluate"]

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from evolve.errors import InputError
-from evolve.eval.costs import DEFAULT_COST_RATIO, Costs, load_costs, ratio_costs
+from evolve.eval.costs import Costs, load_costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
 from evolve.export.engines.base import Engine, Provenance, Setting
+from evolve.kinds.base import KindContext
 from evolve.kinds.verify_length.eval_schedule import batch_schedule, fixed_length_table
 from evolve.traces.io import load_split
 from heuristics.contract import Rule
@@ -91,8 +92,8 @@ class Scorer:
         weighted them (:attr:`heuristics.contract.Rule.weighting`, when the champion's run set one)."""
         if self.weighting is not None and rule.weighting is None:
             rule = dataclasses.replace(rule, weighting=self.weighting)
-        m = self.hook(rule, lambda: self.split(split), self.directory, split, self.gamma, AcceptanceQualityFitness(),
-                      ratio_costs(DEFAULT_COST_RATIO), self.costs)
+        m = self.hook(rule, KindContext(lambda: self.split(split), AcceptanceQualityFitness(), self.gamma, self.costs,
+                                        directory=self.directory, split=split))
         rate = getattr(m, "tokens_per_second", None)
         if rate is None:
             rate = m.tokens_per_call / self.costs.step_seconds(self.gamma, self.gamma)

@@ -13,7 +13,7 @@ output is plain greedy decoding's, token for token). Any subclass of ``llama_cpp
 earlier match of the longest n-gram in [MIN, MAX], cut after an end-of-sequence token; its functions
 ``_occurrences``, ``lookup_match`` and ``lookup_columns`` are written into the module from their source) and
 stops drafting where the policy says so, with the decisions ``benchmark.py live`` makes
-(:func:`evolve.live.decoding.policy_keep`): before drafting token m (m = 0, 1, ..., up to ``num_pred_tokens``)
+(:func:`evolve.kinds.verify_length.live.policy_keep`): before drafting token m (m = 0, 1, ..., up to ``num_pred_tokens``)
 it drafts it iff ``keep_drafting`` (the numpy export of the policy, :mod:`evolve.export.numpy_module`) is 1
 on the columns of that decision. A one-hot drafter gives draft_prob = draft_top_prob = draft_cumprob = 1 and
 draft_entropy = 0; draft_index = m; position = the generated tokens before the block + m; lookup_len and

@@ -3,29 +3,31 @@
 (:mod:`evolve.kinds.relaxation.search_seeds`), and run by every command."""
 from __future__ import annotations
 
-from evolve.kinds.base import KindHooks
+from evolve.kinds.base import KindContext, KindHooks
 from evolve.eval.relaxed_block import RelaxedMetrics, attach
 from evolve.kinds.relaxation.eval_population import RelaxedPopulationEvaluator, evaluate_relaxed
 from evolve.kinds.relaxation.export_layout import RELAXATION_LAYOUT
-from evolve.kinds.relaxation.report_hooks import CAPTION, COMPARE, live_decoder, simulate_plan, tree_rows
+from evolve.kinds.relaxation.live import live_decoder
+from evolve.kinds.relaxation.report_hooks import CAPTION, COMPARE, simulate_plan, tree_rows
 from evolve.kinds.relaxation.search_seeds import choose_relaxed_seeds
 from evolve.commands.pareto.relaxed import relaxed_rule_curve
 from evolve.traces.io import load_split
 
 
-def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> RelaxedPopulationEvaluator:
+def population(context: KindContext) -> RelaxedPopulationEvaluator:
     """The relaxed block verification population scorer (block metrics only)."""
-    return RelaxedPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size)
+    return RelaxedPopulationEvaluator(context.data, context.fitness, gamma=context.gamma,
+                                      cache_size=context.cache_size)
 
 
-def score(rule, data, directory, split, gamma, fitness, speedup_costs, costs) -> RelaxedMetrics:
+def score(rule, context: KindContext) -> RelaxedMetrics:
     """One relaxation rule's relaxed block verification metrics with draft length ``gamma``, as its run scores it
-    (:func:`evolve.kinds.relaxation.eval_population.evaluate_relaxed`); the block columns come from the split file
-    of ``directory`` when given."""
-    records = data()
-    if directory is not None:
-        attach(records, load_split(directory, split))
-    return evaluate_relaxed([rule.program], records, gamma, speedup_costs)[0]
+    (:func:`evolve.kinds.relaxation.eval_population.evaluate_relaxed`), its speedup under the context's costs; the
+    block columns come from the split file of the context's dataset directory when given."""
+    records = context.split_data()
+    if context.directory is not None:
+        attach(records, load_split(context.directory, context.split))
+    return evaluate_relaxed([rule.program], records, context.gamma, context.costs)[0]
 
 
 def seeds(cfg, features, train, gamma, objective):

@@ -11,7 +11,8 @@ import numpy as np
 
 from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs
-from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, thresholds
+from evolve.eval.evaluator import EvalData, thresholds
+from evolve.kinds.base import KindContext
 from evolve.kinds.relaxation import KIND
 from evolve.eval.relaxed_block import RelaxedMetrics, attach, relaxed_of
 from evolve.kinds.relaxation.eval_population import evaluate_relaxed
@@ -21,28 +22,27 @@ from evolve.commands.options import naming_param
 from evolve.commands.simulate import SimulateOptions, SweepPlan, block_only, options_verification
 from evolve.report.trees import tree_row
 from evolve.sim.verification import Verification
-from evolve.live.decoding import BlockVerifier, rule_features
 from evolve.traces.io import Traces
 from evolve.traces.trees import RELAX_GRID
 from heuristics.contract import Rule
 
 
 def timed_relaxed(rule: Rule, data: EvalData, repeats: int = DEFAULT_REPEATS, gamma: int = 1,
-                  speedup_costs: Costs = DEFAULT_COSTS) -> tuple[RelaxedMetrics, float]:
+                  costs: Costs = DEFAULT_COSTS) -> tuple[RelaxedMetrics, float]:
     """Relaxed block verification's metrics of a relaxation rule (the weight w) on ``data`` and the best wall
     time of one evaluation in milliseconds (one untimed warm-up, then ``repeats`` timed ones).
 
     Scored by the relaxation kind's population scorer, the one the search scores its programs with
     (:func:`evolve.kinds.relaxation.eval_population.evaluate_relaxed`; weights NaN/inf -> 0, clamped to [0, 1]), so
     a run's champion gets here exactly the figures its ``champion.json`` records for the same split and
-    gamma: tokens per call 1 + E[tau] per block with draft length ``gamma``, speedup under ``speedup_costs``,
+    gamma: tokens per call 1 + E[tau] per block with draft length ``gamma``, speedup under ``costs``,
     TV per emitted token the expected sum of w_i (1 - overlap_i) over the emitted positions (block
     verification, Sun et al. 2024, arXiv 2403.10444, against (1 - w) p + w q). The split's block columns
     must be attached (:func:`evolve.eval.relaxed_block.attach`) or in its split file.
     Raises: InputError for a column the split lacks or a gamma above its block length.
     """
     def run() -> RelaxedMetrics:
-        return evaluate_relaxed([rule.program], data, gamma, speedup_costs)[0]
+        return evaluate_relaxed([rule.program], data, gamma, costs)[0]
 
     metrics = run()
     best = math.inf
@@ -67,13 +67,13 @@ def relaxed_missing_columns(rule: Rule, data: EvalData, traces: Traces | None = 
     return [c for c in dict.fromkeys((*rule.columns_needed, *KIND.columns)) if c not in have]
 
 
-def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-           fitness: AcceptanceQualityFitness, gamma: int | None, speedup_costs: Costs, costs: Costs):
+def scores(rule: Rule, context: KindContext, traces: Traces | None, repeats: int):
     """A relaxation rule: relaxed block verification's block metrics alone (:func:`timed_relaxed`), with the
     split's gamma; the per-token columns stay empty as for the ``block_verification`` row."""
+    data = context.split_data()
     if traces is not None:
         attach(data, traces)
-    metrics, ms = timed_relaxed(rule, data, repeats, gamma, speedup_costs)
+    metrics, ms = timed_relaxed(rule, data, repeats, context.gamma, context.costs)
     return {"metrics": None, "verifier": metrics, "records": data.n}, ms
 
 
@@ -103,13 +103,6 @@ def simulate_plan(rule, o: SimulateOptions, gamma: int) -> SweepPlan:
                      f"w = {rule.expression}")
 
 
-def live_decoder(rule: Rule) -> BlockVerifier:
-    """A relaxation rule (the weight w) decodes by relaxed block verification against (1 - w) p + w q
-    (:func:`evolve.live.decoding.live_block_verified`), in a row named after the rule."""
-    rule_features(rule)
-    return BlockVerifier(rule.name, relaxation=rule)
-
-
 def tree_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData,
               costs: Costs) -> list[dict[str, Any]]:
     """The relaxation champion's row (every harvested tree, SpecInfer against the mixture) and the fixed-w row at
@@ -131,4 +124,4 @@ def tree_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData,
                  fixed_trees)]
 
 
-__all__ = ["COMPARE", "CAPTION", "timed_relaxed", "relaxed_missing_columns", "scores", "simulate_plan", "live_decoder", "tree_rows"]
+__all__ = ["COMPARE", "CAPTION", "timed_relaxed", "relaxed_missing_columns", "scores", "simulate_plan", "tree_rows"]

@@ -6,20 +6,21 @@ from __future__ import annotations
 
 from evolve.eval.evaluator import Metrics, evaluate
 from evolve.eval.population import PopulationEvaluator
-from evolve.kinds.base import KindHooks
+from evolve.kinds.base import KindContext, KindHooks
 from evolve.kinds.threshold.export_layout import THRESHOLD_LAYOUT
 from evolve.kinds.threshold.report_hooks import COMPARE, live_decoder, pareto_curve, simulate_plan
 from evolve.search.warm_start import choose_seeds
 
 
-def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> PopulationEvaluator:
+def population(context: KindContext) -> PopulationEvaluator:
     """The per-token population scorer (acceptance counts, expected metrics, block metrics with ``gamma``)."""
-    return PopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size)
+    return PopulationEvaluator(context.data, context.fitness, gamma=context.gamma, cache_size=context.cache_size)
 
 
-def score(rule, data, directory, split, gamma, fitness, speedup_costs, costs) -> Metrics:
-    """One threshold rule's :class:`evolve.eval.evaluator.Metrics` on ``data`` (:func:`evolve.eval.evaluator.evaluate`)."""
-    return evaluate(rule, data(), fitness, gamma=gamma, costs=speedup_costs)
+def score(rule, context: KindContext) -> Metrics:
+    """One threshold rule's :class:`evolve.eval.evaluator.Metrics` on the context's split, its speedup under the
+    context's costs (:func:`evolve.eval.evaluator.evaluate`)."""
+    return evaluate(rule, context.split_data(), context.fitness, gamma=context.gamma, costs=context.costs)
 
 
 def seeds(cfg, features, train, gamma, objective):

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from evolve.eval.costs import Costs
-from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
+from evolve.eval.evaluator import EvalData
+from evolve.kinds.base import KindContext
 from evolve.commands.compare.table import KindScorer, missing_columns, timed_evaluate
 from evolve.commands.options import naming_param
 from evolve.commands.pareto.command import rule_curve
 from evolve.commands.simulate import SimulateOptions, SweepPlan, options_verification
 from evolve.sim.decoding import check_verification
-from evolve.live.decoding import rule_features
+from evolve.live.decoding import ChainDecoder, tokenwise_decoder
 from evolve.traces.io import Traces
 from heuristics.contract import Rule
 
 
-def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-           fitness: AcceptanceQualityFitness, gamma: int | None, speedup_costs: Costs, costs: Costs):
-    """A threshold rule: its :class:`Metrics` (:func:`timed_evaluate`)."""
-    metrics, ms = timed_evaluate(rule, data, repeats, fitness, gamma, speedup_costs)
+def scores(rule: Rule, context: KindContext, traces: Traces | None, repeats: int):
+    """A threshold rule: its :class:`evolve.eval.evaluator.Metrics` (:func:`timed_evaluate`)."""
+    metrics, ms = timed_evaluate(rule, context, repeats)
     return {"metrics": metrics}, ms
 
 
@@ -33,10 +32,9 @@ def simulate_plan(rule, o: SimulateOptions, gamma: int) -> SweepPlan:
     return SweepPlan(rule, verification, rule.name)
 
 
-def live_decoder(rule: Rule) -> Rule:
-    """A threshold rule decodes token by token (:func:`evolve.live.decoding.live_block`)."""
-    rule_features(rule)
-    return rule
+def live_decoder(rule: Rule) -> ChainDecoder:
+    """A threshold rule decodes token by token (:func:`evolve.live.decoding.tokenwise_decoder`)."""
+    return tokenwise_decoder(rule)
 
 
 def pareto_curve(rule: Rule, traces, data: EvalData, gamma: int, budgets: Sequence[float]):

@@ -5,7 +5,7 @@ EAGLE-2's per-level top-k and the level gates (:mod:`evolve.kinds.tree_shape.sea
 from __future__ import annotations
 
 from evolve.errors import InputError
-from evolve.kinds.base import KindHooks
+from evolve.kinds.base import KindContext, KindHooks
 from evolve.eval.tree_levels import program_values
 from evolve.kinds.tree_shape.eval_population import TreeShapePopulationEvaluator
 from evolve.eval.tree_scoring import ShapeMetrics, shape_data, shape_metrics
@@ -15,22 +15,23 @@ from evolve.kinds.tree_shape.search_seeds import choose_tree_seeds
 from evolve.traces.trees import load_trees
 
 
-def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> TreeShapePopulationEvaluator:
-    """The tree-shape population scorer (tokens per second under ``costs`` on the split's tree table)."""
-    return TreeShapePopulationEvaluator(data, fitness, cache_size=cache_size, costs=costs)
+def population(context: KindContext) -> TreeShapePopulationEvaluator:
+    """The tree-shape population scorer (tokens per second under the context's costs on the split's tree table)."""
+    return TreeShapePopulationEvaluator(context.data, context.fitness, cache_size=context.cache_size,
+                                        costs=context.costs)
 
 
-def score(rule, data, directory, split, gamma, fitness, speedup_costs, costs) -> ShapeMetrics:
-    """One shape's :class:`evolve.eval.tree_scoring.ShapeMetrics` under ``costs`` on the tree table of
-    ``split`` in the dataset directory ``directory``.
+def score(rule, context: KindContext) -> ShapeMetrics:
+    """One shape's :class:`evolve.eval.tree_scoring.ShapeMetrics` under the context's costs on the tree table of
+    its split in its dataset directory (the records are not read).
 
     Raises: InputError without a dataset directory, or as :func:`evolve.traces.trees.load_trees`.
     """
-    if directory is None:
+    if context.directory is None:
         raise InputError("a tree-shape program is scored on the tree tables of a dataset directory; give its path",
                          param="data")
-    trees = shape_data(load_trees(directory, split))
-    return shape_metrics(program_values(rule.program, trees), trees, costs)
+    trees = shape_data(load_trees(context.directory, context.split))
+    return shape_metrics(program_values(rule.program, trees), trees, context.costs)
 
 
 def seeds(cfg, features, train, gamma, objective):

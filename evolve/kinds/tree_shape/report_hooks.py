@@ -9,7 +9,7 @@ import numpy as np
 from evolve.eval.costs import Costs
 from evolve.eval.tree_levels import program_values
 from evolve.eval.tree_scoring import ShapeData, shape_metrics
-from evolve.live.trees import TreeShape
+from evolve.live.trees import TreeDecoder
 from evolve.report.trees import tree_row
 
 
@@ -20,9 +20,9 @@ def tree_rows(split: str, name: str, program, d: ShapeData, tune: ShapeData, cos
                  shape_metrics(program_values(program, d), d, costs, per_tree=trees), trees)]
 
 
-def live_decoder(rule) -> TreeShape:
+def live_decoder(rule) -> TreeDecoder:
     """A tree shape decodes live as a tree row: the grown tree pruned by its program, verified by SpecInfer."""
-    return TreeShape(rule.name, rule.program)
+    return TreeDecoder(rule.name, rule.program)
 
 
 __all__ = ["live_decoder", "tree_rows"]

@@ -9,6 +9,7 @@ command rows (``report_hooks``), exported layout (``export_layout``) and hooks (
 """
 from evolve.gp.primitives import DERIVED_FEATURES, LEVEL_FEATURES
 from evolve.kinds.base import TARGET_FEATURES, ProgramKind
+from evolve.kinds.verify_length.settings import LengthSettings
 
 KIND = ProgramKind(
     name="verify-length", title="verification-length policy",
@@ -23,7 +24,7 @@ KIND = ProgramKind(
     objectives=("tokens_per_second", "pareto_tokens_per_second"),
     source="when to stop drafting: SpecDec++ (Huang et al. 2024, arXiv 2405.19715); confidence-scheduled "
            "verification of DSpark (Cheng et al. 2026, arXiv 2607.05147)",
-    settings=("verify_with", "length_weighting"),
+    settings=LengthSettings,
 )
 
 #: Temporary alias while the engine targets move to asking kinds (removed once they do).

@@ -4,27 +4,32 @@ thresholds (:mod:`evolve.kinds.verify_length.search_seeds`), compared beside the
 live."""
 from __future__ import annotations
 
-from evolve.kinds.base import KindHooks
+from evolve.kinds.base import KindContext, KindHooks
+from evolve.kinds.verify_length.settings import LengthSettings
 from evolve.kinds.verify_length.eval_policy import LengthMetrics, LengthPopulationEvaluator
 from evolve.kinds.verify_length.export_layout import LENGTH_LAYOUT
-from evolve.kinds.verify_length.report_hooks import CAPTION, COMPARE, live_decoder
+from evolve.kinds.verify_length.live import live_decoder
+from evolve.kinds.verify_length.report_hooks import CAPTION, COMPARE
 from evolve.kinds.verify_length.search_seeds import choose_length_seeds
 from evolve.kinds.verify_length.report_compare import check_policy_settings
 
 
-def population(data, fitness, gamma, cache_size, costs, verifier, weighting) -> LengthPopulationEvaluator:
-    """The verification-length population scorer (tokens per second under ``costs``, drafts verified by
-    ``verifier``, blocks weighted by ``weighting``)."""
-    return LengthPopulationEvaluator(data, fitness, gamma=gamma, cache_size=cache_size, costs=costs, verifier=verifier,
-                                     weighting=weighting)
+def population(context: KindContext) -> LengthPopulationEvaluator:
+    """The verification-length population scorer (tokens per second under the context's costs, drafts verified by
+    the run's ``verify_with``, blocks weighted by its ``length_weighting``: :class:`LengthSettings`)."""
+    settings = context.settings or LengthSettings()
+    return LengthPopulationEvaluator(context.data, context.fitness, gamma=context.gamma, cache_size=context.cache_size,
+                                     costs=context.costs, verifier=settings.verifier,
+                                     weighting=settings.length_weighting)
 
 
-def score(rule, data, directory, split, gamma, fitness, speedup_costs, costs) -> LengthMetrics:
-    """One policy's :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` under ``costs`` with longest draft
-    ``gamma``, its drafts verified by its own run's verifier and its blocks weighted by its run's weighting."""
+def score(rule, context: KindContext) -> LengthMetrics:
+    """One policy's :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` under the context's costs with
+    longest draft ``gamma``, its drafts verified by its own run's verifier and its blocks weighted by its run's
+    weighting (the rule's, :func:`check_policy_settings`)."""
     verifier, weighting = check_policy_settings(rule)
-    scorer = LengthPopulationEvaluator(data(), gamma=gamma, cache_size=0, costs=costs, verifier=verifier,
-                                       weighting=weighting)
+    scorer = LengthPopulationEvaluator(context.split_data(), gamma=context.gamma, cache_size=0, costs=context.costs,
+                                       verifier=verifier, weighting=weighting)
     return scorer.evaluate([rule.program])[0]
 
 

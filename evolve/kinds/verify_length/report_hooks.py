@@ -2,22 +2,19 @@
 competitor policies) and live decoding (the kind's report hooks, :mod:`evolve.kinds.verify_length.plugin`)."""
 from __future__ import annotations
 
-from evolve.eval.costs import Costs
-from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
+from evolve.eval.evaluator import EvalData
+from evolve.kinds.base import KindContext
 from evolve.kinds.verify_length import KIND
 from evolve.kinds.verify_length.report_compare import NOTES, comparison_competitors, length_scores, weighting_note
 from evolve.commands.compare.table import KindScorer
-from evolve.commands.live import decoder
-from evolve.live.decoding import BLOCK_VERIFICATION, LengthPolicy
 from evolve.traces.io import Traces
 from heuristics.contract import Rule
-from heuristics.verifiers import verifier_parts
 
 
-def scores(rule: Rule, data: EvalData, traces: Traces | None, repeats: int,
-           fitness: AcceptanceQualityFitness, gamma: int | None, speedup_costs: Costs, costs: Costs):
-    """A verification-length policy: its tokens per second under ``costs`` (:mod:`evolve.commands.compare.speed`)."""
-    return length_scores(rule, data, repeats, gamma, costs)
+def scores(rule: Rule, context: KindContext, traces: Traces | None, repeats: int):
+    """A verification-length policy: its tokens per second under the context's costs
+    (:mod:`evolve.commands.compare.speed`)."""
+    return length_scores(rule, context.split_data(), repeats, context.gamma, context.costs)
 
 
 def missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[str]:
@@ -37,15 +34,4 @@ CAPTION = ("Verification-length policies (rows of role policy: best_fixed_gamma,
            " else the standard rule).")
 
 
-def live_decoder(rule: Rule) -> LengthPolicy:
-    """A verification-length policy decides live how many tokens to draft, one draft step at a time
-    (:func:`evolve.live.decoding.policy_keep`); the drafts are verified by the verifier of its run (``rule.verifier``:
-    :func:`heuristics.verifiers.verifier_parts`; the standard rule without one), itself decoded as
-    :func:`decoder` decodes that rule."""
-    _, verifier, block = verifier_parts(rule.verifier)
-    if verifier is None:
-        return LengthPolicy(rule.name, rule, BLOCK_VERIFICATION if block else None)
-    return LengthPolicy(rule.name, rule, decoder(verifier))
-
-
-__all__ = ["COMPARE", "CAPTION", "scores", "missing", "live_decoder"]
+__all__ = ["COMPARE", "CAPTION", "scores", "missing"]

@@ -37,8 +37,8 @@ def choose_length_seeds(cfg: RunConfig, train: EvalData, gamma: int,
     Raises: InputError when the split lacks draft_index.
     """
     scorer = LengthPopulationEvaluator(train, cfg.acceptance_quality_fitness(), gamma=gamma, cache_size=0,
-                                       costs=cfg.cost_model, verifier=cfg.length_verifier,
-                                       weighting=cfg.length_weighting)
+                                       costs=cfg.cost_model, verifier=cfg.settings.verifier,
+                                       weighting=cfg.settings.length_weighting)
     column = "draft_top_prob" if "draft_top_prob" in scorer.data.available else "draft_prob"
     fixed = [(f"fixed_gamma={g}", fixed_length_expression(g)) for g in range(gamma + 1)]
     conf = [(f"confidence_threshold(h={h:g})", confidence_expression(h, column)) for h in CONFIDENCE_GRID]

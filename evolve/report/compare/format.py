@@ -112,11 +112,11 @@ def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]
         parts.append(", ".join(expected) + ".")
     text = " ".join(parts)
     gammas = {g for g in comparison.gamma.values() if g}
-    if gammas and comparison.costs is None:
+    if gammas and not comparison.costs.measured:
         text += (f" Mean acc. len = mean acceptance length = expected tokens per target call with gamma"
                  f" {', '.join(map(str, sorted(gammas)))} (1 + sum_k prod_(i<=k) tau_i per block), Speedup ="
                  f" Mean acc. len / (gamma*c + 1) with draft/target"
-                 f" cost ratio c = {comparison.speedup_costs.cost_ratio:g}, TV/tok = expected TV per emitted token.")
+                 f" cost ratio c = {comparison.costs.cost_ratio:g}, TV/tok = expected TV per emitted token.")
     elif gammas:
         text += (f" Mean acc. len = mean acceptance length = expected tokens per target call with gamma"
                  f" {', '.join(map(str, sorted(gammas)))}, Tok/s = Mean acc. len / (target_forward_s(gamma + 1) +"

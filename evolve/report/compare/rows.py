@@ -138,9 +138,9 @@ class Comparison:
     tokens: dict[str, int] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     gamma: dict[str, int | None] = field(default_factory=dict)
-    speedup_costs: Costs = DEFAULT_COSTS
+    #: The one cost model of every figure (a cost file's, ``measured``, adds tokens per second).
+    costs: Costs = DEFAULT_COSTS
     champions: dict[str, dict] = field(default_factory=dict)
-    costs: Costs | None = None
     #: Throughput against concurrent requests (:mod:`evolve.commands.compare.concurrency`), or None.
     concurrency: list[dict] | None = None
     #: Per split: the per-batch-size schedule of fixed lengths (:func:`evolve.commands.compare.concurrency.split_schedule`).
