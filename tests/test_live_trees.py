@@ -23,7 +23,7 @@ from evolve.errors import InputError  # noqa: E402
 from evolve.eval.costs import Costs  # noqa: E402
 from evolve.harvest import loop as hv  # noqa: E402
 from evolve.harvest.trees import generate_tree_text  # noqa: E402
-from evolve.kinds.tree_shape.eval_competitors import eagle2_topk_expression  # noqa: E402
+from evolve.eval.tree_competitors import eagle2_topk_expression  # noqa: E402
 from evolve.eval.tree_scoring import shape_data, shape_metrics  # noqa: E402
 from evolve.live.decoding import LiveCounts, autoregressive_text, tree_call_seconds  # noqa: E402
 from evolve.live.trees import FIXED, TreeDecoder, decision_data, kept_nodes, tree_text  # noqa: E402

@@ -13,7 +13,7 @@ from evolve.errors import InputError
 from evolve.eval.costs import Costs
 from evolve.eval.evaluator import lowered_program
 from evolve.kinds.tree_shape.eval_population import TreeShapePopulationEvaluator
-from evolve.kinds.tree_shape.eval_competitors import (
+from evolve.eval.tree_competitors import (
     competitors, eagle2_topk_expression, eagle2_topk_values, fixed_width_values, shape_expressions,
 )
 from evolve.eval.tree_levels import program_values, reads_levels

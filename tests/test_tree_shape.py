@@ -13,7 +13,7 @@ import pytest
 from evolve.engine import tree_verify as tv
 from evolve.errors import InputError
 from evolve.eval.costs import Costs
-from evolve.kinds.tree_shape.eval_competitors import competitors, fixed_width_values, shape_expressions
+from evolve.eval.tree_competitors import competitors, fixed_width_values, shape_expressions
 from evolve.eval.tree_scoring import shape_data, shape_metrics, whole_tree_metrics
 from evolve.traces.trees import trees_from_frame
 from tree_helpers import random_tree, tree_frame

@@ -5,7 +5,7 @@ For each split asked for, from ``DIR/{split}.trees.parquet`` (:mod:`evolve.trace
 * ``specinfer`` and ``traversal``: every harvested tree verified whole, by SpecInfer's recursive
   rejection sampling (Miao et al. 2024, arXiv 2305.09781) and by traversal verification (Weng et al.
   2025, arXiv 2505.12398); exact expected tokens computed at harvest from the full distributions;
-* the named shapes of :func:`evolve.kinds.tree_shape.eval_competitors.competitors` (``chain``: the first path, whole;
+* the named shapes of :func:`evolve.eval.tree_competitors.competitors` (``chain``: the first path, whole;
   ``best_chain``, ``fixed_width``, ``eagle2``, ``eagle2_full``, ``eagle2_topk``, ``medusa_static``,
   ``adaptive_width``), their settings tuned on the tuning split (valid by default) by tokens per second,
   verified by SpecInfer;
@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from evolve.eval.costs import Costs, load_costs
-from evolve.kinds.tree_shape.eval_competitors import competitors
+from evolve.eval.tree_competitors import competitors
 from evolve.eval.tree_scoring import (
     BOUNDS, ShapeData, shape_data, whole_tree_metrics,
 )

@@ -3,7 +3,7 @@
 A harvested draft tree (:mod:`evolve.traces.trees`) holds, at every node the harvest expanded, children
 drawn i.i.d. from the drafter. A *tree shape* decides, node by node, how many of those children to keep:
 a program of kind ``tree-shape`` (:mod:`evolve.kinds.registry`) or a named shape
-(:mod:`evolve.kinds.tree_shape.eval_competitors`) gives a value v at every decision point (the root and every kept
+(:mod:`evolve.eval.tree_competitors`) gives a value v at every decision point (the root and every kept
 node) and the node keeps its first k = min(ceil(v), children drawn) children in draw order (v <= 0 or
 NaN: none). The decision reads only what is known before the node's children are drawn, the drafter's
 side of the node and of its level:
@@ -341,7 +341,7 @@ def shape_counts(values, trees, accept, damage, budget, forward, draft_pass, out
             per_tree[t, 1] = seconds
 
 
-#: The rows of :func:`evolve.kinds.tree_shape.eval_competitors.competitors` that are bounds, not shapes.
+#: The rows of :func:`evolve.eval.tree_competitors.competitors` that are bounds, not shapes.
 BOUNDS: tuple[str, ...] = ("shape_oracle",)
 #: Most subtree shapes :func:`oracle_shape_counts` enumerates per tree (prod over expanded nodes of children + 1).
 MAX_ORACLE_SHAPES = 2_000_000

@@ -94,6 +94,11 @@ class KindHooks:
             max_new_tokens, rng, gamma, tree)`` (:class:`evolve.live.decoding.ChainDecoder`,
             :class:`evolve.live.trees.TreeDecoder`).
         pareto: ``pareto(rule, traces, data, gamma, budgets)`` -> (curve, note) of ``benchmark.py pareto --rule``.
+        pareto_runs: ``pareto_runs(run_dirs, traces, data, gamma, budgets)`` -> (curve or None, notes): the evolved
+            curve of ``benchmark.py pareto --run`` directories of this kind (a curve whose category is not a per-token
+            one, :data:`evolve.report.pareto.curves.PER_TOKEN_CATEGORIES`, is drawn as a reference).
+        pareto_references: ``pareto_references(traces, data, gamma, budgets)`` -> (curve or None, note): a reference
+            curve the kind adds to every ``benchmark.py pareto`` (the relaxed fixed-w family).
         trees: ``trees(split, name, program, data, tune, costs)`` -> the rows of ``benchmark.py trees``.
         export: the :class:`evolve.export.codegen.Layout` of ``python -m evolve export``.
     """
@@ -108,6 +113,8 @@ class KindHooks:
     simulate: Callable[..., Any] | None = None
     live: Callable[..., Any] | None = None
     pareto: Callable[..., Any] | None = None
+    pareto_runs: Callable[..., Any] | None = None
+    pareto_references: Callable[..., Any] | None = None
     trees: Callable[..., Any] | None = None
     export: Any = None
 

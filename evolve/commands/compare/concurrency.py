@@ -2,7 +2,7 @@
 
 With R requests decoded together, one engine step drafts for every request and runs the target once
 over all their new tokens. With a policy's expected tokens per call t and expected drafts verified per
-call L (from the records, :mod:`evolve.kinds.verify_length.eval_policy`), a step covers R (L + 1) new target tokens,
+call L (from the records), a step covers R (L + 1) new target tokens,
 and the throughput is
 
     tokens_per_second(R) = R t / (batch_seconds(R (L + 1)) + D * draft_token_s)
@@ -17,37 +17,21 @@ target is compute-bound, verifying long blocks for every request costs more than
 fixed-length speculation falls below plain decoding. ``python -m evolve run --evolve verify-length
 --concurrency R`` evolves a policy for that regime.
 
-On splits with block metrics the table also has the row ``per-batch-size schedule``: at each R the fixed draft
-length with the most tokens per second on the tuning split (valid when the dataset has one), merged into the
-batch-size ranges vLLM's and TensorRT-LLM's per-batch-size settings take
-(:mod:`evolve.kinds.verify_length.eval_schedule`; standard verification), scored on the split; the ranges are
-printed under the table (:func:`schedule_lines`).
+On splits with block metrics the table also has the row ``per-batch-size schedule``, the schedule of the kind whose
+compare hook gives one (:attr:`evolve.commands.compare.table.KindScorer.schedule`: the verification-length kind's,
+at each R the fixed draft length with the most tokens per second on the tuning split, merged into the batch-size
+ranges vLLM's and TensorRT-LLM's per-batch-size settings take, :mod:`evolve.kinds.verify_length.eval_schedule`),
+scored on the split; the ranges are printed under the table
+(:func:`evolve.report.compare.concurrency.schedule_lines`).
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 from evolve.eval.costs import Costs, concurrent_tokens_per_second
-from evolve.eval.evaluator import EvalData
-from evolve.kinds.verify_length.eval_schedule import (batch_schedule, fixed_length_table,
-                                                      length_throughput, schedule_length)
 from evolve.report.compare.concurrency import PLAIN, SCHEDULE
 from evolve.report.compare.rows import Comparison
 from evolve.kinds.registry import program_kind
-
-
-
-def split_schedule(data: EvalData, tune: tuple[EvalData, str], gamma: int, requests: Sequence[int],
-                   costs: Costs) -> dict:
-    """The per-batch-size schedule of one split: ``{"schedule": ranges, "tuned_on": name, "tokens_per_second": {R:
-    value}}``, the ranges (:class:`evolve.kinds.verify_length.eval_schedule.ScheduleRange`) tuned on ``tune`` (the
-    tuning split's data and name) at the batch sizes ``requests``, and the throughput on ``data`` of the length the
-    schedule gives at each R (fixed lengths 0..``gamma``, standard verification)."""
-    schedule = batch_schedule(fixed_length_table(tune[0], gamma, costs), requests, costs)
-    table = fixed_length_table(data, gamma, costs)
-    return {"schedule": schedule, "tuned_on": tune[1],
-            "tokens_per_second": {r: length_throughput(table[schedule_length(schedule, r)], r, costs)
-                                  for r in requests}}
 
 
 def concurrency_rows(comparison: Comparison, requests: Sequence[int], costs: Costs) -> list[dict]:
@@ -81,4 +65,4 @@ def concurrency_rows(comparison: Comparison, requests: Sequence[int], costs: Cos
     return out
 
 
-__all__ = ["concurrency_rows", "split_schedule"]
+__all__ = ["concurrency_rows"]

@@ -75,7 +75,7 @@ from evolve.report.compare.rows import (
     BLOCK_VERIFICATION, DEFAULT_REPEATS, FORMATS, REFERENCE_RULE, SPLIT_CHOICES, VERIFIER, Comparison,
     ComparedRule, Row,
 )
-from evolve.commands.compare.concurrency import concurrency_rows, split_schedule
+from evolve.commands.compare.concurrency import concurrency_rows
 from evolve.commands.compare.speed import apply_costs
 from evolve.report.compare.verdict import champion_records
 from evolve.commands.options import naming_param
@@ -227,13 +227,16 @@ class KindScorer:
     split, added when a rule of the kind is compared or a cost file is given (``rules``: the kind's rules
     compared, in order; ``tuned_on``: the split their settings are tuned on, None: the scored one, named
     ``tuned_name``); ``note(rules)``: what the caption adds about them (None: nothing); ``bounds``: the names of
-    competitor rows that are bounds rather than rules (left out of the concurrency table)."""
+    competitor rows that are bounds rather than rules (left out of the concurrency table); ``schedule(data, tune,
+    gamma, requests, costs)`` (or None): the kind's per-batch-size schedule of one split, the concurrency table's
+    schedule row (:func:`evolve.kinds.verify_length.eval_schedule.split_schedule`)."""
 
     missing: Callable[[Rule, EvalData, Traces | None], list[str]]
     score: Callable[..., tuple[dict, float]]
     competitors: Callable[..., list[Row]] | None = None
     note: Callable[[Sequence[Rule]], str | None] | None = None
     bounds: tuple[str, ...] = ()
+    schedule: Callable[..., dict] | None = None
 
 
 def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = DEFAULT_REPEATS,
@@ -350,8 +353,8 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
             otherwise only when a rule of a kind with competitors is compared).
         concurrency: numbers of concurrent requests (with a cost file): the comparison's concurrency table
             (:func:`evolve.commands.compare.concurrency.concurrency_rows`) and, on splits with block metrics, the
-            per-batch-size schedule of fixed lengths tuned on the tuning split
-            (:func:`evolve.commands.compare.concurrency.split_schedule`).
+            per-batch-size schedule of the kind that gives one, tuned on the tuning split
+            (:attr:`KindScorer.schedule`).
 
     Raises: InputError for a missing or invalid dataset (see :func:`evolve.traces.io.load_split`)
     or an unknown split.
@@ -390,8 +393,10 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         result.notes += notes
         result.tokens[s] = data.n
         result.sources[s] = data.source
-        if costs.measured and concurrency and result.gamma[s] is not None:
-            result.schedules[s] = split_schedule(data, tune or (data, s), result.gamma[s], concurrency, costs)
+        schedule = next((k.hooks().compare.schedule for k in KINDS.values()
+                         if getattr(k.hooks().compare, "schedule", None) is not None), None)
+        if costs.measured and concurrency and result.gamma[s] is not None and schedule is not None:
+            result.schedules[s] = schedule(data, tune or (data, s), result.gamma[s], concurrency, costs)
     if costs.measured and concurrency:
         result.concurrency = concurrency_rows(result, concurrency, costs)
     result.champions = champion_records(dict(zip(_label(list(entries)), entries)))

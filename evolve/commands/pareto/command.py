@@ -70,15 +70,14 @@ from evolve.gp.compiler import compile_nodes, parse, to_string
 from evolve.commands.options import naming_param
 from evolve.report.output import check_output, resolve_format, write_outputs
 from evolve.report.pareto.curves import (
-    BLOCK_VERIFICATION, DEFAULT_BUDGETS, EVOLVED, Curve, ParetoComparison, RulePoint, finish_curve, check_budgets,
+    BLOCK_VERIFICATION, DEFAULT_BUDGETS, EVOLVED, PER_TOKEN_CATEGORIES, Curve, ParetoComparison, RulePoint,
+    finish_curve, check_budgets,
 )
+from evolve.kinds.base import ProgramKind
+from evolve.kinds.registry import DEFAULT_KIND, KINDS, kind_from_config
 from evolve.commands.pareto.learned import learned_curve, sklearn_available
 from evolve.report.pareto.format import FORMATS, format_json, format_table, plot_path, plot_png
 from evolve.commands.pareto.oracle import oracle_bound
-from evolve.report.pareto.relaxed import RELAXED_CATEGORIES
-from evolve.commands.pareto.relaxed import (
-    relaxed_evolved_curve, relaxed_family_curve, split_runs,
-)
 from heuristics import registry
 from heuristics.contract import Rule
 
@@ -216,6 +215,27 @@ def run_expressions(run_dir: str | os.PathLike) -> tuple[list[str], str]:
     return exprs, " + ".join(found)
 
 
+def run_kind(run_dir: str | os.PathLike) -> ProgramKind:
+    """The kind of program a run directory evolved (its ``run.json`` config says so,
+    :func:`evolve.kinds.registry.kind_from_config`, which also reads older runs' ``verify = "block"``); the default
+    kind when ``run.json`` cannot be read (the run's own loader then says why)."""
+    path = Path(run_dir) / "run.json"
+    try:
+        config = json.loads(path.read_text()).get("config", {})
+    except (OSError, ValueError, AttributeError):
+        return DEFAULT_KIND
+    return kind_from_config(config)
+
+
+def runs_by_kind(runs: Sequence[str | os.PathLike]) -> dict[ProgramKind, list]:
+    """The run directories ``runs`` grouped by the kind they evolved (:func:`run_kind`), each group in order, the
+    groups in the order of their first run."""
+    out: dict[ProgramKind, list] = {}
+    for r in runs:
+        out.setdefault(run_kind(r), []).append(r)
+    return out
+
+
 def evolved_curve(run_dirs: Sequence[str | os.PathLike], data: EvalData, gamma: int,
                   budgets: Sequence[float]) -> tuple[Curve, list[str]]:
     """Score every distinct rule of the run directories on ``data`` as the ``evolved`` curve.
@@ -331,46 +351,46 @@ def run_pareto(data_dir: str | os.PathLike = "data", split: str = "test", runs: 
             notes.append(note)
         else:
             curves[family.name] = curve
-    relaxed_named: list[Curve] = []
+    named_references: list[Curve] = []
     for rule in named:
         make = rule.program_kind.hook("pareto", "python benchmark.py pareto --rule", f"rule '{rule.name}'")
         curve, note = make(rule, traces, data, g, budgets)
         if curve is None:
             notes.append(note)
-        elif curve.category in RELAXED_CATEGORIES:  # a reference beside the relaxed curves
-            relaxed_named.append(curve)
+        elif curve.category not in PER_TOKEN_CATEGORIES:  # a reference (beside the curves of its category)
+            named_references.append(curve)
         else:
             if curve.name in curves:  # a rule named like a family (e.g. greedy_match)
                 curve.name = f"{rule.name} (rule)"
             curves[curve.name] = curve
-    token_runs, relaxed_runs = split_runs(runs)
-    if token_runs:
-        curve, more = evolved_curve(token_runs, data, g, budgets)
-        curves[EVOLVED] = curve
+    evolved_references: list[Curve] = []
+    for kind, kind_runs in runs_by_kind(runs).items():
+        make = kind.hook("pareto_runs", "python benchmark.py pareto --run", f"run {kind_runs[0]}")
+        curve, more = make(kind_runs, traces, data, g, budgets)
         notes += more
-    elif runs:
-        notes.append("no --run of per-token rules given: no evolved curve")
-    else:
-        notes.append("no --run given: no evolved curve")
+        if curve is not None:
+            (curves.__setitem__(curve.name, curve) if curve.category in PER_TOKEN_CATEGORIES
+             else evolved_references.append(curve))
+    if EVOLVED not in curves:
+        notes.append("no --run of per-token rules given: no evolved curve" if runs else
+                     "no --run given: no evolved curve")
     for c in curves.values():
         for r in c.rules:
             if r.declared_lossless and r.lossless is False:
                 notes.append(f"{c.name} {r.label} is declared lossless but its threshold exceeds min(1, p/q) "
                              f"at row {r.violation}")
     references: dict[str, Curve] = {}
+    kind_references = [k.hooks().pareto_references(traces, data, g, budgets) for k in KINDS.values()
+                       if k.hooks().pareto_references is not None]
     for ref, note in (block_verification_curve(traces, data, g, budgets),
-                      learned_reference(data_dir, split, data, g, budgets, learned),
-                      relaxed_family_curve(traces, data, g, budgets)):
+                      learned_reference(data_dir, split, data, g, budgets, learned), *kind_references):
         if ref is not None:
             references[ref.name] = ref
         if note is not None:
             notes.append(note)
-    if relaxed_runs:
-        ref, more = relaxed_evolved_curve([run_expressions(r) for r in relaxed_runs], traces, data, g, budgets)
-        if ref is not None:
-            references[ref.name] = ref
-        notes += more
-    for curve in relaxed_named:
+    for curve in evolved_references:
+        references[curve.name] = curve
+    for curve in named_references:
         references[curve.name if curve.name not in references else f"{curve.name} (rule)"] = curve
     bound = oracle_bound(data, g, budgets)
     blocks = int((data.depth == 0).sum())

@@ -5,7 +5,7 @@
   drafts: ``min(sub(draft_top_prob, h), sub(n - 0.5, draft_index))``, SpecDec++'s stop, Huang et al. 2024,
   arXiv 2405.19715, with a cap);
 * tree shapes: :func:`static_tree_rule` (children per depth; a chain has width 1) and SGLang's per-level top-k
-  (:func:`evolve.kinds.tree_shape.eval_competitors.eagle2_topk_expression`, EAGLE-2, Li et al. 2024,
+  (:func:`evolve.eval.tree_competitors.eagle2_topk_expression`, EAGLE-2, Li et al. 2024,
   arXiv 2406.16858);
 * relaxation weights: :func:`block_rule`, w = 0: lossless block verification (Sun et al. 2024, arXiv 2403.10444).
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from evolve.kinds.relaxation import RELAXATION
 from evolve.kinds.tree_shape import TREE_SHAPE
-from evolve.kinds.tree_shape.eval_competitors import eagle2_topk_expression
+from evolve.eval.tree_competitors import eagle2_topk_expression
 from evolve.kinds.verify_length import VERIFY_LENGTH
 from heuristics.contract import Rule
 from heuristics.length_policies import BLOCK_VERIFIER_NAME, confidence_threshold, fixed_gamma

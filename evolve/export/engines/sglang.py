@@ -5,7 +5,7 @@ writes: a fixed draft length L as a chain (``--speculative-num-steps L --specula
 --speculative-num-draft-tokens L+1``); a member of the ``sglang_threshold`` family as its two thresholds
 (``--speculative-accept-threshold-single``/``-acc``; the standard rule is both at 1.0, SGLang's default); a tree
 shape that is EAGLE-2's per-level top-k with k children per expanded node to depth d (``eagle2_topk`` with
-``widest`` = k, :func:`evolve.kinds.tree_shape.eval_competitors.eagle2_topk_expression`) as ``--speculative-eagle-topk
+``widest`` = k, :func:`evolve.eval.tree_competitors.eagle2_topk_expression`) as ``--speculative-eagle-topk
 k --speculative-num-steps d --speculative-num-draft-tokens 1 + k + (d - 1) k^2`` (every drafted node kept, so SGLang's
 final re-ranking keeps them all), a chain as top-k 1.
 

@@ -8,7 +8,7 @@ from evolve.eval.evaluator import EvalData
 from evolve.kinds.base import KindContext
 from evolve.commands.compare.table import KindScorer, missing_columns, timed_evaluate
 from evolve.commands.options import naming_param
-from evolve.commands.pareto.command import rule_curve
+from evolve.commands.pareto.command import evolved_curve, rule_curve
 from evolve.commands.simulate import SimulateOptions, SweepPlan, options_verification
 from evolve.sim.decoding import check_verification
 from evolve.live.decoding import ChainDecoder, tokenwise_decoder
@@ -42,4 +42,10 @@ def pareto_curve(rule: Rule, traces, data: EvalData, gamma: int, budgets: Sequen
     return rule_curve(rule, data, gamma, budgets)
 
 
-__all__ = ["COMPARE", "scores", "simulate_plan", "live_decoder", "pareto_curve"]
+def pareto_runs(run_dirs, traces, data: EvalData, gamma: int, budgets: Sequence[float]):
+    """Threshold runs named by ``--run``: every distinct rule of them as the ``evolved`` per-token curve
+    (:func:`evolve.commands.pareto.command.evolved_curve`)."""
+    return evolved_curve(run_dirs, data, gamma, budgets)
+
+
+__all__ = ["COMPARE", "scores", "simulate_plan", "live_decoder", "pareto_curve", "pareto_runs"]

@@ -1,7 +1,7 @@
 """The warm start of a tree-shape search (``evolve = "tree-shape"``).
 
 Its programs are draft-tree shapes (:mod:`evolve.eval.tree_scoring`), so no acceptance rule can seed
-it. The known shapes written as programs (:func:`evolve.kinds.tree_shape.eval_competitors.shape_expressions`): every
+it. The known shapes written as programs (:func:`evolve.eval.tree_competitors.shape_expressions`): every
 fixed width (width 1: a chain) to every depth the trees reach, the adaptive widths (children growing with
 the drafter's entropy), EAGLE-2's per-level top-k and the level gates, all scored on train in one batched
 call; the seeds are the best fixed width, the best chain, the best adaptive width, the best per-level top-k
@@ -15,7 +15,7 @@ from typing import Callable
 
 from evolve.eval.evaluator import EvalData
 from evolve.kinds.tree_shape.eval_population import TreeShapePopulationEvaluator
-from evolve.kinds.tree_shape.eval_competitors import shape_expressions
+from evolve.eval.tree_competitors import shape_expressions
 from evolve.eval.tree_scoring import ShapeMetrics
 from evolve.kinds.tree_shape import KIND
 from evolve.search.config import RunConfig

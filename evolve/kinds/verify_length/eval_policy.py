@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 from numba import njit
@@ -79,6 +78,7 @@ from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, check_feat
 from evolve.eval.relaxed_block import block_level
 from evolve.eval.population import PopulationEvaluator
 from evolve.eval.fastpath.scoring import packed_thresholds
+from evolve.kinds.verify_length.settings import DEFAULT_WEIGHTING, STANDARD_VERIFIER, WEIGHTINGS, LengthVerifier
 from evolve.gp.primitives import FEATURES, LOOKUP_FEATURES
 from evolve.verification.block import expected_damage_step
 
@@ -269,13 +269,6 @@ def length_counts(v, tok, dmg, depth, gamma, forward, draft_s, cover, out):
         i = j
 
 
-#: How blocks are weighted (:func:`block_cover`), by name: what every harvested block stands for.
-WEIGHTINGS: dict[str, str] = {"call": "one call of the policy",
-                              "position": "the text positions its harvest call covered"}
-#: The weighting of a run or table that names none.
-DEFAULT_WEIGHTING = "call"
-
-
 def block_cover(data: EvalData, weighting: str = DEFAULT_WEIGHTING) -> np.ndarray:
     """The block weights of a weighting (:data:`WEIGHTINGS`): float64 (n,), at each block's first record.
 
@@ -356,35 +349,6 @@ def add_no_draft_calls(out: np.ndarray, calls: int, forward: np.ndarray) -> np.n
     out[1] += calls
     out[2] += calls * forward[0]
     return out
-
-
-@dataclass(frozen=True)
-class LengthVerifier:
-    """What verifies the drafted tokens a verification-length policy sends (see the module doc).
-
-    ``name``: a label (``standard_rejection``, ``block_verification``, a rule's name); ``rule``: a threshold
-    rule (per-token verifier) or a relaxation rule (relaxed block verification), any object
-    :func:`evolve.eval.evaluator.thresholds` reads; None with ``block`` False: the standard rule;
-    ``block``: block verification (with ``rule`` its relaxation weight). ``lossless``: whether its
-    output is the target's distribution.
-    """
-
-    name: str = "standard_rejection"
-    rule: Any = None
-    block: bool = False
-    lossless: bool = True
-
-
-def verifier_from_parts(name: str, rule: Any, block: bool) -> LengthVerifier:
-    """The :class:`LengthVerifier` of ``(name, rule, block)`` as :func:`heuristics.verifiers.verifier_parts`
-    gives them; lossless for no rule, or a per-token rule that says it is lossless."""
-    return LengthVerifier(name, rule, block, lossless=rule is None or (not block and bool(rule.lossless)))
-
-
-#: The default verifier: the standard rule min(1, p/q).
-STANDARD_VERIFIER = LengthVerifier()
-#: Lossless block verification (Sun et al. 2024, arXiv 2403.10444).
-BLOCK_VERIFIER = LengthVerifier("block_verification", block=True)
 
 
 def prefix_tables(data: EvalData, verifier: LengthVerifier = STANDARD_VERIFIER) -> tuple[np.ndarray, np.ndarray]:
@@ -565,8 +529,8 @@ class LengthPopulationEvaluator(PopulationEvaluator):
         return metrics_from_length_counts(counts, self.data.n, self.costs)
 
 
-__all__ = ["POLICY_FEATURES", "CONFIDENCE_GRID", "LengthMetrics", "LengthVerifier", "STANDARD_VERIFIER", "BLOCK_VERIFIER",
-           "N_LENGTH_COUNTS", "add_no_draft_calls", "verifier_from_parts", "prefix_tables", "threshold_prefix_tables", "block_prefix_tables", "decision_data",
-           "length_counts", "survival_counts", "oracle_counts", "length_oracle", "WEIGHTINGS", "DEFAULT_WEIGHTING", "block_cover",
+__all__ = ["POLICY_FEATURES", "CONFIDENCE_GRID", "LengthMetrics",
+           "N_LENGTH_COUNTS", "add_no_draft_calls", "prefix_tables", "threshold_prefix_tables", "block_prefix_tables", "decision_data",
+           "length_counts", "survival_counts", "oracle_counts", "length_oracle", "block_cover",
            "forward_table", "metrics_from_length_counts", "policy_metrics", "fixed_gamma_values", "competitors",
            "LengthPopulationEvaluator"]

@@ -23,9 +23,9 @@ from typing import NamedTuple, Sequence
 
 from evolve.eval.costs import Costs, concurrent_tokens_per_second
 from evolve.eval.evaluator import EvalData
-from evolve.kinds.verify_length.eval_policy import (DEFAULT_WEIGHTING, STANDARD_VERIFIER, LengthMetrics,
-                                                    LengthVerifier, block_cover, fixed_gamma_values, policy_metrics,
+from evolve.kinds.verify_length.eval_policy import (LengthMetrics, block_cover, fixed_gamma_values, policy_metrics,
                                                     prefix_tables)
+from evolve.kinds.verify_length.settings import DEFAULT_WEIGHTING, STANDARD_VERIFIER, LengthVerifier
 
 
 class ScheduleRange(NamedTuple):
@@ -89,5 +89,19 @@ def nearest_schedule(metrics: LengthMetrics, gamma: int) -> tuple[ScheduleRange,
     return (ScheduleRange(1, None, length),)
 
 
-__all__ = ["ScheduleRange", "batch_schedule", "fixed_length_table", "length_throughput", "nearest_schedule",
+
+
+def split_schedule(data: EvalData, tune: tuple[EvalData, str], gamma: int, requests: Sequence[int],
+                   costs: Costs) -> dict:
+    """The per-batch-size schedule of one split: ``{"schedule": ranges, "tuned_on": name, "tokens_per_second": {R:
+    value}}``, the ranges (:class:`evolve.kinds.verify_length.eval_schedule.ScheduleRange`) tuned on ``tune`` (the
+    tuning split's data and name) at the batch sizes ``requests``, and the throughput on ``data`` of the length the
+    schedule gives at each R (fixed lengths 0..``gamma``, standard verification)."""
+    schedule = batch_schedule(fixed_length_table(tune[0], gamma, costs), requests, costs)
+    table = fixed_length_table(data, gamma, costs)
+    return {"schedule": schedule, "tuned_on": tune[1],
+            "tokens_per_second": {r: length_throughput(table[schedule_length(schedule, r)], r, costs)
+                                  for r in requests}}
+
+__all__ = ["split_schedule", "ScheduleRange", "batch_schedule", "fixed_length_table", "length_throughput", "nearest_schedule",
            "schedule_length"]

@@ -22,9 +22,9 @@ from evolve.eval.costs import Costs
 from evolve.eval.evaluator import EvalData
 from evolve.eval.objectives import DEFAULT_BUDGET, tokens_per_second_at_tv
 from evolve.kinds.verify_length import KIND
-from evolve.kinds.verify_length.eval_policy import (DEFAULT_WEIGHTING, STANDARD_VERIFIER, WEIGHTINGS,
-                                                    LengthPopulationEvaluator, LengthVerifier, competitors,
-                                                    verifier_from_parts)
+from evolve.kinds.verify_length.eval_policy import LengthPopulationEvaluator, competitors
+from evolve.kinds.verify_length.settings import (DEFAULT_WEIGHTING, STANDARD_VERIFIER, WEIGHTINGS, LengthVerifier,
+                                                 verifier_from_parts)
 from evolve.report.compare.rows import Row
 from heuristics.contract import Rule
 from heuristics.verifiers import verifier_parts

@@ -5,6 +5,7 @@ from __future__ import annotations
 from evolve.eval.evaluator import EvalData
 from evolve.kinds.base import KindContext
 from evolve.kinds.verify_length import KIND
+from evolve.kinds.verify_length.eval_schedule import split_schedule
 from evolve.kinds.verify_length.report_compare import NOTES, comparison_competitors, length_scores, weighting_note
 from evolve.commands.compare.table import KindScorer
 from evolve.traces.io import Traces
@@ -24,7 +25,8 @@ def missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[str]:
     return [c for c in dict.fromkeys(needed) if c not in data.available]
 
 
-COMPARE = KindScorer(missing, scores, competitors=comparison_competitors, note=weighting_note, bounds=tuple(NOTES))
+COMPARE = KindScorer(missing, scores, competitors=comparison_competitors, note=weighting_note, bounds=tuple(NOTES),
+                     schedule=split_schedule)
 #: What ``benchmark.py``'s caption says about verification-length rows.
 CAPTION = ("Verification-length policies (rows of role policy: best_fixed_gamma, confidence_threshold,"
            " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"

@@ -143,7 +143,7 @@ class Comparison:
     champions: dict[str, dict] = field(default_factory=dict)
     #: Throughput against concurrent requests (:mod:`evolve.commands.compare.concurrency`), or None.
     concurrency: list[dict] | None = None
-    #: Per split: the per-batch-size schedule of fixed lengths (:func:`evolve.commands.compare.concurrency.split_schedule`).
+    #: Per split: the per-batch-size schedule of fixed lengths (:func:`evolve.kinds.verify_length.eval_schedule.split_schedule`).
     schedules: dict[str, dict] = field(default_factory=dict)
     #: What the kinds' compare hooks add to the caption about their competitor rows (``KindScorer.note``).
     notes_of_kinds: list[str] = field(default_factory=list)

@@ -28,6 +28,9 @@ DEFAULT_BUDGETS: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02, 0.05)
 EVOLVED = "evolved"
 #: Names of the references beside the curves: lossless block verification, the learned per-token rule.
 BLOCK_VERIFICATION = "block_verification"
+#: Categories of the per-token curves the comparison ranks (families, named rules, evolved rules); a curve of another
+#: category (block verification, the learned rule, the relaxed curves) is a reference drawn beside them.
+PER_TOKEN_CATEGORIES: tuple[str, ...] = ("family", "rule", "evolved")
 LEARNED_CURVE = "learned"
 
 

@@ -1,7 +1,7 @@
 """Rendering relaxed block verification in ``benchmark.py pareto``: the verdict of the evolved relaxed front against
 lossless block verification, the fixed-w family, every per-token curve and the per-token oracle bound
 (:func:`relaxed_verdict`), and its lines (:func:`relaxed_lines`); the curves are computed by
-:mod:`evolve.commands.pareto.relaxed`."""
+:mod:`evolve.kinds.relaxation.pareto`."""
 from __future__ import annotations
 
 from typing import Any

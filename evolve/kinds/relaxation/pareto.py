@@ -1,4 +1,5 @@
-"""Relaxed block verification in ``benchmark.py pareto``: the fixed-w family, the evolved front, the verdict.
+"""The relaxation kind in ``benchmark.py pareto``: the fixed-w family, the evolved front, a named relaxation rule
+(its ``pareto``, ``pareto_runs`` and ``pareto_references`` hooks).
 
 Relaxed block verification (:mod:`evolve.eval.relaxed_block`) runs block
 verification against p~ = (1 - w) p + w q with a weight w chosen from the
@@ -11,7 +12,7 @@ the per-token curves (references, not ranked by the per-token verdict):
   verification);
 * ``evolved_relaxed_block``: every weight w(features) of the ``--run``
   directories made with ``python -m evolve run --objective pareto --evolve relaxation``
-  (their ``front.json``, else hall of fame and champion).
+  (their ``front.json``, else hall of fame and champion; :func:`relaxed_runs_curve`).
 
 :func:`evolve.report.pareto.relaxed.relaxed_verdict` states, at every budget above 0, whether the evolved
 relaxed front beats lossless block verification, the fixed-w family, every
@@ -20,15 +21,10 @@ rule) and the per-token oracle bound, with the margins (evolved / other - 1).
 """
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 from typing import Sequence
 
-from evolve.kinds.base import ProgramKind
-from evolve.kinds.registry import kind_from_config
-from evolve.kinds.relaxation import RELAXATION
-from evolve.kinds.threshold import THRESHOLD
+from evolve.commands.pareto.command import run_expressions
 from evolve.traces.io import Traces
 from evolve.eval.evaluator import EvalData
 from evolve.eval.relaxed_block import FIXED_WEIGHTS, PHI_COLUMN, RELAXED_COLUMNS, attach
@@ -36,18 +32,6 @@ from evolve.kinds.relaxation.eval_population import evaluate_relaxed
 from evolve.gp.compiler import parse, to_string
 from evolve.report.pareto.curves import Curve, RulePoint, finish_curve
 from evolve.report.pareto.relaxed import RELAXED_EVOLVED, RELAXED_FAMILY
-
-def run_kind(run_dir: str | os.PathLike) -> ProgramKind:
-    """The kind of program a run directory evolved (its ``run.json`` config says so,
-    :func:`evolve.kinds.registry.kind_from_config`, which also reads older runs' ``verify = "block"``);
-    ``threshold`` when ``run.json`` cannot be read (the run's own loader then says why)."""
-    path = Path(run_dir) / "run.json"
-    try:
-        config = json.loads(path.read_text()).get("config", {})
-    except (OSError, ValueError, AttributeError):
-        return THRESHOLD
-    return kind_from_config(config)
-
 
 def _points(exprs: Sequence[str], labels: Sequence[str], data: EvalData, gamma: int) -> list[RulePoint]:
     metrics = evaluate_relaxed(list(exprs), data, gamma)
@@ -103,6 +87,13 @@ def relaxed_evolved_curve(runs: Sequence[tuple[list[str], str]], traces: Traces,
     return finish_curve(curve, budgets), notes
 
 
+def relaxed_runs_curve(run_dirs: Sequence[str | os.PathLike], traces: Traces, data: EvalData, gamma: int,
+                       budgets: Sequence[float]) -> tuple[Curve | None, list[str]]:
+    """The ``pareto_runs`` hook: :func:`relaxed_evolved_curve` of the run directories' expressions
+    (:func:`evolve.commands.pareto.command.run_expressions`)."""
+    return relaxed_evolved_curve([run_expressions(r) for r in run_dirs], traces, data, gamma, budgets)
+
+
 def relaxed_rule_curve(rule, traces: Traces, data: EvalData, gamma: int,
                        budgets: Sequence[float]) -> tuple[Curve | None, str | None]:
     """A rule of kind ``relaxation`` (:mod:`evolve.kinds.registry`; a promoted relaxation champion named by
@@ -117,18 +108,4 @@ def relaxed_rule_curve(rule, traces: Traces, data: EvalData, gamma: int,
     return finish_curve(Curve(rule.name, "relaxed_rule", rule.source, None, points), budgets), None
 
 
-def split_runs(runs: Sequence[str | os.PathLike]) -> tuple[list, list]:
-    """(threshold runs, ``--evolve relaxation`` runs) of ``--run``, in order.
-
-    Raises: InputError (:meth:`evolve.kinds.base.ProgramKind.refuse`) for a run of another kind.
-    """
-    token, relaxed = [], []
-    for r in runs:
-        kind = run_kind(r)
-        if kind not in (THRESHOLD, RELAXATION):
-            raise kind.refuse("python benchmark.py pareto", f"run {r}")
-        (relaxed if kind is RELAXATION else token).append(r)
-    return token, relaxed
-
-
-__all__ = ["run_kind", "relaxed_family_curve", "relaxed_rule_curve", "relaxed_evolved_curve", "split_runs"]
+__all__ = ["relaxed_family_curve", "relaxed_rule_curve", "relaxed_evolved_curve", "relaxed_runs_curve"]
