@@ -95,7 +95,7 @@ def test_few_texts_give_the_caveat_in_every_format(vocab_dataset, tmp_path):
     import pandas as pd
 
     from evolve.cli.benchmark import cli as benchmark_cli
-    from evolve.traces.trees import tree_path
+    from evolve.traces.tree_tables import tree_path
 
     # the fixture's tree tables have 5 texts per split
     table = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(vocab_dataset), "--bootstrap", "50"])

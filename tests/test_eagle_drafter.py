@@ -26,7 +26,7 @@ from evolve.engine.eagle import EagleDrafter  # noqa: E402
 from evolve.engine.eagle_head import save_head  # noqa: E402
 from evolve.errors import InputError  # noqa: E402
 from evolve.harvest import loop as hv  # noqa: E402
-from evolve.harvest import trees as ht  # noqa: E402
+from evolve.harvest import tree_harvest as ht  # noqa: E402
 
 H, HEADS, KV, INTER, DRAFT_VOCAB, VOCAB = 32, 4, 2, 48, 20, 32
 LAYERS = [0, 1, 2]  # the tiny target has 4 layers: the default (1, N//2 - 1, N - 4) repeats one

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from evolve.errors import InputError
-from evolve.traces.trees import RELAX_COLUMN_NAMES, load_trees, tree_path, trees_from_frame
+from evolve.traces.tree_tables import RELAX_COLUMN_NAMES, load_trees, tree_path, trees_from_frame
 from hostile_helpers import check
 
 

@@ -285,7 +285,7 @@ def _policy_rows(directory):
 def _shape_rows(directory):
     """A tree shape reads the decision rows of the valid tree table (the root and every node)."""
     from evolve.eval.tree_scoring import shape_data
-    from evolve.traces.trees import load_trees
+    from evolve.traces.tree_tables import load_trees
     return shape_data(load_trees(directory, "valid")).decisions
 
 

@@ -1,4 +1,4 @@
-"""Live decoding with draft trees (``benchmark.py live --tree-nodes N``; :mod:`evolve.live.trees`) on the tiny random
+"""Live decoding with draft trees (``benchmark.py live --tree-nodes N``; :mod:`evolve.live.tree_decoding`) on the tiny random
 Llama models of the harvest tests (the ``llama_files`` fixture, tests/harvest_helpers.py); nothing is downloaded.
 """
 from __future__ import annotations
@@ -22,13 +22,13 @@ from evolve.engine.tree_draft import tree_step  # noqa: E402
 from evolve.errors import InputError  # noqa: E402
 from evolve.eval.costs import Costs  # noqa: E402
 from evolve.harvest import loop as hv  # noqa: E402
-from evolve.harvest.trees import generate_tree_text  # noqa: E402
+from evolve.harvest.tree_harvest import generate_tree_text  # noqa: E402
 from evolve.eval.tree_competitors import eagle2_topk_expression  # noqa: E402
 from evolve.eval.tree_scoring import shape_data, shape_metrics  # noqa: E402
 from evolve.live.decoding import LiveCounts, autoregressive_text, tree_call_seconds  # noqa: E402
-from evolve.live.trees import FIXED, TreeDecoder, decision_data, kept_nodes, tree_text  # noqa: E402
+from evolve.live.tree_decoding import FIXED, TreeDecoder, decision_data, kept_nodes, tree_text  # noqa: E402
 from evolve.commands.live import LiveExtras, LiveOptions, live_command, resolve_rules, run_live  # noqa: E402
-from evolve.traces.trees import RELAX_COLUMNS, TREE_COLUMNS, trees_from_frame  # noqa: E402
+from evolve.traces.tree_tables import RELAX_COLUMNS, TREE_COLUMNS, trees_from_frame  # noqa: E402
 from heuristics.champions import Champion, save_champion  # noqa: E402
 from heuristics.contract import Rule  # noqa: E402
 

@@ -27,7 +27,7 @@ from evolve.search.config import resolve
 from evolve.search.island_task import EpochJob, run_epoch
 from evolve.search.rundir import resume, run
 from evolve.search.state import TIMING_COLUMNS
-from evolve.traces.trees import load_trees, tree_path
+from evolve.traces.tree_tables import load_trees, tree_path
 from heuristics.champions import Champion, champion_json
 
 SETTINGS = {"evolve": "verify-length", "objective": "tokens_per_second", "population": 12, "generations": 3,

@@ -278,7 +278,7 @@ def test_tree_rows_carry_the_text_columns(llama_files, spec_prompts, tmp_path):
 
     from evolve.harvest import loop as hv
     from evolve.traces.io import SPLITS, load_dataset
-    from evolve.traces.trees import load_trees
+    from evolve.traces.tree_tables import load_trees
 
     out = tmp_path / "trees"
     hv.harvest(harvest_config(llama_files, out, prompts=spec_prompts, draft=llama_files["draft"], tree_nodes=3,

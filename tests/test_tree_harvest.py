@@ -22,9 +22,9 @@ from evolve.engine.distributions import distributions  # noqa: E402
 from evolve.engine.runner import BatchKV  # noqa: E402
 from evolve.engine.tree_draft import grow_tree, tree_step  # noqa: E402
 from evolve.harvest import loop as hv  # noqa: E402
-from evolve.harvest import trees as ht  # noqa: E402
+from evolve.harvest import tree_harvest as ht  # noqa: E402
 from evolve.traces.io import SPLITS, load_dataset, load_metadata  # noqa: E402
-from evolve.traces.trees import RELAX_COLUMN_NAMES, TREE_COLUMNS, TREE_COLUMN_NAMES, load_trees  # noqa: E402
+from evolve.traces.tree_tables import RELAX_COLUMN_NAMES, TREE_COLUMNS, TREE_COLUMN_NAMES, load_trees  # noqa: E402
 
 from harvest_helpers import chi2_pvalue, harvest_config, run_harvest, stop_after  # noqa: E402
 

@@ -19,7 +19,7 @@ from evolve.eval.tree_competitors import (
 from evolve.eval.tree_levels import program_values, reads_levels
 from evolve.eval.tree_scoring import shape_data, shape_metrics
 from evolve.gp.compiler import compile_expression
-from evolve.traces.trees import trees_from_frame
+from evolve.traces.tree_tables import trees_from_frame
 from tree_helpers import random_tree, tree_frame
 
 #: Keeps 3 - rank children at a level whose best draft_cumprob beats 0.3 per depth, none elsewhere.

@@ -15,7 +15,7 @@ from evolve.errors import InputError
 from evolve.eval.costs import Costs
 from evolve.eval.tree_competitors import competitors, fixed_width_values, shape_expressions
 from evolve.eval.tree_scoring import shape_data, shape_metrics, whole_tree_metrics
-from evolve.traces.trees import trees_from_frame
+from evolve.traces.tree_tables import trees_from_frame
 from tree_helpers import random_tree, tree_frame
 
 

@@ -1,4 +1,4 @@
-"""Draft trees (evolve/sim/trees.py, evolve/sim/tree_kernels.py): masks, adaptive width, greedy and multi-draft sampling verification."""
+"""Draft trees (evolve/sim/tree_sim.py, evolve/sim/tree_kernels.py): masks, adaptive width, greedy and multi-draft sampling verification."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +12,7 @@ from evolve.sim import tree_kernels, trees
 from evolve.sim.decoding import autoregressive, simulate_chain
 from evolve.sim.models import Context, SyntheticModel, distributions_at, random_context
 from evolve.sim.tree_kernels import T_CALLS, T_EMITTED, adaptive_width
-from evolve.sim.trees import (
+from evolve.sim.tree_sim import (
     TreeConfig, draft_tree, medusa_head, simulate_tree, tree_at_context, tree_attention_mask, tree_shape, tree_tokens,
 )
 from heuristics.registry import get_rule

@@ -1,7 +1,7 @@
 """Small random draft trees as tree-table rows, for tests (vocabulary 6, Dirichlet p and q at every node).
 
 :func:`random_tree` grows a tree by expanding random nodes with 1..width children drawn i.i.d. from q;
-:func:`tree_frame` computes every column of :data:`evolve.traces.trees.TREE_COLUMNS` and ``RELAX_COLUMNS`` from the full
+:func:`tree_frame` computes every column of :data:`evolve.traces.tree_tables.TREE_COLUMNS` and ``RELAX_COLUMNS`` from the full
 distributions (SpecInfer's and traversal's expected tokens by :mod:`evolve.engine.tree_verify`);
 :func:`write_tree_tables` writes ``{split}.trees.parquet`` for train/valid/test into a dataset directory.
 """
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from evolve.engine import tree_verify as tv
-from evolve.traces.trees import RELAX_COLUMN_NAMES, RELAX_GRID, TREE_COLUMN_NAMES, tree_path
+from evolve.traces.tree_tables import RELAX_COLUMN_NAMES, RELAX_GRID, TREE_COLUMN_NAMES, tree_path
 
 V = 6
 

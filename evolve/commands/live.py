@@ -43,7 +43,7 @@ over the emitted positions per emitted token, as :mod:`evolve.eval.relaxed_block
 records, and its expected_tokens_per_call is 1 + E[n] given the drafts. ``block_verification`` is the
 same with w = 0. The dispatch on the kind is the kind's ``live`` hook. With ``tree_nodes`` the row ``eagle2_full``
 decodes by the tree harvest's draft trees and a tree-shape champion by the same trees pruned by its program, both
-verified by SpecInfer; each call is priced as ``benchmark.py trees`` prices its tree (:mod:`evolve.live.trees`).
+verified by SpecInfer; each call is priced as ``benchmark.py trees`` prices its tree (:mod:`evolve.live.tree_decoding`).
 
 Prompts files are read as the harvest reads them (:mod:`evolve.harvest.prompts`: plain text, or Spec-Bench-style
 JSON Lines with ``--categories``); a later turn of a multi-turn question is decoded after its question's earlier
@@ -81,7 +81,7 @@ from evolve.commands.rules import rule_named
 from evolve.live.turns import TurnContexts, with_earlier_turns
 from evolve.live.peers import LlamaCppPythonPeer, PeerSetup, peers_named, tune, tuned_row
 from evolve.live.decoding import BlockVerifier, LiveCounts, autoregressive_text
-from evolve.live.trees import with_fixed_tree
+from evolve.live.tree_decoding import with_fixed_tree
 from heuristics.contract import Rule
 
 #: Tokens of the warm-up text of every run.
@@ -99,7 +99,7 @@ def torch_threads() -> int:
 
 def decoder(rule: Rule | BlockVerifier):
     """The row live decoding decodes ``rule`` with (the ``live`` hook of its kind: a
-    :class:`evolve.live.decoding.ChainDecoder` or a :class:`evolve.live.trees.TreeDecoder`; the verifier
+    :class:`evolve.live.decoding.ChainDecoder` or a :class:`evolve.live.tree_decoding.TreeDecoder`; the verifier
     ``block_verification``, and a row given as it is, are their own rows).
 
     Raises: InputError for a kind live decoding cannot run, or a rule reading a feature live
@@ -117,7 +117,7 @@ def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str |
     rules, family members, promoted champions, and ``block_verification``) then the champion files, in order,
     each as :func:`decoder` runs it (a relaxation champion as relaxed block verification, a tree shape as a tree
     row); with ``trees`` (draft trees, ``--tree-nodes``) the fixed tree's row comes before the first tree shape
-    (:func:`evolve.live.trees.with_fixed_tree`).
+    (:func:`evolve.live.tree_decoding.with_fixed_tree`).
 
     Raises: InputError for none at all (parameter ``rules``), an unknown name, a bad champion file, a
     rule that reads a feature live decoding does not compute, or a tree shape without ``trees``.
@@ -181,7 +181,7 @@ class LiveExtras:
     tuned there, :func:`evolve.live.peers.tune`), ``exported`` ((row name, module text) of exported verification-length
     policies for llama-cpp-python: :mod:`evolve.export.engines.llama_cpp_python`), ``bootstrap`` (replicates of
     the speedup intervals, :mod:`evolve.eval.bootstrap`) and ``tree`` ((N nodes, K width) of the tree rows,
-    :mod:`evolve.live.trees`; None: none)."""
+    :mod:`evolve.live.tree_decoding`; None: none)."""
 
     repeats: int = 1
     peers: tuple = ()
@@ -414,7 +414,7 @@ class LiveOptions:
     ``plain_token_s``, beside the measured ones. ``repeats``, ``peers`` (names of :data:`evolve.live.peers.PEERS`),
     ``peer_k`` ((peer name, K) pairs), ``tune_prompts``, ``bootstrap`` and ``exported`` ((row name, module text) of
     exported policies, written by the command): :class:`LiveExtras`. ``tree_nodes`` (None: no tree rows) and
-    ``tree_width``: the draft trees of the tree rows (:mod:`evolve.live.trees`), validated as the tree harvest's
+    ``tree_width``: the draft trees of the tree rows (:mod:`evolve.live.tree_decoding`), validated as the tree harvest's
     (:meth:`evolve.harvest.config.HarvestConfig.check_tree`) but greedy decoding allowed.
     """
 

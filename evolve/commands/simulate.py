@@ -60,7 +60,7 @@ call verifies), sequences of max(--lengths) tokens are decoded with a chain
 (gamma = N), a fixed tree (``--widths`` schedule), an adaptive-width tree
 (width from the draft's confidence, maximum ``--max-width``) and Medusa heads (``--widths``), each
 verified by lossless multi-draft rejection sampling (SpecInfer), by traversal verification (lossless,
-Weng et al. 2025, arXiv 2505.12398) and by greedy match (:mod:`evolve.sim.trees`). Tree decoding uses the standard rule; ``--rule`` and
+Weng et al. 2025, arXiv 2505.12398) and by greedy match (:mod:`evolve.sim.tree_sim`). Tree decoding uses the standard rule; ``--rule`` and
 ``--champion`` apply to the length sweep only.
 
 A bar chart (PNG, matplotlib Agg) of the speedups (sweep) or tokens per call
@@ -91,7 +91,7 @@ from evolve.sim.decoding import (
     simulate_chain,
 )
 from evolve.sim.models import SyntheticModel
-from evolve.sim.trees import TreeConfig, simulate_tree
+from evolve.sim.tree_sim import TreeConfig, simulate_tree
 from evolve.sim.verification import TOKEN, VERIFICATIONS, Verification
 
 DEFAULT_LENGTHS = (50, 100, 200, 500, 1000)

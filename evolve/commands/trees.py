@@ -1,6 +1,6 @@
 """``benchmark.py trees``: draft-tree verification and tree shapes on a dataset's tree tables.
 
-For each split asked for, from ``DIR/{split}.trees.parquet`` (:mod:`evolve.traces.trees`), one row per:
+For each split asked for, from ``DIR/{split}.trees.parquet`` (:mod:`evolve.traces.tree_tables`), one row per:
 
 * ``specinfer`` and ``traversal``: every harvested tree verified whole, by SpecInfer's recursive
   rejection sampling (Miao et al. 2024, arXiv 2305.09781) and by traversal verification (Weng et al.
@@ -39,7 +39,7 @@ from evolve.eval.bootstrap import check_replicates, group_weights, interval_cave
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.trees import (BOOTSTRAP_KEYS, FORMATS, KEYS, clean_value, format_markdown, format_table,
                                  tree_row)
-from evolve.traces.trees import load_trees
+from evolve.traces.tree_tables import load_trees
 from heuristics.champions import read_champion
 
 #: Splits of ``--split all``.

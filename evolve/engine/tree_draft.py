@@ -40,7 +40,7 @@ import numpy as np
 
 from evolve.engine.distributions import block_records, sample_index
 from evolve.engine.tree_verify import specinfer_expected_tokens, specinfer_verify, traversal_expected_tokens
-from evolve.traces.trees import RELAX_COLUMNS, RELAX_GRID, TREE_COLUMNS
+from evolve.traces.tree_tables import RELAX_COLUMNS, RELAX_GRID, TREE_COLUMNS
 from evolve.verification.block import relaxed_target
 from evolve.verification.tokenwise import residual_distribution
 
@@ -143,7 +143,7 @@ def grow_tree(draft_pass: DraftPass, nodes: int, width: int, max_depth: int, eos
         eos: end-of-sequence ids (never expanded).
         uniform: a uniform in [0, 1) per drawn child (the text's random stream).
         leaves: run the last pass (q at the last round's nodes, which are leaves: only their features need it);
-            without it those rows stay None (live decoding, :mod:`evolve.live.trees`). It draws no uniform.
+            without it those rows stay None (live decoding, :mod:`evolve.live.tree_decoding`). It draws no uniform.
 
     Returns: the :class:`DraftTree` (1 <= n <= N nodes), with q known at every row (with ``leaves``).
     Raises: ValueError for N, K or D below 1.
@@ -183,7 +183,7 @@ def node_columns(parents: Sequence[int], tokens: Sequence[int], p: np.ndarray, q
     the target's and drafter's distributions (row 0 the root, row i + 1 after node i), ``q_ent`` float64
     (n + 1,) the drafter's entropies (nats).
 
-    Returns: {column: array (n,)}, int64 or float64 (:data:`evolve.traces.trees.TREE_COLUMNS`): ``node``, ``parent``, ``depth``,
+    Returns: {column: array (n,)}, int64 or float64 (:data:`evolve.traces.tree_tables.TREE_COLUMNS`): ``node``, ``parent``, ``depth``,
     ``sibling``, ``token``, ``draft_prob`` q(x|parent), ``target_prob`` p(x|parent), ``residual_prob``
     R_s(x) (R_0 = p(.|parent), R_{i+1} = normalise(max(0, R_i - q(.|parent))), s = sibling),
     ``draft_cumprob``, ``node_draft_top_prob``, ``node_draft_entropy``, ``node_target_top_prob`` (at the
@@ -259,7 +259,7 @@ def _entropy_rows(d: np.ndarray) -> np.ndarray:
 
 def _relax_columns(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray | None, relaxed: np.ndarray,
                    n: int) -> dict[str, np.ndarray]:
-    """The columns of :data:`evolve.traces.trees.RELAX_COLUMNS` (target entropies from ``p_ent`` when given)."""
+    """The columns of :data:`evolve.traces.tree_tables.RELAX_COLUMNS` (target entropies from ``p_ent`` when given)."""
     h = np.asarray(p_ent, dtype=np.float64) if p_ent is not None else _entropy_rows(p)
     overlap = np.minimum(p, q).sum(axis=1)
     match = (p.argmax(axis=1) == q.argmax(axis=1)).astype(np.int64)

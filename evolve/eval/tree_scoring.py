@@ -1,6 +1,6 @@
 """Tree shapes from records: which subtree of each harvested draft tree to verify, scored in tokens per second.
 
-A harvested draft tree (:mod:`evolve.traces.trees`) holds, at every node the harvest expanded, children
+A harvested draft tree (:mod:`evolve.traces.tree_tables`) holds, at every node the harvest expanded, children
 drawn i.i.d. from the drafter. A *tree shape* decides, node by node, how many of those children to keep:
 a program of kind ``tree-shape`` (:mod:`evolve.kinds.registry`) or a named shape
 (:mod:`evolve.eval.tree_competitors`) gives a value v at every decision point (the root and every kept
@@ -61,7 +61,7 @@ from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import EvalData
 from evolve.gp.primitives import FEATURES, LEVEL_FEATURES
 from evolve.errors import InputError
-from evolve.traces.trees import RELAX_COLUMN_NAMES, RELAX_GRID, TreeTable
+from evolve.traces.tree_tables import RELAX_COLUMN_NAMES, RELAX_GRID, TreeTable
 from evolve.verification.tokenwise import standard_threshold
 
 #: Features a tree-shape program reads (:data:`evolve.kinds.tree_shape.TREE_SHAPE`).
@@ -487,7 +487,7 @@ def relaxed_accept(data: ShapeData, weights: np.ndarray) -> tuple[np.ndarray, np
     float64 (rows,) for :func:`shape_counts`.
 
     ``weights`` float64 (rows,): w at each decision row's context (NaN -> 0, clamped to [0, 1], then rounded
-    DOWN to the grid :data:`evolve.traces.trees.RELAX_GRID`, where the rows store the residuals: exact at
+    DOWN to the grid :data:`evolve.traces.tree_tables.RELAX_GRID`, where the rows store the residuals: exact at
     the grid's points). A child tried with sibling index s at a context of weight w is accepted with
     probability min(1, R~_s(x) / q(x)); RRS is lossless with respect to its target, so the token emitted at
     a reached context with drafts is distributed as the mixture there, whose TV from p is w (1 - overlap):

@@ -35,7 +35,7 @@ from typing import Callable, Iterable, TypeVar
 
 from evolve.errors import InputError, os_error_text
 from evolve.traces.io import FORMATS, METADATA_FILE, SPLITS
-from evolve.traces.trees import TREE_FILE
+from evolve.traces.tree_tables import TREE_FILE
 
 T = TypeVar("T")
 
@@ -48,7 +48,7 @@ SOURCE_SUFFIXES = frozenset({".py", ".pyc", ".pyi", ".pyd", ".so", ".pth", ".nbi
 #: Files of the repository root that are source.
 TOP_LEVEL_SOURCES = frozenset({"pyproject.toml", "setup.py", "setup.cfg"})
 #: The files of a dataset directory (:mod:`evolve.traces.io`; ``texts.jsonl`` of a harvest; the tree tables of a tree
-#: harvest, :data:`evolve.traces.trees.TREE_FILE`).
+#: harvest, :data:`evolve.traces.tree_tables.TREE_FILE`).
 DATASET_FILES = frozenset({f"{s}.{f}" for s in SPLITS for f in FORMATS} | {TREE_FILE.format(split=s) for s in SPLITS}
                           | {METADATA_FILE, "texts.jsonl"})
 #: The files of a run directory (written by :func:`evolve.search.rundir.write_run`).

@@ -38,7 +38,7 @@ class HarvestConfig:
     models (:mod:`evolve.engine.backends`: ``torch`` or ``llama_cpp``; llama.cpp uses ``threads`` too).
     ``tree_nodes`` (None: chain blocks of ``gamma`` drafts) makes it a tree harvest: every target call
     verifies a draft tree of at most that many nodes, grown with ``tree_width`` children per expansion
-    (:mod:`evolve.harvest.trees`, docs/reference/trees.md); ``gamma`` is then not used.
+    (:mod:`evolve.harvest.tree_harvest`, docs/reference/trees.md); ``gamma`` is then not used.
     ``categories`` (None: all) keeps only the questions of these categories of a structured prompts file
     (:meth:`evolve.harvest.prompts.PromptFile.select`).
     """

@@ -51,7 +51,7 @@ that falls on a boundary of the inverse CDF can then pick a neighbouring token, 
 text continues differently; the datasets are identical in distribution, not bit for bit.
 
 Draft trees (``tree_nodes``): texts are decoded one at a time by tree steps instead of blocks
-(:mod:`evolve.harvest.trees`, :mod:`evolve.engine.tree_draft`, docs/reference/trees.md); the records are
+(:mod:`evolve.harvest.tree_harvest`, :mod:`evolve.engine.tree_draft`, docs/reference/trees.md); the records are
 those of each tree's first path, and every node goes into the tree table.
 
 Columns: ``seq_id`` = text index (0-based: the non-blank lines of a plain prompts file, every turn of every
@@ -470,7 +470,7 @@ def harvest(config: HarvestConfig, progress: bool = True,
                     results = ((t, result, None) for t, result in setup.engine.run_texts(
                         texts, config.gamma, config.max_new_tokens, config.batch_size, on_block))
                 else:
-                    from evolve.harvest.trees import run_tree_texts
+                    from evolve.harvest.tree_harvest import run_tree_texts
 
                     results = run_tree_texts(setup.engine, texts, config.tree_nodes, config.tree_width,
                                              config.max_new_tokens, on_block)

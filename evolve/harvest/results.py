@@ -1,6 +1,6 @@
 """What the decode loops of a harvest return: one speculation block (:class:`BlockResult`) and one text
 (:class:`TextResult`), shared by the chain loop (:mod:`evolve.harvest.loop`) and the tree loop
-(:mod:`evolve.harvest.trees`)."""
+(:mod:`evolve.harvest.tree_harvest`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

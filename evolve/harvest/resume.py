@@ -5,7 +5,7 @@ existence marks its texts done) into ``OUT/.harvest/parts/``:
 
 * the one-process harvest writes one part per text, ``text-NNNNNN.parquet``
   (:func:`part_path`, :func:`write_part`); a tree harvest (``--tree-nodes``,
-  :mod:`evolve.harvest.trees`) first writes the text's tree table beside it,
+  :mod:`evolve.harvest.tree_harvest`) first writes the text's tree table beside it,
   ``text-NNNNNN.trees.parquet`` (:func:`tree_part_path`, :func:`write_tree_part`), so the
   records part still marks the text done and a text redone on resume overwrites both;
 * the sharded harvest (:mod:`evolve.harvest.shards`) writes one part per shard,
@@ -141,7 +141,7 @@ def write_part(path: Path, df: pd.DataFrame, info: dict[str, Any]) -> None:
 
 
 def write_tree_part(path: Path, df: pd.DataFrame) -> None:
-    """Write a text's tree table ``df`` (:data:`evolve.traces.trees.TREE_COLUMNS`) atomically as parquet."""
+    """Write a text's tree table ``df`` (:data:`evolve.traces.tree_tables.TREE_COLUMNS`) atomically as parquet."""
     buf = io.BytesIO()
     df.to_parquet(buf, index=False)
     atomic_write_bytes(path, buf.getvalue())
@@ -149,10 +149,10 @@ def write_tree_part(path: Path, df: pd.DataFrame) -> None:
 
 def read_tree_part(path: Path) -> pd.DataFrame:
     """A text's tree table written by :func:`write_tree_part`: the columns of
-    :data:`evolve.traces.trees.TREE_COLUMNS`, and of ``RELAX_COLUMNS`` and the text columns
+    :data:`evolve.traces.tree_tables.TREE_COLUMNS`, and of ``RELAX_COLUMNS`` and the text columns
     (:data:`evolve.traces.schema.TEXT_COLUMNS`) when it has them. Raises: InputError when it
     is missing or damaged."""
-    from evolve.traces.trees import RELAX_COLUMN_NAMES, TREE_COLUMN_NAMES
+    from evolve.traces.tree_tables import RELAX_COLUMN_NAMES, TREE_COLUMN_NAMES
 
     try:
         df = pd.read_parquet(path)

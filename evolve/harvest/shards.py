@@ -35,7 +35,7 @@ files and the prompts file at the same paths as the client (a shared file
 system); the output is written by the client only.
 
 A tree harvest (``tree_nodes``) shards the same way: a worker decodes its texts by tree steps
-(:func:`evolve.harvest.trees.run_tree_texts`) and returns each text's tree table with its
+(:func:`evolve.harvest.tree_harvest.run_tree_texts`) and returns each text's tree table with its
 records; the client writes the tree tables as the one-process harvest does, one
 ``text-NNNNNN.trees.parquet`` per text, before the shard's part (which marks the texts done).
 """
@@ -147,7 +147,7 @@ def harvest_shard(job: ShardJob) -> ShardOutcome:
         results = ((t, result, None) for t, result in setup.engine.run_texts(
             texts, config.gamma, config.max_new_tokens, config.batch_size))
     else:
-        from evolve.harvest.trees import run_tree_texts
+        from evolve.harvest.tree_harvest import run_tree_texts
 
         results = run_tree_texts(setup.engine, texts, config.tree_nodes, config.tree_width, config.max_new_tokens)
     for t, result, trees in results:

@@ -92,7 +92,7 @@ class KindHooks:
         live: ``live(rule)`` -> the row ``benchmark.py live`` decodes with: an object with a ``name``, ``tree`` (whether
             it decodes draft trees), ``lookahead`` (drafter columns it reads) and ``text(engine, prompt_ids,
             max_new_tokens, rng, gamma, tree)`` (:class:`evolve.live.decoding.ChainDecoder`,
-            :class:`evolve.live.trees.TreeDecoder`).
+            :class:`evolve.live.tree_decoding.TreeDecoder`).
         pareto: ``pareto(rule, traces, data, gamma, budgets)`` -> (curve, note) of ``benchmark.py pareto --rule``.
         pareto_runs: ``pareto_runs(run_dirs, traces, data, gamma, budgets)`` -> (curve or None, notes): the evolved
             curve of ``benchmark.py pareto --run`` directories of this kind (a curve whose category is not a per-token

@@ -27,7 +27,7 @@ same k + 1 uniforms it keeps the first n drafts and draws the next token from it
 it is lossless, so it adds no damage. A kind may make the block's decision its own way
 (:func:`live_block_verified`'s ``relax``: relaxed block verification, :mod:`evolve.kinds.relaxation.live`).
 
-Every row is a decoder with one method, ``text`` (:class:`ChainDecoder` here, :class:`evolve.live.trees.TreeDecoder`
+Every row is a decoder with one method, ``text`` (:class:`ChainDecoder` here, :class:`evolve.live.tree_decoding.TreeDecoder`
 for draft trees): a kind's ``live`` hook builds the row of one of its programs from the pieces above (the threshold
 kind: :func:`tokenwise_decoder`; a verification-length policy adds ``keep``, its decision before each draft step,
 :mod:`evolve.kinds.verify_length.live`), so the commands never ask what a row is.
@@ -145,7 +145,7 @@ class LiveCounts:
     block_tv: float = 0.0
     tokens_sq: int = 0
     drafted: dict[int, int] = field(default_factory=dict)
-    #: draft-tree calls (:mod:`evolve.live.trees`) by (nodes verified, nodes expanded at depth 0, 1, ...): count
+    #: draft-tree calls (:mod:`evolve.live.tree_decoding`) by (nodes verified, nodes expanded at depth 0, 1, ...): count
     tree_calls: dict[tuple[int, ...], int] = field(default_factory=dict)
 
     def add(self, other: "LiveCounts") -> None:
@@ -397,14 +397,14 @@ class ChainDecoder:
     policy's decision to draft one more token in the block starting at text position ``start`` (a
     :data:`evolve.engine.drafter_base.Keep`, with its attribute ``lookahead``), and ``lookahead`` the drafter columns
     it reads (prompt lookup's ``lookup_len``, ``lookup_freq``). Every kind's ``live`` hook returns such a row (or a
-    draft-tree row, :class:`evolve.live.trees.TreeDecoder`); the commands call :meth:`text` alone."""
+    draft-tree row, :class:`evolve.live.tree_decoding.TreeDecoder`); the commands call :meth:`text` alone."""
 
     name: str
     verify: Verify
     needed: tuple[str, ...] = ()
     keep: Callable[[int], Any] | None = None
     lookahead: tuple[str, ...] = ()
-    #: Whether the row decodes draft trees (it does not: :class:`evolve.live.trees.TreeDecoder` does).
+    #: Whether the row decodes draft trees (it does not: :class:`evolve.live.tree_decoding.TreeDecoder` does).
     tree: ClassVar[bool] = False
 
     def text(self, engine, prompt_ids: Sequence[int], max_new_tokens: int, rng: np.random.Generator, gamma: int,

@@ -124,9 +124,9 @@ def split_sha256(path: str | os.PathLike, split: str, records_sha256: str | None
     ``records_sha256``: the records file's digest taken from the bytes that were parsed
     (:attr:`evolve.traces.io.Traces.sha256`); the file is then not read again. ``pin``: a run records the digest,
     so the tree table's is pinned in this process (:func:`evolve.files.pins.pin`):
-    :func:`evolve.traces.trees.load_trees` then refuses a table whose bytes have another digest, so the table
+    :func:`evolve.traces.tree_tables.load_trees` then refuses a table whose bytes have another digest, so the table
     scored is the one this digest records."""
-    from evolve.traces.trees import tree_path
+    from evolve.traces.tree_tables import tree_path
 
     digest = file_sha256(path) if records_sha256 is None else records_sha256
     trees = tree_path(Path(path).parent, split)

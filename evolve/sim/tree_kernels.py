@@ -110,8 +110,8 @@ T_CALLS, T_EMITTED, T_ACCEPTED, T_NODES, T_DRAFT_STEPS, T_LENGTH, T_DEPTH = Tree
 
 #: How trees are drafted and verified, the kernels' program: the node budget N, the width schedule ``widths``
 #: int64 (L,), the adaptive maximum width, ``adaptive`` (bool), the maximal depth, DRAFT_CHAIN or DRAFT_MEDUSA,
-#: VERIFY_SAMPLE, VERIFY_GREEDY or VERIFY_TRAVERSAL (the order of :meth:`evolve.sim.trees.TreeConfig.kernel_args`).
-#: ``draft`` is :attr:`evolve.sim.trees.TreeConfig.draft` as a code.
+#: VERIFY_SAMPLE, VERIFY_GREEDY or VERIFY_TRAVERSAL (the order of :meth:`evolve.sim.tree_sim.TreeConfig.kernel_args`).
+#: ``draft`` is :attr:`evolve.sim.tree_sim.TreeConfig.draft` as a code.
 TreeDims = namedtuple("TreeDims", ["budget", "widths", "max_width", "adaptive", "max_depth", "draft", "verify"])
 #: One call's draft tree, nodes 0..N (node 0 the root): P, Q float64 (N + 1, V) the target's and the draft's
 #: distributions at each node; parent, token, level, child_start, child_count, argp int64 (N + 1,); dn float64

@@ -23,7 +23,7 @@ from evolve.commands.simulate import SimulateOptions, SweepPlan, block_only, opt
 from evolve.report.trees import tree_row
 from evolve.sim.verification import Verification
 from evolve.traces.io import Traces
-from evolve.traces.trees import RELAX_GRID
+from evolve.traces.tree_tables import RELAX_GRID
 from heuristics.contract import Rule
 
 

@@ -2,7 +2,7 @@
 
 :class:`TreeShapePopulationEvaluator` is the :class:`evolve.eval.population.PopulationEvaluator` of
 the kind: it reads the split's tree table beside its chain records (``DIR/{split}.trees.parquet``,
-:mod:`evolve.traces.trees`), runs every program on the table's decision rows
+:mod:`evolve.traces.tree_tables`), runs every program on the table's decision rows
 (:func:`evolve.eval.tree_scoring.shape_data`) and reduces the values with
 :func:`evolve.eval.tree_scoring.shape_counts` under the run's cost file. Same caching and statistics as the
 other scorers.
@@ -22,7 +22,7 @@ from evolve.eval.tree_levels import one_chunk, reads_levels, shape_values
 from evolve.eval.tree_scoring import (
     N_SHAPE_COUNTS, NO_TREES, ShapeData, cost_tables, metrics_from_shape_counts, shape_counts, shape_data,
 )
-from evolve.traces.trees import TreeTable, load_trees
+from evolve.traces.tree_tables import TreeTable, load_trees
 
 
 def trees_beside(data: EvalData) -> TreeTable:

@@ -12,7 +12,7 @@ from evolve.eval.tree_scoring import ShapeMetrics, shape_data, shape_metrics
 from evolve.kinds.tree_shape.export_layout import TREE_LAYOUT
 from evolve.kinds.tree_shape.report_hooks import live_decoder, tree_rows
 from evolve.kinds.tree_shape.search_seeds import choose_tree_seeds
-from evolve.traces.trees import load_trees
+from evolve.traces.tree_tables import load_trees
 
 
 def population(context: KindContext) -> TreeShapePopulationEvaluator:
@@ -25,7 +25,7 @@ def score(rule, context: KindContext) -> ShapeMetrics:
     """One shape's :class:`evolve.eval.tree_scoring.ShapeMetrics` under the context's costs on the tree table of
     its split in its dataset directory (the records are not read).
 
-    Raises: InputError without a dataset directory, or as :func:`evolve.traces.trees.load_trees`.
+    Raises: InputError without a dataset directory, or as :func:`evolve.traces.tree_tables.load_trees`.
     """
     if context.directory is None:
         raise InputError("a tree-shape program is scored on the tree tables of a dataset directory; give its path",

@@ -1,5 +1,5 @@
 """What a draft-tree shape does in ``benchmark.py trees`` (its row, the kept subtrees verified by SpecInfer) and in
-``benchmark.py live`` (a tree row, :mod:`evolve.live.trees`): the kind's report hooks, :mod:`evolve.kinds.tree_shape.plugin`."""
+``benchmark.py live`` (a tree row, :mod:`evolve.live.tree_decoding`): the kind's report hooks, :mod:`evolve.kinds.tree_shape.plugin`."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,7 +9,7 @@ import numpy as np
 from evolve.eval.costs import Costs
 from evolve.eval.tree_levels import program_values
 from evolve.eval.tree_scoring import ShapeData, shape_metrics
-from evolve.live.trees import TreeDecoder
+from evolve.live.tree_decoding import TreeDecoder
 from evolve.report.trees import tree_row
 
 

@@ -23,10 +23,10 @@ from evolve.engine.distributions import sample_index
 from evolve.engine.runner import BatchKV
 from evolve.engine.tree_draft import tree_step
 from evolve.harvest.results import BlockResult, TextResult
-from evolve.traces.trees import RELAX_COLUMNS, TREE_COLUMNS
+from evolve.traces.tree_tables import RELAX_COLUMNS, TREE_COLUMNS
 
 def empty_tree_frame() -> pd.DataFrame:
-    """A tree table without rows (the columns and dtypes of :data:`evolve.traces.trees.TREE_COLUMNS` and
+    """A tree table without rows (the columns and dtypes of :data:`evolve.traces.tree_tables.TREE_COLUMNS` and
     ``RELAX_COLUMNS``; ``relaxed_residual_prob`` holds one list per row)."""
     return pd.DataFrame({c.name: pd.Series(dtype=c.dtype if c.dtype in ("int64", "float64") else object)
                          for c in TREE_COLUMNS + RELAX_COLUMNS})
@@ -45,7 +45,7 @@ def generate_tree_text(engine, prompt_ids: Sequence[int], rng: np.random.Generat
     Returns: (the :class:`TextResult`: tokens, finish ``eos``/``length``, one chain
     :class:`BlockResult` per tree step (the first path's records; ``accepted`` is the standard rule's
     count on them), target passes; the tree table of the text, one row per drafted node with the
-    columns of :data:`evolve.traces.trees.TREE_COLUMNS` and ``RELAX_COLUMNS``).
+    columns of :data:`evolve.traces.tree_tables.TREE_COLUMNS` and ``RELAX_COLUMNS``).
 
     Raises: ValueError for a drafter that cannot grow a tree, or an empty prompt.
     """

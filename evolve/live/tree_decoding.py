@@ -1,7 +1,7 @@
 """Live decoding with draft trees (``benchmark.py live --tree-nodes N [--tree-width K]``): the fixed tree and tree shapes.
 
 A tree row decodes a text by tree steps, one target call each (:func:`tree_text`). One step, with the text's
-random stream and its caches as the tree harvest keeps them (:mod:`evolve.harvest.trees`):
+random stream and its caches as the tree harvest keeps them (:mod:`evolve.harvest.tree_harvest`):
 
 1. Growth: the harvest's (:func:`evolve.engine.tree_draft.grow_tree` with the drafter's tree pass,
    :func:`evolve.engine.tree_draft.drafter_pass`): best first, as EAGLE-2 (Li et al. 2024, arXiv 2406.16858), N
