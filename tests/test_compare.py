@@ -15,6 +15,8 @@ from evolve.traces.synth.independent import generate_split
 from evolve.report.compare.rows import ComparedRule, Comparison, FORMATS
 from evolve.report.compare.rows import ROW_KEYS
 from evolve.commands.compare.table import baseline_entries, resolve_splits, score_split, timed_evaluate
+from evolve.eval.evaluator import AcceptanceQualityFitness
+from evolve.kinds.base import KindContext
 from evolve.report.compare.format import format_csv, format_json, format_markdown, format_table
 from evolve.report.output import write_output
 from evolve.report.output import resolve_format
@@ -70,11 +72,11 @@ def test_rows_match_the_numpy_reference(split, traces):
 
 def test_timed_evaluate_returns_the_metrics_and_a_time(split):
     rule = BASELINES[0]
-    metrics, ms = timed_evaluate(rule, split, repeats=2)
+    metrics, ms = timed_evaluate(rule, KindContext(split, AcceptanceQualityFitness()), repeats=2)
     assert metrics == evaluate(rule, split)
     assert 0 < ms < 60_000
     with pytest.raises(ValueError):
-        timed_evaluate(rule, split, repeats=0)
+        timed_evaluate(rule, KindContext(split, AcceptanceQualityFitness()), repeats=0)
 
 
 def test_champion_deltas_against_standard_rejection(split):

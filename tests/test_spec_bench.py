@@ -178,7 +178,6 @@ def test_categories_option_selects_questions(llama_files, spec_prompts, tmp_path
 
 
 def test_per_category_tables_only_for_data_with_categories(spec_harvest, vocab_dataset, tmp_path):
-    from evolve.eval.costs import ratio_costs
     from evolve.commands.compare.categories import category_benchmark
     from evolve.commands.compare.table import BenchmarkOptions
 
@@ -186,7 +185,7 @@ def test_per_category_tables_only_for_data_with_categories(spec_harvest, vocab_d
     costs.write_text(json.dumps({"target_forward_s": [0.020, 0.021, 0.022, 0.023, 0.024], "draft_token_s": 0.004,
                                  "plain_token_s": 0.020}))
     out, _ = spec_harvest
-    options = BenchmarkOptions(data_dir=out, split="test", repeats=1, costs=costs, speedup_costs=ratio_costs(0.05),
+    options = BenchmarkOptions(data_dir=out, split="test", repeats=1, costs=costs,
                                champions_dir=tmp_path / "none")
     _, text = category_benchmark(options)
     assert "Per task group, split test" in text and "Tokens per second (cost file)" in text

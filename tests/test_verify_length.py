@@ -280,7 +280,7 @@ def test_position_weighting_everywhere(splits, costs):
 
 def test_length_weighting_is_a_verify_length_setting():
     cfg = resolve({"evolve": "verify-length", "objective": "tokens_per_second", "length_weighting": "position"})
-    assert cfg.length_weighting == "position"
+    assert cfg.settings.length_weighting == "position" and cfg.to_dict()["length_weighting"] == "position"
     with pytest.raises(InputError, match="length_weighting|length-weighting"):
         resolve({"length_weighting": "position"})
     with pytest.raises(InputError):

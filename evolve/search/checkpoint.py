@@ -53,7 +53,6 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -171,7 +170,7 @@ def absolute_inputs(cfg: RunConfig) -> RunConfig:
     absolute path, so that the run directory, the checkpoints and a resume from any working directory name the
     file the run read."""
     changes = {key: p for key in PINNED_SETTINGS if (p := setting_file(key, cfg.setting(key))) is not None}
-    return replace(cfg, **changes) if changes else cfg
+    return cfg.replacing(**changes) if changes else cfg
 
 
 def header(config: dict[str, Any], features: tuple[str, ...], data_sha256: dict[str, Any], created: str,

@@ -174,6 +174,13 @@ class RunConfig:
         or the kind's defaults."""
         return self.kind_settings if self.kind_settings is not None else self.program_kind.settings()
 
+    def replacing(self, **values: Any) -> "RunConfig":
+        """This configuration with ``values`` (setting name -> value) replaced: fields, and the kind's own settings
+        (in :attr:`kind_settings`). Values are not checked (:func:`resolve` checks them)."""
+        own = {n: values.pop(n) for n in list(values) if n in self.program_kind.setting_names}
+        cfg = replace(self, **values) if values else self
+        return replace(cfg, kind_settings=replace(cfg.settings, **own)) if own else cfg
+
     def setting(self, name: str) -> Any:
         """The value of the run setting ``name``: a field, one of the kind's own settings, or None for another kind's
         setting (this run does not read it)."""
