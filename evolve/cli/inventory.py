@@ -1,8 +1,9 @@
 """Every command's input inventory, and the check that no output of a command lands on one of its inputs.
 
 A command's **inputs** are collected from its parameters, so a new input option is covered without
-a line of its own: every parameter whose type is a :class:`click.Path` is an input, unless its type
-is :class:`OutputPath` (what the command writes: ``--output``, ``--out``, ``--write-costs``,
+a line of its own: every parameter whose type is a :class:`click.Path` is an input (a drafter's path option,
+``--draft``, ``--draft-eagle`` or one registered later, is one by its value type: :mod:`evolve.cli.drafters`), unless
+its type is :class:`OutputPath` (what the command writes: ``--output``, ``--out``, ``--write-costs``,
 ``--large-dir``, ``promote``'s ``--champions-dir``); options whose values are names *or* paths
 (``--costs`` and ``--verify-with`` of ``run``, ``--target``, ``--prompts``, ``export``'s CHAMPION)
 are declared by the command (``CliCommand(inputs=(...))``) and count when the path exists. The

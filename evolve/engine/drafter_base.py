@@ -20,8 +20,10 @@ from evolve.engine.runner import BatchKV, Runner
 
 
 #: The value types a drafter's option may declare (:attr:`DrafterOption.value`), parsed by the command line
-#: (:mod:`evolve.cli.drafters`) into: ``path`` a string (a model path); ``count`` an int >= 1; ``counts`` a tuple
-#: of ints >= 1 (``3,1``); ``pair`` a tuple of two ints (``4,64``); ``layers`` sorted unique 0-based layer
+#: (:mod:`evolve.cli.drafters`) into: ``path`` a string naming a file or directory the drafter reads (a draft model,
+#: a head), which the command line declares as an input path, so it is in the command's input inventory
+#: (:mod:`evolve.cli.inventory`: no output may land on it) with no list of names; ``count`` an int >= 1; ``counts``
+#: a tuple of ints >= 1 (``3,1``); ``pair`` a tuple of two ints (``4,64``); ``layers`` sorted unique 0-based layer
 #: indices (``2,4,6-9``).
 VALUE_TYPES: tuple[str, ...] = ("path", "count", "counts", "pair", "layers")
 
