@@ -3,9 +3,9 @@
 ``generate_data.py harvest`` and ``benchmark.py live`` sample the target and the drafter
 (:class:`evolve.harvest.config.HarvestConfig` ``temperature``, ``top_k``, ``top_p``, applied by
 :func:`evolve.engine.distributions.distributions` in Hugging Face transformers' and vLLM's order: temperature,
-top-k, top-p); ``python -m evolve train-drafter`` samples the target's responses (:class:`evolve.train.eagle.TrainSettings`
-``temperature``). Each command says what it samples; the flags, parameter names, types, bounds and defaults are the
-same everywhere.
+top-k, top-p); ``python -m evolve train-drafter`` samples the target's responses
+(:class:`evolve.train.eagle.TrainSettings` ``temperature``). Each command says what it samples; the flags,
+parameter names, types, bounds and defaults are the same everywhere.
 """
 from __future__ import annotations
 

@@ -149,7 +149,11 @@ class Drafter:
     def commit(self, engine, batch, valid: Sequence[int | None]) -> None:
         """Keep drafter state for the first ``valid[i]`` context tokens of row i (None: row unchanged)."""
 
-    def _draft_loop(self, run: Runner, kv: BatchKV, batch, feeds, ks, engine, allowed=None, keep=None):
+    def _draft_loop(self, kv: BatchKV, batch, feeds, ks, engine, allowed=None, keep=None):
+        """Draft autoregressively with the drafter's own runner (``self.run``, a :class:`Runner`) on ``kv``:
+        row i is fed ``feeds[i]``, then its own drafts, until ``ks[i]`` tokens, an EOS or ``keep`` says stop;
+        ``allowed`` the attention mask rule of :meth:`Runner.__call__`. Returns as :meth:`propose`."""
+        run = self.run
         rows = range(len(ks))
         drafts: list[list[int]] = [[] for _ in rows]
         dists: list[list] = [[] for _ in rows]
@@ -194,7 +198,7 @@ class _SelfDrafter(Drafter):
         slots, lengths = kv.slots, list(kv.lengths)
         feeds = [r.ctx[kv.lengths[i]:] if r is not None else [] for i, r in enumerate(batch.rows)]
         try:
-            return self._draft_loop(self.run, kv, batch, feeds, ks, engine, self.allowed(), keep)
+            return self._draft_loop(kv, batch, feeds, ks, engine, self.allowed(), keep)
         finally:
             kv.crop(slots, lengths)
 
