@@ -33,7 +33,8 @@ from evolve.cli.generate import cli as generate_cli
 from evolve.errors import InputError
 from evolve.search.checkpoint import CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, read_checkpoint, read_header
 from evolve.search.config import resolve
-from evolve.search.rundir import resume, run, run_dir_name
+from evolve.search.run_files import run_dir_name
+from evolve.search.rundir import resume, run
 from evolve.search.state import TIMING_COLUMNS
 from evolve.traces.io import write_dataset
 from evolve.files.atomic import remove_stale_temps

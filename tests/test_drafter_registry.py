@@ -1,7 +1,8 @@
 """A drafter is one module and one registration: a throwaway drafter defined here (its class, with its option as
 plain data, and one :func:`evolve.engine.drafters.register_drafter` call) is an option of ``generate_data.py
 harvest``, ``benchmark.py live`` and ``benchmark.py perf``, a field of the harvest config, and harvests, with no
-edit anywhere else."""
+edit anywhere else; a drafter whose option is a path (a model it reads) is an input of those commands by its value
+type: in their input inventory, and no output may land on it."""
 from __future__ import annotations
 
 import pytest
@@ -10,6 +11,7 @@ from click.testing import CliRunner
 from evolve.engine.drafter_base import DrafterOption
 from evolve.engine.drafters import DRAFTERS, register_drafter
 from evolve.engine.early_exit import EarlyExitDrafter
+from evolve.engine.model_drafter import ModelDrafter
 from evolve.errors import InputError
 from evolve.harvest.config import HarvestConfig
 
@@ -36,6 +38,23 @@ def echo():
         yield EchoDrafter
     finally:
         DRAFTERS.remove(EchoDrafter)
+
+
+class TwinDrafter(ModelDrafter):
+    """A second draft model under another option (a throwaway drafter whose option is a path)."""
+
+    name = "twin"
+    field = "twin"
+    option = DrafterOption("--draft-twin", "DIR", "Throwaway: another draft model.")
+
+
+@pytest.fixture()
+def twin():
+    register_drafter(TwinDrafter)
+    try:
+        yield TwinDrafter
+    finally:
+        DRAFTERS.remove(TwinDrafter)
 
 
 def _help(command) -> str:
@@ -112,3 +131,36 @@ def test_the_registered_drafter_harvests(echo, llama_files, tmp_path):
     assert code == 2 and "--draft-echo" in out and "at most 8" in out
     code, out = run_harvest(base + ["--draft-echo", "2", "--draft-ngram", "2", "--out", str(tmp_path / "f")])
     assert code == 2 and "got --draft-ngram and --draft-echo" in out
+
+
+def _path_commands():
+    from evolve.cli.benchmark import cli as benchmark_cli
+    from evolve.cli.generate import cli as generate_cli
+
+    return [(generate_cli, ["harvest", "--target", "t", "--prompts", "p"], "--out"),
+            (benchmark_cli, ["live", "--target", "t", "--prompts", "p"], "--output"),
+            (benchmark_cli, ["perf"], "--output")]
+
+
+def test_a_registered_drafter_s_path_option_is_an_input_of_harvest_live_and_perf(twin, tmp_path, monkeypatch):
+    from evolve.cli.inventory import Entry, inventory
+
+    monkeypatch.chdir(tmp_path)
+    model = tmp_path / "twin-model"
+    for root, args, _ in _path_commands():
+        command = root.commands[args[0]]
+        with command.make_context(args[0], [*args[1:], "--draft-twin", str(model)]) as ctx:
+            inputs, _ = inventory(ctx)
+        assert Entry("--draft-twin", model) in inputs, (args[0], inputs)
+
+
+def test_an_output_onto_a_registered_drafter_s_path_is_refused(twin, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    model = tmp_path / "twin.gguf"
+    model.write_bytes(b"the draft model's bytes\n")
+    for root, args, output in _path_commands():
+        result = CliRunner().invoke(root, [*args, "--draft-twin", str(model), output, str(model)])
+        assert result.exit_code == 2, (args[0], result.output)
+        assert result.output.strip() == (f"error: option '{output}': {model} is an input of this command "
+                                         f"(--draft-twin)"), (args[0], result.output)
+        assert model.read_bytes() == b"the draft model's bytes\n"

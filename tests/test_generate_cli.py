@@ -79,7 +79,8 @@ def test_same_seed_same_dataset_and_split_seeds_are_documented(tmp_path):
     assert not pd.read_parquet(a / "train.parquet").equals(pd.read_parquet(c / "train.parquet"))
     # each split can be regenerated alone from its recorded seed
     meta = load_metadata(a)
-    from evolve.traces.synth.vocab_model import VocabModelConfig, generate_split
+    from evolve.traces.synth.vocab_blocks import generate_split
+    from evolve.traces.synth.vocab_model import VocabModelConfig
     again = generate_split(6, meta["split_seeds"]["test"], VocabModelConfig(**meta["config"]))
     pd.testing.assert_frame_equal(again, pd.read_parquet(a / "test.parquet"))
 

@@ -183,9 +183,9 @@ def test_table_that_cannot_be_written_is_rescued(ws, rescue, monkeypatch):
 
 def test_run_directory_that_cannot_be_written_is_rescued(ws, rescue, monkeypatch):
     import evolve.search.rundir as rundir
+    from evolve.search.run_files import write_run as original
 
     out = ws.root / "out"
-    original = rundir.write_run
 
     def write_run(result, where, *args, **kwargs):
         if Path(where) == out:

@@ -221,3 +221,25 @@ def test_report_layers_check_their_inputs(tmp_path):
     with pytest.raises(InputError, match="input"):
         trees_command(TreesOptions(data_dir=tmp_path, costs=costs, output=costs))
     assert costs.read_bytes() == b"x"
+
+
+def test_every_command_knows_every_dataset_file():
+    """The modules that define a dataset's files register them with the output-path guard; importing the base of
+    every command (:mod:`evolve.cli.errors`, fresh interpreter) registers them all: the splits in both formats,
+    metadata.json, the tree tables and the harvest's texts.jsonl."""
+    import json
+    import subprocess
+    import sys
+
+    from evolve.harvest.resume import TEXTS_FILE
+    from evolve.traces.io import FORMATS, METADATA_FILE, SPLITS
+    from evolve.traces.tree_tables import TREE_FILE
+
+    code = ("import json, evolve.cli.errors; from evolve.files.guard import dataset_files; "
+            "print(json.dumps(sorted(dataset_files())))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert run.returncode == 0, run.stderr
+    want = {f"{s}.{f}" for s in SPLITS for f in FORMATS} | {TREE_FILE.format(split=s) for s in SPLITS} \
+        | {METADATA_FILE, TEXTS_FILE}
+    assert set(json.loads(run.stdout)) == want

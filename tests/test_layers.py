@@ -341,6 +341,17 @@ def test_the_verification_core_imports_only_numpy_and_numba():
     assert bad == [], "the verification core imports more than numpy, Numba and itself: " + ", ".join(bad)
 
 
+def test_the_file_helpers_depend_on_nothing_above_them():
+    """``evolve.files`` (atomic writes, locks, pins, the output-path guard) imports no project module but
+    ``evolve.errors`` and its own: a dataset's file names reach the guard by registration
+    (:func:`evolve.files.guard.register_dataset_files`), not by an import of ``evolve.traces``."""
+    helpers = [m for m in sorted(MODULES) if m == "evolve.files" or m.startswith("evolve.files.")]
+    assert "evolve.files.guard" in helpers
+    bad = [str(i) for m in helpers for i in imports_of(m)
+           if not (i.target == "evolve.errors" or i.target == "evolve.files" or i.target.startswith("evolve.files."))]
+    assert bad == [], "evolve.files imports more of the project than evolve.errors and itself:\n" + "\n".join(bad)
+
+
 def test_modules_are_short():
     long = {str(p.relative_to(ROOT)): n for p in FILES if p.parent != ROOT
             and (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}

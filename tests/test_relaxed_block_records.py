@@ -21,7 +21,8 @@ from evolve.traces.io import Traces, load_split, write_dataset
 from evolve.verification.block import (
     PHI_ERROR_BOUND, PHI_POINTS, block_phi, interpolate_phi, interpolate_phi_anchored, residual_phi,
 )
-from evolve.traces.synth.vocab_model import VocabModelConfig, block_distributions, generate_split
+from evolve.traces.synth.vocab_blocks import block_distributions, generate_split
+from evolve.traces.synth.vocab_model import VocabModelConfig
 from evolve.eval.block_verification import block_verification_tokens
 from evolve.eval.evaluator import EvalData
 from evolve.eval.relaxed_block import (

@@ -1,4 +1,5 @@
-"""The vocabulary trace model (data/vocab_model.py): calibration, consistency, determinism, jitted API."""
+"""The vocabulary trace model (evolve/traces/synth/vocab_model.py, vocab_blocks.py): calibration, consistency,
+determinism, jitted API."""
 from __future__ import annotations
 
 import math
@@ -15,10 +16,8 @@ from evolve.traces.schema import split_stats
 from evolve.verification.tokenwise import standard_threshold
 from evolve.traces.synth.rng import next_double, next_normal, sample_index, seed_state
 from evolve.traces.synth.softmax import _exp_nonpos, overlap, softmax_inplace
-from evolve.traces.synth.vocab_model import (
-    VocabModelConfig, block_distributions, difficulty_step, draw_logits, draw_pair, generate_split, measure_throughput,
-    zipf_log_rank,
-)
+from evolve.traces.synth.vocab_blocks import block_distributions, generate_split, measure_throughput
+from evolve.traces.synth.vocab_model import VocabModelConfig, difficulty_step, draw_logits, draw_pair, zipf_log_rank
 
 # ~20k rows: acceptance, match and overlap estimates have standard errors of about
 # 0.004, 0.007 and 0.001 across seeds, well inside the tolerances below.

@@ -2,7 +2,8 @@
 
 The drafter options are built from the registry (:data:`evolve.engine.drafters.DRAFTERS`), each from its
 class's plain-data ``option`` (:class:`evolve.engine.drafter_base.DrafterOption`: flag, metavar, help,
-value type) with the class's ``field`` as parameter. A command of class :class:`DrafterCommand` reads
+value type) with the class's ``field`` as parameter; a ``path`` value is a :class:`click.Path`, an input of the
+command (:mod:`evolve.cli.inventory`) like every other path option. A command of class :class:`DrafterCommand` reads
 the registry each time its parameters are asked for (parsing, help, error messages), so a drafter
 registered later (:func:`evolve.engine.drafters.register_drafter`) is an option of every such command
 with no edit here. :func:`check_one_drafter` names the options through the command's own parameters
@@ -44,10 +45,12 @@ class _Parsed(click.ParamType):
 
 
 def value_type(value: Any, metavar: str) -> click.ParamType | None:
-    """The click type of a :data:`evolve.engine.drafter_base.VALUE_TYPES` name (or of a parsing callable)."""
+    """The click type of a :data:`evolve.engine.drafter_base.VALUE_TYPES` name (or of a parsing callable); ``path``
+    is a :class:`click.Path` (any file or directory; existence is checked where the drafter loads it), so a drafter's
+    path option joins the command's input inventory by its type (:mod:`evolve.cli.inventory`)."""
     if callable(value):
         return _Parsed(value, metavar)
-    types = {"path": None, "count": click.IntRange(min=1), "counts": CommaList(click.IntRange(min=1), metavar=metavar),
+    types = {"path": click.Path(), "count": click.IntRange(min=1), "counts": CommaList(click.IntRange(min=1), metavar=metavar),
              "pair": CommaList(int, length=2, metavar=metavar), "layers": LAYER_LIST}
     if value not in types:
         raise ValueError(f"unknown drafter option value type {value!r} (choose from {', '.join(types)})")

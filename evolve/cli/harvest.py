@@ -14,6 +14,7 @@ import click
 from evolve.cli.inventory import OutputPath
 from evolve.cli.types import CommaList
 from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafter, drafter_values, tree_width_option
+from evolve.cli.sampling import sampling_options
 from evolve.traces.synth.generate import format_stats
 from evolve.harvest.config import DTYPES, HarvestConfig
 from evolve.errors import InputError
@@ -21,7 +22,7 @@ from evolve.errors import InputError
 EXIT_INTERRUPTED = 130
 
 
-@click.command("harvest", cls=DrafterCommand, drafters_after="target", inputs=("target", "prompts", "draft", "eagle"))
+@click.command("harvest", cls=DrafterCommand, drafters_after="target", inputs=("target", "prompts"))
 @click.option("--target", "target", required=True, metavar="PATH",
               help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
 @click.option("--prompts", "prompts", required=True, metavar="FILE",
@@ -34,14 +35,7 @@ EXIT_INTERRUPTED = 130
               help="Draft length (tokens per block).")
 @click.option("--max-new-tokens", default=128, show_default=True, type=click.IntRange(min=2),
               help="Tokens generated per prompt.")
-@click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0.0),
-              help="Sampling temperature of target and drafter (0 = greedy).")
-@click.option("--top-k", "top_k", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Keep the K most likely tokens of both models' distributions after the temperature "
-                   "(0 = off); the records describe the truncated distributions.")
-@click.option("--top-p", "top_p", default=1.0, show_default=True, type=click.FloatRange(0.0, 1.0, min_open=True),
-              help="Nucleus sampling: keep the smallest set of most likely tokens whose mass reaches P, "
-                   "after the temperature and top-k (1 = off).")
+@sampling_options("target and drafter", note="; the records describe the truncated distributions")
 @click.option("--batch-size", "batch_size", default=1, show_default=True, type=click.IntRange(min=1),
               help="Texts decoded together (padded batch; a free row takes the next prompt at once). "
                    "A text's records do not depend on it beyond float round-off.")

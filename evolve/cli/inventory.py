@@ -1,15 +1,18 @@
 """Every command's input inventory, and the check that no output of a command lands on one of its inputs.
 
 A command's **inputs** are collected from its parameters, so a new input option is covered without
-a line of its own: every parameter whose type is a :class:`click.Path` is an input, unless its type
-is :class:`OutputPath` (what the command writes: ``--output``, ``--out``, ``--write-costs``,
+a line of its own: every parameter whose type is a :class:`click.Path` is an input (a drafter's path option,
+``--draft``, ``--draft-eagle`` or one registered later, is one by its value type: :mod:`evolve.cli.drafters`), unless
+its type is :class:`OutputPath` (what the command writes: ``--output``, ``--out``, ``--write-costs``,
 ``--large-dir``, ``promote``'s ``--champions-dir``); options whose values are names *or* paths
 (``--costs`` and ``--verify-with`` of ``run``, ``--target``, ``--prompts``, ``export``'s CHAMPION)
 are declared by the command (``CliCommand(inputs=(...))``) and count when the path exists. The
 files inside an input directory that its readers read (the splits, tree tables and
-``metadata.json`` of a dataset, the files of a run directory: :data:`evolve.files.guard.DATASET_FILES`,
+``metadata.json`` of a dataset, the files of a run directory: :func:`evolve.files.guard.dataset_files`,
 :data:`evolve.files.guard.RUN_FILES`; the ``*.json`` and ``*.py`` of a champions directory) are
-inputs too.
+inputs too. Every command passes through this module, which imports the modules that register a dataset's files
+with the guard (:mod:`evolve.traces.io`, :mod:`evolve.traces.tree_tables`, :mod:`evolve.harvest.resume`), so all of
+them are known before any check.
 
 :func:`check_outputs` runs before a command's callback (:class:`evolve.cli.errors.CliCommand`) and
 refuses, in one line naming both options (``error: option '--output': F is an input of this command
@@ -29,8 +32,11 @@ from typing import Any, Iterator
 
 import click
 
+import evolve.harvest.resume  # noqa: F401 - registers texts.jsonl with the guard (and, through its imports, the rest)
+import evolve.traces.io  # noqa: F401 - registers the split files and metadata.json
+import evolve.traces.tree_tables  # noqa: F401 - registers the tree tables
 from evolve.errors import InputError
-from evolve.files.guard import DATASET_FILES, RUN_FILES, same_path
+from evolve.files.guard import RUN_FILES, dataset_files, same_path
 
 
 class OutputPath(click.Path):
@@ -106,12 +112,13 @@ def conflict(output: Path, entry: Entry) -> str | None:
     if same_path(output, entry.path):
         return f"{output} is an input of this command ({entry.flag})"
     parent, name = output.parent, output.name
+    protected = dataset_files() | RUN_FILES
     if (entry.path.is_dir() or not entry.path.exists()) and same_path(parent, entry.path):
-        if name in DATASET_FILES or name in RUN_FILES:
+        if name in protected:
             return f"{output} is a file of {entry.path}, an input of this command ({entry.flag})"
         if entry.champions and Path(name).suffix.lower() in (".json", ".py"):
             return f"{output} would be read as a champion of {entry.path}, an input of this command ({entry.flag})"
-    if entry.path.name in DATASET_FILES | RUN_FILES and same_path(entry.path.parent, output):
+    if entry.path.name in protected and same_path(entry.path.parent, output):
         return (f"{output} is the directory of {entry.path}, an input of this command ({entry.flag}), which a "
                 "file written there would replace")
     return None

@@ -14,6 +14,7 @@ import click
 from evolve.harvest.config import DTYPES
 from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafter, drafter_values, tree_width_option
 from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
+from evolve.cli.sampling import sampling_options
 from evolve.cli.types import CommaList
 from evolve.errors import InputError
 from evolve.engine.ngram import lookup_lengths
@@ -50,7 +51,7 @@ def exported_policies(opts: LiveOptions, drafters: dict) -> tuple[tuple[str, str
 
 
 @click.command("live", cls=DrafterCommand, drafters_after="target", aliases={"champion": "champions"},
-               inputs=("target", "prompts", "draft", "eagle"))
+               inputs=("target", "prompts"))
 @click.option("--target", required=True, metavar="PATH",
               help="Target model: a local model directory (config.json, safetensors, tokenizer) or a .gguf file.")
 @click.option("--prompts", required=True, metavar="FILE",
@@ -80,12 +81,7 @@ def exported_policies(opts: LiveOptions, drafters: dict) -> tuple[tuple[str, str
 @tree_width_option()
 @click.option("--max-new-tokens", default=64, show_default=True, type=click.IntRange(min=2),
               help="Tokens generated per prompt.")
-@click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0.0),
-              help="Sampling temperature of target and drafter (0 = greedy).")
-@click.option("--top-k", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Top-k truncation of both models (0 = off).")
-@click.option("--top-p", default=1.0, show_default=True, type=click.FloatRange(0.0, 1.0, min_open=True),
-              help="Top-p truncation of both models (1 = off).")
+@sampling_options("target and drafter")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
               help="Seed of every prompt's random stream.")
 @click.option("--dtype", default="float32", show_default=True, type=click.Choice(DTYPES),

@@ -16,7 +16,7 @@ from evolve.perf.command import PerfOptions, perf_command
 ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tokens": "harvest_tokens"}
 
 
-@click.command("perf", cls=DrafterCommand, aliases=ALIASES, inputs=("harvest_model", "draft", "eagle", "backend_curves"))
+@click.command("perf", cls=DrafterCommand, aliases=ALIASES, inputs=("harvest_model", "backend_curves"))
 @click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default="data",
               show_default=True, help="Dataset directory; without train/valid splits the default dataset "
                                       "is generated in memory.")

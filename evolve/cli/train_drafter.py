@@ -11,6 +11,7 @@ import click
 
 from evolve.cli.errors import CliCommand
 from evolve.cli.inventory import OutputPath
+from evolve.cli.sampling import sampling_options
 
 
 @click.command("train-drafter", cls=CliCommand, inputs=("target", "prompts"))
@@ -22,8 +23,7 @@ from evolve.cli.inventory import OutputPath
               help="Output directory (the head, its data, its checkpoint).")
 @click.option("--max-new-tokens", default=128, show_default=True, type=click.IntRange(min=1),
               help="Tokens of each response.")
-@click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0.0),
-              help="Sampling temperature of the responses (0 = greedy).")
+@sampling_options("the responses", truncation=False)
 @click.option("--draft-vocab", default=4096, show_default=True, type=click.IntRange(min=1),
               help="Draft vocabulary size D: the D most frequent tokens of the responses.")
 @click.option("--steps", default=2000, show_default=True, type=click.IntRange(min=1),
@@ -39,15 +39,10 @@ from evolve.cli.inventory import OutputPath
 @click.option("--response-batch", default=1, show_default=True, type=click.IntRange(min=1),
               help="Prompts per generate call when making the responses (left-padded; faster on a CPU).")
 @click.option("--threads", default=None, type=click.IntRange(min=1), metavar="N", help="Torch CPU threads.")
-def train_drafter(target, prompts, out, max_new_tokens, temperature, draft_vocab, steps, ttt, lr, seed, save_every,
-                  response_batch, threads) -> None:
+def train_drafter(**options) -> None:
     """Train an EAGLE-3-style draft head on the target's own responses to PROMPTS; write it into OUT."""
     from evolve.train.eagle import TrainSettings, train
 
-    settings = TrainSettings(target=target, prompts=prompts, out=out, max_new_tokens=max_new_tokens,
-                             temperature=temperature, draft_vocab=draft_vocab, steps=steps, ttt=ttt, lr=lr, seed=seed,
-                             save_every=save_every, threads=threads,
-                             response_batch=response_batch)
-    result = train(settings, say=lambda msg: click.echo(msg, err=True))
+    result = train(TrainSettings(**options), say=lambda msg: click.echo(msg, err=True))
     click.echo(f"wrote {result['out']} ({result['steps']} steps, loss {result['loss']:.4f}, top-1 agreement "
                f"{result['agreement']:.3f})")

@@ -13,6 +13,7 @@ side read from its id.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -20,6 +21,17 @@ import numpy as np
 from evolve.engine.onehot import OneHot, argmax_rows, block_columns_any, block_phi_any, densify, max_rows, \
     overlap_rows, values_at
 from evolve.verification.tokenwise import residual_distribution, standard_threshold
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How both models' logits become the distributions sampling uses (:func:`distributions`): ``temperature``
+    T >= 0 (0: greedy), ``top_k`` K >= 0 (0: off), ``top_p`` P in (0, 1] (1: off); the engine parameters of the
+    same names in Hugging Face transformers and vLLM."""
+
+    temperature: float
+    top_k: int = 0
+    top_p: float = 1.0
 
 
 def distributions(logits, temperature: float, top_k: int = 0, top_p: float = 1.0,
@@ -142,4 +154,5 @@ def block_records(p: np.ndarray, q: np.ndarray, p_ent: np.ndarray, q_ent: np.nda
     }
 
 
-__all__ = ["OneHot", "block_records", "densify", "distributions", "object_rows", "sample_index", "standard_residual"]
+__all__ = ["OneHot", "Sampling", "block_records", "densify", "distributions", "object_rows", "sample_index",
+           "standard_residual"]

@@ -20,8 +20,10 @@ from evolve.engine.runner import BatchKV, Runner
 
 
 #: The value types a drafter's option may declare (:attr:`DrafterOption.value`), parsed by the command line
-#: (:mod:`evolve.cli.drafters`) into: ``path`` a string (a model path); ``count`` an int >= 1; ``counts`` a tuple
-#: of ints >= 1 (``3,1``); ``pair`` a tuple of two ints (``4,64``); ``layers`` sorted unique 0-based layer
+#: (:mod:`evolve.cli.drafters`) into: ``path`` a string naming a file or directory the drafter reads (a draft model,
+#: a head), which the command line declares as an input path, so it is in the command's input inventory
+#: (:mod:`evolve.cli.inventory`: no output may land on it) with no list of names; ``count`` an int >= 1; ``counts``
+#: a tuple of ints >= 1 (``3,1``); ``pair`` a tuple of two ints (``4,64``); ``layers`` sorted unique 0-based layer
 #: indices (``2,4,6-9``).
 VALUE_TYPES: tuple[str, ...] = ("path", "count", "counts", "pair", "layers")
 
@@ -147,7 +149,11 @@ class Drafter:
     def commit(self, engine, batch, valid: Sequence[int | None]) -> None:
         """Keep drafter state for the first ``valid[i]`` context tokens of row i (None: row unchanged)."""
 
-    def _draft_loop(self, run: Runner, kv: BatchKV, batch, feeds, ks, engine, allowed=None, keep=None):
+    def _draft_loop(self, kv: BatchKV, batch, feeds, ks, engine, allowed=None, keep=None):
+        """Draft autoregressively with the drafter's own runner (``self.run``, a :class:`Runner`) on ``kv``:
+        row i is fed ``feeds[i]``, then its own drafts, until ``ks[i]`` tokens, an EOS or ``keep`` says stop;
+        ``allowed`` the attention mask rule of :meth:`Runner.__call__`. Returns as :meth:`propose`."""
+        run = self.run
         rows = range(len(ks))
         drafts: list[list[int]] = [[] for _ in rows]
         dists: list[list] = [[] for _ in rows]
@@ -192,7 +198,7 @@ class _SelfDrafter(Drafter):
         slots, lengths = kv.slots, list(kv.lengths)
         feeds = [r.ctx[kv.lengths[i]:] if r is not None else [] for i, r in enumerate(batch.rows)]
         try:
-            return self._draft_loop(self.run, kv, batch, feeds, ks, engine, self.allowed(), keep)
+            return self._draft_loop(kv, batch, feeds, ks, engine, self.allowed(), keep)
         finally:
             kv.crop(slots, lengths)
 

@@ -43,7 +43,7 @@ class ModelDrafter(Drafter):
     def propose(self, engine, batch, ks, keep=None):
         kv = batch.draft_kv
         feeds = [r.ctx[kv.lengths[i]:] if r is not None else [] for i, r in enumerate(batch.rows)]
-        return self._draft_loop(self.run, kv, batch, feeds, ks, engine, keep=keep)
+        return self._draft_loop(kv, batch, feeds, ks, engine, keep=keep)
 
     def commit(self, engine, batch, valid):
         for i, n in enumerate(valid):

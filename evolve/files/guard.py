@@ -13,7 +13,7 @@ it, when
 * a parent is a file, or the nearest existing parent cannot be written;
 * it is one of the command's inputs (the same file, also through a link);
 * it would replace a file of a dataset directory (``train.parquet`` ...
-  ``test.trees.parquet``, ``metadata.json``, ``texts.jsonl``: :data:`DATASET_FILES`) or of a run
+  ``test.trees.parquet``, ``metadata.json``, ``texts.jsonl``: :func:`dataset_files`) or of a run
   directory (:data:`RUN_FILES`), or be read as a champion file (``*.json``,
   ``*.py`` directly inside a champions directory the command reads);
 * it lies inside the package's source: the packages :data:`PACKAGES` and the
@@ -24,6 +24,11 @@ When writing still fails at the end of a long job, :func:`write_or_rescue`
 saves the result under a new directory in the temporary directory
 (:func:`rescue_dir`) and raises an InputError naming both places, so a result
 is never lost silently.
+
+The guard depends on nothing above it (the standard library and :mod:`evolve.errors`): the modules that define a
+dataset's files register their names (:func:`register_dataset_files`; :mod:`evolve.traces.io` the splits and
+``metadata.json``, :mod:`evolve.traces.tree_tables` the tree tables, :mod:`evolve.harvest.resume` ``texts.jsonl``) when
+they are imported, and the command line imports all three before any check (:mod:`evolve.cli.inventory`).
 """
 from __future__ import annotations
 
@@ -34,8 +39,6 @@ from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
 from evolve.errors import InputError, os_error_text
-from evolve.traces.io import FORMATS, METADATA_FILE, SPLITS
-from evolve.traces.tree_tables import TREE_FILE
 
 T = TypeVar("T")
 
@@ -47,11 +50,9 @@ PACKAGES: tuple[str, ...] = ("evolve", "heuristics", "tests")
 SOURCE_SUFFIXES = frozenset({".py", ".pyc", ".pyi", ".pyd", ".so", ".pth", ".nbi", ".nbc"})
 #: Files of the repository root that are source.
 TOP_LEVEL_SOURCES = frozenset({"pyproject.toml", "setup.py", "setup.cfg"})
-#: The files of a dataset directory (:mod:`evolve.traces.io`; ``texts.jsonl`` of a harvest; the tree tables of a tree
-#: harvest, :data:`evolve.traces.tree_tables.TREE_FILE`).
-DATASET_FILES = frozenset({f"{s}.{f}" for s in SPLITS for f in FORMATS} | {TREE_FILE.format(split=s) for s in SPLITS}
-                          | {METADATA_FILE, "texts.jsonl"})
-#: The files of a run directory (written by :func:`evolve.search.rundir.write_run`).
+#: The file names of a dataset directory registered so far (:func:`register_dataset_files`).
+_DATASET_FILES: set[str] = set()
+#: The files of a run directory (written by :func:`evolve.search.run_files.write_run`).
 RUN_FILES = frozenset({"config.toml", "run.json", "logbook.csv", "hall_of_fame.json", "champion.json",
                        "champion.py", "front.json", "fitness.png"})
 #: Prefix of the directories made by :func:`rescue_dir`.
@@ -80,9 +81,25 @@ def _inside(path: Path, directory: Path) -> bool:
     return path == directory or directory in path.parents
 
 
+def register_dataset_files(names: Iterable[str]) -> None:
+    """Add ``names`` (file names, no directories) to the files of a dataset directory: a dataset directory is one
+    holding any of them, and no output may replace one there. Called by the module that defines the names, when it
+    is imported (see the module doc). Raises: ValueError for an empty name or one with a path separator."""
+    names = tuple(names)
+    bad = next((n for n in names if not n or os.sep in n or (os.altsep and os.altsep in n)), None)
+    if bad is not None:
+        raise ValueError(f"a dataset file is a plain file name (got {bad!r})")
+    _DATASET_FILES.update(names)
+
+
+def dataset_files() -> frozenset[str]:
+    """The file names of a dataset directory registered so far (:func:`register_dataset_files`)."""
+    return frozenset(_DATASET_FILES)
+
+
 def is_dataset_dir(directory: Path) -> bool:
-    """Whether ``directory`` holds a dataset (``metadata.json`` or a split file)."""
-    return any((directory / name).is_file() for name in DATASET_FILES)
+    """Whether ``directory`` holds a dataset (any of :func:`dataset_files`: ``metadata.json`` or a split file)."""
+    return any((directory / name).is_file() for name in dataset_files())
 
 
 def is_run_dir(directory: Path) -> bool:
@@ -137,7 +154,7 @@ def _check_protected(path: Path, refuse: Refuse) -> None:
         parent = p.parent
         if parent == p:
             break
-        if p.name in DATASET_FILES and parent.is_dir() and is_dataset_dir(parent):
+        if p.name in _DATASET_FILES and parent.is_dir() and is_dataset_dir(parent):
             raise refuse(f"{path} would replace a file of the dataset in {parent}")
         if p.name in RUN_FILES and parent.is_dir() and is_run_dir(parent):
             raise refuse(f"{path} would replace a file of the run directory {parent}")
@@ -302,5 +319,6 @@ def write_or_rescue(write: Callable[[Path], T], target: str | os.PathLike, what:
     raise refuse(f"cannot write {target} ({reason}); the result was saved to {saved} instead")
 
 
-__all__ = ["resolved", "same_path", "check_output_file", "check_output_dir", "control_character", "source_location", "is_dataset_dir",
-           "is_run_dir", "rescue_dir", "write_or_rescue", "DATASET_FILES", "RUN_FILES", "PACKAGES", "ROOT"]
+__all__ = ["resolved", "same_path", "check_output_file", "check_output_dir", "control_character", "source_location",
+           "register_dataset_files", "dataset_files", "is_dataset_dir", "is_run_dir", "rescue_dir", "write_or_rescue",
+           "RUN_FILES", "PACKAGES", "ROOT"]

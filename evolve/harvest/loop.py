@@ -71,7 +71,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from evolve.harvest.config import HarvestConfig
-from evolve.engine.distributions import block_records, distributions, sample_index, standard_residual
+from evolve.engine.distributions import Sampling, block_records, distributions, sample_index, standard_residual
 from evolve.engine.backends import get_backend
 from evolve.engine.drafter_base import Drafter
 from evolve.engine.drafters import chosen_drafters, drafter_for
@@ -81,7 +81,7 @@ from evolve.harvest.prompts import (
     PromptFile, assign_question_splits, encode_prompt, processing_order, read_prompt_file, split_rule, turn_passes,
 )
 from evolve.harvest.resume import (
-    GENERATOR, MANIFEST_FILE, WORK_DIR, check_out_dir, consolidate, finished_texts, fingerprint,
+    GENERATOR, MANIFEST_FILE, WORK_DIR, LastRun, check_out_dir, consolidate, finished_texts, fingerprint,
     part_path, tree_part_path, write_part, write_tree_part,
 )
 from evolve.engine.runner import BatchKV, Runner
@@ -121,17 +121,16 @@ class Batch:
 class SpeculativeEngine:
     """Target model + drafter: runs speculative sampling on batches of texts and records every drafted token.
 
-    Args: target (LoadedModel), drafter (:class:`Drafter`), temperature (>= 0), vocab V (number
-    of logits used; covers the tokenizer), eos (set of end-of-sequence ids), device, top_k
-    (0: off) and top_p (1: off), applied to both models (:func:`distributions`).
+    Args: target (LoadedModel), drafter (:class:`Drafter`), sampling (:class:`Sampling`: temperature,
+    top-k and top-p, applied to both models by :func:`distributions`), vocab V (number of logits used;
+    covers the tokenizer), eos (set of end-of-sequence ids), device, runner (the backend's target runner).
     """
 
-    def __init__(self, target: LoadedModel, drafter: Drafter, temperature: float, vocab: int,
-                 eos: set[int], device: str = "cpu", top_k: int = 0, top_p: float = 1.0, runner=None):
+    def __init__(self, target: LoadedModel, drafter: Drafter, sampling: Sampling, vocab: int,
+                 eos: set[int], device: str = "cpu", runner=None):
         self.target = target
         self.drafter = drafter
-        self.temperature = float(temperature)
-        self.top_k, self.top_p = int(top_k), float(top_p)
+        self.sampling = Sampling(float(sampling.temperature), int(sampling.top_k), float(sampling.top_p))
         self.vocab = vocab
         self.eos = set(eos)
         self.device = device
@@ -141,7 +140,8 @@ class SpeculativeEngine:
     def distributions(self, logits) -> tuple[np.ndarray, np.ndarray]:
         """The sampling distributions (float64 (m, V), or :class:`evolve.engine.onehot.OneHot` rows at
         temperature 0) and entropies of logits (m, V) under this engine's temperature, top-k and top-p."""
-        return distributions(logits, self.temperature, self.top_k, self.top_p, sparse_greedy=True)
+        s = self.sampling
+        return distributions(logits, s.temperature, s.top_k, s.top_p, sparse_greedy=True)
 
     def forward_seconds(self) -> float:
         """Wall seconds spent in model forward passes so far (target and drafter)."""
@@ -310,8 +310,8 @@ def build(config: HarvestConfig) -> Setup:
     if drafter is None:
         drafter = drafter_for(config, target, draft, vocab)
     eos = eos_ids(target)
-    engine = SpeculativeEngine(target, drafter, config.temperature, vocab, eos, config.device, config.top_k,
-                               config.top_p, runner=backend.runner(target, vocab, config))
+    engine = SpeculativeEngine(target, drafter, Sampling(config.temperature, config.top_k, config.top_p), vocab, eos,
+                               config.device, runner=backend.runner(target, vocab, config))
     description = {
         "target": {"path": str(target_src.path), "format": target_src.file_format,
                    "architecture": backend.architecture(target), "sha256": target_src.hashes(),
@@ -496,8 +496,7 @@ def harvest(config: HarvestConfig, progress: bool = True,
     except KeyboardInterrupt:
         interrupted = True
     seconds = time.perf_counter() - t0
-    consolidated, stats, n_done = consolidate(out, config, setup.description, splits, prompts_sha,
-                                              run_seconds=seconds, run_tokens=tokens,
-                                              run_forward_seconds=setup.engine.forward_seconds() - forward_before,
+    last_run = LastRun(seconds, tokens, setup.engine.forward_seconds() - forward_before)
+    consolidated, stats, n_done = consolidate(out, config, setup.description, splits, prompts_sha, last_run,
                                               split_rule=split_rule(prompts) if prompts.structured else None)
     return HarvestResult(out, n_done, len(order), interrupted, consolidated, stats, tokens, seconds)

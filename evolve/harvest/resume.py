@@ -30,6 +30,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, Sequence
@@ -42,6 +43,7 @@ from evolve.engine.models import _short
 from evolve.harvest.prompts import HELD_OUT_FRACTION
 from evolve.traces.io import METADATA_FILE, SPLITS, Traces, load_metadata, write_dataset
 from evolve.files.atomic import atomic_write_bytes, atomic_write_text
+from evolve.files.guard import register_dataset_files
 from evolve.traces.schema import COLUMNS, TEXT_COLUMNS, split_stats
 
 GENERATOR = "harvest"
@@ -50,6 +52,7 @@ GENERATOR_VERSION = 2
 WORK_DIR = ".harvest"
 MANIFEST_FILE = "manifest.json"
 TEXTS_FILE = "texts.jsonl"
+register_dataset_files([TEXTS_FILE])
 COLUMN_ORDER = [c.name for c in COLUMNS]
 #: Keys of ``texts.jsonl`` that only the texts of a structured prompts file have (:mod:`evolve.harvest.prompts`):
 #: the question's category and id, the turn, (a later turn) the decoded context it was prompted with, and the
@@ -272,15 +275,30 @@ def check_out_dir(out: Path, work: Path, settings: dict[str, Any] | None) -> Non
                              f"{meta.get('generator')!r}; choose another directory for the harvest", param="out")
 
 
+@dataclass(frozen=True)
+class LastRun:
+    """What one harvest process did, for ``metadata.json``'s ``last_run``: wall ``seconds``, ``tokens``
+    generated, and ``forward_seconds`` (time inside model forward passes)."""
+
+    seconds: float = 0.0
+    tokens: int = 0
+    forward_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"seconds", "generated_tokens", "tokens_per_second", "forward_seconds"}`` (seconds rounded to ms)."""
+        return {"seconds": round(self.seconds, 3), "generated_tokens": self.tokens,
+                "tokens_per_second": self.tokens / self.seconds if self.seconds > 0 else 0.0,
+                "forward_seconds": round(self.forward_seconds, 3)}
+
+
 def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], splits: dict[str, list[int]],
-                prompts_sha: str, run_seconds: float = 0.0, run_tokens: int = 0,
-                run_forward_seconds: float = 0.0, split_rule: str | None = None) -> tuple[bool, dict[str, dict], int]:
+                prompts_sha: str, last_run: LastRun = LastRun(),
+                split_rule: str | None = None) -> tuple[bool, dict[str, dict], int]:
     """Gather the finished texts' part files (of both kinds, see :func:`finished_texts`) into
     train/valid/test, texts.jsonl and metadata.json. Each split lists its texts in the order of
     ``splits[name]``, whichever part holds them, so the files equal those of a one-process harvest.
 
-    ``run_seconds``, ``run_tokens`` and ``run_forward_seconds`` (time inside model forward passes)
-    describe this run and go into ``metadata.json`` under ``last_run``. A tree harvest (``config.tree_nodes``)
+    ``last_run`` (:class:`LastRun`) describes this run and goes into ``metadata.json`` under ``last_run``. A tree harvest (``config.tree_nodes``)
     also writes ``{split}.trees.parquet`` (the texts' tree tables in the same order), its settings under
     ``tree`` and per split ``statistics.{split}.trees`` (:func:`tree_stats`). ``split_rule``: the split rule in
     words (:func:`evolve.harvest.prompts.split_rule`; None: that of a plain prompts file).
@@ -343,9 +361,7 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
         "texts_done": n_done,
         "texts_total": total,
         "versions": _versions(),
-        "last_run": {"seconds": round(run_seconds, 3), "generated_tokens": run_tokens,
-                     "tokens_per_second": run_tokens / run_seconds if run_seconds > 0 else 0.0,
-                     "forward_seconds": round(run_forward_seconds, 3)},
+        "last_run": last_run.to_dict(),
         "statistics": stats,
         **tree_meta,
     }

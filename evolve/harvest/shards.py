@@ -57,8 +57,8 @@ from evolve.engine.models import sha256_file
 from evolve.harvest.progress import ProgressBar, stderr_console
 from evolve.harvest.prompts import assign_question_splits, encode_prompt, processing_order, read_prompt_file, split_rule
 from evolve.harvest.resume import (
-    GENERATOR, MANIFEST_FILE, check_out_dir, consolidate, finished_texts, fingerprint, read_parts, shard_part_path,
-    tree_part_path, write_shard_part, write_tree_part,
+    GENERATOR, MANIFEST_FILE, LastRun, check_out_dir, consolidate, finished_texts, fingerprint, read_parts,
+    shard_part_path, tree_part_path, write_shard_part, write_tree_part,
 )
 from evolve.files.atomic import atomic_write_text
 
@@ -235,8 +235,8 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
             interrupted = True
             client.cancel(futures)
     seconds = time.perf_counter() - t0
-    consolidated, stats, n_done = consolidate(out, config, description, splits, prompts_sha, run_seconds=seconds,
-                                              run_tokens=tokens, run_forward_seconds=forward,
+    consolidated, stats, n_done = consolidate(out, config, description, splits, prompts_sha,
+                                              LastRun(seconds, tokens, forward),
                                               split_rule=split_rule(prompts) if prompts.structured else None)
     return HarvestResult(out, n_done, len(order), interrupted, consolidated, stats, tokens, seconds)
 

@@ -296,9 +296,9 @@ def measure_evolution(train: EvalData, valid: EvalData, population: int, generat
 
 
 def measure_generator(seed: int, tokens: int = 1_000_000) -> dict:
-    """The vocab generator's throughput (:func:`evolve.traces.synth.vocab_model.measure_throughput`), when available."""
+    """The vocab generator's throughput (:func:`evolve.traces.synth.vocab_blocks.measure_throughput`), when available."""
     try:
-        from evolve.traces.synth.vocab_model import measure_throughput
+        from evolve.traces.synth.vocab_blocks import measure_throughput
     except ImportError as exc:
         return {"available": False, "reason": str(exc)}
     return {"available": True, **measure_throughput(tokens, seed)}

@@ -3,25 +3,9 @@
 :func:`run` reads the ``train`` and ``valid`` splits of ``cfg.data`` (never
 ``test``), runs :func:`evolve.search.algorithms.search` (or, with ``islands``
 > 1, :func:`evolve.search.islands.island_search` on Dask) and writes a new run
-directory under ``cfg.out`` (:func:`write_run`):
-
-* ``config.toml``: the resolved configuration (``python -m evolve run --config``
-  repeats the run);
-* ``run.json``: summary, data provenance (:func:`dataset_info`), package
-  versions (:func:`versions`), ``champion_source`` (``evolved`` or
-  ``seeded:NAME``) and, for a warm-started run, the seeded and skipped rules
-  (:func:`evolve.search.run_documents.seeded_document`; ``config.toml`` names
-  the seeds in comments);
-* ``logbook.csv``: one row per generation (:data:`evolve.search.state.LOGBOOK_COLUMNS`);
-* ``hall_of_fame.json``; ``champion.json`` and ``champion.py`` (the champion
-  file format of :mod:`heuristics.champions`);
-* ``front.json`` for a ``pareto`` run (:func:`evolve.search.run_documents.front_document`);
-* any extra files the caller supplies (``python -m evolve run`` adds the
-  fitness plot ``fitness.png``, drawn by :mod:`evolve.report.runplot`).
-
-Every file is written atomically (:func:`evolve.files.atomic.atomic_write_text`) into a
-hidden staging directory that is renamed into place at the end, so a run
-directory is either complete or absent.
+directory under ``cfg.out`` (:func:`evolve.search.run_files.write_run`: ``config.toml``, ``run.json`` with the data
+provenance of :func:`dataset_info`, ``logbook.csv``, the hall of fame, the champion files, ``front.json`` of a
+``pareto`` run and the caller's extra files), all at once: a run directory is either complete or absent.
 
 Checkpoints: while the search runs, its state lives in a hidden checkpoint
 directory next to where the run directory will be,
@@ -43,8 +27,7 @@ goes, is refused in one line naming the PID of the process that holds it.
 :func:`resume` checks the checkpoint (one SHA-256 over header and payload,
 every field by type and sense), the run's settings and data, and runs the
 output guard of ``run --out`` on the directory the run directory goes to,
-all before it takes the lock; a successful write of the run directory
-removes the staging directories that a killed write of the same run left.
+all before it takes the lock.
 
 Pinned inputs: :func:`run` makes every setting that names a file (a cost file,
 a verifier's champion file) an absolute path (:func:`evolve.search.checkpoint.absolute_inputs`),
@@ -62,44 +45,34 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import warnings
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from evolve.cluster import ClusterOptions
 from evolve.errors import InputError, InputWarning, os_error_text
 from evolve.traces.io import Traces, load_split, split_path
 from evolve.files.pins import released as pins_released
-from evolve.files.atomic import atomic_write_bytes, atomic_write_text, remove_stale_temps
-from evolve.files.locks import DirectoryLock, mkdtemp_locked
+from evolve.files.atomic import atomic_write_text
+from evolve.files.locks import DirectoryLock
 from evolve.files.guard import check_output_dir, is_dataset_dir, write_or_rescue
 from evolve.eval.evaluator import EvalData
-from evolve.gp.primitives import PRIMITIVE_SET_VERSION
 from evolve.search.algorithms import search
 from evolve.search.checkpoint import (
     CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, Snapshot, absolute_inputs, check_pins, check_resumable, header, legacy_refusal,
     load_header, pin_inputs, pinned_paths, read_checkpoint, read_pinned, split_sha256, write_checkpoint,
 )
 from evolve.search.config import RunConfig, load_toml, resolve, resolve_features, to_toml
-from evolve.search.interrupt import interrupted_comment
 from evolve.search.result import SearchResult
-from evolve.search.run_documents import (
-    _objective_text, front_document, logbook_csv, seeded_comment, seeded_document, seeded_name,
-)
+from evolve.search.run_files import ExtraFiles, run_dir_name, write_run
 
 #: How the output directory is named in messages.
 OUT_WHAT = "out (where run directories are created)"
-#: Staging directories (``.run-*.tmp-XXXXXXXX``) older than this many seconds are left by a run killed
-#: while writing its run directory and are removed by the next run writing into the same place.
-STALE_STAGING_SECONDS = 3600.0
 #: Suffix of the hidden checkpoint directory of a run in progress.
 PARTIAL_SUFFIX = ".partial"
-#: Extra files of a run directory: file name -> function of the search result giving the file's bytes.
-ExtraFiles = Mapping[str, Callable[[SearchResult], bytes]]
 
 
 @dataclass
@@ -134,7 +107,7 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
         progress: called with each generation's logbook row.
         stop: polled between generations (between epochs with islands), e.g. from
             :func:`evolve.search.interrupt.graceful_interrupt`.
-        extra_files: more files for the run directory (see :func:`write_run`).
+        extra_files: more files for the run directory (see :func:`evolve.search.run_files.write_run`).
         cluster: where an island search runs (None: an embedded Dask LocalCluster).
 
     Returns: :class:`RunInfo` with the run directory.
@@ -159,8 +132,8 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     ckpt = _Checkpointed(out, cfg, features, data_info, started, pins)
     partial, lock = _start_checkpoints(ckpt)
     with lock:
-        return _search_and_write(replace(ckpt, partial=partial), train, valid, None, progress, stop, extra_files,
-                                 cluster, fresh=True)
+        return _search_and_write(replace(ckpt, partial=partial), train, valid, None,
+                                 _Caller(progress, stop, extra_files, cluster), fresh=True)
 
 
 def checkpoint_dir_name(cfg: RunConfig, started: datetime) -> str:
@@ -213,6 +186,17 @@ def _header(ckpt: "_Checkpointed", snapshot: Snapshot | None) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class _Caller:
+    """What the caller of :func:`run` or :func:`resume` gives besides the run: the progress callback, the stop
+    poll, the extra files of the run directory and where an island search runs."""
+
+    progress: Callable[[dict[str, float]], None] | None = None
+    stop: Callable[[], bool] | None = None
+    extra_files: ExtraFiles | None = None
+    cluster: ClusterOptions | None = None
+
+
+@dataclass(frozen=True)
 class _Checkpointed:
     """A run with its checkpoint directory ``partial``, and what every checkpoint's header records: the
     configuration, the features searched, the dataset's provenance (:func:`dataset_info`), the start time and
@@ -227,9 +211,8 @@ class _Checkpointed:
     pins: dict[str, dict[str, str]] | None = None
 
 
-def _search_and_write(ckpt: _Checkpointed, train: EvalData, valid: EvalData, snapshot: Snapshot | None, progress,
-                      stop, extra_files: ExtraFiles | None, cluster: ClusterOptions | None,
-                      fresh: bool = False) -> RunInfo:
+def _search_and_write(ckpt: _Checkpointed, train: EvalData, valid: EvalData, snapshot: Snapshot | None,
+                      caller: _Caller, fresh: bool = False) -> RunInfo:
     """Search (from ``snapshot`` if given) with a checkpoint after every epoch, then write the run directory.
 
     ``fresh``: the checkpoint directory was made by this call's caller; it is removed again when the
@@ -253,11 +236,13 @@ def _search_and_write(ckpt: _Checkpointed, train: EvalData, valid: EvalData, sna
         save(state)
         saved.append(state.generation)
 
-    kwargs = {"on_generation": progress, "should_stop": stop, "on_epoch": save_and_count, "resume": snapshot}
+    kwargs = {"on_generation": caller.progress, "should_stop": caller.stop, "on_epoch": save_and_count,
+              "resume": snapshot}
     try:
         if cfg.islands > 1:
             from evolve.search.islands import island_search
-            result = island_search(cfg, train, valid, features, data_info.get("sha256", {}), cluster, **kwargs)
+            result = island_search(cfg, train, valid, features, data_info.get("sha256", {}), caller.cluster,
+                                   **kwargs)
         else:
             result = search(cfg, train, valid, features, **kwargs)
     except BaseException:
@@ -265,8 +250,8 @@ def _search_and_write(ckpt: _Checkpointed, train: EvalData, valid: EvalData, sna
             shutil.rmtree(partial, ignore_errors=True)
         raise
     keep = partial if result.interrupted else None
-    run_dir = write_or_rescue(lambda d: write_run(result, d, data_info, started, extra_files, checkpoint_dir=keep),
-                              partial.parent, OUT_WHAT, True)
+    run_dir = write_or_rescue(lambda d: write_run(result, d, data_info, started, caller.extra_files,
+                                                  checkpoint_dir=keep), partial.parent, OUT_WHAT, True)
     if keep is None:
         try:
             os.unlink(partial / CHECKPOINT_FILE)
@@ -387,7 +372,7 @@ def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None]
     started = datetime.fromisoformat(head["created"])
     with _lock_checkpoint(partial, head):
         return _search_and_write(_Checkpointed(partial, cfg, features, data_info, started, head.get("inputs")),
-                                 train, valid, snapshot, progress, stop, extra_files, cluster)
+                                 train, valid, snapshot, _Caller(progress, stop, extra_files, cluster))
 
 
 def check_resume_output(partial: Path, cfg: RunConfig) -> Path:
@@ -453,140 +438,5 @@ def dataset_info(data_dir: str, train: Traces, valid: Traces) -> dict[str, Any]:
     return info
 
 
-def versions() -> dict[str, str]:
-    """Versions of Python and the packages that determine a run's outcome."""
-    from importlib import metadata
-    out = {"python": platform.python_version(), "primitive_set": str(PRIMITIVE_SET_VERSION)}
-    for pkg in ("specdec-evolve", "deap", "numpy", "numba"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "unknown"
-    return out
-
-
-def _guard_text(result: SearchResult) -> str:
-    """What a seeded champion's description adds when the champion guard chose it (empty otherwise)."""
-    return "" if result.guard is None or result.guard.kept else " beyond the noise of valid's texts"
-
-
-def run_dir_name(cfg: RunConfig, started: datetime) -> str:
-    """``run-YYYYmmdd-HHMMSS-seedN`` (UTC; N is the random seed)."""
-    return f"run-{started.strftime('%Y%m%d-%H%M%S')}-seed{cfg.seed}"
-
-
-def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], started: datetime,
-              extra_files: ExtraFiles | None = None, checkpoint_dir: Path | None = None) -> Path:
-    """Write a run directory under ``out`` and return its path.
-
-    Files: ``config.toml`` (resolved config), ``run.json`` (summary, data
-    provenance, versions), ``logbook.csv``, ``hall_of_fame.json``,
-    ``champion.json`` (champion file format, :mod:`heuristics.champions`),
-    ``champion.py``, for a ``pareto`` run ``front.json``
-    (:func:`front_document`), and one file per entry of ``extra_files``
-    (name -> function of ``result`` giving the bytes). Every file is written
-    atomically into a hidden staging directory that is renamed into place at
-    the end, so a run directory is either complete or absent (an exception
-    from an extra file's function leaves nothing). The name is unique: a
-    suffix ``-2``, ``-3``... is added when needed. ``checkpoint_dir`` (the
-    kept checkpoint directory of an interrupted run) is recorded in
-    ``run.json`` as ``checkpoint_dir``.
-    """
-    from heuristics.champions import Champion, champion_json, champion_python
-
-    cfg = result.config
-    out.mkdir(parents=True, exist_ok=True)
-    base = run_dir_name(cfg, started)
-    stage, stage_lock = mkdtemp_locked(out, f".{base}.tmp-")  # locked: no cleaner takes it while it is written
-    created = started.isoformat(timespec="seconds")
-    provenance = {
-        "run_dir": None, "seed": cfg.seed, "data_dir": str(cfg.data), "data": data_info,
-        "config": cfg.to_dict(), "created": created, "versions": versions(),
-        "generations_completed": result.generations, "interrupted": result.interrupted,
-        "champion_source": result.champion_source,
-    }
-    if result.guard is not None:
-        provenance["champion_guard"] = result.guard.to_dict()
-    seeded = seeded_document(result)
-    if seeded is not None:
-        provenance["seeded_rules"] = [s["name"] for s in seeded["seeded_rules"]]
-    kind = cfg.program_kind
-    how = f"{kind.title}s, {cfg.objective} objective{_objective_text(cfg)}, seed {cfg.seed}"
-    seed_name = seeded_name(result.champion_source)
-    try:
-        final = _unique(out, base)
-        provenance["run_dir"] = str(final)
-        champ = Champion(
-            name="champion", expression=result.champion.expression,
-            description=(f"evolved on {data_info.get('dir')} ({how})" if seed_name is None else
-                         f"the seeded rule {seed_name}: evolution on {data_info.get('dir')} found nothing "
-                         f"better on valid{_guard_text(result)} ({how})"),
-            features=result.features, objective=cfg.objective, kind=kind.name,
-            metrics={"train": result.champion.train.to_dict(), "valid": result.champion.valid.to_dict()},
-            provenance=provenance)
-        atomic_write_text(stage / "config.toml", to_toml(cfg) + seeded_comment(result) + interrupted_comment(result))
-        summary = {
-            "run_dir": str(final), "created": created, "seed": cfg.seed, "kind": kind.name, "objective": cfg.objective,
-            "features": list(result.features), "generations_completed": result.generations,
-            "interrupted": result.interrupted, "evaluations": result.evaluations,
-            "programs_scored": result.programs, "seconds": round(result.seconds, 3),
-            "champion": result.champion.to_dict(), "champion_source": result.champion_source,
-            "champion_guard": None if result.guard is None else result.guard.to_dict(),
-            **(seeded or {}), "data": data_info, "versions": versions(), "config": cfg.to_dict(),
-        }
-        if result.front is not None:
-            summary["front_size"] = len(result.front)
-        if checkpoint_dir is not None:
-            summary["checkpoint_dir"] = str(checkpoint_dir)
-        atomic_write_text(stage / "run.json", json.dumps(summary, indent=2) + "\n")
-        atomic_write_text(stage / "logbook.csv", logbook_csv(result.logbook))
-        atomic_write_text(stage / "hall_of_fame.json",
-                          json.dumps([e.to_dict() for e in result.hall_of_fame], indent=2) + "\n")
-        atomic_write_text(stage / "champion.json", champion_json(champ))
-        atomic_write_text(stage / "champion.py", champion_python(champ))
-        for name, make in (extra_files or {}).items():
-            atomic_write_bytes(stage / name, make(result))
-        if result.front is not None:
-            atomic_write_text(stage / "front.json", json.dumps(front_document(result), indent=2) + "\n")
-        while True:
-            try:
-                os.rename(stage, final)
-                break
-            except OSError:
-                if not final.exists():
-                    raise
-                final = _unique(out, base)  # another run took the name meanwhile
-                _retarget(stage, final)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
-    finally:
-        os.close(stage_lock)
-    remove_stale_temps(out, base)  # left by a killed write of this run (a live writer's is never removed)
-    remove_stale_temps(out, "run-*", min_age=STALE_STAGING_SECONDS)  # left by other runs killed while writing
-    return final
-
-
-def _unique(out: Path, base: str) -> Path:
-    candidate = out / base
-    k = 2
-    while candidate.exists():
-        candidate = out / f"{base}-{k}"
-        k += 1
-    return candidate
-
-
-def _retarget(stage: Path, final: Path) -> None:
-    """Rewrite the run directory path recorded in the staged files."""
-    for name in ("run.json", "champion.json"):
-        doc = json.loads((stage / name).read_text())
-        if name == "run.json":
-            doc["run_dir"] = str(final)
-        else:
-            doc["provenance"]["run_dir"] = str(final)
-        atomic_write_text(stage / name, json.dumps(doc, indent=2) + "\n")
-
-
-__all__ = ["RunInfo", "ExtraFiles", "OUT_WHAT", "PARTIAL_SUFFIX", "run", "resume", "resume_config",
-           "find_checkpoint_dir", "check_resume_output", "checkpoint_status", "checkpoint_dir_name", "write_run", "load_search_data", "dataset_info", "versions",
-           "run_dir_name"]
+__all__ = ["RunInfo", "OUT_WHAT", "PARTIAL_SUFFIX", "run", "resume", "resume_config", "find_checkpoint_dir",
+           "check_resume_output", "checkpoint_status", "checkpoint_dir_name", "load_search_data", "dataset_info"]

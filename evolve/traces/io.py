@@ -36,12 +36,14 @@ import pandas as pd
 
 from evolve.errors import InputError, InputWarning, os_error_text, printable
 from evolve.files.atomic import mkstemp_beside, remove_quietly, remove_stale_temps
+from evolve.files.guard import register_dataset_files
 from evolve.files.locks import DirectoryLock
 from evolve.traces.schema import COLUMN_BY_NAME, COLUMNS, SCHEMA_VERSION, derive_seq_id, validate
 
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
 FORMATS: tuple[str, ...] = ("parquet", "json")
 METADATA_FILE = "metadata.json"
+register_dataset_files([f"{s}.{f}" for s in SPLITS for f in FORMATS] + [METADATA_FILE])
 #: A split with fewer records than this is loaded with a warning.
 TINY_RECORDS = 100
 #: A split with ``draft_index`` and fewer blocks than this is loaded with a warning.

@@ -56,7 +56,7 @@ conversions made are exact ones that JSON needs (it has numbers, not dtypes): in
 float column, whole float64 numbers in an integer column, 0/1 in a boolean column; a column of
 Python objects (JSON with mixed types) is checked value by value.
 
-``block_residual_phi`` is checked for what it means (:func:`check_phi_records`): every
+``block_residual_phi`` is checked for what it means (:func:`evolve.traces.phi_records.check_phi_records`): every
 record is non-decreasing and convex in a, with slopes in [0, 1] (phi(0) = 0 included); with
 ``draft_index``, it is NaN exactly on a block's last record; with ``overlap`` too, its value
 at a = 1 is 1 - ``overlap`` of the next record. Each comparison allows
@@ -72,6 +72,7 @@ import numpy as np
 import pandas as pd
 
 from evolve.errors import InputError, printable
+from evolve.traces.phi_records import check_phi_records
 from evolve.verification.block import PHI_POINTS
 from evolve.verification.tokenwise import standard_threshold
 
@@ -444,118 +445,7 @@ def _check_consistency(cols: dict[str, np.ndarray], source: str) -> None:
                 raise _bad(source, "block_residual_mass", i, float("nan"),
                            "NaN is only valid at a block's last record (the next depth is needed otherwise)")
     if "block_residual_phi" in cols:
-        check_phi_records(cols, source)
-
-
-def _phi_first_bad(phi, tol):
-    """Index of the first record of ``phi`` (float64 (n, K), rows all NaN or all finite) that decreases, rises
-    with a slope above 1 or is not convex on the grid a = 0, 1/K, ..., 1 (phi(0) = 0 prepended), beyond
-    ``tol``; -1 if none (NaN records are never bad). Plain Python, compiled by Numba on first use
-    (:func:`_phi_kernel`): one pass, no temporary arrays, about 0.1 s per million records."""
-    n, K = phi.shape
-    h = 1.0 / K
-    for i in range(n):
-        if phi[i, 0] != phi[i, 0]:
-            continue
-        prev = 0.0
-        last_step = -1e300
-        for k in range(K):
-            step = phi[i, k] - prev  # h * (the slope between a = k/K and (k + 1)/K)
-            if step < -tol or step > h + tol or step < last_step - tol:
-                return i
-            last_step = step
-            prev = phi[i, k]
-    return -1
-
-
-_PHI_KERNEL: list = []
-
-
-def _phi_kernel():
-    """:func:`_phi_first_bad` compiled (Numba is imported only when a split has ``block_residual_phi``)."""
-    if not _PHI_KERNEL:
-        from numba import njit
-        _PHI_KERNEL.append(njit(cache=True)(_phi_first_bad))
-    return _PHI_KERNEL[0]
-
-
-def _phi_shape_problem(row: np.ndarray) -> str:
-    """What is wrong with one record of ``block_residual_phi`` that :func:`_phi_first_bad` refused (one phrase)."""
-    K = row.shape[0]
-    values = np.concatenate(([0.0], row))
-    step = np.diff(values)
-
-    def at(k: int) -> str:
-        return f"phi({k}/{K}) = {float(values[k])!r}"
-
-    for k in range(1, K + 1):
-        if step[k - 1] < -PHI_TOLERANCE:
-            return f"decreases in a: {at(k - 1)}, {at(k)} (phi is non-decreasing)"
-    for k in range(1, K + 1):
-        if step[k - 1] > 1.0 / K + PHI_TOLERANCE:
-            return (f"rises with slope {float(step[k - 1] * K):.6g} > 1 between a = {k - 1}/{K} and {k}/{K}: "
-                    f"{at(k - 1)}, {at(k)} (the slope of phi is a probability mass, at most 1)")
-    for k in range(1, K):
-        if step[k] < step[k - 1] - PHI_TOLERANCE:
-            return (f"not convex in a: slope {float(step[k - 1] * K):.6g} then {float(step[k] * K):.6g} around "
-                    f"a = {k}/{K} ({at(k - 1)}, {at(k)}, {at(k + 1)}; the slope of phi never decreases)")
-    return "not a valid phi record"  # not reached
-
-
-def check_phi_records(cols: dict[str, np.ndarray], source: str) -> None:
-    """Check that ``block_residual_phi`` means what it says (:mod:`evolve.verification.block`).
-
-    phi(a) = sum_v max(0, a p'(v) - q'(v)) of the next drafted position (p', q') is, on the grid
-    a = k/K, k = 1..K with phi(0) = 0: non-decreasing, convex (its slope, the p'-mass of
-    {v : q'(v) < a p'(v)}, never decreases) with slopes in [0, 1]; with ``draft_index`` it is all NaN
-    exactly on a block's last record (there is no next position) and finite elsewhere; with ``overlap``
-    too, phi(1) = sum_v max(0, p'(v) - q'(v)) equals 1 - ``overlap`` of the next record. Each comparison
-    allows :data:`PHI_TOLERANCE`.
-
-    Args: the coerced columns (``block_residual_phi`` float64 (n, K), records all NaN or all finite and in
-    [0, 1]); ``source``, the file named in messages.
-    Raises: InputError naming ``source``, the column, the first offending row and what is wrong.
-    """
-    phi = cols["block_residual_phi"]
-    n, K = phi.shape
-    name = "block_residual_phi"
-
-    def refuse(i: int, why: str) -> InputError:
-        return InputError(f"{source}: column '{name}', row {i}: {why}")
-
-    nan = np.isnan(phi[:, 0])
-    if "draft_index" in cols:
-        d = cols["draft_index"]
-        last = np.concatenate((d[1:] == 0, [True]))  # a block's last record: the next row starts a block
-        bad = nan & ~last
-        if bad.any():
-            raise refuse(_first(bad), "null (NaN) is only valid at a block's last record (the next depth is "
-                                      "needed otherwise)")
-        bad = ~nan & last
-        if bad.any():
-            i = _first(bad)
-            raise refuse(i, f"a block's last record must be null (NaN): phi describes the next drafted position "
-                            f"of the block and there is none (draft_index {int(d[i])}, the next row starts a block"
-                            f"{'' if i + 1 < n else ' or the split ends'}; value {_short_list(phi[i])})")
-    i = int(_phi_kernel()(np.ascontiguousarray(phi), PHI_TOLERANCE))
-    if i >= 0:
-        raise refuse(i, _phi_shape_problem(phi[i]))
-    if "draft_index" in cols and "overlap" in cols and n > 1:
-        top = phi[:-1, K - 1]
-        expected = 1.0 - cols["overlap"][1:]
-        bad = ~np.isnan(top) & (np.abs(top - expected) > PHI_TOLERANCE)
-        if bad.any():
-            i = _first(bad)
-            raise refuse(i, f"phi(1) = {float(top[i])!r} but 1 - overlap of the next record (row {i + 1}) is "
-                            f"{float(expected[i])!r}: phi(1) = sum_v max(0, p'(v) - q'(v)) = 1 - overlap of the "
-                            f"next drafted position (difference {float(abs(top[i] - expected[i])):.3g}, more than "
-                            f"the round-off allowed, {PHI_TOLERANCE:g})")
-
-
-def _short_list(values: np.ndarray) -> str:
-    """A record of a list column in a message: its first three values and how many there are."""
-    head = ", ".join(repr(float(v)) for v in values[:3])
-    return f"[{head}, ...] ({values.size} values)" if values.size > 3 else f"[{head}]"
+        check_phi_records(cols, source, PHI_TOLERANCE)
 
 
 def derive_seq_id(position: np.ndarray) -> np.ndarray:

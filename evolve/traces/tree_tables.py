@@ -23,12 +23,14 @@ import numpy as np
 import pandas as pd
 
 from evolve.errors import InputError
+from evolve.files.guard import register_dataset_files
 from evolve.files.pins import read_bytes
-from evolve.traces.io import load_split, split_path
+from evolve.traces.io import SPLITS, load_split, split_path
 from evolve.traces.schema import text_columns_of
 
 #: File name of a split's tree table inside a dataset directory.
 TREE_FILE = "{split}.trees.parquet"
+register_dataset_files(TREE_FILE.format(split=s) for s in SPLITS)
 #: Relative tolerance of the ``draft_cumprob`` check (a product of float64 probabilities).
 CUMPROB_RTOL = 1e-6
 #: Tolerance of probabilities outside [0, 1] from round-off.

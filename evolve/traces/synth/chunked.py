@@ -71,7 +71,7 @@ def mean_sequence_rows(model: str, config) -> float:
     """Expected rows (tokens) of one sequence of ``model`` with ``config``.
 
     ``vocab``: mean over u = 0..avg-1 of max(1, round((avg//2 + u) / gamma)) * gamma
-    (:mod:`evolve.traces.synth.vocab_model`: the length rounded to whole blocks);
+    (:mod:`evolve.traces.synth.vocab_blocks`: the length rounded to whole blocks);
     ``independent``: avg//2 + (avg - 1) / 2. Used to choose the sequences of a
     dataset of about N tokens.
     """

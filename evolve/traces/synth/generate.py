@@ -21,7 +21,7 @@ statistics (:func:`evolve.traces.schema.split_stats`).
 Models (``--model``):
 
 * ``vocab`` (default): :mod:`evolve.traces.synth.vocab_model`, whole draft and target
-  distributions per position, every column consistent;
+  distributions per position, every column consistent (its splits: :mod:`evolve.traces.synth.vocab_blocks`);
 * ``independent``: :mod:`evolve.traces.synth.independent`, the independent-features model
   (each feature drawn on its own, records labelled by the standard rule).
 """
@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from evolve.files import guard
-from evolve.traces.synth import independent, vocab_model
+from evolve.traces.synth import independent, vocab_blocks, vocab_model
 from evolve.errors import InputError
 from evolve.traces.io import FORMATS, SPLITS, Traces, write_dataset
 from evolve.traces.schema import split_stats
@@ -77,7 +77,7 @@ def _field_help(config_cls: type) -> dict[str, str]:
 
 MODELS: dict[str, Model] = {
     "vocab": Model("vocab", vocab_model.GENERATOR_VERSION, vocab_model.VocabModelConfig,
-                   vocab_model.generate_split, lambda c: c.validate(),
+                   vocab_blocks.generate_split, lambda c: c.validate(),
                    "whole draft/target distributions over a vocabulary, all columns consistent",
                    _field_help(vocab_model.VocabModelConfig)),
     "independent": Model("independent", independent.GENERATOR_VERSION, independent.IndependentModelConfig,
