@@ -37,6 +37,7 @@ from numba.extending import intrinsic
 from evolve.eval.fastpath.layouts import N_COUNTS, TILE, WIDTH, Count, Instr
 from evolve.eval.fastpath.lowering import DERIVED_BASE
 from evolve.gp.primitives import Op, div, exp, log, max_, min_, sqrt
+from evolve.verification.tokenwise_block import clamp_threshold, expectation_step, threshold_excess
 
 
 class ScoreData(NamedTuple):
@@ -260,7 +261,8 @@ def reduce_block_counts(tau, r, depth, m, gamma, reach, acc):
     same tokens; ``reach`` is prod_{i<k} tau_i of the speculation block under
     way, carried over from the previous tile of the same chunk (a chunk starts
     at a block start). Rows at depth >= ``gamma`` are ignored. Formulas:
-    Leviathan et al. 2023, arXiv 2211.17192 (see :class:`evolve.eval.fastpath.layouts.Count`).
+    Leviathan et al. 2023, arXiv 2211.17192 (see :class:`evolve.eval.fastpath.layouts.Count`); the
+    recursion is :func:`evolve.verification.tokenwise_block.expectation_step`, with the tile's running sums.
     """
     nb = 0
     tok = 0.0
@@ -268,22 +270,12 @@ def reduce_block_counts(tau, r, depth, m, gamma, reach, acc):
     for j in range(m):
         d = depth[j]
         if d < gamma:
-            t = tau[j]
-            if not np.isfinite(t):
-                t = 0.0
-            elif t < 0.0:
-                t = 0.0
-            elif t > 1.0:
-                t = 1.0
+            t = clamp_threshold(tau[j])
             if d == 0.0:
                 reach = 1.0
                 nb += 1
                 tok += 1.0
-            e = t - r[j]
-            if e > 0.0:
-                tv += reach * e
-            reach *= t
-            tok += reach
+            reach, tok, tv = expectation_step(reach, tok, tv, t, threshold_excess(t, r[j]))
     acc[Count.BLOCKS] += nb
     acc[Count.SUM_TOKENS] += tok
     acc[Count.SUM_BLOCK_TV] += tv
