@@ -8,10 +8,15 @@ import itertools
 
 import numpy as np
 import pytest
+from numba import njit
 
 from evolve.eval.block_verification import block_tokens_kernel
 from evolve.engine import tree_verify as tv
 from evolve.live.decoding import block_decision
+from evolve.verification import traversal
+from evolve.verification.block import stopping_probability
+
+from helpers import rebind
 
 V = 3
 
@@ -139,32 +144,93 @@ def _unnormalised_residual(weight, P, Q):
     return (r if m > 0 else P.copy()), m
 
 
-RESIDUAL = "normalised_block_residual"  # the core's residual, as tree_verify imports it
-WRONG_VARIANTS = [("specinfer", RESIDUAL, _plain_p_residual), ("specinfer", RESIDUAL, _unnormalised_residual),
-                  ("specinfer", "_sibling_draft", _without_replacement_q),
-                  ("traversal", RESIDUAL, _plain_p_residual), ("traversal", RESIDUAL, _unnormalised_residual),
-                  ("traversal", RESIDUAL, _unweighted_residual),
-                  ("traversal", "_sibling_draft", _without_replacement_q)]
+@njit
+def _core_plain_p(weight, prow, qrow, resid):
+    """Wrong (traversal's core): the parent keeps its plain target (the mass and weight are the correct ones)."""
+    m = 0.0
+    for v in range(prow.shape[0]):
+        m += max(weight * prow[v] - qrow[v], 0.0)
+    return stopping_probability(weight, m)
 
 
-@pytest.mark.parametrize("algorithm,hook,wrong", WRONG_VARIANTS, ids=[f"{a}-{w.__name__.strip('_')}"
-                                                                     for a, _, w in WRONG_VARIANTS])
-def test_wrong_variant_detected(monkeypatch, algorithm, hook, wrong):
+@njit
+def _core_unnormalised(weight, prow, qrow, resid):
+    """Wrong (traversal's core): max(0, weight P - Q) without renormalising."""
+    m = 0.0
+    for v in range(prow.shape[0]):
+        resid[v] = max(weight * prow[v] - qrow[v], 0.0)
+        m += resid[v]
+    if m > 0.0:
+        prow[:] = resid
+    return stopping_probability(weight, m)
+
+
+@njit
+def _core_unweighted(weight, prow, qrow, resid):
+    """Wrong (traversal's core): the token-level residual normalise(max(0, P - Q)), ignoring the weight a_beta."""
+    m = 0.0
+    plain = 0.0
+    for v in range(prow.shape[0]):
+        m += max(weight * prow[v] - qrow[v], 0.0)
+        resid[v] = max(prow[v] - qrow[v], 0.0)
+        plain += resid[v]
+    if plain > 0.0:
+        prow[:] = resid / plain
+    return stopping_probability(weight, m)
+
+
+@njit
+def _core_without_replacement_reject(tree, u, n, st):
+    """Wrong (traversal's core): after the deletion, the parent's Q loses the rejected token (the sibling update
+    that sampling WITHOUT replacement needs, wrong for i.i.d. children)."""
+    traversal.traversal_reject(tree, u, n, st)
+    qrow = tree.Q[tree.qsel[tree.parent[u]]]
+    qrow[tree.token[u]] = 0.0
+    s = qrow.sum()
+    if s > 0.0:
+        qrow /= s
+    traversal.traversal_refresh(tree, n, st)
+
+
+def _core_variant(**names):
+    """traversal_run with the given stand-ins in its rejection step (rebound: tests/helpers.rebind)."""
+    if "traversal_reject" in names:
+        return rebind(traversal.traversal_run, **names)
+    return rebind(traversal.traversal_run, traversal_reject=rebind(traversal.traversal_reject, **names))
+
+
+RESIDUAL = "normalised_block_residual"  # SpecInfer's residual, as tree_verify imports it
+WRONG_VARIANTS = [("specinfer", "plain_p_residual", RESIDUAL, lambda: _plain_p_residual),
+                  ("specinfer", "unnormalised_residual", RESIDUAL, lambda: _unnormalised_residual),
+                  ("specinfer", "without_replacement_q", "_sibling_draft", lambda: _without_replacement_q),
+                  # traversal runs in the core (evolve.verification.traversal): its wrong variants are rebound there
+                  ("traversal", "plain_p_residual", "traversal_run",
+                   lambda: _core_variant(traversal_delete=_core_plain_p)),
+                  ("traversal", "unnormalised_residual", "traversal_run",
+                   lambda: _core_variant(traversal_delete=_core_unnormalised)),
+                  ("traversal", "unweighted_residual", "traversal_run",
+                   lambda: _core_variant(traversal_delete=_core_unweighted)),
+                  ("traversal", "without_replacement_q", "traversal_run",
+                   lambda: _core_variant(traversal_reject=_core_without_replacement_reject))]
+
+
+@pytest.mark.parametrize("algorithm,name,hook,wrong", WRONG_VARIANTS, ids=[f"{a}-{n}" for a, n, _, _ in WRONG_VARIANTS])
+def test_wrong_variant_detected(monkeypatch, algorithm, name, hook, wrong):
     """The check of test_lossless_exact (same shapes and seeds) fails for each wrong variant.
 
     Not every shape exposes every error with V = 3: e.g. where max(0, p - q) <= q everywhere the
     unnormalised residual happens to give the right first token, and a chain never uses
-    _sibling_draft; so the check, over all shapes and seeds, must fail.
+    the sibling update; so the check, over all shapes and seeds, must fail.
     """
-    monkeypatch.setattr(tv, hook, wrong)
-    gaps = {(name, seed): lossless_gap(ALGORITHMS[algorithm], parents, seed)
-            for name, parents in SHAPES for seed in (0, 1)}
+    monkeypatch.setattr(tv, hook, wrong())
+    gaps = {(shape, seed): lossless_gap(ALGORITHMS[algorithm], parents, seed)
+            for shape, parents in SHAPES for seed in (0, 1)}
     assert max(gaps.values()) > 1e-3, gaps
 
 
 def test_traversal_residual_of_plain_p_on_chain_detected(monkeypatch):
     """On a chain, only traversal's update of the parent's distribution matters: plain p must be caught."""
-    monkeypatch.setattr(tv, RESIDUAL, _plain_p_residual)
+    monkeypatch.setattr(tv, "traversal_run", _core_variant(traversal_delete=_core_plain_p))
     assert lossless_gap(tv.traversal_outcomes, [-1, 0, 1], 0) > 1e-3
 
 

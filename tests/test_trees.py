@@ -9,6 +9,7 @@ from scipy import stats
 from evolve.errors import InputError
 from evolve.sim.chain import S_CALLS, S_EMITTED
 from evolve.sim import tree_kernels, trees
+from evolve.verification import traversal
 from evolve.sim.decoding import autoregressive, simulate_chain
 from evolve.sim.models import Context, SyntheticModel, distributions_at, random_context
 from evolve.sim.tree_kernels import T_CALLS, T_EMITTED, adaptive_width
@@ -155,15 +156,16 @@ def test_tree_verification_without_residual_update_is_detected(model, context, m
 
 
 @njit
-def _keep_target(w, prow, qrow):
-    """Deliberately wrong stand-in for ``evolve.verification.tree.traversal_delete``: the parent keeps P, its weight
-    drops."""
+def _keep_target(w, prow, qrow, resid):
+    """Deliberately wrong stand-in for ``evolve.verification.traversal.traversal_delete``: the parent keeps P, its
+    weight drops."""
     return 1.0 - w
 
 
 def test_traversal_verification_with_a_wrong_update_is_detected(model, context, monkeypatch):
     p = distributions_at(model, context)["p"]
-    pick = rebind(tree_kernels._traversal_pick, traversal_delete=_keep_target)
+    pick = rebind(tree_kernels._traversal_pick,
+                  traversal_reject=rebind(traversal.traversal_reject, traversal_delete=_keep_target))
     call = rebind(tree_kernels.tree_call, _traversal_pick=pick)
     monkeypatch.setattr(trees, "tree_batch", rebind(tree_kernels.tree_batch,
                                                     tree_run=rebind(tree_kernels.tree_run, tree_call=call)))

@@ -16,7 +16,8 @@ from evolve.verification.block import (
     stopping_probability,
 )
 from evolve.verification.tokenwise import TORCH_RESIDUAL, acceptance_ratio, residual_distribution, standard_threshold
-from evolve.verification.tree import accept_weight, residual_update, traversal_delete
+from evolve.verification.traversal import traversal_delete
+from evolve.verification.tree import accept_weight, residual_update
 
 
 def _pair(rng, V=7, rows=None):
@@ -169,10 +170,12 @@ def test_tree_acceptance_and_updates_against_a_loop():
     np.testing.assert_allclose(R, _loop_residual(p, q, np.ones(8)), rtol=1e-12)
     assert m == pytest.approx(sum(max(0.0, a - b) for a, b in zip(p, q)), rel=1e-12)
     row = p.copy()
-    a = traversal_delete(0.7, row, q)
+    a = traversal_delete(0.7, row, q, np.empty(8))
     mass = sum(max(0.0, 0.7 * a_ - b) for a_, b in zip(p, q))
     assert a == pytest.approx(mass / (mass + 1.0 - 0.7), rel=1e-12)
     np.testing.assert_allclose(row, [max(0.0, 0.7 * a_ - b) / mass for a_, b in zip(p, q)], rtol=1e-12)
+    want, m = normalised_block_residual(0.7, p, q)  # the engine's numpy form, to the bit
+    assert row.tobytes() == want.tobytes() and a == stopping_probability(0.7, m)
     same = q.copy()
     assert residual_update(1.0, same, q) == 0.0
     np.testing.assert_array_equal(same, q)  # unchanged when the mass is 0

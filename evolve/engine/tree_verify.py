@@ -62,7 +62,8 @@ children assumed here, the later siblings are still independent draws from the u
 Q(.|beta) stays q. The exact losslessness tests (tests/test_tree_verify.py, every drafted tree of
 several shapes enumerated) confirm this version is lossless and that the without-replacement update
 of Q is NOT lossless for i.i.d. children; the same holds for SpecInfer's residual (its q never
-changes). Both choices go through :func:`_sibling_draft`. The rules above are our statement of the
+changes). SpecInfer's choice goes through :func:`_sibling_draft`; traversal verification runs in the
+verification core (:mod:`evolve.verification.traversal`, shared with the simulator), which leaves Q as it is. The rules above are our statement of the
 paper's algorithm for i.i.d. children, derived and checked here (exactly lossless on every tree of the
 tested shapes), not a transcription of its pseudo-code.
 
@@ -81,7 +82,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from evolve.verification.block import normalised_block_residual, stopping_probability
+from evolve.verification.block import normalised_block_residual
+from evolve.verification.traversal import TraversalTree, traversal_run, traversal_state
 from evolve.verification.tree import accept_weight
 
 #: Tolerance on the sum of each row of p and q (probabilities).
@@ -137,22 +139,6 @@ def _children(parents: np.ndarray) -> list[list[int]]:
     for i, par in enumerate(parents):
         children[int(par) + 1].append(i)
     return children
-
-
-def _post_order(children: list[list[int]]) -> list[int]:
-    """The nodes in depth-first post-order from the root (children in index order), iteratively."""
-    order: list[int] = []
-    stack = [(0, iter(children[0]))]
-    while stack:
-        row, it = stack[-1]
-        c = next(it, None)
-        if c is None:
-            stack.pop()
-            if row > 0:
-                order.append(row - 1)
-        else:
-            stack.append((c + 1, iter(children[c + 1])))
-    return order
 
 
 def _path_to(parents: np.ndarray, node: int) -> list[int]:
@@ -261,36 +247,19 @@ def _traversal_steps(parents, tokens, p, q) -> Iterator[tuple[int, float, np.nda
     """The tests of traversal verification in order (module doc), assuming every earlier test rejected.
 
     Yields (node, acceptance probability a, next-token distribution if accepted (V,), normalised);
-    node -1 (the root, a = 1) last. Inputs already validated.
+    node -1 (the root, a = 1) last. Inputs already validated. The tests are
+    :func:`evolve.verification.traversal.traversal_run`'s (rows: 0 the root, i + 1 node i).
     """
     n = parents.shape[0]
-    children = _children(parents)
-    Pt, Qt = p.copy(), q.copy()  # rows: 0 the root, i + 1 node i
-    acc = np.ones(n + 1)
-    deleted = np.zeros(n + 1, dtype=bool)
-    touched = np.zeros(n + 1, dtype=bool)  # had a child deleted: its a follows the update rule
-
-    def refresh():
-        # a_v = min(1, a_parent P(x_v|parent) / Q(x_v|parent)) for every node not deleted nor updated, parents first
-        for i in range(n):
-            r = i + 1
-            if not (deleted[r] or touched[r]):
-                pr = int(parents[i]) + 1
-                acc[r] = accept_weight(acc[pr], Pt[pr], Qt[pr], int(tokens[i]))
-
-    refresh()
-    for i in _post_order(children):
-        r = i + 1
-        yield i, float(acc[r]), Pt[r].copy()
-        deleted[r] = True
-        pr = int(parents[i]) + 1
-        w = float(acc[pr])
-        Pt[pr], m = normalised_block_residual(w, Pt[pr], Qt[pr])
-        Qt[pr] = _sibling_draft(Qt[pr], int(tokens[i]))
-        acc[pr] = stopping_probability(w, m)
-        touched[pr] = True
-        refresh()
-    yield -1, 1.0, Pt[0].copy()
+    tree = TraversalTree(np.concatenate(([-1], parents + 1)), np.concatenate(([-1], tokens)),
+                         np.arange(n + 1), p, q)
+    st = traversal_state(n + 1, p.shape[1])
+    a = np.empty(n)
+    traversal_run(tree, n + 1, st, a)
+    for k in range(n):
+        r = int(st.order[k])
+        yield r - 1, float(a[k]), st.Pt[r].copy()
+    yield -1, 1.0, st.Pt[0].copy()
 
 
 def traversal_verify(parents, tokens, p, q, rng: np.random.Generator) -> tuple[list[int], int]:

@@ -47,6 +47,7 @@ from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.traces.io import Traces
 from evolve.verification.tokenwise import standard_threshold
+from evolve.verification.tokenwise_block import block_expectation
 from evolve.gp.compiler import Program
 from evolve.kinds.registry import DEFAULT_KIND
 from evolve.eval.function_rules import function_thresholds, function_thresholds_extra
@@ -518,7 +519,7 @@ def reference_metrics(tau: np.ndarray, traces: Traces, fitness: AcceptanceQualit
     """Plain-numpy metrics of raw thresholds, independent of the interpreter (for tests).
 
     Block metrics (with ``gamma``, on traces with ``draft_index``) are computed
-    by an explicit loop over blocks.
+    by an explicit loop over blocks (:func:`evolve.verification.tokenwise_block.block_expectation` each).
     """
     tau = np.asarray(tau, dtype=np.float64)
     n = tau.size
@@ -534,11 +535,7 @@ def reference_metrics(tau: np.ndarray, traces: Traces, fitness: AcceptanceQualit
         d = traces["draft_index"]
         starts = np.flatnonzero(d == 0).tolist() + [n]
         for s, e in zip(starts[:-1], starts[1:]):
-            reach, tokens, tv = 1.0, 1.0, 0.0
-            for k in range(s, min(e, s + gamma)):
-                tv += reach * max(0.0, t[k] - r[k])
-                reach *= t[k]
-                tokens += reach
+            tokens, tv = block_expectation(t[s:min(e, s + gamma)], r[s:e])
             counts[Count.BLOCKS] += 1
             counts[Count.SUM_TOKENS] += tokens
             counts[Count.SUM_BLOCK_TV] += tv

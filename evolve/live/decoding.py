@@ -58,6 +58,7 @@ from evolve.engine.onehot import OneHot, argmax_rows, densify, max_rows, overlap
 from evolve.engine.runner import BatchKV
 from evolve.verification.block import block_accept, block_masses, block_residual_array, block_stops
 from evolve.verification.tokenwise import residual_distribution, standard_threshold
+from evolve.verification.tokenwise_block import block_expectation_tv
 from evolve.eval.evaluator import EvalData, thresholds
 from evolve.eval.tree_scoring import cost_tables
 from evolve.gp.primitives import CORE_FEATURES, FEATURES
@@ -376,11 +377,7 @@ def _add_damage(rule, needed, p, q, p_ent, q_ent, start, tau_x, counts: LiveCoun
             tau = rule_thresholds(rule, candidate_features(p[d:d + 1], q[d:d + 1], p_ent[d:d + 1], q_ent[d:d + 1],
                                                            start + d, ids[None, :], rank), needed)
             tv[d] = np.maximum(qd[ids] * tau - pd_[ids], 0.0).sum()
-    reach, tokens, damage = 1.0, 1.0, 0.0
-    for d in range(k):
-        damage += reach * tv[d]
-        reach *= tau_x[d]
-        tokens += reach
+    tokens, damage = block_expectation_tv(np.asarray(tau_x, dtype=np.float64)[:k], tv)
     counts.block_tv += damage
     return tokens
 

@@ -64,6 +64,7 @@ from evolve.verification.block import (
     target_rank,
 )
 from evolve.verification.tokenwise import acceptance_ratio, residual_weights
+from evolve.verification.tokenwise_block import block_expectation, clamp_threshold
 from evolve.traces.synth.rng import next_double, sample_index, sample_normalised, seed_state
 from evolve.eval.fastpath.layouts import record_layout, record_size
 from evolve.eval.reference import eval_rows
@@ -180,18 +181,6 @@ VerifyScratch = namedtuple("VerifyScratch", ["h", "native", "gate", "deferred", 
 
 
 @njit(cache=True)
-def _clamp_tau(t):
-    """The evaluator's threshold semantics: NaN/inf -> 0, then clamp to [0, 1]."""
-    if not np.isfinite(t):
-        return 0.0
-    if t < 0.0:
-        return 0.0
-    if t > 1.0:
-        return 1.0
-    return t
-
-
-@njit(cache=True)
 def _window(buf, window_len, position, out):
     """out[:] = the ``window_len`` tokens before ``position`` (buffer index window_len + position)."""
     for i in range(window_len):
@@ -232,7 +221,7 @@ def _residual_sample(rng, rule, p, q, feats, XV, stack, resid, uses_rank):
     eval_rows(rule.ops, rule.args, rule.consts, XV, 0, V, stack)
     tau = stack[0]
     for v in range(V):
-        tau[v] = _clamp_tau(tau[v])
+        tau[v] = clamp_threshold(tau[v])
     residual_weights(p, q, tau, resid)
     y = sample_normalised(rng, resid)
     if y < 0:
@@ -249,7 +238,7 @@ def _verify(mode, P, target_prob, r, tau, uu, weights, masses, vs):
     ``masses`` float64 (gamma,) from :func:`evolve.verification.block.block_masses` and writes ``vs.h``; the rest
     of ``vs`` (:class:`VerifyScratch`) is scratch.
     Token-wise: analytic = 1 + sum_k prod_{i<=k} tau_i, expected TV =
-    sum_k prod_{i<k} tau_i max(0, tau_k - r_k); block: 1 + E[tau], 0 (relaxed: the
+    sum_k prod_{i<k} tau_i max(0, tau_k - r_k) (:func:`evolve.verification.tokenwise_block.block_expectation`); block: 1 + E[tau], 0 (relaxed: the
     caller adds the damage, :func:`evolve.verification.block.relaxed_damage`); FLy: 1 + E[kept],
     E[deferred acceptances] (:func:`evolve.sim.verification.fly_expected`).
     """
@@ -265,13 +254,7 @@ def _verify(mode, P, target_prob, r, tau, uu, weights, masses, vs):
                        and topk_entropy(P[k], fly_top_k) >= fly_threshold)
         e_kept, e_deferred = fly_expected(tau, gate, gamma, fly_window, mass, nxt)
         return fly_accept(native, gate, gamma, fly_window, deferred), 1.0 + e_kept, e_deferred
-    reach = 1.0
-    analytic = 1.0
-    tv_exp = 0.0
-    for k in range(gamma):
-        tv_exp += reach * max(0.0, tau[k] - r[k])
-        reach *= tau[k]
-        analytic += reach
+    analytic, tv_exp = block_expectation(tau[:gamma], r)
     accepted = gamma
     for k in range(gamma):
         if uu[k] >= tau[k]:
@@ -375,11 +358,11 @@ def chain_run(model, rng, buf, dpath, t0, length, window_len, mode, programs, ou
         if relaxed:  # the relaxation weight of every depth, from its prefix-level features
             eval_rows(wops, wargs, wconsts, X, 0, gamma, stack)
             for k in range(gamma):
-                wk[k] = _clamp_tau(stack[0, k])
+                wk[k] = clamp_threshold(stack[0, k])
                 damage[k] = wk[k] * (1.0 - X[Feature.OVERLAP, k])
         eval_rows(ops, args, consts, X, 0, gamma, stack)
         for k in range(gamma):
-            tau[k] = _clamp_tau(stack[0, k])
+            tau[k] = clamp_threshold(stack[0, k])
             stats[Stat.SUM_TAU] += tau[k]
         for k in range(gamma):  # every depth's u is drawn, so untested rows have one too
             uu[k] = next_double(rng)

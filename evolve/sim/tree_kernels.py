@@ -73,7 +73,8 @@ from numba import njit, prange
 from evolve.traces.synth.rng import next_double, sample_index, sample_normalised, seed_state
 from evolve.eval.fastpath.layouts import record_layout, record_size
 from evolve.sim.models import STREAM_DECODE, KernelModel, position_pair, start_buffers, target_at
-from evolve.verification.tree import accept_weight, residual_update, traversal_delete
+from evolve.verification.traversal import TraversalTree, traversal_begin, traversal_reject, traversal_state
+from evolve.verification.tree import residual_update
 
 DRAFT_CHAIN = 0
 DRAFT_MEDUSA = 1
@@ -119,10 +120,9 @@ TreeDims = namedtuple("TreeDims", ["budget", "widths", "max_width", "adaptive", 
 Tree = namedtuple("Tree", ["P", "Q", "parent", "token", "level", "child_start", "child_count", "dn", "argp",
                            "ready"])
 #: Scratch of one call: path int64 (N + 1,), win int64 (K,), resid, work, scratch float64 (V,), picks int64
-#: (N + 1,); traversal verification's Pt float64 (N + 1, V), acc float64, gone, touched bool, stack, next_child
-#: int64 (N + 1,).
-TreeScratch = namedtuple("TreeScratch", ["path", "win", "resid", "work", "scratch", "picks", "Pt", "acc", "gone",
-                                         "touched", "stack", "next_child"])
+#: (N + 1,); traversal verification's state ``traversal`` (:data:`evolve.verification.traversal.TraversalState`,
+#: N + 1 rows) and the Q row of each node's children ``qsel`` int64 (N + 1,).
+TreeScratch = namedtuple("TreeScratch", ["path", "win", "resid", "work", "scratch", "picks", "traversal", "qsel"])
 
 
 @njit(cache=True)
@@ -133,9 +133,7 @@ def tree_arrays(budget, V, window_len):
                 np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64), np.empty(m),
                 np.empty(m, dtype=np.int64), np.empty(m, dtype=np.bool_))
     ts = TreeScratch(np.empty(m, dtype=np.int64), np.empty(window_len, dtype=np.int64), np.empty(V), np.empty(V),
-                     np.empty(V), np.empty(m, dtype=np.int64), np.empty((m, V)), np.empty(m),
-                     np.empty(m, dtype=np.bool_), np.empty(m, dtype=np.bool_), np.empty(m, dtype=np.int64),
-                     np.empty(m, dtype=np.int64))
+                     np.empty(V), np.empty(m, dtype=np.int64), traversal_state(m, V), np.empty(m, dtype=np.int64))
     return tree, ts
 
 
@@ -258,58 +256,33 @@ def build_tree(model, rng, buf, t, window_len, d_prev, dims, tree, ts):
 
 
 @njit(cache=True)
-def _children_q(Q, u, level, draft):
-    """The distribution node u's children were drawn from: its own row of Q (chain draft) or its level's head."""
-    return Q[u] if draft == DRAFT_CHAIN else Q[level[u]]
+def _children_row(u, level, draft):
+    """The row of Q node u's children were drawn from: its own (chain draft) or its level's head."""
+    return u if draft == DRAFT_CHAIN else level[u]
 
 
 @njit(cache=True)
-def _traversal_refresh(n, draft, tree, ts):
-    """a_v = min(1, a_parent P_parent(x_v) / Q_parent(x_v)) for every node neither deleted nor updated, parents first."""
-    parent, token, level, Q = tree.parent, tree.token, tree.level, tree.Q
-    Pt, acc, gone, touched = ts.Pt, ts.acc, ts.gone, ts.touched
-    for i in range(1, n):
-        if not (gone[i] or touched[i]):
-            p = parent[i]
-            acc[i] = accept_weight(acc[p], Pt[p], _children_q(Q, p, level, draft), token[i])
+def _children_q(Q, u, level, draft):
+    """The distribution node u's children were drawn from (:func:`_children_row`)."""
+    return Q[_children_row(u, level, draft)]
 
 
 @njit(cache=True)
 def _traversal_pick(rng, n, draft, tree, ts):
-    """Traversal verification of the tree's nodes 1..n-1 (node 0 the root; every P row computed): returns the
-    accepted node (0: the root, nothing accepted); ``ts.Pt[node]`` then holds the distribution of the token
-    emitted after it. Scratch: ``ts``'s Pt, acc, gone, touched, stack, next_child (:class:`TreeScratch`)."""
-    parent, level, child_start, child_count, P, Q = \
-        tree.parent, tree.level, tree.child_start, tree.child_count, tree.P, tree.Q
-    Pt, acc, gone, touched, stack, next_child = ts.Pt, ts.acc, ts.gone, ts.touched, ts.stack, ts.next_child
+    """Traversal verification (:mod:`evolve.verification.traversal`) of the tree's nodes 1..n-1 (node 0 the root;
+    every P row computed), one uniform per tested node: returns the accepted node (0: the root, nothing accepted);
+    ``ts.traversal.Pt[node]`` then holds the distribution of the token emitted after it."""
+    qsel = ts.qsel
     for u in range(n):
-        for v in range(P.shape[1]):
-            Pt[u, v] = P[u, v]
-        acc[u] = 1.0
-        gone[u] = False
-        touched[u] = False
-        next_child[u] = 0
-    _traversal_refresh(n, draft, tree, ts)
-    top = 0
-    stack[0] = 0
-    while top >= 0:  # depth-first post-order, children in index order
-        u = stack[top]
-        if next_child[u] < child_count[u]:
-            c = child_start[u] + next_child[u]
-            next_child[u] += 1
-            top += 1
-            stack[top] = c
-            continue
-        top -= 1
-        if u == 0:
-            break
-        if next_double(rng) < acc[u]:
+        qsel[u] = _children_row(u, tree.level, draft)
+    tt = TraversalTree(tree.parent, tree.token, qsel, tree.P, tree.Q)
+    st = ts.traversal
+    k = traversal_begin(tt, n, st)
+    for i in range(k):
+        u = st.order[i]
+        if next_double(rng) < st.acc[u]:
             return u
-        gone[u] = True
-        p = parent[u]
-        acc[p] = traversal_delete(acc[p], Pt[p], _children_q(Q, p, level, draft))
-        touched[p] = True
-        _traversal_refresh(n, draft, tree, ts)
+        traversal_reject(tt, u, n, st)
     return 0
 
 
@@ -329,7 +302,7 @@ def tree_call(model, rng, buf, dpath, t, window_len, dims, tree, ts):
     model_seed, params, log_rank = model
     draft, verify = dims.draft, dims.verify
     P, Q, parent, token, level, child_start, child_count, dn, argp, ready = tree
-    path, win, resid, work, scratch, Pt = ts.path, ts.win, ts.resid, ts.work, ts.scratch, ts.Pt
+    path, win, resid, work, scratch, Pt = ts.path, ts.win, ts.resid, ts.work, ts.scratch, ts.traversal.Pt
     n, depth = build_tree(model, rng, buf, t, window_len, dpath[t], dims, tree, ts)
     steps = depth if draft == DRAFT_CHAIN else (1 if depth > 0 else 0)
     if verify == VERIFY_TRAVERSAL:

@@ -8,7 +8,13 @@ package; it imports numpy and Numba only. One module per idea:
 * :mod:`evolve.verification.tokenwise`: the standard rule and its residual (token-wise verification);
 * :mod:`evolve.verification.block`: block verification's weights, residual masses, stopping
   probabilities and phi, and the relaxed target of relaxed block verification;
-* :mod:`evolve.verification.tree`: SpecInfer's and traversal verification's acceptance on a draft tree.
+* :mod:`evolve.verification.tree`: SpecInfer's and traversal verification's acceptance on a draft tree;
+* :mod:`evolve.verification.tokenwise_block`: the token-wise block expectation, expected tokens per call
+  and expected damage of a block verified token by token (one recursion for every caller);
+* :mod:`evolve.verification.traversal`: traversal verification of a draft tree, for the engine and the
+  simulator alike;
+* :mod:`evolve.verification.summation`: numpy's pairwise summation order, for Numba code whose numpy
+  form is recorded.
 
 Terms (as in vLLM's ``v1/sample/rejection_sampler.py``, whose names are given in brackets)
 ------------------------------------------------------------------------------------------
@@ -34,6 +40,9 @@ Terms (as in vLLM's ``v1/sample/rejection_sampler.py``, whose names are given in
   norm(max(0, P_i p_{i+1} - q_{i+1})) after i accepted tokens, P_i the **block weight**
   (:mod:`evolve.verification.block`); on a tree, the updated target of a node whose child was rejected
   (:mod:`evolve.verification.tree`). Its unnormalised sum is the **residual mass**.
+* **reach** R_k = prod_{i<k} tau_i of depth k, **expected tokens** per target call 1 + sum_k R_{k+1} and
+  **expected damage** sum_k R_k e_k of a block verified token by token (e_k the depth's **excess**, max(0,
+  tau_k - r_k) for a record): :mod:`evolve.verification.tokenwise_block`, whose recursion every caller runs.
 
 Arrays are float64 unless a docstring says otherwise; token ids are int64. Functions that the
 simulator's and the evaluator's Numba kernels call are ``@njit(cache=True)`` and are called from

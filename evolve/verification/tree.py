@@ -13,9 +13,10 @@ sampling), and each node has the target's p at its context. The rules, stated in
 * Traversal verification (Weng et al. 2025, arXiv 2505.12398): every node has an acceptance
   weight a_v = min(1, a_parent P(x|parent) / Q(x|parent)) (:func:`accept_weight`, a_root = 1: the
   block weights of block verification along each path); the nodes are tested leaf first
-  (depth-first post-order); a rejected node is deleted and its parent beta updated by
-  :func:`traversal_delete`: P(.|beta) <- norm(max(0, a_beta P(.|beta) - Q(.|beta))) and a_beta <- its
-  stopping probability m / (m + 1 - a_beta) (:func:`evolve.verification.block.stopping_probability`).
+  (depth-first post-order); a rejected node is deleted and its parent beta updated:
+  P(.|beta) <- norm(max(0, a_beta P(.|beta) - Q(.|beta))) and a_beta <- its stopping probability
+  m / (m + 1 - a_beta) (:func:`evolve.verification.block.stopping_probability`). The whole algorithm,
+  written once for the engine and the simulator, is :mod:`evolve.verification.traversal`.
 
 The functions are ``@njit(cache=True)`` (the simulator's tree kernels call them, and the engine calls
 :func:`accept_weight` as it is); rows are float64 (V,).
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 from numba import njit
 
-from evolve.verification.block import stopping_probability
 
 
 @njit(cache=True)
@@ -60,16 +60,4 @@ def residual_update(weight, prow, qrow):
     return m
 
 
-@njit(cache=True)
-def traversal_delete(weight, prow, qrow):
-    """Traversal verification's update of a node whose child was deleted (module doc), in place.
-
-    Args: ``weight`` the node's a in [0, 1]; ``prow`` its current target float64 (V,), updated to
-    norm(max(0, a P - Q)) (unchanged when the mass m is 0); ``qrow`` its children's draft float64 (V,).
-    Returns the node's new weight m / (m + 1 - a) (1 when m + 1 - a <= 0).
-    """
-    m = residual_update(weight, prow, qrow)
-    return stopping_probability(weight, m)
-
-
-__all__ = ["accept_weight", "residual_update", "traversal_delete"]
+__all__ = ["accept_weight", "residual_update"]

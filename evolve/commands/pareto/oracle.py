@@ -13,6 +13,7 @@ import numpy as np
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData
 from evolve.report.pareto.curves import budget_key, hypervolume, nondominated
+from evolve.verification.tokenwise_block import blocks_expectation
 
 #: Lagrange multipliers swept by the oracle bound (per unit of block TV, in tokens).
 ORACLE_LAMBDAS = 1601
@@ -52,14 +53,10 @@ def _oracle_policy(R: np.ndarray, valid: np.ndarray, lam: float) -> tuple[np.nda
         std = r * (1.0 + v)
         take[:, k] = valid[:, k] & (one > std)
         v = np.where(valid[:, k], np.where(take[:, k], one, std), 0.0)
-    reach = np.ones(B)
-    T = np.ones(B)
-    D = np.zeros(B)
-    for k in range(gamma):
-        tau = np.where(valid[:, k], np.where(take[:, k], 1.0, R[:, k]), 0.0)
-        D += reach * np.where(valid[:, k], tau - R[:, k], 0.0)
-        reach = reach * tau
-        T += reach
+    # a block ends at its first invalid depth (tau 0 there: nothing after it is reached)
+    length = np.where(valid.all(axis=1), gamma, np.argmin(valid, axis=1))
+    T, D = np.empty(B), np.empty(B)
+    blocks_expectation(np.where(take, 1.0, R), R, length, T, D)
     return T, D, 1.0 + v
 
 

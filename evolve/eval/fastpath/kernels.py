@@ -15,7 +15,10 @@ Determinism: chunk boundaries depend only on the data
 (:func:`evolve.eval.fastpath.scheduler.chunk_bounds`), each item's partial counts are
 computed sequentially, and the partials of a program are added in chunk order,
 so results depend neither on the number of threads, nor on the schedule, nor on
-whether a program is scored alone or inside a population. Operators are the
+whether a program is scored alone or inside a population. Nor on the machine: the
+float sums of a tile are added in an order written in the code
+(:func:`reduce_fitness_counts`), never reassociated by the compiler, whose choice
+follows the host CPU's vector width. Operators are the
 scalar functions of :mod:`evolve.gp.primitives` (bitwise equal to the numpy
 reference). Every loop is vectorised by LLVM (AVX2 here) except ``log`` and
 ``exp``, which stay calls to the C library's scalar functions: numpy calls the
@@ -37,6 +40,7 @@ from numba.extending import intrinsic
 from evolve.eval.fastpath.layouts import N_COUNTS, TILE, WIDTH, Count, Instr
 from evolve.eval.fastpath.lowering import DERIVED_BASE
 from evolve.gp.primitives import Op, div, exp, log, max_, min_, sqrt
+from evolve.verification.tokenwise_block import clamp_threshold, expectation_step, threshold_excess
 
 
 class ScoreData(NamedTuple):
@@ -208,48 +212,82 @@ def derive_row(op, x, out):
             _k_sqrt(out[s:s + m], x[s:s + m], m)
 
 
-@njit(cache=True, fastmath={"reassoc"})
-def reduce_fitness_counts(tau, r, u, m, acc):
+@njit(cache=True, inline="always")
+def _clamped(t):
+    """The evaluator's threshold: NaN/inf -> 0, else clamped to [0, 1] (the same operations as
+    :func:`evolve.verification.tokenwise_block.clamp_threshold`, written so the loops below vectorise)."""
+    finite = np.abs(t) < np.inf
+    t = max(t, 0.0)
+    t = min(t, 1.0)
+    return t if finite else 0.0
+
+
+@njit(cache=True, inline="always")
+def _lane_sum(row, m):
+    """sum(row[:m]) in a fixed order: 8 partial sums (row[j] into lane j mod 8) over the first m - m mod 8
+    values, combined as ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then the last m mod 8 values one
+    by one (with m < 8, all of them one by one). ``row`` float64 (>= m,)."""
+    main = m - m % 8
+    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = 0.0
+    for j in range(0, main, 8):
+        l0 += row[j]
+        l1 += row[j + 1]
+        l2 += row[j + 2]
+        l3 += row[j + 3]
+        l4 += row[j + 4]
+        l5 += row[j + 5]
+        l6 += row[j + 6]
+        l7 += row[j + 7]
+    s = ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
+    for j in range(main, m):
+        s += row[j]
+    return s
+
+
+@njit(cache=True)
+def reduce_fitness_counts(tau, r, u, m, acc, terms):
     """Add the counts ACCEPT..SUM_EXPECTED_FR of thresholds ``tau[:m]`` to ``acc`` (a :class:`Count` record).
 
-    ``r``, ``u`` float64 (>= m,): min(1, p/q) and rand_value of the same tokens.
+    ``r``, ``u`` float64 (>= m,): min(1, p/q) and rand_value of the same tokens; ``terms`` float64 (3, >= m)
+    scratch (each token's clamped threshold, TV and false-reject terms).
     The baseline decision is recomputed as u < r (the schema guarantees
     ``baseline_accepts`` equals it; :class:`evolve.eval.evaluator.EvalData` checks).
     False rejects are counted as ``fa - accepts`` here: the number of baseline
     accepts, a constant of the split, is added once per program by the callers
     (:func:`combine`), which saves a comparison and a sum per token.
-    Only reassociation of the sums is allowed (it lets the loop vectorise); the
-    order is fixed by the compiled code and ``m``, so it is reproducible.
+
+    The three float sums are added in an order written here (:func:`_lane_sum`), whatever the machine.
+    It is the order LLVM's loop vectoriser gave this loop, when it was free to reassociate the sums, on
+    CPUs whose code used 2 vectors of 4 doubles (an AVX-512 Xeon's 256-bit preference); left to the
+    compiler, the order followed the host CPU (16 partial sums on AMD Zen 4, fewer without AVX), and the
+    last bit of an expected acceptance differed between machines. The terms are written to ``terms``
+    by one vectorised loop, then summed; Numba does not run LLVM's SLP vectoriser, so a sum in a fixed
+    order is not vectorised, and eight independent partial sums keep it from waiting on each addition.
     """
     n_acc = 0
     fa = 0
     bad = 0
-    s_tau = 0.0
-    s_tv = 0.0
-    s_fr = 0.0
+    t_row, tv_row, fr_row = terms[0], terms[1], terms[2]
     for j in range(m):
         t = tau[j]
-        finite = np.abs(t) < np.inf
-        bad += not finite
-        t = max(t, 0.0)
-        t = min(t, 1.0)
-        t = t if finite else 0.0
+        bad += not (np.abs(t) < np.inf)
+        t = _clamped(t)
         uj = u[j]
         rj = r[j]
         a = uj < t
         n_acc += a
         fa += a > (uj < rj)
-        s_tau += t
         d = t - rj
-        s_tv += max(d, 0.0)
-        s_fr += max(-d, 0.0)
+        t_row[j] = t
+        tv_row[j] = max(d, 0.0)
+        fr_row[j] = max(-d, 0.0)
     acc[Count.ACCEPT] += n_acc
     acc[Count.FALSE_ACCEPT] += fa
     acc[Count.FALSE_REJECT] += fa - n_acc  # + baseline accepts: base and not accepted
     acc[Count.INVALID] += bad
-    acc[Count.SUM_TAU] += s_tau
-    acc[Count.SUM_TV] += s_tv
-    acc[Count.SUM_EXPECTED_FR] += s_fr
+    acc[Count.SUM_TAU] += _lane_sum(t_row, m)
+    acc[Count.SUM_TV] += _lane_sum(tv_row, m)
+    acc[Count.SUM_EXPECTED_FR] += _lane_sum(fr_row, m)
 
 
 @njit(cache=True)
@@ -260,7 +298,8 @@ def reduce_block_counts(tau, r, depth, m, gamma, reach, acc):
     same tokens; ``reach`` is prod_{i<k} tau_i of the speculation block under
     way, carried over from the previous tile of the same chunk (a chunk starts
     at a block start). Rows at depth >= ``gamma`` are ignored. Formulas:
-    Leviathan et al. 2023, arXiv 2211.17192 (see :class:`evolve.eval.fastpath.layouts.Count`).
+    Leviathan et al. 2023, arXiv 2211.17192 (see :class:`evolve.eval.fastpath.layouts.Count`); the
+    recursion is :func:`evolve.verification.tokenwise_block.expectation_step`, with the tile's running sums.
     """
     nb = 0
     tok = 0.0
@@ -268,22 +307,12 @@ def reduce_block_counts(tau, r, depth, m, gamma, reach, acc):
     for j in range(m):
         d = depth[j]
         if d < gamma:
-            t = tau[j]
-            if not np.isfinite(t):
-                t = 0.0
-            elif t < 0.0:
-                t = 0.0
-            elif t > 1.0:
-                t = 1.0
+            t = clamp_threshold(tau[j])
             if d == 0.0:
                 reach = 1.0
                 nb += 1
                 tok += 1.0
-            e = t - r[j]
-            if e > 0.0:
-                tv += reach * e
-            reach *= t
-            tok += reach
+            reach, tok, tv = expectation_step(reach, tok, tv, t, threshold_excess(t, r[j]))
     acc[Count.BLOCKS] += nb
     acc[Count.SUM_TOKENS] += tok
     acc[Count.SUM_BLOCK_TV] += tv
@@ -314,6 +343,7 @@ def work(prog, data, queue):
     items, counter, partial = queue.items, queue.counter, queue.partial
     n_chunks = bounds.size - 1
     buf = np.empty((prog.rows, TILE))
+    terms = np.empty((3, TILE))
     last_p = -1
     while True:
         k = fetch_add(counter, 0, 1)
@@ -333,7 +363,7 @@ def work(prog, data, queue):
             m = min(TILE, hi - s)
             run_code(code, code_off[p], code_off[p + 1], X, D, buf, s, m)
             tau = operand(result[p], X, D, buf, s, m)
-            reduce_fitness_counts(tau, r[s:s + m], u[s:s + m], m, acc)
+            reduce_fitness_counts(tau, r[s:s + m], u[s:s + m], m, acc, terms)
             if gamma > 0:
                 reach = reduce_block_counts(tau, r[s:s + m], depth[s:s + m], m, gamma, reach, acc)
 

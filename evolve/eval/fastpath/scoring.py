@@ -140,10 +140,11 @@ def packed_thresholds(lowered: Lowered, X: np.ndarray, bounds: np.ndarray, D: np
 def _tau_chunk(tau, r, u, lo, hi, depth, gamma, acc):
     """Counts of given thresholds of tokens ``lo:hi`` added to ``acc``, tile by tile."""
     reach = 1.0
+    terms = np.empty((3, TILE))
     for s in range(lo, hi, TILE):
         m = min(TILE, hi - s)
         t = tau[s:s + m]
-        reduce_fitness_counts(t, r[s:s + m], u[s:s + m], m, acc)
+        reduce_fitness_counts(t, r[s:s + m], u[s:s + m], m, acc, terms)
         if gamma > 0:
             reach = reduce_block_counts(t, r[s:s + m], depth[s:s + m], m, gamma, reach, acc)
 

@@ -81,6 +81,7 @@ from evolve.eval.fastpath.scoring import packed_thresholds
 from evolve.kinds.verify_length.settings import DEFAULT_WEIGHTING, STANDARD_VERIFIER, WEIGHTINGS, LengthVerifier
 from evolve.gp.primitives import FEATURES, LOOKUP_FEATURES
 from evolve.verification.block import expected_damage_step
+from evolve.verification.tokenwise_block import clamp_threshold, expectation_step, threshold_excess
 
 #: Features a verification-length policy reads (:data:`evolve.kinds.verify_length.KIND`).
 POLICY_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
@@ -183,21 +184,14 @@ def threshold_prefix_tables(tau, r, depth, tok, dmg):
 
     Args: ``tau`` float64 (n,) thresholds (NaN/inf -> 0, clamped to [0, 1]), ``r`` float64 (n,) min(1, p/q),
     ``depth`` float64 (n,) draft_index; ``tok``, ``dmg`` float64 (n,) written. Rows before the first block
-    start get tok 1, dmg 0.
+    start get tok 1, dmg 0. The recursion is :func:`evolve.verification.tokenwise_block.expectation_step`.
     """
     tokens, damage, reach = 1.0, 0.0, 1.0
     for i in range(tau.size):
         if depth[i] == 0.0:
             tokens, damage, reach = 1.0, 0.0, 1.0
-        t = tau[i]
-        if not np.isfinite(t):
-            t = 0.0
-        t = min(max(t, 0.0), 1.0)
-        e = t - r[i]
-        if e > 0.0:
-            damage += reach * e
-        reach *= t
-        tokens += reach
+        t = clamp_threshold(tau[i])
+        reach, tokens, damage = expectation_step(reach, tokens, damage, t, threshold_excess(t, r[i]))
         tok[i] = tokens
         dmg[i] = damage
 
