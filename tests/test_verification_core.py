@@ -21,7 +21,7 @@ from evolve.eval.evaluator import metrics_from_counts, reference_metrics
 from evolve.eval.fastpath.kernels import reduce_block_counts
 from evolve.eval.fastpath.layouts import N_COUNTS, Count
 from evolve.kinds.verify_length.eval_policy import threshold_prefix_tables
-from evolve.report.pareto.oracle import _oracle_policy
+from evolve.commands.pareto.oracle import _oracle_policy
 from evolve.sim import tree_kernels
 from evolve.sim.chain import ChainMode, VerifyScratch, _verify
 from evolve.sim.tree_kernels import DRAFT_CHAIN, DRAFT_MEDUSA, tree_arrays
