@@ -8,7 +8,7 @@ from scipy import stats
 
 from evolve.errors import InputError
 from evolve.sim.chain import S_CALLS, S_EMITTED
-from evolve.sim import tree_kernels, trees
+from evolve.sim import tree_kernels, tree_sim as trees
 from evolve.verification import traversal
 from evolve.sim.decoding import autoregressive, simulate_chain
 from evolve.sim.models import Context, SyntheticModel, distributions_at, random_context
