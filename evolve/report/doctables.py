@@ -48,6 +48,7 @@ from typing import Callable
 
 from evolve.errors import InputError
 from evolve.files.atomic import atomic_write_text
+from evolve.report.finite import finite_cell
 
 #: Repository root (README.md, docs/, the packages).
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,10 +126,13 @@ def fenced(text: str) -> str:
     return "```text\n" + "\n".join(lines) + "\n```\n"
 
 
-def markdown_table(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> str:
-    """A GitHub Markdown table; columns whose index is in ``right`` are right-aligned; ``|`` is escaped."""
+def markdown_table(header: list[str], rows: list[list[str]], right: set[int] = frozenset(),
+                   measured: bool = False) -> str:
+    """A GitHub Markdown table; columns whose index is in ``right`` are right-aligned; ``|`` is escaped. A table of
+    ``measured`` figures shows a non-finite number as ``n/a`` (:func:`evolve.report.finite.finite_cell`; a reference
+    table keeps a range such as ``[0, inf)`` as written)."""
     def cell(text: str) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
+        return (finite_cell(str(text)) if measured else str(text)).replace("|", "\\|").replace("\n", " ")
 
     lines = ["| " + " | ".join(cell(h) for h in header) + " |",
              "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
@@ -207,7 +211,7 @@ def rediscovery_table(ws: Workspace) -> str:
                      f"{champ.metrics.fitness:.3f}", f"{ref.metrics.fitness:.3f}", f"{champ.delta_fitness:+.3f}",
                      f"{champ.metrics.expected_tv:.4f}"])
     return markdown_table(["data (model)", "evolved champion", "test fitness", "standard_rejection",
-                           "Δ fitness", "champion E[TV]"], rows, right={2, 3, 4, 5})
+                           "Δ fitness", "champion E[TV]"], rows, right={2, 3, 4, 5}, measured=True)
 
 
 def simulate_table(ws: Workspace, trees: bool = False) -> str:

@@ -66,7 +66,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from evolve.eval.bootstrap import COVERAGE, check_replicates, group_weights, interval_caveat, ratio_interval
+from evolve.eval.bootstrap import (COVERAGE, check_replicates, group_weights, interval_caveat, interval_text,
+                                   ratio_interval)
 from evolve.report.spec_bench import groups_of
 from evolve.report.width import fit_width
 from evolve.eval.costs import load_costs
@@ -443,7 +444,7 @@ def format_table(report: LiveReport) -> str:
         body = [[r["rule"], r["engine"], f"{r['tokens']}", f"{r['target_calls']}", f"{r['tokens_per_call']:.3f}",
                  f"{r['tokens_per_s']:.2f} [{r['tokens_per_s_min']:.2f}-{r['tokens_per_s_max']:.2f}]",
                  f"{r['ar_tokens_per_s']:.2f}", f"{r['speedup']:.3f}x [{r['speedup_min']:.3f}-{r['speedup_max']:.3f}]",
-                 f"[{r['speedup_low']:.3f}, {r['speedup_high']:.3f}]", f"{r['same_text']:.0%}",
+                 interval_text(r["speedup_low"], r["speedup_high"]), f"{r['same_text']:.0%}",
                  f"{r['tv_per_token']:.2e}"] for r in report.rows]
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
     lines = [report.caption, "", "  ".join(h.ljust(w) if i == 0 else h.rjust(w)

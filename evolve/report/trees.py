@@ -36,7 +36,7 @@ from evolve.kinds.tree_shape.eval_competitors import competitors
 from evolve.kinds.tree_shape.eval_shape import (
     BOUNDS, ShapeData, ShapeMetrics, shape_data, whole_tree_metrics,
 )
-from evolve.eval.bootstrap import check_replicates, group_weights, interval_caveat, ratio_interval
+from evolve.eval.bootstrap import check_replicates, group_weights, interval_caveat, interval_text, ratio_interval
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.traces.trees import load_trees
 from heuristics.champions import read_champion
@@ -147,7 +147,7 @@ def _versus(r: dict[str, Any]) -> list[str]:
         return []
     if not math.isfinite(r["vs_fixed_width"]):
         return [""]
-    return [f"{r['vs_fixed_width']:.3f} [{r['vs_fixed_width_low']:.3f}, {r['vs_fixed_width_high']:.3f}]"]
+    return [f"{r['vs_fixed_width']:.3f} {interval_text(r['vs_fixed_width_low'], r['vs_fixed_width_high'])}"]
 
 
 #: Header of the bootstrap column.
@@ -204,7 +204,7 @@ def format_markdown(rows: list[dict[str, Any]], caption: str) -> str:
     header = ["Split", "Heuristic", "Setting", "Mean acc. len", "TV/token", "Nodes/call", "Tokens/s", "Speedup"]
     header += _versus_header(rows)
     note = _caveat_note(rows)
-    return caption + "\n\n" + markdown_table(header, body, right=set(range(3, len(header)))) + (
+    return caption + "\n\n" + markdown_table(header, body, right=set(range(3, len(header))), measured=True) + (
         "\n" + note.strip() + "\n" if note else "")
 
 
