@@ -73,6 +73,8 @@ class TrainSettings:
         for name in ("max_new_tokens", "draft_vocab", "steps", "ttt", "save_every", "response_batch"):
             if getattr(self, name) < 1:
                 raise InputError(f"must be at least 1 (value {getattr(self, name)})", param=name)
+        if self.steps > MAX_STEPS:
+            raise InputError(f"must be at most {MAX_STEPS} (value {self.steps})", param="steps")
         if not (self.temperature >= 0 and np.isfinite(self.temperature)):
             raise InputError(f"must be a finite number >= 0 (value {self.temperature})", param="temperature")
         if not (self.lr > 0 and np.isfinite(self.lr)):
