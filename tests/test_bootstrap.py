@@ -110,12 +110,15 @@ def test_few_texts_give_the_caveat_in_every_format(vocab_dataset, tmp_path):
                                                  "--format", "json"])
     assert as_json.exit_code == 0 and "caveat: test: only 5 texts" in as_json.stderr
     json.loads(as_json.stdout)
-    # one text: the interval is [x, x] and says so
+    # one text: no interval, and the caveat says why
+    from tree_helpers import record_files
+
     one = tmp_path / "one"
     shutil.copytree(vocab_dataset, one)
     path = tree_path(one, "test")
     frame = pd.read_parquet(path)
     frame[frame["seq_id"] == frame["seq_id"].iloc[0]].to_parquet(path)  # the trees of the first text only
+    record_files(one)  # the cut table as part of the dataset
     res = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(one), "--bootstrap", "50"])
     assert res.exit_code == 0, res.output
     assert "only 1 text: every replicate is the sample" in res.stdout

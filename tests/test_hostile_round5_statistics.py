@@ -144,11 +144,9 @@ def test_benchmark_trees_on_one_text_prints_no_interval(vocab_dataset, tmp_path)
         path = tree_path(data, split)
         trees = pd.read_parquet(path)
         trees[trees["seq_id"] == trees["seq_id"].iloc[0]].to_parquet(path, index=False)
-    meta = json.loads((data / "metadata.json").read_text())
-    meta.pop("files", None)  # the tree tables were cut by hand here: checked by their counts, not their digests
-    for s in meta.get("statistics", {}).values():
-        s.pop("trees", None)
-    (data / "metadata.json").write_text(json.dumps(meta))
+    from tree_helpers import record_files
+
+    record_files(data)  # the cut tables as part of the dataset
     res = CliRunner().invoke(benchmark_cli, ["trees", "--data", str(data), "--split", "test", "--bootstrap", "60"])
     assert res.exit_code == 0, res.output
     rows = [line for line in res.stdout.splitlines() if line.startswith("test ")]

@@ -29,7 +29,9 @@ EXIT_INTERRUPTED = 130
 @click.option("--prompts", "prompts", required=True, metavar="FILE",
               help="Text file, one prompt per line, or (a .jsonl file) Spec-Bench-style JSON Lines: one object per "
                    "line with 'turns' (list of user turns) and optional 'category' and 'question_id'; later turns "
-                   "follow the model's answers. The tokenizer's chat template is applied when it has one.")
+                   "follow the model's answers. The tokenizer's chat template is applied when it has one. A prompt "
+                   "(with its question's earlier turns and answers) longer than the target's context leaves beside "
+                   "--max-new-tokens and one call's drafts is refused, naming its line; nothing is truncated.")
 @click.option("--categories", default=None, type=CommaList(unique_sorted=True), metavar="NAME,...",
               help="With a .jsonl prompts file: harvest only the questions of these categories.")
 @click.option("--gamma", default=5, show_default=True, type=click.IntRange(1, MAX_HARVEST_GAMMA),

@@ -144,6 +144,19 @@ def quiet_loading():
         gguf_utils.tqdm = bar
 
 
+def context_length(loaded: "LoadedModel") -> int | None:
+    """The most positions the loaded model attends over: a llama.cpp model's context (``n_ctx()``), a transformers
+    model's ``max_position_embeddings`` (of its text config); None when it gives none."""
+    model = loaded.model
+    n_ctx = getattr(model, "n_ctx", None)
+    if callable(n_ctx):
+        return int(n_ctx())
+    config = getattr(model, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    value = getattr(text, "max_position_embeddings", None)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def _short(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return (text[:200] if text else type(exc).__name__)

@@ -41,7 +41,7 @@ from evolve.harvest.config import HarvestConfig
 from evolve.engine.models import _short
 from evolve.harvest.prompts import HELD_OUT_FRACTION
 from evolve.traces.io import METADATA_FILE, SPLITS, Traces, load_metadata, write_dataset
-from evolve.files.atomic import atomic_write_bytes, atomic_write_text
+from evolve.files.atomic import atomic_write_bytes
 from evolve.traces.schema import COLUMNS, TEXT_COLUMNS, split_stats
 
 GENERATOR = "harvest"
@@ -353,8 +353,7 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
                                                   "finish", *(TEXT_KEYS if "turn" in i else ())) if k in i})
                     + "\n"
                     for i in sorted(infos, key=lambda i: i["seq_id"]))
-    atomic_write_text(out / TEXTS_FILE, texts)
-    write_dataset(out, {**tables, **trees}, metadata)
+    write_dataset(out, {**tables, **trees}, metadata, extras={TEXTS_FILE: texts.encode("utf-8")})
     return True, stats, n_done
 
 

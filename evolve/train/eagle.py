@@ -137,8 +137,8 @@ def prepare_data(settings: TrainSettings, loaded, say: Callable[[str], None]) ->
     """
     import torch
 
-    from evolve.engine.models import eos_ids
-    from evolve.harvest.prompts import encode_prompt, read_prompts
+    from evolve.engine.models import context_length, eos_ids
+    from evolve.harvest.prompts import check_context, encode_prompt, read_prompts
 
     data = Path(settings.out) / "data"
     prompts, lines = read_prompts(settings.prompts)  # a missing or unreadable prompts file: its one-line error
@@ -152,6 +152,10 @@ def prepare_data(settings: TrainSettings, loaded, say: Callable[[str], None]) ->
     else:
         encoded = [encode_prompt(loaded.tokenizer, prompt, f"{settings.prompts}, line {line}", vocab)
                    for prompt, line in zip(prompts, lines)]
+        context = context_length(loaded)
+        for ids, line in zip(encoded, lines):
+            check_context(ids, f"{settings.prompts}, line {line}",
+                          None if context is None else context - settings.max_new_tokens, context)
         texts, stops, B = [], eos_ids(loaded), settings.response_batch
         for first in range(0, len(encoded), B):
             batch = encoded[first:first + B]
