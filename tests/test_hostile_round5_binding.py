@@ -182,3 +182,27 @@ def test_every_module_reading_a_datasets_files_calls_the_one_check():
                 f"{rel} reads a dataset's files without evolve.traces.binding.check_bound"
     assert {"evolve/traces/io.py", "evolve/traces/trees.py", "evolve/traces/chunks.py",
             "evolve/harvest/subset.py"} <= set(readers)
+
+
+# --- a harvest's parts: a text's tree table travels with its records part --------------------------------
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_tree_part_of_another_text_is_refused_on_resume(llama_files, tmp_path):
+    """The records part of a text records its tree table's SHA-256; a tree part swapped for another text's is
+    refused by the consolidation (a resume), naming it, instead of being gathered into the dataset."""
+    pytest.importorskip("torch")
+    from harvest_helpers import harvest_config, stop_after
+
+    from evolve.harvest import loop as hv
+    from evolve.harvest.resume import WORK_DIR, finished_texts, tree_part_path
+
+    cfg = harvest_config(llama_files, tmp_path / "out", draft=llama_files["draft"], tree_nodes=4, tree_width=2,
+                         max_new_tokens=6)
+    first = hv.harvest(cfg, progress=False, on_text_done=stop_after(3))
+    assert first.interrupted
+    work = tmp_path / "out" / WORK_DIR
+    a, b = sorted(finished_texts(work))[:2]
+    shutil.copy(tree_part_path(work, b), tree_part_path(work, a))
+    with pytest.raises(InputError) as err:
+        hv.harvest(cfg, progress=False)
+    assert str(tree_part_path(work, a)) in str(err.value) and f"part file of text {a}" in str(err.value)

@@ -501,7 +501,7 @@ def harvest(config: HarvestConfig, progress: bool = True,
                                                                 if t in encode.contexts else {}))
                     if trees is not None:  # the tree table first: the records part marks the text done
                         info["trees"] = int(trees["tree"].nunique())
-                        write_tree_part(tree_part_path(work, t), trees.assign(**columns))
+                        info["trees_sha256"] = write_tree_part(tree_part_path(work, t), trees.assign(**columns))
                     write_part(part_path(work, t), result.frame(t).assign(**columns), info)
                     encode.answers[t] = result.tokens
                     bar.text_done()

@@ -175,9 +175,9 @@ def write_shard(path: Path, outcome: ShardOutcome, work: Path | None = None) -> 
     ``path`` (the shard ran before while some of its texts were in other part files since deleted) is kept
     merged in: its texts are not among ``outcome``'s, which are only texts in no part. Texts are stored by
     increasing index. Raises: InputError for a damaged part already at ``path``."""
-    for t, trees in outcome.trees.items():
-        write_tree_part(tree_part_path(work if work is not None else path.parent.parent, t), trees)
-    texts = [(frame, info) for _, frame, info in outcome.texts]
+    digests = {t: write_tree_part(tree_part_path(work if work is not None else path.parent.parent, t), trees)
+               for t, trees in outcome.trees.items()}
+    texts = [(frame, dict(info, trees_sha256=digests[t]) if t in digests else info) for t, frame, info in outcome.texts]
     if path.exists():
         texts += read_parts(path)
     write_shard_part(path, sorted(texts, key=lambda item: item[1]["seq_id"]))

@@ -64,13 +64,15 @@ def _recorded(meta: Mapping[str, Any], key_path: str) -> Any:
 
 
 def check_bound(path: str | os.PathLike, sha256: str, meta: Mapping[str, Any] | None,
-                counts: Mapping[str, int] | None = None, what: str = "file") -> None:
+                counts: Mapping[str, int] | None = None, what: str = "file", recorded_in: str | None = None) -> None:
     """Refuse the file ``path`` of a dataset when it is not the one the dataset's ``metadata.json`` (``meta``, its
     contents; None or empty: no metadata, nothing to check) was written with (module doc).
 
     ``sha256``: the digest of the bytes the reader parsed. ``counts``: for a dataset written before the record
     existed, {key path in the metadata (``statistics.train.trees.nodes``): the count the file holds}; a key the
-    metadata lacks is not checked. ``what`` names the file in messages (``tree table``, ``text list``).
+    metadata lacks is not checked. ``what`` names the file in messages (``tree table``, ``text list``);
+    ``recorded_in`` names where the record is kept when it is not the ``metadata.json`` beside the file (a harvest's
+    part file recording its text's tree table, :mod:`evolve.harvest.resume`).
 
     Raises: InputError (one line naming the file) when the recorded digest differs, when the record lists other
     files but not this one, when the record is malformed, or (older datasets) when a count differs.
@@ -78,7 +80,7 @@ def check_bound(path: str | os.PathLike, sha256: str, meta: Mapping[str, Any] | 
     if not meta:
         return
     path = Path(path)
-    where = path.parent / METADATA_NAME
+    where = recorded_in or path.parent / METADATA_NAME
     files = meta.get(FILES_KEY)
     if files is not None:
         if not isinstance(files, Mapping):
