@@ -18,6 +18,7 @@ import pandas as pd
 from click.testing import CliRunner
 
 from evolve.traces.io import write_dataset
+from tree_helpers import record_files
 from evolve.files.guard import ROOT
 from evolve.cli.benchmark import cli as benchmark_cli
 from evolve.cli.evolve import cli as evolve_cli
@@ -46,7 +47,11 @@ class Workspace:
         return pd.read_parquet(self.data / f"{split}.parquet")
 
     def save(self, df: pd.DataFrame, split: str = "test") -> None:
+        """Write a (hostile) split as part of the dataset: recorded in its metadata (``tree_helpers.record_files``),
+        so the checks of the records themselves are what a case meets (a file written on its own is refused before,
+        by the binding of the dataset's files: tests/test_hostile_round5_binding.py)."""
         df.to_parquet(self.data / f"{split}.parquet", index=False)
+        record_files(self.data)
 
     def put(self, column: str, row: int, value, split: str = "test") -> None:
         """Set one cell of a split. Parquet columns have one type: a string value turns the
@@ -69,7 +74,9 @@ class Workspace:
         return json.loads((self.data / f"{split}.json").read_text())
 
     def write_records(self, records, split: str = "test") -> None:
+        """Write a (hostile) JSON split as part of the dataset (as :meth:`save`)."""
         (self.data / f"{split}.json").write_text(json.dumps(records))
+        record_files(self.data)
 
     def bad_champion(self, **changes) -> Path:
         doc = json.loads(self.champion.read_text())

@@ -148,7 +148,7 @@ def one_line_error(res, *needles):
 
 
 @pytest.mark.parametrize("extra, needles", [
-    (["--population", "1"], ["--population", "at least 2", "1"]),
+    (["--population", "1"], ["--population", "2<=x<=1000000", "1"]),
     (["--population", "many"], ["--population"]),
     (["--generations", "-3"], ["--generations", "-3"]),
     (["--fitness", "bogus"], ["--fitness", "bogus"]),

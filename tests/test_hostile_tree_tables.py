@@ -14,6 +14,7 @@ import pytest
 from evolve.errors import InputError
 from evolve.traces.tree_tables import RELAX_COLUMN_NAMES, load_trees, tree_path, trees_from_frame
 from hostile_helpers import check
+from tree_helpers import record_files
 
 
 def _frame(ws, split="test") -> pd.DataFrame:
@@ -21,7 +22,10 @@ def _frame(ws, split="test") -> pd.DataFrame:
 
 
 def _save(ws, df, split="test") -> None:
+    """Write a (hostile) tree table as part of the dataset: recorded in its metadata, so the checks of meaning are
+    what refuses it (a table written on its own is refused before, by the binding of the dataset's files)."""
     df.to_parquet(tree_path(ws.data, split), index=False)
+    record_files(ws.data)
 
 
 def _row(df, mask) -> int:
@@ -161,6 +165,7 @@ def test_meaningless_tree_table_is_refused_by_benchmark_trees(vocab_ws, edit):
 def test_a_split_whose_tree_table_is_a_copy_of_another_is_refused(vocab_ws, copy, target):
     if copy == "bytes":
         shutil.copy(tree_path(vocab_ws.data, "test"), tree_path(vocab_ws.data, target))
+        record_files(vocab_ws.data)  # recorded as written with the dataset: the copy check is what refuses it
     else:
         _save(vocab_ws, _frame(vocab_ws, "test"), target)
     with pytest.raises(InputError, match=rf"{target}\.trees\.parquet: the same draft trees as .*test\.trees\.parquet"):

@@ -107,9 +107,36 @@ def tree_frame(trees, seq_id=0):
 
 
 def write_tree_tables(directory, seed: int = 0, trees: int = 60, max_nodes: int = 9, width: int = 3) -> None:
-    """Write ``trees`` random trees per split (5 texts) as ``DIR/{split}.trees.parquet``."""
+    """Write ``trees`` random trees per split (5 texts) as ``DIR/{split}.trees.parquet``, recorded in the dataset's
+    metadata as written with its records (:func:`record_files`), as a tree harvest writes them."""
     for k, split in enumerate(("train", "valid", "test")):
         rng = np.random.default_rng([seed, k])
         frames = [tree_frame([random_tree(rng, max_nodes, width) for _ in range(trees // 5)], seq_id=s)
                   for s in range(5)]
         pd.concat(frames, ignore_index=True).to_parquet(tree_path(Path(directory), split))
+    record_files(directory)
+
+
+def record_files(directory) -> None:
+    """Record every file of the dataset in ``directory`` (records, tree tables, texts.jsonl) in its metadata.json
+    as written together (:mod:`evolve.traces.binding`): what writing the whole dataset again does, for a test that
+    writes or edits a file on its own and means it as part of the dataset."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from evolve.traces.binding import FILES_KEY, file_record
+
+    directory = Path(directory)
+    meta_path = directory / "metadata.json"
+    if not meta_path.exists():
+        return
+    meta = json.loads(meta_path.read_text())
+    files = {}
+    for path in sorted(directory.iterdir()):
+        if path.suffix == ".parquet":
+            files[path.name] = file_record(path, pq.ParquetFile(path).metadata.num_rows)
+        elif path.name == "texts.jsonl" or (path.suffix == ".json" and path.name != "metadata.json"):
+            files[path.name] = file_record(path, 0)
+    meta[FILES_KEY] = files
+    meta_path.write_text(json.dumps(meta, indent=2))

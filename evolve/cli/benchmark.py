@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from evolve.cli.bounds import MAX_CONCURRENCY, MAX_GAMMA, MAX_REPEATS
 from evolve.cli.types import CommaList
 from evolve.cli.errors import CliGroup
 from evolve.cli.output import FORMAT_BY_SUFFIX, echo_outputs, output_options
@@ -39,9 +40,9 @@ from evolve.report.output import resolve_format
               help="Directory of promoted champions (*.json) [default: heuristics/champions/, or "
                    "$SPECDEC_CHAMPIONS_DIR].")
 @output_options(FORMATS, FORMAT_BY_SUFFIX)
-@click.option("--repeats", type=click.IntRange(min=1), default=DEFAULT_REPEATS, show_default=True,
+@click.option("--repeats", type=click.IntRange(1, MAX_REPEATS), default=DEFAULT_REPEATS, show_default=True,
               help="Timed evaluations per rule after one warm-up; Time is the best of them.")
-@click.option("--gamma", type=click.IntRange(min=1), default=None,
+@click.option("--gamma", type=click.IntRange(1, MAX_GAMMA), default=None,
               help="Draft length for tokens per target call, speedup and TV per token [default: the split's "
                    "block length when it has draft_index].")
 @click.option("--cost-ratio", type=click.FloatRange(min=0.0), default=DEFAULT_COST_RATIO, show_default=True,
@@ -52,9 +53,10 @@ from evolve.report.output import resolve_format
                    "`benchmark.py perf --write-costs` measures one): adds tokens per second, takes the speedup from it, "
                    "and adds the verification-length rows best_fixed_gamma, confidence_threshold, "
                    "survival_prefix and the bound length_oracle [default: the speedup of --cost-ratio].")
-@click.option("--concurrency", type=CommaList(click.IntRange(1, 100_000)), default=None, metavar="R,R,...",
+@click.option("--concurrency", type=CommaList(click.IntRange(1, MAX_CONCURRENCY)), default=None, metavar="R,R,...",
               help="With --costs: throughput of every speculation row against R concurrent requests decoded together "
-                   "(the cost file's batch_forward_s curve), as speedup over plain decoding.")
+                   f"(the cost file's batch_forward_s curve), as speedup over plain decoding (each R at most "
+                   f"{MAX_CONCURRENCY}).")
 @click.option("--by-category", is_flag=True, default=False,
               help="On data with a category column (a Spec-Bench-style harvest): the per-category tables list the "
                    "13 categories as well as Spec-Bench's task groups and overall.")

@@ -16,10 +16,11 @@ from typing import Any
 
 import click
 
+from evolve.cli.bounds import MAX_TREE_WIDTH
 from evolve.cli.errors import CliCommand, flag_of
 from evolve.cli.types import LAYER_LIST, CommaList, LiveChoice
 from evolve.engine.backends import backend_names, backends_help
-from evolve.engine.drafter_base import Drafter
+from evolve.engine.drafter_base import VALUE_LIMITS, Drafter
 from evolve.engine.drafters import DRAFTERS, chosen_drafters, drafter_fields
 from evolve.errors import InputError
 
@@ -50,8 +51,10 @@ def value_type(value: Any, metavar: str) -> click.ParamType | None:
     path option joins the command's input inventory by its type (:mod:`evolve.cli.inventory`)."""
     if callable(value):
         return _Parsed(value, metavar)
-    types = {"path": click.Path(), "count": click.IntRange(min=1), "counts": CommaList(click.IntRange(min=1), metavar=metavar),
-             "pair": CommaList(int, length=2, metavar=metavar), "layers": LAYER_LIST}
+    most = VALUE_LIMITS
+    types = {"path": click.Path(), "count": click.IntRange(1, most["count"]),
+             "counts": CommaList(click.IntRange(1, most["counts"]), metavar=metavar),
+             "pair": CommaList(click.IntRange(max=most["pair"]), length=2, metavar=metavar), "layers": LAYER_LIST}
     if value not in types:
         raise ValueError(f"unknown drafter option value type {value!r} (choose from {', '.join(types)})")
     return types[value]
@@ -99,7 +102,7 @@ def backend_option(help_prefix: str = ""):
 
 def tree_width_option():
     """``--tree-width K`` of the commands that grow draft trees (harvest, live): children per expanded node."""
-    return click.option("--tree-width", "tree_width", default=None, type=click.IntRange(min=1), metavar="K",
+    return click.option("--tree-width", "tree_width", default=None, type=click.IntRange(1, MAX_TREE_WIDTH), metavar="K",
                         help="With --tree-nodes: children drawn per expanded node, and nodes expanded per drafter "
                              "pass (default 2).")
 

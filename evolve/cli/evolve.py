@@ -22,6 +22,7 @@ import textwrap
 
 import click
 
+from evolve.cli.bounds import MAX_THREADS
 from evolve.cli.errors import EXIT_INTERRUPTED, CliGroup
 from evolve.cli.export import export
 from evolve.cli.train_drafter import train_drafter
@@ -132,6 +133,9 @@ def _setting_options(fn):
         s = setting_of(name)
         option_type = (LiveChoice(lambda field=name: setting_of(field).choices) if s.choices
                        else {int: int, float: float}.get(s.type, str))
+        if s.type is int:  # bounded as the setting (a count bounded by the population: the population's bound)
+            high = s.high if s.high is not None else setting_of("population").high
+            option_type = click.IntRange(s.low, high)
         callback = None
         if s.type is tuple:  # a comma-separated list (features), or the one word "auto"
             option_type, callback = CommaList(str), _auto_or_list
@@ -174,7 +178,7 @@ def _objective_names() -> tuple[str, ...]:
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS", metavar="ADDRESS",
               help="Dask scheduler to run the islands on (e.g. tcp://host:8786) [default: $DASK_SCHEDULER_ADDRESS, "
                    "else a local cluster on this machine].")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
+@click.option("--workers", type=click.IntRange(1, MAX_THREADS), default=None,
               help="Workers of the local Dask cluster [default: one per island, at most one per core].")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr [default: on].")
 def run(config_file, progress, scheduler, workers, **options) -> int:
@@ -207,7 +211,7 @@ def run(config_file, progress, scheduler, workers, **options) -> int:
                                            "hold the same train and valid files) [default: where the run read it].")
 @click.option("--scheduler", default=None, envvar="DASK_SCHEDULER_ADDRESS", metavar="ADDRESS",
               help="Dask scheduler for an island run [default: $DASK_SCHEDULER_ADDRESS, else a local cluster].")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
+@click.option("--workers", type=click.IntRange(1, MAX_THREADS), default=None,
               help="Workers of the local Dask cluster [default: one per island, at most one per core].")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr [default: on].")
 def resume(run_dir, data, scheduler, workers, progress) -> int:

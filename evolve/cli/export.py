@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from evolve.cli.bounds import MAX_CONCURRENCY
 from evolve.cli.errors import CliCommand
 from evolve.cli.inventory import OutputPath
 from evolve.cli.types import CommaList
@@ -44,10 +45,11 @@ DRAFT_MODELS = {llama_cpp_python.NAME: llama_cpp_python.champion_module}
               help="Dataset directory (valid and test splits) an engine's nearest setting is tuned and scored on.")
 @click.option("--costs", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Cost file of the tuning and of the printed gap (tokens per second), with --data.")
-@click.option("--concurrency", type=CommaList(click.IntRange(1, 65536)), default=None, metavar="R,R,...",
+@click.option("--concurrency", type=CommaList(click.IntRange(1, MAX_CONCURRENCY)), default=None, metavar="R,R,...",
               help="With --data and --costs, for an engine that takes a draft length per batch size (vLLM, "
                    "TensorRT-LLM): the best fixed length at each listed batch size, tuned on valid under the cost "
-                   "file's batch curve, written as the engine's per-batch-size schedule (in place of one length).")
+                   "file's batch curve, written as the engine's per-batch-size schedule (in place of one length); "
+                   f"each R at most {MAX_CONCURRENCY}.")
 @click.option("--output", type=OutputPath(dir_okay=False, path_type=Path), default=None,
               help="Write the module or configuration to FILE (atomically) instead of stdout.")
 @click.option("--champions-dir", type=click.Path(file_okay=False), default=None, envvar="SPECDEC_CHAMPIONS_DIR",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import click
 
+from evolve.cli.bounds import MAX_SEQUENCES
 from evolve.traces.io import FORMATS
 from evolve.errors import InputError
 from evolve.traces.synth import chunked, generate
@@ -26,7 +27,8 @@ from evolve.cli.subset import subset
 
 def _model_options(fn):
     for opt in reversed(generate.model_options()):
-        fn = click.option(opt.flag, opt.field, type=opt.type, default=None, help=opt.help)(fn)
+        kind = click.IntRange(max=opt.high) if opt.type is int else opt.type  # the model checks the lower bound
+        fn = click.option(opt.flag, opt.field, type=kind, default=None, help=opt.help)(fn)
     return fn
 
 
@@ -38,11 +40,11 @@ def _model_options(fn):
               help="dataset directory to write")
 @click.option("--seed", type=click.IntRange(0, 2 ** 64 - 1), default=generate.DEFAULT_SEED, show_default=True,
               help="master seed; the splits use seeds derived from it")
-@click.option("--sequences", type=click.IntRange(min=1), default=generate.DEFAULT_SEQUENCES, show_default=True,
+@click.option("--sequences", type=click.IntRange(1, MAX_SEQUENCES), default=generate.DEFAULT_SEQUENCES, show_default=True,
               help="train sequences; valid and test get max(1, round(0.3 * N)) each")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="parquet", show_default=True,
               help="split file format (json = an array of records, one object per row)")
-@click.option("--chunk-sequences", type=click.IntRange(min=1), default=None, metavar="N",
+@click.option("--chunk-sequences", type=click.IntRange(1, MAX_SEQUENCES), default=None, metavar="N",
               help="generate and write each split N sequences at a time (one Parquet row group each), so memory "
                    "holds one chunk whatever --sequences; chunk c draws from a seed derived from the split's seed "
                    "and c, so the dataset differs from the unchunked one of the same seed [default: no chunks]")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import click
 
+from evolve.cli.bounds import (MAX_BATCH, MAX_HARVEST_GAMMA, MAX_NEW_TOKENS, MAX_SEED, MAX_SHARDS, MAX_THREADS,
+                               MAX_TREE_NODES)
 from evolve.cli.inventory import OutputPath
 from evolve.cli.types import CommaList
 from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafter, drafter_values, tree_width_option
@@ -28,35 +30,37 @@ EXIT_INTERRUPTED = 130
 @click.option("--prompts", "prompts", required=True, metavar="FILE",
               help="Text file, one prompt per line, or (a .jsonl file) Spec-Bench-style JSON Lines: one object per "
                    "line with 'turns' (list of user turns) and optional 'category' and 'question_id'; later turns "
-                   "follow the model's answers. The tokenizer's chat template is applied when it has one.")
+                   "follow the model's answers. The tokenizer's chat template is applied when it has one. A prompt "
+                   "(with its question's earlier turns and answers) longer than the target's context leaves beside "
+                   "--max-new-tokens and one call's drafts is refused, naming its line; nothing is truncated.")
 @click.option("--categories", default=None, type=CommaList(unique_sorted=True), metavar="NAME,...",
               help="With a .jsonl prompts file: harvest only the questions of these categories.")
-@click.option("--gamma", default=5, show_default=True, type=click.IntRange(min=1),
+@click.option("--gamma", default=5, show_default=True, type=click.IntRange(1, MAX_HARVEST_GAMMA),
               help="Draft length (tokens per block).")
-@click.option("--max-new-tokens", default=128, show_default=True, type=click.IntRange(min=2),
+@click.option("--max-new-tokens", default=128, show_default=True, type=click.IntRange(2, MAX_NEW_TOKENS),
               help="Tokens generated per prompt.")
 @sampling_options("target and drafter", note="; the records describe the truncated distributions")
-@click.option("--batch-size", "batch_size", default=1, show_default=True, type=click.IntRange(min=1),
+@click.option("--batch-size", "batch_size", default=1, show_default=True, type=click.IntRange(1, MAX_BATCH),
               help="Texts decoded together (padded batch; a free row takes the next prompt at once). "
                    "A text's records do not depend on it beyond float round-off.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED),
               help="Seed of the split assignment and of every text's random stream.")
 @click.option("--out", default="data/harvested", show_default=True, metavar="DIR", type=OutputPath(),
               help="Dataset directory; running the same command again resumes an interrupted harvest.")
 @click.option("--dtype", default="float32", show_default=True, type=click.Choice(DTYPES),
               help="Torch dtype the models run in (probabilities are always computed in float64).")
 @click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu or cuda.")
-@click.option("--threads", default=None, type=click.IntRange(min=1), metavar="N",
+@click.option("--threads", default=None, type=click.IntRange(1, MAX_THREADS), metavar="N",
               help="Torch CPU threads (default: 1 on a machine with at most 2 cores, else torch's choice); fix it "
                    "for bit-identical reruns.")
-@click.option("--shards", default=None, type=click.IntRange(min=1), metavar="S",
+@click.option("--shards", default=None, type=click.IntRange(1, MAX_SHARDS), metavar="S",
               help="Split the prompts into S shards harvested as Dask tasks (each worker loads the models once); "
                    "the dataset equals a one-process harvest's. Without it: one process.")
 @click.option("--scheduler", default="local", show_default=True, envvar="DASK_SCHEDULER_ADDRESS",
               metavar="ADDRESS|local",
               help="With --shards: the Dask scheduler (e.g. tcp://host:8786; also $DASK_SCHEDULER_ADDRESS), or "
                    "local for a cluster on this machine.")
-@click.option("--tree-nodes", "tree_nodes", default=None, type=click.IntRange(min=1), metavar="N",
+@click.option("--tree-nodes", "tree_nodes", default=None, type=click.IntRange(1, MAX_TREE_NODES), metavar="N",
               help="Draft trees instead of chains: every target call verifies a tree of at most N drafted nodes, "
                    "grown best-first (EAGLE-2 style, children drawn i.i.d. from the drafter), and the text advances "
                    "by SpecInfer's lossless tree verification. Writes {split}.trees.parquet (one row per node) "

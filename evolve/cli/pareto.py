@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from evolve.cli.bounds import MAX_GAMMA
 from evolve.traces.io import SPLITS
 from evolve.cli.errors import CliCommand
 from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
@@ -28,7 +29,7 @@ from evolve.report.output import resolve_format
 @click.option("--budgets", type=CommaList(click.FloatRange(0.0, 1.0)),
               default=",".join(budget_key(b) for b in DEFAULT_BUDGETS), show_default=True,
               help="Comma-separated TV-per-token budgets in [0, 1].")
-@click.option("--gamma", type=click.IntRange(min=1), default=DEFAULT_GAMMA, show_default=True, help="Draft length.")
+@click.option("--gamma", type=click.IntRange(1, MAX_GAMMA), default=DEFAULT_GAMMA, show_default=True, help="Draft length.")
 @output_options(FORMATS, FORMAT_JSON_OR_TABLE, "Write the result to FILE (atomically); the plot goes next to it as .png.")
 @click.option("--plot/--no-plot", default=True, show_default=True,
               help="Write the PNG plot (next to --output, else results/pareto_<split>.png).")

@@ -27,7 +27,7 @@ ALIASES = {"vocab_size": "vocab", "budget": "budgets"}
 @click.option("--gamma", type=click.IntRange(1, MAX_GAMMA), default=5, show_default=True,
               help="Draft length (tokens drafted per target call).")
 @click.option("--lengths", type=CommaList(click.IntRange(1, MAX_LENGTH)), default="50,100,200,500,1000",
-              show_default=True, help="Comma-separated generation lengths (tokens).")
+              show_default=True, help=f"Comma-separated generation lengths (tokens, each at most {MAX_LENGTH}).")
 @click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), default=20, show_default=True,
               help="Sequences per length.")
 @click.option("--vocab", type=click.IntRange(2, 1_000_000), default=1000, show_default=True,
@@ -40,12 +40,12 @@ ALIASES = {"vocab_size": "vocab", "budget": "budgets"}
               help="Chain verification: token-wise, block verification (lossless, Sun et al. 2024) or FLy (lossy "
                    "look-ahead, Li et al. 2025); block and fly take the standard rule only [default: token; block "
                    "for a relaxation champion, which runs as block verification against (1 - w) p + w q].")
-@click.option("--fly-window", type=click.IntRange(min=0), default=None,
+@click.option("--fly-window", type=click.IntRange(0, MAX_GAMMA), default=None,
               help=f"--verify fly: native decisions checked after a deferred rejection "
                    f"[default: min({FLY_MAX_WINDOW}, gamma - 1)].")
 @click.option("--fly-threshold", type=click.FloatRange(min=0.0), default=None,
               help=f"--verify fly: entropy gate, nats of the top-k target probabilities [default: {FLY_THRESHOLD:g}].")
-@click.option("--fly-top-k", type=click.IntRange(min=1), default=None,
+@click.option("--fly-top-k", type=click.IntRange(1, 1_000_000), default=None,
               help=f"--verify fly: target probabilities in the entropy gate [default: {FLY_TOP_K}].")
 @click.option("--relaxation", default=None, metavar="W",
               help="--verify block: verify against (1 - w) p + w q, w a constant in [0, 1] or an expression over "
@@ -56,9 +56,10 @@ ALIASES = {"vocab_size": "vocab", "budget": "budgets"}
               help="Write the bar chart PNG (next to --output, else into results/).")
 @click.option("--trees", is_flag=True, help="Compare chains and draft trees at equal node budgets instead.")
 @click.option("--budgets", type=CommaList(click.IntRange(1, 256)), default="4,8,16", show_default=True,
-              help="--trees: node budgets per target call.")
+              help="--trees: node budgets per target call (each at most 256).")
 @click.option("--widths", type=CommaList(click.IntRange(1, 64)), default="3,1", show_default=True,
-              help="--trees: children per node by level for fixed trees and Medusa heads (the last repeats).")
+              help="--trees: children per node by level for fixed trees and Medusa heads (the last repeats; each at "
+                   "most 64).")
 @click.option("--max-width", type=click.IntRange(1, 64), default=3, show_default=True,
               help="--trees: maximal adaptive width.")
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",

@@ -12,6 +12,8 @@ from typing import Any, Callable, Sequence
 
 import click
 
+from evolve.engine.drafter_base import VALUE_LIMITS
+
 
 def legacy_option(flag: str, hint: str):
     """A hidden option that refuses ``flag`` of older versions in one line with ``hint``."""
@@ -105,9 +107,13 @@ class CommaList(click.ParamType):
 
 
 class LayerSpan(click.ParamType):
-    """One item of a layer list: a 0-based index ``5`` or an inclusive range ``6-9``, as a tuple of indices."""
+    """One item of a layer list: a 0-based index ``5`` or an inclusive range ``6-9``, as a tuple of indices, each at
+    most ``most`` (the range is checked before it is expanded)."""
 
     name = "layer"
+
+    def __init__(self, most: int = VALUE_LIMITS["layers"]):
+        self.most = most
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
         return "N|A-B"
@@ -127,15 +133,19 @@ class LayerSpan(click.ParamType):
                 self.fail(f"{text!r} is not a layer index or a range A-B", param, ctx)
             if b < a:
                 self.fail(f"{text!r}: the range ends before it starts", param, ctx)
+            if b > self.most:
+                self.fail(f"layer indices are at most {self.most} ({text!r})", param, ctx)
             span = tuple(range(a, b + 1))
         if span[0] < 0:
             self.fail(f"layer indices are >= 0 ({value!r})", param, ctx)
+        if span[-1] > self.most:
+            self.fail(f"layer indices are at most {self.most} ({value!r})", param, ctx)
         return span
 
 
 #: ``--draft-skip-layers``: ``2,4,6-9`` -> sorted unique 0-based layer indices.
 LAYER_LIST = CommaList(LayerSpan(), unique_sorted=True, metavar="LIST")
-#: ``--draft-window``: ``SINK,RECENT`` -> two integers (their ranges are checked by the harvest config).
-WINDOW = CommaList(int, length=2, metavar="SINK,RECENT")
+#: ``--draft-window``: ``SINK,RECENT`` -> two integers (their lower bounds are checked by the harvest config).
+WINDOW = CommaList(click.IntRange(max=VALUE_LIMITS["pair"]), length=2, metavar="SINK,RECENT")
 
 __all__ = ["CommaList", "LayerSpan", "LAYER_LIST", "WINDOW"]

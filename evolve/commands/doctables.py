@@ -177,7 +177,7 @@ def rediscovery_table(ws: Workspace) -> str:
                      f"{champ.metrics.fitness:.3f}", f"{ref.metrics.fitness:.3f}", f"{champ.delta_fitness:+.3f}",
                      f"{champ.metrics.expected_tv:.4f}"])
     return markdown_table(["data (model)", "evolved champion", "test fitness", "standard_rejection",
-                           "Δ fitness", "champion E[TV]"], rows, right={2, 3, 4, 5})
+                           "Δ fitness", "champion E[TV]"], rows, right={2, 3, 4, 5}, measured=True)
 
 
 def simulate_table(ws: Workspace, trees: bool = False) -> str:

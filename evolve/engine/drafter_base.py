@@ -26,6 +26,9 @@ from evolve.engine.runner import BatchKV, Runner
 #: a tuple of ints >= 1 (``3,1``); ``pair`` a tuple of two ints (``4,64``); ``layers`` sorted unique 0-based layer
 #: indices (``2,4,6-9``).
 VALUE_TYPES: tuple[str, ...] = ("path", "count", "counts", "pair", "layers")
+#: The largest integer each value type takes (a layer count or index: deeper than any published model; a window or
+#: an n-gram length, in tokens: longer than any context), stated in the options' help.
+VALUE_LIMITS: dict[str, int] = {"count": 4096, "counts": 1 << 20, "pair": 1 << 20, "layers": 4095}
 
 
 @dataclass(frozen=True)

@@ -259,7 +259,7 @@ class EagleDrafter(Drafter):
         if embed is None:
             embed = model.get_input_embeddings().weight.detach()
         dtype = next(model.parameters()).dtype
-        self.head = EagleHead(self.config, tensors, embed, vocab, dtype, device)
+        self.head = EagleHead(self.config, tensors, embed, vocab, dtype, device, str(weights))
         self.layers = tuple(int(i) for i in layers)
         self.n_layers = n
         self.vocab = vocab

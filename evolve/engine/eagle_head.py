@@ -61,26 +61,36 @@ class EagleConfig:
             raw = json.loads(path.read_text())
         except FileNotFoundError:
             raise InputError(f"{path}: no such file (an EAGLE-3 head directory holds config.json)", param=PARAM) from None
-        except ValueError as exc:
-            raise InputError(f"{path}: not an EAGLE-3 head config ({exc})", param=PARAM) from None
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"{path}: not an EAGLE-3 head config ({' '.join(str(exc).split())[:160]})",
+                             param=PARAM) from None
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read the EAGLE-3 head config ({exc.strerror or exc})",
+                             param=PARAM) from None
         return cls.read_dict(raw, str(path))
 
     @classmethod
     def read_dict(cls, raw: dict, where: str = "config.json") -> "EagleConfig":
-        """A head config from the contents of its ``config.json``. Raises InputError (``eagle``, naming ``where``)
-        for a missing or malformed key or an option this head does not implement (``fc_norm``, ``norm_output``
-        false, ``pretraining_tp`` > 1)."""
+        """A head config from the contents of its ``config.json``. Raises InputError (``eagle``, naming ``where``
+        and the key) for a missing or malformed key, a size that is not a whole number >= 1 (zero heads), key/value
+        heads that do not divide the heads, a draft vocabulary larger than the vocabulary, a ``rms_norm_eps`` or
+        ``rope_theta`` that is not a finite number > 0, an activation (``hidden_act``) or rotary embedding
+        (``rope_scaling``/``rope_parameters``) that transformers' own code does not build, or an option this head
+        does not implement (``fc_norm``, ``norm_output`` false, ``pretraining_tp`` > 1)."""
+        if not isinstance(raw, dict):
+            raise InputError(f"{where}: not an EAGLE-3 head config (a JSON object)", param=PARAM)
         try:
-            hidden, heads = int(raw["hidden_size"]), int(raw["num_attention_heads"])
+            hidden, heads = _whole(raw, "hidden_size", where), _whole(raw, "num_attention_heads", where)
             layers = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-            cfg = cls(hidden, heads, int(raw.get("num_key_value_heads") or heads),
-                      int(raw.get("head_dim") or hidden // heads), int(raw["intermediate_size"]),
-                      float(raw.get("rms_norm_eps", 1e-6)), str(raw.get("hidden_act", "silu")), int(raw["vocab_size"]),
-                      int(raw.get("draft_vocab_size") or raw["vocab_size"]),
-                      int(raw.get("target_hidden_size") or hidden),
+            cfg = cls(hidden, heads, _whole(raw, "num_key_value_heads", where, heads),
+                      _whole(raw, "head_dim", where, hidden // heads or None, MAX_HEAD_DIM), _whole(raw, "intermediate_size", where),
+                      _positive(raw, "rms_norm_eps", where, 1e-6), str(raw.get("hidden_act", "silu")),
+                      _whole(raw, "vocab_size", where), _whole(raw, "draft_vocab_size", where, raw.get("vocab_size")),
+                      _whole(raw, "target_hidden_size", where, hidden),
                       None if layers is None else tuple(int(i) for i in layers), dict(raw))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InputError(f"{where}: not an EAGLE-3 head config ({type(exc).__name__}: {exc})", param=PARAM) from None
+        _check_sense(cfg, where)
         if raw.get("fc_norm") or raw.get("norm_output", True) is False or int(raw.get("pretraining_tp", 1)) > 1:
             raise InputError(f"{where}: fc_norm, norm_output false and pretraining_tp > 1 are not supported",
                              param=PARAM)
@@ -98,6 +108,70 @@ class EagleConfig:
         cfg = LlamaConfig(hidden_size=self.hidden, num_attention_heads=self.heads, num_key_value_heads=self.kv_heads,
                           head_dim=self.head_dim, **{k: self.raw[k] for k in keys if self.raw.get(k) is not None})
         return LlamaRotaryEmbedding(cfg)
+
+
+#: The largest size a head's config may give (a vocabulary, a hidden or intermediate size): far above any
+#: published model's, far below what would exhaust memory before the weights' shapes are compared.
+MAX_SIZE = 1 << 24
+#: The largest ``head_dim`` (the rotary embedding is built from the config alone).
+MAX_HEAD_DIM = 1 << 16
+
+
+def _whole(raw: dict, key: str, where: str, default=None, most: int = MAX_SIZE) -> int:
+    """``raw[key]`` (or ``default`` when absent or null) as a whole number in 1..``most``. Raises InputError naming
+    the key."""
+    value = raw.get(key)
+    value = default if value is None else value
+    if value is None:
+        raise InputError(f"{where}: not an EAGLE-3 head config (no key '{key}')", param=PARAM)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value != int(value) or not 1 <= value <= most:
+        raise InputError(f"{where}: key '{key}' is {value!r}, expected a whole number in 1..{most}", param=PARAM)
+    return int(value)
+
+
+def _positive(raw: dict, key: str, where: str, default: float) -> float:
+    """``raw[key]`` (``default`` when absent) as a finite number > 0. Raises InputError naming the key."""
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InputError(f"{where}: key '{key}' is {value!r}, expected a finite number > 0", param=PARAM)
+    return float(value)
+
+
+def _check_sense(cfg: EagleConfig, where: str) -> None:
+    """The config's values make a head transformers' code can run (see :meth:`EagleConfig.read_dict`)."""
+    from transformers.activations import ACT2FN
+
+    raw = cfg.raw
+    if cfg.heads % cfg.kv_heads:
+        raise InputError(f"{where}: key 'num_key_value_heads' is {cfg.kv_heads}, which does not divide the "
+                         f"{cfg.heads} attention heads", param=PARAM)
+    if cfg.draft_vocab > cfg.vocab:
+        raise InputError(f"{where}: key 'draft_vocab_size' is {cfg.draft_vocab}, more than vocab_size "
+                         f"{cfg.vocab}", param=PARAM)
+    if cfg.act not in ACT2FN:
+        raise InputError(f"{where}: key 'hidden_act' is {cfg.act!r}, not an activation transformers knows (e.g. "
+                         f"silu, gelu)", param=PARAM)
+    if raw.get("num_hidden_layers") is not None and _whole(raw, "num_hidden_layers", where) != 1:
+        raise InputError(f"{where}: key 'num_hidden_layers' is {raw['num_hidden_layers']!r}; an EAGLE-3 head is one "
+                         f"decoder layer", param=PARAM)
+    _positive(raw, "rope_theta", where, 10000.0)
+    if raw.get("max_position_embeddings") is not None:
+        _whole(raw, "max_position_embeddings", where)
+    key = next((k for k in ("rope_scaling", "rope_parameters") if raw.get(k) is not None), "rope_theta")
+    if key != "rope_theta" and not isinstance(raw[key], dict):
+        raise InputError(f"{where}: key '{key}' must be a JSON object or null (value {raw[key]!r})", param=PARAM)
+    try:
+        import torch
+
+        cos, sin = cfg.rope()(torch.zeros(1, 1, 2, cfg.head_dim), torch.arange(2)[None])
+        ok = bool(torch.isfinite(cos).all() and torch.isfinite(sin).all())
+    except Exception as exc:  # noqa: BLE001 - transformers' rope code raises many types for a bad setting
+        lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+        raise InputError(f"{where}: key '{key}' is not a rotary embedding transformers builds "
+                         f"({type(exc).__name__}: {(lines[0] if lines else '')[:120]})", param=PARAM) from None
+    if not ok:
+        raise InputError(f"{where}: key '{key}' gives a rotary embedding with NaN or infinite values", param=PARAM)
 
 
 def load_head_weights(directory: Path) -> tuple[dict, Path]:
@@ -145,12 +219,15 @@ class EagleHead:
     """The head's computation on torch tensors of one text (module doc), weights in the target's dtype and device.
 
     Args: ``config`` (:class:`EagleConfig`), ``tensors`` (name -> tensor as loaded), ``embed`` the (V, H)
-    embedding (the head's or the target's), ``vocab`` V (the target's logits), dtype and device.
-    Raises InputError (``eagle``) for a missing tensor, a tensor of the wrong shape, or a vocabulary map
-    that does not fit (ids outside 0..V-1, repeated ids, V different from the config's ``vocab_size``).
+    embedding (the head's or the target's), ``vocab`` V (the target's logits), dtype and device; ``where`` names
+    the weight file in messages.
+    Raises InputError (``eagle``, naming ``where`` and the tensor) for a missing tensor, a tensor of the wrong
+    shape, a weight or norm that is NaN or infinite (also once cast to ``dtype``), or a vocabulary map that does
+    not fit (ids outside 0..V-1, repeated ids, V different from the config's ``vocab_size``).
     """
 
-    def __init__(self, config: EagleConfig, tensors: dict, embed, vocab: int, dtype, device: str):
+    def __init__(self, config: EagleConfig, tensors: dict, embed, vocab: int, dtype, device: str,
+                 where: str = "the head"):
         import torch
         from transformers.activations import ACT2FN
 
@@ -164,27 +241,37 @@ class EagleHead:
                   "midlayer.mlp.down_proj.weight": (H, c.intermediate), "norm.weight": (H,), "lm_head.weight": (D, H)}
         unknown = sorted(set(tensors) - set(HEAD_TENSORS) - set(OPTIONAL_TENSORS))
         if unknown:
-            raise InputError(f"unexpected tensor '{unknown[0]}' in the head ({len(unknown)} unknown)", param=PARAM)
+            raise InputError(f"{where}: unexpected tensor '{unknown[0]}' in the head ({len(unknown)} unknown)",
+                             param=PARAM)
         for name, shape in shapes.items():
             if name not in tensors:
-                raise InputError(f"the head has no tensor '{name}'", param=PARAM)
+                raise InputError(f"{where}: the head has no tensor '{name}'", param=PARAM)
             if tuple(tensors[name].shape) != shape:
-                raise InputError(f"tensor '{name}' has shape {tuple(tensors[name].shape)}, expected {shape}",
+                raise InputError(f"{where}: tensor '{name}' has shape {tuple(tensors[name].shape)}, expected {shape}",
                                  param=PARAM)
+            if not tensors[name].is_floating_point():
+                raise InputError(f"{where}: tensor '{name}' is not a float tensor ({tensors[name].dtype})", param=PARAM)
         if c.vocab != vocab:
-            raise InputError(f"the head's vocab_size is {c.vocab}, the target has {vocab} logits", param=PARAM)
+            raise InputError(f"{where}: the head's vocab_size is {c.vocab}, the target has {vocab} logits", param=PARAM)
         if embed.dim() != 2 or embed.shape[0] < vocab or embed.shape[1] != H:
-            raise InputError(f"embedding of shape {tuple(embed.shape)}, the head needs ({vocab}, {H})", param=PARAM)
+            raise InputError(f"{where}: embedding of shape {tuple(embed.shape)}, the head needs ({vocab}, {H})",
+                             param=PARAM)
+        if "embed_tokens.weight" in tensors and not bool(torch.isfinite(embed).all()):
+            raise InputError(f"{where}: tensor 'embed_tokens.weight' holds a NaN or infinite value", param=PARAM)
         if "d2t" in tensors:
             d2t = tensors["d2t"].to(torch.long).reshape(-1)
         elif D == vocab:
             d2t = torch.zeros(D, dtype=torch.long)
         else:
-            raise InputError(f"the head has no 'd2t' map for its {D}-token draft vocabulary", param=PARAM)
+            raise InputError(f"{where}: the head has no 'd2t' map for its {D}-token draft vocabulary", param=PARAM)
         ids = torch.arange(D) + d2t if d2t.numel() == D else None
         if ids is None or int(ids.min()) < 0 or int(ids.max()) >= vocab or int(torch.unique(ids).numel()) != D:
-            raise InputError(f"'d2t' does not map the {D} draft ids onto distinct target ids below {vocab}", param=PARAM)
+            raise InputError(f"{where}: 'd2t' does not map the {D} draft ids onto distinct target ids below {vocab}",
+                             param=PARAM)
         w = {k: tensors[k].to(device=device, dtype=dtype) for k in shapes}
+        bad = next((k for k, v in w.items() if not bool(torch.isfinite(v).all())), None)
+        if bad is not None:
+            raise InputError(f"{where}: tensor '{bad}' holds a NaN or infinite value (in {dtype})", param=PARAM)
         self.config, self.w, self.vocab, self.dtype, self.device = c, w, vocab, dtype, device
         self.embed = embed.to(device=device, dtype=dtype)
         self.target_ids = ids.to(device)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from evolve.errors import InputError
-from evolve.engine.drafter_base import DrafterOption, _SelfDrafter, kept_layers_model, target_layers
+from evolve.engine.drafter_base import VALUE_LIMITS, DrafterOption, _SelfDrafter, kept_layers_model, target_layers
 
 
 class EarlyExitDrafter(_SelfDrafter):
@@ -25,7 +25,7 @@ class EarlyExitDrafter(_SelfDrafter):
     field = "exit_layer"
     option = DrafterOption("--draft-exit-layer", "K",
                            "Early exit (LayerSkip): the target's first K decoder layers, final norm and LM head, on "
-                           "the target's KV cache (Llama-like models).", value="count")
+                           f"the target's KV cache (Llama-like models; K at most {VALUE_LIMITS['count']}).", value="count")
     unsupported = {"llama_cpp": "llama.cpp cannot exit early from the decoder layers"}
     grows_trees = True
 

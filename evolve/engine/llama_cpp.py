@@ -33,7 +33,7 @@ from evolve.errors import InputError
 from evolve.engine.backend_base import Backend
 from evolve.engine.drafter_base import Drafter
 from evolve.engine.model_drafter import ModelDrafter
-from evolve.engine.models import LoadedModel, ModelSource, _short, _torch
+from evolve.engine.models import LoadedModel, ModelSource, _short, _torch, quiet_loading
 
 NAME = "llama_cpp"
 INSTALL = "pip install 'llama-cpp-python>=0.3.36' (or pip install -e '.[llama]'; it compiles llama.cpp)"
@@ -215,8 +215,9 @@ def load_llama(source: ModelSource, threads: int | None = None, n_ctx: int = DEF
         raise InputError(f"{source.path}: the model keeps a recurrent state that cannot be rolled back after a "
                          f"rejected draft; only attention models are supported", param=source.param)
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(source.load_dir), gguf_file=source.path.name,
-                                                               local_files_only=True)
+        with quiet_loading():
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(source.load_dir), gguf_file=source.path.name,
+                                                                   local_files_only=True)
     except Exception as exc:
         raise InputError(f"{source.path}: cannot load the tokenizer ({_short(exc)})", param=source.param) from None
     return LoadedModel(source, llm, tokenizer, int(llm.n_vocab()))

@@ -16,6 +16,8 @@ after a rejected draft. A draft model must share the target's tokenizer
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -121,6 +123,40 @@ def _torch():
     return torch, transformers
 
 
+@contextlib.contextmanager
+def quiet_loading():
+    """Silence transformers' progress bars while a model loads, also the one its GGUF reader draws with tqdm
+    directly ("Converting and de-quantizing GGUF tensors", which ``disable_progress_bar`` does not reach): the
+    commands say on their own lines what they load (``--progress`` draws the harvest's bar, never transformers')."""
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:  # transformers without GGUF support: nothing draws a bar of its own
+        yield
+        return
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is None:
+        yield
+        return
+    gguf_utils.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = bar
+
+
+def context_length(loaded: "LoadedModel") -> int | None:
+    """The most positions the loaded model attends over: a llama.cpp model's context (``n_ctx()``), a transformers
+    model's ``max_position_embeddings`` (of its text config); None when it gives none."""
+    model = loaded.model
+    n_ctx = getattr(model, "n_ctx", None)
+    if callable(n_ctx):
+        return int(n_ctx())
+    config = getattr(model, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    value = getattr(text, "max_position_embeddings", None)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def _short(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return (text[:200] if text else type(exc).__name__)
@@ -153,15 +189,17 @@ def load_model(source: ModelSource, dtype: str = "float32", device: str = "cpu")
         kwargs["gguf_file"] = source.path.name
     where = str(source.path)
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(source.load_dir), **kwargs)
+        with quiet_loading():
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(source.load_dir), **kwargs)
     except Exception as exc:  # transformers raises many types for unreadable tokenizers
         raise InputError(f"{where}: cannot load the tokenizer ({_short(exc)})", param=source.param) from None
     torch_dtype = getattr(torch, dtype)
     model = None
     for attn in ("sdpa", "eager"):
         try:
-            model = transformers.AutoModelForCausalLM.from_pretrained(
-                str(source.load_dir), dtype=torch_dtype, attn_implementation=attn, **kwargs)
+            with quiet_loading():
+                model = transformers.AutoModelForCausalLM.from_pretrained(
+                    str(source.load_dir), dtype=torch_dtype, attn_implementation=attn, **kwargs)
             break
         except ValueError as exc:
             if attn == "eager" or "attn" not in str(exc).lower() and "sdpa" not in str(exc).lower():

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from evolve.errors import InputError
-from evolve.engine.drafter_base import Drafter, DrafterOption
+from evolve.engine.drafter_base import VALUE_LIMITS, Drafter, DrafterOption
 from evolve.engine.onehot import OneHot
 from evolve.traces.schema import LOOKUP_COLUMNS
 
@@ -104,8 +104,8 @@ class NgramDrafter(Drafter):
     field = "ngram"
     option = DrafterOption("--draft-ngram", "MAX[,MIN]",
                            "Prompt lookup (vLLM's ngram method): the draft continues the latest earlier occurrence of "
-                           "the last n tokens, n from MAX down to MIN (default 1); no match, no draft. E.g. '3,1'.",
-                           value="counts")
+                           "the last n tokens, n from MAX down to MIN (default 1); no match, no draft. E.g. '3,1' "
+                           f"(each at most {VALUE_LIMITS['counts']}).", value="counts")
     model_free = True
     lookahead_columns = LOOKUP_COLUMNS
 

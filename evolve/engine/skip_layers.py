@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from evolve.errors import InputError
-from evolve.engine.drafter_base import DrafterOption, _SelfDrafter, kept_layers_model, target_layers
+from evolve.engine.drafter_base import VALUE_LIMITS, DrafterOption, _SelfDrafter, kept_layers_model, target_layers
 from evolve.engine.models import LoadedModel
 
 
@@ -22,7 +22,7 @@ class SkipLayerDrafter(_SelfDrafter):
     field = "skip_layers"
     option = DrafterOption("--draft-skip-layers", "LIST",
                            "Self-speculation: the target skipping these 0-based decoder layers, e.g. '2,4,6-9' "
-                           "(Draft & Verify; Llama-like models).", value="layers")
+                           f"(Draft & Verify; Llama-like models; indices at most {VALUE_LIMITS['layers']}).", value="layers")
     unsupported = {"llama_cpp": "llama.cpp cannot skip decoder layers"}
     grows_trees = True
 

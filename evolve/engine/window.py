@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from evolve.errors import InputError
-from evolve.engine.drafter_base import DrafterOption, _SelfDrafter
+from evolve.engine.drafter_base import VALUE_LIMITS, DrafterOption, _SelfDrafter
 from evolve.engine.models import LoadedModel
 
 
@@ -23,8 +23,8 @@ class WindowDrafter(_SelfDrafter):
     field = "window"
     option = DrafterOption("--draft-window", "SINK,RECENT",
                            "Self-speculation: the target attending only to the first SINK and the RECENT last "
-                           "tokens (StreamingLLM-style sparse KV, as in TriForce/MagicDec), e.g. '4,64'.",
-                           value="pair")
+                           "tokens (StreamingLLM-style sparse KV, as in TriForce/MagicDec), e.g. '4,64' (each at most "
+                           f"{VALUE_LIMITS['pair']}).", value="pair")
     unsupported = {"llama_cpp": "llama.cpp cannot restrict attention per query"}
 
     @classmethod

@@ -9,8 +9,9 @@ the reference is the percentile interval of (its tokens per second) / (the refer
 What an interval can say is checked here, for every bootstrap of the project: :func:`group_weights` refuses fewer
 than :data:`MIN_REPLICATES` replicates (a 95% percentile interval needs at least one replicate in each 2.5% tail,
 1 / 0.025 = 40: with fewer the "interval" is a pair of order statistics near the extremes, zero-width for one
-replicate and not containing the point), and :func:`interval_caveat` says when the split has fewer than
-:data:`MIN_GROUPS` texts: the percentile bootstrap over few resampling units is narrower than its nominal coverage
+replicate and not containing the point), :func:`ratio_interval` gives no interval (NaN ends, printed by
+:func:`interval_text` as not estimated) when its replicates do not vary, and :func:`interval_caveat` says when the
+split has fewer than :data:`MIN_GROUPS` texts: the percentile bootstrap over few resampling units is narrower than its nominal coverage
 (Cameron, Gelbach and Miller 2008 on few clusters), and with one text every replicate is the sample, so the
 interval is the point itself.
 """
@@ -79,13 +80,35 @@ def ratio_interval(weights: np.ndarray, values: np.ndarray, reference: np.ndarra
 
     ``weights`` float64 (replicates, n) from :func:`group_weights`; ``values``, ``reference`` float64 (n, 2): per
     call (numerator, denominator), e.g. (expected tokens, seconds).
+
+    An interval is estimated only from replicates that vary: when the finite replicates take fewer than two distinct
+    values (one group, or groups whose ratios are all equal, so every draw gives the point) or fewer than
+    :data:`MIN_REPLICATES` are finite, low and high are NaN (:func:`interval_text` prints them as not estimated),
+    never a zero-width "interval". The point is NaN when a sum of denominators is 0.
     """
-    point = (values[:, 0].sum() / values[:, 1].sum()) / (reference[:, 0].sum() / reference[:, 1].sum())
-    rep = (weights @ values[:, 0]) / (weights @ values[:, 1]) / ((weights @ reference[:, 0]) / (weights @ reference[:, 1]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        point = (values[:, 0].sum() / values[:, 1].sum()) / (reference[:, 0].sum() / reference[:, 1].sum())
+        rep = (weights @ values[:, 0]) / (weights @ values[:, 1]) \
+            / ((weights @ reference[:, 0]) / (weights @ reference[:, 1]))
+    rep = rep[np.isfinite(rep)]
+    if rep.size < MIN_REPLICATES or np.unique(rep).size < 2:
+        return float(point), math.nan, math.nan
     tail = (1.0 - COVERAGE) / 2.0 * 100.0
     low, high = np.percentile(rep, [tail, 100.0 - tail])
     return float(point), float(low), float(high)
 
 
-__all__ = ["BOOTSTRAP_SEED", "COVERAGE", "MIN_GROUPS", "MIN_REPLICATES", "check_replicates", "group_draws", "group_weights",
-           "interval_caveat", "ratio_interval"]
+#: How :func:`interval_text` shows an interval that could not be estimated.
+NOT_ESTIMATED = "n/a (one value)"
+
+
+def interval_text(low: float, high: float, spec: str = ".3f") -> str:
+    """``[low, high]`` formatted with ``spec``, or :data:`NOT_ESTIMATED` when either end is not a finite number (an
+    interval :func:`ratio_interval` could not estimate from more than one distinct value) or the ends coincide."""
+    if not (math.isfinite(low) and math.isfinite(high)) or low == high:
+        return NOT_ESTIMATED
+    return f"[{low:{spec}}, {high:{spec}}]"
+
+
+__all__ = ["BOOTSTRAP_SEED", "COVERAGE", "MIN_GROUPS", "MIN_REPLICATES", "NOT_ESTIMATED", "check_replicates",
+           "group_draws", "group_weights", "interval_caveat", "interval_text", "ratio_interval"]

@@ -75,10 +75,11 @@ from evolve.engine.distributions import Sampling, block_records, distributions, 
 from evolve.engine.backends import get_backend
 from evolve.engine.drafter_base import Drafter
 from evolve.engine.drafters import chosen_drafters, drafter_for
-from evolve.engine.models import LoadedModel, check_same_tokenizer, eos_ids, resolve_model, sha256_file
+from evolve.engine.models import LoadedModel, check_same_tokenizer, context_length, eos_ids, resolve_model, sha256_file
 from evolve.harvest.progress import ProgressBar, stderr_console
 from evolve.harvest.prompts import (
-    PromptFile, assign_question_splits, encode_prompt, processing_order, read_prompt_file, split_rule, turn_passes,
+    PromptFile, assign_question_splits, check_context, encode_prompt, processing_order, read_prompt_file, split_rule,
+    turn_passes,
 )
 from evolve.harvest.resume import (
     GENERATOR, MANIFEST_FILE, WORK_DIR, LastRun, check_out_dir, consolidate, finished_texts, fingerprint,
@@ -324,6 +325,16 @@ def build(config: HarvestConfig) -> Setup:
     return Setup(config, target, draft, engine, description)
 
 
+def prompt_room(config: HarvestConfig, target: LoadedModel) -> tuple[int | None, int | None]:
+    """(the most tokens a prompt may have, the target's context length; None, None when the target names no
+    context): the context less the tokens generated and the drafts of one target call (a block of ``gamma``, or a
+    tree of ``tree_nodes``), so that no position beyond the target's context is ever scored."""
+    context = context_length(target)
+    if context is None:
+        return None, None
+    return context - config.max_new_tokens - (config.tree_nodes or config.gamma), context
+
+
 def text_rng(seed: int, index: int) -> np.random.Generator:
     """The random stream of text ``index``: ``numpy.random.default_rng([seed, index])``."""
     return np.random.default_rng([seed, index])
@@ -381,9 +392,11 @@ class TurnEncoder:
     text finished in an earlier run is read from its part file, ``parts``: text -> part path).
     """
 
-    def __init__(self, prompts: PromptFile, tokenizer, vocab: int, parts: dict[int, Path] | None = None):
+    def __init__(self, prompts: PromptFile, tokenizer, vocab: int, parts: dict[int, Path] | None = None,
+                 room: tuple[int | None, int | None] = (None, None)):
         self.prompts, self.tokenizer, self.vocab = prompts, tokenizer, vocab
         self.parts = parts or {}
+        self.room = room  # (tokens a prompt may have, the target's context): evolve.harvest.prompts.check_context
         self.answers: dict[int, list[int]] = {}
         self.contexts: dict[int, str] = {}
 
@@ -402,6 +415,7 @@ class TurnEncoder:
         history = [(self.prompts.texts[e].prompt, self.answer(e)) for e in earlier]
         ids = encode_prompt(self.tokenizer, self.prompts.texts[index].prompt, self.prompts.where(index), self.vocab,
                             history=history)
+        check_context(ids, self.prompts.where(index), *self.room)
         if history:
             self.contexts[index] = self.tokenizer.decode(ids, skip_special_tokens=False)
         return ids
@@ -438,7 +452,7 @@ def harvest(config: HarvestConfig, progress: bool = True,
     check_out_dir(out, work, settings)
     tokenizer = setup.target.tokenizer
     done = finished_texts(work)  # the parts of both kinds: a sharded harvest may be resumed in one process
-    encode = TurnEncoder(prompts, tokenizer, setup.engine.vocab, done)
+    encode = TurnEncoder(prompts, tokenizer, setup.engine.vocab, done, prompt_room(config, setup.target))
     encoded = {t: encode(t) for t, text in enumerate(prompts.texts) if text.turn == 1}
     atomic_write_text(work / MANIFEST_FILE, json.dumps(
         {"generator": GENERATOR, "fingerprint": settings, "texts_total": len(prompts.texts)}, indent=2))
@@ -487,7 +501,7 @@ def harvest(config: HarvestConfig, progress: bool = True,
                                                                 if t in encode.contexts else {}))
                     if trees is not None:  # the tree table first: the records part marks the text done
                         info["trees"] = int(trees["tree"].nunique())
-                        write_tree_part(tree_part_path(work, t), trees.assign(**columns))
+                        info["trees_sha256"] = write_tree_part(tree_part_path(work, t), trees.assign(**columns))
                     write_part(part_path(work, t), result.frame(t).assign(**columns), info)
                     encode.answers[t] = result.tokens
                     bar.text_done()

@@ -135,14 +135,33 @@ def is_jsonl(path: str) -> bool:
     return str(path).lower().endswith(JSONL_SUFFIX)
 
 
+class _RepeatedKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _no_repeated_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object's pairs as a dict; a key given twice (``{"question_id": 1, "question_id": 2}``, which
+    ``json.loads`` would silently read as its last value) raises :class:`_RepeatedKey`."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(key)
+        out[key] = value
+    return out
+
+
 def read_prompt_file(path: str) -> PromptFile:
     """Read a prompts file, plain text or (``.jsonl``) Spec-Bench-style JSON Lines (module doc).
 
     Returns a :class:`PromptFile`: one text per turn of each question. Raises: InputError (parameter
     ``prompts``) for a missing, unreadable or non-UTF-8 file, one without prompts, and (JSON Lines) a line
     that is not a JSON object, lacks ``turns``, has turns that are not a non-empty list of non-empty
-    strings, a ``category`` that is not a non-empty string or is missing while other lines give one, or a
-    ``question_id`` that is not an integer or repeats; each in one line naming the file, the line and the key.
+    strings, a ``category`` that is not a non-empty string or is missing while other lines give one, a
+    ``question_id`` that is not an integer or repeats, a key given twice in one object, or JSON nested too deeply;
+    each in one line naming the file, the line and the key. Lines end at ``\n`` only (JSON Lines), so a string
+    holding U+2028 stays on its line.
     """
     if not is_jsonl(path):
         prompts, lines = read_prompts(path)
@@ -153,15 +172,20 @@ def read_prompt_file(path: str) -> PromptFile:
     with_category: int | None = None
     without_category: int | None = None
     question = 0
-    for i, line in enumerate(text.splitlines(), start=1):
+    for i, line in enumerate(text.split("\n"), start=1):  # JSON Lines ends a line at \n only (not at U+2028)
         if not line.strip():
             continue
 
         def bad(what: str, key: str | None = None) -> InputError:
-            return InputError(f"{path}, line {i}: {f'key {key!r}: ' if key else ''}{what}", param="prompts")
+            return InputError(f"{path}, line {i}: {f'key {printable(key)!r}: ' if key else ''}{what}",
+                              param="prompts")
 
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, object_pairs_hook=_no_repeated_keys)
+        except _RepeatedKey as exc:
+            raise bad("appears twice in the object (JSON keeps only the last)", exc.key) from None
+        except RecursionError:
+            raise bad("not valid JSON (nested too deeply)") from None
         except ValueError as exc:
             raise bad(f"not valid JSON ({str(exc).split(':')[0]})") from None
         if not isinstance(obj, dict):
@@ -301,6 +325,19 @@ def turn_passes(prompts: PromptFile, order: Sequence[int]) -> list[list[int]]:
     A plain file gives one pass, ``order`` itself."""
     turns = max(t.turn for t in prompts.texts)
     return [[t for t in order if prompts.texts[t].turn == k] for k in range(1, turns + 1)]
+
+
+def check_context(ids: Sequence[int], where: str, room: int | None, context: int | None,
+                  param: str | None = "prompts") -> None:
+    """Refuse a prompt that does not fit the target's context: ``ids`` (its token ids, with its question's earlier
+    turns and answers) longer than ``room``, the positions the context of ``context`` tokens leaves it after the
+    tokens generated and a block of drafts (None: no limit known). Raises InputError naming ``where`` (``FILE,
+    line N``), its length and the room."""
+    if room is not None and len(ids) > room:
+        raise InputError(f"{where}: the prompt is {len(ids)} tokens (with its question's earlier turns and answers), "
+                         f"more than the {max(room, 0)} the target's context of {context} tokens leaves it beside "
+                         f"the tokens to generate (and one call's drafts); shorten it, generate fewer tokens or leave "
+                         f"its question out", param=param)
 
 
 def encode_prompt(tokenizer, prompt: str, where: str, vocab: int | None = None, param: str | None = "prompts",

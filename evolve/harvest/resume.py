@@ -41,8 +41,9 @@ from evolve.errors import InputError
 from evolve.harvest.config import HarvestConfig
 from evolve.engine.models import _short
 from evolve.harvest.prompts import HELD_OUT_FRACTION
+from evolve.traces.binding import FILES_KEY, check_bound, sha256_bytes
 from evolve.traces.io import METADATA_FILE, SPLITS, Traces, load_metadata, write_dataset
-from evolve.files.atomic import atomic_write_bytes, atomic_write_text
+from evolve.files.atomic import atomic_write_bytes
 from evolve.files.guard import register_dataset_files
 from evolve.traces.schema import COLUMNS, TEXT_COLUMNS, split_stats
 
@@ -143,22 +144,34 @@ def write_part(path: Path, df: pd.DataFrame, info: dict[str, Any]) -> None:
     _write_table(path, df, b"harvest", info)
 
 
-def write_tree_part(path: Path, df: pd.DataFrame) -> None:
-    """Write a text's tree table ``df`` (:data:`evolve.traces.tree_tables.TREE_COLUMNS`) atomically as parquet."""
+def write_tree_part(path: Path, df: pd.DataFrame) -> str:
+    """Write a text's tree table ``df`` (:data:`evolve.traces.tree_tables.TREE_COLUMNS`) atomically as parquet; returns
+    its SHA-256, which the text's records part records (``trees_sha256``, :func:`read_tree_part`)."""
     buf = io.BytesIO()
     df.to_parquet(buf, index=False)
     atomic_write_bytes(path, buf.getvalue())
+    return sha256_bytes(buf.getvalue())
 
 
-def read_tree_part(path: Path) -> pd.DataFrame:
+def read_tree_part(path: Path, info: dict[str, Any] | None = None) -> pd.DataFrame:
     """A text's tree table written by :func:`write_tree_part`: the columns of
     :data:`evolve.traces.tree_tables.TREE_COLUMNS`, and of ``RELAX_COLUMNS`` and the text columns
-    (:data:`evolve.traces.schema.TEXT_COLUMNS`) when it has them. Raises: InputError when it
-    is missing or damaged."""
+    (:data:`evolve.traces.schema.TEXT_COLUMNS`) when it has them. ``info``: the text's entry in its records part,
+    whose ``trees_sha256`` (parts of earlier versions have none) the table's bytes must have
+    (:func:`evolve.traces.binding.check_bound`). Raises: InputError when it is missing or damaged, or not the table
+    written with the text's records."""
     from evolve.traces.tree_tables import RELAX_COLUMN_NAMES, TREE_COLUMN_NAMES
 
     try:
-        df = pd.read_parquet(path)
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: missing or damaged tree table ({_short(exc)}); delete the text's part "
+                         f"{path.name.replace('.trees', '')} to redo it") from None
+    if info is not None and "trees_sha256" in info:
+        check_bound(path, sha256_bytes(raw), {FILES_KEY: {path.name: {"sha256": info["trees_sha256"]}}},
+                    what="tree table", recorded_in=f"the part file of text {info.get('seq_id')}")
+    try:
+        df = pd.read_parquet(io.BytesIO(raw))
         missing = [c for c in TREE_COLUMN_NAMES if c not in df.columns]
         if missing:
             raise ValueError(f"no column {missing[0]}")
@@ -323,7 +336,7 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
                 frames[name].append(df)
                 infos.append(info)
                 if config.tree_nodes is not None:
-                    tree_frames[name].append(read_tree_part(tree_part_path(work, t)))
+                    tree_frames[name].append(read_tree_part(tree_part_path(work, t), info))
     n_done = len(infos)
     total = sum(len(v) for v in splits.values())
     if any(not frames[s] for s in SPLITS):
@@ -369,8 +382,7 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
                                                   "finish", *(TEXT_KEYS if "turn" in i else ())) if k in i})
                     + "\n"
                     for i in sorted(infos, key=lambda i: i["seq_id"]))
-    atomic_write_text(out / TEXTS_FILE, texts)
-    write_dataset(out, {**tables, **trees}, metadata)
+    write_dataset(out, {**tables, **trees}, metadata, extras={TEXTS_FILE: texts.encode("utf-8")})
     return True, stats, n_done
 
 

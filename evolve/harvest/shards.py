@@ -52,10 +52,11 @@ import pandas as pd
 from evolve.cluster import ClusterOptions, dask_client
 from evolve.errors import InputError
 from evolve.harvest.config import HarvestConfig
-from evolve.harvest.loop import HarvestResult, Setup, build, prepare, text_columns, text_rng
+from evolve.harvest.loop import HarvestResult, Setup, build, prepare, prompt_room, text_columns, text_rng
 from evolve.engine.models import sha256_file
 from evolve.harvest.progress import ProgressBar, stderr_console
-from evolve.harvest.prompts import assign_question_splits, encode_prompt, processing_order, read_prompt_file, split_rule
+from evolve.harvest.prompts import (assign_question_splits, check_context, encode_prompt, processing_order,
+                                    read_prompt_file, split_rule)
 from evolve.harvest.resume import (
     GENERATOR, MANIFEST_FILE, LastRun, check_out_dir, consolidate, finished_texts, fingerprint, read_parts,
     shard_part_path, tree_part_path, write_shard_part, write_tree_part,
@@ -141,6 +142,8 @@ def harvest_shard(job: ShardJob) -> ShardOutcome:
     tokenizer = setup.target.tokenizer
     encoded = {t: encode_prompt(tokenizer, prompts.texts[t].prompt, prompts.where(t), setup.engine.vocab)
                for t in job.texts}
+    for t, ids in encoded.items():
+        check_context(ids, prompts.where(t), *prompt_room(config, setup.target))
     before = setup.engine.forward_seconds()
     texts = ((t, encoded[t], text_rng(config.seed, t)) for t in job.texts)
     if config.tree_nodes is None:
@@ -172,9 +175,9 @@ def write_shard(path: Path, outcome: ShardOutcome, work: Path | None = None) -> 
     ``path`` (the shard ran before while some of its texts were in other part files since deleted) is kept
     merged in: its texts are not among ``outcome``'s, which are only texts in no part. Texts are stored by
     increasing index. Raises: InputError for a damaged part already at ``path``."""
-    for t, trees in outcome.trees.items():
-        write_tree_part(tree_part_path(work if work is not None else path.parent.parent, t), trees)
-    texts = [(frame, info) for _, frame, info in outcome.texts]
+    digests = {t: write_tree_part(tree_part_path(work if work is not None else path.parent.parent, t), trees)
+               for t, trees in outcome.trees.items()}
+    texts = [(frame, dict(info, trees_sha256=digests[t]) if t in digests else info) for t, frame, info in outcome.texts]
     if path.exists():
         texts += read_parts(path)
     write_shard_part(path, sorted(texts, key=lambda item: item[1]["seq_id"]))

@@ -7,7 +7,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from evolve.eval.bootstrap import COVERAGE
+from evolve.eval.bootstrap import COVERAGE, interval_text
 from evolve.live.decoding import LiveCounts
 from evolve.report.spec_bench import groups_of
 from evolve.report.width import fit_width
@@ -56,7 +56,7 @@ def format_table(report: LiveReport) -> str:
         body = [[r["rule"], r["engine"], f"{r['tokens']}", f"{r['target_calls']}", f"{r['tokens_per_call']:.3f}",
                  f"{r['tokens_per_s']:.2f} [{r['tokens_per_s_min']:.2f}-{r['tokens_per_s_max']:.2f}]",
                  f"{r['ar_tokens_per_s']:.2f}", f"{r['speedup']:.3f}x [{r['speedup_min']:.3f}-{r['speedup_max']:.3f}]",
-                 f"[{r['speedup_low']:.3f}, {r['speedup_high']:.3f}]", f"{r['same_text']:.0%}",
+                 interval_text(r["speedup_low"], r["speedup_high"]), f"{r['same_text']:.0%}",
                  f"{r['tv_per_token']:.2e}"] for r in report.rows]
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
     lines = [report.caption, "", "  ".join(h.ljust(w) if i == 0 else h.rjust(w)

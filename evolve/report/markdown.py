@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from evolve.report.finite import finite_cell
+
 
 def fenced(text: str) -> str:
     """``text`` as a fenced plain-text code block (trailing spaces and blank lines removed)."""
@@ -11,10 +13,13 @@ def fenced(text: str) -> str:
     return "```text\n" + "\n".join(lines) + "\n```\n"
 
 
-def markdown_table(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> str:
-    """A GitHub Markdown table; columns whose index is in ``right`` are right-aligned; ``|`` is escaped."""
+def markdown_table(header: list[str], rows: list[list[str]], right: set[int] = frozenset(),
+                   measured: bool = False) -> str:
+    """A GitHub Markdown table; columns whose index is in ``right`` are right-aligned; ``|`` is escaped. A table of
+    ``measured`` figures shows a non-finite number as ``n/a`` (:func:`evolve.report.finite.finite_cell`; a reference
+    table keeps a range such as ``[0, inf)`` as written)."""
     def cell(text: str) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
+        return (finite_cell(str(text)) if measured else str(text)).replace("|", "\\|").replace("\n", " ")
 
     lines = ["| " + " | ".join(cell(h) for h in header) + " |",
              "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]

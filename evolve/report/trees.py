@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from evolve.eval.bootstrap import interval_text
 from evolve.eval.tree_scoring import ShapeMetrics
 from evolve.report.markdown import markdown_table
 from evolve.report.width import fit_width
@@ -44,7 +45,7 @@ def _versus(r: dict[str, Any]) -> list[str]:
         return []
     if not math.isfinite(r["vs_fixed_width"]):
         return [""]
-    return [f"{r['vs_fixed_width']:.3f} [{r['vs_fixed_width_low']:.3f}, {r['vs_fixed_width_high']:.3f}]"]
+    return [f"{r['vs_fixed_width']:.3f} {interval_text(r['vs_fixed_width_low'], r['vs_fixed_width_high'])}"]
 
 
 #: Header of the bootstrap column.
@@ -101,7 +102,7 @@ def format_markdown(rows: list[dict[str, Any]], caption: str) -> str:
     header = ["Split", "Heuristic", "Setting", "Mean acc. len", "TV/token", "Nodes/call", "Tokens/s", "Speedup"]
     header += _versus_header(rows)
     note = _caveat_note(rows)
-    return caption + "\n\n" + markdown_table(header, body, right=set(range(3, len(header)))) + (
+    return caption + "\n\n" + markdown_table(header, body, right=set(range(3, len(header))), measured=True) + (
         "\n" + note.strip() + "\n" if note else "")
 
 

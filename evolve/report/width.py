@@ -7,13 +7,15 @@ single word longer than the width, such as a long path, stays whole on its own l
 cut into several tables of consecutive columns, one under the other, each repeating the key columns (the first
 column and the text columns right after it, such as a rule's name and setting). The
 columns are found from the rule line alone, so any table laid out that way (cells padded to the column's width,
-two spaces between columns) is narrowed without knowing its columns. Other text (JSON, CSV, Markdown) is not
-passed through.
+two spaces between columns) is narrowed without knowing its columns. Every table's measured cells show a non-finite
+number as ``n/a`` (:func:`evolve.report.finite.finite_row`). Other text (JSON, CSV, Markdown) is not passed through.
 """
 from __future__ import annotations
 
 import re
 import textwrap
+
+from evolve.report.finite import finite_row
 
 #: Columns every printed line fits in.
 WIDTH = 100
@@ -96,14 +98,14 @@ def fit_width(text: str, width: int = WIDTH) -> str:
     i = 0
     while i < len(lines):
         line = lines[i]
-        # a table: a header line, then a rule of per-column dashes wider than the width
-        if i + 1 < len(lines) and _is_rule(lines[i + 1]) and len(_spans(lines[i + 1])) > 1 \
-                and len(lines[i + 1].rstrip()) > width:
+        # a table: a header line, then a rule of per-column dashes (narrowed when wider than the width)
+        if i + 1 < len(lines) and _is_rule(lines[i + 1]) and len(_spans(lines[i + 1])) > 1:
             rule = lines[i + 1]
             j = i + 2
             while j < len(lines) and lines[j].strip() and (not _is_rule(lines[j]) or _spans(lines[j]) == _spans(rule)):
                 j += 1
-            out += _narrow(lines[i:j], rule, width)
+            block = [finite_row(line, _spans(rule)) for line in lines[i:j]]  # no NaN or infinity in a table
+            out += _narrow(block, rule, width) if len(rule.rstrip()) > width else block
             i = j
             continue
         if len(line) > width and not _is_rule(line):

@@ -66,7 +66,7 @@ from evolve.search.result import SearchResult, finish
 from evolve.search.state import (
     SearchState, check_block_data,
 )
-from evolve.search.warm_start import initial_seeds
+from evolve.search.warm_start import check_resumed_warm, initial_seeds
 from evolve.search.warm_start import WarmStart, seed_individuals
 
 #: The shared state of :func:`generational` and :func:`nsga2` (the name it had before it moved).
@@ -242,6 +242,8 @@ def search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tuple[str
         state.logbook, state.generations = list(resume.logbook), resume.generation
         state.evaluations = resume.evaluations
         state.check_resumed(island.population, island.hof, resume.caches, resume.source)
+        if warm is not None:
+            check_resumed_warm(warm, cfg, tuple(features), train, gamma, state.objective, resume.source)
         if resume.caches is not None:
             state.restore_cache(resume.caches)
         island.restore_rng()

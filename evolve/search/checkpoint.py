@@ -472,7 +472,7 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict[str, Any], Snapshot |
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise InputError(f"{path}: the checkpoint payload is not valid JSON ({' '.join(str(exc).split())[:200]})") \
             from None
-    snapshot = snapshot_from_data(data, cfg, tuple(head["features"]), head["generation"], str(path))
+    snapshot = snapshot_from_data(data, cfg, tuple(head["features"]), head["generation"], str(path), head["created"])
     if snapshot.interrupted != head["interrupted"]:
         raise _fail(str(path), "interrupted", f"is {str(snapshot.interrupted).lower()} in the payload but "
                                               f"{str(head['interrupted']).lower()} in the header")

@@ -55,7 +55,7 @@ from evolve.search.island_task import EpochJob, EpochOutcome, run_epoch
 from evolve.search.operators import first_front
 from evolve.search.result import SearchResult, finish
 from evolve.search.state import SearchState, check_block_data, population_row
-from evolve.search.warm_start import initial_seeds
+from evolve.search.warm_start import check_resumed_warm, initial_seeds
 from evolve.search.warm_start import seed_individuals
 
 #: Times Dask re-runs a task that raised (a task lost with its worker is re-run regardless).
@@ -164,7 +164,10 @@ def island_search(cfg: RunConfig, train: EvalData, valid: EvalData, features: tu
         warm, islands, generation, before = resume.warm, list(resume.islands), resume.generation, resume.seconds
         evaluations, programs = resume.evaluations, resume.programs
         state.logbook, state.generations = list(resume.logbook), resume.generation
-        state.check_resumed(islands[0].population, islands[0].hof, None, resume.source)
+        for k, island in enumerate(islands):  # every island's individuals re-scored
+            state.check_resumed(island.population, island.hof, None, resume.source, k)
+        if warm is not None:
+            check_resumed_warm(warm, cfg, tuple(features), train, gamma, state.objective, resume.source)
         for row in state.logbook:
             state.notify(row)
     seeds = seed_individuals(warm, pset, deap_types(cfg.objective_spec)[1]) if warm is not None else []

@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from evolve.search.config import RunConfig
+from evolve.search.snapshot_sense import max_tree_nodes
 
 #: Logbook columns that hold counts (integers >= 0).
 COUNT_COLUMNS = ("gen", "nevals", "new_programs", "size_min", "size_max", "depth_max", "best_valid_size")
@@ -28,6 +29,8 @@ def check_row(row: dict[str, Any], field: str, cfg: RunConfig, read: Any) -> Non
             raise read.fail(f"{field}.{c}", f"is {v!r}, expected an integer >= 0")
     for c in FITNESS_COLUMNS:
         read.fitness(row[c], f"{field}.{c}")
+    if not (row["best_valid"] == -math.inf and row["best_valid_size"] == 0):  # -inf, 0: no candidate scored finitely
+        read.fitness(row["best_valid"], f"{field}.best_valid")
     for c in ("eval_seconds", "evals_per_s", "seconds"):
         if not (math.isfinite(row[c]) and row[c] >= 0):
             raise read.fail(f"{field}.{c}", f"is {row[c]!r}, expected a finite number >= 0")
@@ -46,6 +49,10 @@ def check_row(row: dict[str, Any], field: str, cfg: RunConfig, read: Any) -> Non
     if not row["size_min"] <= row["size_avg"] <= row["size_max"]:
         raise read.fail(f"{field}.size_avg", f"is {row['size_avg']!r}; needs 1 <= size_min ({row['size_min']}) <= "
                                              f"size_avg <= size_max ({row['size_max']})")
+    most = max_tree_nodes(cfg)
+    for c in ("size_max", "best_valid_size"):
+        if row[c] > most:
+            raise read.fail(f"{field}.{c}", f"is {row[c]!r}, more than the {most} nodes a tree of the run can have")
     if row["depth_max"] >= row["size_max"]:
         raise read.fail(f"{field}.depth_max", f"is {row['depth_max']}, but the largest tree has {row['size_max']} "
                                               f"nodes (a tree of n nodes is at most n - 1 deep)")

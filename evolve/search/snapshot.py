@@ -28,8 +28,11 @@ values finite and within :data:`FITNESS_LIMIT`; every logbook row what a generat
 that are integers >= 0, at most the population scored, the fitness statistics ordered min <= median,
 mean <= max, non-negative times); for a one-population run the last row describes the population
 held, for an island run the populations held (after migration: within the row's ranges, the best kept), and
-``evaluations`` is the sum of the rows' ``nevals``; and a resume re-scores a sample of the remembered programs and individuals
-(:meth:`evolve.search.state.SearchState.check_resumed`). Each refusal names the file and the field.
+``evaluations`` is the sum of the rows' ``nevals``; every cached time and count within what the run can physically
+have spent or done (:mod:`evolve.search.snapshot_sense`: the wall time since the run started, the generations'
+times within it, ``evals_per_s`` re-derived, ``programs`` the evaluator's, the evaluators' statistics); and a resume
+re-scores every individual held and their remembered programs, bounds every other remembered metric, and re-derives
+the warm start (:meth:`evolve.search.state.SearchState.check_resumed`). Each refusal names the file and the field.
 
 A snapshot rebuilt from its data resumes to exactly the champion and logbook of the search that
 made it.
@@ -54,6 +57,7 @@ from evolve.gp.primitives import build_pset
 from evolve.search.config import RunConfig
 from evolve.search.individuals import HallOfFame, deap_types
 from evolve.search.logbook_sense import check_row, check_rows_describe
+from evolve.search.snapshot_sense import FITNESS_LIMIT, check_counts, check_times, gauss, max_arrivals
 from evolve.search.state import CACHE_LIMIT, LOGBOOK_COLUMNS
 from evolve.search.warm_start import Seed, Skipped, WarmStart
 
@@ -67,10 +71,6 @@ def _metrics_class(name: str) -> type:
     return next(m for m in (k.hooks().metrics for k in KINDS.values()) if m is not None and m.__name__ == name)
 
 
-#: Largest magnitude of a fitness value (or a logbook statistic of them) a run can produce: an objective's finite
-#: values (a non-finite one becomes :data:`evolve.eval.objectives.WORST`, 1e9); tokens per second under a cost
-#: file's shortest time (1 ns) and many concurrent requests stay far below.
-FITNESS_LIMIT = 1e15
 
 #: Fields of a snapshot's data, of an island's, of an individual's.
 _SNAPSHOT_KEYS = ("generation", "islands", "logbook", "evaluations", "programs", "seconds", "warm", "interrupted",
@@ -347,7 +347,7 @@ def _hof_from(value: Any, field: str, cfg: RunConfig, build: _Builder) -> HallOf
     maxsize = read.integer(data["maxsize"], f"{field}.maxsize")
     if maxsize != cfg.hall_of_fame:
         raise read.fail(f"{field}.maxsize", f"is {maxsize}, but the run's hall_of_fame is {cfg.hall_of_fame}")
-    arrivals = read.integer(data["arrivals"], f"{field}.arrivals", 0)
+    arrivals = read.integer(data["arrivals"], f"{field}.arrivals", 0, max_arrivals(cfg))
     hof = HallOfFame(maxsize)
     seen: set[int] = set()
     for k, entry in enumerate(read.items(data["members"], f"{field}.members", most=maxsize)):
@@ -375,7 +375,7 @@ def _rng_from(value: Any, field: str, read: _Reader) -> tuple:
     internal = read.items(data[1], f"{field}[1]", 625)
     state = (read.integer(data[0], f"{field}[0]"),
              tuple(read.integer(v, f"{field}[1]", 0, 2**32 - 1) for v in internal),
-             None if data[2] is None else float(read.num(data[2], f"{field}[2]")))
+             None if data[2] is None else gauss(data[2], f"{field}[2]", read))
     try:
         random.Random().setstate(state)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -389,7 +389,7 @@ def _np_rng_from(value: Any, field: str, read: _Reader) -> tuple:
         raise read.fail(f"{field}[0]", f"must be \"MT19937\", found {data[0]!r}")
     keys = [read.integer(v, f"{field}[1]", 0, 2**32 - 1) for v in read.items(data[1], f"{field}[1]", 624)]
     state = ("MT19937", np.array(keys, dtype=np.uint32), read.integer(data[2], f"{field}[2]", 0, 624),
-             read.integer(data[3], f"{field}[3]", 0, 1), float(read.num(data[4], f"{field}[4]")))
+             read.integer(data[3], f"{field}[3]", 0, 1), gauss(data[4], f"{field}[4]", read))
     try:
         np.random.RandomState().set_state(state)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -496,7 +496,7 @@ def _cache_from(value: Any, field: str, metrics: str, read: _Reader) -> tuple[li
 
 
 def snapshot_from_data(data: Any, cfg: RunConfig, features: tuple[str, ...], generation: int,
-                       where: str) -> Snapshot:
+                       where: str, created: str | None = None) -> Snapshot:
     """The :class:`Snapshot` of checkpoint data (:func:`snapshot_to_data`), checked against the run.
 
     Args:
@@ -505,6 +505,7 @@ def snapshot_from_data(data: Any, cfg: RunConfig, features: tuple[str, ...], gen
         features: the run's terminal features (the trees may read no others).
         generation: the generation the checkpoint's header names.
         where: how the checkpoint is named in messages.
+        created: the header's ISO time the run started (the wall time is at most the time since; None: unbounded).
 
     Raises: InputError (one line naming the field: ``the checkpoint's field 'islands[0].population'
     has 5 individuals, but the run's population is 20``) for a value of the wrong type or one that
@@ -535,6 +536,8 @@ def snapshot_from_data(data: Any, cfg: RunConfig, features: tuple[str, ...], gen
         caches = read.obj(caches, "caches", ("train", "valid"))
         snapshot.caches = {name: _cache_from(caches[name], f"caches.{name}", metrics, read)
                            for name in ("train", "valid")}
+    check_times(snapshot, cfg, read, created)
+    check_counts(snapshot, cfg, read)
     return snapshot
 
 

@@ -37,8 +37,9 @@ LOGBOOK_COLUMNS: tuple[str, ...] = (
 TIMING_COLUMNS: tuple[str, ...] = ("eval_seconds", "evals_per_s", "seconds")
 #: Distinct expressions whose train metrics are remembered (least recently used dropped; results unchanged).
 CACHE_LIMIT = 200_000
-#: Programs of a resumed search re-scored afresh and compared with what its checkpoint says
-#: (:meth:`SearchState.check_resumed`): this many per evaluator cache, of the population and of the hall of fame.
+#: Remembered programs of a resumed search re-scored afresh and compared with what its checkpoint says
+#: (:meth:`SearchState.check_resumed`), besides those of the individuals held (all re-scored): this many per
+#: evaluator cache.
 RESCORED = 3
 #: Relative tolerance of that comparison for floats (the scoring is deterministic: they agree exactly).
 RESCORE_RTOL = 1e-9
@@ -204,37 +205,47 @@ class SearchState:
         return {name: (list(s._cache.items()), s.stats)  # noqa: SLF001 - the cache is state of the search
                 for name, s in (("train", self.scorer), ("valid", self.valid_scorer))}
 
-    def check_resumed(self, population, hof, caches: dict | None, where: str) -> None:
-        """Re-score afresh (with evaluators that remember nothing) a sample of what a resumed checkpoint says, and
-        refuse it when they differ: :data:`RESCORED` remembered programs of each evaluator cache (``caches``, as
-        :meth:`cache_state`: the first, middle and last in least-recently-used order) against their remembered
-        metrics, and :data:`RESCORED` individuals of ``population`` (first, middle, last) and the best of the
-        hall of fame ``hof`` (None: none) against their fitness values. Floats agree within
-        :data:`RESCORE_RTOL` (the scoring is deterministic), the others exactly. The states of ``random`` and
-        ``numpy.random`` are kept.
+    def check_resumed(self, population, hof, caches: dict | None, where: str, island: int = 0) -> None:
+        """Re-derive on resume what a checkpoint says of the programs it holds, and refuse it when they differ: every
+        individual of ``population`` and of the hall of fame ``hof`` (None: none) is re-scored afresh (with
+        evaluators that remember nothing) against its fitness values; of each evaluator cache (``caches``, as
+        :meth:`cache_state`) the remembered programs of those individuals and :data:`RESCORED` others (the first,
+        middle and last in least-recently-used order) are re-scored against their remembered metrics, every other
+        remembered metric is bounded by what it can physically be and the evaluator's per-row counts re-derived
+        (:func:`evolve.search.snapshot_sense.check_remembered`, :func:`~evolve.search.snapshot_sense.check_stats_rows`).
+        Floats agree within :data:`RESCORE_RTOL` (the scoring is deterministic), the others exactly. ``island``
+        names the island in messages. The states of ``random`` and ``numpy.random`` are kept.
 
         Raises: InputError naming ``where`` (the checkpoint file), the field, the program and both values.
         """
+        from evolve.search.snapshot_sense import FITNESS_LIMIT, check_remembered, check_stats_rows
+
         make, splits, context = self._scoring
         kept = random.getstate(), np.random.get_state()
+        prefix = f"islands[{island}]"
         try:
-            fresh = make(replace(context, data=splits["train"]))
-            for name, (items, _) in (caches or {}).items():
-                picks = sorted({0, len(items) // 2, len(items) - 1})[:RESCORED] if items else []
-                scorer = fresh if name == "train" else make(replace(context, data=splits[name]))
-                got = scorer.evaluate([items[k][0] for k in picks])
-                for k, m in zip(picks, got):
-                    _compare_metrics(items[k][1], m, f"caches.{name}.keys[{k}]", items[k][0], where)
-            people = [(f"islands[0].population[{k}]", population[k])
-                      for k in sorted({0, len(population) // 2, len(population) - 1})[:RESCORED] if population]
-            if hof is not None and len(hof):
-                people.append(("islands[0].hof.members[0]", hof[0]))
+            people = [(f"{prefix}.population[{k}]", ind) for k, ind in enumerate(population)]
+            people += [(f"{prefix}.hof.members[{k}][1]", ind) for k, ind in enumerate(hof or [])]
             people = [(field, ind) for field, ind in people if ind.fitness.valid]
-            for (field, ind), m in zip(people, fresh.evaluate([ind for _, ind in people])):
+            fresh = {"train": make(replace(context, data=splits["train"]))}
+            for (field, ind), m in zip(people, fresh["train"].evaluate([ind for _, ind in people])):
                 want = self.objective_spec.fitness_values(m, len(ind), self.cfg)
                 if not all(_close(a, b) for a, b in zip(ind.fitness.values, want)):
                     raise InputError(f"{where}: the checkpoint's field '{field}.wvalues' gives fitness "
                                      f"{list(ind.fitness.values)} to {str(ind)[:80]!r}, but it scores {list(want)}")
+            held = {str(ind) for _, ind in people}
+            for name, (items, stats) in (caches or {}).items():
+                picks = sorted({0, len(items) // 2, len(items) - 1} if items else set())[:RESCORED]
+                picks = sorted(set(picks) | {k for k, (key, _) in enumerate(items) if key in held})
+                scorer = fresh.get(name) or make(replace(context, data=splits[name]))
+                got = scorer.evaluate([items[k][0] for k in picks])
+                for k, m in zip(picks, got):
+                    _compare_metrics(items[k][1], m, f"caches.{name}.keys[{k}]", items[k][0], where)
+                if scorer.stats.nodes:  # the rows this evaluator reads, from its own count
+                    rows = scorer.stats.node_evaluations // scorer.stats.nodes
+                    check_remembered(items, f"caches.{name}", rows, context.costs, FITNESS_LIMIT, _Refusal(where),
+                                     max(1.0, context.fitness.below_floor_scale))
+                    check_stats_rows(stats, f"caches.{name}.stats", rows, _Refusal(where))
         finally:
             random.setstate(kept[0])
             np.random.set_state(kept[1])
@@ -246,6 +257,16 @@ class SearchState:
             scorer._cache.clear()  # noqa: SLF001
             scorer._cache.update(items)  # noqa: SLF001
             scorer.stats = stats if isinstance(stats, EvaluationStats) else EvaluationStats(**stats)
+
+
+class _Refusal:
+    """The refusals of :mod:`evolve.search.snapshot_sense` on resume: one line naming the checkpoint and the field."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def fail(self, field: str, text: str) -> InputError:
+        return InputError(f"{self.where}: the checkpoint's field '{field}' {text}")
 
 
 def _close(a, b) -> bool:

@@ -324,5 +324,36 @@ def initial_seeds(cfg: RunConfig, features: tuple[str, ...], train: EvalData, ga
     return seeder(cfg, features, train, gamma, objective)
 
 
-__all__ = ["initial_seeds", "SEED_BUDGETS", "MAX_SEED_FRACTION", "Seed", "Skipped", "WarmStart", "unusable", "best_per_criterion", "fill_seeds",
+def check_resumed_warm(warm: WarmStart, cfg: RunConfig, features: tuple[str, ...], train: EvalData,
+                       gamma: int | None, objective: Callable[[Metrics], float], where: str) -> None:
+    """Refuse a resumed checkpoint's warm start unless it is the one the run makes: :func:`initial_seeds` is run
+    again (on the same train split: its digest is checked on resume) and compared seed by seed, so every seed's name
+    is the rule whose expression it holds (a champion described as "the seeded rule NAME" is that rule). The states
+    of ``random`` and ``numpy.random`` are kept.
+
+    Raises: InputError naming ``where``, the field (``warm.seeds[3]``) and both seeds.
+    """
+    import random
+
+    import numpy as np
+
+    kept = random.getstate(), np.random.get_state()
+    try:
+        again = initial_seeds(cfg, features, train, gamma, objective)
+    finally:
+        random.setstate(kept[0])
+        np.random.set_state(kept[1])
+    for part, held, made in (("seeds", warm.seeds, again.seeds), ("skipped", warm.skipped, again.skipped)):
+        for k in range(max(len(held), len(made))):
+            a = held[k] if k < len(held) else None
+            b = made[k] if k < len(made) else None
+            if a != b:
+                said = "nothing" if a is None else f"{a.name!r} = {getattr(a, 'expression', a.reason)!r}"
+                want = "nothing" if b is None else f"{b.name!r} = {getattr(b, 'expression', b.reason)!r}"
+                raise InputError(f"{where}: the checkpoint's field 'warm.{part}[{k}]' holds {said[:120]}, but the "
+                                 f"run's warm start has {want[:120]} there (a seed's name must be the rule whose "
+                                 f"expression it holds)")
+
+
+__all__ = ["check_resumed_warm", "initial_seeds", "SEED_BUDGETS", "MAX_SEED_FRACTION", "Seed", "Skipped", "WarmStart", "unusable", "best_per_criterion", "fill_seeds",
            "seed_budgets", "criteria", "depth_limited", "choose_seeds", "seed_individuals"]

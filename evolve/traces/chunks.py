@@ -17,6 +17,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from evolve.errors import InputError, os_error_text
+from evolve.traces.binding import check_bound, sha256_path
 from evolve.traces.io import METADATA_FILE, Traces, load_metadata, load_split, split_path
 
 
@@ -106,7 +107,8 @@ def iter_split_chunks(data_dir: str | os.PathLike, split: str, columns: Iterable
             column chunks into its page cache in the background (``posix_fadvise`` WILLNEED, where
             available), so that reading from disk overlaps the caller's work on the current one.
 
-    Raises: InputError as :func:`evolve.traces.io.load_split` (missing or unreadable file, schema violation).
+    Raises: InputError as :func:`evolve.traces.io.load_split` (missing or unreadable file, schema violation, a file
+    the dataset's metadata.json was not written with: :func:`evolve.traces.binding.check_bound`).
     """
     path = split_path(data_dir, split)
     if path is None or path.suffix != ".parquet":
@@ -114,6 +116,9 @@ def iter_split_chunks(data_dir: str | os.PathLike, split: str, columns: Iterable
         return
     meta = load_metadata(data_dir) if (Path(data_dir) / METADATA_FILE).exists() else {}
     pf = _open_parquet(path)
+    if meta:  # the file must be the one the metadata was written with (hashed in blocks, never held whole)
+        check_bound(path, sha256_path(path), meta, {f"statistics.{split}.tokens": pf.metadata.num_rows},
+                    "split file")
     names = None if columns is None else [c for c in pf.schema_arrow.names if c in set(columns)]
     start = 0
     for i in range(pf.metadata.num_row_groups):

@@ -38,6 +38,7 @@ from evolve.errors import InputError, InputWarning, os_error_text, printable
 from evolve.files.atomic import mkstemp_beside, remove_quietly, remove_stale_temps
 from evolve.files.guard import register_dataset_files
 from evolve.files.locks import DirectoryLock
+from evolve.traces.binding import FILES_KEY, check_bound, file_record
 from evolve.traces.schema import COLUMN_BY_NAME, COLUMNS, SCHEMA_VERSION, derive_seq_id, validate
 
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
@@ -214,7 +215,8 @@ def load_split(data_dir: str | os.PathLike, split: str) -> Traces:
 
     Raises:
         InputError: no such directory or split file (the message says which
-            command creates it), unreadable file, or any schema violation.
+            command creates it), unreadable file, any schema violation, or a file that is not the one the
+            dataset's metadata.json was written with (:func:`evolve.traces.binding.check_bound`).
     """
     if split not in SPLITS:
         raise InputError(f"unknown split '{split}' (choose from {', '.join(SPLITS)})")
@@ -234,6 +236,7 @@ def load_split(data_dir: str | os.PathLike, split: str) -> Traces:
     if meta_path.exists():
         traces.metadata = load_metadata(data_dir)
         check_split_statistics(traces, meta_path)
+        check_bound(path, digest, traces.metadata, {f"statistics.{split}.tokens": traces.n}, "split file")
     warn_suspicious(traces.columns, str(path))
     return traces
 
@@ -397,7 +400,7 @@ def _frame_to_json_records(df: pd.DataFrame) -> bytes:
 
 def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | Traces | Iterable[pd.DataFrame]],
                   metadata: dict[str, Any] | Callable[[dict[str, Path]], dict[str, Any]],
-                  fmt: str = "parquet") -> list[Path]:
+                  fmt: str = "parquet", extras: dict[str, bytes] | None = None) -> list[Path]:
     """Write a dataset directory atomically.
 
     Every split file and ``metadata.json`` is first written under a temporary
@@ -421,6 +424,11 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
             once every split is written (metadata made while or after chunks were
             generated).
         fmt: ``parquet`` or ``json``.
+        extras: other files of the dataset, {file name: bytes} (a harvest's ``texts.jsonl``), written and renamed
+            with the splits.
+
+    ``metadata.json`` records the SHA-256 and row count (lines of an extra file) of every file written with it
+    under ``files`` (:mod:`evolve.traces.binding`), so that every reader refuses a file of another write.
 
     Returns: the paths written. Raises: InputError for an unknown format, for chunks with
     ``json``, for a chunked split without rows, or when another process is writing into
@@ -432,22 +440,24 @@ def write_dataset(out_dir: str | os.PathLike, splits: dict[str, pd.DataFrame | T
     out.mkdir(parents=True, exist_ok=True)
     with DirectoryLock(out, lambda who: f"{out}: another process ({who}) is writing a dataset into this "
                                         "directory; wait for it to finish, or write elsewhere"):
-        return _write_dataset(out, splits, metadata, fmt)
+        return _write_dataset(out, splits, metadata, fmt, extras or {})
 
 
-def _write_dataset(out: Path, splits, metadata, fmt: str) -> list[Path]:
+def _write_dataset(out: Path, splits, metadata, fmt: str, extras: dict[str, bytes]) -> list[Path]:
     """:func:`write_dataset` with the directory's lock held."""
     staged: list[tuple[str, Path]] = []
     guards: list[int] = []  # the descriptors that keep the temporary files locked until they are renamed
     try:
-        return _stage_and_rename(out, splits, metadata, fmt, staged, guards)
+        return _stage_and_rename(out, (splits, extras), metadata, fmt, staged, guards)
     finally:
         for fd in guards:
             os.close(fd)
 
 
-def _stage_and_rename(out: Path, splits, metadata, fmt: str, staged: list[tuple[str, Path]],
+def _stage_and_rename(out: Path, files, metadata, fmt: str, staged: list[tuple[str, Path]],
                       guards: list[int]) -> list[Path]:
+    splits, extras = files
+    rows: dict[str, int] = {}
     try:
         for name, frame in splits.items():
             target = out / f"{name}.{fmt}"
@@ -458,15 +468,26 @@ def _stage_and_rename(out: Path, splits, metadata, fmt: str, staged: list[tuple[
                 if fmt != "parquet":
                     raise InputError(f"format: a split written in chunks must be parquet (value '{fmt}')")
                 _write_parquet_chunks(tmp, frame, name)
+                import pyarrow.parquet as pq
+
+                rows[target.name] = pq.ParquetFile(tmp).metadata.num_rows
                 continue
             df = frame.to_frame() if isinstance(frame, Traces) else frame
+            rows[target.name] = len(df)
             if fmt == "parquet":
                 df.to_parquet(tmp, index=False)
             else:
                 Path(tmp).write_bytes(_frame_to_json_records(df))
+        for name, raw in extras.items():
+            fd, tmp = mkstemp_beside(out, name)
+            guards.append(fd)
+            staged.append((tmp, out / name))
+            Path(tmp).write_bytes(raw)
+            rows[name] = sum(1 for line in raw.splitlines() if line.strip())
         if callable(metadata):
-            metadata = metadata({target.stem: Path(tmp) for tmp, target in staged})
-        meta = {"schema_version": SCHEMA_VERSION, "format": fmt, **metadata}
+            metadata = metadata({target.stem: Path(tmp) for tmp, target in staged if target.name not in extras})
+        records = {target.name: file_record(tmp, rows[target.name]) for tmp, target in staged}
+        meta = {"schema_version": SCHEMA_VERSION, "format": fmt, **metadata, FILES_KEY: records}
         fd, tmp = mkstemp_beside(out, METADATA_FILE)
         guards.append(os.dup(fd))
         staged.append((tmp, out / METADATA_FILE))
@@ -483,7 +504,7 @@ def _stage_and_rename(out: Path, splits, metadata, fmt: str, staged: list[tuple[
             stale = out / f"{name}.{other}"
             if other != fmt and stale.exists():
                 stale.unlink()
-    for name in [*(f"{split}.{other}" for split in splits for other in FORMATS), METADATA_FILE]:
+    for name in [*(f"{split}.{other}" for split in splits for other in FORMATS), *extras, METADATA_FILE]:
         remove_stale_temps(out, name)
     return [target for _, target in staged]
 

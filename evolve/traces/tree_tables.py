@@ -25,7 +25,8 @@ import pandas as pd
 from evolve.errors import InputError
 from evolve.files.guard import register_dataset_files
 from evolve.files.pins import read_bytes
-from evolve.traces.io import SPLITS, load_split, split_path
+from evolve.traces.binding import check_bound, sha256_bytes
+from evolve.traces.io import SPLITS, load_metadata, load_split, split_path
 from evolve.traces.schema import text_columns_of
 
 #: File name of a split's tree table inside a dataset directory.
@@ -394,39 +395,50 @@ def load_trees(data_dir: str | os.PathLike, split: str) -> TreeTable:
     """Read and check ``DIR/{split}.trees.parquet`` (:func:`trees_from_frame`).
 
     Raises: InputError when the file is missing (the dataset holds no trees: only a tree harvest writes them),
-    unreadable, or fails a check, or when a run pinned it (:func:`evolve.files.pins.pin`, the digest its
-    dataset's SHA-256 holds) and its content changed since.
+    unreadable, or fails a check, when it or the split's records are not the files the dataset's metadata.json was
+    written with (:func:`evolve.traces.binding.check_bound`; a table left beside records written again), or when a
+    run pinned it (:func:`evolve.files.pins.pin`, the digest its dataset's SHA-256 holds) and its content changed
+    since.
     """
     path = tree_path(data_dir, split)
     if not path.is_file():
         raise InputError(f"{path}: no tree table for split '{split}' (the dataset holds no draft trees: only a "
                          f"tree harvest writes them, docs/reference/trees.md)")
     try:
-        raw, _ = read_bytes(path, "tree table")  # one read: the bytes parsed are the bytes a run pinned
+        raw, digest = read_bytes(path, "tree table")  # one read: the bytes parsed are the bytes a run pinned
         df = pd.read_parquet(io.BytesIO(raw))
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - any reader failure is a damaged file to the user
         raise InputError(f"{path}: cannot read the tree table ({type(exc).__name__}: {exc})") from None
     table = trees_from_frame(df, source=str(path), split=split)
-    _check_records(table, Path(data_dir), split)
+    meta = load_metadata(data_dir)
+    check_bound(path, digest, meta, {f"statistics.{split}.trees.nodes": table.rows,
+                                     f"statistics.{split}.trees.trees": table.trees}, "tree table")
+    _check_records(table, Path(data_dir), split, meta)
     _check_other_splits(table, df, Path(data_dir), split)
     return table
 
 
-def _check_records(table: TreeTable, data_dir: Path, split: str) -> None:
-    """Every tree belongs to a text of the split: its ``seq_id`` is one of the split's records' (the records of
+def _check_records(table: TreeTable, data_dir: Path, split: str, meta: dict) -> None:
+    """The split's records are the ones written with the tree table (:func:`evolve.traces.binding.check_bound`),
+    and every tree belongs to a text of the split: its ``seq_id`` is one of the split's records' (the records of
     a tree harvest are each tree's first path, so every text with a tree has records)."""
     records = split_path(data_dir, split)
     if records is None:
         return
-    try:
-        if records.suffix == ".parquet":
-            seq = pd.read_parquet(records, columns=["seq_id"])["seq_id"].to_numpy()
-        else:
-            seq = load_split(data_dir, split)["seq_id"]
-    except (InputError, KeyError, ValueError, OSError):
-        return  # the split's own loader reports a damaged split
+    if records.suffix == ".parquet":
+        try:
+            raw = records.read_bytes()
+        except OSError:
+            return  # the split's own loader reports an unreadable split
+        check_bound(records, sha256_bytes(raw), meta, None, "split file")
+        try:
+            seq = pd.read_parquet(io.BytesIO(raw), columns=["seq_id"])["seq_id"].to_numpy()
+        except Exception:  # noqa: BLE001 - the split's own loader reports a damaged split
+            return
+    else:
+        seq = load_split(data_dir, split)["seq_id"]  # checks the records against the metadata itself
     seq_ids = table.per_tree("seq_id")
     orphan = ~np.isin(seq_ids, seq)
     if orphan.any():

@@ -34,9 +34,13 @@ import numpy as np
 
 from evolve.engine.eagle_head import EagleConfig, EagleHead, default_layers, save_head
 from evolve.errors import InputError
+from evolve.train.files import data_digest, read_features, read_state, read_texts
 
 #: Weight of unrolled step j's loss: STEP_DECAY ** j (the authors' 0.8).
 STEP_DECAY = 0.8
+#: The most optimiser steps a run may ask for (and a checkpoint may have done): a million steps of one text each
+#: is days of a CPU.
+MAX_STEPS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,8 @@ class TrainSettings:
         for name in ("max_new_tokens", "draft_vocab", "steps", "ttt", "save_every", "response_batch"):
             if getattr(self, name) < 1:
                 raise InputError(f"must be at least 1 (value {getattr(self, name)})", param=name)
+        if self.steps > MAX_STEPS:
+            raise InputError(f"must be at most {MAX_STEPS} (value {self.steps})", param="steps")
         if not (self.temperature >= 0 and np.isfinite(self.temperature)):
             raise InputError(f"must be a finite number >= 0 (value {self.temperature})", param="temperature")
         if not (self.lr > 0 and np.isfinite(self.lr)):
@@ -125,29 +131,31 @@ def prepare_data(settings: TrainSettings, loaded, say: Callable[[str], None]) ->
     """Steps 1-3 of the module doc (reusing ``OUT/data`` when it was made with the same :meth:`data_key`).
 
     Returns {"texts": [{"ids", "prompt_len"}], "vocab_ids" int64 (D,), "layers", "features": [{"g" float32
-    (N, 3 H), "z" float32 (N, D)}]}. Raises InputError for an unreadable prompt file or data of other settings.
+    (N, 3 H), "z" float32 (N, D)}], "digest": :func:`evolve.train.files.data_digest` of the data}. Raises
+    InputError for an unreadable prompt file, or a damaged, foreign or other settings' ``texts.json`` or
+    ``features.pt`` (:mod:`evolve.train.files`).
     """
     import torch
 
-    from evolve.engine.models import eos_ids
-    from evolve.harvest.prompts import encode_prompt, read_prompts
+    from evolve.engine.models import context_length, eos_ids
+    from evolve.harvest.prompts import check_context, encode_prompt, read_prompts
 
     data = Path(settings.out) / "data"
+    prompts, lines = read_prompts(settings.prompts)  # a missing or unreadable prompts file: its one-line error
     data.mkdir(parents=True, exist_ok=True)
     key = dict(settings.data_key(), prompts_sha256=hashlib.sha256(Path(settings.prompts).read_bytes()).hexdigest(),
                target=str(loaded.source.path))
     model, vocab = loaded.model, loaded.vocab_out
     texts_file, feats_file = data / "texts.json", data / "features.pt"
-    if texts_file.is_file():
-        saved = json.loads(texts_file.read_text())
-        if saved["key"] != key:
-            raise InputError(f"{texts_file}: made with other settings ({saved['key']} then, {key} now); choose "
-                             f"another output directory", param="out")
-        texts = saved["texts"]
+    if texts_file.exists():
+        texts = read_texts(texts_file, key, vocab)
     else:
-        prompts, lines = read_prompts(settings.prompts)
         encoded = [encode_prompt(loaded.tokenizer, prompt, f"{settings.prompts}, line {line}", vocab)
                    for prompt, line in zip(prompts, lines)]
+        context = context_length(loaded)
+        for ids, line in zip(encoded, lines):
+            check_context(ids, f"{settings.prompts}, line {line}",
+                          None if context is None else context - settings.max_new_tokens, context)
         texts, stops, B = [], eos_ids(loaded), settings.response_batch
         for first in range(0, len(encoded), B):
             batch = encoded[first:first + B]
@@ -170,8 +178,10 @@ def prepare_data(settings: TrainSettings, loaded, say: Callable[[str], None]) ->
     layers = training_layers(n_layers)
     vocab_ids = draft_vocabulary([t["ids"][t["prompt_len"]:] for t in texts], settings.draft_vocab, vocab,
                                  eos_ids(loaded))
-    if feats_file.is_file():
-        features = torch.load(str(feats_file), weights_only=True)
+    digest = data_digest(key, texts, layers, vocab_ids)
+    width = 3 * int(model.get_input_embeddings().weight.shape[1])
+    if feats_file.exists():
+        features = read_features(feats_file, digest, texts, width, len(vocab_ids))
     else:
         features, index = [], torch.as_tensor(vocab_ids)
         with torch.no_grad():
@@ -180,8 +190,8 @@ def prepare_data(settings: TrainSettings, loaded, say: Callable[[str], None]) ->
                 g = torch.cat([res.hidden_states[layer + 1][0] for layer in layers], -1).float()
                 features.append({"g": g.clone(), "z": res.logits[0, :, index].float().clone()})
                 say(f"features {i + 1}/{len(texts)}")
-        _atomic_torch_save(features, feats_file)
-    return {"texts": texts, "vocab_ids": vocab_ids, "layers": layers, "features": features}
+        _atomic_torch_save({"digest": digest, "features": features}, feats_file)
+    return {"texts": texts, "vocab_ids": vocab_ids, "layers": layers, "features": features, "digest": digest}
 
 
 def head_config(model, vocab: int, draft: int, layers) -> dict:
@@ -299,15 +309,17 @@ def train(settings: TrainSettings, say: Callable[[str], None] | None = None) -> 
     params = {k: tensors[k].requires_grad_(True) for k in trainable}
     opt = torch.optim.AdamW([params[k] for k in trainable], lr=settings.lr)
     step, window = 0, []
-    if state_file.is_file():
-        state = torch.load(str(state_file), weights_only=False)
-        if state["fingerprint"] != fingerprint:
-            raise InputError(f"{state_file}: a checkpoint of other settings; choose another output directory",
-                             param="out")
+    if state_file.exists():
+        state = read_state(state_file, fingerprint, {k: tuple(params[k].shape) for k in trainable}, data["digest"],
+                           MAX_STEPS)
         with torch.no_grad():
             for k in trainable:
                 params[k].copy_(state["params"][k])
-        opt.load_state_dict(state["optimizer"])
+        try:
+            opt.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+            raise InputError(f"{state_file}: key 'optimizer' is not AdamW's state of this head ({exc})",
+                             param="out") from None
         step, window = state["step"], state["window"]
         say(f"resumed at step {step}")
     embed = loaded.model.get_input_embeddings().weight.detach().float()
@@ -317,7 +329,8 @@ def train(settings: TrainSettings, say: Callable[[str], None] | None = None) -> 
     def save() -> None:
         save_head(out, config, {k: v.detach() for k, v in tensors.items()})
         _atomic_torch_save({"step": step, "params": {k: params[k].detach().clone() for k in trainable},
-                            "optimizer": opt.state_dict(), "window": window, "fingerprint": fingerprint}, state_file)
+                            "optimizer": opt.state_dict(), "window": window, "fingerprint": fingerprint,
+                            "digest": data["digest"]}, state_file)
 
     while step < settings.steps:
         order = np.random.default_rng([settings.seed, step // n]).permutation(n)

@@ -36,6 +36,7 @@ import numpy as np
 
 from evolve.eval.costs import Costs
 from evolve.harvest.resume import TEXTS_FILE
+from evolve.harvest.subset import read_texts
 from evolve.eval.evaluator import EvalData
 from evolve.kinds.registry import KINDS
 from evolve.report.compare.categories import OVERALL, CategoryFigures, figures_json, format_categories
@@ -78,13 +79,15 @@ def position_acceptance(traces: Traces, gamma: int) -> np.ndarray:
 
 def _text_calls(data_dir, split: str) -> list[tuple[str, int]] | None:
     """(category, target calls) of every text of ``split`` in the dataset's ``texts.jsonl`` (a harvest of a
-    structured prompts file writes both), or None when it has no such file or keys."""
-    try:
-        with open(Path(data_dir) / TEXTS_FILE, encoding="utf-8") as f:
-            texts = [json.loads(line) for line in f if line.strip()]
-        return [(t["category"], int(t["target_calls"])) for t in texts if t["split"] == split]
-    except (OSError, ValueError, KeyError, TypeError):
+    structured prompts file writes both), or None when it has no such file or its texts lack the target calls (an
+    older harvest). Raises InputError for a malformed ``texts.jsonl`` or one the dataset was not written with
+    (:func:`evolve.harvest.subset.read_texts`)."""
+    if not (Path(data_dir) / TEXTS_FILE).is_file():
         return None
+    texts = [t for t in read_texts(data_dir) if t["split"] == split]
+    if any("target_calls" not in t for t in texts):
+        return None
+    return [(t["category"], t["target_calls"]) for t in texts]
 
 
 def _scored(entries: Sequence[ComparedRule], data: EvalData, traces: Traces, gamma: int | None, costs: Costs,

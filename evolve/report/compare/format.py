@@ -23,6 +23,7 @@ from evolve.report.compare.concurrency import concurrency_lines, schedule_lines
 from evolve.kinds.registry import KINDS
 from evolve.report.compare.rows import FORMATS, REFERENCE_RULE, ROW_KEYS, VERIFIER, Comparison
 from evolve.report.compare.verdict import compute_verdict
+from evolve.report.finite import finite_cell, finite_value
 from evolve.report.output import resolve_format
 
 #: Width (characters) the default ``table`` format fits in: its table, caption, notes (the verdict
@@ -179,7 +180,7 @@ def format_table(comparison: Comparison) -> str:
         if prev is not None and key != prev:
             table.add_section()
         prev = key
-        table.add_row(*(cell(row) for _, _, cell in cols))
+        table.add_row(*(finite_cell(cell(row)) for _, _, cell in cols))
     buf = io.StringIO()
     console = Console(file=buf, width=TABLE_WIDTH, color_system=None, highlight=False, emoji=False, markup=False)
     console.print(table)
@@ -212,7 +213,7 @@ def format_markdown(comparison: Comparison) -> str:
     lines = ["| " + " | ".join(h for h, _, _ in cols) + " |",
              "|" + "|".join("---:" if right else "---" for _, right, _ in cols) + "|"]
     for row in comparison.rows:
-        lines.append("| " + " | ".join(esc(cell(row)) for _, _, cell in cols) + " |")
+        lines.append("| " + " | ".join(esc(finite_cell(cell(row))) for _, _, cell in cols) + " |")
     footer = _caption(comparison) + [f"Note: {n}" for n in comparison.notes]
     verdict = _verdict_line(comparison)
     if verdict:
@@ -221,12 +222,12 @@ def format_markdown(comparison: Comparison) -> str:
 
 
 def format_csv(comparison: Comparison) -> str:
-    """CSV with a header of :data:`ROW_KEYS`; floats at full precision, missing values empty."""
+    """CSV with a header of :data:`ROW_KEYS`; floats at full precision, missing and non-finite values empty."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(ROW_KEYS), lineterminator="\n")
     writer.writeheader()
     for row in comparison.rows:
-        writer.writerow({k: ("" if v is None else v) for k, v in row.to_dict().items()})
+        writer.writerow({k: ("" if finite_value(v) is None else v) for k, v in row.to_dict().items()})
     return buf.getvalue()
 
 
@@ -240,7 +241,7 @@ def format_json(comparison: Comparison) -> str:
     verdict = compute_verdict(comparison)
     schedules = {split: {"ranges": [list(r) for r in found["schedule"]], "tuned_on": found["tuned_on"]}
                  for split, found in comparison.schedules.items()}
-    return json.dumps({"rows": [row.to_dict() for row in comparison.rows],
+    return json.dumps({"rows": [{k: finite_value(v) for k, v in row.to_dict().items()} for row in comparison.rows],
                        "verdict": None if verdict is None else verdict.to_dict(),
                        "concurrency": comparison.concurrency, "schedules": schedules}, indent=2) + "\n"
 

@@ -64,8 +64,9 @@ class Model:
 
 def _validate_independent_config(config: independent.IndependentModelConfig) -> independent.IndependentModelConfig:
     avg, rate = config.avg_length, config.match_rate
-    if isinstance(avg, bool) or not isinstance(avg, (int, np.integer)) or not 2 <= avg <= 100_000:
-        raise InputError(f"must be an integer in [2, 100000] (value {avg!r})", param="avg_length")
+    most = vocab_model.INT_LIMITS["avg_length"]
+    if isinstance(avg, bool) or not isinstance(avg, (int, np.integer)) or not 2 <= avg <= most:
+        raise InputError(f"must be an integer in [2, {most}] (value {avg!r})", param="avg_length")
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0:
         raise InputError(f"must be in [0, 1] (value {rate!r})", param="match_rate")
     return config
@@ -90,12 +91,14 @@ MODELS: dict[str, Model] = {
 
 @dataclass(frozen=True)
 class ModelOption:
-    """A model knob offered on the command line as ``--field-name`` (for the models that have it)."""
+    """A model knob offered on the command line as ``--field-name`` (for the models that have it); ``high`` the
+    largest value of an integer knob (:data:`evolve.traces.synth.vocab_model.INT_LIMITS`)."""
 
     field: str
     type: type
     models: tuple[str, ...]
     help: str
+    high: int | None = None
 
     @property
     def flag(self) -> str:
@@ -113,9 +116,10 @@ def model_options() -> list[ModelOption]:
             part = f"{model.name}: {model.option_help.get(f.name, f.name)} (default {default!r})"
             if f.name in seen:
                 old = seen[f.name]
-                seen[f.name] = ModelOption(f.name, old.type, old.models + (model.name,), f"{old.help}; {part}")
+                seen[f.name] = dataclasses.replace(old, models=old.models + (model.name,), help=f"{old.help}; {part}")
             else:
-                seen[f.name] = ModelOption(f.name, value_type, (model.name,), part)
+                high = vocab_model.INT_LIMITS.get(f.name) if value_type is int else None
+                seen[f.name] = ModelOption(f.name, value_type, (model.name,), part, high)
     return list(seen.values())
 
 

@@ -108,6 +108,10 @@ def _opt(help_text: str) -> dict:
     return {"help": help_text}
 
 
+#: The largest value of each integer knob of the trace models (the command line states them as its bounds).
+INT_LIMITS: dict[str, int] = {"vocab_size": 1_000_000, "gamma": 64, "avg_length": 100_000}
+
+
 @dataclass(frozen=True)
 class VocabModelConfig:
     """Knobs of the vocabulary model. Each becomes a ``generate_data.py`` option ``--field-name``.
@@ -167,12 +171,12 @@ class VocabModelConfig:
             elif not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool) \
                     or not math.isfinite(v):
                 raise bad(f.name, "must be a finite number")
-        if not 2 <= self.vocab_size <= 1_000_000:
-            raise bad("vocab_size", "must be in [2, 1000000]")
-        if not 1 <= self.gamma <= 64:
-            raise bad("gamma", "must be in [1, 64]")
-        if not 1 <= self.avg_length <= 100_000:
-            raise bad("avg_length", "must be in [1, 100000]")
+        if not 2 <= self.vocab_size <= INT_LIMITS["vocab_size"]:
+            raise bad("vocab_size", f"must be in [2, {INT_LIMITS['vocab_size']}]")
+        if not 1 <= self.gamma <= INT_LIMITS["gamma"]:
+            raise bad("gamma", f"must be in [1, {INT_LIMITS['gamma']}]")
+        if not 1 <= self.avg_length <= INT_LIMITS["avg_length"]:
+            raise bad("avg_length", f"must be in [1, {INT_LIMITS['avg_length']}]")
         if not 0.0 < self.draft_quality <= 1.0:
             raise bad("draft_quality", "must be in (0, 1]")
         if not self.draft_temperature > 0.0:
