@@ -48,7 +48,14 @@ MAX_VOCAB = 1 << 20
 MAX_TTT = 64
 #: Concurrent requests of a concurrency model.
 MAX_CONCURRENCY = 100_000
+#: Repeats of live decoding (every prompt decoded that many times by every row, each a full decode on the models).
+MAX_LIVE_REPEATS = 100
+#: Bootstrap replicates of an interval over texts (a replicates x texts weight matrix is held in memory).
+MAX_REPLICATES = 100_000
+#: A prompt-lookup draft length K of a peer (tokens drafted per step).
+MAX_LOOKUP = 64
 
 __all__ = ["MAX_BATCH", "MAX_CONCURRENCY", "MAX_GAMMA", "MAX_GENERATIONS", "MAX_HARVEST_GAMMA", "MAX_LARGE_TOKENS",
            "MAX_NEW_TOKENS", "MAX_PROGRAMS", "MAX_REPEATS", "MAX_SEED", "MAX_SEQUENCES", "MAX_SHARDS",
-           "MAX_TEXTS", "MAX_THREADS", "MAX_TOKENS", "MAX_TREE_NODES", "MAX_TREE_WIDTH", "MAX_TTT", "MAX_VOCAB"]
+           "MAX_TEXTS", "MAX_THREADS", "MAX_TOKENS", "MAX_TREE_NODES", "MAX_TREE_WIDTH", "MAX_TTT", "MAX_VOCAB",
+           "MAX_LIVE_REPEATS", "MAX_REPLICATES", "MAX_LOOKUP"]

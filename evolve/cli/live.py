@@ -23,6 +23,8 @@ from evolve.live.peers import PEERS, LlamaCppPythonPeer, peers_named
 from evolve.commands.compare.table import champion_from_file
 from evolve.commands.live import DEFAULT_REPLICATES, LiveOptions, live_command
 from evolve.report.live import FORMATS
+from evolve.cli.bounds import (MAX_HARVEST_GAMMA, MAX_LIVE_REPEATS, MAX_LOOKUP, MAX_NEW_TOKENS, MAX_REPLICATES,
+                               MAX_SEED, MAX_THREADS, MAX_TREE_NODES)
 from evolve.commands.rules import rule_named
 
 
@@ -30,8 +32,9 @@ from evolve.commands.rules import rule_named
 def _peer_k(text: str) -> tuple[str, int]:
     """(peer, K) of ``PEER=K``; InputError (one line) otherwise."""
     name, _, value = text.partition("=")
-    if not value.isdigit() or int(value) < 1:
-        raise InputError(f"expected PEER=K with K a whole number >= 1 (value {text!r})", param="peer_k")
+    if not value.isdigit() or not 1 <= int(value) <= MAX_LOOKUP:
+        raise InputError(f"expected PEER=K with K a whole number in [1, {MAX_LOOKUP}] (value {text!r})",
+                         param="peer_k")
     return name, int(value)
 
 
@@ -71,30 +74,30 @@ def exported_policies(opts: LiveOptions, drafters: dict) -> tuple[tuple[str, str
                    "block_verification (lossless block verification, Sun et al. 2024) to decode with (repeatable).")
 @click.option("--champion", "champions", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Champion JSON file to decode with (repeatable; after the --rule rules).")
-@click.option("--gamma", default=5, show_default=True, type=click.IntRange(min=1),
+@click.option("--gamma", default=5, show_default=True, type=click.IntRange(1, MAX_HARVEST_GAMMA),
               help="Draft length (tokens per block).")
-@click.option("--tree-nodes", "tree_nodes", default=None, type=click.IntRange(min=1), metavar="N",
+@click.option("--tree-nodes", "tree_nodes", default=None, type=click.IntRange(1, MAX_TREE_NODES), metavar="N",
               help="Add draft-tree rows: eagle2_full (every call verifies a tree of at most N drafted nodes grown as "
                    "the tree harvest grows it, by SpecInfer) and a row per tree-shape --champion (the same tree pruned "
                    "by the shape). Torch backend; the --draft, --draft-skip-layers, --draft-exit-layer or --draft-eagle "
                    "drafter.")
 @tree_width_option()
-@click.option("--max-new-tokens", default=64, show_default=True, type=click.IntRange(min=2),
+@click.option("--max-new-tokens", default=64, show_default=True, type=click.IntRange(2, MAX_NEW_TOKENS),
               help="Tokens generated per prompt.")
 @sampling_options("target and drafter")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED),
               help="Seed of every prompt's random stream.")
 @click.option("--dtype", default="float32", show_default=True, type=click.Choice(DTYPES),
               help="Torch dtype the models run in (probabilities are always computed in float64).")
 @click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu or cuda.")
-@click.option("--threads", default=None, type=click.IntRange(min=1), metavar="N",
+@click.option("--threads", default=None, type=click.IntRange(1, MAX_THREADS), metavar="N",
               help="Torch CPU threads (default: 1 on a machine with at most 2 cores, else torch's choice).")
 @backend_option()
 @output_options(FORMATS, FORMAT_JSON_OR_TABLE)
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Cost file (JSON, as `benchmark.py perf --write-costs` writes): print the cost model's predicted tokens/s "
                    "and speedup for the same run beside the measured ones.")
-@click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1),
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(1, MAX_LIVE_REPEATS),
               help="Decode every prompt this many times with every row (the rows' order rotated by one per repeat); "
                    "report the median tokens/s with its min-max and a paired bootstrap interval of each speedup.")
 @click.option("--peers", default="", metavar="NAMES",
@@ -105,7 +108,8 @@ def exported_policies(opts: LiveOptions, drafters: dict) -> tuple[tuple[str, str
                    "--tune-prompts).")
 @click.option("--tune-prompts", default=None, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Prompts (not the measured ones) on which each peer's prompt-lookup draft length is tuned.")
-@click.option("--bootstrap", default=DEFAULT_REPLICATES, show_default=True, type=int, metavar="N",
+@click.option("--bootstrap", default=DEFAULT_REPLICATES, show_default=True, type=click.IntRange(max=MAX_REPLICATES),
+              metavar="N",
               help="Bootstrap replicates of the speedup intervals (at least 40).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Say on stderr when a prompt is done.")
 def live(**options) -> None:

@@ -13,10 +13,12 @@ from typing import Callable
 
 import click
 
+from evolve.cli.bounds import MAX_VOCAB
+
 
 def sampling_options(sampled: str, *, truncation: bool = True, note: str = "") -> Callable:
     """A decorator adding ``--temperature`` (float >= 0, default 1.0, 0 = greedy) and, with ``truncation``,
-    ``--top-k`` (int >= 0, default 0 = off) and ``--top-p`` (float in (0, 1], default 1.0 = off), in that order.
+    ``--top-k`` (int in [0, :data:`evolve.cli.bounds.MAX_VOCAB`], default 0 = off) and ``--top-p`` (float in (0, 1], default 1.0 = off), in that order.
 
     Args:
         sampled: what the command samples, for the help (``"target and drafter"``, ``"the responses"``);
@@ -29,7 +31,7 @@ def sampling_options(sampled: str, *, truncation: bool = True, note: str = "") -
                             type=click.FloatRange(min=0.0), help=f"Sampling temperature of {sampled} (0 = greedy).")]
     if truncation:
         options += [
-            click.option("--top-k", "top_k", default=0, show_default=True, type=click.IntRange(min=0),
+            click.option("--top-k", "top_k", default=0, show_default=True, type=click.IntRange(0, MAX_VOCAB),
                          help=f"Keep the K most likely tokens of both models' distributions after the temperature "
                               f"(0 = off){note}."),
             click.option("--top-p", "top_p", default=1.0, show_default=True,
