@@ -36,11 +36,11 @@ def _policy(expression: str) -> Rule:
 
 
 POLICIES = [rule_named("fixed_gamma:gamma=0"), rule_named("fixed_gamma:gamma=2"), rule_named("fixed_gamma:gamma=5"),
-            rule_named("confidence_threshold:h=0.5"),
-            _policy("div(draft_prob, sub(lookup_len, draft_index))"),
+            _policy("div(position, sub(lookup_len, draft_index))"),
             _policy("sub(lookup_freq, 0.6)"),
             _policy("if_gt(position, 12.0, sub(3.5, draft_index), sub(mul(lookup_len, lookup_freq), draft_index))"),
-            _policy("sub(add(draft_cumprob, draft_entropy), mul(0.4, draft_index))")]
+            _policy("if_gt(position, 12.0, sub(3.5, draft_index), sub(mul(lookup_len, lookup_freq), draft_index))"),
+            _policy("sub(sub(lookup_len, 0.5), mul(0.4, draft_index))")]
 
 
 def _load(source: str, root, name: str):
@@ -205,7 +205,7 @@ def test_greedy_decoding_with_the_exported_module_equals_plain_decoding_in_llama
     assert llm.draft_model._prompt_len == len(prompt)  # found by the draft model itself
 
 
-@pytest.mark.parametrize("spec,exports", [("fixed_gamma:gamma=3", True), ("confidence_threshold:h=0.5", True),
+@pytest.mark.parametrize("spec,exports", [("fixed_gamma:gamma=3", True), ("confidence_threshold:h=0.5", False),
                                           ("standard_rejection", False), ("mixture_0.9", False)])
 def test_export_command_writes_the_module_or_refuses_in_one_line(tmp_path, spec, exports):
     """``python -m evolve export SPEC --to llama-cpp-python``: a verification-length policy is written as the module;
@@ -221,4 +221,5 @@ def test_export_command_writes_the_module_or_refuses_in_one_line(tmp_path, spec,
         assert "class PolicyPromptLookup(LlamaDraftModel)" in out.read_text()
     else:
         assert res.exit_code == 2 and "Traceback" not in res.output and not out.exists()
-        assert "nearest setting" in res.output and len(res.output.strip().splitlines()) == 1
+        assert len(res.output.strip().splitlines()) == 1
+        assert "nearest setting" in res.output or "cannot give" in res.output

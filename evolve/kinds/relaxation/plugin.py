@@ -7,6 +7,7 @@ from evolve.kinds.base import KindHooks
 from evolve.kinds.relaxation.eval_block import RelaxedMetrics, attach
 from evolve.kinds.relaxation.eval_population import RelaxedPopulationEvaluator, evaluate_relaxed
 from evolve.kinds.relaxation.export_layout import RELAXATION_LAYOUT
+from evolve.kinds.relaxation.export_engines import engine_support
 from evolve.kinds.relaxation.report_hooks import CAPTION, COMPARE, live_decoder, simulate_plan, tree_rows
 from evolve.kinds.relaxation.search_seeds import choose_relaxed_seeds
 from evolve.report.pareto.relaxed import relaxed_rule_curve
@@ -35,4 +36,4 @@ def seeds(cfg, features, train, gamma, objective):
 
 HOOKS = KindHooks(metrics=RelaxedMetrics, population=population, score=score, seeds=seeds, compare=COMPARE,
                   caption=CAPTION, simulate=simulate_plan, live=live_decoder, pareto=relaxed_rule_curve,
-                  trees=tree_rows, export=RELAXATION_LAYOUT)
+                  trees=tree_rows, export=RELAXATION_LAYOUT, engines=engine_support)

@@ -8,6 +8,7 @@ from evolve.eval.evaluator import Metrics, evaluate
 from evolve.eval.population import PopulationEvaluator
 from evolve.kinds.base import KindHooks
 from evolve.kinds.threshold.export_layout import THRESHOLD_LAYOUT
+from evolve.kinds.threshold.export_engines import engine_support
 from evolve.kinds.threshold.report_hooks import COMPARE, live_decoder, pareto_curve, simulate_plan
 from evolve.search.warm_start import choose_seeds
 
@@ -28,4 +29,5 @@ def seeds(cfg, features, train, gamma, objective):
 
 
 HOOKS = KindHooks(metrics=Metrics, population=population, score=score, seeds=seeds, compare=COMPARE,
-                  simulate=simulate_plan, live=live_decoder, pareto=pareto_curve, export=THRESHOLD_LAYOUT)
+                  simulate=simulate_plan, live=live_decoder, pareto=pareto_curve, export=THRESHOLD_LAYOUT,
+                  engines=engine_support)

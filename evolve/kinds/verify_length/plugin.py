@@ -7,6 +7,7 @@ from __future__ import annotations
 from evolve.kinds.base import KindHooks
 from evolve.kinds.verify_length.eval_policy import LengthMetrics, LengthPopulationEvaluator
 from evolve.kinds.verify_length.export_layout import LENGTH_LAYOUT
+from evolve.kinds.verify_length.export_engines import engine_support, schedule
 from evolve.kinds.verify_length.report_hooks import CAPTION, COMPARE, live_decoder
 from evolve.kinds.verify_length.search_seeds import choose_length_seeds
 from evolve.kinds.verify_length.report_compare import check_policy_settings
@@ -34,4 +35,5 @@ def seeds(cfg, features, train, gamma, objective):
 
 
 HOOKS = KindHooks(check=check_policy_settings, metrics=LengthMetrics, population=population, score=score, seeds=seeds, compare=COMPARE,
-                  caption=CAPTION, live=live_decoder, export=LENGTH_LAYOUT)
+                  caption=CAPTION, live=live_decoder, export=LENGTH_LAYOUT,
+                  engines=engine_support, schedule=schedule)
