@@ -90,8 +90,8 @@ def export(champion: str, target: str, data: str | None, costs: str | None, conc
             table += "\n" + fit_width(schedule_table(engine, text, schedule, tuple(concurrency), throughput))
     else:
         if data is not None or costs is not None or concurrency or engine_version is not None:
-            raise click.UsageError("--data, --costs, --concurrency and --engine-version are for an engine (not numpy, "
-                                   "torch or llama-cpp-python)")
+            raise click.UsageError(f"--data, --costs, --concurrency, --engine-version are engine options, not "
+                                   f"for {target}")
         build = DRAFT_MODELS.get(target, lambda spec, where: export_source(spec, target, where))
         _resolve(champion, champions_dir, llama_cpp_python.ENGINE if target in DRAFT_MODELS else None)
         rule, text = build(champion, champions_dir)

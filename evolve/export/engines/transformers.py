@@ -75,7 +75,7 @@ def render(setting: Setting, provenance: Provenance, schedule=None) -> str:
             notes.append("prompt lookup has no confidence: transformers' lookup drafts the whole match")
         knobs = {"prompt_lookup_num_tokens": knobs["num_assistant_tokens"],
                  "max_matching_ngram_size": provenance.drafter.ngram[0]}
-        use = f"use (prompt lookup, no assistant): {LOOKUP}"
+        use = f"use: (prompt lookup, no assistant) {LOOKUP}"
     elif knobs:
         use = f"use: {APPLY}"
     else:
