@@ -97,6 +97,9 @@ def render(setting: Setting, provenance: Provenance, schedule=None) -> str:
     if config:
         drafter, extra = _drafter(provenance)
         config = {**drafter, **config}
+        if "num_speculative_tokens" not in config:
+            extra = f"{extra}; " if extra else ""
+            extra += "add num_speculative_tokens (the draft length the champion was scored at) to speculative-config"
     block = config.get("rejection_sample_method") == "block"
     env = f"{V2} " if block else ""
     use = (f"{env}vllm serve MODEL --config FILE, or: {env}vllm serve MODEL --speculative-config "
