@@ -270,3 +270,22 @@ def test_settings_are_weighted_as_the_champions_run(vocab_dataset, cost_file):
     assert position == Scorer(champion, vocab_dataset, costs)(dataclasses.replace(fixed, weighting="position"),
                                                               "valid")[0]
     assert position != call
+
+
+def test_no_export_module_names_a_kind_but_the_default():
+    """Engines ask a kind what it can express (its engines hook): no module under evolve/export imports another
+    kind's package, names its descriptor or spells its name (the grep of the kind boundary)."""
+    import re
+    from pathlib import Path
+
+    from evolve.kinds.registry import KINDS
+
+    root = Path(__file__).resolve().parent.parent / "evolve" / "export"
+    others = [k for k in KINDS.values() if k.name != "threshold"]
+    packages = [k.plugin.rsplit(".", 1)[0] for k in others if k.plugin]
+    pattern = re.compile("|".join([*(re.escape(p) for p in packages),
+                                   *(rf"\b{re.escape(k.name.upper().replace('-', '_'))}\b" for k in others),
+                                   *(rf"[\"']{re.escape(k.name)}[\"']" for k in others)]))
+    found = [f"{p.relative_to(root)}:{i}: {line.strip()}" for p in sorted(root.rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert packages and not found, found
