@@ -13,7 +13,8 @@ from hypothesis import given, settings, strategies as st
 
 from evolve.engine.ngram import NgramDrafter
 from evolve.errors import InputError
-from evolve.export.engines.llama_cpp_python import module_source
+from evolve.export.engines.llama_cpp_python import COLUMN_VALUES, module_source
+from heuristics.champions import Champion, save_champion
 from evolve.live.decoding import policy_keep
 from evolve.report.rules import rule_named
 from heuristics.contract import Rule
@@ -162,14 +163,37 @@ def test_inside_the_generate_loop_drafts_match_and_text_is_greedy(modules, promp
                 assert draft == reference_draft(rule, ctx, len(prompt), 6), rule.name
 
 
-@pytest.mark.parametrize("expression, words", [
-    ("sub(target_prob, 0.5)", "reads 'target_prob'"),
-    ("sub(top_token_match, draft_index)", "reads 'top_token_match'"),
-])
-def test_a_column_the_lookup_drafter_cannot_give_is_refused(expression, words):
-    with pytest.raises(InputError, match=words) as err:
-        module_source(_policy(expression), "test")
+def _unavailable() -> list[str]:
+    """Every feature a verification-length policy may read that the lookup drafter inside llama-cpp-python cannot give:
+    the drafter's probabilities (constant 1 or 0 for a one-hot lookup draft) among them."""
+    from evolve.gp.primitives import FEATURES, OPTIONAL_FEATURES
+    from evolve.kinds.registry import KINDS
+
+    kind = KINDS["verify-length"]
+    names = [f for f in (*FEATURES, *OPTIONAL_FEATURES, *kind.derived_features) if f not in kind.excluded_features]
+    return sorted({f for f in names if f not in COLUMN_VALUES})
+
+
+def test_every_drafter_probability_is_among_the_refused():
+    assert {"draft_prob", "draft_top_prob", "draft_cumprob", "draft_entropy"} <= set(_unavailable())
+
+
+@pytest.mark.parametrize("feature", _unavailable())
+def test_a_column_the_lookup_drafter_cannot_give_is_refused(feature, tmp_path):
+    """A policy reading it would run inside llama-cpp-python as another policy (a constant column): refused in one
+    line, by the module writer and by the command."""
+    from click.testing import CliRunner
+
+    from evolve.cli.evolve import cli
+
+    with pytest.raises(InputError, match=f"reads '{feature}'") as err:
+        module_source(_policy(f"sub({feature}, draft_index)"), "test")
     assert "\n" not in str(err.value)
+    path = save_champion(Champion(name="p", expression=f"sub({feature}, draft_index)", description="t",
+                                  features=tuple(sorted({feature, "draft_index"})), kind="verify-length",
+                                  metrics={"train": {"fitness": 0.5}, "valid": {"fitness": 0.5}}), tmp_path)[0]
+    res = CliRunner().invoke(cli, ["export", str(path), "--to", "llama-cpp-python", "--output", str(tmp_path / "m")])
+    assert res.exit_code == 2 and f"reads '{feature}'" in res.stderr and not (tmp_path / "m").exists()
 
 
 def test_other_kinds_and_lossy_verifiers_are_refused():
