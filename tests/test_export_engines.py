@@ -289,3 +289,33 @@ def test_no_export_module_names_a_kind_but_the_default():
     found = [f"{p.relative_to(root)}:{i}: {line.strip()}" for p in sorted(root.rglob("*.py"))
              for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert packages and not found, found
+
+
+def test_engine_versions_are_chosen_among_the_checked(tmp_path):
+    from evolve.export.engines.registry import VERSIONS
+
+    for name, versions in VERSIONS.items():
+        newest = list(versions)[-1]
+        res = export("fixed_gamma:gamma=3", "--to", name, "--engine-version", newest)
+        assert res.exit_code == 0 and newest.split()[0] in res.stdout, res.output
+        _refused(export("fixed_gamma:gamma=3", "--to", name, "--engine-version", "0.0.1-unchecked"),
+                 "checked at", newest)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "tensorrt-llm"])
+def test_a_schedule_is_priced_as_the_engine_reads_the_written_file(vocab_dataset, engine, tmp_path):
+    """The table printed with --concurrency: at each batch size listed, the length tuned and the length the engine
+    reads from the file it was written into are the same, with its tokens per second."""
+    from pathlib import Path
+
+    costs = Path(__file__).resolve().parent.parent / "docs" / "costs" / "gpu_batched.json"
+    out = tmp_path / "spec.yaml"
+    res = export("fixed_gamma:gamma=3", "--to", engine, "--data", vocab_dataset, "--costs", costs,
+                 "--concurrency", "1,8,64", "--output", out)
+    assert res.exit_code == 0, res.output
+    rows = [line.split() for line in res.stdout.splitlines() if line[:1].isdigit()]
+    rows = [r for r in rows if len(r) == 4]
+    assert [r[0] for r in rows] == ["1", "8", "64"]
+    for batch, tuned, run, rate in rows:
+        assert tuned == run and float(rate) > 0
+        assert ENGINES[engine].schedule_length(out.read_text(), int(batch)) == int(run)
