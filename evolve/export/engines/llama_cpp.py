@@ -66,8 +66,8 @@ def drafted(knobs: dict, provenance: Provenance) -> tuple[dict, str]:
     drafter = provenance.drafter
     if drafter.lookup and drafter.ngram:
         if length > MAX_NGRAM_DRAFT:
-            raise InputError(f"llama.cpp's ngram-simple drafts at most {MAX_NGRAM_DRAFT} tokens a step "
-                             f"(--spec-ngram-simple-size-m); the setting drafts {length}")
+            raise InputError(f"llama.cpp's ngram-simple drafts at most {MAX_NGRAM_DRAFT} tokens a step (its m-gram "
+                             f"size); the setting drafts {length}")
         return {"--spec-type": "ngram-simple", "--spec-ngram-simple-size-n": drafter.ngram[0],
                 "--spec-ngram-simple-size-m": length, "--spec-ngram-simple-min-hits": 1}, "-m MODEL"
     if drafter.kind == "eagle":

@@ -204,7 +204,7 @@ def _harvest_settings(source: str) -> tuple[tuple[int, int], int]:
         raise InputError(f"{source}: the champion's harvest drafted with '{drafter.get('kind')}' "
                          f"(provenance.data.generator_config.drafter.kind), and the llama-cpp-python module drafts "
                          f"by prompt lookup only, so the policy would run on drafts it was not tuned on; nearest: "
-                         f"a llama.cpp export (python -m evolve export CHAMPION --to llama.cpp)")
+                         f"the same champion exported for llama.cpp, which drafts with a draft model")
     ngram, gamma = DEFAULT_LOOKUP, 8
     found = harvest.get("ngram")
     if found is not None:
