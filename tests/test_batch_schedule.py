@@ -74,7 +74,9 @@ def test_export_writes_the_schedule_benchmark_prints(vocab_dataset, tmp_path):
     """``export --to vllm|tensorrt-llm --concurrency`` writes the ranges ``benchmark.py --concurrency`` tunes (the last
     one closed at LAST_BATCH_SIZE); an engine without a per-batch-size setting refuses in one line."""
     from evolve.cli.evolve import cli as evolve_cli
-    from evolve.export.engines.deploy import LAST_BATCH_SIZE
+    from evolve.export.engines.tensorrt_llm import schedule_length as trt_length
+    from evolve.export.engines.vllm import schedule_length as vllm_length
+    from evolve.kinds.verify_length.export_engines import LAST_BATCH_SIZE
 
     requests = ",".join(map(str, REQUESTS))
     doc = json.loads(CliRunner().invoke(benchmark.cli, ["--data", str(vocab_dataset), "--costs", str(COSTS),
@@ -85,12 +87,15 @@ def test_export_writes_the_schedule_benchmark_prints(vocab_dataset, tmp_path):
             "--concurrency", requests]
     res = CliRunner().invoke(evolve_cli, [*base, "--to", "vllm", "--output", str(tmp_path / "v.yaml")])
     assert res.exit_code == 0, res.output
-    config = json.loads((tmp_path / "v.yaml").read_text().split("speculative-config: ", 1)[1])
-    assert config["num_speculative_tokens_per_batch_size"] == want
+    text = (tmp_path / "v.yaml").read_text()
+    config = json.loads(text.split("speculative-config: ", 1)[1])
     assert config["num_speculative_tokens"] == max(r[2] for r in want)
     res = CliRunner().invoke(evolve_cli, [*base, "--to", "tensorrt-llm", "--output", str(tmp_path / "t.yaml")])
     assert res.exit_code == 0, res.output
-    config = json.loads((tmp_path / "t.yaml").read_text().split("speculative_config: ", 1)[1])
-    assert config["draft_len_schedule"] == {str(r[0]): r[2] for r in want}
+    trt = (tmp_path / "t.yaml").read_text()
+    # each engine, reading its file as it does, drafts the tuned length at every batch size of every range
+    for start, end, length in want:
+        for batch in {start, (start + end) // 2, end}:
+            assert vllm_length(text, batch) == length and trt_length(trt, batch) == length, (batch, length)
     res = CliRunner().invoke(evolve_cli, [*base, "--to", "sglang"])
     assert res.exit_code == 2 and "--concurrency needs" in res.output and "Traceback" not in res.output

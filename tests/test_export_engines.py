@@ -11,12 +11,14 @@ from click.testing import CliRunner
 
 from evolve.__main__ import cli
 from evolve.errors import InputError
-from evolve.export.engines.base import Engine, Provenance, Setting, read_yaml_text, tree_paths
+from evolve.export.engines.base import Capabilities, Engine, Provenance, Setting
+from evolve.export.engines.shapes import tree_paths
+from evolve.export.engines.text import read_yaml_text
 from evolve.eval.costs import load_costs
 from evolve.export.engines.deploy import Scorer, engine_config
-from evolve.export.engines.families import static_tree_expression
-from evolve.export.engines.registry import ENGINES, register_engine
+from evolve.export.engines.registry import ENGINES, register_engine, unregister_engine
 from evolve.export.engines import tensorrt_llm, vllm
+from evolve.kinds.tree_shape.export_engines import static_tree_expression
 from heuristics.champions import Champion, save_champion
 from heuristics.contract import Rule
 from heuristics.registry import get_rule
@@ -70,7 +72,8 @@ LENGTH_3 = {"vllm": {"num_speculative_tokens": 3, "rejection_sample_method": "st
             "sglang": {"--speculative-num-steps": "3", "--speculative-eagle-topk": "1",
                        "--speculative-num-draft-tokens": "4"},
             "tensorrt-llm": {"decoding_type": "Eagle", "max_draft_len": 3},
-            "llama.cpp": {"--spec-draft-n-max": "3", "--spec-draft-n-min": "0", "--spec-draft-p-min": "0"},
+            "llama.cpp": {"--spec-type": "draft-simple", "--spec-draft-n-max": "3", "--spec-draft-n-min": "0",
+                          "--spec-draft-p-min": "0"},
             "transformers": {"num_assistant_tokens": 3, "num_assistant_tokens_schedule": "constant",
                              "assistant_confidence_threshold": 0.0}}
 
@@ -112,25 +115,27 @@ def test_a_static_tree_is_the_engines_tree(tmp_path):
     path = _champion(tmp_path, "tree", static_tree_expression((2, 1)), "tree-shape", ("draft_index",))
     paths = [(0,), (1,), (0, 0), (1, 0)]
     assert tree_paths((2, 1)) == paths
-    v = parse("vllm", export(path, "--to", "vllm").stdout)
-    assert v["speculative_token_tree"] == str(paths) and v["num_speculative_tokens"] == 4
     t = parse("tensorrt-llm", export(path, "--to", "tensorrt-llm").stdout)
     assert t["eagle_choices"] == [list(p) for p in paths] and t["max_draft_len"] == 2
     assert t["max_total_draft_tokens"] == 4
-    for engine in ("sglang", "llama.cpp", "transformers"):  # no static trees: a chain or SGLang's top-k is nearest
+    # vLLM 0.33.0 has no static tree (speculative_token_tree is not a field): its nearest setting is a chain
+    for engine in ("vllm", "sglang", "llama.cpp", "transformers"):
         _refused(export(path, "--to", engine), "cannot express 'tree'", "nearest setting family")
     chain = _champion(tmp_path, "chain", static_tree_expression((1, 1, 1)), "tree-shape", ("draft_index",))
     assert parse("llama.cpp", export(chain, "--to", "llama.cpp").stdout)["--spec-draft-n-max"] == "3"
     assert parse("transformers", export(chain, "--to", "transformers").stdout)["num_assistant_tokens"] == 3
     assert parse("sglang", export(chain, "--to", "sglang").stdout)["--speculative-num-steps"] == "3"
+    assert parse("vllm", export(chain, "--to", "vllm").stdout)["num_speculative_tokens"] == 3
 
 
-def test_a_relaxation_weight_of_zero_is_vllms_block_method(tmp_path):
+def test_a_relaxation_weight_of_zero_is_block_verification(tmp_path):
     zero = _champion(tmp_path, "w_zero", "0.0", "relaxation", ())
-    assert parse("vllm", export(zero, "--to", "vllm").stdout)["rejection_sample_method"] == "block"
+    text = export(zero, "--to", "vllm").stdout
+    assert parse("vllm", text)["rejection_sample_method"] == "block" and "VLLM_USE_V2_MODEL_RUNNER=1" in text
+    assert "--speculative-use-block-verification" in export(zero, "--to", "sglang").stdout
     weight = _champion(tmp_path, "w_entropy", "mul(0.5, draft_entropy)", "relaxation", ("draft_entropy",))
     _refused(export(weight, "--to", "vllm"), "cannot express 'w_entropy'", "block")
-    for engine in ("sglang", "tensorrt-llm", "llama.cpp", "transformers"):
+    for engine in ("tensorrt-llm", "llama.cpp", "transformers"):
         _refused(export(zero, "--to", engine), "cannot run a relaxation program", "standard_rejection")
 
 
@@ -138,7 +143,7 @@ def test_confidence_stops_transformers_exactly_and_llama_cpp_refuses():
     config = parse("transformers", export("confidence_threshold:h=0.4", "--to", "transformers").stdout)
     assert config["assistant_confidence_threshold"] == 0.4 and config["num_assistant_tokens_schedule"] == "constant"
     # llama.cpp's p-min drops the token it tests; no policy over the records is that stop
-    _refused(export("confidence_threshold:h=0.4", "--to", "llama.cpp"), "llama.cpp cannot express",
+    _refused(export("confidence_threshold:h=0.4", "--to", "llama.cpp"), "cannot express",
              "--spec-draft-n-max")
 
 
@@ -207,7 +212,8 @@ def test_schedules_render_as_the_engines_lists():
     assert v["num_speculative_tokens_per_batch_size"] == [[1, 4, 3], [5, 16, 2], [17, 64, 0]]
     assert v["num_speculative_tokens"] == 3
     t = read_yaml_text(tensorrt_llm.render(_setting(tensorrt_llm.ENGINE), prov, SCHEDULE))["speculative_config"]
-    assert t["draft_len_schedule"] == {"1": 3, "5": 2, "17": 0} and t["max_draft_len"] == 3
+    # TensorRT-LLM keys each range by its largest batch size, and drafts nothing above the largest key
+    assert t["draft_len_schedule"] == {"4": 3, "16": 2} and t["max_draft_len"] == 3
     with pytest.raises(InputError, match="does not continue the schedule"):
         vllm.render(_setting(vllm.ENGINE), prov, ((1, 4, 3), (6, 8, 2)))
     with pytest.raises(InputError, match="no later length may exceed it"):
@@ -221,15 +227,15 @@ def test_schedules_render_as_the_engines_lists():
 def test_every_engine_documents_its_knobs_and_a_new_engine_is_one_registration():
     for engine in ENGINES.values():
         assert engine.knobs and all(k.name and k.source and k.type for k in engine.knobs)
-    toy = Engine("toy", "Toy", "nothing", (), {}, lambda s, p, sch: "")
+    toy = Engine("toy", "Toy", "nothing", (), Capabilities(step_policy=True), lambda s, p, sch: "", "1")
     try:
         assert register_engine(toy) is toy and ENGINES["toy"] is toy
         with pytest.raises(ValueError, match="registered already"):
-            register_engine(Engine("toy", "Other", "", (), {}, toy.render))
-        with pytest.raises(InputError, match="Toy cannot run a threshold program"):
+            register_engine(Engine("toy", "Other", "", (), Capabilities(), toy.render, "1"))
+        with pytest.raises(InputError, match="Toy 1 cannot run a threshold program"):
             engine_config(get_rule("standard_rejection"), "s", toy)
     finally:
-        ENGINES.pop("toy")
+        unregister_engine("toy")
     assert isinstance(_setting(vllm.ENGINE), Setting)
 
 
@@ -264,3 +270,52 @@ def test_settings_are_weighted_as_the_champions_run(vocab_dataset, cost_file):
     assert position == Scorer(champion, vocab_dataset, costs)(dataclasses.replace(fixed, weighting="position"),
                                                               "valid")[0]
     assert position != call
+
+
+def test_no_export_module_names_a_kind_but_the_default():
+    """Engines ask a kind what it can express (its engines hook): no module under evolve/export imports another
+    kind's package, names its descriptor or spells its name (the grep of the kind boundary)."""
+    import re
+    from pathlib import Path
+
+    from evolve.kinds.registry import KINDS
+
+    root = Path(__file__).resolve().parent.parent / "evolve" / "export"
+    others = [k for k in KINDS.values() if k.name != "threshold"]
+    packages = [k.plugin.rsplit(".", 1)[0] for k in others if k.plugin]
+    pattern = re.compile("|".join([*(re.escape(p) for p in packages),
+                                   *(rf"\b{re.escape(k.name.upper().replace('-', '_'))}\b" for k in others),
+                                   *(rf"[\"']{re.escape(k.name)}[\"']" for k in others)]))
+    found = [f"{p.relative_to(root)}:{i}: {line.strip()}" for p in sorted(root.rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert packages and not found, found
+
+
+def test_engine_versions_are_chosen_among_the_checked(tmp_path):
+    from evolve.export.engines.registry import VERSIONS
+
+    for name, versions in VERSIONS.items():
+        newest = list(versions)[-1]
+        res = export("fixed_gamma:gamma=3", "--to", name, "--engine-version", newest)
+        assert res.exit_code == 0 and newest.split()[0] in res.stdout, res.output
+        _refused(export("fixed_gamma:gamma=3", "--to", name, "--engine-version", "0.0.1-unchecked"),
+                 "checked at", newest)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "tensorrt-llm"])
+def test_a_schedule_is_priced_as_the_engine_reads_the_written_file(vocab_dataset, engine, tmp_path):
+    """The table printed with --concurrency: at each batch size listed, the length tuned and the length the engine
+    reads from the file it was written into are the same, with its tokens per second."""
+    from pathlib import Path
+
+    costs = Path(__file__).resolve().parent.parent / "docs" / "costs" / "gpu_batched.json"
+    out = tmp_path / "spec.yaml"
+    res = export("fixed_gamma:gamma=3", "--to", engine, "--data", vocab_dataset, "--costs", costs,
+                 "--concurrency", "1,8,64", "--output", out)
+    assert res.exit_code == 0, res.output
+    rows = [line.split() for line in res.stdout.splitlines() if line[:1].isdigit()]
+    rows = [r for r in rows if len(r) == 4]
+    assert [r[0] for r in rows] == ["1", "8", "64"]
+    for batch, tuned, run, rate in rows:
+        assert tuned == run and float(rate) > 0
+        assert ENGINES[engine].schedule_length(out.read_text(), int(batch)) == int(run)

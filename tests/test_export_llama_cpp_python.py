@@ -13,7 +13,8 @@ from hypothesis import given, settings, strategies as st
 
 from evolve.engine.ngram import NgramDrafter
 from evolve.errors import InputError
-from evolve.export.engines.llama_cpp_python import module_source
+from evolve.export.engines.llama_cpp_python import COLUMN_VALUES, module_source
+from heuristics.champions import Champion, save_champion
 from evolve.kinds.verify_length.live import policy_keep
 from evolve.commands.rules import rule_named
 from heuristics.contract import Rule
@@ -36,11 +37,11 @@ def _policy(expression: str) -> Rule:
 
 
 POLICIES = [rule_named("fixed_gamma:gamma=0"), rule_named("fixed_gamma:gamma=2"), rule_named("fixed_gamma:gamma=5"),
-            rule_named("confidence_threshold:h=0.5"),
-            _policy("div(draft_prob, sub(lookup_len, draft_index))"),
+            _policy("div(position, sub(lookup_len, draft_index))"),
             _policy("sub(lookup_freq, 0.6)"),
             _policy("if_gt(position, 12.0, sub(3.5, draft_index), sub(mul(lookup_len, lookup_freq), draft_index))"),
-            _policy("sub(add(draft_cumprob, draft_entropy), mul(0.4, draft_index))")]
+            _policy("if_gt(position, 12.0, sub(3.5, draft_index), sub(mul(lookup_len, lookup_freq), draft_index))"),
+            _policy("sub(sub(lookup_len, 0.5), mul(0.4, draft_index))")]
 
 
 def _load(source: str, root, name: str):
@@ -162,14 +163,37 @@ def test_inside_the_generate_loop_drafts_match_and_text_is_greedy(modules, promp
                 assert draft == reference_draft(rule, ctx, len(prompt), 6), rule.name
 
 
-@pytest.mark.parametrize("expression, words", [
-    ("sub(target_prob, 0.5)", "reads 'target_prob'"),
-    ("sub(top_token_match, draft_index)", "reads 'top_token_match'"),
-])
-def test_a_column_the_lookup_drafter_cannot_give_is_refused(expression, words):
-    with pytest.raises(InputError, match=words) as err:
-        module_source(_policy(expression), "test")
+def _unavailable() -> list[str]:
+    """Every feature a verification-length policy may read that the lookup drafter inside llama-cpp-python cannot give:
+    the drafter's probabilities (constant 1 or 0 for a one-hot lookup draft) among them."""
+    from evolve.gp.primitives import FEATURES, OPTIONAL_FEATURES
+    from evolve.kinds.registry import KINDS
+
+    kind = KINDS["verify-length"]
+    names = [f for f in (*FEATURES, *OPTIONAL_FEATURES, *kind.derived_features) if f not in kind.excluded_features]
+    return sorted({f for f in names if f not in COLUMN_VALUES})
+
+
+def test_every_drafter_probability_is_among_the_refused():
+    assert {"draft_prob", "draft_top_prob", "draft_cumprob", "draft_entropy"} <= set(_unavailable())
+
+
+@pytest.mark.parametrize("feature", _unavailable())
+def test_a_column_the_lookup_drafter_cannot_give_is_refused(feature, tmp_path):
+    """A policy reading it would run inside llama-cpp-python as another policy (a constant column): refused in one
+    line, by the module writer and by the command."""
+    from click.testing import CliRunner
+
+    from evolve.cli.evolve import cli
+
+    with pytest.raises(InputError, match=f"reads '{feature}'") as err:
+        module_source(_policy(f"sub({feature}, draft_index)"), "test")
     assert "\n" not in str(err.value)
+    path = save_champion(Champion(name="p", expression=f"sub({feature}, draft_index)", description="t",
+                                  features=tuple(sorted({feature, "draft_index"})), kind="verify-length",
+                                  metrics={"train": {"fitness": 0.5}, "valid": {"fitness": 0.5}}), tmp_path)[0]
+    res = CliRunner().invoke(cli, ["export", str(path), "--to", "llama-cpp-python", "--output", str(tmp_path / "m")])
+    assert res.exit_code == 2 and f"reads '{feature}'" in res.stderr and not (tmp_path / "m").exists()
 
 
 def test_other_kinds_and_lossy_verifiers_are_refused():
@@ -205,7 +229,7 @@ def test_greedy_decoding_with_the_exported_module_equals_plain_decoding_in_llama
     assert llm.draft_model._prompt_len == len(prompt)  # found by the draft model itself
 
 
-@pytest.mark.parametrize("spec,exports", [("fixed_gamma:gamma=3", True), ("confidence_threshold:h=0.5", True),
+@pytest.mark.parametrize("spec,exports", [("fixed_gamma:gamma=3", True), ("confidence_threshold:h=0.5", False),
                                           ("standard_rejection", False), ("mixture_0.9", False)])
 def test_export_command_writes_the_module_or_refuses_in_one_line(tmp_path, spec, exports):
     """``python -m evolve export SPEC --to llama-cpp-python``: a verification-length policy is written as the module;
@@ -221,4 +245,5 @@ def test_export_command_writes_the_module_or_refuses_in_one_line(tmp_path, spec,
         assert "class PolicyPromptLookup(LlamaDraftModel)" in out.read_text()
     else:
         assert res.exit_code == 2 and "Traceback" not in res.output and not out.exists()
-        assert "nearest setting" in res.output and len(res.output.strip().splitlines()) == 1
+        assert len(res.output.strip().splitlines()) == 1
+        assert "nearest setting" in res.output or "cannot give" in res.output

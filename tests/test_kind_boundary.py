@@ -24,6 +24,8 @@ ALLOWED: dict[str, str] = {
     "heuristics/length_policies.py": "the published verification-length families (fixed lengths, confidence "
                                      "thresholds) are rules of that kind, in the rules package as every family is",
     "scripts/verify_length_summary.py": "a results script of the verification-length searches reads its scorer",
+    "scripts/deploy_e2e_transformers.py": "the end-to-end run of the exports writes verification-length champions to "
+                                          "export (a fixed length, a confidence stop, a prompt-lookup length)",
 }
 
 

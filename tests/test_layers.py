@@ -21,9 +21,9 @@ group on its own floor:
    ``heuristics`` (none imports another)
 4. ``evolve/search``, ``evolve/sim`` and ``evolve/train`` (none imports another); then ``evolve/live`` (live
    decoding on real models, above the simulator's verification)
-5. ``evolve/report`` (output: each command's rendering, tables, Markdown, plots); then ``evolve/commands`` (the
-   command drivers) and ``evolve/export`` (with ``evolve/export/engines``, the engine targets; neither imports the
-   other); then ``evolve/perf`` (the speed harness of ``benchmark.py perf``)
+5. ``evolve/report`` (output: each command's rendering, tables, Markdown, plots); then ``evolve/export`` (with
+   ``evolve/export/engines``, the engine targets); then ``evolve/commands`` (the command drivers: the live command
+   runs exported modules); then ``evolve/perf`` (the speed harness of ``benchmark.py perf``)
 6. each kind's folder ``evolve/kinds/<kind>`` (everything a kind is: scoring, warm start, rows, live decoder,
    exported layout, what the engines can express of it, its hooks): above every shared layer it uses, so no shared
    module imports a kind; they reach it through the registry (:mod:`evolve.kinds.registry`)
@@ -68,7 +68,7 @@ FLOORS: tuple[tuple[str, float, str], ...] = (
     ("evolve/train", 4, "train"),
     ("evolve/live", 4.5, "live"),
     ("evolve/report", 5, "report"),
-    ("evolve/commands", 5.2, "commands"),
+    ("evolve/commands", 5.3, "commands"),
     ("evolve/export", 5.2, "export"),
     ("evolve/perf", 5.5, "perf"),
     ("evolve/cli", 7, "cli"),

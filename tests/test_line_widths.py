@@ -93,10 +93,11 @@ def test_perf(vocab_dataset, tmp_path):
 @pytest.mark.parametrize("target", ["vllm", "sglang", "tensorrt-llm", "llama.cpp", "transformers"])
 def test_export_to_an_engine(vocab_dataset, runs, target, tmp_path):
     tuned = ["--data", vocab_dataset, "--costs", COSTS]
-    if target in ("vllm", "tensorrt-llm"):
-        tuned += ["--concurrency", "1,8"]
     champion = runs["threshold"] / "champion.json"
     _check(_evolve("export", champion, "--to", target, *tuned, "--output", tmp_path / "a"), f"export --to {target}")
+    if target in ("vllm", "tensorrt-llm"):  # a draft length per batch size: a verification-length champion's
+        _check(_evolve("export", runs["verify-length"] / "champion.json", "--to", target, *tuned, "--concurrency",
+                       "1,8", "--output", tmp_path / "c"), f"export --to {target} --concurrency")
     _check(_evolve("export", "fixed_gamma:gamma=3", "--to", target, "--output", tmp_path / "b"),
            f"export fixed_gamma --to {target}")
 

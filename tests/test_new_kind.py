@@ -1,6 +1,7 @@
 """A kind of program added with one registration: a throwaway kind defined here runs through ``python -m evolve
-run``, ``benchmark.py``, ``benchmark.py live`` and ``python -m evolve export`` with no edit anywhere else, and the
-commands it does not implement refuse it in one line naming the ones it does.
+run``, ``benchmark.py``, ``benchmark.py live`` and ``python -m evolve export`` (a module, and an engine's
+configuration through its own ``engines`` hook) with no edit anywhere else, and the commands it does not implement
+refuse it in one line naming the ones it does.
 
 The kind, ``test-half``, is a per-token acceptance threshold that the commands must apply as half the program's
 value: its hooks (defined below, nowhere else) score ``tau = min(1, v) / 2``, so a result equal to the plain
@@ -20,6 +21,7 @@ from evolve.cli.evolve import cli as evolve_cli
 from evolve.eval.evaluator import EvalData, Metrics, evaluate
 from evolve.eval.population import PopulationEvaluator, canonical
 from evolve.export.codegen import Layout
+from evolve.export.engines.base import KindSupport, Setting
 from evolve.gp.compiler import compile_nodes, parse, to_string
 from evolve.kinds.base import KindHooks, ProgramKind
 from evolve.kinds.registry import KINDS, register_kind, unregister_kind
@@ -74,7 +76,22 @@ HOOKS = KindHooks(
     export=Layout(HALF, "tau", lambda name, library: f'"""Halved threshold {name} for {library}."""',
                   lambda target: "\n".join([target.columns, target.operators]),
                   "Halved thresholds; see the module doc.", (f"KIND = {HALF.name!r}",)),
+    engines=lambda engine: _engine_support(engine),
 )
+
+
+def _engine_support(engine) -> KindSupport:
+    """What an engine can do with a halved threshold, from its capabilities: the constant 1 (tau = 1/2 everywhere)
+    is the engine's lossless verification knobs with a note (a test kind: only the mapping matters); an engine without
+    such knobs refuses the kind, naming the standard rule."""
+    lossless = engine.capabilities.lossless
+    if lossless is None:
+        return KindSupport.refused("the standard rule (standard_rejection)")
+
+    def exact(rule, gamma):
+        return Setting("half-threshold", rule, dict(lossless), "a test kind") if rule.expression == "1.0" else None
+
+    return KindSupport(exact, lambda rule, gamma, depth: [], lambda gamma: None, "a halved threshold of 1")
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +147,20 @@ def test_export_writes_its_layout(half_run, tmp_path):
     assert namespace["KIND"] == HALF.name and callable(namespace["half_threshold"])
     columns = {c: np.array([0.5, 0.9]) for c in namespace["COLUMNS"]}
     assert np.all(np.isfinite(namespace["half_threshold"](**columns)))
+
+
+def test_export_to_an_engine_asks_the_kind(half_kind, tmp_path):
+    """The engine export asks the kind's own engines hook: a champion it maps is written with the engine's knobs; an
+    engine it refuses names the kind's nearest setting; nothing in evolve/export names the kind."""
+    from heuristics.champions import Champion, save_champion
+
+    path = save_champion(Champion(name="half_one", expression="1.0", description="t", features=(), kind=HALF.name,
+                                  metrics={"train": {"fitness": 0.5}, "valid": {"fitness": 0.5}}), tmp_path)[0]
+    res = CliRunner().invoke(evolve_cli, ["export", str(path), "--to", "vllm"])
+    assert res.exit_code == 0, res.output
+    assert "setting: half-threshold" in res.stdout and '"rejection_sample_method": "standard"' in res.stdout
+    res = CliRunner().invoke(evolve_cli, ["export", str(path), "--to", "llama.cpp"])
+    assert res.exit_code == 2 and "cannot run a test-half program" in res.stderr and "standard_rejection" in res.stderr
 
 
 @pytest.mark.parametrize("command", ["simulate", "trees"])

@@ -10,9 +10,11 @@ are declared by the command (``CliCommand(inputs=(...))``) and count when the pa
 files inside an input directory that its readers read (the splits, tree tables and
 ``metadata.json`` of a dataset, the files of a run directory: :func:`evolve.files.guard.dataset_files`,
 :data:`evolve.files.guard.RUN_FILES`; the ``*.json`` and ``*.py`` of a champions directory) are
-inputs too. Every command passes through this module, which imports the modules that register a dataset's files
-with the guard (:mod:`evolve.traces.io`, :mod:`evolve.traces.tree_tables`, :mod:`evolve.harvest.resume`), so all of
-them are known before any check.
+inputs too, and so are the files a champion input names (the verifier champion file of a policy's run,
+``provenance.config.verify_with``: :func:`champion_references`), which the command reads through it. Every command
+passes through this module, which imports the modules that register a dataset's files with the guard
+(:mod:`evolve.traces.io`, :mod:`evolve.traces.tree_tables`, :mod:`evolve.harvest.resume`), so all of them are known
+before any check.
 
 :func:`check_outputs` runs before a command's callback (:class:`evolve.cli.errors.CliCommand`) and
 refuses, in one line naming both options (``error: option '--output': F is an input of this command
@@ -25,6 +27,7 @@ are given as well (:mod:`evolve.files.guard`); this check is the one that knows 
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +55,10 @@ class OutputPath(click.Path):
 
 #: Parameter names of input directories whose ``*.json`` and ``*.py`` files are read as champions.
 CHAMPION_DIR_PARAMS = frozenset({"champions_dir"})
+#: Parameter names whose value is a champion (a file or a run directory): the files it names are inputs too.
+CHAMPION_PARAMS = frozenset({"champion"})
+#: Run settings of a champion's provenance (``provenance.config``) that name another champion file it is read with.
+CHAMPION_FILE_SETTINGS = ("verify_with",)
 
 
 @dataclass(frozen=True)
@@ -104,7 +111,24 @@ def inventory(ctx: click.Context) -> tuple[list[Entry], list[tuple[click.Paramet
                 outputs.append((param, path))
             elif is_path or (param.name in declared and path.exists()):
                 inputs.append(Entry(_flag(param), path, param.name in CHAMPION_DIR_PARAMS))
+                if param.name in CHAMPION_PARAMS:
+                    inputs += [Entry(f"{_flag(param)} {key}", found) for key, found in champion_references(path)]
     return inputs, outputs
+
+
+def champion_references(path: Path) -> list[tuple[str, Path]]:
+    """(setting, path) of the files a champion input names and is read with: the champion file of a run setting of
+    :data:`CHAMPION_FILE_SETTINGS` in its ``provenance.config`` (a run directory: its ``champion.json``). A file that
+    cannot be read as a champion names nothing here (the command reports it)."""
+    file = path / "champion.json" if path.is_dir() else path
+    try:
+        config = json.loads(file.read_text(encoding="utf-8")).get("provenance", {}).get("config", {})
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(config, dict):
+        return []
+    return [(key, Path(config[key])) for key in CHAMPION_FILE_SETTINGS
+            if isinstance(config.get(key), str) and config[key].endswith(".json") and Path(config[key]).is_file()]
 
 
 def conflict(output: Path, entry: Entry) -> str | None:
@@ -135,4 +159,5 @@ def check_outputs(ctx: click.Context) -> None:
                 raise InputError(why, param=param.name)
 
 
-__all__ = ["OutputPath", "Entry", "inventory", "conflict", "check_outputs", "CHAMPION_DIR_PARAMS"]
+__all__ = ["OutputPath", "Entry", "inventory", "conflict", "check_outputs", "champion_references",
+           "CHAMPION_DIR_PARAMS", "CHAMPION_PARAMS"]

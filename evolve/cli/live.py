@@ -6,7 +6,6 @@ command runs. Options: docs/tutorial/deploy.md.
 """
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import click
@@ -17,15 +16,11 @@ from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.sampling import sampling_options
 from evolve.cli.types import CommaList
 from evolve.errors import InputError
-from evolve.engine.ngram import lookup_lengths
-from evolve.export.engines.llama_cpp_python import KIND, module_source
-from evolve.live.peers import PEERS, LlamaCppPythonPeer, peers_named
-from evolve.commands.compare.table import champion_from_file
+from evolve.live.peers import PEERS
 from evolve.commands.live import DEFAULT_REPLICATES, LiveOptions, live_command
 from evolve.report.live import FORMATS
 from evolve.cli.bounds import (MAX_HARVEST_GAMMA, MAX_LIVE_REPEATS, MAX_LOOKUP, MAX_NEW_TOKENS, MAX_REPLICATES,
                                MAX_SEED, MAX_THREADS, MAX_TREE_NODES)
-from evolve.commands.rules import rule_named
 
 
 
@@ -36,21 +31,6 @@ def _peer_k(text: str) -> tuple[str, int]:
         raise InputError(f"expected PEER=K with K a whole number in [1, {MAX_LOOKUP}] (value {text!r})",
                          param="peer_k")
     return name, int(value)
-
-
-def exported_policies(opts: LiveOptions, drafters: dict) -> tuple[tuple[str, str], ...]:
-    """(row name, module text) of every verification-length policy among the options' rules and champions, exported
-    for llama-cpp-python (:func:`evolve.export.engines.llama_cpp_python.module_source`) with the run's prompt lookup
-    and gamma. Raises InputError (one line) for such a policy without ``--draft-ngram`` or one the export refuses."""
-    rules = [(rule_named(n), f"rule {n}") for n in opts.rules]
-    rules += [(champion_from_file(p), str(p)) for p in opts.champions]
-    policies = [(r, where) for r, where in rules if r.program_kind is KIND]
-    if policies and not drafters.get("ngram"):
-        raise InputError(f"policy '{policies[0][0].name}' runs inside llama-cpp-python as a prompt-lookup drafter: "
-                         f"give --draft-ngram", param="peers")
-    ngram = lookup_lengths(drafters.get("ngram"))
-    return tuple((r.name, module_source(r, where, ngram, opts.config.gamma))
-                 for r, where in policies)
 
 
 @click.command("live", cls=DrafterCommand, drafters_after="target", aliases={"champion": "champions"},
@@ -125,8 +105,6 @@ def live(**options) -> None:
     options["peers"] = tuple(p for p in options["peers"].split(",") if p)
     options["peer_k"] = tuple(_peer_k(v) for v in options["peer_k"])
     opts = LiveOptions.from_options(options, drafters)
-    if any(isinstance(peer, LlamaCppPythonPeer) for peer in peers_named(opts.peers)):
-        opts = dataclasses.replace(opts, exported=exported_policies(opts, drafters))
 
     def on_text(done: int, total: int) -> None:
         if progress:

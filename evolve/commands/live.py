@@ -79,6 +79,7 @@ from evolve.report.live import FORMATS, OURS, LiveReport, format_json, format_ta
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.commands.rules import rule_named
 from evolve.live.turns import TurnContexts, with_earlier_turns
+from evolve.export.engines.llama_cpp_python import module_source, runs
 from evolve.live.peers import LlamaCppPythonPeer, PeerSetup, peers_named, tune, tuned_row
 from evolve.live.decoding import BlockVerifier, LiveCounts, autoregressive_text
 from evolve.live.tree_decoding import with_fixed_tree
@@ -444,6 +445,23 @@ class LiveOptions:
         return cls(config=config, **{k: v for k, v in options.items() if k not in names})
 
 
+def exported_policies(options: LiveOptions) -> tuple[tuple[str, str], ...]:
+    """(row name, module text) of every rule among the options' rules and champions that llama-cpp-python runs (a
+    verification-length policy: :func:`evolve.export.engines.llama_cpp_python.runs`), exported for it
+    (:func:`evolve.export.engines.llama_cpp_python.module_source`) with the run's prompt lookup and gamma.
+
+    Raises: InputError (one line) for such a policy without prompt lookup (parameter ``peers``) or one the export
+    refuses."""
+    rules = [(rule_named(n), f"rule {n}") for n in options.rules]
+    rules += [(champion_from_file(p), str(p)) for p in options.champions]
+    policies = [(r, where) for r, where in rules if runs(r)]
+    if policies and not options.config.ngram:
+        raise InputError(f"policy '{policies[0][0].name}' runs inside llama-cpp-python as a prompt-lookup drafter: "
+                         f"give the prompt-lookup drafter", param="peers")
+    ngram = lookup_lengths(options.config.ngram)
+    return tuple((r.name, module_source(r, where, ngram, options.config.gamma)) for r, where in policies)
+
+
 def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | None = None) -> tuple[LiveReport, str]:
     """Check the options, run :func:`run_live` (on the ``split`` prompts of ``data_dir`` when given,
     :func:`split_prompts`), render the report and write it to ``output`` when given. ``on_text(done, total)``
@@ -472,7 +490,9 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     rules = resolve_rules(o.rules, o.champions, tree is not None)
     texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split, config.categories)
     costs = load_costs(o.costs) if o.costs is not None else None
-    extras = LiveExtras(o.repeats, peers, tuple(o.peer_k), o.tune_prompts, tuple(o.exported), o.bootstrap, tree)
+    exported = tuple(o.exported) or (exported_policies(o) if any(isinstance(p, LlamaCppPythonPeer) for p in peers)
+                                     else ())
+    extras = LiveExtras(o.repeats, peers, tuple(o.peer_k), o.tune_prompts, exported, o.bootstrap, tree)
     report = run_live(config, rules, on_text, texts, extras)
     for row, counts in zip(report.rows, report.counts):
         predicted = None if costs is None else counts.tokens / counts.predicted_seconds(costs)
@@ -484,5 +504,5 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     return report, text
 
 
-__all__ = ["DEFAULT_REPLICATES", "LiveExtras", "LiveOptions", "decoder", "live_command", "resolve_rules", "run_live",
+__all__ = ["DEFAULT_REPLICATES", "LiveExtras", "LiveOptions", "decoder", "exported_policies", "live_command", "resolve_rules", "run_live",
            "split_prompts", "torch_threads"]

@@ -57,6 +57,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from evolve.engine.clock import synchronize
 from evolve.engine.distributions import sample_index
 from evolve.engine.drafter_base import Drafter, DrafterOption, _stack, draft_confidence, target_layers
 from evolve.engine.eagle_head import PARAM, EagleConfig, EagleHead, default_layers, load_head_weights
@@ -206,9 +207,12 @@ class EagleRun:
                 raise ValueError(f"EagleRun.tree: node {i} has parent {p} (needs -1 <= parent < {i})")
         st = self.state
         ctx = st.tokens[:kv.lengths[0]] + [int(t) for t in context]
+        synchronize(self.drafter.head.device)
         t0 = time.perf_counter()
         try:
-            return self.drafter._tree_logits(st, ctx, [int(p) for p in parents], [int(t) for t in tokens])
+            out = self.drafter._tree_logits(st, ctx, [int(p) for p in parents], [int(t) for t in tokens])
+            synchronize(self.drafter.head.device)
+            return out
         finally:
             self.seconds += time.perf_counter() - t0
 
@@ -379,6 +383,7 @@ class EagleDrafter(Drafter):
 
     def propose(self, engine, batch, ks, keep=None):
         out: list = []
+        synchronize(self.head.device)
         t0 = time.perf_counter()
         try:
             for i, k in enumerate(ks):
@@ -389,6 +394,7 @@ class EagleDrafter(Drafter):
                     continue
                 self._sync(st, state.ctx)
                 out.append(self._chain(engine, st, state.rng, i, int(k), keep) if k else ([], None, np.zeros(0)))
+            synchronize(self.head.device)
         finally:
             self.run.seconds += time.perf_counter() - t0
         return out

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Sequence
 
+from evolve.engine.clock import synchronize
+
 
 def _new_cache(layers: Iterable[tuple[Any, Any]] = ()):
     """A transformers ``DynamicCache`` holding the given per-layer (keys, values) (None: a layer
@@ -236,11 +238,16 @@ class Runner:
         self.seconds = 0.0
 
     def _forward(self, kwargs: dict[str, Any]):
+        """The model's forward on ``kwargs``, its wall time (the device's queued work waited for before the clock is
+        read: :func:`evolve.engine.clock.synchronize`) added to ``seconds``."""
         import time
 
+        synchronize(self.device)
         t0 = time.perf_counter()
         try:
-            return self.model(**kwargs)
+            out = self.model(**kwargs)
+            synchronize(self.device)
+            return out
         finally:
             self.seconds += time.perf_counter() - t0
 

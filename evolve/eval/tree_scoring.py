@@ -64,7 +64,7 @@ from evolve.errors import InputError
 from evolve.traces.tree_tables import RELAX_COLUMN_NAMES, RELAX_GRID, TreeTable
 from evolve.verification.tokenwise import standard_threshold
 
-#: Features a tree-shape program reads (:data:`evolve.kinds.tree_shape.TREE_SHAPE`).
+#: Features a tree-shape program reads (:data:`evolve.kinds.tree_shape.KIND`).
 SHAPE_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
                                    "draft_cumprob") + LEVEL_FEATURES
 #: Length of the counts record of :func:`shape_counts`.

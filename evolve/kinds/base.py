@@ -101,6 +101,10 @@ class KindHooks:
             curve the kind adds to every ``benchmark.py pareto`` (the relaxed fixed-w family).
         trees: ``trees(split, name, program, data, tune, costs)`` -> the rows of ``benchmark.py trees``.
         export: the :class:`evolve.export.codegen.Layout` of ``python -m evolve export``.
+        engines: ``engines(engine)`` -> what this engine can express of the kind, from its capabilities (an
+            :class:`evolve.export.engines.base.KindSupport`, or None): ``python -m evolve export --to ENGINE``.
+        schedule: ``schedule(rule, directory, costs, requests)`` -> the per-batch-size draft lengths of
+            ``python -m evolve export --concurrency`` ((start, end, length) triples).
     """
 
     check: Callable[..., Any] | None = None
@@ -117,6 +121,8 @@ class KindHooks:
     pareto_references: Callable[..., Any] | None = None
     trees: Callable[..., Any] | None = None
     export: Any = None
+    engines: Callable[..., Any] | None = None
+    schedule: Callable[..., Any] | None = None
 
 
 #: The commands each hook serves, in the order a refusal lists them.

@@ -36,6 +36,8 @@ import time
 from datetime import datetime, timezone
 from typing import Callable
 
+from evolve.engine.clock import synchronize
+
 #: Default largest draft length measured (forwards over 1..DEFAULT_GAMMA_MAX + 1 tokens).
 DEFAULT_GAMMA_MAX = 6
 #: Default repeats of every method.
@@ -76,8 +78,10 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
         kv, base = batch.kv, batch.kv.lengths[0]
 
         def forward(T: int) -> float:
+            synchronize(engine.device)
             t0 = time.perf_counter()
             engine.distributions(engine.run(kv, [filler[:T]], T)[0])
+            synchronize(engine.device)  # a CUDA forward returns before it has run
             seconds = time.perf_counter() - t0
             kv.truncate(0, base)
             kv.compact()
@@ -88,18 +92,22 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
             one by one; the cache is rolled back once afterwards, outside the timing."""
             times, token = [], filler[0]
             for _ in range(PLAIN_RUN):
+                synchronize(engine.device)
                 t0 = time.perf_counter()
                 logits = engine.run(kv, [[token]], 1)
                 p, _ = engine.distributions(logits[0, -1:])
                 token = sample_index(p[0], rng.random())
+                synchronize(engine.device)
                 times.append(time.perf_counter() - t0)
             kv.truncate(0, base)
             kv.compact()
             return times
 
         def draft() -> tuple[float, int]:
+            synchronize(engine.device)
             t0 = time.perf_counter()
             drafts = engine.drafter.propose(engine, batch, [gamma_max])[0][0]
+            synchronize(engine.device)
             seconds = time.perf_counter() - t0
             engine.drafter.commit(engine, batch, [base])
             return seconds, len(drafts)

@@ -129,8 +129,9 @@ def _generate(model, tokenizer, enc: list[list[int]], batch: int, max_new_tokens
         for s in range(0, len(enc), batch):
             chunk = enc[s:s + batch]
             width = max(len(ids) for ids in chunk)
-            ids = torch.tensor([[pad] * (width - len(x)) + x for x in chunk], dtype=torch.long)
-            mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in chunk], dtype=torch.long)
+            ids = torch.tensor([[pad] * (width - len(x)) + x for x in chunk], dtype=torch.long, device=model.device)
+            mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in chunk], dtype=torch.long,
+                                device=model.device)
             out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
                                  top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad,
                                  eos_token_id=sorted(eos))

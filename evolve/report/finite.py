@@ -4,7 +4,7 @@ A report computes some figures that may be undefined on a given split (a ratio o
 records); Python formats them as ``nan``, ``inf`` or ``-inf`` (``f"{x:.3f}"``, ``f"{x:.2f}x"``), which reads as a
 measurement. The shared table helpers pass every cell through :func:`finite_cell` (plain-text tables through
 :func:`evolve.report.width.fit_width`, Markdown tables of measurements through
-:func:`evolve.report.doctables.markdown_table`), so such a token in a measured cell becomes ``n/a``, right-aligned in
+:func:`evolve.report.markdown.markdown_table`), so such a token in a measured cell becomes ``n/a``, right-aligned in
 the cell's width where the token was wider; :func:`finite_value` turns a
 non-finite float into None for the CSV and JSON outputs (an empty CSV cell, a JSON null).
 """

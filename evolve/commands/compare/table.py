@@ -39,7 +39,7 @@ holds relaxed block verification's tokens per call, speedup and TV per emitted t
 with the split's gamma (:mod:`evolve.eval.relaxed_block`: block verification against (1 - w) p + w q,
 the same records and formula the run's own valid figures come from), and its per-token columns
 are empty as the ``block_verification`` row's; on a split without the block columns
-(:data:`evolve.kinds.relaxation.RELAXATION` ``.columns``) it is skipped with a note.
+(the relaxation kind's ``columns``) it is skipped with a note.
 
 Rows, their JSON/CSV keys (:data:`ROW_KEYS`) and the comparison are defined in
 :mod:`evolve.report.compare.rows`; the output formats ``table`` (rich, plain

@@ -39,7 +39,7 @@ References (beside the curves; the verdict ranks only the curves, and
     * ``relaxed_block_fixed_w`` and ``evolved_relaxed_block``: relaxed block
       verification against (1 - w) p + w q with one w everywhere, and the
       weights w(features) of ``--evolve relaxation`` runs among ``--run``, on a
-      split with ``block_residual_phi`` (:mod:`evolve.commands.pareto.relaxed`,
+      split with ``block_residual_phi`` (:mod:`evolve.kinds.relaxation.pareto`,
       which also gives their verdict).
 
 A curve's points, best tokens per call at each budget and hypervolume are

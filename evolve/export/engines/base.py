@@ -1,36 +1,33 @@
-"""What an engine target is (:class:`Engine`), the settings it can write (:class:`Setting`), and the shared readers of
-a champion's shape: its fixed draft length, its static tree, its family member.
+"""What an engine target is (:class:`Engine`), what it can run (:class:`Capabilities`), the settings it can write
+(:class:`Setting`), and where a written configuration comes from (:class:`Provenance`, with the harvest's drafter,
+:class:`Drafter`).
 
 An engine declares, as plain data, the knobs it offers (:class:`Knob`: name, type, range, default, the source file
-that defines it) and, per kind of program (:class:`evolve.kinds.base.ProgramKind`), a :class:`KindSupport`: which
-champions it writes exactly (``exact``), which settings it can express (``settings``, written as rules of the same
-kind so the kind's own scorer scores them), its default (``default``) and, in words, the nearest setting family
-(``nearest``). ``render`` turns one setting into the text the engine reads. Nothing here compares an engine's or a
-kind's name: the command asks the engine for the kind's entry (:meth:`Engine.support`).
+that defines it), the engine version its files were checked against (``version``), and what that version can run
+(:class:`Capabilities`: a fixed draft-length knob, block verification, a confidence stop, a chain, a static tree,
+per-level top-k trees, per-batch-size schedules, acceptance families, its lossless default, its defaults). A kind of
+program says, in its own package (its ``engines`` hook, :class:`evolve.kinds.base.KindHooks`, built with
+:mod:`evolve.export.engines.supports`), how its programs map onto those capabilities: a :class:`KindSupport` giving
+which champions the engine writes exactly (``exact``), which settings it can express (``settings``, written as rules
+of the same kind so the kind's own scorer scores them), its default (``default``) and, in words, the nearest setting
+family (``nearest``). ``render`` turns one setting into the text the engine reads. Nothing here compares an engine's
+or a kind's name: the command asks the engine for the kind's entry (:meth:`Engine.support`), which asks the kind.
 
-The readers evaluate the champion through its exported numpy module (:func:`evolve.export.numpy_module.numpy_source`
-with the kind's own layout), so a fixed length or a static tree is read with the exported module's exact semantics
-(a verification-length policy drafts while ``keep_drafting`` is 1; a tree node keeps ``tree_children`` children).
+The readers of a champion's shape (its fixed length, its static tree) are :mod:`evolve.export.engines.shapes`; the
+writers of the engines' text formats are :mod:`evolve.export.engines.text`.
 """
 from __future__ import annotations
 
-import json
-import math
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-import numpy as np
-
-from evolve.errors import InputError
-from evolve.export.codegen import straight_line
-from evolve.export.numpy_module import numpy_source
-from evolve.gp.compiler import Node
 from evolve.kinds.base import ProgramKind
 from heuristics.contract import Rule
 
-#: Longest draft (or tree depth) a champion is read at when its length or tree is recognised.
-MAX_LENGTH = 64
+#: Knob name -> value, what a renderer writes.
+Knobs = Mapping[str, Any]
+#: A per-batch-size schedule: (start batch size, end batch size, draft length) triples, contiguous from 1.
+Schedule = tuple[tuple[int, int, int], ...]
 
 
 @dataclass(frozen=True)
@@ -50,11 +47,12 @@ class Knob:
 class Setting:
     """One configuration an engine can express: ``label`` (short, for tables), ``rule`` (the same configuration as a
     rule of the champion's kind, scored by the kind's own scorer; None when the scorer cannot score it), ``knobs``
-    (knob name -> value, what :attr:`Engine.render` writes) and ``note`` (how exact it is, in words)."""
+    (knob name -> value, what :attr:`Engine.render` writes) and ``note`` (how exact it is, or the condition under
+    which the engine runs it as written, in words)."""
 
     label: str
     rule: Rule | None
-    knobs: Mapping[str, Any]
+    knobs: Knobs
     note: str = ""
 
 
@@ -65,21 +63,101 @@ class KindSupport:
     ``exact(rule, gamma)`` the setting that runs ``rule`` exactly, or None; ``settings(rule, gamma, depth)`` every
     setting the engine can express for a champion of this kind (the candidates tuned on the valid split; ``gamma``
     bounds the draft length and the tree width, ``depth`` the tree depth: :mod:`evolve.export.engines.deploy` passes
-    the data's longest draft for both); ``default(gamma)`` the engine's default setting, or
-    None when the engine has none (a knob it requires); ``nearest``: the setting family, in words, a refusal names.
+    the data's longest draft for both); ``default(gamma)`` the engine's default setting, or None when the engine has
+    none (a knob it requires); ``nearest``: the setting family, in words, a refusal names. ``runs`` False: the engine
+    cannot run the kind at all (``nearest`` is then the nearest setting of another kind, named in the refusal).
+    ``not_rules``: names the kind knows that are not rule programs (competitor decisions no engine runs) -> why, in
+    words, with the nearest setting.
     """
 
     exact: Callable[[Rule, int | None], Setting | None]
     settings: Callable[[Rule, int, int], list[Setting]]
     default: Callable[[int], Setting | None]
     nearest: str
+    runs: bool = True
+    not_rules: Mapping[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def refused(nearest: str, not_rules: Mapping[str, str] | None = None) -> "KindSupport":
+        """The entry of a kind the engine cannot run; ``nearest`` names the setting to export instead."""
+        return KindSupport(lambda rule, gamma: None, lambda rule, gamma, depth: [], lambda gamma: None, nearest,
+                           False, dict(not_rules or {}))
+
+
+@dataclass(frozen=True)
+class Family:
+    """An acceptance family an engine ships as knobs: ``make(*params)`` its member as a rule, ``guesses(constants)``
+    the parameter tuples to try for a champion with those constants, ``knobs(*params)`` the member's knobs, ``grid``
+    the parameter tuples swept when tuning."""
+
+    make: Callable[..., Rule]
+    guesses: Callable[[list[float]], list[tuple]]
+    knobs: Callable[..., Knobs]
+    grid: tuple
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one engine version can run, as plain data (each field None, False or empty: it cannot).
+
+    ``length(L)``: the knobs of a fixed draft length L >= 1 (a chain drafting L tokens a step); plain decoding (L = 0)
+    is always the empty setting. ``block``: the knobs that make the drafts of a length verified as a block (block
+    verification, Sun et al. 2024, arXiv 2403.10444), merged over the length's; ``block_condition``: what makes the
+    engine apply it (written into the file). ``confidence(h, n)``: a capped confidence stop (stop after a drafted
+    token whose drafter probability is below h, at most n drafts); ``confidence_condition`` the condition it holds
+    under. ``chain(d)``: a chain of depth d (a tree of width 1; None: ``length`` is used). ``static_tree(widths)``:
+    a static tree of widths[d] children per node of depth d, at most ``max_tree_nodes`` nodes. ``topk_tree(k, d)``:
+    per-level top-k (EAGLE-2's dynamic tree, Li et al. 2024, arXiv 2406.16858). ``lossless``: the knobs of the
+    engine's lossless (standard-rule) verification, its default acceptance; None: it has no such knob and verifies
+    the standard way. ``families``: the acceptance families it ships. ``schedule``: it takes a per-batch-size draft
+    length schedule (:attr:`Engine.schedule_length` reads one as the engine does). ``default_length``,
+    ``default_confidence`` (h, n): its defaults (None: a required knob). ``step_policy``: it runs a per-draft-step
+    decision as a Python module inside its own loop (llama-cpp-python), given the columns ``step_columns``.
+    """
+
+    length: Callable[[int], Knobs] | None = None
+    block: Knobs | None = None
+    block_condition: str = ""
+    confidence: Callable[[float, int], Knobs] | None = None
+    confidence_condition: str = ""
+    chain: Callable[[int], Knobs] | None = None
+    static_tree: Callable[[tuple[int, ...]], Knobs] | None = None
+    max_tree_nodes: int | None = None
+    topk_tree: Callable[[int, int], Knobs] | None = None
+    lossless: Knobs | None = None
+    families: tuple[Family, ...] = ()
+    schedule: bool = False
+    default_length: int | None = None
+    default_confidence: tuple[float, int] | None = None
+    step_policy: bool = False
+    step_columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Drafter:
+    """The drafter a champion's harvest drafted with, read from the dataset's metadata (``config.drafter``):
+    ``kind`` (``ngram`` for prompt lookup, ``model`` for a draft model, ``eagle`` for an EAGLE head, ...; empty:
+    unknown) and, for prompt lookup, the n-gram lengths ``ngram`` (longest, shortest)."""
+
+    kind: str = ""
+    ngram: tuple[int, int] | None = None
+
+    @property
+    def lookup(self) -> bool:
+        """Whether the drafts come from prompt lookup (no draft model)."""
+        return self.kind == "ngram"
+
+
+#: A harvest drafter nothing is known of (a registered rule, a champion without provenance).
+UNKNOWN_DRAFTER = Drafter()
 
 
 @dataclass(frozen=True)
 class Provenance:
     """Where a written configuration comes from: the champion's ``rule`` name, ``expression``, ``source`` (its file or
-    ``registered rule NAME``), ``kind``, whether the setting is ``exact``, and ``tuned`` (what was tuned on which split
-    and cost file; empty for an exact setting)."""
+    ``registered rule NAME``), ``kind``, whether the setting is ``exact``, ``tuned`` (what was tuned on which split
+    and cost file; empty for an exact setting), ``notes``, and the harvest's ``drafter`` (what the engine must draft
+    with for the setting to mean what it was scored as)."""
 
     rule: str
     expression: str
@@ -88,174 +166,75 @@ class Provenance:
     exact: bool
     tuned: str = ""
     notes: tuple[str, ...] = ()
+    drafter: Drafter = UNKNOWN_DRAFTER
 
     def lines(self) -> list[str]:
         """The provenance as lines of text (no comment marks)."""
         out = [f"champion: {self.rule} ({self.kind})", f"expression: {self.expression}", f"source: {self.source}",
                "exact: yes, the engine runs the champion as scored" if self.exact else
                f"exact: no, the engine's best expressible setting ({self.tuned})"]
+        if self.drafter.kind:
+            lookup = f" (n-grams {self.drafter.ngram[0]} down to {self.drafter.ngram[1]})" if self.drafter.ngram else ""
+            out.append(f"harvest drafter: {self.drafter.kind}{lookup}")
         return out + list(self.notes)
 
 
 #: A renderer: (setting, provenance, schedule) -> the text the engine reads.
-Render = Callable[[Setting, Provenance, tuple[tuple[int, int, int], ...] | None], str]
+Render = Callable[[Setting, Provenance, Schedule | None], str]
 
 
 @dataclass(frozen=True)
 class Engine:
-    """One engine target of ``python -m evolve export --to NAME`` (see the module doc).
+    """One engine target of ``python -m evolve export --to NAME`` at one checked version (see the module doc).
 
     ``name`` the target's name; ``title`` the engine in words; ``reads`` how the engine reads the written file;
-    ``knobs`` the documented knobs; ``kinds`` ProgramKind -> :class:`KindSupport`; ``render`` the writer;
-    ``schedule``: whether ``render`` takes a per-batch-size schedule; ``refusals`` ProgramKind -> the nearest setting,
-    in words, for a kind the engine cannot run at all (named in its one-line refusal).
+    ``knobs`` the documented knobs; ``capabilities`` what this version can run; ``render`` the writer; ``version``
+    the engine version the written files were checked against (``checked``: how, in words); ``schedule_length``
+    (for an engine whose capabilities take a schedule): (the written text, batch size) -> the draft length the engine
+    runs at that batch size, read as the engine reads the file.
     """
 
     name: str
     title: str
     reads: str
     knobs: tuple[Knob, ...]
-    kinds: Mapping[ProgramKind, KindSupport]
+    capabilities: Capabilities
     render: Render
-    schedule: bool = False
-    refusals: Mapping[ProgramKind, str] = field(default_factory=dict)
+    version: str = ""
+    checked: str = ""
+    schedule_length: Callable[[str, int], int] | None = None
+
+    @property
+    def schedule(self) -> bool:
+        """Whether ``render`` takes a per-batch-size schedule."""
+        return self.capabilities.schedule
+
+    def entry(self, kind: ProgramKind) -> KindSupport | None:
+        """What ``kind`` says this engine can do with its programs (its ``engines`` hook), or None (no hook)."""
+        hook = kind.hooks().engines
+        return None if hook is None else hook(self)
 
     def support(self, kind: ProgramKind) -> KindSupport | None:
         """The engine's entry for ``kind``, or None when it cannot run programs of that kind."""
-        return self.kinds.get(kind)
+        found = self.entry(kind)
+        return found if found is not None and found.runs else None
+
+    @property
+    def refusals(self) -> "_Refusals":
+        """Kind -> the nearest setting, in words, of a kind this engine cannot run (``.get(kind, default)``)."""
+        return _Refusals(self)
 
 
-# --- reading a champion's shape -------------------------------------------------------------------------------
+class _Refusals:
+    """The nearest settings of the kinds an engine cannot run, asked of each kind (:attr:`Engine.refusals`)."""
 
-def program_values(rule: Rule, layout: Any, columns: Mapping[str, np.ndarray]) -> np.ndarray | None:
-    """The values of ``rule``'s exported function (its kind's ``layout``, :class:`evolve.export.codegen.Layout`) on
-    ``columns`` (name -> float64 array, one shape), or None when the rule reads a column not given.
+    def __init__(self, engine: Engine):
+        self.engine = engine
 
-    The numpy module of :mod:`evolve.export.numpy_module` is executed, so the values have the exported module's
-    semantics exactly (a decision, a child count, a clamped weight). Raises nothing for a well-formed rule.
-    """
-    features = straight_line(rule.nodes).features
-    if any(f not in columns for f in features):
-        return None
-    namespace: dict[str, Any] = {}
-    exec(compile(numpy_source(rule.name, rule.nodes, layout, "engine check"), "<exported>", "exec"), namespace)
-    function = namespace[layout.kind.function_name]
-    return np.asarray(function(**{f: columns[f] for f in features}), dtype=np.float64)
+    def get(self, kind: ProgramKind, default: str = "none") -> str:
+        found = self.engine.entry(kind)
+        return found.nearest if found is not None and not found.runs else default
 
 
-def fixed_length(rule: Rule, layout: Any) -> int | None:
-    """The draft length of a verification-length policy that reads only ``draft_index`` (drafting stops at the first
-    step whose decision is 0), or None for a policy reading anything else or never stopping by :data:`MAX_LENGTH`."""
-    decisions = program_values(rule, layout, {"draft_index": np.arange(MAX_LENGTH + 1, dtype=np.float64)})
-    if decisions is None:
-        return None
-    decisions = np.broadcast_to(decisions, (MAX_LENGTH + 1,))
-    stops = np.flatnonzero(decisions <= 0.0)
-    return int(stops[0]) if stops.size else None
-
-
-def static_widths(rule: Rule, layout: Any) -> tuple[int, ...] | None:
-    """Children per depth of a tree shape that reads only ``draft_index`` (the tree ends at the first depth with no
-    child), or None for a shape reading anything else, keeping every drawn child (an infinite value) or not ending by
-    :data:`MAX_LENGTH`."""
-    children = program_values(rule, layout, {"draft_index": np.arange(MAX_LENGTH + 1, dtype=np.float64)})
-    if children is None:
-        return None
-    children = np.broadcast_to(children, (MAX_LENGTH + 1,))
-    widths = []
-    for c in children:
-        if c <= 0.0:
-            return tuple(widths)
-        if not math.isfinite(c):
-            return None
-        widths.append(int(c))
-    return None
-
-
-def constant_value(rule: Rule, layout: Any) -> float | None:
-    """The value of a program that reads no column (through its exported function), or None."""
-    value = program_values(rule, layout, {})
-    return None if value is None else float(value.reshape(-1)[0])
-
-
-def constants(nodes: list[Node]) -> list[float]:
-    """The constants of prefix ``nodes`` in prefix order."""
-    return [float(n.value) for n in nodes if n.node_type not in ("prim", "feature")]
-
-
-def member(rule: Rule, make: Callable[..., Rule], guesses: list[tuple]) -> tuple | None:
-    """The first parameter tuple of ``guesses`` whose family member ``make(*params)`` has ``rule``'s expression
-    exactly (the same normalised expression text), or None. A guess ``make`` refuses (ValueError) is skipped."""
-    for params in guesses:
-        try:
-            candidate = make(*params)
-        except (ValueError, TypeError):
-            continue
-        if candidate.expression == rule.expression:
-            return params
-    return None
-
-
-def tree_paths(widths: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """The node paths of a static tree with ``widths[d]`` children at every node of depth d, breadth first (the
-    format of vLLM's ``speculative_token_tree`` and TensorRT-LLM's ``eagle_choices``: a node is the tuple of its
-    child indices from the root)."""
-    paths: list[tuple[int, ...]] = []
-    level: list[tuple[int, ...]] = [()]
-    for w in widths:
-        level = [p + (i,) for p in level for i in range(w)]
-        paths += level
-    return paths
-
-
-def check_schedule(schedule: tuple[tuple[int, int, int], ...]) -> tuple[tuple[int, int, int], ...]:
-    """``schedule`` checked: (start batch size, end batch size, draft length) triples, inclusive ranges starting at
-    batch size 1, contiguous and increasing, lengths >= 0. Raises InputError (param ``schedule``) otherwise."""
-    rows = tuple(tuple(int(v) for v in row) for row in schedule)
-    if not rows or any(len(r) != 3 for r in rows):
-        raise InputError("a schedule is a non-empty tuple of (start, end, length) triples", param="schedule")
-    expected = 1
-    for start, end, length in rows:
-        if start != expected or end < start or length < 0:
-            raise InputError(f"range ({start}, {end}, {length}) does not continue the schedule at batch size "
-                             f"{expected} (ranges are contiguous, inclusive, from 1; lengths >= 0)", param="schedule")
-        expected = end + 1
-    return rows
-
-
-# --- writing -------------------------------------------------------------------------------------------------
-
-def comment(lines: list[str], mark: str = "#") -> str:
-    """``lines`` as comment lines with ``mark`` (each line on its own)."""
-    return "\n".join(f"{mark} {line}".rstrip() for line in lines)
-
-
-def flags(knobs: Mapping[str, Any]) -> str:
-    """The command-line flags of ``knobs`` (flag -> value) on one line, each value quoted for a POSIX shell."""
-    return " ".join(f"{flag} {shlex.quote(str(value))}" for flag, value in knobs.items())
-
-
-def yaml_text(header: list[str], mapping: Mapping[str, Any]) -> str:
-    """A YAML document: ``header`` as ``#`` comments, then one ``key: value`` line per item with the value written
-    as JSON (JSON's flow style is YAML too), so any YAML reader (and :func:`read_yaml_text`) reads it back; an empty
-    mapping is written ``{}``."""
-    body = "\n".join(f"{key}: {json.dumps(value)}" for key, value in mapping.items()) or "{}"
-    return f"{comment(header)}\n{body}\n"
-
-
-def read_yaml_text(text: str) -> dict[str, Any]:
-    """The mapping of a document :func:`yaml_text` wrote (comments skipped). Raises ValueError for another line."""
-    out: dict[str, Any] = {}
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#") or line.strip() == "{}":
-            continue
-        key, sep, value = line.partition(": ")
-        if not sep:
-            raise ValueError(f"not a 'key: value' line: {line!r}")
-        out[key] = json.loads(value)
-    return out
-
-
-__all__ = ["MAX_LENGTH", "Knob", "Setting", "KindSupport", "Provenance", "Render", "Engine", "program_values",
-           "fixed_length", "static_widths", "constant_value", "constants", "member", "tree_paths", "check_schedule",
-           "comment", "flags", "yaml_text", "read_yaml_text"]
+__all__ = ["Knobs", "Schedule", "Knob", "Setting", "KindSupport", "Family", "Capabilities", "Drafter", "UNKNOWN_DRAFTER", "Provenance",
+           "Render", "Engine"]

@@ -20,15 +20,16 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from evolve.errors import InputError
 from evolve.eval.costs import Costs, load_costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
-from evolve.export.engines.base import Engine, Provenance, Setting
+from evolve.export.engines.base import UNKNOWN_DRAFTER, Drafter, Engine, Provenance, Schedule, Setting
+from evolve.traces.io import load_metadata, load_split
+from heuristics.champions import read_champion
 from evolve.kinds.base import KindContext
-from evolve.kinds.verify_length.eval_schedule import batch_schedule, fixed_length_table
-from evolve.traces.io import load_split
 from heuristics.contract import Rule
 
 #: The split settings are tuned on, and the one the gap is reported on.
@@ -101,19 +102,55 @@ class Scorer:
         return float(rate), float(tv or 0.0)
 
 
-def provenance(rule: Rule, source: str, exact: bool, tuned: str = "", notes: tuple[str, ...] = ()) -> Provenance:
-    """The :class:`evolve.export.engines.base.Provenance` of ``rule`` read from ``source``."""
-    return Provenance(rule.name, rule.expression or "", source, rule.kind, exact, tuned, notes)
+def provenance(rule: Rule, source: str, exact: bool, tuned: str = "", notes: tuple[str, ...] = (),
+               drafter: Drafter = UNKNOWN_DRAFTER) -> Provenance:
+    """The :class:`evolve.export.engines.base.Provenance` of ``rule`` read from ``source``, drafted by ``drafter``."""
+    return Provenance(rule.name, rule.expression or "", source, rule.kind, exact, tuned, notes, drafter)
+
+
+def _drafter_of(harvest: Any) -> Drafter | None:
+    """The :class:`evolve.export.engines.base.Drafter` of a harvest's config (``config`` of a dataset's metadata),
+    or None when it names none."""
+    if not isinstance(harvest, dict) or not isinstance(harvest.get("drafter"), dict):
+        return None
+    found = harvest["drafter"]
+    kind = found.get("kind") if isinstance(found.get("kind"), str) else ""
+    ngram = None
+    if kind == "ngram":
+        longest, shortest = found.get("max"), found.get("min")
+        if all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (longest, shortest)):
+            ngram = (int(longest), int(shortest))
+    return Drafter(kind, ngram)
+
+
+def harvest_drafter(source: str, data: str | os.PathLike | None = None) -> Drafter:
+    """The drafter the champion's harvest drafted with: from the champion file's provenance
+    (``provenance.data.generator_config.drafter``) and, with a dataset ``data``, from its ``metadata.json``
+    (``config.drafter``); unknown (an empty :class:`evolve.export.engines.base.Drafter`) when neither says.
+
+    Raises: InputError naming both when the champion's harvest and the dataset's drafted differently (the settings
+    tuned on the dataset would be written for another drafter), or as :func:`evolve.traces.io.load_metadata`."""
+    own = None
+    if Path(source).is_file():
+        prov = read_champion(source).provenance or {}
+        own = _drafter_of((prov.get("data") or {}).get("generator_config") if isinstance(prov.get("data"), dict)
+                          else None)
+    tuned = _drafter_of(load_metadata(data).get("config")) if data is not None else None
+    if own is not None and tuned is not None and own.kind != tuned.kind:
+        raise InputError(f"the champion {source} was harvested with drafter '{own.kind}' and the dataset {data} with "
+                         f"'{tuned.kind}': tune it on a dataset of its own drafter", param="data")
+    return own or tuned or UNKNOWN_DRAFTER
 
 
 def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLike | None = None,
-                  costs: str | os.PathLike | None = None,
-                  schedule: tuple[tuple[int, int, int], ...] | None = None) -> Written:
+                  costs: str | os.PathLike | None = None, schedule: Schedule | None = None,
+                  drafter: Drafter = UNKNOWN_DRAFTER) -> Written:
     """``rule`` (an expression rule read from ``source``) written for ``engine`` (see the module doc).
 
     Args: ``data`` a dataset directory with valid and test splits (and tree tables for a tree shape), ``costs`` a
     cost file (both or neither); ``schedule``: (start, end, length) triples for an engine that takes a
-    per-batch-size schedule (:attr:`evolve.export.engines.base.Engine.schedule`).
+    per-batch-size schedule (:attr:`evolve.export.engines.base.Engine.schedule`); ``drafter`` the harvest's drafter
+    (:func:`harvest_drafter`), which the written file drafts with.
 
     Raises: InputError when the engine cannot run the rule's kind (naming its nearest setting), for only one of
     ``data`` and ``costs``, a schedule for an engine without one, or a data or cost-file error; :class:`NeedsData`
@@ -123,8 +160,8 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
     support = engine.support(kind)
     if support is None:
         nearest = engine.refusals.get(kind, "none")
-        raise InputError(f"{engine.title} cannot run a {kind.name} program ({kind.title}) such as '{rule.name}'; "
-                         f"its nearest setting: {nearest}")
+        raise InputError(f"{engine.title} {engine.version} cannot run a {kind.name} program ({kind.title}) such as "
+                         f"'{rule.name}'; its nearest setting: {nearest}")
     if schedule is not None and not engine.schedule:
         raise InputError(f"{engine.title} takes no per-batch-size schedule", param="schedule")
     if (data is None) != (costs is None):
@@ -133,10 +170,10 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
     if data is None:
         exact = support.exact(rule, None)
         if exact is None:
-            raise NeedsData(f"{engine.title} cannot express '{rule.name}' ({kind.title}) exactly; its nearest setting "
-                            f"family is {support.nearest}, which a dataset (valid and test splits) and a cost file "
-                            f"tune")
-        return Written(engine.render(exact, provenance(rule, source, True), schedule), exact, True)
+            raise NeedsData(f"{engine.title} {engine.version} cannot express '{rule.name}' ({kind.title}) exactly; "
+                            f"its nearest setting family is {support.nearest}, which a dataset (valid and test "
+                            f"splits) and a cost file tune")
+        return Written(engine.render(exact, provenance(rule, source, True, drafter=drafter), schedule), exact, True)
     score = Scorer(rule, data, load_costs(costs))
     gamma = score.gamma
     exact = support.exact(rule, gamma)
@@ -155,67 +192,87 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
     else:
         best_valid = score(exact.rule, TUNE_SPLIT)[0]
     rows = [_row("champion", rule.name, champion_valid, score(rule, REPORT_SPLIT))]
-    rows.append(_row("best expressible" if exact is None else "exact setting", best.label, best_valid,
+    rows.append(_row("best expressible" if exact is None else "exact setting", _shown(best), best_valid,
                      score(best.rule, REPORT_SPLIT)))
     default = support.default(gamma)
     if default is None or default.rule is None:
         rows.append(Scored("engine default", "no default of this kind", None, None, None))
     else:
-        rows.append(_row("engine default", default.label, score(default.rule, TUNE_SPLIT)[0],
+        rows.append(_row("engine default", _shown(default), score(default.rule, TUNE_SPLIT)[0],
                          score(default.rule, REPORT_SPLIT)))
     tuned = "" if exact is not None else (f"{best.label}, tuned on split {TUNE_SPLIT} of {data} under cost file "
                                           f"{costs} by tokens per second (TV per token at most the champion's)")
     notes = (f"scored on {data} under {costs}: tokens per second on {REPORT_SPLIT}, champion "
              f"{rows[0].test:.6g}, this setting {rows[1].test:.6g}",)
-    text = engine.render(best, provenance(rule, source, exact is not None, tuned, notes), schedule)
+    text = engine.render(best, provenance(rule, source, exact is not None, tuned, notes, drafter), schedule)
     return Written(text, best, exact is not None, tuple(rows))
 
 
-#: The end of a schedule's last range: its length holds from the largest batch size listed up to this one.
-LAST_BATCH_SIZE = 65536
+def _shown(setting: Setting) -> str:
+    """A gap-table label: the setting's, marked with an asterisk when the engine runs it as written only under a
+    condition (the file says which; :func:`gap_table` explains the mark)."""
+    return setting.label + ("*" if setting.note else "")
 
 
 def tuned_schedule(rule: Rule, directory: str | os.PathLike, costs: str | os.PathLike,
-                   requests: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
-    """The per-batch-size schedule of fixed draft lengths 0..gamma (the valid split's draft length) tuned on the valid
-    split of ``directory`` under the cost file ``costs`` at the batch sizes ``requests``
-    (:func:`evolve.kinds.verify_length.eval_schedule.batch_schedule`; standard verification), as (start, end,
-    length) triples from batch size 1, the last range ending at :data:`LAST_BATCH_SIZE`: what
-    :func:`engine_config` writes for an engine that takes one.
+                   requests: tuple[int, ...]) -> tuple[Schedule, Any]:
+    """The per-batch-size schedule of ``python -m evolve export --concurrency`` from the kind's ``schedule`` hook
+    (:class:`evolve.kinds.base.KindHooks`): (start, end, length) triples tuned on the valid split of ``directory``
+    under the cost file ``costs`` at the batch sizes ``requests``, and its price ``throughput(length, batch size)``
+    -> tokens per second on valid.
 
-    Raises: InputError for a ``rule`` whose kind has no draft length (a tree shape: the tree is its size), or a data
-    or cost-file error."""
-    if not rule.program_kind.reads_gamma:
+    Raises: InputError for a kind without one (a tree shape: the tree is its size), or a data or cost-file error."""
+    hook = rule.program_kind.hooks().schedule
+    if hook is None:
         raise InputError(f"a {rule.program_kind.name} program ({rule.program_kind.title}) has no draft length to "
                          f"schedule by batch size", param="concurrency")
-    model = load_costs(costs)
-    valid = EvalData.from_traces(load_split(directory, TUNE_SPLIT))
-    ranges = batch_schedule(fixed_length_table(valid, int(valid.block_length or 1), model), requests, model)
-    return tuple((r.start, LAST_BATCH_SIZE if r.end is None else r.end, r.length) for r in ranges)
+    return hook(rule, directory, costs, requests)
+
+
+def schedule_table(engine: Engine, text: str, schedule: Schedule, requests: tuple[int, ...], throughput: Any) -> str:
+    """The schedule as the engine runs it: at each batch size of ``requests``, the length tuned, the length the
+    engine reads from the written ``text`` (:attr:`evolve.export.engines.base.Engine.schedule_length`) and the tokens
+    per second on valid of the length it runs (``throughput(length, batch size)``), with a caption."""
+    head = ["batch size", "length tuned", "length run", "tok/s valid"]
+    body = []
+    for r in sorted(set(requests)):
+        tuned = next(length for start, end, length in schedule if start <= r <= end)
+        run = engine.schedule_length(text, r) if engine.schedule_length is not None else tuned
+        body.append([str(r), str(tuned), str(run), _number(throughput(run, r))])
+    caption = (f"{engine.title} {engine.version}: the per-batch-size schedule as the engine reads the written file "
+               f"(tuned on {TUNE_SPLIT}), in place of one length")
+    return caption + "\n\n" + _table(head, body)
 
 
 def _row(role: str, label: str, valid: float, test: tuple[float, float]) -> Scored:
     return Scored(role, label, valid, test[0], test[1])
 
 
-def gap_table(engine: Engine, rows: tuple[Scored, ...], data: Any, costs: Any) -> str:
-    """The gap rows as a plain-text table (columns padded, two spaces apart, a dashed rule line), with a caption;
-    the TV column only when a row's TV per token is not 0."""
-    tv = any(r.tv for r in rows)
-    head = ["row", "setting", f"tok/s {TUNE_SPLIT}", f"tok/s {REPORT_SPLIT}"] + ([f"TV/token {REPORT_SPLIT}"] if tv
-                                                                                else [])
+def _number(v: float | None) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{v:.4g}"
 
-    def number(v: float | None) -> str:
-        return "-" if v is None or not math.isfinite(v) else f"{v:.4g}"
 
-    body = [[r.role, r.setting, number(r.valid), number(r.test)] + ([number(r.tv)] if tv else []) for r in rows]
+def _table(head: list[str], body: list[list[str]]) -> str:
     widths = [max(len(line[i]) for line in [head] + body) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [head] + body]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    caption = (f"{engine.title}: the champion, the engine's best expressible setting (tuned on {TUNE_SPLIT}) and its "
-               f"default, scored on {REPORT_SPLIT} of {data} under cost file {costs}")
-    return caption + "\n\n" + "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"
 
 
-__all__ = ["LAST_BATCH_SIZE", "TUNE_SPLIT", "REPORT_SPLIT", "NeedsData", "Scored", "Scorer", "Written", "provenance",
-           "engine_config", "gap_table", "tuned_schedule"]
+def gap_table(engine: Engine, rows: tuple[Scored, ...], data: Any, costs: Any) -> str:
+    """The gap rows as a plain-text table (columns padded, two spaces apart, a dashed rule line), with a caption;
+    the TV column only when a row's TV per token is not 0; a setting marked ``*`` runs as written only under the
+    condition its file states (a footer says so)."""
+    tv = any(r.tv for r in rows)
+    head = ["row", "setting", f"tok/s {TUNE_SPLIT}", f"tok/s {REPORT_SPLIT}"] + ([f"TV/token {REPORT_SPLIT}"] if tv
+                                                                                else [])
+    body = [[r.role, r.setting, _number(r.valid), _number(r.test)] + ([_number(r.tv)] if tv else []) for r in rows]
+    caption = (f"{engine.title} {engine.version}: the champion, the engine's best expressible setting (tuned on "
+               f"{TUNE_SPLIT}) and its default, scored on {REPORT_SPLIT} of {data} under cost file {costs}")
+    footer = ("\n* runs as priced only under the condition the written file states (its header)\n"
+              if any(r.setting.endswith("*") for r in rows) else "")
+    return caption + "\n\n" + _table(head, body) + footer
+
+
+__all__ = ["TUNE_SPLIT", "REPORT_SPLIT", "NeedsData", "Scored", "Scorer", "Written", "provenance", "harvest_drafter",
+           "engine_config", "gap_table", "schedule_table", "tuned_schedule"]

@@ -13,12 +13,13 @@ output is plain greedy decoding's, token for token). Any subclass of ``llama_cpp
 earlier match of the longest n-gram in [MIN, MAX], cut after an end-of-sequence token; its functions
 ``_occurrences``, ``lookup_match`` and ``lookup_columns`` are written into the module from their source) and
 stops drafting where the policy says so, with the decisions ``benchmark.py live`` makes
-(:func:`evolve.kinds.verify_length.live.policy_keep`): before drafting token m (m = 0, 1, ..., up to ``num_pred_tokens``)
+(the decision live decoding makes, ``policy_keep``): before drafting token m (m = 0, 1, ..., up to ``num_pred_tokens``)
 it drafts it iff ``keep_drafting`` (the numpy export of the policy, :mod:`evolve.export.numpy_module`) is 1
-on the columns of that decision. A one-hot drafter gives draft_prob = draft_top_prob = draft_cumprob = 1 and
-draft_entropy = 0; draft_index = m; position = the generated tokens before the block + m; lookup_len and
-lookup_freq of token m (:func:`evolve.engine.ngram.lookup_columns`). A policy reading any other column (the
-target's) is refused (:func:`check_policy`).
+on the columns of that decision: draft_index = m; position = the generated tokens before the block + m; lookup_len
+and lookup_freq of token m (:func:`evolve.engine.ngram.lookup_columns`). A policy reading any other column is refused
+in one line (:func:`check_policy`): the target's are not known before drafting, and the drafter's probabilities
+(draft_prob, draft_top_prob, draft_cumprob, draft_entropy) are constant for a one-hot lookup drafter, so a policy
+reading them would silently run as another policy.
 
 The generated module needs the prompt length for ``position``: ``start(prompt_len)`` sets it; without it,
 a call whose text does not extend the previous call's text starts a new text whose prompt is all but its
@@ -32,7 +33,7 @@ from pathlib import Path
 from evolve.errors import InputError
 from evolve.engine.ngram import DEFAULT_LOOKUP, _occurrences, lookup_columns, lookup_lengths, lookup_match
 from evolve.export.codegen import core_source, shown, straight_line
-from evolve.kinds.verify_length import VERIFY_LENGTH
+from evolve.export.engines.base import Capabilities, Engine, Provenance, Setting
 from evolve.export.exporter import layout, resolve_rule
 from evolve.export.numpy_module import numpy_source
 from heuristics.champions import read_champion
@@ -42,16 +43,35 @@ from heuristics.contract import Rule
 #: Python expression of ``m`` the draft index, ``start`` the block's first position, ``cols`` the lookup
 #: columns of the full draft).
 COLUMN_VALUES: dict[str, str] = {
-    "draft_prob": "1.0", "draft_top_prob": "1.0", "draft_cumprob": "1.0", "draft_entropy": "0.0",
     "draft_index": "float(m)", "position": "float(start + m)",
     "lookup_len": "float(cols['lookup_len'][m])", "lookup_freq": "float(cols['lookup_freq'][m])",
 }
 #: Verifiers whose decision is llama-cpp-python's own under greedy decoding (lossless against a one-hot draft).
 LOSSLESS_VERIFIERS: tuple[str | None, ...] = (None, "standard_rejection", "block_verification")
-#: The kind exported.
-KIND = VERIFY_LENGTH
 #: The export target's name (``python -m evolve export --to llama-cpp-python``).
 NAME = "llama-cpp-python"
+#: The llama-cpp-python version the module was checked against (its ``LlamaDraftModel`` and ``Llama.generate``).
+VERSION = "0.3.36"
+#: Longest draft the module's class takes as its default (``num_pred_tokens``).
+MAX_GAMMA = 4096
+
+
+def _render(setting: Setting, provenance: Provenance, schedule=None) -> str:
+    raise NotImplementedError("the llama-cpp-python target writes a module: champion_module")
+
+
+#: What llama-cpp-python runs: a per-draft-step decision inside its own speculative loop, given the columns of
+#: :data:`COLUMN_VALUES` (a kind asked by :meth:`evolve.export.engines.base.Engine.support` says whether its programs
+#: are such decisions).
+ENGINE = Engine(NAME, "llama-cpp-python", "a LlamaDraftModel module (Python)", (),
+                Capabilities(step_policy=True, step_columns=tuple(COLUMN_VALUES)), _render, VERSION,
+                "LlamaDraftModel and Llama.generate of the released package (a module run in its loop)")
+
+
+def runs(rule: Rule) -> bool:
+    """Whether llama-cpp-python runs programs of ``rule``'s kind (a per-draft-step decision, by the kind's hook)."""
+    return ENGINE.support(rule.program_kind) is not None
+
 
 _CLASS = '''
 
@@ -101,18 +121,22 @@ class PolicyPromptLookup(LlamaDraftModel):
 
 
 def check_policy(rule: Rule) -> None:
-    """Refuse, in one line (InputError), a rule the lookup drafter inside llama-cpp-python cannot run: not an
-    expression of kind ``verify-length``, one reading a column not in :data:`COLUMN_VALUES`, or one whose drafts
-    are verified by a lossy rule (llama-cpp-python verifies by comparing its own samples with the drafts)."""
-    if rule.nodes is None or rule.program_kind is not KIND:
-        raise InputError(f"rule '{rule.name}': llama-cpp-python cannot run a {rule.kind} program: it takes a "
-                         f"verification-length policy (kind '{KIND.name}') as a draft model and verifies by its own "
-                         f"sampling; nearest setting: its own verification (the standard rule under greedy decoding) "
-                         f"with a fixed draft length (export fixed_gamma:gamma=G)")
+    """Refuse, in one line (InputError), a rule the lookup drafter inside llama-cpp-python cannot run: not a per-step
+    drafting decision (the kind's engines hook says which kinds are), one reading a column not in
+    :data:`COLUMN_VALUES` (the target's, or the drafter's probabilities, constant for a one-hot lookup drafter), or
+    one whose drafts are verified by a lossy rule (llama-cpp-python verifies by comparing its own samples with the
+    drafts)."""
+    if rule.nodes is None or not runs(rule):
+        raise InputError(f"rule '{rule.name}': llama-cpp-python cannot run a {rule.kind} program: it takes a policy "
+                         f"deciding before each draft step whether to draft (a verification-length policy) as a draft "
+                         f"model and verifies by its own sampling; nearest setting: its own verification (the "
+                         f"standard rule under greedy decoding) with a fixed draft length (export fixed_gamma:gamma=G)")
     for feature in straight_line(rule.nodes).features:
         if feature not in COLUMN_VALUES:
+            why = ("constant for its one-hot prompt-lookup drafter, so the policy would run as another one"
+                   if feature.startswith("draft_") else "not known before drafting")
             raise InputError(f"policy '{rule.name}' reads '{feature}', which the prompt-lookup drafter inside "
-                             f"llama-cpp-python cannot give (it gives {', '.join(COLUMN_VALUES)})")
+                             f"llama-cpp-python cannot give ({why}; it gives {', '.join(COLUMN_VALUES)})")
     if rule.verifier not in LOSSLESS_VERIFIERS:
         raise InputError(f"policy '{rule.name}' verifies with '{rule.verifier}'; llama-cpp-python verifies drafts "
                          f"only by matching its own samples (standard_rejection under greedy decoding)")
@@ -137,8 +161,8 @@ def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_
            f'eos_token_ids=(EOS,)))\n\n'
            f'PolicyPromptLookup drafts by n-gram prompt lookup (the latest earlier occurrence of the longest matching '
            f'n-gram, n from max_ngram_size down to min_ngram_size) and drafts token m only where keep_drafting, the '
-           f'policy, is 1 on the decision\'s columns: draft_prob, draft_top_prob, draft_cumprob 1 and draft_entropy 0 '
-           f'(a one-hot drafter), draft_index m, position (tokens generated before the block) + m, lookup_len (the '
+           f'policy, is 1 on the decision\'s columns: draft_index m, position (tokens generated before the block) + m, '
+           f'lookup_len (the '
            f'matched n-gram\'s length) and lookup_freq (the share of the earlier occurrences of the matched n-gram '
            f'followed by the drafted tokens before m that token m follows). Call start(prompt_len) before a text, '
            f'or the first call after a new prompt takes all but the last token as the prompt. llama-cpp-python '
@@ -156,26 +180,57 @@ def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_
     return "\n".join(parts)
 
 
+def _harvest_settings(source: str) -> tuple[tuple[int, int], int]:
+    """The n-gram lengths (longest, shortest) and longest draft a champion file's run records, checked as the
+    module's class checks them (:data:`_CLASS`: max >= min >= 1, num_pred_tokens >= 1), else the defaults.
+
+    Raises: InputError naming the file and key for a value the class would refuse at call time (a boolean, a
+    non-integer, min above max, a count below 1 or above :data:`MAX_GAMMA`), or a harvest whose drafter is not
+    prompt lookup (the module drafts by prompt lookup only)."""
+    prov = read_champion(source).provenance or {}
+    run = prov.get("config") if isinstance(prov.get("config"), dict) else {}
+    data = prov.get("data") if isinstance(prov.get("data"), dict) else {}
+    harvest = data.get("generator_config") if isinstance(data.get("generator_config"), dict) else {}
+    drafter = harvest.get("drafter") if isinstance(harvest.get("drafter"), dict) else {}
+    if drafter.get("kind") not in (None, "ngram"):
+        raise InputError(f"{source}: the champion's harvest drafted with '{drafter.get('kind')}' "
+                         f"(provenance.data.generator_config.drafter.kind), and the llama-cpp-python module drafts "
+                         f"by prompt lookup only, so the policy would run on drafts it was not tuned on; nearest: "
+                         f"the same champion exported for llama.cpp, which drafts with a draft model")
+    ngram, gamma = DEFAULT_LOOKUP, 8
+    found = harvest.get("ngram")
+    if found is not None:
+        values = found if isinstance(found, list) else [found]
+        if not (1 <= len(values) <= 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                                               for v in values)):
+            raise InputError(f"{source}: key 'provenance.data.generator_config.ngram' is {found!r}, not one or two "
+                             f"n-gram lengths >= 1 (the module's PolicyPromptLookup class would refuse it)")
+        ngram = lookup_lengths(values)
+        if not 1 <= ngram[1] <= ngram[0]:
+            raise InputError(f"{source}: key 'provenance.data.generator_config.ngram' is {found!r}: the shortest "
+                             f"n-gram must not exceed the longest (llama-cpp-python's module would refuse it)")
+    if "gamma" in run:
+        value = run["gamma"]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GAMMA:
+            raise InputError(f"{source}: key 'provenance.config.gamma' is {value!r}, not a draft length in "
+                             f"1..{MAX_GAMMA}")
+        gamma = value
+    return ngram, gamma
+
+
 def champion_module(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:
     """(rule, :func:`module_source` text) of ``spec`` (a champion file, run directory or rule name:
     :func:`evolve.export.exporter.resolve_rule`), the module's defaults the n-gram lengths and the draft length of
     the champion's run where its file records them (the dataset's harvest ``ngram``, the run's ``gamma``), else
     prompt lookup 3..1 and 8 drafts.
 
-    Raises: InputError as :func:`evolve.export.exporter.resolve_rule` and :func:`check_policy`."""
+    Raises: InputError as :func:`evolve.export.exporter.resolve_rule`, :func:`check_policy` and
+    :func:`_harvest_settings`."""
     rule, source = resolve_rule(spec, champions_dir)
-    ngram, gamma = DEFAULT_LOOKUP, 8
-    if Path(source).is_file():
-        prov = read_champion(source).provenance or {}
-        run = prov.get("config") if isinstance(prov.get("config"), dict) else {}
-        data = prov.get("data") if isinstance(prov.get("data"), dict) else {}
-        harvest = data.get("generator_config") if isinstance(data.get("generator_config"), dict) else {}
-        found = harvest.get("ngram")
-        if isinstance(found, list) and 1 <= len(found) <= 2 and all(isinstance(v, int) and v >= 1 for v in found):
-            ngram = lookup_lengths(found)
-        if isinstance(run.get("gamma"), int) and run["gamma"] >= 1:
-            gamma = run["gamma"]
+    check_policy(rule)
+    ngram, gamma = _harvest_settings(source) if Path(source).is_file() else (DEFAULT_LOOKUP, 8)
     return rule, module_source(rule, source, ngram, gamma)
 
 
-__all__ = ["COLUMN_VALUES", "KIND", "LOSSLESS_VERIFIERS", "NAME", "champion_module", "check_policy", "module_source"]
+__all__ = ["COLUMN_VALUES", "ENGINE", "LOSSLESS_VERIFIERS", "MAX_GAMMA", "NAME", "VERSION", "champion_module",
+           "check_policy", "module_source", "runs"]

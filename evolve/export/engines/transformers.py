@@ -1,52 +1,58 @@
-"""transformers: a GenerationConfig-compatible JSON of ``generate()`` keyword arguments for assisted generation
-(``model.generate(**inputs, assistant_model=DRAFT, **kwargs)``, or ``GenerationConfig.from_json_file``).
+"""transformers: a JSON file of assisted-generation settings, checked against transformers 5.24.0's ``generate()``.
 
-Every name is checked in ``src/transformers/generation/configuration_utils.py`` (``GenerationConfig``), the stop in
-``src/transformers/generation/stopping_criteria.py`` (``ConfidenceCriteria``) and the loop in
-``src/transformers/generation/candidate_generator.py`` (``AssistedCandidateGenerator``). What it writes: a fixed draft
-length L as ``num_assistant_tokens`` L with ``num_assistant_tokens_schedule`` ``constant`` and
-``assistant_confidence_threshold`` 0; a capped confidence stop (stop after a drafted token whose probability under
-the assistant is below h, at most n drafts) as ``num_assistant_tokens`` n with the threshold h. ``ConfidenceCriteria``
-stops after the assistant's token whose probability is below the threshold, the token kept, as a verification-length
-policy reading ``draft_top_prob`` does (the assistant decodes greedily unless its own generation config samples).
-Caveat written into the file: with scikit-learn installed, ``AssistedCandidateGenerator`` re-tunes
-``assistant_confidence_threshold`` during generation from the acceptances it sees (an ROC cost), so the threshold
-stays as written only without scikit-learn. A tree shape runs as a chain. JSON has no comments: the provenance is the
-``_provenance`` key (remove it before passing the rest to ``generate``).
+Where transformers reads them (``src/transformers/generation/candidate_generator.py``): ``AssistedCandidateGenerator``
+takes ``num_assistant_tokens``, ``num_assistant_tokens_schedule`` and ``assistant_confidence_threshold`` from the
+*assistant model's* own ``generation_config`` (a deep copy of it, completed with the library defaults: 20 tokens,
+schedule ``constant``, threshold 0.4), not from the keyword arguments of ``generate()``; so the file is applied to the
+drafter: ``draft.generation_config.update(**settings)`` (``GenerationConfig.update``), then
+``model.generate(**inputs, assistant_model=draft)``. A prompt-lookup harvest is written instead as the keyword
+arguments of ``generate()`` that select transformers' own prompt lookup (``prompt_lookup_num_tokens``,
+``max_matching_ngram_size``: ``PromptLookupCandidateGenerator``, which backs off from the longest n-gram to 1 and
+takes the earliest match, the nearest drafter to the harvest's, not the same).
+
+What it writes: a fixed draft length L as ``num_assistant_tokens`` L with ``num_assistant_tokens_schedule``
+``constant`` and ``assistant_confidence_threshold`` 0 (no stop: ``ConfidenceCriteria`` in ``stopping_criteria.py``
+stops after the assistant's token whose probability is below the threshold, the token kept); a capped confidence stop
+(stop after a drafted token whose probability under the assistant is below h, at most n drafts) as
+``num_assistant_tokens`` n with the threshold h, under the condition written into the file: with scikit-learn
+importable (``is_sklearn_available``), ``AssistedCandidateGenerator.update_candidate_strategy`` re-tunes a non-zero
+threshold during generation from the acceptances it sees (an ROC cost), so the threshold stays as written only
+without scikit-learn. A tree shape runs as a chain. JSON has no comments: the provenance is the ``_provenance`` key
+(remove it before applying the rest).
 """
 from __future__ import annotations
 
 import json
 
-from evolve.export.engines.base import Engine, Knob, Provenance, Setting
-from evolve.export.engines.families import capped_confidence_rule
-from evolve.export.engines.supports import chain_tree_support, length_support, threshold_support
-from evolve.kinds.relaxation import RELAXATION
-from evolve.kinds.threshold import THRESHOLD
-from evolve.kinds.tree_shape import TREE_SHAPE
-from evolve.kinds.verify_length import VERIFY_LENGTH
+from evolve.export.engines.base import Capabilities, Engine, Knob, Provenance, Setting
 
-CONFIG = "src/transformers/generation/configuration_utils.py (huggingface/transformers)"
-#: transformers 4.x's defaults (``GenerationConfig.__init__``); 5.x's GenerationConfig leaves them None.
+VERSION = "5.24.0"
+CONFIG = f"src/transformers/generation/configuration_utils.py (transformers {VERSION})"
+GENERATOR = f"src/transformers/generation/candidate_generator.py (transformers {VERSION})"
+#: The library defaults the candidate generator completes the assistant's generation config with
+#: (``GenerationConfig._get_default_generation_params``).
 DEFAULT_TOKENS, DEFAULT_THRESHOLD = 20, 0.4
-SKLEARN_NOTE = ("with scikit-learn installed, transformers re-tunes assistant_confidence_threshold during generation "
-                "(AssistedCandidateGenerator.update_candidate_strategy); the threshold holds as written without it")
+SKLEARN_CONDITION = ("the threshold holds as written only where scikit-learn is not importable: with it, "
+                     "transformers re-tunes assistant_confidence_threshold during generation "
+                     "(AssistedCandidateGenerator.update_candidate_strategy)")
+APPLY = ("settings = json.load(open(FILE)); settings.pop('_provenance'); draft.generation_config.update(**settings); "
+         "model.generate(**inputs, assistant_model=draft)")
+LOOKUP = ("settings = json.load(open(FILE)); settings.pop('_provenance'); "
+          "model.generate(**inputs, **settings)")
 
 KNOBS = (
     Knob("assistant_model", "model", "a drafter sharing the tokenizer", "None (off)", CONFIG),
-    Knob("num_assistant_tokens", "int", ">= 1", "20 (4.x; None in 5.x's GenerationConfig)", CONFIG),
-    Knob("num_assistant_tokens_schedule", "str", "constant, heuristic, heuristic_transient",
-         "constant (4.x; None in 5.x's GenerationConfig)", CONFIG),
-    Knob("assistant_confidence_threshold", "float", "[0, 1]; 0 never stops",
-         "0.4 (4.x; None in 5.x's GenerationConfig)", CONFIG),
-    Knob("prompt_lookup_num_tokens", "int", ">= 1 (prompt lookup instead of an assistant)", "None", CONFIG),
-    Knob("max_matching_ngram_size", "int", ">= 1", "None (2 in the prompt lookup generator)", CONFIG),
+    Knob("num_assistant_tokens", "int", ">= 1; read from the assistant's generation_config", "20", GENERATOR),
+    Knob("num_assistant_tokens_schedule", "str", "constant, heuristic, heuristic_transient", "constant", GENERATOR),
+    Knob("assistant_confidence_threshold", "float", "[0, 1]; 0 never stops; re-tuned with scikit-learn", "0.4",
+         GENERATOR),
+    Knob("prompt_lookup_num_tokens", "int", ">= 1 (prompt lookup instead of an assistant; a generate() argument)",
+         "None", CONFIG),
+    Knob("max_matching_ngram_size", "int", ">= 1", "2 (in the prompt lookup generator)", GENERATOR),
 )
 
 
-def _length(length: int, block: bool = False) -> dict:
-    if length == 0:
-        return {}
+def _length(length: int) -> dict:
     return {"num_assistant_tokens": length, "num_assistant_tokens_schedule": "constant",
             "assistant_confidence_threshold": 0.0}
 
@@ -56,34 +62,31 @@ def _confidence(h: float, n: int) -> dict:
             "assistant_confidence_threshold": h}
 
 
-def _default(gamma: int) -> Setting:
-    return Setting(f"h={DEFAULT_THRESHOLD:g},n={DEFAULT_TOKENS}",
-                   capped_confidence_rule(DEFAULT_THRESHOLD, DEFAULT_TOKENS), {}, SKLEARN_NOTE)
-
-
-KINDS = {
-    THRESHOLD: threshold_support((), {}, "the standard rule (speculative sampling of assisted generation)"),
-    VERIFY_LENGTH: length_support(_length, "num_assistant_tokens with assistant_confidence_threshold",
-                                  confidence=_confidence, default=_default, cap=DEFAULT_TOKENS),
-    TREE_SHAPE: chain_tree_support(_length, "a chain with a fixed num_assistant_tokens"),
-}
-
-#: The nearest setting of a kind this engine cannot run.
-REFUSALS = {RELAXATION: "lossless token-wise verification: export the standard rule (standard_rejection)"}
+CAPABILITIES = Capabilities(length=_length, confidence=_confidence, confidence_condition=SKLEARN_CONDITION,
+                            default_confidence=(DEFAULT_THRESHOLD, DEFAULT_TOKENS))
 
 
 def render(setting: Setting, provenance: Provenance, schedule=None) -> str:
-    """The JSON text of ``setting``'s generate() keyword arguments with a ``_provenance`` key."""
+    """The JSON text of ``setting`` with a ``_provenance`` key (see the module doc for where each key goes)."""
+    knobs = dict(setting.knobs)
     notes = [setting.note] if setting.note else []
-    if "assistant_confidence_threshold" in setting.knobs and setting.knobs["assistant_confidence_threshold"] > 0:
-        notes.append(SKLEARN_NOTE)
-    body = {**setting.knobs, "_provenance": [*provenance.lines(), f"setting: {setting.label}", *notes,
-                                             "use: model.generate(**inputs, assistant_model=DRAFT, **kwargs) "
-                                             "without _provenance" if setting.knobs else
-                                             "plain decoding: generate without an assistant"]}
+    if knobs and provenance.drafter.lookup and provenance.drafter.ngram:
+        if knobs.get("assistant_confidence_threshold"):
+            notes.append("prompt lookup has no confidence: transformers' lookup drafts the whole match")
+        knobs = {"prompt_lookup_num_tokens": knobs["num_assistant_tokens"],
+                 "max_matching_ngram_size": provenance.drafter.ngram[0]}
+        use = f"use: (prompt lookup, no assistant) {LOOKUP}"
+    elif knobs:
+        use = f"use: {APPLY}"
+    else:
+        use = "use: plain decoding: generate without an assistant"
+    body = {**knobs, "_provenance": [f"transformers assisted generation (checked against transformers {VERSION}), "
+                                     "written by specdec-evolve (python -m evolve export)", *provenance.lines(),
+                                     f"setting: {setting.label}", *notes, use]}
     return json.dumps(body, indent=2) + "\n"
 
 
-ENGINE = Engine("transformers", "transformers", "generate() keyword arguments (JSON)", KNOBS, KINDS, render, refusals=REFUSALS)
+ENGINE = Engine("transformers", "transformers", "assistant generation_config settings (JSON)", KNOBS, CAPABILITIES,
+                render, VERSION, "GenerationConfig and a real generate() with the assistant's generation_config")
 
-__all__ = ["ENGINE", "KNOBS", "render"]
+__all__ = ["APPLY", "DEFAULT_THRESHOLD", "DEFAULT_TOKENS", "ENGINE", "KNOBS", "VERSION", "render"]

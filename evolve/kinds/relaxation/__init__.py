@@ -26,7 +26,4 @@ KIND = ProgramKind(
     resamples=False,
 )
 
-#: Temporary alias while the engine targets move to asking kinds (removed once they do).
-RELAXATION = KIND
-
 __all__ = ["KIND"]

@@ -9,6 +9,7 @@ from evolve.kinds.relaxation.eval_population import RelaxedPopulationEvaluator, 
 from evolve.kinds.relaxation.export_layout import RELAXATION_LAYOUT
 from evolve.kinds.relaxation.live import live_decoder
 from evolve.kinds.relaxation.report_hooks import CAPTION, COMPARE, simulate_plan, tree_rows
+from evolve.kinds.relaxation.export_engines import engine_support
 from evolve.kinds.relaxation.search_seeds import choose_relaxed_seeds
 from evolve.kinds.relaxation.pareto import relaxed_family_curve, relaxed_rule_curve, relaxed_runs_curve
 from evolve.traces.io import load_split
@@ -38,4 +39,4 @@ def seeds(cfg, features, train, gamma, objective):
 HOOKS = KindHooks(metrics=RelaxedMetrics, population=population, score=score, seeds=seeds, compare=COMPARE,
                   caption=CAPTION, simulate=simulate_plan, live=live_decoder, pareto=relaxed_rule_curve,
                   pareto_runs=relaxed_runs_curve, pareto_references=relaxed_family_curve, trees=tree_rows,
-                  export=RELAXATION_LAYOUT)
+                  export=RELAXATION_LAYOUT, engines=engine_support)

@@ -23,7 +23,4 @@ KIND = ProgramKind(
     source="speculative sampling: Leviathan et al. 2023 (arXiv 2211.17192); Chen et al. 2023 (arXiv 2302.01318)",
 )
 
-#: Temporary alias while the engine targets move to asking kinds (removed once they do).
-THRESHOLD = KIND
-
 __all__ = ["KIND"]

@@ -9,6 +9,7 @@ from evolve.eval.population import PopulationEvaluator
 from evolve.kinds.base import KindContext, KindHooks
 from evolve.kinds.threshold.export_layout import THRESHOLD_LAYOUT
 from evolve.kinds.threshold.report_hooks import COMPARE, live_decoder, pareto_curve, pareto_runs, simulate_plan
+from evolve.kinds.threshold.export_engines import engine_support
 from evolve.search.warm_start import choose_seeds
 
 
@@ -30,4 +31,5 @@ def seeds(cfg, features, train, gamma, objective):
 
 HOOKS = KindHooks(metrics=Metrics, population=population, score=score, seeds=seeds, compare=COMPARE,
                   simulate=simulate_plan, live=live_decoder, pareto=pareto_curve,
-                  pareto_runs=pareto_runs, export=THRESHOLD_LAYOUT)
+                  pareto_runs=pareto_runs, export=THRESHOLD_LAYOUT,
+                  engines=engine_support)

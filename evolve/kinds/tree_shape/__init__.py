@@ -27,7 +27,4 @@ KIND = ProgramKind(
     resamples=False,
 )
 
-#: Temporary alias while the engine targets move to asking kinds (removed once they do).
-TREE_SHAPE = KIND
-
 __all__ = ["KIND"]

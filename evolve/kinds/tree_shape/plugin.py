@@ -10,6 +10,7 @@ from evolve.eval.tree_levels import program_values
 from evolve.kinds.tree_shape.eval_population import TreeShapePopulationEvaluator
 from evolve.eval.tree_scoring import ShapeMetrics, shape_data, shape_metrics
 from evolve.kinds.tree_shape.export_layout import TREE_LAYOUT
+from evolve.kinds.tree_shape.export_engines import engine_support
 from evolve.kinds.tree_shape.report_hooks import live_decoder, tree_rows
 from evolve.kinds.tree_shape.search_seeds import choose_tree_seeds
 from evolve.traces.tree_tables import load_trees
@@ -40,4 +41,4 @@ def seeds(cfg, features, train, gamma, objective):
 
 
 HOOKS = KindHooks(metrics=ShapeMetrics, population=population, score=score, seeds=seeds, trees=tree_rows,
-                  live=live_decoder, export=TREE_LAYOUT)
+                  live=live_decoder, export=TREE_LAYOUT, engines=engine_support)

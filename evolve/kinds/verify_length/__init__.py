@@ -27,7 +27,4 @@ KIND = ProgramKind(
     settings=LengthSettings,
 )
 
-#: Temporary alias while the engine targets move to asking kinds (removed once they do).
-VERIFY_LENGTH = KIND
-
 __all__ = ["KIND"]

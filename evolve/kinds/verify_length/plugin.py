@@ -10,6 +10,7 @@ from evolve.kinds.verify_length.eval_policy import LengthMetrics, LengthPopulati
 from evolve.kinds.verify_length.export_layout import LENGTH_LAYOUT
 from evolve.kinds.verify_length.live import live_decoder
 from evolve.kinds.verify_length.report_hooks import CAPTION, COMPARE
+from evolve.kinds.verify_length.export_engines import engine_support, schedule
 from evolve.kinds.verify_length.search_seeds import choose_length_seeds
 from evolve.kinds.verify_length.report_compare import check_policy_settings
 
@@ -39,4 +40,5 @@ def seeds(cfg, features, train, gamma, objective):
 
 
 HOOKS = KindHooks(check=check_policy_settings, metrics=LengthMetrics, population=population, score=score, seeds=seeds, compare=COMPARE,
-                  caption=CAPTION, live=live_decoder, export=LENGTH_LAYOUT)
+                  caption=CAPTION, live=live_decoder, export=LENGTH_LAYOUT,
+                  engines=engine_support, schedule=schedule)
