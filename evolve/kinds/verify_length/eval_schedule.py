@@ -103,5 +103,6 @@ def split_schedule(data: EvalData, tune: tuple[EvalData, str], gamma: int, reque
             "tokens_per_second": {r: length_throughput(table[schedule_length(schedule, r)], r, costs)
                                   for r in requests}}
 
-__all__ = ["split_schedule", "ScheduleRange", "batch_schedule", "fixed_length_table", "length_throughput", "nearest_schedule",
-           "schedule_length"]
+
+__all__ = ["split_schedule", "ScheduleRange", "batch_schedule", "fixed_length_table", "length_throughput",
+           "nearest_schedule", "schedule_length"]
