@@ -60,7 +60,7 @@ def _calls(path: Path):
 #: The only code built from text at run time: modules the project itself generates from a parsed champion (the
 #: export's check of a champion's values, the exported llama-cpp-python policy of ``benchmark.py live``); the text
 #: is produced by :mod:`evolve.export.codegen` from a program tree, never read from a file.
-GENERATED_CODE = {"evolve/export/engines/base.py", "evolve/live/peers.py"}
+GENERATED_CODE = {"evolve/export/engines/shapes.py", "evolve/live/peers.py"}
 #: In-memory pickles between a search's client and its Dask workers (bytes made in the same run, never a file).
 IN_MEMORY_PICKLES = {"evolve/search/islands.py", "evolve/search/island_task.py"}
 
