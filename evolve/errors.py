@@ -55,6 +55,15 @@ def printable(text: str) -> str:
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
+def json_type(value: object) -> str:
+    """``an integer``, ``a string``, ``null``...: the JSON type of a decoded value, with its article, for a message
+    about a file's value."""
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+            dict: "an object"}.get(type(value), type(value).__name__)
+
+
 def os_error_text(exc: OSError) -> str:
     """A file-system error as one line: ``PATH: reason`` (e.g. ``out/x: Permission denied``).
 

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from evolve.errors import InputError
+from evolve.errors import InputError, json_type
 from evolve.eval.population import EvaluationStats
 from evolve.kinds.registry import KINDS
 from evolve.gp.compiler import from_tree, parse, to_string
@@ -228,7 +228,7 @@ class _Reader:
 
     def obj(self, value: Any, field: str, keys: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
         if not isinstance(value, dict):
-            raise self.fail(field, f"must be a JSON object, found {_json_type(value)}")
+            raise self.fail(field, f"must be a JSON object, found {json_type(value)}")
         for key in keys:
             if key not in value:
                 raise self.fail(f"{field}.{key}" if field else key, "is missing")
@@ -239,7 +239,7 @@ class _Reader:
 
     def items(self, value: Any, field: str, length: int | None = None, most: int | None = None) -> list:
         if not isinstance(value, list):
-            raise self.fail(field, f"must be a list, found {_json_type(value)}")
+            raise self.fail(field, f"must be a list, found {json_type(value)}")
         if length is not None and len(value) != length:
             raise self.fail(field, f"has {len(value)} entries, expected {length}")
         if most is not None and len(value) > most:
@@ -248,7 +248,7 @@ class _Reader:
 
     def integer(self, value: Any, field: str, low: int | None = None, high: int | None = None) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(field, f"must be an integer, found {_json_type(value)}")
+            raise self.fail(field, f"must be an integer, found {json_type(value)}")
         if low is not None and value < low:
             raise self.fail(field, f"is {value}, less than {low}")
         if high is not None and value > high:
@@ -259,7 +259,7 @@ class _Reader:
         if isinstance(value, str) and value in _NONFINITE and not finite:
             return _NONFINITE[value]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(field, f"must be a {'finite ' if finite else ''}number, found {_json_type(value)}")
+            raise self.fail(field, f"must be a {'finite ' if finite else ''}number, found {json_type(value)}")
         try:
             ok = math.isfinite(float(value))
         except OverflowError:  # an integer beyond float range
@@ -280,22 +280,13 @@ class _Reader:
 
     def text(self, value: Any, field: str) -> str:
         if not isinstance(value, str):
-            raise self.fail(field, f"must be a string, found {_json_type(value)}")
+            raise self.fail(field, f"must be a string, found {json_type(value)}")
         return value
 
     def flag(self, value: Any, field: str) -> bool:
         if not isinstance(value, bool):
-            raise self.fail(field, f"must be true or false, found {_json_type(value)}")
+            raise self.fail(field, f"must be true or false, found {json_type(value)}")
         return value
-
-
-def _json_type(value: Any) -> str:
-    """The JSON type of a decoded value, with its article (``a string``, ``null``)."""
-    if value is None:
-        return "null"
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
-             dict: "an object"}
-    return names.get(type(value), type(value).__name__)
 
 
 class _Builder:
@@ -474,7 +465,7 @@ def _cache_from(value: Any, field: str, metrics: str, read: _Reader) -> tuple[li
     data = read.obj(value, field, (name, "keys", "columns", "stats"))
     keys = read.items(data["keys"], f"{field}.keys", most=CACHE_LIMIT)
     if data[name] != (metrics if keys else None):
-        raise read.fail(f"{field}.{name}", f"is {_json_type(data[name]) if data[name] is None else repr(data[name])}, "
+        raise read.fail(f"{field}.{name}", f"is {json_type(data[name]) if data[name] is None else repr(data[name])}, "
                                            f"expected {repr(metrics) if keys else 'null (no entries)'}")
     if not all(type(key) is str for key in keys):
         k = next(k for k, key in enumerate(keys) if type(key) is not str)

@@ -34,11 +34,12 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from evolve.errors import InputError, InputWarning, os_error_text, printable
+from evolve.errors import InputError, InputWarning, json_type, os_error_text, printable
 from evolve.files.atomic import mkstemp_beside, remove_quietly, remove_stale_temps
 from evolve.files.guard import register_dataset_files
 from evolve.files.locks import DirectoryLock
 from evolve.traces.binding import FILES_KEY, check_bound, file_record
+from evolve.traces.statistics import check_split_statistics, check_statistics
 from evolve.traces.schema import COLUMN_BY_NAME, COLUMNS, SCHEMA_VERSION, derive_seq_id, validate
 
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
@@ -132,17 +133,9 @@ def _read_frame(path: Path) -> tuple[pd.DataFrame, str]:
             raise InputError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
     records = json_bytes(raw, path)
     if not isinstance(records, list):
-        raise InputError(f"{path}: expected a JSON array of records, found {_json_type(records)}")
+        raise InputError(f"{path}: expected a JSON array of records, found {json_type(records)}")
     _check_records(records, path)
     return pd.DataFrame.from_records(records), digest
-
-
-def _json_type(value: Any) -> str:
-    """``an integer``, ``a string``, ``null``...: the JSON type of a decoded value, with its article."""
-    if value is None:
-        return "null"
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
-            dict: "an object"}.get(type(value), type(value).__name__)
 
 
 def _null_ok(name: str) -> bool:
@@ -155,11 +148,11 @@ def _check_records(records: list, path: Path) -> None:
     if not records:
         return
     if not isinstance(records[0], dict):
-        raise InputError(f"{path}: record 0 is {_json_type(records[0])}, expected an object")
+        raise InputError(f"{path}: record 0 is {json_type(records[0])}, expected an object")
     keys = records[0].keys()
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
-            raise InputError(f"{path}: record {i} is {_json_type(rec)}, expected an object")
+            raise InputError(f"{path}: record {i} is {json_type(rec)}, expected an object")
         if rec.keys() != keys:
             missing = [k for k in keys if k not in rec]
             if missing:
@@ -305,83 +298,6 @@ def load_metadata(data_dir: str | os.PathLike) -> dict[str, Any]:
         raise InputError(f"{path}: schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
     check_statistics(meta.get("statistics"), path)
     return meta
-
-
-#: Statistics of a split that count something: integers >= 0.
-COUNT_STATISTICS = ("tokens", "sequences", "texts", "generated_tokens", "target_calls", "eos_finished")
-#: Statistics of a split that are fractions: numbers in [0, 1].
-RATE_STATISTICS = ("standard_acceptance", "expected_standard_acceptance", "top_token_match", "mean_overlap")
-#: Statistics of a split that are non-negative numbers (entropies in nats, tokens per target call).
-NONNEGATIVE_STATISTICS = ("mean_draft_entropy", "mean_target_entropy", "median_target_entropy",
-                          "tokens_per_target_call")
-
-
-def check_statistics(stats: Any, path: str | os.PathLike) -> None:
-    """Check the ``statistics`` of a ``metadata.json`` (``path``) for meaning: None (absent) or an object of
-    {split: object}; in each split, :data:`COUNT_STATISTICS` are integers >= 0 (not booleans, not 12.7),
-    :data:`RATE_STATISTICS` numbers in [0, 1], :data:`NONNEGATIVE_STATISTICS` finite numbers >= 0 (a rate or a
-    mean may be NaN/null for a split of 0 tokens), ``acceptance_by_depth`` a list of rates (or null). Other keys
-    are kept as written.
-
-    Raises: InputError naming ``path``, the key path (``statistics.train.target_calls``) and the value.
-    """
-    if stats is None:
-        return
-    if not isinstance(stats, dict):
-        raise InputError(f"{path}: key 'statistics' must be a JSON object of {{split: statistics}}, found "
-                         f"{_json_type(stats)} (value {printable(repr(stats))[:80]})")
-    for split, values in stats.items():
-        where = f"statistics.{printable(str(split))}"
-        if not isinstance(values, dict):
-            raise InputError(f"{path}: key '{where}' must be a JSON object, found {_json_type(values)} "
-                             f"(value {printable(repr(values))[:80]})")
-        empty = values.get("tokens") == 0
-        for key in COUNT_STATISTICS:
-            v = values.get(key, 0)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise InputError(f"{path}: key '{where}.{key}' must be an integer >= 0 (value {v!r})")
-        for key in RATE_STATISTICS + NONNEGATIVE_STATISTICS:
-            if key not in values or (empty and (values[key] is None or values[key] != values[key])):
-                continue
-            v, top = values[key], (1.0 if key in RATE_STATISTICS else float("inf"))
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= top or v == float("inf"):
-                raise InputError(f"{path}: key '{where}.{key}' must be a "
-                                 f"{'number in [0, 1]' if top == 1.0 else 'finite number >= 0'} (value {v!r})")
-        depth = values.get("acceptance_by_depth")
-        if depth is not None:
-            ok = isinstance(depth, list) and all(
-                x is None or (not isinstance(x, bool) and isinstance(x, (int, float)) and (x != x or 0 <= x <= 1))
-                for x in depth)
-            if not ok:
-                raise InputError(f"{path}: key '{where}.acceptance_by_depth' must be a list of numbers in [0, 1] "
-                                 f"(value {printable(repr(depth))[:80]})")
-
-
-def check_split_statistics(traces: Traces, path: str | os.PathLike) -> None:
-    """Check a split's statistics (``metadata.json`` at ``path``) against its records: ``tokens`` is its number
-    of records and ``sequences`` its number of distinct ``seq_id`` (where given), and ``target_calls`` is at least
-    its block count: a target call verifies at most one speculation block, so with ``draft_index`` the split has
-    at least as many target calls as blocks (records of ``draft_index`` 0).
-
-    Raises: InputError naming ``path``, the key, its value and what the records hold.
-    """
-    stats = ((traces.metadata or {}).get("statistics") or {}).get(traces.split) or {}
-    where = f"{path}: key 'statistics.{traces.split}"
-    tokens, sequences = stats.get("tokens"), stats.get("sequences")
-    if tokens is not None and tokens != traces.n:
-        raise InputError(f"{where}.tokens' is {tokens!r}, but {traces.source} holds {traces.n} records")
-    if sequences is not None and "seq_id" in traces.columns:
-        found = int(np.unique(traces.columns["seq_id"]).size)
-        if sequences != found:
-            raise InputError(f"{where}.sequences' is {sequences!r}, but {traces.source} holds {found} sequences "
-                             f"(distinct seq_id)")
-    calls = stats.get("target_calls")
-    if calls is None or "draft_index" not in traces.columns:
-        return
-    blocks = int(np.count_nonzero(traces.columns["draft_index"] == 0))
-    if calls < blocks:
-        raise InputError(f"{where}.target_calls' is {calls!r}, fewer than the "
-                         f"{blocks} speculation blocks of {traces.source} (one target call verifies at most one block)")
 
 
 def _frame_to_json_records(df: pd.DataFrame) -> bytes:
