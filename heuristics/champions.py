@@ -56,7 +56,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from evolve.errors import InputError, InputWarning, os_error_text, printable
+from evolve.errors import InputError, InputWarning, json_type, os_error_text, printable
 from evolve.files.atomic import atomic_write_text
 from evolve.files.guard import check_output_dir
 from evolve.gp.compiler import Node, parse, to_string
@@ -239,7 +239,7 @@ def check_name(name: str, what: str = "name") -> str:
 def _validate(doc: Any, source: str) -> Champion:
     """Check a decoded champion object; return it as a :class:`Champion`. Raises InputError naming ``source``."""
     if not isinstance(doc, dict):
-        raise InputError(f"{source}: expected a JSON object, found {_json_type(doc)}")
+        raise InputError(f"{source}: expected a JSON object, found {json_type(doc)}")
     version = doc.get("format_version")
     if "format_version" in doc and (type(version) is not int or version not in READ_VERSIONS):
         raise InputError(f"{source}: key 'format_version' is {printable(repr(version))[:80]}, not a supported "
@@ -256,7 +256,7 @@ def _validate(doc: Any, source: str) -> Champion:
     for key, kind in keys.items():
         value = doc[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise InputError(f"{source}: key '{key}' must be a JSON {_json_name(kind)}, found {_json_type(value)}")
+            raise InputError(f"{source}: key '{key}' must be a JSON {_json_name(kind)}, found {json_type(value)}")
     if doc["format"] != FORMAT:
         raise InputError(f"{source}: key 'format' is {doc['format']!r}, expected {FORMAT!r}")
     if doc["format_version"] not in READ_VERSIONS:
@@ -292,7 +292,7 @@ def _validate(doc: Any, source: str) -> Champion:
         if split not in ("train", "valid", "test"):
             raise InputError(f"{source}: key 'metrics': unknown split {split!r}")
         if not isinstance(values, dict):
-            raise InputError(f"{source}: key 'metrics.{split}' must be a JSON object, found {_json_type(values)}")
+            raise InputError(f"{source}: key 'metrics.{split}' must be a JSON object, found {json_type(values)}")
         for k, v in values.items():
             if v is None and k != "fitness":
                 continue  # a metric that was not computed (e.g. block metrics without draft_index)
@@ -318,14 +318,14 @@ def _check_settings(provenance: dict, kind: ProgramKind, source: str) -> None:
     if config is None:
         return
     if not isinstance(config, dict):
-        raise InputError(f"{source}: key 'provenance.config' must be a JSON object, found {_json_type(config)}")
+        raise InputError(f"{source}: key 'provenance.config' must be a JSON object, found {json_type(config)}")
     for name in kind.setting_names:
         value = config.get(name)
         if value is None:
             continue
         if not isinstance(value, str) or not value or not value.isprintable() or len(value) > 1000:
             raise InputError(f"{source}: key 'provenance.config.{name}' must be a name (a non-empty one-line "
-                             f"string), found {_json_type(value)} (value {printable(repr(value))[:80]})")
+                             f"string), found {json_type(value)} (value {printable(repr(value))[:80]})")
 
 
 def _finite(v: int | float) -> bool:
@@ -338,15 +338,6 @@ def _finite(v: int | float) -> bool:
 
 def _json_name(kind) -> str:
     return {str: "string", int: "integer", list: "array", dict: "object"}.get(kind, str(kind))
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    return {str: "string", int: "integer", float: "number", list: "array", dict: "object"}.get(
-        type(value), type(value).__name__)
 
 
 def read_champion(path: str | os.PathLike) -> Champion:

@@ -162,7 +162,7 @@ def test_expected_tokens_and_standard_error(files):
 
 
 def _harvest_metadata(root, prompts, splits, **config):
-    from evolve.engine.models import sha256_file
+    from evolve.files.digest import sha256_file
 
     root.mkdir()
     meta = {"generator": "harvest", "splits": splits,

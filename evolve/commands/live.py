@@ -70,7 +70,7 @@ from evolve.errors import InputError
 from evolve.harvest.config import HarvestConfig
 from evolve.harvest.loop import build, text_rng
 from evolve.engine.drafters import chosen_drafters
-from evolve.engine.models import sha256_file
+from evolve.files.digest import sha256_file
 from evolve.engine.ngram import lookup_lengths
 from evolve.harvest.prompts import PromptFile, encode_prompt, read_prompt_file, read_prompts
 from evolve.traces.io import load_metadata

@@ -61,7 +61,7 @@ from evolve.engine.clock import synchronize
 from evolve.engine.distributions import sample_index
 from evolve.engine.drafter_base import Drafter, DrafterOption, _stack, draft_confidence, target_layers
 from evolve.engine.eagle_head import PARAM, EagleConfig, EagleHead, default_layers, load_head_weights
-from evolve.engine.models import sha256_file
+from evolve.files.digest import sha256_file
 from evolve.errors import InputError
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -26,19 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from evolve.errors import InputError
+from evolve.files.digest import sha256_file
 
 _SMALL_MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
                       "tokenizer.model", "special_tokens_map.json", "vocab.json", "merges.txt",
                       "added_tokens.json", "chat_template.jinja", "chat_template.json")
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)

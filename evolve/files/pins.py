@@ -14,11 +14,11 @@ ends (:func:`released`).
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 from typing import Callable, TypeVar
 
 from evolve.errors import InputError
+from evolve.files.digest import sha256_bytes
 
 _PINS: dict[str, str] = {}
 _F = TypeVar("_F", bound=Callable)
@@ -65,7 +65,7 @@ def read_bytes(path: str | os.PathLike, what: str) -> tuple[bytes, str]:
     """
     with open(path, "rb") as fh:
         raw = fh.read()
-    digest = hashlib.sha256(raw).hexdigest()
+    digest = sha256_bytes(raw)
     want = pinned(path)
     if want is not None and digest != want:
         raise InputError(f"{path}: the {what} changed since the run started and recorded its SHA-256 "

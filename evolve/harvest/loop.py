@@ -75,7 +75,8 @@ from evolve.engine.distributions import Sampling, block_records, distributions, 
 from evolve.engine.backends import get_backend
 from evolve.engine.drafter_base import Drafter
 from evolve.engine.drafters import chosen_drafters, drafter_for
-from evolve.engine.models import LoadedModel, check_same_tokenizer, context_length, eos_ids, resolve_model, sha256_file
+from evolve.engine.models import LoadedModel, check_same_tokenizer, context_length, eos_ids, resolve_model
+from evolve.files.digest import sha256_file
 from evolve.harvest.progress import ProgressBar, stderr_console
 from evolve.harvest.prompts import (
     PromptFile, assign_question_splits, check_context, encode_prompt, processing_order, read_prompt_file, split_rule,

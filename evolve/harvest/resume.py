@@ -41,7 +41,8 @@ from evolve.errors import InputError
 from evolve.harvest.config import HarvestConfig
 from evolve.engine.models import _short
 from evolve.harvest.prompts import HELD_OUT_FRACTION
-from evolve.traces.binding import FILES_KEY, check_bound, sha256_bytes
+from evolve.traces.binding import FILES_KEY, check_bound
+from evolve.files.digest import sha256_bytes
 from evolve.traces.io import METADATA_FILE, SPLITS, Traces, load_metadata, write_dataset
 from evolve.files.atomic import atomic_write_bytes
 from evolve.files.guard import register_dataset_files

@@ -53,7 +53,7 @@ from evolve.cluster import ClusterOptions, dask_client
 from evolve.errors import InputError
 from evolve.harvest.config import HarvestConfig
 from evolve.harvest.loop import HarvestResult, Setup, build, prepare, prompt_room, text_columns, text_rng
-from evolve.engine.models import sha256_file
+from evolve.files.digest import sha256_file
 from evolve.harvest.progress import ProgressBar, stderr_console
 from evolve.harvest.prompts import (assign_question_splits, check_context, encode_prompt, processing_order,
                                     read_prompt_file, split_rule)

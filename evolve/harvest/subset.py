@@ -32,7 +32,8 @@ import pandas as pd
 
 from evolve.errors import InputError, InputWarning, printable
 from evolve.harvest.resume import TEXTS_FILE, split_statistics, tree_stats
-from evolve.traces.binding import check_bound, sha256_bytes
+from evolve.traces.binding import check_bound
+from evolve.files.digest import sha256_bytes
 from evolve.traces.io import METADATA_FILE, SPLITS, Traces, load_metadata, load_split, write_dataset
 
 #: Keys every line of ``texts.jsonl`` of a harvest of a prompts file with categories has.
@@ -124,7 +125,7 @@ def _source(src: Path) -> dict[str, Any]:
 def _planned(meta: dict[str, Any], chosen: list[str]) -> int | None:
     """How many texts of the categories ``chosen`` the harvest planned, counted in its prompts file when that is
     still where it was and unchanged (its SHA-256), else None."""
-    from evolve.engine.models import sha256_file
+    from evolve.files.digest import sha256_file
     from evolve.harvest.prompts import read_prompt_file
 
     config = meta.get("config") or {}

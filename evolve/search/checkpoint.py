@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from evolve.errors import InputError
+from evolve.files.digest import sha256_file
 from evolve.gp.primitives import CORE_FEATURES, FEATURES
 from evolve.search.config import DEFAULTS, RunConfig, kind_setting_fields, resolve, upgrade_legacy
 from evolve.search.snapshot import Island, Snapshot, snapshot_from_data, snapshot_to_data
@@ -105,11 +106,7 @@ def _loads(raw: bytes) -> Any:
 def file_sha256(path: str | os.PathLike) -> str | None:
     """SHA-256 (hex) of a file's bytes, or None when it cannot be read."""
     try:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        return h.hexdigest()
+        return sha256_file(path)
     except OSError:
         return None
 

@@ -228,18 +228,22 @@ class SearchState:
             people += [(f"{prefix}.hof.members[{k}][1]", ind) for k, ind in enumerate(hof or [])]
             people = [(field, ind) for field, ind in people if ind.fitness.valid]
             fresh = {"train": make(replace(context, data=splits["train"]))}
-            for (field, ind), m in zip(people, fresh["train"].evaluate([ind for _, ind in people])):
+            scored = fresh["train"].evaluate([ind for _, ind in people])
+            for (field, ind), m in zip(people, scored):
                 want = self.objective_spec.fitness_values(m, len(ind), self.cfg)
                 if not all(_close(a, b) for a, b in zip(ind.fitness.values, want)):
                     raise InputError(f"{where}: the checkpoint's field '{field}.wvalues' gives fitness "
                                      f"{list(ind.fitness.values)} to {str(ind)[:80]!r}, but it scores {list(want)}")
-            held = {str(ind) for _, ind in people}
+            held = {str(ind): m for (_, ind), m in zip(people, scored)}  # their train metrics, scored once
             for name, (items, stats) in (caches or {}).items():
                 picks = sorted({0, len(items) // 2, len(items) - 1} if items else set())[:RESCORED]
                 picks = sorted(set(picks) | {k for k, (key, _) in enumerate(items) if key in held})
                 scorer = fresh.get(name) or make(replace(context, data=splits[name]))
-                got = scorer.evaluate([items[k][0] for k in picks])
-                for k, m in zip(picks, got):
+                known = held if name == "train" else {}
+                todo = [k for k in picks if items[k][0] not in known]
+                got = dict(zip(todo, scorer.evaluate([items[k][0] for k in todo])))
+                for k in picks:
+                    m = got[k] if k in got else known[items[k][0]]
                     _compare_metrics(items[k][1], m, f"caches.{name}.keys[{k}]", items[k][0], where)
                 if scorer.stats.nodes:  # the rows this evaluator reads, from its own count
                     rows = scorer.stats.node_evaluations // scorer.stats.nodes

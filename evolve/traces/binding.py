@@ -23,35 +23,21 @@ another dataset of another size; a dataset without ``metadata.json`` has nothing
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any, Mapping
 
 from evolve.errors import InputError, printable
+from evolve.files.digest import sha256_file
 
 #: Key of ``metadata.json`` recording the files written with it: {file name: {"sha256": hex, "rows": int}}.
 FILES_KEY = "files"
 METADATA_NAME = "metadata.json"
 
 
-def sha256_bytes(raw: bytes) -> str:
-    """SHA-256 (hex) of ``raw``."""
-    return hashlib.sha256(raw).hexdigest()
-
-
-def sha256_path(path: str | os.PathLike) -> str:
-    """SHA-256 (hex) of the file ``path``, read in blocks (a split larger than memory). Raises OSError."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def file_record(path: str | os.PathLike, rows: int) -> dict[str, Any]:
     """What ``metadata.json`` records of a file written with the dataset: {"sha256", "rows"}."""
-    return {"sha256": sha256_path(path), "rows": int(rows)}
+    return {"sha256": sha256_file(path), "rows": int(rows)}
 
 
 def _recorded(meta: Mapping[str, Any], key_path: str) -> Any:
@@ -105,4 +91,4 @@ def check_bound(path: str | os.PathLike, sha256: str, meta: Mapping[str, Any] | 
                              f"record them)")
 
 
-__all__ = ["FILES_KEY", "check_bound", "file_record", "sha256_bytes", "sha256_path"]
+__all__ = ["FILES_KEY", "check_bound", "file_record"]

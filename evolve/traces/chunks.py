@@ -17,7 +17,8 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from evolve.errors import InputError, os_error_text
-from evolve.traces.binding import check_bound, sha256_path
+from evolve.traces.binding import check_bound
+from evolve.files.digest import cached_sha256_file
 from evolve.traces.io import METADATA_FILE, Traces, load_metadata, load_split, split_path
 
 
@@ -116,8 +117,8 @@ def iter_split_chunks(data_dir: str | os.PathLike, split: str, columns: Iterable
         return
     meta = load_metadata(data_dir) if (Path(data_dir) / METADATA_FILE).exists() else {}
     pf = _open_parquet(path)
-    if meta:  # the file must be the one the metadata was written with (hashed in blocks, never held whole)
-        check_bound(path, sha256_path(path), meta, {f"statistics.{split}.tokens": pf.metadata.num_rows},
+    if meta:  # the file must be the one the metadata was written with (hashed in blocks once per state of the file)
+        check_bound(path, cached_sha256_file(path), meta, {f"statistics.{split}.tokens": pf.metadata.num_rows},
                     "split file")
     names = None if columns is None else [c for c in pf.schema_arrow.names if c in set(columns)]
     start = 0

@@ -22,7 +22,6 @@ split has no ``draft_index``).
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -36,6 +35,7 @@ import pandas as pd
 
 from evolve.errors import InputError, InputWarning, json_type, os_error_text, printable
 from evolve.files.atomic import mkstemp_beside, remove_quietly, remove_stale_temps
+from evolve.files.digest import sha256_bytes
 from evolve.files.guard import register_dataset_files
 from evolve.files.locks import DirectoryLock
 from evolve.traces.binding import FILES_KEY, check_bound, file_record
@@ -123,7 +123,7 @@ def _read_frame(path: Path) -> tuple[pd.DataFrame, str]:
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError(os_error_text(exc)) from None
-    digest = hashlib.sha256(raw).hexdigest()
+    digest = sha256_bytes(raw)
     if path.suffix == ".parquet":
         try:
             return pd.read_parquet(io.BytesIO(raw)), digest

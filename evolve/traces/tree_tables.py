@@ -25,7 +25,8 @@ import pandas as pd
 from evolve.errors import InputError
 from evolve.files.guard import register_dataset_files
 from evolve.files.pins import read_bytes
-from evolve.traces.binding import check_bound, sha256_bytes
+from evolve.traces.binding import check_bound
+from evolve.files.digest import sha256_bytes
 from evolve.traces.io import SPLITS, load_metadata, load_split, split_path
 from evolve.traces.schema import text_columns_of
 
