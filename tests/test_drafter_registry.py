@@ -164,3 +164,16 @@ def test_an_output_onto_a_registered_drafter_s_path_is_refused(twin, tmp_path, m
         assert result.output.strip() == (f"error: option '{output}': {model} is an input of this command "
                                          f"(--draft-twin)"), (args[0], result.output)
         assert model.read_bytes() == b"the draft model's bytes\n"
+
+
+def test_an_engine_drafts_a_registered_drafter_by_its_family(twin):
+    """The export writes a harvest's drafter by the drafter's engine family, never its name: a throwaway drafter
+    declaring the draft-model family is written as vLLM's draft_model with no engine edit."""
+    from evolve.engine.drafter_base import EngineFamily
+    from evolve.export.engines.base import Drafter, Provenance
+    from evolve.export.engines.vllm import _drafter
+
+    assert Drafter("twin").family is EngineFamily.DRAFT_MODEL and not Drafter("twin").lookup
+    keys, use = _drafter(Provenance("r", "e", "s", "verify-length", True, drafter=Drafter("twin")))
+    assert keys["method"] == "draft_model" and "draft model" in use
+    assert Drafter("unregistered").family is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -81,6 +82,21 @@ def _stack(rows: list):
     return np.stack(rows)
 
 
+class EngineFamily(str, Enum):
+    """What an inference engine must draft with for a harvested drafter's traces to mean what they were scored as:
+    the families the engines' speculation methods take (an engine target maps families, never drafter names, to its
+    methods: :mod:`evolve.export.engines`)."""
+
+    #: Prompt lookup: drafts copied from the context, no model (vLLM ``ngram``, llama.cpp ``ngram-simple``).
+    LOOKUP = "lookup"
+    #: A second, smaller model sharing the tokenizer (vLLM ``draft_model``, llama.cpp ``draft-simple``).
+    DRAFT_MODEL = "draft model"
+    #: An EAGLE-style head on the target's hidden states (vLLM ``eagle3``, llama.cpp ``draft-eagle3``).
+    EAGLE_HEAD = "eagle head"
+    #: The target itself with fewer layers or a shorter context (layer skipping, early exit): no engine ships it.
+    SELF = "self-speculation"
+
+
 class Drafter:
     """Base class: proposes up to k_i tokens for every row of a batch, with their full draft distributions.
 
@@ -106,6 +122,8 @@ class Drafter:
     grows_trees = False
     #: The columns :meth:`draft_columns` writes and :meth:`lookahead` gives before drafting a token.
     lookahead_columns: tuple[str, ...] = ()
+    #: What an engine drafts with to run what this drafter's traces score (:class:`EngineFamily`).
+    family: EngineFamily = EngineFamily.SELF
 
     @classmethod
     def check_value(cls, value) -> None:

@@ -59,7 +59,7 @@ import numpy as np
 
 from evolve.engine.clock import synchronize
 from evolve.engine.distributions import sample_index
-from evolve.engine.drafter_base import Drafter, DrafterOption, _stack, draft_confidence, target_layers
+from evolve.engine.drafter_base import Drafter, DrafterOption, EngineFamily, _stack, draft_confidence, target_layers
 from evolve.engine.eagle_head import PARAM, EagleConfig, EagleHead, default_layers, load_head_weights
 from evolve.files.digest import sha256_file
 from evolve.errors import InputError
@@ -221,6 +221,7 @@ class EagleDrafter(Drafter):
     """An EAGLE-3-style head on the target's hidden states (module doc), with its own KV cache per text."""
 
     name = "eagle"
+    family = EngineFamily.EAGLE_HEAD
     field = "eagle"
     option = DrafterOption("--draft-eagle", "DIR",
                            "EAGLE-3 draft head: a directory in the published layout (config.json, model.safetensors "

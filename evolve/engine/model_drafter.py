@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evolve.engine.drafter_base import Drafter, DrafterOption
+from evolve.engine.drafter_base import Drafter, DrafterOption, EngineFamily
 from evolve.engine.models import LoadedModel
 from evolve.engine.runner import BatchKV, Runner
 
@@ -16,6 +16,7 @@ class ModelDrafter(Drafter):
     """A second model sharing the target's tokenizer, with its own batched KV cache."""
 
     name = "model"
+    family = EngineFamily.DRAFT_MODEL
     field = "draft"
     option = DrafterOption("--draft", "PATH", "Draft model (directory or .gguf) sharing the target's tokenizer.")
     draft_model = True

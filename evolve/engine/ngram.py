@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from evolve.errors import InputError
-from evolve.engine.drafter_base import VALUE_LIMITS, Drafter, DrafterOption
+from evolve.engine.drafter_base import VALUE_LIMITS, Drafter, DrafterOption, EngineFamily
 from evolve.engine.onehot import OneHot
 from evolve.traces.schema import LOOKUP_COLUMNS
 
@@ -101,6 +101,7 @@ class NgramDrafter(Drafter):
     """Prompt lookup (see the module doc): ``n_max`` >= ``n_min`` >= 1."""
 
     name = "ngram"
+    family = EngineFamily.LOOKUP
     field = "ngram"
     option = DrafterOption("--draft-ngram", "MAX[,MIN]",
                            "Prompt lookup (vLLM's ngram method): the draft continues the latest earlier occurrence of "

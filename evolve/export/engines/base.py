@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from evolve.engine.drafter_base import EngineFamily
+from evolve.engine.drafters import DRAFTERS
 from evolve.kinds.base import ProgramKind
 from heuristics.contract import Rule
 
@@ -136,16 +138,23 @@ class Capabilities:
 @dataclass(frozen=True)
 class Drafter:
     """The drafter a champion's harvest drafted with, read from the dataset's metadata (``config.drafter``):
-    ``kind`` (``ngram`` for prompt lookup, ``model`` for a draft model, ``eagle`` for an EAGLE head, ...; empty:
-    unknown) and, for prompt lookup, the n-gram lengths ``ngram`` (longest, shortest)."""
+    ``kind`` (the registered drafter's name, :data:`evolve.engine.drafters.DRAFTERS`; empty: unknown) and, for
+    prompt lookup, the n-gram lengths ``ngram`` (longest, shortest). Engines read its :attr:`family`, never its
+    name, so a new drafter needs no engine edit."""
 
     kind: str = ""
     ngram: tuple[int, int] | None = None
 
     @property
+    def family(self) -> EngineFamily | None:
+        """What an engine must draft with (the registered drafter's :class:`evolve.engine.drafter_base.EngineFamily`;
+        None: unknown, a drafter no longer registered)."""
+        return next((d.family for d in DRAFTERS if d.name == self.kind), None) if self.kind else None
+
+    @property
     def lookup(self) -> bool:
         """Whether the drafts come from prompt lookup (no draft model)."""
-        return self.kind == "ngram"
+        return self.family is EngineFamily.LOOKUP
 
 
 #: A harvest drafter nothing is known of (a registered rule, a champion without provenance).

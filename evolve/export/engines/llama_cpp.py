@@ -24,6 +24,7 @@ sampled drafts).
 """
 from __future__ import annotations
 
+from evolve.engine.drafter_base import EngineFamily
 from evolve.errors import InputError
 from evolve.export.engines.base import Capabilities, Engine, Knob, Provenance, Setting
 from evolve.export.engines.text import comment, flags
@@ -70,7 +71,7 @@ def drafted(knobs: dict, provenance: Provenance) -> tuple[dict, str]:
                              f"size); the setting drafts {length}")
         return {"--spec-type": "ngram-simple", "--spec-ngram-simple-size-n": drafter.ngram[0],
                 "--spec-ngram-simple-size-m": length, "--spec-ngram-simple-min-hits": 1}, "-m MODEL"
-    if drafter.kind == "eagle":
+    if drafter.family is EngineFamily.EAGLE_HEAD:
         return {**knobs, "--spec-type": "draft-eagle3"}, "-m MODEL -md EAGLE3_HEAD"
     return knobs, "-m MODEL -md DRAFT"
 

@@ -34,6 +34,7 @@ from evolve.errors import InputError
 from evolve.engine.ngram import DEFAULT_LOOKUP, _occurrences, lookup_columns, lookup_lengths, lookup_match
 from evolve.export.codegen import core_source, shown, straight_line
 from evolve.export.engines.base import Capabilities, Engine, Provenance, Setting
+from evolve.export.engines.deploy import harvest_drafter
 from evolve.export.exporter import layout, resolve_rule
 from evolve.export.numpy_module import numpy_source
 from heuristics.champions import read_champion
@@ -191,9 +192,9 @@ def _harvest_settings(source: str) -> tuple[tuple[int, int], int]:
     run = prov.get("config") if isinstance(prov.get("config"), dict) else {}
     data = prov.get("data") if isinstance(prov.get("data"), dict) else {}
     harvest = data.get("generator_config") if isinstance(data.get("generator_config"), dict) else {}
-    drafter = harvest.get("drafter") if isinstance(harvest.get("drafter"), dict) else {}
-    if drafter.get("kind") not in (None, "ngram"):
-        raise InputError(f"{source}: the champion's harvest drafted with '{drafter.get('kind')}' "
+    drafter = harvest_drafter(source)
+    if drafter.kind and not drafter.lookup:
+        raise InputError(f"{source}: the champion's harvest drafted with '{drafter.kind}' "
                          f"(provenance.data.generator_config.drafter.kind), and the llama-cpp-python module drafts "
                          f"by prompt lookup only, so the policy would run on drafts it was not tuned on; nearest: "
                          f"the same champion exported for llama.cpp, which drafts with a draft model")

@@ -21,6 +21,7 @@ maps onto the records' sampled drafts is in :mod:`heuristics.shipped`.
 """
 from __future__ import annotations
 
+from evolve.engine.drafter_base import EngineFamily
 from evolve.errors import InputError
 from evolve.export.engines.base import Capabilities, Engine, Family, Knob, Provenance, Setting
 from evolve.export.engines.text import comment, flags
@@ -80,13 +81,13 @@ def _algorithm(knobs: dict, provenance: Provenance) -> tuple[dict, str]:
         algorithm = {"--speculative-algorithm": "NGRAM", "--speculative-ngram-max-bfs-breadth":
                      knobs.get("--speculative-eagle-topk", 1), "--speculative-ngram-min-bfs-breadth": 1}
         return algorithm, ""
-    if drafter.kind == "model":
+    if drafter.family is EngineFamily.DRAFT_MODEL:
         if BLOCK in knobs:
             raise InputError(f"SGLang {VERSION} runs block verification only with EAGLE or EAGLE3 drafters, not "
                              f"STANDALONE (the harvest drafted with a draft model); nearest: the same length "
                              f"verified token by token")
         return {"--speculative-algorithm": "STANDALONE"}, "--speculative-draft-model-path DRAFT"
-    if drafter.kind == "eagle":
+    if drafter.family is EngineFamily.EAGLE_HEAD:
         return {"--speculative-algorithm": "EAGLE3"}, "--speculative-draft-model-path HEAD"
     return {}, "--speculative-algorithm ALGO --speculative-draft-model-path DRAFT"
 

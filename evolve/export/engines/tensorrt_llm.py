@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+from evolve.engine.drafter_base import EngineFamily
 from evolve.errors import InputError
 from evolve.export.engines.base import Capabilities, Engine, Family, Knob, Provenance, Setting
 from evolve.export.engines.shapes import tree_paths
@@ -100,7 +101,7 @@ def _drafter(config: dict, provenance: Provenance) -> tuple[dict, str]:
         return config, "add the drafter (speculative_model) to speculative_config"
     if drafter.lookup and drafter.ngram:
         return {**config, "decoding_type": "NGram", "max_matching_ngram_size": drafter.ngram[0]}, ""
-    if drafter.kind == "model":
+    if drafter.family is EngineFamily.DRAFT_MODEL:
         return {**config, "decoding_type": "Draft_Target"}, "add the draft model (speculative_model) to speculative_config"
     return config, "add the drafter (speculative_model: an EAGLE head) to speculative_config"
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 
+from evolve.engine.drafter_base import EngineFamily
 from evolve.export.engines.base import Capabilities, Engine, Knob, Provenance, Setting
 from evolve.export.engines.text import check_schedule, merged, read_yaml_text, yaml_text
 
@@ -68,9 +69,9 @@ def _drafter(provenance: Provenance) -> tuple[dict, str]:
     if drafter.lookup and drafter.ngram:
         return {"method": "ngram", "prompt_lookup_max": drafter.ngram[0], "prompt_lookup_min": drafter.ngram[1]}, ""
     sampled = {"draft_sample_method": "probabilistic"}
-    if drafter.kind == "model":
+    if drafter.family is EngineFamily.DRAFT_MODEL:
         return {"method": "draft_model", **sampled}, "add the draft model (model: DRAFT) to speculative-config"
-    if drafter.kind == "eagle":
+    if drafter.family is EngineFamily.EAGLE_HEAD:
         return {"method": "eagle3", **sampled}, "add the EAGLE-3 head (model: HEAD) to speculative-config"
     return sampled, "add the drafter (method, model) to speculative-config"
 
