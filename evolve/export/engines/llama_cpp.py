@@ -27,7 +27,7 @@ from __future__ import annotations
 from evolve.engine.drafter_base import EngineFamily
 from evolve.errors import InputError
 from evolve.export.engines.base import Capabilities, Engine, Knob, Provenance, Setting
-from evolve.export.engines.text import comment, flags
+from evolve.export.engines.text import comment, flags, header
 
 COMMIT = "0c1e57098"
 VERSION = f"{COMMIT[:7]} (llama-cpp-python 0.3.36)"
@@ -85,10 +85,8 @@ def render(setting: Setting, provenance: Provenance, schedule=None) -> str:
         use = f"use: llama-server {models} $(grep -v '^#' FILE)"
     else:
         use = "use: plain decoding: llama-server -m MODEL (no draft model, no --spec-type)"
-    header = [f"llama.cpp server flags (checked against llama.cpp {VERSION}), written by specdec-evolve "
-              "(python -m evolve export)", *provenance.lines(), f"setting: {setting.label}",
-              *([setting.note] if setting.note else []), use]
-    return f"{comment(header)}\n{flags(knobs)}\n"
+    return f"{comment(header('llama.cpp server flags', f'llama.cpp {VERSION}', provenance, setting, [], use))}\n" \
+           f"{flags(knobs)}\n"
 
 
 ENGINE = Engine("llama.cpp", "llama.cpp", "llama-server flags (one line)", KNOBS, CAPABILITIES, render, VERSION,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from evolve.engine.drafter_base import EngineFamily
 from evolve.errors import InputError
 from evolve.export.engines.base import Capabilities, Engine, Family, Knob, Provenance, Setting
-from evolve.export.engines.text import comment, flags
+from evolve.export.engines.text import comment, flags, header
 from heuristics.published import SGLANG_GRID
 from heuristics.shipped import sglang_threshold
 
@@ -106,10 +106,8 @@ def render(setting: Setting, provenance: Provenance, schedule=None) -> str:
                "--speculative-draft-model-path DRAFT $(grep -v '^#' FILE)")
     else:
         use = "use: plain decoding: launch SGLang without --speculative-algorithm"
-    header = [f"SGLang server flags (checked against SGLang {VERSION}), written by specdec-evolve "
-              "(python -m evolve export)", *provenance.lines(), f"setting: {setting.label}",
-              *([setting.note] if setting.note else []), use]
-    return f"{comment(header)}\n{flags(line)}\n"
+    return f"{comment(header('SGLang server flags', f'SGLang {VERSION}', provenance, setting, [], use))}\n" \
+           f"{flags(line)}\n"
 
 
 ENGINE = Engine("sglang", "SGLang", "server flags (one line)", KNOBS, CAPABILITIES, render, VERSION,

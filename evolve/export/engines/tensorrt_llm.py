@@ -35,7 +35,7 @@ from evolve.engine.drafter_base import EngineFamily
 from evolve.errors import InputError
 from evolve.export.engines.base import Capabilities, Engine, Family, Knob, Provenance, Setting
 from evolve.export.engines.shapes import tree_paths
-from evolve.export.engines.text import check_schedule, merged, read_yaml_text, yaml_text
+from evolve.export.engines.text import check_schedule, header, merged, read_yaml_text, yaml_text
 from heuristics.published import TRT_GRID
 from heuristics.shipped import TOP_SLACK, trt_relaxed
 
@@ -133,19 +133,18 @@ def render(setting: Setting, provenance: Provenance, schedule=None) -> str:
     Raises: InputError (param ``schedule``) for a malformed schedule, one whose lengths exceed its first, or one
     starting at 0 that drafts later."""
     config = dict(setting.knobs)
-    notes = [setting.note] if setting.note else []
+    notes: list[str] = []
     if schedule is not None:
         config, more = _schedule(config, schedule)
         notes += more
     extra = ""
     if config:
         config, extra = _drafter(config, provenance)
-    header = [f"TensorRT-LLM speculative decoding (checked against the source at {COMMIT[:7]}), written by "
-              "specdec-evolve (python -m evolve export)", *provenance.lines(), f"setting: {setting.label}", *notes,
-              *([extra] if extra else []),
-              "use: trtllm-serve MODEL --config FILE" if config else
-              "use: plain decoding: run TensorRT-LLM without speculative_config"]
-    return yaml_text(header, {"speculative_config": config} if config else {})
+    lines = header("TensorRT-LLM speculative decoding", f"the source at {COMMIT[:7]}", provenance, setting,
+                   [*notes, *([extra] if extra else [])],
+                   "use: trtllm-serve MODEL --config FILE" if config else
+                   "use: plain decoding: run TensorRT-LLM without speculative_config")
+    return yaml_text(lines, {"speculative_config": config} if config else {})
 
 
 def schedule_length(text: str, batch: int) -> int:

@@ -36,6 +36,14 @@ def merged(schedule: Schedule) -> Schedule:
     return tuple(out)
 
 
+def header(what: str, checked: str, provenance: Any, setting: Any, notes: list[str], use: str) -> list[str]:
+    """The header lines every written file starts with: ``what`` the file is and the engine version it was
+    ``checked`` against, the champion's provenance (:class:`evolve.export.engines.base.Provenance`), the ``setting``
+    written (its label and note), ``notes`` (what holds under which condition) and the ``use`` line."""
+    return [f"{what} (checked against {checked}), written by specdec-evolve (python -m evolve export)",
+            *provenance.lines(), f"setting: {setting.label}", *([setting.note] if setting.note else []), *notes, use]
+
+
 def comment(lines: list[str], mark: str = "#") -> str:
     """``lines`` as comment lines with ``mark`` (each line on its own)."""
     return "\n".join(f"{mark} {line}".rstrip() for line in lines)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 
 from evolve.export.engines.base import Capabilities, Engine, Knob, Provenance, Setting
+from evolve.export.engines.text import header
 
 VERSION = "5.24.0"
 CONFIG = f"src/transformers/generation/configuration_utils.py (transformers {VERSION})"
@@ -69,7 +70,7 @@ CAPABILITIES = Capabilities(length=_length, confidence=_confidence, confidence_c
 def render(setting: Setting, provenance: Provenance, schedule=None) -> str:
     """The JSON text of ``setting`` with a ``_provenance`` key (see the module doc for where each key goes)."""
     knobs = dict(setting.knobs)
-    notes = [setting.note] if setting.note else []
+    notes: list[str] = []
     if knobs and provenance.drafter.lookup and provenance.drafter.ngram:
         if knobs.get("assistant_confidence_threshold"):
             notes.append("prompt lookup has no confidence: transformers' lookup drafts the whole match")
@@ -80,9 +81,8 @@ def render(setting: Setting, provenance: Provenance, schedule=None) -> str:
         use = f"use: {APPLY}"
     else:
         use = "use: plain decoding: generate without an assistant"
-    body = {**knobs, "_provenance": [f"transformers assisted generation (checked against transformers {VERSION}), "
-                                     "written by specdec-evolve (python -m evolve export)", *provenance.lines(),
-                                     f"setting: {setting.label}", *notes, use]}
+    body = {**knobs, "_provenance": header("transformers assisted generation", f"transformers {VERSION}", provenance,
+                                           setting, notes, use)}
     return json.dumps(body, indent=2) + "\n"
 
 

@@ -30,7 +30,7 @@ import json
 
 from evolve.engine.drafter_base import EngineFamily
 from evolve.export.engines.base import Capabilities, Engine, Knob, Provenance, Setting
-from evolve.export.engines.text import check_schedule, merged, read_yaml_text, yaml_text
+from evolve.export.engines.text import check_schedule, header, merged, read_yaml_text, yaml_text
 
 VERSION = "0.33.0"
 SOURCE = f"vllm/config/speculative.py (vllm {VERSION})"
@@ -82,7 +82,7 @@ def render(setting: Setting, provenance: Provenance, schedule=None) -> str:
     length; a schedule of length 0 at every batch size is plain decoding (no speculative-config: vLLM requires
     ``num_speculative_tokens`` > 0). Raises InputError for a malformed schedule."""
     config = dict(setting.knobs)
-    notes = [setting.note] if setting.note else []
+    notes: list[str] = []
     if schedule is not None:
         rows = merged(check_schedule(schedule))
         longest = max(length for _, _, length in rows)
@@ -105,10 +105,9 @@ def render(setting: Setting, provenance: Provenance, schedule=None) -> str:
     env = f"{V2} " if block else ""
     use = (f"{env}vllm serve MODEL --config FILE, or: {env}vllm serve MODEL --speculative-config "
            f"'{json.dumps(config)}'" if config else "plain decoding: run vLLM without --speculative-config")
-    header = [f"vLLM speculative decoding (checked against vLLM {VERSION}), written by specdec-evolve "
-              "(python -m evolve export)", *provenance.lines(), f"setting: {setting.label}", *notes,
-              *([extra] if extra else []), f"use: {use}"]
-    return yaml_text(header, {"speculative-config": config} if config else {})
+    lines = header("vLLM speculative decoding", f"vLLM {VERSION}", provenance, setting,
+                   [*notes, *([extra] if extra else [])], f"use: {use}")
+    return yaml_text(lines, {"speculative-config": config} if config else {})
 
 
 def schedule_length(text: str, batch: int) -> int:
