@@ -58,7 +58,16 @@ MAX_GAMMA = 4096
 
 
 def _render(setting: Setting, provenance: Provenance, schedule=None) -> str:
-    raise NotImplementedError("the llama-cpp-python target writes a module: champion_module")
+    """The module text of the policy ``setting.rule`` (:func:`module_source`; checked by :func:`check_policy`), its
+    defaults the n-gram lengths and draft length of the champion's run where the champion file
+    ``provenance.source`` records them (:func:`_harvest_settings`), else prompt lookup 3..1 and 8 drafts; a schedule
+    is not read (the module runs one request). Raises: InputError as :func:`check_policy` and
+    :func:`_harvest_settings`."""
+    rule = setting.rule
+    check_policy(rule)
+    source = provenance.source
+    ngram, gamma = _harvest_settings(source) if Path(source).is_file() else (DEFAULT_LOOKUP, 8)
+    return module_source(rule, source, ngram, gamma)
 
 
 #: What llama-cpp-python runs: a per-draft-step decision inside its own speculative loop, given the columns of
@@ -228,9 +237,8 @@ def champion_module(spec: str, champions_dir: str | os.PathLike | None = None) -
     Raises: InputError as :func:`evolve.export.exporter.resolve_rule`, :func:`check_policy` and
     :func:`_harvest_settings`."""
     rule, source = resolve_rule(spec, champions_dir)
-    check_policy(rule)
-    ngram, gamma = _harvest_settings(source) if Path(source).is_file() else (DEFAULT_LOOKUP, 8)
-    return rule, module_source(rule, source, ngram, gamma)
+    return rule, _render(Setting("the policy", rule, {}),
+                         Provenance(rule.name, rule.expression or "", source, rule.kind, True))
 
 
 __all__ = ["COLUMN_VALUES", "ENGINE", "LOSSLESS_VERIFIERS", "MAX_GAMMA", "NAME", "VERSION", "champion_module",
