@@ -67,7 +67,7 @@ def _load(source: str, root, name: str):
 
 
 def reference_draft(rule, ctx, prompt_len: int, gamma: int, ngram=(3, 1), eos=()):
-    """What :func:`evolve.live.decoding.speculative_text` drafts for ``ctx`` (the project's drafter and policy)."""
+    """What live decoding (:meth:`evolve.live.decoding.ChainDecoder.text`) drafts for ``ctx`` (the project's drafter and policy)."""
     drafter = NgramDrafter(ngram[0], ngram[1], 100)
     engine = SimpleNamespace(eos=set(eos))
     keep = policy_keep(rule, len(ctx) - prompt_len)

@@ -7,7 +7,7 @@
 The target, the drafter and the sampling are loaded exactly as ``generate_data.py harvest``
 loads them (:func:`evolve.harvest.loop.build`). For every prompt, in turn, the target first
 decodes the prompt alone (plain autoregressive decoding, one pass per token), then every rule
-decodes it speculatively (:func:`evolve.live.decoding.speculative_text`), all from the same random
+decodes it speculatively (each row's ``text``: :meth:`evolve.live.decoding.ChainDecoder.text`), all from the same random
 stream ``numpy.random.default_rng([seed, prompt index])``; interleaving the runs prompt by prompt
 spreads any change of machine load over all of them. One warm-up text of at most 8 tokens per
 run (not counted) loads the compiled kernels first. With ``repeats`` N (:class:`LiveExtras`) every prompt is decoded N

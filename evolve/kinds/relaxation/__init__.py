@@ -3,9 +3,11 @@
 A block is verified with the lossless block verification of Sun et al. 2024 (arXiv 2403.10444) against the
 mixture target p~ = (1 - w) p + w q (the mixture of speculative cascades, Narasimhan et al. 2024, arXiv
 2405.19261). w may read prefix-level features only (never the drafted token), so the relaxed target is a
-function of the prefix and block verification against it stays exact (``eval_block``). The package holds its
-scoring (``eval_block``, ``eval_population``), warm start (``search_seeds``), command rows (``report_hooks``),
-exported layout (``export_layout``) and hooks (``plugin``).
+function of the prefix and block verification against it stays exact (relaxed block verification from records,
+:mod:`evolve.eval.relaxed_block`, shared with the kinds that verify with it). The package holds its population
+scorer (``eval_population``), warm start (``search_seeds``), command rows (``report_hooks``), live row
+(``live``), ``benchmark.py pareto``'s curves (``pareto``), exported layout (``export_layout``), what the engines
+can express of it (``export_engines``) and its hooks (``plugin``).
 """
 from evolve.gp.primitives import DERIVED_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
 from evolve.kinds.base import TOKEN_FEATURES, ProgramKind

@@ -1,6 +1,6 @@
 """What a relaxation weight does in the commands: ``benchmark.py``'s rows (relaxed block verification), the
-simulator's sweep, live decoding, ``pareto --rule``'s reference point and ``trees``' rows (the kind's report hooks,
-:mod:`evolve.kinds.relaxation.plugin`)."""
+simulator's sweep and ``trees``' rows (the kind's report hooks, :mod:`evolve.kinds.relaxation.plugin`; live decoding
+is :mod:`evolve.kinds.relaxation.live`, ``benchmark.py pareto`` :mod:`evolve.kinds.relaxation.pareto`)."""
 from __future__ import annotations
 
 import math

@@ -3,9 +3,11 @@
 At the root and at every kept node of a harvested draft tree, from the drafter's side of the node, the program
 says how many of its drawn children to keep (ceil(v), none for v <= 0); the kept tree is verified by SpecInfer's
 recursive rejection sampling, so it is lossless; scored in tokens per second under a cost file on the dataset's
-tree tables (``eval_shape``). The package holds its scoring (``eval_shape``, ``eval_levels``,
-``eval_population``, ``eval_competitors``), warm start (``search_seeds``), command rows (``report_trees``,
-``report_hooks``), exported layout (``export_layout``) and hooks (``plugin``).
+tree tables (the draft-tree scoring every tree command shares: :mod:`evolve.eval.tree_scoring`,
+:mod:`evolve.eval.tree_levels`, the named shapes of :mod:`evolve.eval.tree_competitors`). The package holds the rest of
+what the kind is: its population scorer (``eval_population``), warm start (``search_seeds``), command rows and live
+row (``report_hooks``), exported layout (``export_layout``), what the engines can express of it
+(``export_engines``) and its hooks (``plugin``).
 """
 from evolve.gp.primitives import DERIVED_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
 from evolve.kinds.base import TARGET_FEATURES, ProgramKind

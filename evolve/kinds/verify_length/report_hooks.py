@@ -1,5 +1,6 @@
-"""What a verification-length policy does in the commands: ``benchmark.py``'s rows (tokens per second, with the
-competitor policies) and live decoding (the kind's report hooks, :mod:`evolve.kinds.verify_length.plugin`)."""
+"""What a verification-length policy does in ``benchmark.py``: its rows (tokens per second, with the competitor
+policies) and the per-batch-size schedule of the concurrency table (the kind's compare hook,
+:mod:`evolve.kinds.verify_length.plugin`; live decoding is :mod:`evolve.kinds.verify_length.live`)."""
 from __future__ import annotations
 
 from evolve.eval.evaluator import EvalData
