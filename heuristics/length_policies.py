@@ -57,10 +57,13 @@ def confidence_threshold(h) -> Rule:
 
 
 #: The policy families by name (``FAMILY:VALUE`` names a member, as for the acceptance-rule families).
+#: The thresholds h of the confidence-threshold family swept (tuned on valid) wherever the family is a competitor.
+CONFIDENCE_GRID: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(1, 20))
+
 POLICY_FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("fixed_gamma", fixed_gamma, "gamma", 5, tuple(float(g) for g in range(MAX_FIXED_GAMMA + 1)),
            "Leviathan et al. 2023 (arXiv 2211.17192)"),
-    Family("confidence_threshold", confidence_threshold, "h", 0.5, tuple(round(0.05 * i, 2) for i in range(1, 20)),
+    Family("confidence_threshold", confidence_threshold, "h", 0.5, CONFIDENCE_GRID,
            "SpecDec++ (Huang et al. 2024, arXiv 2405.19715)", columns=("draft_top_prob",)),
 )}
 

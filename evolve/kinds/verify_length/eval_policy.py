@@ -81,13 +81,12 @@ from evolve.eval.fastpath.scoring import packed_thresholds
 from evolve.kinds.verify_length.settings import DEFAULT_WEIGHTING, STANDARD_VERIFIER, WEIGHTINGS, LengthVerifier
 from evolve.gp.primitives import FEATURES, LOOKUP_FEATURES
 from evolve.verification.block import expected_damage_step
+from heuristics.length_policies import CONFIDENCE_GRID
 from evolve.verification.tokenwise_block import clamp_threshold, expectation_step, threshold_excess
 
 #: Features a verification-length policy reads (:data:`evolve.kinds.verify_length.KIND`).
 POLICY_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
                                     "draft_cumprob") + LOOKUP_FEATURES
-#: Grid of h of the ``confidence_threshold`` competitor.
-CONFIDENCE_GRID: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(1, 20))
 
 
 @dataclass(frozen=True)
@@ -523,7 +522,7 @@ class LengthPopulationEvaluator(PopulationEvaluator):
         return metrics_from_length_counts(counts, self.data.n, self.costs)
 
 
-__all__ = ["POLICY_FEATURES", "CONFIDENCE_GRID", "LengthMetrics",
+__all__ = ["POLICY_FEATURES", "LengthMetrics",
            "N_LENGTH_COUNTS", "add_no_draft_calls", "prefix_tables", "threshold_prefix_tables", "block_prefix_tables", "decision_data",
            "length_counts", "survival_counts", "oracle_counts", "length_oracle", "block_cover",
            "forward_table", "metrics_from_length_counts", "policy_metrics", "fixed_gamma_values", "competitors",

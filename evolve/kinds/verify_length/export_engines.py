@@ -25,10 +25,9 @@ from evolve.kinds.verify_length import KIND
 from evolve.kinds.verify_length.eval_schedule import batch_schedule, fixed_length_table, length_throughput
 from evolve.traces.io import load_split
 from heuristics.contract import Rule
-from heuristics.length_policies import BLOCK_VERIFIER_NAME, STANDARD_VERIFIER_NAME, confidence_threshold, fixed_gamma
+from heuristics.length_policies import (BLOCK_VERIFIER_NAME, CONFIDENCE_GRID, STANDARD_VERIFIER_NAME, confidence_threshold,
+                                       fixed_gamma)
 
-#: Thresholds h of the confidence settings (the grid of ``confidence_threshold``'s family).
-CONFIDENCE_GRID: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(1, 20))
 #: The end of a schedule's last range: its length holds from the largest batch size listed up to this one.
 LAST_BATCH_SIZE = 65536
 #: Names of this kind's competitor rows (``benchmark.py``) that are decisions, not rule programs -> why no engine
@@ -125,5 +124,5 @@ def schedule(rule: Rule, directory: str | os.PathLike, costs: str | os.PathLike,
     return triples, lambda length, batch: float(length_throughput(table[length], batch, model))
 
 
-__all__ = ["CONFIDENCE_GRID", "LAST_BATCH_SIZE", "NOT_RULES", "RULES", "capped_confidence_rule", "engine_support",
+__all__ = ["LAST_BATCH_SIZE", "NOT_RULES", "RULES", "capped_confidence_rule", "engine_support",
            "fixed_length_rule", "schedule"]

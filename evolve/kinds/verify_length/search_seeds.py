@@ -5,7 +5,7 @@ registered acceptance rules cannot seed it. The known policies are the competito
 ``benchmark.py``'s verification-length rows written as programs: every fixed draft length
 G = 0..gamma (``sub(G - 0.5, draft_index)``: draft while fewer than G tokens are drafted; G = 0 is
 plain decoding) and the confidence threshold at every h of
-:data:`evolve.kinds.verify_length.eval_policy.CONFIDENCE_GRID` (``sub(draft_top_prob, h)``, or ``draft_prob``
+:data:`heuristics.length_policies.CONFIDENCE_GRID` (``sub(draft_top_prob, h)``, or ``draft_prob``
 without that column). All are scored on train in one batched call; the seeds are the best of each
 group by the run's objective, then the other fixed lengths (so the search starts from every
 length), at most :data:`evolve.search.warm_start.MAX_SEED_FRACTION` of the population.
@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Callable
 
 from evolve.eval.evaluator import EvalData
-from evolve.kinds.verify_length.eval_policy import CONFIDENCE_GRID, LengthMetrics, LengthPopulationEvaluator
+from evolve.kinds.verify_length.eval_policy import LengthMetrics, LengthPopulationEvaluator
+from heuristics.length_policies import CONFIDENCE_GRID
 from evolve.search.config import RunConfig
 from evolve.search.warm_start import Seed, WarmStart, fill_seeds
 
