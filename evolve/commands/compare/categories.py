@@ -42,7 +42,7 @@ from evolve.report.compare.categories import OVERALL, CategoryFigures, figures_j
 from evolve.report.compare.rows import REFERENCE_RULE, ComparedRule, Comparison, Row
 from evolve.commands.compare.speed import apply_costs
 from evolve.commands.compare.table import (
-    BenchmarkOptions, _tuning_split, benchmark, block_gamma, score_split,
+    BenchmarkOptions, _tuning_split, benchmark, block_gamma, score_split, training_split,
 )
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.spec_bench import category_order, groups_of
@@ -88,7 +88,7 @@ def _text_calls(data_dir, split: str) -> list[tuple[str, int]] | None:
 
 
 def _scored(entries: Sequence[ComparedRule], data: EvalData, traces: Traces, gamma: int | None, costs: Costs,
-            tune) -> list[Row]:
+            tune, train=None) -> list[Row]:
     """The rows of one group or category: the reference rule and the champions, then the kinds' competitors (bounds
     left out: with a cost file, or when a rule of the kind is compared), priced under ``costs``."""
     rows, _ = score_split(entries, data, 1, gamma=gamma, costs=costs, traces=traces)
@@ -99,7 +99,7 @@ def _scored(entries: Sequence[ComparedRule], data: EvalData, traces: Traces, gam
         rules = [e.rule for e in entries if e.rule.program_kind is kind]
         if not costs.measured and not rules:
             continue
-        rows += [r for r in scorer.competitors(rules, data, gamma, costs, *(tune or (None, data.split)))
+        rows += [r for r in scorer.competitors(rules, data, gamma, costs, *(tune or (None, data.split)), train=train)
                  if r.heuristic not in scorer.bounds]
     return apply_costs(rows, costs, data) if costs.measured else rows
 
@@ -117,6 +117,7 @@ def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[Co
     chosen = [e for e in entries if e.role == "champion" or e.rule.name == REFERENCE_RULE]
     gamma = block_gamma(EvalData.from_traces(traces, share=False), options.gamma)
     tune = _tuning_split(options.data_dir, (split,), {})
+    train = training_split(options.data_dir, {})
     present = set(traces["category"].tolist())
     parts: list[tuple[str, tuple[str, ...] | None]] = []
     if by_category:
@@ -133,7 +134,7 @@ def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[Co
         if categories is not None and texts is not None and data.depth is not None:
             calls = sum(n for category, n in texts if category in categories)
             data.no_draft_calls = max(0, calls - int(np.count_nonzero(data.depth == 0)))
-        for row in _scored(chosen, data, part, gamma, costs, tune):
+        for row in _scored(chosen, data, part, gamma, costs, tune, train):
             rows.setdefault(row.heuristic, [None] * len(parts))[i] = row
         if gamma is not None and part.has("draft_index"):
             acceptance[label] = position_acceptance(part, gamma)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Callable
 
 from evolve.eval.evaluator import EvalData
-from evolve.kinds.verify_length.eval_policy import CONFIDENCE_GRID, LengthMetrics, LengthPopulationEvaluator
+from evolve.kinds.verify_length.eval_rows import CONFIDENCE_GRID
+from evolve.kinds.verify_length.eval_policy import LengthMetrics, LengthPopulationEvaluator
 from evolve.search.config import RunConfig
 from evolve.search.warm_start import Seed, WarmStart, fill_seeds
 
