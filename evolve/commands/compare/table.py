@@ -233,7 +233,9 @@ class KindScorer:
     schedule row (:func:`evolve.kinds.verify_length.eval_schedule.split_schedule`); ``headroom(rules, rows, data,
     gamma, costs)`` (or None): per champion row of the kind among the split's ``rows``, the share of the headroom it
     captures and its standing against the competitors (dicts, :func:`evolve.kinds.verify_length.report_compare.split_headroom`),
-    printed under the table (:attr:`evolve.report.compare.rows.Comparison.headroom`)."""
+    printed under the table (:attr:`evolve.report.compare.rows.Comparison.headroom`); ``live_headroom(rules, rows,
+    counts, champions, data, gamma, costs)`` (or None): the same measured live (``benchmark.py live``, the last
+    ``champions`` rules being champion files), :func:`evolve.kinds.verify_length.report_live.live_headroom`."""
 
     missing: Callable[[Rule, EvalData, Traces | None], list[str]]
     score: Callable[..., tuple[dict, float]]
@@ -242,6 +244,7 @@ class KindScorer:
     bounds: tuple[str, ...] = ()
     schedule: Callable[..., dict] | None = None
     headroom: Callable[..., list[dict]] | None = None
+    live_headroom: Callable[..., list[dict]] | None = None
 
 
 def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = DEFAULT_REPEATS,

@@ -151,9 +151,11 @@ def logistic_expression(terms: list[tuple[str, bool, float]], intercept: float, 
 class TreeModel:
     """A fitted ``GradientBoostingClassifier``'s trees as flat arrays for :func:`trees_walk`: ``left``, ``right``,
     ``feature`` int64 and ``threshold``, ``value`` float64 (nodes,) of all trees, ``roots`` int64 (trees,), the
-    ``scale`` (learning rate) and ``base`` (the raw score before the trees), ``features`` the inputs' names."""
+    ``scale`` (learning rate) and ``base`` (the raw score before the trees), ``features`` the inputs' names and
+    ``model`` the scikit-learn model itself."""
 
     def __init__(self, model, features: tuple[str, ...], probe: np.ndarray):
+        self.model = model
         trees = [e[0].tree_ for e in model.estimators_]
         offsets = np.cumsum([0] + [t.node_count for t in trees])
         self.roots = offsets[:-1].astype(np.int64)
@@ -257,6 +259,20 @@ def logistic_choices(s, expression: str) -> tuple[np.ndarray, None]:
     return scorer.choices(compile_expression(expression)), None
 
 
+def logistic_seed(s, allowed: tuple[str, ...], score) -> tuple[str, float] | None:
+    """(expression, h) of the logistic rule trained on the prepared split ``s`` (:class:`Scoring`) over the features
+    among ``allowed`` (a run's terminals), h tuned on ``s`` itself by ``score(metrics)``: a seed of a search (None
+    when no allowed feature varies)."""
+    features = tuple(f for f in model_features(s.decisions) if f in allowed)
+    if not features:
+        return None
+    terms, intercept = fit_logistic(s, features)
+    row = tuned(s, s, SURVIVAL_GRID, lambda sc, h: logistic_choices(sc, logistic_expression(terms, intercept, h)),
+                lambda h: repr(h), score)
+    h = float(row.setting)
+    return logistic_expression(terms, intercept, h), h
+
+
 def learned_rows(train: EvalData, tune, data, score) -> dict:
     """``learned_logistic`` and ``learned_gbm`` (module doc): trained on ``train``, their threshold tuned on the
     prepared split ``tune`` by ``score(metrics)``, scored on ``data`` (:class:`Scoring` both): {name: Scored}; none when
@@ -282,4 +298,4 @@ def learned_rows(train: EvalData, tune, data, score) -> dict:
 
 __all__ = ["LOG_FEATURES", "SURVIVAL_GRID", "MAX_TRAIN_ROWS", "SEED", "model_features", "history_of_choices",
            "training_rows", "logistic_columns", "fit_logistic", "logistic_expression", "TreeModel", "tree_score",
-           "tree_scores", "trees_walk", "fit_trees", "tree_choices", "logistic_choices", "learned_rows"]
+           "tree_scores", "trees_walk", "fit_trees", "tree_choices", "logistic_choices", "logistic_seed", "learned_rows"]

@@ -6,6 +6,7 @@ from evolve.eval.evaluator import EvalData
 from evolve.kinds.base import KindContext
 from evolve.kinds.verify_length import KIND
 from evolve.kinds.verify_length.eval_schedule import split_schedule
+from evolve.kinds.verify_length.report_live import live_headroom
 from evolve.kinds.verify_length.report_compare import (NOTES, comparison_competitors, length_scores, split_headroom,
                                                        weighting_note)
 from evolve.commands.compare.table import KindScorer
@@ -27,7 +28,7 @@ def missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[str]:
 
 
 COMPARE = KindScorer(missing, scores, competitors=comparison_competitors, note=weighting_note, bounds=tuple(NOTES),
-                     schedule=split_schedule, headroom=split_headroom)
+                     schedule=split_schedule, headroom=split_headroom, live_headroom=live_headroom)
 #: What ``benchmark.py``'s caption says about verification-length rows.
 CAPTION = ("Verification-length policies (rows of role policy: best_fixed_gamma, confidence_threshold,"
            " survival_prefix, the engines' controllers llama_cpp_p_min, sglang_adaptive, dynamic_sd_goodput and"
