@@ -285,3 +285,22 @@ def test_the_benchmark_prints_the_headroom(vocab_dataset, tmp_path):
     assert "headroom, test: hist captures" in text and all(len(line) <= 100 for line in text.splitlines())
     oracle = length_oracle(EvalData.from_traces(load_split(vocab_dataset, "test")), 5, CHEAP)
     assert oracle.tokens_per_second == pytest.approx(h["bound"], rel=1e-12)
+
+
+def test_export_writes_the_history_for_numpy_and_refuses_it_for_llama_cpp_python(tmp_path):
+    """A policy reading the history exports to numpy with its History class; the llama-cpp-python draft model, which
+    gives only the lookup's columns, refuses it in one line (exit 2, no file)."""
+    from click.testing import CliRunner
+
+    from evolve.cli.evolve import cli
+    from heuristics.champions import Champion, save_champion
+
+    champ = Champion(name="hist", expression=HISTORY_POLICIES[0], description="test", kind="verify-length",
+                     features=[], metrics={"train": {"fitness": 0.5}, "valid": {"fitness": 0.5}})
+    path = save_champion(champ, tmp_path)[0]
+    ok = CliRunner().invoke(cli, ["export", str(path), "--to", "numpy", "--output", str(tmp_path / "p.py")])
+    assert ok.exit_code == 0, ok.output
+    assert "class History:" in (tmp_path / "p.py").read_text()
+    res = CliRunner().invoke(cli, ["export", str(path), "--to", "llama-cpp-python", "--output", str(tmp_path / "d.py")])
+    assert res.exit_code == 2 and "Traceback" not in res.output and not (tmp_path / "d.py").exists()
+    assert "prev_accepted" in res.output and len(res.output.strip().splitlines()) == 1
