@@ -65,6 +65,9 @@ def format_categories(fig: CategoryFigures) -> str:
     if fig.headroom:
         body = [[name, *("-" if h is None else share_text(h) for h in cells_)] for name, cells_ in fig.headroom.items()]
         lines += _table(f"Share of the headroom each champion captures, split {fig.split}: {DEFINITION}", header, body)
+        caveats = dict.fromkeys(f"{label}: {h['caveat']}" for cells_ in fig.headroom.values()
+                                for label, h in zip(fig.columns, cells_) if h is not None and h.get("caveat"))
+        lines += [f"caveat, {c}" for c in caveats]
     if fig.acceptance:
         gamma = len(next(iter(fig.acceptance.values())))
         body = [[label, *(f"{a:.3f}" for a in rates)] for label, rates in fig.acceptance.items()]
