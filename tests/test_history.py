@@ -195,7 +195,7 @@ def test_goodput_pick_is_the_best_fixed_length_of_its_profile(splits):
     s = Scoring(splits["valid"], 5, CHEAP, STANDARD_VERIFIER, "call")
     k = goodput_length(s)
     found = competitors(splits["valid"], 5, CHEAP)
-    assert found["dynamic_sd_goodput"][0].startswith(f"K={k} ")
+    assert found["dynamic_sd_goodput"][0] == f"K={k}"
     assert 0 <= k <= 5
 
 

@@ -56,7 +56,7 @@ def headroom_line(rec: dict[str, Any]) -> str:
             line += "; the learned baseline beats it"
     elif rec.get("rivals"):
         closest = min(rec["rivals"], key=lambda r: r["ratio"] if r.get("ratio") is not None else math.inf)
-        line += f"; ahead of every competitor (closest: {rival_text(closest)})"
+        line += f"; behind no competitor (closest: {rival_text(closest)})"
     if h.get("caveat"):
         line += f" (caveat: {h['caveat']})"
     return line + "."

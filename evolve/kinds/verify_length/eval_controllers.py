@@ -201,7 +201,7 @@ def controller_rows(tune, data, score) -> dict:
     rows["sglang_adaptive"] = tuned(tune, data, grid, sglang, lambda m: (
         f"steps={','.join(map(str, m[0]))},init={m[1]},warmup={m[2][0]},interval={m[2][1]},down={m[3]:g}"), score)
     k = goodput_length(tune)
-    rows["dynamic_sd_goodput"] = scored(data, f"K={k} (profiled on the tuning split)", np.minimum(data.lengths, k))
+    rows["dynamic_sd_goodput"] = scored(data, f"K={k}", np.minimum(data.lengths, k))
     band = [(lo, hi, k0, kmin) for lo in BAND_GRID for hi in BAND_GRID if hi > lo
             for k0 in range(1, g + 1) for kmin in (0, 1)]
 
