@@ -36,10 +36,11 @@ def tuned(path: Path) -> str:
 
 def logistic(path: Path, out: Path) -> None:
     from heuristics.champions import Champion, save_champion
+    from heuristics.length_policies import KIND_NAME
 
     setting = rows_of(bench(path))["learned_logistic"]["expression"]
     expression = setting.split(": ", 1)[1].rsplit(" (tuned on", 1)[0]
-    champ = Champion(name="learned_logistic", expression=expression, kind="verify-length", features=[],
+    champ = Champion(name="learned_logistic", expression=expression, kind=KIND_NAME, features=[],
                      description="the logistic stopping rule of benchmark.py, trained on train, h tuned on valid",
                      objective="tokens_per_second", metrics={"train": {}, "valid": {}})
     saved, code = save_champion(champ, out.parent, overwrite=True)
@@ -56,8 +57,8 @@ def summary(out: Path, names: list[str]) -> str:
     for name in names:
         doc = bench(out / f"{name}.bench.json")
         rows = rows_of(doc)
-        champion = next((r for r in doc["rows"] if r["role"] == "champion" and r["program_kind"] == "verify-length"),
-                        None)
+        heads = {rec["champion"] for rec in doc.get("headroom") or ()}  # the champions the headroom is measured for
+        champion = next((r for r in doc["rows"] if r["role"] == "champion" and r["heuristic"] in heads), None)
         lines += [f"### {name}", "", "Predicted on the held-out test split (tokens per second under the cost file, "
                   "speedup over plain decoding):", "", "| row | setting | tok/s | speedup |", "|---|---|---:|---:|"]
         for r in ([champion] if champion else []) + [rows[n] for n in ROWS if n in rows]:
