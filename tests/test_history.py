@@ -304,3 +304,26 @@ def test_export_writes_the_history_for_numpy_and_refuses_it_for_llama_cpp_python
     res = CliRunner().invoke(cli, ["export", str(path), "--to", "llama-cpp-python", "--output", str(tmp_path / "d.py")])
     assert res.exit_code == 2 and "Traceback" not in res.output and not (tmp_path / "d.py").exists()
     assert "prev_accepted" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_the_live_headroom_prices_the_live_calls_against_the_records_bound(splits):
+    from evolve.kinds.verify_length.report_live import live_headroom
+    from evolve.live.decoding import LiveCounts
+    from heuristics.contract import Rule
+    from heuristics.length_policies import fixed_gamma
+
+    rules = [fixed_gamma(2), fixed_gamma(1), Rule("hist", "", "", expression=HISTORY_POLICIES[0], kind="verify-length",
+                                                  lossless=True)]
+    counts = []
+    for drafted, tokens in (({2: 10}, 20), ({1: 10}, 16), ({3: 5, 1: 5}, 22)):
+        c = LiveCounts()
+        c.drafted, c.tokens, c.target_calls = dict(drafted), tokens, sum(drafted.values())
+        counts.append(c)
+    rows = [{"tokens_per_s": 2.0 * c.tokens / c.predicted_seconds(CHEAP)} for c in counts]  # measured: twice as fast
+    (found,) = live_headroom(rules, rows, counts, 1, splits["test"], 5, CHEAP)
+    priced = [c.tokens / c.predicted_seconds(CHEAP) for c in counts]
+    bound = length_oracle(splits["test"], 5, CHEAP).tokens_per_second
+    best = max((0, 1), key=lambda i: priced[i])  # the best fixed row, priced
+    assert found["fixed"] == rules[best].name and found["bound_tokens_per_s"] == pytest.approx(bound)
+    assert found["priced"] == pytest.approx(headroom_share(priced[2], priced[best], bound))
+    assert found["measured"] == pytest.approx(found["priced"])  # the bound scaled by the same measured/priced ratio
