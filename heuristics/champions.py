@@ -63,7 +63,7 @@ from evolve.gp.compiler import Node, parse, to_string
 from evolve.kinds.base import ProgramKind
 from evolve.kinds.registry import DEFAULT_KIND, kind_from_config, program_kind
 
-from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION
+from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION, READABLE_VERSIONS
 from heuristics.baselines import BASELINES
 from heuristics.contract import Rule, python_source
 from heuristics.length_policies import STANDARD_VERIFIER_NAME
@@ -268,9 +268,10 @@ def _validate(doc: Any, source: str) -> Champion:
         doc.pop("fitness", None)
         config = doc["provenance"].get("config")
         doc["kind"] = kind_from_config(config).name
-    if doc["primitive_set_version"] != PRIMITIVE_SET_VERSION:
+    if doc["primitive_set_version"] not in READABLE_VERSIONS:
         raise InputError(f"{source}: primitive_set_version {doc['primitive_set_version']} does not match this "
-                         f"version of evolve (primitive set {PRIMITIVE_SET_VERSION})")
+                         f"version of evolve (primitive set {PRIMITIVE_SET_VERSION}, which reads "
+                         f"{', '.join(map(str, READABLE_VERSIONS))})")
     check_name(doc["name"], f"{source}: key 'name'")
     if "\n" in doc["description"] or len(doc["description"]) > 1000:
         raise InputError(f"{source}: key 'description' must be one line of at most 1000 characters")

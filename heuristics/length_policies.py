@@ -1,5 +1,5 @@
 """The published verification-length policies as parameterised families (the competitors of an evolved
-policy, :mod:`evolve.kinds.verify_length.eval_policy`), so that commands can run them by name (``benchmark.py live
+policy, :mod:`evolve.kinds.verify_length.eval_competitors`), so that commands can run them by name (``benchmark.py live
 --rule fixed_gamma:gamma=2``).
 
 Both are rules of kind ``verify-length`` (:data:`evolve.kinds.verify_length.KIND`): before each draft step,
@@ -13,7 +13,7 @@ draft one more token iff the value is > 0; the drafts are verified by the standa
   (Huang et al. 2024, arXiv 2405.19715) and of DFlash's confidence variant in vLLM.
 
 The survival-prefix competitor drafts first and then picks the prefix to verify; it is no policy of
-this kind and is scored from records only (:func:`evolve.kinds.verify_length.eval_policy.competitors`).
+this kind and is scored from records only (:func:`evolve.kinds.verify_length.eval_competitors.competitors`).
 
 What verifies the drafts a policy sends is named by :func:`heuristics.verifiers.verifier_parts` (the
 ``verify_with`` setting of a verification-length run).

@@ -92,15 +92,14 @@ def estimator_rows(out: Path, name: str, data_dir: str, costs_file: str):
     """(rule, call-weighted speedup, position-weighted speedup, live row) of every verification-length policy of
     OUT/NAME.live.json (standard rejection and block verification are skipped), on the test split of ``data_dir``."""
     from evolve.eval.costs import load_costs
-    from evolve.eval.evaluator import EvalData, thresholds
-    from evolve.kinds.verify_length.eval_policy import decision_data, policy_metrics
+    from evolve.eval.evaluator import EvalData
+    from evolve.kinds.verify_length.eval_policy import LengthPopulationEvaluator
     from evolve.traces.io import load_split
     from heuristics.champions import load_champion
     from heuristics.registry import get_rule
 
     costs = load_costs(costs_file)
     data = EvalData.from_traces(load_split(data_dir, "test"))
-    decisions = decision_data(data)
     gamma = int(data.depth.max()) + 1
     for live in json.loads((out / f"{name}.live.json").read_text()):
         label = live["rule"]
@@ -110,8 +109,8 @@ def estimator_rows(out: Path, name: str, data_dir: str, costs_file: str):
             program = get_rule(label).program
         else:
             continue
-        values = thresholds(program, decisions)
-        call, position = (policy_metrics(values, data, gamma, costs, weighting=w).speedup for w in ("call", "position"))
+        call, position = (LengthPopulationEvaluator(data, gamma=gamma, costs=costs, weighting=w).evaluate([program])[0]
+                          .speedup for w in ("call", "position"))  # a policy reading the history walks each text
         yield label, call, position, live
 
 

@@ -13,8 +13,8 @@ from evolve.eval.block_verification import block_verification_metrics
 from evolve.eval.costs import DEFAULT_COSTS, FREE_DRAFTS, Costs
 from evolve.eval.evaluator import EvalData, evaluate, split_target_calls, thresholds
 from evolve.eval.relaxed_block import attach, relaxed_metrics
-from evolve.kinds.verify_length.eval_policy import (LengthPopulationEvaluator, competitors, fixed_gamma_values,
-                                                    policy_metrics)
+from evolve.kinds.verify_length.eval_competitors import competitors
+from evolve.kinds.verify_length.eval_policy import LengthPopulationEvaluator, fixed_gamma_values, policy_metrics
 from evolve.kinds.verify_length.settings import BLOCK_VERIFIER, STANDARD_VERIFIER, LengthVerifier
 from evolve.gp.compiler import compile_expression
 from evolve.search.algorithms import search

@@ -210,6 +210,30 @@ def test_per_category_tables_only_for_data_with_categories(spec_harvest, vocab_d
     assert "categories" not in json.loads(plain_json)
 
 
+def test_per_group_tables_give_each_champion_its_share_of_the_headroom(spec_harvest, tmp_path):
+    from evolve.commands.compare.categories import category_benchmark
+    from evolve.commands.compare.table import BenchmarkOptions
+    from heuristics.champions import Champion, save_champion
+
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"target_forward_s": [0.020, 0.021, 0.022, 0.023, 0.024], "draft_token_s": 0.004,
+                                 "plain_token_s": 0.020}))
+    champ = Champion(name="two", expression="sub(1.5, draft_index)", description="test", kind="verify-length",
+                     features=[], metrics={"train": {"fitness": 0.5}, "valid": {"fitness": 0.5}})
+    path = save_champion(champ, tmp_path)[0]
+    out, _ = spec_harvest
+    options = BenchmarkOptions(data_dir=out, split="test", repeats=1, costs=costs, champions=(path,),
+                               champions_dir=tmp_path / "none")
+    _, text = category_benchmark(options)
+    assert "Share of the headroom each champion captures" in text and "caveat, " in text
+    _, as_json = category_benchmark(dataclasses.replace(options, fmt="json"))
+    doc = json.loads(as_json)
+    shares = doc["categories"]["test"]["headroom"]["two"]
+    assert len(shares) == 4 and all(h is None or set(h) >= {"share", "low", "high", "texts"} for h in shares)
+    (rec,) = doc["headroom"]
+    assert rec["champion"] == "two" and shares[-1]["bound"] == pytest.approx(rec["headroom"]["bound"])
+
+
 @pytest.mark.usefixtures("one_thread")
 def test_live_decodes_a_jsonl_file_turn_by_turn(llama_files, spec_prompts, spec_harvest, tmp_path):
     from evolve.cli.benchmark import cli
@@ -396,6 +420,10 @@ def test_groups_table_compares_one_policy_with_one_per_group(spec_harvest, tmp_p
     assert result.exit_code == 0, result.output
     assert [line.split()[0] for line in result.output.splitlines()[1:5]] == ["QA", "chat", "sum", "All"]
     assert all(len(line) <= 100 for line in result.output.splitlines())
+    assert "headroom of the single policy" in result.output
+    assert all(set(r["headroom"]) == set(COLUMNS[:2]) for r in rows)
+    doc = json.loads(CliRunner().invoke(cli, ["groups", "--runs", str(runs), "--format", "json"]).output)
+    assert set(doc["combined_headroom"]) == set(COLUMNS[:2])
     (runs / "qa" / "bench.json").write_text(json.dumps({"rows": []}))
     result = CliRunner().invoke(cli, ["groups", "--runs", str(runs)])
     assert result.exit_code == 2 and "qa/bench.json: no row of the single policy" in result.stderr

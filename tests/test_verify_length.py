@@ -9,8 +9,9 @@ import pytest
 from evolve.errors import InputError
 from evolve.eval.costs import DEFAULT_COSTS, Costs, costs_from_dict, load_costs
 from evolve.eval.evaluator import EvalData, evaluate
+from evolve.kinds.verify_length.eval_competitors import competitors, length_oracle
 from evolve.kinds.verify_length.eval_policy import (
-    LengthPopulationEvaluator, competitors, decision_data, fixed_gamma_values, length_oracle, policy_metrics,
+    LengthPopulationEvaluator, decision_data, fixed_gamma_values, policy_metrics,
 )
 from evolve.gp.compiler import compile_expression
 from evolve.search.algorithms import search
@@ -90,7 +91,9 @@ def test_a_fixed_length_is_the_evaluators_block_metrics(splits, gamma):
 
 def test_competitors_are_tuned_on_valid(splits):
     found = competitors(splits["test"], 5, CPU, tuned_on=splits["valid"])
-    assert list(found) == ["best_fixed_gamma", "confidence_threshold", "survival_prefix", "length_oracle"]
+    assert list(found) == ["best_fixed_gamma", "confidence_threshold", "survival_prefix", "llama_cpp_p_min",
+                           "sglang_adaptive", "dynamic_sd_goodput", "acceptance_band", "learned_logistic",
+                           "learned_gbm", "length_oracle"]
     setting, m = found["best_fixed_gamma"]
     assert setting == "gamma=0" and m.speedup == pytest.approx(1.0)  # on this CPU plain decoding is fastest
     setting, m = competitors(splits["test"], 5, CHEAP, splits["valid"])["best_fixed_gamma"]

@@ -84,7 +84,7 @@ RUN_OPTIONS: tuple[str, ...] = (
     "data", "out", "population", "generations", "seed", "objective", "evolve", "gamma", "tv_budget", "tv_cap", "costs",
     "concurrency", *_kind_settings(),
     "features", "crossover_prob", "mutation_prob", "tournament_size", "parsimony_size", "elitism", "hall_of_fame",
-    "max_depth", "islands", "migration_interval", "migrants")
+    "max_depth", "islands", "migration_interval", "migrants", "selection", "cv_folds")
 
 
 def _reads_file(name: str) -> bool:

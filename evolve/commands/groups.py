@@ -82,12 +82,25 @@ def group_rows(runs: str | os.PathLike) -> list[dict[str, Any]]:
                     COLUMNS[2]: tps(lambda r: r.get("heuristic") == "best_fixed_gamma", "best_fixed_gamma"),
                     COLUMNS[3]: tps(lambda r: r.get("heuristic") == "confidence_threshold", "confidence_threshold")},
             "plain_tps": _plain(rows, d),
+            "bound_tps": tps(lambda r: r.get("heuristic") == "length_oracle", "length_oracle"),
+            "headroom": {COLUMNS[0]: _share(bench, champion(single_expr), rows),
+                         COLUMNS[1]: _share(bench, champion(group_expr), rows)},
             "seeded": _seeded(d / "group.json"),
         })
     if not found:
         raise InputError(f"{root}: no group directory with a bench.json", param="runs")
     order = {g.label: i for i, g in enumerate(groups_of(c for f in found for c in f["categories"]))}
     return sorted(found, key=lambda f: order.get(f["label"], len(order)))
+
+
+def _share(bench: dict, pick, rows: list[dict]) -> dict | None:
+    """The headroom record's figures (share, low, high) of the champion row ``pick`` selects in a benchmark's JSON
+    (its ``headroom`` records name the row by its label), or None when the benchmark has none."""
+    labels = {r.get("heuristic") for r in rows if pick(r)}
+    for rec in bench.get("headroom") or ():
+        if isinstance(rec, dict) and rec.get("champion") in labels and isinstance(rec.get("headroom"), dict):
+            return {k: rec["headroom"].get(k) for k in ("share", "low", "high")}
+    return None
 
 
 def _plain(rows: list[dict], d: Path) -> float:

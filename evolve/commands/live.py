@@ -73,7 +73,8 @@ from evolve.engine.drafters import chosen_drafters
 from evolve.files.digest import sha256_file
 from evolve.engine.ngram import lookup_lengths
 from evolve.harvest.prompts import PromptFile, encode_prompt, read_prompt_file, read_prompts
-from evolve.traces.io import load_metadata
+from evolve.eval.evaluator import EvalData
+from evolve.traces.io import load_metadata, load_split
 from evolve.commands.compare.table import champion_from_file
 from evolve.report.live import FORMATS, OURS, LiveReport, format_json, format_table
 from evolve.report.output import check_output, resolve_format, write_output
@@ -112,6 +113,12 @@ def decoder(rule: Rule | BlockVerifier):
     return handler(rule)
 
 
+def named_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str | os.PathLike] = ()) -> list:
+    """The rules ``rule_names`` name (:func:`evolve.commands.rules.rule_named`) then those of the champion files, in
+    order. Raises: InputError for an unknown name or a bad champion file."""
+    return [rule_named(name) for name in rule_names] + [champion_from_file(path) for path in champion_files]
+
+
 def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str | os.PathLike] = (),
                   trees: bool = False) -> list:
     """What to decode with for the names ``rule_names`` (:func:`evolve.commands.rules.rule_named`: registered
@@ -123,9 +130,7 @@ def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str |
     Raises: InputError for none at all (parameter ``rules``), an unknown name, a bad champion file, a
     rule that reads a feature live decoding does not compute, or a tree shape without ``trees``.
     """
-    rules = [rule_named(name) for name in rule_names]
-    rules += [champion_from_file(path) for path in champion_files]
-    out = with_fixed_tree([decoder(rule) for rule in rules], trees)
+    out = with_fixed_tree([decoder(rule) for rule in named_rules(rule_names, champion_files)], trees)
     if not out:
         raise InputError("give at least one rule (a rule name or a champion file) to decode with", param="rules")
     return out
@@ -498,11 +503,30 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
         predicted = None if costs is None else counts.tokens / counts.predicted_seconds(costs)
         row["predicted_tokens_per_s"] = predicted
         row["predicted_speedup"] = None if predicted is None else predicted * costs.plain_token_s
+    if costs is not None and o.data_dir is not None and tree is None:
+        report.headroom = _live_headroom(o, report, costs)
     text = format_json(report) if fmt == "json" else format_table(report)
     if o.output is not None:
         write_output(text, o.output)
     return report, text
 
 
-__all__ = ["DEFAULT_REPLICATES", "LiveExtras", "LiveOptions", "decoder", "exported_policies", "live_command", "resolve_rules", "run_live",
-           "split_prompts", "torch_threads"]
+def _live_headroom(o: LiveOptions, report: LiveReport, costs) -> list[dict]:
+    """The champions' live headroom shares (the ``live_headroom`` of their kinds' ``compare`` hooks) against the bound
+    of the records of ``o.split`` of ``o.data_dir``."""
+    originals = named_rules(o.rules, o.champions)
+    out: list[dict] = []
+    data = None
+    for kind in dict.fromkeys(r.program_kind for r in originals[len(o.rules):] if hasattr(r, "program_kind")):
+        hook = getattr(kind.hooks().compare, "live_headroom", None)
+        if hook is None:
+            continue
+        if data is None:
+            data = EvalData.from_traces(load_split(o.data_dir, o.split))
+        out += hook(originals, report.rows[:len(originals)], report.counts[:len(originals)], len(o.champions), data,
+                    o.config.gamma, costs)
+    return out
+
+
+__all__ = ["DEFAULT_REPLICATES", "LiveExtras", "LiveOptions", "decoder", "exported_policies", "live_command", "named_rules",
+           "resolve_rules", "run_live", "split_prompts", "torch_threads"]

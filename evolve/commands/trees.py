@@ -9,7 +9,9 @@ For each split asked for, from ``DIR/{split}.trees.parquet`` (:mod:`evolve.trace
   ``best_chain``, ``fixed_width``, ``eagle2``, ``eagle2_full``, ``eagle2_topk``, ``medusa_static``,
   ``adaptive_width``), their settings tuned on the tuning split (valid by default) by tokens per second,
   verified by SpecInfer;
-* each ``--champion`` of kind ``tree-shape`` (an evolved shape), verified by SpecInfer;
+* each ``--champion`` of kind ``tree-shape`` (an evolved shape), verified by SpecInfer, with the share of the
+  headroom between ``fixed_width`` and the bound ``shape_oracle`` it captures (:mod:`evolve.eval.headroom`, its
+  interval over the split's texts; ``--bootstrap`` replicates, else 200) and its standing against every named shape;
 * each ``--champion`` of kind ``relaxation`` (a weight w evolved on the chains): every harvested tree
   verified by SpecInfer against the mixture (1 - w) p + w q at each context (w rounded down to the
   grid of the table's ``relaxed_residual_prob``; :func:`evolve.eval.tree_scoring.relaxed_accept`), with its
@@ -36,9 +38,10 @@ from evolve.eval.tree_scoring import (
     BOUNDS, ShapeData, shape_data, whole_tree_metrics,
 )
 from evolve.eval.bootstrap import check_replicates, group_weights, interval_caveat, ratio_interval
+from evolve.eval.headroom import HEADROOM_REPLICATES, headroom
 from evolve.report.output import check_output, resolve_format, write_output
-from evolve.report.trees import (BOOTSTRAP_KEYS, FORMATS, KEYS, clean_value, format_markdown, format_table,
-                                 tree_row)
+from evolve.report.trees import (BOOTSTRAP_KEYS, FORMATS, HEADROOM_KEYS, KEYS, clean_value, format_markdown,
+                                 format_table, tree_row)
 from evolve.traces.tree_tables import load_trees
 from heuristics.champions import read_champion
 
@@ -107,9 +110,11 @@ def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
                              trees))
         per_tree: dict[str, np.ndarray] = {}
         for name, (setting, m) in competitors(d, costs, tuned_on=tune, per_tree=per_tree).items():
-            rows.append(tree_row(split, name, "bound" if name in BOUNDS else "shape", setting, m, per_tree.get(name)))
+            rows.append(tree_row(split, name, "bound" if name in BOUNDS else "shape", setting, m,
+                                 None if name in BOUNDS else per_tree.get(name)))
         for name, champion_rows, program in champions:
             rows += champion_rows(split, name, program, d, tune, costs)
+        add_headroom(rows[first:], d, per_tree, bootstrap or HEADROOM_REPLICATES)
         if bootstrap > 0:
             texts = d.table.per_tree("seq_id")
             weights = group_weights(texts, bootstrap)
@@ -122,6 +127,32 @@ def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
                     point, low, high = ratio_interval(weights, row["_per_tree"], reference)
                 row.update(vs_fixed_width=point, vs_fixed_width_low=low, vs_fixed_width_high=high)
     return rows
+
+
+#: The rows a tree champion's headroom share is measured between (:mod:`evolve.eval.headroom`).
+FIXED_SHAPE, BOUND_SHAPE = "fixed_width", "shape_oracle"
+
+
+def add_headroom(rows: list[dict[str, Any]], d: ShapeData, per_tree: dict[str, np.ndarray], replicates: int) -> None:
+    """Give every champion row of one split (role ``champion``, with per-tree figures) its headroom share between
+    ``fixed_width`` and the bound ``shape_oracle`` and the 95% interval over the split's texts (the bound's per-tree
+    choices kept in every replicate), as ``headroom_share``/``_low``/``_high``, and under ``_headroom`` the record
+    :mod:`evolve.report.headroom` prints (with each named shape as a rival)."""
+    texts = d.table.per_tree("seq_id")
+    weights = None
+    for row in rows:
+        if row["role"] != "champion" or row["_per_tree"] is None:
+            continue
+        found = headroom(row["_per_tree"], per_tree[FIXED_SHAPE], per_tree[BOUND_SHAPE], texts, replicates)
+        weights = group_weights(texts, replicates) if weights is None else weights
+        rivals = []
+        for other in rows:
+            if other["role"] == "shape" and other["_per_tree"] is not None:
+                ratio, low, high = ratio_interval(weights, row["_per_tree"], other["_per_tree"])
+                rivals.append({"name": other["heuristic"], "ratio": ratio, "low": low, "high": high})
+        row.update(headroom_share=found.share, headroom_low=found.low, headroom_high=found.high,
+                   _headroom={"champion": row["heuristic"], "split": row["split"], "fixed_name": FIXED_SHAPE,
+                              "bound_name": BOUND_SHAPE, "headroom": found.to_dict(), "rivals": rivals})
 
 
 def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
@@ -143,14 +174,15 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     caption = (f"draft trees of {opts.data_dir} ({', '.join(f'{s}: {d.trees} trees' for s, d in data.items())}); "
                f"named shapes tuned on {opts.tune_split}; costs: {costs.source}; every row but traversal verified by "
                f"SpecInfer (against the target, or against (1 - w) p + w q for relaxation and fixed_w)")
-    keys = KEYS + (BOOTSTRAP_KEYS if opts.bootstrap > 0 else ())
+    keys = KEYS + (BOOTSTRAP_KEYS if opts.bootstrap > 0 else ()) + (
+        HEADROOM_KEYS if any("_headroom" in r for r in rows) else ())
     if opts.bootstrap > 0:
         caption += f"; vs fixed_width: {opts.bootstrap} bootstrap replicates over texts"
     if fmt == "json":
-        text = json.dumps([{k: clean_value(r[k]) for k in keys} for r in rows], indent=2) + "\n"
+        text = json.dumps([{k: clean_value(r.get(k)) for k in keys} for r in rows], indent=2) + "\n"
     elif fmt == "csv":
         import pandas as pd
-        text = pd.DataFrame(rows, columns=list(keys)).to_csv(index=False)
+        text = pd.DataFrame([{k: r.get(k) for k in keys} for r in rows], columns=list(keys)).to_csv(index=False)
     elif fmt == "markdown":
         text = format_markdown(rows, caption)
     else:
@@ -160,4 +192,5 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     return rows, text
 
 
-__all__ = ["ALL_SPLITS", "TreesOptions", "champion_label", "tree_rows", "trees_command"]
+__all__ = ["ALL_SPLITS", "FIXED_SHAPE", "BOUND_SHAPE", "TreesOptions", "add_headroom", "champion_label", "tree_rows",
+           "trees_command"]

@@ -185,8 +185,8 @@ class PopulationEvaluator:
             programs.append(program)
         D, derived = None, None
         if self.derive:
-            pairs = derivable_pairs(np.concatenate([p.ops for p in programs]),
-                                    np.concatenate([p.args for p in programs]))
+            pairs = self._derivable(derivable_pairs(np.concatenate([p.ops for p in programs]),
+                                                    np.concatenate([p.args for p in programs])))
             if pairs:
                 D, derived = self.data.derived_rows(pairs)
         rows = self.data.feature_rows
@@ -205,6 +205,11 @@ class PopulationEvaluator:
         self.stats.score_seconds += t2 - t1
         self.stats.derived_rows = self.data._derived_count
         return [self._metrics(c) for c in counts]
+
+    def _derivable(self, pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
+        """The (opcode, FEATURES index) pairs of ``pairs`` to compute as derived rows (all of them; a scorer that
+        rewrites a feature row while it scores leaves that feature out)."""
+        return pairs
 
     def _check(self, program: Program) -> None:
         """Raise InputError if ``program`` cannot be scored on the split (a missing feature)."""

@@ -135,7 +135,10 @@ def competitors(data: ShapeData, costs: Costs = DEFAULT_COSTS, tuned_on: ShapeDa
     out["adaptive_width"] = pick("adaptive_width", [
         (f"c={c:g},depth={d}", lambda x, c=c, d=d: adaptive_values(x, c, d), None)
         for c in ADAPTIVE_GRID for d in range(1, deepest + 1)])
-    out["shape_oracle"] = ("bound: each tree's best subtree knowing its outcome", shape_oracle(data, costs))
+    bound = None
+    if per_tree is not None:
+        bound = per_tree["shape_oracle"] = np.zeros((data.trees, 2))
+    out["shape_oracle"] = ("bound: each tree's best subtree knowing its outcome", shape_oracle(data, costs, bound))
     return out
 
 

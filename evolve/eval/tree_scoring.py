@@ -348,11 +348,14 @@ MAX_ORACLE_SHAPES = 2_000_000
 
 
 @njit(cache=True)
-def oracle_shape_counts(starts, parent_row, first_child, n_children, accept, depth, forward, draft_pass, lam, out):
+def oracle_shape_counts(tree, forward, draft_pass, lam, out, per_tree):
     """The ``shape_oracle`` bound at rate ``lam`` (tokens per second): every tree keeps the subtree (each node a
     prefix, in draw order, of its drawn children; no node budget) maximising tokens - lam * seconds, enumerated
-    exhaustively with the outcome probabilities known (:func:`shape_oracle`). Adds its counts to ``out`` as
-    :func:`shape_counts`; returns -1, or the first tree with more than :data:`MAX_ORACLE_SHAPES` shapes."""
+    exhaustively with the outcome probabilities known (:func:`shape_oracle`). ``tree``: the table's
+    (starts, parent_row, first_child, n_children, accept, depth) as :class:`ShapeData` holds them. Adds its counts to
+    ``out`` as :func:`shape_counts` (and each tree's expected tokens and seconds to ``per_tree`` float64 (trees, 2)
+    when it has rows); returns -1, or the first tree with more than :data:`MAX_ORACLE_SHAPES` shapes."""
+    starts, parent_row, first_child, n_children, accept, depth = tree
     m = parent_row.size
     kept = np.zeros(m, dtype=np.bool_)
     reach = np.zeros(m)
@@ -403,10 +406,13 @@ def oracle_shape_counts(starts, parent_row, first_child, n_children, accept, dep
         out[2] += best_s
         out[3] += best_n
         out[4] += best_p
+        if per_tree.shape[0]:
+            per_tree[t, 0] = best_t
+            per_tree[t, 1] = best_s
     return -1
 
 
-def shape_oracle(data: ShapeData, costs: Costs = DEFAULT_COSTS) -> ShapeMetrics:
+def shape_oracle(data: ShapeData, costs: Costs = DEFAULT_COSTS, per_tree: np.ndarray | None = None) -> ShapeMetrics:
     """An upper bound, not a shape: the most tokens per second any choice of subtrees (at every node a prefix, in
     draw order, of its drawn children; no node budget) gives on ``data``'s trees under ``costs``, each tree's
     subtree chosen knowing its outcome probabilities (it reads the target), verified by SpecInfer.
@@ -414,19 +420,24 @@ def shape_oracle(data: ShapeData, costs: Costs = DEFAULT_COSTS) -> ShapeMetrics:
     Exact: every subtree of every tree is enumerated, the ratio of sums maximised by Dinkelbach's iteration
     (Dinkelbach 1967). No tree-shape program, nor any of the named shapes, can exceed it on these trees (traversal
     verification, a relaxation or the harvest's node budget are outside it: it bounds SpecInfer on subtrees).
+    With ``per_tree`` (float64 (trees, 2)), each tree's expected tokens and seconds under the bound's choice are
+    written into it (the headroom's bootstrap over texts keeps these choices in every replicate).
     Raises: InputError naming the tree when a tree has more than :data:`MAX_ORACLE_SHAPES` subtrees.
     """
     forward, draft = cost_tables(costs, data.max_nodes)
     lam, best = 1.0 / forward[0], None
     for _ in range(100):
         out = np.zeros(N_SHAPE_COUNTS)
-        bad = oracle_shape_counts(data.starts, data.parent_row, data.first_child, data.n_children, data.accept,
-                                  data.depth, forward, draft, lam, out)
+        trees = np.zeros((data.trees if per_tree is not None else 0, 2))
+        bad = oracle_shape_counts((data.starts, data.parent_row, data.first_child, data.n_children, data.accept,
+                                   data.depth), forward, draft, lam, out, trees)
         if bad >= 0:
             raise InputError(f"{data.table.source}: tree {bad} has more than {MAX_ORACLE_SHAPES} subtrees; the shape "
                              f"bound enumerates them all")
         if best is None or out[1] * best[2] > best[1] * out[2]:
             best = out
+            if per_tree is not None:
+                per_tree[:] = trees
         if not out[1] / out[2] > lam * (1.0 + 1e-12):
             break
         lam = out[1] / out[2]

@@ -1,4 +1,8 @@
-"""The primitive set (version 1): features, operators and their exact semantics.
+"""The primitive set (version 2): features, operators and their exact semantics.
+
+Version 2 added the history features (:data:`HISTORY_FEATURES`) at the end of :data:`FEATURES`; every feature
+and operator of version 1 keeps its index and meaning, so a program of version 1 reads and scores as before
+(:data:`READABLE_VERSIONS`).
 
 Every operator is defined once here, as a scalar Numba function (used by the
 interpreter and by generated champion files) and as a numpy function (the
@@ -29,7 +33,10 @@ from numba import njit
 
 from evolve.traces.schema import LOOKUP_COLUMNS
 
-PRIMITIVE_SET_VERSION = 1
+PRIMITIVE_SET_VERSION = 2
+#: Primitive-set versions whose programs this version reads with the same meaning (version 1: before the history
+#: features; its features keep their indices).
+READABLE_VERSIONS: tuple[int, ...] = (1, 2)
 
 #: Features every rule receives: the arguments of the rule contract's function, in order.
 CORE_FEATURES: tuple[str, ...] = (
@@ -49,8 +56,19 @@ LOOKUP_FEATURES: tuple[str, ...] = LOOKUP_COLUMNS
 #: (:mod:`evolve.eval.tree_levels`): ``level_cumprob``, the largest ``draft_cumprob`` at the node's level, and
 #: ``level_rank``, the node's rank there by ``draft_cumprob`` (0 = the most probable; EAGLE-2's per-depth top-k).
 LEVEL_FEATURES: tuple[str, ...] = ("level_cumprob", "level_rank")
+#: Features of the request so far, for a verification-length policy only (:mod:`evolve.kinds.verify_length.history`):
+#: known before a speculation block's first draft and the same at every draft step of it, they describe the text's
+#: earlier target calls under the policy's own choices: ``prev_verified`` and ``prev_accepted``, the drafts the
+#: text's previous call verified and the target accepted; ``accept_ewma``, an exponentially weighted running
+#: acceptance rate (accepted / verified) of the text's calls; ``first_hit_ewma``, the same running share of its
+#: calls whose first draft was accepted (for prompt lookup: how often a lookup's continuation held); and
+#: ``since_reject``, the drafts accepted since the text's last rejected draft. The position in the text is
+#: ``position``.
+HISTORY_FEATURES: tuple[str, ...] = ("prev_verified", "prev_accepted", "accept_ewma", "first_hit_ewma",
+                                     "since_reject")
 #: All features; a program's FEATURE opcode indexes this tuple.
-FEATURES: tuple[str, ...] = CORE_FEATURES + OPTIONAL_FEATURES + DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES
+FEATURES: tuple[str, ...] = (CORE_FEATURES + OPTIONAL_FEATURES + DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES
+                             + HISTORY_FEATURES)
 #: Features read from optional schema columns (a rule reading one needs the column).
 COLUMN_FEATURES: tuple[str, ...] = OPTIONAL_FEATURES + LOOKUP_FEATURES
 

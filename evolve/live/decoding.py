@@ -393,14 +393,19 @@ class ChainDecoder:
     (:data:`Verify`), ``needed`` the features it reads; ``keep(start)``, when given, is a verification-length
     policy's decision to draft one more token in the block starting at text position ``start`` (a
     :data:`evolve.engine.drafter_base.Keep`, with its attribute ``lookahead``), and ``lookahead`` the drafter columns
-    it reads (prompt lookup's ``lookup_len``, ``lookup_freq``). Every kind's ``live`` hook returns such a row (or a
-    draft-tree row, :class:`evolve.live.tree_decoding.TreeDecoder`); the commands call :meth:`text` alone."""
+    it reads (prompt lookup's ``lookup_len``, ``lookup_freq``). ``history``, when given, replaces ``keep`` for a policy
+    that reads the request so far: called once per text, it returns an object whose ``keep(start)`` is the block's
+    decision and whose ``observe(verified, accepted)`` is told every call the policy made (the drafts it verified and
+    how many the target accepted; 0, 0 when the policy drafted nothing; not called when the drafter had nothing to
+    draft). Every kind's ``live`` hook returns such a row (or a draft-tree row,
+    :class:`evolve.live.tree_decoding.TreeDecoder`); the commands call :meth:`text` alone."""
 
     name: str
     verify: Verify
     needed: tuple[str, ...] = ()
     keep: Callable[[int], Any] | None = None
     lookahead: tuple[str, ...] = ()
+    history: Callable[[], Any] | None = None
     #: Whether the row decodes draft trees (it does not: :class:`evolve.live.tree_decoding.TreeDecoder` does).
     tree: ClassVar[bool] = False
 
@@ -416,6 +421,8 @@ class ChainDecoder:
         import torch
 
         counts = LiveCounts()
+        tracker = self.history() if self.history is not None else None
+        decide = tracker.keep if tracker is not None else self.keep
         with torch.inference_mode():
             batch = engine.new_batch(1)
             engine.start(batch, 0, 0, prompt_ids, rng)  # the prefill: not timed
@@ -423,22 +430,38 @@ class ChainDecoder:
             state = batch.rows[0]
             while state.generated < max_new_tokens:
                 k = min(gamma, max_new_tokens - state.generated - 1)
-                keep = None
-                if k > 0 and self.keep is not None:
-                    keep = self.keep(len(state.ctx) - state.prompt_len)
+                keep, stopped = None, False
+                if k > 0 and decide is not None:
+                    keep = decide(len(state.ctx) - state.prompt_len)
                     ahead = engine.drafter.lookahead(engine, state.ctx) if keep.lookahead else {}
                     if not keep(0, [], [], [], ahead):  # the decision before the first draft
-                        k = 0
+                        k, stopped = 0, True
                 if k > 0:
+                    before = dict(counts.drafted)
                     emitted = self.verify(engine, batch, k, counts, keep)
+                    if tracker is not None:
+                        verified = next(d for d, n in counts.drafted.items() if n > before.get(d, 0))
+                        if verified:  # a call the drafter had nothing for does not reach the history
+                            tracker.observe(verified, _accepted(emitted, verified, engine.eos))
                 else:
                     emitted = [_target_step(engine, batch.kv, state.ctx, state.rng)]
                     counts.add_call(1)
+                    if tracker is not None and stopped:
+                        tracker.observe(0, 0)
                 if emitted and emitted[-1] in engine.eos:
                     break
             engine.release(batch, 0)
         counts.seconds += time.perf_counter() - t0
         return state.ctx[state.prompt_len:], counts
+
+
+def _accepted(emitted: list[int], verified: int, eos) -> int:
+    """The drafts accepted by a call that verified ``verified`` drafts and emitted ``emitted`` (the accepted drafts,
+    then the target's next token, which a full block ending in end-of-sequence leaves out,
+    :func:`_finish_block`)."""
+    if len(emitted) == verified and emitted and emitted[-1] in eos:
+        return verified
+    return len(emitted) - 1
 
 
 def tokenwise_decoder(rule, name: str | None = None) -> ChainDecoder:

@@ -39,6 +39,9 @@ class LiveReport:
     counts: list[LiveCounts] = field(default_factory=list)
     #: category -> [plain decoding's counts, then each rule's], for prompts with categories (sorted by name).
     by_category: dict[str, list[LiveCounts]] = field(default_factory=dict)
+    #: The champions' live headroom shares (``champion``, ``fixed``, ``bound_tokens_per_s``, ``priced``,
+    #: ``measured``: :func:`evolve.kinds.verify_length.report_live.live_headroom`); empty when not measured.
+    headroom: list[dict] = field(default_factory=list)
 
 
 def format_table(report: LiveReport) -> str:
@@ -59,7 +62,7 @@ def format_table(report: LiveReport) -> str:
                  interval_text(r["speedup_low"], r["speedup_high"]), f"{r['same_text']:.0%}",
                  f"{r['tv_per_token']:.2e}"] for r in report.rows]
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
-    lines = [report.caption, "", "  ".join(h.ljust(w) if i == 0 else h.rjust(w)
+    lines = [report.caption, *headroom_caption(report), "", "  ".join(h.ljust(w) if i == 0 else h.rjust(w)
                                            for i, (h, w) in enumerate(zip(header, widths)))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
@@ -84,6 +87,17 @@ def format_table(report: LiveReport) -> str:
                   "length = tokens per target call, ± its standard error; E[acc. len] = 1 + sum_d prod_(i<=d) tau_i "
                   "per call, given the drafts."]
     return fit_width("\n".join(lines)) + "\n"
+
+
+def headroom_caption(report: LiveReport) -> list[str]:
+    """The caption's lines on the headroom each champion captures live (none when it was not measured)."""
+    def num(x) -> str:
+        return "n/a (no headroom)" if x is None or not math.isfinite(x) else f"{x:.2f}"
+
+    return [f"headroom, live: {h['champion']} captures {num(h['priced'])} of it with its calls priced by the cost file, "
+            f"{num(h['measured'])} measured (between {h['fixed']}, the best fixed row, and the bound of the split's "
+            f"records, {h['bound_tokens_per_s']:.4g} tok/s; point estimates; evolve.eval.headroom)"
+            for h in report.headroom]
 
 
 def category_lines(report: LiveReport) -> list[str]:
@@ -112,10 +126,19 @@ def category_lines(report: LiveReport) -> list[str]:
 
 
 def format_json(report: LiveReport) -> str:
-    """JSON array of the rows (keys :data:`KEYS`; NaN written as null)."""
-    rows = [{k: (None if isinstance(r[k], float) and not math.isfinite(r[k]) else r[k]) for k in KEYS}
+    """JSON array of the rows (keys :data:`KEYS`; NaN written as null; a champion's live headroom shares, when
+    measured, as ``headroom_priced``, ``headroom_measured``, ``bound_tokens_per_s``)."""
+    shares = {h["champion"]: h for h in report.headroom}
+    rows = [{**{k: (None if isinstance(r[k], float) and not math.isfinite(r[k]) else r[k]) for k in KEYS},
+             **({f"headroom_{k}": _finite(shares[r["rule"]][k]) for k in ("priced", "measured")}
+                | {"bound_tokens_per_s": shares[r["rule"]]["bound_tokens_per_s"]} if r["rule"] in shares else {})}
             for r in report.rows]
     return json.dumps(rows, indent=2) + "\n"
 
 
-__all__ = ["FORMATS", "KEYS", "OURS", "LiveReport", "format_table", "category_lines", "format_json"]
+def _finite(x):
+    return None if x is None or not math.isfinite(x) else x
+
+
+__all__ = ["FORMATS", "KEYS", "OURS", "LiveReport", "format_table", "headroom_caption", "category_lines",
+           "format_json"]

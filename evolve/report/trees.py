@@ -11,6 +11,7 @@ import numpy as np
 
 from evolve.eval.bootstrap import interval_text
 from evolve.eval.tree_scoring import ShapeMetrics
+from evolve.report.headroom import headroom_lines
 from evolve.report.markdown import markdown_table
 from evolve.report.width import fit_width
 
@@ -26,6 +27,8 @@ KEYS: tuple[str, ...] = ("split", "heuristic", "role", "setting", "trees", "toke
 
 #: Keys a row gains with ``--bootstrap N`` (:func:`tree_rows`).
 BOOTSTRAP_KEYS: tuple[str, ...] = ("vs_fixed_width", "vs_fixed_width_low", "vs_fixed_width_high")
+#: Keys the rows gain when a champion is compared: its headroom share and interval (None on the other rows).
+HEADROOM_KEYS: tuple[str, ...] = ("headroom_share", "headroom_low", "headroom_high")
 
 
 def tree_row(split: str, name: str, role: str, setting: str, m: ShapeMetrics,
@@ -91,6 +94,7 @@ def format_table(rows: list[dict[str, Any]], caption: str) -> str:
                   "(one per depth with an expansion); Speedup: tokens per second over plain decoding's, under the "
                   "cost file. shape_oracle: a bound, not a shape (every subtree of every tree tried, knowing its "
                   "outcome)." + (_BOOTSTRAP_NOTE + _caveat_note(rows) if _versus_header(rows) else "")]
+    lines += headroom_lines([r["_headroom"] for r in rows if "_headroom" in r])
     return fit_width("\n".join(lines)) + "\n"
 
 
@@ -102,8 +106,9 @@ def format_markdown(rows: list[dict[str, Any]], caption: str) -> str:
     header = ["Split", "Heuristic", "Setting", "Mean acc. len", "TV/token", "Nodes/call", "Tokens/s", "Speedup"]
     header += _versus_header(rows)
     note = _caveat_note(rows)
+    more = "".join(f"\n{line}\n" for line in headroom_lines([r["_headroom"] for r in rows if "_headroom" in r]))
     return caption + "\n\n" + markdown_table(header, body, right=set(range(3, len(header))), measured=True) + (
-        "\n" + note.strip() + "\n" if note else "")
+        "\n" + note.strip() + "\n" if note else "") + more
 
 
 def clean_value(v):
@@ -111,5 +116,5 @@ def clean_value(v):
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
-__all__ = ["FORMATS", "KEYS", "BOOTSTRAP_KEYS", "VERSUS_HEADER", "tree_row", "bootstrap_caveats", "clean_value", "format_table",
+__all__ = ["FORMATS", "KEYS", "BOOTSTRAP_KEYS", "HEADROOM_KEYS", "VERSUS_HEADER", "tree_row", "bootstrap_caveats", "clean_value", "format_table",
            "format_markdown"]

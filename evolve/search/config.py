@@ -42,6 +42,10 @@ def _setting(default: Any, value_type: type, help: str, low: float | None = None
                                             "choices": choices})
 
 
+#: Values of the ``selection`` setting: the champion guard on valid, or on out-of-fold scores.
+SELECTIONS: tuple[str, ...] = ("valid", "cv")
+
+
 def _objective_names() -> tuple[str, ...]:
     from evolve.eval.objectives import OBJECTIVES
     return tuple(OBJECTIVES)
@@ -97,6 +101,11 @@ class RunConfig:
       their best ``migrants`` to the next one (a ring) after every epoch of ``migration_interval``
       generations, and the run directory gets a checkpoint after every epoch (also with one
       island), from which ``python -m evolve resume`` continues a killed run.
+    * selection, cv_folds: ``valid`` judges an evolved champion against the best seeded competitor by a bootstrap over
+      valid's texts (:mod:`evolve.search.guard`); ``cv`` by cross-validation over the texts of train and valid
+      (:mod:`evolve.search.crossval`): ``cv_folds`` more searches, each on the other folds, scored on the fold it did
+      not see. ``valid`` is the default because ``cv`` costs about ``cv_folds`` times the search's time
+      (docs/results/speed.md measures it); use ``cv`` where valid holds few texts.
     * false_accept_weight, false_reject_weight, quality_floor, below_floor_scale: the
       acceptance-quality fitness (:class:`evolve.eval.evaluator.AcceptanceQualityFitness`):
       quality = max(0, 1 - false_accept_weight * false accepts / N - false_reject_weight * false
@@ -130,6 +139,11 @@ class RunConfig:
     kind_settings: Any = field(default=None, metadata={"type": "kind", "low": None, "high": None, "choices": None,
                                                         "help": "The evolved kind's own settings (its settings "
                                                                 "record; None: its defaults)."})
+    selection: str = _setting("valid", str, "How an evolved champion is judged against the seeded competitors: valid "
+                                            "(the champion guard's bootstrap over valid's texts) or cv "
+                                            "(cross-validation over the texts of train and valid: cv_folds more "
+                                            "searches; evolve.search.crossval).", choices=lambda: SELECTIONS)
+    cv_folds: int = _setting(4, int, "Folds of selection cv (each a search on the other folds).", 2, 1000)
     concurrency: int = _setting(1, int, "Concurrent requests the tokens-per-second objective serves (the cost "
                                         "file's batch_forward_s curve prices a step over all their tokens).", 1,
                                 100_000)
@@ -356,6 +370,12 @@ def _check_relations(cfg: RunConfig, origin: dict[str, str | None]) -> None:
         except InputError as exc:
             where = origin.get(exc.param) if exc.param else None
             raise (exc if where is None else InputError(f"{where}: {exc}")) from None
+    if cfg.selection == "cv" and not (cfg.warm_start and cfg.program_kind.resamples):
+        raise fail("selection", f"cross-validation compares evolution with the seeded competitors on resampled "
+                                f"texts: it needs warm_start and a kind scored from the records alone (this run: "
+                                f"warm_start {str(cfg.warm_start).lower()}, kind {cfg.evolve})")
+    if cfg.selection != "cv" and cfg.cv_folds != DEFAULTS.cv_folds:
+        raise fail("cv_folds", f"only selection cv reads it (value {cfg.cv_folds})")
     if cfg.elitism >= cfg.population:
         raise fail("elitism", f"elitism {cfg.elitism} must be smaller than the population ({cfg.population})")
 
@@ -521,6 +541,6 @@ def resolve_features(cfg: RunConfig, available: tuple[str, ...], source: str) ->
     return tuple(cfg.features)
 
 
-__all__ = ["RunConfig", "DEFAULTS", "FIELD_NAMES", "LEGACY_KEYS", "Setting", "setting_of", "kind_setting_fields",
+__all__ = ["RunConfig", "DEFAULTS", "SELECTIONS", "FIELD_NAMES", "LEGACY_KEYS", "Setting", "setting_of", "kind_setting_fields",
            "setting_names", "readers_of", "upgrade_legacy",
            "load_toml", "resolve", "to_toml", "resolve_features"]

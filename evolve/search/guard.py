@@ -40,7 +40,9 @@ GUARD_REPLICATES = 100
 class GuardResult:
     """What the guard found: ``kept`` whether the evolved program stays champion; ``seeded`` the competitor's name;
     ``texts`` valid's texts; ``difference`` the objective's difference evolved - seeded on valid, with ``low`` and
-    ``high`` its percentile interval over the replicates (NaN when not measured); ``reason`` one line saying why."""
+    ``high`` its percentile interval over the replicates (NaN when not measured); ``reason`` one line saying why;
+    ``cross_validation`` the folds' figures when it was measured out of fold (:mod:`evolve.search.crossval`; None:
+    on valid)."""
 
     kept: bool
     seeded: str
@@ -49,6 +51,7 @@ class GuardResult:
     low: float
     high: float
     reason: str
+    cross_validation: dict | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields (for the run's provenance; a figure not measured, NaN, is None: JSON has no

@@ -138,9 +138,12 @@ def _guarded(state: SearchState, pool: list[Entry], names: list[str | None],
     """(what the champion guard found, index of its seeded rival in ``pool``): :func:`evolve.search.guard.guard` of
     an evolved choice ``pool[best]`` against the best seeded entry on valid (the first of equals); (None, ``best``)
     when there is nothing to guard: the choice is a seeded rule, no rule was seeded, the kind's scorer cannot score
-    a resample of the records (:attr:`evolve.kinds.base.ProgramKind.resamples`) or valid has no text ids."""
+    a resample of the records (:attr:`evolve.kinds.base.ProgramKind.resamples`), valid has no text ids, or the run
+    judges by cross-validation (``selection`` ``cv``: :mod:`evolve.search.crossval`, after the search)."""
     seeded = [i for i, name in enumerate(names) if name is not None]
     if names[best] is not None or not seeded or not state.cfg.program_kind.resamples or state.valid.text_runs is None:
+        return None, best
+    if state.cfg.selection == "cv":  # judged out of fold once the search is done (evolve.search.crossval)
         return None, best
     rival = max(seeded, key=lambda i: (state.objective(pool[i].valid), -i))
     found = guard(state.valid, state.scorer_of, state.objective, pool[best].nodes, pool[rival].nodes, names[rival])

@@ -245,6 +245,9 @@ def _search_and_write(ckpt: _Checkpointed, train: EvalData, valid: EvalData, sna
                                    **kwargs)
         else:
             result = search(cfg, train, valid, features, **kwargs)
+        if cfg.selection == "cv" and not result.interrupted:
+            from evolve.search.crossval import cross_validate
+            result = cross_validate(result, cfg, train, valid, features)
     except BaseException:
         if fresh and not saved:  # nothing to resume from: leave no checkpoint directory
             shutil.rmtree(partial, ignore_errors=True)

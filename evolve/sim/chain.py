@@ -93,6 +93,11 @@ class Feature(IntEnum):
     LOOKUP_FREQ = 13
     LEVEL_CUMPROB = 14  # a draft tree's level: no kind the simulator runs reads them (NaN rows)
     LEVEL_RANK = 15
+    PREV_VERIFIED = 16  # the request so far: a verification-length policy's history (NaN rows)
+    PREV_ACCEPTED = 17
+    ACCEPT_EWMA = 18
+    FIRST_HIT_EWMA = 19
+    SINCE_REJECT = 20
 
 
 # The layouts are compile-time constants of cached kernels, which Numba re-compiles only when this
@@ -300,6 +305,7 @@ def chain_run(model, rng, buf, dpath, t0, length, window_len, mode, programs, ou
     X[Feature.LOOKUP_FREQ, :] = np.nan
     X[Feature.LEVEL_CUMPROB, :] = np.nan
     X[Feature.LEVEL_RANK, :] = np.nan
+    X[Feature.PREV_VERIFIED:Feature.SINCE_REJECT + 1, :] = np.nan  # a verification-length policy's history
     XV = np.empty((N_FEATURES, V))
     stack = np.empty((max(stack_size, wstack, 1), max(gamma, V)))
     relaxed = verify == VERIFY_BLOCK and wops.shape[0] > 0

@@ -15,6 +15,8 @@ Spec-Bench's multi-turn conversation, and overall):
   emitted per target call (vLLM's mean acceptance length: 1 + accepted drafts per verification), the speedup
   the comparison's (the cost file's under ``--costs``, else the ratio model of ``--cost-ratio``);
 * tokens per second of each row (with a cost file);
+* each champion's share of the headroom there (:mod:`evolve.eval.headroom`: between the best fixed length tuned on
+  valid and the ``length_oracle`` bound, with its interval over the group's texts);
 * the acceptance rate per draft position of the harvested (standard-rule) blocks: the share of blocks whose
   first k + 1 drafts were all accepted, k = 0..gamma-1 (vLLM's per-position acceptance rate: accepted at
   position k / drafts).
@@ -43,7 +45,7 @@ from evolve.report.compare.categories import OVERALL, CategoryFigures, figures_j
 from evolve.report.compare.rows import REFERENCE_RULE, ComparedRule, Comparison, Row
 from evolve.commands.compare.speed import apply_costs
 from evolve.commands.compare.table import (
-    BenchmarkOptions, _tuning_split, benchmark, block_gamma, score_split,
+    BenchmarkOptions, _tuning_split, benchmark, block_gamma, score_split, training_split,
 )
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.spec_bench import category_order, groups_of
@@ -91,10 +93,13 @@ def _text_calls(data_dir, split: str) -> list[tuple[str, int]] | None:
 
 
 def _scored(entries: Sequence[ComparedRule], data: EvalData, traces: Traces, gamma: int | None, costs: Costs,
-            tune) -> list[Row]:
+            tune, train=None) -> tuple[list[Row], list[dict]]:
     """The rows of one group or category: the reference rule and the champions, then the kinds' competitors (bounds
-    left out: with a cost file, or when a rule of the kind is compared), priced under ``costs``."""
+    left out: with a cost file, or when a rule of the kind is compared), priced under ``costs``; and the headroom
+    records of the champions there (the kinds' ``headroom`` hooks, which read the bounds)."""
     rows, _ = score_split(entries, data, 1, gamma=gamma, costs=costs, traces=traces)
+    bounds: list[str] = []
+    used = []
     for kind in KINDS.values():
         scorer = kind.hooks().compare
         if getattr(scorer, "competitors", None) is None:
@@ -102,9 +107,13 @@ def _scored(entries: Sequence[ComparedRule], data: EvalData, traces: Traces, gam
         rules = [e.rule for e in entries if e.rule.program_kind is kind]
         if not costs.measured and not rules:
             continue
-        rows += [r for r in scorer.competitors(rules, data, gamma, costs, *(tune or (None, data.split)))
-                 if r.heuristic not in scorer.bounds]
-    return apply_costs(rows, costs, data) if costs.measured else rows
+        rows += scorer.competitors(rules, data, gamma, costs, *(tune or (None, data.split)), train=train)
+        bounds += scorer.bounds
+        used.append((scorer, rules))
+    rows = apply_costs(rows, costs, data) if costs.measured else rows
+    headroom = [rec for scorer, rules in used if scorer.headroom is not None
+                for rec in scorer.headroom(rules, rows, data, gamma, costs)]
+    return [r for r in rows if r.heuristic not in bounds], headroom
 
 
 def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[ComparedRule], costs: Costs,
@@ -120,6 +129,7 @@ def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[Co
     chosen = [e for e in entries if e.role == "champion" or e.rule.name == REFERENCE_RULE]
     gamma = block_gamma(EvalData.from_traces(traces, share=False), options.gamma)
     tune = _tuning_split(options.data_dir, (split,), {})
+    train = training_split(options.data_dir, {})
     present = set(traces["category"].tolist())
     parts: list[tuple[str, tuple[str, ...] | None]] = []
     if by_category:
@@ -129,6 +139,7 @@ def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[Co
     parts.append((OVERALL, None))
     texts = _text_calls(options.data_dir, split)
     rows: dict[str, list[Row | None]] = {}
+    shares: dict[str, list[dict | None]] = {}
     acceptance: dict[str, np.ndarray] = {}
     for i, (label, categories) in enumerate(parts):
         part = traces if categories is None else subset(traces, np.isin(traces["category"], categories))
@@ -136,11 +147,15 @@ def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[Co
         if categories is not None and texts is not None and data.depth is not None:
             calls = sum(n for category, n in texts if category in categories)
             data.no_draft_calls = max(0, calls - int(np.count_nonzero(data.depth == 0)))
-        for row in _scored(chosen, data, part, gamma, costs, tune):
+        scored, headroom = _scored(chosen, data, part, gamma, costs, tune, train)
+        for row in scored:
             rows.setdefault(row.heuristic, [None] * len(parts))[i] = row
+        for rec in headroom:
+            shares.setdefault(rec["champion"], [None] * len(parts))[i] = rec["headroom"]
         if gamma is not None and part.has("draft_index"):
             acceptance[label] = position_acceptance(part, gamma)
-    return CategoryFigures(split, [label for label, _ in parts], rows, acceptance, costs.measured, by_category)
+    return CategoryFigures(split, [label for label, _ in parts], rows, acceptance, costs.measured, by_category,
+                           shares)
 
 
 def category_benchmark(options: BenchmarkOptions, by_category: bool = False) -> tuple[Comparison, str]:

@@ -223,13 +223,19 @@ class KindScorer:
     it needs that the split lacks (the rule is then skipped with a note); ``score(rule, context, traces, repeats)``
     -> (the :class:`Row` fields of its scores, best time in ms; ``context`` a :class:`evolve.kinds.base.KindContext`
     of the split, its fitness, gamma and the comparison's one cost model);
-    ``competitors(rules, data, gamma, costs, tuned_on, tuned_name)`` (or None): the kind's competitor rows of one
-    split, added when a rule of the kind is compared or a cost file is given (``rules``: the kind's rules
+    ``competitors(rules, data, gamma, costs, tuned_on, tuned_name, train=...)`` (or None): the kind's competitor rows
+    of one split, added when a rule of the kind is compared or a cost file is given (``rules``: the kind's rules
     compared, in order; ``tuned_on``: the split their settings are tuned on, None: the scored one, named
-    ``tuned_name``); ``note(rules)``: what the caption adds about them (None: nothing); ``bounds``: the names of
+    ``tuned_name``; ``train``: a function giving the train split, or None, for competitors trained on it);
+    ``note(rules)``: what the caption adds about them (None: nothing); ``bounds``: the names of
     competitor rows that are bounds rather than rules (left out of the concurrency table); ``schedule(data, tune,
     gamma, requests, costs)`` (or None): the kind's per-batch-size schedule of one split, the concurrency table's
-    schedule row (:func:`evolve.kinds.verify_length.eval_schedule.split_schedule`)."""
+    schedule row (:func:`evolve.kinds.verify_length.eval_schedule.split_schedule`); ``headroom(rules, rows, data,
+    gamma, costs)`` (or None): per champion row of the kind among the split's ``rows``, the share of the headroom it
+    captures and its standing against the competitors (dicts, :func:`evolve.kinds.verify_length.report_compare.split_headroom`),
+    printed under the table (:attr:`evolve.report.compare.rows.Comparison.headroom`); ``live_headroom(rules, rows,
+    counts, champions, data, gamma, costs)`` (or None): the same measured live (``benchmark.py live``, the last
+    ``champions`` rules being champion files), :func:`evolve.kinds.verify_length.report_live.live_headroom`."""
 
     missing: Callable[[Rule, EvalData, Traces | None], list[str]]
     score: Callable[..., tuple[dict, float]]
@@ -237,6 +243,8 @@ class KindScorer:
     note: Callable[[Sequence[Rule]], str | None] | None = None
     bounds: tuple[str, ...] = ()
     schedule: Callable[..., dict] | None = None
+    headroom: Callable[..., list[dict]] | None = None
+    live_headroom: Callable[..., list[dict]] | None = None
 
 
 def score_split(entries: Sequence[ComparedRule], data: EvalData, repeats: int = DEFAULT_REPEATS,
@@ -374,6 +382,7 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         result.notes_of_kinds = [n for scorer, rules in competing.values() if scorer.note is not None
                                  for n in [scorer.note(rules)] if n]
     tune = _tuning_split(data_dir, splits, loaded) if policies else None
+    train = training_split(data_dir, loaded)
     for s, data in loaded.items():
         result.gamma[s] = block_gamma(data, gamma)
         if gamma is not None:
@@ -386,9 +395,13 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
             notes += [note] if note is not None else []
         if policies:
             for scorer, rules in competing.values():
-                rows += scorer.competitors(rules, data, result.gamma[s], costs, *(tune or (None, s)))
+                rows += scorer.competitors(rules, data, result.gamma[s], costs, *(tune or (None, s)), train=train)
         if costs.measured:
             rows = apply_costs(rows, costs, data)
+        if policies:
+            for scorer, rules in competing.values():
+                if scorer.headroom is not None:
+                    result.headroom += scorer.headroom(rules, rows, data, result.gamma[s], costs)
         result.rows += rows
         result.notes += notes
         result.tokens[s] = data.n
@@ -401,6 +414,25 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         result.concurrency = concurrency_rows(result, concurrency, costs)
     result.champions = champion_records(dict(zip(_label(list(entries)), entries)))
     return result
+
+
+def training_split(data_dir, loaded: dict[str, EvalData]):
+    """A function giving the dataset's train split (loaded on the first call, then kept; None when the dataset has
+    none): what competitors trained on train read (:attr:`KindScorer.competitors`)."""
+    kept: list = []
+
+    def train() -> EvalData | None:
+        if not kept:
+            if "train" in loaded:
+                kept.append(loaded["train"])
+            else:
+                try:
+                    kept.append(EvalData.from_traces(load_split(data_dir, "train")))
+                except InputError:
+                    kept.append(None)
+        return kept[0]
+
+    return train
 
 
 def _tuning_split(data_dir, splits, loaded) -> tuple[EvalData, str] | None:
@@ -483,5 +515,5 @@ def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Compariso
 __all__ = ["BenchmarkOptions", "baseline_entries", "benchmark", "block_gamma", "block_verification_row",
            "champion_entries", "champion_from_file", "champion_module", "collect_entries", "cost_model",
            "default_champions_dir",
-           "KindScorer", "missing_columns", "resolve_splits", "run_comparison",
+           "KindScorer", "missing_columns", "resolve_splits", "run_comparison", "training_split",
            "score_split", "timed_evaluate"]

@@ -1,13 +1,13 @@
 """Kind ``verify-length``: a verification-length policy.
 
 Before each draft step, from the drafter's side of the last drafted token (its probability, top probability,
-entropy, the cumulative product of the drafter's probabilities, the draft index), the policy decides whether to
-draft one more token; every drafted token is verified with the standard rule (or the run's ``verify_with``), so
+entropy, the cumulative product of the drafter's probabilities, the draft index) and the request so far (the history
+features of :mod:`evolve.kinds.verify_length.history`), the policy decides whether to draft one more token; every drafted token is verified with the standard rule (or the run's ``verify_with``), so
 with the standard rule it is lossless; scored in tokens per second under a cost file (``eval_policy``,
 :mod:`evolve.eval.costs`). The package holds its scoring (``eval_policy``), warm start (``search_seeds``),
 command rows (``report_hooks``), exported layout (``export_layout``) and hooks (``plugin``).
 """
-from evolve.gp.primitives import DERIVED_FEATURES, LEVEL_FEATURES
+from evolve.gp.primitives import DERIVED_FEATURES, HISTORY_FEATURES, LEVEL_FEATURES
 from evolve.kinds.base import TARGET_FEATURES, ProgramKind
 from evolve.kinds.verify_length.settings import LengthSettings
 
@@ -19,7 +19,7 @@ KIND = ProgramKind(
     excluded_features=TARGET_FEATURES + LEVEL_FEATURES,
     excluded_reason="the target's quantities are not known before the target is called; level_cumprob and "
                     "level_rank describe a draft tree's level for a tree-shape program",
-    derived_features=DERIVED_FEATURES,
+    derived_features=DERIVED_FEATURES + HISTORY_FEATURES,
     columns=("draft_index",),
     objectives=("tokens_per_second", "pareto_tokens_per_second"),
     source="when to stop drafting: SpecDec++ (Huang et al. 2024, arXiv 2405.19715); confidence-scheduled "

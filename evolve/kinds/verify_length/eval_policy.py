@@ -48,21 +48,10 @@ the prefixes themselves are those the harvest's own decoding visited). That is c
 harvested block one call of the policy; under position weighting each block counts as
 h / tokens calls, h the positions its harvest call covered (:func:`block_cover`).
 
-Competitors, each scored by the same kernel (:func:`competitors`):
-
-* ``best_fixed_gamma``: the fixed draft length (0..gamma) with the most tokens per second (picked on
-  the split given to :func:`competitors`, e.g. valid);
-* ``confidence_threshold``: stop when the drafter's top probability of the last drafted token is
-  below h (SpecDec++, Huang et al. 2024, arXiv 2405.19715, stops on a predicted rejection
-  probability; DFlash's confidence variant in vLLM uses the draft's top probability), h tuned;
-* ``survival_prefix``: draft ``gamma`` tokens, then verify the prefix L that maximises expected
-  tokens per second with the cumulative product of the drafter's probabilities as the survival
-  estimate (confidence-scheduled verification of DSpark, Cheng et al. 2026, arXiv 2607.05147).
-
-And one bound, not a policy: ``length_oracle`` (:func:`length_oracle`), the most tokens per second any
-per-block choice of lengths gives when each block's outcome is known (it reads the target); a policy's
-distance to it is what better features could still win, and where it equals plain decoding no policy
-can speed decoding up.
+A policy that reads the request so far (the history features, :mod:`evolve.kinds.verify_length.history`) is
+scored by walking each text's blocks in order (:mod:`evolve.kinds.verify_length.eval_history`); every other
+policy's values are computed for all records at once. The competitor policies and the bound are
+:mod:`evolve.kinds.verify_length.eval_competitors`.
 """
 from __future__ import annotations
 
@@ -77,16 +66,19 @@ from evolve.eval.costs import DEFAULT_COSTS, Costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, check_features, thresholds
 from evolve.eval.relaxed_block import block_level
 from evolve.eval.population import PopulationEvaluator
+from evolve.eval.fastpath.lowering import NO_ROWS, derivable_pairs, lower
 from evolve.eval.fastpath.scoring import packed_thresholds
+from evolve.kinds.verify_length.eval_history import (add_call, block_end, choice_counts, history_rows,
+                                                     outcome_tables, program_walk, reads_rows, text_starts)
+from evolve.kinds.verify_length.history import START
 from evolve.kinds.verify_length.settings import DEFAULT_WEIGHTING, STANDARD_VERIFIER, WEIGHTINGS, LengthVerifier
-from evolve.gp.primitives import FEATURES, LOOKUP_FEATURES
+from evolve.gp.primitives import FEATURES, HISTORY_FEATURES, LOOKUP_FEATURES
 from evolve.verification.block import expected_damage_step
-from heuristics.length_policies import CONFIDENCE_GRID
 from evolve.verification.tokenwise_block import clamp_threshold, expectation_step, threshold_excess
 
 #: Features a verification-length policy reads (:data:`evolve.kinds.verify_length.KIND`).
 POLICY_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
-                                    "draft_cumprob") + LOOKUP_FEATURES
+                                    "draft_cumprob") + LOOKUP_FEATURES + HISTORY_FEATURES
 
 
 @dataclass(frozen=True)
@@ -121,10 +113,12 @@ def decision_data(data: EvalData) -> EvalData:
     """The decision rows of ``data``: row j of block b holds what is known before drafting the block's
     token j (see the module doc), and ``r`` the acceptance probability min(1, p/q) of that token.
 
-    Returns an :class:`EvalData` with the same records order, whose available features are
+    Returns an :class:`EvalData` with the same records order and texts, whose available features are
     :data:`POLICY_FEATURES` (``draft_top_prob`` and the lookup columns when ``data`` has them; a lookup
-    column is the record's own value) and the core features (the
-    target's read as NaN: a policy may not read them, :data:`evolve.kinds.verify_length.KIND`).
+    column is the record's own value; the history features hold a text's start,
+    :data:`evolve.kinds.verify_length.history.START`, which the walk of a policy reading them rewrites block
+    by block) and the core features (the target's read as NaN: a policy may not read them,
+    :data:`evolve.kinds.verify_length.KIND`).
     Raises: InputError when ``data`` has no ``draft_index``.
     """
     if data.depth is None:
@@ -148,10 +142,13 @@ def decision_data(data: EvalData) -> EvalData:
     for f in LOOKUP_FEATURES:
         if f in data.available:
             rows[f] = data.feature(f)
+    for f, value in zip(HISTORY_FEATURES, START):  # a text's start; a history policy's walk rewrites them
+        rows[f] = np.full(n, value)
     available = [f for f in FEATURES if f in rows or f in ("target_prob", "target_entropy", "top_token_match")]
     X = np.stack([rows.get(f, np.full(n, np.nan)) for f in available])
     return EvalData(X, data.r, data.u, data.b, tuple(available), source=data.source, split=data.split,
-                    bounds=data.bounds, block_length=data.block_length, no_draft_calls=data.no_draft_calls)
+                    bounds=data.bounds, block_length=data.block_length, no_draft_calls=data.no_draft_calls,
+                    text_runs=data.text_runs)
 
 
 @njit(cache=True)
@@ -165,15 +162,6 @@ def _cumprob_before(q: np.ndarray, depth: np.ndarray) -> np.ndarray:
         out[i] = acc
         acc *= q[i]
     return out
-
-
-@njit(cache=True)
-def _block_end(depth, i):
-    """Index one past the speculation block starting at record ``i`` (the next draft_index 0, or the end)."""
-    j = i + 1
-    while j < depth.size and depth[j] != 0:
-        j += 1
-    return j
 
 
 @njit(cache=True)
@@ -225,22 +213,6 @@ def block_prefix_tables(w, ratio, depth, overlap, mass, phi, tok, dmg):
 
 
 @njit(cache=True)
-def _add_call(tok, dmg, i, verified, drafted, forward, draft_s, cover, out):
-    """Add one call that verifies the block's first ``verified`` drafts (starting at record ``i``) and drafted
-    ``drafted`` tokens, weighted by ``cover[i] / tokens`` calls (:func:`block_cover`; one call where
-    ``cover[i]`` <= 0)."""
-    tokens = tok[i + verified - 1] if verified > 0 else 1.0
-    k = cover[i] / tokens if cover[i] > 0.0 else 1.0
-    out[0] += k
-    out[1] += k * tokens
-    if verified > 0:
-        out[5] += k * dmg[i + verified - 1]
-    out[2] += k * (forward[verified] + drafted * draft_s)
-    out[3] += k * verified
-    out[4] += k * drafted
-
-
-@njit(cache=True)
 def length_counts(v, tok, dmg, depth, gamma, forward, draft_s, cover, out):
     """Per-block reduction of policy values ``v`` float64 (n,) (draft token j of a block iff v_0..v_j > 0).
 
@@ -253,12 +225,12 @@ def length_counts(v, tok, dmg, depth, gamma, forward, draft_s, cover, out):
     """
     i = 0
     while i < v.size:
-        j = _block_end(depth, i)
+        j = block_end(depth, i)
         g = min(j - i, gamma)
         L = 0
         while L < g and v[i + L] > 0.0:
             L += 1
-        _add_call(tok, dmg, i, L, L, forward, draft_s, cover, out)
+        add_call(tok, dmg, i, L, L, forward, draft_s, cover, out)
         i = j
 
 
@@ -287,48 +259,6 @@ def block_cover(data: EvalData, weighting: str = DEFAULT_WEIGHTING) -> np.ndarra
         starts = np.flatnonzero(depth == 0)
         cover[starts] = tok[np.append(starts[1:], data.n) - 1]
     return cover
-
-
-@njit(cache=True)
-def survival_counts(q, tok, dmg, depth, gamma, forward, draft_s, cover, out):
-    """The ``survival_prefix`` competitor: draft ``gamma`` tokens (or the block's rows), then verify the prefix
-    L maximising (1 + sum_{k<=L} S_k) / (forward[L] + drafted * draft_s), S_k = prod_{i<=k} q_i. Adds to ``out`` as
-    :func:`length_counts`."""
-    i = 0
-    while i < q.size:
-        j = _block_end(depth, i)
-        g = min(j - i, gamma)
-        best_L, best, est, surv = 0, 1.0 / (forward[0] + g * draft_s), 1.0, 1.0
-        for k in range(g):
-            surv *= q[i + k]
-            est += surv
-            value = est / (forward[k + 1] + g * draft_s)
-            if value > best:
-                best, best_L = value, k + 1
-        _add_call(tok, dmg, i, best_L, g, forward, draft_s, cover, out)
-        i = j
-
-
-@njit(cache=True)
-def oracle_counts(tok, dmg, depth, gamma, forward, draft_s, cover, lam, out):
-    """The ``length_oracle`` bound at rate ``lam`` (tokens per second): every block verifies the prefix L
-    (0..gamma) maximising tokens(L) - lam * seconds(L), its expected tokens known; under position weighting
-    (``cover`` > 0) the one maximising tokens(L) / seconds(L), whatever ``lam`` (:func:`length_oracle`). Adds
-    to ``out`` as :func:`length_counts`."""
-    i = 0
-    while i < depth.size:
-        j = _block_end(depth, i)
-        g = min(j - i, gamma)
-        per_position = cover[i] > 0.0
-        best_L = 0
-        best = 1.0 / forward[0] if per_position else 1.0 - lam * forward[0]
-        for L in range(1, g + 1):
-            s = forward[L] + L * draft_s
-            value = tok[i + L - 1] / s if per_position else tok[i + L - 1] - lam * s
-            if value > best:
-                best, best_L = value, L
-        _add_call(tok, dmg, i, best_L, best_L, forward, draft_s, cover, out)
-        i = j
 
 
 #: Length of the counts record of :func:`length_counts`.
@@ -400,83 +330,23 @@ def policy_metrics(values: np.ndarray, data: EvalData, gamma: int, costs: Costs 
     return metrics_from_length_counts(add_no_draft_calls(out, data.no_draft_calls, forward), data.n, costs)
 
 
-def fixed_gamma_values(data: EvalData, length: int) -> np.ndarray:
-    """Policy values of the fixed draft length ``length`` (draft while draft_index < length)."""
-    return np.where(data.depth < length, 1.0, -1.0)
-
-
-def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_on: EvalData | None = None,
-                verifier: LengthVerifier = STANDARD_VERIFIER,
-                score=None, weighting: str = DEFAULT_WEIGHTING) -> dict[str, tuple[str, LengthMetrics]]:
-    """The competitors of the module doc on ``data``, their drafts verified by ``verifier``, the blocks weighted
-    by ``weighting`` (:func:`block_cover`): {name: (setting, metrics)}.
-
-    ``best_fixed_gamma`` and ``confidence_threshold`` pick their setting on ``tuned_on`` (default
-    ``data``: pass the valid split to score the test split honestly) by ``score(metrics)`` (default: tokens
-    per second; a run's objective for a lossy verifier). ``confidence_threshold`` reads ``draft_top_prob``
-    when the data has it, else ``draft_prob``.
-    """
-    tune = tuned_on if tuned_on is not None else data
-    score = score or (lambda m: m.tokens_per_second)
-    tables = {id(d): prefix_tables(d, verifier) for d in (tune, data)}
-    covers = {id(d): block_cover(d, weighting) for d in (tune, data)}
-
-    def fixed(d: EvalData, g: int) -> LengthMetrics:
-        return policy_metrics(fixed_gamma_values(d, g), d, gamma, costs, verifier, tables[id(d)], cover=covers[id(d)])
-
-    g_best = max(range(gamma + 1), key=lambda g: (score(fixed(tune, g)), -g))
-    out = {"best_fixed_gamma": (f"gamma={g_best}", fixed(data, g_best))}
-
-    decisions = {id(d): decision_data(d) for d in (tune, data)}
-
-    def confidence(d: EvalData, h: float) -> LengthMetrics:
-        dd = decisions[id(d)]
-        col = "draft_top_prob" if "draft_top_prob" in dd.available else "draft_prob"
-        return policy_metrics(dd.feature(col) - h, dd, gamma, costs, verifier, tables[id(d)], cover=covers[id(d)])
-
-    h_best = max(CONFIDENCE_GRID, key=lambda h: (score(confidence(tune, h)), -h))
-    out["confidence_threshold"] = (f"h={h_best:g}", confidence(data, h_best))
-    c = np.zeros(N_LENGTH_COUNTS)
-    tok, dmg = tables[id(data)]
-    forward = forward_table(costs, gamma)
-    survival_counts(data.feature("draft_prob"), tok, dmg, data.depth.astype(np.float64), int(gamma), forward,
-                    float(costs.draft_token_s), covers[id(data)], c)
-    out["survival_prefix"] = ("", metrics_from_length_counts(add_no_draft_calls(c, data.no_draft_calls, forward),
-                                                             data.n, costs))
-    out["length_oracle"] = ("bound", length_oracle(data, gamma, costs, verifier, tables[id(data)], weighting))
+def length_choices(values: np.ndarray, depth: np.ndarray, gamma: int) -> np.ndarray:
+    """int64 (blocks,): the drafts policy values ``values`` float64 (n,) verify at each block (the blocks of
+    ``depth``, in order), as :func:`length_counts` chooses them."""
+    starts = np.flatnonzero(depth == 0)
+    ends = np.append(starts[1:], depth.size)
+    stop = ~(values > 0.0)
+    out = np.empty(starts.size, dtype=np.int64)
+    for b, (i, j) in enumerate(zip(starts, ends)):
+        g = min(j - i, gamma)
+        hit = np.flatnonzero(stop[i:i + g])
+        out[b] = hit[0] if hit.size else g
     return out
 
 
-def length_oracle(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS,
-                  verifier: LengthVerifier = STANDARD_VERIFIER,
-                  tables: tuple[np.ndarray, np.ndarray] | None = None, weighting: str = DEFAULT_WEIGHTING) -> LengthMetrics:
-    """An upper bound, not a policy: the most tokens per second any choice of verification lengths (0..gamma per
-    block, chosen knowing each block's expected tokens, i.e. reading the target) gives on ``data`` under ``costs``.
-
-    Maximises (sum of tokens) / (sum of seconds) over per-block lengths exactly by Dinkelbach's iteration
-    (Dinkelbach 1967): at rate lam each block takes the length maximising tokens - lam * seconds
-    (:func:`oracle_counts`), lam becomes the resulting ratio, until it stops rising (finitely many steps). No
-    policy that reads only what is known before the target is called (:data:`POLICY_FEATURES`) can exceed it,
-    so a policy's distance to it is the room left for better features; the drafting cost is charged only for the
-    verified drafts, as for a policy. TV is not constrained (for a lossy verifier, the bound of the unconstrained
-    problem). Under position weighting (:func:`block_cover`) the ratio is sum h / sum h * seconds / tokens, so each
-    block simply takes the length with the most tokens per second.
-    """
-    tok, dmg = tables if tables is not None else prefix_tables(data, verifier)
-    forward = forward_table(costs, gamma)
-    depth = data.depth.astype(np.float64)
-    cover = block_cover(data, weighting)
-    lam, best = 1.0 / forward[0], None
-    for _ in range(100):
-        out = np.zeros(N_LENGTH_COUNTS)
-        oracle_counts(tok, dmg, depth, int(gamma), forward, float(costs.draft_token_s), cover, lam, out)
-        add_no_draft_calls(out, data.no_draft_calls, forward)
-        if best is None or out[1] * best[2] > best[1] * out[2]:
-            best = out
-        if not out[1] / out[2] > lam * (1.0 + 1e-12):
-            break
-        lam = out[1] / out[2]
-    return metrics_from_length_counts(best, data.n, costs)
+def fixed_gamma_values(data: EvalData, length: int) -> np.ndarray:
+    """Policy values of the fixed draft length ``length`` (draft while draft_index < length)."""
+    return np.where(data.depth < length, 1.0, -1.0)
 
 
 class LengthPopulationEvaluator(PopulationEvaluator):
@@ -484,7 +354,9 @@ class LengthPopulationEvaluator(PopulationEvaluator):
     policies: each program runs on the split's decision rows (:func:`decision_data`), and its values are
     reduced by :func:`length_counts` under the cost model ``costs``, the drafts verified by ``verifier``
     (:class:`LengthVerifier`; its prefix tables are computed once), the blocks weighted by ``weighting``
-    (:func:`block_cover`). Same caching and statistics.
+    (:func:`block_cover`); a program reading a history feature walks each text's blocks in order
+    (:func:`evolve.kinds.verify_length.eval_history.program_walk`; its history rows are never derived rows). Same
+    caching and statistics. :meth:`choices` gives each block's verified drafts.
 
     Raises (constructor): InputError for a missing gamma or a split without draft_index; (evaluate)
     InputError for a program reading a feature the policy may not read.
@@ -503,27 +375,65 @@ class LengthPopulationEvaluator(PopulationEvaluator):
         self._depth = self.data.depth.astype(np.float64)
         self.weighting = weighting
         self._cover = block_cover(data, weighting)
+        self._history = history_rows(self.data)
+        self._starts = text_starts(self.data)
+        self._outcomes = outcome_tables(data, self.verifier)
 
     def _check(self, program) -> None:
         from evolve.kinds.verify_length import KIND
         KIND.check_features(program.features, "policy")
         check_features(program, self.data, "policy")
 
+    def _derivable(self, pairs):
+        """The (opcode, feature) pairs worth a derived row: none of a history feature (the walk rewrites them)."""
+        history = {FEATURES.index(f) for f in HISTORY_FEATURES}
+        return {(op, f) for op, f in pairs if f not in history}
+
     def _counts(self, packed, D, lowered=()):
         out = np.zeros((len(lowered), N_LENGTH_COUNTS))
         for i, lo in enumerate(lowered):
-            v = packed_thresholds(lo, self.data.X, self.data.bounds, D)
-            length_counts(v, self._tok, self._dmg, self._depth, self._gamma, self._forward,
-                          float(self.costs.draft_token_s), self._cover, out[i])
+            self._run(lo, D, out[i], np.zeros(0, dtype=np.int64))
             add_no_draft_calls(out[i], self.data.no_draft_calls, self._forward)
+        return out
+
+    def _run(self, lo, D, out: np.ndarray, choices: np.ndarray) -> None:
+        """Add the calls of one lowered program to ``out`` (and each block's verified drafts to ``choices``)."""
+        draft_s = float(self.costs.draft_token_s)
+        if reads_rows(lo, self._history):
+            program_walk((lo.code, lo.consts, lo.n_regs, lo.result, lo.rows), self.data.X, NO_ROWS if D is None else D,
+                         (self._history, self._depth, self._starts), (*self._outcomes, self._tok, self._dmg),
+                         (self._gamma, self._forward, draft_s, self._cover), out, choices)
+            return
+        v = packed_thresholds(lo, self.data.X, self.data.bounds, D)
+        if choices.size:
+            choices[:] = length_choices(v, self._depth, self._gamma)
+        length_counts(v, self._tok, self._dmg, self._depth, self._gamma, self._forward, draft_s, self._cover, out)
+
+    def choices(self, program) -> np.ndarray:
+        """int64 (blocks,): the drafts the policy ``program`` (a :class:`evolve.gp.compiler.Program`) verifies at
+        every block of the split, in order. Raises: InputError as :meth:`evaluate`."""
+        self._check(program)
+        pairs = derivable_pairs(program.ops, program.args) if self.derive else set()
+        D, derived = self.data.derived_rows(self._derivable(pairs)) if pairs else (None, None)
+        lo = lower(program.ops, program.args, program.consts, self.data.feature_rows, derived)
+        found = np.zeros(int(np.count_nonzero(self._depth == 0)), dtype=np.int64)
+        self._run(lo, D, np.zeros(N_LENGTH_COUNTS), found)
+        return found
+
+    def block_counts(self, program) -> np.ndarray:
+        """float64 (blocks, :data:`N_LENGTH_COUNTS`): each block's call under the policy ``program`` (its
+        :meth:`choices`), counted as :func:`length_counts` counts it (the calls without a record left out)."""
+        verified = self.choices(program)
+        out = np.zeros((verified.size, N_LENGTH_COUNTS))
+        choice_counts(verified, verified, self._depth, self._tok, self._dmg, self._forward,
+                      float(self.costs.draft_token_s), self._cover, out)
         return out
 
     def _metrics(self, counts):
         return metrics_from_length_counts(counts, self.data.n, self.costs)
 
 
-__all__ = ["POLICY_FEATURES", "LengthMetrics",
-           "N_LENGTH_COUNTS", "add_no_draft_calls", "prefix_tables", "threshold_prefix_tables", "block_prefix_tables", "decision_data",
-           "length_counts", "survival_counts", "oracle_counts", "length_oracle", "block_cover",
-           "forward_table", "metrics_from_length_counts", "policy_metrics", "fixed_gamma_values", "competitors",
+__all__ = ["POLICY_FEATURES", "LengthMetrics", "N_LENGTH_COUNTS", "add_no_draft_calls", "prefix_tables",
+           "threshold_prefix_tables", "block_prefix_tables", "decision_data", "length_counts", "length_choices",
+           "block_cover", "forward_table", "metrics_from_length_counts", "policy_metrics", "fixed_gamma_values",
            "LengthPopulationEvaluator"]

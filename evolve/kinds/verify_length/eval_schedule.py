@@ -41,7 +41,7 @@ def fixed_length_table(data: EvalData, gamma: int, costs: Costs, verifier: Lengt
                        weighting: str = DEFAULT_WEIGHTING) -> list[LengthMetrics]:
     """The :class:`LengthMetrics` of every fixed draft length 0..``gamma`` on ``data`` (index = length), drafts
     verified by ``verifier`` and blocks weighted by ``weighting``, as the competitors of
-    :func:`evolve.kinds.verify_length.eval_policy.competitors` score ``best_fixed_gamma``."""
+    :func:`evolve.kinds.verify_length.eval_competitors.competitors` score ``best_fixed_gamma``."""
     tables = prefix_tables(data, verifier)
     cover = block_cover(data, weighting)
     return [policy_metrics(fixed_gamma_values(data, g), data, gamma, costs, verifier, tables, cover=cover)

@@ -35,8 +35,8 @@ def score(rule, context: KindContext) -> LengthMetrics:
 
 
 def seeds(cfg, features, train, gamma, objective):
-    """Fixed draft lengths and confidence thresholds."""
-    return choose_length_seeds(cfg, train, gamma, objective)
+    """Fixed draft lengths, confidence thresholds and the logistic stopping rule trained on train."""
+    return choose_length_seeds(cfg, train, gamma, objective, tuple(features))
 
 
 HOOKS = KindHooks(check=check_policy_settings, metrics=LengthMetrics, population=population, score=score, seeds=seeds, compare=COMPARE,

@@ -2,10 +2,14 @@
 
 A verification-length policy (kind ``verify-length``, :mod:`evolve.kinds.verify_length.eval_policy`) is scored by
 its own expected seconds per call, and the competitors follow the rules of a split with ``draft_index`` (rows of
-role ``policy``): ``best_fixed_gamma`` and ``confidence_threshold`` (their setting tuned on the valid split when
-the dataset has one, else on the scored split; the setting is in the row's ``expression``) and
-``survival_prefix``, then the bound ``length_oracle`` (not a policy: the best lengths knowing each block's
-outcome, :func:`evolve.kinds.verify_length.eval_policy.length_oracle`). A policy's drafts are verified by the
+role ``policy``, :mod:`evolve.kinds.verify_length.eval_competitors`): ``best_fixed_gamma`` and
+``confidence_threshold``, ``survival_prefix``, the engines' controllers (``llama_cpp_p_min``, ``sglang_adaptive``,
+``dynamic_sd_goodput``, ``acceptance_band``) and the learned stopping rules (``learned_logistic``,
+``learned_gbm``, trained on the train split), every setting tuned on the valid split when the dataset has one, else
+on the scored split (the setting is in the row's ``expression``), then the bound ``length_oracle`` (not a policy:
+the best lengths knowing each block's outcome). Every row keeps its calls summed per text, from which
+:func:`split_headroom` measures the share of the headroom each champion captures and how it stands against each
+competitor (:mod:`evolve.kinds.verify_length.eval_headroom`). A policy's drafts are verified by the
 verifier its run used (its champion's ``verify_with``: :func:`length_verifier_of`); the competitors use the
 verifier and the block weighting (``length_weighting``) of the first policy compared (the standard rule and
 call weighting without one), and with a lossy verifier they are tuned for tokens per second within the default
@@ -22,7 +26,10 @@ from evolve.eval.costs import Costs
 from evolve.eval.evaluator import EvalData
 from evolve.eval.objectives import DEFAULT_BUDGET, tokens_per_second_at_tv
 from evolve.kinds.verify_length import KIND
-from evolve.kinds.verify_length.eval_policy import LengthPopulationEvaluator, competitors
+from evolve.kinds.verify_length.eval_competitors import competitors
+from evolve.kinds.verify_length.eval_rows import Scoring
+from evolve.kinds.verify_length.eval_headroom import standing, text_sums
+from evolve.kinds.verify_length.eval_policy import LengthPopulationEvaluator
 from evolve.kinds.verify_length.settings import (DEFAULT_WEIGHTING, STANDARD_VERIFIER, WEIGHTINGS, LengthVerifier,
                                                  verifier_from_parts)
 from evolve.report.compare.rows import Row
@@ -32,9 +39,12 @@ from heuristics.verifiers import verifier_parts
 #: Kind of the competitor rows.
 POLICY = "policy"
 #: The competitor rows, in order.
-COMPETITORS: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold", "survival_prefix", "length_oracle")
+COMPETITORS: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold", "survival_prefix", "llama_cpp_p_min",
+                                "sglang_adaptive", "dynamic_sd_goodput", "acceptance_band", "learned_logistic",
+                                "learned_gbm", "length_oracle")
 #: The competitors whose setting is tuned (on valid when the dataset has it).
-TUNED: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold")
+TUNED: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold", "llama_cpp_p_min", "sglang_adaptive",
+                          "dynamic_sd_goodput", "acceptance_band", "learned_logistic", "learned_gbm")
 #: Row expressions of the rows without a setting.
 NOTES = {"length_oracle": "bound: the best lengths knowing each block's outcome (reads the target)"}
 
@@ -74,33 +84,39 @@ def length_scores(rule: Rule, data: EvalData, repeats: int, gamma: int, costs: C
     scorer = LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs, verifier=verifier,
                                        weighting=weighting)
     metrics = scorer.evaluate([rule.program])[0]
+    per_text = text_sums(data, scorer.block_counts(rule.program), costs.verify_seconds(0))
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         LengthPopulationEvaluator(data, gamma=gamma, cache_size=0, costs=costs, verifier=verifier,
                                   weighting=weighting).evaluate([rule.program])
         best = min(best, time.perf_counter() - t0)
-    return {"metrics": None, "verifier": metrics, "records": data.n}, best * 1e3
+    return {"metrics": None, "verifier": metrics, "records": data.n, "per_text": per_text}, best * 1e3
 
 
 def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: EvalData | None,
                     tuned_name: str, verifier: LengthVerifier = STANDARD_VERIFIER,
-                    weighting: str = DEFAULT_WEIGHTING) -> list[Row]:
+                    weighting: str = DEFAULT_WEIGHTING, train: EvalData | None = None) -> list[Row]:
     """The competitor rows of one split (none without block metrics), their drafts verified by
-    ``verifier``, the blocks weighted by ``weighting`` (:func:`evolve.kinds.verify_length.eval_policy.block_cover`)."""
+    ``verifier``, the blocks weighted by ``weighting`` (:func:`evolve.kinds.verify_length.eval_policy.block_cover`),
+    the learned rows trained on ``train`` (default: the tuning split); each row with its calls summed per text."""
     if gamma is None or data.depth is None:
         return []
     t0 = time.perf_counter()
     score = None if verifier.lossless else (
         lambda m: tokens_per_second_at_tv(m.tokens_per_second, m.tv_per_token, costs.plain_token_s, DEFAULT_BUDGET))
-    found = competitors(data, gamma, costs, tuned_on, verifier, score, weighting)
+    per_block: dict = {}
+    found = competitors(data, gamma, costs, tuned_on, verifier, score, weighting, per_block=per_block, train=train)
     ms = (time.perf_counter() - t0) * 1e3
     rows = []
     for name in COMPETITORS:
+        if name not in found:
+            continue
         setting, metrics = found[name]
         text = f"{setting} (tuned on {tuned_name})" if name in TUNED else NOTES.get(name)
         rows.append(Row(name, POLICY, data.split, data.source, None, ms, expression=text,
-                        gamma=gamma, verifier=metrics, records=data.n, program_kind=KIND.name))
+                        gamma=gamma, verifier=metrics, records=data.n, program_kind=KIND.name,
+                        per_text=text_sums(data, per_block[name], costs.verify_seconds(0))))
     return rows
 
 
@@ -111,12 +127,26 @@ def first_settings(rules: Sequence[Rule]) -> tuple[LengthVerifier, str]:
 
 
 def comparison_competitors(rules: Sequence[Rule], data: EvalData, gamma: int | None, costs: Costs,
-                           tuned_on: EvalData | None, tuned_name: str) -> list[Row]:
+                           tuned_on: EvalData | None, tuned_name: str, train=None) -> list[Row]:
     """The competitor rows a comparison adds for one split (the ``competitors`` of the kind's ``compare`` hook):
     :func:`competitor_rows` with the verifier and the block weighting of the first policy in ``rules`` (the
-    verification-length rules compared, in order)."""
+    verification-length rules compared, in order); ``train``: a function giving the train split (the learned rows'
+    training data; None, or a function giving None: the tuning split)."""
     verifier, weighting = first_settings(rules)
-    return competitor_rows(data, gamma, costs, tuned_on, tuned_name, verifier=verifier, weighting=weighting)
+    return competitor_rows(data, gamma, costs, tuned_on, tuned_name, verifier=verifier, weighting=weighting,
+                           train=train() if train is not None else None)
+
+
+def split_headroom(rules: Sequence[Rule], rows: Sequence[Row], data: EvalData, gamma: int | None,
+                   costs: Costs) -> list[dict]:
+    """The ``headroom`` of the kind's ``compare`` hook: for each verification-length champion row of one split, the
+    share of the headroom it captures and its standing against each competitor
+    (:func:`evolve.kinds.verify_length.eval_headroom.standing`); empty without block metrics."""
+    if gamma is None or data.depth is None:
+        return []
+    verifier, weighting = first_settings(rules)
+    mine = [r for r in rows if r.program_kind == KIND.name]
+    return standing(mine, Scoring(data, gamma, costs, verifier, weighting))
 
 
 def weighting_note(rules: Sequence[Rule]) -> str | None:
@@ -128,5 +158,5 @@ def weighting_note(rules: Sequence[Rule]) -> str | None:
             f" length_weighting, {weighting}); each champion row by its own run's.")
 
 
-__all__ = ["POLICY", "COMPETITORS", "TUNED", "NOTES", "length_verifier_of", "check_policy_settings", "length_scores", "competitor_rows",
-           "first_settings", "comparison_competitors", "weighting_note"]
+__all__ = ["POLICY", "COMPETITORS", "TUNED", "NOTES", "length_verifier_of", "check_policy_settings", "length_scores",
+           "competitor_rows", "first_settings", "comparison_competitors", "split_headroom", "weighting_note"]

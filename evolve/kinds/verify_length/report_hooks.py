@@ -7,7 +7,9 @@ from evolve.eval.evaluator import EvalData
 from evolve.kinds.base import KindContext
 from evolve.kinds.verify_length import KIND
 from evolve.kinds.verify_length.eval_schedule import split_schedule
-from evolve.kinds.verify_length.report_compare import NOTES, comparison_competitors, length_scores, weighting_note
+from evolve.kinds.verify_length.report_live import live_headroom
+from evolve.kinds.verify_length.report_compare import (NOTES, comparison_competitors, length_scores, split_headroom,
+                                                       weighting_note)
 from evolve.commands.compare.table import KindScorer
 from evolve.traces.io import Traces
 from heuristics.contract import Rule
@@ -27,10 +29,12 @@ def missing(rule: Rule, data: EvalData, traces: Traces | None) -> list[str]:
 
 
 COMPARE = KindScorer(missing, scores, competitors=comparison_competitors, note=weighting_note, bounds=tuple(NOTES),
-                     schedule=split_schedule)
+                     schedule=split_schedule, headroom=split_headroom, live_headroom=live_headroom)
 #: What ``benchmark.py``'s caption says about verification-length rows.
 CAPTION = ("Verification-length policies (rows of role policy: best_fixed_gamma, confidence_threshold,"
-           " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"
+           " survival_prefix, the engines' controllers llama_cpp_p_min, sglang_adaptive, dynamic_sd_goodput and"
+           " acceptance_band, the learned stopping rules learned_logistic and learned_gbm trained on train, and"
+           " verify-length champions) verify a variable number of drafts per call;"
            " their Tok/s uses their own expected seconds per call; length_oracle is a bound, not a"
            " policy (the best lengths knowing each block's outcome). {names}: drafts verified by the"
            " verifier of their run (a champion's verify_with; the competitors: the first policy's,"

@@ -7,14 +7,18 @@ G = 0..gamma (``sub(G - 0.5, draft_index)``: draft while fewer than G tokens are
 plain decoding) and the confidence threshold at every h of
 :data:`heuristics.length_policies.CONFIDENCE_GRID` (``sub(draft_top_prob, h)``, or ``draft_prob``
 without that column). All are scored on train in one batched call; the seeds are the best of each
-group by the run's objective, then the other fixed lengths (so the search starts from every
-length), at most :data:`evolve.search.warm_start.MAX_SEED_FRACTION` of the population.
+group by the run's objective, then the learned logistic stopping rule trained on train with its threshold tuned
+there (:func:`evolve.kinds.verify_length.eval_learned.logistic_seed`: a linear formula over the run's features, the
+history included), then the other fixed lengths (so the search starts from every length), at most
+:data:`evolve.search.warm_start.MAX_SEED_FRACTION` of the population.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from evolve.eval.evaluator import EvalData
+from evolve.kinds.verify_length.eval_rows import Scoring
+from evolve.kinds.verify_length.eval_learned import logistic_seed
 from evolve.kinds.verify_length.eval_policy import LengthMetrics, LengthPopulationEvaluator
 from heuristics.length_policies import CONFIDENCE_GRID
 from evolve.search.config import RunConfig
@@ -32,7 +36,7 @@ def confidence_expression(h: float, column: str) -> str:
 
 
 def choose_length_seeds(cfg: RunConfig, train: EvalData, gamma: int,
-                        objective: Callable[[LengthMetrics], float]) -> WarmStart:
+                        objective: Callable[[LengthMetrics], float], features: tuple[str, ...] = ()) -> WarmStart:
     """The seeds of a warm-started verification-length search (see the module doc).
 
     Raises: InputError when the split lacks draft_index.
@@ -49,6 +53,11 @@ def choose_length_seeds(cfg: RunConfig, train: EvalData, gamma: int,
     named = fixed + conf
     ordered = [Seed(*named[best_fixed], "the best fixed draft length on train"),
                Seed(*named[best_conf], f"the best confidence threshold on {column} on train")]
+    learned = logistic_seed(Scoring(train, gamma, cfg.cost_model, cfg.settings.verifier, cfg.settings.length_weighting),
+                            tuple(features), objective) if features else None
+    if learned is not None:
+        ordered.append(Seed(f"learned_logistic(h={learned[1]:g})", learned[0],
+                            "the logistic stopping rule trained on train, its threshold tuned on train"))
     ordered += [Seed(name, expr, "a fixed draft length") for name, expr in fixed]
     return fill_seeds(WarmStart(), ordered, cfg.population)
 

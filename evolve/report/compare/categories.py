@@ -8,6 +8,7 @@ import dataclasses
 import numpy as np
 
 from evolve.report.compare.rows import Row
+from evolve.report.headroom import DEFINITION, share_text
 from evolve.report.width import fit_width
 
 
@@ -19,7 +20,8 @@ OVERALL = "Overall"
 class CategoryFigures:
     """The per-category comparison of one split: ``columns`` (header labels) in order, ``rows`` (rule name ->
     the :class:`Row` of each column, None where the rule has no row there) and ``acceptance`` (column label ->
-    per-position acceptance rates of the harvested blocks, float64 (gamma,))."""
+    per-position acceptance rates of the harvested blocks, float64 (gamma,)), ``headroom`` (champion -> its headroom
+    figures of each column, :meth:`evolve.eval.headroom.Headroom.to_dict`, None where not measured)."""
 
     split: str
     columns: list[str]
@@ -27,6 +29,7 @@ class CategoryFigures:
     acceptance: dict[str, np.ndarray]
     costs: bool
     by_category: bool = False
+    headroom: dict[str, list[dict | None]] = dataclasses.field(default_factory=dict)
 
 
 def _table(title: str, header: list[str], body: list[list[str]]) -> list[str]:
@@ -59,6 +62,12 @@ def format_categories(fig: CategoryFigures) -> str:
         lines += _table(f"Tokens per second (cost file), split {fig.split}", header,
                         cells(lambda r: None if r.value("tokens_per_second") is None
                               else f"{r.value('tokens_per_second'):.1f}"))
+    if fig.headroom:
+        body = [[name, *("-" if h is None else share_text(h) for h in cells_)] for name, cells_ in fig.headroom.items()]
+        lines += _table(f"Share of the headroom each champion captures, split {fig.split}: {DEFINITION}", header, body)
+        caveats = dict.fromkeys(f"{label}: {h['caveat']}" for cells_ in fig.headroom.values()
+                                for label, h in zip(fig.columns, cells_) if h is not None and h.get("caveat"))
+        lines += [f"caveat, {c}" for c in caveats]
     if fig.acceptance:
         gamma = len(next(iter(fig.acceptance.values())))
         body = [[label, *(f"{a:.3f}" for a in rates)] for label, rates in fig.acceptance.items()]
@@ -69,14 +78,15 @@ def format_categories(fig: CategoryFigures) -> str:
 
 def figures_json(fig: CategoryFigures) -> dict:
     """The figures as plain JSON values: ``columns`` (labels), ``rows`` (rule -> per column an object with
-    ``tokens_per_call``, ``speedup`` and ``tokens_per_second``, or null), ``acceptance`` (label -> rates per
-    draft position)."""
+    ``tokens_per_call``, ``speedup`` and ``tokens_per_second``, or null), ``headroom`` (champion -> per column its
+    headroom figures, or null), ``acceptance`` (label -> rates per draft position)."""
     def cell(r: Row | None) -> dict | None:
         if r is None:
             return None
         return {k: r.value(k) for k in ("tokens_per_call", "speedup", "tokens_per_second")}
 
     return {"columns": fig.columns, "rows": {name: [cell(r) for r in rows] for name, rows in fig.rows.items()},
+            "headroom": fig.headroom,
             "acceptance": {label: rates.tolist() for label, rates in fig.acceptance.items()}}
 
 

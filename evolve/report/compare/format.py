@@ -24,6 +24,7 @@ from evolve.kinds.registry import KINDS
 from evolve.report.compare.rows import FORMATS, REFERENCE_RULE, ROW_KEYS, VERIFIER, Comparison
 from evolve.report.compare.verdict import compute_verdict
 from evolve.report.finite import finite_cell, finite_value
+from evolve.report.headroom import headroom_lines
 from evolve.report.output import resolve_format
 
 #: Width (characters) the default ``table`` format fits in: its table, caption, notes (the verdict
@@ -191,6 +192,7 @@ def format_table(comparison: Comparison) -> str:
     if more:
         footer.append(f"More columns ({', '.join(more)}): --format markdown, csv or json.")
     footer += [f"note: {n}" for n in comparison.notes]
+    footer += headroom_lines(comparison.headroom)
     lines = [wrapped for line in footer for wrapped in _wrap(line)]
     if comparison.concurrency:
         requests = list(comparison.concurrency[0]["speedup"])
@@ -215,6 +217,7 @@ def format_markdown(comparison: Comparison) -> str:
     for row in comparison.rows:
         lines.append("| " + " | ".join(esc(finite_cell(cell(row))) for _, _, cell in cols) + " |")
     footer = _caption(comparison) + [f"Note: {n}" for n in comparison.notes]
+    footer += [esc(line) for line in headroom_lines(comparison.headroom)]
     verdict = _verdict_line(comparison)
     if verdict:
         footer.append(f"**Verdict:** {esc(verdict.removeprefix('verdict: '))}")
@@ -237,13 +240,15 @@ def format_json(comparison: Comparison) -> str:
     rule has a fitness), ``concurrency`` (:func:`evolve.commands.compare.concurrency.concurrency_rows`;
     null without ``--concurrency``) and ``schedules`` (per split, the per-batch-size schedule of fixed lengths:
     ``ranges`` as [start, end, draft length], end null for no upper end, and the split it was ``tuned_on``;
-    empty without ``--concurrency``)."""
+    empty without ``--concurrency``) and ``headroom`` (per champion of a kind that measures it and split: the share of
+    the headroom it captures and its standing against each competitor, :mod:`evolve.report.headroom`)."""
     verdict = compute_verdict(comparison)
     schedules = {split: {"ranges": [list(r) for r in found["schedule"]], "tuned_on": found["tuned_on"]}
                  for split, found in comparison.schedules.items()}
     return json.dumps({"rows": [{k: finite_value(v) for k, v in row.to_dict().items()} for row in comparison.rows],
                        "verdict": None if verdict is None else verdict.to_dict(),
-                       "concurrency": comparison.concurrency, "schedules": schedules}, indent=2) + "\n"
+                       "concurrency": comparison.concurrency, "schedules": schedules,
+                       "headroom": comparison.headroom}, indent=2) + "\n"
 
 
 FORMATTERS = {"table": format_table, "csv": format_csv, "json": format_json, "markdown": format_markdown}

@@ -70,7 +70,8 @@ class Row:
     champion's row, whose block metrics are in ``verifier`` (block
     verification's or relaxed block verification's, duck-compatible in
     :data:`evolve.eval.evaluator.BLOCK_FIELDS`) and whose record count is
-    ``records``. ``program_kind``: the kind of program of the row's rule.
+    ``records``. ``program_kind``: the kind of program of the row's rule; ``per_text`` its calls summed per text
+    (verification-length rows), not written.
     """
 
     heuristic: str
@@ -92,6 +93,9 @@ class Row:
     program_kind: str | None = None
     tokens_per_second: float | None = None
     cost_speedup: float | None = None
+    #: (text ids int64 (T,), each text's (expected tokens, seconds) float64 (T, 2)) of the row's calls, for the
+    #: bootstrap over texts of the headroom (:mod:`evolve.eval.headroom`); None when not computed. Never written.
+    per_text: tuple | None = field(default=None, compare=False, repr=False)
 
     def value(self, name: str):
         """A metric of the row (a :class:`Metrics` field name, or ``tokens_per_second``), or None when it has
@@ -147,6 +151,9 @@ class Comparison:
     schedules: dict[str, dict] = field(default_factory=dict)
     #: What the kinds' compare hooks add to the caption about their competitor rows (``KindScorer.note``).
     notes_of_kinds: list[str] = field(default_factory=list)
+    #: Per champion row and split: the share of the headroom it captures and its standing against the competitors
+    #: (``KindScorer.headroom``; :mod:`evolve.eval.headroom`).
+    headroom: list[dict] = field(default_factory=list)
 
 
 __all__ = ["FORMATS", "SPLIT_CHOICES", "REFERENCE_RULE", "DEFAULT_REPEATS", "BLOCK_VERIFICATION", "VERIFIER",

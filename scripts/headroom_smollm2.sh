@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The headroom of verification-length policies on SmolLM2-135M-Instruct on this CPU (docs/results/speed.md,
+# "The headroom"): for each workload of WORKLOADS,
+#   1. a cost file of its drafter and backend (`benchmark.py perf --write-costs`, one thread, 15 repeats);
+#   2. a harvest with GAMMA drafts per block (splits by prompt: 80% train, 10% valid, 10% test; seed 0);
+#   3. a verification-length search under the cost file (population POPULATION, GENERATIONS generations, seed SEED,
+#      blocks weighted by the positions their harvest call covered, the history features among the terminals as
+#      every verification-length run has them, and selection by cross-validation over the texts of train and
+#      valid in 4 folds: --selection cv) -> OUT/NAME.champion.json, OUT/NAME.run.json;
+#   4. the benchmark on the held-out test split: every competitor (the engines' controllers and the learned stopping
+#      rules among them) tuned on valid, the bound, the champion's share of the headroom with its interval over texts
+#      -> OUT/NAME.bench.{txt,json};
+#   5. live decoding of the test prompts, REPEATS repeats interleaved: plain decoding, standard rejection at GAMMA,
+#      the best fixed length tuned on valid, the learned logistic rule (its formula as a champion file) and the
+#      champion, each with the cost model's prediction for the same calls and the live headroom shares
+#      -> OUT/NAME.live.json;
+#   6. OUT/summary.md (scripts/headroom_summary.py).
+# Workloads: grounded (prompt lookup on the 60 input-grounded prompts, greedy, 64 new tokens, torch), ngram
+# (prompt lookup on the first 100 general prompts, temperature 1, 48 new tokens, torch), spec_bench (prompt lookup on
+# the first SPEC_QUESTIONS questions of each Spec-Bench category, greedy, 48 new tokens per turn, torch).
+# Everything goes under OUT (results/headroom, git-ignored); a finished step's file is kept (remove it to redo it).
+# Options through the environment: PYTHON, MODELS, OUT, WORKLOADS (default "grounded"), GAMMA (6), POPULATION (300),
+# GENERATIONS (30), SEED (1), REPEATS (3), SPEC_QUESTIONS (8).
+OUT=${OUT:-results/headroom}
+source "$(dirname "$0")/smollm2_common.sh"
+GAMMA=${GAMMA:-6}
+POPULATION=${POPULATION:-300}
+GENERATIONS=${GENERATIONS:-30}
+SEED=${SEED:-1}
+REPEATS=${REPEATS:-3}
+SPEC_QUESTIONS=${SPEC_QUESTIONS:-8}
+read -r -a WORKLOADS <<< "${WORKLOADS:-grounded}"
+mkdir -p "$OUT/costs"
+fetch_model
+head -n 100 prompts/smollm2_prompts.txt > "$OUT/general.txt"
+if [ ! -f "$OUT/spec_bench.jsonl" ]; then  # the first SPEC_QUESTIONS questions of every category
+    "$PYTHON" - "$SPEC_QUESTIONS" "$OUT/spec_bench.jsonl" <<'PY'
+import json, sys
+cap, out, seen, rows = int(sys.argv[1]), sys.argv[2], {}, []
+for line in open("prompts/spec_bench/question.jsonl", encoding="utf-8"):
+    q = json.loads(line)
+    seen[q["category"]] = seen.get(q["category"], 0) + 1
+    if seen[q["category"]] <= cap:
+        rows.append(line if line.endswith("\n") else line + "\n")
+open(out, "w", encoding="utf-8").write("".join(rows))
+PY
+fi
+
+declare -A PROMPTS=([grounded]=prompts/grounded_prompts.txt [ngram]="$OUT/general.txt" [spec_bench]="$OUT/spec_bench.jsonl")
+declare -A SAMPLING=([grounded]="--temperature 0 --max-new-tokens 64" [ngram]="--temperature 1.0 --max-new-tokens 48"
+                     [spec_bench]="--temperature 0 --max-new-tokens 48")
+DRAFTER="--draft-ngram 3,1"
+
+costs="$OUT/costs/ngram.json"
+if [ ! -f "$costs" ]; then
+    stamp "cost file"
+    # shellcheck disable=SC2086
+    "$PYTHON" benchmark.py perf --write-costs "$costs" --harvest "$MODEL" $DRAFTER --gamma-max "$GAMMA" --threads 1 \
+        --cost-repeats 15 --backend torch > "$OUT/costs/ngram.log" 2>&1
+fi
+
+for name in "${WORKLOADS[@]}"; do
+    if [ ! -f "$OUT/$name/metadata.json" ]; then
+        stamp "harvest $name"
+        # shellcheck disable=SC2086
+        "$PYTHON" generate_data.py harvest --target "$MODEL" $DRAFTER --prompts "${PROMPTS[$name]}" --gamma "$GAMMA" \
+            ${SAMPLING[$name]} --seed 0 --batch-size 16 --threads 1 --no-progress --out "$OUT/$name" \
+            > "$OUT/$name.harvest.log" 2>&1
+    fi
+    if [ ! -f "$OUT/$name.champion.json" ]; then
+        stamp "search $name"
+        run=$("$PYTHON" -m evolve run --data "$OUT/$name" --out "$OUT/runs-$name" --evolve verify-length \
+              --objective tokens_per_second --costs "$costs" --gamma "$GAMMA" --length-weighting position \
+              --selection cv --population "$POPULATION" --generations "$GENERATIONS" --seed "$SEED" --no-progress \
+              | tail -n 1)
+        cp "$run/run.json" "$OUT/$name.run.json"
+        cp "$run/champion.json" "$OUT/$name.champion.json"
+    fi
+    for fmt in json txt; do
+        [ -f "$OUT/$name.bench.$fmt" ] && continue
+        stamp "benchmark $name ($fmt)"
+        "$PYTHON" benchmark.py --data "$OUT/$name" --split test --costs "$costs" --champion "$OUT/$name.champion.json" \
+            --repeats 1 --format "$([ $fmt = txt ] && echo table || echo json)" --output "$OUT/$name.bench.$fmt"
+    done
+    [ -f "$OUT/$name.logistic.json" ] || "$PYTHON" scripts/headroom_summary.py --logistic "$OUT/$name.bench.json" \
+        "$OUT/$name.logistic.json"
+    if [ ! -f "$OUT/$name.live.json" ]; then
+        fixed=$("$PYTHON" scripts/headroom_summary.py --tuned "$OUT/$name.bench.json")
+        stamp "live $name: $fixed"
+        # shellcheck disable=SC2086
+        "$PYTHON" benchmark.py live --target "$MODEL" $DRAFTER --prompts "${PROMPTS[$name]}" --data "$OUT/$name" \
+            --split test --gamma "$GAMMA" ${SAMPLING[$name]} --seed 0 --threads 1 --backend torch --no-progress \
+            --repeats "$REPEATS" --costs "$costs" --rule standard_rejection --rule "$fixed" \
+            --champion "$OUT/$name.logistic.json" --champion "$OUT/$name.champion.json" \
+            --format json --output "$OUT/$name.live.json" > "$OUT/$name.live.log" 2>&1
+    fi
+done
+"$PYTHON" scripts/headroom_summary.py --out "$OUT" "${WORKLOADS[@]}" > "$OUT/summary.md"
+cat "$OUT/summary.md"
