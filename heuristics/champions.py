@@ -51,6 +51,7 @@ import math
 import os
 import re
 import warnings
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -66,7 +67,6 @@ from evolve.kinds.registry import DEFAULT_KIND, kind_from_config, program_kind
 from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION, READABLE_VERSIONS
 from heuristics.baselines import BASELINES
 from heuristics.contract import Rule, python_source
-from heuristics.length_policies import STANDARD_VERIFIER_NAME
 from heuristics.published import PUBLISHED
 
 FORMAT = "specdec-evolve champion"
@@ -132,27 +132,19 @@ class Champion:
         return program_kind(self.kind)
 
     @property
-    def verifier(self) -> str | None:
-        """For a verification-length policy: what verified its drafts in its run (the run configuration's
-        ``verify_with`` in the provenance; None: the standard rule, or another kind)."""
-        if "verify_with" not in self.program_kind.setting_names:  # a kind whose runs do not read it
-            return None
-        spec = ((self.provenance or {}).get("config") or {}).get("verify_with")
-        return spec if isinstance(spec, str) and spec != STANDARD_VERIFIER_NAME else None
-
-    @property
-    def weighting(self) -> str | None:
-        """For a verification-length policy: how its run weighted the harvested blocks (the run configuration's
-        ``length_weighting``; None: ``call``, or another kind)."""
-        if "length_weighting" not in self.program_kind.setting_names:
-            return None
-        spec = ((self.provenance or {}).get("config") or {}).get("length_weighting")
-        return spec if isinstance(spec, str) and spec != "call" else None
+    def settings(self) -> tuple[tuple[str, str], ...]:
+        """The kind's own run settings its run set to other than their defaults (the run configuration in the
+        provenance, :attr:`evolve.kinds.base.ProgramKind.setting_names`), as (name, value) pairs:
+        :attr:`heuristics.contract.Rule.settings`."""
+        config = (self.provenance or {}).get("config") or {}
+        defaults = {f.name: f.default for f in dataclasses.fields(self.program_kind.settings)}
+        return tuple((name, config[name]) for name in self.program_kind.setting_names
+                     if isinstance(config.get(name), str) and config[name] != defaults[name])
 
     def rule(self) -> Rule:
         """The champion as an expression :class:`heuristics.contract.Rule` of its kind (not registered)."""
         return Rule(self.name, self.description, f"champion file {self.path}" if self.path else "evolved champion",
-                    expression=self.expression, kind=self.kind, verifier=self.verifier, weighting=self.weighting)
+                    expression=self.expression, kind=self.kind, settings=self.settings)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the file format (keys in the documented order)."""

@@ -63,10 +63,9 @@ class Rule:
             ``relaxation`` (the weight w of relaxed block verification; an expression over
             prefix-level features only), ``verify-length`` (a verification-length policy),
             ``tree-shape`` (children kept per draft-tree node) or a kind registered later.
-        verifier: for a ``verify-length`` rule, what verifies the drafts it sends
-            (:func:`heuristics.verifiers.verifier_parts`; None: the standard rule).
-        weighting: for a ``verify-length`` rule, how its run weighted the harvested blocks
-            (:func:`evolve.kinds.verify_length.eval_policy.block_cover`; None: ``call``).
+        settings: the kind's own run settings of the run that made the rule (:attr:`evolve.kinds.base.ProgramKind
+            .setting_names`), as (name, value) pairs of the values other than their defaults (a champion's
+            provenance records them; empty: every default), read by the kind's own code (:meth:`setting`).
     """
 
     name: str
@@ -77,8 +76,7 @@ class Rule:
     extra_columns: tuple[str, ...] = ()
     lossless: bool = False
     kind: str = DEFAULT_KIND.name
-    verifier: str | None = None
-    weighting: str | None = None
+    settings: tuple[tuple[str, str], ...] = ()
     _program: Program | None = field(default=None, init=False, repr=False)
     _nodes: list[Node] | None = field(default=None, init=False, repr=False)
     _compiled: Callable | None = field(default=None, init=False, repr=False)
@@ -99,6 +97,10 @@ class Rule:
             self.expression = to_string(self._nodes)
             self._program = compile_nodes(self._nodes)
 
+
+    def setting(self, name: str) -> str | None:
+        """The value of the kind's own run setting ``name`` its run set (:attr:`settings`), or None (its default)."""
+        return dict(self.settings).get(name)
     @property
     def nodes(self) -> list[Node] | None:
         """Prefix nodes of an expression rule (None for a function rule)."""

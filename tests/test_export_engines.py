@@ -262,12 +262,12 @@ def test_a_tree_is_tuned_among_the_engines_shapes(vocab_dataset, cost_file, tmp_
 def test_settings_are_weighted_as_the_champions_run(vocab_dataset, cost_file):
     import dataclasses
     champion = get_rule("confidence_threshold:h=0.4")
-    by_position = dataclasses.replace(champion, weighting="position")
+    by_position = dataclasses.replace(champion, settings=(("length_weighting", "position"),))
     fixed = get_rule("fixed_gamma:gamma=3")
     costs = load_costs(cost_file)
     call = Scorer(champion, vocab_dataset, costs)(fixed, "valid")[0]
     position = Scorer(by_position, vocab_dataset, costs)(fixed, "valid")[0]
-    assert position == Scorer(champion, vocab_dataset, costs)(dataclasses.replace(fixed, weighting="position"),
+    assert position == Scorer(champion, vocab_dataset, costs)(dataclasses.replace(fixed, settings=(("length_weighting", "position"),)),
                                                               "valid")[0]
     assert position != call
 

@@ -199,7 +199,8 @@ def test_a_column_the_lookup_drafter_cannot_give_is_refused(feature, tmp_path):
 def test_other_kinds_and_lossy_verifiers_are_refused():
     with pytest.raises(InputError, match="verification-length policy"):
         module_source(rule_named("standard_rejection"), "test")
-    lossy = Rule("lossy", "", "", expression="sub(2.5, draft_index)", kind="verify-length", verifier="fuzzy_sd:T=0.1")
+    lossy = Rule("lossy", "", "", expression="sub(2.5, draft_index)", kind="verify-length",
+                 settings=(("verify_with", "fuzzy_sd:T=0.1"),))
     with pytest.raises(InputError, match="verifies with"):
         module_source(lossy, "test")
 

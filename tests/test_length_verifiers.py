@@ -178,7 +178,7 @@ def test_policy_values_of_a_compiled_program_are_thresholds(splits):
 def test_an_exported_policy_names_its_verifier():
     from evolve.export.exporter import TARGETS, layout
 
-    policy = Rule("p", expression="sub(2.5, draft_index)", kind="verify-length", verifier="block_verification")
+    policy = Rule("p", expression="sub(2.5, draft_index)", kind="verify-length", settings=(("verify_with", "block_verification"),))
     text = TARGETS["numpy"](policy.name, policy.nodes, layout(policy), "test")
     namespace: dict = {}
     exec(compile(text, "exported", "exec"), namespace)  # noqa: S102 - the module the exporter wrote
@@ -201,8 +201,9 @@ def test_a_run_with_position_weighting_scores_its_champion_so(splits, tmp_path):
     assert got == res.champion.valid
     champ = Champion("c", expr, kind="verify-length", provenance={"config": {"length_weighting": "position"}})
     rule = champ.rule()
-    assert rule.weighting == "position"
-    assert Champion("d", expr, kind="verify-length", provenance={"config": {}}).rule().weighting is None
+    assert rule.setting("length_weighting") == "position"
+    plain = Champion("d", expr, kind="verify-length", provenance={"config": {}}).rule()
+    assert plain.setting("length_weighting") is None and plain.settings == ()
     fields, _ = length_scores(rule, splits["valid"], 1, 5, CHEAP)
     assert fields["verifier"] == got
     rows = {r.heuristic: r for r in competitor_rows(splits["valid"], 5, CHEAP, None, "valid", weighting="position")}

@@ -141,7 +141,7 @@ def test_a_fixed_length_policy_verified_by_block_verification_is_block_verificat
 
     engine = _engine(files, "skip_layers")
     policy = Rule("g", expression=f"sub({GAMMA - 0.5!r}, draft_index)", kind="verify-length",
-                  verifier="block_verification")
+                  settings=(("verify_with", "block_verification"),))
     decoded = decoder(policy)
     assert decoded.verify is BLOCK_VERIFICATION.verify
     for i in range(3):

@@ -210,9 +210,9 @@ class Layout:
     docstring of the module's function; ``decision``: the function returns the decision 1.0 where the
     program's value is > 0, else 0.0 (NaN: 0.0), rather than the clamped value; ``children``: it returns
     the number of children ceil(v) where v > 0, else 0.0 (NaN: 0.0; inf: every child), not clamped to
-    [0, 1]; ``verifier_header``: the
-    module names the rule's verifier (``VERIFIER = ...``, :attr:`heuristics.contract.Rule.verifier`). The
-    function is named ``kind.function_name``.
+    [0, 1]; ``setting_headers``: (constant, setting) pairs: the module names the kind's own run setting ``setting``
+    of the rule (:meth:`heuristics.contract.Rule.setting`, the setting's default where its run set none) as
+    ``CONSTANT = ...`` (a verification-length module's ``VERIFIER``). The function is named ``kind.function_name``.
     """
 
     kind: ProgramKind
@@ -222,7 +222,7 @@ class Layout:
     summary: str
     header: tuple[str, ...] = ()
     decision: bool = False
-    verifier_header: bool = False
+    setting_headers: tuple[tuple[str, str], ...] = ()
     children: bool = False
 
 

@@ -55,9 +55,12 @@ def layout(rule: Rule) -> Layout:
 
     Raises: InputError (:meth:`evolve.kinds.base.ProgramKind.refuse`) for a kind that cannot be exported.
     """
-    found = rule.program_kind.hook("export", "python -m evolve export", f"rule '{rule.name}'")
-    if found.verifier_header:  # the verifier its run used (the standard rule without one)
-        return dataclasses.replace(found, header=(*found.header, f"VERIFIER = {rule.verifier or 'standard_rejection'!r}"))
+    kind = rule.program_kind
+    found = kind.hook("export", "python -m evolve export", f"rule '{rule.name}'")
+    if found.setting_headers:  # the kind's own settings its run used (their defaults where it set none)
+        defaults = {f.name: f.default for f in dataclasses.fields(kind.settings)}
+        return dataclasses.replace(found, header=(*found.header, *(f"{const} = {rule.setting(name) or defaults[name]!r}"
+                                                                   for const, name in found.setting_headers)))
     return found
 
 

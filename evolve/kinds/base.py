@@ -50,7 +50,9 @@ class KindContext:
         fitness: the :class:`evolve.eval.evaluator.AcceptanceQualityFitness` of the per-token metrics.
         gamma: the draft length of the block metrics (None: not scored at a fixed draft length).
         costs: the :class:`evolve.eval.costs.Costs` that prices speedups and tokens per second.
-        settings: the kind's settings record (:attr:`ProgramKind.settings`) of the run, or of the champion scored.
+        settings: the kind's settings record (:attr:`ProgramKind.settings`) of the run the figures are for: the
+            search's run (``population``), or (``score``) the champion whose engine settings are tuned, whose run
+            settings a candidate rule without its own follows; None: the rule's own alone.
         cache_size: distinct programs a population scorer remembers (0: none).
         directory: the dataset directory (None: the data was given in memory); ``split`` its split's name.
     """

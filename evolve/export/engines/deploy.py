@@ -16,7 +16,6 @@ one step drafting and verifying gamma tokens (:meth:`evolve.eval.costs.Costs.ste
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -78,7 +77,7 @@ class Scorer:
     def __init__(self, rule: Rule, directory: str | os.PathLike, costs: Costs):
         self.directory, self.costs = directory, costs
         self.hook = rule.program_kind.hook("score", "python -m evolve export", f"rule '{rule.name}'")
-        self.weighting = rule.weighting
+        self.settings = rule.program_kind.settings(**dict(rule.settings))  # the champion's run's own settings
         self.data: dict[str, EvalData] = {}
         self.gamma = int(self.split(TUNE_SPLIT).block_length or 1)
 
@@ -89,12 +88,11 @@ class Scorer:
         return self.data[name]
 
     def __call__(self, rule: Rule, split: str) -> tuple[float, float]:
-        """(tokens per second, TV per token) of ``rule`` on ``split``, its blocks weighted as the champion's run
-        weighted them (:attr:`heuristics.contract.Rule.weighting`, when the champion's run set one)."""
-        if self.weighting is not None and rule.weighting is None:
-            rule = dataclasses.replace(rule, weighting=self.weighting)
+        """(tokens per second, TV per token) of ``rule`` on ``split``, scored for the champion's run: the kind's score
+        hook is given the champion's own run settings (:attr:`evolve.kinds.base.KindContext.settings`; a
+        verification-length setting then weights its blocks as the champion's run did)."""
         m = self.hook(rule, KindContext(lambda: self.split(split), AcceptanceQualityFitness(), self.gamma, self.costs,
-                                        directory=self.directory, split=split))
+                                        self.settings, directory=self.directory, split=split))
         rate = getattr(m, "tokens_per_second", None)
         if rate is None:
             rate = m.tokens_per_call / self.costs.step_seconds(self.gamma, self.gamma)

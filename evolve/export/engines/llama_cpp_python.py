@@ -47,8 +47,6 @@ COLUMN_VALUES: dict[str, str] = {
     "draft_index": "float(m)", "position": "float(start + m)",
     "lookup_len": "float(cols['lookup_len'][m])", "lookup_freq": "float(cols['lookup_freq'][m])",
 }
-#: Verifiers whose decision is llama-cpp-python's own under greedy decoding (lossless against a one-hot draft).
-LOSSLESS_VERIFIERS: tuple[str | None, ...] = (None, "standard_rejection", "block_verification")
 #: The export target's name (``python -m evolve export --to llama-cpp-python``).
 NAME = "llama-cpp-python"
 #: The llama-cpp-python version the module was checked against (its ``LlamaDraftModel`` and ``Llama.generate``).
@@ -147,9 +145,7 @@ def check_policy(rule: Rule) -> None:
                    if feature.startswith("draft_") else "not known before drafting")
             raise InputError(f"policy '{rule.name}' reads '{feature}', which the prompt-lookup drafter inside "
                              f"llama-cpp-python cannot give ({why}; it gives {', '.join(COLUMN_VALUES)})")
-    if rule.verifier not in LOSSLESS_VERIFIERS:
-        raise InputError(f"policy '{rule.name}' verifies with '{rule.verifier}'; llama-cpp-python verifies drafts "
-                         f"only by matching its own samples (standard_rejection under greedy decoding)")
+    ENGINE.support(rule.program_kind).exact(rule, None)  # the kind refuses what it cannot run here (a lossy verifier)
 
 
 def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_LOOKUP, gamma: int = 8) -> str:
@@ -241,5 +237,5 @@ def champion_module(spec: str, champions_dir: str | os.PathLike | None = None) -
                          Provenance(rule.name, rule.expression or "", source, rule.kind, True))
 
 
-__all__ = ["COLUMN_VALUES", "ENGINE", "LOSSLESS_VERIFIERS", "MAX_GAMMA", "NAME", "VERSION", "champion_module",
+__all__ = ["COLUMN_VALUES", "ENGINE", "MAX_GAMMA", "NAME", "VERSION", "champion_module",
            "check_policy", "module_source", "runs"]

@@ -14,6 +14,7 @@ import dataclasses
 import os
 from typing import Callable
 
+from evolve.errors import InputError
 from evolve.eval.costs import load_costs
 from evolve.eval.evaluator import EvalData
 from evolve.export.codegen import straight_line
@@ -50,7 +51,8 @@ def fixed_length_rule(length: int, block: bool = False) -> Rule:
     if not block:
         return rule
     return Rule(f"{rule.name},verify=block", rule.description + ", verified as a block", rule.source,
-                expression=rule.expression, lossless=True, kind=KIND.name, verifier=BLOCK_VERIFIER_NAME)
+                expression=rule.expression, lossless=True, kind=KIND.name,
+                settings=(("verify_with", BLOCK_VERIFIER_NAME),))
 
 
 def capped_confidence_rule(h: float, cap: int) -> Rule:
@@ -62,7 +64,7 @@ def capped_confidence_rule(h: float, cap: int) -> Rule:
 
 
 def _verified(rule: Rule) -> str:
-    verifier = rule.verifier or STANDARD_VERIFIER_NAME
+    verifier = rule.setting("verify_with") or STANDARD_VERIFIER_NAME
     return {STANDARD_VERIFIER_NAME: "token", BLOCK_VERIFIER_NAME: "block"}.get(verifier, "")
 
 
@@ -84,6 +86,10 @@ def _step_policy(engine: Engine) -> KindSupport:
     columns = engine.capabilities.step_columns
 
     def exact(rule: Rule, gamma: int | None) -> Setting | None:
+        verifier = rule.setting("verify_with")
+        if verifier not in (None, STANDARD_VERIFIER_NAME, BLOCK_VERIFIER_NAME):
+            raise InputError(f"policy '{rule.name}' verifies with '{verifier}'; {engine.title} verifies drafts only "
+                             f"by matching its own samples (standard_rejection under greedy decoding)")
         reads = straight_line(rule.nodes).features if rule.nodes is not None else ('?',)
         return Setting("the policy", rule, {}) if set(reads) <= set(columns) else None
 

@@ -71,7 +71,8 @@ class History:
 LENGTH_LAYOUT = Layout(KIND, "v", _length_docstring,
                        lambda target: "\n".join([target.columns, target.operators, HISTORY_HELPERS]),
                        "1.0 where the policy drafts one more token (its value > 0), else 0.0; see the module doc.",
-                       (f"KIND = {KIND.name!r}",), decision=True, verifier_header=True)
+                       (f"KIND = {KIND.name!r}",), decision=True,
+                       setting_headers=(("VERIFIER", "verify_with"),))
 
 
 __all__ = ["HISTORY_HELPERS", "LENGTH_LAYOUT"]

@@ -87,13 +87,13 @@ class PolicyHistory:
 
 def live_decoder(rule) -> ChainDecoder:
     """A verification-length policy decides live how many tokens to draft, one draft step at a time
-    (:func:`policy_keep`); the drafts are verified by the verifier of its run (``rule.verifier``:
+    (:func:`policy_keep`); the drafts are verified by the verifier of its run (its setting ``verify_with``:
     :func:`heuristics.verifiers.verifier_parts`; the standard rule without one), decoded as its kind's ``live`` hook
     decodes it (block verification: :data:`evolve.live.decoding.BLOCK_VERIFICATION`).
 
     Raises: InputError for a verifier no kind decodes live, or one reading a feature live decoding does not compute.
     """
-    _, verifier, block = verifier_parts(rule.verifier)
+    _, verifier, block = verifier_parts(rule.setting("verify_with"))
     if verifier is not None:
         verifying = verifier.program_kind.hook("live", "python benchmark.py live", f"rule '{verifier.name}'")(verifier)
     elif block:

@@ -27,8 +27,11 @@ def population(context: KindContext) -> LengthPopulationEvaluator:
 def score(rule, context: KindContext) -> LengthMetrics:
     """One policy's :class:`evolve.kinds.verify_length.eval_policy.LengthMetrics` under the context's costs with
     longest draft ``gamma``, its drafts verified by its own run's verifier and its blocks weighted by its run's
-    weighting (the rule's, :func:`check_policy_settings`)."""
+    weighting (the rule's, :func:`check_policy_settings`; a rule whose run set no weighting follows the context's
+    settings, the run the figures are for)."""
     verifier, weighting = check_policy_settings(rule)
+    if rule.setting("length_weighting") is None and context.settings is not None:
+        weighting = context.settings.length_weighting
     scorer = LengthPopulationEvaluator(context.split_data(), gamma=context.gamma, cache_size=0, costs=context.costs,
                                        verifier=verifier, weighting=weighting)
     return scorer.evaluate([rule.program])[0]

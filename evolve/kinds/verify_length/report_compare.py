@@ -51,14 +51,15 @@ NOTES = {"length_oracle": "bound: the best lengths knowing each block's outcome 
 
 def length_verifier_of(rule: Rule | None) -> LengthVerifier:
     """The :class:`evolve.kinds.verify_length.eval_policy.LengthVerifier` of a verification-length rule's ``verifier``
-    (None or no rule: the standard rule). Raises InputError naming the rule's source (its champion file) and
+    setting ``verify_with`` (none or no rule: the standard rule). Raises InputError naming the rule's source (its champion file) and
     ``provenance.config.verify_with`` for a verifier that does not resolve here."""
-    if rule is None or rule.verifier is None:
+    spec = None if rule is None else rule.setting("verify_with")
+    if spec is None:
         return STANDARD_VERIFIER
     try:
-        return verifier_from_parts(*verifier_parts(rule.verifier))
+        return verifier_from_parts(*verifier_parts(spec))
     except InputError as exc:
-        raise InputError(f"{rule.source or rule.name}: key 'provenance.config.verify_with' is {rule.verifier!r}: "
+        raise InputError(f"{rule.source or rule.name}: key 'provenance.config.verify_with' is {spec!r}: "
                          f"{exc.message}") from None
 
 
@@ -70,10 +71,11 @@ def check_policy_settings(rule: Rule) -> tuple[LengthVerifier, str]:
 
     Raises: InputError naming the rule's source (its champion file), the key and the value.
     """
-    if rule.weighting is not None and rule.weighting not in WEIGHTINGS:
+    weighting = rule.setting("length_weighting")
+    if weighting is not None and weighting not in WEIGHTINGS:
         raise InputError(f"{rule.source or rule.name}: key 'provenance.config.length_weighting' is "
-                         f"{rule.weighting!r}, not a block weighting (choose from {', '.join(WEIGHTINGS)})")
-    return length_verifier_of(rule), rule.weighting or DEFAULT_WEIGHTING
+                         f"{weighting!r}, not a block weighting (choose from {', '.join(WEIGHTINGS)})")
+    return length_verifier_of(rule), weighting or DEFAULT_WEIGHTING
 
 
 def length_scores(rule: Rule, data: EvalData, repeats: int, gamma: int, costs: Costs) -> tuple[dict, float]:
