@@ -19,7 +19,10 @@ import pytest
 from click.testing import CliRunner
 
 from evolve.cli.errors import CliCommand, CliGroup, flag_of
-from evolve.cli.types import LAYER_LIST, WINDOW, CommaList
+from evolve.cli.drafters import value_type
+from evolve.cli.types import LAYER_LIST, CommaList
+
+WINDOW = value_type("pair", "SINK,RECENT")  # --draft-window's type
 from evolve.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

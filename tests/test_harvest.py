@@ -21,7 +21,10 @@ pytest.importorskip("scipy.stats")
 
 from evolve.errors import InputError  # noqa: E402
 from evolve.harvest import loop as hv  # noqa: E402
-from evolve.cli.types import LAYER_LIST, WINDOW  # noqa: E402
+from evolve.cli.drafters import value_type  # noqa: E402
+from evolve.cli.types import LAYER_LIST  # noqa: E402
+
+WINDOW = value_type("pair", "SINK,RECENT")  # --draft-window's type
 from evolve.traces.io import SPLITS, load_dataset, load_metadata  # noqa: E402
 
 from harvest_helpers import (  # noqa: E402

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from evolve.cli.bounds import MAX_REPLICATES
 from evolve.cli.errors import CliCommand
 from evolve.cli.output import FORMAT_BY_SUFFIX, echo_outputs, output_options
 from evolve.eval.bootstrap import MIN_REPLICATES
@@ -25,7 +26,7 @@ from evolve.report.trees import FORMATS, bootstrap_caveats
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Cost file (benchmark.py perf --write-costs; a tree of n nodes costs a target forward of n + 1 tokens) "
                    "[default: flat verification, drafts at 0.05 of a target step].")
-@click.option("--bootstrap", type=click.IntRange(0, 100_000), default=0, show_default=True, metavar="N",
+@click.option("--bootstrap", type=click.IntRange(0, MAX_REPLICATES), default=0, show_default=True, metavar="N",
               help="Add each row's tokens per second over the fixed_width row's, with a 95% interval from N paired "
                    f"bootstrap replicates over the split's texts (seeded; 0: none; else N >= {MIN_REPLICATES}, one "
                    "replicate in each 2.5% tail; a split of fewer than 10 texts gets a caveat).")

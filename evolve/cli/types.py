@@ -145,7 +145,5 @@ class LayerSpan(click.ParamType):
 
 #: ``--draft-skip-layers``: ``2,4,6-9`` -> sorted unique 0-based layer indices.
 LAYER_LIST = CommaList(LayerSpan(), unique_sorted=True, metavar="LIST")
-#: ``--draft-window``: ``SINK,RECENT`` -> two integers (their lower bounds are checked by the harvest config).
-WINDOW = CommaList(click.IntRange(max=VALUE_LIMITS["pair"]), length=2, metavar="SINK,RECENT")
 
-__all__ = ["CommaList", "LayerSpan", "LAYER_LIST", "WINDOW"]
+__all__ = ["CommaList", "LayerSpan", "LAYER_LIST"]

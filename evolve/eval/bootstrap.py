@@ -33,12 +33,13 @@ MIN_REPLICATES = math.ceil(2.0 / (1.0 - COVERAGE) - 1e-9)
 MIN_GROUPS = 10
 
 
-def check_replicates(replicates: int, option: str = "--bootstrap") -> None:
-    """Refuse a replicate count that cannot give a :data:`COVERAGE` percentile interval: InputError (one line naming
-    ``option`` and the value) unless ``replicates`` is an integer >= :data:`MIN_REPLICATES`."""
+def check_replicates(replicates: int, param: str = "bootstrap") -> None:
+    """Refuse a replicate count that cannot give a :data:`COVERAGE` percentile interval: InputError (one line with
+    the value; ``param`` the parameter that carries it, which the command line names as its option) unless
+    ``replicates`` is an integer >= :data:`MIN_REPLICATES`."""
     if isinstance(replicates, bool) or not isinstance(replicates, (int, np.integer)) or replicates < MIN_REPLICATES:
-        raise InputError(f"{option} {replicates!r}: a {COVERAGE:.0%} percentile interval needs at least "
-                         f"{MIN_REPLICATES} bootstrap replicates (one in each {(1 - COVERAGE) / 2:.1%} tail)")
+        raise InputError(f"a {COVERAGE:.0%} percentile interval needs at least {MIN_REPLICATES} bootstrap replicates "
+                         f"(one in each {(1 - COVERAGE) / 2:.1%} tail; value {replicates!r})", param=param)
 
 
 def interval_caveat(groups: np.ndarray, what: str = "texts") -> str | None:
