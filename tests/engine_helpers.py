@@ -135,7 +135,7 @@ def block(setting: Setting) -> bool:
         return False
     if rule.kind == "relaxation":
         return constant_value(rule, layout(rule)) == 0.0
-    return rule.verifier == BLOCK_VERIFIER_NAME
+    return rule.setting("verify_with") == BLOCK_VERIFIER_NAME
 
 
 def length_at(schedule: tuple, batch: int) -> int:
