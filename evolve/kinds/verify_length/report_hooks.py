@@ -30,7 +30,8 @@ COMPARE = KindScorer(missing, scores, competitors=comparison_competitors, note=w
 #: What ``benchmark.py``'s caption says about verification-length rows.
 CAPTION = ("Verification-length policies (rows of role policy: best_fixed_gamma, confidence_threshold,"
            " survival_prefix, and verify-length champions) verify a variable number of drafts per call;"
-           " their Tok/s uses their own expected seconds per call; length_oracle is a bound, not a"
+           " their Speedup (and Tok/s under a cost file) uses their own expected seconds per call;"
+           " length_oracle is a bound, not a"
            " policy (the best lengths knowing each block's outcome). {names}: drafts verified by the"
            " verifier of their run (a champion's verify_with; the competitors: the first policy's,"
            " else the standard rule).")
