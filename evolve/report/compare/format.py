@@ -237,13 +237,15 @@ def format_json(comparison: Comparison) -> str:
     rule has a fitness), ``concurrency`` (:func:`evolve.commands.compare.concurrency.concurrency_rows`;
     null without ``--concurrency``) and ``schedules`` (per split, the per-batch-size schedule of fixed lengths:
     ``ranges`` as [start, end, draft length], end null for no upper end, and the split it was ``tuned_on``;
-    empty without ``--concurrency``)."""
+    empty without ``--concurrency``) and ``data`` (per split scored, its records file ``source`` and that file's
+    ``sha256``, so a reader of the file can tell which dataset it scored)."""
     verdict = compute_verdict(comparison)
     schedules = {split: {"ranges": [list(r) for r in found["schedule"]], "tuned_on": found["tuned_on"]}
                  for split, found in comparison.schedules.items()}
+    data = {s: {"source": comparison.sources.get(s), "sha256": comparison.digests.get(s)} for s in comparison.splits}
     return json.dumps({"rows": [{k: finite_value(v) for k, v in row.to_dict().items()} for row in comparison.rows],
                        "verdict": None if verdict is None else verdict.to_dict(),
-                       "concurrency": comparison.concurrency, "schedules": schedules}, indent=2) + "\n"
+                       "concurrency": comparison.concurrency, "schedules": schedules, "data": data}, indent=2) + "\n"
 
 
 FORMATTERS = {"table": format_table, "csv": format_csv, "json": format_json, "markdown": format_markdown}
