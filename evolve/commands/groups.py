@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evolve.commands.run_context import RunContext, made_on, run_context, same_costs, subset_source
+from evolve.commands.run_context import RunContext, check_readable, differing_file, run_context, same_costs, subset_source
 from evolve.errors import InputError, printable
 from evolve.report.groups import COLUMNS
 from evolve.report.spec_bench import groups_of
@@ -99,8 +99,12 @@ def _rows(path: Path) -> list[dict]:
 def _bench_of(path: Path, data: Path) -> None:
     """Refuse a benchmark that records another test split than ``data``'s (its ``data.test.sha256``)."""
     bench = read_json(path)
-    recorded = ((bench.get("data") or {}).get("test") or {}) if isinstance(bench, dict) else {}
-    digest = recorded.get("sha256") if isinstance(recorded, dict) else None
+    data_key = bench.get("data") if isinstance(bench, dict) else None
+    recorded = data_key.get("test") if isinstance(data_key, dict) else None
+    if data_key is not None and not (isinstance(data_key, dict) and isinstance(recorded, (dict, type(None)))):
+        raise InputError(f"{path}: key 'data' must be an object of {{split: {{source, sha256}}}} (a benchmark's JSON)")
+    recorded = recorded or {}
+    digest = recorded.get("sha256")
     test = split_path(data, "test")
     if isinstance(digest, str) and test is not None and sha256_path(test) != digest:
         raise InputError(f"{path}: a benchmark of another test split ({recorded.get('source')}) than {test}; "
@@ -166,10 +170,15 @@ def _group(d: Path, single: tuple[Path, Any, RunContext, Any], sources: dict[Pat
     rule, ctx = _champion(d / GROUP_FILE, "the group's champion: its search's champion.json")
     group = (d / GROUP_FILE, rule, ctx, _seed(d / GROUP_FILE))
     _same_run(single, group)
-    if not made_on(data, ctx):
-        raise InputError(f"{d / GROUP_FILE} was evolved on {ctx.data_dir}, not on the group's dataset {data}")
-    if not made_on(data, single[2]):
-        raise InputError(f"{data} is not a subset of the dataset {single[0]} was evolved on ({single[2].data_dir})")
+    other = differing_file(data, ctx)
+    if other is not None:
+        check_readable(data)  # a damaged file is named by its reader
+        raise InputError(f"{d / GROUP_FILE} was evolved on {ctx.data_dir}, not on the group's dataset {data} ({other} "
+                         f"has another SHA-256 than the split its run read)")
+    other = differing_file(data, single[2])
+    if other is not None:
+        raise InputError(f"{data} is not a subset of the dataset {single[0]} was evolved on ({single[2].data_dir}; "
+                         f"{other} differs)")
     source = subset_source(data)
     if source is not None:
         for other, seen in sources.items():

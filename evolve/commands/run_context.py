@@ -126,17 +126,40 @@ def subset_source(data_dir: str | os.PathLike) -> Path | None:
 def made_on(data_dir: str | os.PathLike, context: RunContext) -> bool:
     """Whether ``data_dir`` is the dataset ``context``'s run read, or a subset of it (module doc). True when the
     champion records no digests (nothing to check)."""
+    return differing_file(data_dir, context) is None
+
+
+def differing_file(data_dir: str | os.PathLike, context: RunContext) -> Path | None:
+    """None when ``data_dir`` is the dataset ``context``'s run read or a subset of it (:func:`made_on`); else the
+    first split file of ``data_dir`` whose digest is not the recorded one (the directory when it has no such file)."""
     if not context.sha256:
-        return True
-    here = Path(data_dir)
+        return None
+    here = first = Path(data_dir)
     for _ in range(MAX_SUBSET_DEPTH):
         if dataset_digests(here) == context.sha256:
-            return True
+            return None
         source = subset_source(here)
         if source is None or not source.is_dir() or source.resolve() == here.resolve():
-            return False
+            break
         here = source
-    return False
+    found = dataset_digests(first)
+    for s in RUN_SPLITS:
+        if found[s] != context.sha256.get(s):
+            return split_path(first, s) or first
+    return first
+
+
+def check_readable(data_dir: str | os.PathLike) -> None:
+    """Read the splits a run reads of ``data_dir`` (and their tree tables where it holds them) with their loaders.
+    Raises: their InputError, naming the damaged file (:func:`evolve.traces.io.load_split`,
+    :func:`evolve.traces.tree_tables.load_trees`)."""
+    from evolve.traces.io import load_split
+    from evolve.traces.tree_tables import load_trees, tree_path
+
+    for s in RUN_SPLITS:
+        load_split(data_dir, s)
+        if tree_path(data_dir, s).is_file():
+            load_trees(data_dir, s)
 
 
 def _named(context: RunContext) -> str:
@@ -169,11 +192,13 @@ def resolve_data(given: str | os.PathLike | None, found: Sequence[RunContext], d
     if not Path(given).is_dir():  # the loader says what is missing
         return given
     for c in found:
-        if not made_on(given, c):
+        other = differing_file(given, c)
+        if other is not None:
+            check_readable(given)  # a damaged file is named by its reader, not taken for another dataset
             where = f", {c.data_dir}" if c.data_dir else ""
-            raise InputError(f"{given} is not the dataset {_named(c)} was evolved on{where}: its train and valid "
-                             f"splits have other digests and it is no subset of that one; score the champion on its "
-                             f"own dataset", param=param)
+            raise InputError(f"{given} is not the dataset {_named(c)} was evolved on{where}: {other} has another "
+                             f"SHA-256 than the split its run read (changed since, or another dataset's), and {given} "
+                             f"is no subset of that dataset; score the champion on its own dataset", param=param)
     return given
 
 
@@ -251,5 +276,6 @@ def resolve_costs(given: str | os.PathLike | None, found: Sequence[RunContext], 
 
 
 __all__ = ["RunContext", "RUN_SPLITS", "run_context", "contexts", "dataset_digests", "subset_source", "made_on",
+           "differing_file", "check_readable",
            "resolve_data",
            "resolve_gamma", "resolve_costs", "same_costs"]
