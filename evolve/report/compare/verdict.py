@@ -348,17 +348,21 @@ def never_drafts(row: Row) -> bool:
 
 def speed_next_steps(champ: Row, info: Mapping[str, Any]) -> tuple[str, ...]:
     """What to try next when a champion judged by speed does not win or never drafts (each line at most 100
-    characters): :data:`PLAIN_NEXT_STEPS` for a champion that never drafts, else a longer search of its own kind
-    and objective under a cost file measured on the backend deployed."""
+    characters but the paths): :data:`PLAIN_NEXT_STEPS` for a champion that never drafts, else a longer search of
+    its own kind and objective on its run's dataset, at its run's gamma, under its run's cost file (``info``:
+    :func:`champion_records`; a cost file measured on the backend deployed)."""
     if never_drafts(champ):
         return PLAIN_NEXT_STEPS
     kind = champ.program_kind if isinstance(champ.program_kind, str) else "KIND"
     objective = info.get("objective") if isinstance(info.get("objective"), str) else "tokens_per_second"
+    run = [f"--{key.replace('_', '-')} {info[key]}" for key in ("data", "gamma") if info.get(key) is not None]
+    costs = info.get("costs") or "FILE"
     return (
         "next: a longer search (more programs, more generations) may find a policy ahead of the winner:",
         f"  python -m evolve run --evolve {kind[:20]} --objective {objective[:30]} \\",
-        "    --costs FILE --population 300 --generations 30",
-        "  (FILE: measured on the backend you deploy, python benchmark.py perf --write-costs FILE)",
+        *([f"    {' '.join(run)} \\"] if run else []),
+        f"    --costs {costs} --population 300 --generations 30",
+        "  (a cost file measured on the backend you deploy: python benchmark.py perf --write-costs FILE)",
     )
 
 
@@ -371,14 +375,24 @@ def _needs_next_steps(champ: Row, ref: Row | None, info: Mapping[str, Any]) -> b
     return info.get("objective") in FITNESS_OBJECTIVES
 
 
+def _run_settings(prov: Mapping[str, Any], config: Mapping[str, Any], reads_gamma: bool) -> dict[str, Any]:
+    """The run's dataset (``data``), ``gamma`` (None for a kind that reads none) and cost file (``costs``; None: the
+    built-in model) as its champion's provenance records them (None where it does not)."""
+    data, costs = prov.get("data_dir"), config.get("costs")
+    gamma = config.get("gamma") if reads_gamma else None
+    return {"data": data if isinstance(data, str) and data else None,
+            "gamma": gamma if type(gamma) is int else None,
+            "costs": costs if isinstance(costs, str) and costs not in ("", "default") else None}
+
+
 def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str, Any]]:
     """What the champion file of each champion entry records for the verdict, by row label.
 
     ``labelled`` maps row labels to entries; for each entry of role ``champion`` whose file can
     be found (a ``--champion`` file, or the file of that name in a champions directory) the result
     holds ``path``, ``objective``, ``champion_source`` (from its provenance: ``evolved`` or
-    ``seeded:NAME``; None for files that do not record it) and ``tv_budget`` (its run's, from the provenance's
-    ``config``; None when not recorded). A file that cannot be read again is
+    ``seeded:NAME``; None for files that do not record it), ``tv_budget`` (its run's, from the provenance's
+    ``config``; None when not recorded) and its run's ``data``, ``gamma`` and ``costs`` (:func:`_run_settings`). A file that cannot be read again is
     left out: the verdict then reasons from the row alone.
     """
     from evolve.errors import InputError
@@ -407,7 +421,8 @@ def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str
                     out[label] = {"path": str(path), "objective": champ.objective,
                                   "champion_source": source if isinstance(source, str) else None,
                                   "tv_budget": budget if isinstance(budget, (int, float))
-                                  and not isinstance(budget, bool) else None}
+                                  and not isinstance(budget, bool) else None,
+                                  **_run_settings(prov, config, champ.program_kind.reads_gamma)}
                     break
         except (InputError, OSError, ValueError):
             continue
