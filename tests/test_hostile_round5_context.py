@@ -174,6 +174,24 @@ def test_a_subset_of_the_champions_dataset_is_its_dataset(w, tmp_path):
     assert not made_on(sub, ctx)
 
 
+def test_a_dataset_of_the_test_split_alone_is_checked_by_its_metadata(w, tmp_path):
+    """A dataset holding the test split alone cannot be checked by its train and valid digests: its metadata must
+    say it was made as the champion's dataset was (generator, version, seed, configuration)."""
+    from evolve.commands.run_context import made_on, run_context
+
+    ctx = run_context(w.vl)
+    for name, d in (("same", w.data), ("other", w.other_data)):
+        alone = tmp_path / name
+        alone.mkdir()
+        meta = json.loads((d / "metadata.json").read_text())
+        meta.pop("files", None)  # the test split alone: no record of the files it does not hold
+        (alone / "metadata.json").write_text(json.dumps(meta))
+        shutil.copy(d / "test.parquet", alone / "test.parquet")
+        assert made_on(alone, ctx) == (name == "same")
+    res = CliRunner().invoke(benchmark_cli, ["--data", str(tmp_path / "other"), "--champion", str(w.vl)])
+    assert res.exit_code == 2 and str(tmp_path / "other" / "metadata.json") in res.stderr
+
+
 def test_trees_takes_the_champions_dataset_and_cost_file(w, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     res = _ok(benchmark_cli, ["trees", "--champion", w.ts])

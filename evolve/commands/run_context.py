@@ -15,8 +15,9 @@ Rules (the same in every command):
 * **dataset**: without a dataset given, the one the champions were evolved on (every champion naming one must name
   the same); a dataset given (or that one) must be the champion's: its train and valid splits have the recorded
   digests, or it is a subset of such a dataset (``generate_data.py subset`` records its source directory,
-  ``subset.of``, which must still be there; a subset of a subset is followed to its source). Else refused in one
-  line naming both directories.
+  ``subset.of``, which must still be there; a subset of a subset is followed to its source), or, holding the test
+  split alone, its metadata says it was made as the champion's (the same generator, version, seed and
+  configuration). Else refused in one line naming both directories and the file that differs.
 * **gamma**: without one given, the champions' own (all equal); a different one given is refused naming both.
 * **cost file**: without one given, the champions' own (the same file, or files of the same content); a different
   one given is refused naming both; the recorded file gone while none is given is refused (its measurements cannot
@@ -38,6 +39,10 @@ from evolve.traces.io import METADATA_FILE, split_path
 RUN_SPLITS = ("train", "valid")
 #: How many ``subset.of`` links are followed from a dataset to its source.
 MAX_SUBSET_DEPTH = 8
+#: What a run records of how its dataset was made (``provenance.data``), and the key of the dataset's
+#: ``metadata.json`` each comes from (:func:`evolve.search.rundir.dataset_info`).
+GENERATOR_KEYS = {"generator": "generator", "generator_version": "generator_version", "seed": "seed",
+                  "generator_config": "config"}
 #: The ``costs`` setting of a run that read no cost file (the built-in flat model).
 DEFAULT_COSTS_SETTING = "default"
 
@@ -47,13 +52,15 @@ class RunContext:
     """What a champion file records of its run: ``champion`` the file; ``data_dir`` the run's data directory as
     recorded (None: not recorded); ``sha256`` {split: digest} of its train and valid splits (empty: not recorded);
     ``gamma`` the draft length its run read (None: its run read none); ``costs`` the cost file its run read (None:
-    none, or the built-in model)."""
+    none, or the built-in model); ``generator`` what the run's dataset's metadata said of how it was made
+    (:data:`GENERATOR_KEYS`)."""
 
     champion: Path
     data_dir: str | None = None
     sha256: dict[str, str] = field(default_factory=dict)
     gamma: int | None = None
     costs: str | None = None
+    generator: dict[str, Any] = field(default_factory=dict)
 
 
 def _objective(name: Any):
@@ -91,7 +98,8 @@ def run_context(path: str | os.PathLike) -> RunContext:
     if not isinstance(costs, str) or costs in ("", DEFAULT_COSTS_SETTING) or objective is None \
             or not objective.reads_costs:
         costs = None
-    return RunContext(file, data_dir, sha if len(sha) == len(RUN_SPLITS) else {}, gamma, costs)
+    made = {key: data[key] for key in GENERATOR_KEYS if key in data}
+    return RunContext(file, data_dir, sha if len(sha) == len(RUN_SPLITS) else {}, gamma, costs, made)
 
 
 def contexts(champions: Iterable[str | os.PathLike]) -> list[RunContext]:
@@ -143,10 +151,26 @@ def differing_file(data_dir: str | os.PathLike, context: RunContext) -> Path | N
             break
         here = source
     found = dataset_digests(first)
+    if all(v is None for v in found.values()) and split_path(first, "test") is not None:
+        return None if same_generator(first, context) else first / METADATA_FILE  # the test split alone
     for s in RUN_SPLITS:
         if found[s] != context.sha256.get(s):
             return split_path(first, s) or first
     return first
+
+
+def same_generator(data_dir: str | os.PathLike, context: RunContext) -> bool:
+    """Whether the ``metadata.json`` of ``data_dir`` (a dataset of the test split alone, whose train and valid
+    digests cannot be checked) says it was made as the champion's run's dataset was (:data:`GENERATOR_KEYS`: the
+    generator, its version, seed and configuration); False when either records nothing to compare."""
+    try:
+        meta = json.loads((Path(data_dir) / METADATA_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(meta, dict) or "generator" not in context.generator:
+        return False
+    return all(meta.get(theirs) == context.generator.get(ours) for ours, theirs in GENERATOR_KEYS.items()
+               if ours in context.generator)
 
 
 def check_readable(data_dir: str | os.PathLike) -> None:
@@ -157,7 +181,8 @@ def check_readable(data_dir: str | os.PathLike) -> None:
     from evolve.traces.tree_tables import load_trees, tree_path
 
     for s in RUN_SPLITS:
-        load_split(data_dir, s)
+        if split_path(data_dir, s) is not None:
+            load_split(data_dir, s)
         if tree_path(data_dir, s).is_file():
             load_trees(data_dir, s)
 
@@ -276,6 +301,6 @@ def resolve_costs(given: str | os.PathLike | None, found: Sequence[RunContext], 
 
 
 __all__ = ["RunContext", "RUN_SPLITS", "run_context", "contexts", "dataset_digests", "subset_source", "made_on",
-           "differing_file", "check_readable",
+           "differing_file", "check_readable", "same_generator", "GENERATOR_KEYS",
            "resolve_data",
            "resolve_gamma", "resolve_costs", "same_costs"]

@@ -321,7 +321,8 @@ def _speed_verdict(comparison: Comparison, split: str, measures: list[str]) -> V
     if len(measures) > 1:
         others = ", ".join(MEASURE_WORDS.get(m, m) for m in measures[1:])
         text += f" (other champions optimise {others}: see their columns)"
-    hint = speed_next_steps(champ, info) if champ is not winner or never_drafts(champ) else ()
+    hint = speed_next_steps(champ, info) if measure in PRICED_MEASURES and (
+        champ is not winner or never_drafts(champ)) else ()
     if hint:
         text = "\n".join([*hint, text])
     runner_up = None
@@ -330,6 +331,9 @@ def _speed_verdict(comparison: Comparison, split: str, measures: list[str]) -> V
                    info.get("champion_source"), reason, text, hint)
 
 
+#: The speed measures whose champions (verification-length policies, tree shapes: evolved for tokens per second) get
+#: what to try next (a per-token rule evolved for tokens per call gets none: its verdict names its objective).
+PRICED_MEASURES = frozenset({"tokens_per_second", "speedup"})
 #: What the verdict adds to the name of a row that never drafts.
 PLAIN = " (plain decoding: it never drafts)"
 #: The lines before a speed verdict whose champion never drafts.
@@ -355,14 +359,18 @@ def speed_next_steps(champ: Row, info: Mapping[str, Any]) -> tuple[str, ...]:
         return PLAIN_NEXT_STEPS
     kind = champ.program_kind if isinstance(champ.program_kind, str) else "KIND"
     objective = info.get("objective") if isinstance(info.get("objective"), str) else "tokens_per_second"
+    from evolve.eval.objectives import OBJECTIVES
+
     run = [f"--{key.replace('_', '-')} {info[key]}" for key in ("data", "gamma") if info.get(key) is not None]
-    costs = info.get("costs") or "FILE"
+    priced = getattr(OBJECTIVES.get(objective), "reads_costs", False)
+    costs = f"--costs {info.get('costs') or 'FILE'} " if priced else ""
     return (
         "next: a longer search (more programs, more generations) may find a policy ahead of the winner:",
         f"  python -m evolve run --evolve {kind[:20]} --objective {objective[:30]} \\",
         *([f"    {' '.join(run)} \\"] if run else []),
-        f"    --costs {costs} --population 300 --generations 30",
-        "  (a cost file measured on the backend you deploy: python benchmark.py perf --write-costs FILE)",
+        f"    {costs}--population 300 --generations 30",
+        *(["  (a cost file measured on the backend you deploy: python benchmark.py perf --write-costs FILE)"]
+          if priced else []),
     )
 
 
@@ -430,5 +438,5 @@ def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str
 
 
 __all__ = ["BOUNDS", "FITNESS_OBJECTIVES", "MEASURE", "MEASURE_WORDS", "NEXT_STEPS", "OBJECTIVE_MEASURES", "PLAIN",
-           "PLAIN_NEXT_STEPS", "Verdict", "champion_measure", "champion_records", "compute_verdict", "never_drafts",
+           "PLAIN_NEXT_STEPS", "PRICED_MEASURES", "Verdict", "champion_measure", "champion_records", "compute_verdict", "never_drafts",
            "priced_measure", "speed_next_steps", "verdict_split"]
