@@ -56,10 +56,13 @@ def test_evolve_commands(runs, tmp_path):
 @pytest.mark.parametrize("extra", [[], ["--costs", COSTS], ["--gamma", 3]])
 def test_benchmark_table(vocab_dataset, runs, extra):
     args = ["--data", vocab_dataset, "--repeats", 1, *extra]
-    for run_dir in runs.values():
-        if run_dir is not runs["tree-shape"]:
+    for kind, run_dir in runs.items():
+        if kind == "threshold" or kind == "verify-length" and "--gamma" not in extra:  # evolved at gamma 5
             args += ["--champion", run_dir / "champion.json"]
     _check(_benchmark(*args), f"benchmark.py {extra}")
+    if "--gamma" in extra:  # another gamma than a policy's run's is refused (one line, naming the long paths)
+        res = _benchmark(*args, "--champion", runs["verify-length"] / "champion.json")
+        assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1, res.output
 
 
 @pytest.mark.parametrize("args", [

@@ -57,13 +57,17 @@ class _OneLineErrors:
 
     Args (besides click's): ``aliases``, {lower-layer parameter: the command's parameter name};
     ``inputs``, the parameters whose values may be paths the command reads although their type is not a
-    :class:`click.Path` (a name or a file: ``--costs`` of ``run``, ``--target``).
+    :class:`click.Path` (a name or a file: ``--costs`` of ``run``, ``--target``); ``references``, {parameter:
+    function(path) -> [(what, path)]}: the files the value of a parameter names, which the command reads through it
+    (:func:`evolve.cli.inventory.references_of`; the parameters of :data:`evolve.cli.inventory.REFERENCES` need none).
     """
 
-    def __init__(self, *args, aliases: dict[str, str] | None = None, inputs: tuple[str, ...] = (), **kwargs):
+    def __init__(self, *args, aliases: dict[str, str] | None = None, inputs: tuple[str, ...] = (),
+                 references: dict | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.aliases = dict(aliases or {})
         self.inputs = tuple(inputs)
+        self.references = dict(references or {})
 
     def invoke(self, ctx: click.Context):
         try:

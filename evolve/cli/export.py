@@ -5,8 +5,10 @@ TARGET is an array library (``numpy``, ``torch``: the module text of :mod:`evolv
 ``math`` and the chosen library) or an engine (:data:`evolve.export.engines.registry.ENGINES`: vLLM, SGLang,
 TensorRT-LLM, llama.cpp, transformers; the file the engine reads, :mod:`evolve.export.engines.deploy`, at the checked
 engine version ``--engine-version`` names, default the newest). An engine that cannot express the champion exactly
-refuses in one line unless ``--data`` and ``--costs`` are given; then its best expressible setting, tuned on the valid
-split, is written and the gap on the test split is printed (to stdout with ``--output``, else to stderr). The file
+refuses in one line unless ``--data`` and ``--costs`` are given, or the champion file records the dataset and the cost
+file its run read (:mod:`evolve.commands.run_context`); then its best expressible setting, tuned on the valid split
+at the champion's run's gamma, is written and the gap on the test split is printed (to stdout with ``--output``, else
+to stderr). A dataset given must be the champion's own or a subset of it, and a cost file its run's measurements. The file
 drafts with the champion's harvest drafter (its dataset's metadata). A name that a kind knows as a competitor row
 and not a rule (``survival_prefix``) is refused with why no engine runs it and the nearest setting. The text goes to stdout, or atomically to ``--output`` (checked first as every
 command's output is: :func:`evolve.report.output.check_output`). CHAMPION is a champion JSON file, a run directory,
@@ -23,6 +25,7 @@ from evolve.cli.bounds import MAX_CONCURRENCY
 from evolve.cli.errors import CliCommand
 from evolve.cli.inventory import OutputPath
 from evolve.cli.types import CommaList
+from evolve.commands.run_context import contexts, resolve_costs, resolve_data, resolve_gamma
 from evolve.errors import InputError
 from evolve.export.engines.deploy import (NeedsData, engine_config, gap_table, harvest_drafter, schedule_table,
                                           tuned_schedule)
@@ -45,9 +48,12 @@ DRAFT_MODELS = {llama_cpp_python.NAME: llama_cpp_python.champion_module}
                    + ", or llama-cpp-python (a verification-length policy as a draft model running inside its "
                      "speculative loop).")
 @click.option("--data", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Dataset directory (valid and test splits) an engine's nearest setting is tuned and scored on.")
+              help="Dataset directory (valid and test splits) an engine's nearest setting is tuned and scored on "
+                   "[default: the one the champion's run read, with its cost file]; the champion's own dataset or a "
+                   "subset of it.")
 @click.option("--costs", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Cost file of the tuning and of the printed gap (tokens per second), with --data.")
+              help="Cost file of the tuning and of the printed gap (tokens per second), with --data; the champion's "
+                   "run's measurements where its run read a cost file.")
 @click.option("--concurrency", type=CommaList(click.IntRange(1, MAX_CONCURRENCY)), default=None, metavar="R,R,...",
               help="With --data and --costs, for an engine that takes a draft length per batch size (vLLM, "
                    "TensorRT-LLM): the best fixed length at each listed batch size, tuned on valid under the cost "
@@ -74,6 +80,10 @@ def export(champion: str, target: str, data: str | None, costs: str | None, conc
         engine = engine_at(target, engine_version)
         rule, source = _resolve(champion, champions_dir, engine)
         rule.program_kind.check_rule(rule)
+        found = contexts([source]) if Path(source).is_file() else []
+        if data is not None:  # the champion's own dataset (or a subset of it) and its run's cost file, or refused
+            data, costs = resolve_data(data, found, data, param="data"), resolve_costs(costs, found)
+        gamma = resolve_gamma(None, found)
         drafter = harvest_drafter(source, data)
         schedule = throughput = None
         if concurrency:
@@ -82,9 +92,14 @@ def export(champion: str, target: str, data: str | None, costs: str | None, conc
                                        f"size schedule ({', '.join(n for n, e in ENGINES.items() if e.schedule)})")
             schedule, throughput = tuned_schedule(rule, data, costs, tuple(concurrency))
         try:
-            written = engine_config(rule, source, engine, data, costs, schedule, drafter)
+            written = engine_config(rule, source, engine, data, costs, schedule, drafter, gamma)
         except NeedsData as exc:
-            raise InputError(f"{exc} (--data DIR --costs FILE)") from None
+            own = _own_context(found)
+            if own is None:
+                raise InputError(f"{exc} (--data DIR --costs FILE)") from None
+            data, costs = own  # tuned where the champion was evolved, as a user who gave them would
+            drafter = harvest_drafter(source, data)
+            written = engine_config(rule, source, engine, data, costs, schedule, drafter, gamma)
         text = written.text
         if written.rows:
             table = fit_width(gap_table(engine, written.rows, data, costs))
@@ -108,6 +123,17 @@ def export(champion: str, target: str, data: str | None, costs: str | None, conc
         click.echo(table, nl=False)
     click.echo(f"rule {rule.name} exported for {target}", err=True)
     click.echo(f"wrote {output}", err=True)  # a line of its own: the path may be long
+
+
+def _own_context(found) -> tuple[str, str] | None:
+    """(dataset, cost file) a champion's run read (:mod:`evolve.commands.run_context`), when it records both and both
+    are there; else None."""
+    if not found or found[0].data_dir is None or found[0].costs is None:
+        return None
+    data, costs = found[0].data_dir, found[0].costs
+    if not Path(data).is_dir() or not Path(costs).is_file():
+        return None
+    return resolve_data(data, found, data, param="data"), costs
 
 
 def _resolve(spec: str, champions_dir: str | None, engine):

@@ -7,11 +7,12 @@ from pathlib import Path
 import click
 
 from evolve.cli.errors import CliCommand
+from evolve.cli.inventory import groups_references
 from evolve.cli.output import FORMAT_BY_SUFFIX, echo_outputs, output_options
 from evolve.report.groups import FORMATS
 
 
-@click.command("groups", cls=CliCommand)
+@click.command("groups", cls=CliCommand, references={"runs": groups_references})
 @click.option("--runs", required=True, type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
               help="Directory of scripts/spec_bench_groups.sh: single.json and one directory per task group (data, "
                    "group.json, bench.json).")

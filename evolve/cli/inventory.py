@@ -9,9 +9,14 @@ its type is :class:`OutputPath` (what the command writes: ``--output``, ``--out`
 are declared by the command (``CliCommand(inputs=(...))``) and count when the path exists. The
 files inside an input directory that its readers read (the splits, tree tables and
 ``metadata.json`` of a dataset, the files of a run directory: :func:`evolve.files.guard.dataset_files`,
-:data:`evolve.files.guard.RUN_FILES`; the ``*.json`` and ``*.py`` of a champions directory) are
-inputs too, and so are the files a champion input names (the verifier champion file of a policy's run,
-``provenance.config.verify_with``: :func:`champion_references`), which the command reads through it. Every command
+:data:`evolve.files.guard.RUN_FILES`; the ``*.json`` and ``*.py`` of a champions directory; every file of a model
+directory, one holding ``config.json``) are inputs too, and so are the files an input names, which the command reads
+through it (:func:`references_of`: by the parameter's name, :data:`REFERENCES`, or the command's own
+``CliCommand(references={PARAM: function})``): a champion's verifier champion file, its run's dataset and cost file
+(:func:`champion_references`); a run directory's champion and what it names (:func:`run_references`); the files a run
+configuration names (:func:`config_references`); what each champion of a champions directory names; the files of
+``benchmark.py groups``'s runs directory (:func:`groups_references`). ``tests/test_hostile_round5_inventory.py``
+runs every command on real inputs and checks that every file it opens is one of these. Every command
 passes through this module, which imports the modules that register a dataset's files with the guard
 (:mod:`evolve.traces.io`, :mod:`evolve.traces.tree_tables`, :mod:`evolve.harvest.resume`), so all of them are known
 before any check.
@@ -31,7 +36,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import click
 
@@ -56,18 +61,31 @@ class OutputPath(click.Path):
 #: Parameter names of input directories whose ``*.json`` and ``*.py`` files are read as champions.
 CHAMPION_DIR_PARAMS = frozenset({"champions_dir"})
 #: Parameter names whose value is a champion (a file or a run directory): the files it names are inputs too.
-CHAMPION_PARAMS = frozenset({"champion"})
-#: Run settings of a champion's provenance (``provenance.config``) that name another champion file it is read with.
-CHAMPION_FILE_SETTINGS = ("verify_with",)
+CHAMPION_PARAMS = frozenset({"champion", "champions"})
+#: Parameter names whose value is a run directory (its champion, and the files its run read, are inputs too).
+RUN_DIR_PARAMS = frozenset({"run_dir"})
+#: Parameter names whose value is a run configuration file (TOML): the files its settings name are inputs too.
+CONFIG_PARAMS = frozenset({"config_file"})
+#: Run settings (of a configuration file, or of a champion's ``provenance.config``) that name a file or directory
+#: the run read, and through it the commands that read the champion or the configuration: the verifier champion
+#: file, the dataset, the cost file.
+RUN_FILE_SETTINGS = ("verify_with", "data", "costs")
+#: The same, kept under its earlier name (the verifier champion file alone was named before).
+CHAMPION_FILE_SETTINGS = RUN_FILE_SETTINGS
+#: A directory holding this file is a model directory (config.json, weights, tokenizer): every file in it is read.
+MODEL_MARKER = "config.json"
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One path of a command's inventory: the option (``--costs``, ``CHAMPION``) and the path given."""
+    """One path of a command's inventory: the option (``--costs``, ``CHAMPION``) and the path given. ``champions``:
+    a directory whose ``*.json`` and ``*.py`` are read as champions; ``whole``: a directory every file of which is
+    read (a model directory)."""
 
     flag: str
     path: Path
     champions: bool = False
+    whole: bool = False
 
 
 def _flag(param: click.Parameter) -> str:
@@ -110,25 +128,102 @@ def inventory(ctx: click.Context) -> tuple[list[Entry], list[tuple[click.Paramet
             if isinstance(param.type, OutputPath):
                 outputs.append((param, path))
             elif is_path or (param.name in declared and path.exists()):
-                inputs.append(Entry(_flag(param), path, param.name in CHAMPION_DIR_PARAMS))
-                if param.name in CHAMPION_PARAMS:
-                    inputs += [Entry(f"{_flag(param)} {key}", found) for key, found in champion_references(path)]
+                inputs.append(Entry(_flag(param), path, param.name in CHAMPION_DIR_PARAMS,
+                                    path.is_dir() and (path / MODEL_MARKER).is_file()))
+                refer = references_of(ctx.command, param.name)
+                if refer is not None:
+                    inputs += [Entry(f"{_flag(param)}: {what}", found) for what, found in refer(path)]
     return inputs, outputs
 
 
-def champion_references(path: Path) -> list[tuple[str, Path]]:
-    """(setting, path) of the files a champion input names and is read with: the champion file of a run setting of
-    :data:`CHAMPION_FILE_SETTINGS` in its ``provenance.config`` (a run directory: its ``champion.json``). A file that
-    cannot be read as a champion names nothing here (the command reports it)."""
-    file = path / "champion.json" if path.is_dir() else path
+def _json(path: Path) -> Any:
     try:
-        config = json.loads(file.read_text(encoding="utf-8")).get("provenance", {}).get("config", {})
-    except (OSError, ValueError, AttributeError):
-        return []
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _settings_files(config: Any) -> list[tuple[str, Path]]:
+    """(setting, path) of the run settings of :data:`RUN_FILE_SETTINGS` in ``config`` that name an existing file or
+    directory (a setting whose value is a name, ``default`` or ``standard_rejection``, names nothing)."""
     if not isinstance(config, dict):
         return []
-    return [(key, Path(config[key])) for key in CHAMPION_FILE_SETTINGS
-            if isinstance(config.get(key), str) and config[key].endswith(".json") and Path(config[key]).is_file()]
+    return [(f"its run's {key}", Path(config[key])) for key in RUN_FILE_SETTINGS
+            if isinstance(config.get(key), str) and config[key].strip() and Path(config[key]).exists()]
+
+
+def champion_references(path: Path) -> list[tuple[str, Path]]:
+    """(setting, path) of the files a champion input names and is read with: the verifier champion file, the dataset
+    and the cost file of its run (the settings :data:`RUN_FILE_SETTINGS` in its ``provenance.config``, and its
+    ``provenance.data_dir``), which the commands scoring it read (:mod:`evolve.commands.run_context`); a run
+    directory: its ``champion.json``. A file that cannot be read as a champion names nothing here (the command
+    reports it)."""
+    file = path / "champion.json" if path.is_dir() else path
+    doc = _json(file) if file.is_file() else None
+    prov = doc.get("provenance") if isinstance(doc, dict) else None
+    if not isinstance(prov, dict):
+        return []
+    found = _settings_files(prov.get("config"))
+    data_dir = prov.get("data_dir")
+    if isinstance(data_dir, str) and data_dir.strip() and Path(data_dir).is_dir():
+        found.append(("its run's data_dir", Path(data_dir)))
+    return found
+
+
+def run_references(path: Path) -> list[tuple[str, Path]]:
+    """The files a run directory input names: its ``champion.json`` and that champion's references
+    (:func:`champion_references`), and the files the settings of its ``config.toml`` name."""
+    found = [("champion", path / "champion.json")] if (path / "champion.json").is_file() else []
+    return found + champion_references(path) + config_references(path / "config.toml")
+
+
+def config_references(path: Path) -> list[tuple[str, Path]]:
+    """(setting, path) of the files a run configuration file (TOML) names in :data:`RUN_FILE_SETTINGS`."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            return _settings_files(tomllib.load(fh))
+    except (OSError, ValueError):
+        return []
+
+
+def champions_dir_references(path: Path) -> list[tuple[str, Path]]:
+    """The files each champion of a champions directory names (:func:`champion_references` of its ``*.json``)."""
+    try:
+        files = sorted(path.glob("*.json")) if path.is_dir() else []
+    except OSError:
+        return []
+    return [(f"{f.name}, {what}", found) for f in files for what, found in champion_references(f)]
+
+
+def groups_references(path: Path) -> list[tuple[str, Path]]:
+    """The files ``benchmark.py groups`` reads in a runs directory (:func:`evolve.commands.groups.group_files`), and
+    what its champions name (:func:`champion_references`)."""
+    from evolve.commands.groups import group_files
+
+    found = []
+    for what, file in group_files(path):
+        found.append((what, file))
+        if file.suffix == ".json" and file.name != "bench.json":
+            found += [(f"{what}, {key}", f) for key, f in champion_references(file)]
+    return found
+
+
+#: What the value of a parameter (by name) names besides itself; a command may add its own
+#: (``CliCommand(references={PARAM: function})``): function(path) -> [(what, path)].
+REFERENCES: dict[str, Callable[[Path], list[tuple[str, Path]]]] = {
+    **{name: champion_references for name in CHAMPION_PARAMS}, **{name: run_references for name in RUN_DIR_PARAMS},
+    **{name: config_references for name in CONFIG_PARAMS},
+    **{name: champions_dir_references for name in CHAMPION_DIR_PARAMS},
+}
+
+
+def references_of(command: click.Command, param: str | None) -> Callable[[Path], list[tuple[str, Path]]] | None:
+    """The function giving what the value of ``command``'s parameter ``param`` names: the command's own
+    (``references``), else :data:`REFERENCES`'s, else None."""
+    own = getattr(command, "references", None) or {}
+    return own.get(param) or REFERENCES.get(param)
 
 
 def conflict(output: Path, entry: Entry) -> str | None:
@@ -137,6 +232,8 @@ def conflict(output: Path, entry: Entry) -> str | None:
         return f"{output} is an input of this command ({entry.flag})"
     parent, name = output.parent, output.name
     protected = dataset_files() | RUN_FILES
+    if entry.whole and entry.path.is_dir() and _inside(output, entry.path):
+        return f"{output} is inside {entry.path}, an input of this command ({entry.flag}) every file of which is read"
     if (entry.path.is_dir() or not entry.path.exists()) and same_path(parent, entry.path):
         if name in protected:
             return f"{output} is a file of {entry.path}, an input of this command ({entry.flag})"
@@ -146,6 +243,14 @@ def conflict(output: Path, entry: Entry) -> str | None:
         return (f"{output} is the directory of {entry.path}, an input of this command ({entry.flag}), which a "
                 "file written there would replace")
     return None
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    """Whether ``path`` lies inside ``directory`` (both resolved)."""
+    try:
+        return directory.resolve() in path.resolve().parents
+    except (OSError, RuntimeError):
+        return False
 
 
 def check_outputs(ctx: click.Context) -> None:
@@ -160,4 +265,6 @@ def check_outputs(ctx: click.Context) -> None:
 
 
 __all__ = ["OutputPath", "Entry", "inventory", "conflict", "check_outputs", "champion_references",
-           "CHAMPION_DIR_PARAMS", "CHAMPION_PARAMS"]
+           "run_references", "config_references", "champions_dir_references", "groups_references", "references_of",
+           "REFERENCES", "CHAMPION_DIR_PARAMS", "CHAMPION_PARAMS", "RUN_DIR_PARAMS", "CONFIG_PARAMS",
+           "RUN_FILE_SETTINGS", "MODEL_MARKER"]

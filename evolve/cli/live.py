@@ -15,6 +15,7 @@ from evolve.cli.drafters import DrafterCommand, backend_option, check_one_drafte
 from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.sampling import sampling_options
 from evolve.cli.types import CommaList
+from evolve.commands.run_context import contexts, resolve_costs, resolve_data, resolve_gamma
 from evolve.errors import InputError
 from evolve.live.peers import PEERS
 from evolve.commands.live import DEFAULT_REPLICATES, LiveOptions, live_command
@@ -22,6 +23,27 @@ from evolve.report.live import FORMATS
 from evolve.cli.bounds import (MAX_HARVEST_GAMMA, MAX_LIVE_REPEATS, MAX_LOOKUP, MAX_NEW_TOKENS, MAX_REPLICATES,
                                MAX_SEED, MAX_THREADS, MAX_TREE_NODES)
 
+
+
+#: Draft length of ``benchmark.py live`` when neither --gamma nor a champion's run gives one.
+DEFAULT_GAMMA = 5
+
+
+def _run_context(ctx: click.Context, options: dict) -> None:
+    """Put the --champion files' run context into ``options`` (:mod:`evolve.commands.run_context`): their gamma and
+    cost file where none is given; refused in one line naming both for another gamma, another cost file, or a --data
+    dataset that is not a champion's (nor a subset of it)."""
+    from evolve.commands.compare.table import champion_from_file
+
+    files = [f for f in options["champions"] if Path(f).is_file()]  # a missing one is named where it is read
+    for f in files:
+        champion_from_file(f)
+    found = contexts(files)
+    given = ctx.get_parameter_source("gamma") is not click.core.ParameterSource.DEFAULT
+    options["gamma"] = resolve_gamma(options["gamma"] if given else None, found) or options["gamma"]
+    options["costs"] = resolve_costs(options["costs"], found)
+    if options["data_dir"] is not None:
+        resolve_data(options["data_dir"], found, options["data_dir"])
 
 
 def _peer_k(text: str) -> tuple[str, int]:
@@ -54,8 +76,9 @@ def _peer_k(text: str) -> tuple[str, int]:
                    "block_verification (lossless block verification, Sun et al. 2024) to decode with (repeatable).")
 @click.option("--champion", "champions", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Champion JSON file to decode with (repeatable; after the --rule rules).")
-@click.option("--gamma", default=5, show_default=True, type=click.IntRange(1, MAX_HARVEST_GAMMA),
-              help="Draft length (tokens per block).")
+@click.option("--gamma", default=DEFAULT_GAMMA, type=click.IntRange(1, MAX_HARVEST_GAMMA),
+              help=f"Draft length (tokens per block) [default: the --champion files' run's gamma where their run read "
+                   f"one, else {DEFAULT_GAMMA}].")
 @click.option("--tree-nodes", "tree_nodes", default=None, type=click.IntRange(1, MAX_TREE_NODES), metavar="N",
               help="Add draft-tree rows: eagle2_full (every call verifies a tree of at most N drafted nodes grown as "
                    "the tree harvest grows it, by SpecInfer) and a row per tree-shape --champion (the same tree pruned "
@@ -76,7 +99,8 @@ def _peer_k(text: str) -> tuple[str, int]:
 @output_options(FORMATS, FORMAT_JSON_OR_TABLE)
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Cost file (JSON, as `benchmark.py perf --write-costs` writes): print the cost model's predicted tokens/s "
-                   "and speedup for the same run beside the measured ones.")
+                   "and speedup for the same run beside the measured ones [default: the cost file the --champion files "
+                   "were evolved under, if any].")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1, MAX_LIVE_REPEATS),
               help="Decode every prompt this many times with every row (the rows' order rotated by one per repeat); "
                    "report the median tokens/s with its min-max and a paired bootstrap interval of each speedup.")
@@ -92,10 +116,16 @@ def _peer_k(text: str) -> tuple[str, int]:
               metavar="N",
               help="Bootstrap replicates of the speedup intervals (at least 40).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Say on stderr when a prompt is done.")
-def live(**options) -> None:
+@click.pass_context
+def live(ctx: click.Context, **options) -> None:
     """Decode the prompts by speculative decoding with every rule and by plain decoding of the target; report
-    tokens per target call, wall-clock tokens/s and speedup, and the exact TV damage per emitted token."""
+    tokens per target call, wall-clock tokens/s and speedup, and the exact TV damage per emitted token.
+
+    A --champion file decodes in its run's context: at its run's gamma and, for the predicted figures, under its
+    run's cost file, each taken from its provenance when not given; a --data dataset must be its own (or a subset
+    of it), so its test prompts are held out. A different one given is refused naming both."""
     progress = options.pop("progress")
+    _run_context(ctx, options)
     drafters = drafter_values(options)
     check_one_drafter(drafters)
     if options["tree_width"] is None:

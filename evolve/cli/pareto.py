@@ -8,6 +8,7 @@ import click
 from evolve.cli.bounds import MAX_GAMMA
 from evolve.traces.io import SPLITS
 from evolve.cli.errors import CliCommand
+from evolve.cli.inventory import run_references
 from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.types import CommaList
 from evolve.eval.objectives import DEFAULT_GAMMA
@@ -17,7 +18,7 @@ from evolve.commands.pareto.command import ParetoOptions, pareto_command
 from evolve.report.output import resolve_format
 
 
-@click.command("pareto", cls=CliCommand)
+@click.command("pareto", cls=CliCommand, references={"runs": run_references})
 @click.option("--data", "data_dir", type=click.Path(file_okay=False, path_type=Path), default="data",
               show_default=True, help="Dataset directory (needs draft_index: the vocab model).")
 @click.option("--split", type=click.Choice(SPLITS), default="test", show_default=True, help="Split to score.")

@@ -8,12 +8,15 @@ import click
 from evolve.cli.errors import CliCommand
 from evolve.cli.output import ProgressLines, FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.types import CommaList
+from evolve.commands.run_context import contexts, resolve_costs, resolve_gamma
 from evolve.eval.costs import DEFAULT_COST_RATIO, ratio_costs
 from evolve.commands.simulate import MAX_LENGTH, MAX_SAMPLES, SimulateOptions, simulate_command
 from evolve.report.simulate import FORMATS
 from evolve.sim.decoding import MAX_GAMMA
 from evolve.sim.verification import FLY_MAX_WINDOW, FLY_THRESHOLD, FLY_TOP_K, VERIFICATIONS
 
+#: Draft length of the simulation when neither --gamma nor a champion's run gives one.
+DEFAULT_GAMMA = 5
 #: The lower layers' parameters whose option here has another name.
 ALIASES = {"vocab_size": "vocab", "budget": "budgets"}
 
@@ -24,8 +27,9 @@ ALIASES = {"vocab_size": "vocab", "budget": "budgets"}
                    "block_verification (= --verify block) to simulate [default: standard_rejection].")
 @click.option("--champion", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Champion JSON file to simulate instead of --rule.")
-@click.option("--gamma", type=click.IntRange(1, MAX_GAMMA), default=5, show_default=True,
-              help="Draft length (tokens drafted per target call).")
+@click.option("--gamma", type=click.IntRange(1, MAX_GAMMA), default=DEFAULT_GAMMA,
+              help=f"Draft length (tokens drafted per target call) [default: the --champion's run's gamma where its run "
+                   f"read one, else {DEFAULT_GAMMA}]; another gamma than the champion's run's is refused.")
 @click.option("--lengths", type=CommaList(click.IntRange(1, MAX_LENGTH)), default="50,100,200,500,1000",
               show_default=True, help=f"Comma-separated generation lengths (tokens, each at most {MAX_LENGTH}).")
 @click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), default=20, show_default=True,
@@ -67,8 +71,20 @@ ALIASES = {"vocab_size": "vocab", "budget": "budgets"}
                    "predicted tokens per second and speedup over plain decoding.")
 @click.option("--progress/--no-progress", default=True,
               help="--trees: a line on stderr every few seconds (configurations done) [default: on].")
-def simulate(**options) -> None:
-    """Simulate speculative decoding over synthetic draft/target models (length sweep or --trees)."""
+@click.pass_context
+def simulate(ctx: click.Context, **options) -> None:
+    """Simulate speculative decoding over synthetic draft/target models (length sweep or --trees).
+
+    A --champion is simulated in its run's context: at its run's gamma and under its run's cost file, each taken from
+    its provenance when not given; a different one given is refused naming both."""
+    if options["champion"] is not None and options["rule_name"] is None and Path(options["champion"]).is_file():
+        from evolve.commands.compare.table import champion_from_file
+
+        champion_from_file(options["champion"])
+        found = contexts([options["champion"]])
+        given = ctx.get_parameter_source("gamma") is not click.core.ParameterSource.DEFAULT
+        options["gamma"] = resolve_gamma(options["gamma"] if given else None, found) or options["gamma"]
+        options["costs"] = resolve_costs(options["costs"], found)
     speedup_costs = ratio_costs(options.pop("cost_ratio"))  # --cost-ratio c: the cost file of c, in memory
     progress = ProgressLines("tree configurations") if options.pop("progress") else None
     opts = SimulateOptions(**options, speedup_costs=speedup_costs, progress=progress)

@@ -20,10 +20,13 @@ For each split asked for, from ``DIR/{split}.trees.parquet`` (:mod:`evolve.trace
 
 Every other row is lossless (TV per token 0). Tokens per second and speedup use the cost file (``--costs``;
 the default flat cost model otherwise): a call on n nodes costs a target forward of n + 1 tokens plus
-the drafter's passes (:mod:`evolve.eval.tree_scoring`).
+the drafter's passes (:mod:`evolve.eval.tree_scoring`). A champion is scored in its run's context
+(:mod:`evolve.commands.run_context`): on its run's dataset (or a subset of it) and under its run's cost file when
+none is given, and another one given is refused naming both.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -39,6 +42,7 @@ from evolve.eval.tree_scoring import (
 )
 from evolve.eval.bootstrap import check_replicates, group_weights, interval_caveat, ratio_interval
 from evolve.eval.headroom import HEADROOM_REPLICATES, headroom
+from evolve.commands.run_context import contexts, resolve_costs, resolve_data
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.trees import (BOOTSTRAP_KEYS, FORMATS, HEADROOM_KEYS, KEYS, clean_value, format_markdown,
                                  format_table, tree_row)
@@ -53,14 +57,15 @@ ALL_SPLITS: tuple[str, ...] = ("train", "valid", "test")
 class TreesOptions:
     """What :func:`trees_command` does (the command line's options of the same names).
 
-    ``data_dir``: dataset directory with tree tables; ``split``: ``train``/``valid``/``test``/``all``;
+    ``data_dir``: dataset directory with tree tables (None: the one the ``champions`` were evolved on, else
+    ``data``; :mod:`evolve.commands.run_context`); ``split``: ``train``/``valid``/``test``/``all``;
     ``tune_split``: the split the named shapes' settings are chosen on; ``champions``: champion files of kind
-    ``tree-shape`` or ``relaxation``; ``costs``: cost file or None; ``bootstrap``: replicates of the paired
+    ``tree-shape`` or ``relaxation``; ``costs``: cost file or None (the champions' run's, else the flat model); ``bootstrap``: replicates of the paired
     bootstrap against ``fixed_width`` (0: none, else at least
     :data:`evolve.eval.bootstrap.MIN_REPLICATES`); ``fmt``, ``output``: as every table command.
     """
 
-    data_dir: Path
+    data_dir: Path | None
     split: str = "test"
     tune_split: str = "valid"
     champions: tuple[Path, ...] = ()
@@ -165,8 +170,12 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     check_output(opts.output, inputs=(opts.data_dir, *opts.champions, opts.costs))
     if opts.bootstrap != 0:
         check_replicates(opts.bootstrap)
-    costs = load_costs(opts.costs)
     champions = _champion_programs(opts.champions)
+    found = contexts(opts.champions)  # a champion is scored on its run's dataset and under its run's cost file
+    opts = dataclasses.replace(opts, data_dir=resolve_data(opts.data_dir, found, "data"),
+                               costs=resolve_costs(opts.costs, found))
+    check_output(opts.output, inputs=(opts.data_dir, *opts.champions, opts.costs))
+    costs = load_costs(opts.costs)
     splits = ALL_SPLITS if opts.split == "all" else (opts.split,)
     data = {s: shape_data(load_trees(opts.data_dir, s)) for s in splits}
     tune = data.get(opts.tune_split) or shape_data(load_trees(opts.data_dir, opts.tune_split))

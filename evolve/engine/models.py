@@ -202,9 +202,69 @@ def load_model(source: ModelSource, dtype: str = "float32", device: str = "cpu")
     except Exception as exc:
         raise InputError(f"cannot move the model to '{device}' ({_short(exc)})", param="device") from None
     model.eval()
+    check_settings(source, getattr(model, "generation_config", None), tokenizer)
     out = model.get_output_embeddings()
     vocab_out = int(out.weight.shape[0]) if out is not None else int(model.config.get_text_config().vocab_size)
     return LoadedModel(source, model, tokenizer, vocab_out)
+
+
+#: The generation settings a model directory's ``generation_config.json`` may give (transformers'
+#: ``GenerationConfig``, which checks none of their types), by the kind of value each holds (None always allowed).
+GENERATION_SETTINGS: dict[str, tuple[str, ...]] = {
+    "token ids": ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "forced_bos_token_id",
+                  "forced_eos_token_id"),
+    "bool": ("do_sample", "use_cache", "output_attentions", "output_hidden_states", "output_scores", "output_logits",
+             "return_dict_in_generate", "renormalize_logits", "remove_invalid_values"),
+    "count": ("max_length", "max_new_tokens", "min_length", "min_new_tokens", "num_beams", "top_k",
+              "num_return_sequences", "no_repeat_ngram_size"),
+    "number": ("temperature", "top_p", "min_p", "typical_p", "repetition_penalty", "length_penalty"),
+}
+
+
+_SETTING_WORDS = {"token ids": "a token id (a whole number >= 0) or a list of them", "bool": "true or false",
+                  "count": "a whole number >= 0", "number": "a number"}
+
+
+def _setting_ok(kind: str, value: Any) -> bool:
+    if value is None:
+        return True
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "token ids":
+        values = value if isinstance(value, (list, tuple)) else [value]
+        return bool(values) and all(type(v) is int and v >= 0 for v in values)
+    if kind == "count":
+        return type(value) is int and value >= 0
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_settings(source: ModelSource, generation: Any, tokenizer: Any) -> None:
+    """Refuse a model directory whose ``generation_config.json`` is not a JSON object or gives a setting of
+    :data:`GENERATION_SETTINGS` a value of another kind, or whose tokenizer's ``model_max_length`` is not a number:
+    transformers loads them without a word and fails (or decodes otherwise) later.
+
+    Raises: InputError naming the file, the key and the value, with the model's parameter.
+    """
+    if source.file_format != "dir":
+        return
+    path = source.path / "generation_config.json"
+    if path.is_file():
+        try:
+            doc = json.loads(path.read_bytes())
+        except (OSError, ValueError, RecursionError) as exc:
+            raise InputError(f"{path}: not a JSON file ({_short(exc)})", param=source.param) from None
+        if not isinstance(doc, dict):
+            raise InputError(f"{path}: expected a JSON object", param=source.param)
+        for kind, names in GENERATION_SETTINGS.items():
+            for name in names:
+                value = getattr(generation, name, None) if generation is not None else doc.get(name)
+                if not _setting_ok(kind, doc.get(name)) or not _setting_ok(kind, value):
+                    raise InputError(f"{path}: key '{name}' must be {_SETTING_WORDS[kind]} (value "
+                                     f"{str(doc.get(name))[:40]!r})", param=source.param)
+    limit = getattr(tokenizer, "model_max_length", None)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))):
+        raise InputError(f"{source.path / 'tokenizer_config.json'}: key 'model_max_length' must be a number (value "
+                         f"{str(limit)[:40]!r})", param=source.param)
 
 
 #: Layer types whose KV cache can be cropped after a rejected draft (others keep recurrent state).

@@ -119,6 +119,9 @@ def source_location(path: str | os.PathLike, allowed: str | os.PathLike | None =
     if allowed is not None and _inside(p, resolved(Path(allowed))):
         return None
     if p.parent == ROOT and (p.suffix in SOURCE_SUFFIXES or p.name in TOP_LEVEL_SOURCES):
+        if not p.exists() and p.suffix == ".py":
+            return (f"a new Python file at the top of the repository ({ROOT}), which Python would import in place of "
+                    f"a module of its name; write it into another directory (e.g. results/)")
         return f"a source file of the repository ({ROOT})"
     for name in PACKAGES:
         package = ROOT / name

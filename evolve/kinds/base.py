@@ -228,7 +228,9 @@ class ProgramKind:
         """Raise InputError naming ``what`` if ``features`` holds one this kind may not read."""
         bad = [f for f in features if f in self.excluded_features]
         if bad:
-            raise InputError(f"{what}: reads '{bad[0]}', which a {self.title} may not read ({self.excluded_reason})")
+            article = "an" if self.title[:1].lower() in "aeiou" else "a"
+            raise InputError(f"{what}: reads '{bad[0]}', which {article} {self.title} may not read "
+                             f"({self.excluded_reason})")
 
     def refuse(self, command: str, what: str) -> InputError:
         """The one-line error of ``command`` asked to run ``what``, a program of this kind it cannot use."""

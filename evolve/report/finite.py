@@ -49,9 +49,19 @@ def finite_value(value: Any) -> Any:
     return value
 
 
+def finite_tree(value: Any) -> Any:
+    """``value`` with :func:`finite_value` applied to every number inside its dicts, lists and tuples (tuples become
+    lists), for a JSON document that has no NaN or infinity (``json.dumps(..., allow_nan=False)`` accepts it)."""
+    if isinstance(value, dict):
+        return {k: finite_tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_tree(v) for v in value]
+    return finite_value(value)
+
+
 def has_non_finite(text: str) -> bool:
     """Whether ``text`` holds a token :func:`finite_cell` would replace."""
     return _NON_FINITE.search(text) is not None
 
 
-__all__ = ["NOT_A_NUMBER", "finite_cell", "finite_row", "finite_value", "has_non_finite"]
+__all__ = ["NOT_A_NUMBER", "finite_cell", "finite_row", "finite_tree", "finite_value", "has_non_finite"]

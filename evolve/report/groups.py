@@ -1,14 +1,17 @@
 """Rendering ``benchmark.py groups``: the table (plain text or Markdown) or JSON of one verification-length policy
 for all task groups against one per group (:func:`format_groups`), with the line that prices all groups as one
 workload (:func:`combined`) and each policy's share of the headroom (:mod:`evolve.eval.headroom`); the rows are read
-by :mod:`evolve.commands.groups`."""
+by :mod:`evolve.commands.groups`. No NaN or infinity reaches the output (:mod:`evolve.report.finite`: ``n/a`` in a
+table, null in JSON)."""
 from __future__ import annotations
 
 import json
+import math
 import textwrap
 from typing import Any
 
 from evolve.eval.headroom import headroom_share
+from evolve.report.finite import finite_cell, finite_tree
 from evolve.report.headroom import share_text
 
 #: The rows of the table, in order: column label -> how a group's benchmark row is found.
@@ -18,13 +21,18 @@ COLUMNS = ("single policy", "group policy", "best fixed", "confidence")
 FORMATS = ("table", "markdown", "json")
 
 
+def ratio(a: float, b: float) -> float:
+    """``a / b``, NaN where ``b`` is 0 (shown as n/a, :mod:`evolve.report.finite`)."""
+    return a / b if b else math.nan
+
+
 def combined(groups: list[dict[str, Any]]) -> dict[str, float]:
     """Tokens per second of each column over all groups as one workload (module doc), and of plain decoding."""
     tokens = sum(g["tokens"] for g in groups)
-    out = {c: tokens / sum(g["tokens"] / g["tps"][c] for g in groups) for c in COLUMNS}
-    out["plain"] = tokens / sum(g["tokens"] / g["plain_tps"] for g in groups)
+    out = {c: ratio(tokens, sum(ratio(g["tokens"], g["tps"][c]) for g in groups)) for c in COLUMNS}
+    out["plain"] = ratio(tokens, sum(ratio(g["tokens"], g["plain_tps"]) for g in groups))
     if all(g.get("bound_tps") for g in groups):
-        out["bound"] = tokens / sum(g["tokens"] / g["bound_tps"] for g in groups)
+        out["bound"] = ratio(tokens, sum(ratio(g["tokens"], g["bound_tps"]) for g in groups))
     return out
 
 
@@ -46,7 +54,8 @@ def format_groups(groups: list[dict[str, Any]], fmt: str) -> str:
     total = combined(groups)
     shares = combined_headroom(total)
     if fmt == "json":
-        return json.dumps({"groups": groups, "combined": total, "combined_headroom": shares}, indent=2) + "\n"
+        return json.dumps(finite_tree({"groups": groups, "combined": total, "combined_headroom": shares}),
+                          indent=2, allow_nan=False) + "\n"
     head = ["Task group", "tokens", *COLUMNS, "group/single"]
     room_head = ["Task group", *(f"headroom of the {c}" for c in SHARED)]
 
@@ -57,8 +66,9 @@ def format_groups(groups: list[dict[str, Any]], fmt: str) -> str:
                            "high": h["high"]})
 
     def cells(label, tokens, tps, plain, mark=""):
-        return [label, str(tokens), *(f"{tps[c]:.2f} ({tps[c] / plain:.2f}x)" + (mark if c == COLUMNS[1] else "")
-                                     for c in COLUMNS), f"{tps[COLUMNS[1]] / tps[COLUMNS[0]]:.3f}"]
+        return [label, str(tokens), *(finite_cell(f"{tps[c]:.2f} ({ratio(tps[c], plain):.2f}x)") +
+                                     (mark if c == COLUMNS[1] else "") for c in COLUMNS),
+                finite_cell(f"{ratio(tps[COLUMNS[1]], tps[COLUMNS[0]]):.3f}")]
 
     body = [cells(g["label"], g["tokens"], g["tps"], g["plain_tps"], " *" if g["seeded"] else "") for g in groups]
     body.append(cells("All groups", sum(g["tokens"] for g in groups), total, total["plain"]))
@@ -85,4 +95,4 @@ def format_groups(groups: list[dict[str, Any]], fmt: str) -> str:
     return "\n\n".join(blocks) + "\n" + textwrap.fill(note, 100) + "\n"
 
 
-__all__ = ["COLUMNS", "FORMATS", "SHARED", "combined", "combined_headroom", "format_groups"]
+__all__ = ["COLUMNS", "FORMATS", "SHARED", "combined", "combined_headroom", "format_groups", "ratio"]

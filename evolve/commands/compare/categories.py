@@ -45,7 +45,7 @@ from evolve.report.compare.categories import OVERALL, CategoryFigures, figures_j
 from evolve.report.compare.rows import REFERENCE_RULE, ComparedRule, Comparison, Row
 from evolve.commands.compare.speed import apply_costs
 from evolve.commands.compare.table import (
-    BenchmarkOptions, _tuning_split, benchmark, block_gamma, score_split, training_split,
+    BenchmarkOptions, _tuning_split, block_gamma, score_split, training_split,
 )
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.spec_bench import category_order, groups_of
@@ -159,19 +159,22 @@ def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[Co
 
 
 def category_benchmark(options: BenchmarkOptions, by_category: bool = False) -> tuple[Comparison, str]:
-    """:func:`evolve.commands.compare.table.benchmark`, and for every scored split with a ``category`` column the
+    """:func:`evolve.commands.compare.table.benchmark` (in the champions' run context,
+    :func:`evolve.commands.compare.table.in_run_context`), and for every scored split with a ``category`` column the
     per-category tables (module doc) after its text (formats ``table`` and ``markdown``; a fenced block in
     Markdown; in JSON the key ``categories``: split -> :func:`figures_json`). Writes ``options.output`` when
     given, after everything is computed.
 
     Returns: (comparison, text). Raises: InputError for any bad input.
     """
-    from evolve.commands.compare.table import collect_entries, cost_model, default_champions_dir, resolve_splits
+    from evolve.commands.compare.table import (benchmark_in_context, collect_entries, cost_model,
+                                               default_champions_dir, in_run_context, resolve_splits)
 
     fmt = resolve_format(options.fmt, options.output, ("table", "csv", "json", "markdown"))
     check_output(options.output, inputs=(options.data_dir, *options.champions, options.costs),
                  champion_dirs=(options.champions_dir or default_champions_dir(),))
-    comparison, text = benchmark(dataclasses.replace(options, output=None, fmt=fmt))
+    options = in_run_context(options)
+    comparison, text = benchmark_in_context(dataclasses.replace(options, output=None, fmt=fmt))
     if fmt in ("table", "markdown", "json"):
         entries = collect_entries(list(options.champions), options.champions_dir)
         costs = cost_model(options)

@@ -52,6 +52,7 @@ the champion files say for it (``Comparison.champions``).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -398,6 +399,8 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
                 rows += scorer.competitors(rules, data, result.gamma[s], costs, *(tune or (None, s)), train=train)
         if costs.measured:
             rows = apply_costs(rows, costs, data)
+        else:  # a flat cost ratio's time unit is a target step: no row is in tokens per second
+            rows = [dataclasses.replace(r, in_seconds=False) for r in rows]
         if policies:
             for scorer, rules in competing.values():
                 if scorer.headroom is not None:
@@ -406,6 +409,7 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         result.notes += notes
         result.tokens[s] = data.n
         result.sources[s] = data.source
+        result.digests[s] = traces[s].sha256
         schedule = next((k.hooks().compare.schedule for k in KINDS.values()
                          if getattr(k.hooks().compare, "schedule", None) is not None), None)
         if costs.measured and concurrency and result.gamma[s] is not None and schedule is not None:
@@ -446,11 +450,16 @@ def _tuning_split(data_dir, splits, loaded) -> tuple[EvalData, str] | None:
         return None
 
 
+#: The dataset directory ``benchmark.py`` scores when neither ``--data`` nor a champion's run names one.
+DEFAULT_DATA = "data"
+
+
 @dataclass(frozen=True)
 class BenchmarkOptions:
     """Everything :func:`benchmark` does, as the command line's options of the same names.
 
-    ``data_dir``: the dataset directory; ``split``: a split or ``all``; ``champions``: champion
+    ``data_dir``: the dataset directory (None: the one the ``champions`` were evolved on, else :data:`DEFAULT_DATA`;
+    :func:`in_run_context`); ``split``: a split or ``all``; ``champions``: champion
     files compared as well; ``champions_dir``: the promoted champions (None:
     :func:`default_champions_dir`); ``fmt`` (``--format``) and ``output``: the rendering and the file
     to write (None: the text is returned only); ``repeats``: timed evaluations per rule; ``gamma``:
@@ -460,7 +469,7 @@ class BenchmarkOptions:
     ``concurrency``: numbers of concurrent requests to report throughput at (needs ``costs``).
     """
 
-    data_dir: str | os.PathLike = "data"
+    data_dir: str | os.PathLike | None = DEFAULT_DATA
     split: str = "test"
     champions: tuple[str | os.PathLike, ...] = ()
     champions_dir: str | os.PathLike | None = None
@@ -485,14 +494,39 @@ def cost_model(options: BenchmarkOptions) -> Costs:
     return load_costs(options.costs)
 
 
+def in_run_context(options: BenchmarkOptions) -> BenchmarkOptions:
+    """``options`` with the dataset, gamma and cost file of the champion files' runs where none is given, each
+    checked against every champion's run (:mod:`evolve.commands.run_context`: a dataset that is not the champion's
+    nor a subset of it, another gamma, a cost file of other measurements, or a flat cost ratio given beside a
+    champion evolved under a cost file are refused naming both). The champion files are read (and checked) first.
+
+    Raises: InputError naming the parameter (``data_dir``, ``gamma``, ``costs``, ``cost_ratio``) and both sides.
+    """
+    from evolve.commands.run_context import contexts, resolve_costs, resolve_data, resolve_gamma
+
+    for f in options.champions:
+        champion_from_file(f)
+    found = contexts(options.champions)
+    return dataclasses.replace(
+        options, data_dir=resolve_data(options.data_dir, found, DEFAULT_DATA),
+        gamma=resolve_gamma(options.gamma, found),
+        costs=resolve_costs(options.costs, found, ratio_given=options.cost_ratio != DEFAULT_COST_RATIO))
+
+
 def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Comparison, str]:
-    """The whole comparison command: validate options, load, score, render, write.
+    """The whole comparison command: validate options, put them in the champions' run context
+    (:func:`in_run_context`), load, score, render, write.
 
     Everything is validated and computed before anything is written; with
     ``output`` the text is written atomically, otherwise the caller prints it.
 
     Returns: (comparison, rendered text). Raises: InputError for any bad input.
     """
+    return benchmark_in_context(in_run_context(options))
+
+
+def benchmark_in_context(options: BenchmarkOptions) -> tuple[Comparison, str]:
+    """:func:`benchmark` of options already in their run context (:func:`in_run_context`)."""
     o = options
     fmt = resolve_format(o.fmt, o.output, FORMATS)
     resolve_splits(o.split)
@@ -512,8 +546,8 @@ def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Compariso
 
 
 #: The rows and formats are defined in their own modules and re-exported here (see the module doc).
-__all__ = ["BenchmarkOptions", "baseline_entries", "benchmark", "block_gamma", "block_verification_row",
+__all__ = ["BenchmarkOptions", "DEFAULT_DATA", "baseline_entries", "benchmark", "benchmark_in_context", "block_gamma", "block_verification_row",
            "champion_entries", "champion_from_file", "champion_module", "collect_entries", "cost_model",
-           "default_champions_dir",
+           "default_champions_dir", "in_run_context",
            "KindScorer", "missing_columns", "resolve_splits", "run_comparison", "training_split",
            "score_split", "timed_evaluate"]

@@ -216,15 +216,26 @@ def run_expressions(run_dir: str | os.PathLike) -> tuple[list[str], str]:
 
 
 def run_kind(run_dir: str | os.PathLike) -> ProgramKind:
-    """The kind of program a run directory evolved (its ``run.json`` config says so,
-    :func:`evolve.kinds.registry.kind_from_config`, which also reads older runs' ``verify = "block"``); the default
-    kind when ``run.json`` cannot be read (the run's own loader then says why)."""
-    path = Path(run_dir) / "run.json"
-    try:
-        config = json.loads(path.read_text()).get("config", {})
-    except (OSError, ValueError, AttributeError):
+    """The kind of program a run directory evolved: its ``champion.json``'s kind (read and checked,
+    :func:`heuristics.champions.read_champion`), else its ``run.json`` config's
+    (:func:`evolve.kinds.registry.kind_from_config`, which also reads older runs' ``verify = "block"``); the default
+    kind when the directory has neither (its loader then says what is missing).
+
+    Raises: InputError naming ``run.json`` when it is there but cannot be read as a run's summary (so a damaged file
+    never makes a run's programs another kind's), or as the champion loader.
+    """
+    from heuristics.champions import read_champion
+
+    d = Path(run_dir)
+    if (d / "champion.json").is_file():
+        return read_champion(d / "champion.json").program_kind
+    path = d / "run.json"
+    if not path.exists():
         return DEFAULT_KIND
-    return kind_from_config(config)
+    doc = _read_json(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
+        raise InputError(f"{path}: not a run's summary (a JSON object with its 'config')")
+    return kind_from_config(doc.get("config", {}))
 
 
 def runs_by_kind(runs: Sequence[str | os.PathLike]) -> dict[ProgramKind, list]:

@@ -68,18 +68,23 @@ class Written:
 class Scorer:
     """``Scorer(rule, directory, costs)(other, split)``: (tokens per second, TV per token) of a rule of ``rule``'s kind
     on a split of the dataset ``directory`` under ``costs`` (:class:`evolve.eval.costs.Costs`), by the kind's
-    score hook with the valid split's draft length (``gamma``), its blocks weighted as ``rule``'s run weighted them;
-    each split is loaded once.
+    score hook with the draft length ``gamma`` (None: the valid split's block length; a champion's run's gamma, which
+    the command gives), its blocks weighted as ``rule``'s run weighted them; each split is loaded once.
 
-    Raises: InputError as the kind's score hook or :func:`evolve.traces.io.load_split`.
+    Raises: InputError as the kind's score hook or :func:`evolve.traces.io.load_split`, and naming the dataset when
+    ``gamma`` exceeds the valid split's block length.
     """
 
-    def __init__(self, rule: Rule, directory: str | os.PathLike, costs: Costs):
+    def __init__(self, rule: Rule, directory: str | os.PathLike, costs: Costs, gamma: int | None = None):
         self.directory, self.costs = directory, costs
         self.hook = rule.program_kind.hook("score", "python -m evolve export", f"rule '{rule.name}'")
         self.settings = rule.program_kind.settings(**dict(rule.settings))  # the champion's run's own settings
         self.data: dict[str, EvalData] = {}
-        self.gamma = int(self.split(TUNE_SPLIT).block_length or 1)
+        block = int(self.split(TUNE_SPLIT).block_length or 1)
+        if gamma is not None and gamma > block:
+            raise InputError(f"{directory}: its blocks hold at most {block} drafts, fewer than the champion's run's "
+                             f"gamma {gamma}")
+        self.gamma = block if gamma is None else int(gamma)
 
     def split(self, name: str) -> EvalData:
         """The split ``name`` as :class:`evolve.eval.evaluator.EvalData` (loaded on first use)."""
@@ -142,11 +147,12 @@ def harvest_drafter(source: str, data: str | os.PathLike | None = None) -> Draft
 
 def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLike | None = None,
                   costs: str | os.PathLike | None = None, schedule: Schedule | None = None,
-                  drafter: Drafter = UNKNOWN_DRAFTER) -> Written:
+                  drafter: Drafter = UNKNOWN_DRAFTER, gamma: int | None = None) -> Written:
     """``rule`` (an expression rule read from ``source``) written for ``engine`` (see the module doc).
 
     Args: ``data`` a dataset directory with valid and test splits (and tree tables for a tree shape), ``costs`` a
-    cost file (both or neither); ``schedule``: (start, end, length) triples for an engine that takes a
+    cost file (both or neither); ``gamma`` the draft length the tuning scores at (the champion's run's; None: the
+    valid split's block length, :class:`Scorer`); ``schedule``: (start, end, length) triples for an engine that takes a
     per-batch-size schedule (:attr:`evolve.export.engines.base.Engine.schedule`); ``drafter`` the harvest's drafter
     (:func:`harvest_drafter`), which the written file drafts with.
 
@@ -172,7 +178,7 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
                             f"its nearest setting family is {support.nearest}, which a dataset (valid and test "
                             f"splits) and a cost file tune")
         return Written(engine.render(exact, provenance(rule, source, True, drafter=drafter), schedule), exact, True)
-    score = Scorer(rule, data, load_costs(costs))
+    score = Scorer(rule, data, load_costs(costs), gamma)
     gamma = score.gamma
     exact = support.exact(rule, gamma)
     champion_valid, champion_tv = score(rule, TUNE_SPLIT)

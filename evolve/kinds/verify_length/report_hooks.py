@@ -35,7 +35,8 @@ CAPTION = ("Verification-length policies (rows of role policy: best_fixed_gamma,
            " survival_prefix, the engines' controllers llama_cpp_p_min, sglang_adaptive, dynamic_sd_goodput and"
            " acceptance_band, the learned stopping rules learned_logistic and learned_gbm trained on train, and"
            " verify-length champions) verify a variable number of drafts per call;"
-           " their Tok/s uses their own expected seconds per call; length_oracle is a bound, not a"
+           " their Speedup (and Tok/s under a cost file) uses their own expected seconds per call;"
+           " length_oracle is a bound, not a"
            " policy (the best lengths knowing each block's outcome). {names}: drafts verified by the"
            " verifier of their run (a champion's verify_with; the competitors: the first policy's,"
            " else the standard rule).")

@@ -240,15 +240,18 @@ def format_json(comparison: Comparison) -> str:
     rule has a fitness), ``concurrency`` (:func:`evolve.commands.compare.concurrency.concurrency_rows`;
     null without ``--concurrency``) and ``schedules`` (per split, the per-batch-size schedule of fixed lengths:
     ``ranges`` as [start, end, draft length], end null for no upper end, and the split it was ``tuned_on``;
-    empty without ``--concurrency``) and ``headroom`` (per champion of a kind that measures it and split: the share of
-    the headroom it captures and its standing against each competitor, :mod:`evolve.report.headroom`)."""
+    empty without ``--concurrency``), ``headroom`` (per champion of a kind that measures it and split: the share of
+    the headroom it captures and its standing against each competitor, :mod:`evolve.report.headroom`) and ``data``
+    (per split scored, its records file ``source`` and that file's ``sha256``, so a reader of the file can tell which
+    dataset it scored)."""
     verdict = compute_verdict(comparison)
     schedules = {split: {"ranges": [list(r) for r in found["schedule"]], "tuned_on": found["tuned_on"]}
                  for split, found in comparison.schedules.items()}
+    data = {s: {"source": comparison.sources.get(s), "sha256": comparison.digests.get(s)} for s in comparison.splits}
     return json.dumps({"rows": [{k: finite_value(v) for k, v in row.to_dict().items()} for row in comparison.rows],
                        "verdict": None if verdict is None else verdict.to_dict(),
                        "concurrency": comparison.concurrency, "schedules": schedules,
-                       "headroom": comparison.headroom}, indent=2) + "\n"
+                       "headroom": comparison.headroom, "data": data}, indent=2) + "\n"
 
 
 FORMATTERS = {"table": format_table, "csv": format_csv, "json": format_json, "markdown": format_markdown}

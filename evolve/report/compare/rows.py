@@ -12,7 +12,9 @@ metrics alone (:class:`evolve.eval.relaxed_block.RelaxedMetrics`) in the same
 way; so does a verification-length policy's row (:class:`evolve.kinds.verify_length.eval_policy.LengthMetrics`) and
 the competitor policies' (role ``policy``, :mod:`evolve.commands.compare.speed`). ``program_kind`` says
 which kind of program a rule's row scored (``threshold``, ``relaxation``, ``verify-length``; None for
-the verifier). Under a cost file rows carry ``tokens_per_second`` and the cost file's ``speedup``. :data:`ROW_KEYS` are
+the verifier). Under a cost file rows carry ``tokens_per_second`` and the cost file's ``speedup``; priced by a
+flat cost ratio (``in_seconds`` False) a row has no tokens per second, so no column in tokens per second shows a rate
+in target steps. :data:`ROW_KEYS` are
 the keys of one JSON record or CSV row, in order.
 """
 from __future__ import annotations
@@ -96,13 +98,18 @@ class Row:
     #: (text ids int64 (T,), each text's (expected tokens, seconds) float64 (T, 2)) of the row's calls, for the
     #: bootstrap over texts of the headroom (:mod:`evolve.eval.headroom`); None when not computed. Never written.
     per_text: tuple | None = field(default=None, compare=False, repr=False)
+    in_seconds: bool = True
 
     def value(self, name: str):
         """A metric of the row (a :class:`Metrics` field name, or ``tokens_per_second``), or None when it has
-        none (verifier rows). Under a cost file ``speedup`` is the cost file's (``cost_speedup``)."""
+        none (verifier rows). Under a cost file ``speedup`` is the cost file's (``cost_speedup``). ``in_seconds``
+        False (the row was priced by a flat cost ratio, whose time unit is a target step, not a second): no
+        ``tokens_per_second``, whatever the row's metrics call their rate."""
         if name == "speedup" and self.cost_speedup is not None:
             return self.cost_speedup
         if name == "tokens_per_second":
+            if not self.in_seconds:
+                return None
             if self.tokens_per_second is not None:
                 return self.tokens_per_second
             return getattr(self.verifier, name, None)
@@ -141,6 +148,8 @@ class Comparison:
     splits: tuple[str, ...] = ()
     tokens: dict[str, int] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    #: SHA-256 of each scored split's records file (the bytes scored), as :attr:`evolve.traces.io.Traces.sha256`.
+    digests: dict[str, str | None] = field(default_factory=dict)
     gamma: dict[str, int | None] = field(default_factory=dict)
     #: The one cost model of every figure (a cost file's, ``measured``, adds tokens per second).
     costs: Costs = DEFAULT_COSTS

@@ -5,7 +5,8 @@ file records it (``objective``), else by its kind's first objective (:attr:`evol
 through :data:`OBJECTIVE_MEASURES`: the acceptance-quality fitness (column ``Fitness``) for ``acceptance_quality`` and
 ``expected`` (its noise-free form), tokens per call for ``speed_at_tv`` and ``pareto``, tokens per second for
 ``tokens_per_second`` and ``pareto_tokens_per_second`` (the objectives of verification-length policies and tree
-shapes). Without champions the measure is the fitness, the measure the acceptance-quality benchmark table is built
+shapes; without a cost file, whose seconds are measured, the speedup under the comparison's flat cost ratio:
+:func:`priced_measure`). Without champions the measure is the fitness, the measure the acceptance-quality benchmark table is built
 on. Champions of different measures: the first champion's measure, and the line names the others'.
 Split: ``test`` when it was scored, else the last split scored. Rows: every rule with a value of the measure on
 that split; for the fitness not ``block_verification``, nor a relaxation or policy champion (no per-token threshold,
@@ -23,6 +24,10 @@ from what its champion file records (:attr:`Comparison.champions`, filled by
 :func:`champion_records`): the seeded rule NAME (``champion_source`` ``seeded:NAME`` in the
 provenance: evolution found nothing better on valid), the reference's own expression, a run
 that optimised another objective, or an evolved rule whose gain on valid did not carry over.
+
+A champion judged by speed: a row that never drafts (its metrics' ``mean_drafted`` is 0) is named plain decoding
+(:func:`never_drafts`), a seeded champion is named by its rule, and when the champion does not win, or never
+drafts, the verdict line is preceded by what to try next (:func:`speed_next_steps`).
 
 What to try next (:data:`NEXT_STEPS`): when the best champion does not beat standard rejection and
 its champion file (read by :func:`champion_records`) records a run under an acceptance-quality
@@ -48,7 +53,8 @@ OBJECTIVE_MEASURES: dict[str, str] = {"acceptance_quality": "fitness", "expected
                                       "pareto_tokens_per_second": "tokens_per_second"}
 #: How the verdict line names a measure.
 MEASURE_WORDS: dict[str, str] = {"fitness": "fitness", "expected_fitness": "expected fitness",
-                                 "tokens_per_call": "tokens per call", "tokens_per_second": "tokens per second"}
+                                 "tokens_per_call": "tokens per call", "tokens_per_second": "tokens per second",
+                                 "speedup": "speedup"}
 #: Rows that are bounds, not rules (they know each block's outcome): never a winner.
 BOUNDS: frozenset[str] = frozenset({"length_oracle", "shape_oracle"})
 #: Slack of the TV-per-token filter of a speed measure (round-off of an exactly lossless row).
@@ -137,6 +143,15 @@ def champion_measure(row: Row, info: Mapping[str, Any]) -> str:
     return MEASURE
 
 
+def priced_measure(measure: str, comparison: Comparison) -> str:
+    """``measure`` as the comparison's cost model can give it: tokens per second only under a cost file (seconds
+    measured); under a flat cost ratio the speedup, which orders the rows as tokens per second would (one cost model
+    prices every row), so a verdict never calls a speedup tokens per second."""
+    if measure == "tokens_per_second" and not comparison.costs.measured:
+        return "speedup"
+    return measure
+
+
 def verdict_split(comparison: Comparison) -> str | None:
     """The split the verdict is about: ``test`` if scored, else the last split scored (None: no rows)."""
     splits = list(comparison.splits) or list(dict.fromkeys(r.split for r in comparison.rows))
@@ -180,7 +195,8 @@ def compute_verdict(comparison: Comparison) -> Verdict | None:
     if split is None:
         return None
     champions = [r for r in comparison.rows if r.split == split and r.role == "champion"]
-    measures = list(dict.fromkeys(champion_measure(r, comparison.champions.get(r.heuristic, {})) for r in champions))
+    measures = list(dict.fromkeys(priced_measure(champion_measure(r, comparison.champions.get(r.heuristic, {})),
+                                                 comparison) for r in champions))
     if measures and measures[0] != MEASURE:
         by_objective = _speed_verdict(comparison, split, measures)
         if by_objective is not None:  # else the rows lack the measure (no gamma): judged by the fitness
@@ -255,7 +271,7 @@ def _speed_verdict(comparison: Comparison, split: str, measures: list[str]) -> V
     measure = measures[0]
     words = MEASURE_WORDS.get(measure, measure)
     champs = [r for r in comparison.rows if r.split == split and r.role == "champion"
-              and champion_measure(r, comparison.champions.get(r.heuristic, {})) == measure
+              and priced_measure(champion_measure(r, comparison.champions.get(r.heuristic, {})), comparison) == measure
               and _value(r, measure) is not None]
     if not champs:
         return None
@@ -285,8 +301,10 @@ def _speed_verdict(comparison: Comparison, split: str, measures: list[str]) -> V
             f"champion {row.heuristic}" if row.role == "champion" else row.heuristic)
 
     among = "lossless rules" if limit <= TV_SLACK else f"rules with TV per token <= {limit:.3g}, {why}"
-    text = f"verdict: {name(winner)} wins on {split} by {words} ({value:.4g}, among {among})"
+    plain = PLAIN if never_drafts(winner) and winner is not champ else ""
+    text = f"verdict: {name(winner)}{plain} wins on {split} by {words} ({value:.4g}, among {among})"
     reason = None
+    seeded = _seeded_name(info.get("champion_source"))
     if champ is not winner:
         c_value = _value(champ, measure)
         vs = (f" ({_percent(c_value, ref_value)} against {REFERENCE_RULE})"
@@ -295,14 +313,65 @@ def _speed_verdict(comparison: Comparison, split: str, measures: list[str]) -> V
             reason = f"tied with {winner.heuristic}"
         else:
             reason = f"behind {winner.heuristic} ({_percent(c_value, value)})"
+        if seeded is not None:
+            reason += f"; it is the seeded rule {seeded} (evolution found nothing better on valid)"
         text += f"; {name(champ)} scores {c_value:.4g}{vs}: {reason}"
+    if never_drafts(champ):
+        text += f"; {name(champ)} is plain decoding (it never drafts)"
     if len(measures) > 1:
         others = ", ".join(MEASURE_WORDS.get(m, m) for m in measures[1:])
         text += f" (other champions optimise {others}: see their columns)"
+    hint = speed_next_steps(champ, info) if measure in PRICED_MEASURES and (
+        champ is not winner or never_drafts(champ)) else ()
+    if hint:
+        text = "\n".join([*hint, text])
     runner_up = None
     return Verdict(split, measure, winner.heuristic, winner.role, value, ref.heuristic if ref is not None else None,
                    ref_value, runner_up, None, champ.heuristic, _value(champ, measure),
-                   info.get("champion_source"), reason, text, ())
+                   info.get("champion_source"), reason, text, hint)
+
+
+#: The speed measures whose champions (verification-length policies, tree shapes: evolved for tokens per second) get
+#: what to try next (a per-token rule evolved for tokens per call gets none: its verdict names its objective).
+PRICED_MEASURES = frozenset({"tokens_per_second", "speedup"})
+#: What the verdict adds to the name of a row that never drafts.
+PLAIN = " (plain decoding: it never drafts)"
+#: The lines before a speed verdict whose champion never drafts.
+PLAIN_NEXT_STEPS: tuple[str, ...] = (
+    "next: the champion never drafts, so it is plain decoding: under its run's cost model no draft paid",
+    "  for itself; a cheaper drafter, or the cost file measured on the backend you deploy",
+    "  (python benchmark.py perf --write-costs FILE, then --costs FILE), can change that",
+)
+
+
+def never_drafts(row: Row) -> bool:
+    """Whether ``row``'s rule drafts nothing in any call (its metrics' ``mean_drafted`` is 0: plain decoding)."""
+    drafted = getattr(row.verifier, "mean_drafted", None)
+    return isinstance(drafted, (int, float)) and not isinstance(drafted, bool) and drafted == 0
+
+
+def speed_next_steps(champ: Row, info: Mapping[str, Any]) -> tuple[str, ...]:
+    """What to try next when a champion judged by speed does not win or never drafts (each line at most 100
+    characters but the paths): :data:`PLAIN_NEXT_STEPS` for a champion that never drafts, else a longer search of
+    its own kind and objective on its run's dataset, at its run's gamma, under its run's cost file (``info``:
+    :func:`champion_records`; a cost file measured on the backend deployed)."""
+    if never_drafts(champ):
+        return PLAIN_NEXT_STEPS
+    kind = champ.program_kind if isinstance(champ.program_kind, str) else "KIND"
+    objective = info.get("objective") if isinstance(info.get("objective"), str) else "tokens_per_second"
+    from evolve.eval.objectives import OBJECTIVES
+
+    run = [f"--{key.replace('_', '-')} {info[key]}" for key in ("data", "gamma") if info.get(key) is not None]
+    priced = getattr(OBJECTIVES.get(objective), "reads_costs", False)
+    costs = f"--costs {info.get('costs') or 'FILE'} " if priced else ""
+    return (
+        "next: a longer search (more programs, more generations) may find a policy ahead of the winner:",
+        f"  python -m evolve run --evolve {kind[:20]} --objective {objective[:30]} \\",
+        *([f"    {' '.join(run)} \\"] if run else []),
+        f"    {costs}--population 300 --generations 30",
+        *(["  (a cost file measured on the backend you deploy: python benchmark.py perf --write-costs FILE)"]
+          if priced else []),
+    )
 
 
 def _needs_next_steps(champ: Row, ref: Row | None, info: Mapping[str, Any]) -> bool:
@@ -314,14 +383,24 @@ def _needs_next_steps(champ: Row, ref: Row | None, info: Mapping[str, Any]) -> b
     return info.get("objective") in FITNESS_OBJECTIVES
 
 
+def _run_settings(prov: Mapping[str, Any], config: Mapping[str, Any], reads_gamma: bool) -> dict[str, Any]:
+    """The run's dataset (``data``), ``gamma`` (None for a kind that reads none) and cost file (``costs``; None: the
+    built-in model) as its champion's provenance records them (None where it does not)."""
+    data, costs = prov.get("data_dir"), config.get("costs")
+    gamma = config.get("gamma") if reads_gamma else None
+    return {"data": data if isinstance(data, str) and data else None,
+            "gamma": gamma if type(gamma) is int else None,
+            "costs": costs if isinstance(costs, str) and costs not in ("", "default") else None}
+
+
 def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str, Any]]:
     """What the champion file of each champion entry records for the verdict, by row label.
 
     ``labelled`` maps row labels to entries; for each entry of role ``champion`` whose file can
     be found (a ``--champion`` file, or the file of that name in a champions directory) the result
     holds ``path``, ``objective``, ``champion_source`` (from its provenance: ``evolved`` or
-    ``seeded:NAME``; None for files that do not record it) and ``tv_budget`` (its run's, from the provenance's
-    ``config``; None when not recorded). A file that cannot be read again is
+    ``seeded:NAME``; None for files that do not record it), ``tv_budget`` (its run's, from the provenance's
+    ``config``; None when not recorded) and its run's ``data``, ``gamma`` and ``costs`` (:func:`_run_settings`). A file that cannot be read again is
     left out: the verdict then reasons from the row alone.
     """
     from evolve.errors import InputError
@@ -350,12 +429,14 @@ def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str
                     out[label] = {"path": str(path), "objective": champ.objective,
                                   "champion_source": source if isinstance(source, str) else None,
                                   "tv_budget": budget if isinstance(budget, (int, float))
-                                  and not isinstance(budget, bool) else None}
+                                  and not isinstance(budget, bool) else None,
+                                  **_run_settings(prov, config, champ.program_kind.reads_gamma)}
                     break
         except (InputError, OSError, ValueError):
             continue
     return out
 
 
-__all__ = ["BOUNDS", "FITNESS_OBJECTIVES", "MEASURE", "MEASURE_WORDS", "NEXT_STEPS", "OBJECTIVE_MEASURES", "Verdict",
-           "champion_measure", "champion_records", "compute_verdict", "verdict_split"]
+__all__ = ["BOUNDS", "FITNESS_OBJECTIVES", "MEASURE", "MEASURE_WORDS", "NEXT_STEPS", "OBJECTIVE_MEASURES", "PLAIN",
+           "PLAIN_NEXT_STEPS", "PRICED_MEASURES", "Verdict", "champion_measure", "champion_records", "compute_verdict", "never_drafts",
+           "priced_measure", "speed_next_steps", "verdict_split"]
