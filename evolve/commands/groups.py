@@ -34,7 +34,7 @@ from evolve.commands.run_context import RunContext, check_readable, differing_fi
 from evolve.errors import InputError, printable
 from evolve.report.groups import COLUMNS
 from evolve.report.spec_bench import groups_of
-from evolve.traces.binding import sha256_path
+from evolve.files.digest import cached_sha256_file
 from evolve.traces.io import METADATA_FILE, load_metadata, read_json, split_path
 
 #: The files of a runs directory (module doc).
@@ -106,7 +106,7 @@ def _bench_of(path: Path, data: Path) -> None:
     recorded = recorded or {}
     digest = recorded.get("sha256")
     test = split_path(data, "test")
-    if isinstance(digest, str) and test is not None and sha256_path(test) != digest:
+    if isinstance(digest, str) and test is not None and cached_sha256_file(test) != digest:
         raise InputError(f"{path}: a benchmark of another test split ({recorded.get('source')}) than {test}; "
                          f"benchmark the group's dataset")
 

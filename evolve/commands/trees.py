@@ -43,8 +43,9 @@ from evolve.eval.tree_scoring import (
 from evolve.eval.bootstrap import check_replicates, group_weights, interval_caveat, ratio_interval
 from evolve.eval.headroom import HEADROOM_REPLICATES, headroom
 from evolve.commands.run_context import contexts, resolve_costs, resolve_data
+from evolve.report.finite import finite_tree
 from evolve.report.output import check_output, resolve_format, write_output
-from evolve.report.trees import (BOOTSTRAP_KEYS, FORMATS, HEADROOM_KEYS, KEYS, clean_value, format_markdown,
+from evolve.report.trees import (BOOTSTRAP_KEYS, FORMATS, HEADROOM_KEYS, KEYS, format_markdown,
                                  format_table, tree_row)
 from evolve.traces.tree_tables import load_trees
 from heuristics.champions import read_champion
@@ -188,7 +189,7 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     if opts.bootstrap > 0:
         caption += f"; vs fixed_width: {opts.bootstrap} bootstrap replicates over texts"
     if fmt == "json":
-        text = json.dumps([{k: clean_value(r.get(k)) for k in keys} for r in rows], indent=2) + "\n"
+        text = json.dumps(finite_tree([{k: r.get(k) for k in keys} for r in rows]), indent=2, allow_nan=False) + "\n"
     elif fmt == "csv":
         import pandas as pd
         text = pd.DataFrame([{k: r.get(k) for k in keys} for r in rows], columns=list(keys)).to_csv(index=False)

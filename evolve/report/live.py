@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from evolve.eval.bootstrap import COVERAGE, interval_text
 from evolve.live.decoding import LiveCounts
+from evolve.report.finite import finite_tree
 from evolve.report.spec_bench import groups_of
 from evolve.report.width import fit_width
 
@@ -129,15 +130,11 @@ def format_json(report: LiveReport) -> str:
     """JSON array of the rows (keys :data:`KEYS`; NaN written as null; a champion's live headroom shares, when
     measured, as ``headroom_priced``, ``headroom_measured``, ``bound_tokens_per_s``)."""
     shares = {h["champion"]: h for h in report.headroom}
-    rows = [{**{k: (None if isinstance(r[k], float) and not math.isfinite(r[k]) else r[k]) for k in KEYS},
-             **({f"headroom_{k}": _finite(shares[r["rule"]][k]) for k in ("priced", "measured")}
+    rows = [{**{k: r[k] for k in KEYS},
+             **({f"headroom_{k}": shares[r["rule"]][k] for k in ("priced", "measured")}
                 | {"bound_tokens_per_s": shares[r["rule"]]["bound_tokens_per_s"]} if r["rule"] in shares else {})}
             for r in report.rows]
-    return json.dumps(rows, indent=2) + "\n"
-
-
-def _finite(x):
-    return None if x is None or not math.isfinite(x) else x
+    return json.dumps(finite_tree(rows), indent=2, allow_nan=False) + "\n"
 
 
 __all__ = ["FORMATS", "KEYS", "OURS", "LiveReport", "format_table", "headroom_caption", "category_lines",

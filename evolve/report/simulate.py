@@ -7,6 +7,7 @@ import io
 import json
 from dataclasses import dataclass
 
+from evolve.report.finite import finite_tree
 from evolve.report.width import fit_width
 from evolve.sim.decoding import DAMAGE_CONTEXTS, DAMAGE_DRAWS
 
@@ -93,9 +94,9 @@ def format_table(sim: Simulation) -> str:
 
 
 def format_json(sim: Simulation) -> str:
-    """JSON array of the rows (keys :data:`SWEEP_KEYS` or :data:`TREE_KEYS`)."""
+    """JSON array of the rows (keys :data:`SWEEP_KEYS` or :data:`TREE_KEYS`; a non-finite figure written as null)."""
     keys = SWEEP_KEYS if sim.mode == "sweep" else TREE_KEYS
-    return json.dumps([{k: r[k] for k in keys} for r in sim.rows], indent=2) + "\n"
+    return json.dumps(finite_tree([{k: r[k] for k in keys} for r in sim.rows]), indent=2, allow_nan=False) + "\n"
 
 
 def plot_png(sim: Simulation) -> bytes:

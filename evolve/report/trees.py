@@ -111,10 +111,5 @@ def format_markdown(rows: list[dict[str, Any]], caption: str) -> str:
         "\n" + note.strip() + "\n" if note else "") + more
 
 
-def clean_value(v):
-    """``v``, or None for a non-finite float (JSON has no NaN)."""
-    return None if isinstance(v, float) and not math.isfinite(v) else v
-
-
-__all__ = ["FORMATS", "KEYS", "BOOTSTRAP_KEYS", "HEADROOM_KEYS", "VERSUS_HEADER", "tree_row", "bootstrap_caveats", "clean_value", "format_table",
+__all__ = ["FORMATS", "KEYS", "BOOTSTRAP_KEYS", "HEADROOM_KEYS", "VERSUS_HEADER", "tree_row", "bootstrap_caveats", "format_table",
            "format_markdown"]

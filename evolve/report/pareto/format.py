@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from evolve.report.finite import finite_tree
 from evolve.report.width import fit_width
 from evolve.report.pareto.speed import speed_lines, speed_summary
 from evolve.report.pareto.curves import BLOCK_VERIFICATION, EVOLVED, LEARNED_CURVE, ParetoComparison, budget_key
@@ -147,7 +148,8 @@ def format_json(comp: ParetoComparison) -> str:
     without an evolved relaxed block verification front) and ``speed`` (tokens per second under the
     cost file, :func:`evolve.report.pareto.speed.speed_summary`; null without one)."""
     speed = speed_summary(comp, comp.costs) if comp.costs is not None else None
-    return json.dumps({**comp.to_dict(), "relaxed_verdict": relaxed_verdict(comp), "speed": speed}, indent=2) + "\n"
+    return json.dumps(finite_tree({**comp.to_dict(), "relaxed_verdict": relaxed_verdict(comp), "speed": speed}),
+                      indent=2, allow_nan=False) + "\n"
 
 
 def plot_png(comp: ParetoComparison) -> bytes:
