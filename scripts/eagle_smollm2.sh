@@ -27,7 +27,9 @@
 #      here (fixed_width 2 wide, depth 1) and holds what the evolved shape keeps on nearly every call.
 # Everything goes under OUT (results/eagle_smollm2, git-ignored); a finished step's file is kept (remove it to
 # redo the step). Options through the environment: PYTHON, MODELS, OUT, BUDGETS ("1000 2000 3000"), DRAFT_VOCAB (2048),
-# MAX_TRAIN_NEW (128), N_PROMPTS (120), GAMMA (6), MAX_NEW (96), TREE_NODES (16), TREE_WIDTH (2), LIVE_TREE_NODES (2), REPEATS (3), TREE_POPULATION (2000) and TREE_GENERATIONS (80) of the tree-shape search.
+# MAX_TRAIN_NEW (128), N_PROMPTS (120), GAMMA (6), MAX_NEW (96), TREE_NODES (16), TREE_WIDTH (2), LIVE_TREE_NODES (2), REPEATS (3), TREE_POPULATION (2000) and TREE_GENERATIONS (80) of the tree-shape search,
+# SELECTION (valid; cv: the verification-length search's champion guard on cross-validation over train and valid
+# in 4 folds; the tree-shape kind is scored from its trees, not resampled records, so its search judges on valid).
 OUT=${OUT:-results/eagle_smollm2}
 source "$(dirname "$0")/smollm2_common.sh"
 BUDGETS=${BUDGETS:-"1000 2000 3000"}
@@ -42,6 +44,7 @@ REPEATS=${REPEATS:-3}
 LIVE_TREE_NODES=${LIVE_TREE_NODES:-2}
 TREE_POPULATION=${TREE_POPULATION:-2000}
 TREE_GENERATIONS=${TREE_GENERATIONS:-80}
+SELECTION=${SELECTION:-valid}
 HEAD="$OUT/head"
 mkdir -p "$OUT/costs"
 fetch_model
@@ -100,7 +103,7 @@ if [ ! -f "$OUT/chain.champion.json" ]; then
     stamp "verification-length search"
     run=$("$PYTHON" -m evolve run --data "$OUT/chain" --out "$OUT/runs-chain" --evolve verify-length \
           --objective tokens_per_second --costs "$COSTS" --gamma "$GAMMA" --length-weighting position \
-          --population 300 --generations 30 --seed 1 --no-progress | tail -n 1)
+          --selection "$SELECTION" --population 300 --generations 30 --seed 1 --no-progress | tail -n 1)
     cp "$run/champion.json" "$OUT/chain.champion.json"
 fi
 if [ ! -f "$OUT/tree.champion.json" ]; then
