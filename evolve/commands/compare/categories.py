@@ -43,7 +43,7 @@ from evolve.eval.evaluator import EvalData
 from evolve.kinds.registry import KINDS
 from evolve.report.compare.categories import OVERALL, CategoryFigures, figures_json, format_categories
 from evolve.report.compare.rows import REFERENCE_RULE, ComparedRule, Comparison, Row
-from evolve.commands.compare.speed import apply_costs
+from evolve.commands.compare.speed import price_rows
 from evolve.commands.compare.table import (
     BenchmarkOptions, _tuning_split, block_gamma, score_split, training_split,
 )
@@ -110,7 +110,7 @@ def _scored(entries: Sequence[ComparedRule], data: EvalData, traces: Traces, gam
         rows += scorer.competitors(rules, data, gamma, costs, *(tune or (None, data.split)), train=train)
         bounds += scorer.bounds
         used.append((scorer, rules))
-    rows = apply_costs(rows, costs, data) if costs.measured else rows
+    rows = price_rows(rows, costs, data)
     headroom = [rec for scorer, rules in used if scorer.headroom is not None
                 for rec in scorer.headroom(rules, rows, data, gamma, costs)]
     return [r for r in rows if r.heuristic not in bounds], headroom
