@@ -47,6 +47,7 @@ from evolve.commands.compare.speed import price_rows
 from evolve.commands.compare.table import (
     BenchmarkOptions, _tuning_split, block_gamma, score_split, training_split,
 )
+from evolve.report.finite import finite_tree
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.spec_bench import category_order, groups_of
 from evolve.traces.io import Traces, load_split
@@ -188,7 +189,7 @@ def category_benchmark(options: BenchmarkOptions, by_category: bool = False) -> 
                 extra = format_categories(fig)
                 text = text.rstrip("\n") + "\n" + (f"\n```\n{extra.strip()}\n```\n" if fmt == "markdown" else extra)
         if fmt == "json" and found:
-            text = json.dumps({**json.loads(text), "categories": found}, indent=2) + "\n"
+            text = json.dumps({**json.loads(text), "categories": finite_tree(found)}, indent=2, allow_nan=False) + "\n"
     if options.output is not None:
         write_output(text, options.output)
     return comparison, text
