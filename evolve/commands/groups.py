@@ -101,8 +101,8 @@ def _rows(path: Path) -> list[tuple[int, dict]]:
             raise InputError(f"{path}: row {i} is not an object")
     found = [(i, r) for i, r in enumerate(rows) if r.get("split") == TEST_SPLIT]
     if not found:
-        raise InputError(f"{path}: no row of the {TEST_SPLIT} split (benchmark the group's dataset with --split "
-                         f"{TEST_SPLIT})")
+        raise InputError(f"{path}: no row of the {TEST_SPLIT} split (the group's benchmark scores its dataset's "
+                         f"{TEST_SPLIT} split)")
     return found
 
 
