@@ -57,6 +57,27 @@ def test_interval_text_never_prints_a_zero_width_or_non_finite_interval():
     assert interval_text(0.9, 1.1) == "[0.900, 1.100]"
 
 
+@settings(max_examples=40, deadline=None)
+@given(texts=st.integers(2, 8), same=st.booleans(), seed=st.integers(0, 10 ** 6))
+def test_a_headroom_share_has_an_interval_only_from_shares_that_vary(texts, same, seed):
+    """A champion that is the best fixed setting takes a share of 0 on every replicate: its share is printed alone,
+    never as the "interval" [0.00, 0.00] (before: it was)."""
+    from evolve.eval.headroom import headroom
+    from evolve.report.headroom import share_text
+
+    rng = np.random.default_rng(seed)
+    fixed = np.column_stack([rng.uniform(1, 3, texts), rng.uniform(0.5, 1, texts)])
+    champion = fixed.copy() if same else np.column_stack([fixed[:, 0] * rng.uniform(1.0, 1.3, texts), fixed[:, 1]])
+    bound = np.column_stack([fixed[:, 0] * 1.5, fixed[:, 1]])
+    found = headroom(champion, fixed, bound, np.arange(texts), replicates=200)
+    text = share_text(found.to_dict())
+    if same:
+        assert found.share == 0.0 and math.isnan(found.low) and text == "0.00" == found.text()
+    assert "[0.00, 0.00]" not in text and "[0.00, 0.00]" not in found.text()
+    if not math.isnan(found.low):
+        assert found.low < found.high
+
+
 NON_FINITE = [f"{v:.3f}" for v in (math.nan, math.inf, -math.inf)] + ["nanx", "inf%", "-infx", "[nan, inf]"]
 
 
