@@ -173,3 +173,27 @@ def test_benchmark_trees_on_one_text_prints_no_interval(vocab_dataset, tmp_path)
     rows = [line for line in res.stdout.splitlines() if line.startswith("test ")]
     assert rows and all("[" not in line for line in rows), res.stdout
     assert any(NOT_ESTIMATED in line for line in rows) and "only 1 text" in res.stdout
+
+
+def test_a_tree_champion_that_never_drafts_takes_no_share_where_drafting_does_not_pay(vocab_dataset):
+    """The best fixed setting of draft trees includes a chain of depth 0 (plain decoding): where every drafted node
+    costs more than it brings, a champion that never drafts is that setting and takes no share of the headroom (before:
+    it was measured from the best fixed top-K tree and credited with most of it)."""
+    from evolve.commands.trees import BOUND_SHAPE, add_headroom, best_fixed
+    from evolve.eval.costs import Costs
+    from evolve.eval.tree_competitors import competitors
+    from evolve.eval.tree_scoring import shape_data
+    from evolve.traces.tree_tables import load_trees
+
+    d = shape_data(load_trees(vocab_dataset, "valid"))
+    costs = Costs((1.0, 1.5, 1.9, 2.3, 2.7, 3.1, 3.5, 3.9, 4.3), 0.05, 1.0)  # verifying a node costs half a step
+    assert best_fixed(d, costs) == "best_chain"
+    per_tree: dict[str, np.ndarray] = {}
+    found = competitors(d, costs, tuned_on=d, per_tree=per_tree)
+    assert found["best_chain"][0] == "depth=0"
+    rows = [{"role": "champion", "heuristic": "plain", "split": "valid", "_per_tree": per_tree["best_chain"]},
+            {"role": "shape", "heuristic": "fixed_width", "split": "valid", "_per_tree": per_tree["fixed_width"]}]
+    add_headroom(rows, d, per_tree, 200, best_fixed(d, costs))
+    assert found[BOUND_SHAPE][1].tokens_per_second > found["best_chain"][1].tokens_per_second  # there is headroom
+    assert found["fixed_width"][1].tokens_per_second < found["best_chain"][1].tokens_per_second
+    assert rows[0]["_headroom"]["fixed_name"] == "best_chain" and rows[0]["headroom_share"] == 0.0
