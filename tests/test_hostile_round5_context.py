@@ -210,6 +210,23 @@ def test_export_tunes_on_the_champions_dataset_at_its_gamma(w, tmp_path):
     assert "tok/s test" in res.stdout
 
 
+def test_export_of_a_promoted_champion_by_name_takes_its_run_context(w, tmp_path):
+    """A champion promoted into a champions directory and named by its name goes with its run's context as its file
+    does: tuned on its own dataset without --data, and another dataset refused naming both."""
+    champions = tmp_path / "champions"
+    champions.mkdir()
+    doc = json.loads(w.vl.read_text())
+    (champions / "promoted.json").write_text(json.dumps(doc))
+    name = doc["name"]
+    out = tmp_path / "vllm.json"
+    _ok(evolve_cli, ["export", name, "--to", "vllm", "--champions-dir", champions, "--output", out])
+    assert f"of {w.data} under cost file {w.costs}" in " ".join(out.read_text().split())
+    res = CliRunner().invoke(evolve_cli, ["export", name, "--to", "vllm", "--champions-dir", str(champions),
+                                          "--data", str(w.other_data), "--costs", str(w.costs)])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert str(w.other_data) in res.output and str(w.data) in " ".join(res.output.split()), res.output
+
+
 def test_live_takes_the_champions_gamma_and_cost_file(w):
     from evolve.cli.live import _run_context, live
 
@@ -270,6 +287,9 @@ def test_no_tokens_per_second_without_a_cost_file(w, fmt):
     else:
         assert "Tok/s" not in res.stdout.split("\n\n")[0] and "by tokens per second" not in res.stdout
         assert "by speedup" in " ".join(res.stdout.split())
+        flat = " ".join(res.stdout.split())  # the headroom line is wrapped
+        line = flat[flat.index("headroom, test:"):].split(". ")[0]
+        assert "tokens per target step" in line and "tok/s" not in line, line
 
 
 # --- the verdict of a verification-length champion ----------------------------------------------------------------

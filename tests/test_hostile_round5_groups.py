@@ -246,3 +246,68 @@ def test_non_finite_figures_never_reach_the_output(fmt):
         json.loads(text)
     else:
         assert not has_non_finite(text), text
+
+
+# --- a benchmark of several splits, or of another, is read on its test split ------------------------------------
+
+def _bench(runs_dir: Path, group: str, split: str) -> None:
+    d = runs_dir / group
+    costs = runs_dir.parent / "costs.json"
+    _ok(benchmark_cli, ["--data", d / DATA_DIR, "--split", split, "--costs", costs, "--champion",
+                        runs_dir / SINGLE_FILE, "--champion", d / GROUP_FILE, "--repeats", "1", "--format", "json",
+                        "--output", d / BENCH_FILE])
+
+
+def test_a_benchmark_of_every_split_is_read_on_its_test_split(runs, tmp_path):
+    """The figures of a benchmark of train, valid and test are the test split's (the rows of the other splits come
+    first in its JSON and were taken before)."""
+    d = _copy(runs, tmp_path)
+    shutil.copy(runs[1], tmp_path / "costs.json")
+    want = _groups(d, "--format", "json")
+    assert want.exit_code == 0, want.output
+    _bench(d, "qa", "all")
+    assert {r["split"] for r in json.loads((d / "qa" / BENCH_FILE).read_text())["rows"]} == {"train", "valid", "test"}
+    got = _groups(d, "--format", "json")
+    assert got.exit_code == 0, got.output
+    assert json.loads(got.stdout) == json.loads(want.stdout)
+
+
+def test_a_benchmark_without_the_test_split_is_refused(runs, tmp_path):
+    d = _copy(runs, tmp_path)
+    shutil.copy(runs[1], tmp_path / "costs.json")
+    _bench(d, "qa", "valid")
+    _refused(_groups(d), d / "qa" / BENCH_FILE, "test")
+
+
+def test_a_data_record_without_the_test_split_is_refused(runs, tmp_path):
+    d = _copy(runs, tmp_path)
+    path = d / "qa" / BENCH_FILE
+    doc = json.loads(path.read_text())
+    doc["data"] = {"valid": doc["data"]["test"]}
+    path.write_text(json.dumps(doc))
+    _refused(_groups(d), path, "data.test")
+
+
+@pytest.mark.parametrize("value", ["a string", "true", "a list", "NaN"])
+def test_a_headroom_figure_of_the_wrong_kind_is_named(runs, tmp_path, value):
+    d = _copy(runs, tmp_path)
+    path = d / "qa" / BENCH_FILE
+    doc = json.loads(path.read_text())
+    assert doc["headroom"], "the benchmark of a verification-length champion under a cost file records its share"
+    doc["headroom"][0]["headroom"]["share"] = WRONG[value]
+    path.write_text(json.dumps(doc))
+    _refused(_groups(d), path, "headroom[0].headroom.share")
+
+
+def test_per_category_figures_without_a_cost_file_are_not_in_seconds(runs, tmp_path):
+    """A verification-length champion evolved under the built-in flat model, on a categorised dataset: the per-category
+    rows of the JSON, like the main rows, have no tokens per second (the flat model's time unit is a target step)."""
+    whole = runs[2]
+    res = _ok(evolve_cli, ["run", "--data", whole, "--out", tmp_path / "flat", "--evolve", "verify-length",
+                           "--objective", "tokens_per_second", "--gamma", "4", "--population", "6", "--generations",
+                           "1", "--seed", "1", "--no-progress"])
+    champion = Path(res.stdout.strip().splitlines()[-1]) / "champion.json"
+    doc = json.loads(_ok(benchmark_cli, ["--champion", champion, "--repeats", "1", "--format", "json"]).stdout)
+    assert all(r["tokens_per_second"] is None for r in doc["rows"])
+    cells = [c for rows in doc["categories"]["test"]["rows"].values() for c in rows if c is not None]
+    assert cells and all(c["tokens_per_second"] is None and c["speedup"] is not None for c in cells)

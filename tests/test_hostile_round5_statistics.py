@@ -57,6 +57,27 @@ def test_interval_text_never_prints_a_zero_width_or_non_finite_interval():
     assert interval_text(0.9, 1.1) == "[0.900, 1.100]"
 
 
+@settings(max_examples=40, deadline=None)
+@given(texts=st.integers(2, 8), same=st.booleans(), seed=st.integers(0, 10 ** 6))
+def test_a_headroom_share_has_an_interval_only_from_shares_that_vary(texts, same, seed):
+    """A champion that is the best fixed setting takes a share of 0 on every replicate: its share is printed alone,
+    never as the "interval" [0.00, 0.00] (before: it was)."""
+    from evolve.eval.headroom import headroom
+    from evolve.report.headroom import share_text
+
+    rng = np.random.default_rng(seed)
+    fixed = np.column_stack([rng.uniform(1, 3, texts), rng.uniform(0.5, 1, texts)])
+    champion = fixed.copy() if same else np.column_stack([fixed[:, 0] * rng.uniform(1.0, 1.3, texts), fixed[:, 1]])
+    bound = np.column_stack([fixed[:, 0] * 1.5, fixed[:, 1]])
+    found = headroom(champion, fixed, bound, np.arange(texts), replicates=200)
+    text = share_text(found.to_dict())
+    if same:
+        assert found.share == 0.0 and math.isnan(found.low) and text == "0.00" == found.text()
+    assert "[0.00, 0.00]" not in text and "[0.00, 0.00]" not in found.text()
+    if not math.isnan(found.low):
+        assert found.low < found.high
+
+
 NON_FINITE = [f"{v:.3f}" for v in (math.nan, math.inf, -math.inf)] + ["nanx", "inf%", "-infx", "[nan, inf]"]
 
 
@@ -152,3 +173,27 @@ def test_benchmark_trees_on_one_text_prints_no_interval(vocab_dataset, tmp_path)
     rows = [line for line in res.stdout.splitlines() if line.startswith("test ")]
     assert rows and all("[" not in line for line in rows), res.stdout
     assert any(NOT_ESTIMATED in line for line in rows) and "only 1 text" in res.stdout
+
+
+def test_a_tree_champion_that_never_drafts_takes_no_share_where_drafting_does_not_pay(vocab_dataset):
+    """The best fixed setting of draft trees includes a chain of depth 0 (plain decoding): where every drafted node
+    costs more than it brings, a champion that never drafts is that setting and takes no share of the headroom (before:
+    it was measured from the best fixed top-K tree and credited with most of it)."""
+    from evolve.commands.trees import BOUND_SHAPE, add_headroom, best_fixed
+    from evolve.eval.costs import Costs
+    from evolve.eval.tree_competitors import competitors
+    from evolve.eval.tree_scoring import shape_data
+    from evolve.traces.tree_tables import load_trees
+
+    d = shape_data(load_trees(vocab_dataset, "valid"))
+    costs = Costs((1.0, 1.5, 1.9, 2.3, 2.7, 3.1, 3.5, 3.9, 4.3), 0.05, 1.0)  # verifying a node costs half a step
+    assert best_fixed(d, costs) == "best_chain"
+    per_tree: dict[str, np.ndarray] = {}
+    found = competitors(d, costs, tuned_on=d, per_tree=per_tree)
+    assert found["best_chain"][0] == "depth=0"
+    rows = [{"role": "champion", "heuristic": "plain", "split": "valid", "_per_tree": per_tree["best_chain"]},
+            {"role": "shape", "heuristic": "fixed_width", "split": "valid", "_per_tree": per_tree["fixed_width"]}]
+    add_headroom(rows, d, per_tree, 200, best_fixed(d, costs))
+    assert found[BOUND_SHAPE][1].tokens_per_second > found["best_chain"][1].tokens_per_second  # there is headroom
+    assert found["fixed_width"][1].tokens_per_second < found["best_chain"][1].tokens_per_second
+    assert rows[0]["_headroom"]["fixed_name"] == "best_chain" and rows[0]["headroom_share"] == 0.0

@@ -426,4 +426,4 @@ def test_groups_table_compares_one_policy_with_one_per_group(spec_harvest, tmp_p
     assert set(doc["combined_headroom"]) == set(COLUMNS[:2])
     (runs / "qa" / "bench.json").write_text(json.dumps({"rows": []}))
     result = CliRunner().invoke(cli, ["groups", "--runs", str(runs)])
-    assert result.exit_code == 2 and "qa/bench.json: no row of the single policy" in result.stderr
+    assert result.exit_code == 2 and "qa/bench.json: no row of the test split" in result.stderr

@@ -21,7 +21,8 @@ numbers, a dataset that is missing or no subset of categories, its statistics wi
 tokens); champions of different kinds; a group's champion evolved on another dataset than the group's (and the
 single policy on a dataset the group's is not a subset of), group datasets that are subsets of different sources,
 runs of different seeds, draft lengths or cost files (:mod:`evolve.commands.run_context`); a benchmark of another
-dataset than the group's (its ``data`` record: the test split's digest).
+dataset than the group's (its ``data`` record: the test split's digest). A benchmark is read on its test split's rows
+and headroom records (one of several splits holds the others too); one without the test split is refused.
 """
 from __future__ import annotations
 
@@ -84,8 +85,13 @@ def _positive(value: Any, where: str, key: str) -> float:
     return float(value)
 
 
-def _rows(path: Path) -> list[dict]:
-    """The rows of a benchmark's JSON; InputError naming the file when they are not a list of objects."""
+#: The split a group's benchmark is read on (the group's held-out prompts).
+TEST_SPLIT = "test"
+
+
+def _rows(path: Path) -> list[tuple[int, dict]]:
+    """(index, row) of the test split's rows of a benchmark's JSON (a benchmark of several splits holds the others
+    too); InputError naming the file when the rows are not a list of objects or none is of the test split."""
     bench = read_json(path)
     rows = bench.get("rows") if isinstance(bench, dict) else None
     if not isinstance(rows, list):
@@ -93,17 +99,23 @@ def _rows(path: Path) -> list[dict]:
     for i, r in enumerate(rows):
         if not isinstance(r, dict):
             raise InputError(f"{path}: row {i} is not an object")
-    return rows
+    found = [(i, r) for i, r in enumerate(rows) if r.get("split") == TEST_SPLIT]
+    if not found:
+        raise InputError(f"{path}: no row of the {TEST_SPLIT} split (the group's benchmark scores its dataset's "
+                         f"{TEST_SPLIT} split)")
+    return found
 
 
 def _bench_of(path: Path, data: Path) -> None:
     """Refuse a benchmark that records another test split than ``data``'s (its ``data.test.sha256``)."""
     bench = read_json(path)
     data_key = bench.get("data") if isinstance(bench, dict) else None
-    recorded = data_key.get("test") if isinstance(data_key, dict) else None
-    if data_key is not None and not (isinstance(data_key, dict) and isinstance(recorded, (dict, type(None)))):
-        raise InputError(f"{path}: key 'data' must be an object of {{split: {{source, sha256}}}} (a benchmark's JSON)")
-    recorded = recorded or {}
+    if data_key is None:  # a benchmark written before its JSON recorded the splits' digests
+        return
+    recorded = data_key.get(TEST_SPLIT) if isinstance(data_key, dict) else None
+    if not isinstance(recorded, dict):
+        raise InputError(f"{path}: key 'data.{TEST_SPLIT}' must be an object of {{source, sha256}} (a benchmark's "
+                         f"JSON of the {TEST_SPLIT} split)")
     digest = recorded.get("sha256")
     test = split_path(data, "test")
     if isinstance(digest, str) and test is not None and cached_sha256_file(test) != digest:
@@ -194,7 +206,7 @@ def _group(d: Path, single: tuple[Path, Any, RunContext, Any], sources: dict[Pat
     _bench_of(bench, data)
 
     def tps(pred, what: str) -> float:
-        for i, r in enumerate(rows):
+        for i, r in rows:
             if pred(r) and r.get("tokens_per_second") is not None:
                 return _positive(r["tokens_per_second"], f"{bench}, row {i}", "tokens_per_second")
         raise InputError(f"{bench}: no row of {what} with tokens per second (the benchmark needs a cost file and "
@@ -212,8 +224,8 @@ def _group(d: Path, single: tuple[Path, Any, RunContext, Any], sources: dict[Pat
                 COLUMNS[3]: tps(lambda r: r.get("heuristic") == "confidence_threshold", "confidence_threshold")},
         "plain_tps": _plain(rows, bench),
         "bound_tps": tps(lambda r: r.get("heuristic") == "length_oracle", "length_oracle"),
-        "headroom": {COLUMNS[0]: _share(read_json(bench), champion(single[1].expression), rows),
-                     COLUMNS[1]: _share(read_json(bench), champion(rule.expression), rows)},
+        "headroom": {COLUMNS[0]: _share(bench, champion(single[1].expression), rows),
+                     COLUMNS[1]: _share(bench, champion(rule.expression), rows)},
         "seeded": _seeded(d / GROUP_FILE),
     }, group
 
@@ -251,19 +263,28 @@ def group_rows(runs: str | os.PathLike) -> list[dict[str, Any]]:
     return sorted(found, key=lambda f: order.get(f["label"], len(order)))
 
 
-def _share(bench: dict, pick, rows: list[dict]) -> dict | None:
-    """The headroom record's figures (share, low, high) of the champion row ``pick`` selects in a benchmark's JSON
-    (its ``headroom`` records name the row by its label), or None when the benchmark has none."""
-    labels = {r.get("heuristic") for r in rows if pick(r)}
-    for rec in (bench.get("headroom") or ()) if isinstance(bench, dict) else ():
-        if isinstance(rec, dict) and rec.get("champion") in labels and isinstance(rec.get("headroom"), dict):
-            return {k: rec["headroom"].get(k) for k in ("share", "low", "high")}
+def _share(bench: Path, pick, rows: list[tuple[int, dict]]) -> dict | None:
+    """The test split's headroom record's figures (share, low, high: each a finite number or null) of the champion row
+    ``pick`` selects in a benchmark's JSON (its ``headroom`` records name the row by its label), or None when the
+    benchmark has none. Raises: InputError naming the file and key for a figure of another type."""
+    doc = read_json(bench)
+    labels = {r.get("heuristic") for _, r in rows if pick(r)}
+    for j, rec in enumerate((doc.get("headroom") or ()) if isinstance(doc, dict) else ()):
+        if not (isinstance(rec, dict) and rec.get("split") == TEST_SPLIT and rec.get("champion") in labels
+                and isinstance(rec.get("headroom"), dict)):
+            continue
+        figures = {k: rec["headroom"].get(k) for k in ("share", "low", "high")}
+        for k, v in figures.items():
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+                raise InputError(f"{bench}: key 'headroom[{j}].headroom.{k}' must be a finite number or null (value "
+                                 f"{printable(repr(v))[:40]})")
+        return figures
     return None
 
 
-def _plain(rows: list[dict], bench: Path) -> float:
+def _plain(rows: list[tuple[int, dict]], bench: Path) -> float:
     """Plain decoding's tokens per second of a benchmark: a row's tokens per second / its speedup."""
-    for i, r in enumerate(rows):
+    for i, r in rows:
         if r.get("speedup") and r.get("tokens_per_second"):
             where = f"{bench}, row {i}"
             plain = _positive(r["tokens_per_second"], where, "tokens_per_second") / _positive(r["speedup"], where,

@@ -10,7 +10,8 @@ For each split asked for, from ``DIR/{split}.trees.parquet`` (:mod:`evolve.trace
   ``adaptive_width``), their settings tuned on the tuning split (valid by default) by tokens per second,
   verified by SpecInfer;
 * each ``--champion`` of kind ``tree-shape`` (an evolved shape), verified by SpecInfer, with the share of the
-  headroom between ``fixed_width`` and the bound ``shape_oracle`` it captures (:mod:`evolve.eval.headroom`, its
+  headroom between the best fixed setting (``fixed_width`` or ``best_chain``, whichever is faster on the tuning
+  split: :func:`best_fixed`) and the bound ``shape_oracle`` it captures (:mod:`evolve.eval.headroom`, its
   interval over the split's texts; ``--bootstrap`` replicates, else 200) and its standing against every named shape;
 * each ``--champion`` of kind ``relaxation`` (a weight w evolved on the chains): every harvested tree
   verified by SpecInfer against the mixture (1 - w) p + w q at each context (w rounded down to the
@@ -108,6 +109,7 @@ def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
     if bootstrap > 0:
         check_replicates(bootstrap)
     rows = []
+    fixed = best_fixed(tune, costs) if champions else FIXED_SHAPES[0]
     for split, d in data.items():
         first = len(rows)
         for name, column in (("specinfer", "specinfer_tokens"), ("traversal", "traversal_tokens")):
@@ -120,7 +122,7 @@ def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
                                  None if name in BOUNDS else per_tree.get(name)))
         for name, champion_rows, program in champions:
             rows += champion_rows(split, name, program, d, tune, costs)
-        add_headroom(rows[first:], d, per_tree, bootstrap or HEADROOM_REPLICATES)
+        add_headroom(rows[first:], d, per_tree, bootstrap or HEADROOM_REPLICATES, fixed)
         if bootstrap > 0:
             texts = d.table.per_tree("seq_id")
             weights = group_weights(texts, bootstrap)
@@ -135,21 +137,31 @@ def tree_rows(data: dict[str, ShapeData], tune: ShapeData, costs: Costs,
     return rows
 
 
-#: The rows a tree champion's headroom share is measured between (:mod:`evolve.eval.headroom`).
-FIXED_SHAPE, BOUND_SHAPE = "fixed_width", "shape_oracle"
+#: The rows a tree champion's headroom share is measured between (:mod:`evolve.eval.headroom`): the best fixed setting,
+#: the faster on the tuning split of a tuned fixed top-K tree and a tuned chain depth (depth 0: plain decoding, so a
+#: champion that does not draft takes no share where drafting does not pay), and the bound.
+FIXED_SHAPES, BOUND_SHAPE = ("fixed_width", "best_chain"), "shape_oracle"
 
 
-def add_headroom(rows: list[dict[str, Any]], d: ShapeData, per_tree: dict[str, np.ndarray], replicates: int) -> None:
+def best_fixed(tune: ShapeData, costs: Costs) -> str:
+    """The name among :data:`FIXED_SHAPES` whose tuned setting is faster on ``tune`` (tokens per second under
+    ``costs``; the first on a tie)."""
+    found = competitors(tune, costs, tuned_on=tune)
+    return max(FIXED_SHAPES, key=lambda name: (found[name][1].tokens_per_second, -FIXED_SHAPES.index(name)))
+
+
+def add_headroom(rows: list[dict[str, Any]], d: ShapeData, per_tree: dict[str, np.ndarray], replicates: int,
+                 fixed: str = FIXED_SHAPES[0]) -> None:
     """Give every champion row of one split (role ``champion``, with per-tree figures) its headroom share between
-    ``fixed_width`` and the bound ``shape_oracle`` and the 95% interval over the split's texts (the bound's per-tree
-    choices kept in every replicate), as ``headroom_share``/``_low``/``_high``, and under ``_headroom`` the record
-    :mod:`evolve.report.headroom` prints (with each named shape as a rival)."""
+    the best fixed setting ``fixed`` (:func:`best_fixed`) and the bound ``shape_oracle`` and the 95% interval over the
+    split's texts (the bound's per-tree choices kept in every replicate), as ``headroom_share``/``_low``/``_high``,
+    and under ``_headroom`` the record :mod:`evolve.report.headroom` prints (with each named shape as a rival)."""
     texts = d.table.per_tree("seq_id")
     weights = None
     for row in rows:
         if row["role"] != "champion" or row["_per_tree"] is None:
             continue
-        found = headroom(row["_per_tree"], per_tree[FIXED_SHAPE], per_tree[BOUND_SHAPE], texts, replicates)
+        found = headroom(row["_per_tree"], per_tree[fixed], per_tree[BOUND_SHAPE], texts, replicates)
         weights = group_weights(texts, replicates) if weights is None else weights
         rivals = []
         for other in rows:
@@ -157,7 +169,7 @@ def add_headroom(rows: list[dict[str, Any]], d: ShapeData, per_tree: dict[str, n
                 ratio, low, high = ratio_interval(weights, row["_per_tree"], other["_per_tree"])
                 rivals.append({"name": other["heuristic"], "ratio": ratio, "low": low, "high": high})
         row.update(headroom_share=found.share, headroom_low=found.low, headroom_high=found.high,
-                   _headroom={"champion": row["heuristic"], "split": row["split"], "fixed_name": FIXED_SHAPE,
+                   _headroom={"champion": row["heuristic"], "split": row["split"], "fixed_name": fixed,
                               "bound_name": BOUND_SHAPE, "headroom": found.to_dict(), "rivals": rivals})
 
 
@@ -202,5 +214,5 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     return rows, text
 
 
-__all__ = ["ALL_SPLITS", "FIXED_SHAPE", "BOUND_SHAPE", "TreesOptions", "add_headroom", "champion_label", "tree_rows",
+__all__ = ["ALL_SPLITS", "FIXED_SHAPES", "BOUND_SHAPE", "best_fixed", "TreesOptions", "add_headroom", "champion_label", "tree_rows",
            "trees_command"]

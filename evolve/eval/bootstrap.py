@@ -91,12 +91,19 @@ def ratio_interval(weights: np.ndarray, values: np.ndarray, reference: np.ndarra
         point = (values[:, 0].sum() / values[:, 1].sum()) / (reference[:, 0].sum() / reference[:, 1].sum())
         rep = (weights @ values[:, 0]) / (weights @ values[:, 1]) \
             / ((weights @ reference[:, 0]) / (weights @ reference[:, 1]))
-    rep = rep[np.isfinite(rep)]
-    if rep.size < MIN_REPLICATES or np.unique(rep).size < 2:
-        return float(point), math.nan, math.nan
+    return (float(point), *percentile_interval(rep))
+
+
+def percentile_interval(replicates: np.ndarray) -> tuple[float, float]:
+    """(low, high) float: the :data:`COVERAGE` percentile interval of the finite values of ``replicates`` (float64
+    (R,), a statistic's bootstrap replicates), or (NaN, NaN) when fewer than :data:`MIN_REPLICATES` are finite or they
+    take fewer than two distinct values (no zero-width "interval" is ever estimated)."""
+    finite = replicates[np.isfinite(replicates)]
+    if finite.size < MIN_REPLICATES or np.unique(finite).size < 2:
+        return math.nan, math.nan
     tail = (1.0 - COVERAGE) / 2.0 * 100.0
-    low, high = np.percentile(rep, [tail, 100.0 - tail])
-    return float(point), float(low), float(high)
+    low, high = np.percentile(finite, [tail, 100.0 - tail])
+    return float(low), float(high)
 
 
 #: How :func:`interval_text` shows an interval that could not be estimated.
@@ -112,4 +119,4 @@ def interval_text(low: float, high: float, spec: str = ".3f") -> str:
 
 
 __all__ = ["BOOTSTRAP_SEED", "COVERAGE", "MIN_GROUPS", "MIN_REPLICATES", "NOT_ESTIMATED", "check_replicates",
-           "group_draws", "group_weights", "interval_caveat", "interval_text", "ratio_interval"]
+           "group_draws", "group_weights", "interval_caveat", "interval_text", "percentile_interval", "ratio_interval"]

@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from evolve.eval.bootstrap import BOOTSTRAP_SEED, COVERAGE, MIN_REPLICATES, group_weights, interval_caveat
+from evolve.eval.bootstrap import BOOTSTRAP_SEED, group_weights, interval_caveat, percentile_interval
 
 #: Replicates of a headroom interval.
 HEADROOM_REPLICATES = 200
@@ -130,11 +130,7 @@ def headroom(champion: np.ndarray, fixed: np.ndarray, bound: np.ndarray | Callab
     share = headroom_share(c, f, point_b)
     rep_c, rep_f = _ratio(weights, champion), _ratio(weights, fixed)
     shares = np.array([headroom_share(a, b, d) for a, b, d in zip(rep_c, rep_f, rep_b)])
-    finite = shares[np.isfinite(shares)]
-    low = high = math.nan
-    if math.isfinite(share) and finite.size >= MIN_REPLICATES:
-        tail = (1.0 - COVERAGE) / 2.0 * 100.0
-        low, high = (float(x) for x in np.percentile(finite, [tail, 100.0 - tail]))
+    low, high = percentile_interval(shares) if math.isfinite(share) else (math.nan, math.nan)
     return Headroom(share, low, high, c, f, point_b, int(np.unique(texts).size), replicates, interval_caveat(texts))
 
 

@@ -24,9 +24,9 @@ from evolve.errors import InputError
 from evolve.export.codegen import Layout
 from evolve.export.numpy_module import numpy_source
 from evolve.export.torch_module import torch_source
-from heuristics.champions import read_champion
+from heuristics.champions import champion_files, read_champion
 from heuristics.contract import Rule
-from heuristics.registry import get_rule
+from heuristics.registry import REGISTRY, get_rule
 
 #: Export targets: name -> function (rule name, prefix nodes, layout, source text) -> module text.
 TARGETS: dict[str, Callable] = {"numpy": numpy_source, "torch": torch_source}
@@ -35,7 +35,9 @@ TARGETS: dict[str, Callable] = {"numpy": numpy_source, "torch": torch_source}
 def resolve_rule(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:
     """The expression rule ``spec`` names, and where it came from.
 
-    Returns (rule, source): source is the champion file read or ``registered rule NAME``.
+    Returns (rule, source): source is the champion file read (a promoted champion named by its name included, so
+    that its run's context goes with it as with its path, :mod:`evolve.commands.run_context`) or
+    ``registered rule NAME``.
     Raises: InputError for an invalid champion file, a path that does not exist, an unknown
     name (listing the known ones) or a function rule.
     """
@@ -44,6 +46,11 @@ def resolve_rule(spec: str, champions_dir: str | os.PathLike | None = None) -> t
         champion = read_champion(path)
         return champion.rule(), str(champion.path)
     rule = get_rule(spec, champions=True, directory=champions_dir)
+    if spec not in REGISTRY and ":" not in spec:  # a promoted champion (get_rule read the champions directory)
+        for file in champion_files(champions_dir):
+            champion = read_champion(file)
+            if champion.name == rule.name:
+                return champion.rule(), str(champion.path)
     if rule.nodes is None:
         raise InputError(f"rule '{rule.name}' is a Python function rule; only expression rules and champions "
                          f"can be exported")

@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from evolve.errors import InputError
-from evolve.eval.bootstrap import COVERAGE, MIN_REPLICATES, group_draws, interval_caveat
+from evolve.eval.bootstrap import COVERAGE, MIN_REPLICATES, group_draws, interval_caveat, interval_text
 from evolve.eval.evaluator import EvalData
 from evolve.kinds.base import KindContext
 from evolve.search.config import RunConfig
@@ -144,7 +144,7 @@ def _decide(result: SearchResult, cfg: RunConfig, point: float, low: float, high
                f"evolution is not ahead out of fold by more than the noise: the seeded {names[rival]} is the "
                f"champion")
     reason = (f"cross-validation over {data.texts} texts of train and valid in {cfg.cv_folds} folds: evolved - "
-              f"seeded out of fold {point:.6g} ({COVERAGE:.0%} interval [{low:.6g}, {high:.6g}]): {verdict}"
+              f"seeded out of fold {point:.6g} ({COVERAGE:.0%} interval {interval_text(low, high, '.6g')}): {verdict}"
               + (f" ({caveat})" if caveat else ""))
     guard = GuardResult(kept, names[rival], data.texts, point, low, high, reason, cross_validation=detail)
     if result.champion_source == "evolved" and not kept:

@@ -43,10 +43,11 @@ from evolve.eval.evaluator import EvalData
 from evolve.kinds.registry import KINDS
 from evolve.report.compare.categories import OVERALL, CategoryFigures, figures_json, format_categories
 from evolve.report.compare.rows import REFERENCE_RULE, ComparedRule, Comparison, Row
-from evolve.commands.compare.speed import apply_costs
+from evolve.commands.compare.speed import price_rows
 from evolve.commands.compare.table import (
     BenchmarkOptions, _tuning_split, block_gamma, score_split, training_split,
 )
+from evolve.report.finite import finite_tree
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.report.spec_bench import category_order, groups_of
 from evolve.traces.io import Traces, load_split
@@ -110,7 +111,7 @@ def _scored(entries: Sequence[ComparedRule], data: EvalData, traces: Traces, gam
         rows += scorer.competitors(rules, data, gamma, costs, *(tune or (None, data.split)), train=train)
         bounds += scorer.bounds
         used.append((scorer, rules))
-    rows = apply_costs(rows, costs, data) if costs.measured else rows
+    rows = price_rows(rows, costs, data)
     headroom = [rec for scorer, rules in used if scorer.headroom is not None
                 for rec in scorer.headroom(rules, rows, data, gamma, costs)]
     return [r for r in rows if r.heuristic not in bounds], headroom
@@ -188,7 +189,7 @@ def category_benchmark(options: BenchmarkOptions, by_category: bool = False) -> 
                 extra = format_categories(fig)
                 text = text.rstrip("\n") + "\n" + (f"\n```\n{extra.strip()}\n```\n" if fmt == "markdown" else extra)
         if fmt == "json" and found:
-            text = json.dumps({**json.loads(text), "categories": found}, indent=2) + "\n"
+            text = json.dumps({**json.loads(text), "categories": finite_tree(found)}, indent=2, allow_nan=False) + "\n"
     if options.output is not None:
         write_output(text, options.output)
     return comparison, text

@@ -41,4 +41,12 @@ def apply_costs(rows: Sequence[Row], costs: Costs, data: EvalData | None = None)
     return [with_costs(r, costs, blocks, no_draft) for r in rows]
 
 
-__all__ = ["with_costs", "apply_costs"]
+def price_rows(rows: Sequence[Row], costs: Costs, data: EvalData | None = None) -> list[Row]:
+    """The rows as the comparison prints them: under a cost file :func:`apply_costs`; under a flat cost ratio, whose
+    time unit is a target step and not a second, every row marked ``in_seconds=False`` (no tokens per second)."""
+    if costs.measured:
+        return apply_costs(rows, costs, data)
+    return [dataclasses.replace(r, in_seconds=False) for r in rows]
+
+
+__all__ = ["with_costs", "apply_costs", "price_rows"]

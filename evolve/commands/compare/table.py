@@ -77,7 +77,7 @@ from evolve.report.compare.rows import (
     ComparedRule, Row,
 )
 from evolve.commands.compare.concurrency import concurrency_rows
-from evolve.commands.compare.speed import apply_costs
+from evolve.commands.compare.speed import price_rows
 from evolve.report.compare.verdict import champion_records
 from evolve.commands.options import naming_param
 from evolve.report.output import check_output, resolve_format, write_output
@@ -397,10 +397,7 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
         if policies:
             for scorer, rules in competing.values():
                 rows += scorer.competitors(rules, data, result.gamma[s], costs, *(tune or (None, s)), train=train)
-        if costs.measured:
-            rows = apply_costs(rows, costs, data)
-        else:  # a flat cost ratio's time unit is a target step: no row is in tokens per second
-            rows = [dataclasses.replace(r, in_seconds=False) for r in rows]
+        rows = price_rows(rows, costs, data)
         if policies:
             for scorer, rules in competing.values():
                 if scorer.headroom is not None:

@@ -76,8 +76,9 @@ def standing(rows: Sequence, s: Scoring, replicates: int = HEADROOM_REPLICATES) 
     with ``per_text``): ``{"champion", "split", "fixed_name", "bound_name", "headroom": Headroom.to_dict(), "text": the
     share in words,
     "rivals": [{"name", "ratio", "low", "high"}]}``, rivals being every competitor policy row (bounds left out), its
-    ratio the champion's tokens per second over the rival's with the 95% interval over texts. Empty without the
-    fixed and bound rows."""
+    ratio the champion's tokens per second over the rival's with the 95% interval over texts, and ``unit``: ``tok/s``,
+    or ``tokens per target step`` when the rows were priced by a flat cost ratio (``in_seconds`` False). Empty without
+    the fixed and bound rows."""
     by_name = {r.heuristic: r for r in rows}
     fixed, bound = by_name.get(FIXED_ROW), by_name.get(BOUND_ROW)
     if fixed is None or bound is None or fixed.per_text is None:
@@ -98,6 +99,7 @@ def standing(rows: Sequence, s: Scoring, replicates: int = HEADROOM_REPLICATES) 
             rivals.append({"name": c.heuristic, "ratio": ratio, "low": low, "high": high})
         out.append({"champion": r.heuristic, "split": r.split, "fixed_name": FIXED_ROW, "bound_name": BOUND_ROW,
                     "headroom": found.to_dict(), "text": found.text(),
+                    "unit": "tok/s" if r.in_seconds else "tokens per target step",
                     "rivals": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in x.items()}
                                for x in rivals]})
     return out

@@ -23,7 +23,7 @@ from evolve.report.compare.concurrency import concurrency_lines, schedule_lines
 from evolve.kinds.registry import KINDS
 from evolve.report.compare.rows import FORMATS, REFERENCE_RULE, ROW_KEYS, VERIFIER, Comparison
 from evolve.report.compare.verdict import compute_verdict
-from evolve.report.finite import finite_cell, finite_value
+from evolve.report.finite import finite_cell, finite_tree, finite_value
 from evolve.report.headroom import headroom_lines
 from evolve.report.output import resolve_format
 
@@ -248,10 +248,10 @@ def format_json(comparison: Comparison) -> str:
     schedules = {split: {"ranges": [list(r) for r in found["schedule"]], "tuned_on": found["tuned_on"]}
                  for split, found in comparison.schedules.items()}
     data = {s: {"source": comparison.sources.get(s), "sha256": comparison.digests.get(s)} for s in comparison.splits}
-    return json.dumps({"rows": [{k: finite_value(v) for k, v in row.to_dict().items()} for row in comparison.rows],
-                       "verdict": None if verdict is None else verdict.to_dict(),
-                       "concurrency": comparison.concurrency, "schedules": schedules,
-                       "headroom": comparison.headroom, "data": data}, indent=2) + "\n"
+    return json.dumps(finite_tree({"rows": [row.to_dict() for row in comparison.rows],
+                                   "verdict": None if verdict is None else verdict.to_dict(),
+                                   "concurrency": comparison.concurrency, "schedules": schedules,
+                                   "headroom": comparison.headroom, "data": data}), indent=2, allow_nan=False) + "\n"
 
 
 FORMATTERS = {"table": format_table, "csv": format_csv, "json": format_json, "markdown": format_markdown}
