@@ -117,13 +117,12 @@ def _drafter_of(harvest: Any) -> Drafter | None:
     if not isinstance(harvest, dict) or not isinstance(harvest.get("drafter"), dict):
         return None
     found = harvest["drafter"]
-    kind = found.get("kind") if isinstance(found.get("kind"), str) else ""
-    ngram = None
-    if kind == "ngram":
+    drafter = Drafter(found.get("kind") if isinstance(found.get("kind"), str) else "")
+    if drafter.lookup:  # a prompt-lookup drafter's settings: its n-gram lengths (evolve.engine.ngram)
         longest, shortest = found.get("max"), found.get("min")
         if all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (longest, shortest)):
-            ngram = (int(longest), int(shortest))
-    return Drafter(kind, ngram)
+            return Drafter(drafter.kind, (int(longest), int(shortest)))
+    return drafter
 
 
 def harvest_drafter(source: str, data: str | os.PathLike | None = None) -> Drafter:
