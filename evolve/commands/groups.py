@@ -89,10 +89,10 @@ def _positive(value: Any, where: str, key: str) -> float:
 TEST_SPLIT = "test"
 
 
-def _rows(path: Path) -> list[tuple[int, dict]]:
-    """(index, row) of the test split's rows of a benchmark's JSON (a benchmark of several splits holds the others
-    too); InputError naming the file when the rows are not a list of objects or none is of the test split."""
-    bench = read_json(path)
+def _rows(bench: Any, path: Path) -> list[tuple[int, dict]]:
+    """(index, row) of the test split's rows of a benchmark's JSON ``bench`` read from ``path`` (a benchmark of several
+    splits holds the others too); InputError naming the file when the rows are not a list of objects or none is of
+    the test split."""
     rows = bench.get("rows") if isinstance(bench, dict) else None
     if not isinstance(rows, list):
         raise InputError(f"{path}: not a benchmark's JSON (its format json: an object with 'rows')")
@@ -106,9 +106,9 @@ def _rows(path: Path) -> list[tuple[int, dict]]:
     return found
 
 
-def _bench_of(path: Path, data: Path) -> None:
-    """Refuse a benchmark that records another test split than ``data``'s (its ``data.test.sha256``)."""
-    bench = read_json(path)
+def _bench_of(bench: Any, path: Path, data: Path) -> None:
+    """Refuse a benchmark (its JSON ``bench``, read from ``path``) that records another test split than ``data``'s (its
+    ``data.test.sha256``)."""
     data_key = bench.get("data") if isinstance(bench, dict) else None
     if data_key is None:  # a benchmark written before its JSON recorded the splits' digests
         return
@@ -117,7 +117,7 @@ def _bench_of(path: Path, data: Path) -> None:
         raise InputError(f"{path}: key 'data.{TEST_SPLIT}' must be an object of {{source, sha256}} (a benchmark's "
                          f"JSON of the {TEST_SPLIT} split)")
     digest = recorded.get("sha256")
-    test = split_path(data, "test")
+    test = split_path(data, TEST_SPLIT)
     if isinstance(digest, str) and test is not None and cached_sha256_file(test) != digest:
         raise InputError(f"{path}: a benchmark of another test split ({recorded.get('source')}) than {test}; "
                          f"benchmark the group's dataset")
@@ -159,19 +159,23 @@ def _same_run(first: tuple[Path, Any, RunContext, Any], other: tuple[Path, Any, 
         raise InputError(f"{b} was evolved under the cost file {ctx_b.costs} and {a} under {ctx_a.costs}")
 
 
-def _seed(path: Path) -> Any:
+def _provenance(path: Path) -> dict:
+    """The ``provenance`` object of a champion file (empty when it has none)."""
     doc = read_json(path)
     prov = doc.get("provenance") if isinstance(doc, dict) else None
-    seed = prov.get("seed") if isinstance(prov, dict) else None
+    return prov if isinstance(prov, dict) else {}
+
+
+def _seed(prov: dict) -> Any:
+    """The run's seed a champion's provenance records, or None."""
+    seed = prov.get("seed")
     return seed if type(seed) is int else None
 
 
-def _seeded(path: Path) -> bool:
-    """Whether a champion file holds a seeded competitor (``champion_source`` ``seeded:NAME``: evolution found
-    nothing better on valid, or the champion guard kept the competitor)."""
-    doc = read_json(path)
-    prov = doc.get("provenance") if isinstance(doc, dict) else None
-    return str((prov or {}).get("champion_source", "")).startswith("seeded")
+def _seeded(prov: dict) -> bool:
+    """Whether a champion's provenance says it is a seeded competitor (``champion_source`` ``seeded:NAME``: evolution
+    found nothing better on valid, or the champion guard kept the competitor)."""
+    return str(prov.get("champion_source", "")).startswith("seeded")
 
 
 def _group(d: Path, single: tuple[Path, Any, RunContext, Any], sources: dict[Path, Path]
@@ -180,7 +184,8 @@ def _group(d: Path, single: tuple[Path, Any, RunContext, Any], sources: dict[Pat
     data = d / DATA_DIR
     cats, tokens = _categories(data)
     rule, ctx = _champion(d / GROUP_FILE, "the group's champion: its search's champion.json")
-    group = (d / GROUP_FILE, rule, ctx, _seed(d / GROUP_FILE))
+    prov = _provenance(d / GROUP_FILE)
+    group = (d / GROUP_FILE, rule, ctx, _seed(prov))
     _same_run(single, group)
     other = differing_file(data, ctx)
     if other is not None:
@@ -202,8 +207,9 @@ def _group(d: Path, single: tuple[Path, Any, RunContext, Any], sources: dict[Pat
     if not bench.is_file():
         raise InputError(f"{bench}: {'not a file' if bench.exists() else 'no such file'} (the group's benchmark: "
                          f"benchmark.py's JSON)")
-    rows = _rows(bench)
-    _bench_of(bench, data)
+    doc = read_json(bench)
+    rows = _rows(doc, bench)
+    _bench_of(doc, bench, data)
 
     def tps(pred, what: str) -> float:
         for i, r in rows:
@@ -224,9 +230,9 @@ def _group(d: Path, single: tuple[Path, Any, RunContext, Any], sources: dict[Pat
                 COLUMNS[3]: tps(lambda r: r.get("heuristic") == "confidence_threshold", "confidence_threshold")},
         "plain_tps": _plain(rows, bench),
         "bound_tps": tps(lambda r: r.get("heuristic") == "length_oracle", "length_oracle"),
-        "headroom": {COLUMNS[0]: _share(bench, champion(single[1].expression), rows),
-                     COLUMNS[1]: _share(bench, champion(rule.expression), rows)},
-        "seeded": _seeded(d / GROUP_FILE),
+        "headroom": {COLUMNS[0]: _share(doc, bench, champion(single[1].expression), rows),
+                     COLUMNS[1]: _share(doc, bench, champion(rule.expression), rows)},
+        "seeded": _seeded(prov),
     }, group
 
 
@@ -247,7 +253,7 @@ def group_rows(runs: str | os.PathLike) -> list[dict[str, Any]]:
         raise InputError(f"{single_path}: {'not a file' if single_path.exists() else 'no such file'} (the champion "
                          f"of the search on all categories)", param="runs")
     rule, ctx = _champion(single_path, "the champion of the search on all categories")
-    single = (single_path, rule, ctx, _seed(single_path))
+    single = (single_path, rule, ctx, _seed(_provenance(single_path)))
     sources: dict[Path, Path] = {}
     groups: list[tuple[Path, Any, RunContext, Any]] = []
     found = []
@@ -263,11 +269,11 @@ def group_rows(runs: str | os.PathLike) -> list[dict[str, Any]]:
     return sorted(found, key=lambda f: order.get(f["label"], len(order)))
 
 
-def _share(bench: Path, pick, rows: list[tuple[int, dict]]) -> dict | None:
+def _share(doc: Any, bench: Path, pick, rows: list[tuple[int, dict]]) -> dict | None:
     """The test split's headroom record's figures (share, low, high: each a finite number or null) of the champion row
-    ``pick`` selects in a benchmark's JSON (its ``headroom`` records name the row by its label), or None when the
-    benchmark has none. Raises: InputError naming the file and key for a figure of another type."""
-    doc = read_json(bench)
+    ``pick`` selects in a benchmark's JSON ``doc`` read from ``bench`` (its ``headroom`` records name the row by its
+    label), or None when the benchmark has none. Raises: InputError naming the file and key for a figure of another
+    type."""
     labels = {r.get("heuristic") for _, r in rows if pick(r)}
     for j, rec in enumerate((doc.get("headroom") or ()) if isinstance(doc, dict) else ()):
         if not (isinstance(rec, dict) and rec.get("split") == TEST_SPLIT and rec.get("champion") in labels
