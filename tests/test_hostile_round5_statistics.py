@@ -63,7 +63,7 @@ def test_a_headroom_share_has_an_interval_only_from_shares_that_vary(texts, same
     """A champion that is the best fixed setting takes a share of 0 on every replicate: its share is printed alone,
     never as the "interval" [0.00, 0.00] (before: it was)."""
     from evolve.eval.headroom import headroom
-    from evolve.report.headroom import share_text
+    from evolve.eval.headroom import share_text
 
     rng = np.random.default_rng(seed)
     fixed = np.column_stack([rng.uniform(1, 3, texts), rng.uniform(0.5, 1, texts)])

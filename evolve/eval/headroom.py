@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -62,12 +62,21 @@ class Headroom:
         return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in asdict(self).items()}
 
     def text(self) -> str:
-        """``0.42 [0.10, 0.71]`` (``n/a`` where undefined)."""
-        if not math.isfinite(self.share):
-            return "n/a (no headroom)"
-        if not (math.isfinite(self.low) and math.isfinite(self.high)):
-            return f"{self.share:.2f}"
-        return f"{self.share:.2f} [{self.low:.2f}, {self.high:.2f}]"
+        """``0.42 [0.10, 0.71]`` (:func:`share_text`)."""
+        return share_text(self.to_dict())
+
+
+def share_text(h: dict[str, Any]) -> str:
+    """``0.42 [0.10, 0.71]`` of a headroom dict (:meth:`Headroom.to_dict`, or a benchmark's JSON record): the share
+    alone when its interval was not estimated, ``n/a (no headroom)`` when the share is undefined (None or not finite)."""
+    def finite(x) -> bool:
+        return isinstance(x, (int, float)) and math.isfinite(x)
+
+    if not finite(h.get("share")):
+        return "n/a (no headroom)"
+    if not (finite(h.get("low")) and finite(h.get("high"))):
+        return f"{h['share']:.2f}"
+    return f"{h['share']:.2f} [{h['low']:.2f}, {h['high']:.2f}]"
 
 
 def dinkelbach(tokens: np.ndarray, seconds: np.ndarray, weights: np.ndarray | None = None,
@@ -134,4 +143,4 @@ def headroom(champion: np.ndarray, fixed: np.ndarray, bound: np.ndarray | Callab
     return Headroom(share, low, high, c, f, point_b, int(np.unique(texts).size), replicates, interval_caveat(texts))
 
 
-__all__ = ["HEADROOM_REPLICATES", "NO_HEADROOM", "Headroom", "headroom_share", "dinkelbach", "headroom"]
+__all__ = ["HEADROOM_REPLICATES", "NO_HEADROOM", "Headroom", "headroom_share", "dinkelbach", "headroom", "share_text"]

@@ -10,9 +10,8 @@ import math
 import textwrap
 from typing import Any
 
-from evolve.eval.headroom import headroom_share
+from evolve.eval.headroom import headroom_share, share_text
 from evolve.report.finite import finite_cell, finite_tree
-from evolve.report.headroom import share_text
 
 #: The rows of the table, in order: column label -> how a group's benchmark row is found.
 COLUMNS = ("single policy", "group policy", "best fixed", "confidence")
@@ -62,8 +61,7 @@ def format_groups(groups: list[dict[str, Any]], fmt: str) -> str:
     def share(h) -> str:
         if h is None:
             return "-"
-        return share_text({"share": None if h["share"] != h["share"] else h["share"], "low": h["low"],
-                           "high": h["high"]})
+        return share_text(h)
 
     def cells(label, tokens, tps, plain, mark=""):
         return [label, str(tokens), *(finite_cell(f"{tps[c]:.2f} ({ratio(tps[c], plain):.2f}x)") +

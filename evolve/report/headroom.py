@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from evolve.eval.headroom import share_text
+
 #: What the lines say the share is.
 DEFINITION = ("headroom share = (champion - best fixed) / (bound - best fixed) in tokens per second (per target step "
               "without a cost file), with its 95% interval from a paired bootstrap over texts (evolve.eval.headroom)")
@@ -19,15 +21,6 @@ DEFINITION = ("headroom share = (champion - best fixed) / (bound - best fixed) i
 
 def _num(x: Any, spec: str) -> str:
     return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
-
-
-def share_text(h: dict[str, Any]) -> str:
-    """``0.42 [0.10, 0.71]`` of a headroom dict (``n/a (no headroom)`` when undefined)."""
-    if h.get("share") is None:
-        return "n/a (no headroom)"
-    if h.get("low") is None or h.get("high") is None:
-        return f"{h['share']:.2f}"
-    return f"{h['share']:.2f} [{h['low']:.2f}, {h['high']:.2f}]"
 
 
 #: Rows whose names start so are learned baselines (the table says when one beats the champion).

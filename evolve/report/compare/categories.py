@@ -8,7 +8,8 @@ import dataclasses
 import numpy as np
 
 from evolve.report.compare.rows import Row
-from evolve.report.headroom import DEFINITION, share_text
+from evolve.eval.headroom import share_text
+from evolve.report.headroom import DEFINITION
 from evolve.report.width import fit_width
 
 
