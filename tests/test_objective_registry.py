@@ -11,6 +11,8 @@ from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData
 from evolve.eval.objectives import OBJECTIVES, Objective, objective_named, register_objective, scores_kind
 from evolve.kinds.registry import KINDS
+from evolve.report.compare.rows import Row
+from evolve.report.compare.verdict import champion_measure
 from evolve.gp.primitives import CORE_FEATURES
 from evolve.search.algorithms import search
 from evolve.search.config import DEFAULTS, FIELD_NAMES, RunConfig, resolve, setting_of
@@ -45,6 +47,25 @@ def test_the_builtin_objectives_are_objects():
     assert exc.value.param == "objective"
     with pytest.raises(ValueError, match="registered already"):
         register_objective(dataclasses.replace(OBJECTIVES["expected"], description="another"))
+    with pytest.raises(ValueError, match="measure 'speed' is not one of fitness, tokens_per_call"):
+        register_objective(dataclasses.replace(OBJECTIVES["expected"], name="speedy", measure="speed"))
+    assert "speedy" not in OBJECTIVES
+
+
+def test_the_verdict_judges_a_champion_by_its_objectives_measure(user_objective):
+    """The benchmark's verdict reads the measure from the objective object, a user's objective included."""
+    row = Row("champion", "champion", "test", "data", None, 0.0, program_kind="verify-length")
+    assert {name: champion_measure(row, {"objective": name}) for name in OBJECTIVES} == {
+        "acceptance_quality": "fitness", "expected": "fitness", "speed_at_tv": "tokens_per_call",
+        "pareto": "tokens_per_call", "tokens_per_second": "tokens_per_second",
+        "pareto_tokens_per_second": "tokens_per_second", user_objective.name: "fitness"}
+    speedy = register_objective(dataclasses.replace(user_objective, name="tps_test", measure="tokens_per_second"))
+    try:
+        assert champion_measure(row, {"objective": "tps_test"}) == "tokens_per_second"
+    finally:
+        del OBJECTIVES[speedy.name]
+    # no objective recorded: the kind's first objective's measure
+    assert champion_measure(row, {}) == "tokens_per_second"
 
 
 def test_no_objective_is_chosen_by_comparing_its_name():

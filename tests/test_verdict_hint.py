@@ -15,12 +15,14 @@ from helpers import split_verdict
 
 import benchmark
 from evolve.eval.objectives import OBJECTIVES
-from evolve.report.compare.verdict import FITNESS_OBJECTIVES, NEXT_STEPS
+from evolve.report.compare.verdict import MEASURE, NEXT_STEPS
 from evolve.traces.io import write_dataset
 from evolve.traces.synth.independent import generate_split
 from heuristics.champions import Champion, champion_json
 
 STANDARD = "min(1.0, div(target_prob, draft_prob))"
+#: The objectives whose champions the acceptance-quality fitness judges.
+FITNESS_OBJECTIVES = {name for name, o in OBJECTIVES.items() if o.measure == MEASURE}
 
 
 @pytest.fixture(scope="module")

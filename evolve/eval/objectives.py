@@ -170,6 +170,10 @@ def quality_margin(metrics: Metrics, params: Any, expected: bool = False) -> flo
     return excess / math.sqrt(var)
 
 
+#: The benchmark row metrics that can judge a champion (:attr:`Objective.measure`).
+MEASURES: tuple[str, ...] = ("fitness", "tokens_per_call", "tokens_per_second")
+
+
 @dataclass(frozen=True)
 class Objective:
     """What a run optimises (see "The objective registry" in the module doc).
@@ -198,6 +202,9 @@ class Objective:
         worst: fitness values given in place of non-finite ones; None: -:data:`WORST` for a
             maximised value, +:data:`WORST` for a minimised one.
         reads_costs: it reads the run's cost file and concurrency settings (which other objectives refuse).
+        measure: the benchmark row metric that judges a champion of this objective
+            (:mod:`evolve.report.compare.verdict`): ``fitness`` (the acceptance-quality fitness, the column
+            ``Fitness``), ``tokens_per_call`` or ``tokens_per_second``.
     """
 
     name: str
@@ -210,6 +217,7 @@ class Objective:
     margin: Callable[[Metrics, Any], float] | None = None
     worst: tuple[float, ...] | None = None
     reads_costs: bool = False
+    measure: str = "fitness"
 
     @property
     def multi(self) -> bool:
@@ -280,26 +288,30 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective("expected", "the acceptance-quality fitness in expectation (noise-free)", _expected_score,
               worst=(0.0,), kinds=(), margin=lambda m, cfg: quality_margin(m, cfg.acceptance_quality_fitness(), True)),
     Objective("speed_at_tv", "tokens per target call with TV per token <= tv_budget", _speed_score,
-              kinds=(), needs_blocks=True),
+              kinds=(), needs_blocks=True, measure="tokens_per_call"),
     Objective("pareto", "NSGA-II over tokens per call, TV per token and program size (keeps the front; the "
               "champion is the fastest member within tv_budget on valid)", _speed_score, values=_pareto_values,
-              weights=PARETO_WEIGHTS, kinds=(), needs_blocks=True),
+              weights=PARETO_WEIGHTS, kinds=(), needs_blocks=True, measure="tokens_per_call"),
     Objective("tokens_per_second", "expected tokens per second under the run's cost file (the costs setting), "
               "exact from the records; with concurrency R > 1, the throughput of R requests decoded together; "
               "with a lossy verifier (verify_with), within tv_budget; for tree shapes, on the tree tables",
-              _tokens_per_second, kinds=(), needs_blocks=True, reads_costs=True),
+              _tokens_per_second, kinds=(), needs_blocks=True, reads_costs=True, measure="tokens_per_second"),
     Objective("pareto_tokens_per_second", "NSGA-II over tokens per second (within tv_cap), TV per token and program "
               "size, for a policy whose drafts a lossy rule verifies (verify_with); the champion is the fastest "
               "member within tv_budget on valid", _tokens_per_second, values=_pareto_tokens_per_second,
-              weights=PARETO_WEIGHTS, kinds=(), needs_blocks=True, reads_costs=True),
+              weights=PARETO_WEIGHTS, kinds=(), needs_blocks=True, reads_costs=True, measure="tokens_per_second"),
 )}
 
 
 def register_objective(objective: Objective) -> Objective:
     """Add ``objective`` to :data:`OBJECTIVES`, so runs can name it (``RunConfig(objective=NAME)``).
 
-    Raises: ValueError if another objective of that name is registered, or its weights are empty.
+    Raises: ValueError if another objective of that name is registered, its weights are empty, or its measure is
+    not one of :data:`MEASURES`.
     """
+    if objective.measure not in MEASURES:
+        raise ValueError(f"objective {objective.name!r}: measure {objective.measure!r} is not one of "
+                         f"{', '.join(MEASURES)}")
     if not objective.weights:
         raise ValueError(f"objective {objective.name!r}: no fitness weights")
     if len(objective.weights) == 1 and objective.weights[0] <= 0:

@@ -2,7 +2,7 @@
 
 Measure: what the champions were evolved for. A champion is judged by its run's objective, as its champion
 file records it (``objective``), else by its kind's first objective (:attr:`evolve.kinds.base.ProgramKind.objectives`),
-through :data:`OBJECTIVE_MEASURES`: the acceptance-quality fitness (column ``Fitness``) for ``acceptance_quality`` and
+through the objective's :attr:`evolve.eval.objectives.Objective.measure`: the acceptance-quality fitness (column ``Fitness``) for ``acceptance_quality`` and
 ``expected`` (its noise-free form), tokens per call for ``speed_at_tv`` and ``pareto``, tokens per second for
 ``tokens_per_second`` and ``pareto_tokens_per_second`` (the objectives of verification-length policies and tree
 shapes; without a cost file, whose seconds are measured, the speedup under the comparison's flat cost ratio:
@@ -42,15 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from evolve.eval.objectives import OBJECTIVES
 from evolve.report.compare.rows import REFERENCE_RULE, VERIFIER, Comparison, ComparedRule, Row
 
 #: The row metric the verdict compares without champions (the table's column ``Fitness``).
 MEASURE = "fitness"
-#: The row metric that judges a champion of each objective (module doc).
-OBJECTIVE_MEASURES: dict[str, str] = {"acceptance_quality": "fitness", "expected": "fitness",
-                                      "speed_at_tv": "tokens_per_call", "pareto": "tokens_per_call",
-                                      "tokens_per_second": "tokens_per_second",
-                                      "pareto_tokens_per_second": "tokens_per_second"}
 #: How the verdict line names a measure.
 MEASURE_WORDS: dict[str, str] = {"fitness": "fitness", "expected_fitness": "expected fitness",
                                  "tokens_per_call": "tokens per call", "tokens_per_second": "tokens per second",
@@ -59,8 +55,6 @@ MEASURE_WORDS: dict[str, str] = {"fitness": "fitness", "expected_fitness": "expe
 BOUNDS: frozenset[str] = frozenset({"length_oracle", "shape_oracle"})
 #: Slack of the TV-per-token filter of a speed measure (round-off of an exactly lossless row).
 TV_SLACK = 1e-12
-#: Objectives whose champions are chosen by (a form of) the acceptance-quality fitness.
-FITNESS_OBJECTIVES: frozenset[str] = frozenset({"acceptance_quality", "expected"})
 #: The lines printed before the verdict when a champion of a fitness run does not beat standard rejection.
 NEXT_STEPS: tuple[str, ...] = (
     "next: standard rejection is the optimum of the acceptance-quality fitness, so no champion can beat",
@@ -129,18 +123,24 @@ def _measure(row: Row) -> float | None:
     return _value(row, MEASURE)
 
 
+def objective_measure(objective: Any) -> str | None:
+    """The measure (:attr:`evolve.eval.objectives.Objective.measure`) of the registered objective named
+    ``objective``; None for anything else."""
+    found = OBJECTIVES.get(objective) if isinstance(objective, str) else None
+    return found.measure if found is not None else None
+
+
 def champion_measure(row: Row, info: Mapping[str, Any]) -> str:
     """The measure that judges the champion ``row`` (module doc): its recorded run objective's, else its kind's
     first objective's, else the fitness."""
-    objective = info.get("objective")
-    if isinstance(objective, str) and objective in OBJECTIVE_MEASURES:
-        return OBJECTIVE_MEASURES[objective]
+    measure = objective_measure(info.get("objective"))
+    if measure is not None:
+        return measure
     from evolve.kinds.registry import KINDS
 
     kind = KINDS.get(row.program_kind) if isinstance(row.program_kind, str) else None
-    if kind is not None and kind.objectives and kind.objectives[0] in OBJECTIVE_MEASURES:
-        return OBJECTIVE_MEASURES[kind.objectives[0]]
-    return MEASURE
+    measure = objective_measure(kind.objectives[0]) if kind is not None and kind.objectives else None
+    return measure or MEASURE
 
 
 def priced_measure(measure: str, comparison: Comparison) -> str:
@@ -180,7 +180,7 @@ def _reason(champ: Row, winner: Row, ref: Row | None, info: Mapping[str, Any], s
     if ref is not None and champ.expression is not None and champ.expression == ref.expression:
         return False, f"it is {ref.heuristic} itself"
     objective = info.get("objective")
-    if isinstance(objective, str) and objective not in FITNESS_OBJECTIVES:
+    if isinstance(objective, str) and objective_measure(objective) != MEASURE:
         return False, f"its run optimised the {objective} objective, not fitness"
     if source == "evolved":
         if _measure(champ) == _measure(winner):
@@ -380,7 +380,7 @@ def _needs_next_steps(champ: Row, ref: Row | None, info: Mapping[str, Any]) -> b
     written by a run under an acceptance-quality objective."""
     if ref is None or "path" not in info or _measure(champ) > _measure(ref):
         return False
-    return info.get("objective") in FITNESS_OBJECTIVES
+    return objective_measure(info.get("objective")) == MEASURE
 
 
 def _run_settings(prov: Mapping[str, Any], config: Mapping[str, Any], reads_gamma: bool) -> dict[str, Any]:
@@ -437,6 +437,6 @@ def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str
     return out
 
 
-__all__ = ["BOUNDS", "FITNESS_OBJECTIVES", "MEASURE", "MEASURE_WORDS", "NEXT_STEPS", "OBJECTIVE_MEASURES", "PLAIN",
-           "PLAIN_NEXT_STEPS", "PRICED_MEASURES", "Verdict", "champion_measure", "champion_records", "compute_verdict", "never_drafts",
+__all__ = ["BOUNDS", "MEASURE", "MEASURE_WORDS", "NEXT_STEPS", "PLAIN", "PLAIN_NEXT_STEPS", "PRICED_MEASURES", "Verdict",
+           "champion_measure", "champion_records", "compute_verdict", "never_drafts", "objective_measure",
            "priced_measure", "speed_next_steps", "verdict_split"]
