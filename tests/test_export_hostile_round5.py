@@ -104,8 +104,10 @@ class TestPlainDecodingSchedules:
         assert all(e.schedule_length(text, b) == 0 for b in (1, 2, 5, 100, 65536))
 
 
-HOSTILE_LOOKUP = [({"data": {"generator_config": {"ngram": bad, "drafter": {"kind": "ngram"}}}}, "ngram")
-                  for bad in (0, -2, True, 1.5, "3", [1, 2, 3], [2, 0], [1, 3], [False])] + \
+HOSTILE_LOOKUP = [({"data": {"generator_config": {"drafter": {"kind": "ngram", "max": hi, "min": lo}}}},
+                   "generator_config.drafter")
+                  for hi, lo in ((0, 1), (-2, 1), (True, 1), (1.5, 1), ("3", 1), (3, 0), (1, 3), (3, False),
+                                 (3, None), (None, 2), ([3], 1))] + \
                  [({"config": {"gamma": bad}}, "gamma") for bad in (True, False, 0, -1, 2.5, "8", 10 ** 9)]
 
 
@@ -120,15 +122,17 @@ class TestLlamaCppPythonSettings:
         one_line_refusal(export(path, "--to", "llama-cpp-python", "--output", out), key)
         assert not out.exists()
 
-    @pytest.mark.parametrize("ngram,gamma", [([3, 1], 8), ([2], 1), ([5, 5], 4096)])
+    @pytest.mark.parametrize("ngram,gamma", [((3, 1), 8), ((2, 2), 1), ((5, 5), 4096), ((4, 2), 6), (None, 6)])
     def test_valid_settings_are_the_class_defaults(self, tmp_path, ngram, gamma):
-        prov = {"config": {"gamma": gamma}, "data": {"generator_config": {"ngram": ngram,
-                                                                           "drafter": {"kind": "ngram"}}}}
+        """The harvest drafter's n-gram lengths (its ``max`` and ``min``, as the harvest records them; the module's
+        defaults 3 and 1 when it records none) and the run's draft length."""
+        drafter = {"kind": "ngram"} | ({"max": ngram[0], "min": ngram[1]} if ngram else {})
+        prov = {"config": {"gamma": gamma}, "data": {"generator_config": {"drafter": drafter}}}
         path = champion(tmp_path, "p", "sub(2.5, draft_index)", "verify-length", ("draft_index",), prov)
         result = export(path, "--to", "llama-cpp-python")
         assert result.exit_code == 0, result.output
         line = next(ln for ln in result.stdout.splitlines() if ln.startswith("MAX_NGRAM, MIN_NGRAM, GAMMA"))
-        assert line.endswith(f"{ngram[0]}, {ngram[-1] if len(ngram) == 2 else 1}, {gamma}")
+        assert line.endswith(f"{(ngram or (3, 1))[0]}, {(ngram or (3, 1))[1]}, {gamma}")
 
     @pytest.mark.parametrize("kind", ["model", "eagle"])
     def test_another_harvest_drafter_is_refused(self, tmp_path, kind):

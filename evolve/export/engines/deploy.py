@@ -111,18 +111,28 @@ def provenance(rule: Rule, source: str, exact: bool, tuned: str = "", notes: tup
     return Provenance(rule.name, rule.expression or "", source, rule.kind, exact, tuned, notes, drafter)
 
 
-def _drafter_of(harvest: Any) -> Drafter | None:
-    """The :class:`evolve.export.engines.base.Drafter` of a harvest's config (``config`` of a dataset's metadata),
-    or None when it names none."""
+def _drafter_of(harvest: Any, path: str, key: str) -> Drafter | None:
+    """The :class:`evolve.export.engines.base.Drafter` of a harvest's config (key ``key`` of the file ``path``:
+    ``config`` of a dataset's metadata, ``provenance.data.generator_config`` of a champion file), or None when it
+    names none. A prompt-lookup drafter's n-gram lengths are its ``max`` and ``min`` (:mod:`evolve.engine.ngram`);
+    absent, the drafter has none (:attr:`Drafter.ngram` None).
+
+    Raises: InputError naming the file and the key for lengths an engine would refuse (not integers, below 1, or
+    the shortest above the longest)."""
     if not isinstance(harvest, dict) or not isinstance(harvest.get("drafter"), dict):
         return None
     found = harvest["drafter"]
     drafter = Drafter(found.get("kind") if isinstance(found.get("kind"), str) else "")
-    if drafter.lookup:  # a prompt-lookup drafter's settings: its n-gram lengths (evolve.engine.ngram)
-        longest, shortest = found.get("max"), found.get("min")
-        if all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (longest, shortest)):
-            return Drafter(drafter.kind, (int(longest), int(shortest)))
-    return drafter
+    if not drafter.lookup or (found.get("max") is None and found.get("min") is None):
+        return drafter
+    longest, shortest = found.get("max"), found.get("min")
+    for name, value in (("max", longest), ("min", shortest)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"{path}: key '{key}.drafter.{name}' is {value!r}, not an n-gram length >= 1")
+    if shortest > longest:
+        raise InputError(f"{path}: key '{key}.drafter': the shortest n-gram ({shortest}) exceeds the longest "
+                         f"({longest})")
+    return Drafter(drafter.kind, (int(longest), int(shortest)))
 
 
 def harvest_drafter(source: str, data: str | os.PathLike | None = None) -> Drafter:
@@ -131,13 +141,15 @@ def harvest_drafter(source: str, data: str | os.PathLike | None = None) -> Draft
     (``config.drafter``); unknown (an empty :class:`evolve.export.engines.base.Drafter`) when neither says.
 
     Raises: InputError naming both when the champion's harvest and the dataset's drafted differently (the settings
-    tuned on the dataset would be written for another drafter), or as :func:`evolve.traces.io.load_metadata`."""
+    tuned on the dataset would be written for another drafter), naming the file and key for a lookup's n-gram
+    lengths an engine would refuse, or as :func:`evolve.traces.io.load_metadata`."""
     own = None
     if Path(source).is_file():
         prov = read_champion(source).provenance or {}
         own = _drafter_of((prov.get("data") or {}).get("generator_config") if isinstance(prov.get("data"), dict)
-                          else None)
-    tuned = _drafter_of(load_metadata(data).get("config")) if data is not None else None
+                          else None, source, "provenance.data.generator_config")
+    tuned = (_drafter_of(load_metadata(data).get("config"), str(Path(data) / "metadata.json"), "config")
+             if data is not None else None)
     if own is not None and tuned is not None and own.kind != tuned.kind:
         raise InputError(f"the champion {source} was harvested with drafter '{own.kind}' and the dataset {data} with "
                          f"'{tuned.kind}': tune it on a dataset of its own drafter", param="data")

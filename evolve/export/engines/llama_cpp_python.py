@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 
 from evolve.errors import InputError
-from evolve.engine.ngram import DEFAULT_LOOKUP, _occurrences, lookup_columns, lookup_lengths, lookup_match
+from evolve.engine.ngram import DEFAULT_LOOKUP, _occurrences, lookup_columns, lookup_match
 from evolve.export.codegen import core_source, shown, straight_line
 from evolve.export.engines.base import Capabilities, Engine, Provenance, Setting
 from evolve.export.engines.deploy import harvest_drafter
@@ -190,31 +190,20 @@ def _harvest_settings(source: str) -> tuple[tuple[int, int], int]:
     """The n-gram lengths (longest, shortest) and longest draft a champion file's run records, checked as the
     module's class checks them (:data:`_CLASS`: max >= min >= 1, num_pred_tokens >= 1), else the defaults.
 
+    The n-gram lengths are the harvest drafter's (:func:`evolve.export.engines.deploy.harvest_drafter`).
+
     Raises: InputError naming the file and key for a value the class would refuse at call time (a boolean, a
     non-integer, min above max, a count below 1 or above :data:`MAX_GAMMA`), or a harvest whose drafter is not
     prompt lookup (the module drafts by prompt lookup only)."""
     prov = read_champion(source).provenance or {}
     run = prov.get("config") if isinstance(prov.get("config"), dict) else {}
-    data = prov.get("data") if isinstance(prov.get("data"), dict) else {}
-    harvest = data.get("generator_config") if isinstance(data.get("generator_config"), dict) else {}
     drafter = harvest_drafter(source)
     if drafter.kind and not drafter.lookup:
         raise InputError(f"{source}: the champion's harvest drafted with '{drafter.kind}' "
                          f"(provenance.data.generator_config.drafter.kind), and the llama-cpp-python module drafts "
                          f"by prompt lookup only, so the policy would run on drafts it was not tuned on; nearest: "
                          f"the same champion exported for llama.cpp, which drafts with a draft model")
-    ngram, gamma = DEFAULT_LOOKUP, 8
-    found = harvest.get("ngram")
-    if found is not None:
-        values = found if isinstance(found, list) else [found]
-        if not (1 <= len(values) <= 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
-                                               for v in values)):
-            raise InputError(f"{source}: key 'provenance.data.generator_config.ngram' is {found!r}, not one or two "
-                             f"n-gram lengths >= 1 (the module's PolicyPromptLookup class would refuse it)")
-        ngram = lookup_lengths(values)
-        if not 1 <= ngram[1] <= ngram[0]:
-            raise InputError(f"{source}: key 'provenance.data.generator_config.ngram' is {found!r}: the shortest "
-                             f"n-gram must not exceed the longest (llama-cpp-python's module would refuse it)")
+    ngram, gamma = drafter.ngram or DEFAULT_LOOKUP, 8
     if "gamma" in run:
         value = run["gamma"]
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GAMMA:
@@ -227,7 +216,7 @@ def _harvest_settings(source: str) -> tuple[tuple[int, int], int]:
 def champion_module(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:
     """(rule, :func:`module_source` text) of ``spec`` (a champion file, run directory or rule name:
     :func:`evolve.export.exporter.resolve_rule`), the module's defaults the n-gram lengths and the draft length of
-    the champion's run where its file records them (the dataset's harvest ``ngram``, the run's ``gamma``), else
+    the champion's run where its file records them (the harvest drafter's ``max`` and ``min``, the run's ``gamma``), else
     prompt lookup 3..1 and 8 drafts.
 
     Raises: InputError as :func:`evolve.export.exporter.resolve_rule`, :func:`check_policy` and
