@@ -15,7 +15,7 @@ from evolve.engine.ngram import NgramDrafter
 from evolve.errors import InputError
 from evolve.export.engines.llama_cpp_python import COLUMN_VALUES, module_source
 from heuristics.champions import Champion, save_champion
-from evolve.kinds.verify_length.live import policy_keep
+from evolve.kinds.verify_length.live import PolicyHistory, policy_keep
 from evolve.commands.rules import rule_named
 from heuristics.contract import Rule
 
@@ -41,7 +41,13 @@ POLICIES = [rule_named("fixed_gamma:gamma=0"), rule_named("fixed_gamma:gamma=2")
             _policy("sub(lookup_freq, 0.6)"),
             _policy("if_gt(position, 12.0, sub(3.5, draft_index), sub(mul(lookup_len, lookup_freq), draft_index))"),
             _policy("if_gt(position, 12.0, sub(3.5, draft_index), sub(mul(lookup_len, lookup_freq), draft_index))"),
-            _policy("sub(sub(lookup_len, 0.5), mul(0.4, draft_index))")]
+            _policy("sub(sub(lookup_len, 0.5), mul(0.4, draft_index))"),
+            # the request so far (history features): how the text's earlier calls fared
+            _policy("sub(add(accept_ewma, mul(0.3, prev_accepted)), add(0.5, mul(0.2, draft_index)))"),
+            _policy("if_gt(since_reject, 1.0, sub(4.0, draft_index), sub(first_hit_ewma, add(0.6, draft_index)))"),
+            _policy("sub(add(sub(prev_verified, prev_accepted), 1.5), draft_index)")]
+#: The policies above that read the text's history.
+HISTORY_POLICIES = POLICIES[-3:]
 
 
 def _load(source: str, root, name: str):
@@ -66,11 +72,12 @@ def _load(source: str, root, name: str):
     return module
 
 
-def reference_draft(rule, ctx, prompt_len: int, gamma: int, ngram=(3, 1), eos=()):
-    """What live decoding (:meth:`evolve.live.decoding.ChainDecoder.text`) drafts for ``ctx`` (the project's drafter and policy)."""
+def reference_draft(rule, ctx, prompt_len: int, gamma: int, ngram=(3, 1), eos=(), history=None):
+    """What live decoding (:meth:`evolve.live.decoding.ChainDecoder.text`) drafts for ``ctx`` (the project's drafter and
+    policy), with the text's ``history`` state (None: a text's start)."""
     drafter = NgramDrafter(ngram[0], ngram[1], 100)
     engine = SimpleNamespace(eos=set(eos))
-    keep = policy_keep(rule, len(ctx) - prompt_len)
+    keep = policy_keep(rule, len(ctx) - prompt_len, history)
     ahead = drafter.lookahead(engine, list(ctx)) if keep.lookahead else {}
     if not keep(0, [], [], [], ahead):
         return []
@@ -124,18 +131,18 @@ def test_drafts_equal_the_projects_drafter_and_policy(modules, tokens, cut, gamm
 
 def _greedy(next_token, prompt, n, draft_model=None, calls=None):
     """llama-cpp-python's ``Llama.generate`` loop under greedy decoding with a deterministic model: after each
-    sampled token the draft model gets the text so far; drafts are kept while they equal the model's tokens."""
+    sampled token the draft model gets the text so far; the model's token at each drafted position is sampled in
+    turn, the drafts kept while they equal it; at the first that differs (the corrected token), or after the last
+    draft (the token after the drafts), the draft model is called again."""
     ctx, out = list(prompt), []
+    tok = next_token(ctx)
+    ctx.append(tok)
+    out.append(tok)
     while len(out) < n:
-        tok = next_token(ctx)
-        ctx.append(tok)
-        out.append(tok)
-        if draft_model is None or len(out) >= n:
-            continue
-        draft = list(draft_model(np.asarray(ctx, dtype=np.intc)))
+        draft = list(draft_model(np.asarray(ctx, dtype=np.intc))) if draft_model is not None else []
         if calls is not None:
             calls.append((list(ctx), draft))
-        for d in draft:
+        for d in [*draft, None]:  # each drafted position, then the one after the drafts
             if len(out) >= n:
                 break
             tok = next_token(ctx)
@@ -156,11 +163,31 @@ def test_inside_the_generate_loop_drafts_match_and_text_is_greedy(modules, promp
     plain = _greedy(next_token, prompt, 30)
     for rule, module in modules:
         model = module.PolicyPromptLookup(3, 1, 6)
-        for _ in range(2):  # a second text with the same prompt: a new text again
+        for _ in range(2):  # a second text with the same prompt: a new text again (its history starts again)
             calls = []
             assert _greedy(next_token, prompt, 30, model, calls) == plain
-            for ctx, draft in calls:
-                assert draft == reference_draft(rule, ctx, len(prompt), 6), rule.name
+            assert_live_drafts(rule, calls, len(prompt))
+
+
+def assert_live_drafts(rule, calls, prompt_len: int, gamma: int = 6, eos=()):
+    """Every call's draft ((text, draft) in call order, one text) is what live decoding drafts there, its history
+    advanced as live decoding advances it (:class:`evolve.kinds.verify_length.live.PolicyHistory`) by each call's
+    outcome: the drafts verified, and those kept (the text's growth before the next call, less the sampled token)."""
+    live = PolicyHistory(rule)
+    for i, (ctx, draft) in enumerate(calls):
+        assert draft == reference_draft(rule, ctx, prompt_len, gamma, eos=eos, history=live.state.copy()), (rule.name, i)
+        if i + 1 < len(calls):
+            live.observe(len(draft), len(calls[i + 1][0]) - len(ctx) - 1)
+
+
+def test_history_policies_draft_by_their_history():
+    """The history policies above are not a fixed function of the current text: the same text with another
+    history drafts differently, so the tests above check that the module tracks it."""
+    ctx = [1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2]
+    for rule in HISTORY_POLICIES:
+        drafts = {tuple(reference_draft(rule, ctx, 3, 6, history=h))
+                  for h in ([0.0, 0.0, 1.0, 1.0, 0.0], [6.0, 0.0, 0.1, 0.0, 0.0], [6.0, 6.0, 0.9, 1.0, 12.0])}
+        assert len(drafts) > 1, rule.name
 
 
 def _unavailable() -> list[str]:
@@ -205,14 +232,16 @@ def test_other_kinds_and_lossy_verifiers_are_refused():
         module_source(lossy, "test")
 
 
-def test_greedy_decoding_with_the_exported_module_equals_plain_decoding_in_llama_cpp(tmp_path, monkeypatch):
+@pytest.mark.parametrize("policy", [POLICIES[6], *HISTORY_POLICIES], ids=lambda r: r.expression)
+def test_greedy_decoding_with_the_exported_module_equals_plain_decoding_in_llama_cpp(tmp_path, monkeypatch, policy):
     """With llama-cpp-python installed: a tiny GGUF decodes the same tokens greedily with the exported draft model
-    as without it."""
+    as without it, and inside ``Llama.generate`` every call drafts what live decoding drafts with the text's
+    history."""
     llama_cpp = pytest.importorskip("llama_cpp")
     path = llama_gguf(tmp_path, monkeypatch)
     spec = importlib.util.spec_from_loader("exported_real", loader=None)
     module = importlib.util.module_from_spec(spec)
-    exec(compile(module_source(POLICIES[6], "test"), "exported_real", "exec"), module.__dict__)
+    exec(compile(module_source(policy, "test"), "exported_real", "exec"), module.__dict__)
     llm = llama_cpp.Llama(str(path), n_ctx=256, n_threads=1, verbose=False, logits_all=True, seed=0)
     prompt = [1, 5, 6, 7, 5, 6, 8, 5, 6, 7, 5, 6]
     plain = []
@@ -220,7 +249,15 @@ def test_greedy_decoding_with_the_exported_module_equals_plain_decoding_in_llama
         plain.append(tok)
         if len(plain) == 40:
             break
-    llm.draft_model = module.PolicyPromptLookup(3, 1, 6, eos_token_ids=(2,))
+    calls = []
+
+    class Recorded(module.PolicyPromptLookup):
+        def __call__(self, input_ids, /, **kwargs):
+            draft = super().__call__(input_ids, **kwargs)
+            calls.append((list(map(int, input_ids)), list(map(int, draft))))
+            return draft
+
+    llm.draft_model = Recorded(3, 1, 6, eos_token_ids=(2,))
     spec_out = []
     for tok in llm.generate(prompt, temp=0.0):
         spec_out.append(tok)
@@ -228,6 +265,8 @@ def test_greedy_decoding_with_the_exported_module_equals_plain_decoding_in_llama
             break
     assert spec_out == plain
     assert llm.draft_model._prompt_len == len(prompt)  # found by the draft model itself
+    assert any(calls[i][1] for i in range(len(calls)))  # some call drafted
+    assert_live_drafts(policy, calls, len(prompt), eos=(2,))
 
 
 @pytest.mark.parametrize("spec,exports", [("fixed_gamma:gamma=3", True), ("confidence_threshold:h=0.5", False),

@@ -287,23 +287,30 @@ def test_the_benchmark_prints_the_headroom(vocab_dataset, tmp_path):
     assert oracle.tokens_per_second == pytest.approx(h["bound"], rel=1e-12)
 
 
-def test_export_writes_the_history_for_numpy_and_refuses_it_for_llama_cpp_python(tmp_path):
-    """A policy reading the history exports to numpy with its History class; the llama-cpp-python draft model, which
-    gives only the lookup's columns, refuses it in one line (exit 2, no file)."""
+def test_export_writes_the_history_for_numpy_and_for_llama_cpp_python(tmp_path):
+    """A policy reading the history exports to numpy with its History class, and as the llama-cpp-python draft model,
+    which keeps one History per text and advances it by each call's outcome (tests/test_export_llama_cpp_python.py
+    checks its drafts against live decoding's, inside the library's generate loop); a policy reading the drafter's
+    probabilities is refused there in one line (exit 2, no file): they are constant for a lookup drafter."""
     from click.testing import CliRunner
 
     from evolve.cli.evolve import cli
     from heuristics.champions import Champion, save_champion
 
-    champ = Champion(name="hist", expression=HISTORY_POLICIES[0], description="test", kind="verify-length",
-                     features=[], metrics={"train": {"fitness": 0.5}, "valid": {"fitness": 0.5}})
+    for i, expression in enumerate(HISTORY_POLICIES):
+        champ = Champion(name=f"hist{i}", expression=expression, description="test", kind="verify-length",
+                         features=[], metrics={"train": {"fitness": 0.5}, "valid": {"fitness": 0.5}})
+        path = save_champion(champ, tmp_path)[0]
+        for target, name in (("numpy", f"p{i}.py"), ("llama-cpp-python", f"d{i}.py")):
+            ok = CliRunner().invoke(cli, ["export", str(path), "--to", target, "--output", str(tmp_path / name)])
+            assert ok.exit_code == 0, ok.output
+            assert "class History:" in (tmp_path / name).read_text()
+    champ = Champion(name="probs", expression="sub(draft_top_prob, draft_index)", description="test",
+                     kind="verify-length", features=[], metrics={"train": {"fitness": 0.5}, "valid": {"fitness": 0.5}})
     path = save_champion(champ, tmp_path)[0]
-    ok = CliRunner().invoke(cli, ["export", str(path), "--to", "numpy", "--output", str(tmp_path / "p.py")])
-    assert ok.exit_code == 0, ok.output
-    assert "class History:" in (tmp_path / "p.py").read_text()
-    res = CliRunner().invoke(cli, ["export", str(path), "--to", "llama-cpp-python", "--output", str(tmp_path / "d.py")])
-    assert res.exit_code == 2 and "Traceback" not in res.output and not (tmp_path / "d.py").exists()
-    assert "prev_accepted" in res.output and len(res.output.strip().splitlines()) == 1
+    res = CliRunner().invoke(cli, ["export", str(path), "--to", "llama-cpp-python", "--output", str(tmp_path / "t.py")])
+    assert res.exit_code == 2 and "Traceback" not in res.output and not (tmp_path / "t.py").exists()
+    assert "draft_top_prob" in res.output and len(res.output.strip().splitlines()) == 1
 
 
 def test_the_live_headroom_prices_the_live_calls_against_the_records_bound(splits):

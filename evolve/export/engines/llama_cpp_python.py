@@ -16,7 +16,11 @@ stops drafting where the policy says so, with the decisions ``benchmark.py live`
 (the decision live decoding makes, ``policy_keep``): before drafting token m (m = 0, 1, ..., up to ``num_pred_tokens``)
 it drafts it iff ``keep_drafting`` (the numpy export of the policy, :mod:`evolve.export.numpy_module`) is 1
 on the columns of that decision: draft_index = m; position = the generated tokens before the block + m; lookup_len
-and lookup_freq of token m (:func:`evolve.engine.ngram.lookup_columns`). A policy reading any other column is refused
+and lookup_freq of token m (:func:`evolve.engine.ngram.lookup_columns`); the text's history features
+(:data:`evolve.gp.primitives.HISTORY_FEATURES`; the module's ``History``, the scorer's update written from its source),
+advanced at each call by the previous call's outcome, which the module reads from the text it is given: the previous
+call's text, then the accepted drafts, then the token sampled after them (a text that grew otherwise starts its
+history again). A policy reading any other column is refused
 in one line (:func:`check_policy`): the target's are not known before drafting, and the drafter's probabilities
 (draft_prob, draft_top_prob, draft_cumprob, draft_entropy) are constant for a one-hot lookup drafter, so a policy
 reading them would silently run as another policy.
@@ -37,15 +41,17 @@ from evolve.export.engines.base import Capabilities, Engine, Provenance, Setting
 from evolve.export.engines.deploy import harvest_drafter
 from evolve.export.exporter import layout, resolve_rule
 from evolve.export.numpy_module import numpy_source
+from evolve.gp.primitives import HISTORY_FEATURES
 from heuristics.champions import read_champion
 from heuristics.contract import Rule
 
 #: The columns the lookup drafter gives a decision inside llama-cpp-python, and their value (text of a
 #: Python expression of ``m`` the draft index, ``start`` the block's first position, ``cols`` the lookup
-#: columns of the full draft).
+#: columns of the full draft, ``hist`` the text's history state, in :data:`HISTORY_FEATURES` order).
 COLUMN_VALUES: dict[str, str] = {
     "draft_index": "float(m)", "position": "float(start + m)",
     "lookup_len": "float(cols['lookup_len'][m])", "lookup_freq": "float(cols['lookup_freq'][m])",
+    **{name: f"float(hist[{i}])" for i, name in enumerate(HISTORY_FEATURES)},
 }
 #: The export target's name (``python -m evolve export --to llama-cpp-python``).
 NAME = "llama-cpp-python"
@@ -99,16 +105,25 @@ class PolicyPromptLookup(LlamaDraftModel):
         self.eos = {int(t) for t in eos_token_ids}
         self._prompt_len = None
         self._last = None
+        self._draft = np.zeros(0, dtype=np.intc)
+        self._history = History()
 
     def start(self, prompt_len):
         """Say that the next call starts a text whose prompt has ``prompt_len`` tokens."""
-        self._prompt_len, self._last = int(prompt_len), None
+        self._prompt_len, self._last, self._history = int(prompt_len), None, History()
 
     def _start(self, ctx):
-        last = self._last
-        if self._prompt_len is None or (last is not None and not (ctx.size > last.size and
-                                                                  np.array_equal(ctx[:last.size], last))):
-            self._prompt_len = ctx.size - 1
+        """The block's first position, after reading the previous call's outcome into the text's history."""
+        last, draft = self._last, self._draft
+        extends = last is not None and ctx.size > last.size and np.array_equal(ctx[:last.size], last)
+        if self._prompt_len is None or (last is not None and not extends):
+            self._prompt_len, self._history = ctx.size - 1, History()
+        elif extends:  # the text grew by the drafts the target kept, then the token it sampled after them
+            accepted = ctx.size - last.size - 1
+            if accepted <= draft.size and np.array_equal(ctx[last.size:last.size + accepted], draft[:accepted]):
+                self._history.update(draft.size, accepted)
+            else:  # grown by more than one call can add: a text of its own from here (its history starts again)
+                self._history = History()
         self._last = ctx
         return ctx.size - self._prompt_len
 
@@ -121,10 +136,12 @@ class PolicyPromptLookup(LlamaDraftModel):
                 draft = draft[:j + 1]
                 break
         cols = lookup_columns(ctx, draft, n) if draft and NEEDS_LOOKUP else {}
-        m = 0
-        while m < len(draft) and keep_drafting(**{name: value(m, start, cols) for name, value in _VALUES.items()}) > 0:
+        hist, m = self._history.state, 0
+        while m < len(draft) and keep_drafting(**{name: value(m, start, cols, hist)
+                                                  for name, value in _VALUES.items()}) > 0:
             m += 1
-        return np.asarray(draft[:m], dtype=np.intc)
+        self._draft = np.asarray(draft[:m], dtype=np.intc)
+        return self._draft.copy()
 '''
 
 
@@ -160,7 +177,7 @@ def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_
     policy = numpy_source(rule.name, rule.nodes, layout(rule), provenance)
     body_start = policy.index('"""', 3) + 3  # after the numpy module's docstring (the keep_drafting semantics)
     features = straight_line(rule.nodes).features
-    values = ", ".join(f"{f!r}: lambda m, start, cols: {COLUMN_VALUES[f]}" for f in features)
+    values = ", ".join(f"{f!r}: lambda m, start, cols, hist: {COLUMN_VALUES[f]}" for f in features)
     doc = (f'"""Verification-length policy {shown(rule.name)} as a llama-cpp-python draft model, exported by '
            f'specdec-evolve.\n\nGenerated; do not edit. Standalone: imports only math, numpy and llama_cpp.\n\n'
            f'    from llama_cpp import Llama\n    llm = Llama(model_path, draft_model=PolicyPromptLookup('
@@ -170,8 +187,11 @@ def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_
            f'policy, is 1 on the decision\'s columns: draft_index m, position (tokens generated before the block) + m, '
            f'lookup_len (the '
            f'matched n-gram\'s length) and lookup_freq (the share of the earlier occurrences of the matched n-gram '
-           f'followed by the drafted tokens before m that token m follows). Call start(prompt_len) before a text, '
-           f'or the first call after a new prompt takes all but the last token as the prompt. llama-cpp-python '
+           f'followed by the drafted tokens before m that token m follows), and the text\'s history (prev_verified, '
+           f'prev_accepted, accept_ewma, first_hit_ewma, since_reject: the History class above, advanced at each call '
+           f'by the previous call\'s outcome, read from how far the text grew past its draft). Call start(prompt_len) '
+           f'before a text, or the first call after a new prompt takes all but the last token as the prompt. '
+           f'llama-cpp-python '
            f'verifies the drafts by its own sampling: with temperature 0 the text is plain greedy decoding\'s.\n\n'
            f'The policy, as exported for numpy (keep_drafting):\n"""')
     parts = [doc, "from __future__ import annotations", "", "from llama_cpp.llama_speculative import LlamaDraftModel",
