@@ -225,7 +225,12 @@ def test_per_group_tables_give_each_champion_its_share_of_the_headroom(spec_harv
     options = BenchmarkOptions(data_dir=out, split="test", repeats=1, costs=costs, champions=(path,),
                                champions_dir=tmp_path / "none")
     _, text = category_benchmark(options)
-    assert "Share of the headroom each champion captures" in text and "caveat, " in text
+    assert "Share of the headroom each champion captures" in text
+    # each caveat once, naming its columns, as prose under the table: never cut into its columns
+    caveats = [line for line in text.splitlines() if line.startswith("caveat (")]
+    assert caveats and len(caveats) == len(set(caveats))
+    table = text[text.index("Share of the headroom each champion captures"):]
+    assert all(line.startswith(("caveat (", "  ")) or "caveat" not in line for line in table.splitlines())
     _, as_json = category_benchmark(dataclasses.replace(options, fmt="json"))
     doc = json.loads(as_json)
     shares = doc["categories"]["test"]["headroom"]["two"]
@@ -427,3 +432,23 @@ def test_groups_table_compares_one_policy_with_one_per_group(spec_harvest, tmp_p
     (runs / "qa" / "bench.json").write_text(json.dumps({"rows": []}))
     result = CliRunner().invoke(cli, ["groups", "--runs", str(runs)])
     assert result.exit_code == 2 and "qa/bench.json: no row of the test split" in result.stderr
+
+
+def test_a_wide_per_group_headroom_table_keeps_its_caveats_whole():
+    """Seven columns of shares are wider than 100 columns, so the table is cut into column groups; the caveats under
+    it are prose, each once with the columns it applies to, never cut into the table's columns."""
+    from evolve.report.compare.categories import CategoryFigures, format_categories
+    from evolve.report.compare.rows import Row
+
+    columns = ["Multi-turn", "Translation", "Summarization", "QA", "Math reasoning", "RAG", "Overall"]
+    caveat = "only 8 texts: with fewer than 10 the percentile interval is narrower than 95% coverage"
+    shares = [{"share": 0.5, "low": 0.25, "high": 0.75, "texts": 8 if c != "Overall" else 48,
+               "caveat": caveat if c != "Overall" else None} for c in columns]
+    rows = {"champion": [Row("champion", "champion", "test", "data", None, 0.0)] * len(columns)}
+    text = format_categories(CategoryFigures("test", columns, rows, {}, False, headroom={"champion": shares}))
+    assert all(len(line) <= 100 for line in text.splitlines())
+    assert text.count("Share of the headroom each champion captures") == 1
+    assert sum(line.count("0.50 [0.25, 0.75]") for line in text.splitlines()) == len(columns)
+    prose = " ".join(line for line in text[text.index("caveat ("):].splitlines())
+    assert prose.startswith(f"caveat ({', '.join(columns[:-1])}): only 8 texts") and prose.count("caveat") == 1
+    assert "95% coverage" in prose and "Overall" not in prose

@@ -66,9 +66,13 @@ def format_categories(fig: CategoryFigures) -> str:
     if fig.headroom:
         body = [[name, *("-" if h is None else share_text(h) for h in cells_)] for name, cells_ in fig.headroom.items()]
         lines += _table(f"Share of the headroom each champion captures, split {fig.split}: {DEFINITION}", header, body)
-        caveats = dict.fromkeys(f"{label}: {h['caveat']}" for cells_ in fig.headroom.values()
-                                for label, h in zip(fig.columns, cells_) if h is not None and h.get("caveat"))
-        lines += [f"caveat, {c}" for c in caveats]
+        caveats: dict[str, dict[str, None]] = {}  # caveat -> the columns it applies to, in order
+        for cells_ in fig.headroom.values():
+            for label, h in zip(fig.columns, cells_):
+                if h is not None and h.get("caveat"):
+                    caveats.setdefault(h["caveat"], {})[label] = None
+        # a paragraph of its own under the table (not a row of it, which a table too wide would cut into columns)
+        lines += ["", *(f"caveat ({', '.join(labels)}): {c}" for c, labels in caveats.items())] if caveats else []
     if fig.acceptance:
         gamma = len(next(iter(fig.acceptance.values())))
         body = [[label, *(f"{a:.3f}" for a in rates)] for label, rates in fig.acceptance.items()]
