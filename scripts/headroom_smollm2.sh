@@ -17,7 +17,12 @@
 #   6. OUT/summary.md (scripts/headroom_summary.py).
 # Workloads: grounded (prompt lookup on the 60 input-grounded prompts, greedy, 64 new tokens, torch), ngram
 # (prompt lookup on the first 100 general prompts, temperature 1, 48 new tokens, torch), spec_bench (prompt lookup on
-# the first SPEC_QUESTIONS questions of each Spec-Bench category, greedy, 48 new tokens per turn, torch).
+# the first SPEC_QUESTIONS questions of each Spec-Bench category, greedy, 48 new tokens per turn, torch),
+# spec_bench_llama (prompt lookup on all 480 Spec-Bench questions, greedy, 48 new tokens per turn, on llama.cpp's
+# kernels: the optional extra 'llama'; harvested one text at a time in one process, as MT-bench's second turns need
+# their first answers; live decoding adds llama-cpp-python's own prompt lookup, --peers llama-cpp-python). All 480
+# questions on torch: WORKLOADS=spec_bench SPEC_QUESTIONS=80. Each backend has its cost file (OUT/costs/ngram.json
+# for torch, OUT/costs/ngram_llama_cpp.json for llama.cpp).
 # Everything goes under OUT (results/headroom, git-ignored); a finished step's file is kept (remove it to redo it).
 # Options through the environment: PYTHON, MODELS, OUT, WORKLOADS (default "grounded"), GAMMA (6), POPULATION (300),
 # GENERATIONS (30), SEED (1), REPEATS (3), SPEC_QUESTIONS (8).
@@ -46,26 +51,31 @@ open(out, "w", encoding="utf-8").write("".join(rows))
 PY
 fi
 
-declare -A PROMPTS=([grounded]=prompts/grounded_prompts.txt [ngram]="$OUT/general.txt" [spec_bench]="$OUT/spec_bench.jsonl")
+declare -A PROMPTS=([grounded]=prompts/grounded_prompts.txt [ngram]="$OUT/general.txt" [spec_bench]="$OUT/spec_bench.jsonl"
+                    [spec_bench_llama]=prompts/spec_bench/question.jsonl)
 declare -A SAMPLING=([grounded]="--temperature 0 --max-new-tokens 64" [ngram]="--temperature 1.0 --max-new-tokens 48"
-                     [spec_bench]="--temperature 0 --max-new-tokens 48")
+                     [spec_bench]="--temperature 0 --max-new-tokens 48" [spec_bench_llama]="--temperature 0 --max-new-tokens 48")
+declare -A BACKEND=([grounded]=torch [ngram]=torch [spec_bench]=torch [spec_bench_llama]=llama_cpp)
+declare -A COSTS=([torch]="$OUT/costs/ngram.json" [llama_cpp]="$OUT/costs/ngram_llama_cpp.json")
+declare -A BATCH=([torch]=16 [llama_cpp]=1)  # texts decoded together: llama.cpp's backend decodes one at a time
+declare -A PEERS=([torch]="" [llama_cpp]="--peers llama-cpp-python")
 DRAFTER="--draft-ngram 3,1"
 
-costs="$OUT/costs/ngram.json"
-if [ ! -f "$costs" ]; then
-    stamp "cost file"
-    # shellcheck disable=SC2086
-    "$PYTHON" benchmark.py perf --write-costs "$costs" --harvest "$MODEL" $DRAFTER --gamma-max "$GAMMA" --threads 1 \
-        --cost-repeats 15 --backend torch > "$OUT/costs/ngram.log" 2>&1
-fi
-
 for name in "${WORKLOADS[@]}"; do
+    backend=${BACKEND[$name]}
+    costs=${COSTS[$backend]}
+    if [ ! -f "$costs" ]; then
+        stamp "cost file ($backend)"
+        # shellcheck disable=SC2086
+        "$PYTHON" benchmark.py perf --write-costs "$costs" --harvest "$MODEL" $DRAFTER --gamma-max "$GAMMA" \
+            --threads 1 --cost-repeats 15 --backend "$backend" > "${costs%.json}.log" 2>&1
+    fi
     if [ ! -f "$OUT/$name/metadata.json" ]; then
         stamp "harvest $name"
         # shellcheck disable=SC2086
-        "$PYTHON" generate_data.py harvest --target "$MODEL" $DRAFTER --prompts "${PROMPTS[$name]}" --gamma "$GAMMA" \
-            ${SAMPLING[$name]} --seed 0 --batch-size 16 --threads 1 --no-progress --out "$OUT/$name" \
-            > "$OUT/$name.harvest.log" 2>&1
+        "$PYTHON" generate_data.py harvest --target "$MODEL" $DRAFTER --backend "$backend" --prompts "${PROMPTS[$name]}" \
+            --gamma "$GAMMA" ${SAMPLING[$name]} --seed 0 --batch-size "${BATCH[$backend]}" --threads 1 --no-progress \
+            --out "$OUT/$name" > "$OUT/$name.harvest.log" 2>&1
     fi
     if [ ! -f "$OUT/$name.champion.json" ]; then
         stamp "search $name"
@@ -89,8 +99,8 @@ for name in "${WORKLOADS[@]}"; do
         stamp "live $name: $fixed"
         # shellcheck disable=SC2086
         "$PYTHON" benchmark.py live --target "$MODEL" $DRAFTER --prompts "${PROMPTS[$name]}" --data "$OUT/$name" \
-            --split test --gamma "$GAMMA" ${SAMPLING[$name]} --seed 0 --threads 1 --backend torch --no-progress \
-            --repeats "$REPEATS" --costs "$costs" --rule standard_rejection --rule "$fixed" \
+            --split test --gamma "$GAMMA" ${SAMPLING[$name]} --seed 0 --threads 1 --backend "$backend" --no-progress \
+            --repeats "$REPEATS" --costs "$costs" --rule standard_rejection --rule "$fixed" ${PEERS[$backend]} \
             --champion "$OUT/$name.logistic.json" --champion "$OUT/$name.champion.json" \
             --format json --output "$OUT/$name.live.json" > "$OUT/$name.live.log" 2>&1
     fi

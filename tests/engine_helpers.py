@@ -5,7 +5,8 @@ and tuned on a dataset under a cost file, and the refusals; with what each file 
 verification method, the drafted tokens per step), read from the setting written, not from the text.
 
 ``require(module)`` imports an engine's package, skipping where it is not installed, except in CI (``CI`` set),
-where the lane must run: the packages come from the ``engines`` extra, installed by ``.ci/run``.
+where the lane must run: the packages come from the ``engines`` extra and llama-cpp-python's source package, installed
+by ``.ci/run``.
 """
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ def require(module: str):
         return importlib.import_module(module)
     except ImportError as exc:
         if os.environ.get("CI"):
-            raise AssertionError(f"{module} is not installed: CI installs the engines extra ({exc})") from exc
-        pytest.skip(f"{module} not installed (pip install -e '.[engines]', see pyproject.toml)")
+            raise AssertionError(f"{module} is not installed: .ci/run installs it ({exc})") from exc
+        pytest.skip(f"{module} not installed (pip install -e '.[engines]' or '.[llama]', see pyproject.toml)")
 
 
 #: The harvest drafters a file can be written for.

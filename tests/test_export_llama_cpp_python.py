@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from engine_helpers import require
 from hypothesis import given, settings, strategies as st
 
 from evolve.engine.ngram import NgramDrafter
@@ -236,8 +237,8 @@ def test_other_kinds_and_lossy_verifiers_are_refused():
 def test_greedy_decoding_with_the_exported_module_equals_plain_decoding_in_llama_cpp(tmp_path, monkeypatch, policy):
     """With llama-cpp-python installed: a tiny GGUF decodes the same tokens greedily with the exported draft model
     as without it, and inside ``Llama.generate`` every call drafts what live decoding drafts with the text's
-    history."""
-    llama_cpp = pytest.importorskip("llama_cpp")
+    history. Run in CI (the conformance lane: llama-cpp-python 0.3.36, built by .ci/run)."""
+    llama_cpp = require("llama_cpp")
     path = llama_gguf(tmp_path, monkeypatch)
     spec = importlib.util.spec_from_loader("exported_real", loader=None)
     module = importlib.util.module_from_spec(spec)
