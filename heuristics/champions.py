@@ -411,21 +411,30 @@ def champion_files(directory: str | os.PathLike | None = None) -> list[Path]:
         raise InputError(f"cannot list the champions directory ({os_error_text(exc)})") from None
 
 
-def list_champions(directory: str | os.PathLike | None = None) -> list[Rule]:
-    """Every champion of a directory (default :func:`champions_dir`) as rules, sorted by file name.
+def promoted_champions(directory: str | os.PathLike | None = None) -> list[Champion]:
+    """Every champion of a directory (default :func:`champions_dir`), each with the file it was read from
+    (:attr:`Champion.path`), sorted by file name.
 
     A missing directory gives an empty list. Raises: InputError for the first
     invalid file (one line naming it), or for two files declaring the same name.
     """
-    rules: list[Rule] = []
+    found: list[Champion] = []
     seen: dict[str, Path] = {}
     for p in champion_files(directory):
-        rule = load_champion(p)
-        if rule.name in seen:
-            raise InputError(f"{p}: champion name {rule.name!r} is also used by {seen[rule.name]}")
-        seen[rule.name] = p
-        rules.append(rule)
-    return rules
+        champion = read_champion(p)
+        if champion.name in seen:
+            raise InputError(f"{p}: champion name {champion.name!r} is also used by {seen[champion.name]}")
+        seen[champion.name] = p
+        found.append(champion)
+    return found
+
+
+def list_champions(directory: str | os.PathLike | None = None) -> list[Rule]:
+    """Every champion of a directory (default :func:`champions_dir`) as rules, sorted by file name.
+
+    Raises: InputError as :func:`promoted_champions`.
+    """
+    return [champion.rule() for champion in promoted_champions(directory)]
 
 
 def save_champion(champion: Champion, directory: str | os.PathLike | None = None,
@@ -499,4 +508,4 @@ def promote(run_dir: str | os.PathLike, name: str, directory: str | os.PathLike 
 
 __all__ = ["Champion", "ChampionExists", "FORMAT", "FORMAT_VERSION", "ENV_DIR", "PACKAGE_DIR", "RESERVED_NAMES", "champions_dir",
            "champion_json", "champion_python", "check_name", "read_champion", "load_champion", "list_champions", "champion_files",
-           "save_champion", "promote"]
+           "promoted_champions", "save_champion", "promote"]

@@ -23,7 +23,7 @@ from typing import Iterable
 
 from evolve.errors import InputError
 from heuristics.baselines import BASELINES
-from heuristics.champions import list_champions
+from heuristics.champions import list_champions, promoted_champions
 from heuristics.contract import Rule
 from heuristics.length_policies import POLICY_FAMILIES
 from heuristics.published import FAMILIES, PUBLISHED, Family, Pair
@@ -131,17 +131,24 @@ def get_rule(name: str, champions: bool = False, directory: str | os.PathLike | 
     Raises: InputError naming the unknown rule and the known ones, as :func:`family_member` for a
     bad member, or as :func:`champion_rules` for an invalid champion file.
     """
+    return find_rule(name, champions, directory)[0]
+
+
+def find_rule(name: str, champions: bool = False,
+              directory: str | os.PathLike | None = None) -> tuple[Rule, str | None]:
+    """(rule, file): :func:`get_rule`'s rule, and for a promoted champion the file it was read from (None for a
+    built-in rule or a family member). Raises: InputError as :func:`get_rule`."""
     if name in REGISTRY:
-        return REGISTRY[name]
+        return REGISTRY[name], None
     if ":" in name:
-        return family_member(name)
+        return family_member(name), None
     known = list(REGISTRY)
     if champions:
-        found = champion_rules(directory)
-        match = next((r for r in found if r.name == name), None)
+        found = promoted_champions(directory)
+        match = next((c for c in found if c.name == name), None)
         if match is not None:
-            return match
-        known += [r.name for r in found]
+            return match.rule(), match.path
+        known += [c.name for c in found]
     raise InputError(f"unknown rule '{name}' (known: {', '.join(sorted(known))})")
 
 
@@ -159,4 +166,4 @@ def get_family(name: str) -> Family:
 
 
 __all__ = ["REGISTRY", "STANDARD_EXPRESSION", "STANDARD_NAME", "assemble", "builtin_rules", "champion_rules",
-           "families", "family_member", "get_family", "get_rule", "rule_names", "rules"]
+           "families", "family_member", "find_rule", "get_family", "get_rule", "rule_names", "rules"]

@@ -2,7 +2,7 @@
 
 ``CHAMPION`` is an existing path (a champion ``NAME.json`` or a run directory holding
 ``champion.json``, read by :func:`heuristics.champions.read_champion`), or else the name of
-a registered rule or promoted champion (:func:`heuristics.registry.get_rule`). Only
+a registered rule or promoted champion (:func:`heuristics.registry.find_rule`). Only
 expression rules can be exported; a rule given as a Python function has no expression.
 
 What the module defines depends on the rule's kind of program (:mod:`evolve.kinds`), through the
@@ -24,9 +24,9 @@ from evolve.errors import InputError
 from evolve.export.codegen import Layout
 from evolve.export.numpy_module import numpy_source
 from evolve.export.torch_module import torch_source
-from heuristics.champions import champion_files, read_champion
+from heuristics.champions import read_champion
 from heuristics.contract import Rule
-from heuristics.registry import REGISTRY, get_rule
+from heuristics.registry import find_rule
 
 #: Export targets: name -> function (rule name, prefix nodes, layout, source text) -> module text.
 TARGETS: dict[str, Callable] = {"numpy": numpy_source, "torch": torch_source}
@@ -45,12 +45,9 @@ def resolve_rule(spec: str, champions_dir: str | os.PathLike | None = None) -> t
     if path.exists() or spec.endswith(".json") or os.sep in spec:
         champion = read_champion(path)
         return champion.rule(), str(champion.path)
-    rule = get_rule(spec, champions=True, directory=champions_dir)
-    if spec not in REGISTRY and ":" not in spec:  # a promoted champion (get_rule read the champions directory)
-        for file in champion_files(champions_dir):
-            champion = read_champion(file)
-            if champion.name == rule.name:
-                return champion.rule(), str(champion.path)
+    rule, file = find_rule(spec, champions=True, directory=champions_dir)
+    if file is not None:  # a promoted champion, read from its file
+        return rule, str(file)
     if rule.nodes is None:
         raise InputError(f"rule '{rule.name}' is a Python function rule; only expression rules and champions "
                          f"can be exported")
