@@ -176,7 +176,8 @@ def assert_live_drafts(rule, calls, prompt_len: int, gamma: int = 6, eos=()):
     outcome: the drafts verified, and those kept (the text's growth before the next call, less the sampled token)."""
     live = PolicyHistory(rule)
     for i, (ctx, draft) in enumerate(calls):
-        assert draft == reference_draft(rule, ctx, prompt_len, gamma, eos=eos, history=live.state.copy()), (rule.name, i)
+        expected = reference_draft(rule, ctx, prompt_len, gamma, eos=eos, history=live.state.copy())
+        assert draft == expected, (rule.name, i)
         if i + 1 < len(calls):
             live.observe(len(draft), len(calls[i + 1][0]) - len(ctx) - 1)
 

@@ -214,5 +214,5 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     return rows, text
 
 
-__all__ = ["ALL_SPLITS", "FIXED_SHAPES", "BOUND_SHAPE", "best_fixed", "TreesOptions", "add_headroom", "champion_label", "tree_rows",
-           "trees_command"]
+__all__ = ["ALL_SPLITS", "FIXED_SHAPES", "BOUND_SHAPE", "best_fixed", "TreesOptions", "add_headroom", "champion_label",
+           "tree_rows", "trees_command"]

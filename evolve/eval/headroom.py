@@ -68,7 +68,8 @@ class Headroom:
 
 def share_text(h: dict[str, Any]) -> str:
     """``0.42 [0.10, 0.71]`` of a headroom dict (:meth:`Headroom.to_dict`, or a benchmark's JSON record): the share
-    alone when its interval was not estimated, ``n/a (no headroom)`` when the share is undefined (None or not finite)."""
+    alone when its interval was not estimated, ``n/a (no headroom)`` when the share is undefined (None or not
+    finite)."""
     def finite(x) -> bool:
         return isinstance(x, (int, float)) and math.isfinite(x)
 

@@ -3,9 +3,10 @@
 A record (from a kind's ``compare`` hook, :func:`evolve.kinds.verify_length.eval_headroom.standing`, or the trees
 command) holds ``champion``, ``split``, ``headroom`` (:meth:`evolve.eval.headroom.Headroom.to_dict`) and ``rivals``
 (each competitor's ``name`` and the champion's tokens per second over it, ``ratio`` with the 95% interval
-``low``/``high`` over texts), and its figures' ``unit`` (``tok/s`` when absent). :func:`headroom_line` writes one line per record: the share of the headroom with its
-interval and the three figures it comes from, then the competitors ahead of the champion, each marked when the
-whole interval is below 1 (behind by more than the spread), the learned stopping rules named as such.
+``low``/``high`` over texts), and its figures' ``unit`` (``tok/s`` when absent). :func:`headroom_line` writes one
+line per record: the share of the headroom with its interval and the three figures it comes from, then the
+competitors ahead of the champion, each marked when the whole interval is below 1 (behind by more than the spread),
+the learned stopping rules named as such.
 """
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ def headroom_line(rec: dict[str, Any]) -> str:
     between."""
     h = rec["headroom"]
     line = (f"headroom, {rec['split']}: {rec['champion']} captures {share_text(h)} of it "
-            f"({rec.get('fixed_name', 'best fixed')} {_num(h.get('fixed'), '.4g')} {rec.get('unit', 'tok/s')}, champion "
-            f"{_num(h.get('champion'), '.4g')}, {rec.get('bound_name', 'bound')} {_num(h.get('bound'), '.4g')})")
+            f"({rec.get('fixed_name', 'best fixed')} {_num(h.get('fixed'), '.4g')} {rec.get('unit', 'tok/s')}, "
+            f"champion {_num(h.get('champion'), '.4g')}, "
+            f"{rec.get('bound_name', 'bound')} {_num(h.get('bound'), '.4g')})")
     ahead = [r for r in rec.get("rivals", ()) if r.get("ratio") is not None and r["ratio"] < 1.0]
     if ahead:
         line += "; behind " + ", ".join(rival_text(r) for r in sorted(ahead, key=lambda r: r["ratio"]))

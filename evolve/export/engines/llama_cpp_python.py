@@ -236,8 +236,8 @@ def _harvest_settings(source: str) -> tuple[tuple[int, int], int]:
 def champion_module(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:
     """(rule, :func:`module_source` text) of ``spec`` (a champion file, run directory or rule name:
     :func:`evolve.export.exporter.resolve_rule`), the module's defaults the n-gram lengths and the draft length of
-    the champion's run where its file records them (the harvest drafter's ``max`` and ``min``, the run's ``gamma``), else
-    prompt lookup 3..1 and 8 drafts.
+    the champion's run where its file records them (the harvest drafter's ``max`` and ``min``, the run's
+    ``gamma``), else prompt lookup 3..1 and 8 drafts.
 
     Raises: InputError as :func:`evolve.export.exporter.resolve_rule`, :func:`check_policy` and
     :func:`_harvest_settings`."""

@@ -1,13 +1,14 @@
 """The verdict of ``benchmark.py``'s comparison: one line saying which rule wins, and by how much.
 
-Measure: what the champions were evolved for. A champion is judged by its run's objective, as its champion
-file records it (``objective``), else by its kind's first objective (:attr:`evolve.kinds.base.ProgramKind.objectives`),
-through the objective's :attr:`evolve.eval.objectives.Objective.measure`: the acceptance-quality fitness (column ``Fitness``) for ``acceptance_quality`` and
-``expected`` (its noise-free form), tokens per call for ``speed_at_tv`` and ``pareto``, tokens per second for
-``tokens_per_second`` and ``pareto_tokens_per_second`` (the objectives of verification-length policies and tree
-shapes; without a cost file, whose seconds are measured, the speedup under the comparison's flat cost ratio:
-:func:`priced_measure`). Without champions the measure is the fitness, the measure the acceptance-quality benchmark table is built
-on. Champions of different measures: the first champion's measure, and the line names the others'.
+Measure: what the champions were evolved for. A champion is judged by its run's objective, as its champion file
+records it (``objective``), else by its kind's first objective (:attr:`evolve.kinds.base.ProgramKind.objectives`),
+through the objective's :attr:`evolve.eval.objectives.Objective.measure`: the acceptance-quality fitness (column
+``Fitness``) for ``acceptance_quality`` and ``expected`` (its noise-free form), tokens per call for ``speed_at_tv``
+and ``pareto``, tokens per second for ``tokens_per_second`` and ``pareto_tokens_per_second`` (the objectives of
+verification-length policies and tree shapes; without a cost file, whose seconds are measured, the speedup under the
+comparison's flat cost ratio: :func:`priced_measure`). Without champions the measure is the fitness, the measure the
+acceptance-quality benchmark table is built on. Champions of different measures: the first champion's measure, and
+the line names the others'.
 Split: ``test`` when it was scored, else the last split scored. Rows: every rule with a value of the measure on
 that split; for the fitness not ``block_verification``, nor a relaxation or policy champion (no per-token threshold,
 hence no fitness); for a speed measure every row but the bounds (:data:`BOUNDS`, which know each block's outcome),
@@ -437,6 +438,6 @@ def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str
     return out
 
 
-__all__ = ["BOUNDS", "MEASURE", "MEASURE_WORDS", "NEXT_STEPS", "PLAIN", "PLAIN_NEXT_STEPS", "PRICED_MEASURES", "Verdict",
-           "champion_measure", "champion_records", "compute_verdict", "never_drafts", "objective_measure",
+__all__ = ["BOUNDS", "MEASURE", "MEASURE_WORDS", "NEXT_STEPS", "PLAIN", "PLAIN_NEXT_STEPS", "PRICED_MEASURES",
+           "Verdict", "champion_measure", "champion_records", "compute_verdict", "never_drafts", "objective_measure",
            "priced_measure", "speed_next_steps", "verdict_split"]
