@@ -51,14 +51,18 @@ def read(engine, text: str, tmp_path) -> dict | None:
     return engine.parser.parse_args(["--model", "m", "--config", str(path)]).speculative_config
 
 
-def validated(engine, spec: dict):
-    """SpeculativeConfig of ``spec``; a drafter needing a model (draft_model, eagle3) is validated as ngram (its
-    model config cannot be built here) after its method is checked against vLLM's methods."""
+def validated(engine, spec: dict, text: str):
+    """SpeculativeConfig of ``spec`` read from the file ``text``; a drafter needing a model (draft_model, eagle3) is
+    validated as ngram (its model config cannot be built here) after its method is checked against vLLM's methods.
+    The draft length is the file's own: only a file whose header says to add one (a rule with no run recording the
+    length it was scored at) is given one here, as its user would."""
     spec = dict(spec)
     assert spec.get("method", "ngram") in engine.methods
     if spec.get("method") != "ngram":
         spec.update(method="ngram", prompt_lookup_max=3)
-    spec.setdefault("num_speculative_tokens", 3)
+    if "add num_speculative_tokens" in text:
+        assert "num_speculative_tokens" not in spec
+        spec["num_speculative_tokens"] = 3
     return engine.config(**spec)
 
 
@@ -75,7 +79,7 @@ def test_every_file_is_read_as_scored(engine, written, tmp_path):
             assert (drafted(case.setting) == 0 or (case.schedule and not any(n for *_, n in case.schedule))), \
                 case.label
             continue
-        config = validated(engine, spec)
+        config = validated(engine, spec, case.text)
         if case.schedule is not None:
             dense = engine.lookup(config.num_speculative_tokens_per_batch_size, 1000, config.num_speculative_tokens)
             for b in (b for b in BATCHES if b <= 1000):
@@ -111,7 +115,8 @@ def test_block_verification_names_the_runner_that_applies_it(engine, written):
     finally:
         del os.environ["VLLM_USE_V2_MODEL_RUNNER"]
     import torch
-    sampler = v2.RejectionSampler(None, validated(engine, {"rejection_sample_method": "block"}), torch.device("cpu"))
+    config = validated(engine, {"rejection_sample_method": "block", "num_speculative_tokens": 3}, "")
+    sampler = v2.RejectionSampler(None, config, torch.device("cpu"))
     assert sampler.use_block_verification
 
 
