@@ -27,7 +27,6 @@ refused (:func:`check_out_dir`).
 """
 from __future__ import annotations
 
-import io
 import json
 import re
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from evolve.engine.models import _short
 from evolve.harvest.prompts import HELD_OUT_FRACTION
 from evolve.traces.binding import FILES_KEY, check_bound
 from evolve.files.digest import sha256_bytes
+from evolve.files.parquet import parquet_bytes, read_parquet_bytes
 from evolve.traces.io import METADATA_FILE, SPLITS, Traces, load_metadata, write_dataset
 from evolve.files.atomic import atomic_write_bytes
 from evolve.files.guard import register_dataset_files
@@ -65,6 +65,13 @@ _TEXT_PART = re.compile(r"text-(\d{6,})\.parquet")
 _SHARD_PART = re.compile(r"shard-(\d{5,})-of-(\d{5,})\.parquet")
 
 
+#: Keys of a :func:`fingerprint` that the options alone give (no model loaded): checked before the models load
+#: (:func:`settings_fingerprint`).
+SETTINGS_KEYS: tuple[str, ...] = ("generator_version", "gamma", "max_new_tokens", "temperature", "seed", "dtype",
+                                  "prompts_sha256", "top_k", "top_p", "backend", "tree_nodes", "tree_width",
+                                  "categories")
+
+
 def fingerprint(config: HarvestConfig, description: dict[str, Any], prompts_sha: str) -> dict[str, Any]:
     """The settings a harvest must be resumed with: every option and file hash that changes its records.
 
@@ -74,12 +81,19 @@ def fingerprint(config: HarvestConfig, description: dict[str, Any], prompts_sha:
     """
     d = description
     return {
-        "generator_version": GENERATOR_VERSION,
         "target_sha256": d["target"]["sha256"],
         "drafter": {k: v for k, v in d["drafter"].items() if k not in ("path",)},
+        "chat_template": d["chat_template"], **settings_fingerprint(config, prompts_sha)}
+
+
+def settings_fingerprint(config: HarvestConfig, prompts_sha: str) -> dict[str, Any]:
+    """The part of :func:`fingerprint` the options and the prompts file give (:data:`SETTINGS_KEYS`): compared with
+    a harvest's manifest before any model is loaded, so a changed setting is refused at once."""
+    return {
+        "generator_version": GENERATOR_VERSION,
         "gamma": config.gamma, "max_new_tokens": config.max_new_tokens,
         "temperature": config.temperature, "seed": config.seed, "dtype": config.dtype,
-        "prompts_sha256": prompts_sha, "chat_template": d["chat_template"],
+        "prompts_sha256": prompts_sha,
         # top-k/top-p enter only when used, so the harvests made before these options resume as before
         **({"top_k": config.top_k} if config.top_k else {}),
         **({"top_p": config.top_p} if config.top_p < 1.0 else {}),
@@ -130,14 +144,11 @@ def shard_part_path(work: Path, shard: int, shards: int) -> Path:
 
 def _write_table(path: Path, df: pd.DataFrame, key: bytes, value: Any) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(df, preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[key] = json.dumps(value).encode("utf-8")
-    buf = io.BytesIO()
-    pq.write_table(table.replace_schema_metadata(meta), buf)
-    atomic_write_bytes(path, buf.getvalue())
+    atomic_write_bytes(path, parquet_bytes(table=table.replace_schema_metadata(meta)))
 
 
 def write_part(path: Path, df: pd.DataFrame, info: dict[str, Any]) -> None:
@@ -148,10 +159,9 @@ def write_part(path: Path, df: pd.DataFrame, info: dict[str, Any]) -> None:
 def write_tree_part(path: Path, df: pd.DataFrame) -> str:
     """Write a text's tree table ``df`` (:data:`evolve.traces.tree_tables.TREE_COLUMNS`) atomically as parquet; returns
     its SHA-256, which the text's records part records (``trees_sha256``, :func:`read_tree_part`)."""
-    buf = io.BytesIO()
-    df.to_parquet(buf, index=False)
-    atomic_write_bytes(path, buf.getvalue())
-    return sha256_bytes(buf.getvalue())
+    raw = parquet_bytes(df)
+    atomic_write_bytes(path, raw)
+    return sha256_bytes(raw)
 
 
 def read_tree_part(path: Path, info: dict[str, Any] | None = None) -> pd.DataFrame:
@@ -172,7 +182,7 @@ def read_tree_part(path: Path, info: dict[str, Any] | None = None) -> pd.DataFra
         check_bound(path, sha256_bytes(raw), {FILES_KEY: {path.name: {"sha256": info["trees_sha256"]}}},
                     what="tree table", recorded_in=f"the part file of text {info.get('seq_id')}")
     try:
-        df = pd.read_parquet(io.BytesIO(raw))
+        df = read_parquet_bytes(raw)
         missing = [c for c in TREE_COLUMN_NAMES if c not in df.columns]
         if missing:
             raise ValueError(f"no column {missing[0]}")
@@ -266,16 +276,20 @@ def finished_texts(work: Path) -> dict[int, Path]:
     return done
 
 
-def check_out_dir(out: Path, work: Path, settings: dict[str, Any] | None) -> None:
-    """Refuse an output directory holding another generator's dataset, or (with ``settings``, a :func:`fingerprint`)
-    a harvest made with other settings."""
+def check_out_dir(out: Path, work: Path, settings: dict[str, Any] | None, keys: tuple[str, ...] | None = None
+                  ) -> None:
+    """Refuse an output directory holding another generator's dataset, or (with ``settings``, a :func:`fingerprint`,
+    or with ``keys`` the part of one of those keys, :func:`settings_fingerprint`) a harvest made with other
+    settings."""
     manifest = work / MANIFEST_FILE
     if manifest.exists():
         if settings is None:
             return
         try:
             old = json.loads(manifest.read_text())["fingerprint"]
-        except (ValueError, KeyError, TypeError):
+            if keys is not None:
+                old = {k: v for k, v in old.items() if k in keys}
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise InputError(f"{manifest}: damaged harvest manifest; remove {work} to start over") from None
         diff = _diff(old, settings)
         if diff:

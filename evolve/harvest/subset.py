@@ -15,12 +15,11 @@ whose split differs from the metadata's, files of the source not written togethe
 (:func:`evolve.traces.binding.check_bound`), and a category without a text in some split (its subset would not be
 that category's harvest). The subset of an interrupted harvest keeps the source's state (``complete`` false, the
 texts done and, when the source's prompts file is still there unchanged, how many texts of C it planned), and says
-so; tree tables the output directory holds from an earlier dataset, which the subset does not replace, are removed,
-and it says so too (warnings, :class:`evolve.errors.InputWarning`).
+so; the files the output directory holds from an earlier dataset (tree tables) that the subset does not replace are
+removed by :func:`evolve.traces.io.write_dataset`, which says so too (warnings, :class:`evolve.errors.InputWarning`).
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import warnings
@@ -34,6 +33,7 @@ from evolve.errors import InputError, InputWarning, printable
 from evolve.harvest.resume import TEXTS_FILE, split_statistics, tree_stats
 from evolve.traces.binding import check_bound
 from evolve.files.digest import sha256_bytes
+from evolve.files.parquet import read_parquet_bytes
 from evolve.traces.io import METADATA_FILE, SPLITS, Traces, load_metadata, load_split, write_dataset
 
 #: Keys every line of ``texts.jsonl`` of a harvest of a prompts file with categories has.
@@ -125,13 +125,13 @@ def _source(src: Path) -> dict[str, Any]:
 def _planned(meta: dict[str, Any], chosen: list[str]) -> int | None:
     """How many texts of the categories ``chosen`` the harvest planned, counted in its prompts file when that is
     still where it was and unchanged (its SHA-256), else None."""
-    from evolve.files.digest import sha256_file
+    from evolve.files.digest import same_digest, sha256_file
     from evolve.harvest.prompts import read_prompt_file
 
     config = meta.get("config") or {}
     path, digest = config.get("prompts_path"), config.get("prompts_sha256")
     try:
-        if not isinstance(path, str) or sha256_file(path) != digest:
+        if not isinstance(path, str) or not same_digest(digest, sha256_file(path)):
             return None
         prompts = read_prompt_file(path).select(config.get("categories"))
     except (OSError, InputError):
@@ -149,7 +149,7 @@ def _trees(src: Path, split: str, meta: dict[str, Any], seq_ids: np.ndarray) -> 
         return None
     raw = path.read_bytes()
     try:
-        trees = pd.read_parquet(io.BytesIO(raw))
+        trees = read_parquet_bytes(raw)
         keep = np.isin(trees["seq_id"].to_numpy(), seq_ids)
     except Exception as exc:  # noqa: BLE001 - a damaged table, of any error type
         raise InputError(f"{path}: cannot read the tree table ({type(exc).__name__})") from None
@@ -165,6 +165,28 @@ def _check_texts(texts: list[dict], meta: dict[str, Any], src: Path) -> None:
             raise InputError(f"{src / TEXTS_FILE}: text {t['seq_id']} is in split '{t['split']}', but "
                              f"{src / METADATA_FILE} key 'splits' puts it in "
                              f"{repr(split_of[t['seq_id']]) if t['seq_id'] in split_of else 'none'}")
+
+
+def check_texts_match(texts: list[dict[str, Any]], traces: Traces, path: Path) -> None:
+    """The lines of ``texts.jsonl`` (``path``; :func:`read_texts`) agree with the records of one split (``traces``):
+    every text with records there is listed in that split, with the category its records carry (when they carry
+    one). Raises: InputError naming both files, the text and the two values of the first disagreement."""
+    if not traces.has("seq_id"):
+        return
+    listed = {t["seq_id"]: t for t in texts}
+    seq = traces["seq_id"]
+    ids, first = np.unique(seq, return_index=True)
+    for sid, row in zip(ids.tolist(), first.tolist()):
+        t = listed.get(sid)
+        if t is None:
+            raise InputError(f"{path}: lists no text {sid}, but {traces.source} holds its records (from row {row}); "
+                             f"the text list and the records disagree")
+        if t["split"] != traces.split:
+            raise InputError(f"{path}: puts text {sid} in split '{t['split']}', but its records are in "
+                             f"{traces.source} (split '{traces.split}', from row {row})")
+        if traces.has("category") and t["category"] != traces["category"][row]:
+            raise InputError(f"{path}: gives text {sid} the category '{printable(t['category'])}', its records in "
+                             f"{traces.source} carry '{printable(str(traces['category'][row]))}' (row {row})")
 
 
 def subset_dataset(data_dir: str | os.PathLike, categories: Iterable[str], out_dir: str | os.PathLike
@@ -203,6 +225,7 @@ def subset_dataset(data_dir: str | os.PathLike, categories: Iterable[str], out_d
         if not traces.has("category"):
             raise InputError(f"{traces.source}: has no 'category' column; a subset needs a dataset harvested from a "
                              f"prompts file with categories")
+        check_texts_match(texts, traces, src / TEXTS_FILE)
         mask = np.isin(traces["category"], chosen)
         if not mask.any():
             raise InputError(f"{traces.source}: no record of {', '.join(chosen)}; the subset's {s} split would be "
@@ -228,20 +251,7 @@ def subset_dataset(data_dir: str | os.PathLike, categories: Iterable[str], out_d
     out.mkdir(parents=True, exist_ok=True)
     texts_text = "".join(json.dumps(t) + "\n" for t in kept)
     write_dataset(out, tables, metadata, meta.get("format", "parquet"), extras={TEXTS_FILE: texts_text.encode()})
-    _drop_stale_trees(out, tables)
     return stats
-
-
-def _drop_stale_trees(out: Path, tables: dict[str, Any]) -> None:
-    """Remove the tree tables ``out`` holds from an earlier dataset that the subset did not write, and say so."""
-    from evolve.traces.tree_tables import tree_path
-
-    for s in SPLITS:
-        stale = tree_path(out, s)
-        if f"{s}.trees" not in tables and stale.is_file():
-            stale.unlink()
-            warnings.warn(f"{stale}: removed, a tree table of the dataset {out} held before (the subset has no "
-                          f"tree table for split {s})", InputWarning, stacklevel=3)
 
 
 __all__ = ["read_texts", "subset_dataset"]

@@ -22,7 +22,6 @@ split has no ``draft_index``).
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import warnings
@@ -36,7 +35,8 @@ import pandas as pd
 from evolve.errors import InputError, InputWarning, json_type, os_error_text, printable
 from evolve.files.atomic import mkstemp_beside, remove_quietly, remove_stale_temps
 from evolve.files.digest import sha256_bytes
-from evolve.files.guard import register_dataset_files
+from evolve.files.parquet import read_parquet_bytes
+from evolve.files.guard import dataset_files, register_dataset_files
 from evolve.files.locks import DirectoryLock
 from evolve.traces.binding import FILES_KEY, check_bound, file_record
 from evolve.traces.statistics import check_split_statistics, check_statistics
@@ -126,7 +126,7 @@ def _read_frame(path: Path) -> tuple[pd.DataFrame, str]:
     digest = sha256_bytes(raw)
     if path.suffix == ".parquet":
         try:
-            return pd.read_parquet(io.BytesIO(raw)), digest
+            return read_parquet_bytes(raw), digest
         except OSError as exc:
             raise InputError(f"{path}: not a readable Parquet file ({_short(exc)})") from None
         except Exception as exc:  # pyarrow raises several types for damaged files
@@ -415,11 +415,13 @@ def _stage_and_rename(out: Path, files, metadata, fmt: str, staged: list[tuple[s
         raise
     for tmp, target in staged:
         os.replace(tmp, target)
-    for name in splits:
-        for other in FORMATS:
-            stale = out / f"{name}.{other}"
-            if other != fmt and stale.exists():
-                stale.unlink()
+    written = {target.name for _, target in staged}
+    for name in sorted(dataset_files() - written):  # files of the dataset written here before: not of this one
+        stale = out / name
+        if stale.is_file() and not stale.is_symlink():
+            stale.unlink()
+            warnings.warn(InputWarning(f"{stale}: removed, a file of the dataset {out} held before that this dataset "
+                                       f"does not have"), stacklevel=3)
     for name in [*(f"{split}.{other}" for split in splits for other in FORMATS), *extras, METADATA_FILE]:
         remove_stale_temps(out, name)
     return [target for _, target in staged]

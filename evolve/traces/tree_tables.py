@@ -14,7 +14,6 @@ exactly with SpecInfer's recursive rejection sampling from the rows alone (``res
 """
 from __future__ import annotations
 
-import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from evolve.files.guard import register_dataset_files
 from evolve.files.pins import read_bytes
 from evolve.traces.binding import check_bound
 from evolve.files.digest import sha256_bytes
+from evolve.files.parquet import read_parquet_bytes
 from evolve.traces.io import SPLITS, load_metadata, load_split, split_path
 from evolve.traces.schema import text_columns_of
 
@@ -407,7 +407,7 @@ def load_trees(data_dir: str | os.PathLike, split: str) -> TreeTable:
                          f"tree harvest writes them, docs/reference/trees.md)")
     try:
         raw, digest = read_bytes(path, "tree table")  # one read: the bytes parsed are the bytes a run pinned
-        df = pd.read_parquet(io.BytesIO(raw))
+        df = read_parquet_bytes(raw)
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - any reader failure is a damaged file to the user
@@ -435,7 +435,7 @@ def _check_records(table: TreeTable, data_dir: Path, split: str, meta: dict) -> 
             return  # the split's own loader reports an unreadable split
         check_bound(records, sha256_bytes(raw), meta, None, "split file")
         try:
-            seq = pd.read_parquet(io.BytesIO(raw), columns=["seq_id"])["seq_id"].to_numpy()
+            seq = read_parquet_bytes(raw, columns=["seq_id"])["seq_id"].to_numpy()
         except Exception:  # noqa: BLE001 - the split's own loader reports a damaged split
             return
     else:
