@@ -120,8 +120,9 @@ def _check_options(gamma: Any, fitness: Any, cost_ratio: Any) -> None:
                                              and gamma >= 1), "must be None or an integer >= 1")
     _check("fitness", fitness, fitness is None or isinstance(fitness, AcceptanceQualityFitness),
            "must be None or an evolve.eval.evaluator.AcceptanceQualityFitness")
-    _check("cost_ratio", cost_ratio, isinstance(cost_ratio, (int, float, np.floating)) and not isinstance(cost_ratio, bool)
-           and finite_number(cost_ratio) and cost_ratio >= 0, "must be a finite number >= 0")
+    _check("cost_ratio", cost_ratio, cost_ratio is None or (
+        isinstance(cost_ratio, (int, float, np.floating)) and not isinstance(cost_ratio, bool)
+        and finite_number(cost_ratio) and cost_ratio >= 0), "must be None or a finite number >= 0")
 
 
 # --- datasets ----------------------------------------------------------------------------------
@@ -216,7 +217,7 @@ def _label(rule: Rule | Program) -> tuple[str, str | None]:
 
 def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None = None, *,
                   fitness: AcceptanceQualityFitness | None = None,
-                  cost_ratio: float = DEFAULT_COST_RATIO, costs: Any = None) -> Any:
+                  cost_ratio: float | None = None, costs: Any = None) -> Any:
     """Metrics of one rule of any kind of program on one split.
 
     Args:
@@ -232,7 +233,8 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
         fitness: parameters of the acceptance-quality fitness (default weights 10 and 0.1, floor
             0.95, scale 0.5).
         cost_ratio: draft/target cost ratio c of the flat cost model used when ``costs`` is None: ``speedup`` =
-            tokens_per_call / (gamma c + 1) (:func:`evolve.eval.costs.ratio_costs`).
+            tokens_per_call / (gamma c + 1) (:func:`evolve.eval.costs.ratio_costs`); None:
+            :data:`evolve.eval.costs.DEFAULT_COST_RATIO`.
         costs: the cost model (a cost file's path, or a :class:`evolve.eval.costs.Costs`) that prices every figure
             of the rule: the speedup at a fixed draft length, and tokens per second (verification-length policies,
             tree shapes); None: the flat model of ``cost_ratio``. Giving both is refused (one cost model).
@@ -264,14 +266,14 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
                                    split=split))
 
 
-def _cost_model(costs: Any, cost_ratio: float) -> Costs:
+def _cost_model(costs: Any, cost_ratio: float | None) -> Costs:
     """The one cost model of a call: ``costs`` (a :class:`evolve.eval.costs.Costs` or a cost file's path), else the
     flat model of the draft/target cost ratio ``cost_ratio`` (:func:`evolve.eval.costs.ratio_costs`).
 
-    Raises: InputError for a value of another type, or both given (``cost_ratio`` other than the default)."""
+    Raises: InputError for a value of another type, or both given (any ``cost_ratio`` that is not None)."""
     if costs is None:
-        return ratio_costs(cost_ratio)
-    if cost_ratio != DEFAULT_COST_RATIO:
+        return ratio_costs(DEFAULT_COST_RATIO if cost_ratio is None else cost_ratio)
+    if cost_ratio is not None:
         raise InputError("give costs (a cost file) or cost_ratio, not both: one cost model prices every figure")
     if isinstance(costs, Costs):
         return costs
@@ -282,7 +284,7 @@ def _cost_model(costs: Any, cost_ratio: float) -> Costs:
 
 def metrics_frame(rules: Iterable[Any] | Mapping[str, Any], data: Any, split: str = "test",
                   gamma: int | None = None, *, fitness: AcceptanceQualityFitness | None = None,
-                  cost_ratio: float = DEFAULT_COST_RATIO) -> pd.DataFrame:
+                  cost_ratio: float | None = None) -> pd.DataFrame:
     """Several rules on one split: one row per rule, in the order given.
 
     Args:

@@ -55,6 +55,12 @@ def printable(text: str) -> str:
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 prompt``, ``3 prompts``: ``n`` and ``noun`` agreeing in number (``plural``: the plural when it is not
+    ``noun + "s"``)."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def json_type(value: object) -> str:
     """``an integer``, ``a string``, ``null``...: the JSON type of a decoded value, with its article, for a message
     about a file's value."""

@@ -64,7 +64,7 @@ from evolve.gp.compiler import Node, parse, to_string
 from evolve.kinds.base import ProgramKind
 from evolve.kinds.registry import DEFAULT_KIND, kind_from_config, program_kind
 
-from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION, READABLE_VERSIONS
+from evolve.gp.primitives import FEATURES, PRIMITIVE_SET_VERSION, READABLE_VERSIONS, VERSION_FEATURES
 from heuristics.baselines import BASELINES
 from heuristics.contract import Rule, python_source
 from heuristics.published import PUBLISHED
@@ -268,10 +268,14 @@ def _validate(doc: Any, source: str) -> Champion:
     if "\n" in doc["description"] or len(doc["description"]) > 1000:
         raise InputError(f"{source}: key 'description' must be one line of at most 1000 characters")
     features = doc["features"]
+    version = doc["primitive_set_version"]
     for i, f in enumerate(features):
         if not isinstance(f, str) or f not in FEATURES:
             raise InputError(f"{source}: key 'features', item {i}: unknown feature {f!r} "
                              f"(known: {', '.join(FEATURES)})")
+        if f not in VERSION_FEATURES[version]:
+            raise InputError(f"{source}: key 'features', item {i}: {f!r} is not a feature of primitive set {version} "
+                             f"(key 'primitive_set_version'), which holds {', '.join(VERSION_FEATURES[version])}")
     if not OBJECTIVE_RE.fullmatch(doc["objective"]):
         raise InputError(f"{source}: key 'objective' is {doc['objective']!r}, not an objective's name")
     kind = program_kind(doc["kind"], f"{source}: key 'kind'")
@@ -295,6 +299,10 @@ def _validate(doc: Any, source: str) -> Champion:
         if "fitness" not in values and kind is DEFAULT_KIND:
             raise InputError(f"{source}: key 'metrics.{split}' lacks 'fitness'")
     nodes = parse(doc["expression"], f"{source}: expression", tuple(features) or FEATURES)
+    beyond = [n.value for n in nodes if n.node_type == "feature" and n.value not in VERSION_FEATURES[version]]
+    if beyond:
+        raise InputError(f"{source}: expression reads {beyond[0]!r}, not a feature of primitive set {version} (key "
+                         f"'primitive_set_version'): a program of that version cannot read it")
     kind.check_features([n.value for n in nodes if n.node_type == "feature"], f"{source}: expression")
     return Champion(name=doc["name"], expression=to_string(nodes), description=doc["description"],
                     features=tuple(features), objective=doc["objective"], kind=kind.name, metrics=metrics,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from evolve.eval.bootstrap import group_weights, ratio_interval
+from evolve.eval.bootstrap import NOT_ESTIMATED, group_weights, interval_text, percentile_interval, ratio_interval
 
 
 def test_weights_draw_whole_groups_with_replacement():
@@ -41,6 +41,20 @@ def test_ratio_interval_against_the_replicates_by_hand():
     one = group_weights(np.zeros(40, dtype=np.int64), 50)
     alone = ratio_interval(one, values, reference)
     assert alone[0] == pytest.approx(point) and np.isnan(alone[1:]).all()
+
+
+def test_replicates_equal_up_to_rounding_take_one_value():
+    # one group's replicates, summed by a matrix product, can differ from the sample in the last bit (a BLAS kernel's
+    # order): that is one value, not an interval; a spread of a part in a million is an interval
+    point = 1.0735451582788758
+    rounding = np.full(100, point)
+    rounding[::3] = np.nextafter(point, 2.0)
+    assert np.isnan(percentile_interval(rounding)).all()
+    assert interval_text(point, float(np.nextafter(point, 2.0))) == NOT_ESTIMATED
+    varying = point * (1.0 + 1e-6 * np.arange(100))
+    low, high = percentile_interval(varying)
+    assert point < low < high < varying[-1]
+    assert interval_text(low, high, ".7f") != NOT_ESTIMATED
 
 
 def test_benchmark_trees_bootstrap_column(vocab_dataset):

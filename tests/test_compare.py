@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 import numpy as np
 from helpers import split_verdict
@@ -309,11 +310,13 @@ def test_verdict_reads_the_champion_file(split, tmp_path):
                                              str(empty), "--repeats", "1"])
     assert res.exit_code == 0, res.output
     verdict = split_verdict(res.stdout.splitlines())[1]
-    assert verdict.startswith("verdict: standard_rejection wins on test by fitness (")
+    # on this small split a looser rule may decide every record as standard rejection does: a tie, said as one
+    assert re.match(r"verdict: standard_rejection (wins|ties with [^:]+: \d rows share the best value) on test by "
+                    r"fitness \(", verdict), verdict
     assert verdict.endswith("; the champion is standard_rejection itself (evolution found nothing better on valid)")
     res = CliRunner().invoke(benchmark.cli, ["--data", str(data), "--champion", str(path), "--champions-dir",
                                              str(empty), "--repeats", "1", "--format", "csv"])
-    assert res.exit_code == 0 and split_verdict(res.stderr.splitlines())[1].startswith("verdict: standard_rejection wins")
+    assert res.exit_code == 0 and split_verdict(res.stderr.splitlines())[1].startswith("verdict: standard_rejection ")
 
 
 def test_default_table_fits_in_100_columns(tmp_path):

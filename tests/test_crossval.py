@@ -52,6 +52,15 @@ def test_cross_validation_is_a_setting_that_checks_its_needs():
 
 
 def test_a_cross_validated_run_judges_its_champion_out_of_fold(vocab_dataset, tmp_path, two):
+    """A run whose champion on valid is a seeded rule has no evolved champion to judge: no fold search runs. A run's
+    evolved champion (here its best evolved hall-of-fame program, made the champion) is judged out of fold: every
+    fold searched, the difference weighted by the folds' texts, its programs counted in the run's."""
+    from dataclasses import replace
+
+    from evolve.search.algorithms import search
+    from evolve.search.crossval import cross_validate
+    from evolve.search.config import resolve_features
+
     costs = tmp_path / "costs.json"
     costs.write_text(json.dumps({"target_forward_s": [0.06, 0.064, 0.1, 0.136, 0.16, 0.18], "draft_token_s": 0.003,
                                  "plain_token_s": 0.06}))
@@ -60,12 +69,25 @@ def test_a_cross_validated_run_judges_its_champion_out_of_fold(vocab_dataset, tm
                    "cv_folds": 3})
     info = run(cfg)
     doc = json.loads((info.run_dir / "run.json").read_text())
-    guard = doc["champion_guard"]
+    if doc["champion_source"].startswith("seeded:") and doc["champion_guard"] is None:
+        assert doc["programs_scored"] < 40 * 4 * 3  # the search alone: no fold search ran
+    train, valid = two
+    features = resolve_features(cfg, tuple(f for f in train.available if f in valid.available), cfg.data)
+    result = search(replace(cfg, selection="valid"), train, valid, features)
+    warm = result.warm_start
+    evolved = [e for e in result.hall_of_fame if warm.name_of(e.expression) is None]
+    assert evolved
+    best = max(evolved, key=lambda e: cfg.objective_spec.score(e.valid, cfg))
+    judged = cross_validate(replace(result, champion=best, champion_source="evolved"), cfg, train, valid, features)
+    guard = judged.guard.to_dict()
     detail = guard["cross_validation"]
     assert detail["folds"] == 3 and len(detail["per_fold"]) == 3
-    assert detail["texts"] == sum(f["texts"] for f in detail["per_fold"]) == two[0].texts + two[1].texts
+    assert detail["texts"] == sum(f["texts"] for f in detail["per_fold"]) == train.texts + valid.texts
     assert guard["difference"] == pytest.approx(sum(f["texts"] * f["difference"] for f in detail["per_fold"])
                                                 / detail["texts"])
     assert "cross-validation over" in guard["reason"]
+    assert judged.programs == result.programs + detail["programs"] and detail["programs"] > 0
     if not guard["kept"]:  # evolution not ahead out of fold: the run returns a seeded rule
-        assert doc["champion_source"].startswith("seeded:")
+        assert judged.champion_source.startswith("seeded:")
+    else:
+        assert judged.champion_source == "evolved" and judged.champion is best

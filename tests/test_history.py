@@ -239,7 +239,11 @@ def test_headroom_share_and_its_interval():
     bound = fixed * [1.3, 1.0]
     champion = fixed * [1.15, 1.0]
     h = headroom(champion, fixed, bound, np.arange(30), replicates=100)
-    assert h.share == pytest.approx(0.5) and h.low <= 0.5 <= h.high and h.caveat is None
+    # every text takes half the headroom: every replicate is 0.5 up to rounding, one value, no interval
+    assert h.share == pytest.approx(0.5) and math.isnan(h.low) and math.isnan(h.high) and h.caveat is None
+    varied = fixed * np.c_[1.0 + rng.uniform(0.05, 0.25, 30), np.ones(30)]
+    h = headroom(varied, fixed, bound, np.arange(30), replicates=100)
+    assert h.low < h.share < h.high and h.caveat is None
     assert headroom(champion, fixed, fixed, np.arange(30), replicates=100).text() == "n/a (no headroom)"
 
 

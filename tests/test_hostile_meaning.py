@@ -254,7 +254,7 @@ CONTROL_CASES = [
                                                      "--prompts", _prompts(ws), "--out", ws.root / "h\nx"]),
      ("'--out'", "control character")),
     ("promote-dir-escape", lambda ws: ("evolve", ["promote", ws.run, "ok", "--champions-dir", ws.root / "c\x1b[2Jd"]),
-     ("champions directory", "\\x1b")),
+     ("'--champions-dir'", "\\x1b")),
     ("export-output-newline", lambda ws: ("evolve", ["export", ws.champion, "--to", "numpy", "--output",
                                                      ws.root / "e\nf.py"]), ("'--output'", "control character")),
     ("benchmark-output-cr", lambda ws: _bench(ws, "--output", ws.root / "b\rc.json"), ("'--output'", "\\r")),

@@ -108,17 +108,23 @@ def test_every_file_swapped_for_another_datasets_is_refused_by_every_reader(pair
 
 
 def test_records_written_again_beside_another_datasets_tree_tables(pair, tmp_path):
-    """Records regenerated into a directory still holding the tree tables of the dataset it held before: the new
-    metadata does not list them, so they are never read with the new records."""
+    """Records regenerated into a directory holding the tree tables and text list of the dataset it held before: the
+    write removes them (the directory holds one dataset), so they are never read with the new records; a table put
+    back beside them is refused, the new metadata not listing it."""
     a, _ = pair
     d = tmp_path / "d"
     shutil.copytree(a, d)
     data = generate_dataset("vocab", 9, 15)
     write_dataset(d, {s: data.splits[s] for s in SPLITS}, {"generator": "test"})
+    assert not list(d.glob("*.trees.parquet")) and not (d / "texts.jsonl").exists()
     for s in SPLITS:
         load_split(d, s)
+        with pytest.raises(InputError, match=rf"{s}\.trees\.parquet: no tree table for split"):
+            load_trees(d, s)
+        shutil.copy(a / f"{s}.trees.parquet", d / f"{s}.trees.parquet")
         with pytest.raises(InputError, match=rf"{s}\.trees\.parquet: a tree table that was not written with this "):
             load_trees(d, s)
+    shutil.copy(a / "texts.jsonl", d / "texts.jsonl")
     with pytest.raises(InputError, match=r"texts\.jsonl: a text list that was not written with this dataset"):
         read_texts(d)
 

@@ -17,6 +17,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -121,9 +122,15 @@ def test_a_category_without_a_text_in_a_split_is_refused(source, tmp_path):
     meta["splits"]["test"].remove(gone["seq_id"])
     meta["statistics"]["test"]["texts"] -= 1
     (source / "metadata.json").write_text(json.dumps(meta))
+    records = pd.read_parquet(source / "test.parquet")  # and its records gone with it
+    kept = records[records["seq_id"] != gone["seq_id"]]
+    kept.to_parquet(source / "test.parquet", index=False)
+    meta["statistics"]["test"].update(tokens=len(kept), sequences=int(kept["seq_id"].nunique()))
+    (source / "metadata.json").write_text(json.dumps(meta))
     record_files(source)  # as if the harvest had written it so
     _refused(_subset(source, tmp_path / "out"), "category 'qa' has no text in the test split")
-    assert _subset(source, tmp_path / "sum", "sum").exit_code == 0
+    res = _subset(source, tmp_path / "sum", "sum")
+    assert res.exit_code == 0, res.output
 
 
 def test_texts_in_another_split_than_the_metadatas_are_refused(source, tmp_path):

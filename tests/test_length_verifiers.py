@@ -206,7 +206,7 @@ def test_a_run_with_position_weighting_scores_its_champion_so(splits, tmp_path):
     assert plain.setting("length_weighting") is None and plain.settings == ()
     fields, _ = length_scores(rule, splits["valid"], 1, 5, CHEAP)
     assert fields["verifier"] == got
-    rows = {r.heuristic: r for r in competitor_rows(splits["valid"], 5, CHEAP, None, "valid", weighting="position")}
+    rows = {r.heuristic: r for r in competitor_rows(splits["valid"], 5, CHEAP, None, "valid", weighting="position")[0]}
     fixed = competitors(splits["valid"], 5, CHEAP, weighting="position")["best_fixed_gamma"][1]
     assert rows["best_fixed_gamma"].verifier == fixed
     assert rows["length_oracle"].expression.startswith("bound")

@@ -177,7 +177,7 @@ def test_split_prompts_pick_the_datasets_held_out_prompts(files, tmp_path):
     data = _harvest_metadata(tmp_path / "d", files["prompts"], {"train": [0], "valid": [1], "test": [2]})
     assert split_prompts(files["prompts"], data, "test") == [2]
     report = run_live(_config(files, skip_layers=(1, 2)), resolve_rules(["standard_rejection"]), texts=[2])
-    assert "1 prompts" in report.caption and report.rows[0]["tokens"] <= MAX_NEW
+    assert "1 prompt, " in report.caption and report.rows[0]["tokens"] <= MAX_NEW
     other = tmp_path / "other.txt"
     other.write_text("w1 w2\nw3\nw4\n")
     with pytest.raises(InputError, match="not the prompts file"):

@@ -8,6 +8,7 @@ objective its run optimised, and every one of them fits in 100 columns.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -64,7 +65,9 @@ def test_seeded_standard_rejection_gets_the_hint(data, tmp_path, objective):
     args = _champion(tmp_path, STANDARD, objective, "seeded:standard_rejection")
     lines = _run(data, args).stdout.splitlines()
     before, line = split_verdict(lines)
-    assert line.startswith("verdict: standard_rejection wins on test by fitness (")
+    # on this small split a looser rule may decide every record as standard rejection does: a tie, said as one
+    assert re.match(r"verdict: standard_rejection (wins|ties with [^:]+: \d rows share the best value) on test by "
+                    r"fitness \(", line), line
     assert line.endswith("; the champion is standard_rejection itself (evolution found nothing better on valid)")
     assert before[-len(NEXT_STEPS):] == list(NEXT_STEPS)
     assert all(len(x) <= 100 for x in lines)  # the verdict is wrapped too

@@ -27,6 +27,7 @@ from evolve.commands.compare.table import DEFAULT_DATA, BenchmarkOptions
 from evolve.report.compare.format import printed_verdict
 from evolve.report.compare.verdict import compute_verdict
 from evolve.report.output import resolve_format
+from evolve.errors import counted
 
 
 @click.group(cls=CliGroup, invoke_without_command=True, aliases={"champion": "champions"})
@@ -48,9 +49,10 @@ from evolve.report.output import resolve_format
               help="Draft length for tokens per target call, speedup and TV per token [default: the --champion "
                    "files' run's gamma where their run read one, else the split's block length when it has "
                    "draft_index]; another gamma than a champion's run's is refused.")
-@click.option("--cost-ratio", type=click.FloatRange(min=0.0), default=DEFAULT_COST_RATIO, show_default=True,
+@click.option("--cost-ratio", type=click.FloatRange(min=0.0), default=None,
               help="Draft/target cost ratio c of the speedup without --costs: speedup = tokens per call / (gamma c + 1) "
-                   "(Leviathan et al. 2023); refused beside --costs, which prices every figure.")
+                   f"(Leviathan et al. 2023) [default: {DEFAULT_COST_RATIO}]; refused beside --costs, which prices "
+                   "every figure, and beside a --champion evolved under a cost file, whatever its value.")
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Cost file (JSON: target_forward_s per T = 1, 2, ..., draft_token_s, plain_token_s; "
                    "`benchmark.py perf --write-costs` measures one): adds tokens per second, takes the speedup from it, "
@@ -58,7 +60,7 @@ from evolve.report.output import resolve_format
                    "survival_prefix and the bound length_oracle [default: the cost file the --champion files were "
                    "evolved under, else the speedup of --cost-ratio]; a cost file of other measurements than a "
                    "champion's run's is refused. Without a cost file no column is in tokens per second.")
-@click.option("--concurrency", type=CommaList(click.IntRange(1, MAX_CONCURRENCY)), default=None, metavar="R,R,...",
+@click.option("--concurrency", type=CommaList(click.IntRange(1, MAX_CONCURRENCY), distinct=True), default=None, metavar="R,R,...",
               help="With --costs: throughput of every speculation row against R concurrent requests decoded together "
                    f"(the cost file's batch_forward_s curve), as speedup over plain decoding (each R at most "
                    f"{MAX_CONCURRENCY}).")
@@ -79,7 +81,7 @@ def cli(ctx: click.Context, **options) -> None:
         options["data_dir"] = None  # the champions' own dataset, else the default (in_run_context)
     o = BenchmarkOptions(**{**options, "concurrency": tuple(options["concurrency"] or ())})
     comparison, text = category_benchmark(o, by_category)
-    echo_outputs(text if text.endswith("\n") else text + "\n", o.output, f"{len(comparison.rows)} rows", None)
+    echo_outputs(text if text.endswith("\n") else text + "\n", o.output, counted(len(comparison.rows), "row"), None)
     if resolve_format(o.fmt, o.output, FORMATS) in ("csv", "json"):  # table and markdown carry their notes
         for note in comparison.notes:
             click.echo(f"note: {note}", err=True)

@@ -29,6 +29,7 @@ from evolve.cli.train_drafter import train_drafter
 from evolve.cli.inventory import OutputPath
 from evolve.cli.output import ProgressLines, stderr_is_terminal
 from evolve.cli.types import CommaList, LiveChoice, legacy_option
+from evolve.errors import printable, counted
 from evolve.search.config import DEFAULTS
 
 #: Expressions larger than this are shown without sympy (building nested Piecewise terms alone
@@ -138,7 +139,7 @@ def _setting_options(fn):
             option_type = click.IntRange(s.low, high)
         callback = None
         if s.type is tuple:  # a comma-separated list (features), or the one word "auto"
-            option_type, callback = CommaList(str), _auto_or_list
+            option_type, callback = CommaList(str, distinct=True), _auto_or_list
         if name in RUN_OUTPUTS:  # written: never part of the input inventory (evolve.cli.inventory)
             option_type = OutputPath()
         note = f" {RUN_OPTION_NOTES[name]}" if name in RUN_OPTION_NOTES else ""
@@ -201,7 +202,7 @@ def run(config_file, progress, scheduler, workers, **options) -> int:
     cfg = resolve(options, config_file)
     cluster = _cluster(scheduler, workers)
     with _progress_bar(cfg, progress) as on_generation, graceful_interrupt() as stop:
-        info = run_and_plot(cfg, progress=on_generation, stop=stop, cluster=cluster)
+        info = run_and_plot(cfg, progress=on_generation, stop=stop, cluster=cluster, say=_stderr if progress else None)
     return _report(info, cfg)
 
 
@@ -228,6 +229,7 @@ def resume(run_dir, data, scheduler, workers, progress) -> int:
     cfg = resume_config(run_dir)  # the checkpoint's settings, checked (for the progress bar)
     with _progress_bar(cfg, progress) as on_generation, graceful_interrupt() as stop:
         info = run_and_plot(cfg, progress=on_generation, stop=stop, cluster=_cluster(scheduler, workers),
+                            say=_stderr if progress else None,
                             resume_from=run_dir, data=data)
     return _report(info, info.result.config)
 
@@ -253,11 +255,11 @@ def _report(info, cfg) -> int:
         if info.checkpoint_dir is not None:
             click.echo(f"`python -m evolve resume {info.run_dir}` finishes the run", err=True)
     click.echo(f"champion: {champ.expression}", err=True)
-    line = _source_line(res.champion_source, res.warm_start)
+    line = _source_line(res.champion_source, res.warm_start, res.guard)
     if line:
         click.echo(line, err=True)
     if res.guard is not None:
-        click.echo(textwrap.fill(f"guard: {res.guard.reason}", 100, subsequent_indent="  "), err=True)
+        click.echo(textwrap.fill(f"guard: {printable(res.guard.reason)}", 100, subsequent_indent="  "), err=True)
     click.echo(f"size {champ.size}, {cfg.objective} objective train {_fit(champ.train, cfg):.6f}, "
                f"valid {_fit(champ.valid, cfg):.6f}; {res.programs} programs scored "
                f"in {res.seconds:.1f} s", err=True)
@@ -266,12 +268,17 @@ def _report(info, cfg) -> int:
         click.echo(f"valid: {champ.valid.tokens_per_call:.4f} tokens per target call (mean acceptance length), "
                    f"{champ.valid.tv_per_token:.5f} TV per token{scope}", err=True)
     if res.front is not None:
-        click.echo(f"front: {len(res.front)} rules in {info.run_dir / 'front.json'}", err=True)
+        click.echo(f"front: {counted(len(res.front), 'rule')} in {info.run_dir / 'front.json'}", err=True)
     click.echo(str(info.run_dir))
     return EXIT_INTERRUPTED if res.interrupted else 0
 
 
-def run_and_plot(cfg, progress=None, stop=None, cluster=None, resume_from=None, data=None):
+def _stderr(line: str) -> None:
+    """A line of progress on stderr (with the progress bar)."""
+    click.echo(line, err=True)
+
+
+def run_and_plot(cfg, progress=None, stop=None, cluster=None, resume_from=None, data=None, say=None):
     """A whole run as ``python -m evolve run`` makes it: :func:`evolve.search.rundir.run` plus ``fitness.png``.
 
     The fitness plot (:func:`evolve.report.runplot.plot_logbook`) is drawn
@@ -279,32 +286,37 @@ def run_and_plot(cfg, progress=None, stop=None, cluster=None, resume_from=None, 
     (atomically, before the directory is renamed into place). With
     ``resume_from`` (a path for :func:`evolve.search.rundir.resume`, which
     then also takes ``data``) a stopped run is continued instead and ``cfg``
-    is not used. Arguments and errors as :func:`evolve.search.rundir.run`;
-    returns its ``RunInfo``.
+    is not used. Arguments (``say``: lines of progress after the generations) and errors as
+    :func:`evolve.search.rundir.run`; returns its ``RunInfo``.
     """
     from evolve.report.runplot import plot_logbook
     from evolve.search.rundir import resume, run
 
     plot = {"fitness.png": lambda result: plot_logbook(result.logbook, result.config.objective)}
     if resume_from is not None:
-        return resume(resume_from, progress=progress, stop=stop, extra_files=plot, cluster=cluster, data=data)
-    return run(cfg, progress=progress, stop=stop, extra_files=plot, cluster=cluster)
+        return resume(resume_from, progress=progress, stop=stop, extra_files=plot, cluster=cluster, data=data, say=say)
+    return run(cfg, progress=progress, stop=stop, extra_files=plot, cluster=cluster, say=say)
 
 
-def _source_line(source: str | None, warm_start) -> str | None:
+def _source_line(source: str | None, warm_start, guard=None) -> str | None:
     """One line on where the champion comes from, or None when the run did not record it.
 
     ``source`` is ``"seeded:NAME"`` or ``"evolved"``; ``warm_start`` the seeded
     rule names (a list, or a :class:`evolve.search.warm_start.WarmStart`), or
-    None for a run from scratch.
+    None for a run from scratch; ``guard`` the champion guard's record (a
+    :class:`evolve.search.guard.GuardResult` or its dict), None when it did not run.
     """
     from evolve.search.run_documents import seeded_name
 
     if not isinstance(source, str):
         return None
     name = seeded_name(source)
+    kept = guard.get("kept") if isinstance(guard, dict) else getattr(guard, "kept", None)
+    if name is not None and kept is False:
+        return (f"champion: the seeded rule {printable(name)} (the champion guard kept it: evolution's best was not "
+                f"ahead of it by more than the noise)")
     if name is not None:
-        return f"champion: the seeded rule {name} (evolution found nothing better on valid)"
+        return f"champion: the seeded rule {printable(name)} (evolution found nothing better on valid)"
     if warm_start is None:
         return "champion: evolved from random trees (no warm start)"
     count = len(getattr(warm_start, "seeds", warm_start))
@@ -365,9 +377,12 @@ class _progress_bar:
 
 def _say(line: str) -> None:
     """One ``show`` field (``label:     value``) wrapped to 100 columns, continuation lines under the value (a word
-    longer than that, such as a long path, stays whole)."""
+    longer than that, such as a long path, stays whole). Values read from a file (a recorded reason, a path) are
+    printed with their control characters escaped (:func:`evolve.errors.printable`): an escape sequence in a champion
+    file never reaches the terminal."""
     import textwrap
 
+    line = printable(line)
     click.echo("\n".join(textwrap.wrap(line, 100, subsequent_indent=" " * 12, break_long_words=False,
                                        break_on_hyphens=False)) or line)
 
@@ -399,12 +414,12 @@ def show(run_dir) -> None:
                    f"to {written} (`python -m evolve resume {run_dir}` finishes the run)")
     _say(f"champion:   {champ.expression}")
     prov = champ.provenance if isinstance(champ.provenance, dict) else {}
-    line = _source_line(prov.get("champion_source"), prov.get("seeded_rules"))
+    checked = prov.get("champion_guard")
+    line = _source_line(prov.get("champion_source"), prov.get("seeded_rules"), checked)
     if line:
         _say(line.replace("champion: ", "origin:     ", 1))
-    checked = prov.get("champion_guard")
     if isinstance(checked, dict) and isinstance(checked.get("reason"), str):
-        _say(textwrap.fill(f"guard:      {checked['reason']}", 100, subsequent_indent="  "))
+        _say(f"guard:      {checked['reason']}")
     if len(nodes) <= SIMPLIFY_MAX_NODES:
         text = _with_time_limit(lambda: str(simplify(nodes)), SYMPY_SECONDS)
         _say(f"simplified: {text}" if text is not None else
@@ -433,7 +448,7 @@ def show(run_dir) -> None:
         for s in splits:
             v = champ.metrics[s].get(k)
             cells.append(f"{'-':>14}" if v is None else f"{v:>14d}" if isinstance(v, int) else f"{v:>14.6f}")
-        click.echo(f"{k:<24}" + "".join(cells))
+        click.echo(f"{printable(k):<24}" + "".join(cells))
 
 
 @cli.command()

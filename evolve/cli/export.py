@@ -46,7 +46,7 @@ from evolve.export.exporter import TARGETS
 @click.option("--costs", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Cost file of the tuning and of the printed gap (tokens per second), with --data; the champion's "
                    "run's measurements where its run read a cost file.")
-@click.option("--concurrency", type=CommaList(click.IntRange(1, MAX_CONCURRENCY)), default=None, metavar="R,R,...",
+@click.option("--concurrency", type=CommaList(click.IntRange(1, MAX_CONCURRENCY), distinct=True), default=None, metavar="R,R,...",
               help="With --data and --costs, for an engine that takes a draft length per batch size (vLLM, "
                    "TensorRT-LLM): the best fixed length at each listed batch size, tuned on valid under the cost "
                    "file's batch curve, written as the engine's per-batch-size schedule (in place of one length); "
@@ -70,8 +70,12 @@ def export(champion: str, target: str, data: str | None, costs: str | None, conc
         if concurrency and (data is None or not engine_at(target, engine_version).schedule):
             raise click.UsageError(f"--concurrency needs --data and --costs and an engine that takes a per-batch-"
                                    f"size schedule ({', '.join(n for n, e in ENGINES.items() if e.schedule)})")
-    elif data is not None or costs is not None or concurrency or engine_version is not None:
-        raise click.UsageError(f"--data, --costs, --concurrency, --engine-version are engine options, not for {target}")
+    else:
+        given = [flag for flag, value in (("--data", data), ("--costs", costs), ("--concurrency", concurrency),
+                                          ("--engine-version", engine_version)) if value]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: {'an engine option' if len(given) == 1 else 'engine options'}"
+                                   f", not for {target}")
     options = ExportOptions(champion, target, data, costs, tuple(concurrency or ()), engine_version, output,
                             champions_dir)
     try:

@@ -10,6 +10,7 @@ from evolve.cli.errors import CliCommand
 from evolve.cli.inventory import groups_references
 from evolve.cli.output import FORMAT_BY_SUFFIX, echo_outputs, output_options
 from evolve.report.groups import FORMATS
+from evolve.errors import counted
 
 
 @click.command("groups", cls=CliCommand, references={"runs": groups_references})
@@ -30,4 +31,4 @@ def groups(runs: Path, fmt: str | None, output: Path | None) -> None:
     text = format_groups(rows, fmt)
     if output is not None:
         write_output(text, output)
-    echo_outputs(text, output, f"{len(rows)} groups", None)
+    echo_outputs(text, output, counted(len(rows), "group"), None)

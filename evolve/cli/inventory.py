@@ -44,18 +44,29 @@ import evolve.harvest.resume  # noqa: F401 - registers texts.jsonl with the guar
 import evolve.traces.io  # noqa: F401 - registers the split files and metadata.json
 import evolve.traces.tree_tables  # noqa: F401 - registers the tree tables
 from evolve.errors import InputError
-from evolve.files.guard import RUN_FILES, dataset_files, same_path
+from evolve.files.guard import RUN_FILES, control_character, dataset_files, same_path
 
 
 class OutputPath(click.Path):
     """A :class:`click.Path` the command writes (a file or a directory): never part of its input inventory.
 
-    Not checked for being readable (the output guard of :mod:`evolve.files.guard` says why a path cannot be written).
+    Not checked for being readable (the output guard of :mod:`evolve.files.guard` says why a path cannot be written);
+    refused, whatever the command does with it, when it holds a control character (a newline, an escape): the
+    commands print the paths they write on one line.
     """
 
     def __init__(self, **kwargs):
         kwargs.setdefault("readable", False)
         super().__init__(**kwargs)
+
+    def convert(self, value, param, ctx):
+        text = os.fsdecode(value) if isinstance(value, (str, bytes, os.PathLike)) else str(value)
+        i = control_character(text)
+        if i is not None:
+            shown = "".join(ascii(ch)[1:-1] if control_character(ch) is not None else ch for ch in text)
+            self.fail(f"{shown}: the path holds the control character {ascii(text[i])[1:-1]} at position {i}; use a "
+                      f"name without control characters (the path is printed on one line)", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 #: Parameter names of input directories whose ``*.json`` and ``*.py`` files are read as champions.

@@ -16,7 +16,7 @@ from evolve.cli.output import FORMAT_JSON_OR_TABLE, echo_outputs, output_options
 from evolve.cli.sampling import sampling_options
 from evolve.cli.types import CommaList
 from evolve.commands.run_context import contexts, resolve_costs, resolve_data, resolve_gamma
-from evolve.errors import InputError
+from evolve.errors import InputError, counted
 from evolve.live.peers import PEERS
 from evolve.commands.live import DEFAULT_REPLICATES, LiveOptions, live_command
 from evolve.report.live import FORMATS
@@ -53,6 +53,15 @@ def _peer_k(text: str) -> tuple[str, int]:
         raise InputError(f"expected PEER=K with K a whole number in [1, {MAX_LOOKUP}] (value {text!r})",
                          param="peer_k")
     return name, int(value)
+
+
+def _once(names, param: str) -> None:
+    """Refuse a peer named twice (InputError naming ``param``): one would be kept silently."""
+    seen: set = set()
+    for name in names:
+        if name in seen:
+            raise InputError(f"names the peer {name!r} twice; give each peer once", param=param)
+        seen.add(name)
 
 
 @click.command("live", cls=DrafterCommand, drafters_after="target", aliases={"champion": "champions"},
@@ -132,8 +141,10 @@ def live(ctx: click.Context, **options) -> None:
         options["tree_width"] = 2
     elif options["tree_nodes"] is None:
         raise InputError("only with --tree-nodes (draft trees)", param="tree_width")
-    options["peers"] = tuple(p for p in options["peers"].split(",") if p)
+    options["peers"] = tuple(p.strip() for p in options["peers"].split(",") if p.strip())
+    _once(options["peers"], "peers")
     options["peer_k"] = tuple(_peer_k(v) for v in options["peer_k"])
+    _once([name for name, _ in options["peer_k"]], "peer_k")
     opts = LiveOptions.from_options(options, drafters)
 
     def on_text(done: int, total: int) -> None:
@@ -141,4 +152,4 @@ def live(ctx: click.Context, **options) -> None:
             click.echo(f"live: {done}/{total} prompts done", err=True)
 
     report, text = live_command(opts, on_text)
-    echo_outputs(text, opts.output, f"{len(report.rows)} rows", None)
+    echo_outputs(text, opts.output, counted(len(report.rows), "row"), None)

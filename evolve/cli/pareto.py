@@ -27,7 +27,7 @@ from evolve.report.output import resolve_format
 @click.option("--rule", "rules", multiple=True,
               help="Registered rule, family member FAMILY:VALUES (e.g. fuzzy_sd:T=0.1) or promoted champion to "
                    "score as its own point beside the curves; repeatable.")
-@click.option("--budgets", type=CommaList(click.FloatRange(0.0, 1.0)),
+@click.option("--budgets", type=CommaList(click.FloatRange(0.0, 1.0), distinct=True),
               default=",".join(budget_key(b) for b in DEFAULT_BUDGETS), show_default=True,
               help="Comma-separated TV-per-token budgets in [0, 1].")
 @click.option("--gamma", type=click.IntRange(1, MAX_GAMMA), default=DEFAULT_GAMMA, show_default=True, help="Draft length.")

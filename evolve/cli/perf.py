@@ -30,7 +30,7 @@ ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tok
               help="Population of the end-to-end evolution.")
 @click.option("--generations", type=click.IntRange(1, MAX_GENERATIONS), default=20, show_default=True,
               help="Generations of the end-to-end evolution (100 are extrapolated).")
-@click.option("--sizes", type=CommaList(click.IntRange(1, MAX_TOKENS)), default=",".join(str(s) for s in DEFAULT_SCALING),
+@click.option("--sizes", type=CommaList(click.IntRange(1, MAX_TOKENS), distinct=True), default=",".join(str(s) for s in DEFAULT_SCALING),
               show_default=True, help=f"Token counts of the scaling measurement, comma-separated (each at most "
                                       f"{MAX_TOKENS}).")
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,

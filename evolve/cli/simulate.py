@@ -14,6 +14,7 @@ from evolve.commands.simulate import MAX_LENGTH, MAX_SAMPLES, SimulateOptions, s
 from evolve.report.simulate import FORMATS
 from evolve.sim.decoding import MAX_GAMMA
 from evolve.sim.verification import FLY_MAX_WINDOW, FLY_THRESHOLD, FLY_TOP_K, VERIFICATIONS
+from evolve.errors import counted
 
 #: Draft length of the simulation when neither --gamma nor a champion's run gives one.
 DEFAULT_GAMMA = 5
@@ -30,7 +31,7 @@ ALIASES = {"vocab_size": "vocab", "budget": "budgets"}
 @click.option("--gamma", type=click.IntRange(1, MAX_GAMMA), default=DEFAULT_GAMMA,
               help=f"Draft length (tokens drafted per target call) [default: the --champion's run's gamma where its run "
                    f"read one, else {DEFAULT_GAMMA}]; another gamma than the champion's run's is refused.")
-@click.option("--lengths", type=CommaList(click.IntRange(1, MAX_LENGTH)), default="50,100,200,500,1000",
+@click.option("--lengths", type=CommaList(click.IntRange(1, MAX_LENGTH), distinct=True), default="50,100,200,500,1000",
               show_default=True, help=f"Comma-separated generation lengths (tokens, each at most {MAX_LENGTH}).")
 @click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), default=20, show_default=True,
               help="Sequences per length.")
@@ -59,7 +60,7 @@ ALIASES = {"vocab_size": "vocab", "budget": "budgets"}
 @click.option("--plot/--no-plot", default=True, show_default=True,
               help="Write the bar chart PNG (next to --output, else into results/).")
 @click.option("--trees", is_flag=True, help="Compare chains and draft trees at equal node budgets instead.")
-@click.option("--budgets", type=CommaList(click.IntRange(1, 256)), default="4,8,16", show_default=True,
+@click.option("--budgets", type=CommaList(click.IntRange(1, 256), distinct=True), default="4,8,16", show_default=True,
               help="--trees: node budgets per target call (each at most 256).")
 @click.option("--widths", type=CommaList(click.IntRange(1, 64)), default="3,1", show_default=True,
               help="--trees: children per node by level for fixed trees and Medusa heads (the last repeats; each at "
@@ -89,4 +90,4 @@ def simulate(ctx: click.Context, **options) -> None:
     progress = ProgressLines("tree configurations") if options.pop("progress") else None
     opts = SimulateOptions(**options, speedup_costs=speedup_costs, progress=progress)
     sim, text, png_path = simulate_command(opts)
-    echo_outputs(text, opts.output, f"{len(sim.rows)} rows", png_path)
+    echo_outputs(text, opts.output, counted(len(sim.rows), "row"), png_path)

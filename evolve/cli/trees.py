@@ -11,6 +11,7 @@ from evolve.cli.output import FORMAT_BY_SUFFIX, echo_outputs, output_options
 from evolve.eval.bootstrap import MIN_REPLICATES
 from evolve.commands.trees import ALL_SPLITS, TreesOptions, trees_command
 from evolve.report.trees import FORMATS, bootstrap_caveats
+from evolve.errors import counted
 
 
 @click.command("trees", cls=CliCommand)
@@ -44,7 +45,7 @@ def trees(ctx: click.Context, **options) -> None:
         options["data_dir"] = None  # the champions' own dataset, else data
     rows, text = trees_command(TreesOptions(**options))
     output, fmt = options["output"], options["fmt"]
-    echo_outputs(text, output, f"{len(rows)} rows", None)
+    echo_outputs(text, output, counted(len(rows), "row"), None)
     if output is not None or (fmt or "table") in ("json", "csv"):  # the table's footnote has them otherwise
         for caveat in bootstrap_caveats(rows):
             click.echo(f"caveat: {caveat}", err=True)

@@ -53,20 +53,23 @@ class CommaList(click.ParamType):
         length: the exact number of items, or None for any number >= 1.
         unique_sorted: return the items sorted, without repeats (the flattened spans of
             :class:`LayerSpan` items included).
+        distinct: refuse a list naming one value twice (a set of values, where a repeat would silently be
+            one value counted twice or kept once).
         metavar: what ``--help`` shows for the value (default ``ITEM,...``).
 
     A tuple or list (a default given as values, a call without click) is converted item by
-    item. Errors: an empty list, an empty item, a wrong count, or the first item ``item_type``
-    refuses, each as one :class:`click.BadParameter` line naming the option.
+    item. Errors: an empty list, an empty item, a wrong count, a repeated item (with ``distinct``), or the first item
+    ``item_type`` refuses, each as one :class:`click.BadParameter` line naming the option.
     """
 
     name = "list"
 
     def __init__(self, item_type: Any = click.STRING, *, length: int | None = None, unique_sorted: bool = False,
-                 metavar: str | None = None):
+                 metavar: str | None = None, distinct: bool = False):
         self.item_type = click.types.convert_type(item_type)
         self.length = length
         self.unique_sorted = unique_sorted
+        self.distinct = distinct
         self.metavar = metavar
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
@@ -100,6 +103,13 @@ class CommaList(click.ParamType):
             what = f"{self.metavar} ({self.length} comma-separated items)" if self.metavar else \
                 f"{self.length} comma-separated items"
             self.fail(f"expected {what}, got {len(out)} (value {text!r})", param, ctx)
+        if self.distinct:
+            seen: dict = {}
+            for i, v in enumerate(out, 1):
+                if v in seen:
+                    self.fail(f"item {i} repeats item {seen[v]} ({v!r}); name each value once (value {text!r})",
+                              param, ctx)
+                seen[v] = i
         if self.unique_sorted:
             flat = {x for v in out for x in (v if isinstance(v, tuple) else (v,))}
             return tuple(sorted(flat))

@@ -20,7 +20,8 @@ malformed file (a champion, a benchmark whose rows are not objects or whose figu
 numbers, a dataset that is missing or no subset of categories, its statistics without the test split's generated
 tokens); champions of different kinds; a group's champion evolved on another dataset than the group's (and the
 single policy on a dataset the group's is not a subset of), group datasets that are subsets of different sources,
-runs of different seeds, draft lengths or cost files (:mod:`evolve.commands.run_context`); a benchmark of another
+runs of different seeds, draft lengths or cost files (:mod:`evolve.commands.run_context`); two groups holding a
+category in common (the combined line would count its texts twice); a benchmark of another
 dataset than the group's (its ``data`` record: the test split's digest). A benchmark is read on its test split's rows
 and headroom records (one of several splits holds the others too); one without the test split is refused.
 """
@@ -35,7 +36,7 @@ from evolve.commands.run_context import RunContext, check_readable, differing_fi
 from evolve.errors import InputError, printable
 from evolve.report.groups import COLUMNS
 from evolve.report.spec_bench import groups_of
-from evolve.files.digest import cached_sha256_file
+from evolve.files.digest import cached_sha256_file, same_digest
 from evolve.traces.io import METADATA_FILE, load_metadata, read_json, split_path
 
 #: The files of a runs directory (module doc).
@@ -118,7 +119,7 @@ def _bench_of(bench: Any, path: Path, data: Path) -> None:
                          f"JSON of the {TEST_SPLIT} split)")
     digest = recorded.get("sha256")
     test = split_path(data, TEST_SPLIT)
-    if isinstance(digest, str) and test is not None and cached_sha256_file(test) != digest:
+    if isinstance(digest, str) and test is not None and not same_digest(digest, cached_sha256_file(test)):
         raise InputError(f"{path}: a benchmark of another test split ({recorded.get('source')}) than {test}; "
                          f"benchmark the group's dataset")
 
@@ -257,8 +258,15 @@ def group_rows(runs: str | os.PathLike) -> list[dict[str, Any]]:
     sources: dict[Path, Path] = {}
     groups: list[tuple[Path, Any, RunContext, Any]] = []
     found = []
+    owner: dict[str, Path] = {}
     for d in group_dirs(root):
         row, this = _group(d, single, sources)
+        for category in row["categories"]:
+            if category in owner:
+                raise InputError(f"{d / DATA_DIR} and {owner[category] / DATA_DIR} both hold the category "
+                                 f"'{printable(category)}': the groups of one workload hold different categories (each "
+                                 f"text once in the combined line); remove one of them", param="runs")
+            owner[category] = d
         found.append(row)
         for other in groups:
             _same_run(other, this)

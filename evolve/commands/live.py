@@ -66,11 +66,11 @@ import numpy as np
 
 from evolve.eval.bootstrap import COVERAGE, check_replicates, group_weights, interval_caveat, ratio_interval
 from evolve.eval.costs import load_costs
-from evolve.errors import InputError
+from evolve.errors import InputError, counted
 from evolve.harvest.config import HarvestConfig
 from evolve.harvest.loop import build, text_rng
 from evolve.engine.drafters import chosen_drafters
-from evolve.files.digest import sha256_file
+from evolve.files.digest import same_digest, sha256_file
 from evolve.engine.ngram import lookup_lengths
 from evolve.harvest.prompts import PromptFile, encode_prompt, read_prompt_file, read_prompts
 from evolve.eval.evaluator import EvalData
@@ -153,7 +153,7 @@ def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, 
         raise InputError(f"{data_dir}: not a harvested dataset (its metadata.json names no prompts file)",
                          param="data_dir")
     digest = sha256_file(prompts_file)
-    if digest != config["prompts_sha256"]:
+    if not same_digest(config["prompts_sha256"], digest):
         raise InputError(f"{prompts_file} is not the prompts file {data_dir} was harvested "
                          f"from ({config.get('prompts')}; SHA-256 differs)", param="prompts")
     theirs = config.get("categories")
@@ -239,8 +239,9 @@ def _tune_ids(extras: LiveExtras, tokenizer, vocab: int) -> list[list[int]]:
     """The token ids of ``extras.tune_prompts`` (none without a file or without peers)."""
     if extras.tune_prompts is None or not extras.peers:
         return []
-    prompts, lines = read_prompts(extras.tune_prompts)
-    return [encode_prompt(tokenizer, p, f"{extras.tune_prompts}, line {n}", vocab) for p, n in zip(prompts, lines)]
+    prompts, lines = read_prompts(extras.tune_prompts, "tune_prompts")
+    return [encode_prompt(tokenizer, p, f"{extras.tune_prompts}, line {n}", vocab, param="tune_prompts")
+            for p, n in zip(prompts, lines)]
 
 
 def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int], None] | None = None,
@@ -324,7 +325,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     caption = (f"live decoding: target {Path(config.target).name} ({setup.target.architecture}), "
                f"drafter {drafter_text}; "
                f"gamma {config.gamma}, temperature {config.temperature:g}, top-k {config.top_k}, top-p "
-               f"{config.top_p:g}; {len(texts)} prompts, at most {config.max_new_tokens} new tokens each, seed "
+               f"{config.top_p:g}; {counted(len(texts), 'prompt')}, at most {config.max_new_tokens} new tokens each, seed "
                f"{config.seed}; plain decoding: {ar.tokens} tokens, {ar.tokens_per_s:.2f} tokens/s")
     if extras.tree is not None:
         caption += f"; draft trees of {extras.tree[0]} nodes, width {extras.tree[1]}, verified by SpecInfer"
@@ -391,7 +392,7 @@ def _extended_caption(config, extras: LiveExtras, entries: list[_Entry], rows: l
     every = [(f"{OURS} plain", plain_rows[OURS])] + [(f"{r['rule']}" if r["engine"] != OURS else
                                                       f"{OURS} {r['rule']}", r["tokens_per_s"]) for r in rows]
     fastest = max(every, key=lambda t: t[1])
-    text = (f"; {extras.repeats} repeats (every prompt decoded once per repeat by every row, the row order rotated by "
+    text = (f"; {counted(extras.repeats, 'repeat')} (every prompt decoded once per repeat by every row, the row order rotated by "
             f"one per repeat), tokens/s the median over repeats [min-max], speedup over the same engine's plain "
             f"decoding with its {COVERAGE:.0%} paired bootstrap interval over texts ({extras.bootstrap} replicates)")
     caveat = interval_caveat(groups, "questions")

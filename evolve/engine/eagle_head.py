@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evolve.errors import InputError
+from evolve.files.tensors import tensor_problem
 
 #: The head's tensors (names as the authors' and SpecForge's checkpoints store them).
 HEAD_TENSORS: tuple[str, ...] = (
@@ -24,6 +25,9 @@ HEAD_TENSORS: tuple[str, ...] = (
     "midlayer.mlp.up_proj.weight", "midlayer.mlp.down_proj.weight", "norm.weight", "lm_head.weight")
 #: Optional tensors: the vocabulary maps and the head's own embedding.
 OPTIONAL_TENSORS: tuple[str, ...] = ("d2t", "t2d", "embed_tokens.weight")
+#: The dtype kind of each tensor that is not a float tensor (:func:`evolve.files.tensors.tensor_problem`): the draft
+#: vocabulary's offsets to target ids, and the target vocabulary's membership mask.
+TENSOR_KINDS = {"d2t": "integer", "t2d": "bool"}
 #: Weight files tried, in order.
 WEIGHT_FILES: tuple[str, ...] = ("model.safetensors", "pytorch_model.bin")
 PARAM = "eagle"
@@ -243,14 +247,16 @@ class EagleHead:
         if unknown:
             raise InputError(f"{where}: unexpected tensor '{unknown[0]}' in the head ({len(unknown)} unknown)",
                              param=PARAM)
+        for name, value in tensors.items():
+            problem = tensor_problem(value, TENSOR_KINDS.get(name, "float"))
+            if problem is not None:
+                raise InputError(f"{where}: '{name}' {problem}", param=PARAM)
         for name, shape in shapes.items():
             if name not in tensors:
                 raise InputError(f"{where}: the head has no tensor '{name}'", param=PARAM)
             if tuple(tensors[name].shape) != shape:
                 raise InputError(f"{where}: tensor '{name}' has shape {tuple(tensors[name].shape)}, expected {shape}",
                                  param=PARAM)
-            if not tensors[name].is_floating_point():
-                raise InputError(f"{where}: tensor '{name}' is not a float tensor ({tensors[name].dtype})", param=PARAM)
         if c.vocab != vocab:
             raise InputError(f"{where}: the head's vocab_size is {c.vocab}, the target has {vocab} logits", param=PARAM)
         if embed.dim() != 2 or embed.shape[0] < vocab or embed.shape[1] != H:

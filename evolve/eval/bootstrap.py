@@ -31,6 +31,10 @@ COVERAGE = 0.95
 MIN_REPLICATES = math.ceil(2.0 / (1.0 - COVERAGE) - 1e-9)
 #: Fewest groups (texts) below which an interval carries :func:`interval_caveat`'s caveat.
 MIN_GROUPS = 10
+#: Replicates whose spread is at most this fraction of their magnitude take one value: the same statistic summed in
+#: another order (a matrix product against a plain sum) differs in the last bits, which is no variation to estimate
+#: an interval from.
+SAME_VALUE_RTOL = 1e-12
 
 
 def check_replicates(replicates: int, param: str = "bootstrap") -> None:
@@ -82,8 +86,8 @@ def ratio_interval(weights: np.ndarray, values: np.ndarray, reference: np.ndarra
     ``weights`` float64 (replicates, n) from :func:`group_weights`; ``values``, ``reference`` float64 (n, 2): per
     call (numerator, denominator), e.g. (expected tokens, seconds).
 
-    An interval is estimated only from replicates that vary: when the finite replicates take fewer than two distinct
-    values (one group, or groups whose ratios are all equal, so every draw gives the point) or fewer than
+    An interval is estimated only from replicates that vary: when the finite replicates take one value up to rounding
+    (:func:`one_value`: one group, or groups whose ratios are all equal, so every draw gives the point) or fewer than
     :data:`MIN_REPLICATES` are finite, low and high are NaN (:func:`interval_text` prints them as not estimated),
     never a zero-width "interval". The point is NaN when a sum of denominators is 0.
     """
@@ -97,13 +101,20 @@ def ratio_interval(weights: np.ndarray, values: np.ndarray, reference: np.ndarra
 def percentile_interval(replicates: np.ndarray) -> tuple[float, float]:
     """(low, high) float: the :data:`COVERAGE` percentile interval of the finite values of ``replicates`` (float64
     (R,), a statistic's bootstrap replicates), or (NaN, NaN) when fewer than :data:`MIN_REPLICATES` are finite or they
-    take fewer than two distinct values (no zero-width "interval" is ever estimated)."""
+    take one value up to rounding (:func:`one_value`; no zero-width "interval" is ever estimated)."""
     finite = replicates[np.isfinite(replicates)]
-    if finite.size < MIN_REPLICATES or np.unique(finite).size < 2:
+    if finite.size < MIN_REPLICATES or one_value(finite):
         return math.nan, math.nan
     tail = (1.0 - COVERAGE) / 2.0 * 100.0
     low, high = np.percentile(finite, [tail, 100.0 - tail])
     return float(low), float(high)
+
+
+def one_value(values: np.ndarray) -> bool:
+    """Whether the finite float64 ``values`` (1-D, not empty) take one value up to rounding: their spread is at most
+    :data:`SAME_VALUE_RTOL` of their largest magnitude (exactly equal when that magnitude is 0)."""
+    spread = float(np.max(values) - np.min(values))
+    return spread <= SAME_VALUE_RTOL * float(np.max(np.abs(values)))
 
 
 #: How :func:`interval_text` shows an interval that could not be estimated.
@@ -113,10 +124,11 @@ NOT_ESTIMATED = "n/a (one value)"
 def interval_text(low: float, high: float, spec: str = ".3f") -> str:
     """``[low, high]`` formatted with ``spec``, or :data:`NOT_ESTIMATED` when either end is not a finite number (an
     interval :func:`ratio_interval` could not estimate from more than one distinct value) or the ends coincide."""
-    if not (math.isfinite(low) and math.isfinite(high)) or low == high:
+    if not (math.isfinite(low) and math.isfinite(high)) or one_value(np.array([low, high])):
         return NOT_ESTIMATED
     return f"[{low:{spec}}, {high:{spec}}]"
 
 
-__all__ = ["BOOTSTRAP_SEED", "COVERAGE", "MIN_GROUPS", "MIN_REPLICATES", "NOT_ESTIMATED", "check_replicates",
-           "group_draws", "group_weights", "interval_caveat", "interval_text", "percentile_interval", "ratio_interval"]
+__all__ = ["BOOTSTRAP_SEED", "COVERAGE", "MIN_GROUPS", "MIN_REPLICATES", "NOT_ESTIMATED", "SAME_VALUE_RTOL",
+           "check_replicates", "group_draws", "group_weights", "interval_caveat", "interval_text", "one_value",
+           "percentile_interval", "ratio_interval"]

@@ -41,4 +41,11 @@ def cached_sha256_file(path: str | os.PathLike) -> str:
     return _cached(os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-__all__ = ["BLOCK", "sha256_bytes", "sha256_file", "cached_sha256_file"]
+def same_digest(recorded, computed: str | None) -> bool:
+    """Whether the SHA-256 ``recorded`` in a file (any JSON value) is ``computed`` (hex, as :func:`sha256_bytes`
+    gives it): hex digits compare case-insensitively, so a digest written in upper case by another tool is the same
+    digest; anything that is not a string is never the same."""
+    return isinstance(recorded, str) and isinstance(computed, str) and recorded.lower() == computed.lower()
+
+
+__all__ = ["BLOCK", "sha256_bytes", "sha256_file", "cached_sha256_file", "same_digest"]

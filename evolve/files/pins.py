@@ -18,7 +18,7 @@ import os
 from typing import Callable, TypeVar
 
 from evolve.errors import InputError
-from evolve.files.digest import sha256_bytes
+from evolve.files.digest import same_digest, sha256_bytes
 
 _PINS: dict[str, str] = {}
 _F = TypeVar("_F", bound=Callable)
@@ -67,7 +67,7 @@ def read_bytes(path: str | os.PathLike, what: str) -> tuple[bytes, str]:
         raw = fh.read()
     digest = sha256_bytes(raw)
     want = pinned(path)
-    if want is not None and digest != want:
+    if want is not None and not same_digest(want, digest):
         raise InputError(f"{path}: the {what} changed since the run started and recorded its SHA-256 "
                          f"(SHA-256 {digest[:12]}..., pinned {want[:12]}...); restore it or start a new run")
     return raw, digest

@@ -226,7 +226,8 @@ def to_tree(nodes: list[Node], pset):
             out.append(prims[node.value])
         elif node.node_type == "feature":
             if node.value not in args:
-                raise InputError(f"feature {node.value!r} is not in this primitive set")
+                raise InputError(f"feature {node.value!r} is not among this run's terminals (the split's features, "
+                                 f"narrowed by the run's feature list)", param="features")
             out.append(args[node.value])
         else:
             c = eph()

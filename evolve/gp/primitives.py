@@ -69,6 +69,9 @@ HISTORY_FEATURES: tuple[str, ...] = ("prev_verified", "prev_accepted", "accept_e
 #: All features; a program's FEATURE opcode indexes this tuple.
 FEATURES: tuple[str, ...] = (CORE_FEATURES + OPTIONAL_FEATURES + DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES
                              + HISTORY_FEATURES)
+#: The features each readable primitive-set version holds (a version's features keep their FEATURES indices in later
+#: versions): a program of version 1 cannot read a history feature, which version 2 introduced.
+VERSION_FEATURES: dict[int, tuple[str, ...]] = {1: FEATURES[:len(FEATURES) - len(HISTORY_FEATURES)], 2: FEATURES}
 #: Features read from optional schema columns (a rule reading one needs the column).
 COLUMN_FEATURES: tuple[str, ...] = OPTIONAL_FEATURES + LOOKUP_FEATURES
 

@@ -83,7 +83,8 @@ from evolve.harvest.prompts import (
     turn_passes,
 )
 from evolve.harvest.resume import (
-    GENERATOR, MANIFEST_FILE, WORK_DIR, LastRun, check_out_dir, consolidate, finished_texts, fingerprint,
+    GENERATOR, MANIFEST_FILE, SETTINGS_KEYS, WORK_DIR, LastRun, check_out_dir, consolidate, finished_texts,
+    fingerprint, settings_fingerprint,
     part_path, tree_part_path, write_part, write_tree_part,
 )
 from evolve.engine.runner import BatchKV, Runner
@@ -444,6 +445,7 @@ def harvest(config: HarvestConfig, progress: bool = True,
     directory holding other data or other settings.
     """
     prompts, splits, prompts_sha, out, work = prepare(config)
+    check_out_dir(out, work, settings_fingerprint(config, prompts_sha), SETTINGS_KEYS)  # before the models load
     console = console or stderr_console()
     if progress and console.is_terminal:
         console.print(f"harvest: loading and hashing the models ({config.target}"

@@ -114,20 +114,34 @@ class PromptFile:
         return PromptFile(self.path, texts, self.structured)
 
 
-def _read_text(path: str) -> str:
-    """The UTF-8 text of a prompts file. Raises: InputError (parameter ``prompts``) for a missing, unreadable
+def _read_text(path: str, param: str = "prompts") -> str:
+    """The UTF-8 text of a prompts file. Raises: InputError (parameter ``param``) for a missing, unreadable
     or non-UTF-8 file."""
     p = Path(path)
     if p.is_dir():
-        raise InputError(f"{path}: is a directory, expected a text file", param="prompts")
+        raise InputError(f"{path}: is a directory, expected a text file", param=param)
     if not p.is_file():
-        raise InputError(f"{path}: no such file", param="prompts")
+        raise InputError(f"{path}: no such file", param=param)
     try:
         return p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})", param="prompts") from None
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})", param=param) from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})", param="prompts") from None
+        raise InputError(f"{path}: cannot read ({exc.strerror})", param=param) from None
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` is UTF-8 text (no lone surrogate, which JSON's ``\\ud800`` escapes can make)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _surrogate(text: str) -> str:
+    """The first lone surrogate of ``text`` as an escape (``\\ud800``)."""
+    return next(f"\\u{ord(c):04x}" for c in text if 0xD800 <= ord(c) <= 0xDFFF)
 
 
 def is_jsonl(path: str) -> bool:
@@ -152,21 +166,21 @@ def _no_repeated_keys(pairs: list[tuple[str, object]]) -> dict:
     return out
 
 
-def read_prompt_file(path: str) -> PromptFile:
+def read_prompt_file(path: str, param: str = "prompts") -> PromptFile:
     """Read a prompts file, plain text or (``.jsonl``) Spec-Bench-style JSON Lines (module doc).
 
     Returns a :class:`PromptFile`: one text per turn of each question. Raises: InputError (parameter
-    ``prompts``) for a missing, unreadable or non-UTF-8 file, one without prompts, and (JSON Lines) a line
-    that is not a JSON object, lacks ``turns``, has turns that are not a non-empty list of non-empty
-    strings, a ``category`` that is not a non-empty string or is missing while other lines give one, a
+    ``param``, the option that named the file) for a missing, unreadable or non-UTF-8 file, one without prompts, and
+    (JSON Lines) a line that is not a JSON object, lacks ``turns``, has turns that are not a non-empty list of
+    non-empty strings, a string holding a lone surrogate (a ``\\ud800`` escape no tokenizer can encode), a ``category`` that is not a non-empty string or is missing while other lines give one, a
     ``question_id`` that is not an integer or repeats, a key given twice in one object, or JSON nested too deeply;
     each in one line naming the file, the line and the key. Lines end at ``\n`` only (JSON Lines), so a string
     holding U+2028 stays on its line.
     """
     if not is_jsonl(path):
-        prompts, lines = read_prompts(path)
+        prompts, lines = read_prompts(path, param)
         return PromptFile(str(path), tuple(PromptText(p, ln, i) for i, (p, ln) in enumerate(zip(prompts, lines))))
-    text = _read_text(path)
+    text = _read_text(path, param)
     texts: list[PromptText] = []
     seen_ids: dict[int, int] = {}
     with_category: int | None = None
@@ -178,7 +192,7 @@ def read_prompt_file(path: str) -> PromptFile:
 
         def bad(what: str, key: str | None = None) -> InputError:
             return InputError(f"{path}, line {i}: {f'key {printable(key)!r}: ' if key else ''}{what}",
-                              param="prompts")
+                              param=param)
 
         try:
             obj = json.loads(line, object_pairs_hook=_no_repeated_keys)
@@ -198,9 +212,15 @@ def read_prompt_file(path: str) -> PromptFile:
         for k, turn in enumerate(turns):
             if not isinstance(turn, str) or not turn.strip():
                 raise bad(f"turn {k + 1} is not a non-empty string", "turns")
+            if not _encodable(turn):
+                raise bad(f"turn {k + 1} holds a lone surrogate ({_surrogate(turn)}), which is no character of "
+                          f"UTF-8 text", "turns")
         category = obj.get("category")
         if "category" in obj and (not isinstance(category, str) or not category.strip()):
             raise bad("expected a non-empty string", "category")
+        if isinstance(category, str) and not _encodable(category):
+            raise bad(f"holds a lone surrogate ({_surrogate(category)}), which is no character of UTF-8 text",
+                      "category")
         if category is None:
             without_category = without_category or i
         else:
@@ -221,21 +241,21 @@ def read_prompt_file(path: str) -> PromptFile:
         texts += [PromptText(turn, i, question, k + 1, category, qid) for k, turn in enumerate(turns)]
         question += 1
     if not texts:
-        raise InputError(f"{path}: no questions (one JSON object per non-blank line)", param="prompts")
+        raise InputError(f"{path}: no questions (one JSON object per non-blank line)", param=param)
     return PromptFile(str(path), tuple(texts), structured=True)
 
 
-def read_prompts(path: str) -> tuple[list[str], list[int]]:
+def read_prompts(path: str, param: str = "prompts") -> tuple[list[str], list[int]]:
     """Read a plain prompts file: one prompt per line, blank lines ignored (a ``.jsonl`` file: the first turn
     of every question, :func:`read_prompt_file`).
 
-    Returns (prompts, 1-based line numbers). Raises: InputError (parameter ``prompts``) for a missing,
-    unreadable or non-UTF-8 file, or one without prompts.
+    Returns (prompts, 1-based line numbers). Raises: InputError (parameter ``param``, the option that named the
+    file) for a missing, unreadable or non-UTF-8 file, or one without prompts.
     """
     if is_jsonl(path):
-        first = [t for t in read_prompt_file(path).texts if t.turn == 1]
+        first = [t for t in read_prompt_file(path, param).texts if t.turn == 1]
         return [t.prompt for t in first], [t.line for t in first]
-    text = _read_text(path)
+    text = _read_text(path, param)
     prompts, lines = [], []
     for i, line in enumerate(text.splitlines(), start=1):
         line = line.strip("\r\n")
@@ -243,7 +263,7 @@ def read_prompts(path: str) -> tuple[list[str], list[int]]:
             prompts.append(line)
             lines.append(i)
     if not prompts:
-        raise InputError(f"{path}: no prompts (one prompt per non-blank line)", param="prompts")
+        raise InputError(f"{path}: no prompts (one prompt per non-blank line)", param=param)
     return prompts, lines
 
 
@@ -349,8 +369,13 @@ def encode_prompt(tokenizer, prompt: str, where: str, vocab: int | None = None, 
     assistant messages of the chat template (as Spec-Bench decodes multi-turn questions); without a template
     the turns and answers are joined by blank lines. ``where`` names the prompt in messages (``FILE, line N``),
     ``param`` the parameter that gave its file.
-    Raises: InputError if the prompt encodes to nothing or to an id >= ``vocab`` (the models' logits).
+    Raises: InputError if the prompt or a turn of ``history`` holds a lone surrogate (no UTF-8 text: a tokenizer
+    cannot encode it), or the prompt encodes to nothing or to an id >= ``vocab`` (the models' logits).
     """
+    bad = next((t for t in (prompt, *(s for pair in history for s in pair)) if not _encodable(t)), None)
+    if bad is not None:
+        raise InputError(f"{where}: the prompt holds a lone surrogate ({_surrogate(bad)}), which is no character of "
+                         f"UTF-8 text", param=param)
     if getattr(tokenizer, "chat_template", None):
         messages = [m for user, answer in history for m in ({"role": "user", "content": user},
                                                              {"role": "assistant", "content": answer})]

@@ -58,7 +58,8 @@ from evolve.harvest.progress import ProgressBar, stderr_console
 from evolve.harvest.prompts import (assign_question_splits, check_context, encode_prompt, processing_order,
                                     read_prompt_file, split_rule)
 from evolve.harvest.resume import (
-    GENERATOR, MANIFEST_FILE, LastRun, check_out_dir, consolidate, finished_texts, fingerprint, read_parts,
+    GENERATOR, MANIFEST_FILE, SETTINGS_KEYS, LastRun, check_out_dir, consolidate, finished_texts, fingerprint,
+    read_parts, settings_fingerprint,
     shard_part_path, tree_part_path, write_shard_part, write_tree_part,
 )
 from evolve.files.atomic import atomic_write_text
@@ -205,6 +206,7 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
     if any(text.turn > 1 for text in prompts.texts):
         raise InputError(f"{config.prompts} has multi-turn questions, which a sharded harvest cannot decode (a later "
                          f"turn needs its question's earlier answers); harvest it in one process", param="prompts")
+    check_out_dir(out, work, settings_fingerprint(config, prompts_sha), SETTINGS_KEYS)  # before the models load
     order = processing_order(splits)
     pieces = shard_texts(order, shards)
     console = console or stderr_console()

@@ -5,8 +5,8 @@ command) holds ``champion``, ``split``, ``headroom`` (:meth:`evolve.eval.headroo
 (each competitor's ``name`` and the champion's tokens per second over it, ``ratio`` with the 95% interval
 ``low``/``high`` over texts), and its figures' ``unit`` (``tok/s`` when absent). :func:`headroom_line` writes one
 line per record: the share of the headroom with its interval and the three figures it comes from, then the
-competitors ahead of the champion, each marked when the whole interval is below 1 (behind by more than the spread),
-the learned stopping rules named as such.
+competitors the champion is behind (the whole interval below 1: by more than the spread; the learned stopping rules
+named as such), then those ahead of it inside the spread (a tie), each with its ratio and interval.
 """
 from __future__ import annotations
 
@@ -44,13 +44,18 @@ def headroom_line(rec: dict[str, Any]) -> str:
             f"({rec.get('fixed_name', 'best fixed')} {_num(h.get('fixed'), '.4g')} {rec.get('unit', 'tok/s')}, "
             f"champion {_num(h.get('champion'), '.4g')}, "
             f"{rec.get('bound_name', 'bound')} {_num(h.get('bound'), '.4g')})")
-    ahead = [r for r in rec.get("rivals", ()) if r.get("ratio") is not None and r["ratio"] < 1.0]
-    if ahead:
-        line += "; behind " + ", ".join(rival_text(r) for r in sorted(ahead, key=lambda r: r["ratio"]))
-        if any(r["name"].startswith(LEARNED_PREFIX) for r in ahead):
+    rivals = [r for r in rec.get("rivals", ()) if r.get("ratio") is not None]
+    behind = [r for r in rivals if r.get("high") is not None and r["high"] < 1.0]
+    tied = [r for r in rivals if r["ratio"] < 1.0 and r not in behind]
+    if behind:
+        line += "; behind " + ", ".join(rival_text(r) for r in sorted(behind, key=lambda r: r["ratio"]))
+        if any(r["name"].startswith(LEARNED_PREFIX) for r in behind):
             line += "; the learned baseline beats it"
-    elif rec.get("rivals"):
-        closest = min(rec["rivals"], key=lambda r: r["ratio"] if r.get("ratio") is not None else math.inf)
+    if tied:
+        line += ("; tied with " + ", ".join(rival_text(r) for r in sorted(tied, key=lambda r: r["ratio"]))
+                 + " (ahead of it, inside the spread)")
+    if not behind and not tied and rivals:
+        closest = min(rivals, key=lambda r: r["ratio"])
         line += f"; behind no competitor (closest: {rival_text(closest)})"
     if h.get("caveat"):
         line += f" (caveat: {h['caveat']})"

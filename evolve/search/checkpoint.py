@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from evolve.errors import InputError
-from evolve.files.digest import sha256_file
+from evolve.files.digest import same_digest, sha256_file
 from evolve.gp.primitives import CORE_FEATURES, FEATURES
 from evolve.search.config import DEFAULTS, RunConfig, kind_setting_fields, resolve, upgrade_legacy
 from evolve.search.snapshot import Island, Snapshot, snapshot_from_data, snapshot_to_data
@@ -432,7 +432,7 @@ def check_pins(head: dict[str, Any], where: str, action: str = "resume", since: 
         if digest is None:
             raise InputError(f"{where}: cannot {action}: the {what} {pin['path']} (setting '{key}') the run read "
                              "is gone or unreadable")
-        if digest != pin["sha256"]:
+        if not same_digest(pin["sha256"], digest):
             raise InputError(f"{where}: cannot {action}: the {what} {pin['path']} (setting '{key}') changed {since} "
                              f"(SHA-256 {digest[:12]}..., pinned {pin['sha256'][:12]}...)")
 

@@ -477,6 +477,11 @@ def resolve(options: dict[str, Any] | None = None, config_file: str | os.PathLik
                                                             f" (known: {', '.join(known)})"))
         values[name] = _check_value(name, value, None)
         origin[name] = None
+    if values.get("costs") == DEFAULTS.costs and os.path.lexists(DEFAULTS.costs):
+        text = (f"'{DEFAULTS.costs}' names the built-in cost model, and a file named {DEFAULTS.costs} is in the working "
+                f"directory ({os.getcwd()}): give ./{DEFAULTS.costs} to read that file, or move it")
+        where = origin.get("costs")
+        raise InputError(text, param="costs") if where is None else InputError(f"{where}: {text}")
     own = {name: values.pop(name) for name in list(values) if name not in FIELD_NAMES}
     if "objective" not in values:  # not given: the kind's own objective where the default does not score it
         objectives = replace(DEFAULTS, **values).program_kind.objectives

@@ -23,15 +23,14 @@ writes the figures to a file (docs/results/speed.md). Kinds scored from the reco
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
 
-from evolve.errors import InputError
-from evolve.eval.bootstrap import COVERAGE, MIN_REPLICATES, group_draws, interval_caveat, interval_text
+from evolve.errors import InputError, counted
+from evolve.eval.bootstrap import COVERAGE, group_draws, interval_caveat, interval_text, percentile_interval
 from evolve.eval.evaluator import EvalData
 from evolve.kinds.base import KindContext
 from evolve.search.config import RunConfig
@@ -88,14 +87,21 @@ def _fold_pair(result: SearchResult, score) -> tuple[Any, Any, str, str]:
 
 
 def cross_validate(result: SearchResult, cfg: RunConfig, train: EvalData, valid: EvalData,
-                   features: tuple[str, ...], replicates: int = GUARD_REPLICATES) -> SearchResult:
+                   features: tuple[str, ...], replicates: int = GUARD_REPLICATES,
+                   say: Callable[[str], None] | None = None) -> SearchResult:
     """The run's result with its champion guard measured by cross-validation (module doc): its champion replaced by
-    its best seeded rule (on valid) when evolution is not ahead out of fold by more than the noise.
+    its best seeded rule (on valid) when evolution is not ahead out of fold by more than the noise. A run whose
+    champion is already a seeded rule (the best on valid) is returned as it is: there is no evolved champion to
+    judge. ``say`` gets a line as each fold's search starts and ends; the fold searches' programs and seconds are
+    added to the result's.
 
     Raises: InputError as :func:`pooled` and :func:`folds`; whatever the searches raise.
     """
     from evolve.search.algorithms import search
 
+    if result.champion_source != "evolved":
+        return result
+    say = say or (lambda line: None)
     t0 = time.perf_counter()
     score = result.config.objective_spec.score
     objective = lambda m: score(m, cfg)  # noqa: E731
@@ -105,16 +111,21 @@ def cross_validate(result: SearchResult, cfg: RunConfig, train: EvalData, valid:
     gamma = cfg.gamma if cfg.objective_spec.needs_blocks and cfg.program_kind.reads_gamma else None
     make = _scorer_maker(cfg, gamma)
     inner = replace(cfg, selection="valid", islands=1)
-    pairs, shares, diffs = [], [], []
+    pairs, shares, diffs, programs = [], [], [], 0
     for k, fold in enumerate(parts):
+        say(f"cross-validation: fold {k + 1}/{len(parts)}: a search of {cfg.generations} generations on the other "
+            f"{data.texts - fold.size} texts, scored on these {fold.size}")
         held = data.resample_texts(fold)
         rest = data.resample_texts(np.setdiff1d(everything, fold))
         found = search(replace(inner, seed=cfg.seed + 1 + k), rest, held, features)
+        programs += found.programs
         pair = _fold_pair(found, objective)
         m_e, m_s = make(held).evaluate([list(pair[0]), list(pair[1])])
         pairs.append(pair)
         shares.append(fold.size / data.texts)
         diffs.append(objective(m_e) - objective(m_s))
+        say(f"cross-validation: fold {k + 1}/{len(parts)}: evolved - seeded out of fold {diffs[-1]:.6g} "
+            f"({time.perf_counter() - t0:.0f} s)")
     point = float(np.dot(shares, diffs))
     reps = np.zeros(replicates)
     for k, (fold, pair) in enumerate(zip(parts, pairs)):
@@ -122,14 +133,13 @@ def cross_validate(result: SearchResult, cfg: RunConfig, train: EvalData, valid:
         for r, draw in enumerate(group_draws(fold.size, replicates, seed=k)):
             m_e, m_s = make(held.resample_texts(draw)).evaluate([list(pair[0]), list(pair[1])])
             reps[r] += shares[k] * (objective(m_e) - objective(m_s))
-    finite = reps[np.isfinite(reps)]
-    tail = (1.0 - COVERAGE) / 2.0 * 100.0
-    low, high = (np.percentile(finite, [tail, 100.0 - tail]) if finite.size >= MIN_REPLICATES
-                 else (math.nan, math.nan))
-    detail = {"folds": cfg.cv_folds, "texts": data.texts, "seconds": round(time.perf_counter() - t0, 3),
+    low, high = percentile_interval(reps)
+    seconds = time.perf_counter() - t0
+    detail = {"folds": cfg.cv_folds, "texts": data.texts, "seconds": round(seconds, 3), "programs": programs,
               "per_fold": [{"texts": int(f.size), "evolved": p[2], "seeded": p[3], "difference": d}
                            for f, p, d in zip(parts, pairs, diffs)]}
-    return _decide(result, cfg, float(point), float(low), float(high), data, detail)
+    decided = _decide(result, cfg, float(point), float(low), float(high), data, detail)
+    return replace(decided, programs=decided.programs + programs, seconds=decided.seconds + seconds)
 
 
 def _decide(result: SearchResult, cfg: RunConfig, point: float, low: float, high: float, data: EvalData,
@@ -143,7 +153,7 @@ def _decide(result: SearchResult, cfg: RunConfig, point: float, low: float, high
     verdict = ("evolution is ahead out of fold by more than the noise" if kept else
                f"evolution is not ahead out of fold by more than the noise: the seeded {names[rival]} is the "
                f"champion")
-    reason = (f"cross-validation over {data.texts} texts of train and valid in {cfg.cv_folds} folds: evolved - "
+    reason = (f"cross-validation over {counted(data.texts, 'text')} of train and valid in {cfg.cv_folds} folds: evolved - "
               f"seeded out of fold {point:.6g} ({COVERAGE:.0%} interval {interval_text(low, high, '.6g')}): {verdict}"
               + (f" ({caveat})" if caveat else ""))
     guard = GuardResult(kept, names[rival], data.texts, point, low, high, reason, cross_validation=detail)

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from evolve.errors import counted
 from evolve.eval.bootstrap import COVERAGE, MIN_REPLICATES, group_draws, interval_caveat, interval_text
 from evolve.eval.evaluator import EvalData, Metrics
 from evolve.gp.compiler import Node
@@ -97,7 +98,7 @@ def guard(valid: EvalData, make_scorer: Callable[[EvalData], Any], score: Callab
     caveat = interval_caveat(np.arange(texts))
     verdict = ("ahead by more than the noise of valid's texts" if kept else
                f"not ahead by more than the noise of valid's texts: the seeded {seeded_name} is kept")
-    reason = (f"evolved - {seeded_name} on valid: {point:.6g} ({COVERAGE:.0%} interval over {texts} texts "
+    reason = (f"evolved - {seeded_name} on valid: {point:.6g} ({COVERAGE:.0%} interval over {counted(texts, 'text')} "
               f"{interval_text(low, high, '.6g')}): {verdict}" + (f" ({caveat})" if caveat else ""))
     return GuardResult(kept, seeded_name, texts, float(point), float(low), float(high), reason)
 

@@ -99,7 +99,7 @@ def load_search_data(cfg: RunConfig) -> tuple[Traces, Traces]:
 @pins_released
 def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = None,
         stop: Callable[[], bool] | None = None, extra_files: ExtraFiles | None = None,
-        cluster: ClusterOptions | None = None) -> RunInfo:
+        cluster: ClusterOptions | None = None, say: Callable[[str], None] | None = None) -> RunInfo:
     """Load the data, evolve (with checkpoints), and write a new run directory under ``cfg.out``.
 
     Args:
@@ -109,6 +109,7 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
             :func:`evolve.search.interrupt.graceful_interrupt`.
         extra_files: more files for the run directory (see :func:`evolve.search.run_files.write_run`).
         cluster: where an island search runs (None: an embedded Dask LocalCluster).
+        say: called with a line of progress for the work after the generations (cross-validation's folds).
 
     Returns: :class:`RunInfo` with the run directory.
 
@@ -133,7 +134,7 @@ def run(cfg: RunConfig, progress: Callable[[dict[str, float]], None] | None = No
     partial, lock = _start_checkpoints(ckpt)
     with lock:
         return _search_and_write(replace(ckpt, partial=partial), train, valid, None,
-                                 _Caller(progress, stop, extra_files, cluster), fresh=True)
+                                 _Caller(progress, stop, extra_files, cluster, say), fresh=True)
 
 
 def checkpoint_dir_name(cfg: RunConfig, started: datetime) -> str:
@@ -188,12 +189,14 @@ def _header(ckpt: "_Checkpointed", snapshot: Snapshot | None) -> dict[str, Any]:
 @dataclass(frozen=True)
 class _Caller:
     """What the caller of :func:`run` or :func:`resume` gives besides the run: the progress callback, the stop
-    poll, the extra files of the run directory and where an island search runs."""
+    poll, the extra files of the run directory, where an island search runs, and ``say``, which gets a line of
+    progress for work after the generations (the cross-validation's fold searches)."""
 
     progress: Callable[[dict[str, float]], None] | None = None
     stop: Callable[[], bool] | None = None
     extra_files: ExtraFiles | None = None
     cluster: ClusterOptions | None = None
+    say: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -247,7 +250,7 @@ def _search_and_write(ckpt: _Checkpointed, train: EvalData, valid: EvalData, sna
             result = search(cfg, train, valid, features, **kwargs)
         if cfg.selection == "cv" and not result.interrupted:
             from evolve.search.crossval import cross_validate
-            result = cross_validate(result, cfg, train, valid, features)
+            result = cross_validate(result, cfg, train, valid, features, say=caller.say)
     except BaseException:
         if fresh and not saved:  # nothing to resume from: leave no checkpoint directory
             shutil.rmtree(partial, ignore_errors=True)
@@ -328,12 +331,13 @@ def resume_config(path: str | os.PathLike) -> RunConfig:
 @pins_released
 def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None] | None = None,
            stop: Callable[[], bool] | None = None, extra_files: ExtraFiles | None = None,
-           cluster: ClusterOptions | None = None, data: str | None = None) -> RunInfo:
+           cluster: ClusterOptions | None = None, data: str | None = None,
+           say: Callable[[str], None] | None = None) -> RunInfo:
     """Continue a stopped run from its last checkpoint and write its run directory (next to the checkpoint's).
 
     Args:
         path: see :func:`find_checkpoint_dir`.
-        progress, stop, extra_files, cluster: as :func:`run` (the logbook rows
+        progress, stop, extra_files, cluster, say: as :func:`run` (the logbook rows
             of the generations already done are passed to ``progress`` first).
         data: the dataset directory, if it moved (default: where the run read it).
 
@@ -375,7 +379,7 @@ def resume(path: str | os.PathLike, progress: Callable[[dict[str, float]], None]
     started = datetime.fromisoformat(head["created"])
     with _lock_checkpoint(partial, head):
         return _search_and_write(_Checkpointed(partial, cfg, features, data_info, started, head.get("inputs")),
-                                 train, valid, snapshot, _Caller(progress, stop, extra_files, cluster))
+                                 train, valid, snapshot, _Caller(progress, stop, extra_files, cluster, say))
 
 
 def check_resume_output(partial: Path, cfg: RunConfig) -> Path:

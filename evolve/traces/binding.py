@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from evolve.errors import InputError, printable
-from evolve.files.digest import sha256_file
+from evolve.files.digest import same_digest, sha256_file
 
 #: Key of ``metadata.json`` recording the files written with it: {file name: {"sha256": hex, "rows": int}}.
 FILES_KEY = "files"
@@ -78,7 +78,7 @@ def check_bound(path: str | os.PathLike, sha256: str, meta: Mapping[str, Any] | 
                              f"another dataset: delete it, or write the dataset again")
         if not isinstance(entry, Mapping) or not isinstance(entry.get("sha256"), str):
             raise InputError(f"{where}: key '{FILES_KEY}.{printable(path.name)}' must be an object with 'sha256'")
-        if entry["sha256"] != sha256:
+        if not same_digest(entry["sha256"], sha256):
             raise InputError(f"{path}: not the {what} written with this dataset's other files (SHA-256 "
                              f"{sha256[:12]}..., {where} records {entry['sha256'][:12]}...): it was written again or "
                              f"replaced on its own; write the whole dataset again")

@@ -73,6 +73,7 @@ import pandas as pd
 
 from evolve.errors import InputError, printable
 from evolve.traces.phi_records import check_phi_records
+from evolve.traces.order import in_reading_order
 from evolve.verification.block import PHI_POINTS
 from evolve.verification.tokenwise import standard_threshold
 
@@ -366,7 +367,9 @@ def validate(df: pd.DataFrame, source: str) -> dict[str, np.ndarray]:
 
     Returns:
         dict from column name to a 1-D numpy array (int64, float64 or bool) of
-        length n, holding every required column and the optional ones present.
+        length n, holding every required column and the optional ones present, the rows in reading order (text
+        by text, each text's blocks in drafting order: :mod:`evolve.traces.order`; the file's order when it is
+        that already).
         Values of [0, 1]-bounded columns within ROUNDOFF_TOLERANCE outside a closed
         end are clipped to it (in a copy; ``df`` is not changed), with one
         :class:`RoundOffWarning` naming ``source``, the count and the columns.
@@ -404,7 +407,7 @@ def validate(df: pd.DataFrame, source: str) -> dict[str, np.ndarray]:
     _check_consistency(cols, source)
     if clipped:
         warnings.warn(roundoff_note(source, clipped), RoundOffWarning, stacklevel=2)
-    return cols
+    return in_reading_order(cols)
 
 
 def text_columns_of(df: pd.DataFrame, source: str) -> dict[str, np.ndarray]:

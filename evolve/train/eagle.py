@@ -311,7 +311,7 @@ def train(settings: TrainSettings, say: Callable[[str], None] | None = None) -> 
     step, window = 0, []
     if state_file.exists():
         state = read_state(state_file, fingerprint, {k: tuple(params[k].shape) for k in trainable}, data["digest"],
-                           MAX_STEPS)
+                           MAX_STEPS, hyper=opt.state_dict()["param_groups"][0])
         with torch.no_grad():
             for k in trainable:
                 params[k].copy_(state["params"][k])

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evolve.errors import InputError
+from evolve.files.tensors import tensor_problem
 
 PARAM = "out"
 
@@ -129,7 +130,6 @@ def read_features(path: Path, digest: str, texts: list[dict], width: int, draft:
     Raises InputError naming the file and the key for features of other data, a wrong count or shape, a
     non-float or non-finite tensor, or a damaged or foreign file (:func:`load_pt`).
     """
-    import torch
 
     data = load_pt(path, "features file")
     if isinstance(data, dict):
@@ -152,8 +152,9 @@ def read_features(path: Path, digest: str, texts: list[dict], width: int, draft:
         n = len(t["ids"])
         for name, cols in (("g", width), ("z", draft)):
             v = f[name]
-            if not isinstance(v, torch.Tensor) or not v.is_floating_point():
-                raise _refuse(path, f"{where}.{name} must be a float tensor")
+            problem = tensor_problem(v)
+            if problem is not None:
+                raise _refuse(path, f"{where}.{name} {problem}; it must be a float tensor")
             if tuple(v.shape) != (n, cols):
                 raise _refuse(path, f"{where}.{name} has shape {tuple(v.shape)}, expected {(n, cols)} (the text's "
                                     f"{n} tokens); delete the file to compute the features again")
@@ -165,16 +166,18 @@ def read_features(path: Path, digest: str, texts: list[dict], width: int, draft:
 STATE_KEYS = ("step", "params", "optimizer", "window", "fingerprint")
 
 
-def read_state(path: Path, fingerprint: dict, shapes: dict[str, tuple], digest: str, max_steps: int) -> dict:
+def read_state(path: Path, fingerprint: dict, shapes: dict[str, tuple], digest: str, max_steps: int,
+               hyper: dict | None = None) -> dict:
     """The checkpoint ``OUT/train_state.pt``, checked against the run: its ``fingerprint`` (settings and head
     config), its data ``digest`` (when it records one), ``params`` (name -> float tensor of ``shapes``, finite),
     ``step`` (a whole number in 0..``max_steps``, the most steps a run may ask for), ``window`` (the last [loss >= 0, agreement in [0, 1] or NaN] pairs, no more
     than the steps done) and ``optimizer`` (AdamW's state: per parameter ``step``
-    at most the checkpoint's (a text without a response position makes no optimiser step), ``exp_avg`` and ``exp_avg_sq`` of the parameter's shape, finite, the second >= 0).
+    at most the checkpoint's (a text without a response position makes no optimiser step), ``exp_avg`` and ``exp_avg_sq`` of the parameter's shape, finite, the second >= 0; its
+    hyper-parameters, every key of its one ``param_groups`` entry but ``params``, those of ``hyper``, the optimiser the
+    command builds: a checkpoint's learning rate is never taken over the command's).
 
     Returns the loaded dict. Raises InputError naming the file and the key.
     """
-    import torch
 
     state = load_pt(path, "checkpoint")
     if not isinstance(state, dict) or not set(STATE_KEYS) <= set(state):
@@ -195,13 +198,32 @@ def read_state(path: Path, fingerprint: dict, shapes: dict[str, tuple], digest: 
         raise _refuse(path, f"key 'params' must hold the head's tensors {', '.join(sorted(shapes))}")
     for name, shape in shapes.items():
         v = params[name]
-        if not isinstance(v, torch.Tensor) or not v.is_floating_point() or tuple(v.shape) != tuple(shape):
-            raise _refuse(path, f"key 'params.{name}' must be a float tensor of shape {tuple(shape)}")
+        problem = tensor_problem(v)
+        if problem is not None or tuple(v.shape) != tuple(shape):
+            raise _refuse(path, f"key 'params.{name}' {problem or f'has shape {tuple(v.shape)}'}; it must be a float "
+                                f"tensor of shape {tuple(shape)}")
         if not _finite(v):
             raise _refuse(path, f"key 'params.{name}' holds a NaN or infinite value")
     _check_window(path, state["window"], step)
     _check_optimizer(path, state["optimizer"], [shapes[k] for k in shapes], step)
+    if hyper is not None:
+        _check_hyper(path, state["optimizer"]["param_groups"][0], hyper)
     return state
+
+
+def _check_hyper(path: Path, group: dict, hyper: dict) -> None:
+    """The checkpoint's optimiser hyper-parameters ``group`` are the command's ``hyper`` (``params`` aside)."""
+    for name, want in hyper.items():
+        if name == "params":
+            continue
+        have = group.get(name, "missing")
+        same = list(have) == list(want) if isinstance(want, (tuple, list)) and isinstance(have, (tuple, list)) \
+            else type(have) is type(want) and have == want
+        if not same:
+            flag = " (--lr)" if name == "lr" else ""
+            raise _refuse(path, f"key 'optimizer.param_groups[0].{name}' is {have!r}, but this command's optimiser "
+                                f"has {want!r}{flag}: the checkpoint was not written by these settings; choose another "
+                                f"output directory")
 
 
 def _check_window(path: Path, window: Any, step: int) -> None:
@@ -241,15 +263,17 @@ def _check_optimizer(path: Path, opt: Any, shapes: list[tuple], step: int) -> No
             raise _refuse(path, f"{where} must hold AdamW's 'step', 'exp_avg' and 'exp_avg_sq'")
         try:
             s = float(entry["step"]) if isinstance(entry["step"], (torch.Tensor, int, float)) else None
-        except (TypeError, ValueError, RuntimeError):  # a tensor of several values
+        except (TypeError, ValueError, RuntimeError, NotImplementedError):  # several values, or a meta tensor
             s = None
         if s is None or not math.isfinite(s) or s != int(s) or not 1 <= s <= step:
             raise _refuse(path, f"{where}.step is {entry['step']!r}, expected a whole number in 1..{step} (the "
                                 f"checkpoint's step)")
         for name in ("exp_avg", "exp_avg_sq"):
             v = entry[name]
-            if not isinstance(v, torch.Tensor) or not v.is_floating_point() or tuple(v.shape) != tuple(shapes[i]):
-                raise _refuse(path, f"{where}.{name} must be a float tensor of shape {tuple(shapes[i])}")
+            problem = tensor_problem(v)
+            if problem is not None or tuple(v.shape) != tuple(shapes[i]):
+                raise _refuse(path, f"{where}.{name} {problem or f'has shape {tuple(v.shape)}'}; it must be a float "
+                                    f"tensor of shape {tuple(shapes[i])}")
             if not _finite(v) or (name == "exp_avg_sq" and bool((v < 0).any())):
                 raise _refuse(path, f"{where}.{name} holds a NaN, infinite{' or negative' if name[-2:] == 'sq' else ''}"
                                     f" value")

@@ -38,7 +38,7 @@ import numpy as np
 
 from evolve.eval.costs import Costs
 from evolve.harvest.resume import TEXTS_FILE
-from evolve.harvest.subset import read_texts
+from evolve.harvest.subset import check_texts_match, read_texts
 from evolve.eval.evaluator import EvalData
 from evolve.kinds.registry import KINDS
 from evolve.report.compare.categories import OVERALL, CategoryFigures, figures_json, format_categories
@@ -80,27 +80,32 @@ def position_acceptance(traces: Traces, gamma: int) -> np.ndarray:
     return out
 
 
-def _text_calls(data_dir, split: str) -> list[tuple[str, int]] | None:
+def _text_calls(data_dir, split: str, traces) -> list[tuple[str, int]] | None:
     """(category, target calls) of every text of ``split`` in the dataset's ``texts.jsonl`` (a harvest of a
     structured prompts file writes both), or None when it has no such file or its texts lack the target calls (an
-    older harvest). Raises InputError for a malformed ``texts.jsonl`` or one the dataset was not written with
-    (:func:`evolve.harvest.subset.read_texts`)."""
+    older harvest). Raises InputError for a malformed ``texts.jsonl``, one the dataset was not written with
+    (:func:`evolve.harvest.subset.read_texts`), or one that disagrees with the split's records ``traces``
+    (:func:`evolve.harvest.subset.check_texts_match`)."""
     if not (Path(data_dir) / TEXTS_FILE).is_file():
         return None
-    texts = [t for t in read_texts(data_dir) if t["split"] == split]
+    listed = read_texts(data_dir)
+    check_texts_match(listed, traces, Path(data_dir) / TEXTS_FILE)
+    texts = [t for t in listed if t["split"] == split]
     if any("target_calls" not in t for t in texts):
         return None
     return [(t["category"], t["target_calls"]) for t in texts]
 
 
 def _scored(entries: Sequence[ComparedRule], data: EvalData, traces: Traces, gamma: int | None, costs: Costs,
-            tune, train=None) -> tuple[list[Row], list[dict]]:
+            tune, train=None) -> tuple[list[Row], list[dict], list[str]]:
     """The rows of one group or category: the reference rule and the champions, then the kinds' competitors (bounds
     left out: with a cost file, or when a rule of the kind is compared), priced under ``costs``; and the headroom
-    records of the champions there (the kinds' ``headroom`` hooks, which read the bounds)."""
+    records of the champions there (the kinds' ``headroom`` hooks, which read the bounds); and the notes on the
+    competitors that could not be computed there."""
     rows, _ = score_split(entries, data, 1, gamma=gamma, costs=costs, traces=traces)
     bounds: list[str] = []
     used = []
+    notes: list[str] = []
     for kind in KINDS.values():
         scorer = kind.hooks().compare
         if getattr(scorer, "competitors", None) is None:
@@ -108,13 +113,15 @@ def _scored(entries: Sequence[ComparedRule], data: EvalData, traces: Traces, gam
         rules = [e.rule for e in entries if e.rule.program_kind is kind]
         if not costs.measured and not rules:
             continue
-        rows += scorer.competitors(rules, data, gamma, costs, *(tune or (None, data.split)), train=train)
+        added, left_out = scorer.competitors(rules, data, gamma, costs, *(tune or (None, data.split)), train=train)
+        rows += added
+        notes += left_out
         bounds += scorer.bounds
         used.append((scorer, rules))
     rows = price_rows(rows, costs, data)
     headroom = [rec for scorer, rules in used if scorer.headroom is not None
                 for rec in scorer.headroom(rules, rows, data, gamma, costs)]
-    return [r for r in rows if r.heuristic not in bounds], headroom
+    return [r for r in rows if r.heuristic not in bounds], headroom, notes
 
 
 def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[ComparedRule], costs: Costs,
@@ -138,17 +145,19 @@ def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[Co
     parts += [(g.label, g.categories) for g in groups_of(present)
               if not by_category or len(g.categories) > 1]  # a one-category group repeats its category
     parts.append((OVERALL, None))
-    texts = _text_calls(options.data_dir, split)
+    texts = _text_calls(options.data_dir, split, traces)
     rows: dict[str, list[Row | None]] = {}
     shares: dict[str, list[dict | None]] = {}
     acceptance: dict[str, np.ndarray] = {}
+    notes: list[str] = []
     for i, (label, categories) in enumerate(parts):
         part = traces if categories is None else subset(traces, np.isin(traces["category"], categories))
         data = EvalData.from_traces(part, share=False)
         if categories is not None and texts is not None and data.depth is not None:
             calls = sum(n for category, n in texts if category in categories)
             data.no_draft_calls = max(0, calls - int(np.count_nonzero(data.depth == 0)))
-        scored, headroom = _scored(chosen, data, part, gamma, costs, tune, train)
+        scored, headroom, left_out = _scored(chosen, data, part, gamma, costs, tune, train)
+        notes += [f"{label}: {n}" for n in left_out]
         for row in scored:
             rows.setdefault(row.heuristic, [None] * len(parts))[i] = row
         for rec in headroom:
@@ -156,7 +165,7 @@ def category_figures(options: BenchmarkOptions, split: str, entries: Sequence[Co
         if gamma is not None and part.has("draft_index"):
             acceptance[label] = position_acceptance(part, gamma)
     return CategoryFigures(split, [label for label, _ in parts], rows, acceptance, costs.measured, by_category,
-                           shares)
+                           shares, notes)
 
 
 def category_benchmark(options: BenchmarkOptions, by_category: bool = False) -> tuple[Comparison, str]:
@@ -168,6 +177,7 @@ def category_benchmark(options: BenchmarkOptions, by_category: bool = False) -> 
 
     Returns: (comparison, text). Raises: InputError for any bad input.
     """
+    from evolve.commands.compare.promoted import own_data_entries
     from evolve.commands.compare.table import (benchmark_in_context, collect_entries, cost_model,
                                                default_champions_dir, in_run_context, resolve_splits)
 
@@ -177,7 +187,8 @@ def category_benchmark(options: BenchmarkOptions, by_category: bool = False) -> 
     options = in_run_context(options)
     comparison, text = benchmark_in_context(dataclasses.replace(options, output=None, fmt=fmt))
     if fmt in ("table", "markdown", "json"):
-        entries = collect_entries(list(options.champions), options.champions_dir)
+        entries = own_data_entries(collect_entries(list(options.champions), options.champions_dir), options.data_dir,
+                                   options.champions_dir)[0]
         costs = cost_model(options)
         found = {}
         for split in resolve_splits(options.split):

@@ -77,6 +77,7 @@ from evolve.report.compare.rows import (
     ComparedRule, Row,
 )
 from evolve.commands.compare.concurrency import concurrency_rows
+from evolve.commands.compare.promoted import own_data_entries
 from evolve.commands.compare.speed import price_rows
 from evolve.report.compare.verdict import champion_records
 from evolve.commands.options import naming_param
@@ -224,8 +225,8 @@ class KindScorer:
     it needs that the split lacks (the rule is then skipped with a note); ``score(rule, context, traces, repeats)``
     -> (the :class:`Row` fields of its scores, best time in ms; ``context`` a :class:`evolve.kinds.base.KindContext`
     of the split, its fitness, gamma and the comparison's one cost model);
-    ``competitors(rules, data, gamma, costs, tuned_on, tuned_name, train=...)`` (or None): the kind's competitor rows
-    of one split, added when a rule of the kind is compared or a cost file is given (``rules``: the kind's rules
+    ``competitors(rules, data, gamma, costs, tuned_on, tuned_name, train=...)`` (or None): (the kind's competitor rows
+    of one split, notes on the rows it could not compute there), added when a rule of the kind is compared or a cost file is given (``rules``: the kind's rules
     compared, in order; ``tuned_on``: the split their settings are tuned on, None: the scored one, named
     ``tuned_name``; ``train``: a function giving the train split, or None, for competitors trained on it);
     ``note(rules)``: what the caption adds about them (None: nothing); ``bounds``: the names of
@@ -240,7 +241,7 @@ class KindScorer:
 
     missing: Callable[[Rule, EvalData, Traces | None], list[str]]
     score: Callable[..., tuple[dict, float]]
-    competitors: Callable[..., list[Row]] | None = None
+    competitors: Callable[..., tuple[list[Row], list[str]]] | None = None
     note: Callable[[Sequence[Rule]], str | None] | None = None
     bounds: tuple[str, ...] = ()
     schedule: Callable[..., dict] | None = None
@@ -396,7 +397,10 @@ def run_comparison(data_dir: str | os.PathLike, split: str = "test", entries: Se
             notes += [note] if note is not None else []
         if policies:
             for scorer, rules in competing.values():
-                rows += scorer.competitors(rules, data, result.gamma[s], costs, *(tune or (None, s)), train=train)
+                added, left_out = scorer.competitors(rules, data, result.gamma[s], costs, *(tune or (None, s)),
+                                                     train=train)
+                rows += added
+                notes += left_out
         rows = price_rows(rows, costs, data)
         if policies:
             for scorer, rules in competing.values():
@@ -461,7 +465,8 @@ class BenchmarkOptions:
     :func:`default_champions_dir`); ``fmt`` (``--format``) and ``output``: the rendering and the file
     to write (None: the text is returned only); ``repeats``: timed evaluations per rule; ``gamma``:
     the draft length of the block metrics (None: each split's block length); ``cost_ratio``: the draft/target cost
-    ratio c of the flat cost model (:func:`evolve.eval.costs.ratio_costs`) used without ``costs``, a cost file
+    ratio c of the flat cost model (:func:`evolve.eval.costs.ratio_costs`) used without ``costs`` (None: not given,
+    :data:`evolve.eval.costs.DEFAULT_COST_RATIO`), a cost file
     (JSON, :mod:`evolve.eval.costs`): the one cost model of every figure (:func:`cost_model`);
     ``concurrency``: numbers of concurrent requests to report throughput at (needs ``costs``).
     """
@@ -474,18 +479,18 @@ class BenchmarkOptions:
     output: str | os.PathLike | None = None
     repeats: int = DEFAULT_REPEATS
     gamma: int | None = None
-    cost_ratio: float = DEFAULT_COST_RATIO
+    cost_ratio: float | None = None
     costs: str | os.PathLike | None = None
     concurrency: tuple[int, ...] = ()
 
 
 def cost_model(options: BenchmarkOptions) -> Costs:
     """The one cost model of a comparison: the cost file ``options.costs`` when given, else the flat model of
-    ``options.cost_ratio``. Raises: InputError (parameter ``cost_ratio``) when both are given (a cost ratio other
-    than the default beside a cost file), or as :func:`evolve.eval.costs.load_costs`."""
+    ``options.cost_ratio`` (the default ratio when not given). Raises: InputError (parameter ``cost_ratio``) when
+    both are given (any cost ratio beside a cost file), or as :func:`evolve.eval.costs.load_costs`."""
     if options.costs is None:
-        return ratio_costs(options.cost_ratio)
-    if options.cost_ratio != DEFAULT_COST_RATIO:
+        return ratio_costs(DEFAULT_COST_RATIO if options.cost_ratio is None else options.cost_ratio)
+    if options.cost_ratio is not None:
         raise InputError(f"a cost file ({options.costs}) prices every figure; give it or a cost ratio, not both "
                          f"(value {options.cost_ratio!r})", param="cost_ratio")
     return load_costs(options.costs)
@@ -507,7 +512,7 @@ def in_run_context(options: BenchmarkOptions) -> BenchmarkOptions:
     return dataclasses.replace(
         options, data_dir=resolve_data(options.data_dir, found, DEFAULT_DATA),
         gamma=resolve_gamma(options.gamma, found),
-        costs=resolve_costs(options.costs, found, ratio_given=options.cost_ratio != DEFAULT_COST_RATIO))
+        costs=resolve_costs(options.costs, found, ratio_given=options.cost_ratio is not None))
 
 
 def benchmark(options: BenchmarkOptions = BenchmarkOptions()) -> tuple[Comparison, str]:
@@ -530,12 +535,14 @@ def benchmark_in_context(options: BenchmarkOptions) -> tuple[Comparison, str]:
     champion_files = list(o.champions)
     check_output(o.output, inputs=(o.data_dir, *champion_files, o.costs),
                  champion_dirs=(o.champions_dir or default_champions_dir(),))
-    entries = collect_entries(champion_files, o.champions_dir)
+    entries, left_out = own_data_entries(collect_entries(champion_files, o.champions_dir), o.data_dir,
+                                         o.champions_dir)
     costs = cost_model(o)
     if o.concurrency and not costs.measured:
         raise InputError("throughput against concurrent requests needs a cost file", param="concurrency")
     comparison = run_comparison(o.data_dir, o.split, entries, o.repeats, gamma=o.gamma, costs=costs,
                                 concurrency=o.concurrency)
+    comparison.notes = left_out + comparison.notes
     text = format_comparison(comparison, fmt)
     if o.output is not None:
         write_output(text, o.output)

@@ -165,8 +165,10 @@ UNKNOWN_DRAFTER = Drafter()
 class Provenance:
     """Where a written configuration comes from: the champion's ``rule`` name, ``expression``, ``source`` (its file or
     ``registered rule NAME``), ``kind``, whether the setting is ``exact``, ``tuned`` (what was tuned on which split
-    and cost file; empty for an exact setting), ``notes``, and the harvest's ``drafter`` (what the engine must draft
-    with for the setting to mean what it was scored as)."""
+    and cost file; empty for an exact setting), ``notes``, the harvest's ``drafter`` (what the engine must draft
+    with for the setting to mean what it was scored as) and ``length``, the draft length the champion was scored at
+    (its run's gamma, or its dataset's draft length; None where neither is known), which an engine that needs a
+    draft length beside an acceptance rule writes."""
 
     rule: str
     expression: str
@@ -176,6 +178,7 @@ class Provenance:
     tuned: str = ""
     notes: tuple[str, ...] = ()
     drafter: Drafter = UNKNOWN_DRAFTER
+    length: int | None = None
 
     def lines(self) -> list[str]:
         """The provenance as lines of text (no comment marks)."""

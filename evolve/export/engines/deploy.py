@@ -106,9 +106,24 @@ class Scorer:
 
 
 def provenance(rule: Rule, source: str, exact: bool, tuned: str = "", notes: tuple[str, ...] = (),
-               drafter: Drafter = UNKNOWN_DRAFTER) -> Provenance:
-    """The :class:`evolve.export.engines.base.Provenance` of ``rule`` read from ``source``, drafted by ``drafter``."""
-    return Provenance(rule.name, rule.expression or "", source, rule.kind, exact, tuned, notes, drafter)
+               drafter: Drafter = UNKNOWN_DRAFTER, length: int | None = None) -> Provenance:
+    """The :class:`evolve.export.engines.base.Provenance` of ``rule`` read from ``source``, drafted by ``drafter``,
+    scored at the draft length ``length``."""
+    return Provenance(rule.name, rule.expression or "", source, rule.kind, exact, tuned, notes, drafter, length)
+
+
+def scored_length(source: str, gamma: int | None) -> int | None:
+    """The draft length a champion read from ``source`` was scored at: ``gamma`` (its run's, as the run context
+    reads it) when given, else the ``gamma`` its champion file's run configuration records (a run whose objective
+    reads no blocks still records the length its block metrics were computed at), else None."""
+    if gamma is not None:
+        return int(gamma)
+    if not Path(source).is_file():
+        return None
+    prov = read_champion(source).provenance or {}
+    config = prov.get("config") if isinstance(prov.get("config"), dict) else {}
+    recorded = config.get("gamma")
+    return recorded if type(recorded) is int and recorded >= 1 else None
 
 
 def _drafter_of(harvest: Any, path: str, key: str) -> Drafter | None:
@@ -188,7 +203,8 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
             raise NeedsData(f"{engine.title} {engine.version} cannot express '{rule.name}' ({kind.title}) exactly; "
                             f"its nearest setting family is {support.nearest}, which a dataset (valid and test "
                             f"splits) and a cost file tune")
-        return Written(engine.render(exact, provenance(rule, source, True, drafter=drafter), schedule), exact, True)
+        return Written(engine.render(exact, provenance(rule, source, True, drafter=drafter,
+                                                       length=scored_length(source, gamma)), schedule), exact, True)
     score = Scorer(rule, data, load_costs(costs), gamma)
     gamma = score.gamma
     exact = support.exact(rule, gamma)
@@ -219,7 +235,7 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
                                           f"{costs} by tokens per second (TV per token at most the champion's)")
     notes = (f"scored on {data} under {costs}: tokens per second on {REPORT_SPLIT}, champion "
              f"{rows[0].test:.6g}, this setting {rows[1].test:.6g}",)
-    text = engine.render(best, provenance(rule, source, exact is not None, tuned, notes, drafter), schedule)
+    text = engine.render(best, provenance(rule, source, exact is not None, tuned, notes, drafter, gamma), schedule)
     return Written(text, best, exact is not None, tuple(rows))
 
 

@@ -188,7 +188,7 @@ def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_
            f'lookup_len (the '
            f'matched n-gram\'s length) and lookup_freq (the share of the earlier occurrences of the matched n-gram '
            f'followed by the drafted tokens before m that token m follows), and the text\'s history (prev_verified, '
-           f'prev_accepted, accept_ewma, first_hit_ewma, since_reject: the History class above, advanced at each call '
+           f'prev_accepted, accept_ewma, first_hit_ewma, since_reject: the History class below, advanced at each call '
            f'by the previous call\'s outcome, read from how far the text grew past its draft). Call start(prompt_len) '
            f'before a text, or the first call after a new prompt takes all but the last token as the prompt. '
            f'llama-cpp-python '

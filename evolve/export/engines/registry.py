@@ -42,20 +42,39 @@ def unregister_engine(name: str) -> None:
     VERSIONS.pop(name, None)
 
 
-def engine_at(name: str, version: str | None = None) -> Engine:
-    """The engine ``name`` at the checked ``version`` (None: its newest).
+def version_forms(version: str) -> set[str]:
+    """The forms a user may name the checked ``version`` by (lower case): the whole text, and each of its words
+    outside and inside parentheses, and the parenthesised text (``0c1e570 (llama-cpp-python 0.3.36)``: also
+    ``0c1e570``, ``llama-cpp-python 0.3.36`` and ``0.3.36``; ``source 0004396``: also ``0004396``), of the words
+    those holding a digit."""
+    text = version.strip().lower()
+    forms = {text}
+    inner = text[text.find("(") + 1:text.rfind(")")].strip() if "(" in text and ")" in text else ""
+    if inner:
+        forms.add(inner)
+    forms |= {w.strip("()") for w in text.split() if any(c.isdigit() for c in w)}
+    return forms
 
-    Raises: InputError (param ``engine_version``) naming the checked versions for another version."""
+
+def engine_at(name: str, version: str | None = None) -> Engine:
+    """The engine ``name`` at the checked ``version`` (None: its newest), named by any of its
+    :func:`version_forms` (case aside).
+
+    Raises: InputError (param ``engine_version``) naming the checked versions for another version, or for a form
+    that names several."""
     if version is None:
         return ENGINES[name]
     found = VERSIONS[name].get(version)
-    if found is None:
-        raise InputError(f"{ENGINES[name].title} was checked at {', '.join(VERSIONS[name])} only (value {version!r})",
-                         param="engine_version")
-    return found
+    if found is not None:
+        return found
+    matches = [e for v, e in VERSIONS[name].items() if version.strip().lower() in version_forms(v)]
+    if len(matches) == 1:
+        return matches[0]
+    raise InputError(f"{ENGINES[name].title} was checked at {', '.join(VERSIONS[name])} only (value {version!r}"
+                     f"{'; it names several' if matches else ''})", param="engine_version")
 
 
 for _engine in BUILTIN:
     register_engine(_engine)
 
-__all__ = ["BUILTIN", "ENGINES", "VERSIONS", "engine_at", "register_engine", "unregister_engine"]
+__all__ = ["BUILTIN", "ENGINES", "VERSIONS", "engine_at", "register_engine", "unregister_engine", "version_forms"]

@@ -6,7 +6,8 @@ vLLM reads nested mappings of a ``--config`` YAML file as the JSON of the option
 Every name is a field of ``SpeculativeConfig`` (``vllm/config/speculative.py``), which refuses unknown keys.
 
 What it writes: a fixed draft length as ``num_speculative_tokens`` (> 0: plain decoding is no speculative-config at
-all); drafts verified as a block (the run's ``verify_with`` is block verification, or a relaxation weight of 0) as
+all), and for an acceptance rule or a relaxation weight (no length of its own) the length the champion was scored
+at (:attr:`evolve.export.engines.base.Provenance.length`), which vLLM requires; drafts verified as a block (the run's ``verify_with`` is block verification, or a relaxation weight of 0) as
 ``rejection_sample_method: block`` (Sun et al. 2024, arXiv 2403.10444), which only Model Runner V2 applies
 (``vllm/v1/worker/gpu/spec_decode/rejection_sampler.py``; the V1 runner's ``vllm/v1/sample/rejection_sampler.py`` has
 no block branch and verifies token by token), so the file's ``use:`` line sets ``VLLM_USE_V2_MODEL_RUNNER=1``, which
@@ -98,9 +99,13 @@ def render(setting: Setting, provenance: Provenance, schedule=None) -> str:
     if config:
         drafter, extra = _drafter(provenance)
         config = {**drafter, **config}
-        if "num_speculative_tokens" not in config:
+        if "num_speculative_tokens" not in config and provenance.length is not None:
+            config["num_speculative_tokens"] = provenance.length
+            notes.append(f"num_speculative_tokens {provenance.length}: the draft length the champion was scored at")
+        elif "num_speculative_tokens" not in config:
             extra = f"{extra}; " if extra else ""
-            extra += "add num_speculative_tokens (the draft length the champion was scored at) to speculative-config"
+            extra += ("add num_speculative_tokens (the draft length to run; this rule has no run recording one) to "
+                      "speculative-config")
     block = config.get("rejection_sample_method") == "block"
     env = f"{V2} " if block else ""
     use = (f"{env}vllm serve MODEL --config FILE, or: {env}vllm serve MODEL --speculative-config "

@@ -98,7 +98,7 @@ def length_oracle(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS,
 def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_on: EvalData | None = None,
                 verifier: LengthVerifier = STANDARD_VERIFIER, score=None, weighting: str = DEFAULT_WEIGHTING,
                 per_block: dict[str, np.ndarray] | None = None, train: EvalData | None = None,
-                ) -> dict[str, tuple[str, LengthMetrics]]:
+                left_out: dict[str, str] | None = None) -> dict[str, tuple[str, LengthMetrics]]:
     """The competitors of the module doc on ``data``, their drafts verified by ``verifier``, the blocks weighted by
     ``weighting``: {name: (setting, metrics)}, the bound ``length_oracle`` last. With a dict ``per_block``, each row's
     per-block calls (float64 (blocks, 6), :func:`block_calls`) are stored in it under the row's name.
@@ -106,7 +106,9 @@ def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_
     Tuned settings are picked on ``tuned_on`` (default ``data``: pass the valid split to score the test split
     honestly) by ``score(metrics)`` (default: tokens per second; a run's objective for a lossy verifier). The learned
     rows train their predictor on ``train`` (default: the tuning split; none without block-level columns).
-    ``confidence_threshold`` reads ``draft_top_prob`` when the data has it, else ``draft_prob``.
+    ``confidence_threshold`` reads ``draft_top_prob`` when the data has it, else ``draft_prob``. Rows that cannot be
+    computed on this data (the learned rows where nothing can be learned) are left out; with a dict ``left_out``, why
+    is stored in it under each such row's name.
     """
     score = score or (lambda m: m.tokens_per_second)
     d = Scoring(data, gamma, costs, verifier, weighting)
@@ -124,7 +126,10 @@ def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_
                      verified, drafted)
     rows["survival_prefix"] = scored(d, "", verified, drafted)
     rows.update(controller_rows(t, d, score))
-    rows.update(learned_rows(train if train is not None else t.data, t, d, score))
+    learned, why = learned_rows(train if train is not None else t.data, t, d, score)
+    rows.update(learned)
+    if why is not None and left_out is not None:
+        left_out.update({"learned_logistic": why, "learned_gbm": why})
     rows["length_oracle"] = oracle_row(d)
     if per_block is not None:
         per_block.update({name: row.per_block for name, row in rows.items()})

@@ -267,9 +267,9 @@ def logistic_choices(s, expression: str) -> tuple[np.ndarray, None]:
 def logistic_seed(s, allowed: tuple[str, ...], score) -> tuple[str, float] | None:
     """(expression, h) of the logistic rule trained on the prepared split ``s`` (:class:`Scoring`) over the features
     among ``allowed`` (a run's terminals), h tuned on ``s`` itself by ``score(metrics)``: a seed of a search (None
-    when no allowed feature varies)."""
+    when no predictor can be trained over the allowed features, :func:`nothing_to_learn`)."""
     features = tuple(f for f in model_features(s.decisions) if f in allowed)
-    if not features:
+    if nothing_to_learn(s, features) is not None:
         return None
     terms, intercept = fit_logistic(s, features)
     row = tuned(s, s, SURVIVAL_GRID, lambda sc, h: logistic_choices(sc, logistic_expression(terms, intercept, h)),
@@ -278,29 +278,48 @@ def logistic_seed(s, allowed: tuple[str, ...], score) -> tuple[str, float] | Non
     return logistic_expression(terms, intercept, h), h
 
 
-def learned_rows(train: EvalData, tune, data, score) -> dict:
+def nothing_to_learn(s, features: tuple[str, ...]) -> str | None:
+    """Why no acceptance predictor can be trained on the prepared split ``s`` (:class:`Scoring`) over ``features``, or
+    None when one can: no feature that varies, no decision row, or one class only (every row's expected survival is
+    1, every draft accepted, or 0, none accepted: the soft labels of :func:`_soft` then weigh one class alone, and a
+    classifier of one class predicts nothing)."""
+    if not features:
+        return f"no policy feature varies on {s.data.split or 'the training split'}"
+    _, surv = training_rows(s, features)
+    if surv.size == 0:
+        return f"{s.data.split or 'the training split'} has no decision row below gamma {s.gamma}"
+    if surv.min() >= 1.0:
+        return f"every draft of {s.data.split or 'the training split'} is accepted (one class: nothing to learn)"
+    if surv.max() <= 0.0:
+        return f"no draft of {s.data.split or 'the training split'} is accepted (one class: nothing to learn)"
+    return None
+
+
+def learned_rows(train: EvalData, tune, data, score) -> tuple[dict, str | None]:
     """``learned_logistic`` and ``learned_gbm`` (module doc): trained on ``train``, their threshold tuned on the
-    prepared split ``tune`` by ``score(metrics)``, scored on ``data`` (:class:`Scoring` both): {name: Scored}; none when
-    the data has no feature that varies."""
+    prepared split ``tune`` by ``score(metrics)``, scored on ``data`` (:class:`Scoring` both): ({name: Scored}, None),
+    or ({}, why) when no predictor can be trained there (:func:`nothing_to_learn`)."""
     key = (id(train), tune.gamma, tune.verifier.name)
     hit = _FITTED.get(key)
     if hit is None or hit[0]() is not train:
         s = tune if train is tune.data else Scoring(train, tune.gamma, tune.costs, tune.verifier, tune.weighting)
         features = model_features(s.decisions)
-        fitted = (fit_logistic(s, features), fit_trees(s, features)) if features else None
+        why = nothing_to_learn(s, features)
+        fitted = (fit_logistic(s, features), fit_trees(s, features)) if why is None else why
         _FITTED.clear()  # one training split at a time (a command's)
         _FITTED[key] = hit = (weakref.ref(train), fitted)
-    if hit[1] is None:
-        return {}
+    if isinstance(hit[1], str):
+        return {}, hit[1]
     (terms, intercept), model = hit[1]
     rows = {"learned_logistic": tuned(
         tune, data, SURVIVAL_GRID, lambda sc, h: logistic_choices(sc, logistic_expression(terms, intercept, h)),
         lambda h: f"h={h:g}: {logistic_expression(terms, intercept, h)}", score)}
     rows["learned_gbm"] = tuned(tune, data, SURVIVAL_GRID, lambda sc, h: tree_choices(sc, model, h),
                                 lambda h: f"h={h:g} (100 trees of depth 3)", score)
-    return rows
+    return rows, None
 
 
 __all__ = ["LOG_FEATURES", "SURVIVAL_GRID", "MAX_TRAIN_ROWS", "SEED", "model_features", "history_of_choices",
            "training_rows", "logistic_columns", "fit_logistic", "logistic_expression", "TreeModel", "tree_score",
-           "tree_scores", "trees_walk", "fit_trees", "tree_choices", "logistic_choices", "logistic_seed", "learned_rows"]
+           "tree_scores", "trees_walk", "fit_trees", "tree_choices", "logistic_choices", "logistic_seed", "nothing_to_learn",
+           "learned_rows"]

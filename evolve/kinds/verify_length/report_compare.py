@@ -98,17 +98,20 @@ def length_scores(rule: Rule, data: EvalData, repeats: int, gamma: int, costs: C
 
 def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: EvalData | None,
                     tuned_name: str, verifier: LengthVerifier = STANDARD_VERIFIER,
-                    weighting: str = DEFAULT_WEIGHTING, train: EvalData | None = None) -> list[Row]:
-    """The competitor rows of one split (none without block metrics), their drafts verified by
+                    weighting: str = DEFAULT_WEIGHTING, train: EvalData | None = None) -> tuple[list[Row], list[str]]:
+    """(rows, notes): the competitor rows of one split (none without block metrics), their drafts verified by
     ``verifier``, the blocks weighted by ``weighting`` (:func:`evolve.kinds.verify_length.eval_policy.block_cover`),
-    the learned rows trained on ``train`` (default: the tuning split); each row with its calls summed per text."""
+    the learned rows trained on ``train`` (default: the tuning split); each row with its calls summed per text; a
+    note for each row that could not be computed there, saying why."""
     if gamma is None or data.depth is None:
-        return []
+        return [], []
     t0 = time.perf_counter()
     score = None if verifier.lossless else (
         lambda m: tokens_per_second_at_tv(m.tokens_per_second, m.tv_per_token, costs.plain_token_s, DEFAULT_BUDGET))
     per_block: dict = {}
-    found = competitors(data, gamma, costs, tuned_on, verifier, score, weighting, per_block=per_block, train=train)
+    left_out: dict[str, str] = {}
+    found = competitors(data, gamma, costs, tuned_on, verifier, score, weighting, per_block=per_block, train=train,
+                        left_out=left_out)
     ms = (time.perf_counter() - t0) * 1e3
     rows = []
     for name in COMPETITORS:
@@ -119,7 +122,11 @@ def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: E
         rows.append(Row(name, POLICY, data.split, data.source, None, ms, expression=text,
                         gamma=gamma, verifier=metrics, records=data.n, program_kind=KIND.name,
                         per_text=text_sums(data, per_block[name], costs.verify_seconds(0))))
-    return rows
+    reasons: dict[str, list[str]] = {}
+    for name, why in left_out.items():
+        reasons.setdefault(why, []).append(name)
+    notes = [f"left out {' and '.join(names)} on {data.split or 'the split'}: {why}" for why, names in reasons.items()]
+    return rows, notes
 
 
 def first_settings(rules: Sequence[Rule]) -> tuple[LengthVerifier, str]:
@@ -129,8 +136,9 @@ def first_settings(rules: Sequence[Rule]) -> tuple[LengthVerifier, str]:
 
 
 def comparison_competitors(rules: Sequence[Rule], data: EvalData, gamma: int | None, costs: Costs,
-                           tuned_on: EvalData | None, tuned_name: str, train=None) -> list[Row]:
-    """The competitor rows a comparison adds for one split (the ``competitors`` of the kind's ``compare`` hook):
+                           tuned_on: EvalData | None, tuned_name: str, train=None) -> tuple[list[Row], list[str]]:
+    """(rows, notes): the competitor rows a comparison adds for one split (the ``competitors`` of the kind's
+    ``compare`` hook):
     :func:`competitor_rows` with the verifier and the block weighting of the first policy in ``rules`` (the
     verification-length rules compared, in order); ``train``: a function giving the train split (the learned rows'
     training data; None, or a function giving None: the tuning split)."""

@@ -22,7 +22,9 @@ from evolve.kinds.verify_length.eval_learned import logistic_seed
 from evolve.kinds.verify_length.eval_policy import LengthMetrics, LengthPopulationEvaluator
 from heuristics.length_policies import CONFIDENCE_GRID
 from evolve.search.config import RunConfig
-from evolve.search.warm_start import Seed, WarmStart, fill_seeds
+from evolve.search.warm_start import Seed, Skipped, WarmStart, fill_seeds, unusable
+from evolve.kinds.verify_length import KIND
+from heuristics.contract import Rule
 
 
 def fixed_length_expression(length: int) -> str:
@@ -37,7 +39,8 @@ def confidence_expression(h: float, column: str) -> str:
 
 def choose_length_seeds(cfg: RunConfig, train: EvalData, gamma: int,
                         objective: Callable[[LengthMetrics], float], features: tuple[str, ...] = ()) -> WarmStart:
-    """The seeds of a warm-started verification-length search (see the module doc).
+    """The seeds of a warm-started verification-length search (see the module doc); ``features``: the run's terminal
+    features (empty: all), a candidate reading another left out and recorded in the warm start's ``skipped``.
 
     Raises: InputError when the split lacks draft_index.
     """
@@ -45,21 +48,38 @@ def choose_length_seeds(cfg: RunConfig, train: EvalData, gamma: int,
                                        costs=cfg.cost_model, verifier=cfg.settings.verifier,
                                        weighting=cfg.settings.length_weighting)
     column = "draft_top_prob" if "draft_top_prob" in scorer.data.available else "draft_prob"
-    fixed = [(f"fixed_gamma={g}", fixed_length_expression(g)) for g in range(gamma + 1)]
-    conf = [(f"confidence_threshold(h={h:g})", confidence_expression(h, column)) for h in CONFIDENCE_GRID]
-    values = [objective(m) for m in scorer.evaluate([e for _, e in fixed + conf])]
-    best_fixed = max(range(len(fixed)), key=lambda i: (values[i], -i))
-    best_conf = len(fixed) + max(range(len(conf)), key=lambda i: (values[len(fixed) + i], -i))
+    warm = WarmStart()
+
+    def usable(named: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The candidates reading only the run's features; the others recorded as skipped, with why."""
+        if not features:
+            return named
+        keep = []
+        for name, expr in named:
+            why = unusable(Rule(name, expression=expr, kind=KIND.name), tuple(features))
+            if why is None:
+                keep.append((name, expr))
+            else:
+                warm.skipped.append(Skipped(name, f"{why} (the run's setting 'features')"))
+        return keep
+
+    fixed = usable([(f"fixed_gamma={g}", fixed_length_expression(g)) for g in range(gamma + 1)])
+    conf = usable([(f"confidence_threshold(h={h:g})", confidence_expression(h, column)) for h in CONFIDENCE_GRID])
+    values = [objective(m) for m in scorer.evaluate([e for _, e in fixed + conf])] if fixed + conf else []
     named = fixed + conf
-    ordered = [Seed(*named[best_fixed], "the best fixed draft length on train"),
-               Seed(*named[best_conf], f"the best confidence threshold on {column} on train")]
+    ordered = []
+    if fixed:
+        best_fixed = max(range(len(fixed)), key=lambda i: (values[i], -i))
+        ordered.append(Seed(*named[best_fixed], "the best fixed draft length on train"))
+    if conf:
+        best_conf = len(fixed) + max(range(len(conf)), key=lambda i: (values[len(fixed) + i], -i))
+        ordered.append(Seed(*named[best_conf], f"the best confidence threshold on {column} on train"))
     learned = logistic_seed(Scoring(train, gamma, cfg.cost_model, cfg.settings.verifier, cfg.settings.length_weighting),
                             tuple(features), objective) if features else None
     if learned is not None:
         ordered.append(Seed(f"learned_logistic(h={learned[1]:g})", learned[0],
                             "the logistic stopping rule trained on train, its threshold tuned on train"))
     ordered += [Seed(name, expr, "a fixed draft length") for name, expr in fixed]
-    return fill_seeds(WarmStart(), ordered, cfg.population)
-
+    return fill_seeds(warm, ordered, cfg.population)
 
 __all__ = ["fixed_length_expression", "confidence_expression", "choose_length_seeds"]

@@ -22,7 +22,8 @@ class CategoryFigures:
     """The per-category comparison of one split: ``columns`` (header labels) in order, ``rows`` (rule name ->
     the :class:`Row` of each column, None where the rule has no row there) and ``acceptance`` (column label ->
     per-position acceptance rates of the harvested blocks, float64 (gamma,)), ``headroom`` (champion -> its headroom
-    figures of each column, :meth:`evolve.eval.headroom.Headroom.to_dict`, None where not measured)."""
+    figures of each column, :meth:`evolve.eval.headroom.Headroom.to_dict`, None where not measured), ``notes`` (why
+    a row is missing from a column: a competitor that could not be computed there)."""
 
     split: str
     columns: list[str]
@@ -31,6 +32,7 @@ class CategoryFigures:
     costs: bool
     by_category: bool = False
     headroom: dict[str, list[dict | None]] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
 
 
 def _table(title: str, header: list[str], body: list[list[str]]) -> list[str]:
@@ -78,20 +80,21 @@ def format_categories(fig: CategoryFigures) -> str:
         body = [[label, *(f"{a:.3f}" for a in rates)] for label, rates in fig.acceptance.items()]
         lines += _table(f"Standard rule's expected acceptance rate per draft position of the harvested blocks, split "
                         f"{fig.split}", ["Group", *(f"pos {k + 1}" for k in range(gamma))], body)
+    lines += ["", *(f"note: {n}" for n in fig.notes)] if fig.notes else []
     return fit_width("\n".join(lines)) + "\n"
 
 
 def figures_json(fig: CategoryFigures) -> dict:
     """The figures as plain JSON values: ``columns`` (labels), ``rows`` (rule -> per column an object with
     ``tokens_per_call``, ``speedup`` and ``tokens_per_second``, or null), ``headroom`` (champion -> per column its
-    headroom figures, or null), ``acceptance`` (label -> rates per draft position)."""
+    headroom figures, or null), ``notes``, ``acceptance`` (label -> rates per draft position)."""
     def cell(r: Row | None) -> dict | None:
         if r is None:
             return None
         return {k: r.value(k) for k in ("tokens_per_call", "speedup", "tokens_per_second")}
 
     return {"columns": fig.columns, "rows": {name: [cell(r) for r in rows] for name, rows in fig.rows.items()},
-            "headroom": fig.headroom,
+            "headroom": fig.headroom, "notes": fig.notes,
             "acceptance": {label: rates.tolist() for label, rates in fig.acceptance.items()}}
 
 

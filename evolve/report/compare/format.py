@@ -74,7 +74,7 @@ def _display_columns(comparison: Comparison) -> list[tuple[str, bool, callable]]
         cols += [("Mean acc. len", True, block("tokens_per_call", ".3f")), ("Speedup", True, block("speedup", ".3f")),
                  ("TV/tok", True, block("tv_per_token", ".4f"))]
         if any(r.value("tokens_per_second") is not None for r in comparison.rows):
-            cols.append(("Tok/s", True, block("tokens_per_second", ".4g")))
+            cols.append(("Tok/s", True, block("tokens_per_second", ".2f")))
     if any(r.value("n_invalid") for r in comparison.rows):
         cols.append(("Invalid", True, lambda r: _num(r.value("n_invalid"), "d")))
     if any(r.role == "champion" for r in comparison.rows):

@@ -166,12 +166,21 @@ def _seeded_name(source: str | None) -> str | None:
     return source[len("seeded:"):] if isinstance(source, str) and source.startswith("seeded:") else None
 
 
+def seeded_why(info: Mapping[str, Any]) -> str:
+    """Why a run's champion is one of its seeded rules, as its champion file records it (``info``:
+    :func:`champion_records`, whose ``guard_kept`` is the champion guard's verdict): the guard kept the seeded rule
+    (evolution's best was not ahead of it by more than the noise), or evolution found nothing better on valid."""
+    if info.get("guard_kept") is False:
+        return "the champion guard kept it: evolution's best was not ahead by more than the noise"
+    return "evolution found nothing better on valid"
+
+
 def _reason(champ: Row, winner: Row, ref: Row | None, info: Mapping[str, Any], split: str) -> tuple[bool, str]:
     """Why the champion ``champ`` does not beat ``winner`` (see the module doc): (True, "NAME itself ...")
     when the champion is the winning rule itself, else (False, the reason)."""
     source = info.get("champion_source")
     seeded = _seeded_name(source)
-    nothing_better = "evolution found nothing better on valid"
+    nothing_better = seeded_why(info)
     if seeded is not None:
         if seeded == winner.heuristic:
             return True, f"{seeded} itself ({nothing_better})"
@@ -184,7 +193,7 @@ def _reason(champ: Row, winner: Row, ref: Row | None, info: Mapping[str, Any], s
     if isinstance(objective, str) and objective_measure(objective) != MEASURE:
         return False, f"its run optimised the {objective} objective, not fitness"
     if source == "evolved":
-        if _measure(champ) == _measure(winner):
+        if abs(_measure(champ) - _measure(winner)) <= TIE_RTOL * abs(_measure(winner)):
             return False, f"an evolved rule, tied with {winner.heuristic}"
         return False, f"an evolved rule whose lead on valid does not carry over to {split}"
     return False, f"behind {winner.heuristic} on {split}"
@@ -224,7 +233,8 @@ def compute_verdict(comparison: Comparison) -> Verdict | None:
         return "the champion" if row.heuristic == "champion" else (
             f"champion {row.heuristic}" if row.role == "champion" else row.heuristic)
 
-    head = f"verdict: {name(winner)} wins on {split} by {MEASURE}"
+    tied = _tied_with(winner, ordered, _measure)
+    head = f"verdict: {_tie_head(winner, tied, name)} on {split} by {MEASURE}"
     runner_up = None
     if ref is None:
         text = f"{head} ({value:.3f}; {REFERENCE_RULE} was not scored)"
@@ -254,6 +264,27 @@ def compute_verdict(comparison: Comparison) -> Verdict | None:
                    _measure(runner_up) if runner_up is not None else None,
                    champ.heuristic if champ is not None else None, _measure(champ) if champ is not None else None,
                    info.get("champion_source") if champ is not None else None, reason, text, hint)
+
+
+#: Rows whose values differ by at most this fraction tie (the same rule reached by two names, plain decoding rows).
+TIE_RTOL = 1e-9
+
+
+def _tied_with(winner: Row, rows: list[Row], value_of) -> list[Row]:
+    """The rows of ``rows`` other than ``winner`` whose value (``value_of(row)``) equals the winner's up to
+    :data:`TIE_RTOL`, a row of the winner's own rule (the same expression: a champion that is the winning rule)
+    aside."""
+    best = value_of(winner)
+    return [r for r in rows if r is not winner and abs(value_of(r) - best) <= TIE_RTOL * abs(best)
+            and (r.expression is None or r.expression != winner.expression)]
+
+
+def _tie_head(winner: Row, tied: list[Row], name) -> str:
+    """``X wins`` or, with ``tied`` rows, ``X and N others tie`` naming them (at most four named)."""
+    if not tied:
+        return f"{name(winner)} wins"
+    named = ", ".join(name(r) for r in tied[:4]) + (f" and {len(tied) - 4} more" if len(tied) > 4 else "")
+    return f"{name(winner)} ties with {named}: {len(tied) + 1} rows share the best value"
 
 
 def _tv(row: Row) -> float:
@@ -303,19 +334,21 @@ def _speed_verdict(comparison: Comparison, split: str, measures: list[str]) -> V
 
     among = "lossless rules" if limit <= TV_SLACK else f"rules with TV per token <= {limit:.3g}, {why}"
     plain = PLAIN if never_drafts(winner) and winner is not champ else ""
-    text = f"verdict: {name(winner)}{plain} wins on {split} by {words} ({value:.4g}, among {among})"
+    tied = _tied_with(winner, ordered, lambda r: _value(r, measure))
+    text = f"verdict: {_tie_head(winner, tied, lambda r: name(r) + (plain if r is winner else ''))} on {split} by " \
+           f"{words} ({value:.4g}, among {among})"
     reason = None
     seeded = _seeded_name(info.get("champion_source"))
     if champ is not winner:
         c_value = _value(champ, measure)
         vs = (f" ({_percent(c_value, ref_value)} against {REFERENCE_RULE})"
               if ref is not None and ref_value and ref is not champ else "")
-        if _value(champ, measure) == value:
+        if champ in tied:
             reason = f"tied with {winner.heuristic}"
         else:
             reason = f"behind {winner.heuristic} ({_percent(c_value, value)})"
         if seeded is not None:
-            reason += f"; it is the seeded rule {seeded} (evolution found nothing better on valid)"
+            reason += f"; it is the seeded rule {seeded} ({seeded_why(info)})"
         text += f"; {name(champ)} scores {c_value:.4g}{vs}: {reason}"
     if never_drafts(champ):
         text += f"; {name(champ)} is plain decoding (it never drafts)"
@@ -365,14 +398,26 @@ def speed_next_steps(champ: Row, info: Mapping[str, Any]) -> tuple[str, ...]:
     run = [f"--{key.replace('_', '-')} {info[key]}" for key in ("data", "gamma") if info.get(key) is not None]
     priced = getattr(OBJECTIVES.get(objective), "reads_costs", False)
     costs = f"--costs {info.get('costs') or 'FILE'} " if priced else ""
+    population, generations = longer_search(info.get("population"), info.get("generations"))
     return (
         "next: a longer search (more programs, more generations) may find a policy ahead of the winner:",
         f"  python -m evolve run --evolve {kind[:20]} --objective {objective[:30]} \\",
         *([f"    {' '.join(run)} \\"] if run else []),
-        f"    {costs}--population 300 --generations 30",
+        f"    {costs}--population {population} --generations {generations}",
         *(["  (a cost file measured on the backend you deploy: python benchmark.py perf --write-costs FILE)"]
           if priced else []),
     )
+
+
+#: The search :func:`longer_search` suggests after a run of unknown size (the defaults' scale).
+LONGER_SEARCH = (300, 30)
+
+
+def longer_search(population: int | None, generations: int | None) -> tuple[int, int]:
+    """(population, generations) of a search longer than the champion's own run (twice each of its recorded sizes,
+    at least :data:`LONGER_SEARCH`), so the suggestion never asks for less than the run already did."""
+    return (max(LONGER_SEARCH[0], 2 * population if population else 0),
+            max(LONGER_SEARCH[1], 2 * generations if generations else 0))
 
 
 def _needs_next_steps(champ: Row, ref: Row | None, info: Mapping[str, Any]) -> bool:
@@ -389,9 +434,11 @@ def _run_settings(prov: Mapping[str, Any], config: Mapping[str, Any], reads_gamm
     built-in model) as its champion's provenance records them (None where it does not)."""
     data, costs = prov.get("data_dir"), config.get("costs")
     gamma = config.get("gamma") if reads_gamma else None
+    sizes = {key: config.get(key) if type(config.get(key)) is int and config.get(key) > 0 else None
+             for key in ("population", "generations")}
     return {"data": data if isinstance(data, str) and data else None,
             "gamma": gamma if type(gamma) is int else None,
-            "costs": costs if isinstance(costs, str) and costs not in ("", "default") else None}
+            "costs": costs if isinstance(costs, str) and costs not in ("", "default") else None, **sizes}
 
 
 def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str, Any]]:
@@ -427,7 +474,9 @@ def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str
                     source = prov.get("champion_source")
                     config = prov.get("config") if isinstance(prov.get("config"), dict) else {}
                     budget = config.get("tv_budget")
+                    guard = prov.get("champion_guard") if isinstance(prov.get("champion_guard"), dict) else {}
                     out[label] = {"path": str(path), "objective": champ.objective,
+                                  "guard_kept": guard.get("kept") if isinstance(guard.get("kept"), bool) else None,
                                   "champion_source": source if isinstance(source, str) else None,
                                   "tv_budget": budget if isinstance(budget, (int, float))
                                   and not isinstance(budget, bool) else None,
@@ -438,6 +487,7 @@ def champion_records(labelled: Mapping[str, ComparedRule]) -> dict[str, dict[str
     return out
 
 
-__all__ = ["BOUNDS", "MEASURE", "MEASURE_WORDS", "NEXT_STEPS", "PLAIN", "PLAIN_NEXT_STEPS", "PRICED_MEASURES",
-           "Verdict", "champion_measure", "champion_records", "compute_verdict", "never_drafts", "objective_measure",
-           "priced_measure", "speed_next_steps", "verdict_split"]
+__all__ = ["BOUNDS", "LONGER_SEARCH", "MEASURE", "MEASURE_WORDS", "NEXT_STEPS", "PLAIN", "PLAIN_NEXT_STEPS",
+           "PRICED_MEASURES", "TIE_RTOL", "Verdict", "champion_measure", "champion_records", "compute_verdict",
+           "longer_search", "never_drafts", "objective_measure", "priced_measure", "seeded_why", "speed_next_steps",
+           "verdict_split"]
