@@ -72,6 +72,7 @@ from evolve.harvest.loop import build, text_rng
 from evolve.engine.drafters import chosen_drafters
 from evolve.files.digest import same_digest, sha256_file
 from evolve.engine.ngram import lookup_lengths
+from evolve.harvest.subset import request_history
 from evolve.harvest.prompts import PromptFile, encode_prompt, read_prompt_file, read_prompts
 from evolve.eval.evaluator import EvalData
 from evolve.traces.io import load_metadata, load_split
@@ -196,6 +197,7 @@ class LiveExtras:
     exported: tuple[tuple[str, str], ...] = ()
     bootstrap: int = DEFAULT_REPLICATES
     tree: tuple[int, int] | None = None
+    history: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()
 
 
 @dataclass
@@ -284,6 +286,19 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
                for key, (name, engine_name, decode, plain) in enumerate(decoders)]
     warm = min(WARMUP_TOKENS, new)
     first = texts[0]
+    shared, caches = engine.drafter, {}
+
+    def drafter_of(key) -> None:
+        """A drafter sharing a cache across texts: each row and repeat its own, filled with the earlier splits'
+        texts first (``extras.history``), so no row sees another's responses nor a repeat the last one's."""
+        if shared.cross_request:
+            if key not in caches:
+                caches[key] = shared.fresh()
+                for prompt_ids, response_ids in extras.history:
+                    caches[key].warm(None, prompt_ids, response_ids)
+            engine.drafter = caches[key]
+
+    drafter_of("warm-up")
     autoregressive_text(engine, encode(first, None), warm, text_rng(config.seed, first))
     for rule in rules:
         run(rule, encode(first, None), first, warm)
@@ -294,6 +309,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
         shift = r % len(order)
         for done, i in enumerate(texts, 1):
             for e in order[shift:] + order[:shift]:
+                drafter_of((e, r))
                 entries[e].results[r, i] = entries[e].run(i)
             if on_text is not None:
                 on_text(r * len(texts) + done, extras.repeats * len(texts))
@@ -399,10 +415,10 @@ def _extended_caption(config, extras: LiveExtras, entries: list[_Entry], rows: l
     if caveat:
         text += f" ({caveat})"
     text += f". Fastest configuration on this machine: {fastest[0]} at {fastest[1]:.2f} tokens/s"
-    if LlamaCppPythonPeer.name in plain_rows:
-        ratio = plain_rows[OURS] / plain_rows[LlamaCppPythonPeer.name]
-        text += (f". This project's plain decoding ({config.backend} backend) runs at {ratio:.3f}x llama-cpp-python's "
-                 f"plain decoding ({plain_rows[OURS]:.2f} against {plain_rows[LlamaCppPythonPeer.name]:.2f} tokens/s)")
+    for engine in (e for e in plain_rows if e != OURS):  # every peer's own plain decoding: ours is never alone
+        ratio = plain_rows[OURS] / plain_rows[engine]
+        text += (f". This project's plain decoding ({config.backend} backend) runs at {ratio:.3f}x {engine}'s "
+                 f"plain decoding ({plain_rows[OURS]:.2f} against {plain_rows[engine]:.2f} tokens/s)")
     return text + ". Peers' timing starts after their first decoding step (evolve.live.peers)"
 
 
@@ -498,7 +514,9 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     costs = load_costs(o.costs) if o.costs is not None else None
     exported = tuple(o.exported) or (exported_policies(o) if any(isinstance(p, LlamaCppPythonPeer) for p in peers)
                                      else ())
-    extras = LiveExtras(o.repeats, peers, tuple(o.peer_k), o.tune_prompts, exported, o.bootstrap, tree)
+    shared = any(d.cross_request for d in chosen_drafters(config))
+    history = request_history(o.data_dir, o.split) if shared and o.data_dir is not None else ()
+    extras = LiveExtras(o.repeats, peers, tuple(o.peer_k), o.tune_prompts, exported, o.bootstrap, tree, history)
     report = run_live(config, rules, on_text, texts, extras)
     for row, counts in zip(report.rows, report.counts):
         predicted = None if costs is None else counts.tokens / counts.predicted_seconds(costs)
