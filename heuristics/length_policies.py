@@ -56,6 +56,24 @@ def confidence_threshold(h) -> Rule:
                 expression=f"sub(draft_top_prob, {h!r})", lossless=True, kind=KIND_NAME)
 
 
+def suffix_rule(factor: float, offset: float, min_prob: float, length: int | None = None) -> Rule:
+    """Suffix decoding's own rule as a policy (SuffixDecoding, Oliaro et al. 2024, arXiv 2411.04975; arctic-inference's
+    ``SuffixDecodingCache.speculate``, vLLM's ``method: suffix``): draft token j while its path probability
+    (``suffix_cumprob``) is at least ``min_prob`` and j < ``factor`` x match length (``suffix_match_len``) +
+    ``offset``, and, with ``length``, j < length (``num_speculative_tokens``). The library's budget is
+    int(factor x match length + offset); the two agree wherever factor x match length + offset is an integer or a
+    half-integer (every point of the tuning grids). The tree depth's own cap on a draft is not part of the program
+    (:mod:`evolve.kinds.verify_length.eval_suffix` scores it from the records)."""
+    room = f"sub(add(mul({float(factor)!r}, suffix_match_len), {float(offset) - 0.5!r}), draft_index)"
+    expression = f"min(sub(suffix_cumprob, {float(min_prob) - 1e-12!r}), {room})"
+    name = f"suffix_rule:factor={factor:g},offset={offset:g},min_prob={min_prob:g}"
+    if length is not None:
+        expression = f"min({expression}, sub({length - 0.5!r}, draft_index))"
+        name += f",n={length}"
+    return Rule(name, "suffix decoding's own rule at these knobs", "SuffixDecoding (Oliaro et al. 2024, arXiv "
+                "2411.04975); arctic-inference 0.3.0", expression=expression, lossless=True, kind=KIND_NAME)
+
+
 #: The policy families by name (``FAMILY:VALUE`` names a member, as for the acceptance-rule families).
 #: The thresholds h of the confidence-threshold family swept (tuned on valid) wherever the family is a competitor.
 CONFIDENCE_GRID: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(1, 20))
@@ -68,4 +86,4 @@ POLICY_FAMILIES: dict[str, Family] = {f.name: f for f in (
 )}
 
 __all__ = ["POLICY_FAMILIES", "MAX_FIXED_GAMMA", "STANDARD_VERIFIER_NAME", "BLOCK_VERIFIER_NAME", "confidence_threshold",
-           "fixed_gamma"]
+           "fixed_gamma", "suffix_rule"]

@@ -20,12 +20,16 @@
 # the first SPEC_QUESTIONS questions of each Spec-Bench category, greedy, 48 new tokens per turn, torch),
 # spec_bench_llama (prompt lookup on all 480 Spec-Bench questions, greedy, 48 new tokens per turn, on llama.cpp's
 # kernels: the optional extra 'llama'; harvested one text at a time in one process, as MT-bench's second turns need
-# their first answers; live decoding adds llama-cpp-python's own prompt lookup, --peers llama-cpp-python). All 480
-# questions on torch: WORKLOADS=spec_bench SPEC_QUESTIONS=80. Each backend has its cost file (OUT/costs/ngram.json
-# for torch, OUT/costs/ngram_llama_cpp.json for llama.cpp).
+# their first answers; live decoding adds llama-cpp-python's own prompt lookup, --peers llama-cpp-python),
+# suffix_spec_bench_llama (suffix decoding, --draft-suffix 24: vLLM's tree depth and global cache, on all 480 questions,
+# greedy, 48 new tokens per turn, llama.cpp's kernels; texts decoded one at a time, train then valid then test, so
+# earlier splits' answers fill the cache; live adds suffix decoding's own rule at vLLM's defaults and tuned on valid),
+# suffix_grounded (the same drafter on the 60 input-grounded prompts, torch). All 480 questions on torch:
+# WORKLOADS=spec_bench SPEC_QUESTIONS=80. Each backend and drafter has its cost file (OUT/costs/ngram.json for
+# torch, OUT/costs/ngram_llama_cpp.json for llama.cpp, OUT/costs/suffix*.json for suffix decoding).
 # Everything goes under OUT (results/headroom, git-ignored); a finished step's file is kept (remove it to redo it).
 # Options through the environment: PYTHON, MODELS, OUT, WORKLOADS (default "grounded"), GAMMA (6), POPULATION (300),
-# GENERATIONS (30), SEED (1), REPEATS (3), SPEC_QUESTIONS (8).
+# GENERATIONS (30), SEED (1), REPEATS (3), SPEC_QUESTIONS (8), LIVE (1; 0: no live decoding, step 5).
 OUT=${OUT:-results/headroom}
 source "$(dirname "$0")/smollm2_common.sh"
 GAMMA=${GAMMA:-6}
@@ -34,6 +38,7 @@ GENERATIONS=${GENERATIONS:-30}
 SEED=${SEED:-1}
 REPEATS=${REPEATS:-3}
 SPEC_QUESTIONS=${SPEC_QUESTIONS:-8}
+LIVE=${LIVE:-1}
 read -r -a WORKLOADS <<< "${WORKLOADS:-grounded}"
 mkdir -p "$OUT/costs"
 fetch_model
@@ -52,18 +57,30 @@ PY
 fi
 
 declare -A PROMPTS=([grounded]=prompts/grounded_prompts.txt [ngram]="$OUT/general.txt" [spec_bench]="$OUT/spec_bench.jsonl"
-                    [spec_bench_llama]=prompts/spec_bench/question.jsonl)
+                    [spec_bench_llama]=prompts/spec_bench/question.jsonl
+                    [suffix_spec_bench_llama]=prompts/spec_bench/question.jsonl
+                    [suffix_grounded]=prompts/grounded_prompts.txt)
 declare -A SAMPLING=([grounded]="--temperature 0 --max-new-tokens 64" [ngram]="--temperature 1.0 --max-new-tokens 48"
-                     [spec_bench]="--temperature 0 --max-new-tokens 48" [spec_bench_llama]="--temperature 0 --max-new-tokens 48")
-declare -A BACKEND=([grounded]=torch [ngram]=torch [spec_bench]=torch [spec_bench_llama]=llama_cpp)
-declare -A COSTS=([torch]="$OUT/costs/ngram.json" [llama_cpp]="$OUT/costs/ngram_llama_cpp.json")
-declare -A BATCH=([torch]=16 [llama_cpp]=1)  # texts decoded together: llama.cpp's backend decodes one at a time
+                     [spec_bench]="--temperature 0 --max-new-tokens 48" [spec_bench_llama]="--temperature 0 --max-new-tokens 48"
+                     [suffix_spec_bench_llama]="--temperature 0 --max-new-tokens 48"
+                     [suffix_grounded]="--temperature 0 --max-new-tokens 64")
+declare -A BACKEND=([grounded]=torch [ngram]=torch [spec_bench]=torch [spec_bench_llama]=llama_cpp
+                    [suffix_spec_bench_llama]=llama_cpp [suffix_grounded]=torch)
+declare -A DRAFTERS=([grounded]="--draft-ngram 3,1" [ngram]="--draft-ngram 3,1" [spec_bench]="--draft-ngram 3,1"
+                     [spec_bench_llama]="--draft-ngram 3,1" [suffix_spec_bench_llama]="--draft-suffix 24"
+                     [suffix_grounded]="--draft-suffix 24")
+declare -A COSTS=([torch.ngram]="$OUT/costs/ngram.json" [llama_cpp.ngram]="$OUT/costs/ngram_llama_cpp.json"
+                  [torch.suffix]="$OUT/costs/suffix.json" [llama_cpp.suffix]="$OUT/costs/suffix_llama_cpp.json")
+# texts decoded together: llama.cpp's backend decodes one at a time, and so does suffix decoding (its cache is shared)
+declare -A BATCH=([torch.ngram]=16 [llama_cpp.ngram]=1 [torch.suffix]=1 [llama_cpp.suffix]=1)
 declare -A PEERS=([torch]="" [llama_cpp]="--peers llama-cpp-python")
-DRAFTER="--draft-ngram 3,1"
 
 for name in "${WORKLOADS[@]}"; do
     backend=${BACKEND[$name]}
-    costs=${COSTS[$backend]}
+    DRAFTER=${DRAFTERS[$name]}
+    family=$([[ $DRAFTER == --draft-suffix* ]] && echo suffix || echo ngram)
+    costs=${COSTS[$backend.$family]}
+    peers=$([ "$family" = ngram ] && echo "${PEERS[$backend]}" || true)  # the engines' own prompt lookup
     if [ ! -f "$costs" ]; then
         stamp "cost file ($backend)"
         # shellcheck disable=SC2086
@@ -74,7 +91,7 @@ for name in "${WORKLOADS[@]}"; do
         stamp "harvest $name"
         # shellcheck disable=SC2086
         "$PYTHON" generate_data.py harvest --target "$MODEL" $DRAFTER --backend "$backend" --prompts "${PROMPTS[$name]}" \
-            --gamma "$GAMMA" ${SAMPLING[$name]} --seed 0 --batch-size "${BATCH[$backend]}" --threads 1 --no-progress \
+            --gamma "$GAMMA" ${SAMPLING[$name]} --seed 0 --batch-size "${BATCH[$backend.$family]}" --threads 1 --no-progress \
             --out "$OUT/$name" > "$OUT/$name.harvest.log" 2>&1
     fi
     if [ ! -f "$OUT/$name.champion.json" ]; then
@@ -94,13 +111,21 @@ for name in "${WORKLOADS[@]}"; do
     done
     [ -f "$OUT/$name.logistic.json" ] || "$PYTHON" scripts/headroom_summary.py --logistic "$OUT/$name.bench.json" \
         "$OUT/$name.logistic.json"
-    if [ ! -f "$OUT/$name.live.json" ]; then
+    rows=()
+    if [ "$family" = suffix ]; then  # suffix decoding's own rule, at vLLM's defaults and tuned on valid
+        for row in suffix_vllm_default suffix_tuned; do
+            [ -f "$OUT/$name.$row.json" ] || "$PYTHON" scripts/headroom_summary.py --suffix "$OUT/$name.bench.json" \
+                "$row" "$GAMMA" "$OUT/$name.$row.json"
+            rows+=(--champion "$OUT/$name.$row.json")
+        done
+    fi
+    if [ "$LIVE" = 1 ] && [ ! -f "$OUT/$name.live.json" ]; then
         fixed=$("$PYTHON" scripts/headroom_summary.py --tuned "$OUT/$name.bench.json")
         stamp "live $name: $fixed"
         # shellcheck disable=SC2086
         "$PYTHON" benchmark.py live --target "$MODEL" $DRAFTER --prompts "${PROMPTS[$name]}" --data "$OUT/$name" \
             --split test --gamma "$GAMMA" ${SAMPLING[$name]} --seed 0 --threads 1 --backend "$backend" --no-progress \
-            --repeats "$REPEATS" --costs "$costs" --rule standard_rejection --rule "$fixed" ${PEERS[$backend]} \
+            --repeats "$REPEATS" --costs "$costs" --rule standard_rejection --rule "$fixed" $peers "${rows[@]}" \
             --champion "$OUT/$name.logistic.json" --champion "$OUT/$name.champion.json" \
             --format json --output "$OUT/$name.live.json" > "$OUT/$name.live.log" 2>&1
     fi

@@ -4,6 +4,9 @@
         the best fixed length tuned on valid as a rule name (fixed_gamma:gamma=G)
     python scripts/headroom_summary.py --logistic OUT/NAME.bench.json OUT/NAME.logistic.json
         the learned_logistic row's formula written as a champion file (so live decoding runs it)
+    python scripts/headroom_summary.py --suffix OUT/NAME.bench.json ROW GAMMA OUT/NAME.ROW.json
+        suffix decoding's own rule at the knobs of the row ROW (suffix_vllm_default or suffix_tuned), at most GAMMA
+        drafts, written as a champion file (a policy on the suffix columns, the tree depth's room aside: live decoding runs it)
     python scripts/headroom_summary.py --out OUT NAME...
         a markdown summary per workload: the predicted tokens per second on the held-out test split of every policy
         row and the bound, the champion's share of the headroom with its interval, its standing against each
@@ -17,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-ROWS = ("best_fixed_gamma", "confidence_threshold", "survival_prefix", "llama_cpp_p_min", "sglang_adaptive",
+ROWS = ("suffix_vllm_default", "suffix_tuned", "best_fixed_gamma", "confidence_threshold", "survival_prefix", "llama_cpp_p_min", "sglang_adaptive",
         "dynamic_sd_goodput", "acceptance_band", "learned_logistic", "learned_gbm", "length_oracle")
 
 
@@ -42,6 +45,22 @@ def logistic(path: Path, out: Path) -> None:
     expression = setting.split(": ", 1)[1].rsplit(" (tuned on", 1)[0]
     champ = Champion(name="learned_logistic", expression=expression, kind=KIND_NAME, features=[],
                      description="the logistic stopping rule of benchmark.py, trained on train, h tuned on valid",
+                     objective="tokens_per_second", metrics={"train": {}, "valid": {}})
+    saved, code = save_champion(champ, out.parent, overwrite=True)
+    saved.rename(out)
+    code.unlink()
+
+
+def suffix(path: Path, row: str, gamma: str, out: Path) -> None:
+    from heuristics.champions import Champion, save_champion
+    from heuristics.length_policies import KIND_NAME, suffix_rule
+
+    setting = rows_of(bench(path))[row]["expression"]
+    knobs = dict(re.findall(r"(\w+)=([0-9.]+)", setting))
+    rule = suffix_rule(float(knobs["suffix_decoding_max_spec_factor"]), float(knobs["max_spec_offset"]),
+                       float(knobs["suffix_decoding_min_token_prob"]), int(gamma))
+    champ = Champion(name=row, expression=rule.expression, kind=KIND_NAME, features=[],
+                     description=f"suffix decoding's own rule at the knobs of benchmark.py's {row} row: {setting}",
                      objective="tokens_per_second", metrics={"train": {}, "valid": {}})
     saved, code = save_champion(champ, out.parent, overwrite=True)
     saved.rename(out)
@@ -97,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tuned", type=Path)
     ap.add_argument("--logistic", nargs=2, type=Path)
+    ap.add_argument("--suffix", nargs=4)
     ap.add_argument("--out", type=Path)
     ap.add_argument("names", nargs="*")
     a = ap.parse_args(argv)
@@ -104,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         print(tuned(a.tuned))
     elif a.logistic:
         logistic(*a.logistic)
+    elif a.suffix:
+        suffix(Path(a.suffix[0]), a.suffix[1], a.suffix[2], Path(a.suffix[3]))
     else:
         print(summary(a.out, a.names))
     return 0

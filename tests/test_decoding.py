@@ -15,7 +15,7 @@ from evolve.sim.chain import B_ANALYTIC, B_TOKENS, B_TV_COUNT, B_TV_EXPECTED, R_
 from evolve.sim.decoding import chain_at_context, chain_traces, rule_program, simulate_chain
 from evolve.sim.models import Context, SyntheticModel, distributions_at, random_context
 from evolve.eval.evaluator import EvalData, evaluate
-from evolve.gp.primitives import FEATURES, LOOKUP_FEATURES
+from evolve.gp.primitives import FEATURES, LOOKUP_FEATURES, SUFFIX_FEATURES
 from heuristics.contract import Rule
 from evolve.traces.synth.rng import sample_index
 from heuristics.registry import get_rule
@@ -129,7 +129,8 @@ def test_lossy_rule_tv_matches_expected(model, context, name):
     empirical = in_s.mean() - p[q * tau > p].sum()
     se = in_s.std() / np.sqrt(DRAWS)
     # the evaluator's expected TV on the records of the same first drafted tokens
-    frame = {f: rows[:, i] for i, f in enumerate(FEATURES) if f not in LOOKUP_FEATURES}  # no prompt lookup here
+    frame = {f: rows[:, i] for i, f in enumerate(FEATURES)
+             if f not in LOOKUP_FEATURES + SUFFIX_FEATURES}  # no prompt lookup nor suffix decoding here
     frame.update(position=frame["position"].astype(np.int64), draft_index=frame["draft_index"].astype(np.int64),
                  top_token_match=frame["top_token_match"] > 0.5, rand_value=rows[:, R_U],
                  baseline_accepts=rows[:, R_U] < rows[:, R_R], seq_id=np.arange(DRAWS))

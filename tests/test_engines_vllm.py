@@ -132,3 +132,29 @@ def test_trees_are_chains_in_this_version(engine, written):
         else:
             assert "speculative_token_tree" not in case.text
             assert case.rule.name.startswith("chain:"), case.label
+
+
+def test_every_suffix_setting_is_vllms_suffix_method(engine, tmp_path):
+    """Every setting of vLLM's suffix method the verification-length export tunes (a suffix-decoding harvest), written
+    as the exporter writes it, is read by ``vllm serve --config`` and built by SpeculativeConfig, whose
+    ``_validate_suffix_decoding`` imports arctic-inference and checks the knobs: method suffix, the draft length and
+    the knobs as scored."""
+    require("arctic_inference")
+    from evolve.engine.drafter_base import EngineFamily
+    from evolve.export.engines.base import Drafter, Provenance
+    from evolve.kinds.verify_length.export_engines import engine_support, fixed_length_rule
+
+    settings = [s for s in engine_support(exporter.ENGINE).settings(fixed_length_rule(3), 6, 6)
+                if s.family is EngineFamily.SUFFIX]
+    assert len(settings) > 100
+    suffix = Drafter("suffix")
+    assert suffix.family is EngineFamily.SUFFIX
+    for setting in settings:
+        provenance = Provenance(setting.rule.name, setting.rule.expression, "test", "verify-length", False,
+                                drafter=suffix, length=6)
+        text = exporter.ENGINE.render(setting, provenance, None)
+        spec = read(engine, text, tmp_path)
+        config = engine.config(**spec)
+        assert config.method == "suffix", setting.label
+        for key, value in setting.knobs.items():
+            assert getattr(config, key) == value, (setting.label, key)

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from evolve.traces.synth import generate
 from evolve.errors import InputError
 from evolve.traces.io import SPLITS, load_dataset, load_metadata
-from evolve.traces.schema import (LOOKUP_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, TEXT_COLUMNS,
-                                  split_stats)
+from evolve.traces.schema import (LOOKUP_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SUFFIX_COLUMNS,
+                                  TEXT_COLUMNS, split_stats)
 from evolve.cli.generate import cli
 
 SMALL = ["--sequences", "20", "--vocab-size", "64"]
@@ -44,8 +44,8 @@ def test_vocab_dataset_round_trip(tmp_path, fmt):
     assert meta["sequences"] == {"train": 20, "valid": 6, "test": 6}
     assert len(set(meta["split_seeds"].values())) == 3
     for name, traces in data.items():
-        assert set(traces.columns) == set(REQUIRED_COLUMNS) | (set(OPTIONAL_COLUMNS) - set(LOOKUP_COLUMNS)
-                                                                 - set(TEXT_COLUMNS))
+        drafters = set(LOOKUP_COLUMNS) | set(SUFFIX_COLUMNS)  # the columns of prompt lookup and suffix decoding
+        assert set(traces.columns) == set(REQUIRED_COLUMNS) | (set(OPTIONAL_COLUMNS) - drafters - set(TEXT_COLUMNS))
         assert np.unique(traces["seq_id"]).size == meta["sequences"][name]
         assert meta["statistics"][name] == split_stats(traces.columns)  # float64 round trips exactly
         # the printed table carries the same figures

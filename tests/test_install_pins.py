@@ -59,7 +59,7 @@ def test_ci_runs_the_readme_test_command():
 
 def test_every_pin_is_in_range_and_every_dependency_is_pinned():
     pins = _pins()
-    for req in _requirements("test", "models", "engines"):
+    for req in _requirements("test", "models", "engines", "suffix"):
         name = canonicalize_name(req.name)
         assert name in pins, f"{req.name} is installed by the README or CI but not pinned in constraints.txt"
         assert req.specifier.contains(pins[name], prereleases=True), \
@@ -67,6 +67,7 @@ def test_every_pin_is_in_range_and_every_dependency_is_pinned():
 
 
 def test_asserted_versions_are_the_pinned_ones():
+    from evolve.engine.suffix import VERSION as ARCTIC
     from evolve.export.engines import llama_cpp, sglang, transformers, vllm
 
     assert _pins()["transformers"] == Version(transformers.VERSION)
@@ -75,3 +76,4 @@ def test_asserted_versions_are_the_pinned_ones():
     assert f"vllm=={vllm.VERSION}" in CI and f"sglang=={sglang.VERSION}" in CI
     llama_python = re.search(r"llama-cpp-python (\d+\.\d+\.\d+)", llama_cpp.VERSION).group(1)
     assert f"llama_cpp_python-{llama_python}.tar.gz" in CI
+    assert f"--no-build-isolation arctic-inference=={ARCTIC}" in CI and _pins()["arctic-inference"] == Version(ARCTIC)

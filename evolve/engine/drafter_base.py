@@ -93,6 +93,8 @@ class EngineFamily(str, Enum):
     DRAFT_MODEL = "draft model"
     #: An EAGLE-style head on the target's hidden states (vLLM ``eagle3``, llama.cpp ``draft-eagle3``).
     EAGLE_HEAD = "eagle head"
+    #: Suffix decoding: drafts from suffix trees of the prompt and of earlier responses, no model (vLLM ``suffix``).
+    SUFFIX = "suffix"
     #: The target itself with fewer layers or a shorter context (layer skipping, early exit): no engine ships it.
     SELF = "self-speculation"
 
@@ -124,10 +126,18 @@ class Drafter:
     lookahead_columns: tuple[str, ...] = ()
     #: What an engine drafts with to run what this drafter's traces score (:class:`EngineFamily`).
     family: EngineFamily = EngineFamily.SELF
+    #: Whether its drafts for a text depend on the texts decoded before (a cache shared across requests): a harvest
+    #: then decodes its splits in order, one text at a time, and replays finished texts into it (:meth:`warm`).
+    cross_request = False
 
     @classmethod
     def check_value(cls, value) -> None:
         """Validate the option's value without the models (InputError with ``param=cls.field``)."""
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        """Validate the other settings the drafter needs (``config`` a HarvestConfig), without the models
+        (InputError naming the setting)."""
 
     @classmethod
     def build(cls, target, draft, value, vocab: int, device: str) -> "Drafter":
@@ -169,6 +179,19 @@ class Drafter:
 
     def commit(self, engine, batch, valid: Sequence[int | None]) -> None:
         """Keep drafter state for the first ``valid[i]`` context tokens of row i (None: row unchanged)."""
+
+    def finish(self, engine, batch, row: int) -> None:
+        """The text of ``row`` is done (its state still in ``batch.rows[row]``): release what the drafter holds for
+        it."""
+
+    def fresh(self) -> "Drafter":
+        """A drafter of the same settings with none of this one's state shared across texts (a live row's own, for a
+        :attr:`cross_request` drafter); the drafter itself for the others."""
+        return self
+
+    def warm(self, req, prompt: Sequence[int], response: Sequence[int]) -> None:
+        """Replay a finished text (token ids of its ``prompt`` and ``response``) into the drafter's state shared across
+        texts (a :attr:`cross_request` drafter; nothing for the others)."""
 
     def _draft_loop(self, kv: BatchKV, batch, feeds, ks, engine, allowed=None, keep=None):
         """Draft autoregressively with the drafter's own runner (``self.run``, a :class:`Runner`) on ``kv``:

@@ -13,6 +13,8 @@ Each drafter is one module:
   :mod:`evolve.engine.early_exit`).
 * ``eagle``: an EAGLE-3-style head on the target's hidden states, loaded from the published checkpoint
   layout, with its own KV cache (:mod:`evolve.engine.eagle`).
+* ``suffix``: suffix decoding from arctic-inference, suffix trees of the prompt and of earlier responses (vLLM's
+  ``suffix`` method; :mod:`evolve.engine.suffix`).
 
 Registry: every drafter class names the :class:`evolve.harvest.config.HarvestConfig` field
 that selects it (``field``; the command-line parameter of the same name), declares its option as
@@ -32,13 +34,14 @@ from evolve.engine.early_exit import EarlyExitDrafter
 from evolve.engine.model_drafter import ModelDrafter
 from evolve.engine.ngram import NgramDrafter
 from evolve.engine.skip_layers import SkipLayerDrafter
+from evolve.engine.suffix import SuffixDrafter
 from evolve.engine.window import WindowDrafter
 
 
 #: The drafters, in the order the options are listed; each selected by its ``field``. Read it live (a drafter
 #: registered later, :func:`register_drafter`, is in it).
 DRAFTERS: list[type[Drafter]] = [ModelDrafter, SkipLayerDrafter, WindowDrafter, NgramDrafter, EarlyExitDrafter,
-                                  EagleDrafter]
+                                  EagleDrafter, SuffixDrafter]
 
 
 def register_drafter(cls: type[Drafter]) -> type[Drafter]:

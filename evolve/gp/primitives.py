@@ -1,8 +1,9 @@
-"""The primitive set (version 2): features, operators and their exact semantics.
+"""The primitive set (version 3): features, operators and their exact semantics.
 
-Version 2 added the history features (:data:`HISTORY_FEATURES`) at the end of :data:`FEATURES`; every feature
-and operator of version 1 keeps its index and meaning, so a program of version 1 reads and scores as before
-(:data:`READABLE_VERSIONS`).
+Version 2 added the history features (:data:`HISTORY_FEATURES`) at the end of :data:`FEATURES`, version 3 the
+suffix-decoding features (:data:`SUFFIX_FEATURES`) after them; every feature and operator of an earlier version
+keeps its index and meaning, so a program of version 1 or 2 reads and scores as before (:data:`READABLE_VERSIONS`,
+:data:`VERSION_FEATURES`).
 
 Every operator is defined once here, as a scalar Numba function (used by the
 interpreter and by generated champion files) and as a numpy function (the
@@ -31,12 +32,12 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from evolve.traces.schema import LOOKUP_COLUMNS
+from evolve.traces.schema import LOOKUP_COLUMNS, SUFFIX_COLUMNS
 
-PRIMITIVE_SET_VERSION = 2
+PRIMITIVE_SET_VERSION = 3
 #: Primitive-set versions whose programs this version reads with the same meaning (version 1: before the history
-#: features; its features keep their indices).
-READABLE_VERSIONS: tuple[int, ...] = (1, 2)
+#: features; version 2: before the suffix-decoding features; their features keep their indices).
+READABLE_VERSIONS: tuple[int, ...] = (1, 2, 3)
 
 #: Features every rule receives: the arguments of the rule contract's function, in order.
 CORE_FEATURES: tuple[str, ...] = (
@@ -66,14 +67,23 @@ LEVEL_FEATURES: tuple[str, ...] = ("level_cumprob", "level_rank")
 #: ``position``.
 HISTORY_FEATURES: tuple[str, ...] = ("prev_verified", "prev_accepted", "accept_ewma", "first_hit_ewma",
                                      "since_reject")
-#: All features; a program's FEATURE opcode indexes this tuple.
+#: Optional schema columns of suffix decoding only (:data:`evolve.traces.schema.SUFFIX_COLUMNS`): what the suffix
+#: tree knows of a draft before it is drafted, for a verification-length policy (:mod:`evolve.engine.suffix`): the
+#: match length, each token's estimated probability and their running product, the draft's score, and whether the
+#: draft continues an earlier response.
+SUFFIX_FEATURES: tuple[str, ...] = SUFFIX_COLUMNS
+#: All features; a program's FEATURE opcode indexes this tuple (new features are appended: an older version's keep
+#: their indices).
 FEATURES: tuple[str, ...] = (CORE_FEATURES + OPTIONAL_FEATURES + DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES
-                             + HISTORY_FEATURES)
+                             + HISTORY_FEATURES + SUFFIX_FEATURES)
 #: The features each readable primitive-set version holds (a version's features keep their FEATURES indices in later
-#: versions): a program of version 1 cannot read a history feature, which version 2 introduced.
-VERSION_FEATURES: dict[int, tuple[str, ...]] = {1: FEATURES[:len(FEATURES) - len(HISTORY_FEATURES)], 2: FEATURES}
+#: versions): a program of version 1 cannot read a history feature, which version 2 introduced, nor one of version 2
+#: a suffix-decoding feature, which version 3 introduced.
+VERSION_FEATURES: dict[int, tuple[str, ...]] = {
+    1: FEATURES[:len(FEATURES) - len(SUFFIX_FEATURES) - len(HISTORY_FEATURES)],
+    2: FEATURES[:len(FEATURES) - len(SUFFIX_FEATURES)], 3: FEATURES}
 #: Features read from optional schema columns (a rule reading one needs the column).
-COLUMN_FEATURES: tuple[str, ...] = OPTIONAL_FEATURES + LOOKUP_FEATURES
+COLUMN_FEATURES: tuple[str, ...] = OPTIONAL_FEATURES + LOOKUP_FEATURES + SUFFIX_FEATURES
 
 DIV_EPS = 1e-9
 LOG_EPS = 1e-9

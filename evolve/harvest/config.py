@@ -133,6 +133,7 @@ class HarvestConfig:
             raise InputError(f"unknown dtype '{self.dtype}' (choose from {', '.join(DTYPES)})", param="dtype")
         for drafter in chosen_drafters(self):
             drafter.check_value(getattr(self, drafter.field))
+            drafter.check_config(self)
         if self.categories is not None and not self.categories:
             raise InputError("give at least one category", param="categories")
         self.check_tree()

@@ -79,8 +79,8 @@ from evolve.engine.models import LoadedModel, check_same_tokenizer, context_leng
 from evolve.files.digest import sha256_file
 from evolve.harvest.progress import ProgressBar, stderr_console
 from evolve.harvest.prompts import (
-    PromptFile, assign_question_splits, check_context, encode_prompt, processing_order, read_prompt_file, split_rule,
-    turn_passes,
+    SPLITS, PromptFile, assign_question_splits, check_context, encode_prompt, processing_order, read_prompt_file,
+    split_order, split_rule, turn_passes,
 )
 from evolve.harvest.resume import (
     GENERATOR, MANIFEST_FILE, SETTINGS_KEYS, WORK_DIR, LastRun, check_out_dir, consolidate, finished_texts,
@@ -169,7 +169,9 @@ class SpeculativeEngine:
         self.drafter.start(self, batch, row)
 
     def release(self, batch: Batch, row: int) -> None:
-        """Free ``row`` (its text is done or dropped)."""
+        """Free ``row`` (its text is done or dropped; the drafter is told first, :meth:`Drafter.finish`)."""
+        if batch.rows[row] is not None:
+            self.drafter.finish(self, batch, row)
         batch.rows[row] = None
         for kv in (batch.kv, batch.draft_kv):
             if kv is not None:
@@ -457,12 +459,31 @@ def harvest(config: HarvestConfig, progress: bool = True,
     done = finished_texts(work)  # the parts of both kinds: a sharded harvest may be resumed in one process
     encode = TurnEncoder(prompts, tokenizer, setup.engine.vocab, done, prompt_room(config, setup.target))
     encoded = {t: encode(t) for t, text in enumerate(prompts.texts) if text.turn == 1}
+
+    def prompt_ids(t: int) -> list[int]:
+        if t not in encoded:  # a later turn: its question's earlier turns are finished by now
+            encoded[t] = encode(t)
+        return encoded[t]
+
     atomic_write_text(work / MANIFEST_FILE, json.dumps(
         {"generator": GENERATOR, "fingerprint": settings, "texts_total": len(prompts.texts)}, indent=2))
     split_of = {t: name for name, idx in splits.items() for t in idx}
-    order = processing_order(splits)
+    shared = setup.engine.drafter.cross_request
+    order = split_order(splits) if shared else processing_order(splits)
     todo = [t for t in order if t not in done]
     done_before = len(order) - len(todo)
+
+    def by_split(texts: list[int]) -> list[list[int]]:
+        """The passes of ``texts``: later turns after every earlier one; split after split for a shared cache."""
+        if not shared:
+            return turn_passes(prompts, texts)
+        return [p for name in SPLITS for p in turn_passes(prompts, [t for t in texts if split_of[t] == name])]
+
+    passes = by_split(todo)
+    if shared:  # a resumed harvest: the finished texts enter the drafter's cache as they did, in order
+        for t in (t for p in by_split([t for t in order if t in done]) for t in p):
+            encode.answer(t)
+            setup.engine.drafter.warm(t, prompt_ids(t), encode.answers[t])
 
     t0 = time.perf_counter()
     tokens = 0
@@ -473,15 +494,11 @@ def harvest(config: HarvestConfig, progress: bool = True,
         tokens += n
         bar.tokens(tokens, time.perf_counter() - t0)
 
-    def prompt_ids(t: int) -> list[int]:
-        if t not in encoded:  # a later turn: its question's earlier turns are finished by now
-            encoded[t] = encode(t)
-        return encoded[t]
 
     forward_before = setup.engine.forward_seconds()
     try:
         with bar:
-            for turn_todo in turn_passes(prompts, todo):  # later turns after every earlier one (one pass: plain)
+            for turn_todo in passes:  # later turns after every earlier one (one pass: plain); by split when shared
                 texts = ((t, prompt_ids(t), text_rng(config.seed, t)) for t in turn_todo)
                 if config.tree_nodes is None:
                     results = ((t, result, None) for t, result in setup.engine.run_texts(
@@ -499,6 +516,8 @@ def harvest(config: HarvestConfig, progress: bool = True,
                             "tokens": len(result.tokens), "finish": result.finish,
                             "target_calls": result.target_calls, "blocks": len(result.blocks)}
                     columns = text_columns(prompts, t)
+                    if shared:  # the ids a shared cache is replayed from (a resumed harvest, live decoding)
+                        info["prompt_ids"] = prompt_ids(t)
                     if prompts.structured:
                         info.update(columns, turn=text.turn, **({"context": encode.contexts[t]}
                                                                 if t in encode.contexts else {}))

@@ -296,6 +296,14 @@ def processing_order(splits: dict[str, list[int]]) -> list[int]:
     return [t for _, _, t in sorted(keyed)]
 
 
+def split_order(splits: dict[str, list[int]]) -> list[int]:
+    """Text indices split after split (train, valid, test), each split's in increasing order: the order of a harvest
+    whose drafter shares a cache across texts (:attr:`evolve.engine.drafter_base.Drafter.cross_request`), so that a
+    text's drafts see the responses of earlier splits' texts and of its own split's earlier texts, never of a later
+    split's."""
+    return [t for name in SPLITS for t in sorted(splits[name])]
+
+
 def assign_question_splits(prompts: PromptFile, seed: int) -> dict[str, list[int]]:
     """Split the texts of ``prompts`` by question: {split: sorted text indices}.
 

@@ -60,6 +60,9 @@ COLUMN_ORDER = [c.name for c in COLUMNS]
 #: the question's category and id, the turn, (a later turn) the decoded context it was prompted with, and the
 #: text's target calls (so per-category figures count the calls without a draft, :mod:`evolve.commands.compare`).
 TEXT_KEYS: tuple[str, ...] = ("category", "question_id", "turn", "context", "target_calls")
+#: Keys of ``texts.jsonl`` of a harvest whose drafter shares a cache across texts (suffix decoding): the token ids of
+#: the prompt and of the response, from which the cache is filled again in order (:mod:`evolve.engine.suffix`).
+REQUEST_KEYS: tuple[str, ...] = ("prompt_ids", "completion_ids")
 PARTS_DIR = "parts"
 _TEXT_PART = re.compile(r"text-(\d{6,})\.parquet")
 _SHARD_PART = re.compile(r"shard-(\d{5,})-of-(\d{5,})\.parquet")
@@ -394,7 +397,8 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
         **tree_meta,
     }
     texts = "".join(json.dumps({k: i[k] for k in ("seq_id", "split", "line", "prompt", "completion", "tokens",
-                                                  "finish", *(TEXT_KEYS if "turn" in i else ())) if k in i})
+                                                  "finish", *(TEXT_KEYS if "turn" in i else ()),
+                                                  *(REQUEST_KEYS if "prompt_ids" in i else ())) if k in i})
                     + "\n"
                     for i in sorted(infos, key=lambda i: i["seq_id"]))
     write_dataset(out, {**tables, **trees}, metadata, extras={TEXTS_FILE: texts.encode("utf-8")})

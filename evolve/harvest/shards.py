@@ -55,6 +55,7 @@ from evolve.harvest.config import HarvestConfig
 from evolve.harvest.loop import HarvestResult, Setup, build, prepare, prompt_room, text_columns, text_rng
 from evolve.files.digest import sha256_file
 from evolve.harvest.progress import ProgressBar, stderr_console
+from evolve.engine.drafters import chosen_drafters
 from evolve.harvest.prompts import (assign_question_splits, check_context, encode_prompt, processing_order,
                                     read_prompt_file, split_rule)
 from evolve.harvest.resume import (
@@ -203,6 +204,10 @@ def harvest_sharded(config: HarvestConfig, shards: int, cluster: ClusterOptions 
     if shards < 1:
         raise InputError(f"shards: must be at least 1 (value {shards})")
     prompts, splits, prompts_sha, out, work = prepare(config)
+    shared = next((d for d in chosen_drafters(config) if d.cross_request), None)
+    if shared is not None:
+        raise InputError(f"drafter '{shared.name}' shares a cache across texts, filled one text at a time in order, "
+                         f"which shards cannot share; harvest it in one process", param="shards")
     if any(text.turn > 1 for text in prompts.texts):
         raise InputError(f"{config.prompts} has multi-turn questions, which a sharded harvest cannot decode (a later "
                          f"turn needs its question's earlier answers); harvest it in one process", param="prompts")

@@ -42,20 +42,25 @@ REQUIRED_KEYS = ("seq_id", "split", "category")
 COUNT_KEYS = ("tokens", "target_calls", "prompt_tokens", "blocks", "turn", "line")
 
 
-def _check_text(t: Any, path: Path, n: int) -> None:
-    """One line of ``texts.jsonl`` by type and sense; raises InputError naming the file, the line and the key."""
+def _check_text(t: Any, path: Path, n: int, categories: bool = True) -> None:
+    """One line of ``texts.jsonl`` by type and sense (``categories``: its ``category`` required); raises InputError
+    naming the file, the line and the key."""
     def bad(key: str, what: str) -> InputError:
         return InputError(f"{path}, line {n}: key '{key}' {what} (value {printable(repr(t.get(key)))[:60]})")
 
-    if not isinstance(t, dict) or any(k not in t for k in REQUIRED_KEYS):
-        raise InputError(f"{path}, line {n}: a text needs 'seq_id', 'split' and 'category' (a harvest of a "
-                         f"prompts file with categories writes them)")
+    required = REQUIRED_KEYS if categories else tuple(k for k in REQUIRED_KEYS if k != "category")
+    if not isinstance(t, dict) or any(k not in t for k in required):
+        raise InputError(f"{path}, line {n}: a text needs {', '.join(repr(k) for k in required)}" +
+                         (" (a harvest of a prompts file with categories writes them)" if categories else ""))
     if type(t["seq_id"]) is not int or t["seq_id"] < 0:
         raise bad("seq_id", "must be a whole number >= 0")
     if t["split"] not in SPLITS:
         raise bad("split", f"must be one of {', '.join(SPLITS)}")
-    if not isinstance(t["category"], str) or not t["category"].strip():
+    if (categories or "category" in t) and (not isinstance(t["category"], str) or not t["category"].strip()):
         raise bad("category", "must be a non-empty string")
+    for key in ("prompt_ids", "completion_ids"):
+        if key in t and (not isinstance(t[key], list) or not all(type(x) is int and x >= 0 for x in t[key])):
+            raise bad(key, "must be a list of token ids (whole numbers >= 0)")
     for key in COUNT_KEYS:
         if key in t and (type(t[key]) is not int or t[key] < 0):
             raise bad(key, "must be a whole number >= 0")
@@ -63,10 +68,10 @@ def _check_text(t: Any, path: Path, n: int) -> None:
         raise bad("finish", "must be a string")
 
 
-def read_texts(data_dir: str | os.PathLike, meta: dict | None = None) -> list[dict[str, Any]]:
+def read_texts(data_dir: str | os.PathLike, meta: dict | None = None, categories: bool = True) -> list[dict[str, Any]]:
     """The lines of ``texts.jsonl`` of a harvested dataset (one dict per text, ``seq_id`` order as written),
     checked: every line a JSON object with a whole ``seq_id`` >= 0 (no text twice), a ``split`` of
-    train/valid/test and a non-empty ``category``, counts whole numbers >= 0; and the file the one the dataset's
+    train/valid/test and a non-empty ``category`` (``categories`` False: where it has one), counts whole numbers >= 0; and the file the one the dataset's
     metadata (``meta``, default: read from ``data_dir``) was written with (:func:`evolve.traces.binding.check_bound`;
     a dataset of an earlier version by its texts per split).
 
@@ -91,7 +96,7 @@ def read_texts(data_dir: str | os.PathLike, meta: dict | None = None) -> list[di
             t = json.loads(line)
         except (ValueError, RecursionError):
             raise InputError(f"{path}, line {n}: not JSON") from None
-        _check_text(t, path, n)
+        _check_text(t, path, n, categories)
         if t["seq_id"] in seen:
             raise InputError(f"{path}, line {n}: text {t['seq_id']} repeats line {seen[t['seq_id']]}")
         seen[t["seq_id"]] = n
@@ -100,6 +105,22 @@ def read_texts(data_dir: str | os.PathLike, meta: dict | None = None) -> list[di
     per_split = {f"statistics.{s}.texts": sum(t["split"] == s for t in texts) for s in SPLITS}
     check_bound(path, sha256_bytes(raw), meta, per_split, "text list")
     return texts
+
+
+def request_history(data_dir: str | os.PathLike, split: str) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+    """(prompt ids, response ids) of the texts a harvest with a shared cache (suffix decoding) decoded before the
+    split ``split`` of ``data_dir``, in its order (:func:`evolve.harvest.prompts.split_order`, later turns after
+    earlier ones): what each live row's cache holds before it decodes that split's texts, as the harvest's did.
+    Raises: InputError naming ``texts.jsonl`` when its texts lack the token ids (``prompt_ids``, ``completion_ids``)."""
+    before = SPLITS[:SPLITS.index(split)] if split in SPLITS else ()
+    texts = [t for t in read_texts(data_dir, categories=False) if t["split"] in before]
+    missing = next((t for t in texts if not isinstance(t.get("prompt_ids"), list)
+                    or not isinstance(t.get("completion_ids"), list)), None)
+    if missing is not None:
+        raise InputError(f"{Path(data_dir) / TEXTS_FILE}: text {missing['seq_id']} has no token ids (prompt_ids, "
+                         f"completion_ids), which a suffix-decoding harvest records; harvest it again", param="data_dir")
+    ordered = sorted(texts, key=lambda t: (SPLITS.index(t["split"]), t.get("turn", 1), t["seq_id"]))
+    return tuple((tuple(map(int, t["prompt_ids"])), tuple(map(int, t["completion_ids"]))) for t in ordered)
 
 
 def _source(src: Path) -> dict[str, Any]:
@@ -254,4 +275,4 @@ def subset_dataset(data_dir: str | os.PathLike, categories: Iterable[str], out_d
     return stats
 
 
-__all__ = ["read_texts", "subset_dataset"]
+__all__ = ["check_texts_match", "read_texts", "request_history", "subset_dataset"]

@@ -98,6 +98,11 @@ class Feature(IntEnum):
     ACCEPT_EWMA = 18
     FIRST_HIT_EWMA = 19
     SINCE_REJECT = 20
+    SUFFIX_MATCH_LEN = 21  # suffix decoding's columns: the simulator has no suffix drafter (NaN rows, not exported)
+    SUFFIX_PROB = 22
+    SUFFIX_CUMPROB = 23
+    SUFFIX_SCORE = 24
+    SUFFIX_FROM_CACHE = 25
 
 
 # The layouts are compile-time constants of cached kernels, which Numba re-compiles only when this
@@ -306,6 +311,7 @@ def chain_run(model, rng, buf, dpath, t0, length, window_len, mode, programs, ou
     X[Feature.LEVEL_CUMPROB, :] = np.nan
     X[Feature.LEVEL_RANK, :] = np.nan
     X[Feature.PREV_VERIFIED:Feature.SINCE_REJECT + 1, :] = np.nan  # a verification-length policy's history
+    X[Feature.SUFFIX_MATCH_LEN:Feature.SUFFIX_FROM_CACHE + 1, :] = np.nan  # no suffix decoding here
     XV = np.empty((N_FEATURES, V))
     stack = np.empty((max(stack_size, wstack, 1), max(gamma, V)))
     relaxed = verify == VERIFY_BLOCK and wops.shape[0] > 0

@@ -53,7 +53,8 @@ from evolve.errors import InputError
 from evolve.verification.block import PHI_POINTS
 from evolve.verification.tokenwise import standard_threshold
 from evolve.eval.costs import DEFAULT_COSTS, Costs
-from evolve.gp.primitives import DERIVED_FEATURES, FEATURES, HISTORY_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
+from evolve.gp.primitives import (DERIVED_FEATURES, FEATURES, HISTORY_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES,
+                                  SUFFIX_FEATURES)
 from evolve.sim.chain import (
     N_BLOCK_RECORD, N_RECORD, N_STATS, BatchOut, ChainMode, Feature, Programs, Record, RuleProgram, Stat,
     autoregressive_batch, chain_batch,
@@ -343,7 +344,7 @@ def chain_traces(model: SyntheticModel, rule, length: int, sequences: int, gamma
         n = int(stats[s, Stat.ROWS])
         r = rows[s, :n]
         frame = {f: r[:, i] for i, f in enumerate(FEATURES)
-                 if f not in DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES + HISTORY_FEATURES}
+                 if f not in DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES + HISTORY_FEATURES + SUFFIX_FEATURES}
         frame["position"] = frame["position"].astype(np.int64)
         frame["draft_index"] = frame["draft_index"].astype(np.int64)
         frame["target_rank"] = r[:, Feature.TARGET_RANK].astype(np.int64)

@@ -36,6 +36,13 @@ Optional columns of one drafter (:data:`LOOKUP_COLUMNS`), written by harvests wi
 ``lookup_freq`` (float64 in (0, 1], the fraction of the earlier occurrences of the matched n-gram followed
 by the block's earlier drafts that the token follows).
 
+Optional columns of the suffix-decoding drafter (:data:`SUFFIX_COLUMNS`, :mod:`evolve.engine.suffix`), the same for
+every token of a block where the column describes the draft: ``suffix_match_len`` (int64 >= 0, the length of the
+context suffix the draft continues), ``suffix_prob`` (float64 in (0, 1], the token's estimated probability after the
+block's earlier drafts), ``suffix_cumprob`` (float64 in (0, 1], their product up to the token), ``suffix_score``
+(float64 >= 0, the draft's summed ``suffix_cumprob``) and ``suffix_from_cache`` (int64 0 or 1, whether the draft
+continues an earlier response rather than the text's own prompt and response).
+
 Optional columns of the text (:data:`TEXT_COLUMNS`), written by harvests of a structured prompts file
 (Spec-Bench-style JSON Lines, :mod:`evolve.harvest.prompts`), the same on every record of a text:
 ``category`` (a non-empty string, the question's category, e.g. Spec-Bench's ``writing`` or ``rag``)
@@ -154,12 +161,29 @@ COLUMNS: tuple[Column, ...] = (
     Column("lookup_freq", "float", False, 0.0, 1.0, low_open=True,
            doc="prompt lookup: fraction of the earlier occurrences of the matched n-gram and the block's earlier "
                "drafts that this token follows"),
+    Column("suffix_match_len", "int", False, 0, None,
+           doc="suffix decoding: length of the context suffix the block's draft continues (arctic-inference's "
+               "match length, below the tree depth)"),
+    Column("suffix_prob", "float", False, 0.0, 1.0, low_open=True,
+           doc="suffix decoding: the suffix tree's estimated probability of this token after the block's earlier "
+               "drafts"),
+    Column("suffix_cumprob", "float", False, 0.0, 1.0, low_open=True,
+           doc="suffix decoding: the estimated probability that the block's drafts up to this one all continue the "
+               "text (the product of suffix_prob)"),
+    Column("suffix_score", "float", False, 0.0, None,
+           doc="suffix decoding: the draft's score, the sum of suffix_cumprob over the whole draft"),
+    Column("suffix_from_cache", "int", False, 0, 1,
+           doc="suffix decoding: 1 where the draft continues an earlier response (the global cache), 0 where it "
+               "continues this text's own prompt and response"),
     Column("category", "str", False, doc="the text's question category (structured prompts file)"),
     Column("question_id", "int", False, doc="the text's question id (structured prompts file)"),
 )
 #: Optional columns only the prompt-lookup drafter writes (:mod:`evolve.engine.ngram`); the other generators write
 #: every other optional column.
 LOOKUP_COLUMNS: tuple[str, ...] = ("lookup_len", "lookup_freq")
+#: Optional columns only the suffix-decoding drafter writes (:mod:`evolve.engine.suffix`).
+SUFFIX_COLUMNS: tuple[str, ...] = ("suffix_match_len", "suffix_prob", "suffix_cumprob", "suffix_score",
+                                   "suffix_from_cache")
 #: Optional columns describing a record's text (its question), written by harvests of a structured prompts file.
 TEXT_COLUMNS: tuple[str, ...] = ("category", "question_id")
 COLUMN_BY_NAME = {c.name: c for c in COLUMNS}

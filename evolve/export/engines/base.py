@@ -49,13 +49,15 @@ class Knob:
 class Setting:
     """One configuration an engine can express: ``label`` (short, for tables), ``rule`` (the same configuration as a
     rule of the champion's kind, scored by the kind's own scorer; None when the scorer cannot score it), ``knobs``
-    (knob name -> value, what :attr:`Engine.render` writes) and ``note`` (how exact it is, or the condition under
-    which the engine runs it as written, in words)."""
+    (knob name -> value, what :attr:`Engine.render` writes), ``note`` (how exact it is, or the condition under
+    which the engine runs it as written, in words) and ``family``: the drafter family the setting drafts with where it
+    names one (suffix decoding's knobs: the engine's suffix method; None: the harvest's drafter, whichever)."""
 
     label: str
     rule: Rule | None
     knobs: Knobs
     note: str = ""
+    family: EngineFamily | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,9 @@ class Capabilities:
     length schedule (:attr:`Engine.schedule_length` reads one as the engine does). ``default_length``,
     ``default_confidence`` (h, n): its defaults (None: a required knob). ``step_policy``: it runs a per-draft-step
     decision as a Python module inside its own loop (llama-cpp-python), given the columns ``step_columns``.
+    ``suffix(L, depth, factor, min_prob)``: the knobs of suffix decoding (its own drafter, :mod:`evolve.engine.suffix`)
+    drafting at most L tokens from trees of depth ``depth``, at most factor x match length, the tokens of estimated
+    probability at least ``min_prob``; None: the engine has no suffix decoding.
     """
 
     length: Callable[[int], Knobs] | None = None
@@ -133,6 +138,7 @@ class Capabilities:
     default_confidence: tuple[float, int] | None = None
     step_policy: bool = False
     step_columns: tuple[str, ...] = ()
+    suffix: Callable[[int, int, float, float], Knobs] | None = None
 
 
 @dataclass(frozen=True)

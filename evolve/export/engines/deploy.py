@@ -25,6 +25,7 @@ from typing import Any
 from evolve.errors import InputError
 from evolve.eval.costs import Costs, load_costs
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
+from evolve.engine.drafter_base import EngineFamily
 from evolve.export.engines.base import UNKNOWN_DRAFTER, Drafter, Engine, Provenance, Schedule, Setting
 from evolve.traces.io import load_metadata, load_split
 from heuristics.champions import read_champion
@@ -194,11 +195,16 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
                          f"'{rule.name}'; its nearest setting: {nearest}")
     if schedule is not None and not engine.schedule:
         raise InputError(f"{engine.title} takes no per-batch-size schedule", param="schedule")
+    if drafter.family is EngineFamily.SUFFIX and engine.capabilities.suffix is None:
+        raise InputError(f"{engine.title} {engine.version} has no suffix decoding, which '{rule.name}''s harvest drafted "
+                         f"with; nearest setting: its prompt lookup (a prompt-lookup harvest, then that engine's "
+                         f"fixed draft length), or vLLM's method suffix")
     if (data is None) != (costs is None):
         raise InputError("tuning needs both a dataset directory and a cost file", param="data" if data is None
                          else "costs")
+    suffix = drafter.family is EngineFamily.SUFFIX  # the engine's suffix method picks its own match: tuned, not exact
     if data is None:
-        exact = support.exact(rule, None)
+        exact = None if suffix else support.exact(rule, None)
         if exact is None:
             raise NeedsData(f"{engine.title} {engine.version} cannot express '{rule.name}' ({kind.title}) exactly; "
                             f"its nearest setting family is {support.nearest}, which a dataset (valid and test "
@@ -207,11 +213,11 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
                                                        length=scored_length(source, gamma)), schedule), exact, True)
     score = Scorer(rule, data, load_costs(costs), gamma)
     gamma = score.gamma
-    exact = support.exact(rule, gamma)
+    exact = None if suffix else support.exact(rule, gamma)
     champion_valid, champion_tv = score(rule, TUNE_SPLIT)
     best, best_valid = exact, None
     if exact is None:
-        for setting in support.settings(rule, gamma, gamma):
+        for setting in _drafted_as(support.settings(rule, gamma, gamma), drafter):
             try:
                 rate, tv = score(setting.rule, TUNE_SPLIT)
             except InputError:  # a setting reading a column this data lacks
@@ -237,6 +243,14 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
              f"{rows[0].test:.6g}, this setting {rows[1].test:.6g}",)
     text = engine.render(best, provenance(rule, source, exact is not None, tuned, notes, drafter, gamma), schedule)
     return Written(text, best, exact is not None, tuple(rows))
+
+
+def _drafted_as(settings: list[Setting], drafter: Drafter) -> list[Setting]:
+    """The settings that draft as the harvest did: with a suffix-decoding harvest those of the engine's suffix method
+    (and plain decoding); with another, those that name no drafter family of their own."""
+    if drafter.family is EngineFamily.SUFFIX:
+        return [s for s in settings if s.family is EngineFamily.SUFFIX or not s.knobs]
+    return [s for s in settings if s.family is None]
 
 
 def _shown(setting: Setting) -> str:

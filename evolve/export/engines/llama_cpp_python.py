@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from evolve.engine.drafter_base import EngineFamily
 from evolve.errors import InputError
 from evolve.engine.ngram import DEFAULT_LOOKUP, _occurrences, lookup_columns, lookup_match
 from evolve.export.codegen import core_source, shown, straight_line
@@ -219,10 +220,13 @@ def _harvest_settings(source: str) -> tuple[tuple[int, int], int]:
     run = prov.get("config") if isinstance(prov.get("config"), dict) else {}
     drafter = harvest_drafter(source)
     if drafter.kind and not drafter.lookup:
+        nearest = ("the same champion exported for vLLM, whose method suffix drafts by suffix decoding"
+                   if drafter.family is EngineFamily.SUFFIX else
+                   "the same champion exported for llama.cpp, which drafts with a draft model")
         raise InputError(f"{source}: the champion's harvest drafted with '{drafter.kind}' "
                          f"(provenance.data.generator_config.drafter.kind), and the llama-cpp-python module drafts "
                          f"by prompt lookup only, so the policy would run on drafts it was not tuned on; nearest: "
-                         f"the same champion exported for llama.cpp, which drafts with a draft model")
+                         f"{nearest}")
     ngram, gamma = drafter.ngram or DEFAULT_LOOKUP, 8
     if "gamma" in run:
         value = run["gamma"]

@@ -19,7 +19,10 @@ per-batch-size schedule as ``num_speculative_tokens_per_batch_size`` (inclusive 
 vLLM drops with data parallelism and, on Model Runner V1, for methods other than ngram, eagle, eagle3, mtp,
 draft_model and dflash (``VllmConfig._maybe_disable_dynamic_sd_*``).
 
-The drafter follows the harvest's (the champion's dataset metadata): prompt lookup as ``method: ngram`` with
+The drafter follows the harvest's (the champion's dataset metadata): suffix decoding as ``method: suffix`` with its
+four knobs (``suffix_decoding_max_tree_depth``, ``_max_spec_factor``, ``_min_token_prob`` tuned, the library's
+``max_spec_offset`` not a vLLM field; ``_validate_suffix_decoding`` checks them; vLLM runs it on Model Runner V1 only,
+``vllm/config/vllm.py``); prompt lookup as ``method: ngram`` with
 ``prompt_lookup_max``/``prompt_lookup_min``; a draft model as ``method: draft_model``; an EAGLE head as
 ``method: eagle3``; the model drafters with ``draft_sample_method: probabilistic`` (with vLLM's default ``greedy``
 the drafts are the drafter's argmax and the ratio test treats them as one-hot, while the records this project
@@ -53,6 +56,11 @@ KNOBS = (
          SOURCE),
     Knob("draft_sample_method", "str", "greedy, probabilistic", "greedy", SOURCE),
     Knob("enable_adaptive_verification", "bool", "method dspark only", "False", SOURCE),
+    Knob("suffix_decoding_max_tree_depth", "int", ">= 1 (method suffix)", "24", SOURCE),
+    Knob("suffix_decoding_max_cached_requests", "int", ">= 0 (method suffix; 0 disables the global cache)", "10000",
+         SOURCE),
+    Knob("suffix_decoding_max_spec_factor", "float", ">= 0 (method suffix)", "1.0", SOURCE),
+    Knob("suffix_decoding_min_token_prob", "float", "[0, 1] (method suffix)", "0.1", SOURCE),
 )
 
 
@@ -60,13 +68,21 @@ def _length(length: int) -> dict:
     return {"num_speculative_tokens": length, "rejection_sample_method": "standard"}
 
 
+def _suffix(length: int, depth: int, factor: float, min_prob: float) -> dict:
+    """``method: suffix`` with its knobs (``_validate_suffix_decoding``: depth >= 1, factor >= 0, min_prob in [0, 1])."""
+    return {"method": "suffix", "num_speculative_tokens": length, "suffix_decoding_max_tree_depth": depth,
+            "suffix_decoding_max_spec_factor": factor, "suffix_decoding_min_token_prob": min_prob}
+
+
 CAPABILITIES = Capabilities(length=_length, block={"rejection_sample_method": "block"}, block_condition=BLOCK_CONDITION,
-                            lossless={"rejection_sample_method": "standard"}, schedule=True)
+                            lossless={"rejection_sample_method": "standard"}, schedule=True, suffix=_suffix)
 
 
 def _drafter(provenance: Provenance) -> tuple[dict, str]:
     """The drafter's keys and what the user adds, from the harvest's drafter."""
     drafter = provenance.drafter
+    if drafter.family is EngineFamily.SUFFIX:
+        return {"method": "suffix"}, ""
     if drafter.lookup and drafter.ngram:
         return {"method": "ngram", "prompt_lookup_max": drafter.ngram[0], "prompt_lookup_min": drafter.ngram[1]}, ""
     sampled = {"draft_sample_method": "probabilistic"}

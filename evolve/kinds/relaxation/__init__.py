@@ -9,17 +9,19 @@ scorer (``eval_population``), warm start (``search_seeds``), command rows (``rep
 (``live``), ``benchmark.py pareto``'s curves (``pareto``), exported layout (``export_layout``), what the engines
 can express of it (``export_engines``) and its hooks (``plugin``).
 """
-from evolve.gp.primitives import DERIVED_FEATURES, HISTORY_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
+from evolve.gp.primitives import DERIVED_FEATURES, HISTORY_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES, SUFFIX_FEATURES
 from evolve.kinds.base import TOKEN_FEATURES, ProgramKind
 
 KIND = ProgramKind(
     name="relaxation", title="relaxation weight",
     output="w in [0, 1] per block position; the block is verified against (1 - w) p + w q",
     function_name="relaxation_weight", plugin="evolve.kinds.relaxation.plugin",
-    excluded_features=TOKEN_FEATURES + DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES + HISTORY_FEATURES,
+    excluded_features=(TOKEN_FEATURES + DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES + HISTORY_FEATURES
+                       + SUFFIX_FEATURES),
     excluded_reason="draft_prob, target_prob and target_rank depend on the drafted token; draft_cumprob is the "
                     "survival estimate of a verification-length policy, not a record column; lookup_len and "
-                    "lookup_freq describe a prompt-lookup draft for a verification-length policy; level_cumprob "
+                    "lookup_freq describe a prompt-lookup draft, and the suffix_ columns a suffix-decoding draft, "
+                    "for a verification-length policy; level_cumprob "
                     "and level_rank describe a draft tree's level for a tree-shape program; the history features "
                     "(prev_verified, prev_accepted, accept_ewma, first_hit_ewma, since_reject) describe a "
                     "verification-length policy's earlier calls",

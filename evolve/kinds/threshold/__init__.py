@@ -6,11 +6,12 @@ per-token evaluator (:mod:`evolve.eval.evaluator`, :mod:`evolve.eval.population`
 of what is the kind's own: its command rows (``report_hooks``), its exported layout (``export_layout``) and its
 hooks (``plugin``).
 """
-from evolve.gp.primitives import DERIVED_FEATURES, HISTORY_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
+from evolve.gp.primitives import DERIVED_FEATURES, HISTORY_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES, SUFFIX_FEATURES
 from evolve.kinds.base import ProgramKind
 
 _DERIVED = "draft_cumprob is the survival estimate of a verification-length policy, not a record column"
-_LOOKUP = "lookup_len and lookup_freq describe a prompt-lookup draft for a verification-length policy"
+_LOOKUP = ("lookup_len and lookup_freq describe a prompt-lookup draft, and the suffix_ columns a suffix-decoding draft, "
+           "for a verification-length policy")
 _LEVEL = "level_cumprob and level_rank describe a draft tree's level for a tree-shape program"
 
 _HISTORY = ("the history features (prev_verified, prev_accepted, accept_ewma, first_hit_ewma, since_reject) describe "
@@ -20,7 +21,7 @@ KIND = ProgramKind(
     name="threshold", title="acceptance threshold",
     output="tau in [0, 1] per drafted token; the token is accepted iff u < tau (u ~ U[0, 1))",
     function_name="acceptance_threshold", plugin="evolve.kinds.threshold.plugin",
-    excluded_features=DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES + HISTORY_FEATURES,
+    excluded_features=DERIVED_FEATURES + LOOKUP_FEATURES + LEVEL_FEATURES + HISTORY_FEATURES + SUFFIX_FEATURES,
     excluded_reason=f"{_DERIVED}; {_LOOKUP}; {_LEVEL}; {_HISTORY}",
     objectives=("acceptance_quality", "expected", "speed_at_tv", "pareto"), verifies="token",
     source="speculative sampling: Leviathan et al. 2023 (arXiv 2211.17192); Chen et al. 2023 (arXiv 2302.01318)",

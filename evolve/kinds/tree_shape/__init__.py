@@ -9,7 +9,7 @@ what the kind is: its population scorer (``eval_population``), warm start (``sea
 row (``report_hooks``), exported layout (``export_layout``), what the engines can express of it
 (``export_engines``) and its hooks (``plugin``).
 """
-from evolve.gp.primitives import DERIVED_FEATURES, HISTORY_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES
+from evolve.gp.primitives import DERIVED_FEATURES, HISTORY_FEATURES, LEVEL_FEATURES, LOOKUP_FEATURES, SUFFIX_FEATURES
 from evolve.kinds.base import TARGET_FEATURES, ProgramKind
 
 KIND = ProgramKind(
@@ -17,9 +17,10 @@ KIND = ProgramKind(
     output="v per tree node (the root included), from the drafter's side of the node; keep its first ceil(v) "
            "drawn children (none for v <= 0), then verify the kept tree with SpecInfer's recursive rejection sampling",
     function_name="tree_children", plugin="evolve.kinds.tree_shape.plugin",
-    excluded_features=TARGET_FEATURES + LOOKUP_FEATURES + HISTORY_FEATURES,
+    excluded_features=TARGET_FEATURES + LOOKUP_FEATURES + HISTORY_FEATURES + SUFFIX_FEATURES,
     excluded_reason="the target's quantities are not known before the target is called; lookup_len and "
-                    "lookup_freq describe a prompt-lookup draft for a verification-length policy; the history features "
+                    "lookup_freq describe a prompt-lookup draft, and the suffix_ columns a suffix-decoding draft, for a "
+                    "verification-length policy; the history features "
                     "(prev_verified, prev_accepted, accept_ewma, first_hit_ewma, since_reject) describe a "
                     "verification-length policy's earlier calls",
     derived_features=DERIVED_FEATURES + LEVEL_FEATURES,

@@ -17,7 +17,9 @@ tunes each family's setting on one split (valid, when scoring test) and scores a
   SGLang's adaptive speculation, vLLM Dynamic SD's goodput pick and the acceptance-band controller proposed for
   vLLM;
 * the learned stopping rules (:mod:`evolve.kinds.verify_length.eval_learned`): an acceptance predictor trained on
-  train (logistic regression, gradient-boosted trees) with the stop on its predicted survival tuned.
+  train (logistic regression, gradient-boosted trees) with the stop on its predicted survival tuned;
+* on a suffix-decoding harvest, suffix decoding's own rule (:mod:`evolve.kinds.verify_length.eval_suffix`): at vLLM's
+  defaults, and with its four knobs tuned.
 
 And one bound, not a policy: ``length_oracle`` (:func:`length_oracle`), the most tokens per second any per-block
 choice of lengths gives when each block's outcome is known (it reads the target); a policy's distance to it is
@@ -36,6 +38,7 @@ from evolve.kinds.verify_length.eval_history import block_end
 from evolve.kinds.verify_length.eval_learned import learned_rows
 from evolve.kinds.verify_length.eval_policy import LengthMetrics, length_choices
 from evolve.kinds.verify_length.eval_rows import Scored, Scoring, block_calls, scored, tuned
+from evolve.kinds.verify_length.eval_suffix import suffix_rows
 from heuristics.length_policies import CONFIDENCE_GRID
 from evolve.kinds.verify_length.settings import DEFAULT_WEIGHTING, STANDARD_VERIFIER, LengthVerifier
 
@@ -126,6 +129,7 @@ def competitors(data: EvalData, gamma: int, costs: Costs = DEFAULT_COSTS, tuned_
                      verified, drafted)
     rows["survival_prefix"] = scored(d, "", verified, drafted)
     rows.update(controller_rows(t, d, score))
+    rows.update(suffix_rows(t, d, score))
     learned, why = learned_rows(train if train is not None else t.data, t, d, score)
     rows.update(learned)
     if why is not None and left_out is not None:

@@ -72,13 +72,13 @@ from evolve.kinds.verify_length.eval_history import (add_call, block_end, choice
                                                      outcome_tables, program_walk, reads_rows, text_starts)
 from evolve.kinds.verify_length.history import START
 from evolve.kinds.verify_length.settings import DEFAULT_WEIGHTING, STANDARD_VERIFIER, WEIGHTINGS, LengthVerifier
-from evolve.gp.primitives import FEATURES, HISTORY_FEATURES, LOOKUP_FEATURES
+from evolve.gp.primitives import FEATURES, HISTORY_FEATURES, LOOKUP_FEATURES, SUFFIX_FEATURES
 from evolve.verification.block import expected_damage_step
 from evolve.verification.tokenwise_block import clamp_threshold, expectation_step, threshold_excess
 
 #: Features a verification-length policy reads (:data:`evolve.kinds.verify_length.KIND`).
 POLICY_FEATURES: tuple[str, ...] = ("draft_prob", "position", "draft_entropy", "draft_index", "draft_top_prob",
-                                    "draft_cumprob") + LOOKUP_FEATURES + HISTORY_FEATURES
+                                    "draft_cumprob") + LOOKUP_FEATURES + HISTORY_FEATURES + SUFFIX_FEATURES
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def decision_data(data: EvalData) -> EvalData:
     token j (see the module doc), and ``r`` the acceptance probability min(1, p/q) of that token.
 
     Returns an :class:`EvalData` with the same records order and texts, whose available features are
-    :data:`POLICY_FEATURES` (``draft_top_prob`` and the lookup columns when ``data`` has them; a lookup
+    :data:`POLICY_FEATURES` (``draft_top_prob`` and the lookup and suffix columns when ``data`` has them; such a
     column is the record's own value; the history features hold a text's start,
     :data:`evolve.kinds.verify_length.history.START`, which the walk of a policy reading them rewrites block
     by block) and the core features (the target's read as NaN: a policy may not read them,
@@ -139,7 +139,7 @@ def decision_data(data: EvalData) -> EvalData:
     rows["draft_cumprob"] = _cumprob_before(q, depth)
     rows["draft_index"] = depth.astype(np.float64)
     rows["position"] = data.feature("position")
-    for f in LOOKUP_FEATURES:
+    for f in LOOKUP_FEATURES + SUFFIX_FEATURES:  # the drafter's columns: known before the token is drafted
         if f in data.available:
             rows[f] = data.feature(f)
     for f, value in zip(HISTORY_FEATURES, START):  # a text's start; a history policy's walk rewrites them

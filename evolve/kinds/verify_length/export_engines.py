@@ -18,6 +18,7 @@ from evolve.errors import InputError
 from evolve.eval.costs import load_costs
 from evolve.eval.evaluator import EvalData
 from evolve.export.codegen import straight_line
+from evolve.engine.drafter_base import EngineFamily
 from evolve.export.engines.base import Engine, KindSupport, Setting
 from evolve.export.engines.shapes import constants, fixed_length, member
 from evolve.export.engines.supports import LengthRules, length_support
@@ -27,7 +28,7 @@ from evolve.kinds.verify_length.eval_schedule import batch_schedule, fixed_lengt
 from evolve.traces.io import load_split
 from heuristics.contract import Rule
 from heuristics.length_policies import (BLOCK_VERIFIER_NAME, CONFIDENCE_GRID, STANDARD_VERIFIER_NAME, confidence_threshold,
-                                       fixed_gamma)
+                                       fixed_gamma, suffix_rule)
 
 #: The end of a schedule's last range: its length holds from the largest batch size listed up to this one.
 LAST_BATCH_SIZE = 65536
@@ -97,9 +98,32 @@ def _step_policy(engine: Engine) -> KindSupport:
                        f"a policy reading only {', '.join(columns)}", not_rules=NOT_RULES)
 
 
+def suffix_knob_rule(length: int, depth: int, factor: float, min_prob: float) -> Rule:
+    """Suffix decoding's own rule at vLLM's knobs (the library's offset 0), at most ``length`` drafts, as a policy of
+    this kind (:func:`heuristics.length_policies.suffix_rule`; the tree ``depth`` is the setting's, which the program
+    does not read)."""
+    rule = suffix_rule(factor, 0.0, min_prob, length)
+    return dataclasses.replace(rule, name=f"suffix:depth={depth},factor={factor:g},min_prob={min_prob:g},n={length}")
+
+
+def _suffix_settings(caps, gamma: int) -> list[Setting]:
+    """Suffix decoding's knobs the engine takes (:mod:`evolve.kinds.verify_length.eval_suffix`'s grids, the library's
+    offset 0), at most ``gamma`` drafts, each as its rule."""
+    from evolve.kinds.verify_length.eval_suffix import DEPTHS, FACTORS, MIN_PROBS
+
+    knobs = [Setting(f"suffix depth={d},factor={f:g},min_prob={p:g}", suffix_knob_rule(gamma, d, f, p),
+                     caps.suffix(gamma, d, f, p), family=EngineFamily.SUFFIX)
+             for d in DEPTHS for f in FACTORS for p in MIN_PROBS]
+    # a fixed length: every draft the trees give, at most L (the largest depth, no cap by the match or probability)
+    lengths = [Setting(f"suffix length={n}", fixed_length_rule(n), caps.suffix(n, max(DEPTHS), max(FACTORS), 0.0),
+                       family=EngineFamily.SUFFIX) for n in range(1, gamma + 1)]
+    return lengths + knobs
+
+
 def engine_support(engine: Engine) -> KindSupport | None:
     """What ``engine`` can express of a verification-length policy, from its capabilities (the module doc); None
-    when it has no draft-length knob."""
+    when it has no draft-length knob. An engine with suffix decoding also expresses its knobs (drafting with its
+    suffix method: the settings tuned on a suffix-decoding harvest)."""
     caps = engine.capabilities
     if caps.step_policy:
         return _step_policy(engine)
@@ -109,7 +133,13 @@ def engine_support(engine: Engine) -> KindSupport | None:
     knob = ", ".join(k for k in one if one[k] != two.get(k))  # the knobs that carry the length
     nearest = f"a fixed draft length ({knob})" + (" or a capped confidence stop" if caps.confidence else "")
     found = length_support(caps, RULES, nearest, cap=(caps.default_confidence or (0, 0))[1])
-    return None if found is None else dataclasses.replace(found, not_rules=NOT_RULES)
+    if found is None:
+        return None
+    if caps.suffix is not None:
+        plain = found.settings
+        found = dataclasses.replace(found, settings=lambda rule, gamma, depth: plain(rule, gamma, depth)
+                                    + _suffix_settings(caps, gamma))
+    return dataclasses.replace(found, not_rules=NOT_RULES)
 
 
 def schedule(rule: Rule, directory: str | os.PathLike, costs: str | os.PathLike,
@@ -131,4 +161,4 @@ def schedule(rule: Rule, directory: str | os.PathLike, costs: str | os.PathLike,
 
 
 __all__ = ["LAST_BATCH_SIZE", "NOT_RULES", "RULES", "capped_confidence_rule", "engine_support",
-           "fixed_length_rule", "schedule"]
+           "fixed_length_rule", "schedule", "suffix_knob_rule"]

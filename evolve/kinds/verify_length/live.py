@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from evolve.eval.evaluator import EvalData, thresholds
-from evolve.gp.primitives import CORE_FEATURES, FEATURES, HISTORY_FEATURES, LOOKUP_FEATURES
+from evolve.gp.primitives import CORE_FEATURES, FEATURES, HISTORY_FEATURES, LOOKUP_FEATURES, SUFFIX_FEATURES
 from evolve.kinds.verify_length.eval_policy import POLICY_FEATURES
 from evolve.kinds.verify_length.history import advance_history, outcome_of, start_history
 from evolve.live.decoding import BLOCK_VERIFICATION, ChainDecoder, tokenwise_decoder
@@ -32,7 +32,8 @@ def policy_features(probs: Sequence[float], tops: Sequence[float], entropies: Se
 
     ``probs``, ``tops``: q_i(x_i) and max q_i of the drafts so far (probabilities); ``entropies``: their
     drafter entropies (nats); ``start``: the text position of the block's first draft; ``lookahead``: the
-    drafter's columns of token k, known before drafting it (prompt lookup's ``lookup_len``, ``lookup_freq``;
+    drafter's columns of token k, known before drafting it (prompt lookup's ``lookup_len``, ``lookup_freq``, suffix
+    decoding's ``suffix_*`` columns;
     :meth:`evolve.engine.drafter_base.Drafter.lookahead`), NaN where not given; ``history``: the text's history
     features (:mod:`evolve.kinds.verify_length.history`; None: a text's start).
     """
@@ -63,7 +64,7 @@ def policy_keep(policy, start: int, history: Sequence[float] | None = None):
     columns (else a drafter need not compute them)."""
     def keep(_row, probs, tops, entropies, lookahead=None) -> bool:
         return policy_value(policy, policy_features(probs, tops, entropies, start, lookahead, history)) > 0.0
-    keep.lookahead = any(f in LOOKUP_FEATURES for f in policy.program.features)
+    keep.lookahead = any(f in LOOKUP_FEATURES + SUFFIX_FEATURES for f in policy.program.features)
     return keep
 
 
@@ -100,7 +101,7 @@ def live_decoder(rule) -> ChainDecoder:
         verifying = BLOCK_VERIFICATION
     else:
         verifying = tokenwise_decoder(get_rule("standard_rejection"))
-    lookahead = tuple(f for f in rule.program.features if f in LOOKUP_FEATURES)
+    lookahead = tuple(f for f in rule.program.features if f in LOOKUP_FEATURES + SUFFIX_FEATURES)
     history = (lambda: PolicyHistory(rule)) if any(f in HISTORY_FEATURES for f in rule.program.features) else None
     return ChainDecoder(rule.name, verifying.verify, verifying.needed, lambda start: policy_keep(rule, start), lookahead,
                         history)

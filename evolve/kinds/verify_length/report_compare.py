@@ -40,11 +40,11 @@ from heuristics.verifiers import verifier_parts
 POLICY = "policy"
 #: The competitor rows, in order.
 COMPETITORS: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold", "survival_prefix", "llama_cpp_p_min",
-                                "sglang_adaptive", "dynamic_sd_goodput", "acceptance_band", "learned_logistic",
-                                "learned_gbm", "length_oracle")
+                                "sglang_adaptive", "dynamic_sd_goodput", "acceptance_band", "suffix_vllm_default",
+                                "suffix_tuned", "learned_logistic", "learned_gbm", "length_oracle")
 #: The competitors whose setting is tuned (on valid when the dataset has it).
 TUNED: tuple[str, ...] = ("best_fixed_gamma", "confidence_threshold", "llama_cpp_p_min", "sglang_adaptive",
-                          "dynamic_sd_goodput", "acceptance_band", "learned_logistic", "learned_gbm")
+                          "dynamic_sd_goodput", "acceptance_band", "suffix_tuned", "learned_logistic", "learned_gbm")
 #: Row expressions of the rows without a setting.
 NOTES = {"length_oracle": "bound: the best lengths knowing each block's outcome (reads the target)"}
 
@@ -118,7 +118,7 @@ def competitor_rows(data: EvalData, gamma: int | None, costs: Costs, tuned_on: E
         if name not in found:
             continue
         setting, metrics = found[name]
-        text = f"{setting} (tuned on {tuned_name})" if name in TUNED else NOTES.get(name)
+        text = f"{setting} (tuned on {tuned_name})" if name in TUNED else (setting or NOTES.get(name))
         rows.append(Row(name, POLICY, data.split, data.source, None, ms, expression=text,
                         gamma=gamma, verifier=metrics, records=data.n, program_kind=KIND.name,
                         per_text=text_sums(data, per_block[name], costs.verify_seconds(0))))

@@ -33,7 +33,9 @@ COMPARE = KindScorer(missing, scores, competitors=comparison_competitors, note=w
 #: What ``benchmark.py``'s caption says about verification-length rows.
 CAPTION = ("Verification-length policies (rows of role policy: best_fixed_gamma, confidence_threshold,"
            " survival_prefix, the engines' controllers llama_cpp_p_min, sglang_adaptive, dynamic_sd_goodput and"
-           " acceptance_band, the learned stopping rules learned_logistic and learned_gbm trained on train, and"
+           " acceptance_band, on a suffix-decoding harvest suffix decoding's own rule at vLLM's defaults"
+           " (suffix_vllm_default) and with its knobs tuned (suffix_tuned), the learned stopping rules"
+           " learned_logistic and learned_gbm trained on train, and"
            " verify-length champions) verify a variable number of drafts per call;"
            " their Speedup (and Tok/s under a cost file) uses their own expected seconds per call;"
            " length_oracle is a bound, not a"

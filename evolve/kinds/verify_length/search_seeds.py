@@ -20,7 +20,7 @@ from evolve.eval.evaluator import EvalData
 from evolve.kinds.verify_length.eval_rows import Scoring
 from evolve.kinds.verify_length.eval_learned import logistic_seed
 from evolve.kinds.verify_length.eval_policy import LengthMetrics, LengthPopulationEvaluator
-from heuristics.length_policies import CONFIDENCE_GRID
+from heuristics.length_policies import CONFIDENCE_GRID, suffix_rule
 from evolve.search.config import RunConfig
 from evolve.search.warm_start import Seed, Skipped, WarmStart, fill_seeds, unusable
 from evolve.kinds.verify_length import KIND
@@ -35,6 +35,14 @@ def fixed_length_expression(length: int) -> str:
 def confidence_expression(h: float, column: str) -> str:
     """The policy program ``column - h`` (draft on while the last drafted token's confidence is above h)."""
     return f"sub({column}, {h!r})"
+
+
+def suffix_knob_seeds() -> list[tuple[str, str]]:
+    """(name, program) of suffix decoding's rule over a grid of its knobs (:mod:`evolve.kinds.verify_length.eval_suffix`)."""
+    from evolve.kinds.verify_length.eval_suffix import FACTORS, MIN_PROBS, OFFSETS
+
+    rules = (suffix_rule(f, o, p) for f in FACTORS for o in OFFSETS for p in MIN_PROBS)
+    return [(rule.name, rule.expression) for rule in rules]
 
 
 def choose_length_seeds(cfg: RunConfig, train: EvalData, gamma: int,
@@ -65,8 +73,9 @@ def choose_length_seeds(cfg: RunConfig, train: EvalData, gamma: int,
 
     fixed = usable([(f"fixed_gamma={g}", fixed_length_expression(g)) for g in range(gamma + 1)])
     conf = usable([(f"confidence_threshold(h={h:g})", confidence_expression(h, column)) for h in CONFIDENCE_GRID])
-    values = [objective(m) for m in scorer.evaluate([e for _, e in fixed + conf])] if fixed + conf else []
-    named = fixed + conf
+    knobs = usable(suffix_knob_seeds()) if "suffix_cumprob" in scorer.data.available else []
+    values = [objective(m) for m in scorer.evaluate([e for _, e in fixed + conf + knobs])] if fixed + conf else []
+    named = fixed + conf + knobs
     ordered = []
     if fixed:
         best_fixed = max(range(len(fixed)), key=lambda i: (values[i], -i))
@@ -74,6 +83,10 @@ def choose_length_seeds(cfg: RunConfig, train: EvalData, gamma: int,
     if conf:
         best_conf = len(fixed) + max(range(len(conf)), key=lambda i: (values[len(fixed) + i], -i))
         ordered.append(Seed(*named[best_conf], f"the best confidence threshold on {column} on train"))
+    if knobs:
+        at = len(fixed) + len(conf)
+        best_knobs = at + max(range(len(knobs)), key=lambda i: (values[at + i], -i))
+        ordered.append(Seed(*named[best_knobs], "suffix decoding's own rule with the best knobs on train"))
     learned = logistic_seed(Scoring(train, gamma, cfg.cost_model, cfg.settings.verifier, cfg.settings.length_weighting),
                             tuple(features), objective) if features else None
     if learned is not None:
@@ -82,4 +95,5 @@ def choose_length_seeds(cfg: RunConfig, train: EvalData, gamma: int,
     ordered += [Seed(name, expr, "a fixed draft length") for name, expr in fixed]
     return fill_seeds(warm, ordered, cfg.population)
 
-__all__ = ["fixed_length_expression", "confidence_expression", "choose_length_seeds"]
+__all__ = ["fixed_length_expression", "confidence_expression", "choose_length_seeds", 
+           "suffix_knob_seeds"]
