@@ -25,6 +25,7 @@ from evolve.cli.generate import cli as generate_cli
 from evolve.commands.groups import BENCH_FILE, DATA_DIR, GROUP_FILE, SINGLE_FILE, group_files
 from evolve.report.finite import has_non_finite
 from test_spec_bench import spec_harvest, spec_prompts  # noqa: F401 - the fixtures
+from hostile_helpers import one_line_error as _refused
 
 REPO = Path(__file__).resolve().parent.parent
 GROUPS = ("chat", "qa")
@@ -69,14 +70,6 @@ def _copy(runs, tmp_path) -> Path:
 
 def _groups(runs_dir, *extra):
     return CliRunner().invoke(benchmark_cli, ["groups", "--runs", str(runs_dir), *extra])
-
-
-def _refused(res, *culprits) -> str:
-    lines = [ln for ln in res.stderr.strip().splitlines() if ln.startswith("error: ")]
-    assert res.exit_code == 2 and len(lines) == 1 and "Traceback" not in res.output, res.output
-    for c in culprits:
-        assert str(c) in lines[0], (c, lines[0])
-    return lines[0]
 
 
 def test_the_table_of_the_script_is_accepted(runs, tmp_path):

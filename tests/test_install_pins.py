@@ -48,7 +48,7 @@ def test_the_readme_commands_install_the_pinned_environment():
     first, second = commands[0], commands[1]
     assert first.startswith("pip install -e . -c constraints.txt && ")
     assert second.startswith('pip install -e ".[test,models]" -c constraints.txt && ')
-    assert second.endswith("&& python -m pytest")
+    assert second.endswith("&& python -m pytest -n 2 --dist loadfile")  # two workers (pytest-xdist), a file each
 
 
 def test_ci_runs_the_readme_test_command():

@@ -31,16 +31,9 @@ from evolve.cli.types import CommaList
 from evolve.export.engines.registry import VERSIONS, version_forms
 from test_hostile_round5_context import _ok, _policy, w  # noqa: F401 - the world fixture
 from tree_helpers import record_files, write_tree_tables
+from hostile_helpers import one_line_error as _one_line_error
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _one_line_error(res, *culprits) -> str:
-    lines = [ln for ln in res.stderr.strip().splitlines() if ln.startswith("error: ")]
-    assert res.exit_code == 2 and len(lines) == 1 and "Traceback" not in res.output, res.output
-    for c in culprits:
-        assert str(c) in lines[0], (c, lines[0])
-    return lines[0]
 
 
 def _option_cases(predicate):

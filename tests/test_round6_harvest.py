@@ -27,16 +27,9 @@ from evolve.errors import InputError
 from test_hostile_round5_groups import _copy, _groups, runs  # noqa: F401 - the runs fixture
 from test_spec_bench import spec_harvest, spec_prompts  # noqa: F401 - the fixtures
 from tree_helpers import record_files
+from hostile_helpers import one_line_error as _one_line_error
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def _one_line_error(res, *culprits) -> str:
-    lines = [ln for ln in res.stderr.strip().splitlines() if ln.startswith("error: ")]
-    assert res.exit_code == 2 and len(lines) == 1 and "Traceback" not in res.output, res.output
-    for c in culprits:
-        assert str(c) in lines[0], (c, lines[0])
-    return lines[0]
 
 
 def test_two_groups_holding_one_category_are_refused_naming_both(runs, tmp_path):  # noqa: F811
