@@ -20,7 +20,8 @@ if [ -x "$OUT/llama-spec-args" ]; then
     exit 0
 fi
 if [ ! -f "$OUT/$SDIST" ]; then
-    "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$OUT"
+    # the source package only (--no-binary :all: would build its build tools from source too: cmake, minutes)
+    "$PYTHON" -m pip download --quiet --no-deps --no-binary llama-cpp-python "llama-cpp-python==$VERSION" -d "$OUT"
 fi
 if [ ! -d "$OUT/llama_cpp_python-$VERSION/vendor/llama.cpp" ]; then
     tar xzf "$OUT/$SDIST" -C "$OUT" "llama_cpp_python-$VERSION/vendor/llama.cpp"

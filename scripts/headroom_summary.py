@@ -59,7 +59,7 @@ def suffix(path: Path, row: str, gamma: str, out: Path) -> None:
     knobs = dict(re.findall(r"(\w+)=([0-9.]+)", setting))
     rule = suffix_rule(float(knobs["suffix_decoding_max_spec_factor"]), float(knobs["max_spec_offset"]),
                        float(knobs["suffix_decoding_min_token_prob"]), int(gamma))
-    champ = Champion(name=row, expression=rule.expression, kind=KIND_NAME, features=[],
+    champ = Champion(name=f"{row}_as_policy", expression=rule.expression, kind=KIND_NAME, features=[],
                      description=f"suffix decoding's own rule at the knobs of benchmark.py's {row} row: {setting}",
                      objective="tokens_per_second", metrics={"train": {}, "valid": {}})
     saved, code = save_champion(champ, out.parent, overwrite=True)
