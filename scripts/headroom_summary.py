@@ -6,7 +6,8 @@
         the learned_logistic row's formula written as a champion file (so live decoding runs it)
     python scripts/headroom_summary.py --suffix OUT/NAME.bench.json ROW GAMMA OUT/NAME.ROW.json
         suffix decoding's own rule at the knobs of the row ROW (suffix_vllm_default or suffix_tuned), at most GAMMA
-        drafts, written as a champion file (a policy on the suffix columns, the tree depth's room aside: live decoding runs it)
+        drafts, written as a champion file (a policy on the suffix columns, the tree depth's room aside: live
+        decoding runs it)
     python scripts/headroom_summary.py --out OUT NAME...
         a markdown summary per workload: the predicted tokens per second on the held-out test split of every policy
         row and the bound, the champion's share of the headroom with its interval, its standing against each
@@ -20,8 +21,9 @@ import re
 import sys
 from pathlib import Path
 
-ROWS = ("suffix_vllm_default", "suffix_tuned", "best_fixed_gamma", "confidence_threshold", "survival_prefix", "llama_cpp_p_min", "sglang_adaptive",
-        "dynamic_sd_goodput", "acceptance_band", "learned_logistic", "learned_gbm", "length_oracle")
+ROWS = ("suffix_vllm_default", "suffix_tuned", "best_fixed_gamma", "confidence_threshold", "survival_prefix",
+        "llama_cpp_p_min", "sglang_adaptive", "dynamic_sd_goodput", "acceptance_band", "learned_logistic",
+        "learned_gbm", "length_oracle")
 
 
 def bench(path: Path) -> dict:

@@ -152,7 +152,8 @@ def check(ws: Workspace, command: str, args: list, code: int, culprits: tuple[st
 
 
 def one_line_error(res, *culprits) -> str:
-    """The one ``error:`` line of a refused command (exit 2, no traceback), checked to name every one of ``culprits``."""
+    """The one ``error:`` line of a refused command (exit 2, no traceback), checked to name every one of
+    ``culprits``."""
     lines = [ln for ln in res.stderr.strip().splitlines() if ln.startswith("error: ")]
     assert res.exit_code == 2 and len(lines) == 1 and "Traceback" not in res.output, res.output
     for c in culprits:

@@ -11,13 +11,14 @@ tokens the text gained since the last draft before each draft, ``stop_request`` 
 in the global cache, which keeps the ``CACHED`` latest responses, vLLM's ``suffix_decoding_max_cached_requests``;
 DEPTH is ``suffix_decoding_max_tree_depth``).
 
-The harvest drafts what the trees give, up to DEPTH tokens (``max_spec_tokens``), of which a block keeps its first k:
-``max_spec_factor`` :data:`HARVEST_SPEC_FACTOR` (no cap by the match length), ``max_spec_offset`` 0 and
+The harvest drafts what the trees give, up to DEPTH tokens (``max_spec_tokens``), of which a block keeps its first
+k: ``max_spec_factor`` :data:`HARVEST_SPEC_FACTOR` (no cap by the match length), ``max_spec_offset`` 0 and
 ``min_token_prob`` 0 (every token of the most frequent path), a chain (``use_tree_spec`` off, as vLLM drafts); one
-draft whatever the block's k, so the columns a policy reads do not depend on k. A policy, or vLLM's own rule (the tokens whose estimated probability is
-at least ``min_token_prob``, at most ``max_spec_factor`` times the match length plus ``max_spec_offset``:
-:mod:`evolve.kinds.verify_length.eval_suffix`), then verifies a prefix of that draft. The draft is deterministic: q is one-hot
-(:class:`evolve.engine.onehot.OneHot`), and it draws no uniform from the text's random stream.
+draft whatever the block's k, so the columns a policy reads do not depend on k. A policy, or vLLM's own rule (the
+tokens whose estimated probability is at least ``min_token_prob``, at most ``max_spec_factor`` times the match
+length plus ``max_spec_offset``: :mod:`evolve.kinds.verify_length.eval_suffix`), then verifies a prefix of that
+draft. The draft is deterministic: q is one-hot (:class:`evolve.engine.onehot.OneHot`), and it draws no uniform from
+the text's random stream.
 
 Every drafted token carries the suffix columns (:data:`evolve.traces.schema.SUFFIX_COLUMNS`), known before it is
 drafted: the match length, its estimated probability after the block's earlier drafts (the ratio of the tree's path

@@ -494,7 +494,6 @@ def harvest(config: HarvestConfig, progress: bool = True,
         tokens += n
         bar.tokens(tokens, time.perf_counter() - t0)
 
-
     forward_before = setup.engine.forward_seconds()
     try:
         with bar:

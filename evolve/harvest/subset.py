@@ -71,7 +71,8 @@ def _check_text(t: Any, path: Path, n: int, categories: bool = True) -> None:
 def read_texts(data_dir: str | os.PathLike, meta: dict | None = None, categories: bool = True) -> list[dict[str, Any]]:
     """The lines of ``texts.jsonl`` of a harvested dataset (one dict per text, ``seq_id`` order as written),
     checked: every line a JSON object with a whole ``seq_id`` >= 0 (no text twice), a ``split`` of
-    train/valid/test and a non-empty ``category`` (``categories`` False: where it has one), counts whole numbers >= 0; and the file the one the dataset's
+    train/valid/test and a non-empty ``category`` (``categories`` False: where it has one), counts whole numbers
+    >= 0; and the file the one the dataset's
     metadata (``meta``, default: read from ``data_dir``) was written with (:func:`evolve.traces.binding.check_bound`;
     a dataset of an earlier version by its texts per split).
 
@@ -118,7 +119,8 @@ def request_history(data_dir: str | os.PathLike, split: str) -> tuple[tuple[tupl
                     or not isinstance(t.get("completion_ids"), list)), None)
     if missing is not None:
         raise InputError(f"{Path(data_dir) / TEXTS_FILE}: text {missing['seq_id']} has no token ids (prompt_ids, "
-                         f"completion_ids), which a suffix-decoding harvest records; harvest it again", param="data_dir")
+                         f"completion_ids), which a suffix-decoding harvest records; harvest it again",
+                         param="data_dir")
     ordered = sorted(texts, key=lambda t: (SPLITS.index(t["split"]), t.get("turn", 1), t["seq_id"]))
     return tuple((tuple(map(int, t["prompt_ids"])), tuple(map(int, t["completion_ids"]))) for t in ordered)
 

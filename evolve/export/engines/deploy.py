@@ -196,9 +196,9 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
     if schedule is not None and not engine.schedule:
         raise InputError(f"{engine.title} takes no per-batch-size schedule", param="schedule")
     if drafter.family is EngineFamily.SUFFIX and engine.capabilities.suffix is None:
-        raise InputError(f"{engine.title} {engine.version} has no suffix decoding, which '{rule.name}''s harvest drafted "
-                         f"with; nearest setting: its prompt lookup (a prompt-lookup harvest, then that engine's "
-                         f"fixed draft length), or vLLM's method suffix")
+        raise InputError(f"{engine.title} {engine.version} has no suffix decoding, which '{rule.name}''s harvest "
+                         f"drafted with; nearest setting: its prompt lookup (a prompt-lookup harvest, then that "
+                         f"engine's fixed draft length), or vLLM's method suffix")
     if (data is None) != (costs is None):
         raise InputError("tuning needs both a dataset directory and a cost file", param="data" if data is None
                          else "costs")

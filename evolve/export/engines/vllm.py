@@ -69,7 +69,8 @@ def _length(length: int) -> dict:
 
 
 def _suffix(length: int, depth: int, factor: float, min_prob: float) -> dict:
-    """``method: suffix`` with its knobs (``_validate_suffix_decoding``: depth >= 1, factor >= 0, min_prob in [0, 1])."""
+    """``method: suffix`` with its knobs (``_validate_suffix_decoding``: depth >= 1, factor >= 0, min_prob in
+    [0, 1])."""
     return {"method": "suffix", "num_speculative_tokens": length, "suffix_decoding_max_tree_depth": depth,
             "suffix_decoding_max_spec_factor": factor, "suffix_decoding_min_token_prob": min_prob}
 

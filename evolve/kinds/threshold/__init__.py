@@ -10,8 +10,8 @@ from evolve.gp.primitives import DERIVED_FEATURES, HISTORY_FEATURES, LEVEL_FEATU
 from evolve.kinds.base import ProgramKind
 
 _DERIVED = "draft_cumprob is the survival estimate of a verification-length policy, not a record column"
-_LOOKUP = ("lookup_len and lookup_freq describe a prompt-lookup draft, and the suffix_ columns a suffix-decoding draft, "
-           "for a verification-length policy")
+_LOOKUP = ("lookup_len and lookup_freq describe a prompt-lookup draft, and the suffix_ columns a suffix-decoding "
+           "draft, for a verification-length policy")
 _LEVEL = "level_cumprob and level_rank describe a draft tree's level for a tree-shape program"
 
 _HISTORY = ("the history features (prev_verified, prev_accepted, accept_ewma, first_hit_ewma, since_reject) describe "

@@ -19,8 +19,8 @@ KIND = ProgramKind(
     function_name="tree_children", plugin="evolve.kinds.tree_shape.plugin",
     excluded_features=TARGET_FEATURES + LOOKUP_FEATURES + HISTORY_FEATURES + SUFFIX_FEATURES,
     excluded_reason="the target's quantities are not known before the target is called; lookup_len and "
-                    "lookup_freq describe a prompt-lookup draft, and the suffix_ columns a suffix-decoding draft, for a "
-                    "verification-length policy; the history features "
+                    "lookup_freq describe a prompt-lookup draft, and the suffix_ columns a suffix-decoding draft, "
+                    "for a verification-length policy; the history features "
                     "(prev_verified, prev_accepted, accept_ewma, first_hit_ewma, since_reject) describe a "
                     "verification-length policy's earlier calls",
     derived_features=DERIVED_FEATURES + LEVEL_FEATURES,

@@ -2,12 +2,12 @@
 
 vLLM's ``method: suffix`` (vLLM 0.33.0, ``vllm/v1/spec_decode/suffix_decoding.py``, arctic-inference's
 ``SuffixDecodingCache.speculate``) verifies every token of its draft, and shapes the draft with four knobs: the tree
-depth (``suffix_decoding_max_tree_depth``: a match and its draft fit in it), ``suffix_decoding_max_spec_factor`` and the
-library's ``max_spec_offset`` (at most factor x match length + offset drafts) and
-``suffix_decoding_min_token_prob`` (only tokens whose estimated path probability is at least it). On a harvest of the
-suffix drafter (:mod:`evolve.engine.suffix`: the draft of the most frequent path, the columns ``suffix_match_len`` and
-``suffix_cumprob``) the rule's choice at each block is the prefix those knobs keep (:func:`knob_choices`, the match length capped at the
-depth's room as the trees cap it). Two rows:
+depth (``suffix_decoding_max_tree_depth``: a match and its draft fit in it), ``suffix_decoding_max_spec_factor`` and
+the library's ``max_spec_offset`` (at most factor x match length + offset drafts) and
+``suffix_decoding_min_token_prob`` (only tokens whose estimated path probability is at least it). On a harvest of
+the suffix drafter (:mod:`evolve.engine.suffix`: the draft of the most frequent path, the columns
+``suffix_match_len`` and ``suffix_cumprob``) the rule's choice at each block is the prefix those knobs keep
+(:func:`knob_choices`, the match length capped at the depth's room as the trees cap it). Two rows:
 
 * ``suffix_vllm_default``: the knobs at vLLM 0.33.0's defaults (depth 24, factor 1.0, offset 0, min_token_prob 0.1), at
   most gamma drafts (``num_speculative_tokens``);

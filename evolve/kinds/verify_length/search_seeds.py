@@ -38,7 +38,8 @@ def confidence_expression(h: float, column: str) -> str:
 
 
 def suffix_knob_seeds() -> list[tuple[str, str]]:
-    """(name, program) of suffix decoding's rule over a grid of its knobs (:mod:`evolve.kinds.verify_length.eval_suffix`)."""
+    """(name, program) of suffix decoding's rule over the grids of its knobs
+    (:mod:`evolve.kinds.verify_length.eval_suffix`)."""
     from evolve.kinds.verify_length.eval_suffix import FACTORS, MIN_PROBS, OFFSETS
 
     rules = (suffix_rule(f, o, p) for f in FACTORS for o in OFFSETS for p in MIN_PROBS)
@@ -74,8 +75,8 @@ def choose_length_seeds(cfg: RunConfig, train: EvalData, gamma: int,
     fixed = usable([(f"fixed_gamma={g}", fixed_length_expression(g)) for g in range(gamma + 1)])
     conf = usable([(f"confidence_threshold(h={h:g})", confidence_expression(h, column)) for h in CONFIDENCE_GRID])
     knobs = usable(suffix_knob_seeds()) if "suffix_cumprob" in scorer.data.available else []
-    values = [objective(m) for m in scorer.evaluate([e for _, e in fixed + conf + knobs])] if fixed + conf else []
     named = fixed + conf + knobs
+    values = [objective(m) for m in scorer.evaluate([e for _, e in named])] if named else []
     ordered = []
     if fixed:
         best_fixed = max(range(len(fixed)), key=lambda i: (values[i], -i))
@@ -95,5 +96,4 @@ def choose_length_seeds(cfg: RunConfig, train: EvalData, gamma: int,
     ordered += [Seed(name, expr, "a fixed draft length") for name, expr in fixed]
     return fill_seeds(warm, ordered, cfg.population)
 
-__all__ = ["fixed_length_expression", "confidence_expression", "choose_length_seeds", 
-           "suffix_knob_seeds"]
+__all__ = ["fixed_length_expression", "confidence_expression", "choose_length_seeds", "suffix_knob_seeds"]
