@@ -10,7 +10,7 @@ OpenMP thread count of the calling thread to its own (``NUMBA_NUM_THREADS``, one
 that same count, so a layer started after :func:`apply_threads` silently undid it, and torch ran its element-wise
 work on every core beside llama.cpp's or its own forward (measured: the llama_cpp backend's plain decoding at 0.73 to
 0.96 of llama-cpp-python's own ``Llama.generate``, 0.94 to 1.02 with the count re-applied). :func:`apply_threads`
-starts numba's layer first, then sets both counts.
+starts numba's layer first, then sets torch's count (numba's own kernels keep theirs).
 """
 from __future__ import annotations
 
@@ -26,14 +26,13 @@ def default_threads() -> int | None:
 
 
 def apply_threads(threads: int | None) -> int:
-    """Set torch's CPU threads to ``threads`` (None: :func:`default_threads`), and numba's, after starting numba's
-    threading layer (module doc); returns torch's count in use."""
+    """Set torch's CPU threads to ``threads`` (None: :func:`default_threads`) after starting numba's threading layer
+    (module doc); returns torch's count in use."""
     import numba
     import torch
 
     n = threads if threads is not None else default_threads()
     numba.get_num_threads()  # starts numba's threading layer now, which sets this thread's OpenMP count
     if n is not None:
-        numba.set_num_threads(min(int(n), numba.config.NUMBA_NUM_THREADS))
         torch.set_num_threads(int(n))
     return torch.get_num_threads()
