@@ -39,34 +39,34 @@ def tuned(path: Path) -> str:
     return f"fixed_gamma:gamma={g}"
 
 
-def logistic(path: Path, out: Path) -> None:
+def write_policy(name: str, expression: str, description: str, out: Path) -> None:
+    """A verification-length policy written as the champion file ``out`` (so live decoding runs it)."""
     from heuristics.champions import Champion, save_champion
     from heuristics.length_policies import KIND_NAME
 
-    setting = rows_of(bench(path))["learned_logistic"]["expression"]
-    expression = setting.split(": ", 1)[1].rsplit(" (tuned on", 1)[0]
-    champ = Champion(name="learned_logistic", expression=expression, kind=KIND_NAME, features=[],
-                     description="the logistic stopping rule of benchmark.py, trained on train, h tuned on valid",
+    champ = Champion(name=name, expression=expression, kind=KIND_NAME, features=[], description=description,
                      objective="tokens_per_second", metrics={"train": {}, "valid": {}})
     saved, code = save_champion(champ, out.parent, overwrite=True)
     saved.rename(out)
     code.unlink()
 
 
+def logistic(path: Path, out: Path) -> None:
+    setting = rows_of(bench(path))["learned_logistic"]["expression"]
+    expression = setting.split(": ", 1)[1].rsplit(" (tuned on", 1)[0]
+    write_policy("learned_logistic", expression,
+                 "the logistic stopping rule of benchmark.py, trained on train, h tuned on valid", out)
+
+
 def suffix(path: Path, row: str, gamma: str, out: Path) -> None:
-    from heuristics.champions import Champion, save_champion
-    from heuristics.length_policies import KIND_NAME, suffix_rule
+    from heuristics.length_policies import suffix_rule
 
     setting = rows_of(bench(path))[row]["expression"]
     knobs = dict(re.findall(r"(\w+)=([0-9.]+)", setting))
     rule = suffix_rule(float(knobs["suffix_decoding_max_spec_factor"]), float(knobs["max_spec_offset"]),
                        float(knobs["suffix_decoding_min_token_prob"]), int(gamma))
-    champ = Champion(name=f"{row}_as_policy", expression=rule.expression, kind=KIND_NAME, features=[],
-                     description=f"suffix decoding's own rule at the knobs of benchmark.py's {row} row: {setting}",
-                     objective="tokens_per_second", metrics={"train": {}, "valid": {}})
-    saved, code = save_champion(champ, out.parent, overwrite=True)
-    saved.rename(out)
-    code.unlink()
+    write_policy(f"{row}_as_policy", rule.expression,
+                 f"suffix decoding's own rule at the knobs of benchmark.py's {row} row: {setting}", out)
 
 
 def fmt(x, spec=".3f") -> str:

@@ -1,5 +1,5 @@
 """A cost file whose plain decoding disagrees with the live run's own is reported, naming the file
-(evolve.commands.live.check_plain)."""
+(evolve.eval.costs.check_plain_rate, called by benchmark.py live)."""
 from __future__ import annotations
 
 import json
@@ -7,10 +7,8 @@ import warnings
 
 import pytest
 
-from evolve.commands.live import PLAIN_TOLERANCE, check_plain
 from evolve.errors import InputWarning
-from evolve.eval.costs import load_costs
-from evolve.harvest.config import HarvestConfig
+from evolve.eval.costs import PLAIN_TOLERANCE, check_plain_rate, load_costs
 
 
 @pytest.fixture
@@ -25,10 +23,9 @@ def costs(tmp_path):
                                                 (56.0, True), (12.5, True), (None, False)])
 def test_plain_decoding_far_from_the_cost_file_is_reported(costs, measured, reported):
     path, loaded = costs
-    config = HarvestConfig(target="t", prompts="p", threads=1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        message = check_plain(path, loaded, measured, config)
+        message = check_plain_rate(path, loaded, measured, "backend torch, 1 threads")
     assert (message is not None) == reported
     assert len([w for w in caught if issubclass(w.category, InputWarning)]) == int(reported)
     if reported:

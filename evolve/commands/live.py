@@ -58,7 +58,6 @@ each with its own text index's random stream, as the harvest drew it.
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -66,8 +65,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from evolve.eval.bootstrap import COVERAGE, check_replicates, group_weights, interval_caveat, ratio_interval
-from evolve.eval.costs import load_costs
-from evolve.errors import InputError, InputWarning, counted
+from evolve.eval.costs import check_plain_rate, load_costs
+from evolve.errors import InputError, counted
 from evolve.harvest.config import HarvestConfig
 from evolve.harvest.loop import build, text_rng
 from evolve.engine.drafters import chosen_drafters
@@ -178,29 +177,6 @@ def _check_lookahead(config: HarvestConfig, rules: Sequence) -> None:
         if missing:
             raise InputError(f"policy '{rule.name}' reads '{missing[0]}', which only the prompt-lookup drafter gives",
                              param="ngram")
-
-
-#: A cost file's plain decoding further than this (relative) from the live run's own is reported.
-PLAIN_TOLERANCE = 0.10
-
-
-def check_plain(path, costs, measured: float | None, config: HarvestConfig) -> str | None:
-    """Warn (InputWarning, one line naming the cost file ``path``) when the cost file's plain decoding, 1 /
-    ``plain_token_s`` tokens per second, is more than :data:`PLAIN_TOLERANCE` away from the plain decoding this live
-    run measured (``measured``, tokens per second): its predictions are then off by as much. Returns the message (None
-    when within the tolerance or nothing was measured)."""
-    if not measured or not costs.plain_token_s:
-        return None
-    listed = 1.0 / costs.plain_token_s
-    ratio = measured / listed
-    if abs(ratio - 1.0) <= PLAIN_TOLERANCE:
-        return None
-    message = (f"{path}: plain decoding at {listed:.2f} tokens/s, but this run decoded plain text at {measured:.2f} "
-               f"({ratio:.2f}x; backend {config.backend}, {config.threads or 'default'} threads): the file was "
-               f"measured on another machine, backend, thread count or load, and its predictions here are off by as "
-               f"much; measure it here with benchmark.py perf --write-costs")
-    warnings.warn(InputWarning(message), stacklevel=2)
-    return message
 
 
 @dataclass(frozen=True)
@@ -547,7 +523,8 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
         row["predicted_tokens_per_s"] = predicted
         row["predicted_speedup"] = None if predicted is None else predicted * costs.plain_token_s
     if costs is not None and report.rows:
-        check_plain(o.costs, costs, report.rows[0].get("ar_tokens_per_s"), config)
+        check_plain_rate(o.costs, costs, report.rows[0].get("ar_tokens_per_s"),
+                         f"backend {config.backend}, {config.threads or 'default'} threads")
     if costs is not None and o.data_dir is not None and tree is None:
         report.headroom = _live_headroom(o, report, costs)
     text = format_json(report) if fmt == "json" else format_table(report)

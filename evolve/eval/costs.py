@@ -52,12 +52,13 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from evolve.errors import InputError, os_error_text
+from evolve.errors import InputError, InputWarning, os_error_text
 from evolve.files.pins import read_bytes
 from evolve.traces.io import json_bytes, read_json
 
@@ -328,6 +329,28 @@ def cached_costs(path: str | os.PathLike | None) -> Costs:
     return _LOADED[key]
 
 
+#: A cost file's plain decoding further than this (relative) from a live run's own is reported.
+PLAIN_TOLERANCE = 0.10
+
+
+def check_plain_rate(path, costs: Costs, measured: float | None, where: str) -> str | None:
+    """Warn (InputWarning, one line naming the cost file ``path``) when the cost file's plain decoding, 1 /
+    ``plain_token_s`` tokens per second, is more than :data:`PLAIN_TOLERANCE` away from the plain decoding a live run
+    measured (``measured``, tokens per second; ``where``: its backend and threads, in words): its predictions are
+    then off by as much. Returns the message (None when within the tolerance or nothing was measured)."""
+    if not measured or not costs.plain_token_s:
+        return None
+    listed = 1.0 / costs.plain_token_s
+    ratio = measured / listed
+    if abs(ratio - 1.0) <= PLAIN_TOLERANCE:
+        return None
+    message = (f"{path}: plain decoding at {listed:.2f} tokens/s, but this run decoded plain text at {measured:.2f} "
+               f"({ratio:.2f}x; {where}): the file was measured on another machine, backend, thread count or load, "
+               f"and its predictions here are off by as much; measure it here with benchmark.py perf --write-costs")
+    warnings.warn(InputWarning(message), stacklevel=2)
+    return message
+
+
 __all__ = ["finite_number", "Costs", "DEFAULT_COSTS", "DEFAULT_COST_RATIO", "FREE_DRAFTS", "MAX_FILE_BYTES", "MIN_SECONDS", "MAX_SECONDS",
-           "FORWARD_DIP_TOLERANCE", "BATCH_DIP_TOLERANCE", "costs_from_dict", "load_costs", "load_pinned_costs",
+           "PLAIN_TOLERANCE", "check_plain_rate", "FORWARD_DIP_TOLERANCE", "BATCH_DIP_TOLERANCE", "costs_from_dict", "load_costs", "load_pinned_costs",
            "cached_costs", "concurrent_tokens_per_second", "ratio_costs"]
