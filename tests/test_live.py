@@ -122,7 +122,10 @@ def test_command_json(files, tmp_path):
                                       "--gamma", "2", "--max-new-tokens", "8", "--output", str(out), "--no-progress"])
     assert result.exit_code == 0, result.output
     rows = json.loads(out.read_text())
-    assert [list(r) for r in rows] == [list(KEYS)] and rows[0]["rule"] == "standard_rejection"
+    assert [list(r) for r in rows] == [list(KEYS)] * 2 and rows[0]["rule"] == "standard_rejection"
+    # the engine the torch backend stands for, its own plain decoding beside ours (without --peers)
+    assert rows[1]["rule"] == "transformers plain" and rows[1]["engine"] == "transformers"
+    assert rows[1]["tokens_per_s"] > 0 and rows[1]["speedup"] == 1.0
     assert 1.0 <= rows[0]["tokens_per_call"] <= 3.0
 
 
@@ -201,7 +204,7 @@ def test_command_with_family_member_and_split(files, tmp_path):
                                       "--rule", "fuzzy_sd:T=0.2", "--max-new-tokens", "6", "--output", str(out),
                                       "--no-progress"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(out.read_text())
+    rows = [r for r in json.loads(out.read_text()) if r["engine"] == "evolve"]  # ours (then transformers plain)
     assert [r["rule"] for r in rows] == ["fuzzy_sd_0.2"] and rows[0]["tokens"] <= 6
 
 

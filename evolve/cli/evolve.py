@@ -157,6 +157,11 @@ def _auto_or_list(ctx, param, value):
     return "auto" if value == ("auto",) else value
 
 
+def _target_engines() -> tuple[str, ...]:
+    from evolve.commands.target_engine import TARGET_ENGINES
+    return tuple(TARGET_ENGINES)
+
+
 def _objective_names() -> tuple[str, ...]:
     from evolve.search.config import setting_of
     return setting_of("objective").choices
@@ -181,8 +186,13 @@ def _objective_names() -> tuple[str, ...]:
                    "else a local cluster on this machine].")
 @click.option("--workers", type=click.IntRange(1, MAX_THREADS), default=None,
               help="Workers of the local Dask cluster [default: one per island, at most one per core].")
+@click.option("--target-engine", "target_engine", default=None, type=LiveChoice(_target_engines),
+              help="The engine the champion will run in: the features are bounded to what its drafter gives before "
+                   "a draft step (llama-cpp-python: draft_index, position, lookup_len, lookup_freq and the text's "
+                   "history), so the champion exports there (with --costs its own cost file, benchmark.py perf "
+                   "--write-costs FILE --engine NAME, the search optimises the engine's speed).")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr [default: on].")
-def run(config_file, progress, scheduler, workers, **options) -> int:
+def run(config_file, progress, scheduler, workers, target_engine, **options) -> int:
     """Evolve programs of one kind (--evolve) and keep the best as the champion; print the run directory on
     stdout (the champion and its scores on stderr).
 
@@ -200,6 +210,10 @@ def run(config_file, progress, scheduler, workers, **options) -> int:
             raise InputError("--fitness is the old name of --objective; give only --objective")
         options["objective"] = fitness
     cfg = resolve(options, config_file)
+    if target_engine is not None:
+        from evolve.commands.target_engine import for_engine
+
+        cfg = for_engine(cfg, target_engine)
     cluster = _cluster(scheduler, workers)
     with _progress_bar(cfg, progress) as on_generation, graceful_interrupt() as stop:
         info = run_and_plot(cfg, progress=on_generation, stop=stop, cluster=cluster, say=_stderr if progress else None)

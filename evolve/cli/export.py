@@ -45,7 +45,10 @@ from evolve.export.exporter import TARGETS
                    "subset of it.")
 @click.option("--costs", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Cost file of the tuning and of the printed gap (tokens per second), with --data; the champion's "
-                   "run's measurements where its run read a cost file.")
+                   "run's measurements where its run read a cost file. For llama-cpp-python: the engine's own cost "
+                   "file (benchmark.py perf --write-costs FILE --engine llama-cpp-python); the champion is priced "
+                   "under it on --data (default: its run's dataset) beside plain decoding and fixed draft lengths, "
+                   "and the fastest on valid is written. A file timed in another engine is refused.")
 @click.option("--concurrency", type=CommaList(click.IntRange(1, MAX_CONCURRENCY), distinct=True), default=None, metavar="R,R,...",
               help="With --data and --costs, for an engine that takes a draft length per batch size (vLLM, "
                    "TensorRT-LLM): the best fixed length at each listed batch size, tuned on valid under the cost "
@@ -71,8 +74,12 @@ def export(champion: str, target: str, data: str | None, costs: str | None, conc
             raise click.UsageError(f"--concurrency needs --data and --costs and an engine that takes a per-batch-"
                                    f"size schedule ({', '.join(n for n, e in ENGINES.items() if e.schedule)})")
     else:
-        given = [flag for flag, value in (("--data", data), ("--costs", costs), ("--concurrency", concurrency),
-                                          ("--engine-version", engine_version)) if value]
+        priced = target in DRAFT_MODELS
+        if priced and data is not None and costs is None:
+            raise click.UsageError(f"--data goes with --costs for {target} (the module is priced in its engine under "
+                                   f"the cost file)")
+        given = [flag for flag, value in (("--data", None if priced else data), ("--costs", None if priced else costs),
+                                          ("--concurrency", concurrency), ("--engine-version", engine_version)) if value]
         if given:
             raise click.UsageError(f"{', '.join(given)}: {'an engine option' if len(given) == 1 else 'engine options'}"
                                    f", not for {target}")

@@ -109,7 +109,8 @@ def _once(names, param: str) -> None:
 @click.option("--costs", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Cost file (JSON, as `benchmark.py perf --write-costs` writes): print the cost model's predicted tokens/s "
                    "and speedup for the same run beside the measured ones [default: the cost file the --champion files "
-                   "were evolved under, if any].")
+                   "were evolved under, if any]. A file timed in an engine's own loop (perf --write-costs --engine "
+                   "NAME) predicts that engine's plain and exported rows instead, and needs --peers NAME.")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1, MAX_LIVE_REPEATS),
               help="Decode every prompt this many times with every row (the rows' order rotated by one per repeat); "
                    "report the median tokens/s with its min-max and a paired bootstrap interval of each speedup.")
@@ -121,6 +122,11 @@ def _once(names, param: str) -> None:
                    "--tune-prompts).")
 @click.option("--tune-prompts", default=None, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Prompts (not the measured ones) on which each peer's prompt-lookup draft length is tuned.")
+@click.option("--engine-plain/--no-engine-plain", "engine_plain", default=True, show_default=True,
+              help="Decode, beside ours, the plain decoding of the engine the backend stands for (torch: transformers' "
+                   "generate(); llama_cpp: llama-cpp-python's Llama.generate), so every speedup is printed beside the "
+                   "engine's own baseline in tokens/s (decoded greedily whatever --temperature; on with --peers of that "
+                   "engine anyway).")
 @click.option("--bootstrap", default=DEFAULT_REPLICATES, show_default=True, type=click.IntRange(max=MAX_REPLICATES),
               metavar="N",
               help="Bootstrap replicates of the speedup intervals (at least 40).")

@@ -13,6 +13,7 @@ from evolve.engine.backends import backend_names
 from evolve.cli.types import CommaList, LiveChoice, legacy_option
 from evolve.perf.scaling import DEFAULT_SCALING
 from evolve.perf.command import PerfOptions, perf_command
+from evolve.perf.engine_loop import engine_names
 
 #: The harvest parameters whose option here has another name (``--harvest`` is the target model).
 ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tokens": "harvest_tokens"}
@@ -73,6 +74,11 @@ ALIASES = {"target": "harvest_model", "prompts": "harvest_prompts", "max_new_tok
                    "and the drafter option given, measured here (median of --cost-repeats, interleaved).")
 @click.option("--backend", default="torch", show_default=True, type=LiveChoice(backend_names),
               help="--write-costs: what runs the models (as for harvest and live).")
+@click.option("--engine", default=None, type=click.Choice(engine_names()),
+              help="--write-costs: time the figures inside this engine's own decoding loop (llama-cpp-python's "
+                   "Llama.generate, transformers' generate(): plain decoding, an iteration verifying T-1 replayed "
+                   "drafts, the engine's own drafter) instead of the project's --backend, so that predictions under "
+                   "the file are that engine's speed; the file records the engine and its version.")
 @click.option("--gamma-max", type=click.IntRange(1, MAX_HARVEST_GAMMA), default=6, show_default=True,
               help="--write-costs: largest draft length (forwards over 1..gamma_max + 1 tokens).")
 @click.option("--cost-repeats", type=click.IntRange(1, MAX_REPEATS), default=7, show_default=True,
@@ -84,6 +90,8 @@ def perf(**options) -> None:
     drafters = drafter_values(options)
     if options["costs"] is not None:
         check_one_drafter(drafters)
+    elif options["engine"] is not None:
+        raise click.UsageError("--engine goes with --write-costs FILE (it says where the cost file is timed)")
     opts = PerfOptions(**options, drafters={k: v for k, v in drafters.items() if v is not None})
     _, text = perf_command(opts, progress=lambda msg: click.echo(f"perf: {msg}", err=True))
     click.echo(text, nl=False)

@@ -8,7 +8,11 @@ not a rule is refused with the kind's reason and nearest setting, :func:`resolve
 engine's best setting on the dataset and cost file given, else on those its run read
 (:mod:`evolve.commands.run_context`; a dataset given must be the champion's own or a subset of it), and the gap on
 the test split is tabulated; with a list of batch sizes the engine's per-batch-size schedule is tuned and
-tabulated too. For an array library (numpy, torch) or a draft-model target (llama-cpp-python) it writes the module.
+tabulated too. A cost file timed in an engine's own loop (``benchmark.py perf --write-costs FILE --engine NAME``) prices
+only that engine: given for another it is refused naming both, and for its own engine it prices the export whatever file
+the champion's run read. For an array library (numpy, torch) or a draft-model target (llama-cpp-python) it writes the
+module; with ``--costs`` the draft-model module is priced in its engine first (:mod:`evolve.export.engines.priced`:
+the champion, or plain decoding or a fixed length where one is predicted faster there).
 """
 from __future__ import annotations
 
@@ -18,10 +22,12 @@ from pathlib import Path
 
 from evolve.commands.run_context import contexts, resolve_costs, resolve_data, resolve_gamma
 from evolve.errors import InputError
+from evolve.eval.costs import load_costs, loop_engine
 from evolve.export.engines import llama_cpp_python
 from evolve.export.engines.deploy import (NeedsData, engine_config, gap_table, harvest_drafter, schedule_table,
                                           tuned_schedule)
 from evolve.export.engines.base import Engine
+from evolve.export.engines.priced import check_cost_engine, priced_policy, priced_table
 from evolve.export.engines.registry import ENGINES, engine_at
 from evolve.export.exporter import export_source, resolve_rule
 from evolve.kinds.registry import KINDS
@@ -29,9 +35,10 @@ from evolve.report.output import check_output, write_output
 from evolve.report.width import fit_width
 from heuristics.contract import Rule
 
-#: Targets that write a rule as a draft model inside an engine's own speculative loop: name -> (spec, champions
-#: directory) -> (rule, module text).
-DRAFT_MODELS = {llama_cpp_python.NAME: llama_cpp_python.champion_module}
+#: Targets that write a rule as a draft model inside an engine's own speculative loop: name -> the module that writes
+#: it (``champion_module(spec, champions directory) -> (rule, module text)``; ``policy_module(rule, source, notes)``
+#: for a setting priced in its place, :mod:`evolve.export.engines.priced`).
+DRAFT_MODELS = {llama_cpp_python.NAME: llama_cpp_python}
 
 
 @dataclass(frozen=True)
@@ -82,12 +89,33 @@ def export_command(options: ExportOptions) -> Exported:
 
 
 def _module(o: ExportOptions) -> Exported:
-    """The module of an array library or a draft-model target."""
-    build = DRAFT_MODELS.get(o.target, lambda spec, where: export_source(spec, o.target, where))
-    resolve_champion(o.champion, o.champions_dir, llama_cpp_python.ENGINE if o.target in DRAFT_MODELS else None)
+    """The module of an array library or a draft-model target (priced in its engine with a cost file)."""
+    writer = DRAFT_MODELS.get(o.target)
+    resolve_champion(o.champion, o.champions_dir, llama_cpp_python.ENGINE if writer is not None else None)
+    if writer is not None and o.costs is not None:
+        return _priced(o, writer)
+    build = writer.champion_module if writer is not None else (
+        lambda spec, where: export_source(spec, o.target, where))
     rule, text = build(o.champion, o.champions_dir)
     rule.program_kind.check_rule(rule)  # no module naming a verifier that does not resolve is written
     return Exported(rule, text)
+
+
+def _priced(o: ExportOptions, writer) -> Exported:
+    """A draft-model target's module priced in its engine under ``o.costs`` (:mod:`evolve.export.engines.priced`) on
+    ``o.data`` (else the dataset the champion's run recorded): the champion, or the setting predicted faster there."""
+    rule, source = resolve_rule(o.champion, o.champions_dir)
+    rule.program_kind.check_rule(rule)
+    writer.check_policy(rule)
+    found = contexts([source]) if Path(source).is_file() else []
+    data = o.data if o.data is not None else (found[0].data_dir if found and found[0].data_dir else None)
+    if data is None:
+        raise InputError(f"pricing '{rule.name}' in {o.target} needs a dataset (valid and test splits), and the "
+                         f"champion records none", param="data")
+    data = resolve_data(data, found, data, param="data")
+    priced = priced_policy(rule, data, o.costs, resolve_gamma(None, found), o.target)
+    text = writer.policy_module(priced.rule, source, priced.notes)
+    return Exported(priced.rule, text, fit_width(priced_table(priced, o.target, data, o.costs)))
 
 
 def _engine_file(o: ExportOptions) -> Exported:
@@ -97,8 +125,15 @@ def _engine_file(o: ExportOptions) -> Exported:
     rule.program_kind.check_rule(rule)
     found = contexts([source]) if Path(source).is_file() else []
     data, costs = o.data, o.costs
-    if data is not None:  # the champion's own dataset (or a subset of it) and its run's cost file, or refused
-        data, costs = resolve_data(data, found, data, param="data"), resolve_costs(costs, found)
+    timed_here = False
+    if costs is not None:  # a file timed in another engine's loop prices another engine
+        loaded = load_costs(costs)
+        check_cost_engine(costs, loaded, o.target, own_loop=False)
+        timed_here = loop_engine(loaded) == o.target
+    if data is not None:  # the champion's own dataset (or a subset of it) and its run's cost file, or refused; a file
+        # timed in the target engine's own loop prices the export whatever file the run read
+        data = resolve_data(data, found, data, param="data")
+        costs = costs if timed_here else resolve_costs(costs, found)
     gamma = resolve_gamma(None, found)
     drafter = harvest_drafter(source, data)
     schedule = throughput = None

@@ -82,7 +82,9 @@ from evolve.report.output import check_output, resolve_format, write_output
 from evolve.commands.rules import rule_named
 from evolve.live.turns import TurnContexts, with_earlier_turns
 from evolve.export.engines.llama_cpp_python import module_source, runs
-from evolve.live.peers import LlamaCppPythonPeer, PeerSetup, peers_named, tune, tuned_row
+from evolve.live.deployed import check_engine_run, predict_engine_rows
+from evolve.live.peers import (BACKEND_PEERS, PEERS, LlamaCppPythonPeer, PeerSetup, engine_plain_row, peers_named, tune,
+                               tuned_row)
 from evolve.live.decoding import BlockVerifier, LiveCounts, autoregressive_text
 from evolve.live.tree_decoding import with_fixed_tree
 from heuristics.contract import Rule
@@ -188,7 +190,8 @@ class LiveExtras:
     tuned there, :func:`evolve.live.peers.tune`), ``exported`` ((row name, module text) of exported verification-length
     policies for llama-cpp-python: :mod:`evolve.export.engines.llama_cpp_python`), ``bootstrap`` (replicates of
     the speedup intervals, :mod:`evolve.eval.bootstrap`) and ``tree`` ((N nodes, K width) of the tree rows,
-    :mod:`evolve.live.tree_decoding`; None: none)."""
+    :mod:`evolve.live.tree_decoding`; None: none); ``engine_plain``: decode the plain row of the engine the backend
+    stands for (:data:`evolve.live.peers.BACKEND_PEERS`) even when that peer is not among ``peers``."""
 
     repeats: int = 1
     peers: tuple = ()
@@ -198,6 +201,7 @@ class LiveExtras:
     bootstrap: int = DEFAULT_REPLICATES
     tree: tuple[int, int] | None = None
     history: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()
+    engine_plain: bool = False
 
 
 @dataclass
@@ -215,13 +219,19 @@ class _Entry:
 def _peer_entries(config: HarvestConfig, extras: LiveExtras, setup, longest: int, prompts_ids) -> list[tuple]:
     """The peers' rows (:mod:`evolve.live.peers`), their tuned rows included, as (name, engine, ``decode(prompt ids,
     text index)``, plain) of interleaved entries; ``longest``: a bound of the prompt ids of any text decoded."""
-    if not extras.peers:
+    baseline = BACKEND_PEERS.get(config.backend) if extras.engine_plain else None
+    if baseline in {p.name for p in extras.peers}:
+        baseline = None
+    if not extras.peers and baseline is None:
         return []
     peer_setup = PeerSetup(str(config.target), torch_threads(), tuple(sorted(setup.engine.eos)),
                            longest + config.max_new_tokens + config.gamma + 16, extras.exported,
-                           lookup_lengths(config.ngram), config.gamma)
+                           lookup_lengths(config.ngram), config.gamma, config.device)
     given = dict(extras.peer_k)
     entries = []
+    if baseline is not None:  # the engine's own plain decoding beside ours, whatever the peers
+        row = engine_plain_row(PEERS[baseline], peer_setup)
+        entries.append((row.name, row.engine, (lambda ids, i, r=row: r.decode(ids, config.max_new_tokens)), True))
     for peer in extras.peers:
         rows = peer.rows(peer_setup)
         for row in list(rows):
@@ -345,7 +355,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
                f"{config.seed}; plain decoding: {ar.tokens} tokens, {ar.tokens_per_s:.2f} tokens/s")
     if extras.tree is not None:
         caption += f"; draft trees of {extras.tree[0]} nodes, width {extras.tree[1]}, verified by SpecInfer"
-    if extras.repeats > 1 or extras.peers:
+    if extras.repeats > 1 or len(reference) > 1:
         caption += _extended_caption(config, extras, entries, rows, groups)
     return LiveReport(rows, ar, caption, per_rule, dict(sorted(by_category.items())))
 
@@ -438,7 +448,8 @@ class LiveOptions:
     ``peer_k`` ((peer name, K) pairs), ``tune_prompts``, ``bootstrap`` and ``exported`` ((row name, module text) of
     exported policies, written by the command): :class:`LiveExtras`. ``tree_nodes`` (None: no tree rows) and
     ``tree_width``: the draft trees of the tree rows (:mod:`evolve.live.tree_decoding`), validated as the tree harvest's
-    (:meth:`evolve.harvest.config.HarvestConfig.check_tree`) but greedy decoding allowed.
+    (:meth:`evolve.harvest.config.HarvestConfig.check_tree`) but greedy decoding allowed. ``engine_plain``: decode
+    the plain row of the engine the backend stands for beside ours (:class:`LiveExtras`).
     """
 
     config: HarvestConfig
@@ -457,6 +468,7 @@ class LiveOptions:
     exported: tuple[tuple[str, str], ...] = ()
     tree_nodes: int | None = None
     tree_width: int = 2
+    engine_plain: bool = True
 
     @classmethod
     def from_options(cls, options: dict[str, Any], drafters: dict[str, Any]) -> "LiveOptions":
@@ -512,17 +524,22 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     rules = resolve_rules(o.rules, o.champions, tree is not None)
     texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split, config.categories)
     costs = load_costs(o.costs) if o.costs is not None else None
+    engine = None if costs is None else check_engine_run(o.costs, costs, o.peers, config.backend)
     exported = tuple(o.exported) or (exported_policies(o) if any(isinstance(p, LlamaCppPythonPeer) for p in peers)
                                      else ())
     shared = any(d.cross_request for d in chosen_drafters(config))
     history = request_history(o.data_dir, o.split) if shared and o.data_dir is not None else ()
-    extras = LiveExtras(o.repeats, peers, tuple(o.peer_k), o.tune_prompts, exported, o.bootstrap, tree, history)
+    extras = LiveExtras(o.repeats, peers, tuple(o.peer_k), o.tune_prompts, exported, o.bootstrap, tree, history,
+                        o.engine_plain)
     report = run_live(config, rules, on_text, texts, extras)
     for row, counts in zip(report.rows, report.counts):
         predicted = None if costs is None else counts.tokens / counts.predicted_seconds(costs)
         row["predicted_tokens_per_s"] = predicted
         row["predicted_speedup"] = None if predicted is None else predicted * costs.plain_token_s
-    if costs is not None and report.rows:
+    if engine is not None:  # the file predicts the engine's rows (evolve.live.deployed)
+        check_plain_rate(o.costs, costs, predict_engine_rows(report.rows, report.counts, costs, engine),
+                         f"{engine}'s own plain decoding, {counted(torch_threads(), 'thread')}")
+    elif costs is not None and report.rows:
         check_plain_rate(o.costs, costs, report.rows[0].get("ar_tokens_per_s"),
                          f"backend {config.backend}, {config.threads or 'default'} threads")
     if costs is not None and o.data_dir is not None and tree is None:

@@ -329,6 +329,18 @@ def cached_costs(path: str | os.PathLike | None) -> Costs:
     return _LOADED[key]
 
 
+#: What a cost file timed inside an engine's own decoding loop says in ``measured_in`` (``benchmark.py perf --write-costs
+#: FILE --engine NAME``, :mod:`evolve.perf.engine_loop`); its ``engine`` key names the engine.
+ENGINE_LOOP = "engine loop"
+
+
+def loop_engine(costs: Costs) -> str | None:
+    """The engine whose own loop timed ``costs``: its ``engine`` key when its ``measured_in`` is :data:`ENGINE_LOOP`,
+    else None (a file of the project's backends, or one written by hand)."""
+    name = costs.extra.get("engine")
+    return name if costs.extra.get("measured_in") == ENGINE_LOOP and isinstance(name, str) else None
+
+
 #: A cost file's plain decoding further than this (relative) from a live run's own is reported.
 PLAIN_TOLERANCE = 0.10
 
@@ -346,11 +358,12 @@ def check_plain_rate(path, costs: Costs, measured: float | None, where: str) -> 
         return None
     message = (f"{path}: plain decoding at {listed:.2f} tokens/s, but this run decoded plain text at {measured:.2f} "
                f"({ratio:.2f}x; {where}): the file was measured on another machine, backend, thread count or load, "
-               f"and its predictions here are off by as much; measure it here with benchmark.py perf --write-costs")
+               f"and its predictions here are off by as much; measure it here with benchmark.py perf --write-costs"
+               + (f" --engine {loop_engine(costs)}" if loop_engine(costs) else ""))
     warnings.warn(InputWarning(message), stacklevel=2)
     return message
 
 
 __all__ = ["finite_number", "Costs", "DEFAULT_COSTS", "DEFAULT_COST_RATIO", "FREE_DRAFTS", "MAX_FILE_BYTES", "MIN_SECONDS", "MAX_SECONDS",
-           "PLAIN_TOLERANCE", "check_plain_rate", "FORWARD_DIP_TOLERANCE", "BATCH_DIP_TOLERANCE", "costs_from_dict", "load_costs", "load_pinned_costs",
+           "PLAIN_TOLERANCE", "ENGINE_LOOP", "check_plain_rate", "loop_engine", "FORWARD_DIP_TOLERANCE", "BATCH_DIP_TOLERANCE", "costs_from_dict", "load_costs", "load_pinned_costs",
            "cached_costs", "concurrent_tokens_per_second", "ratio_costs"]

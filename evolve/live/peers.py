@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from evolve.engine.ngram import DEFAULT_LOOKUP
@@ -63,7 +63,8 @@ class PeerRow:
 class PeerSetup:
     """What the peers need: ``target`` (the model file), ``threads``, ``eos`` ids, ``n_ctx`` (tokens of context a
     llama.cpp context needs: the longest prompt + new tokens + a block), ``exported`` ((row name, module text) of exported policies for
-    llama-cpp-python) and ``ngram`` (MAX, MIN) and ``gamma`` the exported drafter's settings."""
+    llama-cpp-python) and ``ngram`` (MAX, MIN) and ``gamma`` the exported drafter's settings; ``device`` where
+    transformers runs the target (llama-cpp-python runs on the cpu)."""
 
     target: str
     threads: int
@@ -72,6 +73,7 @@ class PeerSetup:
     exported: tuple = ()
     ngram: tuple[int, int] = DEFAULT_LOOKUP
     gamma: int = 5
+    device: str = "cpu"
 
 
 def _counts(tokens: int, seconds: float, calls: int) -> LiveCounts:
@@ -126,7 +128,7 @@ class TransformersPeer(Peer):
 
         from evolve.engine.models import load_model, resolve_model
 
-        model = load_model(resolve_model(setup.target, "target"), "float32", "cpu").model
+        model = load_model(resolve_model(setup.target, "target"), "float32", setup.device).model
         model.eval()
         eos = list(setup.eos)
 
@@ -135,7 +137,8 @@ class TransformersPeer(Peer):
                 clock = _Clock()
                 extra = {} if k is None else {"prompt_lookup_num_tokens": k}
                 with torch.inference_mode():
-                    out = model.generate(torch.tensor([list(ids)]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                    ids_t = torch.tensor([list(ids)], device=setup.device)
+                    out = model.generate(ids_t, attention_mask=torch.ones_like(ids_t),
                                          max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos,
                                          pad_token_id=eos[0] if eos else None, streamer=clock, **extra)
                 seconds = (clock.t1 - clock.t0) if clock.t1 is not None else 0.0
@@ -198,6 +201,14 @@ class LlamaCppPythonPeer(Peer):
 
 #: The peers by name (``--peers NAME,...``).
 PEERS: dict[str, Peer] = {p.name: p for p in (TransformersPeer(), LlamaCppPythonPeer())}
+#: The engine whose own plain decoding every live table prints beside this project's backend's (``benchmark.py live``
+#: without ``--no-engine-plain``): backend name -> peer name.
+BACKEND_PEERS = {"torch": "transformers", "llama_cpp": "llama-cpp-python"}
+
+
+def engine_plain_row(peer: Peer, setup: PeerSetup) -> PeerRow:
+    """The plain decoding row of ``peer`` (the library's own decoding without speculation), alone."""
+    return next(row for row in peer.rows(replace(setup, exported=())) if row.plain)
 
 
 def peers_named(names: Sequence[str]) -> list[Peer]:
@@ -233,5 +244,5 @@ def tune(row: PeerRow, prompts: Sequence[Sequence[int]], max_new_tokens: int,
     return best
 
 
-__all__ = ["LLAMA_DEFAULT_K", "LLAMA_DEFAULT_NGRAM", "PEERS", "Peer", "PeerRow", "PeerSetup", "TRANSFORMERS_DEFAULT_K",
-           "TUNE_GRID", "peers_named", "tune", "tuned_row"]
+__all__ = ["BACKEND_PEERS", "LLAMA_DEFAULT_K", "LLAMA_DEFAULT_NGRAM", "PEERS", "Peer", "PeerRow", "PeerSetup",
+           "TRANSFORMERS_DEFAULT_K", "TUNE_GRID", "engine_plain_row", "peers_named", "tune", "tuned_row"]

@@ -261,7 +261,8 @@ class PerfOptions:
     merge their figures into ``output``. With ``costs`` (a path) the cost file of the target ``harvest_model``
     and the drafter (``drafters``: {drafter field: value} of the one drafter option given, as
     :class:`evolve.harvest.config.HarvestConfig` takes it) is measured and written there instead (:mod:`evolve.perf.costs`: ``gamma_max``, ``cost_repeats``, ``threads``,
-    ``backend``).
+    ``backend``), or, with ``engine`` (a name of :data:`evolve.perf.engine_loop.ENGINE_LOOPS`), inside that engine's own
+    decoding loop (:mod:`evolve.perf.engine_loop`).
     """
 
     data_dir: str | os.PathLike = "data"
@@ -289,6 +290,7 @@ class PerfOptions:
     gamma_max: int = 6
     cost_repeats: int = 7
     drafters: dict[str, Any] = field(default_factory=dict)
+    engine: str | None = None
 
 
 def perf_command(options: PerfOptions = PerfOptions(),
@@ -308,7 +310,12 @@ def perf_command(options: PerfOptions = PerfOptions(),
         check_output(o.costs, inputs=(o.harvest_model, o.harvest_prompts))
         config = HarvestConfig(target=o.harvest_model, prompts=o.harvest_prompts, **o.drafters,
                                gamma=o.gamma_max, threads=o.threads, backend=o.backend)
-        doc = measure_costs(config, o.gamma_max, o.cost_repeats, progress=progress)
+        if o.engine is not None:
+            from evolve.perf.engine_loop import measure_engine_costs
+
+            doc = measure_engine_costs(config, o.engine, o.gamma_max, o.cost_repeats, progress=progress)
+        else:
+            doc = measure_costs(config, o.gamma_max, o.cost_repeats, progress=progress)
         write_costs(o.costs, doc)
         return doc, render_costs(doc)
     check_output(o.output, inputs=(o.data_dir,))

@@ -55,7 +55,6 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
 
     from evolve.engine.backends import get_backend
     from evolve.engine.distributions import sample_index
-    from evolve.eval.costs import costs_from_dict
     from evolve.harvest.loop import build
     from evolve.harvest.prompts import encode_prompt, read_prompts
 
@@ -121,27 +120,43 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
             seconds, n = draft()
             drafted_total += n
             draft_s.append(seconds / max(n, 1))
-    forward_s, measured = _envelope([statistics.median(c) for c in curve], repeats)
-    doc = {
-        "target_forward_s": forward_s,
-        **({"target_forward_measured_s": measured} if measured != forward_s else {}),
-        "draft_token_s": statistics.median(draft_s),
-        "plain_token_s": statistics.median(plain),
-        "target_forward_relative": [t / forward_s[0] for t in forward_s],
-        "draft_token_relative": statistics.median(draft_s) / forward_s[0],
-        "plain_tokens_per_s": 1.0 / statistics.median(plain),
-        "drafted_tokens_per_call": drafted_total / repeats,
-        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                    "cpu_count": os.cpu_count()},
+    return cost_document(curve, draft_s, plain, drafted_total / repeats, gamma_max, repeats, len(ctx), {
         "threads": get_backend(config.backend).threads(config),
         "engine": config.backend,
         "target": {"path": setup.description["target"]["path"], "sha256": setup.description["target"]["sha256"]},
         "drafter": setup.description["drafter"],
         "dtype": config.dtype,
         "device": config.device,
+    })
+
+
+def cost_document(curve: list[list[float]], draft_s: list[float], plain: list[float], drafted_per_call: float,
+                  gamma_max: int, repeats: int, context_tokens: int, record: dict) -> dict:
+    """The cost file's JSON object from the timings: ``curve[T - 1]`` the seconds of the calls over T tokens,
+    ``draft_s`` seconds per drafted token and ``plain`` seconds per plain token (one per timing; each figure is
+    their median, the T-curve enveloped by :func:`_envelope`), the relative figures, the machine and the date, and
+    ``record`` (how and where it was timed: threads, engine, target, drafter, ...). Checked to load as a cost file
+    (:func:`evolve.eval.costs.costs_from_dict`)."""
+    from evolve.eval.costs import costs_from_dict
+
+    forward_s, measured = _envelope([statistics.median(c) for c in curve], repeats)
+    draft = statistics.median(draft_s) if draft_s else 0.0
+    plain_s = statistics.median(plain)
+    doc = {
+        "target_forward_s": forward_s,
+        **({"target_forward_measured_s": measured} if measured != forward_s else {}),
+        "draft_token_s": draft,
+        "plain_token_s": plain_s,
+        "target_forward_relative": [t / forward_s[0] for t in forward_s],
+        "draft_token_relative": draft / forward_s[0],
+        "plain_tokens_per_s": 1.0 / plain_s,
+        "drafted_tokens_per_call": drafted_per_call,
+        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                    "cpu_count": os.cpu_count()},
+        **record,
         "gamma_max": gamma_max,
         "repeats": repeats,
-        "context_tokens": len(ctx),
+        "context_tokens": context_tokens,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     costs_from_dict(doc, "measured costs")  # the file must load
@@ -184,7 +199,10 @@ def write_costs(path, doc: dict) -> None:
 def render_costs(doc: dict) -> str:
     """A short table of the figures."""
     rel = doc["target_forward_relative"]
-    lines = [f"target forward, T = 1: {doc['target_forward_s'][0] * 1e3:.2f} ms ({doc['threads']} threads)",
+    where = (f"timed inside {doc['engine']} {doc['engine_version']}'s own loop" if "engine_version" in doc else
+             f"timed on this project's {doc.get('engine')} backend")
+    lines = [where,
+             f"target forward, T = 1: {doc['target_forward_s'][0] * 1e3:.2f} ms ({doc['threads']} threads)",
              "T-curve / T=1: " + ", ".join(f"T={i + 1} {r:.2f}" for i, r in enumerate(rel)),
              f"drafter ({doc['drafter'].get('kind')}): {doc['draft_token_s'] * 1e3:.3f} ms per drafted token "
              f"= {doc['draft_token_relative']:.3f} of a T=1 forward ({doc['drafted_tokens_per_call']:.1f} drafted "

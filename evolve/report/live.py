@@ -73,7 +73,8 @@ def format_table(report: LiveReport) -> str:
         lines += ["", "predicted by the cost file (tokens emitted here / the cost file's seconds of the calls made "
                       "here, each by its drafted tokens): "
                   + "; ".join(f"{r['rule']} {r['predicted_tokens_per_s']:.2f} tok/s ({r['predicted_speedup']:.2f}x; "
-                              f"measured/predicted speedup {r['speedup'] / r['predicted_speedup']:.2f})"
+                              f"measured/predicted tokens/s {r['tokens_per_s'] / r['predicted_tokens_per_s']:.3f}, "
+                              f"speedup {r['speedup'] / r['predicted_speedup']:.3f})"
                               for r in predicted)]
     lines += category_lines(report)
     if extended:

@@ -241,6 +241,10 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
                                           f"{costs} by tokens per second (TV per token at most the champion's)")
     notes = (f"scored on {data} under {costs}: tokens per second on {REPORT_SPLIT}, champion "
              f"{rows[0].test:.6g}, this setting {rows[1].test:.6g}",)
+    plain = 1.0 / score.costs.plain_token_s
+    if best_valid < plain:  # the engine would run faster without speculation: say so in the file
+        notes += (f"predicted slower than plain decoding under this cost file ({best_valid:.6g} against "
+                  f"{plain:.6g} tokens per second on {TUNE_SPLIT}): deploy without speculation",)
     text = engine.render(best, provenance(rule, source, exact is not None, tuned, notes, drafter, gamma), schedule)
     return Written(text, best, exact is not None, tuple(rows))
 
@@ -307,7 +311,8 @@ def _table(head: list[str], body: list[list[str]]) -> str:
 def gap_table(engine: Engine, rows: tuple[Scored, ...], data: Any, costs: Any) -> str:
     """The gap rows as a plain-text table (columns padded, two spaces apart, a dashed rule line), with a caption;
     the TV column only when a row's TV per token is not 0; a setting marked ``*`` runs as written only under the
-    condition its file states (a footer says so)."""
+    condition its file states (a footer says so); a written setting predicted slower than plain decoding (the cost
+    file's ``plain_token_s``) on the valid split is named in a footer, as its file's notes name it."""
     tv = any(r.tv for r in rows)
     head = ["row", "setting", f"tok/s {TUNE_SPLIT}", f"tok/s {REPORT_SPLIT}"] + ([f"TV/token {REPORT_SPLIT}"] if tv
                                                                                 else [])
@@ -316,6 +321,10 @@ def gap_table(engine: Engine, rows: tuple[Scored, ...], data: Any, costs: Any) -
                f"{TUNE_SPLIT}) and its default, scored on {REPORT_SPLIT} of {data} under cost file {costs}")
     footer = ("\n* runs as priced only under the condition the written file states (its header)\n"
               if any(r.setting.endswith("*") for r in rows) else "")
+    plain = 1.0 / load_costs(costs).plain_token_s
+    if rows[1].valid is not None and rows[1].valid < plain:
+        footer += (f"\nplain decoding under this cost file: {_number(plain)} tokens/s, faster than the written setting "
+                   f"on {TUNE_SPLIT}: deploy without speculation (the file says so)\n")
     return caption + "\n\n" + _table(head, body) + footer
 
 

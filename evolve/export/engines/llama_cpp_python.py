@@ -62,17 +62,17 @@ VERSION = "0.3.36"
 MAX_GAMMA = 4096
 
 
-def _render(setting: Setting, provenance: Provenance, schedule=None) -> str:
+def _render(setting: Setting, provenance: Provenance, schedule=None, notes: tuple[str, ...] = ()) -> str:
     """The module text of the policy ``setting.rule`` (:func:`module_source`; checked by :func:`check_policy`), its
     defaults the n-gram lengths and draft length of the champion's run where the champion file
     ``provenance.source`` records them (:func:`_harvest_settings`), else prompt lookup 3..1 and 8 drafts; a schedule
     is not read (the module runs one request). Raises: InputError as :func:`check_policy` and
-    :func:`_harvest_settings`."""
+    :func:`_harvest_settings`. ``notes``: as :func:`module_source`."""
     rule = setting.rule
     check_policy(rule)
     source = provenance.source
     ngram, gamma = _harvest_settings(source) if Path(source).is_file() else (DEFAULT_LOOKUP, 8)
-    return module_source(rule, source, ngram, gamma)
+    return module_source(rule, source, ngram, gamma, notes)
 
 
 #: What llama-cpp-python runs: a per-draft-step decision inside its own speculative loop, given the columns of
@@ -166,12 +166,14 @@ def check_policy(rule: Rule) -> None:
     ENGINE.support(rule.program_kind).exact(rule, None)  # the kind refuses what it cannot run here (a lossy verifier)
 
 
-def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_LOOKUP, gamma: int = 8) -> str:
+def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_LOOKUP, gamma: int = 8,
+                  notes: tuple[str, ...] = ()) -> str:
     """The text of a standalone module defining ``PolicyPromptLookup(LlamaDraftModel)`` for ``rule`` (module doc).
 
     Args: ``rule`` a verification-length policy (an expression rule; :func:`check_policy`), ``provenance`` where it
     came from (written as a string literal, e.g. the champion file), ``ngram`` (MAX, MIN) the default n-gram lengths
-    and ``gamma`` the default longest draft of the class (its harvest's ``--draft-ngram`` and ``--gamma``).
+    and ``gamma`` the default longest draft of the class (its harvest's ``--draft-ngram`` and ``--gamma``); ``notes``
+    paragraphs added to the module's docstring (how the export priced it: :mod:`evolve.export.engines.priced`).
     Returns the module text (str). Raises: InputError as :func:`check_policy`.
     """
     check_policy(rule)
@@ -194,7 +196,8 @@ def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_
            f'before a text, or the first call after a new prompt takes all but the last token as the prompt. '
            f'llama-cpp-python '
            f'verifies the drafts by its own sampling: with temperature 0 the text is plain greedy decoding\'s.\n\n'
-           f'The policy, as exported for numpy (keep_drafting):\n"""')
+           + "".join(f"{_doc_paragraph(note)}\n\n" for note in notes)
+           + 'The policy, as exported for numpy (keep_drafting):\n"""')
     parts = [doc, "from __future__ import annotations", "", "from llama_cpp.llama_speculative import LlamaDraftModel",
              policy[body_start:].rstrip("\n"), "",
              "#: Defaults of PolicyPromptLookup: the n-gram lengths and the longest draft of the policy's run where its champion "
@@ -205,6 +208,15 @@ def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_
              core_source(_occurrences).rstrip("\n"), core_source(lookup_match).rstrip("\n"),
              core_source(lookup_columns).rstrip("\n"), _CLASS.rstrip("\n"), ""]
     return "\n".join(parts)
+
+
+def _doc_paragraph(text: str) -> str:
+    """``text`` as a paragraph of the generated docstring: wrapped at 100 columns, every character that is not
+    printable, a backslash or a double quote written as '?' (no text from a file path reaches the module's source
+    unchecked)."""
+    import textwrap
+
+    return textwrap.fill("".join(c if c.isprintable() and c not in '\\"' else "?" for c in text), 100)
 
 
 def _harvest_settings(source: str) -> tuple[tuple[int, int], int]:
@@ -246,9 +258,17 @@ def champion_module(spec: str, champions_dir: str | os.PathLike | None = None) -
     Raises: InputError as :func:`evolve.export.exporter.resolve_rule`, :func:`check_policy` and
     :func:`_harvest_settings`."""
     rule, source = resolve_rule(spec, champions_dir)
-    return rule, _render(Setting("the policy", rule, {}),
-                         Provenance(rule.name, rule.expression or "", source, rule.kind, True))
+    return rule, policy_module(rule, source)
+
+
+def policy_module(rule: Rule, source: str, notes: tuple[str, ...] = ()) -> str:
+    """:func:`module_source` of ``rule`` (the champion read from ``source``, or a setting written in its place: the
+    module's defaults are those of the champion's run, as :func:`champion_module`), with ``notes`` in its docstring.
+
+    Raises: InputError as :func:`check_policy` and :func:`_harvest_settings`."""
+    return _render(Setting("the policy", rule, {}), Provenance(rule.name, rule.expression or "", source, rule.kind,
+                                                               True), notes=notes)
 
 
 __all__ = ["COLUMN_VALUES", "ENGINE", "MAX_GAMMA", "NAME", "VERSION", "champion_module",
-           "check_policy", "module_source", "runs"]
+           "check_policy", "module_source", "policy_module", "runs"]
