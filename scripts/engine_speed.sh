@@ -63,14 +63,34 @@ for name in $WORKLOADS; do
     fi
     # 5. live on the test split: ours, the engine's plain decoding, its own prompt lookup (default and tuned),
     #    and the exported module inside Llama.generate, predicted against measured under the engine's file
+    [ -f "$OUT/$name.valid_prompts.txt" ] || "$PYTHON" scripts/engine_speed_summary.py --valid-prompts \
+        "${PROMPTS[$name]}" "$OUT/$name" "$OUT/$name.valid_prompts.txt"
     if [ ! -f "$OUT/$name.live.txt" ]; then
         stamp "live $name"
         # shellcheck disable=SC2086
         "$PYTHON" benchmark.py live --target "$MODEL" --backend llama_cpp --draft-ngram 3,1 --prompts "${PROMPTS[$name]}" \
             ${EXTRA[$name]} --data "$OUT/$name" --split test --gamma "$GAMMA" --temperature 0 --threads 1 \
-            --repeats "$REPEATS" --peers llama-cpp-python --peer-k llama-cpp-python=1 --costs "$ENGINE_COSTS" \
+            --repeats "$REPEATS" --peers llama-cpp-python --tune-prompts "$OUT/$name.valid_prompts.txt" \
+            --costs "$ENGINE_COSTS" \
             --champion "$OUT/$name.champion.json" --no-progress --output "$OUT/$name.live.txt" \
             > "$OUT/$name.live.log" 2>&1
     fi
 done
+# 6. transformers: the torch backend beside generate(), its prompt lookup at its documented K = 10 and at the length
+#    the summary's transformers table writes for the input-grounded workload (5 drafts), under transformers' own file
+if [ ! -f "$OUT/grounded_torch.live.txt" ]; then
+    stamp "live grounded_llama on torch"
+    "$PYTHON" benchmark.py live --target "$MODEL" --backend torch --draft-ngram 3,1 --prompts prompts/grounded_prompts.txt \
+        --max-new-tokens 64 --data "$OUT/grounded_llama" --split test --gamma "$GAMMA" --temperature 0 --threads 1 \
+        --repeats "$REPEATS" --peers transformers --peer-k transformers=5 --costs "$OUT/costs/transformers.json" \
+        --rule fixed_gamma:gamma=5 --no-progress --output "$OUT/grounded_torch.live.txt" > "$OUT/grounded_torch.live.log" 2>&1
+fi
+# 7. plain decoding parity: the torch backend against transformers' generate() on 8 general prompts
+if [ ! -f "$OUT/torch_plain_parity.txt" ]; then
+    stamp "plain decoding parity (torch)"
+    head -8 prompts/smollm2_prompts.txt > "$OUT/p8.txt"
+    "$PYTHON" benchmark.py live --target "$MODEL" --backend torch --prompts "$OUT/p8.txt" --draft-ngram 3,1 \
+        --rule fixed_gamma:gamma=0 --temperature 0 --max-new-tokens 64 --repeats "$REPEATS" --threads 1 --no-progress \
+        --output "$OUT/torch_plain_parity.txt" > "$OUT/torch_plain_parity.log" 2>&1
+fi
 stamp "done"
