@@ -62,7 +62,8 @@ for name in $WORKLOADS; do
             --output "$OUT/$name.policy.py" > "$OUT/$name.export.txt"
     fi
     # 5. live on the test split: ours, the engine's plain decoding, its own prompt lookup (default and tuned),
-    #    and the exported module inside Llama.generate, predicted against measured under the engine's file
+    #    and the champion's module inside Llama.generate, predicted against measured under the engine's file (live
+    #    exports the champion itself: the same file step 4 writes where its table marks the champion written)
     [ -f "$OUT/$name.valid_prompts.txt" ] || "$PYTHON" scripts/engine_speed_summary.py --valid-prompts \
         "${PROMPTS[$name]}" "$OUT/$name" "$OUT/$name.valid_prompts.txt"
     if [ ! -f "$OUT/$name.live.txt" ]; then

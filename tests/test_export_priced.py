@@ -158,3 +158,14 @@ def test_an_engine_setting_predicted_slower_than_plain_decoding_says_so(engine_r
     assert res.exit_code == 0, res.output
     assert "deploy without speculation" in " ".join(res.output.split())  # the footer, wrapped to the width
     assert "deploy without speculation" in " ".join(out.read_text().split())
+
+
+def test_a_run_targeting_llama_cpp_python_with_a_lossy_verifier_is_refused_before_the_search(lookup_data):
+    from evolve.commands.target_engine import for_engine
+    from evolve.search.config import resolve
+
+    cfg = resolve({"data": lookup_data, "evolve": "verify-length", "objective": "tokens_per_second",
+                   "verify_with": "fuzzy_sd_0.1"}, None)
+    with pytest.raises(InputError, match="not with 'fuzzy_sd_0.1'") as info:
+        for_engine(cfg, "llama-cpp-python")
+    assert info.value.param == "verify_with"

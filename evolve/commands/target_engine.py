@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from evolve.errors import InputError
 from evolve.export.engines import llama_cpp_python
+from heuristics.length_policies import BLOCK_VERIFIER_NAME, STANDARD_VERIFIER_NAME
 
 #: The engines a run can target: name -> the :class:`evolve.export.engines.base.Engine` whose step columns bound the
 #: features (the draft-model targets of ``python -m evolve export``).
@@ -25,7 +26,7 @@ def for_engine(cfg, name: str):
     ``auto`` becomes the engine's step columns; a list is kept when every feature is among them.
 
     Raises: InputError (one line) for an unknown engine (parameter ``target_engine``), a kind the engine does not run
-    (parameter ``evolve``), or a feature it cannot give (parameter ``features``, naming the feature, the engine and what
+    (parameter ``evolve``), a lossy verifier (parameter ``verify_with``), or a feature it cannot give (parameter ``features``, naming the feature, the engine and what
     it gives)."""
     if name not in TARGET_ENGINES:
         raise InputError(f"no target engine '{name}' (choose from {', '.join(TARGET_ENGINES)})", param="target_engine")
@@ -33,6 +34,10 @@ def for_engine(cfg, name: str):
     if engine.support(cfg.program_kind) is None:
         raise InputError(f"{name} runs per-draft-step policies (verify-length) inside its loop, not a {cfg.evolve} "
                          f"program", param="evolve")
+    verifier = cfg.setting("verify_with")
+    if verifier not in (None, STANDARD_VERIFIER_NAME, BLOCK_VERIFIER_NAME):
+        raise InputError(f"{name} verifies drafts only by matching its own samples (lossless), not with "
+                         f"'{verifier}'", param="verify_with")
     columns = engine.capabilities.step_columns
     if cfg.features == "auto":
         return replace(cfg, features=tuple(columns))

@@ -42,14 +42,18 @@ class Priced:
 def check_cost_engine(path, costs, target: str, own_loop: bool = True) -> None:
     """Refuse (InputError, one line naming the file and both engines, parameter ``costs``) a cost file timed in an
     engine other than ``target``: an engine loop's file (:func:`evolve.eval.costs.loop_engine`) of another engine, or,
-    with ``own_loop`` (a target whose loop can be timed here, :mod:`evolve.perf.engine_loop`), a file of the project's
-    backends (their ``engine`` key). Without ``own_loop`` (an engine not timed here: vLLM, SGLang, ...) a backend's
-    file stands for the engine's costs, as the tuning of :mod:`evolve.export.engines.deploy` has always read it."""
+    with ``own_loop`` (a draft-model target, whose module runs in the engine's own loop), any other file that names
+    an engine (the project's backends' files, their ``engine`` key). Without ``own_loop`` (the engines whose exports
+    are configurations, :mod:`evolve.export.engines.deploy`, transformers' included) a backend's file stands for the
+    engine's costs, as their tuning has always read it."""
     timed = loop_engine(costs)
     named = costs.extra.get("engine")
     if timed == target or (timed is None and (not own_loop or not isinstance(named, str))):
         return
-    where = f"{timed}'s own loop" if timed is not None else f"this project's {named} backend"
+    from evolve.engine.backends import backend_names
+
+    where = (f"{timed}'s own loop" if timed is not None else f"this project's {named} backend"
+             if named in backend_names() else f"'{named}' (its engine key), not in {target}'s own loop")
     raise InputError(f"{path}: timed in {where}, but the export is for {target}, whose loop costs differ; time a "
                      f"cost file in {target}'s own loop (benchmark.py perf, engine {target})", param="costs")
 
