@@ -31,6 +31,9 @@ KIND_NAME = "verify-length"
 STANDARD_VERIFIER_NAME = "standard_rejection"
 #: Lossless block verification as a verifier.
 BLOCK_VERIFIER_NAME = "block_verification"
+#: The ``verify_with`` settings an engine that verifies by matching its own samples runs (llama-cpp-python's loop;
+#: None: the default, standard).
+LOOP_VERIFIERS = (None, STANDARD_VERIFIER_NAME, BLOCK_VERIFIER_NAME)
 #: Longest fixed draft length of the sweep grid.
 MAX_FIXED_GAMMA = 8
 
@@ -85,5 +88,5 @@ POLICY_FAMILIES: dict[str, Family] = {f.name: f for f in (
            "SpecDec++ (Huang et al. 2024, arXiv 2405.19715)", columns=("draft_top_prob",)),
 )}
 
-__all__ = ["POLICY_FAMILIES", "MAX_FIXED_GAMMA", "STANDARD_VERIFIER_NAME", "BLOCK_VERIFIER_NAME", "confidence_threshold",
+__all__ = ["LOOP_VERIFIERS", "POLICY_FAMILIES", "MAX_FIXED_GAMMA", "STANDARD_VERIFIER_NAME", "BLOCK_VERIFIER_NAME", "confidence_threshold",
            "fixed_gamma", "suffix_rule"]

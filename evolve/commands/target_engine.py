@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from evolve.errors import InputError
 from evolve.export.engines import llama_cpp_python
-from heuristics.length_policies import BLOCK_VERIFIER_NAME, STANDARD_VERIFIER_NAME
+from heuristics.length_policies import LOOP_VERIFIERS
 
 #: The engines a run can target: name -> the :class:`evolve.export.engines.base.Engine` whose step columns bound the
 #: features (the draft-model targets of ``python -m evolve export``).
@@ -35,7 +35,7 @@ def for_engine(cfg, name: str):
         raise InputError(f"{name} runs per-draft-step policies (verify-length) inside its loop, not a {cfg.evolve} "
                          f"program", param="evolve")
     verifier = cfg.setting("verify_with")
-    if verifier not in (None, STANDARD_VERIFIER_NAME, BLOCK_VERIFIER_NAME):
+    if verifier not in LOOP_VERIFIERS:
         raise InputError(f"{name} verifies drafts only by matching its own samples (lossless), not with "
                          f"'{verifier}'", param="verify_with")
     columns = engine.capabilities.step_columns

@@ -16,6 +16,7 @@ from typing import Sequence
 
 from evolve.errors import InputError
 from evolve.eval.costs import loop_engine
+from evolve.live.peers import exported_row_name
 
 
 def check_engine_run(path, costs, peers: Sequence[str], backend: str) -> str | None:
@@ -37,7 +38,7 @@ def predict_engine_rows(rows: list[dict], counts: Sequence, costs, engine: str) 
     """Set ``predicted_tokens_per_s`` and ``predicted_speedup`` of ``rows`` (the live report's, this project's first,
     aligned with ``counts``, their :class:`evolve.live.decoding.LiveCounts`) for a file timed in ``engine``'s loop
     (module doc). Returns the engine's plain row's measured tokens/s (None when the run has none)."""
-    ours = {row["rule"]: c for row, c in zip(rows, counts)}
+    ours = {exported_row_name(engine, row["rule"]): c for row, c in zip(rows, counts)}  # by their exported row
     plain = None
     for row in rows:
         row["predicted_tokens_per_s"] = row["predicted_speedup"] = None
@@ -47,10 +48,8 @@ def predict_engine_rows(rows: list[dict], counts: Sequence, costs, engine: str) 
         if name == f"{engine} plain":
             plain = row["tokens_per_s"]
             predicted = 1.0 / costs.plain_token_s
-        elif name.startswith(f"{engine} ") and name.endswith(" (exported)") \
-                and name[len(engine) + 1:-len(" (exported)")] in ours:
-            c = ours[name[len(engine) + 1:-len(" (exported)")]]
-            predicted = c.tokens / c.predicted_seconds(costs)
+        elif name in ours:
+            predicted = ours[name].tokens / ours[name].predicted_seconds(costs)
         else:
             continue
         row["predicted_tokens_per_s"] = predicted

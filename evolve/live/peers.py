@@ -76,6 +76,11 @@ class PeerSetup:
     device: str = "cpu"
 
 
+def exported_row_name(engine: str, policy: str) -> str:
+    """The row name of ``policy`` exported into ``engine`` and decoded there (``ENGINE POLICY (exported)``)."""
+    return f"{engine} {policy} (exported)"
+
+
 def _counts(tokens: int, seconds: float, calls: int) -> LiveCounts:
     return LiveCounts(tokens=tokens, target_calls=calls, seconds=seconds, expected_tokens=float(tokens))
 
@@ -195,7 +200,7 @@ class LlamaCppPythonPeer(Peer):
                                                     eos_token_ids=tuple(setup.eos))
                 drafter.start(prompt_len)
                 return drafter
-            rows.append(PeerRow(f"llama-cpp-python {name} (exported)", self.name, decoder(make)))
+            rows.append(PeerRow(exported_row_name(self.name, name), self.name, decoder(make)))
         return rows
 
 
@@ -245,4 +250,4 @@ def tune(row: PeerRow, prompts: Sequence[Sequence[int]], max_new_tokens: int,
 
 
 __all__ = ["BACKEND_PEERS", "LLAMA_DEFAULT_K", "LLAMA_DEFAULT_NGRAM", "PEERS", "Peer", "PeerRow", "PeerSetup",
-           "TRANSFORMERS_DEFAULT_K", "TUNE_GRID", "engine_plain_row", "peers_named", "tune", "tuned_row"]
+           "TRANSFORMERS_DEFAULT_K", "TUNE_GRID", "engine_plain_row", "exported_row_name", "peers_named", "tune", "tuned_row"]

@@ -27,8 +27,8 @@ from evolve.kinds.verify_length import KIND
 from evolve.kinds.verify_length.eval_schedule import batch_schedule, fixed_length_table, length_throughput
 from evolve.traces.io import load_split
 from heuristics.contract import Rule
-from heuristics.length_policies import (BLOCK_VERIFIER_NAME, CONFIDENCE_GRID, STANDARD_VERIFIER_NAME, confidence_threshold,
-                                       fixed_gamma, suffix_rule)
+from heuristics.length_policies import (BLOCK_VERIFIER_NAME, CONFIDENCE_GRID, LOOP_VERIFIERS, STANDARD_VERIFIER_NAME,
+                                       confidence_threshold, fixed_gamma, suffix_rule)
 
 #: The end of a schedule's last range: its length holds from the largest batch size listed up to this one.
 LAST_BATCH_SIZE = 65536
@@ -88,7 +88,7 @@ def _step_policy(engine: Engine) -> KindSupport:
 
     def exact(rule: Rule, gamma: int | None) -> Setting | None:
         verifier = rule.setting("verify_with")
-        if verifier not in (None, STANDARD_VERIFIER_NAME, BLOCK_VERIFIER_NAME):
+        if verifier not in LOOP_VERIFIERS:
             raise InputError(f"policy '{rule.name}' verifies with '{verifier}'; {engine.title} verifies drafts only "
                              f"by matching its own samples (standard_rejection under greedy decoding)")
         reads = straight_line(rule.nodes).features if rule.nodes is not None else ('?',)
