@@ -180,14 +180,14 @@ def test_a_tuned_export_prints_the_gap_and_beats_the_default_on_valid(vocab_data
     assert flags["--spec-draft-p-min"] == "0" and "tuned on split valid" in out.read_text()
     written = engine_config(get_rule("confidence_threshold:h=0.4"), "test", ENGINES["llama.cpp"], vocab_dataset,
                             cost_file)
-    champion, best, default = written.rows
+    champion, best, default, plain = written.rows
     assert not written.exact and best.setting == f"length={flags['--spec-draft-n-max']}"
     assert best.valid >= default.valid  # the default (--spec-draft-n-max 3) is one of the settings tuned
 
 
 def test_a_lossy_champion_is_tuned_within_its_tv(vocab_dataset, cost_file):
     written = engine_config(get_rule("sglang_0.5_0.8"), "test", ENGINES["tensorrt-llm"], vocab_dataset, cost_file)
-    champion, best, _ = written.rows
+    champion, best, _, _ = written.rows
     assert best.tv is not None and champion.tv is not None and best.tv <= champion.tv + 1e-12
 
 

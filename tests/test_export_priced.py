@@ -147,17 +147,32 @@ def test_the_targeted_champion_exports_and_a_loop_file_prices_only_its_engine(en
     assert differs.exit_code == 2 and "Traceback" not in differs.output
 
 
-def test_an_engine_setting_predicted_slower_than_plain_decoding_says_so(engine_run, lookup_data):
-    """An engine file (transformers, its own loop) under which every draft costs more than it gains: the written
-    setting is named slower than plain decoding, in the table's footer and in the file."""
+def test_an_engine_setting_predicted_slower_than_plain_decoding_is_never_written(engine_run, lookup_data):
+    """Never a configuration predicted to lose: under an engine file (transformers, its own loop) where every draft
+    costs more than it gains, the policy's best expressible setting is drafting nothing (plain decoding, speedup
+    1.000x); an exact champion (a fixed length vLLM runs as written) is replaced by plain decoding, named in the
+    table's footer and in the file, which vLLM then reads as no speculative-config."""
     run_dir, root = engine_run
     steep = _costs(root, "tf_steep.json", [0.02 * (1 + 2.0 * t) for t in range(8)], "transformers")
     out = root / "tf_steep.out"
     res = CliRunner().invoke(cli, ["export", run_dir, "--to", "transformers", "--data", lookup_data, "--costs", steep,
                                    "--output", str(out)])
     assert res.exit_code == 0, res.output
-    assert "deploy without speculation" in " ".join(res.output.split())  # the footer, wrapped to the width
-    assert "deploy without speculation" in " ".join(out.read_text().split())
+    best = next(line.split() for line in res.output.splitlines() if line.startswith("best expressible"))
+    assert best[2] == "length=0" and best[-1] == "1.000x"
+    assert "use: plain decoding" in out.read_text()
+    by_hand = _costs(root, "steep.json", [0.02 * (1 + 2.0 * t) for t in range(8)], None, False)
+    out = root / "steep.yaml"
+    res = CliRunner().invoke(cli, ["export", "fixed_gamma:gamma=3", "--to", "vllm", "--data", lookup_data, "--costs",
+                                   by_hand, "--output", str(out)])
+    assert res.exit_code == 0, res.output
+    shown = " ".join(res.output.split())
+    assert "plain decoding (written)" in shown and "deploy without speculation" in shown
+    text = " ".join(out.read_text().split())
+    assert "written: plain decoding in place of length=3" in text and "use: plain decoding" in text
+    from evolve.export.engines.text import read_yaml_text
+
+    assert read_yaml_text(out.read_text()) == {}  # no speculative-config: vLLM decodes plainly
 
 
 def test_a_run_targeting_llama_cpp_python_with_a_lossy_verifier_is_refused_before_the_search(lookup_data):

@@ -151,3 +151,37 @@ def test_task_group_table_lists_our_rows_only_when_peers_are_beside_them():
     lines = category_lines(report)
     assert any(line.startswith("fixed_gamma:gamma=2") and "2.00 2.00x" in line for line in lines)
     assert not any(line.startswith("transformers plain") for line in lines)
+
+
+def test_llama_cpp_python_peer_runs_an_exported_suffix_policy_with_its_own_cache(tmp_path, monkeypatch):
+    """With llama-cpp-python and arctic-inference: a suffix-decoding run's exported policy runs as
+    ``PolicySuffixDecoding`` inside ``Llama.generate``, one draft model across the texts of a repeat, started again
+    (warmed with the earlier splits' texts) for every repeat, and decodes plain greedy decoding's text."""
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("arctic_inference.suffix_decoding")
+    from evolve.export.engines.llama_cpp_python import module_source
+    from evolve.live import peers
+    from heuristics.contract import Rule
+    from test_export_llama_cpp_python import llama_gguf
+
+    path = llama_gguf(tmp_path, monkeypatch)
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("abc abc abc de\nabc abc de de\nxyz xyz abc\n")
+    policy = Rule("suffix_policy", "t", "t", expression="sub(mul(suffix_match_len, suffix_prob), add(1.0, draft_index))",
+                  lossless=True, kind="verify-length")
+    started, fresh = [], peers._SuffixHeld.fresh
+
+    def counted(self):
+        fresh(self)
+        started.append(self.model._requests)  # the texts warmed into the new cache
+    monkeypatch.setattr(peers._SuffixHeld, "fresh", counted)
+    history = (((5, 6, 7, 5, 6), (7, 5, 6, 7)),)
+    extras = LiveExtras(peers=(PEERS["llama-cpp-python"],), peer_k=(("llama-cpp-python", 2),), bootstrap=40,
+                        repeats=2, history=history,
+                        exported=((policy.name, module_source(policy, "test", gamma=3, suffix=(16, 50))),))
+    report = run_live(HarvestConfig(target=str(path), prompts=str(prompts), gamma=3, max_new_tokens=MAX_NEW,
+                                    suffix=(16, 50), temperature=0.0), [], extras=extras)
+    rows = {r["rule"]: r for r in report.rows if r["engine"] == "llama-cpp-python"}
+    assert "llama-cpp-python suffix_policy (exported)" in rows
+    assert all(r["same_text"] == 1.0 and r["tokens"] > 0 for r in rows.values())
+    assert started == [1, 1, 1]  # the warm-up's model, then one per repeat, each holding the history alone

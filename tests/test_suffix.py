@@ -173,3 +173,30 @@ def test_a_sharded_harvest_refuses_a_shared_cache(llama_files, repeating, tmp_pa
     res = CliRunner().invoke(generate_cli, ["harvest", "--target", llama_files["target"], "--prompts", str(repeating),
                                             "--draft-suffix", "16", "--shards", "2", "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and "shares a cache across texts" in res.stderr
+
+
+def test_a_run_targeting_llama_cpp_python_exports_a_suffix_draft_model(harvest, tmp_path):
+    """``run --target-engine llama-cpp-python`` on a suffix harvest reads the suffix columns the module gives; its
+    champion exports as ``PolicySuffixDecoding`` with the harvest's depth, cache and gamma, priced under a cost file of
+    the engine's loop (the fastest of the champion, plain decoding and the fixed lengths written)."""
+    from evolve.export.engines.llama_cpp_python import SUFFIX_VALUES
+
+    res = _ok(evolve_cli, ["run", "--data", harvest, "--evolve", "verify-length", "--objective", "tokens_per_second",
+                           "--costs", GPU_LIKE, "--gamma", "4", "--target-engine", "llama-cpp-python", "--population",
+                           "12", "--generations", "1", "--out", tmp_path / "runs", "--no-progress"])
+    run = Path(res.stdout.strip().splitlines()[-1])
+    features = json.loads((run / "run.json").read_text())["features"]
+    assert set(features) == set(SUFFIX_VALUES)
+    text = _ok(evolve_cli, ["export", run, "--to", "llama-cpp-python"]).stdout
+    assert "class PolicySuffixDecoding(_PolicyDraft)" in text and "DEPTH, CACHED, GAMMA = 16, 50, 4" in text
+    assert "class PolicyPromptLookup" not in text
+    loop = tmp_path / "loop.json"
+    loop.write_text(json.dumps({"target_forward_s": [0.02 * (1 + 0.05 * t) for t in range(5)], "draft_token_s": 1e-5,
+                                "plain_token_s": 0.02, "engine": "llama-cpp-python", "measured_in": "engine loop"}))
+    priced = _ok(evolve_cli, ["export", run, "--to", "llama-cpp-python", "--costs", loop, "--output",
+                              tmp_path / "draft.py"])
+    assert "(written)" in priced.stdout and "class PolicySuffixDecoding" in (tmp_path / "draft.py").read_text()
+    lookup = CliRunner().invoke(evolve_cli, ["run", "--data", str(harvest), "--evolve", "verify-length",
+                                             "--target-engine", "llama-cpp-python", "--features",
+                                             "draft_index,lookup_len", "--out", str(tmp_path / "r2"), "--no-progress"])
+    assert lookup.exit_code == 2 and "'lookup_len' is not given by llama-cpp-python's drafter" in lookup.stderr

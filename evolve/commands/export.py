@@ -37,7 +37,8 @@ from heuristics.contract import Rule
 
 #: Targets that write a rule as a draft model inside an engine's own speculative loop: name -> the module that writes
 #: it (``champion_module(spec, champions directory) -> (rule, module text)``; ``policy_module(rule, source, notes)``
-#: for a setting priced in its place, :mod:`evolve.export.engines.priced`).
+#: for a setting priced in its place, :mod:`evolve.export.engines.priced`; ``check_policy(rule, family)`` and
+#: ``drafter_of(source, data)``, the drafter family the module drafts with).
 DRAFT_MODELS = {llama_cpp_python.NAME: llama_cpp_python}
 
 
@@ -106,13 +107,14 @@ def _priced(o: ExportOptions, writer) -> Exported:
     ``o.data`` (else the dataset the champion's run recorded): the champion, or the setting predicted faster there."""
     rule, source = resolve_rule(o.champion, o.champions_dir)
     rule.program_kind.check_rule(rule)
-    writer.check_policy(rule)
+    writer.check_policy(rule, writer.drafter_of(source))
     found = contexts([source]) if Path(source).is_file() else []
     data = o.data if o.data is not None else (found[0].data_dir if found and found[0].data_dir else None)
     if data is None:
         raise InputError(f"pricing '{rule.name}' in {o.target} needs a dataset (valid and test splits), and the "
                          f"champion records none", param="data")
     data = resolve_data(data, found, data, param="data")
+    writer.drafter_of(source, data)  # the dataset drafted as the champion's harvest did
     priced = priced_policy(rule, data, o.costs, resolve_gamma(None, found), o.target)
     text = writer.policy_module(priced.rule, source, priced.notes)
     return Exported(priced.rule, text, fit_width(priced_table(priced, o.target, data, o.costs)))

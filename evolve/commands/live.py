@@ -72,6 +72,7 @@ from evolve.harvest.loop import build, text_rng
 from evolve.engine.drafters import chosen_drafters
 from evolve.files.digest import same_digest, sha256_file
 from evolve.engine.ngram import lookup_lengths
+from evolve.engine.suffix import suffix_settings
 from evolve.harvest.subset import request_history
 from evolve.harvest.prompts import PromptFile, encode_prompt, read_prompt_file, read_prompts
 from evolve.eval.evaluator import EvalData
@@ -206,13 +207,15 @@ class LiveExtras:
 
 @dataclass
 class _Entry:
-    """One row decoded in the interleaved loop: its name, engine, ``run(text index) -> (ids, LiveCounts)``, and
-    per (repeat, text) the results."""
+    """One row decoded in the interleaved loop: its name, engine, ``run(text index) -> (ids, LiveCounts)``, whether it
+    is plain decoding, ``fresh()`` (a peer row's cache across texts started again for each repeat:
+    :attr:`evolve.live.peers.PeerRow.fresh`) and per (repeat, text) the results."""
 
     name: str
     engine: str
     run: Callable[[int], tuple[list[int], LiveCounts]]
     plain: bool = False
+    fresh: Callable[[], None] | None = None
     results: dict = field(default_factory=dict)
 
 
@@ -224,14 +227,16 @@ def _peer_entries(config: HarvestConfig, extras: LiveExtras, setup, longest: int
         baseline = None
     if not extras.peers and baseline is None:
         return []
+    suffix = suffix_settings(config.suffix) if config.suffix is not None else None
     peer_setup = PeerSetup(str(config.target), torch_threads(), tuple(sorted(setup.engine.eos)),
                            longest + config.max_new_tokens + config.gamma + 16, extras.exported,
-                           lookup_lengths(config.ngram), config.gamma, config.device)
+                           lookup_lengths(config.ngram), config.gamma, config.device, suffix, extras.history)
     given = dict(extras.peer_k)
     entries = []
     if baseline is not None:  # the engine's own plain decoding beside ours, whatever the peers
         row = engine_plain_row(PEERS[baseline], peer_setup)
-        entries.append((row.name, row.engine, (lambda ids, i, r=row: r.decode(ids, config.max_new_tokens)), True))
+        entries.append((row.name, row.engine, (lambda ids, i, r=row: r.decode(ids, config.max_new_tokens)), True,
+                        None))
     for peer in extras.peers:
         rows = peer.rows(peer_setup)
         for row in list(rows):
@@ -242,7 +247,7 @@ def _peer_entries(config: HarvestConfig, extras: LiveExtras, setup, longest: int
                 k = tune(row, prompts_ids, config.max_new_tokens)
             if k is not None:
                 rows.insert(rows.index(row) + 1, tuned_row(row, k))
-        entries += [(r.name, r.engine, (lambda ids, i, r=r: r.decode(ids, config.max_new_tokens)), r.plain)
+        entries += [(r.name, r.engine, (lambda ids, i, r=r: r.decode(ids, config.max_new_tokens)), r.plain, r.fresh)
                     for r in rows]
     return entries
 
@@ -288,19 +293,24 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     def run(rule, ids, i, tokens):
         return rule.text(engine, ids, tokens, text_rng(config.seed, i), gamma=config.gamma, tree=extras.tree)
 
-    decoders = [("plain", OURS, lambda ids, i: autoregressive_text(engine, ids, new, text_rng(config.seed, i)), True)]
-    decoders += [(rule.name, OURS, lambda ids, i, rule=rule: run(rule, ids, i, new), False) for rule in rules]
+    decoders = [("plain", OURS, lambda ids, i: autoregressive_text(engine, ids, new, text_rng(config.seed, i)), True,
+                 None)]
+    decoders += [(rule.name, OURS, lambda ids, i, rule=rule: run(rule, ids, i, new), False, None) for rule in rules]
     decoders += _peer_entries(config, extras, setup, _longest(prompts, encode, texts, new),
                               _tune_ids(extras, setup.target.tokenizer, engine.vocab))
-    entries = [_Entry(name, engine_name, encode.runner(key - 1, decode), plain)
-               for key, (name, engine_name, decode, plain) in enumerate(decoders)]
+    entries = [_Entry(name, engine_name, encode.runner(key - 1, decode), plain, fresh)
+               for key, (name, engine_name, decode, plain, fresh) in enumerate(decoders)]
     warm = min(WARMUP_TOKENS, new)
     first = texts[0]
-    shared, caches = engine.drafter, {}
+    shared, caches, started = engine.drafter, {}, set()
 
     def drafter_of(key) -> None:
         """A drafter sharing a cache across texts: each row and repeat its own, filled with the earlier splits'
-        texts first (``extras.history``), so no row sees another's responses nor a repeat the last one's."""
+        texts first (``extras.history``), so no row sees another's responses nor a repeat the last one's (a peer's
+        row keeping such a cache, an exported suffix policy, starts its own again: :attr:`_Entry.fresh`)."""
+        if isinstance(key, tuple) and entries[key[0]].fresh is not None and key not in started:
+            started.add(key)
+            entries[key[0]].fresh()
         if shared.cross_request:
             if key not in caches:
                 caches[key] = shared.fresh()
@@ -482,18 +492,21 @@ class LiveOptions:
 def exported_policies(options: LiveOptions) -> tuple[tuple[str, str], ...]:
     """(row name, module text) of every rule among the options' rules and champions that llama-cpp-python runs (a
     verification-length policy: :func:`evolve.export.engines.llama_cpp_python.runs`), exported for it
-    (:func:`evolve.export.engines.llama_cpp_python.module_source`) with the run's prompt lookup and gamma.
+    (:func:`evolve.export.engines.llama_cpp_python.module_source`) with the run's drafter (prompt lookup, or suffix
+    decoding with its depth and cache) and gamma.
 
-    Raises: InputError (one line) for such a policy without prompt lookup (parameter ``peers``) or one the export
+    Raises: InputError (one line) for such a policy without either drafter (parameter ``peers``) or one the export
     refuses."""
     rules = [(rule_named(n), f"rule {n}") for n in options.rules]
     rules += [(champion_from_file(p), str(p)) for p in options.champions]
     policies = [(r, where) for r, where in rules if runs(r)]
-    if policies and not options.config.ngram:
-        raise InputError(f"policy '{policies[0][0].name}' runs inside llama-cpp-python as a prompt-lookup drafter: "
-                         f"give the prompt-lookup drafter", param="peers")
-    ngram = lookup_lengths(options.config.ngram)
-    return tuple((r.name, module_source(r, where, ngram, options.config.gamma)) for r, where in policies)
+    config = options.config
+    suffix = suffix_settings(config.suffix) if config.suffix is not None else None
+    if policies and not config.ngram and suffix is None:
+        raise InputError(f"policy '{policies[0][0].name}' runs inside llama-cpp-python as a prompt-lookup or "
+                         f"suffix-decoding drafter: give one of them", param="peers")
+    return tuple((r.name, module_source(r, where, lookup_lengths(config.ngram), config.gamma, suffix=suffix))
+                 for r, where in policies)
 
 
 def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | None = None) -> tuple[LiveReport, str]:

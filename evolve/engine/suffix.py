@@ -227,13 +227,7 @@ class SuffixDrafter(Drafter):
         keeps its first k): the same draft whatever the block's k, so a policy's columns do not depend on it."""
         if self._last is not None and self._last[0] == (req, len(ctx)):
             return self._last[1]
-        tail = np.asarray(ctx[-self.depth:], dtype=np.int32)
-        args = (tail, self.depth, HARVEST_SPEC_FACTOR, 0.0, 0.0, False)
-        own = self._tree.speculate_ndarray(self.cache._local_trees[req], *args)
-        other = self._tree.speculate_ndarray(self.cache._global_tree, *args)
-        best, from_cache = (own, 0) if own.score >= other.score else (other, 1)
-        found = (list(best.token_ids), np.asarray(best.probs, dtype=np.float64), int(best.match_len),
-                 float(best.score), from_cache)
+        found = speculate_trees(self.cache, self._tree, req, ctx, self.depth, HARVEST_SPEC_FACTOR)
         self._last = ((req, len(ctx)), found)
         return found
 
@@ -282,9 +276,30 @@ class SuffixDrafter(Drafter):
         return out
 
 
+def speculate_trees(cache, tree, req, ctx, depth: int, factor: float):
+    """The draft after ``ctx`` from the request's own suffix tree or the global one (the harvest's settings).
+
+    ``cache``: an arctic-inference ``SuffixDecodingCache`` holding the active request ``req``; ``tree``: its
+    ``SuffixTree`` class; ``ctx``: the text so far, int (L,); each tree is asked as ``SuffixDecodingCache.speculate``
+    asks it (the last ``depth`` tokens, at most ``depth`` drafts, ``factor`` x match length, no offset, no probability
+    floor, a chain) and the higher score wins (the request's own tree wins a tie). Returns (token ids, list of int;
+    path probabilities, float64 (n,); match length, int; score, float; 1 if from the global cache else 0). Used by
+    :class:`SuffixDrafter` and copied into the llama-cpp-python module of a suffix policy
+    (:mod:`evolve.export.engines.llama_cpp_python_suffix`)."""
+    tail = np.asarray(ctx[-depth:], dtype=np.int32)
+    args = (tail, depth, factor, 0.0, 0.0, False)
+    own = tree.speculate_ndarray(cache._local_trees[req], *args)
+    other = tree.speculate_ndarray(cache._global_tree, *args)
+    best, from_cache = (own, 0) if own.score >= other.score else (other, 1)
+    return (list(best.token_ids), np.asarray(best.probs, dtype=np.float64), int(best.match_len), float(best.score),
+            from_cache)
+
+
 def suffix_columns(probs: np.ndarray, match_len: int, score: float, from_cache: int) -> dict[str, np.ndarray]:
-    """The suffix columns (module doc) of a draft whose path probabilities are ``probs`` float64 (k,): {column:
-    array (k,)}."""
+    """The suffix columns of a draft whose path probabilities are ``probs``: {column: array (k,)}.
+
+    ``probs`` float64 (k,), ``match_len`` the match length, ``score`` the draft's score, ``from_cache`` 1 for a draft
+    from the global cache (the module doc says what each column is)."""
     k = probs.size
     prev = np.concatenate(([1.0], probs[:-1])) if k else probs
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -303,4 +318,4 @@ class _NoModel:
 
 __all__ = ["BYTES_PER_TOKEN", "HARVEST_SPEC_FACTOR", "INSTALL", "MAX_CACHED", "MAX_DEPTH", "SuffixDrafter", "VERSION",
            "VLLM_CACHED", "VLLM_DEPTH", "VLLM_FACTOR", "VLLM_MIN_PROB", "import_suffix", "parse_value",
-           "physical_memory", "suffix_columns", "suffix_settings"]
+           "physical_memory", "speculate_trees", "suffix_columns", "suffix_settings"]

@@ -13,7 +13,9 @@ own decoding without speculation) is the reference of its speedups:
 * ``llama-cpp-python``: ``Llama.generate(ids, temp=0)`` (``llama_cpp/llama.py``) with ``Llama.draft_model`` set to
   ``LlamaPromptLookupDecoding(max_ngram_size, num_pred_tokens)`` (``llama_cpp/llama_speculative.py``; defaults 2,
   10) or to an exported policy's ``PolicyPromptLookup`` (the module text of
-  :mod:`evolve.export.engines.llama_cpp_python`, given by the command); rows ``plain``, default, tuned and one per
+  :mod:`evolve.export.engines.llama_cpp_python`, given by the command), or its ``PolicySuffixDecoding`` for a
+  suffix-decoding run (one draft model across the texts of a repeat, each text ending with ``finish``, its cache
+  started from the earlier splits' texts: :attr:`PeerRow.fresh`); rows ``plain``, default, tuned and one per
   exported policy. One ``Llama`` of the target GGUF (``logits_all=True``, which a draft model needs) serves every row;
   only its ``draft_model`` changes between rows.
 
@@ -48,7 +50,9 @@ class PeerRow:
     """One configuration of a peer library: ``name`` (the row's label), ``engine`` (the library), ``decode(ids,
     max_new_tokens) -> (generated ids, LiveCounts)`` and ``plain`` (the library's own plain decoding: the reference
     of the library's speedups). ``setting`` the K of a prompt-lookup row (None otherwise) and ``make(K)`` the decoder
-    of the same configuration with another K (the library's default prompt-lookup row: :func:`tuned_row`)."""
+    of the same configuration with another K (the library's default prompt-lookup row: :func:`tuned_row`);
+    ``fresh()``: start the row's cache across texts again (an exported suffix-decoding policy: a new repeat starts
+    from the earlier splits' texts alone, as this project's rows do); None: the row keeps nothing across texts."""
 
     name: str
     engine: str
@@ -57,14 +61,17 @@ class PeerRow:
     setting: int | None = None
     make: Callable[[int], Callable] | None = None
     label: str = ""
+    fresh: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
 class PeerSetup:
     """What the peers need: ``target`` (the model file), ``threads``, ``eos`` ids, ``n_ctx`` (tokens of context a
     llama.cpp context needs: the longest prompt + new tokens + a block), ``exported`` ((row name, module text) of exported policies for
-    llama-cpp-python) and ``ngram`` (MAX, MIN) and ``gamma`` the exported drafter's settings; ``device`` where
-    transformers runs the target (llama-cpp-python runs on the cpu)."""
+    llama-cpp-python) and ``ngram`` (MAX, MIN) and ``gamma`` the exported drafter's settings, or ``suffix`` (tree
+    depth, cached responses) for policies drafting by suffix decoding, whose cache starts from ``history`` ((prompt
+    ids, response ids) of the earlier splits' texts, in order); ``device`` where transformers runs the target
+    (llama-cpp-python runs on the cpu)."""
 
     target: str
     threads: int
@@ -74,6 +81,8 @@ class PeerSetup:
     ngram: tuple[int, int] = DEFAULT_LOOKUP
     gamma: int = 5
     device: str = "cpu"
+    suffix: tuple[int, int] | None = None
+    history: tuple = ()
 
 
 def exported_row_name(engine: str, policy: str) -> str:
@@ -171,7 +180,7 @@ class LlamaCppPythonPeer(Peer):
 
         def decoder(make_draft):
             def decode(ids, max_new_tokens):
-                llm.draft_model = None if make_draft is None else make_draft(len(ids))
+                draft = llm.draft_model = None if make_draft is None else make_draft(len(ids))
                 out, t0, t1 = [], None, None
                 for tok in llm.generate(list(ids), temp=0.0, repeat_penalty=1.0):
                     out.append(int(tok))
@@ -181,6 +190,8 @@ class LlamaCppPythonPeer(Peer):
                     if len(out) >= max_new_tokens or tok in eos:
                         break
                 llm.draft_model = None
+                if hasattr(draft, "finish"):  # a cache across texts: the whole text joins it
+                    draft.finish(list(ids) + out)
                 return out, _counts(max(len(out) - 1, 0), (t1 - t0) if out else 0.0, 0)
             return decode
 
@@ -194,14 +205,38 @@ class LlamaCppPythonPeer(Peer):
         for name, source in setup.exported:
             module = types.ModuleType(f"exported_{len(rows)}")
             exec(compile(source, f"<exported policy {name}>", "exec"), module.__dict__)
-
-            def make(prompt_len, module=module):
-                drafter = module.PolicyPromptLookup(setup.ngram[0], setup.ngram[1], setup.gamma,
-                                                    eos_token_ids=tuple(setup.eos))
-                drafter.start(prompt_len)
-                return drafter
-            rows.append(PeerRow(exported_row_name(self.name, name), self.name, decoder(make)))
+            if setup.suffix is None:
+                def make(prompt_len, module=module):
+                    drafter = module.PolicyPromptLookup(setup.ngram[0], setup.ngram[1], setup.gamma,
+                                                        eos_token_ids=tuple(setup.eos))
+                    drafter.start(prompt_len)
+                    return drafter
+                rows.append(PeerRow(exported_row_name(self.name, name), self.name, decoder(make)))
+                continue
+            held = _SuffixHeld(module, setup)
+            rows.append(PeerRow(exported_row_name(self.name, name), self.name, decoder(held.make), fresh=held.fresh))
         return rows
+
+
+class _SuffixHeld:
+    """An exported suffix-decoding policy's draft model kept across the texts of one repeat (``make(prompt_len)`` the
+    model for the next text); ``fresh()`` a new one whose cache holds the earlier splits' texts (``setup.history``)."""
+
+    def __init__(self, module, setup: PeerSetup):
+        self.module, self.setup, self.model = module, setup, None
+
+    def fresh(self) -> None:
+        depth, cached = self.setup.suffix
+        self.model = self.module.PolicySuffixDecoding(depth, cached, self.setup.gamma,
+                                                      eos_token_ids=tuple(self.setup.eos))
+        for prompt_ids, response_ids in self.setup.history:
+            self.model.warm(prompt_ids, response_ids)
+
+    def make(self, prompt_len: int):
+        if self.model is None:
+            self.fresh()
+        self.model.start(prompt_len)
+        return self.model
 
 
 #: The peers by name (``--peers NAME,...``).

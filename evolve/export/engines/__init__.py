@@ -25,5 +25,6 @@ engine (exactly, or tuned on a dataset's valid split with the kind's own scorer 
 test split); the engines are :mod:`evolve.export.engines.vllm`, :mod:`evolve.export.engines.sglang`,
 :mod:`evolve.export.engines.tensorrt_llm`, :mod:`evolve.export.engines.llama_cpp` and
 :mod:`evolve.export.engines.transformers`; :mod:`evolve.export.engines.llama_cpp_python` writes a policy as a draft
-model module instead.
+model module instead (drafting by prompt lookup, or by suffix decoding:
+:mod:`evolve.export.engines.llama_cpp_python_suffix`).
 """

@@ -116,7 +116,8 @@ class Capabilities:
     the standard way. ``families``: the acceptance families it ships. ``schedule``: it takes a per-batch-size draft
     length schedule (:attr:`Engine.schedule_length` reads one as the engine does). ``default_length``,
     ``default_confidence`` (h, n): its defaults (None: a required knob). ``step_policy``: it runs a per-draft-step
-    decision as a Python module inside its own loop (llama-cpp-python), given the columns ``step_columns``.
+    decision as a Python module inside its own loop (llama-cpp-python), given the columns ``step_columns`` (drafter
+    family -> the columns the module drafting with it gives a decision).
     ``suffix(L, depth, factor, min_prob)``: the knobs of suffix decoding (its own drafter, :mod:`evolve.engine.suffix`)
     drafting at most L tokens from trees of depth ``depth``, at most factor x match length, the tokens of estimated
     probability at least ``min_prob``; None: the engine has no suffix decoding.
@@ -137,7 +138,7 @@ class Capabilities:
     default_length: int | None = None
     default_confidence: tuple[float, int] | None = None
     step_policy: bool = False
-    step_columns: tuple[str, ...] = ()
+    step_columns: Mapping[EngineFamily, tuple[str, ...]] = field(default_factory=dict)
     suffix: Callable[[int, int, float, float], Knobs] | None = None
 
 

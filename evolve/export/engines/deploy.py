@@ -8,7 +8,11 @@ setting family, and that a dataset and a cost file tune it). With a dataset dire
 cost file every expressible setting is scored on the valid split with the kind's own exact scorer (its ``score``
 hook, :class:`evolve.kinds.base.KindHooks`, the one :func:`evolve.api.evaluate_rule` runs) under the cost file, the
 best by tokens per second is kept (for a lossy champion, among the settings whose TV per token on valid is at most
-the champion's), and the champion, that setting and the engine's default are scored on the test split.
+the champion's), and the champion, that setting, the engine's default and plain decoding are scored on the test
+split. Never a configuration predicted to lose: where the setting kept (the champion's exact setting, or the best
+expressible) is predicted slower on the valid split than plain decoding (the cost file's ``plain_token_s``), plain
+decoding (:data:`PLAIN`, no speculative setting) is written in its place and the file says which setting it replaced
+and by how much (a per-batch-size schedule, which holds its own lengths, is written with that said instead).
 
 Tokens per second: the kind's own when its metrics have it (verification-length policies, tree shapes); else (per-token
 thresholds, relaxation weights, scored per block of the data's draft length gamma) tokens per call over the seconds of
@@ -36,6 +40,12 @@ from heuristics.contract import Rule
 TUNE_SPLIT, REPORT_SPLIT = "valid", "test"
 #: Slack of the TV budget (a setting may exceed the champion's TV per token by this much, rounding).
 TV_SLACK = 1e-12
+#: Plain decoding, which every engine runs (no speculative setting at all; its tokens per second the cost file's
+#: ``plain_token_s``): written where the best setting an engine can express is predicted slower.
+PLAIN = Setting("plain", None, {})
+#: Relative tolerance of "slower than plain decoding" (a setting that drafts nothing scores plain decoding's rate up
+#: to rounding).
+PLAIN_TOLERANCE = 1e-9
 
 
 class NeedsData(InputError):
@@ -45,8 +55,8 @@ class NeedsData(InputError):
 
 @dataclass(frozen=True)
 class Scored:
-    """A row of the gap table: its ``role`` (champion, best expressible, engine default), the ``setting`` label,
-    tokens per second on valid and test (None: not scored) and TV per token on test."""
+    """A row of the gap table: its ``role`` (champion, best expressible, engine default, plain decoding), the
+    ``setting`` label, tokens per second on valid and test (None: not scored) and TV per token on test."""
 
     role: str
     setting: str
@@ -242,9 +252,19 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
     notes = (f"scored on {data} under {costs}: tokens per second on {REPORT_SPLIT}, champion "
              f"{rows[0].test:.6g}, this setting {rows[1].test:.6g}",)
     plain = 1.0 / score.costs.plain_token_s
-    if best_valid < plain:  # the engine would run faster without speculation: say so in the file
+    slower = best_valid < plain * (1 - PLAIN_TOLERANCE)  # a fixed length 0 scores plain decoding's rate, rounded
+    if slower and schedule is None:  # never a configuration predicted to lose: plain decoding written in its place
+        notes = (f"written: plain decoding in place of {best.label}, the best setting {engine.title} can express "
+                 f"for '{rule.name}', which is predicted {plain / best_valid:.3f}x slower than plain decoding under "
+                 f"cost file {costs} on {TUNE_SPLIT} ({best_valid:.6g} against {plain:.6g} tokens per second); "
+                 f"champion on {REPORT_SPLIT}: {rows[0].test:.6g}",)
+        tuned = (f"plain decoding: the champion and every setting {engine.title} can express for it are predicted "
+                 f"slower under cost file {costs} on split {TUNE_SPLIT} of {data}")
+        best, exact = PLAIN, None
+    elif slower:  # a per-batch-size schedule holds its own lengths: the file says where it loses
         notes += (f"predicted slower than plain decoding under this cost file ({best_valid:.6g} against "
                   f"{plain:.6g} tokens per second on {TUNE_SPLIT}): deploy without speculation",)
+    rows.append(Scored("plain decoding" + (" (written)" if best is PLAIN else ""), PLAIN.label, plain, plain, 0.0))
     text = engine.render(best, provenance(rule, source, exact is not None, tuned, notes, drafter, gamma), schedule)
     return Written(text, best, exact is not None, tuple(rows))
 
@@ -310,23 +330,36 @@ def _table(head: list[str], body: list[list[str]]) -> str:
 
 def gap_table(engine: Engine, rows: tuple[Scored, ...], data: Any, costs: Any) -> str:
     """The gap rows as a plain-text table (columns padded, two spaces apart, a dashed rule line), with a caption;
-    the TV column only when a row's TV per token is not 0; a setting marked ``*`` runs as written only under the
-    condition its file states (a footer says so); a written setting predicted slower than plain decoding (the cost
-    file's ``plain_token_s``) on the valid split is named in a footer, as its file's notes name it."""
+    the TV column only when a row's TV per token is not 0, the speedup over plain decoding on the test split when a
+    plain decoding row is there (:func:`engine_config` adds it: the cost file's ``plain_token_s``); a setting marked
+    ``*`` runs as written only under the condition its file states (a footer says so); plain decoding written in
+    place of the best expressible setting, or a schedule predicted slower than plain decoding, is named in a footer,
+    as the file's notes name it."""
+    plain = next((r for r in rows if r.role.startswith("plain decoding")), None)
     tv = any(r.tv for r in rows)
-    head = ["row", "setting", f"tok/s {TUNE_SPLIT}", f"tok/s {REPORT_SPLIT}"] + ([f"TV/token {REPORT_SPLIT}"] if tv
-                                                                                else [])
-    body = [[r.role, r.setting, _number(r.valid), _number(r.test)] + ([_number(r.tv)] if tv else []) for r in rows]
+    head = (["row", "setting", f"tok/s {TUNE_SPLIT}", f"tok/s {REPORT_SPLIT}"] + ([f"TV/token {REPORT_SPLIT}"] if tv
+                                                                                  else [])
+            + ([f"speedup {REPORT_SPLIT}"] if plain is not None else []))
+    body = [[r.role, r.setting, _number(r.valid), _number(r.test)] + ([_number(r.tv)] if tv else [])
+            + ([_speedup(r.test, plain.test)] if plain is not None else []) for r in rows]
     caption = (f"{engine.title} {engine.version}: the champion, the engine's best expressible setting (tuned on "
-               f"{TUNE_SPLIT}) and its default, scored on {REPORT_SPLIT} of {data} under cost file {costs}")
+               f"{TUNE_SPLIT}), its default and plain decoding, scored on {REPORT_SPLIT} of {data} under cost file "
+               f"{costs}")
     footer = ("\n* runs as priced only under the condition the written file states (its header)\n"
               if any(r.setting.endswith("*") for r in rows) else "")
-    plain = 1.0 / load_costs(costs).plain_token_s
-    if rows[1].valid is not None and rows[1].valid < plain:
-        footer += (f"\nplain decoding under this cost file: {_number(plain)} tokens/s, faster than the written setting "
-                   f"on {TUNE_SPLIT}: deploy without speculation (the file says so)\n")
+    if plain is not None and plain.role.endswith("(written)"):
+        footer += (f"\nplain decoding written: every setting {engine.title} can express for the champion is predicted "
+                   f"slower than plain decoding on {TUNE_SPLIT} under this cost file ({_number(plain.valid)} tokens/s): "
+                   f"deploy without speculation (the file says so)\n")
+    elif plain is not None and rows[1].valid is not None and rows[1].valid < plain.valid * (1 - PLAIN_TOLERANCE):
+        footer += (f"\nplain decoding under this cost file: {_number(plain.valid)} tokens/s, faster than the written "
+                   f"setting on {TUNE_SPLIT}: deploy without speculation (the file says so)\n")
     return caption + "\n\n" + _table(head, body) + footer
 
 
-__all__ = ["TUNE_SPLIT", "REPORT_SPLIT", "NeedsData", "Scored", "Scorer", "Written", "provenance", "harvest_drafter",
+def _speedup(rate: float | None, plain: float | None) -> str:
+    return "-" if rate is None or not plain or not math.isfinite(rate) else f"{rate / plain:.3f}x"
+
+
+__all__ = ["TUNE_SPLIT", "REPORT_SPLIT", "PLAIN", "NeedsData", "Scored", "Scorer", "Written", "provenance", "harvest_drafter",
            "engine_config", "gap_table", "schedule_table", "tuned_schedule"]

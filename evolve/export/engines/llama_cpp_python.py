@@ -25,6 +25,11 @@ in one line (:func:`check_policy`): the target's are not known before drafting, 
 (draft_prob, draft_top_prob, draft_cumprob, draft_entropy) are constant for a one-hot lookup drafter, so a policy
 reading them would silently run as another policy.
 
+A policy evolved on a suffix-decoding harvest (``--draft-suffix``) is written with the class
+``PolicySuffixDecoding`` instead (:mod:`evolve.export.engines.llama_cpp_python_suffix`): the same decisions on the
+suffix columns, its drafts from arctic-inference's suffix trees as the harvest drafted them. Both classes share
+``_PolicyDraft`` (the text's prompt length, history and the policy's loop).
+
 The generated module needs the prompt length for ``position``: ``start(prompt_len)`` sets it; without it,
 a call whose text does not extend the previous call's text starts a new text whose prompt is all but its
 last token (llama-cpp-python's first call after a prompt holds the prompt and the first sampled token).
@@ -38,6 +43,7 @@ from evolve.engine.drafter_base import EngineFamily
 from evolve.errors import InputError
 from evolve.engine.ngram import DEFAULT_LOOKUP, _occurrences, lookup_columns, lookup_match
 from evolve.export.codegen import core_source, shown, straight_line
+from evolve.export.engines import llama_cpp_python_suffix as suffix_part
 from evolve.export.engines.base import Capabilities, Engine, Provenance, Setting
 from evolve.export.engines.deploy import harvest_drafter
 from evolve.export.exporter import layout, resolve_rule
@@ -46,14 +52,23 @@ from evolve.gp.primitives import HISTORY_FEATURES
 from heuristics.champions import read_champion
 from heuristics.contract import Rule
 
-#: The columns the lookup drafter gives a decision inside llama-cpp-python, and their value (text of a
-#: Python expression of ``m`` the draft index, ``start`` the block's first position, ``cols`` the lookup
-#: columns of the full draft, ``hist`` the text's history state, in :data:`HISTORY_FEATURES` order).
-COLUMN_VALUES: dict[str, str] = {
+#: The columns every drafter's class gives a decision inside llama-cpp-python, and their value (text of a Python
+#: expression of ``m`` the draft index, ``start`` the block's first position, ``cols`` the drafter's columns of the
+#: full draft, ``hist`` the text's history state, in :data:`HISTORY_FEATURES` order).
+COMMON_VALUES: dict[str, str] = {
     "draft_index": "float(m)", "position": "float(start + m)",
-    "lookup_len": "float(cols['lookup_len'][m])", "lookup_freq": "float(cols['lookup_freq'][m])",
     **{name: f"float(hist[{i}])" for i, name in enumerate(HISTORY_FEATURES)},
 }
+#: The columns the prompt-lookup drafter gives a decision (its lookup columns beside :data:`COMMON_VALUES`).
+COLUMN_VALUES: dict[str, str] = {
+    **COMMON_VALUES,
+    "lookup_len": "float(cols['lookup_len'][m])", "lookup_freq": "float(cols['lookup_freq'][m])",
+}
+#: The columns the suffix-decoding drafter gives (:mod:`evolve.export.engines.llama_cpp_python_suffix`).
+SUFFIX_VALUES: dict[str, str] = {**COMMON_VALUES, **suffix_part.COLUMN_VALUES}
+#: Drafter family -> (its name in words, the columns its class gives a decision): the drafters the module runs.
+DRAFTERS: dict[EngineFamily, tuple[str, dict[str, str]]] = {
+    EngineFamily.LOOKUP: ("prompt-lookup", COLUMN_VALUES), EngineFamily.SUFFIX: ("suffix-decoding", SUFFIX_VALUES)}
 #: The export target's name (``python -m evolve export --to llama-cpp-python``).
 NAME = "llama-cpp-python"
 #: The llama-cpp-python version the module was checked against (its ``LlamaDraftModel`` and ``Llama.generate``).
@@ -64,22 +79,23 @@ MAX_GAMMA = 4096
 
 def _render(setting: Setting, provenance: Provenance, schedule=None, notes: tuple[str, ...] = ()) -> str:
     """The module text of the policy ``setting.rule`` (:func:`module_source`; checked by :func:`check_policy`), its
-    defaults the n-gram lengths and draft length of the champion's run where the champion file
-    ``provenance.source`` records them (:func:`_harvest_settings`), else prompt lookup 3..1 and 8 drafts; a schedule
-    is not read (the module runs one request). Raises: InputError as :func:`check_policy` and
-    :func:`_harvest_settings`. ``notes``: as :func:`module_source`."""
-    rule = setting.rule
-    check_policy(rule)
+    drafter the champion's harvest's (prompt lookup or suffix decoding) and its defaults the drafter's settings and
+    draft length of the champion's run where the champion file ``provenance.source`` records them
+    (:func:`_harvest_settings`), else prompt lookup 3..1 and 8 drafts; a schedule is not read (the module runs one
+    request at a time). Raises: InputError as :func:`check_policy` and :func:`_harvest_settings`. ``notes``: as
+    :func:`module_source`."""
     source = provenance.source
-    ngram, gamma = _harvest_settings(source) if Path(source).is_file() else (DEFAULT_LOOKUP, 8)
-    return module_source(rule, source, ngram, gamma, notes)
+    ngram, suffix, gamma = _harvest_settings(source) if Path(source).is_file() else (DEFAULT_LOOKUP, None, 8)
+    return module_source(setting.rule, source, ngram, gamma, notes, suffix)
 
 
-#: What llama-cpp-python runs: a per-draft-step decision inside its own speculative loop, given the columns of
-#: :data:`COLUMN_VALUES` (a kind asked by :meth:`evolve.export.engines.base.Engine.support` says whether its programs
+#: What llama-cpp-python runs: a per-draft-step decision inside its own speculative loop, given the columns of its
+#: drafter (:data:`DRAFTERS`; a kind asked by :meth:`evolve.export.engines.base.Engine.support` says whether its programs
 #: are such decisions).
 ENGINE = Engine(NAME, "llama-cpp-python", "a LlamaDraftModel module (Python)", (),
-                Capabilities(step_policy=True, step_columns=tuple(COLUMN_VALUES)), _render, VERSION,
+                Capabilities(step_policy=True, step_columns={family: tuple(values)
+                                                             for family, (_, values) in DRAFTERS.items()}),
+                _render, VERSION,
                 "LlamaDraftModel and Llama.generate of the released package (a module run in its loop)")
 
 
@@ -88,20 +104,15 @@ def runs(rule: Rule) -> bool:
     return ENGINE.support(rule.program_kind) is not None
 
 
-_CLASS = '''
+#: What the draft models share (:func:`module_source`): the text's prompt length and history, and the policy's decision
+#: before each draft step; a drafter's class adds ``_propose(ctx)`` (its draft, at most ``num_pred_tokens`` tokens),
+#: ``_columns(ctx, draft)`` (its columns of that draft) and ``_begin(ctx)`` (a new text starts).
+_BASE = '''
 
-class PolicyPromptLookup(LlamaDraftModel):
-    """Prompt lookup drafting as far as the policy RULE keeps drafting (the module doc).
+class _PolicyDraft(LlamaDraftModel):
+    """The policy's decisions inside llama-cpp-python's loop, shared by the drafters' classes (the module doc)."""
 
-    Args: ``max_ngram_size``, ``min_ngram_size``: the n-gram lengths tried, longest first (MAX_NGRAM, MIN_NGRAM
-    as the policy's harvest drafted); ``num_pred_tokens``: the longest draft (GAMMA as the policy was scored);
-    ``eos_token_ids``: end-of-sequence ids (a draft stops after one), e.g. ``(llm.token_eos(),)``.
-    """
-
-    def __init__(self, max_ngram_size=MAX_NGRAM, min_ngram_size=MIN_NGRAM, num_pred_tokens=GAMMA, eos_token_ids=()):
-        if not 1 <= min_ngram_size <= max_ngram_size or num_pred_tokens < 1:
-            raise ValueError("expected max_ngram_size >= min_ngram_size >= 1 and num_pred_tokens >= 1")
-        self.max_ngram_size, self.min_ngram_size = int(max_ngram_size), int(min_ngram_size)
+    def _setup(self, num_pred_tokens, eos_token_ids):
         self.num_pred_tokens = int(num_pred_tokens)
         self.eos = {int(t) for t in eos_token_ids}
         self._prompt_len = None
@@ -113,13 +124,19 @@ class PolicyPromptLookup(LlamaDraftModel):
         """Say that the next call starts a text whose prompt has ``prompt_len`` tokens."""
         self._prompt_len, self._last, self._history = int(prompt_len), None, History()
 
+    def _begin(self, ctx):
+        """A new text starts with the call whose text is ``ctx`` (its prompt: the first ``_prompt_len`` tokens)."""
+
     def _start(self, ctx):
         """The block's first position, after reading the previous call's outcome into the text's history."""
         last, draft = self._last, self._draft
         extends = last is not None and ctx.size > last.size and np.array_equal(ctx[:last.size], last)
-        if self._prompt_len is None or (last is not None and not extends):
-            self._prompt_len, self._history = ctx.size - 1, History()
-        elif extends:  # the text grew by the drafts the target kept, then the token it sampled after them
+        if not extends:  # a new text: its prompt as start() said, else all but the last token
+            if self._prompt_len is None or last is not None:
+                self._prompt_len = ctx.size - 1
+            self._history = History()
+            self._begin(ctx)
+        else:  # the text grew by the drafts the target kept, then the token it sampled after them
             accepted = ctx.size - last.size - 1
             if accepted <= draft.size and np.array_equal(ctx[last.size:last.size + accepted], draft[:accepted]):
                 self._history.update(draft.size, accepted)
@@ -131,12 +148,12 @@ class PolicyPromptLookup(LlamaDraftModel):
     def __call__(self, input_ids, /, **kwargs):
         ctx = np.array(input_ids, dtype=np.int64)
         start = self._start(ctx)
-        draft, n = lookup_match(ctx, self.num_pred_tokens, self.max_ngram_size, self.min_ngram_size)
+        draft = self._propose(ctx)
         for j, t in enumerate(draft):
             if t in self.eos:
                 draft = draft[:j + 1]
                 break
-        cols = lookup_columns(ctx, draft, n) if draft and NEEDS_LOOKUP else {}
+        cols = self._columns(ctx, draft) if draft and NEEDS_COLUMNS else {}
         hist, m = self._history.state, 0
         while m < len(draft) and keep_drafting(**{name: value(m, start, cols, hist)
                                                   for name, value in _VALUES.items()}) > 0:
@@ -145,68 +162,117 @@ class PolicyPromptLookup(LlamaDraftModel):
         return self._draft.copy()
 '''
 
+_LOOKUP_CLASS = '''
 
-def check_policy(rule: Rule) -> None:
-    """Refuse, in one line (InputError), a rule the lookup drafter inside llama-cpp-python cannot run: not a per-step
-    drafting decision (the kind's engines hook says which kinds are), one reading a column not in
-    :data:`COLUMN_VALUES` (the target's, or the drafter's probabilities, constant for a one-hot lookup drafter), or
-    one whose drafts are verified by a lossy rule (llama-cpp-python verifies by comparing its own samples with the
-    drafts)."""
+class PolicyPromptLookup(_PolicyDraft):
+    """Prompt lookup drafting as far as the policy RULE keeps drafting (the module doc).
+
+    Args: ``max_ngram_size``, ``min_ngram_size``: the n-gram lengths tried, longest first (MAX_NGRAM, MIN_NGRAM
+    as the policy's harvest drafted); ``num_pred_tokens``: the longest draft (GAMMA as the policy was scored);
+    ``eos_token_ids``: end-of-sequence ids (a draft stops after one), e.g. ``(llm.token_eos(),)``.
+    """
+
+    def __init__(self, max_ngram_size=MAX_NGRAM, min_ngram_size=MIN_NGRAM, num_pred_tokens=GAMMA, eos_token_ids=()):
+        if not 1 <= min_ngram_size <= max_ngram_size or num_pred_tokens < 1:
+            raise ValueError("expected max_ngram_size >= min_ngram_size >= 1 and num_pred_tokens >= 1")
+        self.max_ngram_size, self.min_ngram_size = int(max_ngram_size), int(min_ngram_size)
+        self._setup(num_pred_tokens, eos_token_ids)
+        self._n = 0
+
+    def _propose(self, ctx):
+        draft, self._n = lookup_match(ctx, self.num_pred_tokens, self.max_ngram_size, self.min_ngram_size)
+        return draft
+
+    def _columns(self, ctx, draft):
+        return lookup_columns(ctx, draft, self._n)
+'''
+
+
+def check_policy(rule: Rule, family: EngineFamily = EngineFamily.LOOKUP) -> None:
+    """Refuse, in one line (InputError), a rule the drafter ``family`` (prompt lookup or suffix decoding,
+    :data:`DRAFTERS`) inside llama-cpp-python cannot run: not a per-step drafting decision (the kind's engines hook
+    says which kinds are), one reading a column not in that drafter's columns (the target's, or the drafter's
+    probabilities, constant for a one-hot drafter), or one whose drafts are verified by a lossy rule (llama-cpp-python
+    verifies by comparing its own samples with the drafts)."""
     if rule.nodes is None or not runs(rule):
         raise InputError(f"rule '{rule.name}': llama-cpp-python cannot run a {rule.kind} program: it takes a policy "
                          f"deciding before each draft step whether to draft (a verification-length policy) as a draft "
                          f"model and verifies by its own sampling; nearest setting: its own verification (the "
                          f"standard rule under greedy decoding) with a fixed draft length (export fixed_gamma:gamma=G)")
+    name, columns = DRAFTERS[family]
     for feature in straight_line(rule.nodes).features:
-        if feature not in COLUMN_VALUES:
-            why = ("constant for its one-hot prompt-lookup drafter, so the policy would run as another one"
-                   if feature.startswith("draft_") else "not known before drafting")
-            raise InputError(f"policy '{rule.name}' reads '{feature}', which the prompt-lookup drafter inside "
-                             f"llama-cpp-python cannot give ({why}; it gives {', '.join(COLUMN_VALUES)})")
+        if feature not in columns:
+            why = (f"constant for its one-hot {name} drafter, so the policy would run as another one"
+                   if feature.startswith("draft_") else "not known before drafting" if feature not in
+                   _ANY_DRAFTER else "another drafter's column")
+            raise InputError(f"policy '{rule.name}' reads '{feature}', which the {name} drafter inside "
+                             f"llama-cpp-python cannot give ({why}; it gives {', '.join(columns)})")
     ENGINE.support(rule.program_kind).exact(rule, None)  # the kind refuses what it cannot run here (a lossy verifier)
 
 
+#: Every column some drafter's class gives.
+_ANY_DRAFTER = frozenset(c for _, columns in DRAFTERS.values() for c in columns)
+
+
 def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_LOOKUP, gamma: int = 8,
-                  notes: tuple[str, ...] = ()) -> str:
-    """The text of a standalone module defining ``PolicyPromptLookup(LlamaDraftModel)`` for ``rule`` (module doc).
+                  notes: tuple[str, ...] = (), suffix: tuple[int, int] | None = None) -> str:
+    """The text of a standalone module defining ``PolicyPromptLookup(LlamaDraftModel)`` for ``rule`` (module doc), or,
+    with ``suffix``, ``PolicySuffixDecoding`` (:mod:`evolve.export.engines.llama_cpp_python_suffix`).
 
     Args: ``rule`` a verification-length policy (an expression rule; :func:`check_policy`), ``provenance`` where it
     came from (written as a string literal, e.g. the champion file), ``ngram`` (MAX, MIN) the default n-gram lengths
     and ``gamma`` the default longest draft of the class (its harvest's ``--draft-ngram`` and ``--gamma``); ``notes``
-    paragraphs added to the module's docstring (how the export priced it: :mod:`evolve.export.engines.priced`).
-    Returns the module text (str). Raises: InputError as :func:`check_policy`.
+    paragraphs added to the module's docstring (how the export priced it: :mod:`evolve.export.engines.priced`);
+    ``suffix`` (tree depth, cached responses) of a suffix-decoding harvest (``--draft-suffix``): the module drafts by
+    suffix decoding (arctic-inference) instead of prompt lookup. Returns the module text (str). Raises: InputError as
+    :func:`check_policy`.
     """
-    check_policy(rule)
+    family = EngineFamily.LOOKUP if suffix is None else EngineFamily.SUFFIX
+    check_policy(rule, family)
     policy = numpy_source(rule.name, rule.nodes, layout(rule), provenance)
     body_start = policy.index('"""', 3) + 3  # after the numpy module's docstring (the keep_drafting semantics)
     features = straight_line(rule.nodes).features
-    values = ", ".join(f"{f!r}: lambda m, start, cols, hist: {COLUMN_VALUES[f]}" for f in features)
+    columns = DRAFTERS[family][1]
+    values = ", ".join(f"{f!r}: lambda m, start, cols, hist: {columns[f]}" for f in features)
+    if suffix is None:
+        cls, imports, drafting = "PolicyPromptLookup", "", (
+            "PolicyPromptLookup drafts by n-gram prompt lookup (the latest earlier occurrence of the longest matching "
+            "n-gram, n from max_ngram_size down to min_ngram_size)")
+        reads = ("lookup_len (the matched n-gram's length) and lookup_freq (the share of the earlier occurrences of "
+                 "the matched n-gram followed by the drafted tokens before m that token m follows)")
+        constants = ["#: Defaults of PolicyPromptLookup: the n-gram lengths and the longest draft of the policy's "
+                     "run where its champion file records them, else 3, 1 and 8 (constructor arguments).",
+                     f"MAX_NGRAM, MIN_NGRAM, GAMMA = {int(ngram[0])}, {int(ngram[1])}, {int(gamma)}"]
+        functions = [core_source(f).rstrip("\n") for f in (_occurrences, lookup_match, lookup_columns)]
+        body = _LOOKUP_CLASS
+    else:
+        cls, imports, drafting = suffix_part.CLASS_NAME, suffix_part.IMPORT, suffix_part.DOC
+        reads = ("the suffix columns (suffix_match_len, the uncapped match length; suffix_prob, token m's estimated "
+                 "probability after the drafts before it; suffix_cumprob, their product; suffix_score, the draft's "
+                 "score; suffix_from_cache, 1 where the draft comes from earlier responses)")
+        constants, functions = suffix_part.source_parts(suffix[0], suffix[1], gamma)
+        body = suffix_part.CLASS
+    libraries = "math, numpy and llama_cpp" if suffix is None else "math, numpy, llama_cpp and arctic_inference"
     doc = (f'"""Verification-length policy {shown(rule.name)} as a llama-cpp-python draft model, exported by '
-           f'specdec-evolve.\n\nGenerated; do not edit. Standalone: imports only math, numpy and llama_cpp.\n\n'
-           f'    from llama_cpp import Llama\n    llm = Llama(model_path, draft_model=PolicyPromptLookup('
+           f'specdec-evolve.\n\nGenerated; do not edit. Standalone: imports only {libraries}.\n\n'
+           f'    from llama_cpp import Llama\n    llm = Llama(model_path, draft_model={cls}('
            f'eos_token_ids=(EOS,)))\n\n'
-           f'PolicyPromptLookup drafts by n-gram prompt lookup (the latest earlier occurrence of the longest matching '
-           f'n-gram, n from max_ngram_size down to min_ngram_size) and drafts token m only where keep_drafting, the '
-           f'policy, is 1 on the decision\'s columns: draft_index m, position (tokens generated before the block) + m, '
-           f'lookup_len (the '
-           f'matched n-gram\'s length) and lookup_freq (the share of the earlier occurrences of the matched n-gram '
-           f'followed by the drafted tokens before m that token m follows), and the text\'s history (prev_verified, '
-           f'prev_accepted, accept_ewma, first_hit_ewma, since_reject: the History class below, advanced at each call '
-           f'by the previous call\'s outcome, read from how far the text grew past its draft). Call start(prompt_len) '
-           f'before a text, or the first call after a new prompt takes all but the last token as the prompt. '
-           f'llama-cpp-python '
-           f'verifies the drafts by its own sampling: with temperature 0 the text is plain greedy decoding\'s.\n\n'
+           + _doc_paragraph(
+               f"{drafting}; it drafts token m only where keep_drafting, the policy, is 1 on the decision's columns: "
+               f"draft_index m, position (tokens generated before the block) + m, {reads}, and the text's history "
+               f"(prev_verified, prev_accepted, accept_ewma, first_hit_ewma, since_reject: the History class below, "
+               f"advanced at each call by the previous call's outcome, read from how far the text grew past its "
+               f"draft). Call start(prompt_len) before a text, or the first call after a new prompt takes all but the "
+               f"last token as the prompt. llama-cpp-python verifies the drafts by its own sampling: with temperature "
+               f"0 the text is plain greedy decoding's.") + "\n\n"
+           + ("" if suffix is None else _doc_paragraph(suffix_part.CACHE_DOC) + "\n\n")
            + "".join(f"{_doc_paragraph(note)}\n\n" for note in notes)
            + 'The policy, as exported for numpy (keep_drafting):\n"""')
     parts = [doc, "from __future__ import annotations", "", "from llama_cpp.llama_speculative import LlamaDraftModel",
-             policy[body_start:].rstrip("\n"), "",
-             "#: Defaults of PolicyPromptLookup: the n-gram lengths and the longest draft of the policy's run where its champion "
-             "file records them, else 3, 1 and 8 (constructor arguments).",
-             f"MAX_NGRAM, MIN_NGRAM, GAMMA = {int(ngram[0])}, {int(ngram[1])}, {int(gamma)}",
-             f"NEEDS_LOOKUP = {any(f.startswith('lookup_') for f in features)!r}",
-             f"_VALUES = {{{values}}}",
-             core_source(_occurrences).rstrip("\n"), core_source(lookup_match).rstrip("\n"),
-             core_source(lookup_columns).rstrip("\n"), _CLASS.rstrip("\n"), ""]
+             *([imports] if imports else []), policy[body_start:].rstrip("\n"), "", *constants,
+             f"NEEDS_COLUMNS = {any(f not in COMMON_VALUES for f in features)!r}",
+             f"_VALUES = {{{values}}}", *functions,
+             _BASE.rstrip("\n"), body.rstrip("\n"), ""]
     return "\n".join(parts)
 
 
@@ -219,26 +285,30 @@ def _doc_paragraph(text: str) -> str:
     return textwrap.fill("".join(c if c.isprintable() and c not in '\\"' else "?" for c in text), 100)
 
 
-def _harvest_settings(source: str) -> tuple[tuple[int, int], int]:
-    """The n-gram lengths (longest, shortest) and longest draft a champion file's run records, checked as the
-    module's class checks them (:data:`_CLASS`: max >= min >= 1, num_pred_tokens >= 1), else the defaults.
+def _harvest_settings(source: str) -> tuple[tuple[int, int], tuple[int, int] | None, int]:
+    """(the n-gram lengths (longest, shortest), the suffix-decoding settings (tree depth, cached responses) or None,
+    the longest draft) a champion file's run records, checked as the module's classes check them (max >= min >= 1,
+    num_pred_tokens >= 1; :func:`evolve.export.engines.llama_cpp_python_suffix.harvest_settings`), else the defaults.
 
-    The n-gram lengths are the harvest drafter's (:func:`evolve.export.engines.deploy.harvest_drafter`).
+    The drafter is the harvest's (:func:`evolve.export.engines.deploy.harvest_drafter`): suffix decoding's settings
+    only for a suffix-decoding harvest.
 
-    Raises: InputError naming the file and key for a value the class would refuse at call time (a boolean, a
-    non-integer, min above max, a count below 1 or above :data:`MAX_GAMMA`), or a harvest whose drafter is not
-    prompt lookup (the module drafts by prompt lookup only)."""
+    Raises: InputError naming the file and key for a value a class would refuse at call time (a boolean, a
+    non-integer, min above max, a count below 1 or above :data:`MAX_GAMMA`), or a harvest whose drafter the module
+    does not run (a draft model, an EAGLE head)."""
     prov = read_champion(source).provenance or {}
     run = prov.get("config") if isinstance(prov.get("config"), dict) else {}
     drafter = harvest_drafter(source)
-    if drafter.kind and not drafter.lookup:
-        nearest = ("the same champion exported for vLLM, whose method suffix drafts by suffix decoding"
-                   if drafter.family is EngineFamily.SUFFIX else
-                   "the same champion exported for llama.cpp, which drafts with a draft model")
+    if drafter.kind and drafter.family not in DRAFTERS:
         raise InputError(f"{source}: the champion's harvest drafted with '{drafter.kind}' "
                          f"(provenance.data.generator_config.drafter.kind), and the llama-cpp-python module drafts "
-                         f"by prompt lookup only, so the policy would run on drafts it was not tuned on; nearest: "
-                         f"{nearest}")
+                         f"by prompt lookup or suffix decoding only, so the policy would run on drafts it was not "
+                         f"tuned on; nearest: the same champion exported for llama.cpp, which drafts with a draft "
+                         f"model")
+    suffix = None
+    if drafter.family is EngineFamily.SUFFIX:
+        found = ((prov.get("data") or {}).get("generator_config") or {}).get("drafter") or {}
+        suffix = suffix_part.harvest_settings(found, source)
     ngram, gamma = drafter.ngram or DEFAULT_LOOKUP, 8
     if "gamma" in run:
         value = run["gamma"]
@@ -246,7 +316,15 @@ def _harvest_settings(source: str) -> tuple[tuple[int, int], int]:
             raise InputError(f"{source}: key 'provenance.config.gamma' is {value!r}, not a draft length in "
                              f"1..{MAX_GAMMA}")
         gamma = value
-    return ngram, gamma
+    return ngram, suffix, gamma
+
+
+def drafter_of(source: str, data=None) -> EngineFamily:
+    """The drafter family the module of a champion read from ``source`` drafts with: its harvest's (with a dataset
+    ``data``, checked against the dataset's: :func:`evolve.export.engines.deploy.harvest_drafter`) where the module
+    runs it (:data:`DRAFTERS`), else prompt lookup. Raises: InputError as ``harvest_drafter``."""
+    family = harvest_drafter(source, data).family
+    return family if family in DRAFTERS else EngineFamily.LOOKUP
 
 
 def champion_module(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:
@@ -270,5 +348,5 @@ def policy_module(rule: Rule, source: str, notes: tuple[str, ...] = ()) -> str:
                                                                True), notes=notes)
 
 
-__all__ = ["COLUMN_VALUES", "ENGINE", "MAX_GAMMA", "NAME", "VERSION", "champion_module",
-           "check_policy", "module_source", "policy_module", "runs"]
+__all__ = ["COLUMN_VALUES", "COMMON_VALUES", "DRAFTERS", "ENGINE", "MAX_GAMMA", "NAME", "SUFFIX_VALUES", "VERSION",
+           "champion_module", "check_policy", "drafter_of", "module_source", "policy_module", "runs"]

@@ -84,7 +84,7 @@ RULES = LengthRules(length_of=lambda rule: fixed_length(rule, layout(rule)), ver
 
 
 def _step_policy(engine: Engine) -> KindSupport:
-    columns = engine.capabilities.step_columns
+    columns = tuple(dict.fromkeys(c for drafted in engine.capabilities.step_columns.values() for c in drafted))
 
     def exact(rule: Rule, gamma: int | None) -> Setting | None:
         verifier = rule.setting("verify_with")
