@@ -196,6 +196,9 @@ def test_a_run_targeting_llama_cpp_python_exports_a_suffix_draft_model(harvest, 
     priced = _ok(evolve_cli, ["export", run, "--to", "llama-cpp-python", "--costs", loop, "--output",
                               tmp_path / "draft.py"])
     assert "(written)" in priced.stdout and "class PolicySuffixDecoding" in (tmp_path / "draft.py").read_text()
+    rule = CliRunner().invoke(evolve_cli, ["export", "fixed_gamma:gamma=3", "--to", "llama-cpp-python", "--data",
+                                           str(harvest), "--costs", str(loop)])  # no harvest on record: refused
+    assert rule.exit_code == 2 and "has no champion file" in rule.stderr and "drafted by suffix" in rule.stderr
     lookup = CliRunner().invoke(evolve_cli, ["run", "--data", str(harvest), "--evolve", "verify-length",
                                              "--target-engine", "llama-cpp-python", "--features",
                                              "draft_index,lookup_len", "--out", str(tmp_path / "r2"), "--no-progress"])

@@ -188,8 +188,9 @@ def _objective_names() -> tuple[str, ...]:
               help="Workers of the local Dask cluster [default: one per island, at most one per core].")
 @click.option("--target-engine", "target_engine", default=None, type=LiveChoice(_target_engines),
               help="The engine the champion will run in: the features are bounded to what its drafter gives before "
-                   "a draft step (llama-cpp-python: draft_index, position, lookup_len, lookup_freq and the text's "
-                   "history), so the champion exports there (with --costs its own cost file, benchmark.py perf "
+                   "a draft step (llama-cpp-python: draft_index, position, the text's history, and lookup_len, "
+                   "lookup_freq on a prompt-lookup dataset or the suffix_* columns on a suffix-decoding one), so the "
+                   "champion exports there (with --costs its own cost file, benchmark.py perf "
                    "--write-costs FILE --engine NAME, the search optimises the engine's speed).")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar on stderr [default: on].")
 def run(config_file, progress, scheduler, workers, target_engine, **options) -> int:

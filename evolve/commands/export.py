@@ -114,7 +114,11 @@ def _priced(o: ExportOptions, writer) -> Exported:
         raise InputError(f"pricing '{rule.name}' in {o.target} needs a dataset (valid and test splits), and the "
                          f"champion records none", param="data")
     data = resolve_data(data, found, data, param="data")
-    writer.drafter_of(source, data)  # the dataset drafted as the champion's harvest did
+    family = writer.drafter_of(source, data)  # the dataset drafted as the champion's harvest did
+    if family is not writer.drafter_of(source):  # no champion file: the module would draft by prompt lookup
+        raise InputError(f"'{rule.name}' has no champion file recording its harvest, so its module drafts by prompt "
+                         f"lookup, but {data} was drafted by {family.value}: export a champion of a run on that "
+                         f"dataset", param="data")
     priced = priced_policy(rule, data, o.costs, resolve_gamma(None, found), o.target)
     text = writer.policy_module(priced.rule, source, priced.notes)
     return Exported(priced.rule, text, fit_width(priced_table(priced, o.target, data, o.costs)))

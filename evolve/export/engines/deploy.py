@@ -258,8 +258,8 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
                  f"for '{rule.name}', which is predicted {plain / best_valid:.3f}x slower than plain decoding under "
                  f"cost file {costs} on {TUNE_SPLIT} ({best_valid:.6g} against {plain:.6g} tokens per second); "
                  f"champion on {REPORT_SPLIT}: {rows[0].test:.6g}",)
-        tuned = (f"plain decoding: the champion and every setting {engine.title} can express for it are predicted "
-                 f"slower under cost file {costs} on split {TUNE_SPLIT} of {data}")
+        tuned = (f"plain decoding: {best.label}, the best setting {engine.title} can express for the champion, is "
+                 f"predicted slower under cost file {costs} on split {TUNE_SPLIT} of {data}")
         best, exact = PLAIN, None
     elif slower:  # a per-batch-size schedule holds its own lengths: the file says where it loses
         notes += (f"predicted slower than plain decoding under this cost file ({best_valid:.6g} against "
@@ -348,9 +348,9 @@ def gap_table(engine: Engine, rows: tuple[Scored, ...], data: Any, costs: Any) -
     footer = ("\n* runs as priced only under the condition the written file states (its header)\n"
               if any(r.setting.endswith("*") for r in rows) else "")
     if plain is not None and plain.role.endswith("(written)"):
-        footer += (f"\nplain decoding written: every setting {engine.title} can express for the champion is predicted "
-                   f"slower than plain decoding on {TUNE_SPLIT} under this cost file ({_number(plain.valid)} tokens/s): "
-                   f"deploy without speculation (the file says so)\n")
+        footer += (f"\nplain decoding written: the best setting {engine.title} can express for the champion is "
+                   f"predicted slower than plain decoding on {TUNE_SPLIT} under this cost file "
+                   f"({_number(plain.valid)} tokens/s): deploy without speculation (the file says so)\n")
     elif plain is not None and rows[1].valid is not None and rows[1].valid < plain.valid * (1 - PLAIN_TOLERANCE):
         footer += (f"\nplain decoding under this cost file: {_number(plain.valid)} tokens/s, faster than the written "
                    f"setting on {TUNE_SPLIT}: deploy without speculation (the file says so)\n")
