@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -20,7 +21,7 @@ import pytest
 
 from evolve.errors import InputError
 from evolve.export.engines.base import Drafter, Engine, Setting
-from evolve.export.engines.deploy import engine_config, tuned_schedule
+from evolve.export.engines.deploy import PLAIN, engine_config, tuned_schedule
 from evolve.export.engines.shapes import constant_value, fixed_length, static_widths, tree_paths
 from evolve.export.exporter import layout
 from evolve.kinds.relaxation.export_engines import block_rule
@@ -63,7 +64,8 @@ def champions() -> list[Rule]:
 @dataclass(frozen=True)
 class Case:
     """One export: the ``engine``, the champion ``rule``, the ``drafter``, the ``schedule`` (or None), whether it was
-    ``tuned`` on data, and its outcome: the ``text`` and ``setting`` written, or the one-line ``refusal``."""
+    ``tuned`` on data (``losing``: under a cost file where drafting never pays), and its outcome: the ``text`` and
+    ``setting`` written, or the one-line ``refusal``."""
 
     engine: Engine
     rule: Rule
@@ -73,15 +75,17 @@ class Case:
     text: str = ""
     setting: Setting | None = None
     refusal: str = ""
+    losing: bool = False
 
     @property
     def label(self) -> str:
         return (f"{self.engine.name}:{self.rule.name}:{self.drafter}" + (":schedule" if self.schedule else "")
-                + (":tuned" if self.tuned else ""))
+                + (":tuned" if self.tuned else "") + (":losing" if self.losing else ""))
 
 
 def _case(engine, rule, drafter, schedule=None, data=None, costs=None) -> Case:
-    base = dict(engine=engine, rule=rule, drafter=drafter, schedule=schedule, tuned=data is not None)
+    base = dict(engine=engine, rule=rule, drafter=drafter, schedule=schedule, tuned=data is not None,
+                losing=costs is not None and Path(costs).name == LOSING)
     try:
         written = engine_config(rule, "test", engine, data, costs, schedule, DRAFTERS[drafter])
     except InputError as exc:
@@ -100,21 +104,43 @@ def cases(engine: Engine, data=None, costs=None) -> Iterator[Case]:
             for drafter in DRAFTERS:
                 yield _case(engine, fixed_length_rule(3), drafter, schedule)
     if data is not None:
-        for rule in (confidence_threshold(0.3), get_rule("mixture_0.9"),
-                     Rule("w_0.3", expression="0.3", kind="relaxation"),
-                     Rule("entropy_tree", expression="if_gt(0.5, draft_index, add(1.0, mul(2.0, draft_entropy)), "
-                                                     "if_gt(2.5, draft_index, 1.0, 0.0))", kind="tree-shape")):
+        for rule in TUNED:
             for drafter in ("unknown", "ngram"):
                 yield _case(engine, rule, drafter, None, data, costs)
+        yield from losing_cases(engine, data, Path(costs).parent)
         if engine.schedule:
             schedule, _ = tuned_schedule(fixed_length_rule(3), data, costs, (1, 4, 16, 64))
             yield _case(engine, fixed_length_rule(3), "unknown", schedule, data, costs)
+
+
+#: The champions tuned on a dataset, one of each kind (:func:`cases`).
+TUNED = (confidence_threshold(0.3), get_rule("mixture_0.9"), Rule("w_0.3", expression="0.3", kind="relaxation"),
+         Rule("entropy_tree", expression="if_gt(0.5, draft_index, add(1.0, mul(2.0, draft_entropy)), "
+                                         "if_gt(2.5, draft_index, 1.0, 0.0))", kind="tree-shape"))
+#: The name of the cost file under which drafting never pays (:func:`losing_cases`).
+LOSING = "losing_costs.json"
+
+
+def losing_cases(engine: Engine, data, directory) -> Iterator[Case]:
+    """The files written for ``engine`` under a cost file (written in ``directory``) where each verified token costs
+    a whole plain step more, so drafting never pays: every kind's champion tuned on ``data``, an exact fixed length
+    and the standard rule, each written as plain decoding (:data:`evolve.export.engines.deploy.PLAIN`, or a tuned
+    setting that drafts nothing)."""
+    import json
+
+    path = Path(directory) / LOSING
+    path.write_text(json.dumps({"target_forward_s": [0.02 * (1 + t) for t in range(8)], "draft_token_s": 0.004,
+                                "plain_token_s": 0.02}))
+    for rule in (*TUNED, fixed_length_rule(3), STANDARD_RULE):
+        yield _case(engine, rule, "ngram", None, data, str(path))
 
 
 def drafted(setting: Setting) -> int | None:
     """What the setting drafts per step, as scored: a fixed length's length, a capped confidence stop's cap, a
     tree's node count; None for a setting of acceptance only (a threshold, block verification of any length)."""
     rule = setting.rule
+    if setting is PLAIN:
+        return 0
     if rule is None or rule.kind in ("threshold", "relaxation"):
         return None
     if rule.kind == "tree-shape":

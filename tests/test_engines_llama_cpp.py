@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_helpers import DRAFTERS, cases, drafted
+from engine_helpers import DRAFTERS, cases, drafted, losing_cases
 from evolve.export.engines import llama_cpp as exporter
 
 HARNESS = Path(os.environ.get("LLAMA_SPEC_ARGS", Path(__file__).resolve().parent.parent / ".cache" /
@@ -42,8 +42,8 @@ def models(use: str) -> list[str]:
     return [w if not w.isupper() else "draft.gguf" for w in words[2:]]
 
 
-def test_every_flag_line_speculates_as_scored(parse):
-    written = list(cases(exporter.ENGINE))
+def test_every_flag_line_speculates_as_scored(parse, vocab_dataset, tmp_path):
+    written = list(cases(exporter.ENGINE)) + list(losing_cases(exporter.ENGINE, vocab_dataset, tmp_path))
     assert len(written) > 60
     for case in written:
         if case.refusal:

@@ -10,7 +10,7 @@ import shlex
 
 import pytest
 
-from engine_helpers import DRAFTERS, block, cases, drafted, require
+from engine_helpers import DRAFTERS, block, cases, drafted, losing_cases, require
 from evolve.export.engines import sglang as exporter
 
 
@@ -30,8 +30,8 @@ def flag_line(text: str) -> list[str]:
     return shlex.split(lines[0]) if lines else []
 
 
-def test_every_flag_line_is_read_as_scored(parser):
-    written = list(cases(exporter.ENGINE))
+def test_every_flag_line_is_read_as_scored(parser, vocab_dataset, tmp_path):
+    written = list(cases(exporter.ENGINE)) + list(losing_cases(exporter.ENGINE, vocab_dataset, tmp_path))
     assert len(written) > 80
     for case in written:
         if case.refusal:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from engine_helpers import BATCHES, DRAFTERS, cases, drafted, length_at
+from engine_helpers import BATCHES, DRAFTERS, cases, drafted, losing_cases, length_at
 from evolve.export.engines import tensorrt_llm as exporter
 from evolve.export.engines.text import read_yaml_text
 
@@ -65,8 +65,8 @@ def test_the_facts_name_their_source():
         assert statement and "NVIDIA/TensorRT-LLM" in where and ".py" in where
 
 
-def test_every_file_passes_the_engines_checks_and_means_what_was_scored():
-    written = list(cases(exporter.ENGINE))
+def test_every_file_passes_the_engines_checks_and_means_what_was_scored(vocab_dataset, tmp_path):
+    written = list(cases(exporter.ENGINE)) + list(losing_cases(exporter.ENGINE, vocab_dataset, tmp_path))
     assert len(written) > 80
     for case in written:
         if case.refusal:

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from engine_helpers import DRAFTERS, cases, drafted, require
+from engine_helpers import DRAFTERS, cases, drafted, losing_cases, require
 from evolve.export.engines import transformers as exporter
 
 NEW_TOKENS = 24
@@ -76,14 +76,14 @@ def run(models, settings: dict, use: str):
     return out[0, ids.shape[1]:].tolist()
 
 
-def test_every_file_is_run_as_scored(models, observed, monkeypatch):
+def test_every_file_is_run_as_scored(models, observed, monkeypatch, vocab_dataset, tmp_path):
     from transformers.generation import candidate_generator as cg
 
     monkeypatch.setattr(cg, "is_sklearn_available", lambda: False)  # the condition the files state for thresholds
     target, _, ids = models
     plain = target.generate(ids, do_sample=False, max_new_tokens=NEW_TOKENS)[0, ids.shape[1]:].tolist()
     done: set[str] = set()
-    for case in cases(exporter.ENGINE):
+    for case in [*cases(exporter.ENGINE), *losing_cases(exporter.ENGINE, vocab_dataset, tmp_path)]:
         if case.refusal:
             assert "\n" not in case.refusal, case.label
             continue

@@ -15,6 +15,7 @@ import pytest
 
 from engine_helpers import BATCHES, DRAFTERS, block, cases, drafted, length_at, require
 from evolve.export.engines import vllm as exporter
+from evolve.export.engines.deploy import PLAIN
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # vLLM infers no device here otherwise; nothing runs on it
 
@@ -68,6 +69,10 @@ def validated(engine, spec: dict, text: str):
 
 def test_every_file_is_read_as_scored(engine, written, tmp_path):
     assert len(written) > 100
+    losing = [c for c in written if c.losing]
+    assert len(losing) == 6 and sum(c.setting is PLAIN for c in losing) >= 4  # the rest tuned to drafting nothing
+    for case in losing:  # never a configuration predicted to lose: vLLM reads no speculative config
+        assert read(engine, case.text, tmp_path) is None and drafted(case.setting) == 0, case.label
     for case in written:
         if case.refusal:
             assert "\n" not in case.refusal and "nearest" in case.refusal, case.label
