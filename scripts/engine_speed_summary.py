@@ -32,7 +32,7 @@ def main(out: str, names: list[str]) -> None:
 
 def valid_prompts(prompts: str, dataset: str, out: str) -> None:
     """Write the valid-split prompts of ``dataset`` (harvested from ``prompts``) to ``out``, one a line."""
-    from evolve.commands.live import split_prompts
+    from evolve.harvest.subset import split_prompts
     from evolve.files.atomic import atomic_write_text
     from evolve.harvest.prompts import read_prompt_file
     from evolve.traces.io import load_metadata

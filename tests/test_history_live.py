@@ -19,7 +19,8 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from evolve.commands.live import decoder, run_live, split_prompts  # noqa: E402
+from evolve.commands.live import decoder, run_live  # noqa: E402
+from evolve.harvest.subset import split_prompts  # noqa: E402
 from evolve.eval.costs import DEFAULT_COSTS  # noqa: E402
 from evolve.eval.evaluator import EvalData  # noqa: E402
 from evolve.harvest.config import HarvestConfig  # noqa: E402

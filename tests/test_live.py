@@ -175,7 +175,7 @@ def _harvest_metadata(root, prompts, splits, **config):
 
 
 def test_split_prompts_pick_the_datasets_held_out_prompts(files, tmp_path):
-    from evolve.commands.live import split_prompts
+    from evolve.harvest.subset import split_prompts
 
     data = _harvest_metadata(tmp_path / "d", files["prompts"], {"train": [0], "valid": [1], "test": [2]})
     assert split_prompts(files["prompts"], data, "test") == [2]

@@ -52,7 +52,7 @@ turns, prompted with the answers the same decoder (plain decoding, or the same r
 (:func:`category_lines`).
 
 With ``data_dir`` and ``split`` only the prompts a harvested dataset put in that split are decoded
-(:func:`split_prompts`; e.g. the held-out test prompts of the dataset a champion was evolved on),
+(:func:`evolve.harvest.subset.split_prompts`; e.g. the held-out test prompts of the dataset a champion was evolved on),
 each with its own text index's random stream, as the harvest drew it.
 """
 from __future__ import annotations
@@ -60,7 +60,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -70,13 +70,12 @@ from evolve.errors import InputError, counted
 from evolve.harvest.config import HarvestConfig
 from evolve.harvest.loop import build, text_rng
 from evolve.engine.drafters import chosen_drafters
-from evolve.files.digest import same_digest, sha256_file
 from evolve.engine.ngram import lookup_lengths
 from evolve.engine.suffix import suffix_settings
-from evolve.harvest.subset import request_history
+from evolve.harvest.subset import request_history, split_prompts
 from evolve.harvest.prompts import PromptFile, encode_prompt, read_prompt_file, read_prompts
 from evolve.eval.evaluator import EvalData
-from evolve.traces.io import load_metadata, load_split
+from evolve.traces.io import load_split
 from evolve.commands.compare.table import champion_from_file
 from evolve.report.live import FORMATS, OURS, LiveReport, format_json, format_table
 from evolve.report.output import check_output, resolve_format, write_output
@@ -84,8 +83,7 @@ from evolve.commands.rules import rule_named
 from evolve.live.turns import TurnContexts, with_earlier_turns
 from evolve.export.engines.llama_cpp_python import module_source, runs
 from evolve.live.deployed import check_engine_run, predict_engine_rows
-from evolve.live.peers import (BACKEND_PEERS, PEERS, LlamaCppPythonPeer, PeerSetup, engine_plain_row, peers_named, tune,
-                               tuned_row)
+from evolve.live.peers import BACKEND_PEERS, LlamaCppPythonPeer, PeerSetup, peer_rows, peers_named
 from evolve.live.decoding import BlockVerifier, LiveCounts, autoregressive_text
 from evolve.live.tree_decoding import with_fixed_tree
 from heuristics.contract import Rule
@@ -140,37 +138,6 @@ def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str |
     return out
 
 
-def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, split: str,
-                  categories: Sequence[str] | None = None) -> list[int]:
-    """Indices (0-based text indices of ``prompts_file``, :mod:`evolve.harvest.prompts`) of the prompts that the
-    harvested dataset ``data_dir`` put in ``split`` (its ``metadata.json`` ``splits``).
-
-    ``categories``: the categories selected (None: all), which must be those the dataset was harvested with (its
-    text indices count the questions of those only).
-    Raises: InputError (one line) when ``data_dir`` is no harvested dataset, was harvested from another
-    prompts file (SHA-256 differs) or other categories, or has no such split.
-    """
-    read_prompt_file(prompts_file)  # a missing or unreadable file: its one-line error first
-    meta = load_metadata(data_dir)
-    config = meta.get("config") or {}
-    if meta.get("generator") != "harvest" or "prompts_sha256" not in config:
-        raise InputError(f"{data_dir}: not a harvested dataset (its metadata.json names no prompts file)",
-                         param="data_dir")
-    digest = sha256_file(prompts_file)
-    if not same_digest(config["prompts_sha256"], digest):
-        raise InputError(f"{prompts_file} is not the prompts file {data_dir} was harvested "
-                         f"from ({config.get('prompts')}; SHA-256 differs)", param="prompts")
-    theirs = config.get("categories")
-    if (list(categories) if categories is not None else None) != theirs:
-        raise InputError(f"{data_dir} was harvested with "
-                         f"{'the categories ' + ','.join(theirs) if theirs else 'every category'}; decode its split "
-                         f"with the same selection", param="categories")
-    splits = meta.get("splits") or {}
-    if split not in splits:
-        raise InputError(f"{data_dir} has no split '{split}' (it has: {', '.join(splits)})", param="split")
-    return [int(i) for i in splits[split]]
-
-
 def _check_lookahead(config: HarvestConfig, rules: Sequence) -> None:
     """Refuse a row reading a drafter column (prompt lookup's ``lookup_len``, ``lookup_freq``: a verification-length
     policy's ``lookahead``) the configured drafter does not give (InputError naming the drafter option)."""
@@ -219,37 +186,38 @@ class _Entry:
     results: dict = field(default_factory=dict)
 
 
-def _peer_entries(config: HarvestConfig, extras: LiveExtras, setup, longest: int, prompts_ids) -> list[tuple]:
-    """The peers' rows (:mod:`evolve.live.peers`), their tuned rows included, as (name, engine, ``decode(prompt ids,
-    text index)``, plain) of interleaved entries; ``longest``: a bound of the prompt ids of any text decoded."""
+class _Decoder(NamedTuple):
+    """A row before it joins the interleaved loop: its name, engine, ``decode(prompt ids, text index) -> (ids,
+    LiveCounts)``, whether it is plain decoding and its ``fresh()`` (:attr:`_Entry.fresh`)."""
+
+    name: str
+    engine: str
+    decode: Callable[[Sequence[int], int], tuple[list[int], LiveCounts]]
+    plain: bool = False
+    fresh: Callable[[], None] | None = None
+
+
+def _peer_decoders(config: HarvestConfig, extras: LiveExtras, setup, longest: int, prompts_ids) -> list[_Decoder]:
+    """The peers' rows (:mod:`evolve.live.peers`), their tuned rows included, as :class:`_Decoder` rows (the engine's
+    own plain decoding first when ``extras.engine_plain`` asks for it); ``longest``: a bound of the prompt ids of any
+    text decoded."""
     baseline = BACKEND_PEERS.get(config.backend) if extras.engine_plain else None
     if baseline in {p.name for p in extras.peers}:
         baseline = None
     if not extras.peers and baseline is None:
         return []
-    suffix = suffix_settings(config.suffix) if config.suffix is not None else None
     peer_setup = PeerSetup(str(config.target), torch_threads(), tuple(sorted(setup.engine.eos)),
                            longest + config.max_new_tokens + config.gamma + 16, extras.exported,
-                           lookup_lengths(config.ngram), config.gamma, config.device, suffix, extras.history)
-    given = dict(extras.peer_k)
-    entries = []
-    if baseline is not None:  # the engine's own plain decoding beside ours, whatever the peers
-        row = engine_plain_row(PEERS[baseline], peer_setup)
-        entries.append((row.name, row.engine, (lambda ids, i, r=row: r.decode(ids, config.max_new_tokens)), True,
-                        None))
-    for peer in extras.peers:
-        rows = peer.rows(peer_setup)
-        for row in list(rows):
-            if row.make is None:
-                continue
-            k = given.get(peer.name)
-            if k is None and prompts_ids:
-                k = tune(row, prompts_ids, config.max_new_tokens)
-            if k is not None:
-                rows.insert(rows.index(row) + 1, tuned_row(row, k))
-        entries += [(r.name, r.engine, (lambda ids, i, r=r: r.decode(ids, config.max_new_tokens)), r.plain, r.fresh)
-                    for r in rows]
-    return entries
+                           lookup_lengths(config.ngram), config.gamma, config.device, _suffix(config), extras.history)
+    rows = peer_rows(extras.peers, peer_setup, baseline, dict(extras.peer_k), prompts_ids, config.max_new_tokens)
+    return [_Decoder(r.name, r.engine, (lambda ids, i, r=r: r.decode(ids, config.max_new_tokens)), r.plain, r.fresh)
+            for r in rows]
+
+
+def _suffix(config: HarvestConfig) -> tuple[int, int] | None:
+    """(tree depth, cached responses) of a suffix-decoding run (:func:`evolve.engine.suffix.suffix_settings`), else
+    None."""
+    return suffix_settings(config.suffix) if config.suffix is not None else None
 
 
 def _tune_ids(extras: LiveExtras, tokenizer, vocab: int) -> list[list[int]]:
@@ -267,7 +235,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
 
     ``config`` gives the models, drafter, gamma, max_new_tokens, sampling, seed, dtype, device and
     threads (its ``out`` is not used). ``texts``: the prompt indices to decode (default all; see
-    :func:`split_prompts`); prompt i decodes from ``numpy.random.default_rng([seed, i])``. ``extras``
+    :func:`evolve.harvest.subset.split_prompts`); prompt i decodes from ``numpy.random.default_rng([seed, i])``. ``extras``
     (:class:`LiveExtras`): repeats and the peers' rows, interleaved with the rules.
     ``on_text(done, total)`` is called after each prompt of each repeat.
     Raises: InputError as :func:`evolve.harvest.loop.build`, for a bad prompts file or a text index
@@ -293,13 +261,13 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     def run(rule, ids, i, tokens):
         return rule.text(engine, ids, tokens, text_rng(config.seed, i), gamma=config.gamma, tree=extras.tree)
 
-    decoders = [("plain", OURS, lambda ids, i: autoregressive_text(engine, ids, new, text_rng(config.seed, i)), True,
-                 None)]
-    decoders += [(rule.name, OURS, lambda ids, i, rule=rule: run(rule, ids, i, new), False, None) for rule in rules]
-    decoders += _peer_entries(config, extras, setup, _longest(prompts, encode, texts, new),
-                              _tune_ids(extras, setup.target.tokenizer, engine.vocab))
-    entries = [_Entry(name, engine_name, encode.runner(key - 1, decode), plain, fresh)
-               for key, (name, engine_name, decode, plain, fresh) in enumerate(decoders)]
+    decoders = [_Decoder("plain", OURS, lambda ids, i: autoregressive_text(engine, ids, new, text_rng(config.seed, i)),
+                         True)]
+    decoders += [_Decoder(rule.name, OURS, lambda ids, i, rule=rule: run(rule, ids, i, new)) for rule in rules]
+    decoders += _peer_decoders(config, extras, setup, _longest(prompts, encode, texts, new),
+                               _tune_ids(extras, setup.target.tokenizer, engine.vocab))
+    entries = [_Entry(d.name, d.engine, encode.runner(key - 1, d.decode), d.plain, d.fresh)
+               for key, d in enumerate(decoders)]
     warm = min(WARMUP_TOKENS, new)
     first = texts[0]
     shared, caches, started = engine.drafter, {}, set()
@@ -501,7 +469,7 @@ def exported_policies(options: LiveOptions) -> tuple[tuple[str, str], ...]:
     rules += [(champion_from_file(p), str(p)) for p in options.champions]
     policies = [(r, where) for r, where in rules if runs(r)]
     config = options.config
-    suffix = suffix_settings(config.suffix) if config.suffix is not None else None
+    suffix = _suffix(config)
     if policies and not config.ngram and suffix is None:
         raise InputError(f"policy '{policies[0][0].name}' runs inside llama-cpp-python as a prompt-lookup or "
                          f"suffix-decoding drafter: give one of them", param="peers")
@@ -511,7 +479,7 @@ def exported_policies(options: LiveOptions) -> tuple[tuple[str, str], ...]:
 
 def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | None = None) -> tuple[LiveReport, str]:
     """Check the options, run :func:`run_live` (on the ``split`` prompts of ``data_dir`` when given,
-    :func:`split_prompts`), render the report and write it to ``output`` when given. ``on_text(done, total)``
+    :func:`evolve.harvest.subset.split_prompts`), render the report and write it to ``output`` when given. ``on_text(done, total)``
     is called after each prompt.
 
     Returns (report, text). Raises InputError for bad options, files or rules.
@@ -581,4 +549,4 @@ def _live_headroom(o: LiveOptions, report: LiveReport, costs) -> list[dict]:
 
 
 __all__ = ["DEFAULT_REPLICATES", "LiveExtras", "LiveOptions", "decoder", "exported_policies", "live_command", "named_rules",
-           "resolve_rules", "run_live", "split_prompts", "torch_threads"]
+           "resolve_rules", "run_live", "torch_threads"]

@@ -7,7 +7,9 @@ split's records (and tree rows) of the texts of C, ``texts.jsonl``'s lines of th
 with the splits' text ids, the per-split statistics recomputed from the kept records and texts (records,
 sequences, acceptance figures, generated tokens, target calls where ``texts.jsonl`` has them, ...) and ``subset`` = {"of": the source
 directory, "categories": C}. Every command reads it as any dataset: a search on it is a search for those
-categories (Spec-Bench's task groups: one policy per group, docs/tutorial/spec-bench.md).
+categories (Spec-Bench's task groups: one policy per group, docs/tutorial/spec-bench.md). Which prompts a harvest
+put in a split (:func:`split_prompts`) and the texts decoded before a split (:func:`request_history`) are read here
+too, for live decoding of a split.
 
 What the subset cannot honour is refused, each in one line naming the file: a source that is not a harvested
 dataset (no directory, no ``metadata.json``, ``texts.jsonl`` without categories), malformed metadata or texts, texts
@@ -24,7 +26,7 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,7 +34,8 @@ import pandas as pd
 from evolve.errors import InputError, InputWarning, printable
 from evolve.harvest.resume import TEXTS_FILE, split_statistics, tree_stats
 from evolve.traces.binding import check_bound
-from evolve.files.digest import sha256_bytes
+from evolve.files.digest import same_digest, sha256_bytes, sha256_file
+from evolve.harvest.prompts import read_prompt_file
 from evolve.files.parquet import read_parquet_bytes
 from evolve.traces.io import METADATA_FILE, SPLITS, Traces, load_metadata, load_split, write_dataset
 
@@ -123,6 +126,37 @@ def request_history(data_dir: str | os.PathLike, split: str) -> tuple[tuple[tupl
                          param="data_dir")
     ordered = sorted(texts, key=lambda t: (SPLITS.index(t["split"]), t.get("turn", 1), t["seq_id"]))
     return tuple((tuple(map(int, t["prompt_ids"])), tuple(map(int, t["completion_ids"]))) for t in ordered)
+
+
+def split_prompts(prompts_file: str | os.PathLike, data_dir: str | os.PathLike, split: str,
+                  categories: Sequence[str] | None = None) -> list[int]:
+    """Indices (0-based text indices of ``prompts_file``, :mod:`evolve.harvest.prompts`) of the prompts that the
+    harvested dataset ``data_dir`` put in ``split`` (its ``metadata.json`` ``splits``).
+
+    ``categories``: the categories selected (None: all), which must be those the dataset was harvested with (its
+    text indices count the questions of those only).
+    Raises: InputError (one line) when ``data_dir`` is no harvested dataset, was harvested from another
+    prompts file (SHA-256 differs) or other categories, or has no such split.
+    """
+    read_prompt_file(prompts_file)  # a missing or unreadable file: its one-line error first
+    meta = load_metadata(data_dir)
+    config = meta.get("config") or {}
+    if meta.get("generator") != "harvest" or "prompts_sha256" not in config:
+        raise InputError(f"{data_dir}: not a harvested dataset (its metadata.json names no prompts file)",
+                         param="data_dir")
+    digest = sha256_file(prompts_file)
+    if not same_digest(config["prompts_sha256"], digest):
+        raise InputError(f"{prompts_file} is not the prompts file {data_dir} was harvested "
+                         f"from ({config.get('prompts')}; SHA-256 differs)", param="prompts")
+    theirs = config.get("categories")
+    if (list(categories) if categories is not None else None) != theirs:
+        raise InputError(f"{data_dir} was harvested with "
+                         f"{'the categories ' + ','.join(theirs) if theirs else 'every category'}; decode its split "
+                         f"with the same selection", param="categories")
+    splits = meta.get("splits") or {}
+    if split not in splits:
+        raise InputError(f"{data_dir} has no split '{split}' (it has: {', '.join(splits)})", param="split")
+    return [int(i) for i in splits[split]]
 
 
 def _source(src: Path) -> dict[str, Any]:
@@ -277,4 +311,4 @@ def subset_dataset(data_dir: str | os.PathLike, categories: Iterable[str], out_d
     return stats
 
 
-__all__ = ["check_texts_match", "read_texts", "request_history", "subset_dataset"]
+__all__ = ["check_texts_match", "read_texts", "request_history", "split_prompts", "subset_dataset"]

@@ -263,6 +263,27 @@ def peers_named(names: Sequence[str]) -> list[Peer]:
     return chosen
 
 
+def peer_rows(peers: Sequence[Peer], setup: PeerSetup, baseline: str | None, peer_k: dict[str, int],
+              tune_prompts: Sequence[Sequence[int]], max_new_tokens: int) -> list[PeerRow]:
+    """The rows ``peers`` decode on ``setup``, in order, each prompt-lookup row followed by its tuned row (K from
+    ``peer_k`` {peer name: K}, else tuned on the token ids ``tune_prompts`` where given, :func:`tune`), after the
+    plain row of the engine ``baseline`` (a peer name: its own plain decoding beside ours whatever the peers; None:
+    none)."""
+    rows = [engine_plain_row(PEERS[baseline], setup)] if baseline is not None else []
+    for peer in peers:
+        found = peer.rows(setup)
+        for row in list(found):
+            if row.make is None:
+                continue
+            k = peer_k.get(peer.name)
+            if k is None and tune_prompts:
+                k = tune(row, tune_prompts, max_new_tokens)
+            if k is not None:
+                found.insert(found.index(row) + 1, tuned_row(row, k))
+        rows += found
+    return rows
+
+
 def tuned_row(row: PeerRow, k: int) -> PeerRow:
     """The configuration of the tunable ``row`` (its ``make``) with draft length ``k``, labelled tuned."""
     return PeerRow(f"{row.label} K={int(k)} (tuned)", row.engine, row.make(int(k)), setting=int(k))
@@ -285,4 +306,5 @@ def tune(row: PeerRow, prompts: Sequence[Sequence[int]], max_new_tokens: int,
 
 
 __all__ = ["BACKEND_PEERS", "LLAMA_DEFAULT_K", "LLAMA_DEFAULT_NGRAM", "PEERS", "Peer", "PeerRow", "PeerSetup",
-           "TRANSFORMERS_DEFAULT_K", "TUNE_GRID", "engine_plain_row", "exported_row_name", "peers_named", "tune", "tuned_row"]
+           "TRANSFORMERS_DEFAULT_K", "TUNE_GRID", "engine_plain_row", "exported_row_name", "peer_rows", "peers_named", "tune",
+           "tuned_row"]
