@@ -3,6 +3,7 @@ own loops (:mod:`evolve.perf.engine_loop`), on tiny models built offline."""
 from __future__ import annotations
 
 import os
+import warnings
 
 import pytest
 
@@ -108,13 +109,9 @@ def test_engine_needs_write_costs_and_a_known_name(tiny_files):
     assert set(ENGINE_LOOPS) == {"llama-cpp-python", "transformers"}
 
 
-
-def test_live_predicts_the_engine_rows_with_a_file_timed_in_that_engine(tmp_path, monkeypatch):
-    """A cost file timed in llama-cpp-python's loop predicts the exported policy's row inside llama-cpp-python (from
-    the calls our row of the same policy made) and its plain row, not this project's rows; without that peer in the
-    run it is refused in one line naming both engines."""
-    pytest.importorskip("llama_cpp")
-    from evolve.commands.live import LiveOptions, live_command
+def _llama_run(tmp_path, monkeypatch):
+    """A live run's config on a tiny GGUF (two prompts, gamma 3, greedy) and a cost file timed in llama-cpp-python's
+    loop for it."""
     from evolve.perf.costs import write_costs
     from test_export_llama_cpp_python import llama_gguf
 
@@ -125,19 +122,39 @@ def test_live_predicts_the_engine_rows_with_a_file_timed_in_that_engine(tmp_path
                            max_new_tokens=12, temperature=0.0)
     costs = tmp_path / "lcp.json"
     write_costs(costs, measure_engine_costs(config, "llama-cpp-python", 3, 1))
+    return config, costs
+
+
+def test_live_predicts_the_engine_rows_with_a_file_timed_in_that_engine(tmp_path, monkeypatch):
+    """A cost file timed in llama-cpp-python's loop predicts the engine's rows (the exported policy's and its own prompt
+    lookup's, each from the calls it made there) and its plain row, not this project's rows; without that peer in the
+    run it is refused in one line naming both engines."""
+    pytest.importorskip("llama_cpp")
+    from evolve.commands.live import LiveOptions, live_command
+
+    config, costs = _llama_run(tmp_path, monkeypatch)
     rule = "fixed_gamma:gamma=3"
     with pytest.raises(InputError, match="timed inside llama-cpp-python's loop.*backend torch without peer"):
         live_command(LiveOptions(config, rules=(rule,), costs=str(costs)))
     report, text = live_command(LiveOptions(config, rules=(rule,), costs=str(costs), peers=("llama-cpp-python",),
                                             peer_k=(("llama-cpp-python", 2),), bootstrap=40))
     rows = {r["rule"]: r for r in report.rows}
-    exported, ours = rows[f"llama-cpp-python {rule} (exported)"], rows[rule]
-    c = report.counts[0]
-    assert exported["predicted_tokens_per_s"] == pytest.approx(c.tokens / c.predicted_seconds(load_costs(costs)))
+    own = dict(zip([r["rule"] for r in report.rows[len(report.counts):]], report.peer_counts))
+    ours = rows[rule]
+    mine, theirs = report.counts[0], own[f"llama-cpp-python {rule} (exported)"]
+    # the module's calls inside Llama.generate, logged: our row's calls (greedy: the same drafts) but the first of each
+    # of the two texts (the prefill's step, before the clock starts)
+    assert theirs.target_calls == mine.target_calls - 2 and theirs.tokens == mine.tokens - 2
+    assert all(mine.drafted[k] >= n for k, n in theirs.drafted.items()) and 3 in theirs.drafted
+    for name in (f"llama-cpp-python {rule} (exported)", "llama-cpp-python prompt lookup K=2 (tuned)"):
+        c = own[name]
+        assert sum(c.drafted.values()) == c.target_calls > 0
+        assert rows[name]["predicted_tokens_per_s"] == pytest.approx(c.tokens / c.predicted_seconds(load_costs(costs)))
+    assert set(own["llama-cpp-python prompt lookup K=2 (tuned)"].drafted) <= {0, 1, 2}
+    assert own["llama-cpp-python plain"].drafted == {0: own["llama-cpp-python plain"].target_calls}
     assert rows["llama-cpp-python plain"]["predicted_tokens_per_s"] == pytest.approx(
         1 / load_costs(costs).plain_token_s)
     assert ours["predicted_tokens_per_s"] is None
-    assert rows["llama-cpp-python prompt lookup K=2 (tuned)"]["predicted_tokens_per_s"] is None
     assert "measured/predicted tokens/s" in text
 
 
@@ -154,3 +171,62 @@ def test_a_first_prompt_too_long_for_the_engines_context_is_named(tmp_path, monk
                                          r"do not fit the 40 tokens of context llama-cpp-python"):
         measure_engine_costs(HarvestConfig(target=str(path), prompts=str(prompts), ngram=(2, 1), threads=1),
                              "llama-cpp-python", 2, 1)
+
+
+def test_live_predicts_transformers_prompt_lookup_from_its_own_calls(tiny_files, one_thread, tmp_path):
+    """A file timed in transformers' loop predicts its prompt lookup rows (the configuration an export to transformers
+    writes, decoded with --peer-k) from the calls generate() made: each call's candidates logged, at most K, every
+    call verifying its candidates and one more token."""
+    from evolve.commands.live import LiveOptions, live_command
+    from evolve.perf.costs import write_costs
+
+    config = _config(tiny_files, gamma=3, max_new_tokens=12, temperature=0.0)
+    costs = tmp_path / "tf.json"
+    write_costs(costs, measure_engine_costs(config, "transformers", 3, 1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report, text = live_command(LiveOptions(config, rules=("standard_rejection",), costs=str(costs),
+                                                peers=("transformers",), peer_k=(("transformers", 2),), bootstrap=40))
+    own = dict(zip([r["rule"] for r in report.rows[len(report.counts):]], report.peer_counts))
+    rows = {r["rule"]: r for r in report.rows}
+    for name, k in (("transformers prompt lookup K=2 (tuned)", 2), ("transformers prompt lookup K=10 (default)", 10)):
+        c = own[name]
+        assert sum(c.drafted.values()) == c.target_calls > 0 and max(c.drafted) <= k
+        assert c.tokens <= c.target_calls + sum(d * n for d, n in c.drafted.items())  # at most drafts + 1 a call
+        assert rows[name]["predicted_tokens_per_s"] == pytest.approx(c.tokens / c.predicted_seconds(load_costs(costs)))
+    assert own["transformers plain"].drafted == {0: own["transformers plain"].target_calls}
+    # the file timed calls of T <= 4: a row verifying more in one call is said to be extrapolated, the others not
+    beyond = [str(w.message) for w in caught if "extrapolates" in str(w.message)]
+    longest = {name: max(c.drafted) + 1 for name, c in own.items()}
+    assert [name for name in longest if any(f"'{name}'" in m for m in beyond)] == [
+        name for name, t in longest.items() if t > 4]
+    assert max(longest.values()) > 4  # the K=10 row drafted past the file here
+    assert "transformers prompt lookup K=2 (tuned)" in text.split("predicted by the cost file")[1]
+
+
+def test_two_champions_of_one_name_are_two_rows_each_predicted_from_its_own_calls(tmp_path, monkeypatch):
+    """Two runs' champion files both name their rule ``champion``: live names each after its file, so their rows,
+    their exported rows inside llama-cpp-python and those rows' predictions are told apart."""
+    pytest.importorskip("llama_cpp")
+    from evolve.commands.live import LiveOptions, live_command
+    from heuristics.champions import Champion, save_champion
+
+    config, costs = _llama_run(tmp_path, monkeypatch)
+    files = []
+    for run, expression in (("a", "sub(1.5, draft_index)"), ("b", "sub(3.5, draft_index)")):
+        champ = Champion(name="champion", expression=expression, kind="verify-length", objective="tokens_per_second",
+                         metrics={"train": {"tokens_per_call": 2.0}, "valid": {"tokens_per_call": 2.0}})
+        (tmp_path / run).mkdir()
+        files.append(save_champion(champ, tmp_path / run)[0])
+    report, _ = live_command(LiveOptions(config, champions=tuple(files), costs=str(costs), peers=("llama-cpp-python",),
+                                         peer_k=(("llama-cpp-python", 2),), bootstrap=40))
+    names = [r["rule"] for r in report.rows]
+    assert names[:2] == [f"champion ({files[0]})", f"champion ({files[1]})"]  # same file name: their paths
+    exported = [f"llama-cpp-python {n} (exported)" for n in names[:2]]
+    assert all(n in names for n in exported) and len(set(names)) == len(names)
+    own = dict(zip(names[len(report.counts):], report.peer_counts))
+    rows = {r["rule"]: r for r in report.rows}
+    assert max(own[exported[0]].drafted) <= 2 < max(own[exported[1]].drafted)  # each its own policy's calls
+    for name in exported:
+        c = own[name]
+        assert rows[name]["predicted_tokens_per_s"] == pytest.approx(c.tokens / c.predicted_seconds(load_costs(costs)))

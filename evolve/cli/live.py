@@ -110,7 +110,8 @@ def _once(names, param: str) -> None:
               help="Cost file (JSON, as `benchmark.py perf --write-costs` writes): print the cost model's predicted tokens/s "
                    "and speedup for the same run beside the measured ones [default: the cost file the --champion files "
                    "were evolved under, if any]. A file timed in an engine's own loop (perf --write-costs --engine "
-                   "NAME) predicts that engine's plain and exported rows instead, and needs --peers NAME.")
+                   "NAME) predicts that engine's rows instead (plain, its own prompt lookup and exported, each from "
+                   "the calls it made there), and needs --peers NAME.")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1, MAX_LIVE_REPEATS),
               help="Decode every prompt this many times with every row (the rows' order rotated by one per repeat); "
                    "report the median tokens/s with its min-max and a paired bootstrap interval of each speedup.")

@@ -117,8 +117,17 @@ def decoder(rule: Rule | BlockVerifier):
 
 def named_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str | os.PathLike] = ()) -> list:
     """The rules ``rule_names`` name (:func:`evolve.commands.rules.rule_named`) then those of the champion files, in
-    order. Raises: InputError for an unknown name or a bad champion file."""
-    return [rule_named(name) for name in rule_names] + [champion_from_file(path) for path in champion_files]
+    order; a champion whose name another of them has too (two runs' files both name theirs ``champion``) is named
+    after its file, ``NAME (FILE NAME)`` (its path where file names repeat too), so every row is told apart.
+    Raises: InputError for an unknown name or a bad champion file."""
+    rules = [rule_named(name) for name in rule_names]
+    champions = [champion_from_file(path) for path in champion_files]
+    names = [r.name for r in rules + champions]
+    files = [Path(p).name for p in champion_files]
+    for i, (rule, path) in enumerate(zip(champions, champion_files)):
+        if names.count(rule.name) > 1:
+            champions[i] = replace(rule, name=f"{rule.name} ({files[i] if files.count(files[i]) == 1 else path})")
+    return rules + champions
 
 
 def resolve_rules(rule_names: Sequence[str] = (), champion_files: Sequence[str | os.PathLike] = (),
@@ -335,7 +344,8 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
         caption += f"; draft trees of {extras.tree[0]} nodes, width {extras.tree[1]}, verified by SpecInfer"
     if extras.repeats > 1 or len(reference) > 1:
         caption += _extended_caption(config, extras, entries, rows, groups)
-    return LiveReport(rows, ar, caption, per_rule, dict(sorted(by_category.items())))
+    return LiveReport(rows, ar, caption, per_rule, dict(sorted(by_category.items())),
+                      peer_counts=[_total(e) for e in entries[1 + len(rules):]])
 
 
 def _longest(prompts: PromptFile, encode: "TurnContexts", texts: Sequence[int], new: int) -> int:
@@ -465,9 +475,8 @@ def exported_policies(options: LiveOptions) -> tuple[tuple[str, str], ...]:
 
     Raises: InputError (one line) for such a policy without either drafter (parameter ``peers``) or one the export
     refuses."""
-    rules = [(rule_named(n), f"rule {n}") for n in options.rules]
-    rules += [(champion_from_file(p), str(p)) for p in options.champions]
-    policies = [(r, where) for r, where in rules if runs(r)]
+    wheres = [f"rule {n}" for n in options.rules] + [str(p) for p in options.champions]
+    policies = [(r, where) for r, where in zip(named_rules(options.rules, options.champions), wheres) if runs(r)]
     config = options.config
     suffix = _suffix(config)
     if policies and not config.ngram and suffix is None:
@@ -518,7 +527,7 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
         row["predicted_tokens_per_s"] = predicted
         row["predicted_speedup"] = None if predicted is None else predicted * costs.plain_token_s
     if engine is not None:  # the file predicts the engine's rows (evolve.live.deployed)
-        check_plain_rate(o.costs, costs, predict_engine_rows(report.rows, report.counts, costs, engine),
+        check_plain_rate(o.costs, costs, predict_engine_rows(report, costs, engine),
                          f"{engine}'s own plain decoding, {counted(torch_threads(), 'thread')}")
     elif costs is not None and report.rows:
         check_plain_rate(o.costs, costs, report.rows[0].get("ar_tokens_per_s"),

@@ -22,15 +22,23 @@ own decoding without speculation) is the reference of its speedups:
 Timing (prefill excluded): the library's first decoding step holds the prompt's prefill, so the clock starts when
 the first generated tokens are delivered (transformers: the streamer's first ``put`` of generated tokens;
 llama-cpp-python: the generator's first token) and stops at the last one; ``tokens`` counts the tokens delivered
-after the first step and ``target_calls`` the decoding steps after it (transformers: one ``put`` per step; for
-llama-cpp-python the calls are not observed: 0). So a row's tokens/s is its decoding rate after the first step, for
-plain and speculative decoding alike; the first step's tokens (one for plain decoding, up to K + 1 for transformers'
-prompt lookup) are in the text but not in the rate.
+after the first step and ``target_calls`` the decoding steps after it (transformers: one ``put`` per step;
+llama-cpp-python: one target evaluation per call of the draft model). So a row's tokens/s is its decoding rate after
+the first step, for plain and speculative decoding alike; the first step's tokens (one for plain decoding, up to K + 1
+for transformers' prompt lookup) are in the text but not in the rate.
+
+Calls (``LiveCounts.drafted``: how many drafted tokens each of those steps verified, so a cost file timed in the
+library's own loop prices the row's own calls, :mod:`evolve.live.deployed`): a plain row's steps verify none;
+llama-cpp-python's are the lengths its draft model returned (the draft model wrapped in :class:`_Logged`: Llama.generate
+evaluates the last token and those drafts in one call); transformers' are the lengths of the candidates its
+``PromptLookupCandidateGenerator.get_candidates`` returned, logged while the row decodes (:func:`_logged_lookup`), the
+first (the prefill's step) left out as the clock leaves it out.
 """
 from __future__ import annotations
 
 import time
 import types
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -90,8 +98,45 @@ def exported_row_name(engine: str, policy: str) -> str:
     return f"{engine} {policy} (exported)"
 
 
-def _counts(tokens: int, seconds: float, calls: int) -> LiveCounts:
-    return LiveCounts(tokens=tokens, target_calls=calls, seconds=seconds, expected_tokens=float(tokens))
+def _counts(tokens: int, seconds: float, drafted: Sequence[int]) -> LiveCounts:
+    """A peer row's counts of one text: ``tokens`` delivered after the first step in ``seconds``, ``drafted[i]`` the
+    drafted tokens verified by step i after the first (one step per entry)."""
+    counts = LiveCounts(tokens=tokens, target_calls=len(drafted), seconds=seconds, expected_tokens=float(tokens))
+    for k in drafted:
+        counts.drafted[int(k)] = counts.drafted.get(int(k), 0) + 1
+    return counts
+
+
+class _Logged:
+    """A llama-cpp-python draft model's stand-in that logs how many tokens each call of ``draft`` returned."""
+
+    def __init__(self, draft):
+        self.draft, self.log = draft, []
+
+    def __call__(self, input_ids, /, **kwargs):
+        out = self.draft(input_ids, **kwargs)
+        self.log.append(len(out))
+        return out
+
+
+@contextmanager
+def _logged_lookup(log: list[int]):
+    """While open, every transformers ``PromptLookupCandidateGenerator.get_candidates`` call appends the number of
+    candidate tokens it returned to ``log`` (the class's method restored on leaving)."""
+    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator as generator
+
+    original = generator.get_candidates
+
+    def get_candidates(self, input_ids, *args, **kwargs):
+        candidates, logits = original(self, input_ids, *args, **kwargs)
+        log.append(int(candidates.shape[1] - input_ids.shape[1]))
+        return candidates, logits
+
+    generator.get_candidates = get_candidates
+    try:
+        yield
+    finally:
+        generator.get_candidates = original
 
 
 class _Clock:
@@ -148,15 +193,17 @@ class TransformersPeer(Peer):
 
         def decoder(k):
             def decode(ids, max_new_tokens):
-                clock = _Clock()
+                clock, log = _Clock(), []
                 extra = {} if k is None else {"prompt_lookup_num_tokens": k}
-                with torch.inference_mode():
+                with torch.inference_mode(), _logged_lookup(log):
                     ids_t = torch.tensor([list(ids)], device=setup.device)
                     out = model.generate(ids_t, attention_mask=torch.ones_like(ids_t),
                                          max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos,
                                          pad_token_id=eos[0] if eos else None, streamer=clock, **extra)
                 seconds = (clock.t1 - clock.t0) if clock.t1 is not None else 0.0
-                return [int(t) for t in out[0, len(ids):]], _counts(clock.tokens, seconds, max(clock.puts - 2, 0))
+                steps = max(clock.puts - 2, 0)
+                drafted = [0] * steps if k is None else (log[1:] + [0] * steps)[:steps]
+                return [int(t) for t in out[0, len(ids):]], _counts(clock.tokens, seconds, drafted)
             return decode
 
         return [PeerRow("transformers plain", self.name, decoder(None), plain=True),
@@ -180,7 +227,8 @@ class LlamaCppPythonPeer(Peer):
 
         def decoder(make_draft):
             def decode(ids, max_new_tokens):
-                draft = llm.draft_model = None if make_draft is None else make_draft(len(ids))
+                draft = None if make_draft is None else make_draft(len(ids))
+                llm.draft_model = logged = None if draft is None else _Logged(draft)
                 out, t0, t1 = [], None, None
                 for tok in llm.generate(list(ids), temp=0.0, repeat_penalty=1.0):
                     out.append(int(tok))
@@ -192,7 +240,8 @@ class LlamaCppPythonPeer(Peer):
                 llm.draft_model = None
                 if hasattr(draft, "finish"):  # a cache across texts: the whole text joins it
                     draft.finish(list(ids) + out)
-                return out, _counts(max(len(out) - 1, 0), (t1 - t0) if out else 0.0, 0)
+                tokens = max(len(out) - 1, 0)
+                return out, _counts(tokens, (t1 - t0) if out else 0.0, [0] * tokens if logged is None else logged.log)
             return decode
 
         def lookup(k, n=LLAMA_DEFAULT_NGRAM):

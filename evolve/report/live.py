@@ -40,6 +40,8 @@ class LiveReport:
     counts: list[LiveCounts] = field(default_factory=list)
     #: category -> [plain decoding's counts, then each rule's], for prompts with categories (sorted by name).
     by_category: dict[str, list[LiveCounts]] = field(default_factory=dict)
+    #: The peers' rows' counts (:mod:`evolve.live.peers`), in their order after this project's rows.
+    peer_counts: list[LiveCounts] = field(default_factory=list)
     #: The champions' live headroom shares (``champion``, ``fixed``, ``bound_tokens_per_s``, ``priced``,
     #: ``measured``: :func:`evolve.kinds.verify_length.report_live.live_headroom`); empty when not measured.
     headroom: list[dict] = field(default_factory=list)
@@ -82,7 +84,7 @@ def format_table(report: LiveReport) -> str:
                       "(median); Speedup = median over repeats of the repeat's ratio [min-max], and its paired "
                       "bootstrap interval over texts; Same text = share of the decodes equal to the same engine's "
                       "plain decoding of the same prompt and repeat (1 for a lossless rule under greedy decoding); "
-                      "Mean acc. len = tokens per target call (nan where the engine's calls are not observed)."]
+                      "Mean acc. len = tokens per target call."]
     lines += ["", "AR = plain autoregressive decoding of the target; Drafted/call = drafted tokens verified per target "
                   "call; Speedup = Tokens/s / AR tokens/s (wall clock); "
                   "TV/token = exact expected damage per emitted token (0 = lossless); Mean acc. len = mean acceptance "
