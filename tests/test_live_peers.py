@@ -185,3 +185,15 @@ def test_llama_cpp_python_peer_runs_an_exported_suffix_policy_with_its_own_cache
     assert "llama-cpp-python suffix_policy (exported)" in rows
     assert all(r["same_text"] == 1.0 and r["tokens"] > 0 for r in rows.values())
     assert started == [1, 1, 1]  # the warm-up's model, then one per repeat, each holding the history alone
+
+
+def test_a_call_log_of_another_length_than_the_steps_leaves_the_calls_unpriced():
+    """A peer row's per-call log is kept only when it has one entry per step counted by the clock; otherwise the
+    row's calls are not priced (LiveCounts.drafted empty), never priced as the wrong calls."""
+    from evolve.live.peers import _counts
+
+    kept = _counts(7, 1.0, 3, [2, 0, 1])
+    assert kept.target_calls == 3 and kept.drafted == {2: 1, 0: 1, 1: 1}
+    for log in ([2, 0], [2, 0, 1, 1], None):
+        c = _counts(7, 1.0, 3, log)
+        assert c.target_calls == 3 and c.drafted == {}

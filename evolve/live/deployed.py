@@ -72,6 +72,7 @@ def predict_engine_rows(report, costs, engine: str) -> float | None:
             _beyond(costs, name, max(calls.drafted) + 1)
         elif name in ours:
             predicted = ours[name].tokens / ours[name].predicted_seconds(costs)
+            _beyond(costs, name, max(ours[name].drafted, default=0) + 1)
         else:
             continue
         row["predicted_tokens_per_s"] = predicted

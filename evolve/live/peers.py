@@ -32,13 +32,14 @@ library's own loop prices the row's own calls, :mod:`evolve.live.deployed`): a p
 llama-cpp-python's are the lengths its draft model returned (the draft model wrapped in :class:`_Logged`: Llama.generate
 evaluates the last token and those drafts in one call); transformers' are the lengths of the candidates its
 ``PromptLookupCandidateGenerator.get_candidates`` returned, logged while the row decodes (:func:`_logged_lookup`), the
-first (the prefill's step) left out as the clock leaves it out.
+first (the prefill's step) left out as the clock leaves it out. A log of another length than the steps counted (a
+library whose loop calls these otherwise) leaves the row's calls unpriced rather than priced wrong.
 """
 from __future__ import annotations
 
 import time
 import types
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -98,12 +99,14 @@ def exported_row_name(engine: str, policy: str) -> str:
     return f"{engine} {policy} (exported)"
 
 
-def _counts(tokens: int, seconds: float, drafted: Sequence[int]) -> LiveCounts:
-    """A peer row's counts of one text: ``tokens`` delivered after the first step in ``seconds``, ``drafted[i]`` the
-    drafted tokens verified by step i after the first (one step per entry)."""
-    counts = LiveCounts(tokens=tokens, target_calls=len(drafted), seconds=seconds, expected_tokens=float(tokens))
-    for k in drafted:
-        counts.drafted[int(k)] = counts.drafted.get(int(k), 0) + 1
+def _counts(tokens: int, seconds: float, calls: int, drafted: Sequence[int] | None) -> LiveCounts:
+    """A peer row's counts of one text: ``tokens`` delivered after the first step in ``seconds`` by ``calls`` steps,
+    ``drafted[i]`` the drafted tokens verified by step i after the first (None: not logged, so the row's calls are
+    not priced; a log of another length than ``calls`` is taken as not logged)."""
+    counts = LiveCounts(tokens=tokens, target_calls=calls, seconds=seconds, expected_tokens=float(tokens))
+    if drafted is not None and len(drafted) == calls:
+        for k in drafted:
+            counts.drafted[int(k)] = counts.drafted.get(int(k), 0) + 1
     return counts
 
 
@@ -195,15 +198,15 @@ class TransformersPeer(Peer):
             def decode(ids, max_new_tokens):
                 clock, log = _Clock(), []
                 extra = {} if k is None else {"prompt_lookup_num_tokens": k}
-                with torch.inference_mode(), _logged_lookup(log):
+                with torch.inference_mode(), nullcontext() if k is None else _logged_lookup(log):
                     ids_t = torch.tensor([list(ids)], device=setup.device)
                     out = model.generate(ids_t, attention_mask=torch.ones_like(ids_t),
                                          max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos,
                                          pad_token_id=eos[0] if eos else None, streamer=clock, **extra)
                 seconds = (clock.t1 - clock.t0) if clock.t1 is not None else 0.0
                 steps = max(clock.puts - 2, 0)
-                drafted = [0] * steps if k is None else (log[1:] + [0] * steps)[:steps]
-                return [int(t) for t in out[0, len(ids):]], _counts(clock.tokens, seconds, drafted)
+                drafted = [0] * steps if k is None else log[1:]  # log[0]: the prefill's step, before the clock
+                return [int(t) for t in out[0, len(ids):]], _counts(clock.tokens, seconds, steps, drafted)
             return decode
 
         return [PeerRow("transformers plain", self.name, decoder(None), plain=True),
@@ -241,7 +244,9 @@ class LlamaCppPythonPeer(Peer):
                 if hasattr(draft, "finish"):  # a cache across texts: the whole text joins it
                     draft.finish(list(ids) + out)
                 tokens = max(len(out) - 1, 0)
-                return out, _counts(tokens, (t1 - t0) if out else 0.0, [0] * tokens if logged is None else logged.log)
+                calls = tokens if logged is None else len(logged.log)
+                return out, _counts(tokens, (t1 - t0) if out else 0.0, calls,
+                                    [0] * tokens if logged is None else logged.log)
             return decode
 
         def lookup(k, n=LLAMA_DEFAULT_NGRAM):
