@@ -64,14 +64,14 @@ for name in $WORKLOADS; do
     # 5. live on the test split: ours, the engine's plain decoding, its own prompt lookup (default and tuned),
     #    and the champion's module inside Llama.generate, predicted against measured under the engine's file (live
     #    exports the champion itself: the same file step 4 writes where its table marks the champion written)
-    [ -f "$OUT/$name.valid_prompts.txt" ] || "$PYTHON" scripts/engine_speed_summary.py --valid-prompts \
-        "${PROMPTS[$name]}" "$OUT/$name" "$OUT/$name.valid_prompts.txt"
+    valid="$OUT/$name.valid_prompts.${PROMPTS[$name]##*.}"  # .jsonl for a JSON Lines file: its valid questions
+    [ -f "$valid" ] || "$PYTHON" scripts/engine_speed_summary.py --valid-prompts "${PROMPTS[$name]}" "$OUT/$name" "$valid"
     if [ ! -f "$OUT/$name.live.txt" ]; then
         stamp "live $name"
         # shellcheck disable=SC2086
         "$PYTHON" benchmark.py live --target "$MODEL" --backend llama_cpp --draft-ngram 3,1 --prompts "${PROMPTS[$name]}" \
             ${EXTRA[$name]} --data "$OUT/$name" --split test --gamma "$GAMMA" --temperature 0 --threads 1 \
-            --repeats "$REPEATS" --peers llama-cpp-python --tune-prompts "$OUT/$name.valid_prompts.txt" \
+            --repeats "$REPEATS" --peers llama-cpp-python --tune-prompts "$valid" \
             --costs "$ENGINE_COSTS" \
             --champion "$OUT/$name.champion.json" --no-progress --output "$OUT/$name.live.txt" \
             > "$OUT/$name.live.log" 2>&1

@@ -4,11 +4,11 @@ length (plain decoding included), scored on the valid and test splits under each
 --costs`` prints).
 
     python scripts/engine_speed_summary.py results/engine grounded_llama spec_llama
-    python scripts/engine_speed_summary.py --valid-prompts PROMPTS DATASET OUT   # a dataset's valid prompts, a line each
+    python scripts/engine_speed_summary.py --valid-prompts PROMPTS DATASET OUT   # a dataset's valid prompts
 
-The second form writes the prompts a harvested dataset put in its valid split, one a line (a prompt's line breaks
-written as spaces), for ``benchmark.py live --tune-prompts``: the engines' own prompt lookup is tuned there, never on
-the test prompts it is measured on.
+The second form writes the prompts a harvested dataset put in its valid split (a plain file's one a line, a prompt's
+line breaks written as spaces; a JSON Lines file's valid questions as their lines), for ``benchmark.py live
+--tune-prompts``: the engines' own prompt lookup is tuned there, never on the test prompts it is measured on.
 """
 from __future__ import annotations
 
@@ -20,10 +20,16 @@ from heuristics.champions import read_champion
 
 
 def main(out: str, names: list[str]) -> None:
+    from evolve.traces.io import load_metadata
+
     root = Path(out)
     for name in names:
         rule = read_champion(root / f"{name}.champion.json").rule()
+        drafter = ((load_metadata(root / name).get("config") or {}).get("drafter") or {}).get("kind")
         for engine in ("llama-cpp-python", "transformers"):
+            if drafter == "suffix" and engine == "transformers":  # its module runs prompt lookup or a draft model
+                print(f"## {name}, {engine}\n\n{engine} ships no suffix decoding: not priced\n")
+                continue
             costs = str(root / "costs" / f"{engine}.json")
             priced = priced_policy(rule, str(root / name), costs, None, engine)
             print(f"## {name}, {engine}\n")
@@ -31,16 +37,25 @@ def main(out: str, names: list[str]) -> None:
 
 
 def valid_prompts(prompts: str, dataset: str, out: str) -> None:
-    """Write the valid-split prompts of ``dataset`` (harvested from ``prompts``) to ``out``, one a line."""
+    """Write the valid-split prompts of ``dataset`` (harvested from ``prompts``) to ``out``: a plain file's one a line
+    (a prompt's line breaks written as spaces); a JSON Lines file's valid questions as their own lines, unchanged
+    (``--tune-prompts`` reads their first turns, line breaks kept)."""
     from evolve.harvest.subset import split_prompts
     from evolve.files.atomic import atomic_write_text
-    from evolve.harvest.prompts import read_prompt_file
+    from evolve.harvest.prompts import is_jsonl, read_prompt_file
     from evolve.traces.io import load_metadata
 
+    if is_jsonl(prompts) != is_jsonl(out):  # --tune-prompts reads a file by its name's ending
+        sys.exit(f"{out}: name it {'.jsonl' if is_jsonl(prompts) else 'with another ending than .jsonl'}, as "
+                 f"{prompts} is (benchmark.py live --tune-prompts reads a file by its name's ending)")
     categories = (load_metadata(dataset).get("config") or {}).get("categories")  # as the dataset was harvested
     texts = read_prompt_file(prompts).select(categories).texts
     chosen = split_prompts(prompts, dataset, "valid", categories)
-    atomic_write_text(out, "".join(" ".join(texts[i].prompt.split()) + "\n" for i in chosen))
+    if is_jsonl(prompts):
+        lines = Path(prompts).read_text(encoding="utf-8").split("\n")
+        atomic_write_text(out, "".join(lines[n - 1] + "\n" for n in sorted({texts[i].line for i in chosen})))
+    else:
+        atomic_write_text(out, "".join(" ".join(texts[i].prompt.split()) + "\n" for i in chosen))
 
 
 if __name__ == "__main__":

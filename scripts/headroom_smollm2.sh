@@ -24,7 +24,9 @@
 # suffix_spec_bench_llama (suffix decoding, --draft-suffix 24: vLLM's tree depth and global cache, on all 480 questions,
 # greedy, 48 new tokens per turn, llama.cpp's kernels; texts decoded one at a time, train then valid then test, so
 # earlier splits' answers fill the cache; live adds suffix decoding's own rule at vLLM's defaults and tuned on valid),
-# suffix_grounded (the same drafter on the 60 input-grounded prompts, torch). All 480 questions on torch:
+# suffix_grounded (the same drafter on the 60 input-grounded prompts, torch), suffix_source_edits_llama (the same
+# drafter and kernels on prompts/source_edits: three successive edits of each of 90 functions of click's source, each
+# answered with the whole function, greedy, 48 new tokens per turn). All 480 questions on torch:
 # WORKLOADS=spec_bench SPEC_QUESTIONS=80. Each backend and drafter has its cost file (OUT/costs/ngram.json for
 # torch, OUT/costs/ngram_llama_cpp.json for llama.cpp, OUT/costs/suffix*.json for suffix decoding).
 # Everything goes under OUT (results/headroom, git-ignored); a finished step's file is kept (remove it to redo it).
@@ -59,16 +61,18 @@ fi
 declare -A PROMPTS=([grounded]=prompts/grounded_prompts.txt [ngram]="$OUT/general.txt" [spec_bench]="$OUT/spec_bench.jsonl"
                     [spec_bench_llama]=prompts/spec_bench/question.jsonl
                     [suffix_spec_bench_llama]=prompts/spec_bench/question.jsonl
-                    [suffix_grounded]=prompts/grounded_prompts.txt)
+                    [suffix_grounded]=prompts/grounded_prompts.txt
+                    [suffix_source_edits_llama]=prompts/source_edits/question.jsonl)
 declare -A SAMPLING=([grounded]="--temperature 0 --max-new-tokens 64" [ngram]="--temperature 1.0 --max-new-tokens 48"
                      [spec_bench]="--temperature 0 --max-new-tokens 48" [spec_bench_llama]="--temperature 0 --max-new-tokens 48"
                      [suffix_spec_bench_llama]="--temperature 0 --max-new-tokens 48"
-                     [suffix_grounded]="--temperature 0 --max-new-tokens 64")
+                     [suffix_grounded]="--temperature 0 --max-new-tokens 64"
+                     [suffix_source_edits_llama]="--temperature 0 --max-new-tokens 48")
 declare -A BACKEND=([grounded]=torch [ngram]=torch [spec_bench]=torch [spec_bench_llama]=llama_cpp
-                    [suffix_spec_bench_llama]=llama_cpp [suffix_grounded]=torch)
+                    [suffix_spec_bench_llama]=llama_cpp [suffix_grounded]=torch [suffix_source_edits_llama]=llama_cpp)
 declare -A DRAFTERS=([grounded]="--draft-ngram 3,1" [ngram]="--draft-ngram 3,1" [spec_bench]="--draft-ngram 3,1"
                      [spec_bench_llama]="--draft-ngram 3,1" [suffix_spec_bench_llama]="--draft-suffix 24"
-                     [suffix_grounded]="--draft-suffix 24")
+                     [suffix_grounded]="--draft-suffix 24" [suffix_source_edits_llama]="--draft-suffix 24")
 declare -A COSTS=([torch.ngram]="$OUT/costs/ngram.json" [llama_cpp.ngram]="$OUT/costs/ngram_llama_cpp.json"
                   [torch.suffix]="$OUT/costs/suffix.json" [llama_cpp.suffix]="$OUT/costs/suffix_llama_cpp.json")
 # texts decoded together: llama.cpp's backend decodes one at a time, and so does suffix decoding (its cache is shared)
