@@ -151,7 +151,10 @@ def _generate_child(queue, kwargs: dict) -> None:
 
     SIGTERM stops it as SIGINT does (a KeyboardInterrupt), so the dataset writer removes its temporary files.
     An interrupt that arrives inside a callback from C (numba writing its cache) prints no traceback and
-    arrives again a moment later (:func:`evolve.errors.redeliver_swallowed_interrupts`).
+    arrives again a moment later (:func:`evolve.errors.redeliver_swallowed_interrupts`). Once the work has ended
+    (done, failed or interrupted, its outcome queued) both signals are ignored: the process only exits then, and an
+    interrupt arriving meanwhile (the parent's own SIGINT after a terminal's Ctrl-C, :func:`_stop_child`) would
+    otherwise print a traceback from multiprocessing's exit handlers.
     """
     import signal
 
@@ -164,7 +167,18 @@ def _generate_child(queue, kwargs: dict) -> None:
         generate_chunked(**kwargs, progress=lambda msg: queue.put(("progress", msg)))
         queue.put(("done", (time.perf_counter() - t0, _peak_rss())))
     except BaseException as exc:  # noqa: BLE001 - handed to the parent
+        _exiting()
         queue.put(("error", exc))
+    finally:
+        _exiting()
+
+
+def _exiting() -> None:
+    """Ignore SIGINT and SIGTERM from now on (the generating child's work has ended: :func:`_generate_child`)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _peak_rss() -> int | None:
