@@ -20,14 +20,18 @@ from heuristics.champions import read_champion
 
 
 def main(out: str, names: list[str]) -> None:
-    from evolve.traces.io import load_metadata
+    from evolve.engine.drafter_base import EngineFamily
+    from evolve.export.engines.deploy import harvest_drafter
+    from evolve.export.engines.registry import ENGINES
 
     root = Path(out)
     for name in names:
-        rule = read_champion(root / f"{name}.champion.json").rule()
-        drafter = ((load_metadata(root / name).get("config") or {}).get("drafter") or {}).get("kind")
+        champion = root / f"{name}.champion.json"
+        rule = read_champion(champion).rule()
+        suffix = harvest_drafter(str(champion), root / name).family is EngineFamily.SUFFIX
         for engine in ("llama-cpp-python", "transformers"):
-            if drafter == "suffix" and engine == "transformers":  # its module runs prompt lookup or a draft model
+            # llama-cpp-python's module runs suffix decoding; a configuration engine only where its capabilities say
+            if suffix and engine in ENGINES and ENGINES[engine].capabilities.suffix is None:
                 print(f"## {name}, {engine}\n\n{engine} ships no suffix decoding: not priced\n")
                 continue
             costs = str(root / "costs" / f"{engine}.json")

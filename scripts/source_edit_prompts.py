@@ -62,13 +62,13 @@ def questions(source: str, module: str, cap: int = PER_MODULE) -> list[dict]:
 def main(out: str) -> None:
     import click  # the installed click's own source files
 
+    from evolve.files.atomic import atomic_write_text
+
     root = Path(click.__file__).parent
     rows = [q for module in MODULES for q in questions((root / module).read_text(encoding="utf-8"), module)]
     text = "".join(json.dumps({"question_id": i + 1, **q}, ensure_ascii=False) + "\n" for i, q in enumerate(rows))
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(out).with_name(Path(out).name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    atomic_write_text(out, text)
     print(f"{out}: {len(rows)} questions from click {version('click')}")
 
 
