@@ -3,6 +3,7 @@ libraries ship (:mod:`evolve.live.peers`) decoded beside the rules, on tiny rand
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -17,7 +18,7 @@ from evolve.cli.benchmark import cli  # noqa: E402
 from evolve.errors import InputError  # noqa: E402
 from evolve.harvest.config import HarvestConfig  # noqa: E402
 from evolve.live.decoding import LiveCounts  # noqa: E402
-from evolve.live.peers import PEERS, Peer, PeerRow, peers_named, tune, tuned_row  # noqa: E402
+from evolve.live.peers import PEERS, Peer, PeerRow, PeerSetup, peers_named, tune, tuned_row  # noqa: E402
 from evolve.commands.live import LiveExtras, resolve_rules, run_live  # noqa: E402
 from evolve.report.live import KEYS, format_json, format_table  # noqa: E402
 import test_live  # noqa: E402
@@ -48,6 +49,8 @@ def test_repeats_report_medians_with_spread_and_intervals(tiny_files):
         assert row["speedup_low"] <= row["speedup_high"] and row["tokens_per_s_mad"] >= 0
         assert row["same_text"] == 1.0  # lossless, greedy: every decode is plain decoding's text
     assert report.rows[0]["tokens"] == 3 * report.counts[0].tokens // 3
+    fastest = [r for r in report.rows if r["fastest_over"] is None]
+    assert len(fastest) == 1 and fastest[0]["tokens_per_s"] == max(r["tokens_per_s"] for r in report.rows)
     text = format_table(report)
     assert "3 repeats" in text and "Fastest configuration on this machine" in text and "min-max" in text
     assert '"speedup_low"' in format_json(report)
@@ -197,3 +200,94 @@ def test_a_call_log_of_another_length_than_the_steps_leaves_the_calls_unpriced()
     for log in ([2, 0], [2, 0, 1, 1], None):
         c = _counts(7, 1.0, 3, log)
         assert c.target_calls == 3 and c.drafted == {}
+
+
+def test_the_engines_rows_decode_with_the_backends_model_not_a_second_copy(tmp_path, monkeypatch):
+    """On the llama_cpp backend, llama-cpp-python's rows (its plain decoding beside ours, its prompt lookup) decode
+    with the ``Llama`` the backend loaded: one copy of the weights, and each row still plain greedy decoding's text."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from test_export_llama_cpp_python import llama_gguf
+
+    path = llama_gguf(tmp_path, monkeypatch)
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("abc abc abc de\nxyz xyz\n")
+    made, init = [], llama_cpp.Llama.__init__
+
+    def counted(self, *args, **kwargs):
+        made.append(kwargs.get("n_ctx"))
+        init(self, *args, **kwargs)
+    monkeypatch.setattr(llama_cpp.Llama, "__init__", counted)
+    extras = LiveExtras(peers=(PEERS["llama-cpp-python"],), peer_k=(("llama-cpp-python", 2),), bootstrap=40,
+                        engine_plain=True)
+    config = HarvestConfig(target=str(path), prompts=str(prompts), gamma=3, max_new_tokens=MAX_NEW, ngram=(2, 1),
+                           temperature=0.0, backend="llama_cpp", threads=1)
+    report = run_live(config, resolve_rules(["standard_rejection"]), extras=extras)
+    assert len(made) == 1  # the backend's
+    rows = {r["rule"]: r for r in report.rows}
+    assert {"llama-cpp-python plain", "llama-cpp-python prompt lookup K=2 (tuned)"} <= set(rows)
+    assert all(r["same_text"] == 1.0 and r["tokens"] > 0 for r in rows.values())
+    # a Llama loaded otherwise than the peer would load it (other threads, a shorter context, no logits kept for
+    # every position): the peer loads its own
+    ours = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=1, n_threads_batch=1, logits_all=True,
+                           verbose=False)
+    setup = PeerSetup(str(path), 1, (0,), 256, shared=ours)
+    for other, copies in ((setup, 2), (replace(setup, threads=2), 3), (replace(setup, n_ctx=512), 4)):
+        PEERS["llama-cpp-python"].rows(other)
+        assert len(made) == copies
+    setup = replace(setup, shared=llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=1, n_threads_batch=1,
+                                                  verbose=False))
+    PEERS["llama-cpp-python"].rows(setup)
+    assert len(made) == 6
+
+
+def test_transformers_rows_share_the_torch_backends_float32_model_only(tiny_files, monkeypatch):
+    """transformers' rows decode with the torch backend's model where it is float32 on their device; a bfloat16
+    backend model is not what transformers' row would load, so the row loads its own (float32)."""
+    from evolve.engine import models
+
+    loads, load = [], models.load_model
+
+    def counted(source, dtype="float32", device="cpu"):
+        loads.append(dtype)
+        return load(source, dtype, device)
+    monkeypatch.setattr(models, "load_model", counted)
+    extras = LiveExtras(engine_plain=True, bootstrap=40)
+    report = run_live(_config(tiny_files, threads=1), [], extras=extras)
+    assert [r["rule"] for r in report.rows] == ["transformers plain"] and report.rows[0]["same_text"] == 1.0
+    assert loads == ["float32"]  # the backend's; the peer took it
+    run_live(_config(tiny_files, threads=1, dtype="bfloat16"), [], extras=extras)
+    assert loads == ["float32", "bfloat16", "float32"]
+
+
+def test_the_fastest_row_over_each_row_is_paired_over_the_texts():
+    """Fastest/row: the fastest row's tokens/s over each row's, every text's repeats summed, with an interval from
+    resampling the texts, the same draws for both rows: a row slower on every text is behind beyond the spread even
+    where the texts' own speeds vary so much that the two rows' rates taken alone would overlap."""
+    import numpy as np
+
+    from evolve.live.rows import Entry, fastest_over
+    from evolve.report.live import LiveReport
+
+    def entry(name, rates):
+        e = Entry(name, "evolve", lambda i: None)
+        for r in range(2):
+            for i, rate in enumerate(rates):
+                c = LiveCounts()
+                c.tokens, c.seconds, c.target_calls = 100, 100 / rate, 50
+                e.results[r, i] = ([0], c)
+        return e
+
+    text_speed = np.linspace(10.0, 40.0, 12)  # texts whose own speeds differ fourfold
+    ahead = 1.08 + 0.03 * np.sin(np.arange(12))  # 5-11% faster on each text
+    entries = [entry("slow", text_speed), entry("fast", text_speed * ahead), entry("tie", text_speed * ahead)]
+    rows = [{"rule": e.name, "tokens_per_s": float(np.mean(text_speed)) * f} for e, f in zip(entries, (1, 1.08, 1.07))]
+    fastest_over(rows, entries, range(12), np.arange(12), 200)
+    slow, fast, tie = rows
+    assert fast["fastest_over"] is None
+    assert slow["fastest_over"] == pytest.approx(1.08, abs=0.02)
+    assert 1.0 < slow["fastest_over_low"] <= slow["fastest_over"] <= slow["fastest_over_high"]
+    assert tie["fastest_over"] == pytest.approx(1.0) and np.isnan(tie["fastest_over_low"])  # the same on every text
+    text = format_table(LiveReport([{**{k: 0.0 for k in KEYS}, **r, "repeats": 2, "engine": "evolve",
+                                     "predicted_tokens_per_s": None} for r in rows],
+                                   LiveCounts(), "caption"))
+    assert "fastest" in text and f"{slow['fastest_over']:.3f} [" in text

@@ -34,7 +34,8 @@ absolute tokens per second and this project's plain decoding against llama-cpp-p
   it separates rules with fewer calls);
 * engine (``evolve`` or the peer library), repeats, tokens_per_s_min / _max / _mad, speedup_min / _max, speedup_low /
   _high (the 95% paired bootstrap interval over texts) and same_text (the share of decodes equal to the same engine's
-  plain decoding of the same prompt and repeat).
+  plain decoding of the same prompt and repeat), fastest_over / _low / _high (the fastest row's tokens/s over this
+  row's with its paired interval over texts, :func:`evolve.live.rows.fastest_over`; None for the fastest row).
 
 A relaxation champion (a program of kind ``relaxation``, :mod:`evolve.kinds.registry`: the weight w of relaxed
 block verification) decodes by block verification against (1 - w) p + w q at each drafted position
@@ -58,13 +59,13 @@ each with its own text index's random stream, as the harvest drew it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from evolve.eval.bootstrap import COVERAGE, check_replicates, group_weights, interval_caveat, ratio_interval
+from evolve.eval.bootstrap import COVERAGE, check_replicates, interval_caveat
 from evolve.eval.costs import check_plain_rate, load_costs
 from evolve.errors import InputError, counted
 from evolve.harvest.config import HarvestConfig
@@ -85,6 +86,7 @@ from evolve.export.engines.llama_cpp_python import module_source, runs
 from evolve.live.deployed import check_engine_run, predict_engine_rows
 from evolve.live.peers import BACKEND_PEERS, LlamaCppPythonPeer, PeerSetup, peer_rows, peers_named
 from evolve.live.decoding import BlockVerifier, LiveCounts, autoregressive_text
+from evolve.live.rows import Entry, fastest_over, per, spread, total
 from evolve.live.tree_decoding import with_fixed_tree
 from heuristics.contract import Rule
 
@@ -181,23 +183,9 @@ class LiveExtras:
     engine_plain: bool = False
 
 
-@dataclass
-class _Entry:
-    """One row decoded in the interleaved loop: its name, engine, ``run(text index) -> (ids, LiveCounts)``, whether it
-    is plain decoding, ``fresh()`` (a peer row's cache across texts started again for each repeat:
-    :attr:`evolve.live.peers.PeerRow.fresh`) and per (repeat, text) the results."""
-
-    name: str
-    engine: str
-    run: Callable[[int], tuple[list[int], LiveCounts]]
-    plain: bool = False
-    fresh: Callable[[], None] | None = None
-    results: dict = field(default_factory=dict)
-
-
 class _Decoder(NamedTuple):
     """A row before it joins the interleaved loop: its name, engine, ``decode(prompt ids, text index) -> (ids,
-    LiveCounts)``, whether it is plain decoding and its ``fresh()`` (:attr:`_Entry.fresh`)."""
+    LiveCounts)``, whether it is plain decoding and its ``fresh()`` (:attr:`evolve.live.rows.Entry.fresh`)."""
 
     name: str
     engine: str
@@ -217,7 +205,8 @@ def _peer_decoders(config: HarvestConfig, extras: LiveExtras, setup, longest: in
         return []
     peer_setup = PeerSetup(str(config.target), torch_threads(), tuple(sorted(setup.engine.eos)),
                            longest + config.max_new_tokens + config.gamma + 16, extras.exported,
-                           lookup_lengths(config.ngram), config.gamma, config.device, _suffix(config), extras.history)
+                           lookup_lengths(config.ngram), config.gamma, config.device, _suffix(config), extras.history,
+                           setup.target.model)
     rows = peer_rows(extras.peers, peer_setup, baseline, dict(extras.peer_k), prompts_ids, config.max_new_tokens)
     return [_Decoder(r.name, r.engine, (lambda ids, i, r=r: r.decode(ids, config.max_new_tokens)), r.plain, r.fresh)
             for r in rows]
@@ -275,7 +264,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     decoders += [_Decoder(rule.name, OURS, lambda ids, i, rule=rule: run(rule, ids, i, new)) for rule in rules]
     decoders += _peer_decoders(config, extras, setup, _longest(prompts, encode, texts, new),
                                _tune_ids(extras, setup.target.tokenizer, engine.vocab))
-    entries = [_Entry(d.name, d.engine, encode.runner(key - 1, d.decode), d.plain, d.fresh)
+    entries = [Entry(d.name, d.engine, encode.runner(key - 1, d.decode), d.plain, d.fresh)
                for key, d in enumerate(decoders)]
     warm = min(WARMUP_TOKENS, new)
     first = texts[0]
@@ -284,7 +273,8 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     def drafter_of(key) -> None:
         """A drafter sharing a cache across texts: each row and repeat its own, filled with the earlier splits'
         texts first (``extras.history``), so no row sees another's responses nor a repeat the last one's (a peer's
-        row keeping such a cache, an exported suffix policy, starts its own again: :attr:`_Entry.fresh`)."""
+        row keeping such a cache, an exported suffix policy, starts its own again:
+        :attr:`evolve.live.rows.Entry.fresh`)."""
         if isinstance(key, tuple) and entries[key[0]].fresh is not None and key not in started:
             started.add(key)
             entries[key[0]].fresh()
@@ -311,28 +301,29 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
             if on_text is not None:
                 on_text(r * len(texts) + done, extras.repeats * len(texts))
     ours = entries[:1 + len(rules)]
-    ar = _total(entries[0])
-    per_rule = [_total(e) for e in ours[1:]]
-    per_category = [_per(e, lambda rt: prompts.texts[rt[1]].category) for e in ours]
+    ar = total(entries[0])
+    per_rule = [total(e) for e in ours[1:]]
+    per_category = [per(e, lambda rt: prompts.texts[rt[1]].category) for e in ours]
     by_category = {c: [p[c] for p in per_category] for c in per_category[0] if c is not None}
     reference = {e.engine: e for e in entries if e.plain}
     groups = np.array([prompts.texts[i].question for i in texts], dtype=np.int64)
     rows = []
     for entry, rule in zip(ours[1:], rules):
-        c = _total(entry)
+        c = total(entry)
         rows.append({"rule": rule.name, "engine": OURS, "tokens": c.tokens, "target_calls": c.target_calls,
                      "tokens_per_call": c.tokens_per_call, "tv_per_token": c.tv_per_token,
                      "tokens_per_call_se": c.tokens_per_call_se, "expected_tokens_per_call": c.expected_tokens_per_call,
                      "mean_drafted": c.mean_drafted, "predicted_tokens_per_s": None, "predicted_speedup": None,
-                     **_spread(entry, entries[0], texts, groups, extras)})
+                     **spread(entry, entries[0], texts, groups, extras.bootstrap)})
     for entry in entries[1 + len(rules):]:
-        c = _total(entry)
+        c = total(entry)
         nan = float("nan")
         rows.append({"rule": entry.name, "engine": entry.engine, "tokens": c.tokens, "target_calls": c.target_calls,
                      "tokens_per_call": c.tokens_per_call, "tv_per_token": 0.0, "tokens_per_call_se": nan,
                      "expected_tokens_per_call": nan, "mean_drafted": nan, "predicted_tokens_per_s": None,
-                     "predicted_speedup": None, **_spread(entry, reference[entry.engine], texts, groups,
-                                                                            extras)})
+                     "predicted_speedup": None, **spread(entry, reference[entry.engine], texts, groups,
+                                                                           extras.bootstrap)})
+    fastest_over(rows, entries[1:], texts, groups, extras.bootstrap)
     drafter = setup.description["drafter"]
     drafter_text = ", ".join(f"{k} {v}" for k, v in drafter.items() if k != "sha256")
     caption = (f"live decoding: target {Path(config.target).name} ({setup.target.architecture}), "
@@ -345,7 +336,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     if extras.repeats > 1 or len(reference) > 1:
         caption += _extended_caption(config, extras, entries, rows, groups)
     return LiveReport(rows, ar, caption, per_rule, dict(sorted(by_category.items())),
-                      peer_counts=[_total(e) for e in entries[1 + len(rules):]])
+                      peer_counts=[total(e) for e in entries[1 + len(rules):]])
 
 
 def _longest(prompts: PromptFile, encode: "TurnContexts", texts: Sequence[int], new: int) -> int:
@@ -358,50 +349,9 @@ def _longest(prompts: PromptFile, encode: "TurnContexts", texts: Sequence[int], 
     return max(sum(ids(e) + new for e in prompts.earlier_turns(i)) + ids(i) for i in texts)
 
 
-def _total(entry: _Entry) -> LiveCounts:
-    """An entry's counts summed over every repeat and text."""
-    total = LiveCounts()
-    for _, c in entry.results.values():
-        total.add(c)
-    return total
-
-
-def _per(entry: _Entry, key: Callable) -> dict:
-    """An entry's counts summed by ``key((repeat, text))``."""
-    out: dict = {}
-    for rt, (_, c) in entry.results.items():
-        out.setdefault(key(rt), LiveCounts()).add(c)
-    return out
-
-
-def _spread(entry: _Entry, ref: _Entry, texts: Sequence[int], groups: np.ndarray, extras: LiveExtras) -> dict:
-    """The measured keys of a row against its engine's plain decoding ``ref``: the median over repeats of each
-    repeat's tokens/s (tokens / seconds of that repeat's prompts) and of the speedups (each repeat's own ratio),
-    their min and max, the median absolute deviation of tokens/s, the paired bootstrap interval of the speedup over
-    questions (``groups`` int64 (len(texts),): the question of each text, so a later turn, whose context holds the
-    earlier turn's answer, is resampled with it; every repeat's decodes of a text resampled together) and the share
-    of texts equal to ``ref``'s."""
-    mine, base = _per(entry, lambda rt: rt[0]), _per(ref, lambda rt: rt[0])
-    rates = np.array([mine[r].tokens_per_s for r in sorted(mine)])
-    ref_rates = np.array([base[r].tokens_per_s for r in sorted(base)])
-    speedups = rates / ref_rates
-    rate = float(np.median(rates))
-    by_text, ref_text = _per(entry, lambda rt: rt[1]), _per(ref, lambda rt: rt[1])
-    values = np.array([[by_text[i].tokens, by_text[i].seconds] for i in texts], dtype=np.float64)
-    reference = np.array([[ref_text[i].tokens, ref_text[i].seconds] for i in texts], dtype=np.float64)
-    _, low, high = ratio_interval(group_weights(groups, extras.bootstrap), values, reference)
-    same = np.mean([entry.results[rt][0] == ref.results[rt][0] for rt in entry.results])
-    return {"tokens_per_s": rate, "ar_tokens_per_s": float(np.median(ref_rates)),
-            "speedup": float(np.median(speedups)), "repeats": int(rates.size),
-            "tokens_per_s_min": float(rates.min()), "tokens_per_s_max": float(rates.max()),
-            "tokens_per_s_mad": float(np.median(np.abs(rates - rate))),
-            "speedup_min": float(speedups.min()), "speedup_max": float(speedups.max()),
-            "speedup_low": low, "speedup_high": high, "same_text": float(same)}
-
-
-def _extended_caption(config, extras: LiveExtras, entries: list[_Entry], rows: list[dict], groups: np.ndarray) -> str:
+def _extended_caption(config, extras: LiveExtras, entries: list[Entry], rows: list[dict], groups: np.ndarray) -> str:
     """The caption's sentences on repeats, timing, the fastest configuration and the backend's overhead."""
-    plain_rows = {e.engine: float(np.median([c.tokens_per_s for c in _per(e, lambda rt: rt[0]).values()]))
+    plain_rows = {e.engine: float(np.median([c.tokens_per_s for c in per(e, lambda rt: rt[0]).values()]))
                   for e in entries if e.plain}
     every = [(f"{OURS} plain", plain_rows[OURS])] + [(f"{r['rule']}" if r["engine"] != OURS else
                                                       f"{OURS} {r['rule']}", r["tokens_per_s"]) for r in rows]

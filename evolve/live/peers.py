@@ -19,6 +19,14 @@ own decoding without speculation) is the reference of its speedups:
   exported policy. One ``Llama`` of the target GGUF (``logits_all=True``, which a draft model needs) serves every row;
   only its ``draft_model`` changes between rows.
 
+One copy of the model: a peer decodes with the model this project's backend has loaded (:attr:`PeerSetup.shared`)
+where it is the peer's own kind and loaded as the peer would load it (transformers: the torch backend's float32 model
+on the same device; llama-cpp-python: the llama_cpp backend's ``Llama``, ``logits_all=True``, the same threads and a
+context at least as long), so the engine's own rows cost no second copy of the weights; otherwise it loads its own.
+Sharing is safe because every text of every row starts from an empty context: the backend's rows prefill each text
+(:meth:`evolve.engine.llama_cpp.LlamaRunner.prefill` resets the ``Llama``), and ``Llama.generate`` re-evaluates
+whatever its cached ids do not share with the prompt.
+
 Timing (prefill excluded): the library's first decoding step holds the prompt's prefill, so the clock starts when
 the first generated tokens are delivered (transformers: the streamer's first ``put`` of generated tokens;
 llama-cpp-python: the generator's first token) and stops at the last one; ``tokens`` counts the tokens delivered
@@ -92,6 +100,7 @@ class PeerSetup:
     device: str = "cpu"
     suffix: tuple[int, int] | None = None
     history: tuple = ()
+    shared: object = None
 
 
 def exported_row_name(engine: str, policy: str) -> str:
@@ -190,7 +199,9 @@ class TransformersPeer(Peer):
 
         from evolve.engine.models import load_model, resolve_model
 
-        model = load_model(resolve_model(setup.target, "target"), "float32", setup.device).model
+        model = setup.shared if _float32_on(setup.shared, setup.device) else None
+        if model is None:
+            model = load_model(resolve_model(setup.target, "target"), "float32", setup.device).model
         model.eval()
         eos = list(setup.eos)
 
@@ -224,8 +235,10 @@ class LlamaCppPythonPeer(Peer):
 
         if not str(setup.target).lower().endswith(".gguf"):
             raise InputError(f"peer '{self.name}' loads .gguf files only (target {setup.target})", param="peers")
-        llm = llama_cpp.Llama(model_path=str(setup.target), n_ctx=setup.n_ctx, n_threads=setup.threads,
-                              n_threads_batch=setup.threads, logits_all=True, verbose=False)
+        llm = setup.shared if _llama_for(setup.shared, setup) else None
+        if llm is None:
+            llm = llama_cpp.Llama(model_path=str(setup.target), n_ctx=setup.n_ctx, n_threads=setup.threads,
+                                  n_threads_batch=setup.threads, logits_all=True, verbose=False)
         eos = set(setup.eos)
 
         def decoder(make_draft):
@@ -270,6 +283,28 @@ class LlamaCppPythonPeer(Peer):
             held = _SuffixHeld(module, setup)
             rows.append(PeerRow(exported_row_name(self.name, name), self.name, decoder(held.make), fresh=held.fresh))
         return rows
+
+
+def _float32_on(model, device: str) -> bool:
+    """Whether ``model`` is a torch module whose parameters are float32 on ``device`` (as transformers' peer loads
+    its target)."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        return False
+    param, want = next(model.parameters(), None), torch.device(device)
+    return (param is not None and param.dtype == torch.float32 and param.device.type == want.type
+            and want.index in (None, param.device.index))
+
+
+def _llama_for(llm, setup: PeerSetup) -> bool:
+    """Whether ``llm`` is a ``llama_cpp.Llama`` the llama-cpp-python peer can decode ``setup``'s texts with as if it
+    had loaded it: every position's logits kept, ``setup.threads`` threads, at least ``setup.n_ctx`` of context."""
+    import llama_cpp
+
+    return (isinstance(llm, llama_cpp.Llama) and bool(getattr(llm, "_logits_all", False))
+            and getattr(llm, "n_threads", None) == setup.threads
+            and getattr(llm, "n_threads_batch", None) == setup.threads and llm.n_ctx() >= setup.n_ctx)
 
 
 class _SuffixHeld:

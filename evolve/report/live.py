@@ -22,7 +22,8 @@ KEYS: tuple[str, ...] = ("rule", "tokens", "target_calls", "tokens_per_call", "t
                          "speedup", "tv_per_token", "tokens_per_call_se", "expected_tokens_per_call",
                          "mean_drafted", "predicted_tokens_per_s", "predicted_speedup", "engine", "repeats",
                          "tokens_per_s_min", "tokens_per_s_max", "tokens_per_s_mad", "speedup_min", "speedup_max",
-                         "speedup_low", "speedup_high", "same_text")
+                         "speedup_low", "speedup_high", "same_text", "fastest_over", "fastest_over_low",
+                         "fastest_over_high")
 
 
 #: The engine of this project's rows (a peer's rows name its library).
@@ -58,11 +59,12 @@ def format_table(report: LiveReport) -> str:
     extended = any(r.get("repeats", 1) > 1 or r.get("engine", OURS) != OURS for r in report.rows)
     if extended:
         header = ["Rule", "Engine", "Tokens", "Calls", "Mean acc. len", "Tokens/s [min-max]", "Plain tokens/s",
-                  "Speedup [min-max]", f"Speedup {COVERAGE:.0%} CI", "Same text", "TV/token"]
+                  "Speedup [min-max]", f"Speedup {COVERAGE:.0%} CI", f"Fastest/row [{COVERAGE:.0%} CI]", "Same text",
+                  "TV/token"]
         body = [[r["rule"], r["engine"], f"{r['tokens']}", f"{r['target_calls']}", f"{r['tokens_per_call']:.3f}",
                  f"{r['tokens_per_s']:.2f} [{r['tokens_per_s_min']:.2f}-{r['tokens_per_s_max']:.2f}]",
                  f"{r['ar_tokens_per_s']:.2f}", f"{r['speedup']:.3f}x [{r['speedup_min']:.3f}-{r['speedup_max']:.3f}]",
-                 interval_text(r["speedup_low"], r["speedup_high"]), f"{r['same_text']:.0%}",
+                 interval_text(r["speedup_low"], r["speedup_high"]), _fastest_text(r), f"{r['same_text']:.0%}",
                  f"{r['tv_per_token']:.2e}"] for r in report.rows]
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
     lines = [report.caption, *headroom_caption(report), "", "  ".join(h.ljust(w) if i == 0 else h.rjust(w)
@@ -82,8 +84,11 @@ def format_table(report: LiveReport) -> str:
     if extended:
         lines += ["", "Tokens/s = median over repeats [min-max]; Plain tokens/s = the same engine's plain decoding "
                       "(median); Speedup = median over repeats of the repeat's ratio [min-max], and its paired "
-                      "bootstrap interval over texts; Same text = share of the decodes equal to the same engine's "
-                      "plain decoding of the same prompt and repeat (1 for a lossless rule under greedy decoding); "
+                      "bootstrap interval over texts; Fastest/row = the fastest row's tokens/s over this row's "
+                      "(each text's repeats summed) with its paired bootstrap interval over texts (an interval above "
+                      "1: the fastest row is ahead of this one beyond the spread of the texts); Same text = share of "
+                      "the decodes equal to the same engine's plain decoding of the same prompt and repeat (1 for a "
+                      "lossless rule under greedy decoding); "
                       "Mean acc. len = tokens per target call."]
     lines += ["", "AR = plain autoregressive decoding of the target; Drafted/call = drafted tokens verified per target "
                   "call; Speedup = Tokens/s / AR tokens/s (wall clock); "
@@ -91,6 +96,15 @@ def format_table(report: LiveReport) -> str:
                   "length = tokens per target call, ± its standard error; E[acc. len] = 1 + sum_d prod_(i<=d) tau_i "
                   "per call, given the drafts."]
     return fit_width("\n".join(lines)) + "\n"
+
+
+def _fastest_text(row: dict) -> str:
+    """The Fastest/row cell: "fastest" for the fastest row itself, else the ratio and its interval."""
+    if "fastest_over" not in row:
+        return ""
+    if row["fastest_over"] is None:
+        return "fastest"
+    return f"{row['fastest_over']:.3f} {interval_text(row['fastest_over_low'], row['fastest_over_high'])}"
 
 
 def headroom_caption(report: LiveReport) -> list[str]:
