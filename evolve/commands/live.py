@@ -35,7 +35,8 @@ absolute tokens per second and this project's plain decoding against llama-cpp-p
 * engine (``evolve`` or the peer library), repeats, tokens_per_s_min / _max / _mad, speedup_min / _max, speedup_low /
   _high (the 95% paired bootstrap interval over texts) and same_text (the share of decodes equal to the same engine's
   plain decoding of the same prompt and repeat), fastest_over / _low / _high (the fastest row's tokens/s over this
-  row's with its paired interval over texts, :func:`evolve.live.rows.fastest_over`; None for the fastest row).
+  row's with its paired interval over texts, :func:`evolve.live.rows.fastest_over`, the fastest among the rows and
+  this project's plain decoding; None for the fastest row).
 
 A relaxation champion (a program of kind ``relaxation``, :mod:`evolve.kinds.registry`: the weight w of relaxed
 block verification) decodes by block verification against (1 - w) p + w q at each drafted position
@@ -86,7 +87,7 @@ from evolve.export.engines.llama_cpp_python import module_source, runs
 from evolve.live.deployed import check_engine_run, predict_engine_rows
 from evolve.live.peers import BACKEND_PEERS, LlamaCppPythonPeer, PeerSetup, peer_rows, peers_named
 from evolve.live.decoding import BlockVerifier, LiveCounts, autoregressive_text
-from evolve.live.rows import Entry, fastest_over, per, spread, total
+from evolve.live.rows import Entry, fastest_over, per, rate, spread, total
 from evolve.live.tree_decoding import with_fixed_tree
 from heuristics.contract import Rule
 
@@ -323,7 +324,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
                      "expected_tokens_per_call": nan, "mean_drafted": nan, "predicted_tokens_per_s": None,
                      "predicted_speedup": None, **spread(entry, reference[entry.engine], texts, groups,
                                                                            extras.bootstrap)})
-    fastest_over(rows, entries[1:], texts, groups, extras.bootstrap)
+    fastest_over(rows, entries, texts, groups, extras.bootstrap)
     drafter = setup.description["drafter"]
     drafter_text = ", ".join(f"{k} {v}" for k, v in drafter.items() if k != "sha256")
     caption = (f"live decoding: target {Path(config.target).name} ({setup.target.architecture}), "
@@ -351,8 +352,7 @@ def _longest(prompts: PromptFile, encode: "TurnContexts", texts: Sequence[int], 
 
 def _extended_caption(config, extras: LiveExtras, entries: list[Entry], rows: list[dict], groups: np.ndarray) -> str:
     """The caption's sentences on repeats, timing, the fastest configuration and the backend's overhead."""
-    plain_rows = {e.engine: float(np.median([c.tokens_per_s for c in per(e, lambda rt: rt[0]).values()]))
-                  for e in entries if e.plain}
+    plain_rows = {e.engine: rate(e) for e in entries if e.plain}
     every = [(f"{OURS} plain", plain_rows[OURS])] + [(f"{r['rule']}" if r["engine"] != OURS else
                                                       f"{OURS} {r['rule']}", r["tokens_per_s"]) for r in rows]
     fastest = max(every, key=lambda t: t[1])

@@ -21,11 +21,14 @@ own decoding without speculation) is the reference of its speedups:
 
 One copy of the model: a peer decodes with the model this project's backend has loaded (:attr:`PeerSetup.shared`)
 where it is the peer's own kind and loaded as the peer would load it (transformers: the torch backend's float32 model
-on the same device; llama-cpp-python: the llama_cpp backend's ``Llama``, ``logits_all=True``, the same threads and a
-context at least as long), so the engine's own rows cost no second copy of the weights; otherwise it loads its own.
-Sharing is safe because every text of every row starts from an empty context: the backend's rows prefill each text
-(:meth:`evolve.engine.llama_cpp.LlamaRunner.prefill` resets the ``Llama``), and ``Llama.generate`` re-evaluates
-whatever its cached ids do not share with the prompt.
+on the same device, with no forward hooks on it, such as an EAGLE drafter's capture of the target's hidden states;
+llama-cpp-python: the llama_cpp backend's ``Llama``, ``logits_all=True``, the same threads and a context at least as
+long), so the engine's own rows cost no second copy of the weights; otherwise it loads its own. Sharing the ``Llama``
+is safe because the two sides keep its ids and cache in step: the backend's rows start each text from an empty context
+(:meth:`evolve.engine.llama_cpp.LlamaRunner.prefill` resets the ``Llama``) and roll it back with llama-cpp-python's
+own bookkeeping, and ``Llama.generate`` reuses the cached prefix whose ids match the prompt (whichever row computed
+it) and re-evaluates the rest. So a peer's text may follow a prefix the backend computed, as it followed one its
+own previous row computed before; llama.cpp's batched arithmetic can then flip a near-tied greedy choice.
 
 Timing (prefill excluded): the library's first decoding step holds the prompt's prefill, so the clock starts when
 the first generated tokens are delivered (transformers: the streamer's first ``put`` of generated tokens;
@@ -286,14 +289,15 @@ class LlamaCppPythonPeer(Peer):
 
 
 def _float32_on(model, device: str) -> bool:
-    """Whether ``model`` is a torch module whose parameters are float32 on ``device`` (as transformers' peer loads
-    its target)."""
+    """Whether ``model`` is a torch module whose parameters are float32 on ``device`` and on which no forward hook is
+    registered (as transformers' peer loads its target: a hook, e.g. an EAGLE drafter's, would run in its loop)."""
     import torch
 
     if not isinstance(model, torch.nn.Module):
         return False
     param, want = next(model.parameters(), None), torch.device(device)
-    return (param is not None and param.dtype == torch.float32 and param.device.type == want.type
+    hooked = any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    return (param is not None and not hooked and param.dtype == torch.float32 and param.device.type == want.type
             and want.index in (None, param.device.index))
 
 

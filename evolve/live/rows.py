@@ -71,22 +71,30 @@ def spread(entry: Entry, ref: Entry, texts: Sequence[int], groups: np.ndarray, r
             "speedup_low": low, "speedup_high": high, "same_text": float(same)}
 
 
+def rate(entry: Entry) -> float:
+    """An entry's tokens/s: the median over repeats of each repeat's tokens / seconds (NaN when a repeat took no
+    time)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.median([c.tokens_per_s for c in per(entry, lambda rt: rt[0]).values()]))
+
+
 def fastest_over(rows: list[dict], entries: Sequence[Entry], texts: Sequence[int], groups: np.ndarray,
-                  replicates: int) -> None:
-    """Add to each row (``entries`` the rows' entries, in order) ``fastest_over``: the tokens/s of the fastest row (by
-    its median over repeats) over this row's, every repeat's decodes of a text summed, with ``fastest_over_low`` and
-    ``_high`` its paired bootstrap interval over questions (:func:`evolve.eval.bootstrap.ratio_interval`, as the
-    speedups': both rows decoded the same texts, so the interval says whether the fastest row is ahead of this one
-    beyond the spread of the texts, which two rows' separate intervals over plain decoding do not); the fastest row's
-    own three are None."""
+                 replicates: int) -> None:
+    """Add to each row ``fastest_over``: the tokens/s of the fastest configuration over this row's, every repeat's
+    decodes of a text summed, with ``fastest_over_low`` and ``_high`` its paired bootstrap interval over questions
+    (:func:`evolve.eval.bootstrap.ratio_interval`, as the speedups': both decoded the same texts, so the interval
+    says whether the fastest is ahead of this row beyond the spread of the texts, which two rows' separate intervals
+    over plain decoding do not). ``entries``: this project's plain decoding, then the rows' entries in the rows'
+    order; the fastest is the entry of the highest :func:`rate`, this project's plain decoding included (then every
+    row gets a ratio); the fastest row's own three are None."""
     if not rows:
         return
-    best = max(range(len(rows)), key=lambda k: rows[k]["tokens_per_s"])
+    best = max(range(len(entries)), key=lambda k: -np.inf if np.isnan(rate(entries[k])) else rate(entries[k]))
     weights, fastest = group_weights(groups, replicates), per_text(entries[best], texts)
-    for k, (row, entry) in enumerate(zip(rows, entries)):
+    for k, (row, entry) in enumerate(zip(rows, entries[1:]), 1):
         point, low, high = (None, None, None) if k == best else \
             ratio_interval(weights, fastest, per_text(entry, texts))
         row.update(fastest_over=point, fastest_over_low=low, fastest_over_high=high)
 
 
-__all__ = ["Entry", "fastest_over", "per", "per_text", "spread", "total"]
+__all__ = ["Entry", "fastest_over", "per", "per_text", "rate", "spread", "total"]

@@ -84,9 +84,10 @@ def format_table(report: LiveReport) -> str:
     if extended:
         lines += ["", "Tokens/s = median over repeats [min-max]; Plain tokens/s = the same engine's plain decoding "
                       "(median); Speedup = median over repeats of the repeat's ratio [min-max], and its paired "
-                      "bootstrap interval over texts; Fastest/row = the fastest row's tokens/s over this row's "
-                      "(each text's repeats summed) with its paired bootstrap interval over texts (an interval above "
-                      "1: the fastest row is ahead of this one beyond the spread of the texts); Same text = share of "
+                      "bootstrap interval over texts; Fastest/row = the fastest configuration's tokens/s (the caption "
+                      "names it) over this row's (each text's repeats summed) with its paired bootstrap interval over "
+                      "texts (an interval above 1: the fastest is ahead of this row beyond the spread of the texts); "
+                      "Same text = share of "
                       "the decodes equal to the same engine's plain decoding of the same prompt and repeat (1 for a "
                       "lossless rule under greedy decoding); "
                       "Mean acc. len = tokens per target call."]
