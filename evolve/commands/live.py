@@ -87,7 +87,7 @@ from evolve.export.engines.llama_cpp_python import module_source, runs
 from evolve.live.deployed import check_engine_run, predict_engine_rows
 from evolve.live.peers import BACKEND_PEERS, LlamaCppPythonPeer, PeerSetup, peer_rows, peers_named
 from evolve.live.decoding import BlockVerifier, LiveCounts, autoregressive_text
-from evolve.live.rows import Entry, fastest_over, per, rate, spread, total
+from evolve.live.rows import Entry, fastest, fastest_over, per, rate, spread, total
 from evolve.live.tree_decoding import with_fixed_tree
 from heuristics.contract import Rule
 
@@ -335,7 +335,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
     if extras.tree is not None:
         caption += f"; draft trees of {extras.tree[0]} nodes, width {extras.tree[1]}, verified by SpecInfer"
     if extras.repeats > 1 or len(reference) > 1:
-        caption += _extended_caption(config, extras, entries, rows, groups)
+        caption += _extended_caption(config, extras, entries, groups)
     return LiveReport(rows, ar, caption, per_rule, dict(sorted(by_category.items())),
                       peer_counts=[total(e) for e in entries[1 + len(rules):]])
 
@@ -350,19 +350,19 @@ def _longest(prompts: PromptFile, encode: "TurnContexts", texts: Sequence[int], 
     return max(sum(ids(e) + new for e in prompts.earlier_turns(i)) + ids(i) for i in texts)
 
 
-def _extended_caption(config, extras: LiveExtras, entries: list[Entry], rows: list[dict], groups: np.ndarray) -> str:
-    """The caption's sentences on repeats, timing, the fastest configuration and the backend's overhead."""
+def _extended_caption(config, extras: LiveExtras, entries: list[Entry], groups: np.ndarray) -> str:
+    """The caption's sentences on repeats, timing, the fastest configuration (:func:`evolve.live.rows.fastest`, as
+    the Fastest/row column's) and the backend's overhead."""
     plain_rows = {e.engine: rate(e) for e in entries if e.plain}
-    every = [(f"{OURS} plain", plain_rows[OURS])] + [(f"{r['rule']}" if r["engine"] != OURS else
-                                                      f"{OURS} {r['rule']}", r["tokens_per_s"]) for r in rows]
-    fastest = max(every, key=lambda t: t[1])
+    best = entries[fastest(entries)]
     text = (f"; {counted(extras.repeats, 'repeat')} (every prompt decoded once per repeat by every row, the row order rotated by "
             f"one per repeat), tokens/s the median over repeats [min-max], speedup over the same engine's plain "
             f"decoding with its {COVERAGE:.0%} paired bootstrap interval over texts ({extras.bootstrap} replicates)")
     caveat = interval_caveat(groups, "questions")
     if caveat:
         text += f" ({caveat})"
-    text += f". Fastest configuration on this machine: {fastest[0]} at {fastest[1]:.2f} tokens/s"
+    text += (f". Fastest configuration on this machine: {f'{OURS} {best.name}' if best.engine == OURS else best.name} "
+             f"at {rate(best):.2f} tokens/s")
     for engine in (e for e in plain_rows if e != OURS):  # every peer's own plain decoding: ours is never alone
         ratio = plain_rows[OURS] / plain_rows[engine]
         text += (f". This project's plain decoding ({config.backend} backend) runs at {ratio:.3f}x {engine}'s "

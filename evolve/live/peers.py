@@ -260,9 +260,8 @@ class LlamaCppPythonPeer(Peer):
                 if hasattr(draft, "finish"):  # a cache across texts: the whole text joins it
                     draft.finish(list(ids) + out)
                 tokens = max(len(out) - 1, 0)
-                calls = tokens if logged is None else len(logged.log)
-                return out, _counts(tokens, (t1 - t0) if out else 0.0, calls,
-                                    [0] * tokens if logged is None else logged.log)
+                drafted = [0] * tokens if logged is None else logged.log  # plain: one call per token, none drafted
+                return out, _counts(tokens, (t1 - t0) if out else 0.0, len(drafted), drafted)
             return decode
 
         def lookup(k, n=LLAMA_DEFAULT_NGRAM):

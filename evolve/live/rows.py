@@ -78,6 +78,12 @@ def rate(entry: Entry) -> float:
         return float(np.median([c.tokens_per_s for c in per(entry, lambda rt: rt[0]).values()]))
 
 
+def fastest(entries: Sequence[Entry]) -> int:
+    """The index of the entry of the highest :func:`rate` (a NaN rate counts as the slowest; the first on a tie)."""
+    rates = [rate(e) for e in entries]
+    return max(range(len(rates)), key=lambda k: -np.inf if np.isnan(rates[k]) else rates[k])
+
+
 def fastest_over(rows: list[dict], entries: Sequence[Entry], texts: Sequence[int], groups: np.ndarray,
                  replicates: int) -> None:
     """Add to each row ``fastest_over``: the tokens/s of the fastest configuration over this row's, every repeat's
@@ -85,16 +91,15 @@ def fastest_over(rows: list[dict], entries: Sequence[Entry], texts: Sequence[int
     (:func:`evolve.eval.bootstrap.ratio_interval`, as the speedups': both decoded the same texts, so the interval
     says whether the fastest is ahead of this row beyond the spread of the texts, which two rows' separate intervals
     over plain decoding do not). ``entries``: this project's plain decoding, then the rows' entries in the rows'
-    order; the fastest is the entry of the highest :func:`rate`, this project's plain decoding included (then every
-    row gets a ratio); the fastest row's own three are None."""
+    order; the fastest is :func:`fastest` of them, this project's plain decoding included (then every row gets a
+    ratio); the fastest row's own three are None."""
     if not rows:
         return
-    best = max(range(len(entries)), key=lambda k: -np.inf if np.isnan(rate(entries[k])) else rate(entries[k]))
-    weights, fastest = group_weights(groups, replicates), per_text(entries[best], texts)
+    best = fastest(entries)
+    weights, top = group_weights(groups, replicates), per_text(entries[best], texts)
     for k, (row, entry) in enumerate(zip(rows, entries[1:]), 1):
-        point, low, high = (None, None, None) if k == best else \
-            ratio_interval(weights, fastest, per_text(entry, texts))
+        point, low, high = (None, None, None) if k == best else ratio_interval(weights, top, per_text(entry, texts))
         row.update(fastest_over=point, fastest_over_low=low, fastest_over_high=high)
 
 
-__all__ = ["Entry", "fastest_over", "per", "per_text", "rate", "spread", "total"]
+__all__ = ["Entry", "fastest", "fastest_over", "per", "per_text", "rate", "spread", "total"]

@@ -87,10 +87,9 @@ def format_table(report: LiveReport) -> str:
                       "bootstrap interval over texts; Fastest/row = the fastest configuration's tokens/s (the caption "
                       "names it) over this row's (each text's repeats summed) with its paired bootstrap interval over "
                       "texts (an interval above 1: the fastest is ahead of this row beyond the spread of the texts); "
-                      "Same text = share of "
-                      "the decodes equal to the same engine's plain decoding of the same prompt and repeat (1 for a "
-                      "lossless rule under greedy decoding); "
-                      "Mean acc. len = tokens per target call."]
+                      "Same text = share of the decodes equal to the same engine's plain decoding of the same prompt "
+                      "and repeat (1 for a lossless rule under greedy decoding); Mean acc. len = tokens per target "
+                      "call."]
     lines += ["", "AR = plain autoregressive decoding of the target; Drafted/call = drafted tokens verified per target "
                   "call; Speedup = Tokens/s / AR tokens/s (wall clock); "
                   "TV/token = exact expected damage per emitted token (0 = lossless); Mean acc. len = mean acceptance "
