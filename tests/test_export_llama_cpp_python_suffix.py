@@ -54,17 +54,19 @@ class Reference:
         self.rule, self.drafter, self.engine = rule, SuffixDrafter(DEPTH, CACHED, 100), SimpleNamespace(eos=set(eos))
 
     def text(self, prompt, calls, full):
-        """Assert each call's draft ((text, draft) in order) is live decoding's, then end the text at ``full``."""
+        """Assert each call's draft ((text, draft) in order, or (text, draft, room): at most ``room`` drafts, as live
+        decoding drafts at most the tokens left) is live decoding's, then end the text at ``full``."""
         row = SimpleNamespace(ctx=list(prompt))
         self.drafter.start(self.engine, SimpleNamespace(rows=[row]), 0)
         live = PolicyHistory(self.rule)
-        for i, (ctx, draft) in enumerate(calls):
+        for i, (ctx, draft, *room) in enumerate(calls):
+            gamma = min([GAMMA, *room])
             keep = policy_keep(self.rule, len(ctx) - len(prompt), live.state.copy())
             ahead = self.drafter.lookahead(self.engine, list(ctx)) if keep.lookahead else {}
             expected = []
-            if keep(0, [], [], [], ahead):
+            if gamma and keep(0, [], [], [], ahead):
                 batch = SimpleNamespace(rows=[SimpleNamespace(ctx=list(ctx))])
-                expected = [int(t) for t in self.drafter.propose(self.engine, batch, [GAMMA], keep)[0][0]]
+                expected = [int(t) for t in self.drafter.propose(self.engine, batch, [gamma], keep)[0][0]]
             assert draft == expected, (self.rule.name, i)
             if i + 1 < len(calls):
                 live.observe(len(draft), len(calls[i + 1][0]) - len(ctx) - 1)

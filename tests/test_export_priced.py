@@ -82,6 +82,25 @@ def test_a_cost_file_of_another_engine_is_refused_naming_both(lookup_data, tmp_p
     assert len(res.output.strip().splitlines()) == 1 and not (tmp_path / "x.py").exists()
 
 
+def test_the_transformers_module_is_priced_under_transformers_loop_file_only(lookup_data, tmp_path):
+    """``--to transformers-generate --costs FILE``: priced under a file of transformers' own loop (its module runs
+    there), plain decoding written where drafting is predicted to lose; a file of llama-cpp-python's loop is refused
+    naming both engines."""
+    steep = _costs(tmp_path, "tf_steep.json", [0.02 * (1 + 1.5 * t) for t in range(8)], "transformers")
+    out = tmp_path / "candidates.py"
+    res = CliRunner().invoke(cli, ["export", POLICY, "--to", "transformers-generate", "--data", lookup_data,
+                                   "--costs", steep, "--output", str(out)])
+    assert res.exit_code == 0, res.output
+    text = " ".join(out.read_text().split())
+    assert "priced in transformers under cost file" in text and "fixed_gamma:gamma=0 in place of the champion" in text
+    assert "class PolicyCandidates(CandidateGenerator)" in out.read_text()
+    other = _costs(tmp_path, "lcp.json", [0.02] * 8, "llama-cpp-python")
+    res = CliRunner().invoke(cli, ["export", POLICY, "--to", "transformers-generate", "--data", lookup_data,
+                                   "--costs", other, "--output", str(tmp_path / "x.py")])
+    assert res.exit_code == 2 and "llama-cpp-python's own loop, but the export is for transformers" in res.output
+    assert len(res.output.strip().splitlines()) == 1 and not (tmp_path / "x.py").exists()
+
+
 def test_which_files_price_which_engine(tmp_path):
     def costs(**extra):
         return costs_from_dict({"target_forward_s": [0.02], "draft_token_s": 0.0, **extra}, "c.json")

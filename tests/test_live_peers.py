@@ -128,7 +128,7 @@ def test_llama_cpp_python_peer_runs_the_exported_policy_losslessly(tmp_path, mon
     prompts.write_text("abc abc abc de\nxyz xyz\n")
     policy = rule_named("fixed_gamma:gamma=3")
     extras = LiveExtras(peers=(PEERS["llama-cpp-python"],), peer_k=(("llama-cpp-python", 2),), bootstrap=40,
-                        exported=((policy.name, module_source(policy, "test", (2, 1), 3)),))
+                        exported=(("llama-cpp-python", policy.name, module_source(policy, "test", (2, 1), 3)),))
     report = run_live(HarvestConfig(target=str(path), prompts=str(prompts), gamma=3, max_new_tokens=MAX_NEW,
                                     ngram=(2, 1), temperature=0.0), resolve_rules([policy.name]), extras=extras)
     rows = {r["rule"]: r for r in report.rows if r["engine"] == "llama-cpp-python"}
@@ -136,6 +136,79 @@ def test_llama_cpp_python_peer_runs_the_exported_policy_losslessly(tmp_path, mon
                           "llama-cpp-python prompt lookup K=2 (tuned)", "llama-cpp-python fixed_gamma:gamma=3 (exported)"]
     assert all(r["same_text"] == 1.0 and r["tokens"] > 0 for r in rows.values())
     assert "runs at" in report.caption  # the backend's plain decoding against llama-cpp-python's
+
+
+def test_transformers_peer_runs_the_exported_policy_inside_generate(tiny_files):
+    """``--peers transformers`` with a verification-length policy: the policy exported for transformers' loop
+    (:mod:`evolve.export.engines.transformers_generate`) is a row of that engine, decoding plain greedy decoding's
+    text, its calls logged (one per step after the prefill's) so a cost file of transformers' loop prices them."""
+    from evolve.commands.live import LiveOptions, exported_policies
+
+    policy = "fixed_gamma:gamma=3"
+    options = LiveOptions(config=_config(tiny_files), rules=(policy,), peers=("transformers",))
+    exported = exported_policies(options, ["transformers"])
+    assert [(e[0], e[1]) for e in exported] == [("transformers", policy)]
+    extras = LiveExtras(peers=(PEERS["transformers"],), peer_k=(("transformers", 2),), bootstrap=40,
+                        exported=exported)
+    report = run_live(_config(tiny_files), resolve_rules([policy]), extras=extras)
+    rows = {r["rule"]: (r, c) for r, c in zip(report.rows[len(report.counts):], report.peer_counts)}
+    row, counts = rows[f"transformers {policy} (exported)"]
+    assert row["engine"] == "transformers" and row["same_text"] == 1.0 and row["tokens"] > 0
+    assert sum(counts.drafted.values()) == counts.target_calls > 0 and max(counts.drafted) <= 3
+    assert any(k > 0 for k in counts.drafted)  # it drafted
+
+
+#: The earlier splits' texts ((prompt ids, response ids)) a suffix-decoding row's cache starts from.
+SUFFIX_HISTORY = (((5, 6, 7, 5, 6), (7, 5, 6, 7)),)
+
+
+def _suffix_policy_counted(monkeypatch):
+    """(a suffix-decoding policy, the list to which every new exported drafter appends the texts in its cache: the
+    earlier splits' texts warmed into it)."""
+    from evolve.live import peers
+    from heuristics.contract import Rule
+
+    policy = Rule("suffix_policy", "t", "t", expression="sub(mul(suffix_match_len, suffix_prob), add(1.0, draft_index))",
+                  lossless=True, kind="verify-length")
+    started, fresh = [], peers._SuffixHeld.fresh
+
+    def counted(self):
+        fresh(self)
+        started.append(self.model._requests)
+    monkeypatch.setattr(peers._SuffixHeld, "fresh", counted)
+    return policy, started
+
+
+def test_transformers_peer_runs_an_exported_suffix_policy_with_its_own_cache(tiny_files, monkeypatch):
+    """With arctic-inference: a suffix-decoding run's policy inside transformers' generate(), one drafter across the
+    texts of a repeat, started again (warmed with the earlier splits' texts) for every repeat, each text plain greedy
+    decoding's."""
+    pytest.importorskip("arctic_inference.suffix_decoding")
+    from evolve.export.engines.transformers_generate import module_source
+
+    policy, started = _suffix_policy_counted(monkeypatch)
+    extras = LiveExtras(peers=(PEERS["transformers"],), peer_k=(("transformers", 2),), bootstrap=40, repeats=2,
+                        history=SUFFIX_HISTORY,
+                        exported=(("transformers", policy.name, module_source(policy, "test", gamma=3,
+                                                                              suffix=(16, 50))),))
+    config = replace(_config(tiny_files), ngram=None, suffix=(16, 50))
+    report = run_live(config, [], extras=extras)
+    rows = {r["rule"]: r for r in report.rows if r["engine"] == "transformers"}
+    assert rows["transformers suffix_policy (exported)"]["same_text"] == 1.0
+    assert all(r["tokens"] > 0 for r in rows.values())
+    assert started == [1, 1, 1]  # the warm-up's drafter, then one per repeat, each holding the history alone
+
+
+def test_a_policy_an_engine_cannot_run_gets_no_row_there_with_a_warning(tiny_files):
+    """A policy reading a column the engine's drafter cannot give (the draft model's probability) is decoded on the
+    backend only: the engine gets no exported row, and a one-line warning says why."""
+    from evolve.commands.live import LiveOptions, exported_policies
+    from evolve.errors import InputWarning
+
+    policy = "confidence_threshold:h=0.5"
+    options = LiveOptions(config=_config(tiny_files), rules=(policy,), peers=("transformers",))
+    with pytest.warns(InputWarning, match=r"no row 'transformers confidence_threshold:h=0.5 \(exported\)'"):
+        assert exported_policies(options, ["transformers", "llama-cpp-python"]) == ()
 
 
 def test_task_group_table_lists_our_rows_only_when_peers_are_beside_them():
@@ -164,25 +237,16 @@ def test_llama_cpp_python_peer_runs_an_exported_suffix_policy_with_its_own_cache
     pytest.importorskip("llama_cpp")
     pytest.importorskip("arctic_inference.suffix_decoding")
     from evolve.export.engines.llama_cpp_python import module_source
-    from evolve.live import peers
-    from heuristics.contract import Rule
     from test_export_llama_cpp_python import llama_gguf
 
     path = llama_gguf(tmp_path, monkeypatch)
     prompts = tmp_path / "p.txt"
     prompts.write_text("abc abc abc de\nabc abc de de\nxyz xyz abc\n")
-    policy = Rule("suffix_policy", "t", "t", expression="sub(mul(suffix_match_len, suffix_prob), add(1.0, draft_index))",
-                  lossless=True, kind="verify-length")
-    started, fresh = [], peers._SuffixHeld.fresh
-
-    def counted(self):
-        fresh(self)
-        started.append(self.model._requests)  # the texts warmed into the new cache
-    monkeypatch.setattr(peers._SuffixHeld, "fresh", counted)
-    history = (((5, 6, 7, 5, 6), (7, 5, 6, 7)),)
+    policy, started = _suffix_policy_counted(monkeypatch)
     extras = LiveExtras(peers=(PEERS["llama-cpp-python"],), peer_k=(("llama-cpp-python", 2),), bootstrap=40,
-                        repeats=2, history=history,
-                        exported=((policy.name, module_source(policy, "test", gamma=3, suffix=(16, 50))),))
+                        repeats=2, history=SUFFIX_HISTORY,
+                        exported=(("llama-cpp-python", policy.name,
+                                   module_source(policy, "test", gamma=3, suffix=(16, 50))),))
     report = run_live(HarvestConfig(target=str(path), prompts=str(prompts), gamma=3, max_new_tokens=MAX_NEW,
                                     suffix=(16, 50), temperature=0.0), [], extras=extras)
     rows = {r["rule"]: r for r in report.rows if r["engine"] == "llama-cpp-python"}
@@ -260,6 +324,19 @@ def test_transformers_rows_share_the_torch_backends_float32_model_only(tiny_file
     assert loads == ["float32", "bfloat16", "float32"]
 
 
+def _timed_entry(name, engine, rates, plain=False):
+    """A live row decoded twice over len(rates) texts, 100 tokens each at ``rates[i]`` tokens/s on text i."""
+    from evolve.live.rows import Entry
+
+    e = Entry(name, engine, lambda i: None, plain)
+    for r in range(2):
+        for i, rate in enumerate(rates):
+            c = LiveCounts()
+            c.tokens, c.seconds, c.target_calls = 100, 100 / rate, 50
+            e.results[r, i] = ([0], c)
+    return e
+
+
 def test_the_fastest_row_over_each_row_is_paired_over_the_texts():
     """Fastest/row: the fastest configuration's tokens/s over each row's, every text's repeats summed, with an interval
     from resampling the texts, the same draws for both: a row slower on every text is behind beyond the spread even
@@ -267,17 +344,11 @@ def test_the_fastest_row_over_each_row_is_paired_over_the_texts():
     decoding competes for fastest (then every row gets a ratio)."""
     import numpy as np
 
-    from evolve.live.rows import Entry, fastest_over
+    from evolve.live.rows import fastest_over
     from evolve.report.live import LiveReport
 
     def entry(name, rates):
-        e = Entry(name, "evolve", lambda i: None)
-        for r in range(2):
-            for i, rate in enumerate(rates):
-                c = LiveCounts()
-                c.tokens, c.seconds, c.target_calls = 100, 100 / rate, 50
-                e.results[r, i] = ([0], c)
-        return e
+        return _timed_entry(name, "evolve", rates)
 
     text_speed = np.linspace(10.0, 40.0, 12)  # texts whose own speeds differ fourfold
     ahead = 1.08 + 0.03 * np.sin(np.arange(12))  # 5-11% faster on each text
@@ -301,6 +372,38 @@ def test_the_fastest_row_over_each_row_is_paired_over_the_texts():
     fastest_over(rows, entries, range(12), np.arange(12), 200)
     assert all(r["fastest_over"] is not None for r in rows)
     assert slow["fastest_over"] == pytest.approx(1.5) and fast["fastest_over"] < slow["fastest_over"]
+
+
+def test_the_fastest_row_of_each_engine_over_its_rows_is_paired_over_the_texts():
+    """Engine's fastest/row: within each engine (its plain decoding among them), its fastest configuration over each
+    of its rows, paired over the texts: an engine's exported policy ahead of its own prompt lookup on every text is
+    ahead beyond the spread, though the fastest row overall is another engine's."""
+    import numpy as np
+
+    from evolve.live.rows import engine_fastest_over, fastest_over
+    from evolve.report.live import LiveReport
+
+    def entry(name, engine, rates, plain=False):
+        return _timed_entry(name, engine, rates, plain)
+
+    text_speed = np.linspace(10.0, 40.0, 12)
+    ahead = 1.08 + 0.03 * np.sin(np.arange(12))
+    entries = [entry("plain", "evolve", text_speed, True), entry("ours", "evolve", text_speed * 3.0),
+               entry("tf plain", "transformers", text_speed, True), entry("tf lookup", "transformers", text_speed * 2),
+               entry("tf exported", "transformers", text_speed * 2 * ahead)]
+    rows = [{"rule": e.name, "engine": e.engine, "tokens_per_s": 0.0} for e in entries[1:]]
+    fastest_over(rows, entries, range(12), np.arange(12), 200)
+    engine_fastest_over(rows, entries, range(12), np.arange(12), 200)
+    ours, tf_plain, lookup, exported = rows
+    assert ours["fastest_over"] is None and ours["engine_fastest_over"] is None  # fastest overall and in its engine
+    assert exported["engine_fastest_over"] is None and exported["fastest_over"] > 1  # transformers' fastest only
+    assert lookup["engine_fastest_over"] == pytest.approx(1.08, abs=0.02) and lookup["engine_fastest_over_low"] > 1
+    assert tf_plain["engine_fastest_over"] == pytest.approx(2 * 1.08, abs=0.05)
+    text = format_table(LiveReport([{**{k: 0.0 for k in KEYS}, **r, "repeats": 2, "predicted_tokens_per_s": None}
+                                    for r in rows], LiveCounts(), "caption"))
+    assert "Engine's fastest/row" in text
+    assert any(line.startswith("tf lookup ") and f"{lookup['engine_fastest_over']:.3f} [" in line
+               for line in text.splitlines())  # the cell (a wide table continues in a second block, rule first)
 
 
 def test_a_torch_model_is_shared_only_as_transformers_would_load_it():

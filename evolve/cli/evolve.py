@@ -188,7 +188,8 @@ def _objective_names() -> tuple[str, ...]:
               help="Workers of the local Dask cluster [default: one per island, at most one per core].")
 @click.option("--target-engine", "target_engine", default=None, type=LiveChoice(_target_engines),
               help="The engine the champion will run in: the features are bounded to what its drafter gives before "
-                   "a draft step (llama-cpp-python: draft_index, position, the text's history, and lookup_len, "
+                   "a draft step (llama-cpp-python, and transformers-generate, whose module drafts the same: "
+                   "draft_index, position, the text's history, and lookup_len, "
                    "lookup_freq on a prompt-lookup dataset or the suffix_* columns on a suffix-decoding one), so the "
                    "champion exports there (with --costs its own cost file, benchmark.py perf "
                    "--write-costs FILE --engine NAME, the search optimises the engine's speed).")

@@ -37,16 +37,18 @@ from evolve.export.exporter import TARGETS
 @click.argument("champion")
 @click.option("--to", "target", type=click.Choice(list(TARGETS) + list(ENGINES) + list(DRAFT_MODELS)), required=True,
               help="numpy or torch (a standalone module), an engine (the file it reads): " + ", ".join(ENGINES)
-                   + ", or llama-cpp-python (a verification-length policy as a draft model running inside its "
-                     "speculative loop).")
+                   + ", or a verification-length policy as a draft model running inside an engine's own "
+                     "speculative loop: llama-cpp-python (a LlamaDraftModel for Llama.generate) or "
+                     "transformers-generate (a CandidateGenerator for transformers' generate()).")
 @click.option("--data", type=click.Path(exists=True, file_okay=False), default=None,
               help="Dataset directory (valid and test splits) an engine's nearest setting is tuned and scored on "
                    "[default: the one the champion's run read, with its cost file]; the champion's own dataset or a "
                    "subset of it.")
 @click.option("--costs", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Cost file of the tuning and of the printed gap (tokens per second), with --data; the champion's "
-                   "run's measurements where its run read a cost file. For llama-cpp-python: the engine's own cost "
-                   "file (benchmark.py perf --write-costs FILE --engine llama-cpp-python); the champion is priced "
+                   "run's measurements where its run read a cost file. For llama-cpp-python and "
+                   "transformers-generate: the engine's own cost file (benchmark.py perf --write-costs FILE --engine "
+                   "llama-cpp-python or transformers); the champion is priced "
                    "under it on --data (default: its run's dataset) beside plain decoding and fixed draft lengths, "
                    "and the fastest on valid is written. A file timed in another engine is refused.")
 @click.option("--concurrency", type=CommaList(click.IntRange(1, MAX_CONCURRENCY), distinct=True), default=None, metavar="R,R,...",

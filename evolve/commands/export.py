@@ -23,7 +23,7 @@ from pathlib import Path
 from evolve.commands.run_context import contexts, resolve_costs, resolve_data, resolve_gamma
 from evolve.errors import InputError
 from evolve.eval.costs import load_costs, loop_engine
-from evolve.export.engines import llama_cpp_python
+from evolve.export.engines import llama_cpp_python, transformers_generate
 from evolve.export.engines.deploy import (NeedsData, engine_config, gap_table, harvest_drafter, schedule_table,
                                           tuned_schedule)
 from evolve.export.engines.base import Engine
@@ -38,8 +38,9 @@ from heuristics.contract import Rule
 #: Targets that write a rule as a draft model inside an engine's own speculative loop: name -> the module that writes
 #: it (``champion_module(spec, champions directory) -> (rule, module text)``; ``policy_module(rule, source, notes)``
 #: for a setting priced in its place, :mod:`evolve.export.engines.priced`; ``check_policy(rule, family)`` and
-#: ``drafter_of(source, data)``, the drafter family the module drafts with).
-DRAFT_MODELS = {llama_cpp_python.NAME: llama_cpp_python}
+#: ``drafter_of(source, data)``, the drafter family the module drafts with; ``ENGINE``; ``COST_ENGINE``, the engine
+#: whose loop's cost files price it).
+DRAFT_MODELS = {m.NAME: m for m in (llama_cpp_python, transformers_generate)}
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def export_command(options: ExportOptions) -> Exported:
 def _module(o: ExportOptions) -> Exported:
     """The module of an array library or a draft-model target (priced in its engine with a cost file)."""
     writer = DRAFT_MODELS.get(o.target)
-    resolve_champion(o.champion, o.champions_dir, llama_cpp_python.ENGINE if writer is not None else None)
+    resolve_champion(o.champion, o.champions_dir, writer.ENGINE if writer is not None else None)
     if writer is not None and o.costs is not None:
         return _priced(o, writer)
     build = writer.champion_module if writer is not None else (
@@ -119,9 +120,9 @@ def _priced(o: ExportOptions, writer) -> Exported:
         raise InputError(f"'{rule.name}' has no champion file recording its harvest, so its module drafts by prompt "
                          f"lookup, but {data} was drafted by {family.value}: export a champion of a run on that "
                          f"dataset", param="data")
-    priced = priced_policy(rule, data, o.costs, resolve_gamma(None, found), o.target)
+    priced = priced_policy(rule, data, o.costs, resolve_gamma(None, found), writer.COST_ENGINE)
     text = writer.policy_module(priced.rule, source, priced.notes)
-    return Exported(priced.rule, text, fit_width(priced_table(priced, o.target, data, o.costs)))
+    return Exported(priced.rule, text, fit_width(priced_table(priced, writer.COST_ENGINE, data, o.costs)))
 
 
 def _engine_file(o: ExportOptions) -> Exported:

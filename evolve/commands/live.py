@@ -36,7 +36,9 @@ absolute tokens per second and this project's plain decoding against llama-cpp-p
   _high (the 95% paired bootstrap interval over texts) and same_text (the share of decodes equal to the same engine's
   plain decoding of the same prompt and repeat), fastest_over / _low / _high (the fastest row's tokens/s over this
   row's with its paired interval over texts, :func:`evolve.live.rows.fastest_over`, the fastest among the rows and
-  this project's plain decoding; None for the fastest row).
+  this project's plain decoding; None for the fastest row), engine_fastest_over / _low / _high (the same with the
+  fastest configuration of the row's own engine, :func:`evolve.live.rows.engine_fastest_over`: an engine's exported
+  policy against that engine's own speculation).
 
 A relaxation champion (a program of kind ``relaxation``, :mod:`evolve.kinds.registry`: the weight w of relaxed
 block verification) decodes by block verification against (1 - w) p + w q at each drafted position
@@ -60,6 +62,7 @@ each with its own text index's random stream, as the harvest drew it.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
@@ -68,7 +71,7 @@ import numpy as np
 
 from evolve.eval.bootstrap import COVERAGE, check_replicates, interval_caveat
 from evolve.eval.costs import check_plain_rate, load_costs
-from evolve.errors import InputError, counted
+from evolve.errors import InputError, InputWarning, counted
 from evolve.harvest.config import HarvestConfig
 from evolve.harvest.loop import build, text_rng
 from evolve.engine.drafters import chosen_drafters
@@ -83,11 +86,12 @@ from evolve.report.live import FORMATS, OURS, LiveReport, format_json, format_ta
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.commands.rules import rule_named
 from evolve.live.turns import TurnContexts, with_earlier_turns
-from evolve.export.engines.llama_cpp_python import module_source, runs
+from evolve.export.engines import llama_cpp_python, transformers_generate
+from evolve.export.engines.llama_cpp_python import runs
 from evolve.live.deployed import check_engine_run, predict_engine_rows
-from evolve.live.peers import BACKEND_PEERS, LlamaCppPythonPeer, PeerSetup, peer_rows, peers_named
+from evolve.live.peers import BACKEND_PEERS, PeerSetup, exported_row_name, peer_rows, peers_named
 from evolve.live.decoding import BlockVerifier, LiveCounts, autoregressive_text
-from evolve.live.rows import Entry, fastest, fastest_over, per, rate, spread, total
+from evolve.live.rows import Entry, engine_fastest_over, fastest, fastest_over, per, rate, spread, total
 from evolve.live.tree_decoding import with_fixed_tree
 from heuristics.contract import Rule
 
@@ -167,8 +171,8 @@ class LiveExtras:
     the rows rotated by one position per repeat), ``peers`` (:class:`evolve.live.peers.Peer` objects: the libraries
     whose shipped speculation is decoded beside the rules), ``peer_k`` {peer name: K} (each peer's tuned
     prompt-lookup row at that K), ``tune_prompts`` (a prompts file: the K of each peer without one in ``peer_k`` is
-    tuned there, :func:`evolve.live.peers.tune`), ``exported`` ((row name, module text) of exported verification-length
-    policies for llama-cpp-python: :mod:`evolve.export.engines.llama_cpp_python`), ``bootstrap`` (replicates of
+    tuned there, :func:`evolve.live.peers.tune`), ``exported`` ((peer name, row name, module text) of exported
+    verification-length policies, each written for that peer's loop: :data:`PEER_MODULES`), ``bootstrap`` (replicates of
     the speedup intervals, :mod:`evolve.eval.bootstrap`) and ``tree`` ((N nodes, K width) of the tree rows,
     :mod:`evolve.live.tree_decoding`; None: none); ``engine_plain``: decode the plain row of the engine the backend
     stands for (:data:`evolve.live.peers.BACKEND_PEERS`) even when that peer is not among ``peers``."""
@@ -177,7 +181,7 @@ class LiveExtras:
     peers: tuple = ()
     peer_k: tuple[tuple[str, int], ...] = ()
     tune_prompts: str | os.PathLike | None = None
-    exported: tuple[tuple[str, str], ...] = ()
+    exported: tuple[tuple[str, str, str], ...] = ()
     bootstrap: int = DEFAULT_REPLICATES
     tree: tuple[int, int] | None = None
     history: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()
@@ -325,6 +329,7 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
                      "predicted_speedup": None, **spread(entry, reference[entry.engine], texts, groups,
                                                                            extras.bootstrap)})
     fastest_over(rows, entries, texts, groups, extras.bootstrap)
+    engine_fastest_over(rows, entries, texts, groups, extras.bootstrap)
     drafter = setup.description["drafter"]
     drafter_text = ", ".join(f"{k} {v}" for k, v in drafter.items() if k != "sha256")
     caption = (f"live decoding: target {Path(config.target).name} ({setup.target.architecture}), "
@@ -383,8 +388,8 @@ class LiveOptions:
     run's target calls of target_forward_s(k + 1) + k * draft_token_s (k the call's drafted tokens:
     :meth:`evolve.live.decoding.LiveCounts.predicted_seconds`) and ``predicted_speedup`` = that times
     ``plain_token_s``, beside the measured ones. ``repeats``, ``peers`` (names of :data:`evolve.live.peers.PEERS`),
-    ``peer_k`` ((peer name, K) pairs), ``tune_prompts``, ``bootstrap`` and ``exported`` ((row name, module text) of
-    exported policies, written by the command): :class:`LiveExtras`. ``tree_nodes`` (None: no tree rows) and
+    ``peer_k`` ((peer name, K) pairs), ``tune_prompts``, ``bootstrap`` and ``exported`` ((peer name, row name, module
+    text) of exported policies, written by the command): :class:`LiveExtras`. ``tree_nodes`` (None: no tree rows) and
     ``tree_width``: the draft trees of the tree rows (:mod:`evolve.live.tree_decoding`), validated as the tree harvest's
     (:meth:`evolve.harvest.config.HarvestConfig.check_tree`) but greedy decoding allowed. ``engine_plain``: decode
     the plain row of the engine the backend stands for beside ours (:class:`LiveExtras`).
@@ -403,7 +408,7 @@ class LiveOptions:
     peer_k: tuple[tuple[str, int], ...] = ()
     tune_prompts: str | os.PathLike | None = None
     bootstrap: int = DEFAULT_REPLICATES
-    exported: tuple[tuple[str, str], ...] = ()
+    exported: tuple[tuple[str, str, str], ...] = ()
     tree_nodes: int | None = None
     tree_width: int = 2
     engine_plain: bool = True
@@ -417,23 +422,41 @@ class LiveOptions:
         return cls(config=config, **{k: v for k, v in options.items() if k not in names})
 
 
-def exported_policies(options: LiveOptions) -> tuple[tuple[str, str], ...]:
-    """(row name, module text) of every rule among the options' rules and champions that llama-cpp-python runs (a
-    verification-length policy: :func:`evolve.export.engines.llama_cpp_python.runs`), exported for it
-    (:func:`evolve.export.engines.llama_cpp_python.module_source`) with the run's drafter (prompt lookup, or suffix
+#: The peers that run an exported policy inside their own loop: peer name -> the writer of its module
+#: (``module_source(rule, provenance, ngram, gamma, suffix=...)``).
+PEER_MODULES = {llama_cpp_python.NAME: llama_cpp_python.module_source,
+                transformers_generate.COST_ENGINE: transformers_generate.module_source}
+
+
+def exported_policies(options: LiveOptions, peers: Sequence[str]) -> tuple[tuple[str, str, str], ...]:
+    """(peer name, row name, module text) of every rule among the options' rules and champions that the engines run
+    inside their loops (a verification-length policy: :func:`evolve.export.engines.llama_cpp_python.runs`), exported
+    for each of ``peers`` that has a writer (:data:`PEER_MODULES`) with the run's drafter (prompt lookup, or suffix
     decoding with its depth and cache) and gamma.
 
-    Raises: InputError (one line) for such a policy without either drafter (parameter ``peers``) or one the export
-    refuses."""
+    A policy the export refuses for a peer (a column its drafter cannot give there), or any policy of a run drafting
+    by neither drafter (a draft model), gets no row in that peer, with a one-line InputWarning saying why."""
+    writers = [(p, PEER_MODULES[p]) for p in peers if p in PEER_MODULES]
+    if not writers:
+        return ()
     wheres = [f"rule {n}" for n in options.rules] + [str(p) for p in options.champions]
     policies = [(r, where) for r, where in zip(named_rules(options.rules, options.champions), wheres) if runs(r)]
     config = options.config
     suffix = _suffix(config)
-    if policies and not config.ngram and suffix is None:
-        raise InputError(f"policy '{policies[0][0].name}' runs inside llama-cpp-python as a prompt-lookup or "
-                         f"suffix-decoding drafter: give one of them", param="peers")
-    return tuple((r.name, module_source(r, where, lookup_lengths(config.ngram), config.gamma, suffix=suffix))
-                 for r, where in policies)
+    if policies and not config.ngram and suffix is None:  # the engines' own rows still decode beside the rules
+        for peer, _ in writers:
+            for r, _ in policies:
+                warnings.warn(InputWarning(f"no row '{exported_row_name(peer, r.name)}': its module drafts by prompt "
+                                           f"lookup or suffix decoding, and this run drafts by neither"), stacklevel=2)
+        return ()
+    out = []
+    for peer, write in writers:
+        for r, where in policies:
+            try:
+                out.append((peer, r.name, write(r, where, lookup_lengths(config.ngram), config.gamma, suffix=suffix)))
+            except InputError as e:  # a column its drafter cannot give there: the policy decodes on the backend only
+                warnings.warn(InputWarning(f"no row '{exported_row_name(peer, r.name)}': {e}"), stacklevel=2)
+    return tuple(out)
 
 
 def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | None = None) -> tuple[LiveReport, str]:
@@ -465,8 +488,7 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     texts = None if o.data_dir is None else split_prompts(config.prompts, o.data_dir, o.split, config.categories)
     costs = load_costs(o.costs) if o.costs is not None else None
     engine = None if costs is None else check_engine_run(o.costs, costs, o.peers, config.backend)
-    exported = tuple(o.exported) or (exported_policies(o) if any(isinstance(p, LlamaCppPythonPeer) for p in peers)
-                                     else ())
+    exported = tuple(o.exported) or exported_policies(o, [p.name for p in peers])
     shared = any(d.cross_request for d in chosen_drafters(config))
     history = request_history(o.data_dir, o.split) if shared and o.data_dir is not None else ()
     extras = LiveExtras(o.repeats, peers, tuple(o.peer_k), o.tune_prompts, exported, o.bootstrap, tree, history,
@@ -507,5 +529,5 @@ def _live_headroom(o: LiveOptions, report: LiveReport, costs) -> list[dict]:
     return out
 
 
-__all__ = ["DEFAULT_REPLICATES", "LiveExtras", "LiveOptions", "decoder", "exported_policies", "live_command", "named_rules",
-           "resolve_rules", "run_live", "torch_threads"]
+__all__ = ["DEFAULT_REPLICATES", "LiveExtras", "LiveOptions", "PEER_MODULES", "decoder", "exported_policies",
+           "live_command", "named_rules", "resolve_rules", "run_live", "torch_threads"]

@@ -15,13 +15,13 @@ from dataclasses import replace
 
 from evolve.engine.drafter_base import EngineFamily
 from evolve.errors import InputError
-from evolve.export.engines import llama_cpp_python
+from evolve.export.engines import llama_cpp_python, transformers_generate
 from evolve.export.engines.deploy import harvest_drafter
 from heuristics.length_policies import LOOP_VERIFIERS
 
 #: The engines a run can target: name -> the :class:`evolve.export.engines.base.Engine` whose step columns bound the
 #: features (the draft-model targets of ``python -m evolve export``).
-TARGET_ENGINES = {llama_cpp_python.NAME: llama_cpp_python.ENGINE}
+TARGET_ENGINES = {m.NAME: m.ENGINE for m in (llama_cpp_python, transformers_generate)}
 
 
 def for_engine(cfg, name: str):

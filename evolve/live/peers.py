@@ -8,8 +8,10 @@ own decoding without speculation) is the reference of its speedups:
 * ``transformers``: ``model.generate(ids, do_sample=False, prompt_lookup_num_tokens=K, max_matching_ngram_size=N)``
   (transformers' prompt lookup decoding, ``transformers/generation/candidate_generator.py``
   ``PromptLookupCandidateGenerator``; N defaults to 2 there); rows ``plain``, ``K=10`` (the value its documentation
-  uses) and the tuned K. The model is the target loaded as the torch backend loads it
-  (:func:`evolve.engine.models.load_model`, float32, from the same file).
+  uses), the tuned K, and one per exported policy: its module's ``generate(model, ids, drafter=...)``
+  (:mod:`evolve.export.engines.transformers_generate`: the policy's drafts as the candidates of transformers' own
+  assisted-generation loop; for suffix decoding one drafter across the texts of a repeat, as below). The model is the
+  target loaded as the torch backend loads it (:func:`evolve.engine.models.load_model`, float32, from the same file).
 * ``llama-cpp-python``: ``Llama.generate(ids, temp=0)`` (``llama_cpp/llama.py``) with ``Llama.draft_model`` set to
   ``LlamaPromptLookupDecoding(max_ngram_size, num_pred_tokens)`` (``llama_cpp/llama_speculative.py``; defaults 2,
   10) or to an exported policy's ``PolicyPromptLookup`` (the module text of
@@ -42,15 +44,16 @@ Calls (``LiveCounts.drafted``: how many drafted tokens each of those steps verif
 library's own loop prices the row's own calls, :mod:`evolve.live.deployed`): a plain row's steps verify none;
 llama-cpp-python's are the lengths its draft model returned (the draft model wrapped in :class:`_Logged`: Llama.generate
 evaluates the last token and those drafts in one call); transformers' are the lengths of the candidates its
-``PromptLookupCandidateGenerator.get_candidates`` returned, logged while the row decodes (:func:`_logged_lookup`), the
-first (the prefill's step) left out as the clock leaves it out. A log of another length than the steps counted (a
-library whose loop calls these otherwise) leaves the row's calls unpriced rather than priced wrong.
+``PromptLookupCandidateGenerator.get_candidates`` returned, logged while the row decodes (:func:`_logged_lookup`), or
+the lengths an exported module's drafter returned, the first (the prefill's step) left out as the clock leaves it out. A
+log of another length than the steps counted (a library whose loop calls these otherwise) leaves the row's calls
+unpriced rather than priced wrong.
 """
 from __future__ import annotations
 
 import time
 import types
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -87,11 +90,11 @@ class PeerRow:
 @dataclass(frozen=True)
 class PeerSetup:
     """What the peers need: ``target`` (the model file), ``threads``, ``eos`` ids, ``n_ctx`` (tokens of context a
-    llama.cpp context needs: the longest prompt + new tokens + a block), ``exported`` ((row name, module text) of exported policies for
-    llama-cpp-python) and ``ngram`` (MAX, MIN) and ``gamma`` the exported drafter's settings, or ``suffix`` (tree
-    depth, cached responses) for policies drafting by suffix decoding, whose cache starts from ``history`` ((prompt
-    ids, response ids) of the earlier splits' texts, in order); ``device`` where transformers runs the target
-    (llama-cpp-python runs on the cpu)."""
+    llama.cpp context needs: the longest prompt + new tokens + a block), ``exported`` ((peer name, row name, module
+    text) of exported policies, each written for that peer's engine: :meth:`modules`) and ``ngram`` (MAX, MIN) and
+    ``gamma`` the exported drafter's settings, or ``suffix`` (tree depth, cached responses) for policies drafting by
+    suffix decoding, whose cache starts from ``history`` ((prompt ids, response ids) of the earlier splits' texts, in
+    order); ``device`` where transformers runs the target (llama-cpp-python runs on the cpu)."""
 
     target: str
     threads: int
@@ -104,6 +107,30 @@ class PeerSetup:
     suffix: tuple[int, int] | None = None
     history: tuple = ()
     shared: object = None
+
+    def modules(self, peer: str) -> list[tuple[str, types.ModuleType]]:
+        """(policy name, module) of every exported policy written for ``peer``, each module's text run in a module
+        of its own."""
+        out = []
+        for engine, name, source in self.exported:
+            if engine == peer:
+                module = types.ModuleType(f"exported_{peer.replace('-', '_')}_{len(out)}")
+                exec(compile(source, f"<exported policy {name}>", "exec"), module.__dict__)
+                out.append((name, module))
+        return out
+
+    def drafter_maker(self, module) -> tuple[Callable[[int], object], Callable[[], None] | None]:
+        """(``make(prompt_len)`` the exported ``module``'s drafter for the next text, started; ``fresh()`` for a
+        suffix-decoding drafter kept across texts (:class:`_SuffixHeld`), else None)."""
+        if self.suffix is not None:
+            held = _SuffixHeld(module, self)
+            return held.make, held.fresh
+
+        def make(prompt_len):
+            drafter = module.PolicyPromptLookup(self.ngram[0], self.ngram[1], self.gamma, eos_token_ids=tuple(self.eos))
+            drafter.start(prompt_len)
+            return drafter
+        return make, None
 
 
 def exported_row_name(engine: str, policy: str) -> str:
@@ -132,6 +159,11 @@ class _Logged:
         out = self.draft(input_ids, **kwargs)
         self.log.append(len(out))
         return out
+
+    def __getattr__(self, name):  # the draft model's other methods (start, finish) and settings
+        if name == "draft" or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.draft, name)
 
 
 @contextmanager
@@ -208,25 +240,42 @@ class TransformersPeer(Peer):
         model.eval()
         eos = list(setup.eos)
 
+        def run(ids, max_new_tokens, generate, log, extra=None):
+            clock = _Clock()
+            with torch.inference_mode():
+                ids_t = torch.tensor([list(ids)], device=setup.device)
+                out = generate(ids_t, attention_mask=torch.ones_like(ids_t), max_new_tokens=max_new_tokens,
+                               do_sample=False, eos_token_id=eos, pad_token_id=eos[0] if eos else None,
+                               streamer=clock, **(extra or {}))
+            seconds = (clock.t1 - clock.t0) if clock.t1 is not None else 0.0
+            steps = max(clock.puts - 2, 0)
+            drafted = [0] * steps if log is None else log[1:]  # log[0]: the prefill's step, before the clock
+            return [int(t) for t in out[0, len(ids):]], _counts(clock.tokens, seconds, steps, drafted)
+
         def decoder(k):
             def decode(ids, max_new_tokens):
-                clock, log = _Clock(), []
-                extra = {} if k is None else {"prompt_lookup_num_tokens": k}
-                with torch.inference_mode(), nullcontext() if k is None else _logged_lookup(log):
-                    ids_t = torch.tensor([list(ids)], device=setup.device)
-                    out = model.generate(ids_t, attention_mask=torch.ones_like(ids_t),
-                                         max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos,
-                                         pad_token_id=eos[0] if eos else None, streamer=clock, **extra)
-                seconds = (clock.t1 - clock.t0) if clock.t1 is not None else 0.0
-                steps = max(clock.puts - 2, 0)
-                drafted = [0] * steps if k is None else log[1:]  # log[0]: the prefill's step, before the clock
-                return [int(t) for t in out[0, len(ids):]], _counts(clock.tokens, seconds, steps, drafted)
+                if k is None:
+                    return run(ids, max_new_tokens, model.generate, None)
+                log: list[int] = []
+                with _logged_lookup(log):
+                    return run(ids, max_new_tokens, model.generate, log, {"prompt_lookup_num_tokens": k})
             return decode
 
-        return [PeerRow("transformers plain", self.name, decoder(None), plain=True),
+        def exported(module, make):
+            def decode(ids, max_new_tokens):
+                drafter = _Logged(make(len(ids)))
+                return run(ids, max_new_tokens, lambda *a, **kw: module.generate(model, *a, drafter=drafter, **kw),
+                           drafter.log)
+            return decode
+
+        rows = [PeerRow("transformers plain", self.name, decoder(None), plain=True),
                 PeerRow(f"transformers prompt lookup K={TRANSFORMERS_DEFAULT_K} (default)", self.name,
                         decoder(TRANSFORMERS_DEFAULT_K), setting=TRANSFORMERS_DEFAULT_K, make=decoder,
                         label="transformers prompt lookup")]
+        for name, module in setup.modules(self.name):
+            make, fresh = setup.drafter_maker(module)
+            rows.append(PeerRow(exported_row_name(self.name, name), self.name, exported(module, make), fresh=fresh))
+        return rows
 
 
 class LlamaCppPythonPeer(Peer):
@@ -271,19 +320,9 @@ class LlamaCppPythonPeer(Peer):
                 PeerRow(f"llama-cpp-python prompt lookup K={LLAMA_DEFAULT_K} (default)", self.name,
                         decoder(lookup(LLAMA_DEFAULT_K)), setting=LLAMA_DEFAULT_K,
                         make=lambda k: decoder(lookup(k)), label="llama-cpp-python prompt lookup")]
-        for name, source in setup.exported:
-            module = types.ModuleType(f"exported_{len(rows)}")
-            exec(compile(source, f"<exported policy {name}>", "exec"), module.__dict__)
-            if setup.suffix is None:
-                def make(prompt_len, module=module):
-                    drafter = module.PolicyPromptLookup(setup.ngram[0], setup.ngram[1], setup.gamma,
-                                                        eos_token_ids=tuple(setup.eos))
-                    drafter.start(prompt_len)
-                    return drafter
-                rows.append(PeerRow(exported_row_name(self.name, name), self.name, decoder(make)))
-                continue
-            held = _SuffixHeld(module, setup)
-            rows.append(PeerRow(exported_row_name(self.name, name), self.name, decoder(held.make), fresh=held.fresh))
+        for name, module in setup.modules(self.name):
+            make, fresh = setup.drafter_maker(module)
+            rows.append(PeerRow(exported_row_name(self.name, name), self.name, decoder(make), fresh=fresh))
         return rows
 
 

@@ -1,6 +1,6 @@
 """The rows of ``benchmark.py live`` as measured: each row's results per (repeat, text) (:class:`Entry`) and the
 statistics taken from them (:func:`spread` against the row's engine's plain decoding; :func:`fastest_over` the
-fastest row against each), with the paired bootstrap intervals over texts of :mod:`evolve.eval.bootstrap`. The
+fastest row against each, :func:`engine_fastest_over` the fastest of the row's own engine), with the paired bootstrap intervals over texts of :mod:`evolve.eval.bootstrap`. The
 command that decodes the rows is :mod:`evolve.commands.live`."""
 from __future__ import annotations
 
@@ -93,13 +93,32 @@ def fastest_over(rows: list[dict], entries: Sequence[Entry], texts: Sequence[int
     over plain decoding do not). ``entries``: this project's plain decoding, then the rows' entries in the rows'
     order; the fastest is :func:`fastest` of them, this project's plain decoding included (then every row gets a
     ratio); the fastest row's own three are None."""
-    if not rows:
-        return
     best = fastest(entries)
-    weights, top = group_weights(groups, replicates), per_text(entries[best], texts)
+    _over(rows, entries, lambda k: best, "fastest_over", texts, groups, replicates)
+
+
+def engine_fastest_over(rows: list[dict], entries: Sequence[Entry], texts: Sequence[int], groups: np.ndarray,
+                        replicates: int) -> None:
+    """Add to each row ``engine_fastest_over`` (with ``_low`` and ``_high``): as :func:`fastest_over`, but the fastest
+    configuration of the row's own engine (its plain decoding among them) over this row, so an engine's exported policy
+    is compared, paired over texts, with that engine's own speculation (None for each engine's fastest row)."""
+    best = {}
+    for engine in dict.fromkeys(e.engine for e in entries):
+        mine = [k for k, e in enumerate(entries) if e.engine == engine]
+        best[engine] = mine[fastest([entries[k] for k in mine])]
+    _over(rows, entries, lambda k: best[entries[k].engine], "engine_fastest_over", texts, groups, replicates)
+
+
+def _over(rows: list[dict], entries: Sequence[Entry], best_of: Callable[[int], int], key: str, texts: Sequence[int],
+          groups: np.ndarray, replicates: int) -> None:
+    """Set ``key``, ``key_low`` and ``key_high`` of each row (entry k + 1 of ``entries``): entry ``best_of(k)``'s
+    tokens/s over the row's with its paired bootstrap interval over questions (None where the row is that entry)."""
+    weights = group_weights(groups, replicates)
     for k, (row, entry) in enumerate(zip(rows, entries[1:]), 1):
-        point, low, high = (None, None, None) if k == best else ratio_interval(weights, top, per_text(entry, texts))
-        row.update(fastest_over=point, fastest_over_low=low, fastest_over_high=high)
+        b = best_of(k)
+        point, low, high = (None, None, None) if k == b else ratio_interval(weights, per_text(entries[b], texts),
+                                                                             per_text(entry, texts))
+        row.update({key: point, f"{key}_low": low, f"{key}_high": high})
 
 
-__all__ = ["Entry", "fastest", "fastest_over", "per", "per_text", "rate", "spread", "total"]
+__all__ = ["Entry", "engine_fastest_over", "fastest", "fastest_over", "per", "per_text", "rate", "spread", "total"]

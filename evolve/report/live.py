@@ -23,7 +23,8 @@ KEYS: tuple[str, ...] = ("rule", "tokens", "target_calls", "tokens_per_call", "t
                          "mean_drafted", "predicted_tokens_per_s", "predicted_speedup", "engine", "repeats",
                          "tokens_per_s_min", "tokens_per_s_max", "tokens_per_s_mad", "speedup_min", "speedup_max",
                          "speedup_low", "speedup_high", "same_text", "fastest_over", "fastest_over_low",
-                         "fastest_over_high")
+                         "fastest_over_high", "engine_fastest_over", "engine_fastest_over_low",
+                         "engine_fastest_over_high")
 
 
 #: The engine of this project's rows (a peer's rows name its library).
@@ -58,13 +59,15 @@ def format_table(report: LiveReport) -> str:
              f"{r['tv_per_token']:.2e}"] for r in report.rows]
     extended = any(r.get("repeats", 1) > 1 or r.get("engine", OURS) != OURS for r in report.rows)
     if extended:
+        engines = len({r.get("engine", OURS) for r in report.rows}) > 1
         header = ["Rule", "Engine", "Tokens", "Calls", "Mean acc. len", "Tokens/s [min-max]", "Plain tokens/s",
-                  "Speedup [min-max]", f"Speedup {COVERAGE:.0%} CI", f"Fastest/row [{COVERAGE:.0%} CI]", "Same text",
-                  "TV/token"]
+                  "Speedup [min-max]", f"Speedup {COVERAGE:.0%} CI", f"Fastest/row [{COVERAGE:.0%} CI]",
+                  *([f"Engine's fastest/row [{COVERAGE:.0%} CI]"] if engines else []), "Same text", "TV/token"]
         body = [[r["rule"], r["engine"], f"{r['tokens']}", f"{r['target_calls']}", f"{r['tokens_per_call']:.3f}",
                  f"{r['tokens_per_s']:.2f} [{r['tokens_per_s_min']:.2f}-{r['tokens_per_s_max']:.2f}]",
                  f"{r['ar_tokens_per_s']:.2f}", f"{r['speedup']:.3f}x [{r['speedup_min']:.3f}-{r['speedup_max']:.3f}]",
-                 interval_text(r["speedup_low"], r["speedup_high"]), _fastest_text(r), f"{r['same_text']:.0%}",
+                 interval_text(r["speedup_low"], r["speedup_high"]), _fastest_text(r),
+                 *([_fastest_text(r, "engine_fastest_over")] if engines else []), f"{r['same_text']:.0%}",
                  f"{r['tv_per_token']:.2e}"] for r in report.rows]
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
     lines = [report.caption, *headroom_caption(report), "", "  ".join(h.ljust(w) if i == 0 else h.rjust(w)
@@ -87,6 +90,9 @@ def format_table(report: LiveReport) -> str:
                       "bootstrap interval over texts; Fastest/row = the fastest configuration's tokens/s (the caption "
                       "names it) over this row's (each text's repeats summed) with its paired bootstrap interval over "
                       "texts (an interval above 1: the fastest is ahead of this row beyond the spread of the texts); "
+                      + ("Engine's fastest/row = the same with the fastest configuration of the row's own engine (its "
+                         "plain decoding among them): an engine's exported policy against its own speculation; "
+                         if engines else "") +
                       "Same text = share of the decodes equal to the same engine's plain decoding of the same prompt "
                       "and repeat (1 for a lossless rule under greedy decoding); Mean acc. len = tokens per target "
                       "call."]
@@ -98,13 +104,14 @@ def format_table(report: LiveReport) -> str:
     return fit_width("\n".join(lines)) + "\n"
 
 
-def _fastest_text(row: dict) -> str:
-    """The Fastest/row cell: "fastest" for the fastest row itself, else the ratio and its interval."""
-    if "fastest_over" not in row:
+def _fastest_text(row: dict, key: str = "fastest_over") -> str:
+    """The Fastest/row cell (``key``: ``fastest_over`` or ``engine_fastest_over``): "fastest" for the fastest row
+    itself, else the ratio and its interval."""
+    if key not in row:
         return ""
-    if row["fastest_over"] is None:
+    if row[key] is None:
         return "fastest"
-    return f"{row['fastest_over']:.3f} {interval_text(row['fastest_over_low'], row['fastest_over_high'])}"
+    return f"{row[key]:.3f} {interval_text(row[f'{key}_low'], row[f'{key}_high'])}"
 
 
 def headroom_caption(report: LiveReport) -> list[str]:

@@ -26,5 +26,6 @@ test split); the engines are :mod:`evolve.export.engines.vllm`, :mod:`evolve.exp
 :mod:`evolve.export.engines.tensorrt_llm`, :mod:`evolve.export.engines.llama_cpp` and
 :mod:`evolve.export.engines.transformers`; :mod:`evolve.export.engines.llama_cpp_python` writes a policy as a draft
 model module instead (drafting by prompt lookup, or by suffix decoding:
-:mod:`evolve.export.engines.llama_cpp_python_suffix`).
+:mod:`evolve.export.engines.llama_cpp_python_suffix`), and :mod:`evolve.export.engines.transformers_generate` the same
+drafters as a candidate generator for transformers' own assisted-generation loop.
 """

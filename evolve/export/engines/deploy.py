@@ -208,7 +208,9 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
     if drafter.family is EngineFamily.SUFFIX and engine.capabilities.suffix is None:
         raise InputError(f"{engine.title} {engine.version} has no suffix decoding, which '{rule.name}''s harvest "
                          f"drafted with; nearest setting: its prompt lookup (a prompt-lookup harvest, then that "
-                         f"engine's fixed draft length), or vLLM's method suffix")
+                         f"engine's fixed draft length), or vLLM's method suffix; the policy itself, suffix decoding "
+                         f"included, runs as a module inside transformers' or llama-cpp-python's own loop (the "
+                         f"export targets transformers-generate and llama-cpp-python)")
     if (data is None) != (costs is None):
         raise InputError("tuning needs both a dataset directory and a cost file", param="data" if data is None
                          else "costs")

@@ -37,6 +37,7 @@ last token (llama-cpp-python's first call after a prompt holds the prompt and th
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from evolve.engine.drafter_base import EngineFamily
@@ -69,24 +70,27 @@ SUFFIX_VALUES: dict[str, str] = {**COMMON_VALUES, **suffix_part.COLUMN_VALUES}
 #: Drafter family -> (its name in words, the columns its class gives a decision): the drafters the module runs.
 DRAFTERS: dict[EngineFamily, tuple[str, dict[str, str]]] = {
     EngineFamily.LOOKUP: ("prompt-lookup", COLUMN_VALUES), EngineFamily.SUFFIX: ("suffix-decoding", SUFFIX_VALUES)}
-#: The export target's name (``python -m evolve export --to llama-cpp-python``).
-NAME = "llama-cpp-python"
+#: The export target's name (``python -m evolve export --to llama-cpp-python``), and the engine whose loop's cost
+#: files price its module.
+NAME = COST_ENGINE = "llama-cpp-python"
 #: The llama-cpp-python version the module was checked against (its ``LlamaDraftModel`` and ``Llama.generate``).
 VERSION = "0.3.36"
 #: Longest draft the module's class takes as its default (``num_pred_tokens``).
 MAX_GAMMA = 4096
 
 
-def _render(setting: Setting, provenance: Provenance, schedule=None, notes: tuple[str, ...] = ()) -> str:
+def _render(setting: Setting, provenance: Provenance, schedule=None, notes: tuple[str, ...] = (),
+            host: "Host | None" = None) -> str:
     """The module text of the policy ``setting.rule`` (:func:`module_source`; checked by :func:`check_policy`), its
     drafter the champion's harvest's (prompt lookup or suffix decoding) and its defaults the drafter's settings and
     draft length of the champion's run where the champion file ``provenance.source`` records them
     (:func:`_harvest_settings`), else prompt lookup 3..1 and 8 drafts; a schedule is not read (the module runs one
-    request at a time). Raises: InputError as :func:`check_policy` and :func:`_harvest_settings`. ``notes``: as
-    :func:`module_source`."""
+    request at a time). Raises: InputError as :func:`check_policy` and :func:`_harvest_settings`. ``notes`` and
+    ``host`` (None: :data:`LLAMA`): as :func:`module_source`."""
+    host = LLAMA if host is None else host
     source = provenance.source
-    ngram, suffix, gamma = _harvest_settings(source) if Path(source).is_file() else (DEFAULT_LOOKUP, None, 8)
-    return module_source(setting.rule, source, ngram, gamma, notes, suffix)
+    ngram, suffix, gamma = _harvest_settings(source, host) if Path(source).is_file() else (DEFAULT_LOOKUP, None, 8)
+    return module_source(setting.rule, source, ngram, gamma, notes, suffix, host)
 
 
 #: What llama-cpp-python runs: a per-draft-step decision inside its own speculative loop, given the columns of its
@@ -99,6 +103,37 @@ ENGINE = Engine(NAME, "llama-cpp-python", "a LlamaDraftModel module (Python)", (
                 "LlamaDraftModel and Llama.generate of the released package (a module run in its loop)")
 
 
+@dataclass(frozen=True)
+class Host:
+    """The engine a policy's draft-model module runs in (:func:`module_source`): ``target`` its export target (whose
+    kind support refuses what its loop cannot run); ``engine`` its name in words; ``library`` the package the module
+    imports of it (the docstring's list); ``imports`` the module's import lines of it; ``base`` the base class of the
+    drafters' classes; ``usage(cls)`` the docstring's usage lines for the drafter class ``cls``; ``calls`` the
+    docstring's sentences on how the engine calls the drafter and verifies its drafts; ``nearest_model`` the export
+    that runs a champion of a draft model's harvest instead (a refusal's nearest setting); ``tail`` source the module
+    ends with (an adapter to the engine's API), with ``DRAFTER_CLASS`` standing for the class written."""
+
+    target: Engine
+    engine: str
+    library: str
+    imports: tuple[str, ...]
+    base: str
+    usage: object
+    calls: str
+    nearest_model: str
+    tail: str = ""
+
+
+#: llama-cpp-python: the drafter is a ``LlamaDraftModel`` that ``Llama.generate`` calls after each sampled token.
+LLAMA = Host(
+    ENGINE, NAME, "llama_cpp", ("from llama_cpp.llama_speculative import LlamaDraftModel",), "LlamaDraftModel",
+    lambda cls: (f"    from llama_cpp import Llama\n"
+                 f"    llm = Llama(model_path, draft_model={cls}(eos_token_ids=(EOS,)))"),
+    "Call start(prompt_len) before a text, or the first call after a new prompt takes all but the last token as the "
+    "prompt. llama-cpp-python verifies the drafts by its own sampling: with temperature 0 the text is plain greedy "
+    "decoding's.", "the same champion exported for llama.cpp, which drafts with a draft model")
+
+
 def runs(rule: Rule) -> bool:
     """Whether llama-cpp-python runs programs of ``rule``'s kind (a per-draft-step decision, by the kind's hook)."""
     return ENGINE.support(rule.program_kind) is not None
@@ -109,8 +144,8 @@ def runs(rule: Rule) -> bool:
 #: ``_columns(ctx, draft)`` (its columns of that draft) and ``_begin(ctx)`` (a new text starts).
 _BASE = '''
 
-class _PolicyDraft(LlamaDraftModel):
-    """The policy's decisions inside llama-cpp-python's loop, shared by the drafters' classes (the module doc)."""
+class _PolicyDraft(BASE_CLASS):
+    """The policy's decisions inside ENGINE_NAME's loop, shared by the drafters' classes (the module doc)."""
 
     def _setup(self, num_pred_tokens, eos_token_ids):
         self.num_pred_tokens = int(num_pred_tokens)
@@ -145,10 +180,14 @@ class _PolicyDraft(LlamaDraftModel):
         self._last = ctx
         return ctx.size - self._prompt_len
 
-    def __call__(self, input_ids, /, **kwargs):
+    def __call__(self, input_ids, /, max_tokens=None, **kwargs):
+        """The draft after the text ``input_ids``: at most num_pred_tokens tokens, and at most ``max_tokens`` (the
+        room the engine's loop leaves before its length limit; None: no other bound), cut where the policy stops."""
         ctx = np.array(input_ids, dtype=np.int64)
         start = self._start(ctx)
         draft = self._propose(ctx)
+        if max_tokens is not None:
+            draft = draft[:max(int(max_tokens), 0)]
         for j, t in enumerate(draft):
             if t in self.eos:
                 draft = draft[:j + 1]
@@ -188,14 +227,15 @@ class PolicyPromptLookup(_PolicyDraft):
 '''
 
 
-def check_policy(rule: Rule, family: EngineFamily = EngineFamily.LOOKUP) -> None:
+def check_policy(rule: Rule, family: EngineFamily = EngineFamily.LOOKUP, host: Host = LLAMA) -> None:
     """Refuse, in one line (InputError), a rule the drafter ``family`` (prompt lookup or suffix decoding,
-    :data:`DRAFTERS`) inside llama-cpp-python cannot run: not a per-step drafting decision (the kind's engines hook
-    says which kinds are), one reading a column not in that drafter's columns (the target's, or the drafter's
-    probabilities, constant for a one-hot drafter), or one whose drafts are verified by a lossy rule (llama-cpp-python
-    verifies by comparing its own samples with the drafts)."""
-    if rule.nodes is None or not runs(rule):
-        raise InputError(f"rule '{rule.name}': llama-cpp-python cannot run a {rule.kind} program: it takes a policy "
+    :data:`DRAFTERS`) inside ``host``'s loop (llama-cpp-python, or another :class:`Host` of the module) cannot run: not
+    a per-step drafting decision (the kind's engines hook says which kinds are), one reading a column not in that
+    drafter's columns (the target's, or the drafter's probabilities, constant for a one-hot drafter), or one whose
+    drafts are verified by a lossy rule (llama-cpp-python verifies by comparing its own samples with the drafts)."""
+    engine = host.engine
+    if rule.nodes is None or host.target.support(rule.program_kind) is None:
+        raise InputError(f"rule '{rule.name}': {engine} cannot run a {rule.kind} program: it takes a policy "
                          f"deciding before each draft step whether to draft (a verification-length policy) as a draft "
                          f"model and verifies by its own sampling; nearest setting: its own verification (the "
                          f"standard rule under greedy decoding) with a fixed draft length (export fixed_gamma:gamma=G)")
@@ -206,8 +246,8 @@ def check_policy(rule: Rule, family: EngineFamily = EngineFamily.LOOKUP) -> None
                    if feature.startswith("draft_") else "not known before drafting" if feature not in
                    _ANY_DRAFTER else "another drafter's column")
             raise InputError(f"policy '{rule.name}' reads '{feature}', which the {name} drafter inside "
-                             f"llama-cpp-python cannot give ({why}; it gives {', '.join(columns)})")
-    ENGINE.support(rule.program_kind).exact(rule, None)  # the kind refuses what it cannot run here (a lossy verifier)
+                             f"{engine} cannot give ({why}; it gives {', '.join(columns)})")
+    host.target.support(rule.program_kind).exact(rule, None)  # the kind refuses what it cannot run (a lossy verifier)
 
 
 #: Every column some drafter's class gives.
@@ -215,9 +255,11 @@ _ANY_DRAFTER = frozenset(c for _, columns in DRAFTERS.values() for c in columns)
 
 
 def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_LOOKUP, gamma: int = 8,
-                  notes: tuple[str, ...] = (), suffix: tuple[int, int] | None = None) -> str:
+                  notes: tuple[str, ...] = (), suffix: tuple[int, int] | None = None, host: Host = LLAMA) -> str:
     """The text of a standalone module defining ``PolicyPromptLookup(LlamaDraftModel)`` for ``rule`` (module doc), or,
-    with ``suffix``, ``PolicySuffixDecoding`` (:mod:`evolve.export.engines.llama_cpp_python_suffix`).
+    with ``suffix``, ``PolicySuffixDecoding`` (:mod:`evolve.export.engines.llama_cpp_python_suffix`); with another
+    ``host``, the same classes on that host's base class, followed by its adapter (transformers:
+    :mod:`evolve.export.engines.transformers_generate`).
 
     Args: ``rule`` a verification-length policy (an expression rule; :func:`check_policy`), ``provenance`` where it
     came from (written as a string literal, e.g. the champion file), ``ngram`` (MAX, MIN) the default n-gram lengths
@@ -228,7 +270,7 @@ def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_
     :func:`check_policy`.
     """
     family = EngineFamily.LOOKUP if suffix is None else EngineFamily.SUFFIX
-    check_policy(rule, family)
+    check_policy(rule, family, host)
     policy = numpy_source(rule.name, rule.nodes, layout(rule), provenance)
     body_start = policy.index('"""', 3) + 3  # after the numpy module's docstring (the keep_drafting semantics)
     features = straight_line(rule.nodes).features
@@ -252,27 +294,27 @@ def module_source(rule: Rule, provenance: str, ngram: tuple[int, int] = DEFAULT_
                  "score; suffix_from_cache, 1 where the draft comes from earlier responses)")
         constants, functions = suffix_part.source_parts(suffix[0], suffix[1], gamma)
         body = suffix_part.CLASS
-    libraries = "math, numpy and llama_cpp" if suffix is None else "math, numpy, llama_cpp and arctic_inference"
-    doc = (f'"""Verification-length policy {shown(rule.name)} as a llama-cpp-python draft model, exported by '
+    libraries = (f"math, numpy and {host.library}" if suffix is None
+                 else f"math, numpy, {host.library} and arctic_inference")
+    doc = (f'"""Verification-length policy {shown(rule.name)} as a {host.engine} draft model, exported by '
            f'specdec-evolve.\n\nGenerated; do not edit. Standalone: imports only {libraries}.\n\n'
-           f'    from llama_cpp import Llama\n    llm = Llama(model_path, draft_model={cls}('
-           f'eos_token_ids=(EOS,)))\n\n'
+           f'{host.usage(cls)}\n\n'
            + _doc_paragraph(
                f"{drafting}; it drafts token m only where keep_drafting, the policy, is 1 on the decision's columns: "
                f"draft_index m, position (tokens generated before the block) + m, {reads}, and the text's history "
                f"(prev_verified, prev_accepted, accept_ewma, first_hit_ewma, since_reject: the History class below, "
                f"advanced at each call by the previous call's outcome, read from how far the text grew past its "
-               f"draft). Call start(prompt_len) before a text, or the first call after a new prompt takes all but the "
-               f"last token as the prompt. llama-cpp-python verifies the drafts by its own sampling: with temperature "
-               f"0 the text is plain greedy decoding's.") + "\n\n"
+               f"draft). {host.calls}") + "\n\n"
            + ("" if suffix is None else _doc_paragraph(suffix_part.CACHE_DOC) + "\n\n")
            + "".join(f"{_doc_paragraph(note)}\n\n" for note in notes)
            + 'The policy, as exported for numpy (keep_drafting):\n"""')
-    parts = [doc, "from __future__ import annotations", "", "from llama_cpp.llama_speculative import LlamaDraftModel",
+    base = _BASE.replace("BASE_CLASS", host.base).replace("ENGINE_NAME", host.engine)
+    parts = [doc, "from __future__ import annotations", "", *host.imports,
              *([imports] if imports else []), policy[body_start:].rstrip("\n"), "", *constants,
              f"NEEDS_COLUMNS = {any(f not in COMMON_VALUES for f in features)!r}",
              f"_VALUES = {{{values}}}", *functions,
-             _BASE.rstrip("\n"), body.rstrip("\n"), ""]
+             base.rstrip("\n"), body.rstrip("\n"), *([host.tail.replace("DRAFTER_CLASS", cls).rstrip("\n")]
+                                                      if host.tail else []), ""]
     return "\n".join(parts)
 
 
@@ -285,7 +327,7 @@ def _doc_paragraph(text: str) -> str:
     return textwrap.fill("".join(c if c.isprintable() and c not in '\\"' else "?" for c in text), 100)
 
 
-def _harvest_settings(source: str) -> tuple[tuple[int, int], tuple[int, int] | None, int]:
+def _harvest_settings(source: str, host: Host = LLAMA) -> tuple[tuple[int, int], tuple[int, int] | None, int]:
     """(the n-gram lengths (longest, shortest), the suffix-decoding settings (tree depth, cached responses) or None,
     the longest draft) a champion file's run records, checked as the module's classes check them (max >= min >= 1,
     num_pred_tokens >= 1; :func:`evolve.export.engines.llama_cpp_python_suffix.harvest_settings`), else the defaults.
@@ -295,16 +337,15 @@ def _harvest_settings(source: str) -> tuple[tuple[int, int], tuple[int, int] | N
 
     Raises: InputError naming the file and key for a value a class would refuse at call time (a boolean, a
     non-integer, min above max, a count below 1 or above :data:`MAX_GAMMA`), or a harvest whose drafter the module
-    does not run (a draft model, an EAGLE head)."""
+    of ``host`` does not run (a draft model, an EAGLE head)."""
     prov = read_champion(source).provenance or {}
     run = prov.get("config") if isinstance(prov.get("config"), dict) else {}
     drafter = harvest_drafter(source)
     if drafter.kind and drafter.family not in DRAFTERS:
         raise InputError(f"{source}: the champion's harvest drafted with '{drafter.kind}' "
-                         f"(provenance.data.generator_config.drafter.kind), and the llama-cpp-python module drafts "
+                         f"(provenance.data.generator_config.drafter.kind), and the {host.engine} module drafts "
                          f"by prompt lookup or suffix decoding only, so the policy would run on drafts it was not "
-                         f"tuned on; nearest: the same champion exported for llama.cpp, which drafts with a draft "
-                         f"model")
+                         f"tuned on; nearest: {host.nearest_model}")
     suffix = None
     if drafter.family is EngineFamily.SUFFIX:
         found = ((prov.get("data") or {}).get("generator_config") or {}).get("drafter") or {}
@@ -327,7 +368,7 @@ def drafter_of(source: str, data=None) -> EngineFamily:
     return family if family in DRAFTERS else EngineFamily.LOOKUP
 
 
-def champion_module(spec: str, champions_dir: str | os.PathLike | None = None) -> tuple[Rule, str]:
+def champion_module(spec: str, champions_dir: str | os.PathLike | None = None, host: Host = LLAMA) -> tuple[Rule, str]:
     """(rule, :func:`module_source` text) of ``spec`` (a champion file, run directory or rule name:
     :func:`evolve.export.exporter.resolve_rule`), the module's defaults the n-gram lengths and the draft length of
     the champion's run where its file records them (the harvest drafter's ``max`` and ``min``, the run's
@@ -336,17 +377,18 @@ def champion_module(spec: str, champions_dir: str | os.PathLike | None = None) -
     Raises: InputError as :func:`evolve.export.exporter.resolve_rule`, :func:`check_policy` and
     :func:`_harvest_settings`."""
     rule, source = resolve_rule(spec, champions_dir)
-    return rule, policy_module(rule, source)
+    return rule, policy_module(rule, source, host=host)
 
 
-def policy_module(rule: Rule, source: str, notes: tuple[str, ...] = ()) -> str:
+def policy_module(rule: Rule, source: str, notes: tuple[str, ...] = (), host: Host = LLAMA) -> str:
     """:func:`module_source` of ``rule`` (the champion read from ``source``, or a setting written in its place: the
     module's defaults are those of the champion's run, as :func:`champion_module`), with ``notes`` in its docstring.
 
     Raises: InputError as :func:`check_policy` and :func:`_harvest_settings`."""
     return _render(Setting("the policy", rule, {}), Provenance(rule.name, rule.expression or "", source, rule.kind,
-                                                               True), notes=notes)
+                                                               True), notes=notes, host=host)
 
 
-__all__ = ["COLUMN_VALUES", "COMMON_VALUES", "DRAFTERS", "ENGINE", "MAX_GAMMA", "NAME", "SUFFIX_VALUES", "VERSION",
-           "champion_module", "check_policy", "drafter_of", "module_source", "policy_module", "runs"]
+__all__ = ["COLUMN_VALUES", "COMMON_VALUES", "COST_ENGINE", "DRAFTERS", "ENGINE", "Host", "LLAMA", "MAX_GAMMA", "NAME",
+           "SUFFIX_VALUES", "VERSION", "champion_module", "check_policy", "drafter_of", "module_source", "policy_module",
+           "runs"]

@@ -83,7 +83,7 @@ def priced_policy(rule: Rule, data: str, costs_path: str, gamma: int | None, tar
     if best != 0:
         notes.append(f"written: {chosen.name} in place of the champion '{rule.name}', which is predicted "
                      f"{valid[best] / valid[0]:.3f}x slower than it on {TUNE_SPLIT} in {target}"
-                     + (" (plain decoding: leaving Llama.draft_model unset does the same)" if chosen.name.endswith("=0")
+                     + (" (plain decoding: decoding without the module does the same)" if chosen.name.endswith("=0")
                         else ""))
     marked = tuple(Scored(r.role + (" (written)" if i == best else ""), r.setting, r.valid, r.test, r.tv)
                    for i, r in enumerate(rows))
