@@ -23,10 +23,10 @@ from pathlib import Path
 from evolve.commands.run_context import contexts, resolve_costs, resolve_data, resolve_gamma
 from evolve.errors import InputError
 from evolve.eval.costs import load_costs, loop_engine
-from evolve.export.engines import llama_cpp_python, transformers_generate
 from evolve.export.engines.deploy import (NeedsData, engine_config, gap_table, harvest_drafter, schedule_table,
                                           tuned_schedule)
 from evolve.export.engines.base import Engine
+from evolve.export.engines.draft_models import DRAFT_MODELS
 from evolve.export.engines.priced import check_cost_engine, priced_policy, priced_table
 from evolve.export.engines.registry import ENGINES, engine_at
 from evolve.export.exporter import export_source, resolve_rule
@@ -34,14 +34,6 @@ from evolve.kinds.registry import KINDS
 from evolve.report.output import check_output, write_output
 from evolve.report.width import fit_width
 from heuristics.contract import Rule
-
-#: Targets that write a rule as a draft model inside an engine's own speculative loop: name -> the module that writes
-#: it (``champion_module(spec, champions directory) -> (rule, module text)``; ``policy_module(rule, source, notes)``
-#: for a setting priced in its place, :mod:`evolve.export.engines.priced`; ``check_policy(rule, family)`` and
-#: ``drafter_of(source, data)``, the drafter family the module drafts with; ``ENGINE``; ``COST_ENGINE``, the engine
-#: whose loop's cost files price it).
-DRAFT_MODELS = {m.NAME: m for m in (llama_cpp_python, transformers_generate)}
-
 
 @dataclass(frozen=True)
 class ExportOptions:

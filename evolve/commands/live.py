@@ -86,7 +86,7 @@ from evolve.report.live import FORMATS, OURS, LiveReport, format_json, format_ta
 from evolve.report.output import check_output, resolve_format, write_output
 from evolve.commands.rules import rule_named
 from evolve.live.turns import TurnContexts, with_earlier_turns
-from evolve.export.engines import llama_cpp_python, transformers_generate
+from evolve.export.engines.draft_models import DRAFT_MODELS
 from evolve.export.engines.llama_cpp_python import runs
 from evolve.live.deployed import check_engine_run, predict_engine_rows
 from evolve.live.peers import BACKEND_PEERS, PeerSetup, exported_row_name, peer_rows, peers_named
@@ -422,10 +422,9 @@ class LiveOptions:
         return cls(config=config, **{k: v for k, v in options.items() if k not in names})
 
 
-#: The peers that run an exported policy inside their own loop: peer name -> the writer of its module
-#: (``module_source(rule, provenance, ngram, gamma, suffix=...)``).
-PEER_MODULES = {llama_cpp_python.NAME: llama_cpp_python.module_source,
-                transformers_generate.COST_ENGINE: transformers_generate.module_source}
+#: The peers that run an exported policy inside their own loop: peer name (a draft-model target's engine) -> the writer
+#: of its module (``module_source(rule, provenance, ngram, gamma, suffix=...)``).
+PEER_MODULES = {m.COST_ENGINE: m.module_source for m in DRAFT_MODELS.values()}
 
 
 def exported_policies(options: LiveOptions, peers: Sequence[str]) -> tuple[tuple[str, str, str], ...]:

@@ -15,13 +15,13 @@ from dataclasses import replace
 
 from evolve.engine.drafter_base import EngineFamily
 from evolve.errors import InputError
-from evolve.export.engines import llama_cpp_python, transformers_generate
+from evolve.export.engines.draft_models import DRAFT_MODELS
 from evolve.export.engines.deploy import harvest_drafter
 from heuristics.length_policies import LOOP_VERIFIERS
 
 #: The engines a run can target: name -> the :class:`evolve.export.engines.base.Engine` whose step columns bound the
 #: features (the draft-model targets of ``python -m evolve export``).
-TARGET_ENGINES = {m.NAME: m.ENGINE for m in (llama_cpp_python, transformers_generate)}
+TARGET_ENGINES = {name: m.ENGINE for name, m in DRAFT_MODELS.items()}
 
 
 def for_engine(cfg, name: str):

@@ -112,7 +112,9 @@ HOST = draft_module.Host(
                  f"    out = m.generate(model, input_ids, drafter=drafter, max_new_tokens=64, do_sample=False)"),
     f"generate() starts each text (start(prompt_len)). transformers {VERSION}'s assisted generation verifies the "
     f"drafts in its own loop (GenerationMixin._assisted_decoding): with do_sample=False the text is plain greedy "
-    f"decoding's.", "the same champion exported for transformers (the export target transformers: an assistant model's settings)", _TAIL)
+    f"decoding's.",
+    "the same champion exported for transformers (the export target transformers: an assistant model's settings)",
+    _TAIL)
 
 
 def module_source(rule: Rule, provenance: str, ngram=draft_module.DEFAULT_LOOKUP, gamma: int = 8,
