@@ -68,6 +68,7 @@ from evolve.errors import InputError
 from evolve.traces.io import SPLITS, Traces, load_split, split_path
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData, Metrics, evaluate
 from evolve.eval.costs import DEFAULT_COST_RATIO, Costs, finite_number, load_costs, ratio_costs
+from evolve.harvest.context import at_dataset_context
 from evolve.gp.compiler import Node, Program, parse, to_sympy
 from evolve.gp.primitives import FEATURES
 from evolve.kinds.base import KindContext
@@ -237,7 +238,9 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
             :data:`evolve.eval.costs.DEFAULT_COST_RATIO`.
         costs: the cost model (a cost file's path, or a :class:`evolve.eval.costs.Costs`) that prices every figure
             of the rule: the speedup at a fixed draft length, and tokens per second (verification-length policies,
-            tree shapes); None: the flat model of ``cost_ratio``. Giving both is refused (one cost model).
+            tree shapes); None: the flat model of ``cost_ratio``. Giving both is refused (one cost model). A file
+            timed at two contexts prices calls at a dataset directory's mean context
+            (:func:`evolve.harvest.context.at_dataset_context`).
 
     Returns: the metrics of the rule's kind (its ``score`` hook, :mod:`evolve.kinds`): for a threshold
     :class:`evolve.eval.evaluator.Metrics` (rates are fractions of tokens; the formulas are in
@@ -257,11 +260,11 @@ def evaluate_rule(rule: Any, data: Any, split: str = "test", gamma: int | None =
         _eval_data_check(data, split)
     rule = _rule(rule)
     fitness = fitness or AcceptanceQualityFitness()
-    model = _cost_model(costs, cost_ratio)
+    directory = data if isinstance(data, (str, os.PathLike)) else None
+    model = at_dataset_context(_cost_model(costs, cost_ratio), directory)
     if isinstance(rule, Program):
         return evaluate(rule, _eval_data(data, split), fitness, gamma=gamma, costs=model)
     score = rule.program_kind.hook("score", "evolve.api.evaluate_rule", f"rule '{rule.name}'")
-    directory = data if isinstance(data, (str, os.PathLike)) else None
     return score(rule, KindContext(lambda: _eval_data(data, split), fitness, gamma, model, directory=directory,
                                    split=split))
 

@@ -77,6 +77,15 @@ def harvest_config(files, out, **kw) -> hv.HarvestConfig:
     return hv.HarvestConfig(**base)
 
 
+def lookup_harvest(files, name: str) -> str:
+    """A prompt-lookup harvest of the tiny target of ``files`` (greedy, gamma 3, up to 64 tokens: train, valid and
+    test splits and texts.jsonl) into ``files["root"] / name``; its path."""
+    out = files["root"] / name
+    hv.harvest(harvest_config(files, out, ngram=(2, 1), temperature=0.0, gamma=3, max_new_tokens=64, threads=1),
+               progress=False)
+    return str(out)
+
+
 def first_tokens(engine, prompt, n, seed):
     """First emitted token of n blocks at the same context (caches cropped back after each block)."""
     out = []

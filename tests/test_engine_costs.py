@@ -146,14 +146,22 @@ def test_live_predicts_the_engine_rows_with_a_file_timed_in_that_engine(tmp_path
     # of the two texts (the prefill's step, before the clock starts)
     assert theirs.target_calls == mine.target_calls - 2 and theirs.tokens == mine.tokens - 2
     assert all(mine.drafted[k] >= n for k, n in theirs.drafted.items()) and 3 in theirs.drafted
+    # every call priced at the run's mean context (plain decoding's tokens), between the file's two timings
+    context = report.autoregressive.mean_context
+    file = load_costs(costs)
+    assert file.extra["long_context"]["context_tokens"] > file.extra["context_tokens"]
+    assert 0 < context != file.extra["context_tokens"]
+    priced = file.at_context(context)
+    assert priced.target_forward_s != file.target_forward_s
     for name in (f"llama-cpp-python {rule} (exported)", "llama-cpp-python prompt lookup K=2 (tuned)"):
         c = own[name]
         assert sum(c.drafted.values()) == c.target_calls > 0
-        assert rows[name]["predicted_tokens_per_s"] == pytest.approx(c.tokens / c.predicted_seconds(load_costs(costs)))
+        assert rows[name]["predicted_tokens_per_s"] == pytest.approx(c.tokens / c.predicted_seconds(priced))
+        assert rows[name]["predicted_context_tokens"] == pytest.approx(context)
     assert set(own["llama-cpp-python prompt lookup K=2 (tuned)"].drafted) <= {0, 1, 2}
     assert own["llama-cpp-python plain"].drafted == {0: own["llama-cpp-python plain"].target_calls}
-    assert rows["llama-cpp-python plain"]["predicted_tokens_per_s"] == pytest.approx(
-        1 / load_costs(costs).plain_token_s)
+    assert rows["llama-cpp-python plain"]["predicted_tokens_per_s"] == pytest.approx(1 / priced.plain_token_s)
+    assert f"priced at {context:.0f} tokens of context" in text
     assert ours["predicted_tokens_per_s"] is None
     assert "measured/predicted tokens/s" in text
 
@@ -193,7 +201,8 @@ def test_live_predicts_transformers_prompt_lookup_from_its_own_calls(tiny_files,
         c = own[name]
         assert sum(c.drafted.values()) == c.target_calls > 0 and max(c.drafted) <= k
         assert c.tokens <= c.target_calls + sum(d * n for d, n in c.drafted.items())  # at most drafts + 1 a call
-        assert rows[name]["predicted_tokens_per_s"] == pytest.approx(c.tokens / c.predicted_seconds(load_costs(costs)))
+        assert rows[name]["predicted_tokens_per_s"] == pytest.approx(
+            c.tokens / c.predicted_seconds(load_costs(costs).at_context(report.autoregressive.mean_context)))
     assert own["transformers plain"].drafted == {0: own["transformers plain"].target_calls}
     # the file timed calls of T <= 4: a row verifying more in one call is said to be extrapolated, the others not
     beyond = [str(w.message) for w in caught if "extrapolates" in str(w.message)]
@@ -229,4 +238,5 @@ def test_two_champions_of_one_name_are_two_rows_each_predicted_from_its_own_call
     assert max(own[exported[0]].drafted) <= 2 < max(own[exported[1]].drafted)  # each its own policy's calls
     for name in exported:
         c = own[name]
-        assert rows[name]["predicted_tokens_per_s"] == pytest.approx(c.tokens / c.predicted_seconds(load_costs(costs)))
+        assert rows[name]["predicted_tokens_per_s"] == pytest.approx(c.tokens / c.predicted_seconds(
+            load_costs(costs).at_context(report.autoregressive.mean_context)))

@@ -27,14 +27,9 @@ POLICY = "fixed_gamma:gamma=3"
 @pytest.fixture(scope="module")
 def lookup_data(llama_files):
     """A prompt-lookup harvest of the tiny target (greedy, gamma 3): train, valid and test splits."""
-    from harvest_helpers import harvest_config
+    from harvest_helpers import lookup_harvest
 
-    from evolve.harvest import loop as hv
-
-    out = llama_files["root"] / "out-lookup-priced"
-    hv.harvest(harvest_config(llama_files, out, ngram=(2, 1), temperature=0.0, gamma=3, max_new_tokens=64,
-                              threads=1), progress=False)
-    return str(out)
+    return lookup_harvest(llama_files, "out-lookup-priced")
 
 
 def _costs(tmp_path, name: str, forward: list[float], engine: str | None = "llama-cpp-python", loop: bool = True):

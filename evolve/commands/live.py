@@ -319,14 +319,15 @@ def run_live(config: HarvestConfig, rules: Sequence, on_text: Callable[[int, int
                      "tokens_per_call": c.tokens_per_call, "tv_per_token": c.tv_per_token,
                      "tokens_per_call_se": c.tokens_per_call_se, "expected_tokens_per_call": c.expected_tokens_per_call,
                      "mean_drafted": c.mean_drafted, "predicted_tokens_per_s": None, "predicted_speedup": None,
-                     **spread(entry, entries[0], texts, groups, extras.bootstrap)})
+                     "predicted_context_tokens": None, **spread(entry, entries[0], texts, groups, extras.bootstrap)})
     for entry in entries[1 + len(rules):]:
         c = total(entry)
         nan = float("nan")
         rows.append({"rule": entry.name, "engine": entry.engine, "tokens": c.tokens, "target_calls": c.target_calls,
                      "tokens_per_call": c.tokens_per_call, "tv_per_token": 0.0, "tokens_per_call_se": nan,
                      "expected_tokens_per_call": nan, "mean_drafted": nan, "predicted_tokens_per_s": None,
-                     "predicted_speedup": None, **spread(entry, reference[entry.engine], texts, groups,
+                     "predicted_speedup": None, "predicted_context_tokens": None,
+                     **spread(entry, reference[entry.engine], texts, groups,
                                                                            extras.bootstrap)})
     fastest_over(rows, entries, texts, groups, extras.bootstrap)
     engine_fastest_over(rows, entries, texts, groups, extras.bootstrap)
@@ -387,7 +388,10 @@ class LiveOptions:
     the cost model for the same run, ``predicted_tokens_per_s`` = the tokens emitted / the sum over the
     run's target calls of target_forward_s(k + 1) + k * draft_token_s (k the call's drafted tokens:
     :meth:`evolve.live.decoding.LiveCounts.predicted_seconds`) and ``predicted_speedup`` = that times
-    ``plain_token_s``, beside the measured ones. ``repeats``, ``peers`` (names of :data:`evolve.live.peers.PEERS`),
+    ``plain_token_s``, beside the measured ones, every call priced at the run's mean context
+    (:meth:`evolve.eval.costs.Costs.at_context` of plain decoding's
+    :attr:`evolve.live.decoding.LiveCounts.mean_context`, for a file timed at two contexts;
+    ``predicted_context_tokens``). ``repeats``, ``peers`` (names of :data:`evolve.live.peers.PEERS`),
     ``peer_k`` ((peer name, K) pairs), ``tune_prompts``, ``bootstrap`` and ``exported`` ((peer name, row name, module
     text) of exported policies, written by the command): :class:`LiveExtras`. ``tree_nodes`` (None: no tree rows) and
     ``tree_width``: the draft trees of the tree rows (:mod:`evolve.live.tree_decoding`), validated as the tree harvest's
@@ -493,6 +497,7 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     extras = LiveExtras(o.repeats, peers, tuple(o.peer_k), o.tune_prompts, exported, o.bootstrap, tree, history,
                         o.engine_plain)
     report = run_live(config, rules, on_text, texts, extras)
+    costs = None if costs is None else costs.at_context(report.autoregressive.mean_context)
     for row, counts in zip(report.rows, report.counts):
         predicted = None if costs is None else counts.tokens / counts.predicted_seconds(costs)
         row["predicted_tokens_per_s"] = predicted
@@ -503,6 +508,9 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
     elif costs is not None and report.rows:
         check_plain_rate(o.costs, costs, report.rows[0].get("ar_tokens_per_s"),
                          f"backend {config.backend}, {config.threads or 'default'} threads")
+    for row in report.rows:  # the context the predictions are priced at, on the rows predicted
+        row["predicted_context_tokens"] = None if row["predicted_tokens_per_s"] is None else \
+            costs.extra.get("priced_at_context_tokens")
     if costs is not None and o.data_dir is not None and tree is None:
         report.headroom = _live_headroom(o, report, costs)
     text = format_json(report) if fmt == "json" else format_table(report)

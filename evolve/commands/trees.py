@@ -37,6 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from evolve.eval.costs import Costs, load_costs
+from evolve.harvest.context import at_dataset_context
 from evolve.eval.tree_competitors import competitors
 from evolve.eval.tree_scoring import (
     BOUNDS, ShapeData, shape_data, whole_tree_metrics,
@@ -188,7 +189,7 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     opts = dataclasses.replace(opts, data_dir=resolve_data(opts.data_dir, found, "data"),
                                costs=resolve_costs(opts.costs, found))
     check_output(opts.output, inputs=(opts.data_dir, *opts.champions, opts.costs))
-    costs = load_costs(opts.costs)
+    costs = at_dataset_context(load_costs(opts.costs), opts.data_dir)
     splits = ALL_SPLITS if opts.split == "all" else (opts.split,)
     data = {s: shape_data(load_trees(opts.data_dir, s)) for s in splits}
     tune = data.get(opts.tune_split) or shape_data(load_trees(opts.data_dir, opts.tune_split))

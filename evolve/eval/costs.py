@@ -21,7 +21,18 @@ A cost file is JSON::
      "plain_token_s": p,                  # optional: seconds per token of plain decoding (default t1)
      "batch_forward_s": {"tokens": [1, 8, 64], "seconds": [s1, s8, s64]},  # optional: a step over n new
                                           # tokens in total across a batch of requests (concurrency)
+     "context_tokens": n0,                # optional: tokens of context the figures above were timed after
+     "long_context": {"context_tokens": n1, "target_forward_s": [...], "plain_token_s": p1},
+                                          # optional: the same figures timed after n1 > n0 tokens of context
      ...}                                 # other keys (machine, engine, threads) are kept
+
+A forward's time grows with the context it attends to (inside llama-cpp-python, SmolLM2-135M on a 2-core CPU: about
+5 us more per context token for T = 1 and 21 us for T = 7, 21 ms at 90 tokens), so a file timed after a short context
+over-predicts the speed of long texts. With ``long_context``, :meth:`Costs.at_context` prices every call at another
+context length, linearly between (and beyond) the two timings per T (a slope per T, never negative): the seconds of
+texts decoded at mean context n are then those of calls at n (the mean over the emitted tokens of the tokens before
+each; exact for costs linear in the context when calls spread evenly over the text). Without it the figures are
+used as timed, whatever the context; ``batch_forward_s`` (concurrency) is always used as timed.
 
 ``python benchmark.py perf --write-costs`` measures one on this machine; one can also be written by
 hand for hardware one does not have (a GPU whose verification is nearly flat in T). A forward
@@ -157,6 +168,35 @@ class Costs:
         table reports; the ``c`` of :func:`ratio_costs`)."""
         return self.draft_token_s if self.plain_token_s == 1.0 else self.draft_token_s / self.plain_token_s
 
+    @property
+    def context_tokens(self) -> float | None:
+        """Tokens of context the figures are priced at (the file's ``context_tokens``, or the context given to
+        :meth:`at_context`); None when the file does not say."""
+        n = self.extra.get("priced_at_context_tokens", self.extra.get("context_tokens"))
+        return float(n) if finite_number(n) else None
+
+    def at_context(self, tokens: float | None) -> "Costs":
+        """These costs priced at ``tokens`` tokens of context (module doc): each forward time and the plain step
+        moved along the line through the file's two timings (``context_tokens`` and ``long_context``), a slope
+        below zero (timing noise) taken as flat, no time below :data:`MIN_SECONDS`; ``extra`` gains
+        ``priced_at_context_tokens`` and loses ``long_context`` (so a priced model is priced once: pricing it again
+        returns it unchanged). Returns ``self`` when the file has no ``long_context`` or ``tokens`` is None or not
+        finite. The drafter's time and ``batch_forward_s`` are kept as timed."""
+        long = self.extra.get("long_context")
+        if not long or tokens is None or not finite_number(tokens):
+            return self
+        n0, n1 = float(self.extra["context_tokens"]), float(long["context_tokens"])
+        f = (float(tokens) - n0) / (n1 - n0)
+
+        def moved(short: float, far: float) -> float:
+            return max(MIN_SECONDS, short + max(0.0, far - short) * f)
+
+        curve = tuple(moved(a, b) for a, b in zip(self.target_forward_s, long["target_forward_s"]))
+        extra = {k: v for k, v in self.extra.items() if k not in ("long_context", "context_tokens")}
+        extra.update(priced_at_context_tokens=float(tokens), timed_at_context_tokens=[int(n0), int(n1)])
+        return Costs(curve, self.draft_token_s, moved(self.plain_token_s, long["plain_token_s"]), self.source, extra,
+                     self.measured)
+
     def to_dict(self) -> dict[str, Any]:
         """The cost file's JSON object (the extra keys first, then the three defined ones)."""
         return {**self.extra, "target_forward_s": list(self.target_forward_s), "draft_token_s": self.draft_token_s,
@@ -246,8 +286,39 @@ def costs_from_dict(doc: Any, source: str) -> Costs:
                                  f"'batch_forward_s.tokens' {len(batch['tokens'])}; they describe the same points")
         _check_not_falling(batch["seconds"], BATCH_DIP_TOLERANCE, source, "batch_forward_s.seconds", "tokens = {}",
                            batch["tokens"])
+    if doc.get("long_context") is not None:
+        _check_long_context(doc, source, len(curve))
     extra = {k: v for k, v in doc.items() if k not in ("target_forward_s", "draft_token_s", "plain_token_s")}
     return Costs(tuple(float(v) for v in curve), float(draft), float(plain), source, extra, measured=True)
+
+
+def _check_long_context(doc: dict, source: str, points: int) -> None:
+    """Raise InputError (one line naming ``source`` and the key) unless ``doc['long_context']`` is an object of a
+    whole ``context_tokens`` above the file's own, a ``target_forward_s`` of ``points`` seconds and a
+    ``plain_token_s`` in seconds (module doc)."""
+    long, n0 = doc["long_context"], doc.get("context_tokens")
+    if not isinstance(long, dict):
+        raise InputError(f"{source}: key 'long_context' must be an object with 'context_tokens', 'target_forward_s' "
+                         f"and 'plain_token_s'")
+    if not (finite_number(n0) and n0 >= 0 and float(n0).is_integer()):
+        raise InputError(f"{source}: key 'context_tokens': expected the whole number of tokens of context the "
+                         f"figures were timed after, which 'long_context' needs (value {n0!r})")
+    n1 = long.get("context_tokens")
+    if not (finite_number(n1) and float(n1).is_integer() and n0 < n1 <= 1e9):
+        raise InputError(f"{source}: key 'long_context.context_tokens': expected a whole number of tokens above "
+                         f"'context_tokens' ({n0!r}) (value {n1!r})")
+    curve = long.get("target_forward_s")
+    if not isinstance(curve, list) or len(curve) != points:
+        raise InputError(f"{source}: key 'long_context.target_forward_s' must be a list of {points} seconds, as "
+                         f"'target_forward_s' (found {type(curve).__name__}"
+                         f"{f' of {len(curve)}' if isinstance(curve, list) else ''})")
+    for i, v in enumerate(curve + [long.get("plain_token_s")]):
+        if not _seconds(v):
+            where = "'plain_token_s'" if i == points else f"'target_forward_s', item {i} (T = {i + 1})"
+            raise InputError(f"{source}: key 'long_context', {where}: expected seconds in "
+                             f"[{MIN_SECONDS:g}, {MAX_SECONDS:g}] (value {v!r})")
+    _check_not_falling(curve, FORWARD_DIP_TOLERANCE, source, "long_context.target_forward_s", "T = {}",
+                       [i + 1 for i in range(points)])
 
 
 def _check_not_falling(times: list, tolerance: float, source: str, key: str, label: str, points: list) -> None:
@@ -356,7 +427,10 @@ def check_plain_rate(path, costs: Costs, measured: float | None, where: str) -> 
     ratio = measured / listed
     if abs(ratio - 1.0) <= PLAIN_TOLERANCE:
         return None
-    message = (f"{path}: plain decoding at {listed:.2f} tokens/s, but this run decoded plain text at {measured:.2f} "
+    at = costs.extra.get("priced_at_context_tokens")
+    message = (f"{path}: plain decoding at {listed:.2f} tokens/s"
+               + (f" (priced at this run's {at:.0f} tokens of context)" if at is not None else "")
+               + f", but this run decoded plain text at {measured:.2f} "
                f"({ratio:.2f}x; {where}): the file was measured on another machine, backend, thread count or load, "
                f"and its predictions here are off by as much; measure it here with benchmark.py perf --write-costs"
                + (f" --engine {loop_engine(costs)}" if loop_engine(costs) else ""))

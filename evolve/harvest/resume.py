@@ -397,7 +397,7 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
         **tree_meta,
     }
     texts = "".join(json.dumps({k: i[k] for k in ("seq_id", "split", "line", "prompt", "completion", "tokens",
-                                                  "finish", *(TEXT_KEYS if "turn" in i else ()),
+                                                  "prompt_tokens", "finish", *(TEXT_KEYS if "turn" in i else ()),
                                                   *(REQUEST_KEYS if "prompt_ids" in i else ())) if k in i})
                     + "\n"
                     for i in sorted(infos, key=lambda i: i["seq_id"]))

@@ -145,13 +145,16 @@ class LiveCounts:
     expected_tokens: float = 0.0
     block_tv: float = 0.0
     tokens_sq: int = 0
+    #: the sum over the tokens plain decoding emitted of the tokens of context before each (its prompt's and the
+    #: earlier emitted ones); 0 for a rule's rows (:attr:`mean_context`)
+    context_sum: float = 0.0
     drafted: dict[int, int] = field(default_factory=dict)
     #: draft-tree calls (:mod:`evolve.live.tree_decoding`) by (nodes verified, nodes expanded at depth 0, 1, ...): count
     tree_calls: dict[tuple[int, ...], int] = field(default_factory=dict)
 
     def add(self, other: "LiveCounts") -> None:
         """Add ``other``'s totals to these."""
-        for name in ("tokens", "target_calls", "seconds", "expected_tokens", "block_tv", "tokens_sq"):
+        for name in ("tokens", "target_calls", "seconds", "expected_tokens", "block_tv", "tokens_sq", "context_sum"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for k, n in other.drafted.items():
             self.drafted[k] = self.drafted.get(k, 0) + n
@@ -211,6 +214,12 @@ class LiveCounts:
         call averaged over calls (the evaluator's tokens per call on the live blocks; less noisy than
         :attr:`tokens_per_call`, which also samples the accept/reject draws)."""
         return self.expected_tokens / self.target_calls if self.target_calls else float("nan")
+
+    @property
+    def mean_context(self) -> float | None:
+        """Tokens of context before an emitted token, averaged over the tokens of plain decoding (the context
+        :meth:`evolve.eval.costs.Costs.at_context` prices a run's calls at); None for a rule's rows."""
+        return self.context_sum / self.tokens if self.context_sum and self.tokens else None
 
     @property
     def tokens_per_s(self) -> float:
@@ -517,6 +526,8 @@ def autoregressive_text(engine, prompt_ids: Sequence[int], max_new_tokens: int,
     counts.tokens = counts.target_calls = counts.tokens_sq = len(generated)
     counts.expected_tokens = float(len(generated))
     counts.drafted = {0: len(generated)}
+    m, prompt = len(generated), len(prompt_ids)
+    counts.context_sum = float(prompt * m + m * (m - 1) // 2)  # the token emitted j-th follows prompt + j tokens
     return generated, counts
 
 

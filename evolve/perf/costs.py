@@ -16,9 +16,13 @@ median of ``repeats`` is kept:
   drew, with no cache rollback between them (as plain decoding runs: on llama.cpp a step right after
   a rollback costs about 2 ms more).
 
-The context is the first prompt of the prompts file (chat template applied) written twice. The
-file also holds the machine, the thread count, the engine, the models' file names and SHA-256,
-the drafter's settings, dtype, gamma_max, repeats, the date, and the relative figures
+The context is the first prompt of the prompts file (chat template applied) written twice
+(``context_tokens``). The T-curve and the plain step are timed again after a long context
+(:func:`long_context`: the prompt written as often as adds :data:`LONG_CONTEXT_SPAN` tokens), as the
+file's ``long_context``, so that the cost model prices calls at the context of the texts it predicts
+(:meth:`evolve.eval.costs.Costs.at_context`). The file also holds the machine, the thread count, the
+engine, the models' file names and SHA-256, the drafter's settings, dtype, gamma_max, repeats, the
+date, and the relative figures
 (``target_forward_relative``: the T-curve over T = 1; ``draft_token_relative``: draft_token_s over
 the T = 1 forward; ``plain_tokens_per_s``). Written atomically.
 
@@ -44,6 +48,13 @@ DEFAULT_GAMMA_MAX = 6
 DEFAULT_REPEATS = 7
 #: Consecutive plain decoding steps timed per repeat (``plain_token_s`` is their median).
 PLAIN_RUN = 4
+#: Tokens the long context of the second timing adds to the first (``long_context``: a forward's time grows with the
+#: context it attends to, :mod:`evolve.eval.costs`).
+LONG_CONTEXT_SPAN = 768
+#: Longest long context (tokens); the model's own context, less one call, bounds it too (:func:`long_context`).
+LONG_CONTEXT_LIMIT = 2048
+#: Fewest tokens the long context must add for a second timing (a shorter span measures noise, not a slope).
+MIN_CONTEXT_SPAN = 128
 
 
 def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEFAULT_REPEATS,
@@ -65,15 +76,18 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
     prompts, lines = read_prompts(config.prompts)
     prompt = encode_prompt(setup.target.tokenizer, prompts[0], f"{config.prompts}, line {lines[0]}", engine.vocab)
     ctx = list(prompt) + list(prompt)
-    filler = (ctx * (gamma_max + 2))[:gamma_max + 1]  # the new tokens of a T-token forward (ids of the text)
     rng = np.random.default_rng(0)
-    curve: list[list[float]] = [[] for _ in range(gamma_max + 1)]
-    draft_s: list[float] = []
-    plain: list[float] = []
-    drafted_total = 0
-    with torch.inference_mode():
+
+    def timed_at(context: list[int], drafts: bool) -> tuple[list[list[float]], list[float], list[float], int]:
+        """(seconds per T, plain steps, seconds per drafted token, tokens drafted) of ``repeats`` interleaved
+        repeats after ``context`` (the drafter timed only where ``drafts``)."""
+        filler = (context * (gamma_max + 2))[:gamma_max + 1]  # the new tokens of a T-token forward (ids of the text)
+        curve: list[list[float]] = [[] for _ in range(gamma_max + 1)]
+        draft_s: list[float] = []
+        plain: list[float] = []
+        drafted_total = 0
         batch = engine.new_batch(1)
-        engine.start(batch, 0, 0, ctx, rng)  # the target's cache holds ctx[:-1] (one cache: llama.cpp has one)
+        engine.start(batch, 0, 0, context, rng)  # the target's cache holds context[:-1] (one cache: llama.cpp has one)
         kv, base = batch.kv, batch.kv.lengths[0]
 
         def forward(T: int) -> float:
@@ -111,16 +125,27 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
             engine.drafter.commit(engine, batch, [base])
             return seconds, len(drafts)
 
-        forward(1), plain_steps(), draft()  # warm-up
+        forward(1), plain_steps(), drafts and draft()  # warm-up
         for r in range(repeats):
-            say(f"repeat {r + 1}/{repeats}")
+            say(f"repeat {r + 1}/{repeats} after {len(context)} tokens of context")
             for T in range(1, gamma_max + 2):
                 curve[T - 1].append(forward(T))
             plain.extend(plain_steps())
-            seconds, n = draft()
-            drafted_total += n
-            draft_s.append(seconds / max(n, 1))
+            if drafts:
+                seconds, n = draft()
+                drafted_total += n
+                draft_s.append(seconds / max(n, 1))
+        return curve, plain, draft_s, drafted_total
+
+    from evolve.engine.models import context_length
+
+    room = context_length(setup.target)
+    long = long_context(prompt, len(ctx), None if room is None else room - (gamma_max + 1 + PLAIN_RUN))
+    with torch.inference_mode():
+        curve, plain, draft_s, drafted_total = timed_at(ctx, True)
+        far = None if long is None else timed_at(long, False)
     return cost_document(curve, draft_s, plain, drafted_total / repeats, gamma_max, repeats, len(ctx), {
+        **long_context_record(far, None if long is None else len(long), repeats),
         "threads": get_backend(config.backend).threads(config),
         "engine": config.backend,
         "target": {"path": setup.description["target"]["path"], "sha256": setup.description["target"]["sha256"]},
@@ -128,6 +153,41 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
         "dtype": config.dtype,
         "device": config.device,
     })
+
+
+def long_context(prompt: list[int], short: int, limit: int | None = None) -> list[int] | None:
+    """The long context of the cost file's second timing (``long_context``, :mod:`evolve.eval.costs`): the prompt
+    written as many times as reach ``short`` + :data:`LONG_CONTEXT_SPAN` tokens, at most :data:`LONG_CONTEXT_LIMIT`
+    and ``limit`` (the room the model or engine leaves), its first tokens cut so that it ends as the prompt does
+    (a chat template's assistant header: the model answers it as it answers the prompt). None, with an InputWarning,
+    when that leaves less than :data:`MIN_CONTEXT_SPAN` tokens more than ``short`` (the file then has one timing)."""
+    import warnings
+
+    from evolve.errors import InputWarning
+
+    if not prompt:
+        return None
+    want = min(short + LONG_CONTEXT_SPAN, LONG_CONTEXT_LIMIT, LONG_CONTEXT_LIMIT if limit is None else limit)
+    if want < short + MIN_CONTEXT_SPAN:
+        warnings.warn(InputWarning(f"measured costs: after the first prompt written twice ({short} tokens) the "
+                                   f"context has room for {max(want - short, 0)} more tokens, fewer than "
+                                   f"{MIN_CONTEXT_SPAN}: the file is timed at one context (no long_context), so its "
+                                   f"predictions are for texts of about {short} tokens of context"), stacklevel=2)
+        return None
+    return (list(prompt) * (want // len(prompt) + 1))[-want:]
+
+
+def long_context_record(far: tuple | None, tokens: int | None, repeats: int) -> dict:
+    """The file's ``long_context`` object from the timings at the long context (``far``: seconds per T, plain steps,
+    as :func:`measure_costs`'s inner timing returns first; ``tokens`` its length; the T-curve enveloped as the
+    file's, its medians kept as ``target_forward_measured_s`` inside it when they differ); {} when there were none."""
+    if far is None:
+        return {}
+    forward_s, measured = _envelope([statistics.median(c) for c in far[0]], repeats,
+                                    f"after {tokens} tokens of context (long_context)")
+    return {"long_context": {"context_tokens": tokens, "target_forward_s": forward_s,
+                             **({"target_forward_measured_s": measured} if measured != forward_s else {}),
+                             "plain_token_s": statistics.median(far[1])}}
 
 
 def cost_document(curve: list[list[float]], draft_s: list[float], plain: list[float], drafted_per_call: float,
@@ -163,7 +223,7 @@ def cost_document(curve: list[list[float]], draft_s: list[float], plain: list[fl
     return doc
 
 
-def _envelope(measured: list[float], repeats: int) -> tuple[list[float], list[float]]:
+def _envelope(measured: list[float], repeats: int, where: str = "") -> tuple[list[float], list[float]]:
     """(curve to write, ``measured``): the measured medians, or, when they fall with T by more than the cost
     files' tolerance (:data:`evolve.eval.costs.FORWARD_DIP_TOLERANCE`: timing noise, a forward over more tokens
     is not cheaper), their running maximum, with an :class:`evolve.errors.InputWarning` (the medians are kept
@@ -179,7 +239,8 @@ def _envelope(measured: list[float], repeats: int) -> tuple[list[float], list[fl
         worst = max(worst, 1.0 - t / top)
     if worst <= FORWARD_DIP_TOLERANCE:
         return measured, measured
-    warnings.warn(f"measured costs: the target forward times fall with T by up to {worst:.0%} (timing noise of "
+    warnings.warn(f"measured costs{f' {where}' if where else ''}: the target forward times fall with T by up to "
+                  f"{worst:.0%} (timing noise of "
                   f"{repeats} repeats; more cost repeats on a quieter machine measure better); written as their "
                   f"running maximum, the medians kept as target_forward_measured_s", InputWarning, stacklevel=2)
     envelope, top = [], measured[0]
@@ -207,5 +268,12 @@ def render_costs(doc: dict) -> str:
              f"drafter ({doc['drafter'].get('kind')}): {doc['draft_token_s'] * 1e3:.3f} ms per drafted token "
              f"= {doc['draft_token_relative']:.3f} of a T=1 forward ({doc['drafted_tokens_per_call']:.1f} drafted "
              f"per call)",
-             f"plain decoding: {doc['plain_tokens_per_s']:.1f} tokens/s"]
+             f"plain decoding: {doc['plain_tokens_per_s']:.1f} tokens/s (after {doc['context_tokens']} tokens of "
+             f"context)"]
+    long = doc.get("long_context")
+    if long:
+        lines.append(f"after {long['context_tokens']} tokens of context: target forward, T = 1: "
+                     f"{long['target_forward_s'][0] * 1e3:.2f} ms, T = {len(long['target_forward_s'])}: "
+                     f"{long['target_forward_s'][-1] * 1e3:.2f} ms; plain decoding: {1 / long['plain_token_s']:.1f} "
+                     f"tokens/s")
     return "\n".join(lines) + "\n"

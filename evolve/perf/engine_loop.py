@@ -22,10 +22,12 @@ prediction under the file is a prediction of that engine's speed:
   the drafter over tokens drafted, the median over repeats.
 
 The context is the first prompt of the prompts file (chat template applied) written twice, as for the backends'
-cost file. The file records ``engine`` (the engine's name), ``engine_version`` (its installed version),
-``measured_in`` (:data:`evolve.eval.costs.ENGINE_LOOP`) and ``method`` (how each figure was taken, in words), beside the machine, threads,
-model, drafter, gamma_max, repeats and date (:func:`evolve.perf.costs.cost_document`, which also envelopes a T-curve
-that falls with T beyond the tolerance).
+cost file; the plain and replay timings are taken again after a long context, as the file's ``long_context``
+(:func:`evolve.perf.costs.long_context`; where that timing fails, a warning and a file of one timing). The file
+records ``engine`` (the engine's name), ``engine_version`` (its installed version), ``measured_in``
+(:data:`evolve.eval.costs.ENGINE_LOOP`) and ``method`` (how each figure was taken, in words), beside the machine,
+threads, model, drafter, gamma_max, repeats and date (:func:`evolve.perf.costs.cost_document`, which also envelopes a
+T-curve that falls with T beyond the tolerance).
 
 Raises (one line): InputError for an engine not in :data:`ENGINE_LOOPS`, its package missing, a drafter the engine
 does not ship, a model it cannot load, or a prompt whose greedy answer is too short to time the longest draft.
@@ -33,10 +35,11 @@ does not ship, a model it cannot load, or a prompt whose greedy answer is too sh
 from __future__ import annotations
 
 import importlib
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from evolve.errors import InputError
+from evolve.errors import InputError, InputWarning
 
 #: The engines whose own loop can be timed: name -> module (with ``open_loop(config) -> EngineLoop``).
 ENGINE_LOOPS: dict[str, str] = {
@@ -59,7 +62,7 @@ class EngineLoop:
     ``k`` replayed drafts and kept all of them. ``draft(ids, n, gamma)`` -> (seconds in the engine's drafter, tokens
     it drafted, its calls) over a ``generate`` of ``n`` tokens with at most ``gamma`` drafts a call. ``threads``: CPU threads;
     ``drafter``: the engine's drafter and its settings (recorded in the file); ``n_ctx``: the tokens of context the
-    engine was opened with (None: the model's own limit).
+    engine was opened with (transformers: the model's ``max_position_embeddings``; None: none known).
     """
 
     name: str
@@ -122,7 +125,7 @@ def measure_engine_costs(config, engine: str, gamma_max: int, repeats: int,
     from evolve.engine.models import resolve_model
     from evolve.eval.costs import ENGINE_LOOP
     from evolve.harvest.prompts import encode_prompt, read_prompts
-    from evolve.perf.costs import cost_document
+    from evolve.perf.costs import cost_document, long_context, long_context_record
 
     say = progress or (lambda _msg: None)
     source = resolve_model(config.target, "target")
@@ -137,30 +140,48 @@ def measure_engine_costs(config, engine: str, gamma_max: int, repeats: int,
         raise InputError(f"{config.prompts}, line {lines[0]}: the first prompt written twice ({len(ctx)} tokens) and "
                          f"{room} more do not fit the {loop.n_ctx} tokens of context {engine} is opened with; put a "
                          f"shorter prompt first", param="prompts")
-    curve: list[list[float]] = [[] for _ in range(gamma_max + 1)]
-    plain: list[float] = []
-    draft_s: list[float] = []
-    drafted_total = draft_calls = 0
     loop.plain(ctx, 4), loop.draft(ctx, 4, gamma_max)  # warm-up
-    for r in range(repeats):
-        say(f"repeat {r + 1}/{repeats}")
-        answer, gaps = loop.plain(ctx, max(need, PLAIN_TOKENS))
-        if len(answer) < need:
-            raise InputError(f"{config.prompts}, line {lines[0]}: its greedy answer in {engine} ends after "
-                             f"{len(answer)} tokens, fewer than the {need} that {REPLAY_STEPS} blocks of "
-                             f"{gamma_max + 1} tokens need; put a prompt with a longer answer first", param="prompts")
-        plain.extend(gaps[:PLAIN_TOKENS])
-        for T in range(1, gamma_max + 2):
-            curve[T - 1].extend(loop.replay(ctx, answer, T - 1))
-        seconds, n, calls = loop.draft(ctx, PLAIN_TOKENS, gamma_max)
-        drafted_total, draft_calls = drafted_total + n, draft_calls + calls
-        if n:
-            draft_s.append(seconds / n)
-    missing = [T for T in range(1, gamma_max + 2) if not curve[T - 1]]
-    if missing:
-        raise InputError(f"{engine}: no iteration verifying {missing[0] - 1} drafts kept them all (its batched "
-                         f"forward rounds the greedy answer another way); try another first prompt", param="prompts")
+
+    def timed_at(context: list[int], drafts: bool) -> tuple[list[list[float]], list[float], list[float], int, int]:
+        """(seconds per T, plain gaps, seconds per drafted token, tokens drafted, drafter calls) of ``repeats``
+        repeats after ``context`` (the drafter timed only where ``drafts``)."""
+        curve: list[list[float]] = [[] for _ in range(gamma_max + 1)]
+        plain: list[float] = []
+        draft_s: list[float] = []
+        drafted_total = draft_calls = 0
+        for r in range(repeats):
+            say(f"repeat {r + 1}/{repeats} after {len(context)} tokens of context")
+            answer, gaps = loop.plain(context, max(need, PLAIN_TOKENS))
+            if len(answer) < need:
+                raise InputError(f"{config.prompts}, line {lines[0]}: its greedy answer in {engine} after "
+                                 f"{len(context)} tokens of context ends after {len(answer)} tokens, fewer than the "
+                                 f"{need} that {REPLAY_STEPS} blocks of {gamma_max + 1} tokens need; put a prompt "
+                                 f"with a longer answer first", param="prompts")
+            plain.extend(gaps[:PLAIN_TOKENS])
+            for T in range(1, gamma_max + 2):
+                curve[T - 1].extend(loop.replay(context, answer, T - 1))
+            if drafts:
+                seconds, n, calls = loop.draft(context, PLAIN_TOKENS, gamma_max)
+                drafted_total, draft_calls = drafted_total + n, draft_calls + calls
+                if n:
+                    draft_s.append(seconds / n)
+        missing = [T for T in range(1, gamma_max + 2) if not curve[T - 1]]
+        if missing:
+            raise InputError(f"{engine}: no iteration verifying {missing[0] - 1} drafts after {len(context)} tokens "
+                             f"of context kept them all (its batched forward rounds the greedy answer another way); "
+                             f"try another first prompt", param="prompts")
+        return curve, plain, draft_s, drafted_total, draft_calls
+
+    curve, plain, draft_s, drafted_total, draft_calls = timed_at(ctx, True)
+    long = long_context(prompt, len(ctx), None if loop.n_ctx is None else loop.n_ctx - room)
+    try:
+        far = None if long is None else timed_at(long, False)
+    except InputError as exc:  # the file is still good for the context it was timed at
+        warnings.warn(InputWarning(f"no long_context: {exc}; the file is timed at one context ({len(ctx)} tokens)"),
+                      stacklevel=2)
+        far = long = None
     return cost_document(curve, draft_s, plain, drafted_total / max(draft_calls, 1), gamma_max, repeats, len(ctx), {
+        **long_context_record(far, None if long is None else len(long), repeats),
         "iterations_timed": [len(c) for c in curve],
         "threads": loop.threads,
         "engine": loop.name,

@@ -32,7 +32,7 @@ def open_loop(config) -> EngineLoop:
     import transformers
     from transformers.generation.candidate_generator import CandidateGenerator
 
-    from evolve.engine.models import load_model, resolve_model
+    from evolve.engine.models import context_length, load_model, resolve_model
     from evolve.engine.threads import apply_threads
 
     chosen = [name for name, value in config.drafters if value is not None]
@@ -138,7 +138,7 @@ def open_loop(config) -> EngineLoop:
     drafter = ({"kind": "ngram", "max": n_max} if assistant is None else
                {"kind": "model", "path": str(config.draft_model)})
     return EngineLoop(NAME, transformers.__version__, loaded.tokenizer, plain, replay, draft, threads,
-                      {**drafter, "engine_class": engine_drafter}, method)
+                      {**drafter, "engine_class": engine_drafter}, method, context_length(loaded))
 
 
 __all__ = ["NAME", "open_loop"]

@@ -20,7 +20,8 @@ FORMATS: tuple[str, ...] = ("table", "json")
 #: Keys of a row (the JSON output's objects, in this order).
 KEYS: tuple[str, ...] = ("rule", "tokens", "target_calls", "tokens_per_call", "tokens_per_s", "ar_tokens_per_s",
                          "speedup", "tv_per_token", "tokens_per_call_se", "expected_tokens_per_call",
-                         "mean_drafted", "predicted_tokens_per_s", "predicted_speedup", "engine", "repeats",
+                         "mean_drafted", "predicted_tokens_per_s", "predicted_speedup", "predicted_context_tokens",
+                         "engine", "repeats",
                          "tokens_per_s_min", "tokens_per_s_max", "tokens_per_s_mad", "speedup_min", "speedup_max",
                          "speedup_low", "speedup_high", "same_text", "fastest_over", "fastest_over_low",
                          "fastest_over_high", "engine_fastest_over", "engine_fastest_over_low",
@@ -77,8 +78,11 @@ def format_table(report: LiveReport) -> str:
               for row in body]
     predicted = [r for r in report.rows if r.get("predicted_tokens_per_s") is not None]
     if predicted:
+        context = predicted[0].get("predicted_context_tokens")
         lines += ["", "predicted by the cost file (tokens emitted here / the cost file's seconds of the calls made "
-                      "here, each by its drafted tokens): "
+                      "here, each by its drafted tokens"
+                  + (f", priced at {context:.0f} tokens of context, the mean before each token plain decoding emitted"
+                     if context is not None else "") + "): "
                   + "; ".join(f"{r['rule']} {r['predicted_tokens_per_s']:.2f} tok/s ({r['predicted_speedup']:.2f}x; "
                               f"measured/predicted tokens/s {r['tokens_per_s'] / r['predicted_tokens_per_s']:.3f}, "
                               f"speedup {r['speedup'] / r['predicted_speedup']:.3f})"

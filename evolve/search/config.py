@@ -216,9 +216,11 @@ class RunConfig:
     @property
     def cost_model(self):
         """The :class:`evolve.eval.costs.Costs` of the ``costs`` setting (``default``: the built-in model),
-        read once per file state (:func:`evolve.eval.costs.cached_costs`)."""
+        read once per file state (:func:`evolve.eval.costs.cached_costs`), priced at the dataset's mean context
+        (:func:`evolve.harvest.context.mean_context`; a file timed at one context is used as timed)."""
         from evolve.eval.costs import cached_costs
-        return cached_costs(None if self.costs == "default" else self.costs)
+        from evolve.harvest.context import at_dataset_context
+        return at_dataset_context(cached_costs(None if self.costs == "default" else self.costs), self.data)
 
     @property
     def objective_spec(self):

@@ -66,6 +66,7 @@ from evolve.eval.block_verification import RESIDUAL_COLUMN, block_verification_m
 from evolve.eval.evaluator import (
     AcceptanceQualityFitness, EvalData, Metrics, check_gamma, evaluate,
 )
+from evolve.harvest.context import at_dataset_context
 from evolve.eval.costs import DEFAULT_COST_RATIO, DEFAULT_COSTS, Costs, load_costs, ratio_costs
 from evolve.kinds.base import KindContext
 from evolve.kinds.registry import KINDS
@@ -487,13 +488,14 @@ class BenchmarkOptions:
 def cost_model(options: BenchmarkOptions) -> Costs:
     """The one cost model of a comparison: the cost file ``options.costs`` when given, else the flat model of
     ``options.cost_ratio`` (the default ratio when not given). Raises: InputError (parameter ``cost_ratio``) when
-    both are given (any cost ratio beside a cost file), or as :func:`evolve.eval.costs.load_costs`."""
+    both are given (any cost ratio beside a cost file), or as :func:`evolve.eval.costs.load_costs`. A file timed at
+    two contexts is priced at the dataset's mean context (:func:`evolve.harvest.context.mean_context`)."""
     if options.costs is None:
         return ratio_costs(DEFAULT_COST_RATIO if options.cost_ratio is None else options.cost_ratio)
     if options.cost_ratio is not None:
         raise InputError(f"a cost file ({options.costs}) prices every figure; give it or a cost ratio, not both "
                          f"(value {options.cost_ratio!r})", param="cost_ratio")
-    return load_costs(options.costs)
+    return at_dataset_context(load_costs(options.costs), options.data_dir)
 
 
 def in_run_context(options: BenchmarkOptions) -> BenchmarkOptions:

@@ -60,6 +60,7 @@ from typing import Sequence
 import numpy as np
 
 from evolve.eval.costs import FREE_DRAFTS, load_costs
+from evolve.harvest.context import at_dataset_context
 from evolve.errors import InputError
 from evolve.traces.io import SPLITS, Traces, load_split
 from evolve.eval.block_verification import RESIDUAL_COLUMN, block_verification_metrics
@@ -447,7 +448,7 @@ def pareto_command(options: ParetoOptions = ParetoOptions()) -> tuple[ParetoComp
     png_path = plot_path(o.output, o.split)
     check_output(o.output, "plot" if o.plot else None, inputs=(o.data_dir, *o.runs, o.costs),
                  png_path=png_path)
-    costs = load_costs(o.costs) if o.costs is not None else None
+    costs = at_dataset_context(load_costs(o.costs), o.data_dir) if o.costs is not None else None
     comp = run_pareto(o.data_dir, o.split, o.runs, budgets, o.gamma, rules=o.rules, learned=o.learned)
     comp.costs = costs
     text = format_json(comp) if fmt == "json" else format_table(comp)

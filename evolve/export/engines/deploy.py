@@ -28,6 +28,7 @@ from typing import Any
 
 from evolve.errors import InputError
 from evolve.eval.costs import Costs, load_costs
+from evolve.harvest.context import at_dataset_context
 from evolve.eval.evaluator import AcceptanceQualityFitness, EvalData
 from evolve.engine.drafter_base import EngineFamily
 from evolve.export.engines.base import UNKNOWN_DRAFTER, Drafter, Engine, Provenance, Schedule, Setting
@@ -223,7 +224,7 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
                             f"splits) and a cost file tune")
         return Written(engine.render(exact, provenance(rule, source, True, drafter=drafter,
                                                        length=scored_length(source, gamma)), schedule), exact, True)
-    score = Scorer(rule, data, load_costs(costs), gamma)
+    score = Scorer(rule, data, at_dataset_context(load_costs(costs), data), gamma)
     gamma = score.gamma
     exact = None if suffix else support.exact(rule, gamma)
     champion_valid, champion_tv = score(rule, TUNE_SPLIT)

@@ -4,7 +4,8 @@ llama-cpp-python --data DIR --costs FILE``.
 A champion evolved under one cost file (the project's backend, another machine) can lose in the engine a user
 deploys in: there a target call over T tokens, a drafted token and plain decoding cost what that engine's own loop
 makes them cost (``benchmark.py perf --write-costs FILE --engine NAME``, :mod:`evolve.perf.engine_loop`). So the
-champion is re-scored under the engine's cost file on the dataset's valid and test splits (the kind's own exact
+champion is re-scored under the engine's cost file (at the dataset's mean context where the file was timed at two:
+:func:`evolve.harvest.context.at_dataset_context`) on the dataset's valid and test splits (the kind's own exact
 scorer, :class:`evolve.export.engines.deploy.Scorer`), beside the settings the same module can run instead: plain
 decoding (``fixed_gamma:gamma=0``, a draft model that drafts nothing) and every fixed draft length up to the
 champion's run's gamma (``fixed_gamma:gamma=G``, :mod:`heuristics.length_policies`). The fastest on valid by
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 
 from evolve.errors import InputError
 from evolve.eval.costs import load_costs, loop_engine
+from evolve.harvest.context import at_dataset_context
 from evolve.export.engines.deploy import REPORT_SPLIT, TUNE_SPLIT, Scored, Scorer, _number, _table
 from heuristics.contract import Rule
 from heuristics.length_policies import fixed_gamma
@@ -66,6 +68,7 @@ def priced_policy(rule: Rule, data: str, costs_path: str, gamma: int | None, tar
     Raises: InputError as :func:`check_cost_engine`, :func:`evolve.eval.costs.load_costs` and the kind's scorer."""
     costs = load_costs(costs_path)
     check_cost_engine(costs_path, costs, target)
+    costs = at_dataset_context(costs, data)
     score = Scorer(rule, data, costs, gamma)
     candidates = [(rule, "champion")] + [(fixed_gamma(g), "plain decoding" if g == 0 else "fixed length")
                                          for g in range(score.gamma + 1)]
@@ -78,7 +81,10 @@ def priced_policy(rule: Rule, data: str, costs_path: str, gamma: int | None, tar
     best = max(range(len(candidates)), key=lambda i: (valid[i], i == 0))  # the champion wins a tie
     plain = 1.0 / costs.plain_token_s
     chosen = candidates[best][0]
-    notes = [f"priced in {target} under cost file {costs_path} on {data}: tokens per second on {TUNE_SPLIT} / "
+    at = costs.extra.get("priced_at_context_tokens")
+    notes = [f"priced in {target} under cost file {costs_path}"
+             + (f" at {at:.0f} tokens of context (the dataset's mean)" if at is not None else "")
+             + f" on {data}: tokens per second on {TUNE_SPLIT} / "
              f"{REPORT_SPLIT}: champion {rows[0].valid:.4g} / {rows[0].test:.4g}, plain decoding {plain:.4g}"]
     if best != 0:
         notes.append(f"written: {chosen.name} in place of the champion '{rule.name}', which is predicted "

@@ -16,6 +16,7 @@ from typing import Callable
 
 from evolve.errors import InputError
 from evolve.eval.costs import load_costs
+from evolve.harvest.context import at_dataset_context
 from evolve.eval.evaluator import EvalData
 from evolve.export.codegen import straight_line
 from evolve.engine.drafter_base import EngineFamily
@@ -152,7 +153,7 @@ def schedule(rule: Rule, directory: str | os.PathLike, costs: str | os.PathLike,
     (:func:`evolve.kinds.verify_length.eval_schedule.length_throughput`), so a schedule is priced as an engine reads it.
 
     Raises: InputError for a data or cost-file error."""
-    model = load_costs(costs)
+    model = at_dataset_context(load_costs(costs), directory)
     valid = EvalData.from_traces(load_split(directory, "valid"))
     table = fixed_length_table(valid, int(valid.block_length or 1), model)
     ranges = batch_schedule(table, requests, model)

@@ -123,8 +123,8 @@ def _caption(comparison: Comparison, shown: set[str] | None = None) -> list[str]
         text += (f" Mean acc. len = mean acceptance length = expected tokens per target call with gamma"
                  f" {', '.join(map(str, sorted(gammas)))}, Tok/s = Mean acc. len / (target_forward_s(gamma + 1) +"
                  f" gamma * draft_token_s) of the cost file"
-                 f" {comparison.costs.source}, Speedup = Tok/s * plain_token_s, TV/tok = expected TV per emitted"
-                 f" token.")
+                 f" {comparison.costs.source}{_priced_context(comparison.costs)}, Speedup = Tok/s * plain_token_s,"
+                 f" TV/tok = expected TV per emitted token.")
     if any(r.role == "champion" for r in comparison.rows):
         pp = " (pp: percentage points)" if shown is None or "ΔAccept" in shown else ""
         text += f" Δ = champion minus {REFERENCE_RULE} on the same split{pp}."
@@ -260,6 +260,13 @@ FORMATTERS = {"table": format_table, "csv": format_csv, "json": format_json, "ma
 def format_comparison(comparison: Comparison, fmt: str = "table") -> str:
     """Render ``comparison`` in ``fmt`` (one of :data:`FORMATS`). Raises InputError for an unknown format."""
     return FORMATTERS[resolve_format(fmt, None, FORMATS)](comparison)
+
+
+
+def _priced_context(costs) -> str:
+    """The caption's words on the context the cost file prices calls at (none for a file timed at one context)."""
+    at = costs.extra.get("priced_at_context_tokens")
+    return "" if at is None else f" priced at {at:.0f} tokens of context (the dataset's mean)"
 
 
 __all__ = ["FORMATTERS", "TABLE_WIDTH", "printed_verdict", "format_comparison", "format_csv", "format_json", "format_markdown", "format_table"]
