@@ -159,7 +159,9 @@ def test_the_search_the_comparison_and_the_export_price_at_the_datasets_context(
     assert f"priced at {context:.0f} tokens of context (the dataset's mean)" in " ".join(text.split())
     priced = priced_policy(rule_named("fixed_gamma:gamma=2"), harvested, path, None, "llama-cpp-python")
     assert priced.plain == pytest.approx(1 / want.plain_token_s)
-    assert f"at {context:.0f} tokens of context (the dataset's mean)" in priced.notes[0]
+    assert f"at {context:.0f} tokens of context (the dataset's mean)" in priced.notes[0] and priced.context == context
+    from evolve.export.engines.priced import priced_table
+    assert f"at {context:.0f} tokens of context" in " ".join(priced_table(priced, "x", harvested, path).split())
 
 
 def test_perf_times_the_backend_again_after_a_long_context(llama_files, tmp_path, monkeypatch):

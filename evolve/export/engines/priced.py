@@ -32,13 +32,15 @@ from heuristics.length_policies import fixed_gamma
 @dataclass(frozen=True)
 class Priced:
     """What :func:`priced_policy` chose: the ``rule`` written, the ``rows`` (every candidate on valid and test, in
-    tokens per second under the cost file), ``plain`` (plain decoding's tokens per second there) and ``notes`` (for the
-    module's docstring: why this setting)."""
+    tokens per second under the cost file), ``plain`` (plain decoding's tokens per second there), ``notes`` (for the
+    module's docstring: why this setting) and ``context`` (the tokens of context the calls are priced at, the
+    dataset's mean; None for a file timed at one context)."""
 
     rule: Rule
     rows: tuple[Scored, ...]
     plain: float
     notes: tuple[str, ...]
+    context: float | None = None
 
 
 def check_cost_engine(path, costs, target: str, own_loop: bool = True) -> None:
@@ -93,7 +95,7 @@ def priced_policy(rule: Rule, data: str, costs_path: str, gamma: int | None, tar
                         else ""))
     marked = tuple(Scored(r.role + (" (written)" if i == best else ""), r.setting, r.valid, r.test, r.tv)
                    for i, r in enumerate(rows))
-    return Priced(chosen, marked, plain, tuple(notes))
+    return Priced(chosen, marked, plain, tuple(notes), at)
 
 
 def priced_table(priced: Priced, target: str, data: str, costs_path: str) -> str:
@@ -102,8 +104,9 @@ def priced_table(priced: Priced, target: str, data: str, costs_path: str) -> str
     head = ["row", "setting", f"tok/s {TUNE_SPLIT}", f"tok/s {REPORT_SPLIT}", f"speedup {REPORT_SPLIT}"]
     body = [[r.role, r.setting, _number(r.valid), _number(r.test), f"{r.test / priced.plain:.3f}x"]
             for r in priced.rows]
+    at = "" if priced.context is None else f" at {priced.context:.0f} tokens of context (the dataset's mean)"
     caption = (f"{target}: the champion and the settings its module can run instead, priced under cost file "
-               f"{costs_path} (plain decoding {priced.plain:.4g} tokens/s) on {TUNE_SPLIT} and {REPORT_SPLIT} of "
+               f"{costs_path}{at} (plain decoding {priced.plain:.4g} tokens/s) on {TUNE_SPLIT} and {REPORT_SPLIT} of "
                f"{data}; the fastest on {TUNE_SPLIT} is written")
     return caption + "\n\n" + _table(head, body)
 
