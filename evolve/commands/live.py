@@ -509,8 +509,7 @@ def live_command(options: LiveOptions, on_text: Callable[[int, int], None] | Non
         check_plain_rate(o.costs, costs, report.rows[0].get("ar_tokens_per_s"),
                          f"backend {config.backend}, {config.threads or 'default'} threads")
     for row in report.rows:  # the context the predictions are priced at, on the rows predicted
-        row["predicted_context_tokens"] = None if row["predicted_tokens_per_s"] is None else \
-            costs.extra.get("priced_at_context_tokens")
+        row["predicted_context_tokens"] = None if row["predicted_tokens_per_s"] is None else costs.priced_context
     if costs is not None and o.data_dir is not None and tree is None:
         report.headroom = _live_headroom(o, report, costs)
     text = format_json(report) if fmt == "json" else format_table(report)

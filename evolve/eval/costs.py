@@ -169,10 +169,18 @@ class Costs:
         return self.draft_token_s if self.plain_token_s == 1.0 else self.draft_token_s / self.plain_token_s
 
     @property
+    def priced_context(self) -> float | None:
+        """Tokens of context :meth:`at_context` priced these costs at; None for costs used as timed."""
+        n = self.extra.get("priced_at_context_tokens")
+        return float(n) if finite_number(n) else None
+
+    @property
     def context_tokens(self) -> float | None:
         """Tokens of context the figures are priced at (the file's ``context_tokens``, or the context given to
         :meth:`at_context`); None when the file does not say."""
-        n = self.extra.get("priced_at_context_tokens", self.extra.get("context_tokens"))
+        if self.priced_context is not None:
+            return self.priced_context
+        n = self.extra.get("context_tokens")
         return float(n) if finite_number(n) else None
 
     def at_context(self, tokens: float | None) -> "Costs":
@@ -427,7 +435,7 @@ def check_plain_rate(path, costs: Costs, measured: float | None, where: str) -> 
     ratio = measured / listed
     if abs(ratio - 1.0) <= PLAIN_TOLERANCE:
         return None
-    at = costs.extra.get("priced_at_context_tokens")
+    at = costs.priced_context
     message = (f"{path}: plain decoding at {listed:.2f} tokens/s"
                + (f" (priced at this run's {at:.0f} tokens of context)" if at is not None else "")
                + f", but this run decoded plain text at {measured:.2f} "

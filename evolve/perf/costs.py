@@ -66,6 +66,7 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
 
     from evolve.engine.backends import get_backend
     from evolve.engine.distributions import sample_index
+    from evolve.engine.models import context_length
     from evolve.harvest.loop import build
     from evolve.harvest.prompts import encode_prompt, read_prompts
 
@@ -136,8 +137,6 @@ def measure_costs(config, gamma_max: int = DEFAULT_GAMMA_MAX, repeats: int = DEF
                 drafted_total += n
                 draft_s.append(seconds / max(n, 1))
         return curve, plain, draft_s, drafted_total
-
-    from evolve.engine.models import context_length
 
     room = context_length(setup.target)
     long = long_context(prompt, len(ctx), None if room is None else room - (gamma_max + 1 + PLAIN_RUN))

@@ -101,7 +101,7 @@ def write_run(result: SearchResult, out: Path, data_info: dict[str, Any], starte
         "generations_completed": result.generations, "interrupted": result.interrupted,
         "champion_source": result.champion_source,
     }
-    context = cfg.cost_model.extra.get("priced_at_context_tokens")
+    context = cfg.cost_model.priced_context
     if context is not None:  # a cost file timed at two contexts, priced at the dataset's (evolve.harvest.context)
         provenance["costs_priced_at_context_tokens"] = context
     if result.guard is not None:

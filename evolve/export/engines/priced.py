@@ -83,7 +83,7 @@ def priced_policy(rule: Rule, data: str, costs_path: str, gamma: int | None, tar
     best = max(range(len(candidates)), key=lambda i: (valid[i], i == 0))  # the champion wins a tie
     plain = 1.0 / costs.plain_token_s
     chosen = candidates[best][0]
-    at = costs.extra.get("priced_at_context_tokens")
+    at = costs.priced_context
     notes = [f"priced in {target} under cost file {costs_path}"
              + (f" at {at:.0f} tokens of context (the dataset's mean)" if at is not None else "")
              + f" on {data}: tokens per second on {TUNE_SPLIT} / "

@@ -265,7 +265,7 @@ def format_comparison(comparison: Comparison, fmt: str = "table") -> str:
 
 def _priced_context(costs) -> str:
     """The caption's words on the context the cost file prices calls at (none for a file timed at one context)."""
-    at = costs.extra.get("priced_at_context_tokens")
+    at = costs.priced_context
     return "" if at is None else f" priced at {at:.0f} tokens of context (the dataset's mean)"
 
 
