@@ -97,7 +97,7 @@ def test_the_cache_sees_earlier_splits_only(harvest, llama_files):
     block = rows.iloc[:int(np.argmax(rows["draft_index"].to_numpy()[1:] == 0)) + 1 or len(rows)]
     position = int(block["position"].iloc[0])
     ctx = t["prompt_ids"] + t["completion_ids"][:position]
-    drafter._sync(drafter.current, ctx)  # the text's response so far enters its own tree and the global one
+    drafter.sync(ctx)  # the text's response so far enters its own tree and the global one
     tokens, probs, match, score, from_cache = drafter.speculate(drafter.current, ctx)
     assert match == int(block["suffix_match_len"].iloc[0]) and from_cache == int(block["suffix_from_cache"].iloc[0])
     assert np.allclose(probs[:len(block)], block["suffix_cumprob"].to_numpy())

@@ -104,7 +104,7 @@ def tree_width_option():
     """``--tree-width K`` of the commands that grow draft trees (harvest, live): children per expanded node."""
     return click.option("--tree-width", "tree_width", default=None, type=click.IntRange(1, MAX_TREE_WIDTH), metavar="K",
                         help="With --tree-nodes: children drawn per expanded node, and nodes expanded per drafter "
-                             "pass (default 2).")
+                             "pass (default 2); with --draft-suffix, the most children a node keeps.")
 
 
 def drafter_values(options: dict[str, Any]) -> dict[str, Any]:

@@ -65,7 +65,8 @@ EXIT_INTERRUPTED = 130
                    "grown best-first (EAGLE-2 style, children drawn i.i.d. from the drafter), and the text advances "
                    "by SpecInfer's lossless tree verification. Writes {split}.trees.parquet (one row per node) "
                    "besides the records of each tree's first path; --gamma is not used. Torch backend, batch "
-                   "size 1, temperature > 0, the --draft, --draft-skip-layers, --draft-exit-layer or --draft-eagle drafter "
+                   "size 1, temperature > 0, the --draft, --draft-skip-layers, --draft-exit-layer or --draft-eagle drafter; "
+                   "or --draft-suffix, whose trees are arctic-inference's own (distinct children, any temperature) "
                    "(docs/reference/trees.md).")
 @tree_width_option()
 @backend_option()

@@ -91,8 +91,8 @@ def _once(names, param: str) -> None:
 @click.option("--tree-nodes", "tree_nodes", default=None, type=click.IntRange(1, MAX_TREE_NODES), metavar="N",
               help="Add draft-tree rows: eagle2_full (every call verifies a tree of at most N drafted nodes grown as "
                    "the tree harvest grows it, by SpecInfer) and a row per tree-shape --champion (the same tree pruned "
-                   "by the shape). Torch backend; the --draft, --draft-skip-layers, --draft-exit-layer or --draft-eagle "
-                   "drafter.")
+                   "by the shape). Torch backend; the --draft, --draft-skip-layers, --draft-exit-layer, --draft-eagle "
+                   "or --draft-suffix drafter.")
 @tree_width_option()
 @click.option("--max-new-tokens", default=64, show_default=True, type=click.IntRange(2, MAX_NEW_TOKENS),
               help="Tokens generated per prompt.")

@@ -195,8 +195,13 @@ def trees_command(opts: TreesOptions) -> tuple[list[dict[str, Any]], str]:
     tune = data.get(opts.tune_split) or shape_data(load_trees(opts.data_dir, opts.tune_split))
     rows = tree_rows(data, tune, costs, champions, opts.bootstrap)
     caption = (f"draft trees of {opts.data_dir} ({', '.join(f'{s}: {d.trees} trees' for s, d in data.items())}); "
-               f"named shapes tuned on {opts.tune_split}; costs: {costs.source}; every row but traversal verified by "
-               f"SpecInfer (against the target, or against (1 - w) p + w q for relaxation and fixed_w)")
+               f"named shapes tuned on {opts.tune_split}; costs: {costs.source}; " + (
+                   "deterministic trees (suffix decoding, q one-hot; shapes ranked by the suffix trees' estimated "
+                   "probabilities): every row verified by SpecInfer, whose walk takes the most any lossless "
+                   "verification can (specinfer and traversal the same)"
+                   if tune.table.deterministic else
+                   "every row but traversal verified by SpecInfer (against the target, or against (1 - w) p + w q for "
+                   "relaxation and fixed_w)"))
     keys = KEYS + (BOOTSTRAP_KEYS if opts.bootstrap > 0 else ()) + (
         HEADROOM_KEYS if any("_headroom" in r for r in rows) else ())
     if opts.bootstrap > 0:

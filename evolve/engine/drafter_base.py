@@ -120,8 +120,12 @@ class Drafter:
     model_free = False
     #: {backend name: why the drafter cannot run there} (a backend refuses it in one line with the reason).
     unsupported: dict[str, str] = {}
-    #: Whether it can grow a draft tree (a torch model run over a tree with :meth:`Runner.tree`; a tree harvest).
+    #: Whether it can grow a draft tree for a tree harvest: a torch model run over a tree with :meth:`Runner.tree`
+    #: (:mod:`evolve.engine.tree_draft`), or, with :attr:`deterministic_trees`, a tree of its own (:meth:`tree_step`).
     grows_trees = False
+    #: Whether its draft trees are deterministic: distinct siblings, each proposed with certainty (q one-hot), grown
+    #: without a model by :meth:`tree_step` between :meth:`open_text` and :meth:`close_text` (suffix decoding).
+    deterministic_trees = False
     #: The columns :meth:`draft_columns` writes and :meth:`lookahead` gives before drafting a token.
     lookahead_columns: tuple[str, ...] = ()
     #: What an engine drafts with to run what this drafter's traces score (:class:`EngineFamily`).
@@ -192,6 +196,19 @@ class Drafter:
     def warm(self, req, prompt: Sequence[int], response: Sequence[int]) -> None:
         """Replay a finished text (token ids of its ``prompt`` and ``response``) into the drafter's state shared across
         texts (a :attr:`cross_request` drafter; nothing for the others)."""
+
+    def open_text(self, prompt: Sequence[int]) -> None:
+        """A tree harvest starts a text whose prompt is ``prompt`` (a :attr:`deterministic_trees` drafter)."""
+        raise NotImplementedError(f"drafter {self.name!r} grows no deterministic tree")
+
+    def close_text(self, ctx: Sequence[int]) -> None:
+        """A tree harvest's text ends, its whole text ``ctx`` (a :attr:`deterministic_trees` drafter)."""
+        raise NotImplementedError(f"drafter {self.name!r} grows no deterministic tree")
+
+    def tree_step(self, engine, kv, ctx: Sequence[int], rng, nodes: int, width: int, max_depth: int):
+        """One tree step of a :attr:`deterministic_trees` drafter (as :func:`evolve.engine.tree_draft.tree_step`,
+        without the drafter's cache). Raises: NotImplementedError for the others."""
+        raise NotImplementedError(f"drafter {self.name!r} grows no deterministic tree")
 
     def _draft_loop(self, kv: BatchKV, batch, feeds, ks, engine, allowed=None, keep=None):
         """Draft autoregressively with the drafter's own runner (``self.run``, a :class:`Runner`) on ``kv``:

@@ -122,6 +122,8 @@ class SuffixDrafter(Drafter):
     model_free = True
     cross_request = True
     lookahead_columns = SUFFIX_COLUMNS
+    grows_trees = True
+    deterministic_trees = True
 
     @classmethod
     def check_value(cls, value) -> None:
@@ -157,7 +159,7 @@ class SuffixDrafter(Drafter):
         module = import_suffix()
         self.depth, self.cached, self.vocab = int(depth), int(cached), int(vocab)
         self.cache = module.SuffixDecodingCache(max_tree_depth=self.depth, max_cached_requests=self.cached)
-        self._tree = module.cache.SuffixTree
+        self.tree_class = module.cache.SuffixTree
         self.seen: dict[Any, int] = {}
         self.current: Any = None  # the request decoded now (one text at a time)
         self.requests = 0  # requests started so far (their ids)
@@ -183,17 +185,23 @@ class SuffixDrafter(Drafter):
 
     def start(self, engine, batch, row: int) -> None:
         """A new text (one text at a time: its request is the drafter's :attr:`current`)."""
+        self.open_text(batch.rows[row].ctx)
+
+    def open_text(self, prompt: Sequence[int]) -> None:
+        """Start the request of a new text whose prompt is ``prompt`` (it becomes :attr:`current`; a request still
+        open is stopped first)."""
         if self.current is not None and self.current in self.cache.active_requests:
             self.cache.stop_request(self.current)
-        state = batch.rows[row]
         req = self._new_request()
-        self.cache.start_request(req, np.asarray(state.ctx, dtype=np.int32))
-        self.seen[req] = len(state.ctx)
+        self.cache.start_request(req, np.asarray(prompt, dtype=np.int32))
+        self.seen[req] = len(prompt)
         self.current = req
         self._last = None
 
-    def _sync(self, req, ctx: Sequence[int]) -> None:
-        """Give the request's tree the tokens the text gained since the last draft."""
+    def sync(self, ctx: Sequence[int], req=None) -> None:
+        """Give the request's tree (``req``, default the text decoded now) the tokens the text gained since the last
+        draft."""
+        req = self.current if req is None else req
         done = self.seen[req]
         if len(ctx) < done:
             raise RuntimeError(f"text {req} lost tokens the suffix trees hold (a rewind suffix decoding cannot undo)")
@@ -202,10 +210,16 @@ class SuffixDrafter(Drafter):
             self.seen[req] = len(ctx)
 
     def finish(self, engine, batch, row: int) -> None:
-        state, req = batch.rows[row], self.current
-        if state is None or req is None or req not in self.cache.active_requests:
+        state = batch.rows[row]
+        if state is not None:
+            self.close_text(state.ctx)
+
+    def close_text(self, ctx: Sequence[int]) -> None:
+        """End the text decoded now, whose whole text is ``ctx``: its response stays in the global cache."""
+        req = self.current
+        if req is None or req not in self.cache.active_requests:
             return
-        self._sync(req, state.ctx)
+        self.sync(ctx, req)
         self.cache.stop_request(req)
         self.seen.pop(req, None)
         self.current, self._last = None, None
@@ -219,6 +233,22 @@ class SuffixDrafter(Drafter):
             self.cache.add_active_response(req, [int(t) for t in response])
         self.cache.stop_request(req)
 
+    def ask_tree(self, ctx: Sequence[int], nodes: int):
+        """The library's tree of at most ``nodes`` nodes after ``ctx`` for the text decoded now, at the harvest's
+        settings (:func:`ask_trees` with ``use_tree``): (the arctic-inference draft, 1 if from the global cache)."""
+        return ask_trees(self.cache, self.tree_class, self.current, ctx, self.depth, HARVEST_SPEC_FACTOR, nodes, True)
+
+    def path_columns(self, probs: np.ndarray, match: int, score: float, from_cache: int) -> dict[str, np.ndarray]:
+        """The suffix columns of a path whose path probabilities are ``probs`` (:func:`suffix_columns`), for the chain
+        records of a tree step."""
+        return suffix_columns(probs, match, score, from_cache)
+
+    def tree_step(self, engine, kv, ctx, rng, nodes, width, max_depth):
+        """One step of suffix decoding's draft tree (:func:`evolve.engine.suffix_tree.suffix_tree_step`)."""
+        from evolve.engine.suffix_tree import suffix_tree_step
+
+        return suffix_tree_step(engine, kv, self, ctx, rng, nodes, width, max_depth)
+
     # --- drafts --------------------------------------------------------------------------------------------------
 
     def speculate(self, req, ctx: Sequence[int]):
@@ -227,13 +257,13 @@ class SuffixDrafter(Drafter):
         keeps its first k): the same draft whatever the block's k, so a policy's columns do not depend on it."""
         if self._last is not None and self._last[0] == (req, len(ctx)):
             return self._last[1]
-        found = speculate_trees(self.cache, self._tree, req, ctx, self.depth, HARVEST_SPEC_FACTOR)
+        found = speculate_trees(self.cache, self.tree_class, req, ctx, self.depth, HARVEST_SPEC_FACTOR)
         self._last = ((req, len(ctx)), found)
         return found
 
     def _draft(self, engine, req, ctx, k: int):
         """(the first ``k`` tokens of the draft after ``ctx``, cut after an end-of-sequence token, their columns)."""
-        self._sync(req, ctx)
+        self.sync(ctx, req)
         tokens, probs, match, score, from_cache = self.speculate(req, ctx)
         tokens, probs = tokens[:k], probs[:k]
         for j, t in enumerate(tokens):
@@ -276,6 +306,20 @@ class SuffixDrafter(Drafter):
         return out
 
 
+def ask_trees(cache, tree, req, ctx, depth: int, factor: float, nodes: int = 0, use_tree: bool = False):
+    """The library's draft after ``ctx`` from the request's own suffix tree or the global one, the higher score (the
+    request's own tree wins a tie), each asked as ``SuffixDecodingCache.speculate`` asks it: the last ``depth``
+    tokens, at most ``nodes`` drafted tokens (0: ``depth``), ``factor`` x match length, no offset, no probability
+    floor; a chain, or with ``use_tree`` a tree (:mod:`evolve.engine.suffix_tree`). Arguments as
+    :func:`speculate_trees`. Returns (the arctic-inference draft: ``token_ids``, ``parents``, ``probs`` (estimated
+    path probabilities), ``score``, ``match_len``; 1 if it came from the global cache else 0)."""
+    tail = np.asarray(ctx[-depth:], dtype=np.int32)
+    args = (tail, nodes or depth, factor, 0.0, 0.0, use_tree)
+    own = tree.speculate_ndarray(cache._local_trees[req], *args)
+    other = tree.speculate_ndarray(cache._global_tree, *args)
+    return (own, 0) if own.score >= other.score else (other, 1)
+
+
 def speculate_trees(cache, tree, req, ctx, depth: int, factor: float):
     """The draft after ``ctx`` from the request's own suffix tree or the global one (the harvest's settings).
 
@@ -286,11 +330,7 @@ def speculate_trees(cache, tree, req, ctx, depth: int, factor: float):
     path probabilities, float64 (n,); match length, int; score, float; 1 if from the global cache else 0). Used by
     :class:`SuffixDrafter` and copied into the llama-cpp-python module of a suffix policy
     (:mod:`evolve.export.engines.llama_cpp_python_suffix`)."""
-    tail = np.asarray(ctx[-depth:], dtype=np.int32)
-    args = (tail, depth, factor, 0.0, 0.0, False)
-    own = tree.speculate_ndarray(cache._local_trees[req], *args)
-    other = tree.speculate_ndarray(cache._global_tree, *args)
-    best, from_cache = (own, 0) if own.score >= other.score else (other, 1)
+    best, from_cache = ask_trees(cache, tree, req, ctx, depth, factor)
     return (list(best.token_ids), np.asarray(best.probs, dtype=np.float64), int(best.match_len), float(best.score),
             from_cache)
 
@@ -317,5 +357,5 @@ class _NoModel:
 
 
 __all__ = ["BYTES_PER_TOKEN", "HARVEST_SPEC_FACTOR", "INSTALL", "MAX_CACHED", "MAX_DEPTH", "SuffixDrafter", "VERSION",
-           "VLLM_CACHED", "VLLM_DEPTH", "VLLM_FACTOR", "VLLM_MIN_PROB", "import_suffix", "parse_value",
+           "VLLM_CACHED", "VLLM_DEPTH", "VLLM_FACTOR", "VLLM_MIN_PROB", "ask_trees", "import_suffix", "parse_value",
            "physical_memory", "speculate_trees", "suffix_columns", "suffix_settings"]

@@ -22,6 +22,13 @@ side of the node and of its level:
   so a program reading them is evaluated level by level (:mod:`evolve.eval.tree_levels`); the level is
   the shape's own tree before the node budget, so such a program is scored without a binding budget.
 
+A deterministic tree (suffix decoding, :mod:`evolve.engine.suffix_tree`: distinct children each proposed with
+certainty, q one-hot) has no distribution to draw from; there the drafter's side of a node is the suffix trees'
+estimate: ``draft_prob`` is the token's estimated probability given its parent (``suffix_prob``) and
+``draft_cumprob`` its path's (``suffix_cumprob``, also the expansion priority below); ``draft_top_prob`` and
+``draft_entropy`` stay those of the one-hot q (1 and 0). A kept child's acceptance is the one-hot q's,
+a = R_s(x).
+
 So a shape never looks at a child's own token to keep it, and every kept child is one of the node's
 i.i.d. draws: SpecInfer's recursive rejection sampling (Miao et al. 2024, arXiv 2305.09781) on the kept
 tree is lossless, and its expected tokens are exact from the rows: a kept child with sibling index s is
@@ -187,8 +194,9 @@ def shape_data(table: TreeTable) -> ShapeData:
     first_child[parent_row[first]] = first
     accept = np.zeros(m)
     accept[row_of_node] = standard_threshold(c["residual_prob"], c["draft_prob"])  # SpecInfer: min(1, R(x)/q(x))
+    estimated = table.deterministic  # a deterministic tree (q one-hot): the drafter's side is its estimate
     priority = np.ones(m)
-    priority[row_of_node] = c["draft_cumprob"]
+    priority[row_of_node] = c["suffix_cumprob"] if estimated else c["draft_cumprob"]
     depth = np.zeros(m, dtype=np.int64)
     depth[row_of_node] = c["depth"]
     # the drafter's distribution each node was drawn from: its parent's (the root's for depth 1)
@@ -201,7 +209,7 @@ def shape_data(table: TreeTable) -> ShapeData:
     rows = {"draft_prob": np.ones(m), "draft_top_prob": np.ones(m), "draft_entropy": np.zeros(m),
             "draft_cumprob": priority.copy(), "draft_index": depth.astype(np.float64),
             "position": np.repeat(table.per_tree("position"), np.diff(starts)) + depth.astype(np.float64)}
-    rows["draft_prob"][row_of_node] = c["draft_prob"]
+    rows["draft_prob"][row_of_node] = c["suffix_prob"] if estimated else c["draft_prob"]
     rows["draft_top_prob"][row_of_node] = top_at[parent_row[row_of_node]]
     rows["draft_entropy"][row_of_node] = ent_at[parent_row[row_of_node]]
     rows.update({f: np.full(m, np.nan) for f in LEVEL_FEATURES})

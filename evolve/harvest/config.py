@@ -155,7 +155,8 @@ class HarvestConfig:
                 can = ", ".join(d.field for d in DRAFTERS if d.grows_trees)
                 raise InputError(f"this drafter cannot grow a draft tree (tree_nodes); trees take one of the "
                                  f"drafters {can}", param=drafter.field)
-        if self.temperature == 0 and not greedy:
+        deterministic = all(d.deterministic_trees for d in chosen_drafters(self))
+        if self.temperature == 0 and not (greedy or deterministic):
             raise InputError("must be > 0 for a draft tree (tree_nodes): at temperature 0 every sibling "
                              "would be the same token (value 0)", param="temperature")
         if not BACKENDS[self.backend].grows_trees:

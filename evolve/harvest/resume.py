@@ -169,12 +169,12 @@ def write_tree_part(path: Path, df: pd.DataFrame) -> str:
 
 def read_tree_part(path: Path, info: dict[str, Any] | None = None) -> pd.DataFrame:
     """A text's tree table written by :func:`write_tree_part`: the columns of
-    :data:`evolve.traces.tree_tables.TREE_COLUMNS`, and of ``RELAX_COLUMNS`` and the text columns
+    :data:`evolve.traces.tree_tables.TREE_COLUMNS`, and of ``RELAX_COLUMNS``, ``SUFFIX_TREE_COLUMNS`` and the text columns
     (:data:`evolve.traces.schema.TEXT_COLUMNS`) when it has them. ``info``: the text's entry in its records part,
     whose ``trees_sha256`` (parts of earlier versions have none) the table's bytes must have
     (:func:`evolve.traces.binding.check_bound`). Raises: InputError when it is missing or damaged, or not the table
     written with the text's records."""
-    from evolve.traces.tree_tables import RELAX_COLUMN_NAMES, TREE_COLUMN_NAMES
+    from evolve.traces.tree_tables import RELAX_COLUMN_NAMES, SUFFIX_TREE_COLUMN_NAMES, TREE_COLUMN_NAMES
 
     try:
         raw = path.read_bytes()
@@ -192,9 +192,12 @@ def read_tree_part(path: Path, info: dict[str, Any] | None = None) -> pd.DataFra
     except Exception as exc:
         raise InputError(f"{path}: missing or damaged tree table ({_short(exc)}); delete the text's part "
                          f"{path.name.replace('.trees', '')} to redo it") from None
-    relax = [c for c in RELAX_COLUMN_NAMES if c in df.columns]
+    optional = []
+    for names in (RELAX_COLUMN_NAMES, SUFFIX_TREE_COLUMN_NAMES):
+        present = [c for c in names if c in df.columns]
+        optional += present if len(present) == len(names) else []
     text = [c for c in TEXT_COLUMNS if c in df.columns]
-    return df[list(TREE_COLUMN_NAMES) + (relax if len(relax) == len(RELAX_COLUMN_NAMES) else []) + text]
+    return df[list(TREE_COLUMN_NAMES) + optional + text]
 
 
 def write_shard_part(path: Path, texts: Sequence[tuple[pd.DataFrame, dict[str, Any]]]) -> None:
@@ -369,9 +372,13 @@ def consolidate(out: Path, config: HarvestConfig, description: dict[str, Any], s
     trees: dict[str, pd.DataFrame] = {}
     tree_meta: dict[str, Any] = {}
     if config.tree_nodes is not None:
+        from evolve.engine.drafters import chosen_drafters
+        from evolve.engine.suffix_tree import suffix_tree_settings
         from evolve.engine.tree_draft import tree_settings
 
-        tree_meta["tree"] = tree_settings(config.tree_nodes, config.tree_width)
+        deterministic = any(d.deterministic_trees for d in chosen_drafters(config))
+        tree_meta["tree"] = (suffix_tree_settings if deterministic else tree_settings)(config.tree_nodes,
+                                                                                       config.tree_width)
         for s in SPLITS:
             trees[f"{s}.trees"] = pd.concat(tree_frames[s], ignore_index=True)
             stats[s]["trees"] = tree_stats(trees[f"{s}.trees"])

@@ -24,6 +24,12 @@ random stream and its caches as the tree harvest keeps them (:mod:`evolve.harves
    siblings repeat one token) a tree row's text is plain decoding's. With one token of budget left the target
    samples it alone.
 
+Suffix decoding's trees (``--draft-suffix``, :mod:`evolve.engine.suffix_tree`): growth is the library's tree as the
+harvest shapes it (:func:`evolve.engine.suffix_tree.draft_tree`, no uniform drawn; the row's suffix cache opened at
+the text's start and closed at its end, its response left in the row's global cache), a shape reads the trees'
+estimates (:func:`decision_data`), and the kept tree is verified by the walk
+(:func:`evolve.engine.suffix_tree.walk_verify`; siblings are distinct, q one-hot), the same draws as the harvest's.
+
 Counts (:class:`evolve.live.decoding.LiveCounts`): per call the emitted tokens, the kept nodes (``drafted``), the
 exact expected tokens of SpecInfer on the kept tree given the drafts
 (:func:`evolve.engine.tree_verify.specinfer_expected_tokens`, computed outside the timed decoding) and the nodes
@@ -47,6 +53,7 @@ import numpy as np
 from evolve.engine.distributions import sample_index
 from evolve.engine.onehot import densify
 from evolve.engine.runner import BatchKV
+from evolve.engine.suffix_tree import deterministic_node_columns, draft_tree, suffix_tree_columns, walk_verify
 from evolve.engine.tree_draft import DraftPass, DraftTree, drafter_pass, grow_tree
 from evolve.engine.tree_verify import specinfer_expected_tokens, specinfer_verify
 from evolve.errors import InputError
@@ -109,14 +116,16 @@ def check_tree_drafter(engine) -> None:
                          param=getattr(drafter, "field", None))
 
 
-def decision_data(tree: DraftTree, position: int) -> ShapeData:
+def decision_data(tree: DraftTree, position: int, estimates: dict | None = None) -> ShapeData:
     """The decision rows of one grown tree: row 0 the root, row i + 1 node i, with the features of
     :data:`evolve.eval.tree_scoring.SHAPE_FEATURES` as :func:`evolve.eval.tree_scoring.shape_data`
     computes them from the tree table's columns (draft_prob = q(x | parent); draft_top_prob and draft_entropy of
     the distribution the node was drawn from, 1 and 0 at the root; draft_cumprob; draft_index = depth; position =
     ``position`` (tokens generated before the step) + depth; the level features NaN until
     :func:`evolve.eval.tree_levels.shape_values` fills them; the target's features NaN). ``accept`` is
-    zeros (not known before the target's pass) and ``table`` None.
+    zeros (not known before the target's pass) and ``table`` None. ``estimates``: a deterministic tree's estimates
+    (suffix decoding: the dict :func:`evolve.engine.suffix_tree.draft_tree` returns), which then give draft_prob
+    (given the parent) and draft_cumprob in place of q's, as the tree scorer reads them from the suffix columns.
     """
     n = tree.n
     m = n + 1
@@ -133,11 +142,17 @@ def decision_data(tree: DraftTree, position: int) -> ShapeData:
     rows = {"draft_prob": np.ones(m), "draft_top_prob": np.ones(m), "draft_entropy": np.zeros(m),
             "draft_cumprob": priority.copy(), "draft_index": depth.astype(np.float64),
             "position": float(position) + depth.astype(np.float64)}
-    for i in range(n):
-        row = tree.q[parents[i] + 1]  # the parent's q, known: the parent was expanded
-        rows["draft_prob"][i + 1] = row[tokens[i]]
-        rows["draft_top_prob"][i + 1] = row.max()
-        rows["draft_entropy"][i + 1] = tree.q_ent[parents[i] + 1]
+    if estimates is not None:  # the suffix trees' estimates, as the tree table's suffix columns hold them
+        cols = suffix_tree_columns(tree.parents, estimates)
+        rows["draft_prob"][1:] = cols["suffix_prob"]
+        rows["draft_cumprob"][1:] = cols["suffix_cumprob"]
+        priority = rows["draft_cumprob"].copy()
+    else:
+        for i in range(n):
+            row = tree.q[parents[i] + 1]  # the parent's q, known: the parent was expanded
+            rows["draft_prob"][i + 1] = row[tokens[i]]
+            rows["draft_top_prob"][i + 1] = row.max()
+            rows["draft_entropy"][i + 1] = tree.q_ent[parents[i] + 1]
     rows.update({f: np.full(m, np.nan) for f in LEVEL_FEATURES})
     available = [f for f in FEATURES if f in rows or f in ("target_prob", "target_entropy", "top_token_match")]
     X = np.stack([rows.get(f, np.full(m, np.nan)) for f in available])
@@ -147,12 +162,13 @@ def decision_data(tree: DraftTree, position: int) -> ShapeData:
                      priority, depth, None)
 
 
-def kept_nodes(tree: DraftTree, shape: TreeDecoder, position: int) -> list[int]:
+def kept_nodes(tree: DraftTree, shape: TreeDecoder, position: int, estimates: dict | None = None) -> list[int]:
     """The nodes of ``tree`` that ``shape`` keeps (module doc, step 2), in creation order (parents first, siblings
-    contiguous in draw order); ``position``: tokens generated before the step."""
+    contiguous in draw order); ``position``: tokens generated before the step; ``estimates`` as
+    :func:`decision_data`'s."""
     if shape.program is None:
         return list(range(tree.n))
-    data = decision_data(tree, position)
+    data = decision_data(tree, position, estimates)
     k = kept_children(program_values(shape.program, data), data.n_children)
     kept_row = np.zeros(tree.n + 1, dtype=bool)
     kept_row[0] = True
@@ -170,22 +186,31 @@ def _dense(draft_pass: DraftPass) -> DraftPass:
     return run
 
 
-def _verify(engine, tree: DraftTree, keep: list[int], kv, ctx, rng, max_depth: int, counts: LiveCounts) -> list[int]:
-    """Step 4 of the module doc on the kept nodes ``keep`` of ``tree``; adds the call to ``counts``."""
+def _verify(engine, tree: DraftTree, keep: list[int], kv, ctx, rng, max_depth: int, counts: LiveCounts,
+            deterministic: bool = False) -> list[int]:
+    """Step 4 of the module doc on the kept nodes ``keep`` of ``tree``; adds the call to ``counts``. ``deterministic``:
+    a deterministic tree (suffix decoding), verified by the walk."""
     index = {-1: -1, **{node: j for j, node in enumerate(keep)}}
     parents = [index[tree.parents[i]] for i in keep]
     tokens = [tree.tokens[i] for i in keep]
     p, _ = engine.distributions(engine.run.tree(kv, ctx[kv.lengths[0]:], parents, tokens))
     p = np.asarray(densify(p), dtype=np.float64)
-    q = np.stack([tree.q[0]] + [tree.q[i + 1] if tree.q[i + 1] is not None else p[j + 1]  # a leaf's q: never read
-                                for j, i in enumerate(keep)])
-    accepted, nxt = specinfer_verify(parents, tokens, p, q, rng)
+    if deterministic:
+        accepted, nxt = walk_verify(parents, tokens, p, rng)
+    else:
+        q = np.stack([tree.q[0]] + [tree.q[i + 1] if tree.q[i + 1] is not None else p[j + 1]  # a leaf's q: never read
+                                    for j, i in enumerate(keep)])
+        accepted, nxt = specinfer_verify(parents, tokens, p, q, rng)
     emitted = [tokens[j] for j in accepted]
     if not (accepted and emitted[-1] in engine.eos):
         emitted.append(int(nxt))
     emitted = emitted[:max_depth + 1]
     t0 = time.perf_counter()
-    expected = specinfer_expected_tokens(parents, tokens, p, q)
+    if deterministic:
+        expected = float(deterministic_node_columns(parents, tokens, p, np.zeros(len(p)))["specinfer_tokens"][0]
+                         if keep else 1.0)
+    else:
+        expected = specinfer_expected_tokens(parents, tokens, p, q)
     depth = [tree.depth[i] for i in keep]
     expanded = [0] * (max(depth, default=0) + 1)
     for r in {par + 1 for par in parents}:  # rows with a kept child: the root 0, node j's row j + 1
@@ -207,25 +232,35 @@ def tree_text(engine, shape: TreeDecoder, prompt_ids: Sequence[int], tree: tuple
     import torch
 
     check_tree_drafter(engine)
+    drafter = engine.drafter
+    deterministic = getattr(drafter, "deterministic_trees", False)
     counts = LiveCounts()
     with torch.inference_mode():
         ctx = [int(t) for t in prompt_ids]
         prompt_len = len(ctx)
         kv = BatchKV(1, engine.device)
         kv.place(0, engine.run.prefill(ctx[:-1]), len(ctx) - 1)
-        draft_kv = BatchKV(1, engine.device)
-        draft_kv.place(0, engine.drafter.run.prefill(ctx[:-1]), len(ctx) - 1)
+        if deterministic:
+            drafter.open_text(ctx)
+        else:
+            draft_kv = BatchKV(1, engine.device)
+            draft_kv.place(0, drafter.run.prefill(ctx[:-1]), len(ctx) - 1)
         t0 = time.perf_counter()
         while len(ctx) - prompt_len < max_new_tokens:
             generated = len(ctx) - prompt_len
             max_depth = max_new_tokens - generated - 1
             if max_depth >= 1:
-                grown = grow_tree(_dense(drafter_pass(engine, draft_kv, ctx)), tree[0], tree[1], max_depth, engine.eos,
-                                  rng.random, leaves=False)
+                estimates = None
+                if deterministic:
+                    grown, estimates = draft_tree(drafter, ctx, tree[0], tree[1], max_depth, engine.eos)
+                else:
+                    grown = grow_tree(_dense(drafter_pass(engine, draft_kv, ctx)), tree[0], tree[1], max_depth,
+                                      engine.eos, rng.random, leaves=False)
                 chain = grown.first_path()
                 if chain:
                     rng.random(len(chain))  # the harvest's chain-record uniforms (module doc, step 3)
-                emitted = _verify(engine, grown, kept_nodes(grown, shape, generated), kv, ctx, rng, max_depth, counts)
+                keep = kept_nodes(grown, shape, generated, estimates)
+                emitted = _verify(engine, grown, keep, kv, ctx, rng, max_depth, counts, deterministic)
             else:  # one token left: the target samples it alone
                 p, _ = engine.distributions(engine.run.tree(kv, ctx[kv.lengths[0]:], [], []))
                 emitted = [sample_index(p[0], rng.random())]
@@ -233,6 +268,8 @@ def tree_text(engine, shape: TreeDecoder, prompt_ids: Sequence[int], tree: tuple
             ctx.extend(emitted)
             if emitted[-1] in engine.eos:
                 break
+        if deterministic:
+            drafter.close_text(ctx)
     counts.seconds += time.perf_counter() - t0
     return ctx[prompt_len:], counts
 

@@ -3,8 +3,10 @@
 A tree harvest (``generate_data.py harvest --tree-nodes N``, docs/reference/trees.md) writes, beside the chain
 records of each split, a table of the draft trees it grew: at every decoding step a tree of at most N
 drafted nodes whose children were drawn i.i.d. (with replacement) from the drafter's distribution at
-their parent. This module names the table's columns (:data:`TREE_COLUMNS`), reads a table and checks
-it for what it means (:func:`load_trees`), and gives it to the scorers as arrays (:class:`TreeTable`).
+their parent, or, for a deterministic drafter (suffix decoding), distinct children each proposed with
+certainty (q one-hot; :mod:`evolve.engine.suffix_tree`, with the optional :data:`SUFFIX_TREE_COLUMNS`). This
+module names the table's columns (:data:`TREE_COLUMNS`), reads a table and checks it for what it means
+(:func:`load_trees`), and gives it to the scorers as arrays (:class:`TreeTable`).
 
 Rows are grouped by tree (``seq_id``, ``tree``), the rows of a tree contiguous and ordered by ``node``
 0..n-1; a node's parent is an earlier node (or -1, the root: the text so far), and the children of a
@@ -98,10 +100,23 @@ RELAX_COLUMNS: tuple[TreeColumn, ...] = (
     TreeColumn("root_top_token_match", "int64", "per tree: 1 if argmax p = argmax q at the root, else 0"),
 )
 RELAX_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in RELAX_COLUMNS)
+#: Optional columns of a suffix-decoding tree harvest (deterministic trees: q one-hot, :mod:`evolve.engine.suffix_tree`):
+#: the suffix trees' estimates, which the drafter knows before the node is drafted.
+SUFFIX_TREE_COLUMNS: tuple[TreeColumn, ...] = (
+    TreeColumn("suffix_prob", "float64", "the suffix trees' estimated probability of the token given its parent "
+               "(the ratio of path probabilities)"),
+    TreeColumn("suffix_cumprob", "float64", "the estimated probability of the node's path (arctic-inference's probs)"),
+    TreeColumn("suffix_match_len", "int64", "per tree: how many of the text's last tokens the suffix tree matched"),
+    TreeColumn("suffix_score", "float64", "per tree: the draft's score (arctic-inference's)"),
+    TreeColumn("suffix_from_cache", "int64", "per tree: 1 if the tree came from the global cache (earlier "
+               "responses), 0 from the request's own prompt and response"),
+)
+SUFFIX_TREE_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in SUFFIX_TREE_COLUMNS)
 #: Columns constant over the rows of one tree.
 PER_TREE: tuple[str, ...] = ("seq_id", "tree", "position", "tree_nodes", "root_draft_top_prob", "root_draft_entropy",
                              "root_children", "specinfer_tokens", "traversal_tokens", "root_target_entropy",
-                             "root_target_top_prob", "root_overlap", "root_top_token_match")
+                             "root_target_top_prob", "root_overlap", "root_top_token_match", "suffix_match_len",
+                             "suffix_score", "suffix_from_cache")
 
 
 @dataclass(frozen=True)
@@ -130,6 +145,12 @@ class TreeTable:
     def relaxable(self) -> bool:
         """Whether the table has the columns of relaxed verification (:data:`RELAX_COLUMNS`)."""
         return all(c in self.columns for c in RELAX_COLUMN_NAMES)
+
+    @property
+    def deterministic(self) -> bool:
+        """Whether the trees are a deterministic drafter's: q one-hot, with the suffix trees' estimates
+        (:data:`SUFFIX_TREE_COLUMNS`; :mod:`evolve.engine.suffix_tree`)."""
+        return all(c in self.columns for c in SUFFIX_TREE_COLUMN_NAMES)
 
     @property
     def rows(self) -> int:
@@ -191,6 +212,7 @@ def trees_from_frame(df: pd.DataFrame, source: str = "<memory>", split: str = ""
             cols[c.name] = f
     _check_first_residual(cols, source)
     _read_relax_columns(df, cols, source)
+    _read_suffix_columns(df, cols, source)
     cols.update(text_columns_of(df, source))
     for name in _PROBS + tuple(c for c in ("node_overlap", "root_overlap", "root_target_top_prob") if c in cols):
         v = cols[name]
@@ -322,15 +344,20 @@ def _check_meaning(cols: dict[str, np.ndarray], starts: np.ndarray, prow: np.nda
                                           f"grows one tree)")
 
 
+def _group_present(df: pd.DataFrame, names: tuple[str, ...], source: str, why: str) -> bool:
+    """Whether the frame has the optional columns ``names``: all of them (True) or none (False). Raises: InputError
+    naming the first present and the first missing column when it has some only (``why`` all of them)."""
+    present = [c for c in names if c in df.columns]
+    if present and len(present) != len(names):
+        missing = next(c for c in names if c not in df.columns)
+        raise InputError(f"{source}: has column '{present[0]}' but not '{missing}' ({why} all of {', '.join(names)})")
+    return bool(present)
+
+
 def _read_relax_columns(df: pd.DataFrame, cols: dict[str, np.ndarray], source: str) -> None:
     """Add the optional :data:`RELAX_COLUMNS` to ``cols`` when the frame has all of them (checked)."""
-    present = [c for c in RELAX_COLUMN_NAMES if c in df.columns]
-    if not present:
+    if not _group_present(df, RELAX_COLUMN_NAMES, source, "relaxed verification needs"):
         return
-    if len(present) != len(RELAX_COLUMN_NAMES):
-        missing = next(c for c in RELAX_COLUMN_NAMES if c not in df.columns)
-        raise InputError(f"{source}: has column '{present[0]}' but not '{missing}' (relaxed verification needs "
-                         f"all of {', '.join(RELAX_COLUMN_NAMES)})")
     for c in RELAX_COLUMNS:
         if c.name == "relaxed_residual_prob":
             rows = []
@@ -365,6 +392,28 @@ def _read_relax_columns(df: pd.DataFrame, cols: dict[str, np.ndarray], source: s
         i = _first(gap)
         raise _bad(source, "relaxed_residual_prob", i, f"its value at w = 0 ({cols['relaxed_residual_prob'][i, 0]}) "
                                                        f"is not residual_prob ({cols['residual_prob'][i]})")
+
+
+def _read_suffix_columns(df: pd.DataFrame, cols: dict[str, np.ndarray], source: str) -> None:
+    """Add the optional :data:`SUFFIX_TREE_COLUMNS` to ``cols`` when the frame has all of them (checked: finite,
+    probabilities in [0, 1], a match length >= 0, the source 0 or 1)."""
+    if not _group_present(df, SUFFIX_TREE_COLUMN_NAMES, source, "a suffix tree table has"):
+        return
+    for c in SUFFIX_TREE_COLUMNS:
+        v = df[c.name].to_numpy()
+        if not (np.issubdtype(v.dtype, np.floating) or np.issubdtype(v.dtype, np.integer)):
+            raise InputError(f"{source}: column '{c.name}': expected numbers, got {v.dtype}")
+        f = np.ascontiguousarray(v, dtype=np.float64)
+        low, high = {"suffix_prob": (0.0, 1.0), "suffix_cumprob": (0.0, 1.0), "suffix_from_cache": (0.0, 1.0),
+                     "suffix_match_len": (0.0, np.inf), "suffix_score": (0.0, np.inf)}[c.name]
+        bad = ~np.isfinite(f) | (f < low - PROB_TOL) | (f > high + PROB_TOL)
+        if c.dtype == "int64":
+            bad |= f != np.round(f)
+        if bad.any():
+            i = _first(bad)
+            whole = " a whole number" if c.dtype == "int64" else ""
+            raise _bad(source, c.name, i, f"{f[i]} is not{whole} in [{low:g}, {high:g}]")
+        cols[c.name] = f.astype(np.int64) if c.dtype == "int64" else f
 
 
 def _check_siblings(cols: dict[str, np.ndarray], starts: np.ndarray, source: str) -> None:
@@ -468,5 +517,6 @@ def _check_other_splits(table: TreeTable, df: pd.DataFrame, data_dir: Path, spli
                              f"different texts, so their tree tables differ")
 
 
-__all__ = ["TREE_FILE", "TREE_COLUMNS", "TREE_COLUMN_NAMES", "RELAX_GRID", "RELAX_COLUMNS", "RELAX_COLUMN_NAMES", "PER_TREE", "TreeColumn", "TreeTable", "tree_path",
+__all__ = ["TREE_FILE", "TREE_COLUMNS", "TREE_COLUMN_NAMES", "RELAX_GRID", "RELAX_COLUMNS", "RELAX_COLUMN_NAMES", "SUFFIX_TREE_COLUMNS",
+           "SUFFIX_TREE_COLUMN_NAMES", "PER_TREE", "TreeColumn", "TreeTable", "tree_path",
            "trees_from_frame", "load_trees"]

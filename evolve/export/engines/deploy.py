@@ -230,7 +230,13 @@ def engine_config(rule: Rule, source: str, engine: Engine, data: str | os.PathLi
     champion_valid, champion_tv = score(rule, TUNE_SPLIT)
     best, best_valid = exact, None
     if exact is None:
-        for setting in _drafted_as(support.settings(rule, gamma, gamma), drafter):
+        candidates = _drafted_as(support.settings(rule, gamma, gamma), drafter)
+        if suffix and not any(c.family is EngineFamily.SUFFIX for c in candidates):
+            raise InputError(f"{engine.title} {engine.version} expresses no {kind.title} with suffix decoding, which "
+                             f"'{rule.name}''s harvest drafted with (its suffix method drafts a chain by its own "
+                             f"knobs); nearest setting: those knobs, tuned by exporting a verify-length champion of a "
+                             f"suffix-decoding chain harvest")
+        for setting in candidates:
             try:
                 rate, tv = score(setting.rule, TUNE_SPLIT)
             except InputError:  # a setting reading a column this data lacks

@@ -19,7 +19,7 @@ champion's harvest); :mod:`evolve.export.engines.llama_cpp_python` writes the mo
 from __future__ import annotations
 
 from evolve.engine.suffix import (HARVEST_SPEC_FACTOR, MAX_CACHED, MAX_DEPTH, VERSION, VLLM_CACHED, VLLM_DEPTH,
-                                  speculate_trees, suffix_columns)
+                                  ask_trees, speculate_trees, suffix_columns)
 from evolve.errors import InputError
 from evolve.export.codegen import core_source
 from evolve.traces.schema import SUFFIX_COLUMNS
@@ -115,7 +115,7 @@ def source_parts(depth: int, cached: int, gamma: int) -> tuple[list[str], list[s
                  "never to cap a draft, as the harvest asked the trees).",
                  f"DEPTH, CACHED, GAMMA = {int(depth)}, {int(cached)}, {int(gamma)}",
                  f"SPEC_FACTOR = {HARVEST_SPEC_FACTOR!r}"]
-    return constants, [core_source(speculate_trees).rstrip("\n"), core_source(suffix_columns).rstrip("\n")]
+    return constants, [core_source(f).rstrip("\n") for f in (ask_trees, speculate_trees, suffix_columns)]
 
 
 def harvest_settings(found: dict, source: str) -> tuple[int, int]:
