@@ -36,16 +36,16 @@ import numpy as np
 
 from evolve.engine.distributions import block_records, sample_index
 from evolve.engine.onehot import OneHot, densify
-from evolve.engine.tree_draft import DraftTree, TreeStep
+from evolve.engine.tree_draft import DraftTree, TreeStep, emitted_tokens
 from evolve.traces.tree_tables import SUFFIX_TREE_COLUMNS, TREE_COLUMNS
 
 #: The growth rule, as written into a suffix tree harvest's metadata.
 SUFFIX_GROWTH_RULE = ("arctic-inference's tree speculation (use_tree_spec): from the request's own suffix tree or the "
                       "global one (the higher score; the request's own wins a tie), the N continuation nodes of "
                       "highest estimated path probability (max_spec_tokens N, the harvest's max_spec_factor: no cap by "
-                      "the match length, no offset, min_token_prob 0); then at most K children per node (the K most probable), none "
-                      "below an end-of-sequence token or deeper than max_new_tokens - generated - 1; renumbered "
-                      "parents first, each node's children contiguous and most probable first")
+                      "the match length, no offset, min_token_prob 0); then at most K children per node (the K most "
+                      "probable), none below an end-of-sequence token or deeper than max_new_tokens - generated - 1; "
+                      "renumbered parents first, each node's children contiguous and most probable first")
 #: The order of a suffix tree step's random draws, as written into the metadata.
 SUFFIX_DRAW_ORDER = ("per tree step: one acceptance uniform per node of the first path (the chain records' "
                      "rand_value); then one uniform per level the walk reaches (the target's token there, by inverse "
@@ -117,12 +117,13 @@ def draft_tree(drafter, ctx: Sequence[int], nodes: int, width: int, max_depth: i
         tree.parents.append(par)
         tree.tokens.append(int(tokens[old]))
         tree.depth.append(tree.depth[par] + 1 if par >= 0 else 1)
-        tree.sibling.append(sum(1 for j in range(len(tree.parents) - 1) if tree.parents[j] == par))
         tree.children.append(0)
         tree.cumprob.append(1.0)
-        if par >= 0:
+        if par >= 0:  # a child's sibling index: its parent's children so far
+            tree.sibling.append(tree.children[par])
             tree.children[par] += 1
         else:
+            tree.sibling.append(tree.root_children)
             tree.root_children += 1
     est = {"path_probs": probs[keep] if keep else np.zeros(0), "match": int(found.match_len),
            "score": float(found.score), "from_cache": int(from_cache)}
@@ -214,10 +215,7 @@ def suffix_tree_step(engine, kv, drafter, ctx: Sequence[int], rng: np.random.Gen
                                 np.zeros(len(chain)), drafts, u)
         records.update(drafter.path_columns(est["path_probs"][chain], est["match"], est["score"], est["from_cache"]))
     accepted, nxt = walk_verify(tree.parents, tree.tokens, p, rng)
-    emitted = [tree.tokens[i] for i in accepted]
-    if not (accepted and emitted[-1] in engine.eos):
-        emitted.append(int(nxt))
-    emitted = emitted[:max_depth + 1]
+    emitted = emitted_tokens(tree.tokens, accepted, nxt, engine.eos, max_depth)
     columns = deterministic_node_columns(tree.parents, tree.tokens, p, p_ent)
     columns.update(suffix_tree_columns(tree.parents, est))
     return TreeStep(tree, p, p_ent, chain, records, accepted, emitted, columns)

@@ -332,12 +332,19 @@ def tree_step(engine, kv, draft_kv, ctx: Sequence[int], rng: np.random.Generator
         u = rng.random(len(chain))
         records = block_records(p[rows], q[rows], p_ent[rows], q_ent[rows], [tree.tokens[i] for i in chain], u)
     accepted, nxt = specinfer_verify(tree.parents, tree.tokens, p, q, rng)
-    emitted = [tree.tokens[i] for i in accepted]
-    if not (accepted and emitted[-1] in engine.eos):
-        emitted.append(int(nxt))
-    emitted = emitted[:max_depth + 1]
+    emitted = emitted_tokens(tree.tokens, accepted, nxt, engine.eos, max_depth)
     columns = node_columns(tree.parents, tree.tokens, p, q, q_ent, p_ent)
     return TreeStep(tree, p, p_ent, chain, records, accepted, emitted, columns)
+
+
+def emitted_tokens(tokens: Sequence[int], accepted: Sequence[int], nxt: int, eos, max_depth: int) -> list[int]:
+    """The tokens a tree step emits: the accepted nodes' ``tokens`` (root down), then the verification's next token
+    ``nxt`` unless the last accepted token is an end-of-sequence id, at most ``max_depth`` + 1 of them (the text's
+    remaining budget)."""
+    emitted = [int(tokens[i]) for i in accepted]
+    if not (accepted and emitted[-1] in eos):
+        emitted.append(int(nxt))
+    return emitted[:max_depth + 1]
 
 
 def tree_settings(nodes: int, width: int) -> dict:
@@ -349,5 +356,5 @@ def tree_settings(nodes: int, width: int) -> dict:
             "table": "{split}.trees.parquet", "columns": {c.name: c.dtype for c in TREE_COLUMNS + RELAX_COLUMNS}}
 
 
-__all__ = ["DRAW_ORDER", "DraftPass", "DraftTree", "GROWTH_RULE", "TreeStep", "drafter_pass", "grow_tree", "node_columns",
-           "tree_settings", "tree_step"]
+__all__ = ["DRAW_ORDER", "DraftPass", "DraftTree", "GROWTH_RULE", "TreeStep", "drafter_pass", "emitted_tokens",
+           "grow_tree", "node_columns", "tree_settings", "tree_step"]

@@ -54,7 +54,7 @@ from evolve.engine.distributions import sample_index
 from evolve.engine.onehot import densify
 from evolve.engine.runner import BatchKV
 from evolve.engine.suffix_tree import deterministic_node_columns, draft_tree, suffix_tree_columns, walk_verify
-from evolve.engine.tree_draft import DraftPass, DraftTree, drafter_pass, grow_tree
+from evolve.engine.tree_draft import DraftPass, DraftTree, drafter_pass, emitted_tokens, grow_tree
 from evolve.engine.tree_verify import specinfer_expected_tokens, specinfer_verify
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData
@@ -201,10 +201,7 @@ def _verify(engine, tree: DraftTree, keep: list[int], kv, ctx, rng, max_depth: i
         q = np.stack([tree.q[0]] + [tree.q[i + 1] if tree.q[i + 1] is not None else p[j + 1]  # a leaf's q: never read
                                     for j, i in enumerate(keep)])
         accepted, nxt = specinfer_verify(parents, tokens, p, q, rng)
-    emitted = [tokens[j] for j in accepted]
-    if not (accepted and emitted[-1] in engine.eos):
-        emitted.append(int(nxt))
-    emitted = emitted[:max_depth + 1]
+    emitted = emitted_tokens(tokens, accepted, nxt, engine.eos, max_depth)
     t0 = time.perf_counter()
     if deterministic:
         expected = float(deterministic_node_columns(parents, tokens, p, np.zeros(len(p)))["specinfer_tokens"][0]
