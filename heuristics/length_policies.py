@@ -36,6 +36,9 @@ BLOCK_VERIFIER_NAME = "block_verification"
 LOOP_VERIFIERS = (None, STANDARD_VERIFIER_NAME, BLOCK_VERIFIER_NAME)
 #: Longest fixed draft length of the sweep grid.
 MAX_FIXED_GAMMA = 8
+#: vLLM 0.33.0's defaults of suffix decoding's knobs (``vllm/config/speculative.py``): tree depth, max_spec_factor,
+#: offset (not a vLLM knob: 0), min_token_prob; :func:`suffix_rule` takes the last three.
+SUFFIX_VLLM_DEFAULT = (24, 1.0, 0.0, 0.1)
 
 
 def fixed_gamma(gamma) -> Rule:

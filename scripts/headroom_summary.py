@@ -8,6 +8,8 @@
         suffix decoding's own rule at the knobs of the row ROW (suffix_vllm_default or suffix_tuned), at most GAMMA
         drafts, written as a champion file (a policy on the suffix columns, the tree depth's room aside: live
         decoding runs it)
+    python scripts/headroom_summary.py --vllm-default GAMMA OUT.json
+        the same at vLLM 0.33.0's default knobs (no benchmark output needed)
     python scripts/headroom_summary.py --out OUT NAME...
         a markdown summary per workload: the predicted tokens per second on the held-out test split of every policy
         row and the bound, the champion's share of the headroom with its interval, its standing against each
@@ -69,6 +71,14 @@ def suffix(path: Path, row: str, gamma: str, out: Path) -> None:
                  f"suffix decoding's own rule at the knobs of benchmark.py's {row} row: {setting}", out)
 
 
+def vllm_default(gamma: str, out: Path) -> None:
+    from heuristics.length_policies import SUFFIX_VLLM_DEFAULT, suffix_rule
+
+    rule = suffix_rule(*SUFFIX_VLLM_DEFAULT[1:], int(gamma))  # (depth, factor, offset, min_token_prob)
+    write_policy("suffix_vllm_default_as_policy", rule.expression,
+                 f"suffix decoding's own rule at vLLM 0.33.0's default knobs, at most {gamma} drafts", out)
+
+
 def fmt(x, spec=".3f") -> str:
     return "n/a" if x is None else format(x, spec)
 
@@ -119,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tuned", type=Path)
     ap.add_argument("--logistic", nargs=2, type=Path)
     ap.add_argument("--suffix", nargs=4)
+    ap.add_argument("--vllm-default", nargs=2)
     ap.add_argument("--out", type=Path)
     ap.add_argument("names", nargs="*")
     a = ap.parse_args(argv)
@@ -128,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         logistic(*a.logistic)
     elif a.suffix:
         suffix(Path(a.suffix[0]), a.suffix[1], a.suffix[2], Path(a.suffix[3]))
+    elif a.vllm_default:
+        vllm_default(a.vllm_default[0], Path(a.vllm_default[1]))
     else:
         print(summary(a.out, a.names))
     return 0

@@ -47,13 +47,18 @@ def target(llama_files):
     return loaded.model, Runner(loaded.model, loaded.vocab_out, "cpu")
 
 
-def _path(parents, tokens, i) -> list[int]:
-    """The tokens on the path root -> node i (node i last)."""
+def _path_nodes(parents, i) -> list[int]:
+    """The nodes on the path root -> node i (node i last)."""
     path = []
     while i >= 0:
-        path.append(tokens[i])
+        path.append(i)
         i = parents[i]
     return path[::-1]
+
+
+def _path(parents, tokens, i) -> list[int]:
+    """The tokens on the path root -> node i (node i last)."""
+    return [tokens[j] for j in _path_nodes(parents, i)]
 
 
 def _plain_last(model, ids) -> torch.Tensor:
@@ -186,3 +191,30 @@ def test_context_only_returns_the_root_row(target):
         logits = runner.tree(kv, CONTEXT, [], [])
     assert logits.shape == (1, runner.vocab) and kv.lengths == [len(PROMPT + CONTEXT)]
     np.testing.assert_allclose(logits[0].numpy(), _plain_last(model, PROMPT + CONTEXT).numpy(), atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("node", [None, 2, 3, 7])
+@pytest.mark.parametrize("how", ["prefill", "holes"])
+def test_kept_path_equals_feeding_it_again(target, node, how):
+    """A tree pass with ``keep`` and then :meth:`BatchKV.keep_path` on the path root -> ``node`` (None: no node
+    accepted) leaves the cache a pass over the text and that path would leave (lengths, positions, keys and
+    values), and the next pass gives a fresh cache's logits; the path's nodes need not sit in consecutive slots
+    (node 7's path is nodes 0, 1, 7)."""
+    model, runner = target
+    parents, tokens = TREES["uneven"]
+    path = [] if node is None else _path_nodes(parents, node)
+    accepted = [tokens[i] for i in path]
+    kv, ref = _kv(runner, PROMPT, how), _kv(runner, PROMPT, how)
+    with torch.inference_mode():
+        runner.tree(kv, CONTEXT, parents, tokens, keep=True)
+        kv.keep_path(len(tokens), path)
+        runner(ref, [CONTEXT + accepted], 1)
+        ref.compact()
+        assert kv.lengths == ref.lengths == [len(PROMPT + CONTEXT + accepted)]
+        assert kv.slots == ref.slots and bool(kv.valid.all()) and torch.equal(kv.pos, ref.pos)
+        for a, b in zip(kv.keys + kv.values, ref.keys + ref.values):
+            torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
+        got = runner.tree(kv, [11], [-1], [4])
+    torch.testing.assert_close(got[1], _plain_last(model, PROMPT + CONTEXT + accepted + [11, 4]), atol=ATOL, rtol=0)
+    with pytest.raises(ValueError, match="outside"):
+        _kv(runner, PROMPT, "prefill").keep_path(2, [2])

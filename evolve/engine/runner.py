@@ -138,6 +138,22 @@ class BatchKV:
             self.valid[row] &= self.pos[row] < length
             self.lengths[row] = length
 
+    def keep_path(self, nodes: int, path: Sequence[int]) -> None:
+        """After :meth:`Runner.tree` with ``keep`` over ``nodes`` tree nodes (the last ``nodes`` slots of row 0, a
+        batch of one row): keep the slots of the nodes ``path`` (a path from the root down, parents first: their
+        positions follow the root's) and drop the tree's other slots; row 0 then holds the text up to the root and
+        the path, compacted. Raises ValueError for a batch of more than one row or a node outside 0..nodes-1."""
+        if self.batch != 1:
+            raise ValueError(f"BatchKV.keep_path needs a batch of one row, got {self.batch}")
+        first = self.slots - nodes
+        if any(not 0 <= int(i) < nodes for i in path):
+            raise ValueError(f"BatchKV.keep_path: a node of {list(path)} outside 0..{nodes - 1}")
+        drop = self.valid.new_ones(nodes)
+        drop[[int(i) for i in path]] = False
+        self.valid[0, first:] &= ~drop
+        self.lengths = [int(self.pos[0, first - 1]) + 1 + len(path)]  # the root's position + 1, then the path's
+        self.compact()
+
     def clear(self, row: int) -> None:
         """Forget row ``row`` (its text is finished)."""
         self.truncate(row, 0)
@@ -320,7 +336,8 @@ class Runner:
         kv.lengths = [n + len(f) for n, f in zip(kv.lengths, feeds)]
         return logits[:, logits.shape[1] - n_logits:, : self.vocab]
 
-    def tree(self, kv: BatchKV, context: Sequence[int], parents: Sequence[int], tokens: Sequence[int]):
+    def tree(self, kv: BatchKV, context: Sequence[int], parents: Sequence[int], tokens: Sequence[int],
+             keep: bool = False):
         """One forward pass over ``context`` and then a draft tree (tree attention) for a batch of ONE row.
 
         Tokens and positions. With L = ``kv.lengths[0]`` cached tokens, the c = len(``context``) >= 1
@@ -341,7 +358,10 @@ class Runner:
 
         Cache afterwards. The tree's slots are removed (``truncate(0, L + c)`` then ``compact``): ``kv``
         holds exactly the L + c tokens of the text, as if only ``context`` had been fed, so the accepted
-        path can be fed next as ordinary context. ``seconds`` counts the pass.
+        path can be fed next as ordinary context. With ``keep`` the tree's slots stay (the context's first, then node i
+        at slot ``kv.slots - n + i``) until the caller's :meth:`BatchKV.keep_path` keeps the accepted path's and drops
+        the others, so the accepted tokens are not fed again (a node's keys and values are those of a plain forward
+        of the text and its path, as its logits are). ``seconds`` counts the pass.
 
         Raises: ValueError (before touching ``kv``) for a batch of more than one row, an empty context,
         ``parents`` and ``tokens`` of different lengths, or a parent outside -1..i-1. An exception of the
@@ -386,6 +406,7 @@ class Runner:
         kv.valid = torch.cat([kv.valid, torch.ones((1, T), dtype=torch.bool, device=dev)], dim=1)
         kv.pos = torch.cat([kv.pos, qpos], dim=1)
         kv.lengths = [root + 1 + max(depth, default=0)]  # every tree position is >= L + c: truncate drops them
-        kv.truncate(0, L + c)
-        kv.compact()
+        if not keep:
+            kv.truncate(0, L + c)
+            kv.compact()
         return logits[0, logits.shape[1] - (n + 1):, : self.vocab]

@@ -18,11 +18,13 @@ random stream and its caches as the tree harvest keeps them (:mod:`evolve.harves
    budget N never binds (the kept tree is a subtree of a tree of at most N nodes), as offline.
 3. One uniform per node of the grown tree's first path, unused: the draws of the harvest's chain records, so that
    the fixed tree's texts are the tree harvest's texts (:data:`evolve.engine.tree_draft.DRAW_ORDER`).
-4. One target pass over the kept nodes only (tree attention, :meth:`evolve.engine.runner.Runner.tree`), then
-   SpecInfer's recursive rejection sampling on the kept tree (Miao et al. 2024, arXiv 2305.09781;
-   :func:`evolve.engine.tree_verify.specinfer_verify`): lossless, so under greedy decoding (temperature 0: the
-   siblings repeat one token) a tree row's text is plain decoding's. With one token of budget left the target
-   samples it alone.
+4. One target pass over the last step's emitted token and the kept nodes (tree attention,
+   :meth:`evolve.engine.runner.Runner.tree`), then SpecInfer's recursive rejection sampling on the kept tree (Miao
+   et al. 2024, arXiv 2305.09781; :func:`evolve.engine.tree_verify.specinfer_verify`): lossless, so under greedy
+   decoding (temperature 0: the siblings repeat one token) a tree row's text is plain decoding's. The accepted
+   path's keys and values stay in the cache (:meth:`evolve.engine.runner.BatchKV.keep_path`), as a chain's accepted
+   drafts do, so a pass is over kept nodes + 1 tokens, as priced. With one token of budget left the target samples
+   it alone.
 
 Suffix decoding's trees (``--draft-suffix``, :mod:`evolve.engine.suffix_tree`): growth is the library's tree as the
 harvest shapes it (:func:`evolve.engine.suffix_tree.draft_tree`, no uniform drawn; the row's suffix cache opened at
@@ -193,7 +195,7 @@ def _verify(engine, tree: DraftTree, keep: list[int], kv, ctx, rng, max_depth: i
     index = {-1: -1, **{node: j for j, node in enumerate(keep)}}
     parents = [index[tree.parents[i]] for i in keep]
     tokens = [tree.tokens[i] for i in keep]
-    p, _ = engine.distributions(engine.run.tree(kv, ctx[kv.lengths[0]:], parents, tokens))
+    p, _ = engine.distributions(engine.run.tree(kv, ctx[kv.lengths[0]:], parents, tokens, keep=True))
     p = np.asarray(densify(p), dtype=np.float64)
     if deterministic:
         accepted, nxt = walk_verify(parents, tokens, p, rng)
@@ -202,6 +204,7 @@ def _verify(engine, tree: DraftTree, keep: list[int], kv, ctx, rng, max_depth: i
                                     for j, i in enumerate(keep)])
         accepted, nxt = specinfer_verify(parents, tokens, p, q, rng)
     emitted = emitted_tokens(tokens, accepted, nxt, engine.eos, max_depth)
+    kv.keep_path(len(keep), accepted[:len(emitted) - 1])  # the last emitted token is the next call's context
     t0 = time.perf_counter()
     if deterministic:
         expected = float(deterministic_node_columns(parents, tokens, p, np.zeros(len(p)))["specinfer_tokens"][0]

@@ -24,9 +24,7 @@ import numpy as np
 from numba import njit
 
 from evolve.kinds.verify_length.eval_rows import Scored, Scoring, scored, tuned
-
-#: vLLM 0.33.0's defaults of the suffix knobs (``vllm/config/speculative.py``): depth, factor, offset, min_token_prob.
-VLLM_DEFAULT = (24, 1.0, 0.0, 0.1)
+from heuristics.length_policies import SUFFIX_VLLM_DEFAULT as VLLM_DEFAULT
 #: The tuning grids of the knobs.
 FACTORS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 1000.0)
 OFFSETS: tuple[float, ...] = (0.0, 1.0, 2.0, 4.0)
