@@ -36,7 +36,7 @@ import numpy as np
 
 from evolve.engine.distributions import block_records, sample_index
 from evolve.engine.onehot import OneHot, densify
-from evolve.engine.tree_draft import DraftTree, TreeStep, emitted_tokens
+from evolve.engine.tree_draft import DraftTree, TreeStep, emitted_tokens, keep_emitted_path
 from evolve.traces.tree_tables import SUFFIX_TREE_COLUMNS, TREE_COLUMNS
 
 #: The growth rule, as written into a suffix tree harvest's metadata.
@@ -203,7 +203,7 @@ def suffix_tree_step(engine, kv, drafter, ctx: Sequence[int], rng: np.random.Gen
     columns); its ``emitted`` tokens (1..D + 1 ids) are to be appended to ``ctx``.
     """
     tree, est = draft_tree(drafter, ctx, nodes, width, max_depth, engine.eos)
-    p, p_ent = engine.distributions(engine.run.tree(kv, ctx[kv.lengths[0]:], tree.parents, tree.tokens))
+    p, p_ent = engine.distributions(engine.run.tree(kv, ctx[kv.lengths[0]:], tree.parents, tree.tokens, keep=True))
     p, p_ent = np.asarray(densify(p), dtype=np.float64), np.asarray(p_ent, dtype=np.float64)
     chain = tree.first_path()
     records = None
@@ -216,6 +216,7 @@ def suffix_tree_step(engine, kv, drafter, ctx: Sequence[int], rng: np.random.Gen
         records.update(drafter.path_columns(est["path_probs"][chain], est["match"], est["score"], est["from_cache"]))
     accepted, nxt = walk_verify(tree.parents, tree.tokens, p, rng)
     emitted = emitted_tokens(tree.tokens, accepted, nxt, engine.eos, max_depth)
+    keep_emitted_path(kv, tree.n, accepted, emitted)
     columns = deterministic_node_columns(tree.parents, tree.tokens, p, p_ent)
     columns.update(suffix_tree_columns(tree.parents, est))
     return TreeStep(tree, p, p_ent, chain, records, accepted, emitted, columns)

@@ -311,7 +311,8 @@ def tree_step(engine, kv, draft_kv, ctx: Sequence[int], rng: np.random.Generator
         engine: the :class:`evolve.harvest.loop.SpeculativeEngine` (its target runner ``run``, its
             drafter's runner ``drafter.run``, ``distributions`` and ``eos``).
         kv: the target's :class:`evolve.engine.runner.BatchKV` of one row holding a prefix of ``ctx``
-            (at least its last token uncached); afterwards it holds all of ``ctx``.
+            (at least its last token uncached); afterwards it holds all of ``ctx`` and the accepted path
+            (:func:`keep_emitted_path`): all but the last emitted token of the text the step leaves.
         draft_kv: the drafter's own one-row cache, holding ``ctx[:-1]`` (or a shorter prefix); afterwards
             it holds ``ctx[:-1]``.
         ctx: the text so far (prompt + generated ids); not modified.
@@ -323,7 +324,7 @@ def tree_step(engine, kv, draft_kv, ctx: Sequence[int], rng: np.random.Generator
     """
     tree = grow_tree(drafter_pass(engine, draft_kv, ctx), nodes, width, max_depth, engine.eos, rng.random)
     q, q_ent = tree.q_rows(), np.asarray(tree.q_ent, dtype=np.float64)
-    p, p_ent = engine.distributions(engine.run.tree(kv, ctx[kv.lengths[0]:], tree.parents, tree.tokens))
+    p, p_ent = engine.distributions(engine.run.tree(kv, ctx[kv.lengths[0]:], tree.parents, tree.tokens, keep=True))
     p, p_ent = np.asarray(p, dtype=np.float64), np.asarray(p_ent, dtype=np.float64)
     chain = tree.first_path()
     records = None
@@ -333,6 +334,7 @@ def tree_step(engine, kv, draft_kv, ctx: Sequence[int], rng: np.random.Generator
         records = block_records(p[rows], q[rows], p_ent[rows], q_ent[rows], [tree.tokens[i] for i in chain], u)
     accepted, nxt = specinfer_verify(tree.parents, tree.tokens, p, q, rng)
     emitted = emitted_tokens(tree.tokens, accepted, nxt, engine.eos, max_depth)
+    keep_emitted_path(kv, tree.n, accepted, emitted)
     columns = node_columns(tree.parents, tree.tokens, p, q, q_ent, p_ent)
     return TreeStep(tree, p, p_ent, chain, records, accepted, emitted, columns)
 
@@ -347,6 +349,13 @@ def emitted_tokens(tokens: Sequence[int], accepted: Sequence[int], nxt: int, eos
     return emitted[:max_depth + 1]
 
 
+def keep_emitted_path(kv, nodes: int, accepted: Sequence[int], emitted: Sequence[int]) -> None:
+    """After a target tree pass with ``keep`` over ``nodes`` nodes (:meth:`evolve.engine.runner.Runner.tree`): keep
+    the accepted nodes' keys and values that the step emitted, all but the last emitted token, which the next pass
+    feeds (:meth:`evolve.engine.runner.BatchKV.keep_path`), so a pass is over the kept nodes + 1 tokens."""
+    kv.keep_path(nodes, list(accepted)[:len(emitted) - 1])
+
+
 def tree_settings(nodes: int, width: int) -> dict:
     """The ``tree`` entry of a tree harvest's metadata: N, K, the growth rule, the order of the random draws,
     the verification and the table's file name."""
@@ -357,4 +366,4 @@ def tree_settings(nodes: int, width: int) -> dict:
 
 
 __all__ = ["DRAW_ORDER", "DraftPass", "DraftTree", "GROWTH_RULE", "TreeStep", "drafter_pass", "emitted_tokens",
-           "grow_tree", "node_columns", "tree_settings", "tree_step"]
+           "grow_tree", "keep_emitted_path", "node_columns", "tree_settings", "tree_step"]

@@ -13,7 +13,7 @@ draft writes no rows (the text advances by the target's token).
 
 Caches: the target's one-row :class:`evolve.engine.runner.BatchKV` is prefilled with the prompt minus
 its last token; each target tree pass feeds the tokens not cached yet and leaves the cache holding
-the whole text before the step. The drafter (a second model, skipped layers or early exit; not the
+the text and the accepted path, all but the step's last emitted token (the next pass feeds it). The drafter (a second model, skipped layers or early exit; not the
 window or n-gram drafters) runs on a cache of its own, kept at the text minus its last token, so every
 drafter tree pass feeds at least the last token (the tree's root).
 """

@@ -56,7 +56,7 @@ from evolve.engine.distributions import sample_index
 from evolve.engine.onehot import densify
 from evolve.engine.runner import BatchKV
 from evolve.engine.suffix_tree import deterministic_node_columns, draft_tree, suffix_tree_columns, walk_verify
-from evolve.engine.tree_draft import DraftPass, DraftTree, drafter_pass, emitted_tokens, grow_tree
+from evolve.engine.tree_draft import DraftPass, DraftTree, drafter_pass, emitted_tokens, grow_tree, keep_emitted_path
 from evolve.engine.tree_verify import specinfer_expected_tokens, specinfer_verify
 from evolve.errors import InputError
 from evolve.eval.evaluator import EvalData
@@ -204,7 +204,7 @@ def _verify(engine, tree: DraftTree, keep: list[int], kv, ctx, rng, max_depth: i
                                     for j, i in enumerate(keep)])
         accepted, nxt = specinfer_verify(parents, tokens, p, q, rng)
     emitted = emitted_tokens(tokens, accepted, nxt, engine.eos, max_depth)
-    kv.keep_path(len(keep), accepted[:len(emitted) - 1])  # the last emitted token is the next call's context
+    keep_emitted_path(kv, len(keep), accepted, emitted)
     t0 = time.perf_counter()
     if deterministic:
         expected = float(deterministic_node_columns(parents, tokens, p, np.zeros(len(p)))["specinfer_tokens"][0]
